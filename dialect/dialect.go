@@ -1,0 +1,87 @@
+// Package dialect describes the four databases the library runs on and the isolation level (or
+// SQLite mode) that each opens the transactions of a delivery's work at.
+//
+// A dialect value carries its level in its type, and each dialect's type parameter is
+// constrained to the levels its database opens:
+//
+//	dialect.Postgres[isolation.ReadCommitted]{}   // compiles
+//	dialect.Postgres[isolation.ReadUncommitted]{} // does not: Postgres runs it as read committed
+//	dialect.SQLite[isolation.Immediate]{}         // compiles
+//	dialect.SQLite[isolation.Serializable]{}      // does not: SQLite declares modes, not levels
+//
+// The forms state what they need from a dialect as a method set (RowLocks for the row lock form,
+// SessionLocks for the advisory form), so a form on a database that lacks the capability does
+// not compile either. When the database is only known at run time, Detect and Parse return a
+// Runtime dialect that checks the same pairs when the consumer starts.
+package dialect
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"time"
+
+	"github.com/sqlinbox/inbox/internal/sentinel"
+)
+
+// Dialect is what the library needs from a database. The types of this package implement it;
+// other implementations are not supported.
+type Dialect interface {
+	// Name is "postgres", "mysql", "mariadb" or "sqlite".
+	Name() string
+	// Level is the declared level or mode: "default", "read uncommitted", "read committed",
+	// "repeatable read", "serializable", "deferred", "immediate" or "exclusive".
+	Level() string
+	// Quote returns ident quoted for the database, inner quotes doubled. It refuses an empty
+	// name, a name with a NUL byte, and a name longer than the database keeps.
+	Quote(ident string) (string, error)
+	// Placeholder returns the n-th statement parameter (from 1): "$n" on Postgres, "?" elsewhere.
+	Placeholder(n int) string
+	// Time returns t as the library binds a timestamp: UTC, to the microsecond. On SQLite it is
+	// text "YYYY-MM-DD HH:MM:SS.ffffff", fixed width so that text order is time order.
+	Time(t time.Time) any
+	// Begin opens a transaction at the dialect's level. The transaction owns one pooled
+	// connection until Commit or Rollback.
+	Begin(ctx context.Context, db *sql.DB) (Tx, error)
+	// CheckServer fails with an error wrapping inbox.ErrServerTooOld when the server is older
+	// than the library supports, and with inbox.ErrDialect when it is another database.
+	CheckServer(ctx context.Context, db *sql.DB) error
+	// Allows reports whether the form ("rowlock", "lease" or "advisory") runs on this dialect.
+	// The compile-time dialects have checked it already and return nil; a Runtime dialect
+	// returns an error wrapping inbox.ErrDialect for a pair its database cannot run.
+	Allows(form string) error
+	// Retryable reports whether err is a transient conflict worth running the statement again:
+	// a serialization failure (Postgres 40001), a deadlock (MySQL 1213) or a lock wait timeout
+	// (MySQL 1205), or SQLITE_BUSY.
+	Retryable(err error) bool
+}
+
+// Tx is a transaction opened by a dialect: an *sql.Tx on Postgres, MySQL and MariaDB, and a
+// pinned connection on SQLite (whose BEGIN modes database/sql cannot express).
+type Tx interface {
+	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
+	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
+	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
+	Commit() error
+	Rollback() error
+}
+
+// SkipLocked is the capability of the row lock form: SELECT … FOR UPDATE SKIP LOCKED.
+type SkipLocked struct{}
+
+// AdvisoryLocks is the capability of the advisory form: session locks on a name
+// (pg_try_advisory_lock, GET_LOCK).
+type AdvisoryLocks struct{}
+
+// NoRowLocksOnSQLiteUseLease is what SQLite offers where the row lock form wants SkipLocked:
+// SQLite has no row locks, so take the lease form (package lease) there. It exists so that the
+// compiler's message for rowlock.New on SQLite says so.
+type NoRowLocksOnSQLiteUseLease struct{}
+
+// NoSessionLocksOnSQLiteUseLease is what SQLite offers where the advisory form wants
+// AdvisoryLocks: SQLite has no session locks, so take the lease form there.
+type NoSessionLocksOnSQLiteUseLease struct{}
+
+func dialectError(format string, args ...any) error {
+	return fmt.Errorf("%w: "+format, append([]any{sentinel.Dialect}, args...)...)
+}

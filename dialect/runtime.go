@@ -1,0 +1,146 @@
+package dialect
+
+import (
+	"context"
+	"database/sql"
+	"strings"
+
+	"github.com/sqlinbox/inbox/isolation"
+)
+
+// Runtime is a dialect chosen at run time, from a live connection (Detect) or from
+// configuration (Parse). It compiles with every form; the pairs the compiler checks for the
+// typed dialects are checked when the consumer starts instead, and a pair the database cannot
+// run fails there with an error wrapping inbox.ErrDialect.
+type Runtime struct {
+	Dialect
+}
+
+// Allows refuses the row lock and advisory forms on SQLite, which has neither row locks nor
+// session locks.
+func (r Runtime) Allows(form string) error {
+	if r.Name() == "sqlite" && (form == "rowlock" || form == "advisory") {
+		return dialectError("the %s form does not run on SQLite (level %s), which has no row or session locks: use the lease form", form, r.Level())
+	}
+	return nil
+}
+
+// RowLocks lets the row lock form compile with a Runtime dialect; Allows checks it at startup.
+func (Runtime) RowLocks() SkipLocked { return SkipLocked{} }
+
+// SessionLocks lets the advisory form compile with a Runtime dialect; Allows checks it at
+// startup.
+func (Runtime) SessionLocks() AdvisoryLocks { return AdvisoryLocks{} }
+
+// Detect recognises the database behind db from the live connection: Postgres and MySQL answer
+// SELECT VERSION() (MariaDB's answer names it), SQLite answers SELECT sqlite_version(). The
+// dialect it returns opens transactions at the default level.
+func Detect(ctx context.Context, db *sql.DB) (Runtime, error) {
+	var version string
+	if err := db.QueryRowContext(ctx, "SELECT VERSION()").Scan(&version); err == nil {
+		switch lower := strings.ToLower(version); {
+		case strings.Contains(lower, "postgresql"):
+			return Runtime{Postgres[isolation.Default]{}}, nil
+		case strings.Contains(lower, "mariadb"):
+			return Runtime{MariaDB[isolation.Default]{}}, nil
+		default:
+			return Runtime{MySQL[isolation.Default]{}}, nil
+		}
+	}
+	if err := db.QueryRowContext(ctx, "SELECT sqlite_version()").Scan(&version); err == nil {
+		return Runtime{SQLite[isolation.Default]{}}, nil
+	}
+	if err := db.PingContext(ctx); err != nil {
+		return Runtime{}, dialectError("detecting the database: %v", err)
+	}
+	return Runtime{}, dialectError("the database answers neither SELECT VERSION() nor SELECT sqlite_version(): name the dialect with dialect.Parse")
+}
+
+// Parse returns the dialect a name and a level describe, as configuration gives them: name is
+// postgres, mysql, mariadb or sqlite; level is empty or "default", an isolation level ("read
+// committed" or "read_committed", …) or a SQLite mode ("immediate", …). A level the database does
+// not open is an error wrapping inbox.ErrDialect that names both.
+func Parse(name, level string) (Runtime, error) {
+	name = strings.ToLower(strings.TrimSpace(name))
+	level = strings.ReplaceAll(strings.ToLower(strings.TrimSpace(level)), "_", " ")
+	if level == "" {
+		level = "default"
+	}
+	var d Dialect
+	switch name {
+	case "postgres", "postgresql", "pgx":
+		d = postgresAt(level)
+	case "mysql":
+		d = mysqlAt(level, false)
+	case "mariadb":
+		d = mysqlAt(level, true)
+	case "sqlite", "sqlite3":
+		d = sqliteAt(level)
+	default:
+		return Runtime{}, dialectError("unknown database %q: name postgres, mysql, mariadb or sqlite", name)
+	}
+	if d == nil {
+		return Runtime{}, dialectError("%s does not open level %q: %s", name, level, opensHint(name))
+	}
+	return Runtime{d}, nil
+}
+
+func opensHint(name string) string {
+	switch name {
+	case "sqlite", "sqlite3":
+		return "SQLite takes default, deferred, immediate or exclusive"
+	case "mysql", "mariadb":
+		return "take default, read uncommitted, read committed, repeatable read or serializable"
+	}
+	return "Postgres takes default, read committed, repeatable read or serializable (it runs read uncommitted as read committed)"
+}
+
+func postgresAt(level string) Dialect {
+	switch level {
+	case "default":
+		return Postgres[isolation.Default]{}
+	case "read committed":
+		return Postgres[isolation.ReadCommitted]{}
+	case "repeatable read":
+		return Postgres[isolation.RepeatableRead]{}
+	case "serializable":
+		return Postgres[isolation.Serializable]{}
+	}
+	return nil
+}
+
+func mysqlAt(level string, maria bool) Dialect {
+	pick := func(my, ma Dialect) Dialect {
+		if maria {
+			return ma
+		}
+		return my
+	}
+	switch level {
+	case "default":
+		return pick(MySQL[isolation.Default]{}, MariaDB[isolation.Default]{})
+	case "read uncommitted":
+		return pick(MySQL[isolation.ReadUncommitted]{}, MariaDB[isolation.ReadUncommitted]{})
+	case "read committed":
+		return pick(MySQL[isolation.ReadCommitted]{}, MariaDB[isolation.ReadCommitted]{})
+	case "repeatable read":
+		return pick(MySQL[isolation.RepeatableRead]{}, MariaDB[isolation.RepeatableRead]{})
+	case "serializable":
+		return pick(MySQL[isolation.Serializable]{}, MariaDB[isolation.Serializable]{})
+	}
+	return nil
+}
+
+func sqliteAt(level string) Dialect {
+	switch level {
+	case "default":
+		return SQLite[isolation.Default]{}
+	case "deferred":
+		return SQLite[isolation.Deferred]{}
+	case "immediate":
+		return SQLite[isolation.Immediate]{}
+	case "exclusive":
+		return SQLite[isolation.Exclusive]{}
+	}
+	return nil
+}

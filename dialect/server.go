@@ -1,0 +1,107 @@
+package dialect
+
+import (
+	"context"
+	"database/sql"
+	"database/sql/driver"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/sqlinbox/inbox/internal/sentinel"
+)
+
+func checkPostgres(ctx context.Context, db *sql.DB) error {
+	var num string
+	if err := db.QueryRowContext(ctx, "SHOW server_version_num").Scan(&num); err != nil {
+		return fmt.Errorf("inbox: reading the Postgres server version: %w", err)
+	}
+	if n, _ := strconv.Atoi(num); n < 90500 {
+		return fmt.Errorf("%w: Postgres %s; the library needs 9.5 or later (SKIP LOCKED): upgrade the server", sentinel.ServerTooOld, num)
+	}
+	return nil
+}
+
+// checkMySQLFamily checks the server behind a MySQL or MariaDB dialect. A MySQL dialect also runs
+// on MariaDB (10.6 or later); a MariaDB dialect on a MySQL server is refused, since their
+// advisory lock and SKIP LOCKED behaviour is not the same.
+func checkMySQLFamily(ctx context.Context, db *sql.DB, wantMariaDB bool) error {
+	var version string
+	if err := db.QueryRowContext(ctx, "SELECT VERSION()").Scan(&version); err != nil {
+		return fmt.Errorf("inbox: reading the server version: %w", err)
+	}
+	isMariaDB := strings.Contains(strings.ToLower(version), "mariadb")
+	if wantMariaDB && !isMariaDB {
+		return dialectError("the server is MySQL %s but the dialect is MariaDB: use dialect.MySQL", version)
+	}
+	if isMariaDB {
+		if !atLeast(version, 10, 6, 0) {
+			return fmt.Errorf("%w: MariaDB %s; the library needs 10.6 or later (SKIP LOCKED): upgrade the server", sentinel.ServerTooOld, version)
+		}
+		return nil
+	}
+	if !atLeast(version, 8, 0, 1) {
+		return fmt.Errorf("%w: MySQL %s; the library needs 8.0.1 or later (SKIP LOCKED): upgrade the server", sentinel.ServerTooOld, version)
+	}
+	return nil
+}
+
+func checkSQLite(ctx context.Context, db *sql.DB) error {
+	var version string
+	if err := db.QueryRowContext(ctx, "SELECT sqlite_version()").Scan(&version); err != nil {
+		return fmt.Errorf("inbox: reading the SQLite version: %w", err)
+	}
+	if !atLeast(version, 3, 35, 0) {
+		return fmt.Errorf("%w: SQLite %s; the library needs 3.35 or later (RETURNING): upgrade the driver", sentinel.ServerTooOld, version)
+	}
+	return nil
+}
+
+// atLeast reports whether version ("10.11.19-MariaDB-0+deb12u1", "8.0.36") is at least
+// major.minor.patch.
+func atLeast(version string, major, minor, patch int) bool {
+	var parts [3]int
+	rest := version
+	for i := range parts {
+		end := 0
+		for end < len(rest) && rest[end] >= '0' && rest[end] <= '9' {
+			end++
+		}
+		parts[i], _ = strconv.Atoi(rest[:end])
+		if end >= len(rest) || rest[end] != '.' {
+			break
+		}
+		rest = rest[end+1:]
+	}
+	want := [3]int{major, minor, patch}
+	for i := range parts {
+		if parts[i] != want[i] {
+			return parts[i] > want[i]
+		}
+	}
+	return true
+}
+
+// retryable recognises transient conflicts by the driver's SQLSTATE where the error exposes it
+// (pgx, lib/pq) and by the server's error number in the message otherwise (go-sql-driver/mysql
+// prints "Error 1213 (40001): …"; SQLite drivers print SQLITE_BUSY).
+func retryable(err error) bool {
+	if err == nil || errors.Is(err, driver.ErrBadConn) {
+		return false
+	}
+	var coded interface{ SQLState() string }
+	if errors.As(err, &coded) {
+		switch coded.SQLState() {
+		case "40001", "40P01":
+			return true
+		}
+	}
+	msg := err.Error()
+	for _, mark := range []string{"SQLSTATE 40001", "SQLSTATE 40P01", "Error 1213", "Error 1205", "SQLITE_BUSY", "database is locked"} {
+		if strings.Contains(msg, mark) {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,28 @@
+package inbox
+
+import "github.com/sqlinbox/inbox/internal/sentinel"
+
+// The library's sentinel errors. Errors returned by the library wrap them with where (queue,
+// table, column, statement) and what to change; test for them with errors.Is.
+var (
+	// ErrLeaseLost: a lease form's token no longer holds (the lease ran out and another consumer
+	// may have claimed the row). The extension or settlement changed nothing.
+	ErrLeaseLost = sentinel.LeaseLost
+	// ErrClosed: the consumer or form is closed, or the delivery's hold on its row was already
+	// given up (at shutdown, say); the row is back in the queue.
+	ErrClosed = sentinel.Closed
+	// ErrDialect: the dialect cannot run what was asked of it: a level its database does not open,
+	// a form its database lacks the locks for, or a server that is another database.
+	ErrDialect = sentinel.Dialect
+	// ErrSchema: the table description does not match the database: a missing table or column,
+	// an identifier the database would not keep, or a column of the wrong type.
+	ErrSchema = sentinel.Schema
+	// ErrServerTooOld: the server predates what the library needs (Postgres 9.5, MySQL 8.0.1,
+	// MariaDB 10.6, SQLite 3.35).
+	ErrServerTooOld = sentinel.ServerTooOld
+	// ErrAlreadyConsuming: another consumer in this process already consumes the queue.
+	ErrAlreadyConsuming = sentinel.AlreadyConsuming
+	// ErrTransactionHeld: in transactional mode the handler was still using the delivery's
+	// transaction when it returned. Nothing was settled; the row goes back to the queue.
+	ErrTransactionHeld = sentinel.TransactionHeld
+)

@@ -1,0 +1,63 @@
+package inbox
+
+import (
+	"context"
+	"database/sql"
+	"log/slog"
+	"time"
+
+	"github.com/sqlinbox/inbox/outcome"
+)
+
+// Form is how a table's rows are held while their handlers run. The packages rowlock, lease and
+// advisory each build one; a Consumer drives it, and so may a test. A Form value serves one
+// consumer at a time: Open binds it to a database and a queue until Close.
+type Form interface {
+	// Open binds the form to db and queue q and checks it against the server before anything is
+	// claimed: the dialect's pair and server version, and every statement the form runs,
+	// prepared against the server (a missing table or column fails with ErrSchema naming the
+	// table and the statement). It returns the plan the consumer drives the form by.
+	Open(ctx context.Context, db *sql.DB, q Queue) (Plan, error)
+	// Claim claims at most max due rows of the queue, in claim order, and returns them held.
+	// No rows is not an error.
+	Claim(ctx context.Context, max int) ([]*Delivery, error)
+	// Extend renews the hold on a delivery in work (the lease form; the others hold without it).
+	// It fails with ErrLeaseLost when the hold no longer stands.
+	Extend(ctx context.Context, d *Delivery) error
+	// Settle applies the handler's outcome to the row and ends the hold. In transactional mode
+	// an Ack commits the handler's writes with the settlement and any other outcome rolls them
+	// back. It fails with ErrLeaseLost, ErrClosed or ErrTransactionHeld when it changed nothing.
+	Settle(ctx context.Context, d *Delivery, o outcome.Outcome) error
+	// Release gives the row back without an outcome (a handler abandoned at shutdown, a
+	// transaction the handler held): the row is claimable again at once, and the hold ends.
+	Release(ctx context.Context, d *Delivery) error
+	// Close ends the binding Open made: it frees prepared statements and gives back every hold
+	// still open. Settlements after Close fail with ErrClosed.
+	Close() error
+}
+
+// Queue is what a consumer asks of the form it opens.
+type Queue struct {
+	// Name is the queue: the value of the table's group column that the form claims. Ignored
+	// where the table has no group column.
+	Name string
+	// Transactional asks for a transaction per delivery, lent to the handler as Delivery.Tx.
+	Transactional bool
+	// Logger receives the form's warnings; never nil once the consumer opens the form.
+	Logger *slog.Logger
+}
+
+// Plan is what an opened form tells the consumer about driving it.
+type Plan struct {
+	// Table is the table's name, as the description gives it (publishes to it wake its
+	// consumers).
+	Table string
+	// ExtendEvery is how often the consumer calls Extend on each delivery in work; zero: never.
+	ExtendEvery time.Duration
+	// HoldsConnection says each delivery in work holds a pooled connection until it settles,
+	// so the consumer keeps its deliveries to the pool's size less one.
+	HoldsConnection bool
+	// SerialClaims says claims must not run in parallel (SQLite, one writer): the consumer keeps
+	// one in flight.
+	SerialClaims bool
+}

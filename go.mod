@@ -1,0 +1,3 @@
+module github.com/sqlinbox/inbox
+
+go 1.26

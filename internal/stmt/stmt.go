@@ -1,0 +1,176 @@
+// Package stmt builds the SQL the forms share: the delivery's select list and its scan, the
+// predicate of a claimable row, the claim order, and preparing a statement at startup with an
+// error that names the table and the statement.
+package stmt
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"fmt"
+	"strings"
+
+	"github.com/sqlinbox/inbox"
+	"github.com/sqlinbox/inbox/dialect"
+)
+
+// Table is a table description with its names quoted for one dialect.
+type Table struct {
+	D   dialect.Dialect
+	Raw inbox.Table // as described, for messages
+	Q   inbox.Table // every name quoted
+}
+
+// New quotes t for d; errors wrap inbox.ErrSchema.
+func New(d dialect.Dialect, t inbox.Table) (*Table, error) {
+	q, err := t.Quote(d)
+	if err != nil {
+		return nil, err
+	}
+	return &Table{D: d, Raw: t, Q: q}, nil
+}
+
+// Params numbers a statement's parameters ($1, $2, … on Postgres; ? elsewhere).
+type Params struct {
+	d dialect.Dialect
+	n int
+}
+
+// Params starts numbering a statement's parameters from 1.
+func (t *Table) Params() *Params { return &Params{d: t.D} }
+
+// Next returns the next parameter's placeholder.
+func (p *Params) Next() string {
+	p.n++
+	return p.d.Placeholder(p.n)
+}
+
+// Columns is the select list Scan reads, each column prefixed with alias and a dot when alias
+// is not empty: id, then payload, attempt, group and headers where the table has them.
+func (t *Table) Columns(alias string) string {
+	prefix := ""
+	if alias != "" {
+		prefix = alias + "."
+	}
+	cols := []string{prefix + t.Q.ID}
+	for _, c := range []string{t.Q.Payload, t.Q.Attempt, t.Q.Group, t.Q.Headers} {
+		if c != "" {
+			cols = append(cols, prefix+c)
+		}
+	}
+	return strings.Join(cols, ", ")
+}
+
+// Scan reads rows of the Columns list into deliveries and closes rows.
+func (t *Table) Scan(rows *sql.Rows) ([]*inbox.Delivery, error) {
+	defer rows.Close()
+	var out []*inbox.Delivery
+	for rows.Next() {
+		d, err := t.scanOne(rows.Scan)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, d)
+	}
+	return out, rows.Err()
+}
+
+// ScanRow reads one row of the Columns list; it returns sql.ErrNoRows when there is none.
+func (t *Table) ScanRow(row *sql.Row) (*inbox.Delivery, error) {
+	return t.scanOne(row.Scan)
+}
+
+func (t *Table) scanOne(scan func(...any) error) (*inbox.Delivery, error) {
+	d := &inbox.Delivery{}
+	var (
+		attempt sql.NullInt64
+		group   sql.NullString
+		headers sql.NullString
+	)
+	dest := []any{&d.ID}
+	if t.Q.Payload != "" {
+		dest = append(dest, &d.Payload)
+	}
+	if t.Q.Attempt != "" {
+		dest = append(dest, &attempt)
+	}
+	if t.Q.Group != "" {
+		dest = append(dest, &group)
+	}
+	if t.Q.Headers != "" {
+		dest = append(dest, &headers)
+	}
+	if err := scan(dest...); err != nil {
+		return nil, err
+	}
+	d.Attempt = int(attempt.Int64)
+	d.Group = group.String
+	if headers.Valid && headers.String != "" {
+		if err := json.Unmarshal([]byte(headers.String), &d.Headers); err != nil {
+			return nil, fmt.Errorf("inbox: table %q, row %d: headers column %q does not hold a JSON object of strings: %w", t.Raw.Name, d.ID, t.Raw.Headers, err)
+		}
+	}
+	return d, nil
+}
+
+// Due is the predicate of a claimable row, with alias as Columns takes it: not processed, due
+// (retry_after passed) and of the queue, each where the table has the column. DueArgs appends
+// its arguments in the order Due placed them.
+func (t *Table) Due(p *Params, alias string) string {
+	prefix := ""
+	if alias != "" {
+		prefix = alias + "."
+	}
+	var conds []string
+	if t.Q.ProcessedAt != "" {
+		conds = append(conds, prefix+t.Q.ProcessedAt+" IS NULL")
+	}
+	if t.Q.RetryAfter != "" {
+		conds = append(conds, "("+prefix+t.Q.RetryAfter+" IS NULL OR "+prefix+t.Q.RetryAfter+" <= "+p.Next()+")")
+	}
+	if t.Q.Group != "" {
+		conds = append(conds, prefix+t.Q.Group+" = "+p.Next())
+	}
+	if len(conds) == 0 {
+		return "1 = 1"
+	}
+	return strings.Join(conds, " AND ")
+}
+
+// DueArgs appends to args the arguments of Due: now (the claim's one reading of the clock, as
+// the dialect binds it) and the queue name.
+func (t *Table) DueArgs(args []any, now any, queue string) []any {
+	if t.Q.RetryAfter != "" {
+		args = append(args, now)
+	}
+	if t.Q.Group != "" {
+		args = append(args, queue)
+	}
+	return args
+}
+
+// Order is the claim order: priority, retry_after, id, each where the table has it.
+func (t *Table) Order(alias string) string {
+	prefix := ""
+	if alias != "" {
+		prefix = alias + "."
+	}
+	var cols []string
+	for _, c := range []string{t.Q.Priority, t.Q.RetryAfter, t.Q.ID} {
+		if c != "" {
+			cols = append(cols, prefix+c)
+		}
+	}
+	return strings.Join(cols, ", ")
+}
+
+// Prepare prepares query on db for the statement named what ("claim", "ack", …). A failure
+// wraps inbox.ErrSchema and names the table, the statement and its text: at startup it means a
+// table or column the server does not have.
+func (t *Table) Prepare(ctx context.Context, db *sql.DB, what, query string) (*sql.Stmt, error) {
+	s, err := db.PrepareContext(ctx, query)
+	if err != nil {
+		return nil, fmt.Errorf("%w: table %q: the %s statement does not prepare: %v; create the table and columns the description names, or fix the description (statement: %s)", inbox.ErrSchema, t.Raw.Name, what, err, query)
+	}
+	return s, nil
+}
