@@ -1,0 +1,23 @@
+// Postgres opens every level listed here and takes the row lock and advisory forms at each.
+package main
+
+import (
+	"github.com/sqlinbox/inbox"
+	"github.com/sqlinbox/inbox/advisory"
+	"github.com/sqlinbox/inbox/dialect"
+	"github.com/sqlinbox/inbox/isolation"
+	"github.com/sqlinbox/inbox/rowlock"
+)
+
+var jobs = inbox.Table{Name: "jobs", ID: "id"}
+
+func main() {
+	rowlock.New(dialect.Postgres[isolation.Default]{}, jobs)
+	advisory.New(dialect.Postgres[isolation.Default]{}, jobs, "jobs-{id}")
+	rowlock.New(dialect.Postgres[isolation.ReadCommitted]{}, jobs)
+	advisory.New(dialect.Postgres[isolation.ReadCommitted]{}, jobs, "jobs-{id}")
+	rowlock.New(dialect.Postgres[isolation.RepeatableRead]{}, jobs)
+	advisory.New(dialect.Postgres[isolation.RepeatableRead]{}, jobs, "jobs-{id}")
+	rowlock.New(dialect.Postgres[isolation.Serializable]{}, jobs)
+	advisory.New(dialect.Postgres[isolation.Serializable]{}, jobs, "jobs-{id}")
+}
