@@ -31,7 +31,7 @@ type Delivery struct {
 	// connection). It belongs to the form; handlers leave it alone.
 	Hold any
 
-	lent     *lentTx
+	lent      *lentTx
 	decodeErr error // set by the JSON adapter when the payload did not decode
 }
 

@@ -1,0 +1,480 @@
+package inbox
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"log/slog"
+	"runtime/debug"
+	"sync"
+	"time"
+
+	"github.com/sqlinbox/inbox/outcome"
+)
+
+// Config configures a Consumer. A nil *Config, and every zero field, takes the default.
+type Config struct {
+	// Queue is the queue the consumer claims from: the value of the table's group column. It
+	// is ignored where the table has no group column (the table is one queue).
+	Queue string
+	// Workers is how many handlers run at once. Default 1. Where the form holds a connection
+	// per delivery (row lock, advisory, and every form in transactional mode), the consumer
+	// runs at most the pool's MaxOpenConns less one, so the application always has a
+	// connection; it says so in the log when it runs fewer than asked.
+	Workers int
+	// PollInterval is how long a worker waits after a claim that found nothing before it claims
+	// again, and after a failed claim. A publish through this library in the same process wakes
+	// the table's consumers at once. Default 1 s.
+	PollInterval time.Duration
+	// ShutdownTimeout is how long Run lets handlers in work finish once its context is done.
+	// Then it cancels their context and abandons them: each abandoned row returns to the queue
+	// by its form's rule (at once for the row lock and advisory forms; the lease form clears its
+	// lease). Default 30 s.
+	ShutdownTimeout time.Duration
+	// Transactional lends each delivery a transaction (Delivery.Tx) opened at the dialect's
+	// level: Ack commits the handler's writes with the settlement, every other outcome rolls
+	// them back.
+	Transactional bool
+	// Logger receives the consumer's and the form's logs. Nil discards them.
+	Logger *slog.Logger
+	// UndecodablePayload settles a delivery whose payload the JSON adapter could not decode. The
+	// zero value means outcome.Drop(). The consumer logs every such payload.
+	UndecodablePayload outcome.Outcome
+}
+
+// Consumer claims rows of one queue through a form and runs a handler for each. Create it with
+// NewConsumer; Run does the work.
+type Consumer struct {
+	db   *sql.DB
+	form Form
+	h    Handler
+	cfg  Config
+	log  *slog.Logger
+}
+
+// NewConsumer returns a consumer of the rows form claims from db, handled by h.
+func NewConsumer(db *sql.DB, form Form, h Handler, cfg *Config) *Consumer {
+	c := &Consumer{db: db, form: form, h: h}
+	if cfg != nil {
+		c.cfg = *cfg
+	}
+	if c.cfg.Workers <= 0 {
+		c.cfg.Workers = 1
+	}
+	if c.cfg.PollInterval <= 0 {
+		c.cfg.PollInterval = time.Second
+	}
+	if c.cfg.ShutdownTimeout <= 0 {
+		c.cfg.ShutdownTimeout = 30 * time.Second
+	}
+	if c.cfg.UndecodablePayload.Kind() == outcome.KindNone {
+		c.cfg.UndecodablePayload = outcome.Drop()
+	}
+	c.log = c.cfg.Logger
+	if c.log == nil {
+		c.log = slog.New(slog.DiscardHandler)
+	}
+	return c
+}
+
+// settleTimeout bounds a settlement, an extension or a release: each runs to its end even when
+// Run's context is done, so that no outcome is cut off halfway.
+const settleTimeout = 30 * time.Second
+
+// Run opens the form, then claims and handles rows until ctx is done; then it stops claiming,
+// lets the handlers in work finish within Config.ShutdownTimeout, and returns nil.
+//
+// Before the first claim Run checks the form against the database: a missing table or column
+// (ErrSchema), a server too old (ErrServerTooOld), a pair the database cannot run (ErrDialect)
+// or another consumer of the same queue in this process (ErrAlreadyConsuming) fails Run at
+// once. A database that cannot be reached, at startup or later, is logged and tried again every
+// PollInterval; Run keeps going and picks up again when it returns.
+func (c *Consumer) Run(ctx context.Context) error {
+	plan, release, err := c.open(ctx)
+	if err != nil || plan == nil {
+		return err
+	}
+	defer release()
+	log := c.log.With("queue", c.cfg.Queue, "table", plan.Table)
+
+	workers := c.cfg.Workers
+	claimSlots := workers
+	if max := c.db.Stats().MaxOpenConnections; max > 0 {
+		if max < 2 {
+			return fmt.Errorf("inbox: queue %q of table %q: the pool allows %d connection, which leaves none for the application: raise db.SetMaxOpenConns to at least 2", c.cfg.Queue, plan.Table, max)
+		}
+		if plan.HoldsConnection && workers > max-1 {
+			log.Warn("inbox: running fewer workers than configured: each delivery in work holds a pooled connection, and one stays free for the application", "workers", workers, "running", max-1, "max_open_conns", max)
+			workers = max - 1
+		}
+		claimSlots = min(workers, max-1)
+	}
+	if plan.SerialClaims {
+		claimSlots = 1
+	}
+
+	r := &run{
+		c:          c,
+		plan:       *plan,
+		log:        log,
+		claimSlots: make(chan struct{}, claimSlots),
+		notify:     make(chan struct{}),
+		slots:      make([]*slot, workers),
+	}
+	r.handlerCtx, r.cancelHandlers = context.WithCancel(context.WithoutCancel(ctx))
+	defer r.cancelHandlers()
+
+	wakeups := make(chan struct{}, 1)
+	defer listen(plan.Table, wakeups)()
+	go r.relayWakeups(ctx, wakeups)
+
+	for i := range r.slots {
+		s := &slot{exited: make(chan struct{})}
+		r.slots[i] = s
+		go r.work(ctx, s)
+	}
+	extendDone := make(chan struct{})
+	go r.extend(ctx, extendDone)
+
+	<-ctx.Done()
+	r.shutdown()
+	<-extendDone
+	return nil
+}
+
+// open opens the form, retrying while the database cannot be reached. It returns a nil plan
+// when ctx ends first.
+func (c *Consumer) open(ctx context.Context) (*Plan, func(), error) {
+	if err := claimForm(c.form); err != nil {
+		return nil, nil, err
+	}
+	q := Queue{Name: c.cfg.Queue, Transactional: c.cfg.Transactional, Logger: c.log}
+	for {
+		plan, err := c.form.Open(ctx, c.db, q)
+		if err == nil {
+			stop, err := claimQueue(c.db, plan.Table, c.cfg.Queue)
+			if err != nil {
+				c.form.Close()
+				releaseForm(c.form)
+				return nil, nil, err
+			}
+			return &plan, func() {
+				if err := c.form.Close(); err != nil {
+					c.log.Error("inbox: closing the form", "queue", c.cfg.Queue, "table", plan.Table, "err", err)
+				}
+				stop()
+				releaseForm(c.form)
+			}, nil
+		}
+		if fatal(err) {
+			releaseForm(c.form)
+			return nil, nil, err
+		}
+		c.log.Error("inbox: opening the consumer failed; trying again", "queue", c.cfg.Queue, "err", err, "in", c.cfg.PollInterval)
+		select {
+		case <-ctx.Done():
+			releaseForm(c.form)
+			return nil, nil, nil
+		case <-time.After(c.cfg.PollInterval):
+		}
+	}
+}
+
+// fatal reports an error that trying again cannot mend: the description, the dialect, the
+// server version, or another consumer of the queue.
+func fatal(err error) bool {
+	for _, e := range []error{ErrSchema, ErrDialect, ErrServerTooOld, ErrAlreadyConsuming} {
+		if errors.Is(err, e) {
+			return true
+		}
+	}
+	return false
+}
+
+// consuming records the forms and queues consumed in this process.
+var consuming struct {
+	sync.Mutex
+	forms  map[Form]bool
+	queues map[queueKey]bool
+}
+
+type queueKey struct {
+	db           *sql.DB
+	table, queue string
+}
+
+func claimForm(f Form) error {
+	consuming.Lock()
+	defer consuming.Unlock()
+	if consuming.forms[f] {
+		return fmt.Errorf("%w: this form value is already opened by a running consumer: build one form per consumer", ErrAlreadyConsuming)
+	}
+	if consuming.forms == nil {
+		consuming.forms = map[Form]bool{}
+	}
+	consuming.forms[f] = true
+	return nil
+}
+
+func releaseForm(f Form) {
+	consuming.Lock()
+	defer consuming.Unlock()
+	delete(consuming.forms, f)
+}
+
+func claimQueue(db *sql.DB, table, queue string) (stop func(), err error) {
+	key := queueKey{db, table, queue}
+	consuming.Lock()
+	defer consuming.Unlock()
+	if consuming.queues[key] {
+		return nil, fmt.Errorf("%w: queue %q of table %q already has a consumer in this process: run one consumer with more Workers", ErrAlreadyConsuming, queue, table)
+	}
+	if consuming.queues == nil {
+		consuming.queues = map[queueKey]bool{}
+	}
+	consuming.queues[key] = true
+	return func() {
+		consuming.Lock()
+		defer consuming.Unlock()
+		delete(consuming.queues, key)
+	}, nil
+}
+
+// run is one Run of a consumer.
+type run struct {
+	c    *Consumer
+	plan Plan
+	log  *slog.Logger
+
+	claimSlots    chan struct{} // a token per claim allowed in flight
+	failing       sync.Mutex    // guards claimsFailing
+	claimsFailing bool
+
+	notifyMu sync.Mutex
+	notify   chan struct{} // closed and replaced to wake every idle worker
+
+	handlerCtx     context.Context // handlers' context: cancelled when the shutdown timeout runs out
+	cancelHandlers context.CancelFunc
+
+	slots []*slot
+}
+
+// slot is one worker's state, shared with the extender and with shutdown.
+type slot struct {
+	mu        sync.Mutex
+	inWork    *Delivery // the delivery whose handler runs, nil otherwise
+	abandoned bool      // shutdown gave inWork's row back; the worker must not settle it
+	exited    chan struct{}
+}
+
+// relayWakeups turns a publish's wake-up into a broadcast to the idle workers.
+func (r *run) relayWakeups(ctx context.Context, wakeups <-chan struct{}) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-wakeups:
+			r.wakeAll()
+		}
+	}
+}
+
+func (r *run) wakeAll() {
+	r.notifyMu.Lock()
+	close(r.notify)
+	r.notify = make(chan struct{})
+	r.notifyMu.Unlock()
+}
+
+func (r *run) notified() <-chan struct{} {
+	r.notifyMu.Lock()
+	defer r.notifyMu.Unlock()
+	return r.notify
+}
+
+// work is one worker: claim a row, handle it, settle it, until ctx is done.
+func (r *run) work(ctx context.Context, s *slot) {
+	defer close(s.exited)
+	timer := time.NewTimer(time.Hour)
+	timer.Stop()
+	idle := func(d time.Duration, wakeable bool) {
+		var woken <-chan struct{}
+		if wakeable {
+			woken = r.notified()
+		}
+		timer.Reset(d)
+		select {
+		case <-ctx.Done():
+		case <-woken:
+		case <-timer.C:
+		}
+		timer.Stop() // since Go 1.23 a stopped timer delivers no stale tick
+	}
+	for ctx.Err() == nil {
+		ds, err := r.claim(ctx)
+		if err != nil {
+			idle(r.c.cfg.PollInterval, false)
+			continue
+		}
+		if len(ds) == 0 {
+			idle(r.c.cfg.PollInterval, true)
+			continue
+		}
+		for _, d := range ds {
+			if ctx.Err() != nil {
+				r.release(d)
+				continue
+			}
+			if !r.deliver(s, d) {
+				return
+			}
+		}
+	}
+}
+
+// claim claims one row, holding a claim slot meanwhile. The claim runs to its end even when ctx
+// is done, so that no row is left half claimed.
+func (r *run) claim(ctx context.Context) ([]*Delivery, error) {
+	select {
+	case r.claimSlots <- struct{}{}:
+	case <-ctx.Done():
+		return nil, nil
+	}
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), settleTimeout)
+	ds, err := r.c.form.Claim(cctx, 1)
+	cancel()
+	<-r.claimSlots
+
+	r.failing.Lock()
+	defer r.failing.Unlock()
+	switch {
+	case err != nil && !r.claimsFailing:
+		r.claimsFailing = true
+		r.log.Error("inbox: claim failed; trying again every poll interval", "err", err, "every", r.c.cfg.PollInterval)
+	case err == nil && r.claimsFailing:
+		r.claimsFailing = false
+		r.log.Info("inbox: claims succeed again")
+	}
+	return ds, err
+}
+
+// deliver runs the handler on d and settles its outcome. It reports false when shutdown
+// abandoned the delivery, and the worker must stop.
+func (r *run) deliver(s *slot, d *Delivery) bool {
+	s.mu.Lock()
+	s.inWork = d
+	s.mu.Unlock()
+
+	o := r.handle(d)
+
+	s.mu.Lock()
+	if s.abandoned {
+		s.mu.Unlock()
+		return false
+	}
+	s.inWork = nil
+	s.mu.Unlock()
+
+	ctx, cancel := context.WithTimeout(context.Background(), settleTimeout)
+	defer cancel()
+	switch err := r.c.form.Settle(ctx, d, o); {
+	case errors.Is(err, ErrLeaseLost):
+		r.log.Warn("inbox: lease lost before settlement; the row was not changed and another consumer may hold it", "id", d.ID, "outcome", o.String(), "err", err)
+	case err != nil:
+		r.log.Error("inbox: settlement failed; the row returns to the queue by its form's rule", "id", d.ID, "outcome", o.String(), "err", err)
+	case o.Kind() == outcome.KindDrop:
+		r.log.Info("inbox: message dropped", "id", d.ID, "attempt", d.Attempt)
+	}
+	return true
+}
+
+// handle calls the handler, turning a panic and a missing outcome into Retry and an
+// undecodable payload into Config.UndecodablePayload.
+func (r *run) handle(d *Delivery) (o outcome.Outcome) {
+	defer func() {
+		if p := recover(); p != nil {
+			r.log.Error("inbox: handler panicked; the row will be retried", "id", d.ID, "attempt", d.Attempt, "panic", p, "stack", string(debug.Stack()))
+			o = outcome.Retry()
+		}
+	}()
+	o = r.c.h.Handle(r.handlerCtx, d)
+	if o.Kind() != outcome.KindNone {
+		return o
+	}
+	if d.decodeErr != nil {
+		r.log.Error("inbox: payload does not decode", "id", d.ID, "err", d.decodeErr, "outcome", r.c.cfg.UndecodablePayload.String())
+		return r.c.cfg.UndecodablePayload
+	}
+	r.log.Error("inbox: handler returned the zero outcome.Outcome; the row will be retried", "id", d.ID)
+	return outcome.Retry()
+}
+
+// release gives a claimed row back without an outcome.
+func (r *run) release(d *Delivery) {
+	ctx, cancel := context.WithTimeout(context.Background(), settleTimeout)
+	defer cancel()
+	if err := r.c.form.Release(ctx, d); err != nil {
+		r.log.Error("inbox: giving a row back failed; it returns to the queue by its form's rule", "id", d.ID, "err", err)
+	}
+}
+
+// extend renews the hold on every delivery in work each ExtendEvery, until the workers are
+// done. A delivery's extension and its settlement never overlap: both take its slot's lock.
+func (r *run) extend(ctx context.Context, done chan<- struct{}) {
+	defer close(done)
+	if r.plan.ExtendEvery <= 0 {
+		<-ctx.Done()
+		return
+	}
+	ticker := time.NewTicker(r.plan.ExtendEvery)
+	defer ticker.Stop()
+	for {
+		select {
+		case <-r.handlerCtx.Done():
+			return
+		case <-ticker.C:
+		}
+		for _, s := range r.slots {
+			s.mu.Lock()
+			if d := s.inWork; d != nil && !s.abandoned {
+				ectx, cancel := context.WithTimeout(context.Background(), r.plan.ExtendEvery)
+				if err := r.c.form.Extend(ectx, d); err != nil {
+					r.log.Warn("inbox: extending a hold failed; the handler goes on, and its settlement will fail if the hold is lost", "id", d.ID, "err", err)
+				}
+				cancel()
+			}
+			s.mu.Unlock()
+		}
+	}
+}
+
+// shutdown waits for the workers within the shutdown timeout, then cancels the handlers'
+// context and abandons the handlers still running, giving their rows back.
+func (r *run) shutdown() {
+	deadline := time.NewTimer(r.c.cfg.ShutdownTimeout)
+	defer deadline.Stop()
+	for _, s := range r.slots {
+		select {
+		case <-s.exited:
+			continue
+		case <-deadline.C:
+		}
+		break
+	}
+	r.cancelHandlers()
+	for _, s := range r.slots {
+		s.mu.Lock()
+		d := s.inWork
+		if d != nil {
+			s.abandoned = true
+		}
+		s.mu.Unlock()
+		if d != nil {
+			r.log.Warn("inbox: handler still running at the shutdown timeout; abandoned, its row goes back to the queue", "id", d.ID)
+			r.release(d)
+			continue
+		}
+		<-s.exited
+	}
+}
