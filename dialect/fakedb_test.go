@@ -1,0 +1,134 @@
+package dialect_test
+
+import (
+	"context"
+	"database/sql"
+	"database/sql/driver"
+	"errors"
+	"fmt"
+	"io"
+	"slices"
+	"sync"
+	"testing"
+)
+
+// fakeDB is a database/sql connector that records what each connection is asked, answers
+// single-value queries from a table and fails the statements it is told to, so that what a
+// dialect sends can be checked without a server.
+type fakeDB struct {
+	answers    map[string]string // query -> the one value it returns
+	fail       map[string]error  // statement -> the error it returns
+	connectErr error
+
+	mu     sync.Mutex
+	conns  int
+	events []string
+}
+
+// open returns a pool of at most one connection over f, closed when the test ends.
+func (f *fakeDB) open(t *testing.T) *sql.DB {
+	t.Helper()
+	db := sql.OpenDB(f)
+	db.SetMaxOpenConns(1)
+	t.Cleanup(func() { db.Close() })
+	return db
+}
+
+// log returns the events so far, each "connN: what".
+func (f *fakeDB) log() []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return slices.Clone(f.events)
+}
+
+func (f *fakeDB) record(conn int, format string, args ...any) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.events = append(f.events, fmt.Sprintf("conn%d: ", conn)+fmt.Sprintf(format, args...))
+}
+
+func (f *fakeDB) Connect(context.Context) (driver.Conn, error) {
+	if f.connectErr != nil {
+		return nil, f.connectErr
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.conns++
+	return &fakeConn{db: f, id: f.conns}, nil
+}
+
+func (f *fakeDB) Driver() driver.Driver { return f }
+
+func (f *fakeDB) Open(string) (driver.Conn, error) { return f.Connect(context.Background()) }
+
+type fakeConn struct {
+	db *fakeDB
+	id int
+}
+
+func (c *fakeConn) Prepare(query string) (driver.Stmt, error) {
+	return nil, errors.New("fakeDB: no prepared statements")
+}
+
+func (c *fakeConn) Close() error {
+	c.db.record(c.id, "close")
+	return nil
+}
+
+func (c *fakeConn) Begin() (driver.Tx, error) {
+	return c.BeginTx(context.Background(), driver.TxOptions{})
+}
+
+func (c *fakeConn) BeginTx(_ context.Context, opts driver.TxOptions) (driver.Tx, error) {
+	c.db.record(c.id, "begin at %s", sql.IsolationLevel(opts.Isolation))
+	return fakeTx{c}, nil
+}
+
+func (c *fakeConn) ExecContext(_ context.Context, query string, _ []driver.NamedValue) (driver.Result, error) {
+	c.db.record(c.id, "exec %s", query)
+	if err := c.db.fail[query]; err != nil {
+		return nil, err
+	}
+	return driver.RowsAffected(0), nil
+}
+
+func (c *fakeConn) QueryContext(_ context.Context, query string, _ []driver.NamedValue) (driver.Rows, error) {
+	c.db.record(c.id, "query %s", query)
+	if err := c.db.fail[query]; err != nil {
+		return nil, err
+	}
+	v, ok := c.db.answers[query]
+	if !ok {
+		return nil, fmt.Errorf("fakeDB: no answer to %q", query)
+	}
+	return &fakeRows{value: v}, nil
+}
+
+type fakeTx struct{ c *fakeConn }
+
+func (tx fakeTx) Commit() error {
+	tx.c.db.record(tx.c.id, "commit")
+	return nil
+}
+
+func (tx fakeTx) Rollback() error {
+	tx.c.db.record(tx.c.id, "rollback")
+	return nil
+}
+
+type fakeRows struct {
+	value string
+	done  bool
+}
+
+func (r *fakeRows) Columns() []string { return []string{"v"} }
+func (r *fakeRows) Close() error      { return nil }
+
+func (r *fakeRows) Next(dest []driver.Value) error {
+	if r.done {
+		return io.EOF
+	}
+	r.done = true
+	dest[0] = r.value
+	return nil
+}
