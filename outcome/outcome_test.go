@@ -1,0 +1,52 @@
+package outcome_test
+
+import (
+	"testing"
+	"time"
+
+	"github.com/sqlinbox/inbox/outcome"
+)
+
+func TestOutcomes(t *testing.T) {
+	tests := []struct {
+		o       outcome.Outcome
+		kind    outcome.Kind
+		delay   time.Duration
+		settles bool
+		str     string
+	}{
+		{outcome.Outcome{}, outcome.KindNone, 0, false, "none"},
+		{outcome.Ack(), outcome.KindAck, 0, true, "ack"},
+		{outcome.Drop(), outcome.KindDrop, 0, true, "drop"},
+		{outcome.Retry(), outcome.KindRetry, 0, false, "retry"},
+		{outcome.RetryAfter(90 * time.Second), outcome.KindRetryAfter, 90 * time.Second, false, "retry after 1m30s"},
+		{outcome.RetryAfter(0), outcome.KindRetryAfter, 0, false, "retry after 0s"},
+		// A negative delay is no delay, never a row due in the past.
+		{outcome.RetryAfter(-time.Hour), outcome.KindRetryAfter, 0, false, "retry after 0s"},
+	}
+	for _, tt := range tests {
+		if got := tt.o.Kind(); got != tt.kind {
+			t.Errorf("%v: Kind() = %v, want %v", tt.o, got, tt.kind)
+		}
+		if got := tt.o.Delay(); got != tt.delay {
+			t.Errorf("%v: Delay() = %v, want %v", tt.o, got, tt.delay)
+		}
+		if got := tt.o.Settles(); got != tt.settles {
+			t.Errorf("%v: Settles() = %v, want %v", tt.o, got, tt.settles)
+		}
+		if got := tt.o.String(); got != tt.str {
+			t.Errorf("String() = %q, want %q", got, tt.str)
+		}
+	}
+}
+
+func TestKindString(t *testing.T) {
+	for k, want := range map[outcome.Kind]string{
+		outcome.KindNone: "none", outcome.KindAck: "ack", outcome.KindDrop: "drop",
+		outcome.KindRetry: "retry", outcome.KindRetryAfter: "retry after", outcome.Kind(42): "Kind(42)",
+	} {
+		if got := k.String(); got != want {
+			t.Errorf("Kind(%d).String() = %q, want %q", uint8(k), got, want)
+		}
+	}
+}

@@ -1,0 +1,95 @@
+package inbox_test
+
+import (
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/sqlinbox/inbox"
+	"github.com/sqlinbox/inbox/dialect"
+	"github.com/sqlinbox/inbox/isolation"
+)
+
+func TestTableValidate(t *testing.T) {
+	full := inbox.Table{
+		Name: "jobs", ID: "id", Payload: "payload", Attempt: "attempt", ProcessedAt: "processed_at",
+		Group: "grp", Priority: "priority", RetryAfter: "retry_after", Headers: "headers",
+	}
+	if err := full.Validate(); err != nil {
+		t.Errorf("a table with every role: %v", err)
+	}
+	if err := (inbox.Table{Name: "jobs", ID: "id"}).Validate(); err != nil {
+		t.Errorf("a table with an id only: %v", err)
+	}
+
+	tests := []struct {
+		what    string
+		table   inbox.Table
+		mention []string
+	}{
+		{"no name", inbox.Table{ID: "id"}, []string{"Name"}},
+		{"no id", inbox.Table{Name: "jobs", Payload: "payload"}, []string{`"jobs"`, "ID"}},
+		{"id twice", inbox.Table{Name: "jobs", ID: "id", Attempt: "id"}, []string{`"jobs"`, `"id"`, "ID", "Attempt"}},
+		{"one column for two roles", inbox.Table{Name: "jobs", ID: "id", RetryAfter: "at", ProcessedAt: "at"}, []string{`"jobs"`, `"at"`, "ProcessedAt", "RetryAfter"}},
+	}
+	for _, tt := range tests {
+		err := tt.table.Validate()
+		if !errors.Is(err, inbox.ErrSchema) {
+			t.Errorf("%s: Validate() = %v, want an error wrapping ErrSchema", tt.what, err)
+			continue
+		}
+		for _, m := range tt.mention {
+			if !strings.Contains(err.Error(), m) {
+				t.Errorf("%s: %q does not name %s", tt.what, err, m)
+			}
+		}
+	}
+}
+
+func TestTableQuote(t *testing.T) {
+	pg := dialect.Postgres[isolation.Default]{}
+	my := dialect.MySQL[isolation.Default]{}
+
+	tbl := inbox.Table{Name: "jobs", ID: "id", IDGenerated: true, Payload: `pay"load`, Group: "queue"}
+	q, err := tbl.Quote(pg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := inbox.Table{Name: `"jobs"`, ID: `"id"`, IDGenerated: true, Payload: `"pay""load"`, Group: `"queue"`}
+	if q != want {
+		t.Errorf("Quote(postgres) = %+v, want %+v", q, want)
+	}
+	if q, err = tbl.Quote(my); err != nil || q.Payload != "`pay\"load`" || q.Attempt != "" {
+		t.Errorf("Quote(mysql) = %+v, %v: want backticks, absent roles left empty", q, err)
+	}
+
+	long := strings.Repeat("c", 64)
+	tests := []struct {
+		what    string
+		d       dialect.Dialect
+		table   inbox.Table
+		mention []string
+	}{
+		{"invalid description", pg, inbox.Table{Name: "jobs"}, []string{`"jobs"`, "ID"}},
+		{"long table name", pg, inbox.Table{Name: long, ID: "id"}, []string{"table name", long}},
+		{"long column", pg, inbox.Table{Name: "jobs", ID: "id", Headers: long}, []string{`"jobs"`, "Headers", long}},
+		{"NUL in a column", my, inbox.Table{Name: "jobs", ID: "id", Group: "g\x00"}, []string{`"jobs"`, "Group"}},
+		{"long column on MySQL", my, inbox.Table{Name: "jobs", ID: "id", Priority: long + "c"}, []string{`"jobs"`, "Priority"}},
+	}
+	for _, tt := range tests {
+		_, err := tt.table.Quote(tt.d)
+		if !errors.Is(err, inbox.ErrSchema) {
+			t.Errorf("%s: Quote() = %v, want an error wrapping ErrSchema", tt.what, err)
+			continue
+		}
+		for _, m := range tt.mention {
+			if !strings.Contains(err.Error(), m) {
+				t.Errorf("%s: %q does not name %q", tt.what, err, m)
+			}
+		}
+	}
+	// 64 characters is within MySQL's limit though over Postgres's.
+	if _, err := (inbox.Table{Name: "jobs", ID: "id", Headers: long}).Quote(my); err != nil {
+		t.Errorf("a 64-character column on MySQL: %v", err)
+	}
+}
