@@ -1,11 +1,56 @@
 // Package rowlock is the row lock form, the default: a claim locks its row with SELECT … FOR
 // UPDATE SKIP LOCKED in a transaction that stays open while the handler runs, and the
-// settlement commits it. Postgres, MySQL and MariaDB; SQLite has no row locks.
+// settlement commits that transaction. Postgres (9.5+), MySQL (8.0.1+) and MariaDB (10.6+);
+// SQLite has no row locks, so New on a SQLite dialect does not compile (take package lease).
+//
+// # What it guarantees
+//
+// Rows another claim holds are passed over, so claims of several workers and processes never
+// wait for each other. The settlement's statement runs in the claim's transaction and commits
+// it, so a row and its outcome change together. When the process dies or its connection is
+// cut, the database rolls the transaction back and the row is claimable again at once; that
+// costs no attempt, since a row's attempt column only moves when a Retry or RetryAfter commits
+// (a delivery reads it plus one: the first delivery reads 1).
+//
+// # What it costs
+//
+// Each delivery in work holds one pooled connection and one open transaction until it settles
+// (Plan.HoldsConnection), so a consumer runs at most the pool's size less one at once. A
+// transaction held open for a long handler holds back Postgres's vacuum and MySQL's purge:
+// long handlers belong in the lease form.
+//
+// # Isolation levels
+//
+// The claim's transaction opens at the dialect's level. On Postgres read committed is the
+// practical level: at repeatable read or serializable a claim fails with a serialization error
+// (SQLSTATE 40001) whenever a row it meets was settled after its snapshot began. Claim retries
+// such failures, and MySQL's deadlocks (1213) and lock wait timeouts (1205), a few times before
+// it reports one, but under load a stricter level spends much of its time in those retries.
+//
+// # The index MySQL and MariaDB need
+//
+// On MySQL and MariaDB the claim must find its row through an index in claim order, or the
+// SKIP LOCKED select sorts the table and reads (and, above read committed, locks) far more
+// rows than it returns. Create an index on the group, priority, retry_after and id columns,
+// each where the table has it, in that order:
+//
+//	CREATE INDEX jobs_claim ON jobs (queue, priority, retry_after, id);
 package rowlock
 
 import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"sync"
+	"time"
+
 	"github.com/sqlinbox/inbox"
 	"github.com/sqlinbox/inbox/dialect"
+	"github.com/sqlinbox/inbox/internal/stmt"
+	"github.com/sqlinbox/inbox/outcome"
 )
 
 // Dialect is what the row lock form needs from a dialect: SELECT … FOR UPDATE SKIP LOCKED.
@@ -16,11 +61,416 @@ type Dialect interface {
 	RowLocks() dialect.SkipLocked
 }
 
-// Form is the row lock form over one table.
+// claimTries bounds how often Claim runs a claim that failed with a transient conflict
+// (Dialect.Retryable) before it reports the failure.
+const claimTries = 5
+
+// savepoint marks, in transactional mode, where the handler's writes begin: every outcome but
+// Ack rolls back to it, keeping the claim's row lock.
+const savepoint = "inbox_handler"
+
+// Form is the row lock form over one table. Build it with New and hand it to a consumer, which
+// opens it; its methods are safe for concurrent use.
+//
+// Claim returns up to max deliveries, each claimed in a transaction of its own that holds the
+// row and a pooled connection until Settle, Release or Close ends it; it claims one row at a
+// time and stops at the first claim that finds none.
 type Form[D Dialect] struct {
 	d D
 	t inbox.Table
+
+	mu    sync.Mutex
+	open  bool               // between Open and Close
+	holds map[*hold]struct{} // transactions of the deliveries in work
+	busy  sync.WaitGroup     // calls in progress; Close waits for them before freeing statements
+
+	// Set by Open, read-only until Close.
+	db  *sql.DB
+	st  *stmt.Table
+	q   inbox.Queue
+	log *slog.Logger
+	// The prepared statements: claim and ack always; retry where the table has an attempt
+	// column; retryAfter where it has a retry_after column.
+	claim, ack, retry, retryAfter *sql.Stmt
+}
+
+// hold is a delivery's claim: its open transaction.
+type hold struct {
+	tx     *sql.Tx
+	cancel context.CancelFunc // ends the context the transaction was begun with
+	d      *inbox.Delivery
 }
 
 // New returns the row lock form over table t.
 func New[D Dialect](d D, t inbox.Table) *Form[D] { return &Form[D]{d: d, t: t} }
+
+// Open checks the dialect and the server, and prepares every statement the form runs against
+// the table (a missing table or column fails with inbox.ErrSchema naming the table and the
+// statement). The plan it returns says each delivery in work holds a pooled connection.
+func (f *Form[D]) Open(ctx context.Context, db *sql.DB, q inbox.Queue) (inbox.Plan, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.open {
+		return inbox.Plan{}, fmt.Errorf("inbox: table %q: the row lock form is open already (queue %q): a form serves one consumer at a time, so build one per consumer", f.t.Name, f.q.Name)
+	}
+	if err := f.d.Allows("rowlock"); err != nil {
+		return inbox.Plan{}, fmt.Errorf("inbox: table %q, queue %q: %w", f.t.Name, q.Name, err)
+	}
+	if err := f.d.CheckServer(ctx, db); err != nil {
+		return inbox.Plan{}, fmt.Errorf("inbox: table %q, queue %q: %w", f.t.Name, q.Name, err)
+	}
+	st, err := stmt.New(f.d, f.t)
+	if err != nil {
+		return inbox.Plan{}, err
+	}
+	if err := f.prepare(ctx, db, st); err != nil {
+		return inbox.Plan{}, err
+	}
+	f.db, f.st, f.q = db, st, q
+	f.log = q.Logger
+	if f.log == nil {
+		f.log = slog.New(slog.DiscardHandler)
+	}
+	f.holds = map[*hold]struct{}{}
+	f.open = true
+	return inbox.Plan{Table: f.t.Name, HoldsConnection: true}, nil
+}
+
+// prepare prepares the form's statements on db, or none of them.
+func (f *Form[D]) prepare(ctx context.Context, db *sql.DB, st *stmt.Table) (err error) {
+	t := st.Q
+	var prepared []*sql.Stmt
+	defer func() {
+		if err != nil {
+			for _, s := range prepared {
+				s.Close()
+			}
+		}
+	}()
+	prep := func(what, query string) *sql.Stmt {
+		if err != nil {
+			return nil
+		}
+		var s *sql.Stmt
+		if s, err = st.Prepare(ctx, db, what, query); err == nil {
+			prepared = append(prepared, s)
+		}
+		return s
+	}
+
+	p := st.Params()
+	claim := prep("claim", "SELECT "+st.Columns("")+" FROM "+t.Name+" WHERE "+st.Due(p, "")+
+		" ORDER BY "+st.Order("")+" LIMIT 1 FOR UPDATE SKIP LOCKED")
+
+	var ack *sql.Stmt
+	p = st.Params()
+	if t.ProcessedAt != "" {
+		ack = prep("ack", "UPDATE "+t.Name+" SET "+t.ProcessedAt+" = "+p.Next()+" WHERE "+t.ID+" = "+p.Next())
+	} else {
+		ack = prep("ack", "DELETE FROM "+t.Name+" WHERE "+t.ID+" = "+p.Next())
+	}
+
+	var retry, retryAfter *sql.Stmt
+	if t.Attempt != "" {
+		p = st.Params()
+		retry = prep("retry", "UPDATE "+t.Name+" SET "+t.Attempt+" = "+t.Attempt+" + 1 WHERE "+t.ID+" = "+p.Next())
+	}
+	if t.RetryAfter != "" {
+		p = st.Params()
+		set := t.RetryAfter + " = " + p.Next()
+		if t.Attempt != "" {
+			set += ", " + t.Attempt + " = " + t.Attempt + " + 1"
+		}
+		retryAfter = prep("retry after", "UPDATE "+t.Name+" SET "+set+" WHERE "+t.ID+" = "+p.Next())
+	}
+	if err != nil {
+		return err
+	}
+	f.claim, f.ack, f.retry, f.retryAfter = claim, ack, retry, retryAfter
+	return nil
+}
+
+// enter admits a call while the form is open; the caller must call f.busy.Done.
+func (f *Form[D]) enter() error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if !f.open {
+		return fmt.Errorf("%w: table %q: the row lock form is not open: open it (a consumer does) before claiming or settling, and not after Close", inbox.ErrClosed, f.t.Name)
+	}
+	f.busy.Add(1)
+	return nil
+}
+
+// Claim claims up to max due rows of the queue in claim order, one transaction per row, opened
+// at the dialect's level and held until the delivery settles. It stops at the first claim that
+// finds no row. A transient conflict (a serialization failure, a deadlock, a lock wait timeout)
+// is retried a few times before Claim reports it. When a claim fails after others succeeded,
+// Claim returns the rows it holds and no error: the failure shows again at the next call.
+//
+// In transactional mode each delivery's Tx is its claim's transaction, behind a savepoint.
+func (f *Form[D]) Claim(ctx context.Context, max int) ([]*inbox.Delivery, error) {
+	if err := f.enter(); err != nil {
+		return nil, err
+	}
+	defer f.busy.Done()
+	var out []*inbox.Delivery
+	for len(out) < max {
+		d, err := f.claimRetrying(ctx)
+		if err != nil {
+			if len(out) > 0 {
+				return out, nil
+			}
+			return nil, err
+		}
+		if d == nil {
+			break
+		}
+		out = append(out, d)
+	}
+	return out, nil
+}
+
+func (f *Form[D]) claimRetrying(ctx context.Context) (*inbox.Delivery, error) {
+	for try := 1; ; try++ {
+		d, err := f.claimOne(ctx)
+		if err == nil {
+			return d, nil
+		}
+		if !f.d.Retryable(err) || ctx.Err() != nil {
+			return nil, fmt.Errorf("inbox: table %q, queue %q: claim: %w", f.t.Name, f.q.Name, err)
+		}
+		if try == claimTries {
+			return nil, fmt.Errorf("inbox: table %q, queue %q: claim conflicted %d times in a row: %w; on Postgres take read committed (see the package doc)", f.t.Name, f.q.Name, try, err)
+		}
+		f.log.Debug("inbox: claim conflicted, retrying", "table", f.t.Name, "queue", f.q.Name, "try", try, "err", err)
+		// A short random pause, growing with each try, so that claims which collided do not
+		// collide again in step.
+		pause := time.Duration(try) * time.Duration(1+rand.IntN(5)) * time.Millisecond
+		select {
+		case <-ctx.Done():
+			return nil, fmt.Errorf("inbox: table %q, queue %q: claim: %w", f.t.Name, f.q.Name, ctx.Err())
+		case <-time.After(pause):
+		}
+	}
+}
+
+// claimOne claims one row in a transaction of its own; it returns nil when no row is due.
+func (f *Form[D]) claimOne(ctx context.Context) (*inbox.Delivery, error) {
+	// database/sql rolls a transaction back when the context it was begun with ends. The hold
+	// must outlive ctx (a consumer may cancel its claim context at shutdown while handlers
+	// finish), so it gets a context of its own, tied to ctx only until the claim is done.
+	holdCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	stop := context.AfterFunc(ctx, cancel)
+	begun, err := f.d.Begin(holdCtx, f.db)
+	if err != nil {
+		stop()
+		cancel()
+		return nil, fmt.Errorf("beginning the claim's transaction (level %s): %w", f.d.Level(), err)
+	}
+	tx, ok := begun.(*sql.Tx)
+	if !ok {
+		stop()
+		begun.Rollback()
+		cancel()
+		return nil, fmt.Errorf("%w: dialect %s began a %T, not an *sql.Tx: the row lock form runs on Postgres, MySQL and MariaDB only", inbox.ErrDialect, f.d.Name(), begun)
+	}
+	abandon := func(err error) (*inbox.Delivery, error) {
+		stop()
+		tx.Rollback()
+		cancel()
+		return nil, err
+	}
+
+	now := f.d.Time(time.Now())
+	row := tx.StmtContext(ctx, f.claim).QueryRowContext(ctx, f.st.DueArgs(nil, now, f.q.Name)...)
+	d, err := f.st.ScanRow(row)
+	if errors.Is(err, sql.ErrNoRows) {
+		return abandon(nil)
+	}
+	if err != nil {
+		return abandon(err)
+	}
+	if f.t.Attempt != "" {
+		// The attempt column counts the deliveries that ended in a retry; this one is the next.
+		d.Attempt++
+	}
+	if f.q.Transactional {
+		if _, err := tx.ExecContext(ctx, "SAVEPOINT "+savepoint); err != nil {
+			return abandon(fmt.Errorf("row %d: SAVEPOINT for the handler's writes: %w", d.ID, err))
+		}
+		d.LendTx(tx)
+	}
+	if !stop() {
+		// ctx ended after the row was read: database/sql is rolling the transaction back.
+		return abandon(ctx.Err())
+	}
+
+	h := &hold{tx: tx, cancel: cancel, d: d}
+	d.Hold = h
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if !f.open {
+		// Close ran meanwhile and did not see this hold.
+		h.end()
+		return nil, fmt.Errorf("%w: table %q: the form closed during the claim; row %d is back in the queue", inbox.ErrClosed, f.t.Name, d.ID)
+	}
+	f.holds[h] = struct{}{}
+	return d, nil
+}
+
+// take removes d's hold from the form, so that exactly one of Settle, Release and Close ends it.
+func (f *Form[D]) take(d *inbox.Delivery) (*hold, error) {
+	h, _ := d.Hold.(*hold)
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if _, ok := f.holds[h]; !ok {
+		return nil, fmt.Errorf("%w: table %q: delivery %d is not held by this form (settled, released, or given back at Close); its row is back in the queue or settled", inbox.ErrClosed, f.t.Name, d.ID)
+	}
+	delete(f.holds, h)
+	return h, nil
+}
+
+// end rolls the hold's transaction back, ending the handler's loan first so that its later
+// statements fail with inbox.ErrTransactionHeld. The rollback waits for a statement of the
+// handler's still running on the transaction.
+func (h *hold) end() error {
+	h.d.TakeBackTx()
+	err := h.tx.Rollback()
+	h.cancel()
+	if errors.Is(err, sql.ErrTxDone) {
+		return nil
+	}
+	return err
+}
+
+// Settle applies o to the row in the claim's transaction and commits it: Ack and Drop delete
+// the row or stamp processed_at; Retry adds one to attempt (without an attempt column it rolls
+// back, which leaves the row as it was); RetryAfter sets retry_after and adds one to attempt
+// (without a retry_after column it acts as Retry and logs a warning). The zero outcome is
+// retried, as the consumer does.
+//
+// In transactional mode Settle first takes the transaction back from the handler: when a
+// statement of the handler's is still running on it, Settle waits for that statement, rolls the
+// whole transaction back, and fails with inbox.ErrTransactionHeld (the row is unchanged and
+// claimable again). Ack commits the handler's writes with the settlement; every other outcome
+// rolls them back to the savepoint first.
+//
+// A failure rolls the transaction back, so the row is unchanged and claimable again; a failed
+// COMMIT is returned as it is.
+func (f *Form[D]) Settle(ctx context.Context, d *inbox.Delivery, o outcome.Outcome) error {
+	if err := f.enter(); err != nil {
+		return err
+	}
+	defer f.busy.Done()
+	h, err := f.take(d)
+	if err != nil {
+		return err
+	}
+	defer h.cancel()
+
+	if err := d.TakeBackTx(); err != nil {
+		return errors.Join(fmt.Errorf("inbox: table %q, queue %q: settling row %d (%s): nothing settled, the row is back in the queue: %w", f.t.Name, f.q.Name, d.ID, o, err), f.rollback(h))
+	}
+	what, s, args := f.settlement(d, o)
+	if s == nil {
+		// Retry without an attempt column: the row as it was is the retry.
+		return f.rollback(h)
+	}
+	if f.q.Transactional && o.Kind() != outcome.KindAck {
+		if _, err := h.tx.ExecContext(ctx, "ROLLBACK TO SAVEPOINT "+savepoint); err != nil {
+			return f.fail(h, d, "rolling back the handler's writes for "+what, err)
+		}
+	}
+	if _, err := h.tx.StmtContext(ctx, s).ExecContext(ctx, args...); err != nil {
+		return f.fail(h, d, "the "+what+" statement", err)
+	}
+	if err := h.tx.Commit(); err != nil {
+		return fmt.Errorf("inbox: table %q, queue %q: committing the %s of row %d: %w", f.t.Name, f.q.Name, what, d.ID, err)
+	}
+	return nil
+}
+
+// settlement is the statement that applies o to d's row, its name and its arguments; a nil
+// statement means the transaction is to be rolled back instead.
+func (f *Form[D]) settlement(d *inbox.Delivery, o outcome.Outcome) (string, *sql.Stmt, []any) {
+	switch o.Kind() {
+	case outcome.KindAck, outcome.KindDrop:
+		if f.t.ProcessedAt != "" {
+			return "ack", f.ack, []any{f.d.Time(time.Now()), d.ID}
+		}
+		return "ack", f.ack, []any{d.ID}
+	case outcome.KindRetryAfter:
+		if f.retryAfter != nil {
+			return "retry after", f.retryAfter, []any{f.d.Time(time.Now().Add(o.Delay())), d.ID}
+		}
+		f.log.Warn("inbox: RetryAfter on a table without a retry_after column retries at once: add the column and name it in inbox.Table.RetryAfter",
+			"table", f.t.Name, "queue", f.q.Name, "id", d.ID, "delay", o.Delay())
+	}
+	if f.retry == nil {
+		return "retry", nil, nil
+	}
+	return "retry", f.retry, []any{d.ID}
+}
+
+func (f *Form[D]) rollback(h *hold) error {
+	if err := h.tx.Rollback(); err != nil && !errors.Is(err, sql.ErrTxDone) {
+		return fmt.Errorf("inbox: table %q, queue %q: rolling back: %w", f.t.Name, f.q.Name, err)
+	}
+	return nil
+}
+
+// fail rolls back after a failed statement and reports both.
+func (f *Form[D]) fail(h *hold, d *inbox.Delivery, what string, err error) error {
+	return errors.Join(fmt.Errorf("inbox: table %q, queue %q: settling row %d: %s: %w; the row is unchanged and back in the queue", f.t.Name, f.q.Name, d.ID, what, err), f.rollback(h))
+}
+
+// Extend does nothing: the claim's transaction holds the row for as long as it stays open.
+func (f *Form[D]) Extend(context.Context, *inbox.Delivery) error { return nil }
+
+// Release rolls the delivery's transaction back: the row is claimable again at once, with its
+// attempt count unchanged. It waits for a statement of the handler's still running on the
+// transaction in transactional mode.
+func (f *Form[D]) Release(_ context.Context, d *inbox.Delivery) error {
+	if err := f.enter(); err != nil {
+		return err
+	}
+	defer f.busy.Done()
+	h, err := f.take(d)
+	if err != nil {
+		return err
+	}
+	if err := h.end(); err != nil {
+		return fmt.Errorf("inbox: table %q, queue %q: releasing row %d: %w", f.t.Name, f.q.Name, d.ID, err)
+	}
+	return nil
+}
+
+// Close rolls back the transactions of the deliveries still held (their rows are claimable
+// again at once), waits for the calls in progress, and frees the prepared statements. Later
+// calls fail with inbox.ErrClosed. Closing a form that is not open does nothing.
+func (f *Form[D]) Close() error {
+	f.mu.Lock()
+	if !f.open {
+		f.mu.Unlock()
+		return nil
+	}
+	f.open = false
+	holds := f.holds
+	f.holds = nil
+	f.mu.Unlock()
+
+	var errs []error
+	for h := range holds {
+		if err := h.end(); err != nil {
+			errs = append(errs, fmt.Errorf("inbox: table %q: rolling back row %d at Close: %w", f.t.Name, h.d.ID, err))
+		}
+	}
+	f.busy.Wait()
+	for _, s := range []*sql.Stmt{f.claim, f.ack, f.retry, f.retryAfter} {
+		if s != nil {
+			errs = append(errs, s.Close())
+		}
+	}
+	f.claim, f.ack, f.retry, f.retryAfter = nil, nil, nil, nil
+	return errors.Join(errs...)
+}

@@ -1,0 +1,664 @@
+package sqlmocktests
+
+import (
+	"bytes"
+	"context"
+	"database/sql"
+	"database/sql/driver"
+	"errors"
+	"log/slog"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/DATA-DOG/go-sqlmock"
+
+	"github.com/sqlinbox/inbox"
+	"github.com/sqlinbox/inbox/dialect"
+	"github.com/sqlinbox/inbox/isolation"
+	"github.com/sqlinbox/inbox/outcome"
+	"github.com/sqlinbox/inbox/rowlock"
+)
+
+// rowlockStatements are the statements the row lock form prepares for one table and dialect;
+// retry and retryAfter are empty where the table lacks the column.
+type rowlockStatements struct {
+	claim, ack, retry, retryAfter string
+}
+
+// rowlockDialect is one dialect at one level, with what its server answers and the statements
+// expected for the full and the minimal table.
+type rowlockDialect struct {
+	name          string
+	form          func(inbox.Table) inbox.Form
+	level         sql.IsolationLevel // what the claim's transaction must be begun with
+	version       string             // CheckServer's query
+	versionAnswer string
+	full, minimal rowlockStatements
+}
+
+var (
+	rowlockPostgresFull = rowlockStatements{
+		claim:      `SELECT "id", "payload", "attempt", "grp", "headers" FROM "jobs" WHERE "processed_at" IS NULL AND ("retry_after" IS NULL OR "retry_after" <= $1) AND "grp" = $2 ORDER BY "priority", "retry_after", "id" LIMIT 1 FOR UPDATE SKIP LOCKED`,
+		ack:        `UPDATE "jobs" SET "processed_at" = $1 WHERE "id" = $2`,
+		retry:      `UPDATE "jobs" SET "attempt" = "attempt" + 1 WHERE "id" = $1`,
+		retryAfter: `UPDATE "jobs" SET "retry_after" = $1, "attempt" = "attempt" + 1 WHERE "id" = $2`,
+	}
+	rowlockPostgresMinimal = rowlockStatements{
+		claim: `SELECT "id", "payload" FROM "jobs" WHERE 1 = 1 ORDER BY "id" LIMIT 1 FOR UPDATE SKIP LOCKED`,
+		ack:   `DELETE FROM "jobs" WHERE "id" = $1`,
+	}
+	rowlockMySQLFull = rowlockStatements{
+		claim:      "SELECT `id`, `payload`, `attempt`, `grp`, `headers` FROM `jobs` WHERE `processed_at` IS NULL AND (`retry_after` IS NULL OR `retry_after` <= ?) AND `grp` = ? ORDER BY `priority`, `retry_after`, `id` LIMIT 1 FOR UPDATE SKIP LOCKED",
+		ack:        "UPDATE `jobs` SET `processed_at` = ? WHERE `id` = ?",
+		retry:      "UPDATE `jobs` SET `attempt` = `attempt` + 1 WHERE `id` = ?",
+		retryAfter: "UPDATE `jobs` SET `retry_after` = ?, `attempt` = `attempt` + 1 WHERE `id` = ?",
+	}
+	rowlockMySQLMinimal = rowlockStatements{
+		claim: "SELECT `id`, `payload` FROM `jobs` WHERE 1 = 1 ORDER BY `id` LIMIT 1 FOR UPDATE SKIP LOCKED",
+		ack:   "DELETE FROM `jobs` WHERE `id` = ?",
+	}
+)
+
+func rowlockForm[D rowlock.Dialect](d D) func(inbox.Table) inbox.Form {
+	return func(t inbox.Table) inbox.Form { return rowlock.New(d, t) }
+}
+
+var (
+	rowlockPostgres = rowlockDialect{
+		name: "postgres", form: rowlockForm(dialect.Postgres[isolation.Default]{}), level: sql.LevelDefault,
+		version: "SHOW server_version_num", versionAnswer: "150004",
+		full: rowlockPostgresFull, minimal: rowlockPostgresMinimal,
+	}
+	rowlockPostgresRepeatableRead = rowlockDialect{
+		name: "postgres repeatable read", form: rowlockForm(dialect.Postgres[isolation.RepeatableRead]{}), level: sql.LevelRepeatableRead,
+		version: "SHOW server_version_num", versionAnswer: "150004",
+		full: rowlockPostgresFull, minimal: rowlockPostgresMinimal,
+	}
+	rowlockMySQL = rowlockDialect{
+		name: "mysql", form: rowlockForm(dialect.MySQL[isolation.Default]{}), level: sql.LevelReadCommitted,
+		version: "SELECT VERSION()", versionAnswer: "8.0.36",
+		full: rowlockMySQLFull, minimal: rowlockMySQLMinimal,
+	}
+	rowlockMariaDB = rowlockDialect{
+		name: "mariadb serializable", form: rowlockForm(dialect.MariaDB[isolation.Serializable]{}), level: sql.LevelSerializable,
+		version: "SELECT VERSION()", versionAnswer: "10.11.6-MariaDB-0+deb12u1",
+		full: rowlockMySQLFull, minimal: rowlockMySQLMinimal,
+	}
+	rowlockDialects = []rowlockDialect{rowlockPostgres, rowlockPostgresRepeatableRead, rowlockMySQL, rowlockMariaDB}
+)
+
+var (
+	rowlockFullTable = inbox.Table{
+		Name: "jobs", ID: "id", IDGenerated: true, Payload: "payload", Attempt: "attempt",
+		ProcessedAt: "processed_at", Group: "grp", Priority: "priority", RetryAfter: "retry_after",
+		Headers: "headers",
+	}
+	rowlockMinimalTable = inbox.Table{Name: "jobs", ID: "id", IDGenerated: true, Payload: "payload"}
+)
+
+const rowlockQueue = "emails"
+
+// expectOpen expects the server check and the preparation of every statement in st, each
+// closed by Close.
+func (m *rowlockMock) expectOpen(dc rowlockDialect, st rowlockStatements) {
+	m.mock.ExpectQuery(dc.version).WillReturnRows(sqlmock.NewRows([]string{"v"}).AddRow(dc.versionAnswer))
+	for _, q := range []string{st.claim, st.ack, st.retry, st.retryAfter} {
+		if q != "" {
+			m.mock.ExpectPrepare(q).WillBeClosed()
+		}
+	}
+}
+
+// expectClaimFull expects a claim's transaction and its select on the full table, answered by
+// row id with attempt 2.
+func (m *rowlockMock) expectClaimFull(dc rowlockDialect, id int64) {
+	m.mock.ExpectBegin()
+	m.mock.ExpectQuery(dc.full.claim).
+		WithArgs(rowlockTimeNear{time.Now()}, rowlockQueue).
+		WillReturnRows(sqlmock.NewRows([]string{"id", "payload", "attempt", "grp", "headers"}).
+			AddRow(id, []byte(`{"to":"a@example.com"}`), int64(2), rowlockQueue, `{"trace":"t1"}`))
+}
+
+func (m *rowlockMock) expectClaimMinimal(dc rowlockDialect, id int64) {
+	m.mock.ExpectBegin()
+	m.mock.ExpectQuery(dc.minimal.claim).WithoutArgs().
+		WillReturnRows(sqlmock.NewRows([]string{"id", "payload"}).AddRow(id, []byte("hello")))
+}
+
+func rowlockOpen(t *testing.T, m *rowlockMock, f inbox.Form, q inbox.Queue) {
+	t.Helper()
+	plan, err := f.Open(context.Background(), m.db, q)
+	if err != nil {
+		t.Fatalf("Open: %v", err)
+	}
+	if plan.Table != "jobs" || !plan.HoldsConnection || plan.ExtendEvery != 0 || plan.SerialClaims {
+		t.Fatalf("plan = %+v; want table jobs, holding a connection, no extension, parallel claims", plan)
+	}
+}
+
+func rowlockClaimOne(t *testing.T, f inbox.Form) *inbox.Delivery {
+	t.Helper()
+	ds, err := f.Claim(context.Background(), 1)
+	if err != nil {
+		t.Fatalf("Claim: %v", err)
+	}
+	if len(ds) != 1 {
+		t.Fatalf("Claim returned %d deliveries, want 1", len(ds))
+	}
+	return ds[0]
+}
+
+func (m *rowlockMock) checkLevels(t *testing.T, dc rowlockDialect, n int) {
+	t.Helper()
+	levels := m.Levels()
+	if len(levels) != n {
+		t.Fatalf("%d transactions begun, want %d", len(levels), n)
+	}
+	for i, l := range levels {
+		if l != dc.level {
+			t.Errorf("transaction %d begun at %v, want %v (the dialect's level)", i+1, l, dc.level)
+		}
+	}
+}
+
+// TestRowlockSettles pins the statement sequence of each outcome on each dialect, plain and
+// transactional: begin at the level, claim, (savepoint, the handler's write, rollback to the
+// savepoint unless Ack), the settlement, commit.
+func TestRowlockSettles(t *testing.T) {
+	outcomes := []struct {
+		o     outcome.Outcome
+		stmt  func(rowlockStatements) string
+		args  func(id int64) []driver.Value
+		keeps bool // the handler's writes commit
+	}{
+		{outcome.Ack(), func(s rowlockStatements) string { return s.ack },
+			func(id int64) []driver.Value { return []driver.Value{rowlockTimeNear{time.Now()}, id} }, true},
+		{outcome.Drop(), func(s rowlockStatements) string { return s.ack },
+			func(id int64) []driver.Value { return []driver.Value{rowlockTimeNear{time.Now()}, id} }, false},
+		{outcome.Retry(), func(s rowlockStatements) string { return s.retry },
+			func(id int64) []driver.Value { return []driver.Value{id} }, false},
+		{outcome.RetryAfter(time.Hour), func(s rowlockStatements) string { return s.retryAfter },
+			func(id int64) []driver.Value { return []driver.Value{rowlockTimeNear{time.Now().Add(time.Hour)}, id} }, false},
+		{outcome.Outcome{}, func(s rowlockStatements) string { return s.retry },
+			func(id int64) []driver.Value { return []driver.Value{id} }, false},
+	}
+	for _, dc := range rowlockDialects {
+		for _, oc := range outcomes {
+			for _, transactional := range []bool{false, true} {
+				name := dc.name + "/" + oc.o.String()
+				if transactional {
+					name += "/transactional"
+				}
+				t.Run(name, func(t *testing.T) {
+					m := newRowlockMock(t)
+					m.expectOpen(dc, dc.full)
+					m.expectClaimFull(dc, 7)
+					if transactional {
+						m.mock.ExpectExec("SAVEPOINT inbox_handler").WillReturnResult(sqlmock.NewResult(0, 0))
+						m.mock.ExpectExec("INSERT INTO notes (body) VALUES ('sent')").WillReturnResult(sqlmock.NewResult(1, 1))
+						if !oc.keeps {
+							m.mock.ExpectExec("ROLLBACK TO SAVEPOINT inbox_handler").WillReturnResult(sqlmock.NewResult(0, 0))
+						}
+					}
+					m.mock.ExpectExec(oc.stmt(dc.full)).WithArgs(oc.args(7)...).WillReturnResult(sqlmock.NewResult(0, 1))
+					m.mock.ExpectCommit()
+
+					f := dc.form(rowlockFullTable)
+					rowlockOpen(t, m, f, inbox.Queue{Name: rowlockQueue, Transactional: transactional})
+					d := rowlockClaimOne(t, f)
+					if d.ID != 7 || d.Attempt != 3 || d.Group != rowlockQueue || d.Headers["trace"] != "t1" || string(d.Payload) != `{"to":"a@example.com"}` {
+						t.Fatalf("delivery = %+v; want id 7, attempt 3 (read 2, plus this delivery), group, headers and payload of the row", d)
+					}
+					if (d.Tx != nil) != transactional {
+						t.Fatalf("delivery Tx = %v; want one exactly in transactional mode", d.Tx)
+					}
+					if transactional {
+						if _, err := d.Tx.ExecContext(context.Background(), "INSERT INTO notes (body) VALUES ('sent')"); err != nil {
+							t.Fatalf("handler's write: %v", err)
+						}
+					}
+					if err := f.Settle(context.Background(), d, oc.o); err != nil {
+						t.Fatalf("Settle(%s): %v", oc.o, err)
+					}
+					if transactional {
+						if _, err := d.Tx.ExecContext(context.Background(), "SELECT 1"); !errors.Is(err, inbox.ErrTransactionHeld) {
+							t.Errorf("the handler's Tx after settlement: err = %v, want ErrTransactionHeld", err)
+						}
+					}
+					if err := f.Close(); err != nil {
+						t.Fatalf("Close: %v", err)
+					}
+					m.checkLevels(t, dc, 1)
+				})
+			}
+		}
+	}
+}
+
+// TestRowlockMinimalTable pins what changes without the optional columns: Ack deletes, Retry
+// rolls back (there is no attempt to count), RetryAfter rolls back and warns, naming the table.
+func TestRowlockMinimalTable(t *testing.T) {
+	for _, dc := range []rowlockDialect{rowlockPostgres, rowlockMySQL} {
+		t.Run(dc.name+"/ack deletes", func(t *testing.T) {
+			m := newRowlockMock(t)
+			m.expectOpen(dc, dc.minimal)
+			m.expectClaimMinimal(dc, 11)
+			m.mock.ExpectExec(dc.minimal.ack).WithArgs(int64(11)).WillReturnResult(sqlmock.NewResult(0, 1))
+			m.mock.ExpectCommit()
+
+			f := dc.form(rowlockMinimalTable)
+			rowlockOpen(t, m, f, inbox.Queue{Name: rowlockQueue})
+			d := rowlockClaimOne(t, f)
+			if d.ID != 11 || d.Attempt != 0 || d.Group != "" || string(d.Payload) != "hello" {
+				t.Fatalf("delivery = %+v; want id 11, attempt 0 (no column), payload hello", d)
+			}
+			if err := f.Settle(context.Background(), d, outcome.Ack()); err != nil {
+				t.Fatal(err)
+			}
+			if err := f.Close(); err != nil {
+				t.Fatal(err)
+			}
+		})
+		for _, o := range []outcome.Outcome{outcome.Retry(), outcome.RetryAfter(time.Minute)} {
+			t.Run(dc.name+"/"+o.String()+" rolls back", func(t *testing.T) {
+				m := newRowlockMock(t)
+				m.expectOpen(dc, dc.minimal)
+				m.expectClaimMinimal(dc, 12)
+				m.mock.ExpectRollback()
+
+				var logs bytes.Buffer
+				f := dc.form(rowlockMinimalTable)
+				rowlockOpen(t, m, f, inbox.Queue{Name: rowlockQueue, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+				d := rowlockClaimOne(t, f)
+				if err := f.Settle(context.Background(), d, o); err != nil {
+					t.Fatal(err)
+				}
+				if err := f.Close(); err != nil {
+					t.Fatal(err)
+				}
+				warned := strings.Contains(logs.String(), "level=WARN") && strings.Contains(logs.String(), "table=jobs")
+				if wantWarning := o.Kind() == outcome.KindRetryAfter; warned != wantWarning {
+					t.Errorf("warning naming the table logged: %v, want %v; log:\n%s", warned, wantWarning, logs.String())
+				}
+			})
+		}
+	}
+}
+
+// TestRowlockRetryAfterWithoutRetryAfterColumn: with an attempt column but no retry_after
+// column, RetryAfter counts the attempt like Retry and warns.
+func TestRowlockRetryAfterWithoutRetryAfterColumn(t *testing.T) {
+	dc := rowlockPostgres
+	tbl := inbox.Table{Name: "jobs", ID: "id", Attempt: "attempt"}
+	m := newRowlockMock(t)
+	m.mock.ExpectQuery(dc.version).WillReturnRows(sqlmock.NewRows([]string{"v"}).AddRow(dc.versionAnswer))
+	claim := `SELECT "id", "attempt" FROM "jobs" WHERE 1 = 1 ORDER BY "id" LIMIT 1 FOR UPDATE SKIP LOCKED`
+	m.mock.ExpectPrepare(claim).WillBeClosed()
+	m.mock.ExpectPrepare(`DELETE FROM "jobs" WHERE "id" = $1`).WillBeClosed()
+	m.mock.ExpectPrepare(`UPDATE "jobs" SET "attempt" = "attempt" + 1 WHERE "id" = $1`).WillBeClosed()
+	m.mock.ExpectBegin()
+	m.mock.ExpectQuery(claim).WithoutArgs().WillReturnRows(sqlmock.NewRows([]string{"id", "attempt"}).AddRow(int64(5), int64(0)))
+	m.mock.ExpectExec(`UPDATE "jobs" SET "attempt" = "attempt" + 1 WHERE "id" = $1`).WithArgs(int64(5)).WillReturnResult(sqlmock.NewResult(0, 1))
+	m.mock.ExpectCommit()
+
+	var logs bytes.Buffer
+	f := dc.form(tbl)
+	rowlockOpen(t, m, f, inbox.Queue{Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+	d := rowlockClaimOne(t, f)
+	if d.Attempt != 1 {
+		t.Errorf("first delivery reads attempt %d, want 1", d.Attempt)
+	}
+	if err := f.Settle(context.Background(), d, outcome.RetryAfter(time.Minute)); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(logs.String(), "level=WARN") || !strings.Contains(logs.String(), "table=jobs") {
+		t.Errorf("no warning naming the table; log:\n%s", logs.String())
+	}
+}
+
+// TestRowlockNoRow: a claim that finds nothing rolls its transaction back and returns none.
+func TestRowlockNoRow(t *testing.T) {
+	for _, dc := range rowlockDialects {
+		t.Run(dc.name, func(t *testing.T) {
+			m := newRowlockMock(t)
+			m.expectOpen(dc, dc.full)
+			m.mock.ExpectBegin()
+			m.mock.ExpectQuery(dc.full.claim).WithArgs(rowlockTimeNear{time.Now()}, rowlockQueue).
+				WillReturnRows(sqlmock.NewRows([]string{"id", "payload", "attempt", "grp", "headers"}))
+			m.mock.ExpectRollback()
+
+			f := dc.form(rowlockFullTable)
+			rowlockOpen(t, m, f, inbox.Queue{Name: rowlockQueue})
+			ds, err := f.Claim(context.Background(), 4)
+			if err != nil || len(ds) != 0 {
+				t.Fatalf("Claim = %v, %v; want none, no error", ds, err)
+			}
+			if err := f.Close(); err != nil {
+				t.Fatal(err)
+			}
+			m.checkLevels(t, dc, 1)
+		})
+	}
+}
+
+// TestRowlockClaimSeveral: Claim(max) opens one transaction per row, in turn, and stops at the
+// first that finds none. Each transaction holds its own connection, so the claim statement is
+// prepared again on each new one.
+func TestRowlockClaimSeveral(t *testing.T) {
+	dc := rowlockPostgres
+	m := newRowlockMock(t)
+	m.expectOpen(dc, dc.full)
+	m.expectClaimFull(dc, 1)
+	m.mock.ExpectBegin()
+	m.mock.ExpectPrepare(dc.full.claim)
+	m.mock.ExpectQuery(dc.full.claim).WithArgs(rowlockTimeNear{time.Now()}, rowlockQueue).
+		WillReturnRows(sqlmock.NewRows([]string{"id", "payload", "attempt", "grp", "headers"}).AddRow(int64(2), nil, int64(0), rowlockQueue, nil))
+	m.mock.ExpectBegin()
+	m.mock.ExpectPrepare(dc.full.claim)
+	m.mock.ExpectQuery(dc.full.claim).WithArgs(rowlockTimeNear{time.Now()}, rowlockQueue).
+		WillReturnRows(sqlmock.NewRows([]string{"id", "payload", "attempt", "grp", "headers"}))
+	m.mock.ExpectRollback()
+	// Settling the second delivery prepares the ack statement on its connection.
+	m.mock.ExpectPrepare(dc.full.ack)
+	m.mock.ExpectExec(dc.full.ack).WithArgs(rowlockTimeNear{time.Now()}, int64(2)).WillReturnResult(sqlmock.NewResult(0, 1))
+	m.mock.ExpectCommit()
+	m.mock.ExpectRollback() // Release of the first
+
+	f := dc.form(rowlockFullTable)
+	rowlockOpen(t, m, f, inbox.Queue{Name: rowlockQueue})
+	ds, err := f.Claim(context.Background(), 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ds) != 2 || ds[0].ID != 1 || ds[1].ID != 2 {
+		t.Fatalf("Claim(3) = %v; want rows 1 and 2", ds)
+	}
+	if ds[1].Attempt != 1 || ds[1].Payload != nil || ds[1].Headers != nil {
+		t.Errorf("second delivery = %+v; want attempt 1, nil payload and headers", ds[1])
+	}
+	if err := f.Settle(context.Background(), ds[1], outcome.Ack()); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Release(context.Background(), ds[0]); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
+	m.checkLevels(t, dc, 3)
+}
+
+// TestRowlockRelease: Release rolls back (no attempt counted); the delivery is then no longer
+// held, and the handler's Tx refuses further statements.
+func TestRowlockRelease(t *testing.T) {
+	for _, dc := range rowlockDialects {
+		t.Run(dc.name, func(t *testing.T) {
+			m := newRowlockMock(t)
+			m.expectOpen(dc, dc.full)
+			m.expectClaimFull(dc, 3)
+			m.mock.ExpectExec("SAVEPOINT inbox_handler").WillReturnResult(sqlmock.NewResult(0, 0))
+			m.mock.ExpectRollback()
+
+			f := dc.form(rowlockFullTable)
+			rowlockOpen(t, m, f, inbox.Queue{Name: rowlockQueue, Transactional: true})
+			d := rowlockClaimOne(t, f)
+			if err := f.Release(context.Background(), d); err != nil {
+				t.Fatalf("Release: %v", err)
+			}
+			if _, err := d.Tx.ExecContext(context.Background(), "SELECT 1"); !errors.Is(err, inbox.ErrTransactionHeld) {
+				t.Errorf("the handler's Tx after Release: err = %v, want ErrTransactionHeld", err)
+			}
+			if err := f.Settle(context.Background(), d, outcome.Ack()); !errors.Is(err, inbox.ErrClosed) {
+				t.Errorf("Settle after Release: err = %v, want ErrClosed", err)
+			}
+			if err := f.Release(context.Background(), d); !errors.Is(err, inbox.ErrClosed) {
+				t.Errorf("second Release: err = %v, want ErrClosed", err)
+			}
+			if err := f.Close(); err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+}
+
+// TestRowlockFailedCommit: a COMMIT that fails is returned to the caller.
+func TestRowlockFailedCommit(t *testing.T) {
+	for _, dc := range rowlockDialects {
+		t.Run(dc.name, func(t *testing.T) {
+			m := newRowlockMock(t)
+			m.expectOpen(dc, dc.full)
+			m.expectClaimFull(dc, 4)
+			m.mock.ExpectExec(dc.full.ack).WithArgs(rowlockTimeNear{time.Now()}, int64(4)).WillReturnResult(sqlmock.NewResult(0, 1))
+			lost := errors.New("connection reset by peer")
+			m.mock.ExpectCommit().WillReturnError(lost)
+
+			f := dc.form(rowlockFullTable)
+			rowlockOpen(t, m, f, inbox.Queue{Name: rowlockQueue})
+			d := rowlockClaimOne(t, f)
+			err := f.Settle(context.Background(), d, outcome.Ack())
+			if !errors.Is(err, lost) || !strings.Contains(err.Error(), `"jobs"`) {
+				t.Fatalf("Settle = %v; want the commit's error, naming the table", err)
+			}
+			if err := f.Close(); err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+}
+
+// TestRowlockFailedSettlement: a settlement statement that fails rolls the transaction back
+// and is returned; nothing is committed.
+func TestRowlockFailedSettlement(t *testing.T) {
+	dc := rowlockMySQL
+	m := newRowlockMock(t)
+	m.expectOpen(dc, dc.full)
+	m.expectClaimFull(dc, 4)
+	broken := errors.New("Error 1146 (42S02): Table 'test.jobs' doesn't exist")
+	m.mock.ExpectExec(dc.full.retry).WithArgs(int64(4)).WillReturnError(broken)
+	m.mock.ExpectRollback()
+
+	f := dc.form(rowlockFullTable)
+	rowlockOpen(t, m, f, inbox.Queue{Name: rowlockQueue})
+	d := rowlockClaimOne(t, f)
+	if err := f.Settle(context.Background(), d, outcome.Retry()); !errors.Is(err, broken) {
+		t.Fatalf("Settle = %v; want the statement's error", err)
+	}
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestRowlockClaimRetriesConflicts: a claim that fails with a serialization failure (Postgres
+// 40001), a deadlock (1213) or a lock wait timeout (1205) is rolled back and run again inside
+// Claim; the caller sees the row, not the failure.
+func TestRowlockClaimRetriesConflicts(t *testing.T) {
+	cases := []struct {
+		dc       rowlockDialect
+		conflict error
+	}{
+		{rowlockPostgresRepeatableRead, rowlockSQLState{"40001"}},
+		{rowlockMySQL, errors.New("Error 1213 (40001): Deadlock found when trying to get lock; try restarting transaction")},
+		{rowlockMariaDB, errors.New("Error 1205 (HY000): Lock wait timeout exceeded; try restarting transaction")},
+	}
+	for _, c := range cases {
+		t.Run(c.dc.name, func(t *testing.T) {
+			m := newRowlockMock(t)
+			m.expectOpen(c.dc, c.dc.full)
+			for range 2 {
+				m.mock.ExpectBegin()
+				m.mock.ExpectQuery(c.dc.full.claim).WithArgs(rowlockTimeNear{time.Now()}, rowlockQueue).WillReturnError(c.conflict)
+				m.mock.ExpectRollback()
+			}
+			m.expectClaimFull(c.dc, 9)
+			m.mock.ExpectRollback()
+
+			f := c.dc.form(rowlockFullTable)
+			rowlockOpen(t, m, f, inbox.Queue{Name: rowlockQueue})
+			d := rowlockClaimOne(t, f)
+			if d.ID != 9 {
+				t.Fatalf("claimed row %d, want 9", d.ID)
+			}
+			if err := f.Release(context.Background(), d); err != nil {
+				t.Fatal(err)
+			}
+			if err := f.Close(); err != nil {
+				t.Fatal(err)
+			}
+			m.checkLevels(t, c.dc, 3)
+		})
+	}
+}
+
+// TestRowlockClaimReportsPersistentConflicts: the retries are bounded, and an error that is
+// not a transient conflict is reported at once.
+func TestRowlockClaimReportsPersistentConflicts(t *testing.T) {
+	dc := rowlockPostgresRepeatableRead
+	t.Run("conflicts", func(t *testing.T) {
+		m := newRowlockMock(t)
+		m.expectOpen(dc, dc.full)
+		conflict := rowlockSQLState{"40001"}
+		for range 5 {
+			m.mock.ExpectBegin()
+			m.mock.ExpectQuery(dc.full.claim).WithArgs(rowlockTimeNear{time.Now()}, rowlockQueue).WillReturnError(conflict)
+			m.mock.ExpectRollback()
+		}
+		f := dc.form(rowlockFullTable)
+		rowlockOpen(t, m, f, inbox.Queue{Name: rowlockQueue})
+		ds, err := f.Claim(context.Background(), 1)
+		if !errors.As(err, new(rowlockSQLState)) || len(ds) != 0 || !strings.Contains(err.Error(), `"jobs"`) || !strings.Contains(err.Error(), rowlockQueue) {
+			t.Fatalf("Claim = %v, %v; want the conflict, naming table and queue, after the retries", ds, err)
+		}
+		if err := f.Close(); err != nil {
+			t.Fatal(err)
+		}
+	})
+	t.Run("other error", func(t *testing.T) {
+		m := newRowlockMock(t)
+		m.expectOpen(dc, dc.full)
+		broken := rowlockSQLState{"42703"}
+		m.mock.ExpectBegin()
+		m.mock.ExpectQuery(dc.full.claim).WithArgs(rowlockTimeNear{time.Now()}, rowlockQueue).WillReturnError(broken)
+		m.mock.ExpectRollback()
+		f := dc.form(rowlockFullTable)
+		rowlockOpen(t, m, f, inbox.Queue{Name: rowlockQueue})
+		if _, err := f.Claim(context.Background(), 1); !errors.Is(err, broken) {
+			t.Fatalf("Claim = %v; want the error at once", err)
+		}
+		if err := f.Close(); err != nil {
+			t.Fatal(err)
+		}
+	})
+}
+
+// TestRowlockTransactionHeld: a statement of the handler's still running on the delivery's
+// transaction when Settle is called makes the settlement fail with ErrTransactionHeld; the
+// transaction is rolled back after that statement ends, and no settlement statement runs.
+func TestRowlockTransactionHeld(t *testing.T) {
+	for _, dc := range []rowlockDialect{rowlockPostgres, rowlockMySQL} {
+		t.Run(dc.name, func(t *testing.T) {
+			m := newRowlockMock(t)
+			m.expectOpen(dc, dc.full)
+			m.expectClaimFull(dc, 6)
+			m.mock.ExpectExec("SAVEPOINT inbox_handler").WillReturnResult(sqlmock.NewResult(0, 0))
+			m.mock.ExpectExec("UPDATE accounts SET balance = 0").WillDelayFor(300 * time.Millisecond).WillReturnResult(sqlmock.NewResult(0, 1))
+			m.mock.ExpectRollback()
+
+			f := dc.form(rowlockFullTable)
+			rowlockOpen(t, m, f, inbox.Queue{Name: rowlockQueue, Transactional: true})
+			d := rowlockClaimOne(t, f)
+			started := m.whenExec("UPDATE accounts SET balance = 0")
+			leftBehind := make(chan error, 1)
+			go func() {
+				_, err := d.Tx.ExecContext(context.Background(), "UPDATE accounts SET balance = 0")
+				leftBehind <- err
+			}()
+			<-started
+			err := f.Settle(context.Background(), d, outcome.Ack())
+			if !errors.Is(err, inbox.ErrTransactionHeld) {
+				t.Fatalf("Settle = %v; want ErrTransactionHeld", err)
+			}
+			if err := <-leftBehind; err != nil {
+				t.Fatalf("the handler's statement: %v", err)
+			}
+			if err := f.Close(); err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+}
+
+// TestRowlockCloseRollsBackHolds: Close rolls back the transactions still held and frees the
+// statements; later calls fail with ErrClosed.
+func TestRowlockCloseRollsBackHolds(t *testing.T) {
+	dc := rowlockMariaDB
+	m := newRowlockMock(t)
+	m.expectOpen(dc, dc.full)
+	m.expectClaimFull(dc, 8)
+	m.mock.ExpectRollback()
+
+	f := dc.form(rowlockFullTable)
+	rowlockOpen(t, m, f, inbox.Queue{Name: rowlockQueue})
+	d := rowlockClaimOne(t, f)
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Settle(context.Background(), d, outcome.Ack()); !errors.Is(err, inbox.ErrClosed) {
+		t.Errorf("Settle after Close: %v, want ErrClosed", err)
+	}
+	if _, err := f.Claim(context.Background(), 1); !errors.Is(err, inbox.ErrClosed) {
+		t.Errorf("Claim after Close: %v, want ErrClosed", err)
+	}
+	if err := f.Release(context.Background(), d); !errors.Is(err, inbox.ErrClosed) {
+		t.Errorf("Release after Close: %v, want ErrClosed", err)
+	}
+}
+
+// TestRowlockOpenSchemaError: a statement that does not prepare fails Open with ErrSchema
+// naming the table and the statement, and the statements prepared before it are closed.
+func TestRowlockOpenSchemaError(t *testing.T) {
+	dc := rowlockPostgres
+	m := newRowlockMock(t)
+	m.mock.ExpectQuery(dc.version).WillReturnRows(sqlmock.NewRows([]string{"v"}).AddRow(dc.versionAnswer))
+	m.mock.ExpectPrepare(dc.full.claim).WillBeClosed()
+	m.mock.ExpectPrepare(dc.full.ack).WillBeClosed()
+	m.mock.ExpectPrepare(dc.full.retry).WillReturnError(errors.New(`ERROR: column "attempt" does not exist (SQLSTATE 42703)`))
+
+	f := dc.form(rowlockFullTable)
+	_, err := f.Open(context.Background(), m.db, inbox.Queue{Name: rowlockQueue})
+	if !errors.Is(err, inbox.ErrSchema) || !strings.Contains(err.Error(), `"jobs"`) || !strings.Contains(err.Error(), "retry statement") {
+		t.Fatalf("Open = %v; want ErrSchema naming the table and the retry statement", err)
+	}
+	if _, err := f.Claim(context.Background(), 1); !errors.Is(err, inbox.ErrClosed) {
+		t.Errorf("Claim after a failed Open: %v, want ErrClosed", err)
+	}
+}
+
+// TestRowlockOpenRefusesServer: a server older than SKIP LOCKED fails Open with
+// ErrServerTooOld before anything is prepared.
+func TestRowlockOpenRefusesServer(t *testing.T) {
+	dc := rowlockMySQL
+	m := newRowlockMock(t)
+	m.mock.ExpectQuery(dc.version).WillReturnRows(sqlmock.NewRows([]string{"v"}).AddRow("5.7.44"))
+	f := dc.form(rowlockFullTable)
+	if _, err := f.Open(context.Background(), m.db, inbox.Queue{Name: rowlockQueue}); !errors.Is(err, inbox.ErrServerTooOld) {
+		t.Fatalf("Open = %v; want ErrServerTooOld", err)
+	}
+}
+
+// TestRowlockOpenRefusesRuntimeSQLite: a dialect chosen at run time that turns out to be
+// SQLite is refused at Open with ErrDialect.
+func TestRowlockOpenRefusesRuntimeSQLite(t *testing.T) {
+	d, err := dialect.Parse("sqlite", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := newRowlockMock(t)
+	f := rowlock.New(d, rowlockFullTable)
+	if _, err := f.Open(context.Background(), m.db, inbox.Queue{Name: rowlockQueue}); !errors.Is(err, inbox.ErrDialect) {
+		t.Fatalf("Open = %v; want ErrDialect", err)
+	}
+}
