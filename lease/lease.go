@@ -1,13 +1,35 @@
 // Package lease is the lease form: a claim writes an expiry into the row (locked_until) and
 // commits at once; the expiry is the ownership token every extension and settlement is guarded
 // by. All four databases.
+//
+// No connection is held while a handler runs (except in transactional mode, where the
+// handler's transaction holds one). The consumer extends each lease every half lease, so a
+// handler may run far longer than its lease; a consumer that stops extending (a crash, a
+// partition) loses the row when its lease runs out, and another consumer claims it again. The
+// first holder's settlement then changes nothing and fails with inbox.ErrLeaseLost: delivery is
+// at least once, and a handler whose effects must not repeat should write them through the
+// delivery's transaction in transactional mode, where they commit only while the lease holds.
+//
+// Expiries are computed on the host's clock and compared with it: the hosts that consume one
+// table need clocks that agree to well within a lease.
+//
+// The lease column holds a timestamp: TIMESTAMPTZ on Postgres, DATETIME(6) on MySQL and
+// MariaDB (the token is compared to the microsecond, so the column must keep them), TEXT on
+// SQLite. It is NULL while no one holds the row.
 package lease
 
 import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
 	"time"
 
 	"github.com/sqlinbox/inbox"
 	"github.com/sqlinbox/inbox/dialect"
+	"github.com/sqlinbox/inbox/internal/stmt"
 )
 
 // Config tunes the lease form. The zero value (or nil) takes the defaults.
@@ -20,18 +42,230 @@ type Config struct {
 	Lease time.Duration
 }
 
-// Form is the lease form over one table.
+// DefaultLease is the lease a zero Config.Lease takes.
+const DefaultLease = 30 * time.Second
+
+// Form is the lease form over one table. It implements inbox.Form; a Consumer drives it.
+//
+// Statements, per database (each guarded settlement says WHERE id = ? AND locked_until = token):
+//
+//	Postgres         claim: one WITH … SELECT … FOR UPDATE SKIP LOCKED … UPDATE … RETURNING
+//	MySQL, MariaDB   claim: a READ COMMITTED transaction: SELECT … FOR UPDATE SKIP LOCKED, then
+//	                 UPDATE … WHERE id IN (…), then COMMIT
+//	SQLite           claim: one UPDATE … WHERE id IN (SELECT … LIMIT n) RETURNING
+//	all              extend: UPDATE SET locked_until = new token, guarded
+//	                 ack, drop: DELETE, or SET processed_at, locked_until = NULL; guarded
+//	                 retry, release: SET locked_until = NULL, guarded
+//	                 retry after: SET retry_after, locked_until = NULL, guarded
+//
+// A claim counts the attempt, so a retry only clears the lease.
 type Form[D dialect.Dialect] struct {
 	d   D
 	t   inbox.Table
 	cfg Config
+
+	// mu is held for reading by every call while it runs and for writing by Open and Close, so
+	// Close never closes a statement under a running call.
+	mu sync.RWMutex
+	b  *binding // nil before Open and after Close
 }
 
-// New returns the lease form over table t.
+// New returns the lease form over table t. Nothing is checked until Open.
 func New[D dialect.Dialect](d D, t inbox.Table, cfg *Config) *Form[D] {
 	f := &Form[D]{d: d, t: t}
 	if cfg != nil {
 		f.cfg = *cfg
 	}
 	return f
+}
+
+// binding is what Open binds the form to, until Close.
+type binding struct {
+	db    *sql.DB
+	q     inbox.Queue
+	log   *slog.Logger
+	st    *stmt.Table
+	lease time.Duration
+	sql   statements
+
+	claim, extend, ack, retry, retryAfter *sql.Stmt // retryAfter nil without the column
+
+	stampMu sync.Mutex
+	stamps  map[int]*sql.Stmt // MySQL and MariaDB: the claim's UPDATE, by the length of its id list
+
+	holdsMu sync.Mutex
+	holds   map[*hold]int64 // holds not yet ended, by row id: Close gives them back
+}
+
+// hold is a delivery's Hold: its lease token and, in transactional mode, the handler's
+// transaction.
+type hold struct {
+	mu    sync.Mutex
+	token time.Time  // the expiry last written into the row, UTC, to the microsecond
+	tx    dialect.Tx // transactional mode, until the settlement takes it
+	ended bool       // settled, released or given back at Close
+}
+
+// Open checks the form against the server and prepares every statement it runs. It fails with
+// an error wrapping inbox.ErrDialect for a pair the database cannot run (transactional mode on
+// Postgres at repeatable read or serializable), inbox.ErrServerTooOld for an old server, and
+// inbox.ErrSchema for a table, column or column type that does not fit.
+func (f *Form[D]) Open(ctx context.Context, db *sql.DB, q inbox.Queue) (inbox.Plan, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.b != nil {
+		return inbox.Plan{}, fmt.Errorf("%w: table %q: this lease form is already open: build one form per consumer", inbox.ErrAlreadyConsuming, f.t.Name)
+	}
+	if err := f.d.Allows("lease"); err != nil {
+		return inbox.Plan{}, err
+	}
+	lease := f.cfg.Lease
+	if lease == 0 {
+		lease = DefaultLease
+	}
+	if lease < time.Second || lease%time.Second != 0 {
+		return inbox.Plan{}, fmt.Errorf("inbox: table %q: lease %v is not a whole number of seconds of at least 1s: set lease.Config.Lease to one (or leave it zero for %v)", f.t.Name, f.cfg.Lease, DefaultLease)
+	}
+	if q.Transactional && f.d.Name() == "postgres" && (f.d.Level() == "repeatable read" || f.d.Level() == "serializable") {
+		return inbox.Plan{}, fmt.Errorf("%w: table %q: the lease form on Postgres at %s cannot run in transactional mode: the handler's transaction keeps the snapshot of its first statement and would not see the lease extended, so its Ack would find the lease lost; use isolation.ReadCommitted (or isolation.Default), or turn Transactional off", inbox.ErrDialect, f.t.Name, f.d.Level())
+	}
+	column := f.cfg.Column
+	if column == "" {
+		column = "locked_until"
+	}
+	st, err := stmt.New(f.d, f.t)
+	if err != nil {
+		return inbox.Plan{}, err
+	}
+	col, err := f.d.Quote(column)
+	if err != nil {
+		return inbox.Plan{}, fmt.Errorf("%w: table %q, lease column: %v", inbox.ErrSchema, f.t.Name, err)
+	}
+	if err := f.d.CheckServer(ctx, db); err != nil {
+		return inbox.Plan{}, fmt.Errorf("table %q: %w", f.t.Name, err)
+	}
+
+	b := &binding{
+		db: db, q: q, log: q.Logger, st: st, lease: lease,
+		sql:    build(st, col),
+		stamps: map[int]*sql.Stmt{},
+		holds:  map[*hold]int64{},
+	}
+	if b.log == nil {
+		b.log = slog.New(slog.DiscardHandler)
+	}
+	if err := b.prepare(ctx); err != nil {
+		b.closeStatements()
+		return inbox.Plan{}, err
+	}
+	if mysqlFamily(f.d) {
+		if err := b.checkPrecision(ctx, column); err != nil {
+			b.closeStatements()
+			return inbox.Plan{}, err
+		}
+	}
+	f.b = b
+	return inbox.Plan{
+		Table:           f.t.Name,
+		ExtendEvery:     lease / 2,
+		HoldsConnection: q.Transactional,
+		SerialClaims:    f.d.Name() == "sqlite",
+	}, nil
+}
+
+func mysqlFamily(d dialect.Dialect) bool { return d.Name() == "mysql" || d.Name() == "mariadb" }
+
+// prepare prepares every statement the binding runs; a failure names the statement and wraps
+// inbox.ErrSchema.
+func (b *binding) prepare(ctx context.Context) error {
+	var err error
+	prep := func(what, query string) *sql.Stmt {
+		if err != nil || query == "" {
+			return nil
+		}
+		var s *sql.Stmt
+		s, err = b.st.Prepare(ctx, b.db, what, query)
+		return s
+	}
+	b.claim = prep("claim", b.sql.claim)
+	if b.sql.stamp != nil {
+		b.stamps[1] = prep("claim stamp", b.sql.stamp(1))
+	}
+	b.extend = prep("extend", b.sql.extend)
+	b.ack = prep("ack", b.sql.ack)
+	b.retry = prep("retry", b.sql.retry)
+	b.retryAfter = prep("retry after", b.sql.retryAfter)
+	return err
+}
+
+// checkPrecision refuses a MySQL or MariaDB lease column that drops microseconds: the token
+// written would not compare equal to the token held, and every settlement would find its lease
+// lost.
+func (b *binding) checkPrecision(ctx context.Context, column string) error {
+	var precision sql.NullInt64
+	err := b.db.QueryRowContext(ctx, precisionQuery, b.st.Raw.Name, column).Scan(&precision)
+	if err != nil && err != sql.ErrNoRows {
+		return fmt.Errorf("inbox: table %q: reading the type of the lease column %q: %w", b.st.Raw.Name, column, err)
+	}
+	if !precision.Valid || precision.Int64 < 6 {
+		return fmt.Errorf("%w: table %q: the lease column %q does not keep microseconds, so a lease token would not compare equal to itself: make it DATETIME(6) (ALTER TABLE … MODIFY %s DATETIME(6) NULL)", inbox.ErrSchema, b.st.Raw.Name, column, column)
+	}
+	return nil
+}
+
+// precisionQuery reads a MySQL or MariaDB column's fractional-second digits (NULL for a column
+// that is not a time).
+const precisionQuery = "SELECT DATETIME_PRECISION FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = ? AND COLUMN_NAME = ?"
+
+func (b *binding) closeStatements() error {
+	var errs []error
+	for _, s := range []*sql.Stmt{b.claim, b.extend, b.ack, b.retry, b.retryAfter} {
+		if s != nil {
+			errs = append(errs, s.Close())
+		}
+	}
+	b.stampMu.Lock()
+	for _, s := range b.stamps {
+		if s != nil {
+			errs = append(errs, s.Close())
+		}
+	}
+	b.stampMu.Unlock()
+	return errors.Join(errs...)
+}
+
+// Close gives back every hold still open (rolling back its transaction and clearing its lease,
+// so the row is claimable at once), then frees the prepared statements. Later calls fail with
+// inbox.ErrClosed until the form is opened again.
+func (f *Form[D]) Close() error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	b := f.b
+	if b == nil {
+		return nil
+	}
+	f.b = nil
+	b.holdsMu.Lock()
+	holds := b.holds
+	b.holds = nil
+	b.holdsMu.Unlock()
+	var errs []error
+	for h, id := range holds {
+		h.mu.Lock()
+		// A lease that ran out has nothing to give back: its row is another consumer's or free.
+		if err := b.giveBack(context.Background(), h, id); !errors.Is(err, inbox.ErrLeaseLost) {
+			errs = append(errs, err)
+		}
+		h.mu.Unlock()
+	}
+	errs = append(errs, b.closeStatements())
+	return errors.Join(errs...)
+}
+
+// bound returns the binding while the form is open; the caller holds f.mu for reading.
+func (f *Form[D]) bound() (*binding, error) {
+	if f.b == nil {
+		return nil, fmt.Errorf("%w: table %q: the lease form is not open: Open it (a Consumer does) before claiming or settling", inbox.ErrClosed, f.t.Name)
+	}
+	return f.b, nil
 }

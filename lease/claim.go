@@ -1,0 +1,221 @@
+package lease
+
+import (
+	"cmp"
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/sqlinbox/inbox"
+)
+
+// Claim claims at most max due rows of the queue, oldest first by the claim order, writing
+// each a lease of now plus the lease length (the token) and counting its attempt, and commits
+// before it returns. It reads the clock once. In transactional mode it then opens a
+// transaction per delivery, at the dialect's level, and lends it to the handler as
+// Delivery.Tx; if one cannot be opened, the claimed rows are given back and the error returned.
+func (f *Form[D]) Claim(ctx context.Context, max int) ([]*inbox.Delivery, error) {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	b, err := f.bound()
+	if err != nil {
+		return nil, err
+	}
+	if max < 1 {
+		return nil, nil
+	}
+	now := time.Now()
+	token := tokenAt(now.Add(b.lease))
+	var ds []*inbox.Delivery
+	if b.sql.stamp != nil {
+		ds, err = f.claimInTx(ctx, b, max, now, token)
+	} else {
+		ds, err = f.claimInOne(ctx, b, max, now, token)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("inbox: table %q: claiming: %w", f.t.Name, err)
+	}
+	holds := make([]*hold, len(ds))
+	b.holdsMu.Lock()
+	for i, d := range ds {
+		holds[i] = &hold{token: token}
+		d.Hold = holds[i]
+		b.holds[holds[i]] = d.ID
+	}
+	b.holdsMu.Unlock()
+	if !b.q.Transactional {
+		return ds, nil
+	}
+	for i, d := range ds {
+		tx, err := f.d.Begin(ctx, b.db)
+		if err != nil {
+			errs := []error{fmt.Errorf("inbox: table %q: opening the transaction of row %d: %w; the claimed rows were given back", f.t.Name, d.ID, err)}
+			for j, h := range holds {
+				h.mu.Lock()
+				errs = append(errs, b.giveBack(context.WithoutCancel(ctx), h, ds[j].ID))
+				h.mu.Unlock()
+			}
+			return nil, errors.Join(errs...)
+		}
+		holds[i].tx = tx
+		d.LendTx(tx)
+	}
+	return ds, nil
+}
+
+// tokenAt is the token for an expiry at t: as the database keeps it, UTC to the microsecond.
+func tokenAt(t time.Time) time.Time { return t.UTC().Truncate(time.Microsecond) }
+
+// claimInOne claims with one statement (Postgres, SQLite).
+func (f *Form[D]) claimInOne(ctx context.Context, b *binding, max int, now, token time.Time) ([]*inbox.Delivery, error) {
+	due := b.st.DueArgs(nil, f.d.Time(now), b.q.Name)
+	var args []any
+	if b.sql.sortClaim { // SQLite: the token comes first, in the SET clause
+		args = append(append([]any{f.d.Time(token)}, due...), f.d.Time(now), max)
+	} else {
+		args = append(due, f.d.Time(now), max, f.d.Time(token))
+	}
+	rows, err := b.claim.QueryContext(ctx, args...)
+	if err != nil {
+		return nil, err
+	}
+	if !b.sql.sortClaim {
+		return b.st.Scan(rows)
+	}
+	return f.scanSorted(b, rows)
+}
+
+// claimInTx claims in a READ COMMITTED transaction (MySQL, MariaDB): the SELECT locks the rows
+// it returns, skipping rows other claims hold, and the UPDATE stamps them. The SELECT reads
+// each attempt under the lock, so the attempt written is the one read plus one.
+func (f *Form[D]) claimInTx(ctx context.Context, b *binding, max int, now, token time.Time) (ds []*inbox.Delivery, err error) {
+	stamp, err := b.stampFor(ctx, max)
+	if err != nil {
+		return nil, err
+	}
+	tx, err := b.db.BeginTx(ctx, &sql.TxOptions{Isolation: sql.LevelReadCommitted})
+	if err != nil {
+		return nil, err
+	}
+	defer func() {
+		if err != nil {
+			tx.Rollback()
+		}
+	}()
+	args := append(b.st.DueArgs(nil, f.d.Time(now), b.q.Name), f.d.Time(now), max)
+	rows, err := tx.StmtContext(ctx, b.claim).QueryContext(ctx, args...)
+	if err != nil {
+		return nil, err
+	}
+	if ds, err = b.st.Scan(rows); err != nil {
+		return nil, err
+	}
+	if len(ds) == 0 {
+		return nil, tx.Commit()
+	}
+	// The statement takes max ids; a short claim repeats its last id (IN ignores repeats).
+	args = []any{f.d.Time(token)}
+	for i := range max {
+		args = append(args, ds[min(i, len(ds)-1)].ID)
+	}
+	if _, err = tx.StmtContext(ctx, stamp).ExecContext(ctx, args...); err != nil {
+		return nil, err
+	}
+	if err = tx.Commit(); err != nil {
+		return nil, err
+	}
+	if b.st.Q.Attempt != "" {
+		for _, d := range ds {
+			d.Attempt++
+		}
+	}
+	return ds, nil
+}
+
+// stampFor returns the claim's UPDATE for n ids, preparing it the first time a claim asks for
+// n rows (Open prepared it for one, the consumer's claim).
+func (b *binding) stampFor(ctx context.Context, n int) (*sql.Stmt, error) {
+	b.stampMu.Lock()
+	defer b.stampMu.Unlock()
+	if s := b.stamps[n]; s != nil {
+		return s, nil
+	}
+	s, err := b.st.Prepare(ctx, b.db, "claim stamp", b.sql.stamp(n))
+	if err != nil {
+		return nil, err
+	}
+	b.stamps[n] = s
+	return s, nil
+}
+
+// scanSorted reads the SQLite claim's rows (the delivery's columns, then priority and
+// retry_after where the table has them) and sorts them into claim order: priority, retry_after
+// (NULL first, as SQLite sorts it; the fixed-width text sorts as time), id.
+func (f *Form[D]) scanSorted(b *binding, rows *sql.Rows) ([]*inbox.Delivery, error) {
+	defer rows.Close()
+	type claimed struct {
+		d          *inbox.Delivery
+		priority   int64
+		retryAfter sql.NullString
+	}
+	q := b.st.Q
+	var out []claimed
+	for rows.Next() {
+		c := claimed{d: &inbox.Delivery{}}
+		var (
+			attempt sql.NullInt64
+			group   sql.NullString
+			headers sql.NullString
+		)
+		dest := []any{&c.d.ID}
+		for _, opt := range []struct {
+			col  string
+			dest any
+		}{
+			{q.Payload, &c.d.Payload}, {q.Attempt, &attempt}, {q.Group, &group}, {q.Headers, &headers},
+			{q.Priority, &c.priority}, {q.RetryAfter, &c.retryAfter},
+		} {
+			if opt.col != "" {
+				dest = append(dest, opt.dest)
+			}
+		}
+		if err := rows.Scan(dest...); err != nil {
+			return nil, err
+		}
+		c.d.Attempt = int(attempt.Int64)
+		c.d.Group = group.String
+		if headers.Valid && headers.String != "" {
+			if err := json.Unmarshal([]byte(headers.String), &c.d.Headers); err != nil {
+				return nil, fmt.Errorf("row %d: headers column %q does not hold a JSON object of strings: %w", c.d.ID, b.st.Raw.Headers, err)
+			}
+		}
+		out = append(out, c)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	slices.SortFunc(out, func(a, b claimed) int {
+		if c := cmp.Compare(a.priority, b.priority); c != 0 {
+			return c
+		}
+		if a.retryAfter.Valid != b.retryAfter.Valid {
+			if a.retryAfter.Valid {
+				return 1
+			}
+			return -1
+		}
+		if c := cmp.Compare(a.retryAfter.String, b.retryAfter.String); c != 0 {
+			return c
+		}
+		return cmp.Compare(a.d.ID, b.d.ID)
+	})
+	ds := make([]*inbox.Delivery, len(out))
+	for i, c := range out {
+		ds[i] = c.d
+	}
+	return ds, nil
+}

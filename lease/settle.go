@@ -1,0 +1,225 @@
+package lease
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/sqlinbox/inbox"
+	"github.com/sqlinbox/inbox/dialect"
+	"github.com/sqlinbox/inbox/outcome"
+)
+
+// Extend writes a new lease of now plus the lease length into the row, guarded by the token it
+// holds, and holds the new token from then on. It fails with inbox.ErrLeaseLost, changing
+// nothing, when the lease had run out and another consumer took the row. It may run while the
+// handler runs (it never touches the delivery's transaction), but not with Settle or Release
+// of the same delivery.
+func (f *Form[D]) Extend(ctx context.Context, d *inbox.Delivery) error {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	b, h, err := f.holdOf(d)
+	if err != nil {
+		return err
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.ended {
+		return f.ended(d)
+	}
+	// A new token always differs from the old, even when the clock stood still or stepped
+	// back: MySQL counts only rows an UPDATE changed, and the guard must tell holders apart.
+	next := tokenAt(time.Now().Add(b.lease))
+	if !next.After(h.token) {
+		next = h.token.Add(time.Microsecond)
+	}
+	res, err := b.extend.ExecContext(ctx, f.d.Time(next), d.ID, f.d.Time(h.token))
+	if err := f.guarded(res, err, d, "extension"); err != nil {
+		return err
+	}
+	h.token = next
+	return nil
+}
+
+// Settle applies o to the row while its lease holds: Ack and Drop delete it (or stamp
+// processed_at where the table has the column), Retry clears the lease, RetryAfter sets
+// retry_after and clears the lease (without a retry_after column it acts as Retry and logs a
+// warning). The zero Outcome acts as Retry. When the lease no longer holds it changes nothing
+// and fails with inbox.ErrLeaseLost.
+//
+// In transactional mode an Ack settles inside the handler's transaction and commits both, so
+// the handler's writes land only with a lease that still held; every other outcome rolls the
+// transaction back first and settles outside it. A settlement whose statement or commit fails
+// returns that error and leaves the row leased until its lease runs out.
+//
+// The delivery's hold ends with Settle, whatever it returns.
+func (f *Form[D]) Settle(ctx context.Context, d *inbox.Delivery, o outcome.Outcome) error {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	b, h, err := f.holdOf(d)
+	if err != nil {
+		return err
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.ended {
+		return f.ended(d)
+	}
+	defer b.end(h)
+
+	if h.tx != nil {
+		if err := d.TakeBackTx(); err != nil {
+			return errors.Join(fmt.Errorf("table %q: nothing settled, the handler's writes were rolled back and the row given back: %w", f.t.Name, err), b.giveBack(ctx, h, d.ID))
+		}
+		tx := h.tx
+		h.tx = nil
+		if o.Kind() == outcome.KindAck {
+			return f.ackInTx(ctx, b, tx, h, d)
+		}
+		if err := tx.Rollback(); err != nil {
+			b.log.Warn("inbox: rolling back the handler's transaction failed; settling the row anyway", "table", f.t.Name, "id", d.ID, "err", err)
+		}
+	}
+
+	var (
+		s    *sql.Stmt
+		args []any
+		what = o.String()
+	)
+	switch o.Kind() {
+	case outcome.KindAck, outcome.KindDrop:
+		s, args = b.ack, f.ackArgs(b, d, h)
+	case outcome.KindRetryAfter:
+		if b.retryAfter != nil {
+			s, args = b.retryAfter, []any{f.d.Time(time.Now().Add(o.Delay())), d.ID, f.d.Time(h.token)}
+			break
+		}
+		b.log.Warn("inbox: RetryAfter on a table without a retry_after column retries at once: set inbox.Table.RetryAfter to delay retries", "table", f.t.Name, "id", d.ID, "delay", o.Delay())
+		s, args = b.retry, []any{d.ID, f.d.Time(h.token)}
+	default:
+		s, args, what = b.retry, []any{d.ID, f.d.Time(h.token)}, "retry"
+	}
+	res, err := s.ExecContext(ctx, args...)
+	return f.guarded(res, err, d, what)
+}
+
+// ackArgs are the ack statement's arguments: DELETE (id, token) or the processed_at stamp
+// (now, id, token).
+func (f *Form[D]) ackArgs(b *binding, d *inbox.Delivery, h *hold) []any {
+	if b.st.Q.ProcessedAt != "" {
+		return []any{f.d.Time(time.Now()), d.ID, f.d.Time(h.token)}
+	}
+	return []any{d.ID, f.d.Time(h.token)}
+}
+
+// ackInTx runs the guarded ack inside the handler's transaction and commits both; a lost lease
+// rolls the handler's writes back with it.
+func (f *Form[D]) ackInTx(ctx context.Context, b *binding, tx dialect.Tx, h *hold, d *inbox.Delivery) error {
+	res, err := execIn(ctx, tx, b.ack, b.sql.ack, f.ackArgs(b, d, h)...)
+	if err := f.guarded(res, err, d, "ack"); err != nil {
+		return errors.Join(err, rollback(tx, f.t.Name, d.ID))
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("inbox: table %q, row %d: committing the handler's writes with the ack failed: %w; neither landed, and the row returns when its lease runs out", f.t.Name, d.ID, err)
+	}
+	return nil
+}
+
+// execIn runs a prepared statement inside tx: rebound to the transaction where tx is an
+// *sql.Tx, and by its text on SQLite's pinned connection (SQLite prepares in process, so
+// nothing is lost).
+func execIn(ctx context.Context, tx dialect.Tx, s *sql.Stmt, query string, args ...any) (sql.Result, error) {
+	if stx, ok := tx.(*sql.Tx); ok {
+		return stx.StmtContext(ctx, s).ExecContext(ctx, args...)
+	}
+	return tx.ExecContext(ctx, query, args...)
+}
+
+func rollback(tx dialect.Tx, table string, id int64) error {
+	if err := tx.Rollback(); err != nil && !errors.Is(err, sql.ErrTxDone) {
+		return fmt.Errorf("inbox: table %q, row %d: rolling back the handler's transaction: %w", table, id, err)
+	}
+	return nil
+}
+
+// Release gives the row back without an outcome: it rolls back the handler's transaction, if
+// any, and clears the lease, so the row is claimable at once. The attempt the claim counted
+// stays counted. A handler still running on the delivery's transaction finds it closed.
+func (f *Form[D]) Release(ctx context.Context, d *inbox.Delivery) error {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	b, h, err := f.holdOf(d)
+	if err != nil {
+		return err
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.ended {
+		return f.ended(d)
+	}
+	d.TakeBackTx() // the handler may still run: its later statements must fail, not land
+	return b.giveBack(ctx, h, d.ID)
+}
+
+// giveBack rolls back h's transaction and clears the row's lease; the caller holds h.mu.
+func (b *binding) giveBack(ctx context.Context, h *hold, id int64) error {
+	defer b.end(h)
+	var errs []error
+	if tx := h.tx; tx != nil {
+		h.tx = nil
+		errs = append(errs, rollback(tx, b.st.Raw.Name, id))
+	}
+	res, err := b.retry.ExecContext(ctx, id, b.st.D.Time(h.token))
+	if err == nil {
+		var n int64
+		if n, err = res.RowsAffected(); err == nil && n == 0 {
+			err = fmt.Errorf("%w: table %q, row %d: the lease ran out before the row was given back; nothing was changed", inbox.ErrLeaseLost, b.st.Raw.Name, id)
+		}
+	}
+	if err != nil && !errors.Is(err, inbox.ErrLeaseLost) {
+		err = fmt.Errorf("inbox: table %q, row %d: giving the row back: %w; it returns when its lease runs out", b.st.Raw.Name, id, err)
+	}
+	return errors.Join(append(errs, err)...)
+}
+
+// end marks h ended and forgets it; the caller holds h.mu.
+func (b *binding) end(h *hold) {
+	h.ended = true
+	b.holdsMu.Lock()
+	delete(b.holds, h)
+	b.holdsMu.Unlock()
+}
+
+// guarded turns a guarded statement's result into the error its caller returns: the
+// statement's own error, or ErrLeaseLost when it changed no row.
+func (f *Form[D]) guarded(res sql.Result, err error, d *inbox.Delivery, what string) error {
+	if err == nil {
+		var n int64
+		if n, err = res.RowsAffected(); err == nil && n == 0 {
+			return fmt.Errorf("%w: table %q, row %d: the lease ran out before the %s and the row may be another consumer's now; nothing was changed (a handler that outlives its lease needs its lease extended: the consumer does so every half lease; raise lease.Config.Lease if extensions cannot keep up)", inbox.ErrLeaseLost, f.t.Name, d.ID, what)
+		}
+	}
+	if err != nil {
+		return fmt.Errorf("inbox: table %q, row %d: %s: %w", f.t.Name, d.ID, what, err)
+	}
+	return nil
+}
+
+// holdOf returns the binding and d's hold; the caller holds f.mu for reading.
+func (f *Form[D]) holdOf(d *inbox.Delivery) (*binding, *hold, error) {
+	b, err := f.bound()
+	if err != nil {
+		return nil, nil, err
+	}
+	h, ok := d.Hold.(*hold)
+	if !ok {
+		return nil, nil, fmt.Errorf("inbox: table %q, row %d: the delivery was not claimed by this lease form", f.t.Name, d.ID)
+	}
+	return b, h, nil
+}
+
+func (f *Form[D]) ended(d *inbox.Delivery) error {
+	return fmt.Errorf("%w: table %q, row %d: the delivery's hold already ended (settled, released, or given back when the form closed)", inbox.ErrClosed, f.t.Name, d.ID)
+}

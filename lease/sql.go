@@ -1,0 +1,143 @@
+package lease
+
+import (
+	"strings"
+
+	"github.com/sqlinbox/inbox/internal/stmt"
+)
+
+// statements is the SQL of one binding. The arguments of each, in order:
+//
+//	claim        Postgres: due…, now, limit, token; SQLite: token, due…, now, limit;
+//	             MySQL, MariaDB (the SELECT): due…, now, limit
+//	stamp(n)     MySQL, MariaDB: token, n ids
+//	extend       new token, id, token
+//	ack          DELETE: id, token; with processed_at: now, id, token
+//	retry        id, token (also Release)
+//	retryAfter   due time, id, token
+//
+// where due… are stmt.Table.DueArgs (now, queue, each where the table has the column).
+type statements struct {
+	claim      string
+	stamp      func(n int) string // MySQL and MariaDB only
+	extend     string
+	ack        string
+	retry      string
+	retryAfter string // empty where the table has no retry_after column
+
+	// sortClaim says the claim's rows come back in no particular order, followed by the order
+	// columns other than the id (priority, retry_after where the table has them), and are sorted
+	// here: SQLite's RETURNING order is arbitrary and it cannot wrap an UPDATE in a query.
+	sortClaim bool
+}
+
+// build writes the statements for table st with lease column col (quoted).
+func build(st *stmt.Table, col string) statements {
+	q := st.Q
+	var s statements
+	switch st.D.Name() {
+	case "postgres":
+		s.claim = postgresClaim(st, col)
+	case "sqlite":
+		s.claim = sqliteClaim(st, col)
+		s.sortClaim = true
+	default:
+		s.claim = mysqlClaim(st, col)
+		s.stamp = func(n int) string {
+			p := st.Params()
+			token := p.Next()
+			ids := make([]string, n)
+			for i := range ids {
+				ids[i] = p.Next()
+			}
+			return "UPDATE " + q.Name + " SET " + col + " = " + token + stampAttempt(st) +
+				" WHERE " + q.ID + " IN (" + strings.Join(ids, ", ") + ")"
+		}
+	}
+
+	p := st.Params()
+	s.extend = "UPDATE " + q.Name + " SET " + col + " = " + p.Next() + guard(st, p, col)
+
+	p = st.Params()
+	if q.ProcessedAt != "" {
+		s.ack = "UPDATE " + q.Name + " SET " + q.ProcessedAt + " = " + p.Next() + ", " + col + " = NULL" + guard(st, p, col)
+	} else {
+		s.ack = "DELETE FROM " + q.Name + guard(st, p, col)
+	}
+
+	p = st.Params()
+	s.retry = "UPDATE " + q.Name + " SET " + col + " = NULL" + guard(st, p, col)
+
+	if q.RetryAfter != "" {
+		p = st.Params()
+		s.retryAfter = "UPDATE " + q.Name + " SET " + q.RetryAfter + " = " + p.Next() + ", " + col + " = NULL" + guard(st, p, col)
+	}
+	return s
+}
+
+// guard is the WHERE clause of every statement a holder runs: its row, while its token holds.
+func guard(st *stmt.Table, p *stmt.Params, col string) string {
+	return " WHERE " + st.Q.ID + " = " + p.Next() + " AND " + col + " = " + p.Next()
+}
+
+// stampAttempt is the SET clause's tail that counts the attempt, where the table counts them.
+func stampAttempt(st *stmt.Table) string {
+	if st.Q.Attempt == "" {
+		return ""
+	}
+	return ", " + st.Q.Attempt + " = " + st.Q.Attempt + " + 1"
+}
+
+// free is the predicate of a row no lease holds: never leased, released, or run out.
+func free(col, now string) string {
+	return "(" + col + " IS NULL OR " + col + " < " + now + ")"
+}
+
+// postgresClaim picks the rows with SKIP LOCKED, stamps them, and returns them in claim order,
+// in one statement. The outer SELECT restores the order, which UPDATE … RETURNING does not
+// keep.
+func postgresClaim(st *stmt.Table, col string) string {
+	q := st.Q
+	p := st.Params()
+	due := st.Due(p, "")
+	pick := "SELECT " + q.ID + " FROM " + q.Name + " WHERE " + due + " AND " + free(col, p.Next()) +
+		" ORDER BY " + st.Order("") + " LIMIT " + p.Next() + " FOR UPDATE SKIP LOCKED"
+	returning := st.Columns(q.Name)
+	for _, c := range []string{q.Priority, q.RetryAfter} {
+		if c != "" {
+			returning += ", " + q.Name + "." + c
+		}
+	}
+	stamp := "UPDATE " + q.Name + " SET " + col + " = " + p.Next() + stampAttempt(st) +
+		" FROM inbox_lease_pick WHERE " + q.Name + "." + q.ID + " = inbox_lease_pick." + q.ID +
+		" RETURNING " + returning
+	return "WITH inbox_lease_pick AS (" + pick + "), inbox_lease_claimed AS (" + stamp + ") SELECT " +
+		st.Columns("") + " FROM inbox_lease_claimed ORDER BY " + st.Order("")
+}
+
+// mysqlClaim is the SELECT of the MySQL and MariaDB claim: it locks the rows it returns, and
+// the stamp that follows in the same transaction writes their lease.
+func mysqlClaim(st *stmt.Table, col string) string {
+	p := st.Params()
+	due := st.Due(p, "")
+	return "SELECT " + st.Columns("") + " FROM " + st.Q.Name + " WHERE " + due + " AND " + free(col, p.Next()) +
+		" ORDER BY " + st.Order("") + " LIMIT " + p.Next() + " FOR UPDATE SKIP LOCKED"
+}
+
+// sqliteClaim picks and stamps in one statement (SQLite runs one writer at a time, so the pick
+// needs no lock).
+func sqliteClaim(st *stmt.Table, col string) string {
+	q := st.Q
+	p := st.Params()
+	token := p.Next()
+	due := st.Due(p, "")
+	returning := st.Columns("")
+	for _, c := range []string{q.Priority, q.RetryAfter} {
+		if c != "" {
+			returning += ", " + c
+		}
+	}
+	return "UPDATE " + q.Name + " SET " + col + " = " + token + stampAttempt(st) +
+		" WHERE " + q.ID + " IN (SELECT " + q.ID + " FROM " + q.Name + " WHERE " + due + " AND " + free(col, p.Next()) +
+		" ORDER BY " + st.Order("") + " LIMIT " + p.Next() + ") RETURNING " + returning
+}
