@@ -1,0 +1,248 @@
+package integration
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sqlinbox/inbox"
+	"github.com/sqlinbox/inbox/dialect"
+	"github.com/sqlinbox/inbox/isolation"
+)
+
+// isMariaDB asks the server a question only MariaDB answers (Aria is always built into MariaDB
+// and never into MySQL), so that the test does not read VERSION() the way Detect does.
+func isMariaDB(t *testing.T, db *sql.DB) bool {
+	t.Helper()
+	var size int64
+	return db.QueryRowContext(context.Background(), "SELECT @@aria_block_size").Scan(&size) == nil
+}
+
+func TestDetectAndCheckServer(t *testing.T) {
+	for _, b := range backends(t, true) {
+		t.Run(b.name, func(t *testing.T) {
+			ctx := context.Background()
+			db := b.open(t, 2)
+			want := b.name
+			if b.name == "mysql" && isMariaDB(t, db) {
+				want = "mariadb" // a MariaDB server stands in for MySQL
+			}
+			if b.name == "mariadb" && !isMariaDB(t, db) {
+				t.Fatalf("the MariaDB DSN %s reaches a server that is not MariaDB", b.dsn)
+			}
+			d, err := dialect.Detect(ctx, db)
+			if err != nil {
+				t.Fatalf("Detect: %v", err)
+			}
+			if d.Name() != want || d.Level() != "default" {
+				t.Errorf("Detect = %s at %s, want %s at default", d.Name(), d.Level(), want)
+			}
+			if err := b.dialect.CheckServer(ctx, db); err != nil {
+				t.Errorf("%s.CheckServer: %v", b.name, err)
+			}
+			if err := d.CheckServer(ctx, db); err != nil {
+				t.Errorf("the detected dialect's CheckServer: %v", err)
+			}
+		})
+	}
+}
+
+// TestMySQLFamilyToldApart: the MySQL dialect runs on both servers, the MariaDB dialect only on
+// MariaDB.
+func TestMySQLFamilyToldApart(t *testing.T) {
+	for _, b := range backends(t, false) {
+		if b.name == "postgres" {
+			continue
+		}
+		t.Run(b.name, func(t *testing.T) {
+			ctx := context.Background()
+			db := b.open(t, 2)
+			if err := (dialect.MySQL[isolation.Default]{}).CheckServer(ctx, db); err != nil {
+				t.Errorf("the MySQL dialect on this server: %v", err)
+			}
+			err := dialect.MariaDB[isolation.Default]{}.CheckServer(ctx, db)
+			if isMariaDB(t, db) {
+				if err != nil {
+					t.Errorf("the MariaDB dialect on MariaDB: %v", err)
+				}
+				return
+			}
+			if !errors.Is(err, inbox.ErrDialect) || !strings.Contains(err.Error(), "dialect.MySQL") {
+				t.Errorf("the MariaDB dialect on MySQL: %v, want inbox.ErrDialect pointing to dialect.MySQL", err)
+			}
+		})
+	}
+	t.Run("postgres is neither", func(t *testing.T) {
+		for _, b := range backends(t, false) {
+			if b.name != "postgres" {
+				continue
+			}
+			db := b.open(t, 2)
+			for _, d := range []dialect.Dialect{dialect.MySQL[isolation.Default]{}, dialect.MariaDB[isolation.Default]{}} {
+				if err := d.CheckServer(context.Background(), db); err == nil {
+					t.Errorf("the %s dialect passed its check on Postgres", d.Name())
+				}
+			}
+		}
+	})
+}
+
+// sqliteFile opens a SQLite file in WAL mode twice: first with the harness's busy timeout, and
+// second with none, so that a write the first one's lock blocks fails at once with SQLITE_BUSY
+// rather than waiting. Each pool has one connection.
+func sqliteFile(t *testing.T) (first, second *sql.DB) {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "inbox.db")
+	open := func(dsn string) *sql.DB {
+		db, err := sql.Open("sqlite", dsn)
+		if err != nil {
+			t.Fatal(err)
+		}
+		db.SetMaxOpenConns(1)
+		t.Cleanup(func() { db.Close() })
+		return db
+	}
+	first = open(SQLiteDSN(path))
+	second = open("file:" + path + "?_pragma=journal_mode(WAL)&_pragma=busy_timeout(0)")
+	mustExec(t, first, "CREATE TABLE t (id INTEGER PRIMARY KEY, v TEXT)")
+	return first, second
+}
+
+// TestSQLiteModeTakesTheWriteLock: a transaction begun Immediate or Exclusive holds SQLite's
+// write lock from BEGIN, before it has written anything, so another writer gets SQLITE_BUSY;
+// one begun Deferred (or by default) takes it only at its first write.
+func TestSQLiteModeTakesTheWriteLock(t *testing.T) {
+	tests := []struct {
+		d         dialect.Dialect
+		locksThem bool
+	}{
+		{dialect.SQLite[isolation.Immediate]{}, true},
+		{dialect.SQLite[isolation.Exclusive]{}, true},
+		{dialect.SQLite[isolation.Deferred]{}, false},
+		{dialect.SQLite[isolation.Default]{}, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.d.Level(), func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			first, second := sqliteFile(t)
+			tx, err := tt.d.Begin(ctx, first)
+			if err != nil {
+				t.Fatalf("Begin: %v", err)
+			}
+			defer tx.Rollback()
+
+			_, insertErr := second.ExecContext(ctx, "INSERT INTO t (v) VALUES ('second')")
+			_, beginErr := second.ExecContext(ctx, "BEGIN IMMEDIATE")
+			if beginErr == nil {
+				mustExec(t, second, "ROLLBACK")
+			}
+			if !tt.locksThem {
+				if insertErr != nil || beginErr != nil {
+					t.Fatalf("with a %s transaction only begun, another writer failed: INSERT: %v; BEGIN IMMEDIATE: %v", tt.d.Level(), insertErr, beginErr)
+				}
+				return
+			}
+			for what, err := range map[string]error{"INSERT": insertErr, "BEGIN IMMEDIATE": beginErr} {
+				if err == nil {
+					t.Errorf("with a %s transaction only begun, another writer's %s succeeded", tt.d.Level(), what)
+				} else if !tt.d.Retryable(err) {
+					t.Errorf("another writer's %s failed with %v, which is not SQLITE_BUSY", what, err)
+				}
+			}
+			if err := tx.Rollback(); err != nil {
+				t.Fatalf("Rollback: %v", err)
+			}
+			if _, err := second.ExecContext(ctx, "INSERT INTO t (v) VALUES ('second')"); err != nil {
+				t.Errorf("after the rollback the other writer still cannot write: %v", err)
+			}
+		})
+	}
+}
+
+// TestSQLiteTxLeavesNoTransactionOnThePool: whichever way a SQLite transaction ends, its
+// connection goes back to the pool outside any transaction, with the transaction's writes
+// gone unless it committed.
+func TestSQLiteTxLeavesNoTransactionOnThePool(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	path := filepath.Join(t.TempDir(), "inbox.db")
+	// A deferred foreign key makes COMMIT fail, and SQLite keeps the transaction open when it does.
+	db, err := sql.Open("sqlite", SQLiteDSN(path)+"&_pragma=foreign_keys(1)")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	db.SetMaxOpenConns(1) // the connection the transaction had is the one the checks get
+	mustExec(t, db, "CREATE TABLE parent (id INTEGER PRIMARY KEY)")
+	mustExec(t, db, "CREATE TABLE child (id INTEGER PRIMARY KEY, parent INTEGER REFERENCES parent(id) DEFERRABLE INITIALLY DEFERRED)")
+	d := dialect.SQLite[isolation.Immediate]{}
+
+	notInTransaction := func(t *testing.T) {
+		t.Helper()
+		// BEGIN inside an open transaction fails: "cannot start a transaction within a transaction".
+		tx, err := db.BeginTx(ctx, nil)
+		if err != nil {
+			t.Fatalf("the pooled connection is still in a transaction: %v", err)
+		}
+		tx.Rollback()
+	}
+
+	t.Run("rollback", func(t *testing.T) {
+		tx, err := d.Begin(ctx, db)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := tx.ExecContext(ctx, "INSERT INTO parent (id) VALUES (1)"); err != nil {
+			t.Fatal(err)
+		}
+		if err := tx.Rollback(); err != nil {
+			t.Fatalf("Rollback: %v", err)
+		}
+		notInTransaction(t)
+		if n := count(t, db, "SELECT COUNT(*) FROM parent"); n != 0 {
+			t.Errorf("%d rows after the rollback, want 0", n)
+		}
+	})
+
+	t.Run("failed commit", func(t *testing.T) {
+		tx, err := d.Begin(ctx, db)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := tx.ExecContext(ctx, "INSERT INTO parent (id) VALUES (2)"); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := tx.ExecContext(ctx, "INSERT INTO child (id, parent) VALUES (1, 99)"); err != nil {
+			t.Fatal(err)
+		}
+		if err := tx.Commit(); err == nil || !strings.Contains(err.Error(), "FOREIGN KEY") {
+			t.Fatalf("Commit: %v, want the deferred foreign key's failure", err)
+		}
+		notInTransaction(t)
+		if n := count(t, db, "SELECT COUNT(*) FROM parent") + count(t, db, "SELECT COUNT(*) FROM child"); n != 0 {
+			t.Errorf("%d rows after the failed commit, want 0", n)
+		}
+	})
+
+	t.Run("commit", func(t *testing.T) {
+		tx, err := d.Begin(ctx, db)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := tx.ExecContext(ctx, "INSERT INTO parent (id) VALUES (3)"); err != nil {
+			t.Fatal(err)
+		}
+		if err := tx.Commit(); err != nil {
+			t.Fatalf("Commit: %v", err)
+		}
+		notInTransaction(t)
+		if n := count(t, db, "SELECT COUNT(*) FROM parent WHERE id = 3"); n != 1 {
+			t.Errorf("%d committed rows, want 1", n)
+		}
+	})
+}
