@@ -1,0 +1,476 @@
+package inbox
+
+import (
+	"bytes"
+	"context"
+	"database/sql"
+	"database/sql/driver"
+	"errors"
+	"log/slog"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/sqlinbox/inbox/outcome"
+)
+
+// fakeForm is an in-memory form: it hands out queued rows and records what the consumer does
+// with them.
+type fakeForm struct {
+	plan    Plan
+	openErr []error // returned by successive Opens, then nil
+
+	mu        sync.Mutex
+	rows      []int64
+	claimErr  []error // returned by successive Claims, then nil
+	claims    int
+	settled   map[int64][]outcome.Outcome
+	released  []int64
+	extended  map[int64]int
+	extending map[int64]bool // an Extend is running
+	overlap   bool           // an Extend overlapped the same row's Settle
+	closed    int
+	opened    chan struct{} // closed by the first successful Open
+}
+
+func newFakeForm(table string, ids ...int64) *fakeForm {
+	return &fakeForm{
+		plan: Plan{Table: table}, rows: ids,
+		settled: map[int64][]outcome.Outcome{}, extended: map[int64]int{}, extending: map[int64]bool{},
+		opened: make(chan struct{}),
+	}
+}
+
+func (f *fakeForm) push(ids ...int64) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.rows = append(f.rows, ids...)
+}
+
+func (f *fakeForm) Open(ctx context.Context, db *sql.DB, q Queue) (Plan, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if len(f.openErr) > 0 {
+		err := f.openErr[0]
+		f.openErr = f.openErr[1:]
+		return Plan{}, err
+	}
+	select {
+	case <-f.opened:
+	default:
+		close(f.opened)
+	}
+	return f.plan, nil
+}
+
+func (f *fakeForm) Claim(ctx context.Context, max int) ([]*Delivery, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.claims++
+	if len(f.claimErr) > 0 {
+		err := f.claimErr[0]
+		f.claimErr = f.claimErr[1:]
+		return nil, err
+	}
+	var ds []*Delivery
+	for len(f.rows) > 0 && len(ds) < max {
+		ds = append(ds, &Delivery{ID: f.rows[0], Attempt: 1, Payload: []byte(`{"n":1}`)})
+		f.rows = f.rows[1:]
+	}
+	return ds, nil
+}
+
+func (f *fakeForm) Extend(ctx context.Context, d *Delivery) error {
+	f.mu.Lock()
+	f.extending[d.ID] = true
+	f.extended[d.ID]++
+	f.mu.Unlock()
+	time.Sleep(time.Millisecond) // widen the window in which a concurrent Settle would show
+	f.mu.Lock()
+	f.extending[d.ID] = false
+	f.mu.Unlock()
+	return nil
+}
+
+func (f *fakeForm) Settle(ctx context.Context, d *Delivery, o outcome.Outcome) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.extending[d.ID] {
+		f.overlap = true
+	}
+	f.settled[d.ID] = append(f.settled[d.ID], o)
+	return nil
+}
+
+func (f *fakeForm) Release(ctx context.Context, d *Delivery) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.released = append(f.released, d.ID)
+	return nil
+}
+
+func (f *fakeForm) Close() error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.closed++
+	return nil
+}
+
+func (f *fakeForm) settledCount() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return len(f.settled)
+}
+
+// noDB is a *sql.DB that never connects: the fake form needs none, and the consumer reads only
+// its pool settings.
+func noDB(maxOpen int) *sql.DB {
+	db := sql.OpenDB(noConnector{})
+	db.SetMaxOpenConns(maxOpen)
+	return db
+}
+
+type noConnector struct{}
+
+func (noConnector) Connect(context.Context) (driver.Conn, error) {
+	return nil, errors.New("no database in this test")
+}
+func (noConnector) Driver() driver.Driver { return nil }
+
+// logBuffer is a goroutine-safe log sink.
+type logBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (l *logBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.buf.Write(p)
+}
+
+func (l *logBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.buf.String()
+}
+
+func (l *logBuffer) logger() *slog.Logger { return slog.New(slog.NewTextHandler(l, nil)) }
+
+// runUntil runs c until done reports true (or 10 s pass, which fails the test), then stops it
+// and returns Run's error.
+func runUntil(t *testing.T, c *Consumer, done func() bool) error {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	errc := make(chan error, 1)
+	go func() { errc <- c.Run(ctx) }()
+	deadline := time.Now().Add(10 * time.Second)
+	for !done() {
+		select {
+		case err := <-errc:
+			cancel()
+			return err
+		case <-time.After(5 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			cancel()
+			t.Fatal("the consumer did not get there within 10 s")
+		}
+	}
+	cancel()
+	select {
+	case err := <-errc:
+		return err
+	case <-time.After(10 * time.Second):
+		t.Fatal("Run did not return after its context was cancelled")
+		return nil
+	}
+}
+
+func TestConsumerSettlesEveryRowOnce(t *testing.T) {
+	ids := make([]int64, 200)
+	for i := range ids {
+		ids[i] = int64(i + 1)
+	}
+	f := newFakeForm("jobs", ids...)
+	var inWork, most atomic.Int32
+	h := HandlerFunc(func(ctx context.Context, d *Delivery) outcome.Outcome {
+		n := inWork.Add(1)
+		for m := most.Load(); n > m && !most.CompareAndSwap(m, n); m = most.Load() {
+		}
+		time.Sleep(time.Millisecond)
+		inWork.Add(-1)
+		return outcome.Ack()
+	})
+	c := NewConsumer(noDB(0), f, h, &Config{Workers: 4, PollInterval: 10 * time.Millisecond})
+	if err := runUntil(t, c, func() bool { return f.settledCount() == len(ids) }); err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range ids {
+		if got := f.settled[id]; len(got) != 1 || got[0].Kind() != outcome.KindAck {
+			t.Fatalf("row %d settled %v, want one ack", id, got)
+		}
+	}
+	if most.Load() > 4 {
+		t.Fatalf("%d handlers ran at once with 4 workers", most.Load())
+	}
+	if f.closed != 1 {
+		t.Fatalf("form closed %d times, want 1", f.closed)
+	}
+}
+
+func TestConsumerTurnsPanicsAndMissingOutcomesIntoRetry(t *testing.T) {
+	f := newFakeForm("jobs", 1, 2)
+	var logs logBuffer
+	h := HandlerFunc(func(ctx context.Context, d *Delivery) outcome.Outcome {
+		if d.ID == 1 {
+			panic("boom")
+		}
+		return outcome.Outcome{}
+	})
+	c := NewConsumer(noDB(0), f, h, &Config{Logger: logs.logger(), PollInterval: 10 * time.Millisecond})
+	if err := runUntil(t, c, func() bool { return f.settledCount() == 2 }); err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range []int64{1, 2} {
+		if got := f.settled[id]; len(got) != 1 || got[0].Kind() != outcome.KindRetry {
+			t.Fatalf("row %d settled %v, want one retry", id, got)
+		}
+	}
+	out := logs.String()
+	if !strings.Contains(out, "panicked") || !strings.Contains(out, "boom") || !strings.Contains(out, "consumer_test.go") {
+		t.Fatalf("the panic was not logged with its value and stack:\n%s", out)
+	}
+	if !strings.Contains(out, "zero outcome") {
+		t.Fatalf("the missing outcome was not logged:\n%s", out)
+	}
+}
+
+func TestJSONHandlerSettlesUndecodablePayloadsByPolicy(t *testing.T) {
+	type order struct{ N int }
+	for _, tc := range []struct {
+		policy outcome.Outcome
+		want   outcome.Kind
+	}{{outcome.Outcome{}, outcome.KindDrop}, {outcome.Retry(), outcome.KindRetry}} {
+		f := newFakeForm("jobs", 1)
+		f.Claim(context.Background(), 0) // nothing; the row is replaced below with a bad payload
+		var called atomic.Bool
+		h := JSON(func(ctx context.Context, d *Delivery, v order) outcome.Outcome {
+			called.Store(true)
+			return outcome.Ack()
+		})
+		bad := &badPayloadForm{fakeForm: f}
+		var logs logBuffer
+		c := NewConsumer(noDB(0), bad, h, &Config{Logger: logs.logger(), UndecodablePayload: tc.policy, PollInterval: 10 * time.Millisecond})
+		if err := runUntil(t, c, func() bool { return f.settledCount() == 1 }); err != nil {
+			t.Fatal(err)
+		}
+		if called.Load() {
+			t.Fatal("the handler was called with a payload that does not decode")
+		}
+		if got := f.settled[1]; len(got) != 1 || got[0].Kind() != tc.want {
+			t.Fatalf("policy %v: settled %v, want %v", tc.policy, got, tc.want)
+		}
+		if !strings.Contains(logs.String(), "does not decode") {
+			t.Fatalf("the undecodable payload was not logged:\n%s", logs.String())
+		}
+	}
+}
+
+// badPayloadForm hands out rows whose payload is not JSON.
+type badPayloadForm struct{ *fakeForm }
+
+func (b *badPayloadForm) Claim(ctx context.Context, max int) ([]*Delivery, error) {
+	ds, err := b.fakeForm.Claim(ctx, max)
+	for _, d := range ds {
+		d.Payload = []byte("{not json")
+	}
+	return ds, err
+}
+
+func TestJSONHandlerDecodesPayload(t *testing.T) {
+	type order struct{ N int }
+	var got order
+	h := JSON(func(ctx context.Context, d *Delivery, v order) outcome.Outcome {
+		got = v
+		return outcome.Ack()
+	})
+	if o := h.Handle(context.Background(), &Delivery{Payload: []byte(`{"N":7}`)}); o.Kind() != outcome.KindAck || got.N != 7 {
+		t.Fatalf("outcome %v, decoded %+v; want ack and N=7", o, got)
+	}
+}
+
+func TestShutdownLetsHandlersFinishThenAbandonsTheRest(t *testing.T) {
+	f := newFakeForm("jobs", 1, 2)
+	started := make(chan int64, 2)
+	h := HandlerFunc(func(ctx context.Context, d *Delivery) outcome.Outcome {
+		started <- d.ID
+		if d.ID == 1 {
+			time.Sleep(50 * time.Millisecond) // finishes within the shutdown timeout
+			return outcome.Ack()
+		}
+		select {} // never returns, whatever its context says
+	})
+	c := NewConsumer(noDB(0), f, h, &Config{Workers: 2, ShutdownTimeout: 300 * time.Millisecond})
+	ctx, cancel := context.WithCancel(context.Background())
+	errc := make(chan error, 1)
+	go func() { errc <- c.Run(ctx) }()
+	<-started
+	<-started
+	cancel()
+	select {
+	case err := <-errc:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("Run did not return after the shutdown timeout")
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if got := f.settled[1]; len(got) != 1 || got[0].Kind() != outcome.KindAck {
+		t.Fatalf("row 1 settled %v, want the ack its handler returned during shutdown", got)
+	}
+	if _, ok := f.settled[2]; ok || len(f.released) != 1 || f.released[0] != 2 {
+		t.Fatalf("row 2: settled %v, released %v; want released and not settled", f.settled[2], f.released)
+	}
+}
+
+func TestConsumerKeepsAConnectionForTheApplication(t *testing.T) {
+	ids := make([]int64, 40)
+	for i := range ids {
+		ids[i] = int64(i + 1)
+	}
+	f := newFakeForm("jobs", ids...)
+	f.plan.HoldsConnection = true
+	var inWork, most atomic.Int32
+	h := HandlerFunc(func(ctx context.Context, d *Delivery) outcome.Outcome {
+		n := inWork.Add(1)
+		for m := most.Load(); n > m && !most.CompareAndSwap(m, n); m = most.Load() {
+		}
+		time.Sleep(5 * time.Millisecond)
+		inWork.Add(-1)
+		return outcome.Ack()
+	})
+	var logs logBuffer
+	c := NewConsumer(noDB(3), f, h, &Config{Workers: 8, Logger: logs.logger(), PollInterval: 10 * time.Millisecond})
+	if err := runUntil(t, c, func() bool { return f.settledCount() == len(ids) }); err != nil {
+		t.Fatal(err)
+	}
+	if most.Load() != 2 {
+		t.Fatalf("%d deliveries in work at most with a pool of 3; want 2", most.Load())
+	}
+	if n := strings.Count(logs.String(), "running fewer workers"); n != 1 {
+		t.Fatalf("the reduced worker count was logged %d times, want once:\n%s", n, logs.String())
+	}
+	if err := NewConsumer(noDB(1), newFakeForm("jobs"), h, nil).Run(context.Background()); err == nil || !strings.Contains(err.Error(), "SetMaxOpenConns") {
+		t.Fatalf("a pool of one connection: Run returned %v, want an error naming SetMaxOpenConns", err)
+	}
+}
+
+func TestPublishWakesIdleConsumers(t *testing.T) {
+	f := newFakeForm("wake_jobs")
+	var handled atomic.Int32
+	h := HandlerFunc(func(ctx context.Context, d *Delivery) outcome.Outcome {
+		handled.Add(1)
+		return outcome.Ack()
+	})
+	c := NewConsumer(noDB(0), f, h, &Config{Workers: 3, PollInterval: time.Hour})
+	err := runUntil(t, c, func() bool {
+		f.mu.Lock()
+		claimed := f.claims
+		f.mu.Unlock()
+		if claimed >= 3 && handled.Load() == 0 && len(f.rows) == 0 {
+			// Every worker found nothing and sleeps for an hour; only a wake-up brings the row.
+			f.push(1)
+			wake("wake_jobs")
+		}
+		return handled.Load() == 1
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestConsumerRefusesASecondConsumerOfTheQueue(t *testing.T) {
+	db := noDB(0)
+	h := HandlerFunc(func(context.Context, *Delivery) outcome.Outcome { return outcome.Ack() })
+	first := newFakeForm("jobs")
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	errc := make(chan error, 1)
+	go func() { errc <- NewConsumer(db, first, h, &Config{Queue: "q"}).Run(ctx) }()
+	<-first.opened
+	err := NewConsumer(db, newFakeForm("jobs"), h, &Config{Queue: "q"}).Run(ctx)
+	if !errors.Is(err, ErrAlreadyConsuming) {
+		t.Fatalf("second consumer: %v, want ErrAlreadyConsuming", err)
+	}
+	if !strings.Contains(err.Error(), `"q"`) || !strings.Contains(err.Error(), `"jobs"`) {
+		t.Fatalf("the error does not name the queue and table: %v", err)
+	}
+	if err := NewConsumer(db, first, h, &Config{Queue: "other"}).Run(ctx); !errors.Is(err, ErrAlreadyConsuming) {
+		t.Fatalf("the same form value in a second consumer: %v, want ErrAlreadyConsuming", err)
+	}
+	// Another queue of the same table is another consumer's business.
+	other, otherCancel := context.WithCancel(ctx)
+	otherCancel()
+	if err := NewConsumer(db, newFakeForm("jobs"), h, &Config{Queue: "other"}).Run(other); err != nil {
+		t.Fatalf("a consumer of another queue: %v", err)
+	}
+	cancel()
+	if err := <-errc; err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestConsumerRetriesClaimsAndOpensThatFail(t *testing.T) {
+	down := errors.New("connection refused")
+	f := newFakeForm("jobs", 1)
+	f.openErr = []error{down}
+	f.claimErr = []error{down, down, down}
+	var logs logBuffer
+	h := HandlerFunc(func(context.Context, *Delivery) outcome.Outcome { return outcome.Ack() })
+	c := NewConsumer(noDB(0), f, h, &Config{Logger: logs.logger(), PollInterval: 5 * time.Millisecond})
+	if err := runUntil(t, c, func() bool { return f.settledCount() == 1 }); err != nil {
+		t.Fatal(err)
+	}
+	out := logs.String()
+	if strings.Count(out, "claim failed") != 1 || !strings.Contains(out, "claims succeed again") {
+		t.Fatalf("want one log line for the failing claims and one for the recovery:\n%s", out)
+	}
+	if !strings.Contains(out, "opening the consumer failed") {
+		t.Fatalf("the failed open was not logged:\n%s", out)
+	}
+}
+
+func TestConsumerFailsAtOnceOnSchemaErrors(t *testing.T) {
+	f := newFakeForm("jobs")
+	f.openErr = []error{ErrSchema}
+	h := HandlerFunc(func(context.Context, *Delivery) outcome.Outcome { return outcome.Ack() })
+	if err := NewConsumer(noDB(0), f, h, nil).Run(context.Background()); !errors.Is(err, ErrSchema) {
+		t.Fatalf("Run: %v, want ErrSchema", err)
+	}
+}
+
+func TestConsumerExtendsHoldsWhileHandlersRun(t *testing.T) {
+	f := newFakeForm("jobs", 1, 2)
+	f.plan.ExtendEvery = 10 * time.Millisecond
+	h := HandlerFunc(func(context.Context, *Delivery) outcome.Outcome {
+		time.Sleep(80 * time.Millisecond)
+		return outcome.Ack()
+	})
+	c := NewConsumer(noDB(0), f, h, &Config{Workers: 2})
+	if err := runUntil(t, c, func() bool { return f.settledCount() == 2 }); err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range []int64{1, 2} {
+		if f.extended[id] < 2 {
+			t.Fatalf("row %d extended %d times during an 80 ms handler with a 10 ms interval", id, f.extended[id])
+		}
+	}
+	if f.overlap {
+		t.Fatal("an extension ran during its row's settlement")
+	}
+}
