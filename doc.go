@@ -1,0 +1,65 @@
+// Package inbox turns a table in your own database into a task queue: your application inserts
+// rows, consumers claim them, run a handler, and settle each row by the handler's outcome. It
+// runs over plain database/sql on Postgres (9.5+), MySQL (8.0.1+), MariaDB (10.6+) and SQLite
+// (3.35+), and imports nothing but the standard library: bring your own driver.
+//
+// # Forms
+//
+// A form is how a row is held while its handler runs. Each is its own package:
+//
+//	form       package   what holds a row in work             after a crash               cost
+//	row lock   rowlock   SELECT … FOR UPDATE SKIP LOCKED in   returns at once (rollback)  a pooled connection
+//	                     a transaction open while the                                     per message in work
+//	                     handler runs; the settlement commits
+//	lease      lease     an expiry written into the row,      returns when the lease      statements to claim,
+//	                     extended every half lease            runs out                    extend and settle
+//	advisory   advisory  a session advisory lock on the       returns at once (the        a pooled connection
+//	                     row's key, on a pinned connection    session ends)               per message in work
+//
+//	           Postgres   MySQL   MariaDB   SQLite
+//	row lock   yes        yes     yes       does not compile (no row locks)
+//	lease      yes        yes     yes       yes
+//	advisory   yes        yes     yes       does not compile (no session locks)
+//
+// # Dialects and levels
+//
+// A dialect carries the isolation level (SQLite: the transaction mode) its transactions open at
+// in its type, and a level the database does not open does not compile:
+//
+//	           Default           ReadUncommitted  ReadCommitted  RepeatableRead  Serializable  Deferred  Immediate  Exclusive
+//	Postgres   plain BEGIN       no               yes            yes             yes           no        no         no
+//	MySQL      READ COMMITTED    yes              yes            yes             yes           no        no         no
+//	MariaDB    READ COMMITTED    yes              yes            yes             yes           no        no         no
+//	SQLite     plain BEGIN       no               no             no              no            yes       yes        yes
+//
+// The level governs the transactions opened for a delivery's work: the row lock form's claim
+// transaction, and in transactional mode the transaction the handler writes through. When the
+// database is only known at run time, dialect.Detect and dialect.Parse check the same pairs when
+// the consumer starts, failing with ErrDialect.
+//
+// # Quick start
+//
+//	jobs := inbox.Table{Name: "jobs", ID: "id", IDGenerated: true, Payload: "payload", Attempt: "attempt"}
+//	d := dialect.Postgres[isolation.ReadCommitted]{}
+//
+//	// Publish, alone or inside your own transaction (EnqueueTx).
+//	err := inbox.EnqueueJSON(ctx, db, d, jobs, "", Invoice{Number: 42})
+//
+//	// Consume with four workers, each holding its row's lock until its outcome commits.
+//	c := inbox.NewConsumer(db, rowlock.New(d, jobs), inbox.JSON(func(ctx context.Context, dl *inbox.Delivery, inv Invoice) outcome.Outcome {
+//		if err := issue(ctx, inv); err != nil {
+//			return outcome.RetryAfter(time.Minute)
+//		}
+//		return outcome.Ack()
+//	}), &inbox.Config{Workers: 4})
+//	err = c.Run(ctx) // until ctx is done, then a graceful shutdown
+//
+// # Guarantees
+//
+// A row is in work with at most one handler at a time while its form's hold stands: the row
+// lock form's transaction, the lease form's unexpired lease, the advisory form's lock. A crash
+// never loses a row: it returns to the queue at once (row lock, advisory) or when its lease runs
+// out (lease). Delivery is at least once: a handler that ran but whose settlement did not commit
+// runs again. In transactional mode the handler's own writes commit in the same transaction as
+// the row's settlement, so its effects happen exactly once with the row's Ack.
+package inbox
