@@ -521,7 +521,7 @@ func TestRowlockClaimReportsPersistentConflicts(t *testing.T) {
 		m := newRowlockMock(t)
 		m.expectOpen(dc, dc.full)
 		conflict := rowlockSQLState{"40001"}
-		for range 5 {
+		for range 10 {
 			m.mock.ExpectBegin()
 			m.mock.ExpectQuery(dc.full.claim).WithArgs(rowlockTimeNear{time.Now()}, rowlockQueue).WillReturnError(conflict)
 			m.mock.ExpectRollback()
@@ -660,5 +660,30 @@ func TestRowlockOpenRefusesRuntimeSQLite(t *testing.T) {
 	f := rowlock.New(d, rowlockFullTable)
 	if _, err := f.Open(context.Background(), m.db, inbox.Queue{Name: rowlockQueue}); !errors.Is(err, inbox.ErrDialect) {
 		t.Fatalf("Open = %v; want ErrDialect", err)
+	}
+}
+
+// TestRowlockWarnsPostgresSerializable: Open warns that Postgres at serializable redelivers
+// rows whose settlements fail, and names the table; read committed opens without a warning.
+func TestRowlockWarnsPostgresSerializable(t *testing.T) {
+	for _, c := range []struct {
+		form func(inbox.Table) inbox.Form
+		warn bool
+	}{
+		{rowlockForm(dialect.Postgres[isolation.Serializable]{}), true},
+		{rowlockForm(dialect.Postgres[isolation.ReadCommitted]{}), false},
+	} {
+		m := newRowlockMock(t)
+		m.expectOpen(rowlockPostgres, rowlockPostgres.minimal)
+		var logs bytes.Buffer
+		f := c.form(rowlockMinimalTable)
+		rowlockOpen(t, m, f, inbox.Queue{Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+		if err := f.Close(); err != nil {
+			t.Fatal(err)
+		}
+		warned := strings.Contains(logs.String(), "level=WARN") && strings.Contains(logs.String(), "table=jobs")
+		if warned != c.warn {
+			t.Errorf("warning logged: %v, want %v; log:\n%s", warned, c.warn, logs.String())
+		}
 	}
 }
