@@ -1,0 +1,26 @@
+# Every module of the workspace (go.work): the library, and the modules that hold drivers.
+PKGS := ./... ./cmd/... ./integration/... ./sqlmocktests/...
+
+.DEFAULT_GOAL := help
+.PHONY: help test test/integration lint fmt-check vet
+
+help: ## list the targets
+	@awk 'BEGIN { FS = ":.*## " } /^[a-z\/-]+:.*## / { printf "  %-18s %s\n", $$1, $$2 }' $(MAKEFILE_LIST)
+
+# -count=1: the compile-fail test builds programs under testdata/, which the test cache does
+# not see; the live tests must run against the databases as they are now.
+test: fmt-check vet ## gofmt check, go vet and go test -race on every module
+	go test -race -count=1 $(PKGS)
+
+test/integration: ## only the live tests, failing when a database is unreachable
+	INBOX_REQUIRE_DATABASES=1 go test -race -count=1 ./integration/...
+
+lint: fmt-check vet ## gofmt, go vet, and staticcheck when installed
+	@if command -v staticcheck >/dev/null 2>&1; then staticcheck $(PKGS); \
+	else echo "staticcheck not installed: skipped"; fi
+
+fmt-check: ## fail when a file is not gofmt-formatted
+	@out=$$(gofmt -l .); if [ -n "$$out" ]; then echo "not gofmt-formatted:"; echo "$$out"; exit 1; fi
+
+vet: ## go vet on every module
+	go vet $(PKGS)
