@@ -25,6 +25,24 @@ type rowlockMock struct {
 	levels     []sql.IsolationLevel
 	unexpected []string
 	execHooks  map[string]chan struct{}
+	rollbacks  int
+	rollbackAt map[int]chan struct{}
+}
+
+// whenRollbacks returns a channel closed once n transactions have been rolled back.
+func (m *rowlockMock) whenRollbacks(n int) <-chan struct{} {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.rollbackAt == nil {
+		m.rollbackAt = map[int]chan struct{}{}
+	}
+	ch := make(chan struct{})
+	if m.rollbacks >= n {
+		close(ch)
+	} else {
+		m.rollbackAt[n] = ch
+	}
+	return ch
 }
 
 // whenExec returns a channel closed when a statement with exactly this text reaches the driver.
@@ -152,7 +170,16 @@ type rowlockTx struct {
 }
 
 func (t rowlockTx) Commit() error   { return t.m.check(t.tx.Commit()) }
-func (t rowlockTx) Rollback() error { return t.m.check(t.tx.Rollback()) }
+func (t rowlockTx) Rollback() error {
+	err := t.m.check(t.tx.Rollback())
+	t.m.mu.Lock()
+	t.m.rollbacks++
+	if ch, ok := t.m.rollbackAt[t.m.rollbacks]; ok {
+		close(ch)
+	}
+	t.m.mu.Unlock()
+	return err
+}
 
 // rowlockTimeNear matches a bound timestamp within a few seconds of want: the form reads the
 // host clock, so the test can only bracket it.

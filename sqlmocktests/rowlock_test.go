@@ -687,3 +687,72 @@ func TestRowlockWarnsPostgresSerializable(t *testing.T) {
 		}
 	}
 }
+
+// TestRowlockConsumerPanic drives the form through a consumer whose handler panics after
+// writing through its transaction: the consumer settles Retry, so the handler's write is
+// rolled back to the savepoint and the attempt counted; without an attempt column the claim's
+// transaction is simply rolled back.
+func TestRowlockConsumerPanic(t *testing.T) {
+	for _, dc := range rowlockDialects {
+		for _, full := range []bool{true, false} {
+			name := dc.name + "/minimal"
+			if full {
+				name = dc.name + "/full"
+			}
+			t.Run(name, func(t *testing.T) {
+				m := newRowlockMock(t)
+				tbl, st := rowlockMinimalTable, dc.minimal
+				if full {
+					tbl, st = rowlockFullTable, dc.full
+				}
+				m.expectOpen(dc, st)
+				if full {
+					m.expectClaimFull(dc, 5)
+					m.mock.ExpectExec("SAVEPOINT inbox_handler").WillReturnResult(sqlmock.NewResult(0, 0))
+					m.mock.ExpectExec("INSERT INTO notes (body) VALUES ('half done')").WillReturnResult(sqlmock.NewResult(1, 1))
+					m.mock.ExpectExec("ROLLBACK TO SAVEPOINT inbox_handler").WillReturnResult(sqlmock.NewResult(0, 0))
+					m.mock.ExpectExec(st.retry).WithArgs(int64(5)).WillReturnResult(sqlmock.NewResult(0, 1))
+					m.mock.ExpectCommit()
+					m.mock.ExpectBegin()
+					m.mock.ExpectQuery(st.claim).WithArgs(rowlockTimeNear{time.Now()}, rowlockQueue).
+						WillReturnRows(sqlmock.NewRows([]string{"id", "payload", "attempt", "grp", "headers"}))
+				} else {
+					m.expectClaimMinimal(dc, 5)
+					m.mock.ExpectExec("SAVEPOINT inbox_handler").WillReturnResult(sqlmock.NewResult(0, 0))
+					m.mock.ExpectExec("INSERT INTO notes (body) VALUES ('half done')").WillReturnResult(sqlmock.NewResult(1, 1))
+					m.mock.ExpectRollback()
+					m.mock.ExpectBegin()
+					m.mock.ExpectQuery(st.claim).WithoutArgs().WillReturnRows(sqlmock.NewRows([]string{"id", "payload"}))
+				}
+				m.mock.ExpectRollback()
+				rollbacks := 1 // the claim that finds nothing
+				if !full {
+					rollbacks = 2 // and the retry, with no attempt to count
+				}
+				settled := m.whenRollbacks(rollbacks)
+
+				h := inbox.HandlerFunc(func(ctx context.Context, d *inbox.Delivery) outcome.Outcome {
+					if _, err := d.Tx.ExecContext(ctx, "INSERT INTO notes (body) VALUES ('half done')"); err != nil {
+						t.Errorf("the handler's write: %v", err)
+					}
+					panic("handler bug")
+				})
+				cons := inbox.NewConsumer(m.db, dc.form(tbl), h, &inbox.Config{
+					Queue: rowlockQueue, Transactional: true, PollInterval: time.Hour, ShutdownTimeout: time.Second,
+				})
+				ctx, cancel := context.WithCancel(context.Background())
+				ran := make(chan error, 1)
+				go func() { ran <- cons.Run(ctx) }()
+				select {
+				case <-settled:
+				case <-time.After(10 * time.Second):
+					t.Error("the consumer did not claim again after the panic's settlement")
+				}
+				cancel()
+				if err := <-ran; err != nil {
+					t.Fatalf("Run: %v", err)
+				}
+			})
+		}
+	}
+}
