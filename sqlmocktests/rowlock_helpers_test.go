@@ -169,7 +169,7 @@ type rowlockTx struct {
 	m  *rowlockMock
 }
 
-func (t rowlockTx) Commit() error   { return t.m.check(t.tx.Commit()) }
+func (t rowlockTx) Commit() error { return t.m.check(t.tx.Commit()) }
 func (t rowlockTx) Rollback() error {
 	err := t.m.check(t.tx.Rollback())
 	t.m.mu.Lock()
