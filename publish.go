@@ -96,6 +96,15 @@ func insert(ctx context.Context, ex execer, d dialect.Dialect, t Table, msgs []M
 			cols = append(cols, c)
 		}
 	}
+	// A table whose only column is its generated id gets one value per row all the same: the
+	// id's default (NULL on SQLite, which assigns the rowid then).
+	idOnly := ""
+	if len(cols) == 0 {
+		cols, idOnly = []string{q.ID}, "DEFAULT"
+		if d.Name() == "sqlite" {
+			idOnly = "NULL"
+		}
+	}
 	now := time.Now()
 	for len(msgs) > 0 {
 		batch := msgs[:min(len(msgs), maxBatchRows)]
@@ -107,6 +116,10 @@ func insert(ctx context.Context, ex execer, d dialect.Dialect, t Table, msgs []M
 		for i, m := range batch {
 			if i > 0 {
 				b.WriteString(", ")
+			}
+			if idOnly != "" {
+				b.WriteString("(" + idOnly + ")")
+				continue
 			}
 			row, err := rowArgs(t, d, m, now)
 			if err != nil {

@@ -15,7 +15,7 @@ import (
 func checkPostgres(ctx context.Context, db *sql.DB) error {
 	var num string
 	if err := db.QueryRowContext(ctx, "SHOW server_version_num").Scan(&num); err != nil {
-		return fmt.Errorf("inbox: reading the Postgres server version: %w", err)
+		return versionError(ctx, db, "Postgres", err)
 	}
 	if n, _ := strconv.Atoi(num); n < 90500 {
 		return fmt.Errorf("%w: Postgres %s; the library needs 9.5 or later (SKIP LOCKED): upgrade the server", sentinel.ServerTooOld, num)
@@ -29,7 +29,10 @@ func checkPostgres(ctx context.Context, db *sql.DB) error {
 func checkMySQLFamily(ctx context.Context, db *sql.DB, wantMariaDB bool) error {
 	var version string
 	if err := db.QueryRowContext(ctx, "SELECT VERSION()").Scan(&version); err != nil {
-		return fmt.Errorf("inbox: reading the server version: %w", err)
+		return versionError(ctx, db, "MySQL or MariaDB", err)
+	}
+	if strings.Contains(version, "PostgreSQL") {
+		return dialectError("the server is %s, but the dialect is MySQL or MariaDB: use dialect.Postgres", version)
 	}
 	isMariaDB := strings.Contains(strings.ToLower(version), "mariadb")
 	if wantMariaDB && !isMariaDB {
@@ -50,12 +53,26 @@ func checkMySQLFamily(ctx context.Context, db *sql.DB, wantMariaDB bool) error {
 func checkSQLite(ctx context.Context, db *sql.DB) error {
 	var version string
 	if err := db.QueryRowContext(ctx, "SELECT sqlite_version()").Scan(&version); err != nil {
-		return fmt.Errorf("inbox: reading the SQLite version: %w", err)
+		return versionError(ctx, db, "SQLite", err)
 	}
 	if !atLeast(version, 3, 35, 0) {
 		return fmt.Errorf("%w: SQLite %s; the library needs 3.35 or later (RETURNING): upgrade the driver", sentinel.ServerTooOld, version)
 	}
 	return nil
+}
+
+// versionError explains a version query that failed: when the server answers SELECT VERSION()
+// or SELECT sqlite_version() it is another database than the dialect's (ErrDialect); otherwise
+// the query's own error stands (the server cannot be reached, say).
+func versionError(ctx context.Context, db *sql.DB, want string, err error) error {
+	var version string
+	if db.QueryRowContext(ctx, "SELECT VERSION()").Scan(&version) == nil {
+		return dialectError("the dialect is %s, but the server is %s: use the dialect of the server", want, version)
+	}
+	if db.QueryRowContext(ctx, "SELECT sqlite_version()").Scan(&version) == nil {
+		return dialectError("the dialect is %s, but the database is SQLite %s: use dialect.SQLite", want, version)
+	}
+	return fmt.Errorf("inbox: reading the %s server version: %w", want, err)
 }
 
 // atLeast reports whether version ("10.11.19-MariaDB-0+deb12u1", "8.0.36") is at least

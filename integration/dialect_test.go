@@ -246,3 +246,23 @@ func TestSQLiteTxLeavesNoTransactionOnThePool(t *testing.T) {
 		}
 	})
 }
+
+// A typed dialect on another database's server fails its check with ErrDialect, naming both.
+func TestCheckServerRefusesAnotherDatabase(t *testing.T) {
+	servers := map[string]backend{}
+	for _, b := range backends(t, true) {
+		servers[b.name] = b
+	}
+	for _, tc := range []struct{ dialect, server string }{
+		{"mysql", "postgres"}, {"mariadb", "postgres"}, {"sqlite", "postgres"},
+		{"postgres", "mariadb"}, {"sqlite", "mariadb"}, {"postgres", "sqlite"}, {"mysql", "sqlite"},
+	} {
+		t.Run(tc.dialect+"_on_"+tc.server, func(t *testing.T) {
+			db := servers[tc.server].open(t, 0)
+			err := servers[tc.dialect].dialect.CheckServer(context.Background(), db)
+			if !errors.Is(err, inbox.ErrDialect) {
+				t.Fatalf("the %s dialect on a %s server: %v, want ErrDialect", tc.dialect, tc.server, err)
+			}
+		})
+	}
+}

@@ -171,3 +171,19 @@ func quoted(t *testing.T, b backend, name string) string {
 	}
 	return q
 }
+
+func TestEnqueueToATableOfIDsOnly(t *testing.T) {
+	for _, b := range backends(t, true) {
+		t.Run(b.name, func(t *testing.T) {
+			db := b.open(t, 0)
+			tbl := inbox.Table{Name: tableName(t), ID: "id", IDGenerated: true}
+			b.createTable(t, db, tbl)
+			if err := inbox.Enqueue(context.Background(), db, b.dialect, tbl, make([]inbox.Message, 3)...); err != nil {
+				t.Fatal(err)
+			}
+			if got := count(t, db, "SELECT COUNT(DISTINCT id) FROM "+quoted(t, b, tbl.Name)); got != 3 {
+				t.Fatalf("%d rows, want 3", got)
+			}
+		})
+	}
+}
