@@ -1,29 +1,589 @@
-// Package advisory is the advisory lock form: a session-level advisory lock on the row's key,
-// held on a connection pinned for the delivery. Postgres, MySQL and MariaDB; SQLite has no
-// session locks.
+// Package advisory is the advisory lock form: a delivery holds a session-level advisory lock on
+// its row's key, on a pooled connection pinned for the delivery. Postgres (11 or later, for
+// hashtextextended), MySQL and MariaDB; SQLite has no session locks, so New does not compile
+// with a SQLite dialect.
+//
+// # Keys
+//
+// The key is a template of text and columns, such as "jobs-{id}" or "accounts-{account}". Rows
+// whose keys match are never in work at once, and go into work in claim order: a key over an
+// account column runs each account's rows one at a time while other accounts run in parallel. A
+// column inside braces may be any column of the table, not only one the description names by
+// role (an account column has no role); a column the table lacks fails Open with
+// inbox.ErrSchema. A NULL column renders as empty text. The template's text may not hold quotes,
+// backslashes or NUL bytes.
+//
+// Keys are database-wide: Postgres advisory locks span the database, and MySQL and MariaDB
+// locks span the server (the form prefixes each lock name with the database's name). Start the
+// template with the table's name, so that two tables' keys never meet. On Postgres the key is
+// hashed to 64 bits (hashtextextended): two keys that collide only run one at a time, and they
+// share the lock space with the application's own pg_advisory_lock(bigint) calls. On MySQL and
+// MariaDB a lock name longer than 64 characters is replaced by its SHA-1.
+//
+// # What a claim does
+//
+// A claim selects due rows in claim order with their keys, passing over keys held elsewhere;
+// then, for each, on its own pinned connection, it tries the key's lock without waiting and, in
+// a statement that starts after the lock is held, re-checks that the row is still due with the
+// same key and counts the attempt. A row settled by another holder between the select and the
+// lock is passed over and its lock released. No transaction stays open while the handler runs
+// (outside transactional mode); the lock and the pinned connection are the hold.
+//
+// Settlement runs on the delivery's connection: Ack and Drop delete the row (or stamp
+// processed_at), RetryAfter sets retry_after, and Retry runs no statement, since the take
+// counted the attempt. Then the lock is released and the connection goes back to the pool; a
+// release the server does not confirm closes the connection instead, which ends the session and
+// with it every lock it held. A consumer that dies loses its sessions, and its rows are
+// claimable again at once.
+//
+// Each delivery in work holds a pooled connection (Plan.HoldsConnection), so size the pool for
+// the workers plus the application. Session locks need a session: behind PgBouncer in
+// transaction pooling they do not hold, and the form must not be used there.
 package advisory
 
 import (
+	"context"
+	"database/sql"
+	"database/sql/driver"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"sync"
+	"time"
+
 	"github.com/sqlinbox/inbox"
 	"github.com/sqlinbox/inbox/dialect"
+	"github.com/sqlinbox/inbox/internal/stmt"
+	"github.com/sqlinbox/inbox/outcome"
 )
 
 // Dialect is what the advisory form needs from a dialect: session locks on a name. SQLite lacks
-// them, so advisory.New on a SQLite dialect does not compile.
+// them, so advisory.New on a SQLite dialect does not compile (the compiler's message names
+// dialect.NoSessionLocksOnSQLiteUseLease: take package lease there).
 type Dialect interface {
 	dialect.Dialect
 	SessionLocks() dialect.AdvisoryLocks
 }
 
-// Form is the advisory lock form over one table.
+// candidateSlack is how many candidates a claim selects beyond the rows it asks for, so that a
+// few rows lost to other consumers between the select and the lock do not leave it short.
+const candidateSlack = 4
+
+// closeTimeout bounds each lock release Close runs (Close has no context). A release that does
+// not finish in time closes its connection, which releases the lock as well.
+const closeTimeout = 5 * time.Second
+
+// Form is the advisory lock form over one table. It implements inbox.Form; one consumer opens
+// it at a time.
 type Form[D Dialect] struct {
-	d   D
-	t   inbox.Table
-	key string
+	d        D
+	t        *stmt.Table
+	template string
+	s        statements
+
+	life sync.Mutex // serialises Open and Close
+
+	mu         sync.Mutex // guards the fields below
+	open       bool
+	db         *sql.DB
+	q          inbox.Queue
+	log        *slog.Logger
+	txOpts     *sql.TxOptions
+	candidates *sql.Stmt
+	held       map[*hold]struct{} // deliveries in work, not yet settling
+	busy       sync.WaitGroup     // claims and settlements in flight
+}
+
+// hold is a delivery's hold on its row: the pinned connection that holds the key's lock, and
+// the transaction lent to the handler in transactional mode.
+type hold struct {
+	conn *sql.Conn
+	key  string
+	tx   *sql.Tx
+	d    *inbox.Delivery
 }
 
 // New returns the advisory form over table t, locking each row on the key the template key
-// renders (for example "jobs-{id}").
+// renders (see the package documentation). It fails, naming the template, on an empty template,
+// unbalanced or empty braces, or text a SQL literal cannot carry; and, wrapping inbox.ErrSchema,
+// on a description t.Validate refuses or a name the database would not keep.
 func New[D Dialect](d D, t inbox.Table, key string) (*Form[D], error) {
-	return &Form[D]{d: d, t: t, key: key}, nil
+	st, err := stmt.New(d, t)
+	if err != nil {
+		return nil, err
+	}
+	parts, err := parseKey(d, t.Name, key)
+	if err != nil {
+		return nil, err
+	}
+	return &Form[D]{d: d, t: st, template: key, s: buildStatements(st, d.Name() == "postgres", parts)}, nil
+}
+
+// Open checks the form against db (the dialect's pair, the server's version, the key template
+// and every statement the form runs, prepared on the server) and binds it to queue q until
+// Close. A missing table or column, including one the key names, fails with inbox.ErrSchema.
+func (f *Form[D]) Open(ctx context.Context, db *sql.DB, q inbox.Queue) (inbox.Plan, error) {
+	f.life.Lock()
+	defer f.life.Unlock()
+	f.mu.Lock()
+	open := f.open
+	f.mu.Unlock()
+	if open {
+		return inbox.Plan{}, fmt.Errorf("%w: the advisory form over table %q is already open: build one form per consumer", inbox.ErrAlreadyConsuming, f.t.Raw.Name)
+	}
+	if err := f.d.Allows("advisory"); err != nil {
+		return inbox.Plan{}, err
+	}
+	if err := f.d.CheckServer(ctx, db); err != nil {
+		return inbox.Plan{}, err
+	}
+	if f.d.Name() == "postgres" {
+		if err := checkHashTextExtended(ctx, db); err != nil {
+			return inbox.Plan{}, err
+		}
+	}
+	keyCheck, err := db.PrepareContext(ctx, f.s.keyCheck)
+	if err != nil {
+		return inbox.Plan{}, fmt.Errorf("%w: table %q: the advisory key template %q does not render against the table: %v; the table must have every column the template names (statement: %s)", inbox.ErrSchema, f.t.Raw.Name, f.template, err, f.s.keyCheck)
+	}
+	keyCheck.Close()
+	var candidates *sql.Stmt
+	for _, n := range f.s.named() {
+		s, err := f.t.Prepare(ctx, db, n[0], n[1])
+		if err != nil {
+			if candidates != nil {
+				candidates.Close()
+			}
+			return inbox.Plan{}, err
+		}
+		if n[0] == "candidates" {
+			candidates = s
+		} else {
+			s.Close()
+		}
+	}
+	log := q.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	f.mu.Lock()
+	f.open, f.db, f.q, f.log, f.candidates = true, db, q, log, candidates
+	f.txOpts = txOptions(f.d.Name(), f.d.Level())
+	f.held = map[*hold]struct{}{}
+	f.mu.Unlock()
+	return inbox.Plan{Table: f.t.Raw.Name, HoldsConnection: true}, nil
+}
+
+// checkHashTextExtended refuses a Postgres server older than 11, which lacks hashtextextended.
+func checkHashTextExtended(ctx context.Context, db *sql.DB) error {
+	var num string
+	if err := db.QueryRowContext(ctx, "SHOW server_version_num").Scan(&num); err != nil {
+		return fmt.Errorf("inbox: reading the Postgres server version: %w", err)
+	}
+	if n, _ := strconv.Atoi(num); n < 110000 {
+		return fmt.Errorf("%w: Postgres %s; the advisory form needs 11 or later (hashtextextended): upgrade the server, or take the row lock or lease form", inbox.ErrServerTooOld, num)
+	}
+	return nil
+}
+
+// txOptions is how a delivery's transaction begins at the dialect's level. It follows the
+// dialect's own Begin, which opens on a *sql.DB where this form needs the locked connection:
+// Postgres begins plainly by default, MySQL and MariaDB at READ COMMITTED.
+func txOptions(name, level string) *sql.TxOptions {
+	switch level {
+	case "read uncommitted":
+		return &sql.TxOptions{Isolation: sql.LevelReadUncommitted}
+	case "read committed":
+		return &sql.TxOptions{Isolation: sql.LevelReadCommitted}
+	case "repeatable read":
+		return &sql.TxOptions{Isolation: sql.LevelRepeatableRead}
+	case "serializable":
+		return &sql.TxOptions{Isolation: sql.LevelSerializable}
+	}
+	if name == "postgres" {
+		return nil
+	}
+	return &sql.TxOptions{Isolation: sql.LevelReadCommitted}
+}
+
+// enter counts a claim or settlement in flight, unless the form is not open.
+func (f *Form[D]) enter() error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if !f.open {
+		return fmt.Errorf("%w: the advisory form over table %q is not open", inbox.ErrClosed, f.t.Raw.Name)
+	}
+	f.busy.Add(1)
+	return nil
+}
+
+// candidate is a row the candidate select found, with its rendered key.
+type candidate struct {
+	id  int64
+	key string
+}
+
+// Claim claims at most max due rows in claim order, each held by its key's lock on its own
+// pooled connection. It takes one row per key (the others of that key wait their turn). A
+// failure after some rows were taken is logged and the rows taken are returned.
+func (f *Form[D]) Claim(ctx context.Context, max int) ([]*inbox.Delivery, error) {
+	if max <= 0 {
+		return nil, nil
+	}
+	if err := f.enter(); err != nil {
+		return nil, err
+	}
+	defer f.busy.Done()
+
+	now := f.d.Time(time.Now())
+	cands, err := f.selectCandidates(ctx, now, max+candidateSlack)
+	if err != nil {
+		return nil, err
+	}
+	var out []*inbox.Delivery
+	tried := map[string]bool{}
+	for _, c := range cands {
+		if len(out) == max {
+			break
+		}
+		// Rows behind the first of a key wait for it, whether or not its lock is taken here.
+		if tried[c.key] {
+			continue
+		}
+		tried[c.key] = true
+		d, err := f.take(ctx, c, now)
+		if err != nil {
+			if len(out) == 0 {
+				return nil, err
+			}
+			f.log.Warn("inbox: advisory claim stopped early; returning the rows it took", "table", f.t.Raw.Name, "queue", f.q.Name, "taken", len(out), "err", err)
+			break
+		}
+		if d != nil {
+			out = append(out, d)
+		}
+	}
+	return out, nil
+}
+
+func (f *Form[D]) selectCandidates(ctx context.Context, now any, limit int) ([]candidate, error) {
+	args := append(f.t.DueArgs(nil, now, f.q.Name), limit)
+	rows, err := f.candidates.QueryContext(ctx, args...)
+	if err != nil {
+		return nil, fmt.Errorf("inbox: table %q, queue %q: selecting advisory candidates: %w", f.t.Raw.Name, f.q.Name, err)
+	}
+	defer rows.Close()
+	var out []candidate
+	for rows.Next() {
+		var c candidate
+		if err := rows.Scan(&c.id, &c.key); err != nil {
+			return nil, fmt.Errorf("inbox: table %q: reading advisory candidates: %w", f.t.Raw.Name, err)
+		}
+		out = append(out, c)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("inbox: table %q, queue %q: selecting advisory candidates: %w", f.t.Raw.Name, f.q.Name, err)
+	}
+	return out, nil
+}
+
+// take tries to hold candidate c: it pins a connection, tries c's lock without waiting, then
+// re-checks the row and counts the attempt. It returns nil, nil when the key is held elsewhere
+// or the row is no longer due, having given the connection back.
+func (f *Form[D]) take(ctx context.Context, c candidate, now any) (*inbox.Delivery, error) {
+	conn, err := f.db.Conn(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("inbox: table %q: pinning a connection for row %d: %w", f.t.Raw.Name, c.id, err)
+	}
+	locked, err := confirmed(conn.QueryRowContext(ctx, f.s.lock, c.key))
+	if err != nil {
+		// The server may have taken the lock before the error; only ending the session is sure
+		// to release it.
+		discard(conn)
+		return nil, fmt.Errorf("inbox: table %q: locking key %q of row %d: %w", f.t.Raw.Name, c.key, c.id, err)
+	}
+	if !locked {
+		conn.Close()
+		return nil, nil
+	}
+	h := &hold{conn: conn, key: c.key}
+	d, err := f.takeRow(ctx, conn, c, now)
+	if err == nil && d != nil && f.q.Transactional {
+		// database/sql rolls a transaction back when its context ends; this one outlives the
+		// claim.
+		if h.tx, err = conn.BeginTx(context.WithoutCancel(ctx), f.txOpts); err != nil {
+			err = fmt.Errorf("inbox: table %q: beginning the transaction of row %d: %w", f.t.Raw.Name, c.id, err)
+		}
+	}
+	if err != nil || d == nil {
+		f.unlock(ctx, h)
+		return nil, err
+	}
+	h.d = d
+	d.Hold = h
+	if h.tx != nil {
+		d.LendTx(h.tx)
+	}
+
+	f.mu.Lock()
+	open := f.open
+	if open {
+		f.held[h] = struct{}{}
+	}
+	f.mu.Unlock()
+	if !open {
+		if h.tx == nil || f.rollback(h) {
+			f.unlock(context.WithoutCancel(ctx), h)
+		}
+		return nil, fmt.Errorf("%w: the advisory form over table %q closed during the claim; row %d is back in the queue", inbox.ErrClosed, f.t.Raw.Name, c.id)
+	}
+	return d, nil
+}
+
+// takeRow runs the take on the locked connection: a statement that starts after the lock is
+// held, so it sees every settlement committed before; nil when the row is gone, settled or not
+// due.
+func (f *Form[D]) takeRow(ctx context.Context, conn *sql.Conn, c candidate, now any) (*inbox.Delivery, error) {
+	args := f.t.DueArgs([]any{c.id, c.key}, now, f.q.Name)
+	var (
+		d   *inbox.Delivery
+		err error
+	)
+	if f.s.takeReturns {
+		d, err = f.t.ScanRow(conn.QueryRowContext(ctx, f.s.take, args...))
+	} else {
+		var res sql.Result
+		var n int64
+		if res, err = conn.ExecContext(ctx, f.s.take, args...); err == nil {
+			if n, err = res.RowsAffected(); err == nil && n == 0 {
+				return nil, nil
+			}
+		}
+		if err == nil {
+			d, err = f.t.ScanRow(conn.QueryRowContext(ctx, f.s.read, c.id))
+		}
+	}
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("inbox: table %q: taking row %d: %w", f.t.Raw.Name, c.id, err)
+	}
+	return d, nil
+}
+
+// Extend does nothing: a lock holds for as long as its session. It fails with inbox.ErrClosed
+// when the delivery's hold has already ended.
+func (f *Form[D]) Extend(ctx context.Context, d *inbox.Delivery) error {
+	h, _ := d.Hold.(*hold)
+	f.mu.Lock()
+	_, ok := f.held[h]
+	f.mu.Unlock()
+	if !ok {
+		return f.ended(d)
+	}
+	return nil
+}
+
+// Settle applies o to the row on the delivery's connection, then releases the lock and gives
+// the connection back. In transactional mode an Ack runs the settlement in the handler's
+// transaction and commits both; any other outcome rolls the handler's writes back first. It
+// fails with inbox.ErrClosed when the hold had already ended (the form was closed, or the
+// delivery was settled or released before): the row is back in the queue and nothing changed.
+// A settlement statement that fails changes nothing either: the row returns when the lock is
+// released, its attempt counted.
+func (f *Form[D]) Settle(ctx context.Context, d *inbox.Delivery, o outcome.Outcome) error {
+	h, err := f.begin(d)
+	if err != nil {
+		return err
+	}
+	defer f.busy.Done()
+	if h.tx != nil {
+		if err := d.TakeBackTx(); err != nil {
+			if f.rollback(h) {
+				f.unlock(ctx, h)
+			}
+			return err
+		}
+		if o.Kind() == outcome.KindAck {
+			return f.commit(ctx, h, o)
+		}
+		if !f.rollback(h) {
+			// The connection is gone, and with it the lock: the row is back, unsettled.
+			return fmt.Errorf("inbox: table %q: rolling back the transaction of row %d failed, so it was not settled (%s); it is back in the queue", f.t.Raw.Name, d.ID, o)
+		}
+	}
+	err = f.settle(ctx, h.conn, d, o)
+	f.unlock(ctx, h)
+	return err
+}
+
+// commit settles an Ack in the handler's transaction and commits the two together, then
+// releases the lock.
+func (f *Form[D]) commit(ctx context.Context, h *hold, o outcome.Outcome) error {
+	if err := f.settle(ctx, h.tx, h.d, o); err != nil {
+		if f.rollback(h) {
+			f.unlock(ctx, h)
+		}
+		return err
+	}
+	if err := h.tx.Commit(); err != nil {
+		// A failed COMMIT ends the transaction all the same; the session and its lock stand.
+		f.unlock(ctx, h)
+		return fmt.Errorf("inbox: table %q: committing the settlement of row %d with the handler's writes: %w; the row returns to the queue", f.t.Raw.Name, h.d.ID, err)
+	}
+	f.unlock(ctx, h)
+	return nil
+}
+
+// Release gives the row back without an outcome: it rolls the handler's transaction back (in
+// transactional mode), releases the lock and gives the connection back. The row is claimable at
+// once, its attempt counted. It fails with inbox.ErrClosed when the hold had already ended.
+func (f *Form[D]) Release(ctx context.Context, d *inbox.Delivery) error {
+	h, err := f.begin(d)
+	if err != nil {
+		return err
+	}
+	defer f.busy.Done()
+	if h.tx != nil {
+		d.TakeBackTx()
+		if !f.rollback(h) {
+			return nil
+		}
+	}
+	f.unlock(ctx, h)
+	return nil
+}
+
+// begin takes d's hold out of the held set for its settlement or release, counted in flight.
+func (f *Form[D]) begin(d *inbox.Delivery) (*hold, error) {
+	h, _ := d.Hold.(*hold)
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if _, ok := f.held[h]; !ok {
+		return nil, f.ended(d)
+	}
+	delete(f.held, h)
+	f.busy.Add(1)
+	return h, nil
+}
+
+func (f *Form[D]) ended(d *inbox.Delivery) error {
+	return fmt.Errorf("%w: table %q, row %d: the delivery's advisory lock was already released (the form was closed, or the delivery was settled or released before); nothing changed, and the row is back in the queue unless it was settled", inbox.ErrClosed, f.t.Raw.Name, d.ID)
+}
+
+// execer is the delivery's connection, or its transaction.
+type execer interface {
+	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
+}
+
+// settle runs the statement of outcome o, if it has one, through ex.
+func (f *Form[D]) settle(ctx context.Context, ex execer, d *inbox.Delivery, o outcome.Outcome) error {
+	var (
+		query string
+		args  []any
+	)
+	switch o.Kind() {
+	case outcome.KindAck, outcome.KindDrop:
+		query, args = f.s.ack, []any{d.ID}
+		if f.t.Q.ProcessedAt != "" {
+			args = []any{f.d.Time(time.Now()), d.ID}
+		}
+	case outcome.KindRetryAfter:
+		if f.s.retryAfter == "" {
+			f.log.Warn("inbox: RetryAfter on a table without a RetryAfter column: the row is retried at once; add the column to delay retries", "table", f.t.Raw.Name, "id", d.ID)
+			return nil
+		}
+		query, args = f.s.retryAfter, []any{f.d.Time(time.Now().Add(o.Delay())), d.ID}
+	default:
+		// Retry, and the zero outcome: the take counted the attempt, and releasing the lock
+		// hands the row back.
+		return nil
+	}
+	if _, err := ex.ExecContext(ctx, query, args...); err != nil {
+		return fmt.Errorf("inbox: table %q: settling row %d (%s): %w; the row returns to the queue", f.t.Raw.Name, d.ID, o, err)
+	}
+	return nil
+}
+
+// rollback rolls back h's transaction; on failure it closes the connection (ending the
+// transaction and the lock with the session) and reports false.
+func (f *Form[D]) rollback(h *hold) bool {
+	if err := h.tx.Rollback(); err != nil && !errors.Is(err, sql.ErrTxDone) {
+		f.log.Warn("inbox: rolling back a delivery's transaction failed; closing its connection, which releases its lock", "table", f.t.Raw.Name, "id", h.d.ID, "err", err)
+		discard(h.conn)
+		return false
+	}
+	return true
+}
+
+// unlock releases h's lock and returns its connection to the pool. A release the server does
+// not confirm (the session did not hold the lock, or the statement failed) closes the
+// connection instead: ending the session releases whatever it held, so no lock outlives the
+// delivery on a pooled connection.
+func (f *Form[D]) unlock(ctx context.Context, h *hold) {
+	ok, err := confirmed(h.conn.QueryRowContext(ctx, f.s.unlock, h.key))
+	if err == nil && ok {
+		h.conn.Close()
+		return
+	}
+	discard(h.conn)
+	if err == nil {
+		// The session did not hold its lock: something between the library and the server
+		// swapped sessions (PgBouncer in transaction pooling), and the key was not protected.
+		f.log.Warn("inbox: the server did not confirm an advisory unlock; closed the connection. The session had lost its lock: do not run the advisory form through a transaction-pooling proxy", "table", f.t.Raw.Name, "key", h.key)
+		return
+	}
+	f.log.Warn("inbox: releasing an advisory lock failed; closed the connection, which releases it", "table", f.t.Raw.Name, "key", h.key, "err", err)
+}
+
+// confirmed reads the answer of a lock or unlock: true (Postgres) or 1 (MySQL, MariaDB).
+// False, 0 and NULL are not.
+func confirmed(row *sql.Row) (bool, error) {
+	var ok sql.NullBool
+	if err := row.Scan(&ok); err != nil {
+		return false, err
+	}
+	return ok.Valid && ok.Bool, nil
+}
+
+// discard closes conn rather than returning it to the pool.
+func discard(conn *sql.Conn) {
+	conn.Raw(func(any) error { return driver.ErrBadConn })
+}
+
+// Close releases the lock of every delivery still in work (rolling back its transaction) and
+// waits for the claims and settlements in flight; a settlement after it fails with
+// inbox.ErrClosed. The form can be opened again.
+func (f *Form[D]) Close() error {
+	f.life.Lock()
+	defer f.life.Unlock()
+	f.mu.Lock()
+	if !f.open {
+		f.mu.Unlock()
+		return nil
+	}
+	f.open = false
+	held := f.held
+	f.held = nil
+	f.mu.Unlock()
+
+	for h := range held {
+		if h.tx != nil {
+			h.d.TakeBackTx()
+			if !f.rollback(h) {
+				continue
+			}
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), closeTimeout)
+		f.unlock(ctx, h)
+		cancel()
+	}
+	f.busy.Wait()
+	err := f.candidates.Close()
+	f.mu.Lock()
+	f.db, f.candidates = nil, nil
+	f.mu.Unlock()
+	return err
 }

@@ -1,0 +1,517 @@
+package sqlmocktests
+
+import (
+	"bytes"
+	"context"
+	"database/sql/driver"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/DATA-DOG/go-sqlmock"
+
+	"github.com/sqlinbox/inbox"
+	"github.com/sqlinbox/inbox/advisory"
+	"github.com/sqlinbox/inbox/dialect"
+	"github.com/sqlinbox/inbox/isolation"
+	"github.com/sqlinbox/inbox/outcome"
+)
+
+// advisoryFull has every role the advisory form uses; advisoryMinimal an id and a payload.
+var (
+	advisoryFull = inbox.Table{Name: "jobs", ID: "id", Payload: "payload", Attempt: "attempt",
+		ProcessedAt: "done_at", Group: "queue", RetryAfter: "retry_after"}
+	advisoryMinimal = inbox.Table{Name: "jobs", ID: "id", Payload: "payload"}
+)
+
+// advisorySQL is the exact text of the form's statements for one table and dialect family,
+// with the key template "jobs-{id}".
+type advisorySQL struct {
+	keyCheck, candidates, lock, unlock, take, read, ack, retryAfter string
+	takeIsQuery                                                     bool
+}
+
+const (
+	advisoryPGKey    = `'jobs-' || COALESCE(CAST("id" AS TEXT), '')`
+	advisoryMyKey    = "CONCAT('jobs-', COALESCE(CAST(`id` AS CHAR), ''))"
+	advisoryMyName   = "IF(CHAR_LENGTH(CONCAT(DATABASE(), '.', " + advisoryMyKey + ")) > 64, SHA1(CONCAT(DATABASE(), '.', " + advisoryMyKey + ")), CONCAT(DATABASE(), '.', " + advisoryMyKey + "))"
+	advisoryMyLock   = "SELECT GET_LOCK(IF(CHAR_LENGTH(n) > 64, SHA1(n), n), 0) FROM (SELECT CONCAT(DATABASE(), '.', ?) AS n) AS k"
+	advisoryMyUnlock = "SELECT RELEASE_LOCK(IF(CHAR_LENGTH(n) > 64, SHA1(n), n)) FROM (SELECT CONCAT(DATABASE(), '.', ?) AS n) AS k"
+)
+
+var (
+	advisoryPGFull = advisorySQL{
+		keyCheck:    `SELECT ` + advisoryPGKey + ` FROM "jobs" WHERE 1 = 0`,
+		candidates:  `SELECT c."id", c.inbox_key FROM (SELECT "id", ` + advisoryPGKey + ` AS inbox_key FROM "jobs" WHERE "done_at" IS NULL AND ("retry_after" IS NULL OR "retry_after" <= $1) AND "queue" = $2 ORDER BY "retry_after", "id" OFFSET 0) c WHERE pg_try_advisory_xact_lock_shared(hashtextextended(c.inbox_key, 0)) LIMIT $3`,
+		lock:        `SELECT pg_try_advisory_lock(hashtextextended($1, 0))`,
+		unlock:      `SELECT pg_advisory_unlock(hashtextextended($1, 0))`,
+		take:        `UPDATE "jobs" SET "attempt" = "attempt" + 1 WHERE "id" = $1 AND (` + advisoryPGKey + `) = $2 AND "done_at" IS NULL AND ("retry_after" IS NULL OR "retry_after" <= $3) AND "queue" = $4 RETURNING "id", "payload", "attempt", "queue"`,
+		takeIsQuery: true,
+		ack:         `UPDATE "jobs" SET "done_at" = $1 WHERE "id" = $2`,
+		retryAfter:  `UPDATE "jobs" SET "retry_after" = $1 WHERE "id" = $2`,
+	}
+	advisoryPGMinimal = advisorySQL{
+		keyCheck:    `SELECT ` + advisoryPGKey + ` FROM "jobs" WHERE 1 = 0`,
+		candidates:  `SELECT c."id", c.inbox_key FROM (SELECT "id", ` + advisoryPGKey + ` AS inbox_key FROM "jobs" WHERE 1 = 1 ORDER BY "id" OFFSET 0) c WHERE pg_try_advisory_xact_lock_shared(hashtextextended(c.inbox_key, 0)) LIMIT $1`,
+		lock:        `SELECT pg_try_advisory_lock(hashtextextended($1, 0))`,
+		unlock:      `SELECT pg_advisory_unlock(hashtextextended($1, 0))`,
+		take:        `SELECT "id", "payload" FROM "jobs" WHERE "id" = $1 AND (` + advisoryPGKey + `) = $2`,
+		takeIsQuery: true,
+		ack:         `DELETE FROM "jobs" WHERE "id" = $1`,
+	}
+	advisoryMyFull = advisorySQL{
+		keyCheck:   "SELECT " + advisoryMyKey + " FROM `jobs` WHERE 1 = 0",
+		candidates: "SELECT `id`, " + advisoryMyKey + " FROM `jobs` WHERE `done_at` IS NULL AND (`retry_after` IS NULL OR `retry_after` <= ?) AND `queue` = ? AND IS_USED_LOCK(" + advisoryMyName + ") IS NULL ORDER BY `retry_after`, `id` LIMIT ?",
+		lock:       advisoryMyLock,
+		unlock:     advisoryMyUnlock,
+		take:       "UPDATE `jobs` SET `attempt` = `attempt` + 1 WHERE `id` = ? AND (" + advisoryMyKey + ") = ? AND `done_at` IS NULL AND (`retry_after` IS NULL OR `retry_after` <= ?) AND `queue` = ?",
+		read:       "SELECT `id`, `payload`, `attempt`, `queue` FROM `jobs` WHERE `id` = ?",
+		ack:        "UPDATE `jobs` SET `done_at` = ? WHERE `id` = ?",
+		retryAfter: "UPDATE `jobs` SET `retry_after` = ? WHERE `id` = ?",
+	}
+	advisoryMyMinimal = advisorySQL{
+		keyCheck:    "SELECT " + advisoryMyKey + " FROM `jobs` WHERE 1 = 0",
+		candidates:  "SELECT `id`, " + advisoryMyKey + " FROM `jobs` WHERE IS_USED_LOCK(" + advisoryMyName + ") IS NULL ORDER BY `id` LIMIT ?",
+		lock:        advisoryMyLock,
+		unlock:      advisoryMyUnlock,
+		take:        "SELECT `id`, `payload` FROM `jobs` WHERE `id` = ? AND (" + advisoryMyKey + ") = ?",
+		takeIsQuery: true,
+		ack:         "DELETE FROM `jobs` WHERE `id` = ?",
+	}
+)
+
+// advisoryDialect is one dialect under test: how to build the form, what its server check
+// asks, its statements, and how its server answers a lock (true/false, or 1/0).
+type advisoryDialect struct {
+	name      string
+	form      func(inbox.Table) (inbox.Form, error)
+	server    func(sqlmock.Sqlmock)
+	full, min advisorySQL
+	yes, no   driver.Value
+}
+
+func advisoryDialects() []advisoryDialect {
+	pgServer := func(m sqlmock.Sqlmock) {
+		// The dialect's check, then the form's own (hashtextextended needs 11).
+		for range 2 {
+			m.ExpectQuery("SHOW server_version_num").WillReturnRows(sqlmock.NewRows([]string{"server_version_num"}).AddRow("150020"))
+		}
+	}
+	version := func(v string) func(sqlmock.Sqlmock) {
+		return func(m sqlmock.Sqlmock) {
+			m.ExpectQuery("SELECT VERSION()").WillReturnRows(sqlmock.NewRows([]string{"VERSION()"}).AddRow(v))
+		}
+	}
+	return []advisoryDialect{
+		{name: "postgres", server: pgServer, full: advisoryPGFull, min: advisoryPGMinimal, yes: true, no: false,
+			form: func(t inbox.Table) (inbox.Form, error) {
+				return advisory.New(dialect.Postgres[isolation.Default]{}, t, "jobs-{id}")
+			}},
+		{name: "mysql", server: version("8.0.36"), full: advisoryMyFull, min: advisoryMyMinimal, yes: int64(1), no: int64(0),
+			form: func(t inbox.Table) (inbox.Form, error) {
+				return advisory.New(dialect.MySQL[isolation.Default]{}, t, "jobs-{id}")
+			}},
+		{name: "mariadb", server: version("10.11.19-MariaDB"), full: advisoryMyFull, min: advisoryMyMinimal, yes: int64(1), no: int64(0),
+			form: func(t inbox.Table) (inbox.Form, error) {
+				return advisory.New(dialect.MariaDB[isolation.Default]{}, t, "jobs-{id}")
+			}},
+	}
+}
+
+// advisoryMock is a sqlmock database with a pool of two connections (a claim of two rows pins
+// both), which sees the form's statements in the order the form runs them, and a log of the
+// form's warnings (a release or rollback the mock refused shows there rather than as an error).
+type advisoryMock struct {
+	mock sqlmock.Sqlmock
+	form inbox.Form
+	sql  advisorySQL
+	d    advisoryDialect
+
+	mu   sync.Mutex
+	logs bytes.Buffer
+}
+
+func (m *advisoryMock) Write(p []byte) (int, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.logs.Write(p)
+}
+
+func (m *advisoryMock) warnings() string {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.logs.String()
+}
+
+// newAdvisoryMock opens the form over tbl (full or minimal) on a fresh mock, expecting the
+// server check and every statement prepared. When the test ends it checks that every
+// expectation was met and, unless the test took them, that the form warned of nothing.
+func newAdvisoryMock(t *testing.T, d advisoryDialect, tbl inbox.Table, q inbox.Queue) *advisoryMock {
+	t.Helper()
+	db, mock, err := sqlmock.New(sqlmock.QueryMatcherOption(sqlmock.QueryMatcherEqual))
+	if err != nil {
+		t.Fatal(err)
+	}
+	db.SetMaxOpenConns(2)
+	m := &advisoryMock{mock: mock, d: d, sql: d.full}
+	if tbl.Attempt == "" {
+		m.sql = d.min
+	}
+	m.form, err = d.form(tbl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d.server(mock)
+	mock.ExpectPrepare(m.sql.keyCheck).WillBeClosed()
+	mock.ExpectPrepare(m.sql.candidates)
+	mock.ExpectPrepare(m.sql.lock).WillBeClosed()
+	mock.ExpectPrepare(m.sql.unlock).WillBeClosed()
+	mock.ExpectPrepare(m.sql.take).WillBeClosed()
+	if m.sql.read != "" {
+		mock.ExpectPrepare(m.sql.read).WillBeClosed()
+	}
+	mock.ExpectPrepare(m.sql.ack).WillBeClosed()
+	if m.sql.retryAfter != "" {
+		mock.ExpectPrepare(m.sql.retryAfter).WillBeClosed()
+	}
+	q.Logger = slog.New(slog.NewTextHandler(m, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	plan, err := m.form.Open(context.Background(), db, q)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !plan.HoldsConnection || plan.ExtendEvery != 0 || plan.Table != "jobs" {
+		t.Fatalf("plan %+v: want the table, a held connection and no extension", plan)
+	}
+	t.Cleanup(func() {
+		m.form.Close()
+		db.Close()
+		if err := mock.ExpectationsWereMet(); err != nil {
+			t.Error(err)
+		}
+	})
+	return m
+}
+
+// expectCandidates expects the candidate select asking for limit rows, answering ids with
+// their keys "jobs-<id>".
+func (m *advisoryMock) expectCandidates(queue string, limit int, ids ...int64) {
+	rows := sqlmock.NewRows([]string{"id", "inbox_key"})
+	for _, id := range ids {
+		rows.AddRow(id, fmt.Sprintf("jobs-%d", id))
+	}
+	var args []driver.Value
+	if m.sql.retryAfter != "" {
+		args = append(args, sqlmock.AnyArg(), queue)
+	}
+	m.mock.ExpectQuery(m.sql.candidates).WithArgs(append(args, limit)...).WillReturnRows(rows)
+}
+
+func (m *advisoryMock) expectLock(id int64, ok bool) {
+	answer := m.d.no
+	if ok {
+		answer = m.d.yes
+	}
+	m.mock.ExpectQuery(m.sql.lock).WithArgs(fmt.Sprintf("jobs-%d", id)).WillReturnRows(sqlmock.NewRows([]string{"locked"}).AddRow(answer))
+}
+
+func (m *advisoryMock) expectUnlock(id int64) *sqlmock.ExpectedQuery {
+	return m.mock.ExpectQuery(m.sql.unlock).WithArgs(fmt.Sprintf("jobs-%d", id))
+}
+
+func (m *advisoryMock) unlockAnswers(ok bool) *sqlmock.Rows {
+	answer := m.d.no
+	if ok {
+		answer = m.d.yes
+	}
+	return sqlmock.NewRows([]string{"released"}).AddRow(answer)
+}
+
+// expectTake expects the take of row id; found says whether the row is still claimable.
+func (m *advisoryMock) expectTake(queue string, id int64, attempt int, found bool) {
+	key := fmt.Sprintf("jobs-%d", id)
+	args := []driver.Value{id, key}
+	if m.sql.retryAfter != "" {
+		args = append(args, sqlmock.AnyArg(), queue)
+	}
+	full := m.sql.retryAfter != ""
+	row := func() *sqlmock.Rows {
+		if full {
+			return sqlmock.NewRows([]string{"id", "payload", "attempt", "queue"}).AddRow(id, []byte("p"), attempt, queue)
+		}
+		return sqlmock.NewRows([]string{"id", "payload"}).AddRow(id, []byte("p"))
+	}
+	switch {
+	case m.sql.takeIsQuery && found:
+		m.mock.ExpectQuery(m.sql.take).WithArgs(args...).WillReturnRows(row())
+	case m.sql.takeIsQuery:
+		cols := []string{"id", "payload"}
+		if full {
+			cols = append(cols, "attempt", "queue")
+		}
+		m.mock.ExpectQuery(m.sql.take).WithArgs(args...).WillReturnRows(sqlmock.NewRows(cols))
+	case found:
+		m.mock.ExpectExec(m.sql.take).WithArgs(args...).WillReturnResult(sqlmock.NewResult(0, 1))
+		m.mock.ExpectQuery(m.sql.read).WithArgs(id).WillReturnRows(row())
+	default:
+		m.mock.ExpectExec(m.sql.take).WithArgs(args...).WillReturnResult(sqlmock.NewResult(0, 0))
+	}
+}
+
+func (m *advisoryMock) claim(t *testing.T, max int) []*inbox.Delivery {
+	t.Helper()
+	ds, err := m.form.Claim(context.Background(), max)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ds
+}
+
+func (m *advisoryMock) noWarnings(t *testing.T) {
+	t.Helper()
+	if w := m.warnings(); w != "" {
+		t.Fatalf("the form warned:\n%s", w)
+	}
+}
+
+// TestAdvisorySequence pins each outcome's statements: candidates, lock, take, settlement,
+// unlock.
+func TestAdvisorySequence(t *testing.T) {
+	outcomes := []struct {
+		o      outcome.Outcome
+		settle func(m *advisoryMock, id int64)
+	}{
+		{outcome.Ack(), func(m *advisoryMock, id int64) {
+			m.mock.ExpectExec(m.sql.ack).WithArgs(sqlmock.AnyArg(), id).WillReturnResult(sqlmock.NewResult(0, 1))
+		}},
+		{outcome.Drop(), func(m *advisoryMock, id int64) {
+			m.mock.ExpectExec(m.sql.ack).WithArgs(sqlmock.AnyArg(), id).WillReturnResult(sqlmock.NewResult(0, 1))
+		}},
+		{outcome.Retry(), func(*advisoryMock, int64) {}},
+		{outcome.RetryAfter(time.Minute), func(m *advisoryMock, id int64) {
+			m.mock.ExpectExec(m.sql.retryAfter).WithArgs(advisoryTimeNear(time.Now().Add(time.Minute)), id).WillReturnResult(sqlmock.NewResult(0, 1))
+		}},
+	}
+	for _, d := range advisoryDialects() {
+		for _, oc := range outcomes {
+			t.Run(d.name+"/"+oc.o.String(), func(t *testing.T) {
+				m := newAdvisoryMock(t, d, advisoryFull, inbox.Queue{Name: "q"})
+				m.expectCandidates("q", 1+4, 7)
+				m.expectLock(7, true)
+				m.expectTake("q", 7, 3, true)
+				ds := m.claim(t, 1)
+				if len(ds) != 1 || ds[0].ID != 7 || ds[0].Attempt != 3 || ds[0].Group != "q" || string(ds[0].Payload) != "p" {
+					t.Fatalf("claimed %+v, want row 7 as read by the take", ds)
+				}
+				oc.settle(m, 7)
+				m.expectUnlock(7).WillReturnRows(m.unlockAnswers(true))
+				if err := m.form.Settle(context.Background(), ds[0], oc.o); err != nil {
+					t.Fatal(err)
+				}
+				m.noWarnings(t)
+			})
+		}
+	}
+}
+
+// TestAdvisoryMinimalTable pins the take of a table without an attempt column (a re-read, no
+// write), Ack's DELETE, and RetryAfter without a retry_after column (no statement, a warning).
+func TestAdvisoryMinimalTable(t *testing.T) {
+	for _, d := range advisoryDialects() {
+		t.Run(d.name, func(t *testing.T) {
+			m := newAdvisoryMock(t, d, advisoryMinimal, inbox.Queue{})
+			m.expectCandidates("", 2+4, 7, 8)
+			m.expectLock(7, true)
+			m.expectTake("", 7, 0, true)
+			m.expectLock(8, true)
+			m.expectTake("", 8, 0, true)
+			ds := m.claim(t, 2)
+			if len(ds) != 2 || ds[0].Attempt != 0 {
+				t.Fatalf("claimed %+v, want rows 7 and 8", ds)
+			}
+			m.mock.ExpectExec(m.sql.ack).WithArgs(int64(7)).WillReturnResult(sqlmock.NewResult(0, 1))
+			m.expectUnlock(7).WillReturnRows(m.unlockAnswers(true))
+			if err := m.form.Settle(context.Background(), ds[0], outcome.Ack()); err != nil {
+				t.Fatal(err)
+			}
+			m.expectUnlock(8).WillReturnRows(m.unlockAnswers(true))
+			if err := m.form.Settle(context.Background(), ds[1], outcome.RetryAfter(time.Minute)); err != nil {
+				t.Fatal(err)
+			}
+			if w := m.warnings(); !strings.Contains(w, "RetryAfter column") {
+				t.Fatalf("RetryAfter without the column: logs %q, want a warning", w)
+			}
+		})
+	}
+}
+
+// TestAdvisoryPassesOver pins the rows a claim passes over: a key held elsewhere (no unlock:
+// the lock was never taken), a row settled by its holder between the select and the lock
+// (unlock after the take found nothing), and a second row of a key already tried.
+func TestAdvisoryPassesOver(t *testing.T) {
+	for _, d := range advisoryDialects() {
+		t.Run(d.name, func(t *testing.T) {
+			m := newAdvisoryMock(t, d, advisoryFull, inbox.Queue{Name: "q"})
+			m.mock.ExpectQuery(m.sql.candidates).WithArgs(sqlmock.AnyArg(), "q", 2+4).WillReturnRows(
+				sqlmock.NewRows([]string{"id", "inbox_key"}).
+					AddRow(5, "jobs-5").AddRow(6, "jobs-6").AddRow(7, "jobs-7").AddRow(70, "jobs-7").AddRow(8, "jobs-8"))
+			m.expectLock(5, false)
+			m.expectLock(6, true)
+			m.expectTake("q", 6, 0, false)
+			m.expectUnlock(6).WillReturnRows(m.unlockAnswers(true))
+			m.expectLock(7, true)
+			m.expectTake("q", 7, 1, true)
+			m.expectLock(8, true)
+			m.expectTake("q", 8, 1, true)
+			ds := m.claim(t, 2)
+			if len(ds) != 2 || ds[0].ID != 7 || ds[1].ID != 8 {
+				t.Fatalf("claimed %+v, want rows 7 and 8", ds)
+			}
+			for _, id := range []int64{7, 8} {
+				m.expectUnlock(id).WillReturnRows(m.unlockAnswers(true))
+			}
+			for _, dv := range ds {
+				if err := m.form.Release(context.Background(), dv); err != nil {
+					t.Fatal(err)
+				}
+			}
+			m.noWarnings(t)
+		})
+	}
+}
+
+// TestAdvisoryTransactional pins transactional mode: the transaction begins on the locked
+// connection after the take; Ack settles in it and commits before the unlock; another outcome
+// rolls back, then settles on the connection.
+func TestAdvisoryTransactional(t *testing.T) {
+	for _, d := range advisoryDialects() {
+		t.Run(d.name, func(t *testing.T) {
+			m := newAdvisoryMock(t, d, advisoryFull, inbox.Queue{Name: "q", Transactional: true})
+			m.expectCandidates("q", 1+4, 7)
+			m.expectLock(7, true)
+			m.expectTake("q", 7, 1, true)
+			m.mock.ExpectBegin()
+			ack := m.claim(t, 1)[0]
+			m.mock.ExpectExec("INSERT INTO audit VALUES (7)").WillReturnResult(sqlmock.NewResult(0, 1))
+			if _, err := ack.Tx.ExecContext(context.Background(), "INSERT INTO audit VALUES (7)"); err != nil {
+				t.Fatal(err)
+			}
+			m.mock.ExpectExec(m.sql.ack).WithArgs(sqlmock.AnyArg(), int64(7)).WillReturnResult(sqlmock.NewResult(0, 1))
+			m.mock.ExpectCommit()
+			m.expectUnlock(7).WillReturnRows(m.unlockAnswers(true))
+			if err := m.form.Settle(context.Background(), ack, outcome.Ack()); err != nil {
+				t.Fatal(err)
+			}
+
+			m.expectCandidates("q", 1+4, 8)
+			m.expectLock(8, true)
+			m.expectTake("q", 8, 1, true)
+			m.mock.ExpectBegin()
+			drop := m.claim(t, 1)[0]
+			m.mock.ExpectRollback()
+			m.mock.ExpectExec(m.sql.ack).WithArgs(sqlmock.AnyArg(), int64(8)).WillReturnResult(sqlmock.NewResult(0, 1))
+			m.expectUnlock(8).WillReturnRows(m.unlockAnswers(true))
+			if err := m.form.Settle(context.Background(), drop, outcome.Drop()); err != nil {
+				t.Fatal(err)
+			}
+			m.noWarnings(t)
+		})
+	}
+}
+
+// TestAdvisoryUnconfirmedUnlockClosesConnection: an unlock the server answers with false (0, or
+// NULL) or with an error closes the connection rather than returning it to the pool with a lock
+// that may still stand.
+func TestAdvisoryUnconfirmedUnlockClosesConnection(t *testing.T) {
+	answers := map[string]func(m *advisoryMock, e *sqlmock.ExpectedQuery){
+		"false": func(m *advisoryMock, e *sqlmock.ExpectedQuery) { e.WillReturnRows(m.unlockAnswers(false)) },
+		"null": func(m *advisoryMock, e *sqlmock.ExpectedQuery) {
+			e.WillReturnRows(sqlmock.NewRows([]string{"released"}).AddRow(nil))
+		},
+		"error": func(m *advisoryMock, e *sqlmock.ExpectedQuery) { e.WillReturnError(errors.New("connection reset")) },
+	}
+	for _, d := range advisoryDialects() {
+		for name, answer := range answers {
+			t.Run(d.name+"/"+name, func(t *testing.T) {
+				m := newAdvisoryMock(t, d, advisoryFull, inbox.Queue{Name: "q"})
+				m.expectCandidates("q", 1+4, 7)
+				m.expectLock(7, true)
+				m.expectTake("q", 7, 1, true)
+				dv := m.claim(t, 1)[0]
+				m.mock.ExpectExec(m.sql.ack).WithArgs(sqlmock.AnyArg(), int64(7)).WillReturnResult(sqlmock.NewResult(0, 1))
+				answer(m, m.expectUnlock(7))
+				m.mock.ExpectClose()
+				if err := m.form.Settle(context.Background(), dv, outcome.Ack()); err != nil {
+					t.Fatalf("the settlement was applied, so Settle should succeed: %v", err)
+				}
+				if err := m.mock.ExpectationsWereMet(); err != nil {
+					t.Fatal(err)
+				}
+				if !strings.Contains(m.warnings(), "closed the connection") {
+					t.Fatalf("logs %q: want a warning that the connection was closed", m.warnings())
+				}
+			})
+		}
+	}
+}
+
+// TestAdvisoryCloseReleasesHolds: Close unlocks every delivery still in work, and a settlement
+// after it fails with ErrClosed, running nothing.
+func TestAdvisoryCloseReleasesHolds(t *testing.T) {
+	for _, d := range advisoryDialects() {
+		t.Run(d.name, func(t *testing.T) {
+			m := newAdvisoryMock(t, d, advisoryFull, inbox.Queue{Name: "q"})
+			m.expectCandidates("q", 1+4, 7)
+			m.expectLock(7, true)
+			m.expectTake("q", 7, 1, true)
+			dv := m.claim(t, 1)[0]
+			m.expectUnlock(7).WillReturnRows(m.unlockAnswers(true))
+			if err := m.form.Close(); err != nil {
+				t.Fatal(err)
+			}
+			if err := m.form.Settle(context.Background(), dv, outcome.Ack()); !errors.Is(err, inbox.ErrClosed) {
+				t.Fatalf("Settle after Close: %v, want ErrClosed", err)
+			}
+			if _, err := m.form.Claim(context.Background(), 1); !errors.Is(err, inbox.ErrClosed) {
+				t.Fatalf("Claim after Close: %v, want ErrClosed", err)
+			}
+			m.noWarnings(t)
+		})
+	}
+}
+
+// TestAdvisoryOpenSchemaError: a key over a column the table lacks fails Open with ErrSchema
+// naming the template.
+func TestAdvisoryOpenSchemaError(t *testing.T) {
+	db, mock, err := sqlmock.New(sqlmock.QueryMatcherOption(sqlmock.QueryMatcherEqual))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	f, err := advisory.New(dialect.MySQL[isolation.Default]{}, advisoryFull, "jobs-{account}")
+	if err != nil {
+		t.Fatal(err)
+	}
+	mock.ExpectQuery("SELECT VERSION()").WillReturnRows(sqlmock.NewRows([]string{"v"}).AddRow("8.0.36"))
+	mock.ExpectPrepare("SELECT CONCAT('jobs-', COALESCE(CAST(`account` AS CHAR), '')) FROM `jobs` WHERE 1 = 0").
+		WillReturnError(errors.New("Error 1054 (42S22): Unknown column 'account' in 'field list'"))
+	_, err = f.Open(context.Background(), db, inbox.Queue{})
+	if !errors.Is(err, inbox.ErrSchema) || !strings.Contains(err.Error(), `"jobs-{account}"`) {
+		t.Fatalf("Open: %v, want ErrSchema naming the template", err)
+	}
+	if err := mock.ExpectationsWereMet(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// advisoryTimeNear matches a bound timestamp within a second of want.
+type advisoryTimeNear time.Time
+
+func (a advisoryTimeNear) Match(v driver.Value) bool {
+	got, ok := v.(time.Time)
+	d := got.Sub(time.Time(a))
+	return ok && d > -time.Second && d < time.Second
+}
