@@ -515,3 +515,27 @@ func (a advisoryTimeNear) Match(v driver.Value) bool {
 	d := got.Sub(time.Time(a))
 	return ok && d > -time.Second && d < time.Second
 }
+
+// TestAdvisoryOpenRefusesRuntimeSQLite: a SQLite dialect chosen at run time compiles with the
+// advisory form and is refused at Open, before any statement, with ErrDialect.
+func TestAdvisoryOpenRefusesRuntimeSQLite(t *testing.T) {
+	db, mock, err := sqlmock.New(sqlmock.QueryMatcherOption(sqlmock.QueryMatcherEqual))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	d, err := dialect.Parse("sqlite", "immediate")
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := advisory.New(d, advisoryFull, "jobs-{id}")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.Open(context.Background(), db, inbox.Queue{}); !errors.Is(err, inbox.ErrDialect) || !strings.Contains(err.Error(), "advisory") {
+		t.Fatalf("Open: %v, want ErrDialect naming the advisory form", err)
+	}
+	if err := mock.ExpectationsWereMet(); err != nil {
+		t.Fatal(err)
+	}
+}
