@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"runtime/debug"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/sqlinbox/inbox/outcome"
@@ -119,6 +120,7 @@ func (c *Consumer) Run(ctx context.Context) error {
 		plan:       *plan,
 		log:        log,
 		claimSlots: make(chan struct{}, claimSlots),
+		handoff:    make(chan *Delivery, workers),
 		notify:     make(chan struct{}),
 		slots:      make([]*slot, workers),
 	}
@@ -247,8 +249,10 @@ type run struct {
 	plan Plan
 	log  *slog.Logger
 
-	claimSlots    chan struct{} // a token per claim allowed in flight
-	failing       sync.Mutex    // guards claimsFailing
+	claimSlots    chan struct{}  // a token per claim allowed in flight
+	handoff       chan *Delivery // rows claimed by one worker for others
+	waiting       atomic.Int32   // workers waiting for a row, whom a claim takes rows for
+	failing       sync.Mutex     // guards claimsFailing
 	claimsFailing bool
 
 	notifyMu sync.Mutex
@@ -293,56 +297,104 @@ func (r *run) notified() <-chan struct{} {
 	return r.notify
 }
 
-// work is one worker: claim a row, handle it, settle it, until ctx is done.
+// work is one worker: take a row (handed over by another worker, or claimed), handle it,
+// settle it, until ctx is done.
 func (r *run) work(ctx context.Context, s *slot) {
 	defer close(s.exited)
 	timer := time.NewTimer(time.Hour)
 	timer.Stop()
-	idle := func(d time.Duration, wakeable bool) {
-		var woken <-chan struct{}
-		if wakeable {
-			woken = r.notified()
+	var kept []*Delivery // rows this worker claimed and could not hand over
+	defer func() {
+		for _, d := range kept {
+			r.release(d)
 		}
-		timer.Reset(d)
-		select {
-		case <-ctx.Done():
-		case <-woken:
-		case <-timer.C:
-		}
-		timer.Stop() // since Go 1.23 a stopped timer delivers no stale tick
-	}
+	}()
 	for ctx.Err() == nil {
-		ds, err := r.claim(ctx)
-		if err != nil {
-			idle(r.c.cfg.PollInterval, false)
+		var d *Delivery
+		if len(kept) > 0 {
+			d, kept = kept[0], kept[1:]
+		} else if d, kept = r.next(ctx, timer); d == nil {
 			continue
 		}
-		if len(ds) == 0 {
-			idle(r.c.cfg.PollInterval, true)
-			continue
+		if ctx.Err() != nil {
+			r.release(d)
+			return
 		}
-		for _, d := range ds {
-			if ctx.Err() != nil {
-				r.release(d)
-				continue
-			}
-			if !r.deliver(s, d) {
-				return
-			}
+		if !r.deliver(s, d) {
+			return
 		}
 	}
 }
 
-// claim claims one row, holding a claim slot meanwhile. The claim runs to its end even when ctx
-// is done, so that no row is left half claimed.
-func (r *run) claim(ctx context.Context) ([]*Delivery, error) {
+// next returns the worker's next row: one handed over by another worker, or the first of a
+// claim. Where deliveries hold no connection, a claim takes a row for this worker and one for
+// each worker waiting, and hands those over; what no one can take is returned to keep. After a
+// claim that found nothing (or failed) next waits the poll interval, or less when a publish or
+// a handed-over row comes first, and returns nil.
+func (r *run) next(ctx context.Context, timer *time.Timer) (*Delivery, []*Delivery) {
 	select {
-	case r.claimSlots <- struct{}{}:
-	case <-ctx.Done():
-		return nil, nil
+	case d := <-r.handoff:
+		return d, nil
+	default:
 	}
+	r.waiting.Add(1)
+	select {
+	case d := <-r.handoff:
+		r.waiting.Add(-1)
+		return d, nil
+	case <-ctx.Done():
+		r.waiting.Add(-1)
+		return nil, nil
+	case r.claimSlots <- struct{}{}:
+		r.waiting.Add(-1)
+	}
+	n := 1
+	if !r.plan.HoldsConnection {
+		n += int(r.waiting.Load())
+	}
+	ds, err := r.claim(ctx, n)
+	if err != nil || len(ds) == 0 {
+		return r.idle(ctx, timer, err == nil), nil
+	}
+	rest := ds[1:]
+	for len(rest) > 0 {
+		select {
+		case r.handoff <- rest[0]:
+			rest = rest[1:]
+			continue
+		default:
+		}
+		break
+	}
+	return ds[0], rest
+}
+
+// idle waits the poll interval, or until ctx is done, a publish wakes the consumer (when
+// wakeable) or another worker hands a row over, which it returns.
+func (r *run) idle(ctx context.Context, timer *time.Timer, wakeable bool) *Delivery {
+	var woken <-chan struct{}
+	if wakeable {
+		woken = r.notified()
+	}
+	r.waiting.Add(1)
+	defer r.waiting.Add(-1)
+	timer.Reset(r.c.cfg.PollInterval)
+	defer timer.Stop() // since Go 1.23 a stopped timer delivers no stale tick
+	select {
+	case d := <-r.handoff:
+		return d
+	case <-ctx.Done():
+	case <-woken:
+	case <-timer.C:
+	}
+	return nil
+}
+
+// claim claims up to n rows, holding the claim slot the caller took meanwhile. The claim runs
+// to its end even when ctx is done, so that no row is left half claimed.
+func (r *run) claim(ctx context.Context, n int) ([]*Delivery, error) {
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), settleTimeout)
-	ds, err := r.c.form.Claim(cctx, 1)
+	ds, err := r.c.form.Claim(cctx, n)
 	cancel()
 	<-r.claimSlots
 
@@ -476,5 +528,13 @@ func (r *run) shutdown() {
 			continue
 		}
 		<-s.exited
+	}
+	for {
+		select {
+		case d := <-r.handoff:
+			r.release(d)
+		default:
+			return
+		}
 	}
 }
