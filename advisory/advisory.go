@@ -169,7 +169,7 @@ func (f *Form[D]) Open(ctx context.Context, db *sql.DB, q inbox.Queue) (inbox.Pl
 	}
 	f.mu.Lock()
 	f.open, f.db, f.q, f.log, f.candidates = true, db, q, log, candidates
-	f.txOpts = txOptions(f.d.Name(), f.d.Level())
+	f.txOpts = dialect.TxOptions(f.d)
 	f.held = map[*hold]struct{}{}
 	f.mu.Unlock()
 	return inbox.Plan{Table: f.t.Raw.Name, HoldsConnection: true}, nil
@@ -185,26 +185,6 @@ func checkHashTextExtended(ctx context.Context, db *sql.DB) error {
 		return fmt.Errorf("%w: Postgres %s; the advisory form needs 11 or later (hashtextextended): upgrade the server, or take the row lock or lease form", inbox.ErrServerTooOld, num)
 	}
 	return nil
-}
-
-// txOptions is how a delivery's transaction begins at the dialect's level. It follows the
-// dialect's own Begin, which opens on a *sql.DB where this form needs the locked connection:
-// Postgres begins plainly by default, MySQL and MariaDB at READ COMMITTED.
-func txOptions(name, level string) *sql.TxOptions {
-	switch level {
-	case "read uncommitted":
-		return &sql.TxOptions{Isolation: sql.LevelReadUncommitted}
-	case "read committed":
-		return &sql.TxOptions{Isolation: sql.LevelReadCommitted}
-	case "repeatable read":
-		return &sql.TxOptions{Isolation: sql.LevelRepeatableRead}
-	case "serializable":
-		return &sql.TxOptions{Isolation: sql.LevelSerializable}
-	}
-	if name == "postgres" {
-		return nil
-	}
-	return &sql.TxOptions{Isolation: sql.LevelReadCommitted}
 }
 
 // enter counts a claim or settlement in flight, unless the form is not open.

@@ -1,7 +1,6 @@
 package advisory
 
 import (
-	"database/sql"
 	"errors"
 	"fmt"
 	"strings"
@@ -60,23 +59,3 @@ func TestKeyTemplate(t *testing.T) {
 
 // TestTxOptions: the delivery's transaction begins on the locked connection at the level the
 // dialect's own Begin would use.
-func TestTxOptions(t *testing.T) {
-	for _, tc := range []struct {
-		d    dialect.Dialect
-		want *sql.TxOptions
-	}{
-		{dialect.Postgres[isolation.Default]{}, nil},
-		{dialect.Postgres[isolation.ReadCommitted]{}, &sql.TxOptions{Isolation: sql.LevelReadCommitted}},
-		{dialect.Postgres[isolation.RepeatableRead]{}, &sql.TxOptions{Isolation: sql.LevelRepeatableRead}},
-		{dialect.Postgres[isolation.Serializable]{}, &sql.TxOptions{Isolation: sql.LevelSerializable}},
-		{dialect.MySQL[isolation.Default]{}, &sql.TxOptions{Isolation: sql.LevelReadCommitted}},
-		{dialect.MySQL[isolation.ReadUncommitted]{}, &sql.TxOptions{Isolation: sql.LevelReadUncommitted}},
-		{dialect.MariaDB[isolation.Default]{}, &sql.TxOptions{Isolation: sql.LevelReadCommitted}},
-		{dialect.MariaDB[isolation.Serializable]{}, &sql.TxOptions{Isolation: sql.LevelSerializable}},
-	} {
-		got := txOptions(tc.d.Name(), tc.d.Level())
-		if (got == nil) != (tc.want == nil) || got != nil && *got != *tc.want {
-			t.Errorf("%s at %s: %+v, want %+v", tc.d.Name(), tc.d.Level(), got, tc.want)
-		}
-	}
-}

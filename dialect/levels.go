@@ -45,6 +45,18 @@ func levelName[L any]() string {
 	return "default"
 }
 
+// TxOptions returns the options a transaction of d's level begins with through
+// database/sql: nil for Postgres at its default (a plain BEGIN), READ COMMITTED for MySQL and
+// MariaDB at theirs, the declared level otherwise. It serves a form that must begin on a
+// connection it already holds (*sql.Conn.BeginTx) rather than through d.Begin. SQLite modes
+// have no TxOptions: it returns nil for them.
+func TxOptions(d Dialect) *sql.TxOptions {
+	if d.Name() == "sqlite" {
+		return nil
+	}
+	return txOptions(d.Level(), d.Name() != "postgres")
+}
+
 // txOptions maps a level name to the options database/sql begins with; mysqlFamily turns the
 // default into READ COMMITTED.
 func txOptions(level string, mysqlFamily bool) *sql.TxOptions {

@@ -87,11 +87,12 @@ func skipOrFail(t *testing.T, why string) {
 	t.Skip(why)
 }
 
-// tableName is a table name of the test's own, short enough for every database.
+// tableName is a table name of the test's own, short enough for every database. It carries the
+// process id, so that two test processes on one server never share a table.
 func tableName(t *testing.T) string {
 	h := fnv.New64a()
 	h.Write([]byte(t.Name()))
-	return fmt.Sprintf("inbox_%x", h.Sum64())
+	return fmt.Sprintf("inbox_%d_%x", os.Getpid(), h.Sum64())
 }
 
 // fullTable describes a table with every role (and the lease's locked_until column).

@@ -7,6 +7,7 @@ import (
 	"context"
 	"database/sql"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 
@@ -164,12 +165,16 @@ func (t *Table) Order(alias string) string {
 	return strings.Join(cols, ", ")
 }
 
-// Prepare prepares query on db for the statement named what ("claim", "ack", …). A failure
-// wraps inbox.ErrSchema and names the table, the statement and its text: at startup it means a
-// table or column the server does not have.
+// Prepare prepares query on db for the statement named what ("claim", "ack", …). A statement
+// the server refuses wraps inbox.ErrSchema and names the table, the statement and its text: at
+// startup it means a table or column the server does not have. When the server cannot be
+// reached the error is the connection's, not ErrSchema, so a consumer tries again.
 func (t *Table) Prepare(ctx context.Context, db *sql.DB, what, query string) (*sql.Stmt, error) {
 	s, err := db.PrepareContext(ctx, query)
 	if err != nil {
+		if pingErr := db.PingContext(ctx); pingErr != nil {
+			return nil, fmt.Errorf("inbox: table %q: preparing the %s statement: %w", t.Raw.Name, what, errors.Join(err, pingErr))
+		}
 		return nil, fmt.Errorf("%w: table %q: the %s statement does not prepare: %v; create the table and columns the description names, or fix the description (statement: %s)", inbox.ErrSchema, t.Raw.Name, what, err, query)
 	}
 	return s, nil
