@@ -38,7 +38,7 @@ func TestAdvisoryCrash(t *testing.T) {
 	for _, b := range backends(t, false) {
 		t.Run(b.name, func(t *testing.T) {
 			db := b.open(t, 0)
-			tbl := fullTable(advisoryTableName(t))
+			tbl := fullTable(tableName(t))
 			b.createTable(t, db, tbl)
 			advisoryEnqueue(t, b, db, tbl, "q", advisoryCrashRows)
 

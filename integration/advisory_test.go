@@ -5,7 +5,6 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"os"
 	"strings"
 	"sync"
 	"testing"
@@ -16,12 +15,6 @@ import (
 	"github.com/sqlinbox/inbox/dialect"
 	"github.com/sqlinbox/inbox/outcome"
 )
-
-// advisoryTableName is tableName(t) made unique to this process as well: two go test processes
-// running the same test at once (a full run beside a focused one) must not share its table.
-func advisoryTableName(t *testing.T) string {
-	return fmt.Sprintf("%s_%d", tableName(t), os.Getpid())
-}
 
 // advisoryForm builds the advisory form for the backend's dialect (a typed dialect, whatever
 // the backend).
@@ -91,7 +84,7 @@ func TestAdvisoryOutcomes(t *testing.T) {
 	for _, b := range backends(t, false) {
 		t.Run(b.name, func(t *testing.T) {
 			db := b.open(t, 0)
-			tbl := fullTable(advisoryTableName(t))
+			tbl := fullTable(tableName(t))
 			b.createTable(t, db, tbl)
 			q := func(s string) string { s, _ = b.dialect.Quote(s); return s }
 			advisoryEnqueue(t, b, db, tbl, "q", 4)
@@ -174,7 +167,7 @@ func TestAdvisoryMinimalTable(t *testing.T) {
 	for _, b := range backends(t, false) {
 		t.Run(b.name, func(t *testing.T) {
 			db := b.open(t, 0)
-			tbl := minimalTable(advisoryTableName(t))
+			tbl := minimalTable(tableName(t))
 			b.createTable(t, db, tbl)
 			q := func(s string) string { s, _ = b.dialect.Quote(s); return s }
 			advisoryEnqueue(t, b, db, tbl, "", 3)
@@ -204,7 +197,7 @@ func TestAdvisoryTransactional(t *testing.T) {
 	for _, b := range backends(t, false) {
 		t.Run(b.name, func(t *testing.T) {
 			db := b.open(t, 0)
-			tbl := fullTable(advisoryTableName(t))
+			tbl := fullTable(tableName(t))
 			b.createTable(t, db, tbl)
 			q := func(s string) string { s, _ = b.dialect.Quote(s); return s }
 			side := q(tbl.Name + "_side")
@@ -257,7 +250,7 @@ func TestAdvisoryTransactional(t *testing.T) {
 func TestAdvisoryKeyTemplate(t *testing.T) {
 	for _, b := range backends(t, false) {
 		t.Run(b.name, func(t *testing.T) {
-			tbl := fullTable(advisoryTableName(t))
+			tbl := fullTable(tableName(t))
 			for _, key := range []string{"", "jobs-{id", "jobs-id}", "jobs-{}", "jobs-{{id}}", "it's-{id}", `a\b-{id}`, "jobs-{" + strings.Repeat("x", 70) + "}"} {
 				_, err := advisoryNew(b.dialect, tbl, key)
 				if err == nil || !strings.Contains(err.Error(), fmt.Sprintf("%q", key)) {
@@ -280,7 +273,7 @@ func TestAdvisoryKeyTemplate(t *testing.T) {
 // advisoryAccountTable creates a full table with an account column the key renders.
 func advisoryAccountTable(t *testing.T, b backend, db *sql.DB) inbox.Table {
 	t.Helper()
-	tbl := fullTable(advisoryTableName(t))
+	tbl := fullTable(tableName(t))
 	b.createTable(t, db, tbl)
 	name, _ := b.dialect.Quote(tbl.Name)
 	mustExec(t, db, "ALTER TABLE "+name+" ADD COLUMN account INT")
@@ -466,7 +459,7 @@ func TestAdvisoryPoolBudget(t *testing.T) {
 		t.Run(b.name, func(t *testing.T) {
 			const pool = 4
 			db := b.open(t, pool)
-			tbl := fullTable(advisoryTableName(t))
+			tbl := fullTable(tableName(t))
 			b.createTable(t, db, tbl)
 			advisoryEnqueue(t, b, db, tbl, "q", 10)
 
