@@ -1,0 +1,553 @@
+package sqlmocktests
+
+import (
+	"context"
+	"database/sql"
+	"database/sql/driver"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/DATA-DOG/go-sqlmock"
+
+	"github.com/sqlinbox/inbox"
+	"github.com/sqlinbox/inbox/dialect"
+	"github.com/sqlinbox/inbox/isolation"
+	"github.com/sqlinbox/inbox/lease"
+	"github.com/sqlinbox/inbox/outcome"
+)
+
+// leaseJobs has a payload, an attempt and a retry_after column; ack deletes.
+var leaseJobs = inbox.Table{Name: "jobs", ID: "id", IDGenerated: true, Payload: "payload", Attempt: "attempt", RetryAfter: "retry_after"}
+
+// leaseDone has an attempt and a processed_at column, and no retry_after.
+var leaseDone = inbox.Table{Name: "done", ID: "id", Attempt: "attempt", ProcessedAt: "processed_at"}
+
+// leaseStatements is the SQL the lease form runs on one table under one dialect, written out
+// here so that the tests pin it.
+type leaseStatements struct {
+	claim      string // Postgres, SQLite: the claim; MySQL, MariaDB: the claim's SELECT
+	stamp      string // MySQL, MariaDB: the claim's UPDATE of one row
+	extend     string
+	ack        string
+	retry      string
+	retryAfter string // empty: the table has no retry_after column
+}
+
+type leaseCase struct {
+	name            string
+	d               dialect.Dialect
+	txd             dialect.Dialect // for the transactional test: a declared level or mode
+	version, answer string          // the server version query and its answer
+	jobs, done      leaseStatements
+}
+
+const leasePrecision = "SELECT DATETIME_PRECISION FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = ? AND COLUMN_NAME = ?"
+
+var (
+	leaseMySQLJobs = leaseStatements{
+		claim:      "SELECT `id`, `payload`, `attempt` FROM `jobs` WHERE (`retry_after` IS NULL OR `retry_after` <= ?) AND (`locked_until` IS NULL OR `locked_until` < ?) ORDER BY `retry_after`, `id` LIMIT ? FOR UPDATE SKIP LOCKED",
+		stamp:      "UPDATE `jobs` SET `locked_until` = ?, `attempt` = `attempt` + 1 WHERE `id` IN (?)",
+		extend:     "UPDATE `jobs` SET `locked_until` = ? WHERE `id` = ? AND `locked_until` = ?",
+		ack:        "DELETE FROM `jobs` WHERE `id` = ? AND `locked_until` = ?",
+		retry:      "UPDATE `jobs` SET `locked_until` = NULL WHERE `id` = ? AND `locked_until` = ?",
+		retryAfter: "UPDATE `jobs` SET `retry_after` = ?, `locked_until` = NULL WHERE `id` = ? AND `locked_until` = ?",
+	}
+	leaseMySQLDone = leaseStatements{
+		claim:  "SELECT `id`, `attempt` FROM `done` WHERE `processed_at` IS NULL AND (`locked_until` IS NULL OR `locked_until` < ?) ORDER BY `id` LIMIT ? FOR UPDATE SKIP LOCKED",
+		stamp:  "UPDATE `done` SET `locked_until` = ?, `attempt` = `attempt` + 1 WHERE `id` IN (?)",
+		extend: "UPDATE `done` SET `locked_until` = ? WHERE `id` = ? AND `locked_until` = ?",
+		ack:    "UPDATE `done` SET `processed_at` = ?, `locked_until` = NULL WHERE `id` = ? AND `locked_until` = ?",
+		retry:  "UPDATE `done` SET `locked_until` = NULL WHERE `id` = ? AND `locked_until` = ?",
+	}
+)
+
+var leaseCases = []leaseCase{
+	{
+		name: "postgres", d: dialect.Postgres[isolation.Default]{}, txd: dialect.Postgres[isolation.ReadCommitted]{},
+		version: "SHOW server_version_num", answer: "160004",
+		jobs: leaseStatements{
+			claim: `WITH inbox_lease_pick AS (SELECT "id" FROM "jobs" WHERE ("retry_after" IS NULL OR "retry_after" <= $1) AND ("locked_until" IS NULL OR "locked_until" < $2) ORDER BY "retry_after", "id" LIMIT $3 FOR UPDATE SKIP LOCKED), ` +
+				`inbox_lease_claimed AS (UPDATE "jobs" SET "locked_until" = $4, "attempt" = "attempt" + 1 FROM inbox_lease_pick WHERE "jobs"."id" = inbox_lease_pick."id" RETURNING "jobs"."id", "jobs"."payload", "jobs"."attempt", "jobs"."retry_after") ` +
+				`SELECT "id", "payload", "attempt" FROM inbox_lease_claimed ORDER BY "retry_after", "id"`,
+			extend:     `UPDATE "jobs" SET "locked_until" = $1 WHERE "id" = $2 AND "locked_until" = $3`,
+			ack:        `DELETE FROM "jobs" WHERE "id" = $1 AND "locked_until" = $2`,
+			retry:      `UPDATE "jobs" SET "locked_until" = NULL WHERE "id" = $1 AND "locked_until" = $2`,
+			retryAfter: `UPDATE "jobs" SET "retry_after" = $1, "locked_until" = NULL WHERE "id" = $2 AND "locked_until" = $3`,
+		},
+		done: leaseStatements{
+			claim: `WITH inbox_lease_pick AS (SELECT "id" FROM "done" WHERE "processed_at" IS NULL AND ("locked_until" IS NULL OR "locked_until" < $1) ORDER BY "id" LIMIT $2 FOR UPDATE SKIP LOCKED), ` +
+				`inbox_lease_claimed AS (UPDATE "done" SET "locked_until" = $3, "attempt" = "attempt" + 1 FROM inbox_lease_pick WHERE "done"."id" = inbox_lease_pick."id" RETURNING "done"."id", "done"."attempt") ` +
+				`SELECT "id", "attempt" FROM inbox_lease_claimed ORDER BY "id"`,
+			extend: `UPDATE "done" SET "locked_until" = $1 WHERE "id" = $2 AND "locked_until" = $3`,
+			ack:    `UPDATE "done" SET "processed_at" = $1, "locked_until" = NULL WHERE "id" = $2 AND "locked_until" = $3`,
+			retry:  `UPDATE "done" SET "locked_until" = NULL WHERE "id" = $1 AND "locked_until" = $2`,
+		},
+	},
+	{
+		name: "mysql", d: dialect.MySQL[isolation.Default]{}, txd: dialect.MySQL[isolation.RepeatableRead]{},
+		version: "SELECT VERSION()", answer: "8.0.36",
+		jobs: leaseMySQLJobs, done: leaseMySQLDone,
+	},
+	{
+		name: "mariadb", d: dialect.MariaDB[isolation.Default]{}, txd: dialect.MariaDB[isolation.Serializable]{},
+		version: "SELECT VERSION()", answer: "10.11.6-MariaDB-0+deb12u1",
+		jobs: leaseMySQLJobs, done: leaseMySQLDone,
+	},
+	{
+		name: "sqlite", d: dialect.SQLite[isolation.Default]{}, txd: dialect.SQLite[isolation.Immediate]{},
+		version: "SELECT sqlite_version()", answer: "3.45.1",
+		jobs: leaseStatements{
+			claim:      "UPDATE `jobs` SET `locked_until` = ?, `attempt` = `attempt` + 1 WHERE `id` IN (SELECT `id` FROM `jobs` WHERE (`retry_after` IS NULL OR `retry_after` <= ?) AND (`locked_until` IS NULL OR `locked_until` < ?) ORDER BY `retry_after`, `id` LIMIT ?) RETURNING `id`, `payload`, `attempt`, `retry_after`",
+			extend:     leaseMySQLJobs.extend,
+			ack:        leaseMySQLJobs.ack,
+			retry:      leaseMySQLJobs.retry,
+			retryAfter: leaseMySQLJobs.retryAfter,
+		},
+		done: leaseStatements{
+			claim:  "UPDATE `done` SET `locked_until` = ?, `attempt` = `attempt` + 1 WHERE `id` IN (SELECT `id` FROM `done` WHERE `processed_at` IS NULL AND (`locked_until` IS NULL OR `locked_until` < ?) ORDER BY `id` LIMIT ?) RETURNING `id`, `attempt`",
+			extend: leaseMySQLDone.extend,
+			ack:    leaseMySQLDone.ack,
+			retry:  leaseMySQLDone.retry,
+		},
+	},
+}
+
+func (c leaseCase) mysqlFamily() bool { return c.name == "mysql" || c.name == "mariadb" }
+
+// expectOpen expects what Open runs: the server version, then each statement prepared (and on
+// SQLite compiled with EXPLAIN, since its driver prepares lazily), then on MySQL and MariaDB
+// the lease column's precision. Every prepared statement must be closed by the end.
+func expectOpen(m *leaseMock, c leaseCase, st leaseStatements, table string) {
+	m.mock.ExpectQuery(c.version).WillReturnRows(sqlmock.NewRows([]string{"version"}).AddRow(c.answer))
+	for _, s := range []string{st.claim, st.stamp, st.extend, st.ack, st.retry, st.retryAfter} {
+		if s == "" {
+			continue
+		}
+		m.mock.ExpectPrepare(s).WillBeClosed()
+		if c.name == "sqlite" {
+			m.mock.ExpectQuery("EXPLAIN " + s).WithArgs(make([]driver.Value, strings.Count(s, "?"))...).
+				WillReturnRows(sqlmock.NewRows([]string{"addr", "opcode"}))
+		}
+	}
+	if c.mysqlFamily() {
+		m.mock.ExpectQuery(leasePrecision).WithArgs(table, "locked_until").
+			WillReturnRows(sqlmock.NewRows([]string{"DATETIME_PRECISION"}).AddRow(int64(6)))
+	}
+}
+
+// leaseClaimed is one row a mocked claim returns: its id and the attempt the claim wrote.
+type leaseClaimed struct {
+	id, attempt int64
+}
+
+// expectClaim expects a claim of one row on table jobs (with payload and retry_after) or done
+// (without), returning rows, and records the token it writes in token.
+func expectClaim(m *leaseMock, c leaseCase, st leaseStatements, jobs bool, token *driver.Value, rows ...leaseClaimed) {
+	now := time.Now()
+	at := leaseTime{want: now}
+	tok := leaseTime{want: now.Add(lease.DefaultLease), into: token}
+	var due []driver.Value
+	cols := []string{"id", "attempt"}
+	if jobs {
+		due = []driver.Value{at} // retry_after <= now
+		cols = []string{"id", "payload", "attempt"}
+	}
+	if c.name == "sqlite" && jobs {
+		cols = append(cols, "retry_after")
+	}
+	result := sqlmock.NewRows(cols)
+	for _, r := range rows {
+		attempt := r.attempt
+		if c.mysqlFamily() {
+			attempt-- // the SELECT reads the attempt before the stamp counts this one
+		}
+		vals := []driver.Value{r.id, attempt}
+		if jobs {
+			vals = []driver.Value{r.id, []byte("payload"), attempt}
+		}
+		if c.name == "sqlite" && jobs {
+			vals = append(vals, nil)
+		}
+		result.AddRow(vals...)
+	}
+	switch {
+	case c.name == "postgres":
+		m.mock.ExpectQuery(st.claim).WithArgs(append(due, at, int64(1), tok)...).WillReturnRows(result)
+	case c.name == "sqlite":
+		m.mock.ExpectQuery(st.claim).WithArgs(append(append([]driver.Value{tok}, due...), at, int64(1))...).WillReturnRows(result)
+	default:
+		m.mock.ExpectBegin()
+		m.mock.ExpectQuery(st.claim).WithArgs(append(due, at, int64(1))...).WillReturnRows(result)
+		if len(rows) > 0 {
+			m.mock.ExpectExec(st.stamp).WithArgs(tok, rows[0].id).WillReturnResult(sqlmock.NewResult(0, 1))
+		}
+		m.mock.ExpectCommit()
+	}
+}
+
+// claimOne claims with max 1 and checks the one delivery it expects.
+func claimOne(t *testing.T, f inbox.Form, id int64, attempt int) *inbox.Delivery {
+	t.Helper()
+	ds, err := f.Claim(context.Background(), 1)
+	if err != nil {
+		t.Fatalf("Claim: %v", err)
+	}
+	if len(ds) != 1 || ds[0].ID != id || ds[0].Attempt != attempt {
+		t.Fatalf("claimed %+v, want row %d at attempt %d", ds, id, attempt)
+	}
+	return ds[0]
+}
+
+func leaseResult(n int64) driver.Result { return sqlmock.NewResult(0, n) }
+
+// TestLeaseSequence pins each dialect's statements for a claim, an extension, every outcome,
+// a release, a lost lease and an empty claim, each guarded by the token the claim wrote.
+func TestLeaseSequence(t *testing.T) {
+	for _, c := range leaseCases {
+		t.Run(c.name, func(t *testing.T) {
+			ctx := context.Background()
+			m := newLeaseMock(t)
+			st := c.jobs
+			expectOpen(m, c, st, "jobs")
+			f := lease.New(c.d, leaseJobs, nil)
+			plan, err := f.Open(ctx, m.db, inbox.Queue{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := inbox.Plan{Table: "jobs", ExtendEvery: 15 * time.Second, SerialClaims: c.name == "sqlite"}
+			if plan != want {
+				t.Errorf("plan %+v, want %+v", plan, want)
+			}
+
+			// Claim, extend, ack: the extension is guarded by the claim's token, and the ack by
+			// the extension's.
+			var claimed, extended driver.Value
+			expectClaim(m, c, st, true, &claimed, leaseClaimed{7, 1})
+			m.mock.ExpectExec(st.extend).WithArgs(leaseTime{want: time.Now().Add(lease.DefaultLease), into: &extended}, int64(7), leaseSame{&claimed}).WillReturnResult(leaseResult(1))
+			m.mock.ExpectExec(st.ack).WithArgs(int64(7), leaseSame{&extended}).WillReturnResult(leaseResult(1))
+			d := claimOne(t, f, 7, 1)
+			if string(d.Payload) != "payload" {
+				t.Errorf("payload %q", d.Payload)
+			}
+			if err := f.Extend(ctx, d); err != nil {
+				t.Fatal(err)
+			}
+			if claimed == extended {
+				t.Errorf("the extension wrote the token it held (%v)", claimed)
+			}
+			if err := f.Settle(ctx, d, outcome.Ack()); err != nil {
+				t.Fatal(err)
+			}
+
+			// Retry only clears the lease: the claim counted the attempt.
+			var token driver.Value
+			expectClaim(m, c, st, true, &token, leaseClaimed{8, 2})
+			m.mock.ExpectExec(st.retry).WithArgs(int64(8), leaseSame{&token}).WillReturnResult(leaseResult(1))
+			if err := f.Settle(ctx, claimOne(t, f, 8, 2), outcome.Retry()); err != nil {
+				t.Fatal(err)
+			}
+
+			// RetryAfter sets retry_after and clears the lease.
+			token = nil
+			expectClaim(m, c, st, true, &token, leaseClaimed{9, 1})
+			m.mock.ExpectExec(st.retryAfter).WithArgs(leaseTime{want: time.Now().Add(time.Minute)}, int64(9), leaseSame{&token}).WillReturnResult(leaseResult(1))
+			if err := f.Settle(ctx, claimOne(t, f, 9, 1), outcome.RetryAfter(time.Minute)); err != nil {
+				t.Fatal(err)
+			}
+
+			// Release clears the lease.
+			token = nil
+			expectClaim(m, c, st, true, &token, leaseClaimed{10, 1})
+			m.mock.ExpectExec(st.retry).WithArgs(int64(10), leaseSame{&token}).WillReturnResult(leaseResult(1))
+			if err := f.Release(ctx, claimOne(t, f, 10, 1)); err != nil {
+				t.Fatal(err)
+			}
+
+			// A lease lost: the extension and the ack change no row.
+			token = nil
+			expectClaim(m, c, st, true, &token, leaseClaimed{11, 1})
+			m.mock.ExpectExec(st.extend).WithArgs(leaseTime{want: time.Now().Add(lease.DefaultLease)}, int64(11), leaseSame{&token}).WillReturnResult(leaseResult(0))
+			m.mock.ExpectExec(st.ack).WithArgs(int64(11), leaseSame{&token}).WillReturnResult(leaseResult(0))
+			d = claimOne(t, f, 11, 1)
+			if err := f.Extend(ctx, d); !errors.Is(err, inbox.ErrLeaseLost) || !strings.Contains(err.Error(), `"jobs", row 11`) {
+				t.Errorf("extension of a lost lease: %v, want ErrLeaseLost naming the table and row", err)
+			}
+			if err := f.Settle(ctx, d, outcome.Ack()); !errors.Is(err, inbox.ErrLeaseLost) || !strings.Contains(err.Error(), `"jobs", row 11`) {
+				t.Errorf("ack of a lost lease: %v, want ErrLeaseLost naming the table and row", err)
+			}
+			if err := f.Settle(ctx, d, outcome.Ack()); !errors.Is(err, inbox.ErrClosed) {
+				t.Errorf("second settlement of one delivery: %v, want ErrClosed", err)
+			}
+
+			// An empty claim.
+			expectClaim(m, c, st, true, nil)
+			if ds, err := f.Claim(ctx, 1); err != nil || len(ds) != 0 {
+				t.Errorf("empty claim: %v, %v", ds, err)
+			}
+
+			if err := f.Close(); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := f.Claim(ctx, 1); !errors.Is(err, inbox.ErrClosed) {
+				t.Errorf("Claim after Close: %v, want ErrClosed", err)
+			}
+		})
+	}
+}
+
+// TestLeaseSequenceProcessedAt pins the settlements of a table with processed_at and without
+// retry_after: ack and drop stamp processed_at; RetryAfter retries at once, with a warning.
+func TestLeaseSequenceProcessedAt(t *testing.T) {
+	for _, c := range leaseCases {
+		t.Run(c.name, func(t *testing.T) {
+			ctx := context.Background()
+			m := newLeaseMock(t)
+			st := c.done
+			expectOpen(m, c, st, "done")
+			var log leaseLog
+			f := lease.New(c.d, leaseDone, nil)
+			if _, err := f.Open(ctx, m.db, inbox.Queue{Logger: log.Logger()}); err != nil {
+				t.Fatal(err)
+			}
+
+			var token driver.Value
+			expectClaim(m, c, st, false, &token, leaseClaimed{3, 1})
+			m.mock.ExpectExec(st.ack).WithArgs(leaseTime{want: time.Now()}, int64(3), leaseSame{&token}).WillReturnResult(leaseResult(1))
+			if err := f.Settle(ctx, claimOne(t, f, 3, 1), outcome.Drop()); err != nil {
+				t.Fatal(err)
+			}
+
+			token = nil
+			expectClaim(m, c, st, false, &token, leaseClaimed{4, 1})
+			m.mock.ExpectExec(st.retry).WithArgs(int64(4), leaseSame{&token}).WillReturnResult(leaseResult(1))
+			if err := f.Settle(ctx, claimOne(t, f, 4, 1), outcome.RetryAfter(time.Minute)); err != nil {
+				t.Fatal(err)
+			}
+			if !strings.Contains(log.String(), "level=WARN") || !strings.Contains(log.String(), "table=done") {
+				t.Errorf("RetryAfter without a retry_after column logged %q, want a warning naming the table", log.String())
+			}
+			if err := f.Close(); err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+}
+
+// expectBegin, expectCommit and expectRollback expect the handler's transaction at the
+// transactional case's level: database/sql's on Postgres, MySQL and MariaDB, statements on
+// SQLite's pinned connection.
+func expectBegin(m *leaseMock, c leaseCase) {
+	if c.name == "sqlite" {
+		m.mock.ExpectExec("BEGIN IMMEDIATE").WillReturnResult(leaseResult(0))
+		return
+	}
+	m.mock.ExpectBegin()
+}
+
+func expectCommit(m *leaseMock, c leaseCase, err error) {
+	if c.name != "sqlite" {
+		m.mock.ExpectCommit().WillReturnError(err)
+		return
+	}
+	if err == nil {
+		m.mock.ExpectExec("COMMIT").WillReturnResult(leaseResult(0))
+		return
+	}
+	m.mock.ExpectExec("COMMIT").WillReturnError(err)
+	m.mock.ExpectExec("ROLLBACK").WillReturnResult(leaseResult(0)) // a failed COMMIT leaves SQLite's transaction open
+}
+
+func expectRollback(m *leaseMock, c leaseCase) {
+	if c.name == "sqlite" {
+		m.mock.ExpectExec("ROLLBACK").WillReturnResult(leaseResult(0))
+		return
+	}
+	m.mock.ExpectRollback()
+}
+
+// TestLeaseTransactionalSequence pins transactional mode: after the claim commits, a
+// transaction per delivery at the dialect's level; Ack settles inside it and commits; other
+// outcomes roll it back and settle outside; a lost lease rolls back; a failed commit returns
+// its error and runs nothing more.
+func TestLeaseTransactionalSequence(t *testing.T) {
+	for _, c := range leaseCases {
+		t.Run(c.name, func(t *testing.T) {
+			ctx := context.Background()
+			m := newLeaseMock(t)
+			st := c.jobs
+			expectOpen(m, c, st, "jobs")
+			f := lease.New(c.txd, leaseJobs, nil)
+			plan, err := f.Open(ctx, m.db, inbox.Queue{Transactional: true})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !plan.HoldsConnection {
+				t.Error("transactional plan does not hold a connection")
+			}
+			const write = "INSERT INTO side (n) VALUES (1)"
+
+			// Ack: the handler's write and the settlement commit together.
+			var token driver.Value
+			expectClaim(m, c, st, true, &token, leaseClaimed{7, 1})
+			expectBegin(m, c)
+			m.mock.ExpectExec(write).WillReturnResult(leaseResult(1))
+			m.mock.ExpectExec(st.ack).WithArgs(int64(7), leaseSame{&token}).WillReturnResult(leaseResult(1))
+			expectCommit(m, c, nil)
+			d := claimOne(t, f, 7, 1)
+			if d.Tx == nil {
+				t.Fatal("no Delivery.Tx in transactional mode")
+			}
+			if _, err := d.Tx.ExecContext(ctx, write); err != nil {
+				t.Fatal(err)
+			}
+			if err := f.Settle(ctx, d, outcome.Ack()); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := d.Tx.ExecContext(ctx, write); !errors.Is(err, inbox.ErrTransactionHeld) {
+				t.Errorf("the handler's transaction after settlement: %v, want ErrTransactionHeld", err)
+			}
+
+			// Retry: rolled back, then settled outside.
+			token = nil
+			expectClaim(m, c, st, true, &token, leaseClaimed{8, 1})
+			expectBegin(m, c)
+			expectRollback(m, c)
+			m.mock.ExpectExec(st.retry).WithArgs(int64(8), leaseSame{&token}).WillReturnResult(leaseResult(1))
+			if err := f.Settle(ctx, claimOne(t, f, 8, 1), outcome.Retry()); err != nil {
+				t.Fatal(err)
+			}
+
+			// A lost lease: the ack inside the transaction changes nothing, and it rolls back.
+			token = nil
+			expectClaim(m, c, st, true, &token, leaseClaimed{9, 1})
+			expectBegin(m, c)
+			m.mock.ExpectExec(st.ack).WithArgs(int64(9), leaseSame{&token}).WillReturnResult(leaseResult(0))
+			expectRollback(m, c)
+			if err := f.Settle(ctx, claimOne(t, f, 9, 1), outcome.Ack()); !errors.Is(err, inbox.ErrLeaseLost) {
+				t.Errorf("transactional ack of a lost lease: %v, want ErrLeaseLost", err)
+			}
+
+			// A failed commit: its error, and nothing more (the row stays leased until expiry).
+			token = nil
+			expectClaim(m, c, st, true, &token, leaseClaimed{10, 1})
+			expectBegin(m, c)
+			m.mock.ExpectExec(st.ack).WithArgs(int64(10), leaseSame{&token}).WillReturnResult(leaseResult(1))
+			expectCommit(m, c, errors.New("disk I/O error"))
+			err = f.Settle(ctx, claimOne(t, f, 10, 1), outcome.Ack())
+			if err == nil || !strings.Contains(err.Error(), "disk I/O error") || !strings.Contains(err.Error(), `"jobs", row 10`) {
+				t.Errorf("ack whose commit failed: %v, want the commit's error naming the table and row", err)
+			}
+
+			// Release: rolled back, and the lease cleared.
+			token = nil
+			expectClaim(m, c, st, true, &token, leaseClaimed{11, 1})
+			expectBegin(m, c)
+			expectRollback(m, c)
+			m.mock.ExpectExec(st.retry).WithArgs(int64(11), leaseSame{&token}).WillReturnResult(leaseResult(1))
+			if err := f.Release(ctx, claimOne(t, f, 11, 1)); err != nil {
+				t.Fatal(err)
+			}
+
+			if err := f.Close(); err != nil {
+				t.Fatal(err)
+			}
+			if c.mysqlFamily() {
+				// Each claim runs at READ COMMITTED whatever the dialect's level; the handler's
+				// transaction at the dialect's.
+				handler := sql.LevelRepeatableRead
+				if c.name == "mariadb" {
+					handler = sql.LevelSerializable
+				}
+				levels := m.Levels()
+				for i, l := range levels {
+					want := sql.LevelReadCommitted
+					if i%2 == 1 {
+						want = handler
+					}
+					if l != want {
+						t.Errorf("transaction %d began at %v, want %v (levels %v)", i, l, want, levels)
+					}
+				}
+				if len(levels) != 10 {
+					t.Errorf("%d transactions begun, want 10 (a claim and a handler's for each of 5 rows)", len(levels))
+				}
+			}
+		})
+	}
+}
+
+// TestLeaseOpenRefusals pins what Open refuses, and that it refuses before running anything it
+// need not.
+func TestLeaseOpenRefusals(t *testing.T) {
+	ctx := context.Background()
+	mysql, postgres, sqlite := leaseCases[1], leaseCases[0], leaseCases[3]
+
+	t.Run("postgres strict level, transactional", func(t *testing.T) {
+		m := newLeaseMock(t) // no expectations: nothing may run
+		for _, d := range []dialect.Dialect{dialect.Postgres[isolation.RepeatableRead]{}, dialect.Postgres[isolation.Serializable]{}} {
+			_, err := lease.New(d, leaseJobs, nil).Open(ctx, m.db, inbox.Queue{Transactional: true})
+			if !errors.Is(err, inbox.ErrDialect) || !strings.Contains(err.Error(), `"jobs"`) || !strings.Contains(err.Error(), d.Level()) || !strings.Contains(err.Error(), "isolation.ReadCommitted") {
+				t.Errorf("%s: %v, want ErrDialect naming the table, the level and what to use", d.Level(), err)
+			}
+		}
+	})
+
+	t.Run("lease length", func(t *testing.T) {
+		m := newLeaseMock(t)
+		for _, l := range []time.Duration{1500 * time.Millisecond, 500 * time.Millisecond, -time.Second} {
+			_, err := lease.New(postgres.d, leaseJobs, &lease.Config{Lease: l}).Open(ctx, m.db, inbox.Queue{})
+			if err == nil || !strings.Contains(err.Error(), `"jobs"`) || !strings.Contains(err.Error(), "lease.Config.Lease") {
+				t.Errorf("lease %v: %v, want an error naming the table and lease.Config.Lease", l, err)
+			}
+		}
+	})
+
+	t.Run("server too old", func(t *testing.T) {
+		m := newLeaseMock(t)
+		m.mock.ExpectQuery(mysql.version).WillReturnRows(sqlmock.NewRows([]string{"version"}).AddRow("5.7.44"))
+		if _, err := lease.New(mysql.d, leaseJobs, nil).Open(ctx, m.db, inbox.Queue{}); !errors.Is(err, inbox.ErrServerTooOld) {
+			t.Errorf("MySQL 5.7: %v, want ErrServerTooOld", err)
+		}
+	})
+
+	t.Run("missing column", func(t *testing.T) {
+		m := newLeaseMock(t)
+		m.mock.ExpectQuery(postgres.version).WillReturnRows(sqlmock.NewRows([]string{"version"}).AddRow(postgres.answer))
+		m.mock.ExpectPrepare(postgres.jobs.claim).WillReturnError(errors.New(`ERROR: column "attempt" does not exist (SQLSTATE 42703)`))
+		_, err := lease.New(postgres.d, leaseJobs, nil).Open(ctx, m.db, inbox.Queue{})
+		if !errors.Is(err, inbox.ErrSchema) || !strings.Contains(err.Error(), `"jobs"`) || !strings.Contains(err.Error(), "claim statement") {
+			t.Errorf("%v, want ErrSchema naming the table and the statement", err)
+		}
+	})
+
+	t.Run("missing column on sqlite", func(t *testing.T) {
+		m := newLeaseMock(t)
+		st := sqlite.jobs
+		m.mock.ExpectQuery(sqlite.version).WillReturnRows(sqlmock.NewRows([]string{"version"}).AddRow(sqlite.answer))
+		m.mock.ExpectPrepare(st.claim).WillBeClosed()
+		m.mock.ExpectQuery("EXPLAIN "+st.claim).WithArgs(nil, nil, nil, nil).WillReturnError(errors.New("SQL logic error: no such column: attempt (1)"))
+		_, err := lease.New(sqlite.d, leaseJobs, nil).Open(ctx, m.db, inbox.Queue{})
+		if !errors.Is(err, inbox.ErrSchema) || !strings.Contains(err.Error(), `"jobs"`) || !strings.Contains(err.Error(), "claim statement") {
+			t.Errorf("%v, want ErrSchema naming the table and the statement", err)
+		}
+	})
+
+	for _, precision := range []driver.Value{int64(0), nil} {
+		t.Run("lease column without microseconds", func(t *testing.T) {
+			m := newLeaseMock(t)
+			st := mysql.jobs
+			m.mock.ExpectQuery(mysql.version).WillReturnRows(sqlmock.NewRows([]string{"version"}).AddRow(mysql.answer))
+			for _, s := range []string{st.claim, st.stamp, st.extend, st.ack, st.retry, st.retryAfter} {
+				m.mock.ExpectPrepare(s).WillBeClosed()
+			}
+			m.mock.ExpectQuery(leasePrecision).WithArgs("jobs", "locked_until").
+				WillReturnRows(sqlmock.NewRows([]string{"DATETIME_PRECISION"}).AddRow(precision))
+			_, err := lease.New(mysql.d, leaseJobs, nil).Open(ctx, m.db, inbox.Queue{})
+			if !errors.Is(err, inbox.ErrSchema) || !strings.Contains(err.Error(), `"jobs"`) || !strings.Contains(err.Error(), "DATETIME(6)") {
+				t.Errorf("precision %v: %v, want ErrSchema naming the table and DATETIME(6)", precision, err)
+			}
+		})
+	}
+}
