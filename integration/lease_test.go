@@ -1,0 +1,618 @@
+package integration
+
+import (
+	"bytes"
+	"context"
+	"database/sql"
+	"errors"
+	"log/slog"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/sqlinbox/inbox"
+	"github.com/sqlinbox/inbox/dialect"
+	"github.com/sqlinbox/inbox/isolation"
+	"github.com/sqlinbox/inbox/lease"
+	"github.com/sqlinbox/inbox/outcome"
+)
+
+// leaseForm opens a lease form over tbl on db, closed when the test ends.
+func leaseForm(t *testing.T, b backend, db *sql.DB, tbl inbox.Table, cfg *lease.Config, q inbox.Queue) *lease.Form[dialect.Dialect] {
+	t.Helper()
+	f := lease.New(b.dialect, tbl, cfg)
+	if _, err := f.Open(context.Background(), db, q); err != nil {
+		t.Fatalf("Open: %v", err)
+	}
+	t.Cleanup(func() { f.Close() })
+	return f
+}
+
+// leaseClaim claims up to max rows and fails the test unless it gets want of them.
+func leaseClaim(t *testing.T, f inbox.Form, max, want int) []*inbox.Delivery {
+	t.Helper()
+	ds, err := f.Claim(context.Background(), max)
+	if err != nil {
+		t.Fatalf("Claim: %v", err)
+	}
+	if len(ds) != want {
+		t.Fatalf("claimed %d rows (%v), want %d", len(ds), leaseIDs(ds), want)
+	}
+	return ds
+}
+
+func leaseIDs(ds []*inbox.Delivery) []int64 {
+	var ids []int64
+	for _, d := range ds {
+		ids = append(ids, d.ID)
+	}
+	return ids
+}
+
+func leaseSettle(t *testing.T, f inbox.Form, d *inbox.Delivery, o outcome.Outcome) {
+	t.Helper()
+	if err := f.Settle(context.Background(), d, o); err != nil {
+		t.Fatalf("Settle(%d, %v): %v", d.ID, o, err)
+	}
+}
+
+func leasePublish(t *testing.T, b backend, db *sql.DB, tbl inbox.Table, msgs ...inbox.Message) {
+	t.Helper()
+	if err := inbox.Enqueue(context.Background(), db, b.dialect, tbl, msgs...); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// leaseQ quotes an identifier for the backend.
+func leaseQ(t *testing.T, b backend, ident string) string {
+	t.Helper()
+	q, err := b.dialect.Quote(ident)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return q
+}
+
+// leaseLog is a logger whose text the test can read.
+type leaseLog struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (l *leaseLog) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.buf.Write(p)
+}
+
+func (l *leaseLog) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.buf.String()
+}
+
+func (l *leaseLog) Logger() *slog.Logger { return slog.New(slog.NewTextHandler(l, nil)) }
+
+// leaseTestWriter sends a consumer's warnings to the test log, while the test runs.
+type leaseTestWriter struct{ t *testing.T }
+
+func (w leaseTestWriter) Write(p []byte) (int, error) {
+	w.t.Log(strings.TrimSpace(string(p)))
+	return len(p), nil
+}
+
+func leaseTestLogger(t *testing.T) *slog.Logger {
+	return slog.New(slog.NewTextHandler(leaseTestWriter{t}, &slog.HandlerOptions{Level: slog.LevelWarn}))
+}
+
+// leaseTwoDBs returns two pools on the backend's one database (for SQLite, one file), as two
+// processes would have.
+func leaseTwoDBs(t *testing.T, b backend) (*sql.DB, *sql.DB) {
+	t.Helper()
+	if b.name != "sqlite" {
+		return b.open(t, 0), b.open(t, 0)
+	}
+	path := filepath.Join(t.TempDir(), "inbox.db")
+	open := func() *sql.DB {
+		db, err := sql.Open("sqlite", SQLiteDSN(path))
+		if err != nil {
+			t.Fatal(err)
+		}
+		db.SetMaxOpenConns(16)
+		t.Cleanup(func() { db.Close() })
+		return db
+	}
+	return open(), open()
+}
+
+// leaseRun runs c until the returned stop is called (or the test ends) and fails the test if
+// Run returns an error.
+func leaseRun(t *testing.T, c *inbox.Consumer) (stop func()) {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- c.Run(ctx) }()
+	var once sync.Once
+	stop = func() {
+		once.Do(func() {
+			cancel()
+			if err := <-done; err != nil {
+				t.Errorf("Run: %v", err)
+			}
+		})
+	}
+	t.Cleanup(stop)
+	return stop
+}
+
+// leaseWait polls cond until it holds, failing the test after timeout.
+func leaseWait(t *testing.T, timeout time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %v waiting for %s", timeout, what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// withAttempt is the minimal table with an attempt column: ack deletes, no retry_after.
+func withAttempt(name string) inbox.Table {
+	tbl := minimalTable(name)
+	tbl.Attempt = "attempt"
+	return tbl
+}
+
+func TestLeaseOutcomesProcessedAt(t *testing.T) {
+	for _, b := range backends(t, true) {
+		t.Run(b.name, func(t *testing.T) {
+			db := b.open(t, 0)
+			tbl := fullTable(tableName(t))
+			b.createTable(t, db, tbl)
+			for range 5 {
+				leasePublish(t, b, db, tbl, inbox.Message{Queue: "q", Payload: []byte("p")})
+			}
+			f := leaseForm(t, b, db, tbl, nil, inbox.Queue{Name: "q"})
+			ds := leaseClaim(t, f, 10, 5)
+			ack, drop, retry, later, release := ds[0], ds[1], ds[2], ds[3], ds[4]
+			leaseSettle(t, f, ack, outcome.Ack())
+			leaseSettle(t, f, drop, outcome.Drop())
+			leaseSettle(t, f, retry, outcome.Retry())
+			leaseSettle(t, f, later, outcome.RetryAfter(time.Hour))
+			if err := f.Release(context.Background(), release); err != nil {
+				t.Fatal(err)
+			}
+
+			name, ph := leaseQ(t, b, tbl.Name), b.dialect.Placeholder(1)
+			if n := count(t, db, "SELECT COUNT(*) FROM "+name); n != 5 {
+				t.Errorf("%d rows left, want all 5 (ack and drop stamp processed_at)", n)
+			}
+			if n := count(t, db, "SELECT COUNT(*) FROM "+name+" WHERE processed_at IS NOT NULL AND locked_until IS NULL"); n != 2 {
+				t.Errorf("%d rows stamped processed_at with the lease cleared, want 2 (ack, drop)", n)
+			}
+			if n := count(t, db, "SELECT COUNT(*) FROM "+name+" WHERE retry_after > "+ph, b.dialect.Time(time.Now().Add(50*time.Minute))); n != 1 {
+				t.Errorf("%d rows with retry_after an hour ahead, want 1", n)
+			}
+			if n := count(t, db, "SELECT COUNT(*) FROM "+name+" WHERE locked_until IS NOT NULL"); n != 0 {
+				t.Errorf("%d rows still leased after every outcome, want 0", n)
+			}
+			again := leaseClaim(t, f, 10, 2)
+			if got, want := leaseIDs(again), []int64{retry.ID, release.ID}; !slices.Equal(got, want) {
+				t.Errorf("claimed %v again, want the retried and released rows %v", got, want)
+			}
+			for _, d := range again {
+				if d.Attempt != 2 {
+					t.Errorf("row %d: attempt %d on its second delivery, want 2", d.ID, d.Attempt)
+				}
+			}
+		})
+	}
+}
+
+func TestLeaseOutcomesDelete(t *testing.T) {
+	for _, b := range backends(t, true) {
+		t.Run(b.name, func(t *testing.T) {
+			db := b.open(t, 0)
+			tbl := withAttempt(tableName(t))
+			b.createTable(t, db, tbl)
+			for range 4 {
+				leasePublish(t, b, db, tbl, inbox.Message{Payload: []byte("p")})
+			}
+			var log leaseLog
+			f := leaseForm(t, b, db, tbl, nil, inbox.Queue{Logger: log.Logger()})
+			ds := leaseClaim(t, f, 10, 4)
+			leaseSettle(t, f, ds[0], outcome.Ack())
+			leaseSettle(t, f, ds[1], outcome.Drop())
+			leaseSettle(t, f, ds[2], outcome.Retry())
+			leaseSettle(t, f, ds[3], outcome.RetryAfter(time.Hour))
+
+			name := leaseQ(t, b, tbl.Name)
+			if n := count(t, db, "SELECT COUNT(*) FROM "+name); n != 2 {
+				t.Errorf("%d rows left, want 2 (ack and drop delete)", n)
+			}
+			if !strings.Contains(log.String(), "retry_after") || !strings.Contains(log.String(), tbl.Name) {
+				t.Errorf("RetryAfter without a retry_after column logged %q; want a warning naming the table", log.String())
+			}
+			again := leaseClaim(t, f, 10, 2)
+			if got, want := leaseIDs(again), []int64{ds[2].ID, ds[3].ID}; !slices.Equal(got, want) {
+				t.Errorf("claimed %v again, want %v (RetryAfter without the column retries at once)", got, want)
+			}
+		})
+	}
+}
+
+func TestLeaseAttempts(t *testing.T) {
+	for _, b := range backends(t, true) {
+		t.Run(b.name, func(t *testing.T) {
+			db := b.open(t, 0)
+			tbl := withAttempt(tableName(t))
+			b.createTable(t, db, tbl)
+			leasePublish(t, b, db, tbl, inbox.Message{Payload: []byte("p")})
+			f := leaseForm(t, b, db, tbl, nil, inbox.Queue{})
+			for want, give := range []func(*inbox.Delivery){
+				func(d *inbox.Delivery) { leaseSettle(t, f, d, outcome.Retry()) },
+				func(d *inbox.Delivery) {
+					if err := f.Release(context.Background(), d); err != nil {
+						t.Fatal(err)
+					}
+				},
+				func(d *inbox.Delivery) { leaseSettle(t, f, d, outcome.RetryAfter(0)) },
+				func(d *inbox.Delivery) { leaseSettle(t, f, d, outcome.Ack()) },
+			} {
+				d := leaseClaim(t, f, 1, 1)[0]
+				if d.Attempt != want+1 {
+					t.Fatalf("delivery %d reads attempt %d, want %d", want+1, d.Attempt, want+1)
+				}
+				if n := count(t, db, "SELECT attempt FROM "+leaseQ(t, b, tbl.Name)); n != want+1 {
+					t.Fatalf("the row's attempt column holds %d on delivery %d", n, want+1)
+				}
+				give(d)
+			}
+
+			// Without an attempt column every delivery reads 0.
+			plain := minimalTable(tableName(t) + "p")
+			b.createTable(t, db, plain)
+			leasePublish(t, b, db, plain, inbox.Message{Payload: []byte("p")})
+			g := leaseForm(t, b, db, plain, nil, inbox.Queue{})
+			if d := leaseClaim(t, g, 1, 1)[0]; d.Attempt != 0 {
+				t.Errorf("attempt %d on a table without an attempt column, want 0", d.Attempt)
+			}
+		})
+	}
+}
+
+func TestLeaseOrder(t *testing.T) {
+	for _, b := range backends(t, true) {
+		t.Run(b.name, func(t *testing.T) {
+			db := b.open(t, 0)
+			tbl := fullTable(tableName(t))
+			b.createTable(t, db, tbl)
+			for _, m := range []inbox.Message{
+				{Queue: "b", Priority: 0},                   // 1: another queue
+				{Queue: "a", Priority: 5},                   // 2
+				{Queue: "a", Priority: 1},                   // 3
+				{Queue: "a", Priority: 1},                   // 4
+				{Queue: "a", Priority: 3},                   // 5
+				{Queue: "a", Priority: 0, Delay: time.Hour}, // 6: not due
+			} {
+				m.Payload = []byte(m.Queue)
+				leasePublish(t, b, db, tbl, m)
+			}
+			a := leaseForm(t, b, db, tbl, nil, inbox.Queue{Name: "a"})
+			ds := leaseClaim(t, a, 10, 4)
+			if got, want := leaseIDs(ds), []int64{3, 4, 5, 2}; !slices.Equal(got, want) {
+				t.Errorf("queue a claimed %v, want %v (priority, then id; the delayed row and queue b's left)", got, want)
+			}
+			for _, d := range ds {
+				if d.Group != "a" {
+					t.Errorf("row %d of group %q claimed by queue a", d.ID, d.Group)
+				}
+			}
+			other := leaseForm(t, b, db, tbl, nil, inbox.Queue{Name: "b"})
+			if got := leaseIDs(leaseClaim(t, other, 10, 1)); got[0] != 1 {
+				t.Errorf("queue b claimed %v, want [1]", got)
+			}
+		})
+	}
+}
+
+func TestLeaseExpiredLeaseIsTaken(t *testing.T) {
+	for _, b := range backends(t, true) {
+		t.Run(b.name, func(t *testing.T) {
+			ctx := context.Background()
+			db := b.open(t, 0)
+			tbl := withAttempt(tableName(t))
+			b.createTable(t, db, tbl)
+			leasePublish(t, b, db, tbl, inbox.Message{Payload: []byte("p")})
+			cfg := &lease.Config{Lease: time.Second}
+			first := leaseForm(t, b, db, tbl, cfg, inbox.Queue{})
+			second := leaseForm(t, b, db, tbl, cfg, inbox.Queue{})
+
+			mine := leaseClaim(t, first, 1, 1)[0]
+			leaseClaim(t, second, 1, 0)
+			time.Sleep(1200 * time.Millisecond)
+			theirs := leaseClaim(t, second, 1, 1)[0]
+			if theirs.ID != mine.ID || theirs.Attempt != 2 {
+				t.Fatalf("second consumer claimed row %d attempt %d, want row %d attempt 2", theirs.ID, theirs.Attempt, mine.ID)
+			}
+
+			if err := first.Extend(ctx, mine); !errors.Is(err, inbox.ErrLeaseLost) {
+				t.Errorf("Extend of a taken lease: %v, want ErrLeaseLost", err)
+			}
+			err := first.Settle(ctx, mine, outcome.Ack())
+			if !errors.Is(err, inbox.ErrLeaseLost) || !strings.Contains(err.Error(), tbl.Name) {
+				t.Fatalf("Settle of a taken lease: %v, want ErrLeaseLost naming table %s", err, tbl.Name)
+			}
+			if n := count(t, db, "SELECT COUNT(*) FROM "+leaseQ(t, b, tbl.Name)); n != 1 {
+				t.Fatalf("the lost ack changed the table: %d rows, want 1", n)
+			}
+			leaseSettle(t, second, theirs, outcome.Ack())
+			if n := count(t, db, "SELECT COUNT(*) FROM "+leaseQ(t, b, tbl.Name)); n != 0 {
+				t.Errorf("the holder's ack left %d rows", n)
+			}
+		})
+	}
+}
+
+func TestLeaseExtendKeepsRow(t *testing.T) {
+	for _, b := range backends(t, true) {
+		t.Run(b.name, func(t *testing.T) {
+			db := b.open(t, 0)
+			tbl := withAttempt(tableName(t))
+			b.createTable(t, db, tbl)
+			leasePublish(t, b, db, tbl, inbox.Message{Payload: []byte("p")})
+			cfg := &lease.Config{Lease: time.Second}
+			holder := leaseForm(t, b, db, tbl, cfg, inbox.Queue{})
+			other := leaseForm(t, b, db, tbl, cfg, inbox.Queue{})
+
+			d := leaseClaim(t, holder, 1, 1)[0]
+			for start := time.Now(); time.Since(start) < 3*time.Second; {
+				time.Sleep(300 * time.Millisecond)
+				if err := holder.Extend(context.Background(), d); err != nil {
+					t.Fatalf("Extend after %v: %v", time.Since(start), err)
+				}
+				leaseClaim(t, other, 1, 0)
+			}
+			leaseSettle(t, holder, d, outcome.Ack())
+			if n := count(t, db, "SELECT COUNT(*) FROM "+leaseQ(t, b, tbl.Name)); n != 0 {
+				t.Errorf("%d rows after the ack of an extended lease, want 0", n)
+			}
+		})
+	}
+}
+
+func TestLeaseTransactional(t *testing.T) {
+	for _, b := range backends(t, true) {
+		t.Run(b.name, func(t *testing.T) {
+			ctx := context.Background()
+			db := b.open(t, 0)
+			tbl := withAttempt(tableName(t))
+			b.createTable(t, db, tbl)
+			side := leaseQ(t, b, tbl.Name+"_side")
+			mustExec(t, db, "DROP TABLE IF EXISTS "+side)
+			mustExec(t, db, "CREATE TABLE "+side+" (n INT)")
+			t.Cleanup(func() { db.Exec("DROP TABLE " + side) })
+			name := leaseQ(t, b, tbl.Name)
+			write := func(d *inbox.Delivery, n string) {
+				t.Helper()
+				if d.Tx == nil {
+					t.Fatal("no Delivery.Tx in transactional mode")
+				}
+				if _, err := d.Tx.ExecContext(ctx, "INSERT INTO "+side+" (n) VALUES ("+n+")"); err != nil {
+					t.Fatal(err)
+				}
+			}
+			cfg := &lease.Config{Lease: time.Second}
+			f := leaseForm(t, b, db, tbl, cfg, inbox.Queue{Transactional: true})
+
+			// Ack commits the handler's write with the settlement.
+			leasePublish(t, b, db, tbl, inbox.Message{Payload: []byte("ack")})
+			d := leaseClaim(t, f, 1, 1)[0]
+			write(d, "1")
+			leaseSettle(t, f, d, outcome.Ack())
+			if n := count(t, db, "SELECT COUNT(*) FROM "+side+" WHERE n = 1"); n != 1 {
+				t.Errorf("the acked handler's write: %d rows, want 1", n)
+			}
+			if n := count(t, db, "SELECT COUNT(*) FROM "+name); n != 0 {
+				t.Errorf("the acked row is still there")
+			}
+
+			// Retry rolls the handler's write back and still settles the row.
+			leasePublish(t, b, db, tbl, inbox.Message{Payload: []byte("retry")})
+			d = leaseClaim(t, f, 1, 1)[0]
+			write(d, "2")
+			leaseSettle(t, f, d, outcome.Retry())
+			if n := count(t, db, "SELECT COUNT(*) FROM "+side+" WHERE n = 2"); n != 0 {
+				t.Errorf("the retried handler's write landed")
+			}
+			d = leaseClaim(t, f, 1, 1)[0]
+			if d.Attempt != 2 {
+				t.Errorf("retried row redelivered with attempt %d, want 2", d.Attempt)
+			}
+			leaseSettle(t, f, d, outcome.Drop())
+
+			// An ack whose lease was taken rolls the handler's write back and changes nothing.
+			leasePublish(t, b, db, tbl, inbox.Message{Payload: []byte("lost")})
+			d = leaseClaim(t, f, 1, 1)[0]
+			time.Sleep(1200 * time.Millisecond)
+			other := leaseForm(t, b, db, tbl, cfg, inbox.Queue{})
+			theirs := leaseClaim(t, other, 1, 1)[0]
+			write(d, "3")
+			if err := f.Settle(ctx, d, outcome.Ack()); !errors.Is(err, inbox.ErrLeaseLost) {
+				t.Fatalf("transactional ack of a taken lease: %v, want ErrLeaseLost", err)
+			}
+			if n := count(t, db, "SELECT COUNT(*) FROM "+side+" WHERE n = 3"); n != 0 {
+				t.Errorf("the write of a handler whose lease was lost landed")
+			}
+			if n := count(t, db, "SELECT COUNT(*) FROM "+name); n != 1 {
+				t.Errorf("the lost ack changed the table: %d rows, want 1", n)
+			}
+			leaseSettle(t, other, theirs, outcome.Ack())
+		})
+	}
+}
+
+func TestLeaseTransactionalStrictPostgres(t *testing.T) {
+	for _, b := range backends(t, false) {
+		if b.name != "postgres" {
+			continue
+		}
+		t.Run(b.name, func(t *testing.T) {
+			db := b.open(t, 0)
+			tbl := minimalTable(tableName(t))
+			b.createTable(t, db, tbl)
+			for _, d := range []dialect.Dialect{dialect.Postgres[isolation.RepeatableRead]{}, dialect.Postgres[isolation.Serializable]{}} {
+				_, err := lease.New(d, tbl, nil).Open(context.Background(), db, inbox.Queue{Transactional: true})
+				if !errors.Is(err, inbox.ErrDialect) || !strings.Contains(err.Error(), tbl.Name) || !strings.Contains(err.Error(), d.Level()) {
+					t.Errorf("transactional lease at %s: %v, want ErrDialect naming the table and the level", d.Level(), err)
+				}
+				f := lease.New(d, tbl, nil)
+				if _, err := f.Open(context.Background(), db, inbox.Queue{}); err != nil {
+					t.Errorf("lease at %s without transactional mode: %v", d.Level(), err)
+				}
+				f.Close()
+			}
+		})
+	}
+}
+
+func TestLeaseSchema(t *testing.T) {
+	for _, b := range backends(t, true) {
+		t.Run(b.name, func(t *testing.T) {
+			ctx := context.Background()
+			db := b.open(t, 0)
+			tbl := minimalTable(tableName(t))
+			b.createTable(t, db, tbl)
+
+			missing := withAttempt(tbl.Name) // the table has no attempt column
+			_, err := lease.New(b.dialect, missing, nil).Open(ctx, db, inbox.Queue{})
+			if !errors.Is(err, inbox.ErrSchema) || !strings.Contains(err.Error(), tbl.Name) || !strings.Contains(err.Error(), "claim") {
+				t.Errorf("Open with a missing column: %v, want ErrSchema naming the table and the statement", err)
+			}
+			_, err = lease.New(b.dialect, tbl, &lease.Config{Column: "leased_until"}).Open(ctx, db, inbox.Queue{})
+			if !errors.Is(err, inbox.ErrSchema) || !strings.Contains(err.Error(), tbl.Name) {
+				t.Errorf("Open with a missing lease column: %v, want ErrSchema naming the table", err)
+			}
+			_, err = lease.New(b.dialect, tbl, &lease.Config{Lease: 1500 * time.Millisecond}).Open(ctx, db, inbox.Queue{})
+			if err == nil || !strings.Contains(err.Error(), tbl.Name) || !strings.Contains(err.Error(), "lease.Config.Lease") {
+				t.Errorf("Open with a 1.5 s lease: %v, want an error naming the table and lease.Config.Lease", err)
+			}
+
+			if b.name == "mysql" || b.name == "mariadb" {
+				coarse := leaseQ(t, b, tbl.Name+"_s")
+				mustExec(t, db, "DROP TABLE IF EXISTS "+coarse)
+				mustExec(t, db, "CREATE TABLE "+coarse+" (id BIGINT AUTO_INCREMENT PRIMARY KEY, payload LONGBLOB, locked_until DATETIME NULL)")
+				t.Cleanup(func() { db.Exec("DROP TABLE " + coarse) })
+				_, err := lease.New(b.dialect, minimalTable(tbl.Name+"_s"), nil).Open(ctx, db, inbox.Queue{})
+				if !errors.Is(err, inbox.ErrSchema) || !strings.Contains(err.Error(), "DATETIME(6)") || !strings.Contains(err.Error(), tbl.Name+"_s") {
+					t.Errorf("Open with a DATETIME lease column: %v, want ErrSchema asking for DATETIME(6)", err)
+				}
+			}
+		})
+	}
+}
+
+func TestLeaseClose(t *testing.T) {
+	for _, b := range backends(t, true) {
+		t.Run(b.name, func(t *testing.T) {
+			ctx := context.Background()
+			db := b.open(t, 0)
+			tbl := withAttempt(tableName(t))
+			b.createTable(t, db, tbl)
+			leasePublish(t, b, db, tbl, inbox.Message{Payload: []byte("1")}, inbox.Message{Payload: []byte("2")})
+			f := leaseForm(t, b, db, tbl, nil, inbox.Queue{Transactional: true})
+			ds := leaseClaim(t, f, 2, 2)
+			if err := f.Close(); err != nil {
+				t.Fatal(err)
+			}
+			other := leaseForm(t, b, db, tbl, nil, inbox.Queue{})
+			leaseClaim(t, other, 2, 2) // Close gave both rows back
+
+			if _, err := f.Claim(ctx, 1); !errors.Is(err, inbox.ErrClosed) {
+				t.Errorf("Claim after Close: %v, want ErrClosed", err)
+			}
+			if err := f.Extend(ctx, ds[0]); !errors.Is(err, inbox.ErrClosed) {
+				t.Errorf("Extend after Close: %v, want ErrClosed", err)
+			}
+			if err := f.Settle(ctx, ds[0], outcome.Ack()); !errors.Is(err, inbox.ErrClosed) {
+				t.Errorf("Settle after Close: %v, want ErrClosed", err)
+			}
+		})
+	}
+}
+
+func TestLeaseConsumerLongHandler(t *testing.T) {
+	for _, b := range backends(t, true) {
+		t.Run(b.name, func(t *testing.T) {
+			db1, db2 := leaseTwoDBs(t, b)
+			tbl := withAttempt(tableName(t))
+			b.createTable(t, db1, tbl)
+			leasePublish(t, b, db1, tbl, inbox.Message{Payload: []byte("slow")})
+
+			var calls atomic.Int32
+			h := inbox.HandlerFunc(func(ctx context.Context, d *inbox.Delivery) outcome.Outcome {
+				calls.Add(1)
+				time.Sleep(3 * time.Second)
+				return outcome.Ack()
+			})
+			cfg := &inbox.Config{Workers: 2, PollInterval: 50 * time.Millisecond, Logger: leaseTestLogger(t)}
+			stop1 := leaseRun(t, inbox.NewConsumer(db1, lease.New(b.dialect, tbl, &lease.Config{Lease: time.Second}), h, cfg))
+			stop2 := leaseRun(t, inbox.NewConsumer(db2, lease.New(b.dialect, tbl, &lease.Config{Lease: time.Second}), h, cfg))
+			leaseWait(t, 20*time.Second, "the slow handler's ack", func() bool {
+				return count(t, db1, "SELECT COUNT(*) FROM "+leaseQ(t, b, tbl.Name)) == 0
+			})
+			stop1()
+			stop2()
+			if n := calls.Load(); n != 1 {
+				t.Errorf("a handler running 3x its lease was called %d times, want once", n)
+			}
+		})
+	}
+}
+
+func TestLeaseConsumersDrain(t *testing.T) {
+	const rows = 2000
+	for _, b := range backends(t, true) {
+		t.Run(b.name, func(t *testing.T) {
+			db1, db2 := leaseTwoDBs(t, b)
+			tbl := withAttempt(tableName(t))
+			b.createTable(t, db1, tbl)
+			msgs := make([]inbox.Message, rows)
+			for i := range msgs {
+				msgs[i].Payload = []byte("m")
+			}
+			leasePublish(t, b, db1, tbl, msgs...)
+
+			var mu sync.Mutex
+			calls := map[int64]int{}
+			h := inbox.HandlerFunc(func(ctx context.Context, d *inbox.Delivery) outcome.Outcome {
+				mu.Lock()
+				calls[d.ID]++
+				mu.Unlock()
+				return outcome.Ack()
+			})
+			cfg := &inbox.Config{Workers: 4, PollInterval: 20 * time.Millisecond, Logger: leaseTestLogger(t)}
+			stop1 := leaseRun(t, inbox.NewConsumer(db1, lease.New(b.dialect, tbl, nil), h, cfg))
+			stop2 := leaseRun(t, inbox.NewConsumer(db2, lease.New(b.dialect, tbl, nil), h, cfg))
+			leaseWait(t, 3*time.Minute, "the table to drain", func() bool {
+				return count(t, db1, "SELECT COUNT(*) FROM "+leaseQ(t, b, tbl.Name)) == 0
+			})
+			stop1()
+			stop2()
+			mu.Lock()
+			defer mu.Unlock()
+			if len(calls) != rows {
+				t.Errorf("%d distinct rows handled, want %d", len(calls), rows)
+			}
+			for id, n := range calls {
+				if n != 1 {
+					t.Errorf("row %d handled %d times, want once", id, n)
+				}
+			}
+		})
+	}
+}
