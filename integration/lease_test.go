@@ -456,6 +456,31 @@ func TestLeaseTransactional(t *testing.T) {
 	}
 }
 
+// TestLeaseTransactionalSQLiteOneAtATime: in immediate mode a second delivery's transaction
+// would wait for the first's write lock, held until its handler runs, so a claim takes one.
+func TestLeaseTransactionalSQLiteOneAtATime(t *testing.T) {
+	for _, b := range backends(t, true) {
+		if b.name != "sqlite" {
+			continue
+		}
+		t.Run(b.name, func(t *testing.T) {
+			db := b.open(t, 0)
+			tbl := withAttempt(tableName(t))
+			b.createTable(t, db, tbl)
+			leasePublish(t, b, db, tbl, inbox.Message{Payload: []byte("1")}, inbox.Message{Payload: []byte("2")})
+			b.dialect = dialect.SQLite[isolation.Immediate]{}
+			f := leaseForm(t, b, db, tbl, nil, inbox.Queue{Transactional: true})
+			for _, want := range []int64{1, 2} {
+				d := leaseClaim(t, f, 5, 1)[0]
+				if d.ID != want {
+					t.Fatalf("claimed row %d, want %d", d.ID, want)
+				}
+				leaseSettle(t, f, d, outcome.Ack())
+			}
+		})
+	}
+}
+
 func TestLeaseTransactionalStrictPostgres(t *testing.T) {
 	for _, b := range backends(t, false) {
 		if b.name != "postgres" {

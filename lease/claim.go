@@ -18,6 +18,7 @@ import (
 // before it returns. It reads the clock once. In transactional mode it then opens a
 // transaction per delivery, at the dialect's level, and lends it to the handler as
 // Delivery.Tx; if one cannot be opened, the claimed rows are given back and the error returned.
+// On SQLite in transactional mode it claims one row at a time.
 func (f *Form[D]) Claim(ctx context.Context, max int) ([]*inbox.Delivery, error) {
 	f.mu.RLock()
 	defer f.mu.RUnlock()
@@ -27,6 +28,12 @@ func (f *Form[D]) Claim(ctx context.Context, max int) ([]*inbox.Delivery, error)
 	}
 	if max < 1 {
 		return nil, nil
+	}
+	if b.q.Transactional && f.d.Name() == "sqlite" {
+		// Each delivery's transaction would wait for the write lock of the one before it
+		// (at once in immediate and exclusive mode), which this claim holds until its
+		// handler has run: one at a time.
+		max = 1
 	}
 	now := time.Now()
 	token := tokenAt(now.Add(b.lease))

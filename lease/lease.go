@@ -10,6 +10,11 @@
 // at least once, and a handler whose effects must not repeat should write them through the
 // delivery's transaction in transactional mode, where they commit only while the lease holds.
 //
+// On SQLite in transactional mode, a handler's transaction that has written (or was begun
+// immediate or exclusive) holds the database's one write lock until it settles: extensions wait
+// for it, and fail after the busy timeout, but no other consumer can claim the row meanwhile
+// either, so the lease still holds when the Ack commits.
+//
 // Expiries are computed on the host's clock and compared with it: the hosts that consume one
 // table need clocks that agree to well within a lease.
 //
