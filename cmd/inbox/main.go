@@ -17,6 +17,7 @@ const usage = `usage: inbox <command> [flags]
 
 commands:
   demo    publish messages to a table and drain them with a lease consumer (inbox demo -h)
+  bench   throughput of every form and database beside a raw SQL loop, latency, memory (inbox bench -h)
 `
 
 func main() {
@@ -30,6 +31,8 @@ func main() {
 	switch os.Args[1] {
 	case "demo":
 		err = demo(ctx, os.Args[2:])
+	case "bench":
+		err = bench(ctx, os.Args[2:])
 	case "-h", "-help", "--help", "help":
 		fmt.Print(usage)
 		return

@@ -1,0 +1,252 @@
+package main
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"log/slog"
+	"os"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/sqlinbox/inbox"
+	"github.com/sqlinbox/inbox/advisory"
+	"github.com/sqlinbox/inbox/dialect"
+	"github.com/sqlinbox/inbox/lease"
+	"github.com/sqlinbox/inbox/outcome"
+	"github.com/sqlinbox/inbox/rowlock"
+)
+
+// openTarget opens database name at dsn under the dialect of that name (the mysql cell runs
+// the MySQL dialect whatever the server, so it can stand in for MySQL on a MariaDB server).
+func openTarget(ctx context.Context, name, dsn string, pool int) (*target, error) {
+	driver, source := "", dsn
+	switch name {
+	case "postgres":
+		driver = "pgx"
+	case "mysql", "mariadb":
+		driver, source = "mysql", strings.TrimPrefix(dsn, "mysql://")
+	case "sqlite":
+		driver, source = "sqlite", sqliteSource(dsn)
+	}
+	db, err := sql.Open(driver, source)
+	if err != nil {
+		return nil, err
+	}
+	db.SetMaxOpenConns(pool)
+	db.SetMaxIdleConns(pool)
+	if err := db.PingContext(ctx); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("bench: connecting to %s at %s: %w (name another with -dsn %s=…, or leave it out with -db)", name, dsn, err, name)
+	}
+	d, err := dialect.Parse(name, "")
+	if err != nil {
+		db.Close()
+		return nil, err
+	}
+	return &target{name: name, dsn: dsn, d: d, db: db}, nil
+}
+
+// sqliteSource is the driver's DSN for a SQLite file: WAL, a busy timeout, and synchronous FULL
+// so that every commit is on disk, as it is on the servers (fsync on).
+func sqliteSource(path string) string {
+	if strings.HasPrefix(path, "file:") {
+		return path
+	}
+	return "file:" + path + "?_pragma=journal_mode(WAL)&_pragma=busy_timeout(10000)&_pragma=synchronous(FULL)"
+}
+
+// serverFacts describes a database's version and durability settings.
+func serverFacts(ctx context.Context, t *target) string {
+	q := func(query string) string {
+		var s string
+		if err := t.db.QueryRowContext(ctx, query).Scan(&s); err != nil {
+			return "?"
+		}
+		return s
+	}
+	q2 := func(query string) string {
+		var name, value string
+		if err := t.db.QueryRowContext(ctx, query).Scan(&name, &value); err != nil {
+			return "?"
+		}
+		return value
+	}
+	switch t.name {
+	case "postgres":
+		return fmt.Sprintf("PostgreSQL %s, fsync=%s, synchronous_commit=%s", q("SHOW server_version"), q("SHOW fsync"), q("SHOW synchronous_commit"))
+	case "sqlite":
+		return fmt.Sprintf("SQLite %s (github.com/glebarez/go-sqlite), journal_mode=%s, synchronous=%s (2 = FULL)", q("SELECT sqlite_version()"), q("PRAGMA journal_mode"), q("PRAGMA synchronous"))
+	}
+	return fmt.Sprintf("%s, innodb_flush_log_at_trx_commit=%s", q("SELECT VERSION()"), q2("SHOW VARIABLES LIKE 'innodb_flush_log_at_trx_commit'"))
+}
+
+// benchTable is the table every cell drains: an id, a payload, an attempt counter and the lease
+// column. Ack deletes the row.
+func benchTable(t *target, form string) inbox.Table {
+	return inbox.Table{Name: "inbox_bench_" + t.name + "_" + form, ID: "id", IDGenerated: true, Payload: "payload", Attempt: "attempt"}
+}
+
+func createBenchTable(ctx context.Context, t *target, form string) error {
+	q, err := t.d.Quote(benchTable(t, form).Name)
+	if err != nil {
+		return err
+	}
+	var ddl string
+	switch t.name {
+	case "postgres":
+		ddl = "CREATE TABLE " + q + " (id BIGSERIAL PRIMARY KEY, payload BYTEA, attempt INT NOT NULL DEFAULT 0, locked_until TIMESTAMPTZ)"
+	case "sqlite":
+		ddl = "CREATE TABLE " + q + " (id INTEGER PRIMARY KEY, payload BLOB, attempt INTEGER NOT NULL DEFAULT 0, locked_until TEXT)"
+	default:
+		ddl = "CREATE TABLE " + q + " (id BIGINT AUTO_INCREMENT PRIMARY KEY, payload LONGBLOB, attempt INT NOT NULL DEFAULT 0, locked_until DATETIME(6) NULL)"
+	}
+	if _, err := t.db.ExecContext(ctx, "DROP TABLE IF EXISTS "+q); err != nil {
+		return err
+	}
+	_, err = t.db.ExecContext(ctx, ddl)
+	return err
+}
+
+// payloadOf is row seq's payload: small JSON, as an application would publish.
+func payloadOf(seq int) []byte {
+	return []byte(`{"seq":` + strconv.Itoa(seq) + `,"account":"acct-` + strconv.Itoa(seq%50) + `","amount_cents":` + strconv.Itoa(100+seq%9900) + `}`)
+}
+
+// prefill empties the table and inserts n rows in one transaction, a thousand per statement.
+// It keeps no more than one statement's rows in memory, so a million rows cost what a thousand do.
+func prefill(ctx context.Context, t *target, table string, n int) error {
+	q, err := t.d.Quote(table)
+	if err != nil {
+		return err
+	}
+	empty := "TRUNCATE TABLE " + q
+	if t.name == "sqlite" {
+		empty = "DELETE FROM " + q
+	}
+	if _, err := t.db.ExecContext(ctx, empty); err != nil {
+		return err
+	}
+	tx, err := t.db.BeginTx(ctx, nil)
+	if err != nil {
+		return err
+	}
+	defer tx.Rollback()
+	const chunk = 1000
+	for from := 0; from < n; from += chunk {
+		rows := min(chunk, n-from)
+		var b strings.Builder
+		b.WriteString("INSERT INTO " + q + " (payload) VALUES ")
+		args := make([]any, rows)
+		for i := range rows {
+			if i > 0 {
+				b.WriteString(", ")
+			}
+			b.WriteString("(" + t.d.Placeholder(i+1) + ")")
+			args[i] = payloadOf(from + i + 1)
+		}
+		if _, err := tx.ExecContext(ctx, b.String(), args...); err != nil {
+			return err
+		}
+	}
+	if err := tx.Commit(); err != nil {
+		return err
+	}
+	analyze := "ANALYZE " + q
+	if t.name == "mysql" || t.name == "mariadb" {
+		analyze = "ANALYZE TABLE " + q
+	}
+	rows, err := t.db.QueryContext(ctx, analyze) // MySQL answers ANALYZE TABLE with a result set
+	if err != nil {
+		return err
+	}
+	return rows.Close()
+}
+
+// remaining counts the rows left in a table.
+func remaining(ctx context.Context, t *target, table string) (int, error) {
+	q, err := t.d.Quote(table)
+	if err != nil {
+		return 0, err
+	}
+	var n int
+	err = t.db.QueryRowContext(ctx, "SELECT COUNT(*) FROM "+q).Scan(&n)
+	return n, err
+}
+
+// newForm builds a fresh form value (a form serves one consumer at a time).
+func newForm(t *target, form string) (inbox.Form, error) {
+	tbl := benchTable(t, form)
+	switch form {
+	case "rowlock":
+		return rowlock.New(t.d, tbl), nil
+	case "lease":
+		return lease.New(t.d, tbl, &lease.Config{}), nil
+	}
+	return advisory.New(t.d, tbl, tbl.Name+"-{id}")
+}
+
+// benchLogger shows the library's warnings and errors: a bench run that logs them is not a
+// clean measurement.
+var benchLogger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+
+// drainLibrary prefills the form's table and drains it through a Consumer with w workers; the
+// time runs from Run's start to its return after the last handler (so every settlement is in).
+func drainLibrary(ctx context.Context, t *target, form string, cfg *benchConfig, w int, bar *benchBar) (float64, error) {
+	table := benchTable(t, form).Name
+	if err := prefill(ctx, t, table, cfg.n); err != nil {
+		return 0, fmt.Errorf("prefilling: %w", err)
+	}
+	f, err := newForm(t, form)
+	if err != nil {
+		return 0, err
+	}
+	var handled atomic.Int64
+	all := make(chan struct{})
+	want := int64(cfg.n)
+	h := inbox.HandlerFunc(func(ctx context.Context, d *inbox.Delivery) outcome.Outcome {
+		bar.add(1)
+		if handled.Add(1) == want {
+			close(all)
+		}
+		return outcome.Ack()
+	})
+	c := inbox.NewConsumer(t.db, f, h, &inbox.Config{Workers: w, PollInterval: cfg.poll, Logger: benchLogger})
+	runCtx, stop := context.WithCancel(ctx)
+	defer stop()
+	errc := make(chan error, 1)
+	start := time.Now()
+	go func() { errc <- c.Run(runCtx) }()
+	select {
+	case <-all:
+	case err := <-errc:
+		return 0, fmt.Errorf("the consumer stopped before the table was drained (%d of %d handled): %v", handled.Load(), want, err)
+	case <-ctx.Done():
+		stop()
+		<-errc
+		return 0, ctx.Err()
+	}
+	stop()
+	if err := <-errc; err != nil {
+		return 0, err
+	}
+	elapsed := time.Since(start)
+	if err := checkDrained(ctx, t, table, handled.Load(), want); err != nil {
+		return 0, err
+	}
+	return float64(want) / elapsed.Seconds(), nil
+}
+
+// checkDrained fails a drain whose table is not empty or whose handlers ran a row twice.
+func checkDrained(ctx context.Context, t *target, table string, handled, want int64) error {
+	left, err := remaining(ctx, t, table)
+	if err != nil {
+		return err
+	}
+	if left != 0 || handled != want {
+		return fmt.Errorf("drain check failed: %d rows left in %s, %d handled of %d", left, table, handled, want)
+	}
+	return nil
+}
