@@ -2,7 +2,7 @@
 PKGS := ./... ./cmd/... ./integration/... ./sqlmocktests/...
 
 .DEFAULT_GOAL := help
-.PHONY: help test test/integration lint fmt-check vet
+.PHONY: help test test/integration lint fmt-check vet bench
 
 help: ## list the targets
 	@awk 'BEGIN { FS = ":.*## " } /^[a-z\/-]+:.*## / { printf "  %-18s %s\n", $$1, $$2 }' $(MAKEFILE_LIST)
@@ -24,3 +24,7 @@ fmt-check: ## fail when a file is not gofmt-formatted
 
 vet: ## go vet on every module
 	go vet $(PKGS)
+
+bench: ## throughput beside raw SQL loops, latency, then the peers (River, gue, goqite); about an hour
+	go run ./cmd/inbox bench -plot docs/benchmarks.svg
+	go run ./bench/cmd/peers
