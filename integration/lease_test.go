@@ -409,9 +409,16 @@ func TestLeaseTransactional(t *testing.T) {
 			cfg := &lease.Config{Lease: time.Second}
 			f := leaseForm(t, b, db, tbl, cfg, inbox.Queue{Transactional: true})
 
-			// Ack commits the handler's write with the settlement.
+			// Ack commits the handler's write with the settlement. The transaction outlives the
+			// claim's context, as a consumer's claim context ends when the claim returns.
 			leasePublish(t, b, db, tbl, inbox.Message{Payload: []byte("ack")})
-			d := leaseClaim(t, f, 1, 1)[0]
+			claimCtx, endClaim := context.WithCancel(ctx)
+			ds, err := f.Claim(claimCtx, 1)
+			endClaim()
+			if err != nil || len(ds) != 1 {
+				t.Fatalf("Claim: %v, %v", ds, err)
+			}
+			d := ds[0]
 			write(d, "1")
 			leaseSettle(t, f, d, outcome.Ack())
 			if n := count(t, db, "SELECT COUNT(*) FROM "+side+" WHERE n = 1"); n != 1 {

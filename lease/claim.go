@@ -58,7 +58,9 @@ func (f *Form[D]) Claim(ctx context.Context, max int) ([]*inbox.Delivery, error)
 		return ds, nil
 	}
 	for i, d := range ds {
-		tx, err := f.d.Begin(ctx, b.db)
+		// The transaction outlives this call, and database/sql rolls a transaction back when
+		// the context it began with ends: it must not end with the claim's.
+		tx, err := f.d.Begin(context.WithoutCancel(ctx), b.db)
 		if err != nil {
 			errs := []error{fmt.Errorf("inbox: table %q: opening the transaction of row %d: %w; the claimed rows were given back", f.t.Name, d.ID, err)}
 			for j, h := range holds {
