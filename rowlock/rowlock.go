@@ -122,7 +122,7 @@ func (f *Form[D]) Open(ctx context.Context, db *sql.DB, q inbox.Queue) (inbox.Pl
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.open {
-		return inbox.Plan{}, fmt.Errorf("inbox: table %q: the row lock form is open already (queue %q): a form serves one consumer at a time, so build one per consumer", f.t.Name, f.q.Name)
+		return inbox.Plan{}, fmt.Errorf("%w: table %q: the row lock form is open already (queue %q): a form serves one consumer at a time, so build one per consumer", inbox.ErrAlreadyConsuming, f.t.Name, f.q.Name)
 	}
 	if err := f.d.Allows("rowlock"); err != nil {
 		return inbox.Plan{}, fmt.Errorf("inbox: table %q, queue %q: %w", f.t.Name, q.Name, err)
