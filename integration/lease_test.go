@@ -557,7 +557,7 @@ func TestLeaseClose(t *testing.T) {
 			b.createTable(t, db, tbl)
 			leasePublish(t, b, db, tbl, inbox.Message{Payload: []byte("1")}, inbox.Message{Payload: []byte("2")})
 			f := leaseForm(t, b, db, tbl, nil, inbox.Queue{Transactional: true})
-			ds := leaseClaim(t, f, 2, 2)
+			ds := append(leaseClaim(t, f, 1, 1), leaseClaim(t, f, 1, 1)...) // each with its transaction open
 			if err := f.Close(); err != nil {
 				t.Fatal(err)
 			}
