@@ -441,8 +441,8 @@ func (r *run) deliver(s *slot, d *Delivery) bool {
 	return true
 }
 
-// handle calls the handler, turning a panic and a missing outcome into Retry and an
-// undecodable payload into Config.UndecodablePayload.
+// handle calls the handler, turning a panic and a missing outcome into Retry, and a row whose
+// data does not decode (as the form or the JSON adapter found) into Config.UndecodablePayload.
 func (r *run) handle(d *Delivery) (o outcome.Outcome) {
 	defer func() {
 		if p := recover(); p != nil {
@@ -450,16 +450,18 @@ func (r *run) handle(d *Delivery) (o outcome.Outcome) {
 			o = outcome.Retry()
 		}
 	}()
-	o = r.c.h.Handle(r.handlerCtx, d)
-	if o.Kind() != outcome.KindNone {
-		return o
+	if d.decodeErr == nil {
+		o = r.c.h.Handle(r.handlerCtx, d)
 	}
 	if d.decodeErr != nil {
-		r.log.Error("inbox: payload does not decode", "id", d.ID, "err", d.decodeErr, "outcome", r.c.cfg.UndecodablePayload.String())
+		r.log.Error("inbox: row does not decode", "id", d.ID, "err", d.decodeErr, "outcome", r.c.cfg.UndecodablePayload.String())
 		return r.c.cfg.UndecodablePayload
 	}
-	r.log.Error("inbox: handler returned the zero outcome.Outcome; the row will be retried", "id", d.ID)
-	return outcome.Retry()
+	if o.Kind() == outcome.KindNone {
+		r.log.Error("inbox: handler returned the zero outcome.Outcome; the row will be retried", "id", d.ID)
+		return outcome.Retry()
+	}
+	return o
 }
 
 // release gives a claimed row back without an outcome.

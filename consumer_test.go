@@ -474,3 +474,43 @@ func TestConsumerExtendsHoldsWhileHandlersRun(t *testing.T) {
 		t.Fatal("an extension ran during its row's settlement")
 	}
 }
+
+func TestConsumerSettlesRowsTheFormCouldNotDecode(t *testing.T) {
+	f := newFakeForm("jobs", 1, 2)
+	bad := &undecodableForm{fakeForm: f, bad: 1}
+	var handled []int64
+	var mu sync.Mutex
+	h := HandlerFunc(func(ctx context.Context, d *Delivery) outcome.Outcome {
+		mu.Lock()
+		handled = append(handled, d.ID)
+		mu.Unlock()
+		return outcome.Ack()
+	})
+	c := NewConsumer(noDB(0), bad, h, &Config{PollInterval: 10 * time.Millisecond})
+	if err := runUntil(t, c, func() bool { return f.settledCount() == 2 }); err != nil {
+		t.Fatal(err)
+	}
+	if len(handled) != 1 || handled[0] != 2 {
+		t.Fatalf("handler called for %v, want row 2 only", handled)
+	}
+	if got := f.settled[1]; len(got) != 1 || got[0].Kind() != outcome.KindDrop {
+		t.Fatalf("row 1 settled %v, want one drop (the default policy)", got)
+	}
+}
+
+// undecodableForm marks one row as holding data that does not decode, as a form does for
+// headers that are not a JSON object.
+type undecodableForm struct {
+	*fakeForm
+	bad int64
+}
+
+func (u *undecodableForm) Claim(ctx context.Context, max int) ([]*Delivery, error) {
+	ds, err := u.fakeForm.Claim(ctx, max)
+	for _, d := range ds {
+		if d.ID == u.bad {
+			d.Undecodable(errors.New("headers are not a JSON object"))
+		}
+	}
+	return ds, err
+}

@@ -32,8 +32,13 @@ type Delivery struct {
 	Hold any
 
 	lent      *lentTx
-	decodeErr error // set by the JSON adapter when the payload did not decode
+	decodeErr error // why the row's data does not decode, when it does not
 }
+
+// Undecodable is for forms and handler adapters: it records that the row's data (its payload
+// or headers) does not decode. The consumer then settles the delivery by
+// Config.UndecodablePayload and logs err; a handler is not called, or its outcome is ignored.
+func (d *Delivery) Undecodable(err error) { d.decodeErr = err }
 
 // Tx is the transaction a handler writes through in transactional mode: an *sql.Tx on
 // Postgres, MySQL and MariaDB, and a pinned connection inside BEGIN on SQLite.

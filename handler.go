@@ -29,7 +29,7 @@ func JSON[T any](f func(ctx context.Context, d *Delivery, v T) outcome.Outcome) 
 	return HandlerFunc(func(ctx context.Context, d *Delivery) outcome.Outcome {
 		var v T
 		if err := json.Unmarshal(d.Payload, &v); err != nil {
-			d.decodeErr = fmt.Errorf("payload of row %d does not decode into %T: %w", d.ID, v, err)
+			d.Undecodable(fmt.Errorf("payload of row %d does not decode into %T: %w", d.ID, v, err))
 			return outcome.Outcome{}
 		}
 		return f(ctx, d, v)

@@ -151,8 +151,11 @@ func (b backend) createTable(t *testing.T, db *sql.DB, tbl inbox.Table) {
 	mustExec(t, db, drop)
 	mustExec(t, db, "CREATE TABLE "+q(tbl.Name)+" ("+strings.Join(cols, ", ")+")")
 	if b.name == "mysql" || b.name == "mariadb" {
+		// The claim index the README documents: the claim's equality columns first (group, and
+		// processed_at IS NULL), then the claim order, so a claim reads only its queue's
+		// pending rows and locks no others.
 		var order []string
-		for _, c := range []string{tbl.Group, tbl.Priority, tbl.RetryAfter, tbl.ID} {
+		for _, c := range []string{tbl.Group, tbl.ProcessedAt, tbl.Priority, tbl.RetryAfter, tbl.ID} {
 			if c != "" {
 				order = append(order, q(c))
 			}

@@ -36,15 +36,7 @@ func rowlockSetup(t *testing.T, b backend, pool int, full bool) rowlockCell {
 		tbl = fullTable(tableName(t))
 	}
 	b.createTable(t, db, tbl)
-	c := rowlockCell{b, db, tbl}
-	if full && b.name != "postgres" {
-		// The claim index the package documents for a table with processed_at: the harness's
-		// (grp, priority, retry_after, id) makes each claim step over every processed row.
-		mustExec(t, db, "DROP INDEX "+c.q(t, tbl.Name+"_claim")+" ON "+c.q(t, tbl.Name))
-		mustExec(t, db, "CREATE INDEX "+c.q(t, tbl.Name+"_claim")+" ON "+c.q(t, tbl.Name)+
-			" ("+c.q(t, tbl.Group)+", "+c.q(t, tbl.ProcessedAt)+", "+c.q(t, tbl.Priority)+", "+c.q(t, tbl.RetryAfter)+", "+c.q(t, tbl.ID)+")")
-	}
-	return c
+	return rowlockCell{b, db, tbl}
 }
 
 // q quotes an identifier for the cell's database.

@@ -108,7 +108,10 @@ func (t *Table) scanOne(scan func(...any) error) (*inbox.Delivery, error) {
 	d.Group = group.String
 	if headers.Valid && headers.String != "" {
 		if err := json.Unmarshal([]byte(headers.String), &d.Headers); err != nil {
-			return nil, fmt.Errorf("inbox: table %q, row %d: headers column %q does not hold a JSON object of strings: %w", t.Raw.Name, d.ID, t.Raw.Headers, err)
+			// One bad row must not fail every claim of its queue: it is delivered, and the
+			// consumer settles it by its undecodable-payload policy.
+			d.Headers = nil
+			d.Undecodable(fmt.Errorf("table %q, row %d: headers column %q does not hold a JSON object of strings: %w", t.Raw.Name, d.ID, t.Raw.Headers, err))
 		}
 	}
 	return d, nil
