@@ -13,7 +13,8 @@ import (
 	"github.com/sqlinbox/inbox"
 )
 
-// Claim claims at most max due rows of the queue, oldest first by the claim order, writing
+// Claim claims at most max due rows of the queue, in claim order (priority, retry_after, id, as
+// the table has them), writing
 // each a lease of now plus the lease length (the token) and counting its attempt, and commits
 // before it returns. It reads the clock once. In transactional mode it then opens a
 // transaction per delivery, at the dialect's level, and lends it to the handler as
