@@ -14,9 +14,8 @@ import (
 )
 
 // Claim claims at most max due rows of the queue, in claim order (priority, retry_after, id, as
-// the table has them), writing
-// each a lease of now plus the lease length (the token) and counting its attempt, and commits
-// before it returns. It reads the clock once. In transactional mode it then opens a
+// the table has them), writing each a lease of now plus the lease length (the token) and
+// counting its attempt, and commits before it returns. It reads the clock once. In transactional mode it then opens a
 // transaction per delivery, at the dialect's level, and lends it to the handler as
 // Delivery.Tx; if one cannot be opened, the claimed rows are given back and the error returned.
 // On SQLite in transactional mode it claims one row at a time.
