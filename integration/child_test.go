@@ -1,0 +1,564 @@
+package integration
+
+import (
+	"context"
+	"database/sql"
+	"database/sql/driver"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"os"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/sqlinbox/inbox"
+	"github.com/sqlinbox/inbox/dialect"
+	"github.com/sqlinbox/inbox/isolation"
+	"github.com/sqlinbox/inbox/outcome"
+)
+
+// This file holds the instruments the crash matrix and the fault tests share: a pool whose
+// every statement passes through a hook (hookedDB), and a form wrapper (phasedForm) that tells
+// the hook which of the form's calls a statement belongs to. With the two, a test can stop a
+// child process, or kill a server connection, at an exact point: before or after the n-th
+// statement of a claim, before the commit of a settlement, and so on.
+
+// phase says which call of the form a statement runs for; phasedForm puts it in the context
+// the form passes down to database/sql, which hands it to the driver.
+type phase struct {
+	name string // "claim", "settle", "release", "extend", "open"
+	id   int64  // the delivery settled or released; 0 for a claim
+}
+
+type phaseKey struct{}
+
+func phaseOf(ctx context.Context) (phase, bool) {
+	p, ok := ctx.Value(phaseKey{}).(phase)
+	return p, ok
+}
+
+// phasedForm wraps a form, marking the context of each call with its phase, and reports what
+// the form returned.
+type phasedForm struct {
+	inner inbox.Form
+	// claimed and settled, when set, hear of every claim that returned rows and every
+	// settlement that returned nil.
+	claimed func(ds []*inbox.Delivery)
+	settled func(d *inbox.Delivery, o outcome.Outcome)
+}
+
+func (f *phasedForm) Open(ctx context.Context, db *sql.DB, q inbox.Queue) (inbox.Plan, error) {
+	return f.inner.Open(context.WithValue(ctx, phaseKey{}, phase{name: "open"}), db, q)
+}
+
+func (f *phasedForm) Claim(ctx context.Context, max int) ([]*inbox.Delivery, error) {
+	ds, err := f.inner.Claim(context.WithValue(ctx, phaseKey{}, phase{name: "claim"}), max)
+	if len(ds) > 0 && f.claimed != nil {
+		f.claimed(ds)
+	}
+	return ds, err
+}
+
+func (f *phasedForm) Extend(ctx context.Context, d *inbox.Delivery) error {
+	return f.inner.Extend(context.WithValue(ctx, phaseKey{}, phase{"extend", d.ID}), d)
+}
+
+func (f *phasedForm) Settle(ctx context.Context, d *inbox.Delivery, o outcome.Outcome) error {
+	err := f.inner.Settle(context.WithValue(ctx, phaseKey{}, phase{"settle", d.ID}), d, o)
+	if err == nil && f.settled != nil {
+		f.settled(d, o)
+	}
+	return err
+}
+
+func (f *phasedForm) Release(ctx context.Context, d *inbox.Delivery) error {
+	return f.inner.Release(context.WithValue(ctx, phaseKey{}, phase{"release", d.ID}), d)
+}
+
+func (f *phasedForm) Close() error { return f.inner.Close() }
+
+// hookEvent is one statement (or begin, commit, rollback) of a hooked pool, seen before it
+// reaches the server or after the server answered, before database/sql gets the answer.
+type hookEvent struct {
+	phase phase  // the form's call; zero outside one (the handler's own statements, say)
+	what  string // "begin", "query", "exec", "commit", "rollback"
+	query string
+	after bool
+	conn  *hookConn
+}
+
+// hooks is a hooked pool's registry of live connections and its hook.
+type hooks struct {
+	backend string
+	on      func(hookEvent) // may block, to stop the process right there
+
+	mu    sync.Mutex
+	conns map[*hookConn]bool
+}
+
+// sessions returns the server session ids (Postgres backend pids, MySQL connection ids) of the
+// pool's open connections.
+func (h *hooks) sessions() []int64 {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	var ids []int64
+	for c := range h.conns {
+		if c.session != 0 {
+			ids = append(ids, c.session)
+		}
+	}
+	return ids
+}
+
+// hookedDB opens a pool on the backend's driver whose statements pass through on. dsn overrides
+// the backend's (SQLite files are per test).
+func hookedDB(b backend, dsn string, on func(hookEvent)) (*sql.DB, *hooks, error) {
+	plain, err := sql.Open(b.driver, dsn)
+	if err != nil {
+		return nil, nil, err
+	}
+	drv := plain.Driver()
+	plain.Close()
+	var inner driver.Connector = dsnConnector{drv, dsn}
+	if dc, ok := drv.(driver.DriverContext); ok {
+		if inner, err = dc.OpenConnector(dsn); err != nil {
+			return nil, nil, err
+		}
+	}
+	h := &hooks{backend: b.name, on: on, conns: map[*hookConn]bool{}}
+	return sql.OpenDB(hookConnector{inner, h}), h, nil
+}
+
+type dsnConnector struct {
+	drv driver.Driver
+	dsn string
+}
+
+func (c dsnConnector) Connect(context.Context) (driver.Conn, error) { return c.drv.Open(c.dsn) }
+func (c dsnConnector) Driver() driver.Driver                        { return c.drv }
+
+type hookConnector struct {
+	inner driver.Connector
+	h     *hooks
+}
+
+func (c hookConnector) Driver() driver.Driver { return c.inner.Driver() }
+
+func (c hookConnector) Connect(ctx context.Context) (driver.Conn, error) {
+	conn, err := c.inner.Connect(ctx)
+	if err != nil {
+		return nil, err
+	}
+	hc := &hookConn{inner: conn, h: c.h}
+	var query string
+	switch c.h.backend {
+	case "postgres":
+		query = "SELECT pg_backend_pid()"
+	case "mysql", "mariadb":
+		query = "SELECT CONNECTION_ID()"
+	}
+	if query != "" {
+		if hc.session, err = sessionID(ctx, conn, query); err != nil {
+			conn.Close()
+			return nil, fmt.Errorf("reading the session id: %w", err)
+		}
+	}
+	c.h.mu.Lock()
+	c.h.conns[hc] = true
+	c.h.mu.Unlock()
+	return hc, nil
+}
+
+// sessionID runs query, which answers one integer, on a raw driver connection.
+func sessionID(ctx context.Context, conn driver.Conn, query string) (int64, error) {
+	q, ok := conn.(driver.QueryerContext)
+	if !ok {
+		return 0, errors.New("the driver's connection cannot run a query directly")
+	}
+	rows, err := q.QueryContext(ctx, query, nil)
+	if err != nil {
+		return 0, err
+	}
+	defer rows.Close()
+	v := make([]driver.Value, 1)
+	if err := rows.Next(v); err != nil {
+		return 0, err
+	}
+	switch n := v[0].(type) {
+	case int64:
+		return n, nil
+	case []byte:
+		return strconv.ParseInt(string(n), 10, 64)
+	}
+	return 0, fmt.Errorf("session id of type %T", v[0])
+}
+
+// hookConn is one connection of a hooked pool. It passes every optional interface of the
+// driver's connection through, so that database/sql treats it as it would the driver's own.
+type hookConn struct {
+	inner   driver.Conn
+	h       *hooks
+	session int64
+
+	mu    sync.Mutex
+	phase phase // of the last statement that carried one: commits and rollbacks have no context
+}
+
+// enter records ctx's phase as the connection's current one and returns it.
+func (c *hookConn) enter(ctx context.Context) phase {
+	p, _ := phaseOf(ctx)
+	c.mu.Lock()
+	c.phase = p
+	c.mu.Unlock()
+	return p
+}
+
+// current is the phase of the connection's last statement: a commit or rollback belongs to it.
+func (c *hookConn) current() phase {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.phase
+}
+
+func (c *hookConn) event(p phase, what, query string, after bool) {
+	if c.h.on != nil {
+		c.h.on(hookEvent{phase: p, what: what, query: query, after: after, conn: c})
+	}
+}
+
+func (c *hookConn) Prepare(query string) (driver.Stmt, error) {
+	return c.PrepareContext(context.Background(), query)
+}
+
+func (c *hookConn) PrepareContext(ctx context.Context, query string) (driver.Stmt, error) {
+	var (
+		s   driver.Stmt
+		err error
+	)
+	if p, ok := c.inner.(driver.ConnPrepareContext); ok {
+		s, err = p.PrepareContext(ctx, query)
+	} else {
+		s, err = c.inner.Prepare(query)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return &hookStmt{inner: s, conn: c, query: query}, nil
+}
+
+func (c *hookConn) Close() error {
+	c.h.mu.Lock()
+	delete(c.h.conns, c)
+	c.h.mu.Unlock()
+	return c.inner.Close()
+}
+
+func (c *hookConn) Begin() (driver.Tx, error) {
+	return c.BeginTx(context.Background(), driver.TxOptions{})
+}
+
+func (c *hookConn) BeginTx(ctx context.Context, opts driver.TxOptions) (driver.Tx, error) {
+	p := c.enter(ctx)
+	c.event(p, "begin", "", false)
+	var (
+		tx  driver.Tx
+		err error
+	)
+	if b, ok := c.inner.(driver.ConnBeginTx); ok {
+		tx, err = b.BeginTx(ctx, opts)
+	} else {
+		//lint:ignore SA1019 the fallback database/sql itself takes for an old driver
+		tx, err = c.inner.Begin()
+	}
+	if err != nil {
+		return nil, err
+	}
+	c.event(p, "begin", "", true)
+	return &hookTx{inner: tx, conn: c}, nil
+}
+
+func (c *hookConn) ExecContext(ctx context.Context, query string, args []driver.NamedValue) (driver.Result, error) {
+	e, ok := c.inner.(driver.ExecerContext)
+	if !ok {
+		return nil, driver.ErrSkip // database/sql prepares the statement instead
+	}
+	p := c.enter(ctx)
+	c.event(p, "exec", query, false)
+	res, err := e.ExecContext(ctx, query, args)
+	if err == nil {
+		c.event(p, "exec", query, true)
+	}
+	return res, err
+}
+
+func (c *hookConn) QueryContext(ctx context.Context, query string, args []driver.NamedValue) (driver.Rows, error) {
+	q, ok := c.inner.(driver.QueryerContext)
+	if !ok {
+		return nil, driver.ErrSkip
+	}
+	p := c.enter(ctx)
+	c.event(p, "query", query, false)
+	rows, err := q.QueryContext(ctx, query, args)
+	if err == nil {
+		c.event(p, "query", query, true)
+	}
+	return rows, err
+}
+
+func (c *hookConn) Ping(ctx context.Context) error {
+	if p, ok := c.inner.(driver.Pinger); ok {
+		return p.Ping(ctx)
+	}
+	return nil
+}
+
+func (c *hookConn) ResetSession(ctx context.Context) error {
+	if r, ok := c.inner.(driver.SessionResetter); ok {
+		return r.ResetSession(ctx)
+	}
+	return nil
+}
+
+func (c *hookConn) IsValid() bool {
+	if v, ok := c.inner.(driver.Validator); ok {
+		return v.IsValid()
+	}
+	return true
+}
+
+func (c *hookConn) CheckNamedValue(nv *driver.NamedValue) error {
+	if n, ok := c.inner.(driver.NamedValueChecker); ok {
+		return n.CheckNamedValue(nv)
+	}
+	return driver.ErrSkip
+}
+
+type hookTx struct {
+	inner driver.Tx
+	conn  *hookConn
+}
+
+func (t *hookTx) Commit() error {
+	p := t.conn.current()
+	t.conn.event(p, "commit", "", false)
+	err := t.inner.Commit()
+	if err == nil {
+		t.conn.event(p, "commit", "", true)
+	}
+	return err
+}
+
+func (t *hookTx) Rollback() error {
+	t.conn.event(t.conn.current(), "rollback", "", false)
+	return t.inner.Rollback()
+}
+
+type hookStmt struct {
+	inner driver.Stmt
+	conn  *hookConn
+	query string
+}
+
+func (s *hookStmt) Close() error  { return s.inner.Close() }
+func (s *hookStmt) NumInput() int { return s.inner.NumInput() }
+
+func (s *hookStmt) Exec(args []driver.Value) (driver.Result, error) {
+	return s.ExecContext(context.Background(), named(args))
+}
+
+func (s *hookStmt) Query(args []driver.Value) (driver.Rows, error) {
+	return s.QueryContext(context.Background(), named(args))
+}
+
+func (s *hookStmt) ExecContext(ctx context.Context, args []driver.NamedValue) (driver.Result, error) {
+	p := s.conn.enter(ctx)
+	s.conn.event(p, "exec", s.query, false)
+	var (
+		res driver.Result
+		err error
+	)
+	if e, ok := s.inner.(driver.StmtExecContext); ok {
+		res, err = e.ExecContext(ctx, args)
+	} else {
+		//lint:ignore SA1019 the fallback database/sql itself takes for an old driver
+		res, err = s.inner.Exec(values(args))
+	}
+	if err == nil {
+		s.conn.event(p, "exec", s.query, true)
+	}
+	return res, err
+}
+
+func (s *hookStmt) QueryContext(ctx context.Context, args []driver.NamedValue) (driver.Rows, error) {
+	p := s.conn.enter(ctx)
+	s.conn.event(p, "query", s.query, false)
+	var (
+		rows driver.Rows
+		err  error
+	)
+	if q, ok := s.inner.(driver.StmtQueryContext); ok {
+		rows, err = q.QueryContext(ctx, args)
+	} else {
+		//lint:ignore SA1019 the fallback database/sql itself takes for an old driver
+		rows, err = s.inner.Query(values(args))
+	}
+	if err == nil {
+		s.conn.event(p, "query", s.query, true)
+	}
+	return rows, err
+}
+
+func (s *hookStmt) CheckNamedValue(nv *driver.NamedValue) error {
+	if n, ok := s.inner.(driver.NamedValueChecker); ok {
+		return n.CheckNamedValue(nv)
+	}
+	return s.conn.CheckNamedValue(nv)
+}
+
+func named(args []driver.Value) []driver.NamedValue {
+	out := make([]driver.NamedValue, len(args))
+	for i, v := range args {
+		out[i] = driver.NamedValue{Ordinal: i + 1, Value: v}
+	}
+	return out
+}
+
+func values(args []driver.NamedValue) []driver.Value {
+	out := make([]driver.Value, len(args))
+	for i, a := range args {
+		out[i] = a.Value
+	}
+	return out
+}
+
+// lineWriter serialises lines to w: each line is one write, so lines from several goroutines
+// (and, through a pipe, several processes) never interleave.
+type lineWriter struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (l *lineWriter) printf(format string, args ...any) {
+	line := fmt.Sprintf(format+"\n", args...)
+	l.mu.Lock()
+	io.WriteString(l.w, line)
+	l.mu.Unlock()
+}
+
+// The crash matrix's child: the test binary run again with crashSpecEnv set becomes one
+// consumer of a cell, which stops dead at the point its spec names and says so on stdout, so
+// that the parent can SIGKILL it right there. Its stdout carries one line per event:
+//
+//	ready                         the consumer is about to run
+//	handle <id> <attempt> <ns>    a handler started (ns: Unix nanoseconds)
+//	settled <id>                  a settlement returned nil
+//	at <point> <what> <id>        stopped at the kill point; waiting for SIGKILL
+const crashSpecEnv = "INBOX_CRASH_SPEC"
+
+// crashSpec is what a crash child is to do, passed as JSON in crashSpecEnv.
+type crashSpec struct {
+	Backend       string
+	Form          string
+	DSN           string
+	Table         string
+	Side          string
+	Transactional bool
+	// Point is where the child stops: "claim" (a statement, begin or commit of a claim),
+	// "handler" (inside the handler), "written" (after the handler's side-effect write, before
+	// it returns) or "settle" (a statement or commit of a settlement).
+	Point string
+	// Nth: the child stops at the Nth event of its point.
+	Nth int
+	// After: for claim and settle, stop once the server has answered the statement (it ran,
+	// and committed where it commits by itself), before the form sees the answer; otherwise
+	// stop before it is sent.
+	After bool
+}
+
+// backendNamed is the backend of the given name at its default level, on dsn.
+func backendNamed(name, dsn string) backend {
+	for _, b := range []backend{
+		{"postgres", dialect.Postgres[isolation.Default]{}, "pgx", dsn},
+		{"mysql", dialect.MySQL[isolation.Default]{}, "mysql", dsn},
+		{"mariadb", dialect.MariaDB[isolation.Default]{}, "mysql", dsn},
+		{"sqlite", dialect.SQLite[isolation.Default]{}, "sqlite", dsn},
+	} {
+		if b.name == name {
+			return b
+		}
+	}
+	panic("no backend " + name)
+}
+
+// crashChild runs the child's consumer until it stops at its point; the parent kills it there.
+// It exits on its own after a minute, should the parent die first.
+func crashChild(t *testing.T) {
+	var spec crashSpec
+	if err := json.Unmarshal([]byte(os.Getenv(crashSpecEnv)), &spec); err != nil {
+		t.Fatalf("crash child: %v", err)
+	}
+	out := &lineWriter{w: os.Stdout}
+	stop := func(what string, id int64) {
+		out.printf("at %s %s %d", spec.Point, what, id)
+		time.Sleep(time.Minute)
+		os.Exit(3)
+	}
+	var events atomic.Int64
+	reached := func() bool { return events.Add(1) == int64(spec.Nth) }
+	on := func(ev hookEvent) {
+		if ev.phase.name == spec.Point && ev.after == spec.After && ev.what != "rollback" && reached() {
+			stop(ev.what, ev.phase.id)
+		}
+	}
+	c := cell{b: backendNamed(spec.Backend, spec.DSN), form: spec.Form}
+	db, _, err := hookedDB(c.b, spec.DSN, on)
+	if err != nil {
+		t.Fatalf("crash child: %v", err)
+	}
+	db.SetMaxOpenConns(8)
+	tbl := fullTable(spec.Table)
+	insert := "INSERT INTO " + c.q(t, spec.Side) + " (job_id, attempt) VALUES (" + c.ph(1) + ", " + c.ph(2) + ")"
+	h := inbox.HandlerFunc(func(ctx context.Context, d *inbox.Delivery) outcome.Outcome {
+		out.printf("handle %d %d %d", d.ID, d.Attempt, time.Now().UnixNano())
+		if spec.Point == "handler" && reached() {
+			stop("handler", d.ID)
+		}
+		time.Sleep(time.Duration(rand.IntN(3000)) * time.Microsecond)
+		var err error
+		if d.Tx != nil {
+			_, err = d.Tx.ExecContext(ctx, insert, d.ID, d.Attempt)
+		} else {
+			_, err = db.ExecContext(ctx, insert, d.ID, d.Attempt)
+		}
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "crash child: row %d: writing the side effect: %v\n", d.ID, err)
+			return outcome.Retry()
+		}
+		if spec.Point == "written" && reached() {
+			stop("written", d.ID)
+		}
+		return outcome.Ack()
+	})
+	form := &phasedForm{
+		inner:   c.newForm(t, tbl),
+		settled: func(d *inbox.Delivery, _ outcome.Outcome) { out.printf("settled %d", d.ID) },
+	}
+	cons := inbox.NewConsumer(db, form, h, &inbox.Config{
+		Queue: "q", Workers: 4, PollInterval: cellPoll, Transactional: spec.Transactional,
+	})
+	out.printf("ready")
+	go func() {
+		if err := cons.Run(context.Background()); err != nil {
+			fmt.Fprintln(os.Stderr, "crash child: Run:", err)
+			os.Exit(2)
+		}
+	}()
+	time.Sleep(time.Minute)
+	fmt.Fprintln(os.Stderr, "crash child: not killed within a minute")
+	os.Exit(2)
+}

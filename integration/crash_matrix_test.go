@@ -1,0 +1,421 @@
+package integration
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"database/sql"
+	"encoding/json"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/sqlinbox/inbox"
+	"github.com/sqlinbox/inbox/outcome"
+)
+
+// crashPoints are where a child is killed: inside a claim (before or after one of its
+// statements or its commit), inside the handler, after the handler's write but before the
+// settlement, and inside the settlement (before or after one of its statements or its commit).
+var crashPoints = []string{"claim", "handler", "written", "settle"}
+
+// crashPlan is how hard the matrix runs: CI's short run, or the long one that make reliability
+// runs (INBOX_RELIABILITY=long).
+type crashPlan struct {
+	kills    int // children killed per cell and mode
+	parallel int // children alive at once per cell
+	batch    int // rows published for each child
+}
+
+func crashPlanFromEnv() crashPlan {
+	if os.Getenv("INBOX_RELIABILITY") == "long" {
+		return crashPlan{kills: 60, parallel: 3, batch: 20}
+	}
+	return crashPlan{kills: 4, parallel: 2, batch: 20}
+}
+
+// crashReturnSlack is what the return bound allows beyond the form's promise for a loaded
+// machine (-race, other tests on the same servers).
+const crashReturnSlack = 2 * time.Second
+
+// crashResult is one line of the matrix's table.
+type crashResult struct {
+	cell, mode                 string
+	kills                      int
+	points                     map[string]int
+	rows, redeliveries         int
+	maxReturn                  time.Duration
+	dupSettled, dupEffects     int // effects: transactional mode; a repeat outside it is allowed
+	effectRepeats, lost, bound int
+	boundDur                   time.Duration
+}
+
+// TestCrashMatrix starts consumer child processes on every cell, in transactional mode and
+// outside it, kills each with SIGKILL at a chosen point while a consumer in this process (and
+// the other children) keep draining, and checks the table afterwards: every row settled exactly
+// once (a trigger records each settlement in an audit table, inside the settling transaction),
+// in transactional mode every side effect exactly once, the killed children's rows back within
+// the form's bound, and attempts counted on a crash exactly where the form says so.
+func TestCrashMatrix(t *testing.T) {
+	if os.Getenv(crashSpecEnv) != "" {
+		crashChild(t)
+		return
+	}
+	plan := crashPlanFromEnv()
+	var (
+		mu      sync.Mutex
+		results []crashResult
+	)
+	t.Run("cells", func(t *testing.T) {
+		for _, c := range cells(t) {
+			for _, transactional := range []bool{true, false} {
+				mode := "tx"
+				if !transactional {
+					mode = "plain"
+				}
+				t.Run(c.name()+"-"+mode, func(t *testing.T) {
+					t.Parallel()
+					r := crashCell(t, c, transactional, plan)
+					r.cell, r.mode = c.name(), mode
+					mu.Lock()
+					results = append(results, r)
+					mu.Unlock()
+				})
+			}
+		}
+	})
+	slices.SortFunc(results, func(a, b crashResult) int { return strings.Compare(a.cell+a.mode, b.cell+b.mode) })
+	var b strings.Builder
+	fmt.Fprintf(&b, "crash matrix: %d kills per cell and mode, points claim/handler/written/settle\n", plan.kills)
+	fmt.Fprintf(&b, "%-18s %-5s %5s %-11s %5s %7s %9s %8s %8s %8s %4s\n",
+		"cell", "mode", "kills", "c/h/w/s", "rows", "redeliv", "maxreturn", "bound", "dupsettl", "dupeffct", "lost")
+	for _, r := range results {
+		effects := strconv.Itoa(r.dupEffects)
+		if r.mode == "plain" {
+			effects = fmt.Sprintf("(%d)", r.effectRepeats)
+		}
+		fmt.Fprintf(&b, "%-18s %-5s %5d %-11s %5d %7d %9s %8s %8d %8s %4d\n",
+			r.cell, r.mode, r.kills,
+			fmt.Sprintf("%d/%d/%d/%d", r.points["claim"], r.points["handler"], r.points["written"], r.points["settle"]),
+			r.rows, r.redeliveries, r.maxReturn.Round(time.Millisecond), r.boundDur, r.dupSettled, effects, r.lost)
+	}
+	b.WriteString("dupeffct in plain mode (in parentheses): side effects written again after a kill between the write and the settlement, which only transactional mode prevents\n")
+	t.Log("\n" + b.String())
+}
+
+// crashDelivery is one handler start, in any process.
+type crashDelivery struct {
+	id      int64
+	attempt int
+	at      time.Time
+	who     int // 0: this process's consumer; n: the n-th child
+}
+
+// crashKill is one child killed.
+type crashKill struct {
+	who   int
+	at    time.Time
+	point string
+}
+
+type crashLog struct {
+	mu         sync.Mutex
+	deliveries []crashDelivery
+	settled    map[int]map[int64]bool // by child
+	kills      []crashKill
+}
+
+func (l *crashLog) deliver(d crashDelivery) {
+	l.mu.Lock()
+	l.deliveries = append(l.deliveries, d)
+	l.mu.Unlock()
+}
+
+// crashCell runs the matrix on one cell in one mode.
+func crashCell(t *testing.T, c cell, transactional bool, plan crashPlan) crashResult {
+	dsn := c.dsn(t)
+	db := c.openDSN(t, dsn, 8)
+	tbl := fullTable(tableName(t))
+	c.b.createTable(t, db, tbl)
+	side, audit := tbl.Name+"_side", tbl.Name+"_audit"
+	c.createSide(t, db, side)
+	c.createAudit(t, db, tbl, audit)
+
+	log := &crashLog{settled: map[int]map[int64]bool{}}
+	insert := "INSERT INTO " + c.q(t, side) + " (job_id, attempt) VALUES (" + c.ph(1) + ", " + c.ph(2) + ")"
+	survivor := inbox.HandlerFunc(func(ctx context.Context, d *inbox.Delivery) outcome.Outcome {
+		log.deliver(crashDelivery{id: d.ID, attempt: d.Attempt, at: time.Now()})
+		time.Sleep(time.Duration(5+rand.IntN(10)) * time.Millisecond)
+		var err error
+		if d.Tx != nil {
+			_, err = d.Tx.ExecContext(ctx, insert, d.ID, d.Attempt)
+		} else {
+			_, err = db.ExecContext(ctx, insert, d.ID, d.Attempt)
+		}
+		if err != nil {
+			t.Logf("row %d: writing the side effect: %v", d.ID, err)
+			return outcome.Retry()
+		}
+		return outcome.Ack()
+	})
+	stopSurvivor := runConsumer(t, db, c.newForm(t, tbl), survivor,
+		&inbox.Config{Queue: "q", Workers: 2, Transactional: transactional})
+
+	seed := rand.Uint64()
+	rng := rand.New(rand.NewPCG(seed, 0))
+	specs := make([]crashSpec, plan.kills)
+	for i := range specs {
+		point := crashPoints[i%len(crashPoints)]
+		if plan.kills > len(crashPoints) {
+			point = crashPoints[rng.IntN(len(crashPoints))]
+		}
+		specs[i] = crashSpec{
+			Backend: c.b.name, Form: c.form, DSN: dsn, Table: tbl.Name, Side: side,
+			Transactional: transactional, Point: point, Nth: 1 + rng.IntN(4), After: rng.IntN(2) == 0,
+		}
+	}
+	t.Logf("seed %d", seed)
+
+	sem := make(chan struct{}, plan.parallel)
+	var wg sync.WaitGroup
+	for i, spec := range specs {
+		sem <- struct{}{}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			crashOne(t, c, db, tbl, i+1, spec, plan.batch, log)
+		}()
+	}
+	wg.Wait()
+
+	// Every row must settle: the survivor drains what the children left, taking their rows as
+	// they come back. Waiting ends when no row has settled for a while past the form's bound.
+	unprocessed := c.q(t, tbl.ProcessedAt) + " IS NULL"
+	left, progress := len(c.ids(t, db, tbl, unprocessed)), time.Now()
+	for left > 0 && time.Since(progress) < c.returnBound(crashReturnSlack)+5*time.Second {
+		time.Sleep(50 * time.Millisecond)
+		if n := len(c.ids(t, db, tbl, unprocessed)); n < left {
+			left, progress = n, time.Now()
+		}
+	}
+	stopSurvivor()
+	return crashVerdict(t, c, db, tbl, side, audit, transactional, log)
+}
+
+// crashOne publishes a batch, starts child who with spec, waits until it stops at its point and
+// kills it with SIGKILL.
+func crashOne(t *testing.T, c cell, db *sql.DB, tbl inbox.Table, who int, spec crashSpec, batch int, log *crashLog) {
+	raw, err := json.Marshal(spec)
+	if err != nil {
+		t.Error(err)
+		return
+	}
+	child := exec.Command(os.Args[0], "-test.run=^TestCrashMatrix$", "-test.count=1")
+	child.Env = append(os.Environ(), crashSpecEnv+"="+string(raw))
+	var stderr bytes.Buffer
+	child.Stderr = &stderr
+	out, err := child.StdoutPipe()
+	if err != nil {
+		t.Error(err)
+		return
+	}
+	if err := child.Start(); err != nil {
+		t.Error(err)
+		return
+	}
+	ready := make(chan struct{})
+	stopped := make(chan string, 1)
+	scanned := make(chan struct{})
+	go func() {
+		defer close(scanned)
+		sc := bufio.NewScanner(out)
+		for sc.Scan() {
+			f := strings.Fields(sc.Text())
+			switch {
+			case len(f) == 1 && f[0] == "ready":
+				close(ready)
+			case len(f) == 4 && f[0] == "handle":
+				id, _ := strconv.ParseInt(f[1], 10, 64)
+				attempt, _ := strconv.Atoi(f[2])
+				ns, _ := strconv.ParseInt(f[3], 10, 64)
+				log.deliver(crashDelivery{id: id, attempt: attempt, at: time.Unix(0, ns), who: who})
+			case len(f) == 2 && f[0] == "settled":
+				id, _ := strconv.ParseInt(f[1], 10, 64)
+				log.mu.Lock()
+				if log.settled[who] == nil {
+					log.settled[who] = map[int64]bool{}
+				}
+				log.settled[who][id] = true
+				log.mu.Unlock()
+			case len(f) >= 2 && f[0] == "at":
+				stopped <- sc.Text()
+			}
+		}
+	}()
+	kill := func() time.Time {
+		at := time.Now()
+		child.Process.Kill() // SIGKILL: no deferred rollback, no unlock, no goodbye to the server
+		child.Wait()
+		<-scanned
+		return at
+	}
+	select {
+	case <-ready:
+	case <-time.After(30 * time.Second):
+		kill()
+		t.Errorf("child %d did not start within 30 s: %s", who, stderr.String())
+		return
+	}
+	// The batch goes in while the child may already be stopped inside a claim: on SQLite that
+	// claim holds the write lock, and the INSERT waits for the kill.
+	published := make(chan error, 1)
+	go func() {
+		msgs := make([]inbox.Message, batch)
+		for i := range msgs {
+			msgs[i] = inbox.Message{Queue: "q"}
+		}
+		published <- inbox.Enqueue(context.Background(), db, c.b.dialect, tbl, msgs...)
+	}()
+	select {
+	case <-stopped:
+		at := kill()
+		log.mu.Lock()
+		log.kills = append(log.kills, crashKill{who: who, at: at, point: spec.Point})
+		log.mu.Unlock()
+	case <-time.After(30 * time.Second):
+		kill()
+		t.Errorf("child %d (%+v) did not reach its kill point within 30 s: %s", who, spec, stderr.String())
+	}
+	if err := <-published; err != nil {
+		t.Errorf("publishing child %d's batch: %v", who, err)
+	}
+	if strings.Contains(stderr.String(), "DATA RACE") || strings.Contains(stderr.String(), "panic:") {
+		t.Errorf("child %d: %s", who, stderr.String())
+	}
+}
+
+// crashVerdict checks the table, the audit and the side effects after the matrix ran on a
+// cell, and fills in its line of the table.
+func crashVerdict(t *testing.T, c cell, db *sql.DB, tbl inbox.Table, side, audit string, transactional bool, log *crashLog) crashResult {
+	log.mu.Lock()
+	defer log.mu.Unlock()
+	r := crashResult{kills: len(log.kills), points: map[string]int{}, boundDur: c.returnBound(crashReturnSlack)}
+	for _, k := range log.kills {
+		r.points[k.point]++
+	}
+	all := c.ids(t, db, tbl, "")
+	r.rows = len(all)
+	r.redeliveries = len(log.deliveries) - r.rows
+
+	unsettled := map[int64]bool{}
+	for _, id := range c.ids(t, db, tbl, c.q(t, tbl.ProcessedAt)+" IS NULL") {
+		unsettled[id] = true
+	}
+	settlements := c.sideCounts(t, db, audit)
+	effects := c.sideCounts(t, db, side)
+	for _, id := range all {
+		n := settlements[id]
+		switch {
+		case unsettled[id] || n == 0:
+			r.lost++
+			t.Errorf("row %d lost: processed_at unset or no settlement recorded (%d settlements)", id, n)
+		case n > 1:
+			r.dupSettled += n - 1
+			t.Errorf("row %d settled %d times", id, n)
+		}
+		e := effects[id]
+		if e == 0 && !unsettled[id] {
+			t.Errorf("row %d settled without its side effect", id)
+		}
+		if e > 1 {
+			if transactional {
+				r.dupEffects += e - 1
+				t.Errorf("row %d: side effect written %d times in transactional mode", id, e)
+			} else {
+				r.effectRepeats += e - 1
+			}
+		}
+	}
+
+	// Attempts: in delivery order, each row's attempt stays at 1 where a crash costs none (no
+	// handler here retries), and grows with each delivery where it does.
+	byID := map[int64][]crashDelivery{}
+	for _, d := range log.deliveries {
+		byID[d.id] = append(byID[d.id], d)
+	}
+	for id, ds := range byID {
+		slices.SortFunc(ds, func(a, b crashDelivery) int { return a.at.Compare(b.at) })
+		for i, d := range ds {
+			switch {
+			case !c.crashCounts && d.attempt != 1:
+				t.Errorf("row %d: delivery %d read attempt %d, want 1 (a crash costs this form no attempt)", id, i+1, d.attempt)
+			case c.crashCounts && i > 0 && d.attempt <= ds[i-1].attempt:
+				t.Errorf("row %d: delivery %d read attempt %d after attempt %d (a crash counts an attempt in this form)", id, i+1, d.attempt, ds[i-1].attempt)
+			}
+		}
+	}
+
+	// Return: each row a killed child was handling or settling is delivered again (unless the
+	// child's settlement had committed) within the form's bound of the kill.
+	for _, k := range log.kills {
+		held := map[int64]bool{}
+		for _, d := range log.deliveries {
+			if d.who == k.who && !log.settled[k.who][d.id] {
+				held[d.id] = true
+			}
+		}
+		for id := range held {
+			var next *crashDelivery
+			for i, d := range byID[id] {
+				if d.who != k.who && d.at.After(k.at) && (next == nil || d.at.Before(next.at)) {
+					next = &byID[id][i]
+				}
+			}
+			if next == nil {
+				continue // the child's settlement committed before the kill
+			}
+			back := next.at.Sub(k.at)
+			r.maxReturn = max(r.maxReturn, back)
+			if back > r.boundDur {
+				r.bound++
+				t.Errorf("row %d held by child %d (killed at %s) came back after %v, beyond the form's bound of %v", id, k.who, k.point, back, r.boundDur)
+			}
+		}
+	}
+	return r
+}
+
+// createAudit creates an audit table and a trigger that records, inside the settling
+// transaction, every update of tbl that leaves processed_at set: a row settled twice shows as
+// two audit rows, and a settlement rolled back leaves none.
+func (c cell) createAudit(t *testing.T, db *sql.DB, tbl inbox.Table, audit string) {
+	t.Helper()
+	c.createSide(t, db, audit)
+	qa, qt := c.q(t, audit), c.q(t, tbl.Name)
+	id, processed := c.q(t, tbl.ID), c.q(t, tbl.ProcessedAt)
+	switch c.b.name {
+	case "postgres":
+		fn := c.q(t, audit+"_fn")
+		mustExec(t, db, "CREATE OR REPLACE FUNCTION "+fn+"() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN INSERT INTO "+qa+
+			" (job_id, attempt) VALUES (NEW."+id+", 0); RETURN NEW; END $$")
+		t.Cleanup(func() { db.Exec("DROP FUNCTION IF EXISTS " + fn + "() CASCADE") })
+		mustExec(t, db, "CREATE TRIGGER "+c.q(t, audit+"_tr")+" AFTER UPDATE ON "+qt+
+			" FOR EACH ROW WHEN (NEW."+processed+" IS NOT NULL) EXECUTE FUNCTION "+fn+"()")
+	case "sqlite":
+		mustExec(t, db, "CREATE TRIGGER "+c.q(t, audit+"_tr")+" AFTER UPDATE ON "+qt+
+			" FOR EACH ROW WHEN NEW."+processed+" IS NOT NULL BEGIN INSERT INTO "+qa+
+			" (job_id, attempt) VALUES (NEW."+id+", 0); END")
+	default:
+		mustExec(t, db, "CREATE TRIGGER "+c.q(t, audit+"_tr")+" AFTER UPDATE ON "+qt+
+			" FOR EACH ROW BEGIN IF NEW."+processed+" IS NOT NULL THEN INSERT INTO "+qa+
+			" (job_id, attempt) VALUES (NEW."+id+", 0); END IF; END")
+	}
+}

@@ -1,0 +1,423 @@
+package integration
+
+import (
+	"bytes"
+	"context"
+	"database/sql"
+	"fmt"
+	"log/slog"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/sqlinbox/inbox"
+	"github.com/sqlinbox/inbox/outcome"
+)
+
+// faultLog collects a consumer's log records, and passes them to the test log.
+type faultLog struct {
+	t   *testing.T
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (l *faultLog) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.t.Log(strings.TrimSpace(string(p)))
+	return l.buf.Write(p)
+}
+
+func (l *faultLog) has(s string) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return strings.Contains(l.buf.String(), s)
+}
+
+// faultRun is what a fault test records: the rows its handler had in work or in settlement
+// when a fault struck, which are the only rows a fault may deliver twice.
+type faultRun struct {
+	mu       sync.Mutex
+	handling map[int64]bool
+	settling map[int64]bool
+	faulted  map[int64]bool
+	faults   map[string]int
+	handled  map[int64]int
+}
+
+func newFaultRun() *faultRun {
+	return &faultRun{
+		handling: map[int64]bool{}, settling: map[int64]bool{}, faulted: map[int64]bool{},
+		faults: map[string]int{}, handled: map[int64]int{},
+	}
+}
+
+// struck records a fault at phase: every row in work or in settlement may come back.
+func (r *faultRun) struck(phase string, ids ...int64) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.faults[phase]++
+	for _, id := range ids {
+		r.faulted[id] = true
+	}
+	for id := range r.handling {
+		r.faulted[id] = true
+	}
+	for id := range r.settling {
+		r.faulted[id] = true
+	}
+}
+
+// form wraps f so that the run knows which rows are in settlement.
+func (r *faultRun) form(f inbox.Form) *faultForm { return &faultForm{phasedForm{inner: f}, r} }
+
+type faultForm struct {
+	phasedForm
+	r *faultRun
+}
+
+func (f *faultForm) Settle(ctx context.Context, d *inbox.Delivery, o outcome.Outcome) error {
+	f.r.mu.Lock()
+	f.r.settling[d.ID] = true
+	f.r.mu.Unlock()
+	defer func() {
+		f.r.mu.Lock()
+		delete(f.r.settling, d.ID)
+		f.r.mu.Unlock()
+	}()
+	err := f.phasedForm.Settle(ctx, d, o)
+	if err != nil {
+		// Only a fault fails a settlement here: the row comes back by the form's rule.
+		f.r.mu.Lock()
+		f.r.faulted[d.ID] = true
+		f.r.mu.Unlock()
+	}
+	return err
+}
+
+// killSession ends a server session from another connection and waits until it is gone:
+// pg_terminate_backend on Postgres, KILL CONNECTION on MySQL and MariaDB.
+func (c cell) killSession(ctx context.Context, admin *sql.DB, id int64) error {
+	var kill, gone string
+	switch c.b.name {
+	case "postgres":
+		kill = fmt.Sprintf("SELECT pg_terminate_backend(%d)", id)
+		gone = "SELECT COUNT(*) FROM pg_stat_activity WHERE pid = $1"
+	default:
+		kill = fmt.Sprintf("KILL CONNECTION %d", id)
+		gone = "SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE ID = ?"
+	}
+	if _, err := admin.ExecContext(ctx, kill); err != nil && !strings.Contains(err.Error(), "Unknown thread") {
+		return fmt.Errorf("killing session %d: %w", id, err)
+	}
+	for range 100 {
+		var n int
+		if err := admin.QueryRowContext(ctx, gone, id).Scan(&n); err != nil {
+			return err
+		}
+		if n == 0 {
+			return nil
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	return fmt.Errorf("session %d still there a second after it was killed", id)
+}
+
+// TestFaultsKilledConnections kills the consumer's server connections under it, from the
+// server's side (pg_terminate_backend, KILL CONNECTION): the connection a claim is about to use,
+// every connection while handlers run, and the connection a settlement is about to use. The
+// consumer logs, carries on by itself, and in the end every row is settled exactly once; only
+// rows in work or in settlement when a fault struck are delivered again (and, in
+// transactional mode, their side effects still land once).
+func TestFaultsKilledConnections(t *testing.T) {
+	for _, c := range cells(t) {
+		if c.b.name == "sqlite" {
+			continue // no server connections to kill: see TestFaultsSQLiteBusy
+		}
+		for _, transactional := range []bool{true, false} {
+			mode := map[bool]string{true: "tx", false: "plain"}[transactional]
+			t.Run(c.name()+"-"+mode, func(t *testing.T) {
+				t.Parallel()
+				faultKilledConnections(t, c, transactional)
+			})
+		}
+	}
+}
+
+func faultKilledConnections(t *testing.T, c cell, transactional bool) {
+	const rows = 40
+	dsn := c.dsn(t)
+	admin := c.openDSN(t, dsn, 4)
+	tbl := fullTable(tableName(t))
+	c.b.createTable(t, admin, tbl)
+	side, audit := tbl.Name+"_side", tbl.Name+"_audit"
+	c.createSide(t, admin, side)
+	c.createAudit(t, admin, tbl, audit)
+	msgs := make([]inbox.Message, rows)
+	for i := range msgs {
+		msgs[i] = inbox.Message{Queue: "q"}
+	}
+	c.publish(t, admin, tbl, msgs...)
+
+	run := newFaultRun()
+	var (
+		counts   sync.Mutex
+		claims   int
+		settles  int
+		handlers int
+		pool     *hooks
+	)
+	kill := func(ev hookEvent, phase string) {
+		if err := c.killSession(context.Background(), admin, ev.conn.session); err != nil {
+			t.Errorf("%s fault: %v", phase, err)
+		}
+		run.struck(phase, ev.phase.id)
+	}
+	on := func(ev hookEvent) {
+		if ev.after || ev.what == "rollback" {
+			return
+		}
+		counts.Lock()
+		var n int
+		switch ev.phase.name {
+		case "claim":
+			claims++
+			n = claims
+		case "settle":
+			settles++
+			n = settles
+		}
+		counts.Unlock()
+		switch {
+		case ev.phase.name == "claim" && (n == 3 || n == 11):
+			kill(ev, "claim")
+		case ev.phase.name == "settle" && (n == 4 || n == 13):
+			kill(ev, "settle")
+		}
+	}
+	db, pool, err := hookedDB(c.b, dsn, on)
+	if err != nil {
+		t.Fatal(err)
+	}
+	db.SetMaxOpenConns(8)
+	t.Cleanup(func() { db.Close() })
+
+	insert := "INSERT INTO " + c.q(t, side) + " (job_id, attempt) VALUES (" + c.ph(1) + ", " + c.ph(2) + ")"
+	h := inbox.HandlerFunc(func(ctx context.Context, d *inbox.Delivery) outcome.Outcome {
+		run.mu.Lock()
+		run.handling[d.ID] = true
+		run.handled[d.ID]++
+		run.mu.Unlock()
+		defer func() {
+			run.mu.Lock()
+			delete(run.handling, d.ID)
+			run.mu.Unlock()
+		}()
+		counts.Lock()
+		handlers++
+		n := handlers
+		counts.Unlock()
+		if n == 6 || n == 17 {
+			for _, s := range pool.sessions() {
+				if err := c.killSession(ctx, admin, s); err != nil {
+					t.Errorf("handler fault: %v", err)
+				}
+			}
+			run.struck("handler", d.ID)
+		}
+		time.Sleep(2 * time.Millisecond)
+		ex := inbox.Tx(db)
+		if d.Tx != nil {
+			ex = d.Tx
+		}
+		if _, err := ex.ExecContext(ctx, insert, d.ID, d.Attempt); err != nil {
+			// The connection under the delivery's transaction may be the one just killed.
+			run.mu.Lock()
+			run.faulted[d.ID] = true
+			run.mu.Unlock()
+			return outcome.Retry()
+		}
+		return outcome.Ack()
+	})
+	logs := &faultLog{t: t}
+	stop := runConsumer(t, db, run.form(c.newForm(t, tbl)), h, &inbox.Config{
+		Queue: "q", Workers: 3, Transactional: transactional,
+		Logger: slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelInfo})),
+	})
+	waitDrained(t, c, admin, tbl)
+	stop()
+
+	run.mu.Lock()
+	defer run.mu.Unlock()
+	t.Logf("faults: %v; rows struck: %d", run.faults, len(run.faulted))
+	for _, phase := range []string{"claim", "handler", "settle"} {
+		if run.faults[phase] == 0 {
+			t.Errorf("no %s fault was injected", phase)
+		}
+	}
+	if !logs.has("level=ERROR") && !logs.has("level=WARN") {
+		t.Error("the consumer logged nothing about the killed connections")
+	}
+	settled := c.sideCounts(t, admin, audit)
+	effects := c.sideCounts(t, admin, side)
+	for _, id := range c.ids(t, admin, tbl, "") {
+		if n := settled[id]; n != 1 {
+			t.Errorf("row %d settled %d times, want once", id, n)
+		}
+		e := effects[id]
+		switch {
+		case e == 0:
+			t.Errorf("row %d settled without its side effect", id)
+		case e > 1 && (transactional || !run.faulted[id]):
+			t.Errorf("row %d: side effect written %d times (struck by a fault: %v)", id, e, run.faulted[id])
+		}
+		if run.handled[id] > 1 && !run.faulted[id] {
+			t.Errorf("row %d delivered %d times though no fault struck it", id, run.handled[id])
+		}
+	}
+}
+
+// waitDrained waits until every row of tbl is processed, for as long as rows keep settling.
+func waitDrained(t *testing.T, c cell, db *sql.DB, tbl inbox.Table) {
+	t.Helper()
+	unprocessed := c.q(t, tbl.ProcessedAt) + " IS NULL"
+	left, progress := len(c.ids(t, db, tbl, unprocessed)), time.Now()
+	for left > 0 {
+		if time.Since(progress) > c.returnBound(crashReturnSlack)+5*time.Second {
+			t.Fatalf("%d rows left unprocessed, none settled for %v", left, time.Since(progress).Round(time.Second))
+		}
+		time.Sleep(50 * time.Millisecond)
+		if n := len(c.ids(t, db, tbl, unprocessed)); n < left {
+			left, progress = n, time.Now()
+		}
+	}
+}
+
+// TestFaultsSQLiteBusy runs the lease form on SQLite while a second writer holds the write lock
+// (BEGIN IMMEDIATE) for a second at a time: before the first claim, while a handler runs, and
+// just before a settlement's statement. The consumer's pool waits 200 ms for the lock, so its
+// statements fail with SQLITE_BUSY; it logs, carries on, and every row settles exactly once,
+// only the rows whose settlement failed coming back (when their lease runs out).
+//
+// It runs outside transactional mode only: there a handler's transaction takes the write lock
+// with its first write and keeps it until its Ack commits, so no second writer can come between
+// the handler and the settlement.
+func TestFaultsSQLiteBusy(t *testing.T) {
+	c := cell{b: backendNamed("sqlite", ""), form: "lease", crashCounts: true}
+	const rows = 30
+	path := filepath.Join(t.TempDir(), "inbox.db")
+	admin := c.openDSN(t, SQLiteDSN(path), 4)
+	tbl := fullTable(tableName(t))
+	c.b.createTable(t, admin, tbl)
+	side, audit := tbl.Name+"_side", tbl.Name+"_audit"
+	c.createSide(t, admin, side)
+	c.createAudit(t, admin, tbl, audit)
+	msgs := make([]inbox.Message, rows)
+	for i := range msgs {
+		msgs[i] = inbox.Message{Queue: "q"}
+	}
+	c.publish(t, admin, tbl, msgs...)
+
+	// block holds the write lock for hold from a connection of its own, and returns once it
+	// holds it.
+	block := func(hold time.Duration) {
+		t.Helper()
+		conn, err := admin.Conn(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := conn.ExecContext(context.Background(), "BEGIN IMMEDIATE"); err != nil {
+			conn.Close()
+			t.Errorf("BEGIN IMMEDIATE: %v", err)
+			return
+		}
+		go func() {
+			time.Sleep(hold)
+			conn.ExecContext(context.Background(), "ROLLBACK")
+			conn.Close()
+		}()
+	}
+	run := newFaultRun()
+	var (
+		mu       sync.Mutex
+		settles  int
+		handlers int
+	)
+	on := func(ev hookEvent) {
+		if ev.after || ev.phase.name != "settle" {
+			return
+		}
+		mu.Lock()
+		settles++
+		n := settles
+		mu.Unlock()
+		if n == 12 {
+			block(time.Second)
+			run.struck("settle", ev.phase.id)
+		}
+	}
+	dsn := "file:" + path + "?_pragma=journal_mode(WAL)&_pragma=busy_timeout(200)"
+	db, _, err := hookedDB(c.b, dsn, on)
+	if err != nil {
+		t.Fatal(err)
+	}
+	db.SetMaxOpenConns(8)
+	t.Cleanup(func() { db.Close() })
+
+	insert := "INSERT INTO " + c.q(t, side) + " (job_id, attempt) VALUES (?, ?)"
+	h := inbox.HandlerFunc(func(ctx context.Context, d *inbox.Delivery) outcome.Outcome {
+		run.mu.Lock()
+		run.handling[d.ID] = true
+		run.handled[d.ID]++
+		run.mu.Unlock()
+		defer func() {
+			run.mu.Lock()
+			delete(run.handling, d.ID)
+			run.mu.Unlock()
+		}()
+		if _, err := db.ExecContext(ctx, insert, d.ID, d.Attempt); err != nil {
+			run.mu.Lock()
+			run.faulted[d.ID] = true
+			run.mu.Unlock()
+			return outcome.Retry()
+		}
+		mu.Lock()
+		handlers++
+		n := handlers
+		mu.Unlock()
+		if n == 5 {
+			block(time.Second)
+			run.struck("handler", d.ID)
+		}
+		return outcome.Ack()
+	})
+
+	block(time.Second)
+	run.struck("claim")
+	logs := &faultLog{t: t}
+	stop := runConsumer(t, db, run.form(c.newForm(t, tbl)), h, &inbox.Config{
+		Queue: "q", Workers: 3,
+		Logger: slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelInfo})),
+	})
+	waitDrained(t, c, admin, tbl)
+	stop()
+
+	for _, want := range []string{"claim failed", "claims succeed again", "SQLITE_BUSY"} {
+		if !logs.has(want) {
+			t.Errorf("the consumer's log does not mention %q", want)
+		}
+	}
+	run.mu.Lock()
+	defer run.mu.Unlock()
+	settled := c.sideCounts(t, admin, audit)
+	for _, id := range c.ids(t, admin, tbl, "") {
+		if n := settled[id]; n != 1 {
+			t.Errorf("row %d settled %d times, want once", id, n)
+		}
+		if run.handled[id] > 1 && !run.faulted[id] {
+			t.Errorf("row %d delivered %d times though no fault struck it", id, run.handled[id])
+		}
+	}
+}
