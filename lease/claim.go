@@ -4,7 +4,6 @@ import (
 	"cmp"
 	"context"
 	"database/sql"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -174,34 +173,19 @@ func (f *Form[D]) scanSorted(b *binding, rows *sql.Rows) ([]*inbox.Delivery, err
 	q := b.st.Q
 	var out []claimed
 	for rows.Next() {
-		c := claimed{d: &inbox.Delivery{}}
-		var (
-			attempt sql.NullInt64
-			group   sql.NullString
-			headers sql.NullString
-		)
-		dest := []any{&c.d.ID}
-		for _, opt := range []struct {
-			col  string
-			dest any
-		}{
-			{q.Payload, &c.d.Payload}, {q.Attempt, &attempt}, {q.Group, &group}, {q.Headers, &headers},
-			{q.Priority, &c.priority}, {q.RetryAfter, &c.retryAfter},
-		} {
-			if opt.col != "" {
-				dest = append(dest, opt.dest)
-			}
+		var c claimed
+		var extra []any
+		if q.Priority != "" {
+			extra = append(extra, &c.priority)
 		}
-		if err := rows.Scan(dest...); err != nil {
+		if q.RetryAfter != "" {
+			extra = append(extra, &c.retryAfter)
+		}
+		d, err := b.st.ScanOne(rows.Scan, extra...)
+		if err != nil {
 			return nil, err
 		}
-		c.d.Attempt = int(attempt.Int64)
-		c.d.Group = group.String
-		if headers.Valid && headers.String != "" {
-			if err := json.Unmarshal([]byte(headers.String), &c.d.Headers); err != nil {
-				return nil, fmt.Errorf("row %d: headers column %q does not hold a JSON object of strings: %w", c.d.ID, b.st.Raw.Headers, err)
-			}
-		}
+		c.d = d
 		out = append(out, c)
 	}
 	if err := rows.Err(); err != nil {

@@ -29,7 +29,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"strings"
 	"sync"
 	"time"
 
@@ -190,9 +189,7 @@ func (b *binding) prepare(ctx context.Context) error {
 			return nil
 		}
 		var s *sql.Stmt
-		if s, err = b.st.Prepare(ctx, b.db, what, query); err == nil && b.st.D.Name() == "sqlite" {
-			err = b.compiles(ctx, what, query)
-		}
+		s, err = b.st.Prepare(ctx, b.db, what, query)
 		return s
 	}
 	b.claim = prep("claim", b.sql.claim)
@@ -204,24 +201,6 @@ func (b *binding) prepare(ctx context.Context) error {
 	b.retry = prep("retry", b.sql.retry)
 	b.retryAfter = prep("retry after", b.sql.retryAfter)
 	return err
-}
-
-// compiles has SQLite compile query, which its driver's Prepare leaves to the first run: EXPLAIN
-// compiles a statement without running it, and fails on a missing table or column.
-func (b *binding) compiles(ctx context.Context, what, query string) error {
-	// Every parameter is a "?" outside the backtick-quoted names (the statements hold no string
-	// literals); EXPLAIN wants them all bound, and NULL will do.
-	params := 0
-	for i, part := range strings.Split(query, "`") {
-		if i%2 == 0 {
-			params += strings.Count(part, "?")
-		}
-	}
-	rows, err := b.db.QueryContext(ctx, "EXPLAIN "+query, make([]any, params)...)
-	if err != nil {
-		return fmt.Errorf("%w: table %q: the %s statement does not compile: %v; create the table and columns the description names, or fix the description (statement: %s)", inbox.ErrSchema, b.st.Raw.Name, what, err, query)
-	}
-	return rows.Close()
 }
 
 // checkPrecision refuses a MySQL or MariaDB lease column that drops microseconds: the token

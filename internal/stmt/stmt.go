@@ -67,7 +67,7 @@ func (t *Table) Scan(rows *sql.Rows) ([]*inbox.Delivery, error) {
 	defer rows.Close()
 	var out []*inbox.Delivery
 	for rows.Next() {
-		d, err := t.scanOne(rows.Scan)
+		d, err := t.ScanOne(rows.Scan)
 		if err != nil {
 			return nil, err
 		}
@@ -78,10 +78,12 @@ func (t *Table) Scan(rows *sql.Rows) ([]*inbox.Delivery, error) {
 
 // ScanRow reads one row of the Columns list; it returns sql.ErrNoRows when there is none.
 func (t *Table) ScanRow(row *sql.Row) (*inbox.Delivery, error) {
-	return t.scanOne(row.Scan)
+	return t.ScanOne(row.Scan)
 }
 
-func (t *Table) scanOne(scan func(...any) error) (*inbox.Delivery, error) {
+// ScanOne reads one row of the Columns list, followed by the columns extra points into, through
+// scan (a Rows.Scan or Row.Scan).
+func (t *Table) ScanOne(scan func(...any) error, extra ...any) (*inbox.Delivery, error) {
 	d := &inbox.Delivery{}
 	var (
 		attempt sql.NullInt64
@@ -101,7 +103,7 @@ func (t *Table) scanOne(scan func(...any) error) (*inbox.Delivery, error) {
 	if t.Q.Headers != "" {
 		dest = append(dest, &headers)
 	}
-	if err := scan(dest...); err != nil {
+	if err := scan(append(dest, extra...)...); err != nil {
 		return nil, err
 	}
 	d.Attempt = int(attempt.Int64)
@@ -172,8 +174,16 @@ func (t *Table) Order(alias string) string {
 // the server refuses wraps inbox.ErrSchema and names the table, the statement and its text: at
 // startup it means a table or column the server does not have. When the server cannot be
 // reached the error is the connection's, not ErrSchema, so a consumer tries again.
+//
+// SQLite drivers compile a statement only when it first runs, so on SQLite Prepare also has it
+// compiled by EXPLAIN, which fails on a missing table or column without running anything.
 func (t *Table) Prepare(ctx context.Context, db *sql.DB, what, query string) (*sql.Stmt, error) {
 	s, err := db.PrepareContext(ctx, query)
+	if err == nil && t.D.Name() == "sqlite" {
+		if err = explain(ctx, db, query); err != nil {
+			s.Close()
+		}
+	}
 	if err != nil {
 		if pingErr := db.PingContext(ctx); pingErr != nil {
 			return nil, fmt.Errorf("inbox: table %q: preparing the %s statement: %w", t.Raw.Name, what, errors.Join(err, pingErr))
@@ -181,4 +191,21 @@ func (t *Table) Prepare(ctx context.Context, db *sql.DB, what, query string) (*s
 		return nil, fmt.Errorf("%w: table %q: the %s statement does not prepare: %v; create the table and columns the description names, or fix the description (statement: %s)", inbox.ErrSchema, t.Raw.Name, what, err, query)
 	}
 	return s, nil
+}
+
+// explain compiles a SQLite statement without running it. Every parameter is a "?" outside the
+// backtick-quoted names (the library's statements hold no string literals); EXPLAIN wants them
+// all bound, and NULL will do.
+func explain(ctx context.Context, db *sql.DB, query string) error {
+	params := 0
+	for i, part := range strings.Split(query, "`") {
+		if i%2 == 0 {
+			params += strings.Count(part, "?")
+		}
+	}
+	rows, err := db.QueryContext(ctx, "EXPLAIN "+query, make([]any, params)...)
+	if err != nil {
+		return err
+	}
+	return rows.Close()
 }
