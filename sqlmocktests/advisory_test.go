@@ -46,7 +46,7 @@ const (
 var (
 	advisoryPGFull = advisorySQL{
 		keyCheck:    `SELECT ` + advisoryPGKey + ` FROM "jobs" WHERE 1 = 0`,
-		candidates:  `SELECT c."id", c.inbox_key FROM (SELECT "id", ` + advisoryPGKey + ` AS inbox_key FROM "jobs" WHERE "done_at" IS NULL AND ("retry_after" IS NULL OR "retry_after" <= $1) AND "queue" = $2 ORDER BY "retry_after", "id" OFFSET 0) c WHERE pg_try_advisory_xact_lock_shared(hashtextextended(c.inbox_key, 0)) LIMIT $3`,
+		candidates:  `SELECT c."id", c.inbox_key FROM (SELECT "id", ` + advisoryPGKey + ` AS inbox_key FROM "jobs" WHERE "done_at" IS NULL AND ("retry_after" IS NULL OR "retry_after" <= $1) AND "queue" = $2 ORDER BY "retry_after" NULLS FIRST, "id" OFFSET 0) c WHERE pg_try_advisory_xact_lock_shared(hashtextextended(c.inbox_key, 0)) LIMIT $3`,
 		lock:        `SELECT pg_try_advisory_lock(hashtextextended($1, 0))`,
 		unlock:      `SELECT pg_advisory_unlock(hashtextextended($1, 0))`,
 		take:        `UPDATE "jobs" SET "attempt" = "attempt" + 1 WHERE "id" = $1 AND (` + advisoryPGKey + `) = $2 AND "done_at" IS NULL AND ("retry_after" IS NULL OR "retry_after" <= $3) AND "queue" = $4 RETURNING "id", "payload", "attempt", "queue"`,

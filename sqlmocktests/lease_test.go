@@ -68,9 +68,9 @@ var leaseCases = []leaseCase{
 		name: "postgres", d: dialect.Postgres[isolation.Default]{}, txd: dialect.Postgres[isolation.ReadCommitted]{},
 		version: "SHOW server_version_num", answer: "160004",
 		jobs: leaseStatements{
-			claim: `WITH inbox_lease_pick AS (SELECT "id" FROM "jobs" WHERE ("retry_after" IS NULL OR "retry_after" <= $1) AND ("locked_until" IS NULL OR "locked_until" < $2) ORDER BY "retry_after", "id" LIMIT $3 FOR UPDATE SKIP LOCKED), ` +
+			claim: `WITH inbox_lease_pick AS (SELECT "id" FROM "jobs" WHERE ("retry_after" IS NULL OR "retry_after" <= $1) AND ("locked_until" IS NULL OR "locked_until" < $2) ORDER BY "retry_after" NULLS FIRST, "id" LIMIT $3 FOR UPDATE SKIP LOCKED), ` +
 				`inbox_lease_claimed AS (UPDATE "jobs" SET "locked_until" = $4, "attempt" = "attempt" + 1 FROM inbox_lease_pick WHERE "jobs"."id" = inbox_lease_pick."id" RETURNING "jobs"."id", "jobs"."payload", "jobs"."attempt", "jobs"."retry_after") ` +
-				`SELECT "id", "payload", "attempt" FROM inbox_lease_claimed ORDER BY "retry_after", "id"`,
+				`SELECT "id", "payload", "attempt" FROM inbox_lease_claimed ORDER BY "retry_after" NULLS FIRST, "id"`,
 			extend:     `UPDATE "jobs" SET "locked_until" = $1 WHERE "id" = $2 AND "locked_until" = $3`,
 			ack:        `DELETE FROM "jobs" WHERE "id" = $1 AND "locked_until" = $2`,
 			retry:      `UPDATE "jobs" SET "locked_until" = NULL WHERE "id" = $1 AND "locked_until" = $2`,

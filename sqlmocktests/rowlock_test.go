@@ -39,7 +39,7 @@ type rowlockDialect struct {
 
 var (
 	rowlockPostgresFull = rowlockStatements{
-		claim:      `SELECT "id", "payload", "attempt", "grp", "headers" FROM "jobs" WHERE "processed_at" IS NULL AND ("retry_after" IS NULL OR "retry_after" <= $1) AND "grp" = $2 ORDER BY "priority", "retry_after", "id" LIMIT 1 FOR UPDATE SKIP LOCKED`,
+		claim:      `SELECT "id", "payload", "attempt", "grp", "headers" FROM "jobs" WHERE "processed_at" IS NULL AND ("retry_after" IS NULL OR "retry_after" <= $1) AND "grp" = $2 ORDER BY "priority", "retry_after" NULLS FIRST, "id" LIMIT 1 FOR UPDATE SKIP LOCKED`,
 		ack:        `UPDATE "jobs" SET "processed_at" = $1 WHERE "id" = $2`,
 		retry:      `UPDATE "jobs" SET "attempt" = "attempt" + 1 WHERE "id" = $1`,
 		retryAfter: `UPDATE "jobs" SET "retry_after" = $1, "attempt" = "attempt" + 1 WHERE "id" = $2`,

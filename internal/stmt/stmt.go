@@ -155,19 +155,26 @@ func (t *Table) DueArgs(args []any, now any, queue string) []any {
 	return args
 }
 
-// Order is the claim order: priority, retry_after, id, each where the table has it.
+// Order is the claim order: priority, retry_after, id, each where the table has it. A row never
+// delayed (retry_after NULL) comes before a delayed one that is due, on every database: MySQL,
+// MariaDB and SQLite sort NULL first by themselves; Postgres is told to.
 func (t *Table) Order(alias string) string {
 	prefix := ""
 	if alias != "" {
 		prefix = alias + "."
 	}
 	var cols []string
-	for _, c := range []string{t.Q.Priority, t.Q.RetryAfter, t.Q.ID} {
-		if c != "" {
-			cols = append(cols, prefix+c)
-		}
+	if t.Q.Priority != "" {
+		cols = append(cols, prefix+t.Q.Priority)
 	}
-	return strings.Join(cols, ", ")
+	if t.Q.RetryAfter != "" {
+		col := prefix + t.Q.RetryAfter
+		if t.D.Name() == "postgres" {
+			col += " NULLS FIRST"
+		}
+		cols = append(cols, col)
+	}
+	return strings.Join(append(cols, prefix+t.Q.ID), ", ")
 }
 
 // Prepare prepares query on db for the statement named what ("claim", "ack", …). A statement
