@@ -86,7 +86,7 @@ func (f *phasedForm) Close() error { return f.inner.Close() }
 // reaches the server or after the server answered, before database/sql gets the answer.
 type hookEvent struct {
 	phase phase  // the form's call; zero outside one (the handler's own statements, say)
-	what  string // "begin", "query", "exec", "commit", "rollback"
+	what  string // "prepare", "begin", "query", "exec", "commit", "rollback"
 	query string
 	after bool
 	conn  *hookConn
@@ -236,6 +236,7 @@ func (c *hookConn) Prepare(query string) (driver.Stmt, error) {
 }
 
 func (c *hookConn) PrepareContext(ctx context.Context, query string) (driver.Stmt, error) {
+	c.event(c.enter(ctx), "prepare", query, false)
 	var (
 		s   driver.Stmt
 		err error

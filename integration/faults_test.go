@@ -6,9 +6,15 @@ import (
 	"database/sql"
 	"fmt"
 	"log/slog"
+	"net"
+	"os"
+	"os/exec"
+	"os/user"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -418,6 +424,299 @@ func TestFaultsSQLiteBusy(t *testing.T) {
 		}
 		if run.handled[id] > 1 && !run.faulted[id] {
 			t.Errorf("row %d delivered %d times though no fault struck it", id, run.handled[id])
+		}
+	}
+}
+
+// TestFaultsKilledAtOpen kills the connection the consumer's startup is about to prepare a
+// statement on, as a database restarting under a starting consumer would. The table is there;
+// the failure is the connection's, so Run must log it and try again, not give up with
+// ErrSchema, and then consume.
+func TestFaultsKilledAtOpen(t *testing.T) {
+	for _, c := range cells(t) {
+		if c.b.name == "sqlite" {
+			continue
+		}
+		t.Run(c.name(), func(t *testing.T) {
+			t.Parallel()
+			dsn := c.dsn(t)
+			admin := c.openDSN(t, dsn, 4)
+			tbl := fullTable(tableName(t))
+			c.b.createTable(t, admin, tbl)
+			c.publish(t, admin, tbl, inbox.Message{Queue: "q"})
+			var once sync.Once
+			on := func(ev hookEvent) {
+				if ev.phase.name == "open" && ev.what == "prepare" {
+					once.Do(func() {
+						if err := c.killSession(context.Background(), admin, ev.conn.session); err != nil {
+							t.Error(err)
+						}
+					})
+				}
+			}
+			db, _, err := hookedDB(c.b, dsn, on)
+			if err != nil {
+				t.Fatal(err)
+			}
+			db.SetMaxOpenConns(8)
+			t.Cleanup(func() { db.Close() })
+			handled := make(chan int64, 1)
+			h := inbox.HandlerFunc(func(ctx context.Context, d *inbox.Delivery) outcome.Outcome {
+				handled <- d.ID
+				return outcome.Ack()
+			})
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			done := make(chan error, 1)
+			go func() {
+				done <- inbox.NewConsumer(db, &phasedForm{inner: c.newForm(t, tbl)}, h, &inbox.Config{
+					Queue: "q", PollInterval: cellPoll, Logger: testLogger(t),
+				}).Run(ctx)
+			}()
+			select {
+			case err := <-done:
+				t.Fatalf("Run gave up when its connection was killed during startup: %v", err)
+			case <-handled:
+			case <-time.After(20 * time.Second):
+				t.Fatal("the row was not handled within 20 s")
+			}
+			cancel()
+			if err := <-done; err != nil {
+				t.Errorf("Run: %v", err)
+			}
+		})
+	}
+}
+
+// privateServer is a database server this test starts for itself, on a port of its own and
+// in a directory of its own, so that it can stop and restart it without touching the servers
+// other tests share.
+type privateServer struct {
+	name  string // "postgres" or "mariadb"
+	dsn   string
+	dir   string
+	port  int
+	start func() error
+	crash func() error // stops the server at once, as a power cut would (no clean shutdown)
+
+	once      sync.Once
+	restarted chan struct{} // closed once the server is back after restartOnce
+}
+
+// restartOnce crashes the server, leaves it down for a second and starts it again; only the
+// first call does, and every call returns once the server is back.
+func (s *privateServer) restartOnce(t *testing.T) {
+	s.once.Do(func() {
+		defer close(s.restarted)
+		if err := s.crash(); err != nil {
+			t.Errorf("crashing the private %s: %v", s.name, err)
+		}
+		time.Sleep(time.Second)
+		if err := s.start(); err != nil {
+			t.Errorf("starting the private %s again: %v", s.name, err)
+		}
+	})
+	<-s.restarted
+}
+
+func freePort(t *testing.T) int {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
+}
+
+// privatePostgres initialises and starts a Postgres cluster as the postgres system user (the
+// server refuses to run as root). It skips the test where that cannot be done here.
+func privatePostgres(t *testing.T) *privateServer {
+	bins, _ := filepath.Glob("/usr/lib/postgresql/*/bin/initdb")
+	if len(bins) == 0 || os.Geteuid() != 0 {
+		t.Skip("a private Postgres needs root and the Debian postgresql package (/usr/lib/postgresql/*/bin)")
+	}
+	bin := filepath.Dir(bins[len(bins)-1])
+	u, err := user.Lookup("postgres")
+	if err != nil {
+		t.Skipf("a private Postgres needs the postgres system user: %v", err)
+	}
+	uid, _ := strconv.Atoi(u.Uid)
+	dir, err := os.MkdirTemp("", "inbox-pg-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	if err := os.Chown(dir, uid, -1); err != nil {
+		t.Fatal(err)
+	}
+	run := func(args ...string) error {
+		out, err := exec.Command("runuser", append([]string{"-u", "postgres", "--"}, args...)...).CombinedOutput()
+		if err != nil {
+			return fmt.Errorf("%s: %v: %s", strings.Join(args, " "), err, out)
+		}
+		return nil
+	}
+	data := filepath.Join(dir, "data")
+	if err := run(filepath.Join(bin, "initdb"), "-D", data, "-A", "trust", "-U", "postgres", "-N"); err != nil {
+		t.Fatal(err)
+	}
+	s := &privateServer{name: "postgres", dir: dir, port: freePort(t), restarted: make(chan struct{})}
+	s.dsn = fmt.Sprintf("postgres://postgres@127.0.0.1:%d/postgres?sslmode=disable&connect_timeout=2", s.port)
+	opts := fmt.Sprintf("-p %d -k %s -c listen_addresses=127.0.0.1 -c fsync=off -c max_connections=60", s.port, dir)
+	s.start = func() error {
+		return run(filepath.Join(bin, "pg_ctl"), "-D", data, "-o", opts, "-l", filepath.Join(dir, "log"), "-w", "start")
+	}
+	s.crash = func() error { return run(filepath.Join(bin, "pg_ctl"), "-D", data, "-m", "immediate", "-w", "stop") }
+	if err := s.start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.crash() })
+	return s
+}
+
+// privateMariaDB installs a data directory and runs mariadbd on it as a child process.
+func privateMariaDB(t *testing.T) *privateServer {
+	install, err1 := exec.LookPath("mariadb-install-db")
+	server, err2 := exec.LookPath("mariadbd")
+	if err2 != nil {
+		server, err2 = exec.LookPath("/usr/sbin/mariadbd")
+	}
+	if err1 != nil || err2 != nil || os.Geteuid() != 0 {
+		t.Skip("a private MariaDB needs root and the mariadb-server package (mariadb-install-db, mariadbd)")
+	}
+	dir, err := os.MkdirTemp("", "inbox-mariadb-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	data := filepath.Join(dir, "data")
+	if out, err := exec.Command(install, "--no-defaults", "--datadir="+data, "--user=root",
+		"--auth-root-authentication-method=normal", "--skip-test-db").CombinedOutput(); err != nil {
+		t.Fatalf("mariadb-install-db: %v: %s", err, out)
+	}
+	s := &privateServer{name: "mariadb", dir: dir, port: freePort(t), restarted: make(chan struct{})}
+	s.dsn = fmt.Sprintf("root@tcp(127.0.0.1:%d)/test?timeout=2s", s.port)
+	var (
+		mu   sync.Mutex
+		proc *exec.Cmd
+	)
+	s.start = func() error {
+		cmd := exec.Command(server, "--no-defaults", "--datadir="+data, "--user=root",
+			fmt.Sprintf("--port=%d", s.port), "--bind-address=127.0.0.1", "--socket="+filepath.Join(dir, "sock"),
+			"--skip-log-bin", "--innodb-buffer-pool-size=32M", "--max-connections=60")
+		log, err := os.OpenFile(filepath.Join(dir, "log"), os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o600)
+		if err != nil {
+			return err
+		}
+		cmd.Stdout, cmd.Stderr = log, log
+		if err := cmd.Start(); err != nil {
+			return err
+		}
+		mu.Lock()
+		proc = cmd
+		mu.Unlock()
+		root := fmt.Sprintf("root@tcp(127.0.0.1:%d)/?timeout=1s", s.port)
+		for range 300 {
+			db, _ := sql.Open("mysql", root)
+			_, err = db.Exec("CREATE DATABASE IF NOT EXISTS test")
+			db.Close()
+			if err == nil {
+				return nil
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+		return fmt.Errorf("the private MariaDB did not answer within 30 s: %v", err)
+	}
+	s.crash = func() error {
+		mu.Lock()
+		defer mu.Unlock()
+		if proc == nil {
+			return nil
+		}
+		proc.Process.Kill() // SIGKILL: InnoDB recovers at the next start
+		proc.Wait()
+		proc = nil
+		return nil
+	}
+	if err := s.start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.crash() })
+	return s
+}
+
+// TestFaultsServerRestart crashes a private database server (Postgres: an immediate stop;
+// MariaDB: SIGKILL) while consumers of each form run on it in transactional mode, and starts
+// it again a second later. Each consumer logs the failures, carries on by itself once the
+// server is back, and every row is settled exactly once with its side effect exactly once.
+// The servers the other tests share are never restarted.
+func TestFaultsServerRestart(t *testing.T) {
+	for name, start := range map[string]func(*testing.T) *privateServer{"postgres": privatePostgres, "mariadb": privateMariaDB} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			s := start(t)
+			b := backendNamed(s.name, s.dsn)
+			forms := []string{"rowlock", "lease", "advisory"}
+			var wg sync.WaitGroup
+			for _, form := range forms {
+				wg.Add(1)
+				go t.Run(form, func(t *testing.T) {
+					defer wg.Done()
+					restartCell(t, cell{b: b, form: form}, s)
+				})
+			}
+			wg.Wait()
+		})
+	}
+}
+
+// restartCell runs one consumer through the restart. The three forms share one server and one
+// restart: the first of them to have handled ten rows crashes it, once.
+func restartCell(t *testing.T, c cell, s *privateServer) {
+	const rows = 60
+	admin := c.openDSN(t, s.dsn, 4)
+	tbl := fullTable(tableName(t))
+	c.b.createTable(t, admin, tbl)
+	side, audit := tbl.Name+"_side", tbl.Name+"_audit"
+	c.createSide(t, admin, side)
+	c.createAudit(t, admin, tbl, audit)
+	msgs := make([]inbox.Message, rows)
+	for i := range msgs {
+		msgs[i] = inbox.Message{Queue: "q"}
+	}
+	c.publish(t, admin, tbl, msgs...)
+
+	db := c.openDSN(t, s.dsn, 8)
+	insert := "INSERT INTO " + c.q(t, side) + " (job_id, attempt) VALUES (" + c.ph(1) + ", " + c.ph(2) + ")"
+	var handled atomic.Int64
+	h := inbox.HandlerFunc(func(ctx context.Context, d *inbox.Delivery) outcome.Outcome {
+		if handled.Add(1) == 10 {
+			s.restartOnce(t)
+		}
+		time.Sleep(20 * time.Millisecond)
+		if _, err := d.Tx.ExecContext(ctx, insert, d.ID, d.Attempt); err != nil {
+			return outcome.Retry()
+		}
+		return outcome.Ack()
+	})
+	logs := &faultLog{t: t}
+	stop := runConsumer(t, db, c.newForm(t, tbl), h, &inbox.Config{
+		Queue: "q", Workers: 3, Transactional: true, PollInterval: 100 * time.Millisecond,
+		Logger: slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelInfo})),
+	})
+	<-s.restarted
+	waitDrained(t, c, admin, tbl)
+	stop()
+	for _, want := range []string{"claim failed", "claims succeed again"} {
+		if !logs.has(want) {
+			t.Errorf("the consumer's log through the server's crash does not mention %q", want)
+		}
+	}
+	settled := c.sideCounts(t, admin, audit)
+	effects := c.sideCounts(t, admin, side)
+	for _, id := range c.ids(t, admin, tbl, "") {
+		if settled[id] != 1 || effects[id] != 1 {
+			t.Errorf("row %d: settled %d times, side effect written %d times; want once each", id, settled[id], effects[id])
 		}
 	}
 }
