@@ -119,7 +119,7 @@ func (c leaseCase) mysqlFamily() bool { return c.name == "mysql" || c.name == "m
 // expectOpen expects what Open runs: the server version, then each statement prepared (and on
 // SQLite compiled with EXPLAIN, since its driver prepares lazily), then on MySQL and MariaDB
 // the lease column's precision. Every prepared statement must be closed by the end.
-func expectOpen(m *leaseMock, c leaseCase, st leaseStatements, table string) {
+func expectOpen(m *recorder, c leaseCase, st leaseStatements, table string) {
 	m.mock.ExpectQuery(c.version).WillReturnRows(sqlmock.NewRows([]string{"version"}).AddRow(c.answer))
 	for _, s := range []string{st.claim, st.stamp, st.extend, st.ack, st.retry, st.retryAfter} {
 		if s == "" {
@@ -144,7 +144,7 @@ type leaseClaimed struct {
 
 // expectClaim expects a claim of one row on table jobs (with payload and retry_after) or done
 // (without), returning rows, and records the token it writes in token.
-func expectClaim(m *leaseMock, c leaseCase, st leaseStatements, jobs bool, token *driver.Value, rows ...leaseClaimed) {
+func expectClaim(m *recorder, c leaseCase, st leaseStatements, jobs bool, token *driver.Value, rows ...leaseClaimed) {
 	now := time.Now()
 	at := leaseTime{want: now}
 	tok := leaseTime{want: now.Add(lease.DefaultLease), into: token}
@@ -208,7 +208,7 @@ func TestLeaseSequence(t *testing.T) {
 	for _, c := range leaseCases {
 		t.Run(c.name, func(t *testing.T) {
 			ctx := context.Background()
-			m := newLeaseMock(t)
+			m := newRecorder(t, 1)
 			st := c.jobs
 			expectOpen(m, c, st, "jobs")
 			f := lease.New(c.d, leaseJobs, nil)
@@ -303,7 +303,7 @@ func TestLeaseSequenceProcessedAt(t *testing.T) {
 	for _, c := range leaseCases {
 		t.Run(c.name, func(t *testing.T) {
 			ctx := context.Background()
-			m := newLeaseMock(t)
+			m := newRecorder(t, 1)
 			st := c.done
 			expectOpen(m, c, st, "done")
 			var log leaseLog
@@ -338,7 +338,7 @@ func TestLeaseSequenceProcessedAt(t *testing.T) {
 // expectBegin, expectCommit and expectRollback expect the handler's transaction at the
 // transactional case's level: database/sql's on Postgres, MySQL and MariaDB, statements on
 // SQLite's pinned connection.
-func expectBegin(m *leaseMock, c leaseCase) {
+func expectBegin(m *recorder, c leaseCase) {
 	if c.name == "sqlite" {
 		m.mock.ExpectExec("BEGIN IMMEDIATE").WillReturnResult(leaseResult(0))
 		return
@@ -346,7 +346,7 @@ func expectBegin(m *leaseMock, c leaseCase) {
 	m.mock.ExpectBegin()
 }
 
-func expectCommit(m *leaseMock, c leaseCase, err error) {
+func expectCommit(m *recorder, c leaseCase, err error) {
 	if c.name != "sqlite" {
 		m.mock.ExpectCommit().WillReturnError(err)
 		return
@@ -359,7 +359,7 @@ func expectCommit(m *leaseMock, c leaseCase, err error) {
 	m.mock.ExpectExec("ROLLBACK").WillReturnResult(leaseResult(0)) // a failed COMMIT leaves SQLite's transaction open
 }
 
-func expectRollback(m *leaseMock, c leaseCase) {
+func expectRollback(m *recorder, c leaseCase) {
 	if c.name == "sqlite" {
 		m.mock.ExpectExec("ROLLBACK").WillReturnResult(leaseResult(0))
 		return
@@ -375,7 +375,7 @@ func TestLeaseTransactionalSequence(t *testing.T) {
 	for _, c := range leaseCases {
 		t.Run(c.name, func(t *testing.T) {
 			ctx := context.Background()
-			m := newLeaseMock(t)
+			m := newRecorder(t, 1)
 			st := c.jobs
 			expectOpen(m, c, st, "jobs")
 			f := lease.New(c.txd, leaseJobs, nil)
@@ -485,7 +485,7 @@ func TestLeaseOpenRefusals(t *testing.T) {
 	mysql, postgres, sqlite := leaseCases[1], leaseCases[0], leaseCases[3]
 
 	t.Run("postgres strict level, transactional", func(t *testing.T) {
-		m := newLeaseMock(t) // no expectations: nothing may run
+		m := newRecorder(t, 1) // no expectations: nothing may run
 		for _, d := range []dialect.Dialect{dialect.Postgres[isolation.RepeatableRead]{}, dialect.Postgres[isolation.Serializable]{}} {
 			_, err := lease.New(d, leaseJobs, nil).Open(ctx, m.db, inbox.Queue{Transactional: true})
 			if !errors.Is(err, inbox.ErrDialect) || !strings.Contains(err.Error(), `"jobs"`) || !strings.Contains(err.Error(), d.Level()) || !strings.Contains(err.Error(), "isolation.ReadCommitted") {
@@ -495,7 +495,7 @@ func TestLeaseOpenRefusals(t *testing.T) {
 	})
 
 	t.Run("lease length", func(t *testing.T) {
-		m := newLeaseMock(t)
+		m := newRecorder(t, 1)
 		for _, l := range []time.Duration{1500 * time.Millisecond, 500 * time.Millisecond, -time.Second} {
 			_, err := lease.New(postgres.d, leaseJobs, &lease.Config{Lease: l}).Open(ctx, m.db, inbox.Queue{})
 			if err == nil || !strings.Contains(err.Error(), `"jobs"`) || !strings.Contains(err.Error(), "lease.Config.Lease") {
@@ -505,7 +505,7 @@ func TestLeaseOpenRefusals(t *testing.T) {
 	})
 
 	t.Run("server too old", func(t *testing.T) {
-		m := newLeaseMock(t)
+		m := newRecorder(t, 1)
 		m.mock.ExpectQuery(mysql.version).WillReturnRows(sqlmock.NewRows([]string{"version"}).AddRow("5.7.44"))
 		if _, err := lease.New(mysql.d, leaseJobs, nil).Open(ctx, m.db, inbox.Queue{}); !errors.Is(err, inbox.ErrServerTooOld) {
 			t.Errorf("MySQL 5.7: %v, want ErrServerTooOld", err)
@@ -513,7 +513,7 @@ func TestLeaseOpenRefusals(t *testing.T) {
 	})
 
 	t.Run("missing column", func(t *testing.T) {
-		m := newLeaseMock(t)
+		m := newRecorder(t, 1)
 		m.mock.ExpectQuery(postgres.version).WillReturnRows(sqlmock.NewRows([]string{"version"}).AddRow(postgres.answer))
 		m.mock.ExpectPrepare(postgres.jobs.claim).WillReturnError(errors.New(`ERROR: column "attempt" does not exist (SQLSTATE 42703)`))
 		_, err := lease.New(postgres.d, leaseJobs, nil).Open(ctx, m.db, inbox.Queue{})
@@ -523,7 +523,7 @@ func TestLeaseOpenRefusals(t *testing.T) {
 	})
 
 	t.Run("missing column on sqlite", func(t *testing.T) {
-		m := newLeaseMock(t)
+		m := newRecorder(t, 1)
 		st := sqlite.jobs
 		m.mock.ExpectQuery(sqlite.version).WillReturnRows(sqlmock.NewRows([]string{"version"}).AddRow(sqlite.answer))
 		m.mock.ExpectPrepare(st.claim).WillBeClosed()
@@ -536,7 +536,7 @@ func TestLeaseOpenRefusals(t *testing.T) {
 
 	for _, precision := range []driver.Value{int64(0), nil} {
 		t.Run("lease column without microseconds", func(t *testing.T) {
-			m := newLeaseMock(t)
+			m := newRecorder(t, 1)
 			st := mysql.jobs
 			m.mock.ExpectQuery(mysql.version).WillReturnRows(sqlmock.NewRows([]string{"version"}).AddRow(mysql.answer))
 			for _, s := range []string{st.claim, st.stamp, st.extend, st.ack, st.retry, st.retryAfter} {

@@ -99,9 +99,9 @@ var (
 
 const rowlockQueue = "emails"
 
-// expectOpen expects the server check and the preparation of every statement in st, each
+// rowlockExpectOpen expects the server check and the preparation of every statement in st, each
 // closed by Close.
-func (m *rowlockMock) expectOpen(dc rowlockDialect, st rowlockStatements) {
+func rowlockExpectOpen(m *recorder, dc rowlockDialect, st rowlockStatements) {
 	m.mock.ExpectQuery(dc.version).WillReturnRows(sqlmock.NewRows([]string{"v"}).AddRow(dc.versionAnswer))
 	for _, q := range []string{st.claim, st.ack, st.retry, st.retryAfter} {
 		if q != "" {
@@ -110,9 +110,9 @@ func (m *rowlockMock) expectOpen(dc rowlockDialect, st rowlockStatements) {
 	}
 }
 
-// expectClaimFull expects a claim's transaction and its select on the full table, answered by
-// row id with attempt 2.
-func (m *rowlockMock) expectClaimFull(dc rowlockDialect, id int64) {
+// rowlockExpectClaimFull expects a claim's transaction and its select on the full table,
+// answered by row id with attempt 2.
+func rowlockExpectClaimFull(m *recorder, dc rowlockDialect, id int64) {
 	m.mock.ExpectBegin()
 	m.mock.ExpectQuery(dc.full.claim).
 		WithArgs(rowlockTimeNear{time.Now()}, rowlockQueue).
@@ -120,13 +120,13 @@ func (m *rowlockMock) expectClaimFull(dc rowlockDialect, id int64) {
 			AddRow(id, []byte(`{"to":"a@example.com"}`), int64(2), rowlockQueue, `{"trace":"t1"}`))
 }
 
-func (m *rowlockMock) expectClaimMinimal(dc rowlockDialect, id int64) {
+func rowlockExpectClaimMinimal(m *recorder, dc rowlockDialect, id int64) {
 	m.mock.ExpectBegin()
 	m.mock.ExpectQuery(dc.minimal.claim).WithoutArgs().
 		WillReturnRows(sqlmock.NewRows([]string{"id", "payload"}).AddRow(id, []byte("hello")))
 }
 
-func rowlockOpen(t *testing.T, m *rowlockMock, f inbox.Form, q inbox.Queue) {
+func rowlockOpen(t *testing.T, m *recorder, f inbox.Form, q inbox.Queue) {
 	t.Helper()
 	plan, err := f.Open(context.Background(), m.db, q)
 	if err != nil {
@@ -149,7 +149,7 @@ func rowlockClaimOne(t *testing.T, f inbox.Form) *inbox.Delivery {
 	return ds[0]
 }
 
-func (m *rowlockMock) checkLevels(t *testing.T, dc rowlockDialect, n int) {
+func rowlockCheckLevels(t *testing.T, m *recorder, dc rowlockDialect, n int) {
 	t.Helper()
 	levels := m.Levels()
 	if len(levels) != n {
@@ -191,9 +191,9 @@ func TestRowlockSettles(t *testing.T) {
 					name += "/transactional"
 				}
 				t.Run(name, func(t *testing.T) {
-					m := newRowlockMock(t)
-					m.expectOpen(dc, dc.full)
-					m.expectClaimFull(dc, 7)
+					m := newRecorder(t, 0)
+					rowlockExpectOpen(m, dc, dc.full)
+					rowlockExpectClaimFull(m, dc, 7)
 					if transactional {
 						m.mock.ExpectExec("SAVEPOINT inbox_handler").WillReturnResult(sqlmock.NewResult(0, 0))
 						m.mock.ExpectExec("INSERT INTO notes (body) VALUES ('sent')").WillReturnResult(sqlmock.NewResult(1, 1))
@@ -229,7 +229,7 @@ func TestRowlockSettles(t *testing.T) {
 					if err := f.Close(); err != nil {
 						t.Fatalf("Close: %v", err)
 					}
-					m.checkLevels(t, dc, 1)
+					rowlockCheckLevels(t, m, dc, 1)
 				})
 			}
 		}
@@ -241,9 +241,9 @@ func TestRowlockSettles(t *testing.T) {
 func TestRowlockMinimalTable(t *testing.T) {
 	for _, dc := range []rowlockDialect{rowlockPostgres, rowlockMySQL} {
 		t.Run(dc.name+"/ack deletes", func(t *testing.T) {
-			m := newRowlockMock(t)
-			m.expectOpen(dc, dc.minimal)
-			m.expectClaimMinimal(dc, 11)
+			m := newRecorder(t, 0)
+			rowlockExpectOpen(m, dc, dc.minimal)
+			rowlockExpectClaimMinimal(m, dc, 11)
 			m.mock.ExpectExec(dc.minimal.ack).WithArgs(int64(11)).WillReturnResult(sqlmock.NewResult(0, 1))
 			m.mock.ExpectCommit()
 
@@ -262,9 +262,9 @@ func TestRowlockMinimalTable(t *testing.T) {
 		})
 		for _, o := range []outcome.Outcome{outcome.Retry(), outcome.RetryAfter(time.Minute)} {
 			t.Run(dc.name+"/"+o.String()+" rolls back", func(t *testing.T) {
-				m := newRowlockMock(t)
-				m.expectOpen(dc, dc.minimal)
-				m.expectClaimMinimal(dc, 12)
+				m := newRecorder(t, 0)
+				rowlockExpectOpen(m, dc, dc.minimal)
+				rowlockExpectClaimMinimal(m, dc, 12)
 				m.mock.ExpectRollback()
 
 				var logs bytes.Buffer
@@ -291,7 +291,7 @@ func TestRowlockMinimalTable(t *testing.T) {
 func TestRowlockRetryAfterWithoutRetryAfterColumn(t *testing.T) {
 	dc := rowlockPostgres
 	tbl := inbox.Table{Name: "jobs", ID: "id", Attempt: "attempt"}
-	m := newRowlockMock(t)
+	m := newRecorder(t, 0)
 	m.mock.ExpectQuery(dc.version).WillReturnRows(sqlmock.NewRows([]string{"v"}).AddRow(dc.versionAnswer))
 	claim := `SELECT "id", "attempt" FROM "jobs" WHERE 1 = 1 ORDER BY "id" LIMIT 1 FOR UPDATE SKIP LOCKED`
 	m.mock.ExpectPrepare(claim).WillBeClosed()
@@ -324,8 +324,8 @@ func TestRowlockRetryAfterWithoutRetryAfterColumn(t *testing.T) {
 func TestRowlockNoRow(t *testing.T) {
 	for _, dc := range rowlockDialects {
 		t.Run(dc.name, func(t *testing.T) {
-			m := newRowlockMock(t)
-			m.expectOpen(dc, dc.full)
+			m := newRecorder(t, 0)
+			rowlockExpectOpen(m, dc, dc.full)
 			m.mock.ExpectBegin()
 			m.mock.ExpectQuery(dc.full.claim).WithArgs(rowlockTimeNear{time.Now()}, rowlockQueue).
 				WillReturnRows(sqlmock.NewRows([]string{"id", "payload", "attempt", "grp", "headers"}))
@@ -340,7 +340,7 @@ func TestRowlockNoRow(t *testing.T) {
 			if err := f.Close(); err != nil {
 				t.Fatal(err)
 			}
-			m.checkLevels(t, dc, 1)
+			rowlockCheckLevels(t, m, dc, 1)
 		})
 	}
 }
@@ -350,9 +350,9 @@ func TestRowlockNoRow(t *testing.T) {
 // prepared again on each new one.
 func TestRowlockClaimSeveral(t *testing.T) {
 	dc := rowlockPostgres
-	m := newRowlockMock(t)
-	m.expectOpen(dc, dc.full)
-	m.expectClaimFull(dc, 1)
+	m := newRecorder(t, 0)
+	rowlockExpectOpen(m, dc, dc.full)
+	rowlockExpectClaimFull(m, dc, 1)
 	m.mock.ExpectBegin()
 	m.mock.ExpectPrepare(dc.full.claim)
 	m.mock.ExpectQuery(dc.full.claim).WithArgs(rowlockTimeNear{time.Now()}, rowlockQueue).
@@ -389,7 +389,7 @@ func TestRowlockClaimSeveral(t *testing.T) {
 	if err := f.Close(); err != nil {
 		t.Fatal(err)
 	}
-	m.checkLevels(t, dc, 3)
+	rowlockCheckLevels(t, m, dc, 3)
 }
 
 // TestRowlockRelease: Release rolls back (no attempt counted); the delivery is then no longer
@@ -397,9 +397,9 @@ func TestRowlockClaimSeveral(t *testing.T) {
 func TestRowlockRelease(t *testing.T) {
 	for _, dc := range rowlockDialects {
 		t.Run(dc.name, func(t *testing.T) {
-			m := newRowlockMock(t)
-			m.expectOpen(dc, dc.full)
-			m.expectClaimFull(dc, 3)
+			m := newRecorder(t, 0)
+			rowlockExpectOpen(m, dc, dc.full)
+			rowlockExpectClaimFull(m, dc, 3)
 			m.mock.ExpectExec("SAVEPOINT inbox_handler").WillReturnResult(sqlmock.NewResult(0, 0))
 			m.mock.ExpectRollback()
 
@@ -429,9 +429,9 @@ func TestRowlockRelease(t *testing.T) {
 func TestRowlockFailedCommit(t *testing.T) {
 	for _, dc := range rowlockDialects {
 		t.Run(dc.name, func(t *testing.T) {
-			m := newRowlockMock(t)
-			m.expectOpen(dc, dc.full)
-			m.expectClaimFull(dc, 4)
+			m := newRecorder(t, 0)
+			rowlockExpectOpen(m, dc, dc.full)
+			rowlockExpectClaimFull(m, dc, 4)
 			m.mock.ExpectExec(dc.full.ack).WithArgs(rowlockTimeNear{time.Now()}, int64(4)).WillReturnResult(sqlmock.NewResult(0, 1))
 			lost := errors.New("connection reset by peer")
 			m.mock.ExpectCommit().WillReturnError(lost)
@@ -454,9 +454,9 @@ func TestRowlockFailedCommit(t *testing.T) {
 // and is returned; nothing is committed.
 func TestRowlockFailedSettlement(t *testing.T) {
 	dc := rowlockMySQL
-	m := newRowlockMock(t)
-	m.expectOpen(dc, dc.full)
-	m.expectClaimFull(dc, 4)
+	m := newRecorder(t, 0)
+	rowlockExpectOpen(m, dc, dc.full)
+	rowlockExpectClaimFull(m, dc, 4)
 	broken := errors.New("Error 1146 (42S02): Table 'test.jobs' doesn't exist")
 	m.mock.ExpectExec(dc.full.retry).WithArgs(int64(4)).WillReturnError(broken)
 	m.mock.ExpectRollback()
@@ -486,14 +486,14 @@ func TestRowlockClaimRetriesConflicts(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.dc.name, func(t *testing.T) {
-			m := newRowlockMock(t)
-			m.expectOpen(c.dc, c.dc.full)
+			m := newRecorder(t, 0)
+			rowlockExpectOpen(m, c.dc, c.dc.full)
 			for range 2 {
 				m.mock.ExpectBegin()
 				m.mock.ExpectQuery(c.dc.full.claim).WithArgs(rowlockTimeNear{time.Now()}, rowlockQueue).WillReturnError(c.conflict)
 				m.mock.ExpectRollback()
 			}
-			m.expectClaimFull(c.dc, 9)
+			rowlockExpectClaimFull(m, c.dc, 9)
 			m.mock.ExpectRollback()
 
 			f := c.dc.form(rowlockFullTable)
@@ -508,7 +508,7 @@ func TestRowlockClaimRetriesConflicts(t *testing.T) {
 			if err := f.Close(); err != nil {
 				t.Fatal(err)
 			}
-			m.checkLevels(t, c.dc, 3)
+			rowlockCheckLevels(t, m, c.dc, 3)
 		})
 	}
 }
@@ -518,8 +518,8 @@ func TestRowlockClaimRetriesConflicts(t *testing.T) {
 func TestRowlockClaimReportsPersistentConflicts(t *testing.T) {
 	dc := rowlockPostgresRepeatableRead
 	t.Run("conflicts", func(t *testing.T) {
-		m := newRowlockMock(t)
-		m.expectOpen(dc, dc.full)
+		m := newRecorder(t, 0)
+		rowlockExpectOpen(m, dc, dc.full)
 		conflict := rowlockSQLState{"40001"}
 		for range 10 {
 			m.mock.ExpectBegin()
@@ -537,8 +537,8 @@ func TestRowlockClaimReportsPersistentConflicts(t *testing.T) {
 		}
 	})
 	t.Run("other error", func(t *testing.T) {
-		m := newRowlockMock(t)
-		m.expectOpen(dc, dc.full)
+		m := newRecorder(t, 0)
+		rowlockExpectOpen(m, dc, dc.full)
 		broken := rowlockSQLState{"42703"}
 		m.mock.ExpectBegin()
 		m.mock.ExpectQuery(dc.full.claim).WithArgs(rowlockTimeNear{time.Now()}, rowlockQueue).WillReturnError(broken)
@@ -560,9 +560,9 @@ func TestRowlockClaimReportsPersistentConflicts(t *testing.T) {
 func TestRowlockTransactionHeld(t *testing.T) {
 	for _, dc := range []rowlockDialect{rowlockPostgres, rowlockMySQL} {
 		t.Run(dc.name, func(t *testing.T) {
-			m := newRowlockMock(t)
-			m.expectOpen(dc, dc.full)
-			m.expectClaimFull(dc, 6)
+			m := newRecorder(t, 0)
+			rowlockExpectOpen(m, dc, dc.full)
+			rowlockExpectClaimFull(m, dc, 6)
 			m.mock.ExpectExec("SAVEPOINT inbox_handler").WillReturnResult(sqlmock.NewResult(0, 0))
 			m.mock.ExpectExec("UPDATE accounts SET balance = 0").WillDelayFor(300 * time.Millisecond).WillReturnResult(sqlmock.NewResult(0, 1))
 			m.mock.ExpectRollback()
@@ -595,9 +595,9 @@ func TestRowlockTransactionHeld(t *testing.T) {
 // statements; later calls fail with ErrClosed.
 func TestRowlockCloseRollsBackHolds(t *testing.T) {
 	dc := rowlockMariaDB
-	m := newRowlockMock(t)
-	m.expectOpen(dc, dc.full)
-	m.expectClaimFull(dc, 8)
+	m := newRecorder(t, 0)
+	rowlockExpectOpen(m, dc, dc.full)
+	rowlockExpectClaimFull(m, dc, 8)
 	m.mock.ExpectRollback()
 
 	f := dc.form(rowlockFullTable)
@@ -621,7 +621,7 @@ func TestRowlockCloseRollsBackHolds(t *testing.T) {
 // naming the table and the statement, and the statements prepared before it are closed.
 func TestRowlockOpenSchemaError(t *testing.T) {
 	dc := rowlockPostgres
-	m := newRowlockMock(t)
+	m := newRecorder(t, 0)
 	m.mock.ExpectQuery(dc.version).WillReturnRows(sqlmock.NewRows([]string{"v"}).AddRow(dc.versionAnswer))
 	m.mock.ExpectPrepare(dc.full.claim).WillBeClosed()
 	m.mock.ExpectPrepare(dc.full.ack).WillBeClosed()
@@ -641,7 +641,7 @@ func TestRowlockOpenSchemaError(t *testing.T) {
 // ErrServerTooOld before anything is prepared.
 func TestRowlockOpenRefusesServer(t *testing.T) {
 	dc := rowlockMySQL
-	m := newRowlockMock(t)
+	m := newRecorder(t, 0)
 	m.mock.ExpectQuery(dc.version).WillReturnRows(sqlmock.NewRows([]string{"v"}).AddRow("5.7.44"))
 	f := dc.form(rowlockFullTable)
 	if _, err := f.Open(context.Background(), m.db, inbox.Queue{Name: rowlockQueue}); !errors.Is(err, inbox.ErrServerTooOld) {
@@ -656,7 +656,7 @@ func TestRowlockOpenRefusesRuntimeSQLite(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	m := newRowlockMock(t)
+	m := newRecorder(t, 0)
 	f := rowlock.New(d, rowlockFullTable)
 	if _, err := f.Open(context.Background(), m.db, inbox.Queue{Name: rowlockQueue}); !errors.Is(err, inbox.ErrDialect) {
 		t.Fatalf("Open = %v; want ErrDialect", err)
@@ -673,8 +673,8 @@ func TestRowlockWarnsPostgresSerializable(t *testing.T) {
 		{rowlockForm(dialect.Postgres[isolation.Serializable]{}), true},
 		{rowlockForm(dialect.Postgres[isolation.ReadCommitted]{}), false},
 	} {
-		m := newRowlockMock(t)
-		m.expectOpen(rowlockPostgres, rowlockPostgres.minimal)
+		m := newRecorder(t, 0)
+		rowlockExpectOpen(m, rowlockPostgres, rowlockPostgres.minimal)
 		var logs bytes.Buffer
 		f := c.form(rowlockMinimalTable)
 		rowlockOpen(t, m, f, inbox.Queue{Logger: slog.New(slog.NewTextHandler(&logs, nil))})
@@ -700,14 +700,14 @@ func TestRowlockConsumerPanic(t *testing.T) {
 				name = dc.name + "/full"
 			}
 			t.Run(name, func(t *testing.T) {
-				m := newRowlockMock(t)
+				m := newRecorder(t, 0)
 				tbl, st := rowlockMinimalTable, dc.minimal
 				if full {
 					tbl, st = rowlockFullTable, dc.full
 				}
-				m.expectOpen(dc, st)
+				rowlockExpectOpen(m, dc, st)
 				if full {
-					m.expectClaimFull(dc, 5)
+					rowlockExpectClaimFull(m, dc, 5)
 					m.mock.ExpectExec("SAVEPOINT inbox_handler").WillReturnResult(sqlmock.NewResult(0, 0))
 					m.mock.ExpectExec("INSERT INTO notes (body) VALUES ('half done')").WillReturnResult(sqlmock.NewResult(1, 1))
 					m.mock.ExpectExec("ROLLBACK TO SAVEPOINT inbox_handler").WillReturnResult(sqlmock.NewResult(0, 0))
@@ -717,7 +717,7 @@ func TestRowlockConsumerPanic(t *testing.T) {
 					m.mock.ExpectQuery(st.claim).WithArgs(rowlockTimeNear{time.Now()}, rowlockQueue).
 						WillReturnRows(sqlmock.NewRows([]string{"id", "payload", "attempt", "grp", "headers"}))
 				} else {
-					m.expectClaimMinimal(dc, 5)
+					rowlockExpectClaimMinimal(m, dc, 5)
 					m.mock.ExpectExec("SAVEPOINT inbox_handler").WillReturnResult(sqlmock.NewResult(0, 0))
 					m.mock.ExpectExec("INSERT INTO notes (body) VALUES ('half done')").WillReturnResult(sqlmock.NewResult(1, 1))
 					m.mock.ExpectRollback()
