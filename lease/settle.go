@@ -18,17 +18,11 @@ import (
 // handler runs (it never touches the delivery's transaction), but not with Settle or Release
 // of the same delivery.
 func (f *Form[D]) Extend(ctx context.Context, d *inbox.Delivery) error {
-	f.mu.RLock()
-	defer f.mu.RUnlock()
-	b, h, err := f.holdOf(d)
+	b, h, unlock, err := f.lockHold(d)
 	if err != nil {
 		return err
 	}
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	if h.ended {
-		return f.ended(d)
-	}
+	defer unlock()
 	// A new token always differs from the old, even when the clock stood still or stepped
 	// back: MySQL counts only rows an UPDATE changed, and the guard must tell holders apart.
 	next := tokenAt(time.Now().Add(b.lease))
@@ -56,17 +50,11 @@ func (f *Form[D]) Extend(ctx context.Context, d *inbox.Delivery) error {
 //
 // The delivery's hold ends with Settle, whatever it returns.
 func (f *Form[D]) Settle(ctx context.Context, d *inbox.Delivery, o outcome.Outcome) error {
-	f.mu.RLock()
-	defer f.mu.RUnlock()
-	b, h, err := f.holdOf(d)
+	b, h, unlock, err := f.lockHold(d)
 	if err != nil {
 		return err
 	}
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	if h.ended {
-		return f.ended(d)
-	}
+	defer unlock()
 	defer b.end(h)
 
 	if h.tx != nil {
@@ -148,17 +136,11 @@ func rollback(tx dialect.Tx, table string, id int64) error {
 // any, and clears the lease, so the row is claimable at once. The attempt the claim counted
 // stays counted. A handler still running on the delivery's transaction finds it closed.
 func (f *Form[D]) Release(ctx context.Context, d *inbox.Delivery) error {
-	f.mu.RLock()
-	defer f.mu.RUnlock()
-	b, h, err := f.holdOf(d)
+	b, h, unlock, err := f.lockHold(d)
 	if err != nil {
 		return err
 	}
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	if h.ended {
-		return f.ended(d)
-	}
+	defer unlock()
 	d.TakeBackTx() // the handler may still run: its later statements must fail, not land
 	return b.giveBack(ctx, h, d.ID)
 }
@@ -205,6 +187,30 @@ func (f *Form[D]) guarded(res sql.Result, err error, d *inbox.Delivery, what str
 		return fmt.Errorf("inbox: table %q, row %d: %s: %w", f.t.Name, d.ID, what, err)
 	}
 	return nil
+}
+
+// lockHold takes f.mu for reading and the lock of d's hold, so that the caller runs apart from
+// Close and from any other Extend, Settle or Release of d, and returns d's binding and hold with
+// the function that lets both locks go. It fails, holding neither, when d is not this form's or
+// its hold has ended.
+func (f *Form[D]) lockHold(d *inbox.Delivery) (*binding, *hold, func(), error) {
+	f.mu.RLock()
+	b, h, err := f.holdOf(d)
+	if err == nil {
+		h.mu.Lock()
+		if h.ended {
+			h.mu.Unlock()
+			err = f.ended(d)
+		}
+	}
+	if err != nil {
+		f.mu.RUnlock()
+		return nil, nil, nil, err
+	}
+	return b, h, func() {
+		h.mu.Unlock()
+		f.mu.RUnlock()
+	}, nil
 }
 
 // holdOf returns the binding and d's hold; the caller holds f.mu for reading.
