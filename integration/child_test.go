@@ -521,7 +521,7 @@ func crashChild(t *testing.T) {
 	if err != nil {
 		t.Fatalf("crash child: %v", err)
 	}
-	db.SetMaxOpenConns(8)
+	db.SetMaxOpenConns(6)
 	tbl := fullTable(spec.Table)
 	insert := "INSERT INTO " + c.q(t, spec.Side) + " (job_id, attempt) VALUES (" + c.ph(1) + ", " + c.ph(2) + ")"
 	h := inbox.HandlerFunc(func(ctx context.Context, d *inbox.Delivery) outcome.Outcome {

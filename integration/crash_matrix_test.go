@@ -73,24 +73,23 @@ func TestCrashMatrix(t *testing.T) {
 		mu      sync.Mutex
 		results []crashResult
 	)
-	t.Run("cells", func(t *testing.T) {
-		for _, c := range cells(t) {
-			for _, transactional := range []bool{true, false} {
-				mode := "tx"
-				if !transactional {
-					mode = "plain"
-				}
-				t.Run(c.name()+"-"+mode, func(t *testing.T) {
-					t.Parallel()
-					r := crashCell(t, c, transactional, plan)
-					r.cell, r.mode = c.name(), mode
-					mu.Lock()
-					results = append(results, r)
-					mu.Unlock()
-				})
+	var tests []subtest
+	for _, c := range cells(t) {
+		for _, transactional := range []bool{true, false} {
+			mode := "tx"
+			if !transactional {
+				mode = "plain"
 			}
+			tests = append(tests, subtest{c.name() + "-" + mode, func(t *testing.T) {
+				r := crashCell(t, c, transactional, plan)
+				r.cell, r.mode = c.name(), mode
+				mu.Lock()
+				results = append(results, r)
+				mu.Unlock()
+			}})
 		}
-	})
+	}
+	runConcurrently(t, 4, tests)
 	slices.SortFunc(results, func(a, b crashResult) int { return strings.Compare(a.cell+a.mode, b.cell+b.mode) })
 	var b strings.Builder
 	fmt.Fprintf(&b, "crash matrix: %d kills per cell and mode, points claim/handler/written/settle\n", plan.kills)
@@ -141,7 +140,7 @@ func (l *crashLog) deliver(d crashDelivery) {
 // crashCell runs the matrix on one cell in one mode.
 func crashCell(t *testing.T, c cell, transactional bool, plan crashPlan) crashResult {
 	dsn := c.dsn(t)
-	db := c.openDSN(t, dsn, 8)
+	db := c.openDSN(t, dsn, 6)
 	tbl := fullTable(tableName(t))
 	c.b.createTable(t, db, tbl)
 	side, audit := tbl.Name+"_side", tbl.Name+"_audit"

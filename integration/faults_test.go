@@ -138,18 +138,19 @@ func (c cell) killSession(ctx context.Context, admin *sql.DB, id int64) error {
 // rows in work or in settlement when a fault struck are delivered again (and, in
 // transactional mode, their side effects still land once).
 func TestFaultsKilledConnections(t *testing.T) {
+	var tests []subtest
 	for _, c := range cells(t) {
 		if c.b.name == "sqlite" {
 			continue // no server connections to kill: see TestFaultsSQLiteBusy
 		}
 		for _, transactional := range []bool{true, false} {
 			mode := map[bool]string{true: "tx", false: "plain"}[transactional]
-			t.Run(c.name()+"-"+mode, func(t *testing.T) {
-				t.Parallel()
+			tests = append(tests, subtest{c.name() + "-" + mode, func(t *testing.T) {
 				faultKilledConnections(t, c, transactional)
-			})
+			}})
 		}
 	}
+	runConcurrently(t, 4, tests)
 }
 
 func faultKilledConnections(t *testing.T, c cell, transactional bool) {
@@ -433,12 +434,12 @@ func TestFaultsSQLiteBusy(t *testing.T) {
 // the failure is the connection's, so Run must log it and try again, not give up with
 // ErrSchema, and then consume.
 func TestFaultsKilledAtOpen(t *testing.T) {
+	var tests []subtest
 	for _, c := range cells(t) {
 		if c.b.name == "sqlite" {
 			continue
 		}
-		t.Run(c.name(), func(t *testing.T) {
-			t.Parallel()
+		tests = append(tests, subtest{c.name(), func(t *testing.T) {
 			dsn := c.dsn(t)
 			admin := c.openDSN(t, dsn, 4)
 			tbl := fullTable(tableName(t))
@@ -484,8 +485,9 @@ func TestFaultsKilledAtOpen(t *testing.T) {
 			if err := <-done; err != nil {
 				t.Errorf("Run: %v", err)
 			}
-		})
+		}})
 	}
+	runConcurrently(t, 4, tests)
 }
 
 // privateServer is a database server this test starts for itself, on a port of its own and
@@ -718,5 +720,44 @@ func restartCell(t *testing.T, c cell, s *privateServer) {
 		if settled[id] != 1 || effects[id] != 1 {
 			t.Errorf("row %d: settled %d times, side effect written %d times; want once each", id, settled[id], effects[id])
 		}
+	}
+}
+
+// TestFaultsSQLiteLeaseExtendInTransaction: on SQLite in transactional mode a handler that has
+// written through its transaction holds the database's one write lock until its Ack commits. A
+// lease extension that falls due meanwhile must neither wait out the busy timeout on that lock
+// (stalling the settlement, and every other writer, behind it) nor fail and put the lease at
+// risk.
+func TestFaultsSQLiteLeaseExtendInTransaction(t *testing.T) {
+	c := cell{b: backendNamed("sqlite", ""), form: "lease"}
+	db := c.openDBs(t, 1, 8)[0]
+	tbl := fullTable(tableName(t))
+	c.b.createTable(t, db, tbl)
+	side := tbl.Name + "_side"
+	c.createSide(t, db, side)
+	c.publish(t, db, tbl, inbox.Message{Queue: "q"})
+	var returned atomic.Int64
+	h := inbox.HandlerFunc(func(ctx context.Context, d *inbox.Delivery) outcome.Outcome {
+		if _, err := d.Tx.ExecContext(ctx, "INSERT INTO "+c.q(t, side)+" (job_id, attempt) VALUES (?, ?)", d.ID, d.Attempt); err != nil {
+			t.Errorf("writing through the delivery's transaction: %v", err)
+		}
+		time.Sleep(cellLease * 3 / 4) // past the extension due at half the lease
+		returned.Store(time.Now().UnixNano())
+		return outcome.Ack()
+	})
+	logs := &faultLog{t: t}
+	stop := runConsumer(t, db, c.newForm(t, tbl), h, &inbox.Config{
+		Queue: "q", Transactional: true, Logger: slog.New(slog.NewTextHandler(logs, nil)),
+	})
+	waitFor(t, 30*time.Second, "the row to settle", func() bool {
+		return len(c.ids(t, db, tbl, c.q(t, tbl.ProcessedAt)+" IS NOT NULL")) == 1
+	})
+	settled := time.Now()
+	stop()
+	if logs.has("extending a hold failed") {
+		t.Error("the lease extension failed while the delivery's own transaction held the write lock")
+	}
+	if wait := settled.Sub(time.Unix(0, returned.Load())); wait > cellLease {
+		t.Errorf("the Ack settled %v after the handler returned: the settlement waited behind the extension", wait.Round(time.Millisecond))
 	}
 }
