@@ -148,6 +148,22 @@ func leaseRun(t *testing.T, c *inbox.Consumer) (stop func()) {
 	return stop
 }
 
+// leaseDrain runs the consumers until tbl is empty, failing the test after timeout (what names
+// the wait), and stops them before it returns.
+func leaseDrain(t *testing.T, b backend, db *sql.DB, tbl inbox.Table, timeout time.Duration, what string, cs ...*inbox.Consumer) {
+	t.Helper()
+	var stops []func()
+	for _, c := range cs {
+		stops = append(stops, leaseRun(t, c))
+	}
+	leaseWait(t, timeout, what, func() bool {
+		return count(t, db, "SELECT COUNT(*) FROM "+leaseQ(t, b, tbl.Name)) == 0
+	})
+	for _, stop := range stops {
+		stop()
+	}
+}
+
 // leaseWait polls cond until it holds, failing the test after timeout.
 func leaseWait(t *testing.T, timeout time.Duration, what string, cond func() bool) {
 	t.Helper()
@@ -165,6 +181,18 @@ func withAttempt(name string) inbox.Table {
 	tbl := minimalTable(name)
 	tbl.Attempt = "attempt"
 	return tbl
+}
+
+// leaseContended publishes one row to a fresh table with an attempt column and opens two lease
+// forms of a one-second lease over it, as two consumers contending for the row.
+func leaseContended(t *testing.T, b backend) (*sql.DB, inbox.Table, *lease.Form[dialect.Dialect], *lease.Form[dialect.Dialect]) {
+	t.Helper()
+	db := b.open(t, 0)
+	tbl := withAttempt(tableName(t))
+	b.createTable(t, db, tbl)
+	leasePublish(t, b, db, tbl, inbox.Message{Payload: []byte("p")})
+	cfg := &lease.Config{Lease: time.Second}
+	return db, tbl, leaseForm(t, b, db, tbl, cfg, inbox.Queue{}), leaseForm(t, b, db, tbl, cfg, inbox.Queue{})
 }
 
 func TestLeaseOutcomesProcessedAt(t *testing.T) {
@@ -324,13 +352,7 @@ func TestLeaseExpiredLeaseIsTaken(t *testing.T) {
 	for _, b := range backends(t, true) {
 		t.Run(b.name, func(t *testing.T) {
 			ctx := context.Background()
-			db := b.open(t, 0)
-			tbl := withAttempt(tableName(t))
-			b.createTable(t, db, tbl)
-			leasePublish(t, b, db, tbl, inbox.Message{Payload: []byte("p")})
-			cfg := &lease.Config{Lease: time.Second}
-			first := leaseForm(t, b, db, tbl, cfg, inbox.Queue{})
-			second := leaseForm(t, b, db, tbl, cfg, inbox.Queue{})
+			db, tbl, first, second := leaseContended(t, b)
 
 			mine := leaseClaim(t, first, 1, 1)[0]
 			leaseClaim(t, second, 1, 0)
@@ -361,13 +383,7 @@ func TestLeaseExpiredLeaseIsTaken(t *testing.T) {
 func TestLeaseExtendKeepsRow(t *testing.T) {
 	for _, b := range backends(t, true) {
 		t.Run(b.name, func(t *testing.T) {
-			db := b.open(t, 0)
-			tbl := withAttempt(tableName(t))
-			b.createTable(t, db, tbl)
-			leasePublish(t, b, db, tbl, inbox.Message{Payload: []byte("p")})
-			cfg := &lease.Config{Lease: time.Second}
-			holder := leaseForm(t, b, db, tbl, cfg, inbox.Queue{})
-			other := leaseForm(t, b, db, tbl, cfg, inbox.Queue{})
+			db, tbl, holder, other := leaseContended(t, b)
 
 			d := leaseClaim(t, holder, 1, 1)[0]
 			for start := time.Now(); time.Since(start) < 3*time.Second; {
@@ -592,13 +608,10 @@ func TestLeaseConsumerLongHandler(t *testing.T) {
 				return outcome.Ack()
 			})
 			cfg := &inbox.Config{Workers: 2, PollInterval: 50 * time.Millisecond, Logger: leaseTestLogger(t)}
-			stop1 := leaseRun(t, inbox.NewConsumer(db1, lease.New(b.dialect, tbl, &lease.Config{Lease: time.Second}), h, cfg))
-			stop2 := leaseRun(t, inbox.NewConsumer(db2, lease.New(b.dialect, tbl, &lease.Config{Lease: time.Second}), h, cfg))
-			leaseWait(t, 20*time.Second, "the slow handler's ack", func() bool {
-				return count(t, db1, "SELECT COUNT(*) FROM "+leaseQ(t, b, tbl.Name)) == 0
-			})
-			stop1()
-			stop2()
+			lc := &lease.Config{Lease: time.Second}
+			leaseDrain(t, b, db1, tbl, 20*time.Second, "the slow handler's ack",
+				inbox.NewConsumer(db1, lease.New(b.dialect, tbl, lc), h, cfg),
+				inbox.NewConsumer(db2, lease.New(b.dialect, tbl, lc), h, cfg))
 			if n := calls.Load(); n != 1 {
 				t.Errorf("a handler running 3x its lease was called %d times, want once", n)
 			}
@@ -628,13 +641,9 @@ func TestLeaseConsumersDrain(t *testing.T) {
 				return outcome.Ack()
 			})
 			cfg := &inbox.Config{Workers: 4, PollInterval: 20 * time.Millisecond, Logger: leaseTestLogger(t)}
-			stop1 := leaseRun(t, inbox.NewConsumer(db1, lease.New(b.dialect, tbl, nil), h, cfg))
-			stop2 := leaseRun(t, inbox.NewConsumer(db2, lease.New(b.dialect, tbl, nil), h, cfg))
-			leaseWait(t, 3*time.Minute, "the table to drain", func() bool {
-				return count(t, db1, "SELECT COUNT(*) FROM "+leaseQ(t, b, tbl.Name)) == 0
-			})
-			stop1()
-			stop2()
+			leaseDrain(t, b, db1, tbl, 3*time.Minute, "the table to drain",
+				inbox.NewConsumer(db1, lease.New(b.dialect, tbl, nil), h, cfg),
+				inbox.NewConsumer(db2, lease.New(b.dialect, tbl, nil), h, cfg))
 			mu.Lock()
 			defer mu.Unlock()
 			if len(calls) != rows {
