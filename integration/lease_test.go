@@ -1,7 +1,6 @@
 package integration
 
 import (
-	"bytes"
 	"context"
 	"database/sql"
 	"errors"
@@ -67,36 +66,6 @@ func leasePublish(t *testing.T, b backend, db *sql.DB, tbl inbox.Table, msgs ...
 	}
 }
 
-// leaseQ quotes an identifier for the backend.
-func leaseQ(t *testing.T, b backend, ident string) string {
-	t.Helper()
-	q, err := b.dialect.Quote(ident)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return q
-}
-
-// leaseLog is a logger whose text the test can read.
-type leaseLog struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (l *leaseLog) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.buf.Write(p)
-}
-
-func (l *leaseLog) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.buf.String()
-}
-
-func (l *leaseLog) Logger() *slog.Logger { return slog.New(slog.NewTextHandler(l, nil)) }
-
 // leaseTestWriter sends a consumer's warnings to the test log, while the test runs.
 type leaseTestWriter struct{ t *testing.T }
 
@@ -157,7 +126,7 @@ func leaseDrain(t *testing.T, b backend, db *sql.DB, tbl inbox.Table, timeout ti
 		stops = append(stops, leaseRun(t, c))
 	}
 	leaseWait(t, timeout, what, func() bool {
-		return count(t, db, "SELECT COUNT(*) FROM "+leaseQ(t, b, tbl.Name)) == 0
+		return count(t, db, "SELECT COUNT(*) FROM "+quoted(t, b, tbl.Name)) == 0
 	})
 	for _, stop := range stops {
 		stop()
@@ -215,7 +184,7 @@ func TestLeaseOutcomesProcessedAt(t *testing.T) {
 				t.Fatal(err)
 			}
 
-			name, ph := leaseQ(t, b, tbl.Name), b.dialect.Placeholder(1)
+			name, ph := quoted(t, b, tbl.Name), b.dialect.Placeholder(1)
 			if n := count(t, db, "SELECT COUNT(*) FROM "+name); n != 5 {
 				t.Errorf("%d rows left, want all 5 (ack and drop stamp processed_at)", n)
 			}
@@ -250,7 +219,7 @@ func TestLeaseOutcomesDelete(t *testing.T) {
 			for range 4 {
 				leasePublish(t, b, db, tbl, inbox.Message{Payload: []byte("p")})
 			}
-			var log leaseLog
+			var log logBuffer
 			f := leaseForm(t, b, db, tbl, nil, inbox.Queue{Logger: log.Logger()})
 			ds := leaseClaim(t, f, 10, 4)
 			leaseSettle(t, f, ds[0], outcome.Ack())
@@ -258,7 +227,7 @@ func TestLeaseOutcomesDelete(t *testing.T) {
 			leaseSettle(t, f, ds[2], outcome.Retry())
 			leaseSettle(t, f, ds[3], outcome.RetryAfter(time.Hour))
 
-			name := leaseQ(t, b, tbl.Name)
+			name := quoted(t, b, tbl.Name)
 			if n := count(t, db, "SELECT COUNT(*) FROM "+name); n != 2 {
 				t.Errorf("%d rows left, want 2 (ack and drop delete)", n)
 			}
@@ -295,7 +264,7 @@ func TestLeaseAttempts(t *testing.T) {
 				if d.Attempt != want+1 {
 					t.Fatalf("delivery %d reads attempt %d, want %d", want+1, d.Attempt, want+1)
 				}
-				if n := count(t, db, "SELECT attempt FROM "+leaseQ(t, b, tbl.Name)); n != want+1 {
+				if n := count(t, db, "SELECT attempt FROM "+quoted(t, b, tbl.Name)); n != want+1 {
 					t.Fatalf("the row's attempt column holds %d on delivery %d", n, want+1)
 				}
 				give(d)
@@ -369,11 +338,11 @@ func TestLeaseExpiredLeaseIsTaken(t *testing.T) {
 			if !errors.Is(err, inbox.ErrLeaseLost) || !strings.Contains(err.Error(), tbl.Name) {
 				t.Fatalf("Settle of a taken lease: %v, want ErrLeaseLost naming table %s", err, tbl.Name)
 			}
-			if n := count(t, db, "SELECT COUNT(*) FROM "+leaseQ(t, b, tbl.Name)); n != 1 {
+			if n := count(t, db, "SELECT COUNT(*) FROM "+quoted(t, b, tbl.Name)); n != 1 {
 				t.Fatalf("the lost ack changed the table: %d rows, want 1", n)
 			}
 			leaseSettle(t, second, theirs, outcome.Ack())
-			if n := count(t, db, "SELECT COUNT(*) FROM "+leaseQ(t, b, tbl.Name)); n != 0 {
+			if n := count(t, db, "SELECT COUNT(*) FROM "+quoted(t, b, tbl.Name)); n != 0 {
 				t.Errorf("the holder's ack left %d rows", n)
 			}
 		})
@@ -394,7 +363,7 @@ func TestLeaseExtendKeepsRow(t *testing.T) {
 				leaseClaim(t, other, 1, 0)
 			}
 			leaseSettle(t, holder, d, outcome.Ack())
-			if n := count(t, db, "SELECT COUNT(*) FROM "+leaseQ(t, b, tbl.Name)); n != 0 {
+			if n := count(t, db, "SELECT COUNT(*) FROM "+quoted(t, b, tbl.Name)); n != 0 {
 				t.Errorf("%d rows after the ack of an extended lease, want 0", n)
 			}
 		})
@@ -408,11 +377,11 @@ func TestLeaseTransactional(t *testing.T) {
 			db := b.open(t, 0)
 			tbl := withAttempt(tableName(t))
 			b.createTable(t, db, tbl)
-			side := leaseQ(t, b, tbl.Name+"_side")
+			side := quoted(t, b, tbl.Name+"_side")
 			mustExec(t, db, "DROP TABLE IF EXISTS "+side)
 			mustExec(t, db, "CREATE TABLE "+side+" (n INT)")
 			t.Cleanup(func() { db.Exec("DROP TABLE " + side) })
-			name := leaseQ(t, b, tbl.Name)
+			name := quoted(t, b, tbl.Name)
 			write := func(d *inbox.Delivery, n string) {
 				t.Helper()
 				if d.Tx == nil {
@@ -551,7 +520,7 @@ func TestLeaseSchema(t *testing.T) {
 			}
 
 			if b.name == "mysql" || b.name == "mariadb" {
-				coarse := leaseQ(t, b, tbl.Name+"_s")
+				coarse := quoted(t, b, tbl.Name+"_s")
 				mustExec(t, db, "DROP TABLE IF EXISTS "+coarse)
 				mustExec(t, db, "CREATE TABLE "+coarse+" (id BIGINT AUTO_INCREMENT PRIMARY KEY, payload LONGBLOB, locked_until DATETIME NULL)")
 				t.Cleanup(func() { db.Exec("DROP TABLE " + coarse) })

@@ -1,7 +1,6 @@
 package integration
 
 import (
-	"bytes"
 	"context"
 	"database/sql"
 	"errors"
@@ -42,11 +41,7 @@ func rowlockSetup(t *testing.T, b backend, pool int, full bool) rowlockCell {
 // q quotes an identifier for the cell's database.
 func (c rowlockCell) q(t *testing.T, ident string) string {
 	t.Helper()
-	s, err := c.dialect.Quote(ident)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return s
+	return quoted(t, c.backend, ident)
 }
 
 // form opens a row lock form over the cell's table, closed when the test ends.
@@ -167,8 +162,8 @@ func TestRowlockOutcomes(t *testing.T) {
 
 		t.Run(b.name+"/minimal", func(t *testing.T) {
 			c := rowlockSetup(t, b, 0, false)
-			var logs rowlockLog
-			f := c.form(t, inbox.Queue{Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+			var logs logBuffer
+			f := c.form(t, inbox.Queue{Logger: logs.Logger()})
 
 			for _, o := range []outcome.Outcome{outcome.Ack(), outcome.Drop()} {
 				c.publish(t, inbox.Message{Payload: []byte("x")})
@@ -448,7 +443,7 @@ func rowlockDrain(t *testing.T, c rowlockCell, d rowlock.Dialect, rows int, exac
 		handled[d.ID]++
 		return outcome.Ack()
 	})
-	var logs rowlockLog
+	var logs logBuffer
 	log := slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
@@ -533,9 +528,9 @@ func TestRowlockPool(t *testing.T) {
 				}
 				return outcome.Ack()
 			})
-			var logs rowlockLog
+			var logs logBuffer
 			cons := inbox.NewConsumer(c.db, rowlock.New(b.dialect.(rowlock.Dialect), c.tbl), h,
-				&inbox.Config{Queue: "q", Workers: workers, PollInterval: 50 * time.Millisecond, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+				&inbox.Config{Queue: "q", Workers: workers, PollInterval: 50 * time.Millisecond, Logger: logs.Logger()})
 			ctx, cancel := context.WithCancel(context.Background())
 			ran := make(chan error, 1)
 			go func() { ran <- cons.Run(ctx) }()
@@ -556,22 +551,4 @@ func TestRowlockPool(t *testing.T) {
 			}
 		})
 	}
-}
-
-// rowlockLog is a bytes.Buffer safe for the concurrent writes of a logger.
-type rowlockLog struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *rowlockLog) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *rowlockLog) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
