@@ -1,14 +1,12 @@
 package sqlmocktests
 
 import (
-	"bytes"
 	"context"
 	"database/sql/driver"
 	"errors"
 	"fmt"
 	"log/slog"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -131,20 +129,7 @@ type advisoryMock struct {
 	sql  advisorySQL
 	d    advisoryDialect
 
-	mu   sync.Mutex
-	logs bytes.Buffer
-}
-
-func (m *advisoryMock) Write(p []byte) (int, error) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	return m.logs.Write(p)
-}
-
-func (m *advisoryMock) warnings() string {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	return m.logs.String()
+	warnings logBuffer
 }
 
 // newAdvisoryMock opens the form over tbl (full or minimal) on a fresh mock, expecting the
@@ -178,7 +163,7 @@ func newAdvisoryMock(t *testing.T, d advisoryDialect, tbl inbox.Table, q inbox.Q
 	if m.sql.retryAfter != "" {
 		mock.ExpectPrepare(m.sql.retryAfter).WillBeClosed()
 	}
-	q.Logger = slog.New(slog.NewTextHandler(m, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	q.Logger = slog.New(slog.NewTextHandler(&m.warnings, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	plan, err := m.form.Open(context.Background(), db, q)
 	if err != nil {
 		t.Fatal(err)
@@ -272,7 +257,7 @@ func (m *advisoryMock) claim(t *testing.T, max int) []*inbox.Delivery {
 
 func (m *advisoryMock) noWarnings(t *testing.T) {
 	t.Helper()
-	if w := m.warnings(); w != "" {
+	if w := m.warnings.String(); w != "" {
 		t.Fatalf("the form warned:\n%s", w)
 	}
 }
@@ -341,7 +326,7 @@ func TestAdvisoryMinimalTable(t *testing.T) {
 			if err := m.form.Settle(context.Background(), ds[1], outcome.RetryAfter(time.Minute)); err != nil {
 				t.Fatal(err)
 			}
-			if w := m.warnings(); !strings.Contains(w, "RetryAfter column") {
+			if w := m.warnings.String(); !strings.Contains(w, "RetryAfter column") {
 				t.Fatalf("RetryAfter without the column: logs %q, want a warning", w)
 			}
 		})
@@ -450,8 +435,8 @@ func TestAdvisoryUnconfirmedUnlockClosesConnection(t *testing.T) {
 				if err := m.mock.ExpectationsWereMet(); err != nil {
 					t.Fatal(err)
 				}
-				if !strings.Contains(m.warnings(), "closed the connection") {
-					t.Fatalf("logs %q: want a warning that the connection was closed", m.warnings())
+				if !strings.Contains(m.warnings.String(), "closed the connection") {
+					t.Fatalf("logs %q: want a warning that the connection was closed", m.warnings.String())
 				}
 			})
 		}

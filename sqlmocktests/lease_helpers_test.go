@@ -1,10 +1,7 @@
 package sqlmocktests
 
 import (
-	"bytes"
 	"database/sql/driver"
-	"log/slog"
-	"sync"
 	"time"
 
 	"github.com/sqlinbox/inbox/dialect"
@@ -51,23 +48,3 @@ func (a leaseSame) Match(v driver.Value) bool {
 	}
 	return *a.v != nil && v == *a.v
 }
-
-// leaseLog is a logger whose text a test can read.
-type leaseLog struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (l *leaseLog) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.buf.Write(p)
-}
-
-func (l *leaseLog) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.buf.String()
-}
-
-func (l *leaseLog) Logger() *slog.Logger { return slog.New(slog.NewTextHandler(l, nil)) }

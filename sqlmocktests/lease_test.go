@@ -306,7 +306,7 @@ func TestLeaseSequenceProcessedAt(t *testing.T) {
 			m := newRecorder(t, 1)
 			st := c.done
 			expectOpen(m, c, st, "done")
-			var log leaseLog
+			var log logBuffer
 			f := lease.New(c.d, leaseDone, nil)
 			if _, err := f.Open(ctx, m.db, inbox.Queue{Logger: log.Logger()}); err != nil {
 				t.Fatal(err)
