@@ -280,26 +280,6 @@ func advisoryAccountTable(t *testing.T, b backend, db *sql.DB) inbox.Table {
 	return tbl
 }
 
-// advisoryRun runs a consumer until the test ends (or stop is called), failing the test if Run
-// returns an error.
-func advisoryRun(t *testing.T, db *sql.DB, f inbox.Form, h inbox.Handler, cfg *inbox.Config) (stop func()) {
-	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- inbox.NewConsumer(db, f, h, cfg).Run(ctx) }()
-	var once sync.Once
-	stop = func() {
-		once.Do(func() {
-			cancel()
-			if err := <-done; err != nil {
-				t.Errorf("Run: %v", err)
-			}
-		})
-	}
-	t.Cleanup(stop)
-	return stop
-}
-
 // advisoryWait waits up to a generous bound for cond, failing with what otherwise.
 func advisoryWait(t *testing.T, what string, cond func() bool) {
 	t.Helper()
@@ -371,7 +351,7 @@ func TestAdvisoryAccountsRunInTurn(t *testing.T) {
 				return outcome.Ack()
 			})
 			f := advisoryForm(t, b, tbl, tbl.Name+"-acct-{account}")
-			stop := advisoryRun(t, db, f, h, &inbox.Config{Queue: "q", Workers: 4, PollInterval: 20 * time.Millisecond})
+			stop := startConsumer(t, inbox.NewConsumer(db, f, h, &inbox.Config{Queue: "q", Workers: 4, PollInterval: 20 * time.Millisecond}))
 			advisoryWait(t, "every row handled", func() bool {
 				mu.Lock()
 				defer mu.Unlock()
@@ -428,7 +408,7 @@ func TestAdvisoryTwoConsumersNeverShareAKey(t *testing.T) {
 			for range 2 {
 				pool := b.open(t, 8)
 				f := advisoryForm(t, b, tbl, tbl.Name+"-acct-{account}")
-				advisoryRun(t, pool, f, h, &inbox.Config{Queue: "q", Workers: 4, PollInterval: 10 * time.Millisecond})
+				startConsumer(t, inbox.NewConsumer(pool, f, h, &inbox.Config{Queue: "q", Workers: 4, PollInterval: 10 * time.Millisecond}))
 			}
 			advisoryWait(t, "every row handled", func() bool {
 				mu.Lock()
@@ -478,7 +458,7 @@ func TestAdvisoryPoolBudget(t *testing.T) {
 				return outcome.Ack()
 			})
 			f := advisoryForm(t, b, tbl, tbl.Name+"-{id}")
-			stop := advisoryRun(t, db, f, h, &inbox.Config{Queue: "q", Workers: 10, PollInterval: 10 * time.Millisecond})
+			stop := startConsumer(t, inbox.NewConsumer(db, f, h, &inbox.Config{Queue: "q", Workers: 10, PollInterval: 10 * time.Millisecond}))
 			advisoryWait(t, fmt.Sprintf("%d deliveries in work", pool-1), func() bool {
 				mu.Lock()
 				defer mu.Unlock()

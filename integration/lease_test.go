@@ -98,9 +98,9 @@ func leaseTwoDBs(t *testing.T, b backend) (*sql.DB, *sql.DB) {
 	return open(), open()
 }
 
-// leaseRun runs c until the returned stop is called (or the test ends) and fails the test if
-// Run returns an error.
-func leaseRun(t *testing.T, c *inbox.Consumer) (stop func()) {
+// startConsumer runs c until the returned stop is called (or the test ends) and fails the test
+// if Run returns an error.
+func startConsumer(t *testing.T, c *inbox.Consumer) (stop func()) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- c.Run(ctx) }()
@@ -123,7 +123,7 @@ func leaseDrain(t *testing.T, b backend, db *sql.DB, tbl inbox.Table, timeout ti
 	t.Helper()
 	var stops []func()
 	for _, c := range cs {
-		stops = append(stops, leaseRun(t, c))
+		stops = append(stops, startConsumer(t, c))
 	}
 	leaseWait(t, timeout, what, func() bool {
 		return count(t, db, "SELECT COUNT(*) FROM "+quoted(t, b, tbl.Name)) == 0

@@ -195,7 +195,7 @@ func TestWithdrawalsNeverOverdraw(t *testing.T) {
 			Queue: "withdrawals", Workers: 4, Transactional: true,
 			PollInterval: 20 * time.Millisecond, Logger: leaseTestLogger(t),
 		})
-		leaseRun(t, c)
+		startConsumer(t, c)
 	}
 	leaseWait(t, 2*time.Minute, "every withdrawal to be settled", func() bool {
 		return count(t, db, "SELECT COUNT(*) FROM withdrawal_jobs") == 0
