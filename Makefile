@@ -28,3 +28,8 @@ vet: ## go vet on every module
 bench: ## throughput beside raw SQL loops, latency, then the peers (River, gue, goqite); about an hour
 	go run ./cmd/inbox bench -plot docs/benchmarks.svg
 	go run ./bench/cmd/peers
+
+.PHONY: reliability
+reliability: ## the reliability suite with the long crash matrix (100 SIGKILLs per cell and mode) and its table; about 5 minutes
+	INBOX_REQUIRE_DATABASES=1 go test -race -count=1 -run '^(TestConformance|TestFaults.*|TestBadInput)$$' ./integration/
+	INBOX_REQUIRE_DATABASES=1 INBOX_RELIABILITY=long go test -race -count=1 -timeout 30m -v -run '^TestCrashMatrix$$' ./integration/
