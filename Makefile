@@ -30,6 +30,9 @@ bench: ## throughput beside raw SQL loops, latency, then the peers (River, gue, 
 	go run ./bench/cmd/peers
 
 .PHONY: reliability
+# Both runs run whatever the first's result; the target fails if either does.
 reliability: ## the reliability suite with the long crash matrix (100 SIGKILLs per cell and mode) and its table; about 5 minutes
-	INBOX_REQUIRE_DATABASES=1 go test -race -count=1 -run '^(TestConformance|TestFaults.*|TestBadInput)$$' ./integration/
-	INBOX_REQUIRE_DATABASES=1 INBOX_RELIABILITY=long go test -race -count=1 -timeout 30m -v -run '^TestCrashMatrix$$' ./integration/
+	@status=0; \
+	INBOX_REQUIRE_DATABASES=1 go test -race -count=1 -run '^(TestConformance|TestFaults.*|TestBadInput)$$' ./integration/ || status=1; \
+	INBOX_REQUIRE_DATABASES=1 INBOX_RELIABILITY=long go test -race -count=1 -timeout 30m -v -run '^TestCrashMatrix$$' ./integration/ || status=1; \
+	exit $$status
