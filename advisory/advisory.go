@@ -143,9 +143,9 @@ func (f *Form[D]) Open(ctx context.Context, db *sql.DB, q inbox.Queue) (inbox.Pl
 			return inbox.Plan{}, err
 		}
 	}
-	keyCheck, err := db.PrepareContext(ctx, f.s.keyCheck)
+	keyCheck, err := f.t.Prepare(ctx, db, fmt.Sprintf("key template %q (the table must have every column it names)", f.template), f.s.keyCheck)
 	if err != nil {
-		return inbox.Plan{}, fmt.Errorf("%w: table %q: the advisory key template %q does not render against the table: %v; the table must have every column the template names (statement: %s)", inbox.ErrSchema, f.t.Raw.Name, f.template, err, f.s.keyCheck)
+		return inbox.Plan{}, err
 	}
 	keyCheck.Close()
 	var candidates *sql.Stmt

@@ -106,9 +106,20 @@ type binding struct {
 // transaction.
 type hold struct {
 	mu    sync.Mutex
-	token time.Time  // the expiry last written into the row, UTC, to the microsecond
+	token time.Time  // the expiry last committed into the row, UTC, to the microsecond
 	tx    dialect.Tx // transactional mode, until the settlement takes it
-	ended bool       // settled, released or given back at Close
+	// txToken is the expiry an extension wrote inside tx (SQLite only, see Extend); it holds
+	// only if tx commits. Zero when none was written.
+	txToken time.Time
+	ended   bool // settled, released or given back at Close
+}
+
+// current is the token the row holds as seen from inside the delivery's transaction.
+func (h *hold) current() time.Time {
+	if !h.txToken.IsZero() {
+		return h.txToken
+	}
+	return h.token
 }
 
 // Open checks the form against the server and prepares every statement it runs. It fails with

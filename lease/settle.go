@@ -15,8 +15,15 @@ import (
 // Extend writes a new lease of now plus the lease length into the row, guarded by the token it
 // holds, and holds the new token from then on. It fails with inbox.ErrLeaseLost, changing
 // nothing, when the lease had run out and another consumer took the row. It may run while the
-// handler runs (it never touches the delivery's transaction), but not with Settle or Release
-// of the same delivery.
+// handler runs, but not with Settle or Release of the same delivery.
+//
+// On SQLite in transactional mode the extension runs inside the delivery's transaction: SQLite
+// has one write lock, which that transaction holds from its first write (or from BEGIN
+// IMMEDIATE) until its end, so an extension from another connection could only wait it out and
+// fail. Inside the transaction it takes the write lock itself if the transaction does not hold
+// it yet, and while the transaction holds it no other consumer can claim the row. Such an
+// extension lands with an Ack's commit; any other outcome rolls it back and settles by the
+// token committed before.
 func (f *Form[D]) Extend(ctx context.Context, d *inbox.Delivery) error {
 	b, h, unlock, err := f.lockHold(d)
 	if err != nil {
@@ -25,11 +32,21 @@ func (f *Form[D]) Extend(ctx context.Context, d *inbox.Delivery) error {
 	defer unlock()
 	// A new token always differs from the old, even when the clock stood still or stepped
 	// back: MySQL counts only rows an UPDATE changed, and the guard must tell holders apart.
+	held := h.current()
 	next := tokenAt(time.Now().Add(b.lease))
-	if !next.After(h.token) {
-		next = h.token.Add(time.Microsecond)
+	if !next.After(held) {
+		next = held.Add(time.Microsecond)
 	}
-	res, err := b.extend.ExecContext(ctx, f.d.Time(next), d.ID, f.d.Time(h.token))
+	args := []any{f.d.Time(next), d.ID, f.d.Time(held)}
+	if h.tx != nil && f.d.Name() == "sqlite" {
+		res, err := h.tx.ExecContext(ctx, b.sql.extend, args...)
+		if err := f.guarded(res, err, d, "extension"); err != nil {
+			return err
+		}
+		h.txToken = next
+		return nil
+	}
+	res, err := b.extend.ExecContext(ctx, args...)
 	if err := f.guarded(res, err, d, "extension"); err != nil {
 		return err
 	}
@@ -78,7 +95,7 @@ func (f *Form[D]) Settle(ctx context.Context, d *inbox.Delivery, o outcome.Outco
 	)
 	switch o.Kind() {
 	case outcome.KindAck, outcome.KindDrop:
-		s, args = b.ack, f.ackArgs(b, d, h)
+		s, args = b.ack, f.ackArgs(b, d, h.token)
 	case outcome.KindRetryAfter:
 		if b.retryAfter != nil {
 			s, args = b.retryAfter, []any{f.d.Time(time.Now().Add(o.Delay())), d.ID, f.d.Time(h.token)}
@@ -95,17 +112,17 @@ func (f *Form[D]) Settle(ctx context.Context, d *inbox.Delivery, o outcome.Outco
 
 // ackArgs are the ack statement's arguments: DELETE (id, token) or the processed_at stamp
 // (now, id, token).
-func (f *Form[D]) ackArgs(b *binding, d *inbox.Delivery, h *hold) []any {
+func (f *Form[D]) ackArgs(b *binding, d *inbox.Delivery, token time.Time) []any {
 	if b.st.Q.ProcessedAt != "" {
-		return []any{f.d.Time(time.Now()), d.ID, f.d.Time(h.token)}
+		return []any{f.d.Time(time.Now()), d.ID, f.d.Time(token)}
 	}
-	return []any{d.ID, f.d.Time(h.token)}
+	return []any{d.ID, f.d.Time(token)}
 }
 
 // ackInTx runs the guarded ack inside the handler's transaction and commits both; a lost lease
 // rolls the handler's writes back with it.
 func (f *Form[D]) ackInTx(ctx context.Context, b *binding, tx dialect.Tx, h *hold, d *inbox.Delivery) error {
-	res, err := execIn(ctx, tx, b.ack, b.sql.ack, f.ackArgs(b, d, h)...)
+	res, err := execIn(ctx, tx, b.ack, b.sql.ack, f.ackArgs(b, d, h.current())...)
 	if err := f.guarded(res, err, d, "ack"); err != nil {
 		return errors.Join(err, rollback(tx, f.t.Name, d.ID))
 	}

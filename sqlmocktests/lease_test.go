@@ -515,7 +515,9 @@ func TestLeaseOpenRefusals(t *testing.T) {
 	t.Run("missing column", func(t *testing.T) {
 		m := newRecorder(t, 1)
 		m.mock.ExpectQuery(postgres.version).WillReturnRows(sqlmock.NewRows([]string{"version"}).AddRow(postgres.answer))
-		m.mock.ExpectPrepare(postgres.jobs.claim).WillReturnError(errors.New(`ERROR: column "attempt" does not exist (SQLSTATE 42703)`))
+		for range 2 { // a refused statement is refused again: it is the schema, not the connection
+			m.mock.ExpectPrepare(postgres.jobs.claim).WillReturnError(errors.New(`ERROR: column "attempt" does not exist (SQLSTATE 42703)`))
+		}
 		_, err := lease.New(postgres.d, leaseJobs, nil).Open(ctx, m.db, inbox.Queue{})
 		if !errors.Is(err, inbox.ErrSchema) || !strings.Contains(err.Error(), `"jobs"`) || !strings.Contains(err.Error(), "claim statement") {
 			t.Errorf("%v, want ErrSchema naming the table and the statement", err)
@@ -526,8 +528,10 @@ func TestLeaseOpenRefusals(t *testing.T) {
 		m := newRecorder(t, 1)
 		st := sqlite.jobs
 		m.mock.ExpectQuery(sqlite.version).WillReturnRows(sqlmock.NewRows([]string{"version"}).AddRow(sqlite.answer))
-		m.mock.ExpectPrepare(st.claim).WillBeClosed()
-		m.mock.ExpectQuery("EXPLAIN "+st.claim).WithArgs(nil, nil, nil, nil).WillReturnError(errors.New("SQL logic error: no such column: attempt (1)"))
+		for range 2 { // a refused statement is refused again: it is the schema, not the connection
+			m.mock.ExpectPrepare(st.claim).WillBeClosed()
+			m.mock.ExpectQuery("EXPLAIN "+st.claim).WithArgs(nil, nil, nil, nil).WillReturnError(errors.New("SQL logic error: no such column: attempt (1)"))
+		}
 		_, err := lease.New(sqlite.d, leaseJobs, nil).Open(ctx, m.db, inbox.Queue{})
 		if !errors.Is(err, inbox.ErrSchema) || !strings.Contains(err.Error(), `"jobs"`) || !strings.Contains(err.Error(), "claim statement") {
 			t.Errorf("%v, want ErrSchema naming the table and the statement", err)

@@ -625,7 +625,9 @@ func TestRowlockOpenSchemaError(t *testing.T) {
 	m.mock.ExpectQuery(dc.version).WillReturnRows(sqlmock.NewRows([]string{"v"}).AddRow(dc.versionAnswer))
 	m.mock.ExpectPrepare(dc.full.claim).WillBeClosed()
 	m.mock.ExpectPrepare(dc.full.ack).WillBeClosed()
-	m.mock.ExpectPrepare(dc.full.retry).WillReturnError(errors.New(`ERROR: column "attempt" does not exist (SQLSTATE 42703)`))
+	for range 2 { // a refused statement is refused again: it is the schema, not the connection
+		m.mock.ExpectPrepare(dc.full.retry).WillReturnError(errors.New(`ERROR: column "attempt" does not exist (SQLSTATE 42703)`))
+	}
 
 	f := dc.form(rowlockFullTable)
 	_, err := f.Open(context.Background(), m.db, inbox.Queue{Name: rowlockQueue})

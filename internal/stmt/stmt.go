@@ -179,17 +179,17 @@ func (t *Table) Order(alias string) string {
 
 // Prepare prepares query on db for the statement named what ("claim", "ack", …). A statement
 // the server refuses wraps inbox.ErrSchema and names the table, the statement and its text: at
-// startup it means a table or column the server does not have. When the server cannot be
-// reached the error is the connection's, not ErrSchema, so a consumer tries again.
+// startup it means a table or column the server does not have. A connection cut under the
+// first try (a killed backend, a restarting server) is not taken for that: a refused statement
+// is refused again on a second try, and when the server cannot be reached the error is the
+// connection's, not ErrSchema, so a consumer tries again.
 //
 // SQLite drivers compile a statement only when it first runs, so on SQLite Prepare also has it
 // compiled by EXPLAIN, which fails on a missing table or column without running anything.
 func (t *Table) Prepare(ctx context.Context, db *sql.DB, what, query string) (*sql.Stmt, error) {
-	s, err := db.PrepareContext(ctx, query)
-	if err == nil && t.D.Name() == "sqlite" {
-		if err = explain(ctx, db, query); err != nil {
-			s.Close()
-		}
+	s, err := t.compile(ctx, db, query)
+	if err != nil && ctx.Err() == nil {
+		s, err = t.compile(ctx, db, query)
 	}
 	if err != nil {
 		if pingErr := db.PingContext(ctx); pingErr != nil {
@@ -198,6 +198,18 @@ func (t *Table) Prepare(ctx context.Context, db *sql.DB, what, query string) (*s
 		return nil, fmt.Errorf("%w: table %q: the %s statement does not prepare: %v; create the table and columns the description names, or fix the description (statement: %s)", inbox.ErrSchema, t.Raw.Name, what, err, query)
 	}
 	return s, nil
+}
+
+// compile prepares query once (and on SQLite compiles it with EXPLAIN).
+func (t *Table) compile(ctx context.Context, db *sql.DB, query string) (*sql.Stmt, error) {
+	s, err := db.PrepareContext(ctx, query)
+	if err == nil && t.D.Name() == "sqlite" {
+		if err = explain(ctx, db, query); err != nil {
+			s.Close()
+			return nil, err
+		}
+	}
+	return s, err
 }
 
 // explain compiles a SQLite statement without running it. Every parameter is a "?" outside the
