@@ -348,6 +348,14 @@ func (r *run) next(ctx context.Context, timer *time.Timer) (*Delivery, []*Delive
 	case r.claimSlots <- struct{}{}:
 		r.waiting.Add(-1)
 	}
+	// A row handed over while this worker took the slot goes first: it is claimed already, and
+	// waiting it is not extended.
+	select {
+	case d := <-r.handoff:
+		<-r.claimSlots
+		return d, nil
+	default:
+	}
 	n := 1
 	if !r.plan.HoldsConnection {
 		n += int(r.waiting.Load())
