@@ -58,6 +58,7 @@ type crashResult struct {
 	dupSettled   int           // settlements beyond one per row
 	dupEffects   int           // side effects beyond one per row, in transactional mode
 	repeats      int           // side effects written again outside it, which the form allows
+	noEffect     int           // rows settled without their side effect
 	lost         int           // rows never settled
 }
 
@@ -97,17 +98,17 @@ func TestCrashMatrix(t *testing.T) {
 	slices.SortFunc(results, func(a, b crashResult) int { return strings.Compare(a.cell+a.mode, b.cell+b.mode) })
 	var b strings.Builder
 	fmt.Fprintf(&b, "crash matrix: %d kills per cell and mode, points claim/handler/written/settle\n", plan.kills)
-	fmt.Fprintf(&b, "%-18s %-5s %5s %-11s %5s %7s %9s %7s %4s %8s %8s %4s\n",
-		"cell", "mode", "kills", "c/h/w/s", "rows", "redeliv", "maxreturn", "bound", "late", "dupsettl", "dupeffct", "lost")
+	fmt.Fprintf(&b, "%-18s %-5s %5s %-11s %5s %7s %9s %7s %4s %8s %8s %8s %4s\n",
+		"cell", "mode", "kills", "c/h/w/s", "rows", "redeliv", "maxreturn", "bound", "late", "dupsettl", "dupeffct", "noeffect", "lost")
 	for _, r := range results {
 		effects := strconv.Itoa(r.dupEffects)
 		if r.mode == "plain" {
 			effects = fmt.Sprintf("(%d)", r.repeats)
 		}
-		fmt.Fprintf(&b, "%-18s %-5s %5d %-11s %5d %7d %9s %7s %4d %8d %8s %4d\n",
+		fmt.Fprintf(&b, "%-18s %-5s %5d %-11s %5d %7d %9s %7s %4d %8d %8s %8d %4d\n",
 			r.cell, r.mode, r.kills,
 			fmt.Sprintf("%d/%d/%d/%d", r.points["claim"], r.points["handler"], r.points["written"], r.points["settle"]),
-			r.rows, r.redeliveries, r.maxReturn.Round(time.Millisecond), r.bound, r.late, r.dupSettled, effects, r.lost)
+			r.rows, r.redeliveries, r.maxReturn.Round(time.Millisecond), r.bound, r.late, r.dupSettled, effects, r.noEffect, r.lost)
 	}
 	b.WriteString("dupeffct in plain mode (in parentheses): side effects written again after a kill between the write and the settlement, which only transactional mode prevents\n")
 	t.Log("\n" + b.String())
@@ -336,6 +337,7 @@ func crashVerdict(t *testing.T, c cell, db *sql.DB, tbl inbox.Table, side, audit
 		}
 		e := effects[id]
 		if e == 0 && !unsettled[id] {
+			r.noEffect++
 			t.Errorf("row %d settled without its side effect", id)
 		}
 		if e > 1 {

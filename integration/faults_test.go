@@ -761,3 +761,54 @@ func TestFaultsSQLiteLeaseExtendInTransaction(t *testing.T) {
 		t.Errorf("the Ack settled %v after the handler returned: the settlement waited behind the extension", wait.Round(time.Millisecond))
 	}
 }
+
+// TestFaultsSQLiteLeaseExtendInterrupted: on SQLite in transactional mode the lease extension
+// runs inside the delivery's transaction. When another writer holds the write lock past the
+// extension's deadline, the extension is interrupted, and SQLite ends the whole transaction
+// with it. The handler's writes after that must still roll back with a Drop: they may never
+// land outside the delivery's transaction.
+func TestFaultsSQLiteLeaseExtendInterrupted(t *testing.T) {
+	c := cell{b: backendNamed("sqlite", ""), form: "lease"}
+	db := c.openDBs(t, 1, 8)[0]
+	tbl := fullTable(tableName(t))
+	c.b.createTable(t, db, tbl)
+	side := tbl.Name + "_side"
+	c.createSide(t, db, side)
+	c.publish(t, db, tbl, inbox.Message{Queue: "q"})
+
+	started, released := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	h := inbox.HandlerFunc(func(ctx context.Context, d *inbox.Delivery) outcome.Outcome {
+		once.Do(func() { close(started) })
+		<-released
+		if _, err := d.Tx.ExecContext(ctx, "INSERT INTO "+c.q(t, side)+" (job_id, attempt) VALUES (?, ?)", d.ID, d.Attempt); err != nil {
+			t.Logf("writing through the delivery's transaction: %v", err)
+		}
+		return outcome.Drop()
+	})
+	logs := &faultLog{t: t}
+	stop := runConsumer(t, db, c.newForm(t, tbl), h, &inbox.Config{
+		Queue: "q", Transactional: true, Logger: slog.New(slog.NewTextHandler(logs, nil)),
+	})
+	<-started
+	// Another writer holds the lock across the extension due at half the lease, and past the
+	// extension's deadline of another half lease.
+	conn, err := db.Conn(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := conn.ExecContext(context.Background(), "BEGIN IMMEDIATE"); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(cellLease * 3 / 2)
+	conn.ExecContext(context.Background(), "ROLLBACK")
+	conn.Close()
+	close(released)
+	waitFor(t, 30*time.Second, "the row to settle", func() bool {
+		return len(c.ids(t, db, tbl, c.q(t, tbl.ProcessedAt)+" IS NOT NULL")) == 1
+	})
+	stop()
+	if n := c.sideCounts(t, db, side)[c.ids(t, db, tbl, "")[0]]; n != 0 {
+		t.Errorf("the handler's write landed %d times though its delivery was dropped, which rolls it back", n)
+	}
+}
