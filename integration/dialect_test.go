@@ -266,3 +266,35 @@ func TestCheckServerRefusesAnotherDatabase(t *testing.T) {
 		})
 	}
 }
+
+// When SQLite ends a transaction by itself (here: a write interrupted by its context), the
+// statements after it are refused and Commit fails, rather than running in autocommit outside
+// the transaction.
+func TestSQLiteTransactionEndedBySQLiteRefusesLaterStatements(t *testing.T) {
+	b := backends(t, true)[3]
+	db := b.open(t, 4)
+	mustExec(t, db, "CREATE TABLE interrupted (x INTEGER)")
+	ctx := context.Background()
+	tx, err := dialect.SQLite[isolation.Deferred]{}.Begin(ctx, db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tx.ExecContext(ctx, "INSERT INTO interrupted VALUES (1)"); err != nil {
+		t.Fatal(err)
+	}
+	short, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
+	defer cancel()
+	_, err = tx.ExecContext(short, "INSERT INTO interrupted WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c LIMIT 1000000000) SELECT x FROM c")
+	if err == nil {
+		t.Fatal("a billion-row insert finished within 50 ms; the test cannot interrupt it")
+	}
+	if _, err := tx.ExecContext(ctx, "INSERT INTO interrupted VALUES (2)"); err == nil {
+		t.Error("a statement after SQLite ended the transaction ran")
+	}
+	if err := tx.Commit(); err == nil {
+		t.Error("Commit succeeded after SQLite ended the transaction")
+	}
+	if n := count(t, db, "SELECT COUNT(*) FROM interrupted"); n != 0 {
+		t.Errorf("%d rows landed outside the transaction SQLite rolled back", n)
+	}
+}

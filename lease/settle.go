@@ -23,7 +23,7 @@ import (
 // fail. Inside the transaction it takes the write lock itself if the transaction does not hold
 // it yet, and while the transaction holds it no other consumer can claim the row. Such an
 // extension lands with an Ack's commit; any other outcome rolls it back and settles by the
-// token committed before.
+// token committed before. It waits up to the database's busy timeout for the write lock.
 func (f *Form[D]) Extend(ctx context.Context, d *inbox.Delivery) error {
 	b, h, unlock, err := f.lockHold(d)
 	if err != nil {
@@ -39,7 +39,10 @@ func (f *Form[D]) Extend(ctx context.Context, d *inbox.Delivery) error {
 	}
 	args := []any{f.d.Time(next), d.ID, f.d.Time(held)}
 	if h.tx != nil && f.d.Name() == "sqlite" {
-		res, err := h.tx.ExecContext(ctx, b.sql.extend, args...)
+		// Not cancelled: SQLite rolls the whole transaction back when a write in it is
+		// interrupted. A lock it cannot take fails the extension after the busy timeout with
+		// SQLITE_BUSY instead, which leaves the transaction as it was.
+		res, err := h.tx.ExecContext(context.WithoutCancel(ctx), b.sql.extend, args...)
 		if err := f.guarded(res, err, d, "extension"); err != nil {
 			return err
 		}
