@@ -37,18 +37,17 @@ type phase struct {
 
 type phaseKey struct{}
 
-func phaseOf(ctx context.Context) (phase, bool) {
-	p, ok := ctx.Value(phaseKey{}).(phase)
-	return p, ok
+// phaseOf is ctx's phase; zero outside the form's calls.
+func phaseOf(ctx context.Context) phase {
+	p, _ := ctx.Value(phaseKey{}).(phase)
+	return p
 }
 
-// phasedForm wraps a form, marking the context of each call with its phase, and reports what
-// the form returned.
+// phasedForm wraps a form, marking the context of each call with its phase, and reports its
+// settlements.
 type phasedForm struct {
 	inner inbox.Form
-	// claimed and settled, when set, hear of every claim that returned rows and every
-	// settlement that returned nil.
-	claimed func(ds []*inbox.Delivery)
+	// settled, when set, hears of every settlement that returned nil.
 	settled func(d *inbox.Delivery, o outcome.Outcome)
 }
 
@@ -57,11 +56,7 @@ func (f *phasedForm) Open(ctx context.Context, db *sql.DB, q inbox.Queue) (inbox
 }
 
 func (f *phasedForm) Claim(ctx context.Context, max int) ([]*inbox.Delivery, error) {
-	ds, err := f.inner.Claim(context.WithValue(ctx, phaseKey{}, phase{name: "claim"}), max)
-	if len(ds) > 0 && f.claimed != nil {
-		f.claimed(ds)
-	}
-	return ds, err
+	return f.inner.Claim(context.WithValue(ctx, phaseKey{}, phase{name: "claim"}), max)
 }
 
 func (f *phasedForm) Extend(ctx context.Context, d *inbox.Delivery) error {
@@ -211,7 +206,7 @@ type hookConn struct {
 
 // enter records ctx's phase as the connection's current one and returns it.
 func (c *hookConn) enter(ctx context.Context) phase {
-	p, _ := phaseOf(ctx)
+	p := phaseOf(ctx)
 	c.mu.Lock()
 	c.phase = p
 	c.mu.Unlock()
