@@ -13,6 +13,7 @@ import (
 
 	"github.com/sqlinbox/inbox"
 	"github.com/sqlinbox/inbox/dialect"
+	"github.com/sqlinbox/inbox/internal/sqlshape"
 )
 
 // Table is a table description with its names quoted for one dialect.
@@ -212,17 +213,15 @@ func (t *Table) compile(ctx context.Context, db *sql.DB, query string) (*sql.Stm
 	return s, err
 }
 
-// explain compiles a SQLite statement without running it. Every parameter is a "?" outside the
-// backtick-quoted names (the library's statements hold no string literals); EXPLAIN wants them
-// all bound, and NULL will do.
+// explain compiles a SQLite statement without running it. EXPLAIN wants every parameter bound,
+// and NULL will do; the parameters are the "?" outside the quoted names (the library's
+// statements hold no string literals).
 func explain(ctx context.Context, db *sql.DB, query string) error {
-	params := 0
-	for i, part := range strings.Split(query, "`") {
-		if i%2 == 0 {
-			params += strings.Count(part, "?")
-		}
+	shape, _, _, err := sqlshape.Split(query, '`')
+	if err != nil {
+		return err
 	}
-	rows, err := db.QueryContext(ctx, "EXPLAIN "+query, make([]any, params)...)
+	rows, err := db.QueryContext(ctx, "EXPLAIN "+query, make([]any, strings.Count(shape, "?"))...)
 	if err != nil {
 		return err
 	}
