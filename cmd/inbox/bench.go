@@ -48,6 +48,8 @@ type benchConfig struct {
 	dsns       map[string]string
 	poll       time.Duration
 	cpuProfile string
+	// countClaims logs each library drain's claims, empty claims and rows claimed.
+	countClaims bool
 
 	latencyFor     time.Duration
 	latencyRate    int
@@ -101,6 +103,7 @@ func parseBenchFlags(args []string) (*benchConfig, error) {
 	})
 	fs.DurationVar(&cfg.poll, "poll", 100*time.Millisecond, "the library's PollInterval while draining")
 	fs.StringVar(&cfg.cpuProfile, "cpuprofile", "", "write a CPU profile of the whole run to this path")
+	fs.BoolVar(&cfg.countClaims, "count-claims", false, "log each library drain's claims, the claims that found nothing and the rows claimed")
 	fs.DurationVar(&cfg.latencyFor, "latency-for", 5*time.Second, "publish for this long per latency cell (0: skip the latency runs)")
 	fs.IntVar(&cfg.latencyRate, "latency-rate", 200, "rows published per second, one at a time, in the latency runs")
 	fs.IntVar(&cfg.latencyWorkers, "latency-workers", 4, "workers of the consumer in the latency runs")

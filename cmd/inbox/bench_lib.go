@@ -213,11 +213,21 @@ func drainLibrary(ctx context.Context, t *target, form string, cfg *benchConfig,
 		}
 		return outcome.Ack()
 	})
+	var counted *countingForm
+	if cfg.countClaims {
+		counted = &countingForm{Form: f}
+		f = counted
+	}
 	c := inbox.NewConsumer(t.db, f, h, &inbox.Config{Workers: w, PollInterval: cfg.poll, Logger: benchLogger})
 	runCtx, stop := context.WithCancel(ctx)
 	defer stop()
 	errc := make(chan error, 1)
 	start := time.Now()
+	if counted != nil {
+		defer func() {
+			bar.logf("%s %s W=%d: %d claims, %d found nothing, %d rows claimed", t.name, form, w, counted.claims.Load(), counted.empty.Load(), counted.rows.Load())
+		}()
+	}
 	go func() { errc <- c.Run(runCtx) }()
 	select {
 	case <-all:
@@ -249,4 +259,21 @@ func checkDrained(ctx context.Context, t *target, table string, handled, want in
 		return fmt.Errorf("drain check failed: %d rows left in %s, %d handled of %d", left, table, handled, want)
 	}
 	return nil
+}
+
+// countingForm counts a form's claims, those that found nothing and the rows they claimed
+// (-count-claims): an empty claim sends a worker to sleep for the poll interval.
+type countingForm struct {
+	inbox.Form
+	claims, empty, rows atomic.Int64
+}
+
+func (f *countingForm) Claim(ctx context.Context, max int) ([]*inbox.Delivery, error) {
+	ds, err := f.Form.Claim(ctx, max)
+	f.claims.Add(1)
+	f.rows.Add(int64(len(ds)))
+	if err == nil && len(ds) == 0 {
+		f.empty.Add(1)
+	}
+	return ds, err
 }
