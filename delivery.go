@@ -12,7 +12,7 @@ type Delivery struct {
 	// ID is the row's id.
 	ID int64
 	// Payload is the row's payload; nil where the table has no payload column or the row holds
-	// NULL.
+	// NULL (and on SQLite, whose driver returns no bytes for it, where it holds an empty value).
 	Payload []byte
 	// Attempt counts the row's deliveries, this one included: the first delivery reads 1. It is
 	// 0 where the table has no attempt column.
