@@ -249,6 +249,11 @@ func drainLibrary(ctx context.Context, t *target, form string, cfg *benchConfig,
 	return float64(want) / elapsed.Seconds(), nil
 }
 
+// drainCheckError is a drain that ended with rows left or rows handled twice.
+type drainCheckError struct{ msg string }
+
+func (e *drainCheckError) Error() string { return e.msg }
+
 // checkDrained fails a drain whose table is not empty or whose handlers ran a row twice.
 func checkDrained(ctx context.Context, t *target, table string, handled, want int64) error {
 	left, err := remaining(ctx, t, table)
@@ -256,7 +261,7 @@ func checkDrained(ctx context.Context, t *target, table string, handled, want in
 		return err
 	}
 	if left != 0 || handled != want {
-		return fmt.Errorf("drain check failed: %d rows left in %s, %d handled of %d", left, table, handled, want)
+		return &drainCheckError{fmt.Sprintf("drain check failed: %d rows left in %s, %d handled of %d (see the log above)", left, table, handled, want)}
 	}
 	return nil
 }

@@ -68,7 +68,7 @@ func writePlot(path string, cells []*cell, cfg *benchConfig) error {
 		for _, c := range cells {
 			if c.db == p.db && c.form == p.form {
 				mine = append(mine, c)
-				for _, v := range append(slices.Clone(c.lib), c.raw...) {
+				for _, v := range counted(append(slices.Clone(c.lib), c.raw...)) {
 					lo, hi = min(lo, v), max(hi, v)
 				}
 			}
@@ -113,7 +113,7 @@ func writePlot(path string, cells []*cell, cfg *benchConfig) error {
 					if c.workers != w || !se.batch(c.batch) {
 						continue
 					}
-					v := se.pick(c)
+					v := counted(se.pick(c))
 					if len(v) == 0 {
 						continue
 					}

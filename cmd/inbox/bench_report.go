@@ -15,11 +15,13 @@ import (
 func numCPU() int       { return runtime.NumCPU() }
 func gomaxprocs() int   { return runtime.GOMAXPROCS(0) }
 func goVersion() string { return runtime.Version() }
+
+// median of the counted rounds (a failed round is 0 and left out).
 func median(v []float64) float64 {
-	if len(v) == 0 {
+	s := counted(v)
+	if len(s) == 0 {
 		return 0
 	}
-	s := slices.Clone(v)
 	slices.Sort(s)
 	if len(s)%2 == 1 {
 		return s[len(s)/2]
@@ -33,15 +35,27 @@ func median(v []float64) float64 {
 func pairedRatio(c *cell) float64 {
 	var r []float64
 	for i := range min(len(c.lib), len(c.raw)) {
-		if c.raw[i] > 0 {
+		if c.lib[i] > 0 && c.raw[i] > 0 {
 			r = append(r, c.lib[i]/c.raw[i])
 		}
 	}
 	return median(r)
 }
 
+// counted leaves out the rounds that failed.
+func counted(v []float64) []float64 {
+	var s []float64
+	for _, x := range v {
+		if x > 0 {
+			s = append(s, x)
+		}
+	}
+	return s
+}
+
 // spread formats a cell's samples as "median (min–max)".
 func spread(v []float64) string {
+	v = counted(v)
 	if len(v) == 0 {
 		return "–"
 	}
