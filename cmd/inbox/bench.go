@@ -48,6 +48,8 @@ type benchConfig struct {
 	dsns       map[string]string
 	poll       time.Duration
 	cpuProfile string
+	// fromLogs rebuilds the table and plot from the per-round lines of earlier runs' logs.
+	fromLogs []string
 	// countClaims logs each library drain's claims, empty claims and rows claimed.
 	countClaims bool
 
@@ -103,6 +105,10 @@ func parseBenchFlags(args []string) (*benchConfig, error) {
 	})
 	fs.DurationVar(&cfg.poll, "poll", 100*time.Millisecond, "the library's PollInterval while draining")
 	fs.StringVar(&cfg.cpuProfile, "cpuprofile", "", "write a CPU profile of the whole run to this path")
+	fs.Func("from-log", "rebuild the throughput table and -plot from the per-round lines of an earlier run's stderr, running nothing (repeatable: later files' cells replace earlier ones')", func(s string) error {
+		cfg.fromLogs = append(cfg.fromLogs, s)
+		return nil
+	})
 	fs.BoolVar(&cfg.countClaims, "count-claims", false, "log each library drain's claims, the claims that found nothing and the rows claimed")
 	fs.DurationVar(&cfg.latencyFor, "latency-for", 5*time.Second, "publish for this long per latency cell (0: skip the latency runs)")
 	fs.IntVar(&cfg.latencyRate, "latency-rate", 200, "rows published per second, one at a time, in the latency runs")
@@ -216,6 +222,9 @@ func bench(ctx context.Context, args []string) error {
 		defer pprof.StopCPUProfile()
 	}
 
+	if len(cfg.fromLogs) > 0 {
+		return replot(cfg)
+	}
 	tmp, err := os.MkdirTemp("", "inbox-bench-")
 	if err != nil {
 		return err
