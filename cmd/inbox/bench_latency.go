@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/sqlinbox/inbox"
+	"github.com/sqlinbox/inbox/lease"
 	"github.com/sqlinbox/inbox/outcome"
 )
 
@@ -148,10 +149,10 @@ func runMemory(ctx context.Context, cfg *benchConfig, tmp string) error {
 		return err
 	}
 	defer t.db.Close()
-	if err := createBenchTable(ctx, t, "lease"); err != nil {
+	if err := createBenchTable(ctx, t, "memory"); err != nil {
 		return err
 	}
-	table := benchTable(t, "lease").Name
+	table := benchTable(t, "memory").Name
 	fmt.Printf("\nMemory: %d rows, lease form on %s, %d workers\n", cfg.memoryN, dbLabel(t.name), workers)
 	start := time.Now()
 	if err := prefill(ctx, t, table, cfg.memoryN); err != nil {
@@ -217,8 +218,7 @@ loop:
 }
 
 func newMemoryForm(t *target) inbox.Form {
-	f, _ := newForm(t, "lease") // the lease form's constructor cannot fail
-	return f
+	return lease.New(t.d, benchTable(t, "memory"), &lease.Config{})
 }
 
 // procStatus reads one field of /proc/self/status ("VmRSS", "VmHWM"), as the kernel prints it.

@@ -84,7 +84,9 @@ func serverFacts(ctx context.Context, t *target) string {
 }
 
 // benchTable is the table every cell drains: an id, a payload, an attempt counter and the lease
-// column. Ack deletes the row.
+// column. Ack deletes the row. The memory run passes "memory" for form, so that its table never
+// meets a throughput or latency run's; two bench commands on one database at once still would
+// (each drops and creates its tables when it starts).
 func benchTable(t *target, form string) inbox.Table {
 	return inbox.Table{Name: "inbox_bench_" + t.name + "_" + form, ID: "id", IDGenerated: true, Payload: "payload", Attempt: "attempt"}
 }
