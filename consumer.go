@@ -44,19 +44,37 @@ type Config struct {
 	UndecodablePayload outcome.Outcome
 }
 
-// Consumer claims rows of one queue through a form and runs a handler for each. Create it with
-// NewConsumer; Run does the work.
+// Consumer claims rows of one queue through a form and runs a handler for each row, or for each
+// batch of rows. Create it with NewConsumer or NewBatchConsumer; Run does the work.
 type Consumer struct {
 	db   *sql.DB
 	form Form
 	h    Handler
 	cfg  Config
 	log  *slog.Logger
+
+	batches   BatchForm // set by NewBatchConsumer: the form, claiming batches
+	bh        BatchHandler
+	batchSize int
 }
 
-// NewConsumer returns a consumer of the rows form claims from db, handled by h.
+// NewConsumer returns a consumer of the rows form claims from db, handled one at a time by h.
 func NewConsumer(db *sql.DB, form Form, h Handler, cfg *Config) *Consumer {
 	c := &Consumer{db: db, form: form, h: h}
+	c.configure(cfg)
+	return c
+}
+
+// NewBatchConsumer returns a consumer of the rows form claims from db in batches of at most
+// size rows (at least 1), each batch handled by one call of h and settled together. Each worker
+// claims, handles and settles its own batch; Config.Workers batches are in work at once.
+func NewBatchConsumer(db *sql.DB, form BatchForm, size int, h BatchHandler, cfg *Config) *Consumer {
+	c := &Consumer{db: db, form: form, batches: form, bh: h, batchSize: max(size, 1)}
+	c.configure(cfg)
+	return c
+}
+
+func (c *Consumer) configure(cfg *Config) {
 	if cfg != nil {
 		c.cfg = *cfg
 	}
@@ -76,7 +94,6 @@ func NewConsumer(db *sql.DB, form Form, h Handler, cfg *Config) *Consumer {
 	if c.log == nil {
 		c.log = slog.New(slog.DiscardHandler)
 	}
-	return c
 }
 
 // settleTimeout bounds a settlement, an extension or a release: each runs to its end even when
@@ -120,7 +137,7 @@ func (c *Consumer) Run(ctx context.Context) error {
 		plan:       *plan,
 		log:        log,
 		claimSlots: make(chan struct{}, claimSlots),
-		handoff:    make(chan *Delivery, workers),
+		handoff:    make(chan []*Delivery, workers),
 		notify:     make(chan struct{}),
 		slots:      make([]*slot, workers),
 	}
@@ -249,10 +266,10 @@ type run struct {
 	plan Plan
 	log  *slog.Logger
 
-	claimSlots    chan struct{}  // a token per claim allowed in flight
-	handoff       chan *Delivery // rows claimed by one worker for others
-	waiting       atomic.Int32   // workers waiting for a row, whom a claim takes rows for
-	failing       sync.Mutex     // guards claimsFailing
+	claimSlots    chan struct{}    // a token per claim allowed in flight
+	handoff       chan []*Delivery // rows claimed by one worker for others, one delivery each
+	waiting       atomic.Int32     // workers waiting for a row, whom a claim takes rows for
+	failing       sync.Mutex       // guards claimsFailing
 	claimsFailing bool
 
 	notifyMu sync.Mutex
@@ -267,8 +284,8 @@ type run struct {
 // slot is one worker's state, shared with the extender and with shutdown.
 type slot struct {
 	mu        sync.Mutex
-	inWork    *Delivery // the delivery whose handler runs, nil otherwise
-	abandoned bool      // shutdown gave inWork's row back; the worker must not settle it
+	inWork    []*Delivery // the unit whose handler runs, nil otherwise
+	abandoned bool        // shutdown gave inWork's rows back; the worker must not settle them
 	exited    chan struct{}
 }
 
@@ -297,51 +314,52 @@ func (r *run) notified() <-chan struct{} {
 	return r.notify
 }
 
-// work is one worker: take a row (handed over by another worker, or claimed), handle it,
+// work is one worker: take a unit (handed over by another worker, or claimed), handle it,
 // settle it, until ctx is done.
 func (r *run) work(ctx context.Context, s *slot) {
 	defer close(s.exited)
 	timer := time.NewTimer(time.Hour)
 	timer.Stop()
-	var kept []*Delivery // rows this worker claimed and could not hand over
+	var kept [][]*Delivery // units this worker claimed and could not hand over
 	defer func() {
-		for _, d := range kept {
-			r.release(d)
+		for _, u := range kept {
+			r.release(u)
 		}
 	}()
 	for ctx.Err() == nil {
-		var d *Delivery
+		var u []*Delivery
 		if len(kept) > 0 {
-			d, kept = kept[0], kept[1:]
-		} else if d, kept = r.next(ctx, timer); d == nil {
+			u, kept = kept[0], kept[1:]
+		} else if u, kept = r.next(ctx, timer); u == nil {
 			continue
 		}
 		if ctx.Err() != nil {
-			r.release(d)
+			r.release(u)
 			return
 		}
-		if !r.deliver(s, d) {
+		if !r.deliver(s, u) {
 			return
 		}
 	}
 }
 
-// next returns the worker's next row: one handed over by another worker, or the first of a
-// claim. Where deliveries hold no connection, a claim takes a row for this worker and one for
-// each worker waiting, and hands those over; what no one can take is returned to keep. After a
-// claim that found nothing (or failed) next waits the poll interval, or less when a publish or
-// a handed-over row comes first, and returns nil.
-func (r *run) next(ctx context.Context, timer *time.Timer) (*Delivery, []*Delivery) {
+// next returns the worker's next unit: one handed over by another worker, or the first of a
+// claim. Where deliveries hold no connection, a single-row claim takes a row for this worker
+// and one for each worker waiting, and hands those over; what no one can take is returned to
+// keep. A batch claim takes one batch, for this worker. After a claim that found nothing (or
+// failed) next waits the poll interval, or less when a publish or a handed-over row comes
+// first, and returns nil.
+func (r *run) next(ctx context.Context, timer *time.Timer) ([]*Delivery, [][]*Delivery) {
 	select {
-	case d := <-r.handoff:
-		return d, nil
+	case u := <-r.handoff:
+		return u, nil
 	default:
 	}
 	r.waiting.Add(1)
 	select {
-	case d := <-r.handoff:
+	case u := <-r.handoff:
 		r.waiting.Add(-1)
-		return d, nil
+		return u, nil
 	case <-ctx.Done():
 		r.waiting.Add(-1)
 		return nil, nil
@@ -351,20 +369,16 @@ func (r *run) next(ctx context.Context, timer *time.Timer) (*Delivery, []*Delive
 	// A row handed over while this worker took the slot goes first: it is claimed already, and
 	// waiting it is not extended.
 	select {
-	case d := <-r.handoff:
+	case u := <-r.handoff:
 		<-r.claimSlots
-		return d, nil
+		return u, nil
 	default:
 	}
-	n := 1
-	if !r.plan.HoldsConnection {
-		n += int(r.waiting.Load())
-	}
-	ds, err := r.claim(ctx, n)
-	if err != nil || len(ds) == 0 {
+	units, err := r.claim(ctx)
+	if err != nil || len(units) == 0 {
 		return r.idle(ctx, timer, err == nil), nil
 	}
-	rest := ds[1:]
+	rest := units[1:]
 	for len(rest) > 0 {
 		select {
 		case r.handoff <- rest[0]:
@@ -374,12 +388,12 @@ func (r *run) next(ctx context.Context, timer *time.Timer) (*Delivery, []*Delive
 		}
 		break
 	}
-	return ds[0], rest
+	return units[0], rest
 }
 
 // idle waits the poll interval, or until ctx is done, a publish wakes the consumer (when
 // wakeable) or another worker hands a row over, which it returns.
-func (r *run) idle(ctx context.Context, timer *time.Timer, wakeable bool) *Delivery {
+func (r *run) idle(ctx context.Context, timer *time.Timer, wakeable bool) []*Delivery {
 	var woken <-chan struct{}
 	if wakeable {
 		woken = r.notified()
@@ -389,8 +403,8 @@ func (r *run) idle(ctx context.Context, timer *time.Timer, wakeable bool) *Deliv
 	timer.Reset(r.c.cfg.PollInterval)
 	defer timer.Stop() // since Go 1.23 a stopped timer delivers no stale tick
 	select {
-	case d := <-r.handoff:
-		return d
+	case u := <-r.handoff:
+		return u
 	case <-ctx.Done():
 	case <-woken:
 	case <-timer.C:
@@ -398,11 +412,32 @@ func (r *run) idle(ctx context.Context, timer *time.Timer, wakeable bool) *Deliv
 	return nil
 }
 
-// claim claims up to n rows, holding the claim slot the caller took meanwhile. The claim runs
-// to its end even when ctx is done, so that no row is left half claimed.
-func (r *run) claim(ctx context.Context, n int) ([]*Delivery, error) {
+// claim claims the worker's unit, and single rows for the workers waiting where deliveries hold
+// no connection, holding the claim slot the caller took meanwhile. The claim runs to its end
+// even when ctx is done, so that no row is left half claimed.
+func (r *run) claim(ctx context.Context) ([][]*Delivery, error) {
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), settleTimeout)
-	ds, err := r.c.form.Claim(cctx, n)
+	var units [][]*Delivery
+	var err error
+	if r.c.batches != nil {
+		var ds []*Delivery
+		if ds, err = r.c.batches.ClaimBatch(cctx, r.c.batchSize); len(ds) > 0 {
+			units = [][]*Delivery{ds}
+		}
+	} else {
+		n := 1
+		if !r.plan.HoldsConnection {
+			n += int(r.waiting.Load())
+		}
+		var ds []*Delivery
+		ds, err = r.c.form.Claim(cctx, n)
+		if len(ds) > 0 {
+			units = make([][]*Delivery, len(ds))
+			for i := range ds {
+				units[i] = ds[i : i+1 : i+1]
+			}
+		}
+	}
 	cancel()
 	<-r.claimSlots
 
@@ -416,17 +451,17 @@ func (r *run) claim(ctx context.Context, n int) ([]*Delivery, error) {
 		r.claimsFailing = false
 		r.log.Info("inbox: claims succeed again")
 	}
-	return ds, err
+	return units, err
 }
 
-// deliver runs the handler on d and settles its outcome. It reports false when shutdown
-// abandoned the delivery, and the worker must stop.
-func (r *run) deliver(s *slot, d *Delivery) bool {
+// deliver runs the handler on unit u and settles its outcomes. It reports false when shutdown
+// abandoned the unit, and the worker must stop.
+func (r *run) deliver(s *slot, u []*Delivery) bool {
 	s.mu.Lock()
-	s.inWork = d
+	s.inWork = u
 	s.mu.Unlock()
 
-	o := r.handle(d)
+	outs := r.handle(u)
 
 	s.mu.Lock()
 	if s.abandoned {
@@ -438,51 +473,107 @@ func (r *run) deliver(s *slot, d *Delivery) bool {
 
 	ctx, cancel := context.WithTimeout(context.Background(), settleTimeout)
 	defer cancel()
-	switch err := r.c.form.Settle(ctx, d, o); {
+	var err error
+	if r.c.batches != nil {
+		err = r.c.batches.SettleBatch(ctx, u, outs)
+	} else {
+		err = r.c.form.Settle(ctx, u[0], outs[0])
+	}
+	switch {
 	case errors.Is(err, ErrLeaseLost):
-		r.log.Warn("inbox: lease lost before settlement; the row was not changed and another consumer may hold it", "id", d.ID, "outcome", o.String(), "err", err)
+		r.log.Warn("inbox: lease lost before settlement; the row was not changed and another consumer may hold it", "ids", ids(u), "err", err)
 	case err != nil:
-		r.log.Error("inbox: settlement failed; the row returns to the queue by its form's rule", "id", d.ID, "outcome", o.String(), "err", err)
-	case o.Kind() == outcome.KindDrop:
-		r.log.Info("inbox: message dropped", "id", d.ID, "attempt", d.Attempt)
+		r.log.Error("inbox: settlement failed; the rows return to the queue by their form's rule", "ids", ids(u), "err", err)
+	}
+	for i, o := range outs {
+		if err == nil && o.Kind() == outcome.KindDrop {
+			r.log.Info("inbox: message dropped", "id", u[i].ID, "attempt", u[i].Attempt)
+		}
 	}
 	return true
 }
 
-// handle calls the handler, turning a panic and a missing outcome into Retry, and a row whose
-// data does not decode (as the form or the JSON adapter found) into Config.UndecodablePayload.
-func (r *run) handle(d *Delivery) (o outcome.Outcome) {
-	defer func() {
-		if p := recover(); p != nil {
-			r.log.Error("inbox: handler panicked; the row will be retried", "id", d.ID, "attempt", d.Attempt, "panic", p, "stack", string(debug.Stack()))
+func ids(u []*Delivery) []int64 {
+	out := make([]int64, len(u))
+	for i, d := range u {
+		out[i] = d.ID
+	}
+	return out
+}
+
+// handle calls the handler on u and returns an outcome per delivery: a panic and a missing
+// outcome become Retry, and a row whose data does not decode (as the form or the JSON adapter
+// found) takes Config.UndecodablePayload. Rows the form found undecodable never reach the
+// handler.
+func (r *run) handle(u []*Delivery) []outcome.Outcome {
+	outs := make([]outcome.Outcome, len(u))
+	pass := make([]*Delivery, 0, len(u))
+	for _, d := range u {
+		if d.decodeErr == nil {
+			pass = append(pass, d)
+		}
+	}
+	var got []outcome.Outcome
+	if len(pass) > 0 {
+		got = r.call(pass)
+	}
+	j := 0
+	for i, d := range u {
+		var o outcome.Outcome
+		if j < len(pass) && pass[j] == d {
+			if j < len(got) {
+				o = got[j]
+			}
+			j++
+		}
+		switch {
+		case d.decodeErr != nil:
+			r.log.Error("inbox: row does not decode", "id", d.ID, "err", d.decodeErr, "outcome", r.c.cfg.UndecodablePayload.String())
+			o = r.c.cfg.UndecodablePayload
+		case o.Kind() == outcome.KindNone:
+			r.log.Error("inbox: the handler gave the row no outcome (the zero outcome.Outcome, or none in a batch's short slice); the row will be retried", "id", d.ID)
 			o = outcome.Retry()
 		}
-	}()
-	if d.decodeErr == nil {
-		o = r.c.h.Handle(r.handlerCtx, d)
+		outs[i] = o
 	}
-	if d.decodeErr != nil {
-		r.log.Error("inbox: row does not decode", "id", d.ID, "err", d.decodeErr, "outcome", r.c.cfg.UndecodablePayload.String())
-		return r.c.cfg.UndecodablePayload
-	}
-	if o.Kind() == outcome.KindNone {
-		r.log.Error("inbox: handler returned the zero outcome.Outcome; the row will be retried", "id", d.ID)
-		return outcome.Retry()
-	}
-	return o
+	return outs
 }
 
-// release gives a claimed row back without an outcome.
-func (r *run) release(d *Delivery) {
+// call runs the handler on the deliveries, turning a panic into a Retry of each.
+func (r *run) call(ds []*Delivery) (outs []outcome.Outcome) {
+	defer func() {
+		if p := recover(); p != nil {
+			r.log.Error("inbox: handler panicked; its rows will be retried", "ids", ids(ds), "panic", p, "stack", string(debug.Stack()))
+			outs = make([]outcome.Outcome, len(ds))
+			for i := range outs {
+				outs[i] = outcome.Retry()
+			}
+		}
+	}()
+	if r.c.bh != nil {
+		return r.c.bh.HandleBatch(r.handlerCtx, ds)
+	}
+	return []outcome.Outcome{r.c.h.Handle(r.handlerCtx, ds[0])}
+}
+
+// release gives a claimed unit back without an outcome.
+func (r *run) release(u []*Delivery) {
 	ctx, cancel := context.WithTimeout(context.Background(), settleTimeout)
 	defer cancel()
-	if err := r.c.form.Release(ctx, d); err != nil {
-		r.log.Error("inbox: giving a row back failed; it returns to the queue by its form's rule", "id", d.ID, "err", err)
+	var err error
+	if r.c.batches != nil {
+		err = r.c.batches.ReleaseBatch(ctx, u)
+	} else {
+		err = r.c.form.Release(ctx, u[0])
+	}
+	if err != nil {
+		r.log.Error("inbox: giving rows back failed; they return to the queue by their form's rule", "ids", ids(u), "err", err)
 	}
 }
 
-// extend renews the hold on every delivery in work each ExtendEvery, until the workers are
-// done. A delivery's extension and its settlement never overlap: both take its slot's lock.
+// extend renews the hold on every unit in work each ExtendEvery, until the workers are done (a
+// batch's hold is renewed through its first delivery). A unit's extension and its settlement
+// never overlap: both take its slot's lock.
 func (r *run) extend(ctx context.Context, done chan<- struct{}) {
 	defer close(done)
 	if r.plan.ExtendEvery <= 0 {
@@ -499,10 +590,10 @@ func (r *run) extend(ctx context.Context, done chan<- struct{}) {
 		}
 		for _, s := range r.slots {
 			s.mu.Lock()
-			if d := s.inWork; d != nil && !s.abandoned {
+			if u := s.inWork; u != nil && !s.abandoned {
 				ectx, cancel := context.WithTimeout(context.Background(), r.plan.ExtendEvery)
-				if err := r.c.form.Extend(ectx, d); err != nil {
-					r.log.Warn("inbox: extending a hold failed; the handler goes on, and its settlement will fail if the hold is lost", "id", d.ID, "err", err)
+				if err := r.c.form.Extend(ectx, u[0]); err != nil {
+					r.log.Warn("inbox: extending a hold failed; the handler goes on, and its settlement will fail if the hold is lost", "ids", ids(u), "err", err)
 				}
 				cancel()
 			}
@@ -527,22 +618,22 @@ func (r *run) shutdown() {
 	r.cancelHandlers()
 	for _, s := range r.slots {
 		s.mu.Lock()
-		d := s.inWork
-		if d != nil {
+		u := s.inWork
+		if u != nil {
 			s.abandoned = true
 		}
 		s.mu.Unlock()
-		if d != nil {
-			r.log.Warn("inbox: handler still running at the shutdown timeout; abandoned, its row goes back to the queue", "id", d.ID)
-			r.release(d)
+		if u != nil {
+			r.log.Warn("inbox: handler still running at the shutdown timeout; abandoned, its rows go back to the queue", "ids", ids(u))
+			r.release(u)
 			continue
 		}
 		<-s.exited
 	}
 	for {
 		select {
-		case d := <-r.handoff:
-			r.release(d)
+		case u := <-r.handoff:
+			r.release(u)
 		default:
 			return
 		}

@@ -61,3 +61,26 @@ type Plan struct {
 	// one in flight.
 	SerialClaims bool
 }
+
+// BatchForm is a form that also claims rows in batches: the rows of one batch share one hold
+// (one transaction, one lease token, one locked connection), are handed to a BatchHandler
+// together, and settle together, one statement per kind of outcome. The packages rowlock, lease
+// and advisory build one; NewBatchConsumer drives it.
+//
+// Extend on any delivery of a batch renews the hold of the whole batch. Settle and Release on a
+// single delivery of a batch fail: a batch settles with SettleBatch and gives its rows back with
+// ReleaseBatch.
+type BatchForm interface {
+	Form
+	// ClaimBatch claims at most max due rows of the queue, in claim order, under one hold. No
+	// rows is not an error. In transactional mode every delivery lends the same transaction.
+	ClaimBatch(ctx context.Context, max int) ([]*Delivery, error)
+	// SettleBatch applies os[i] to ds[i], the rows of one ClaimBatch, and ends the batch's hold.
+	// In transactional mode the handler's writes commit with the settlements only when every
+	// outcome is Ack; otherwise they roll back and each row settles by its outcome, an Ack as a
+	// Retry (its writes did not land). A row the batch no longer holds is left unchanged and
+	// reported with ErrLeaseLost; the other rows settle.
+	SettleBatch(ctx context.Context, ds []*Delivery, os []outcome.Outcome) error
+	// ReleaseBatch gives the rows of one ClaimBatch back without an outcome and ends the hold.
+	ReleaseBatch(ctx context.Context, ds []*Delivery) error
+}

@@ -35,3 +35,53 @@ func JSON[T any](f func(ctx context.Context, d *Delivery, v T) outcome.Outcome) 
 		return f(ctx, d, v)
 	})
 }
+
+// BatchHandler handles the rows of one batch together and says what to do with each: the
+// outcome at index i is ds[i]'s. A zero outcome, or one missing from a short slice, is a
+// Retry; the consumer logs it. Batches hold at most the size given to NewBatchConsumer and at
+// least one row.
+//
+// In transactional mode the deliveries share one transaction (each Delivery.Tx is the same):
+// the writes made through it commit only when every outcome is Ack; any other outcome rolls
+// them all back, and the batch's Acks are then retried, since their writes did not land.
+type BatchHandler interface {
+	HandleBatch(ctx context.Context, ds []*Delivery) []outcome.Outcome
+}
+
+// BatchHandlerFunc adapts a function to BatchHandler.
+type BatchHandlerFunc func(ctx context.Context, ds []*Delivery) []outcome.Outcome
+
+// HandleBatch calls f.
+func (f BatchHandlerFunc) HandleBatch(ctx context.Context, ds []*Delivery) []outcome.Outcome {
+	return f(ctx, ds)
+}
+
+// JSONBatch adapts a function of decoded payloads to BatchHandler: each payload is decoded into
+// a T with encoding/json, and f receives the rows that decode with their values (vs[i] is
+// ds[i]'s). A row whose payload does not decode never reaches f; the consumer settles it by
+// Config.UndecodablePayload and logs it. f is not called when no row decodes.
+func JSONBatch[T any](f func(ctx context.Context, ds []*Delivery, vs []T) []outcome.Outcome) BatchHandler {
+	return BatchHandlerFunc(func(ctx context.Context, ds []*Delivery) []outcome.Outcome {
+		good := make([]*Delivery, 0, len(ds))
+		vs := make([]T, 0, len(ds))
+		at := make([]int, 0, len(ds)) // good[j] is ds[at[j]]
+		for i, d := range ds {
+			var v T
+			if err := json.Unmarshal(d.Payload, &v); err != nil {
+				d.Undecodable(fmt.Errorf("payload of row %d does not decode into %T: %w", d.ID, v, err))
+				continue
+			}
+			good, vs, at = append(good, d), append(vs, v), append(at, i)
+		}
+		outs := make([]outcome.Outcome, len(ds))
+		if len(good) == 0 {
+			return outs
+		}
+		for j, o := range f(ctx, good, vs) {
+			if j < len(at) {
+				outs[at[j]] = o
+			}
+		}
+		return outs
+	})
+}
