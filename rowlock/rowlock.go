@@ -15,22 +15,37 @@
 // # What it costs
 //
 // Each delivery in work holds one pooled connection and one open transaction until it settles
-// (Plan.HoldsConnection), so a consumer runs at most the pool's size less one at once. A
-// transaction held open for a long handler holds back Postgres's vacuum and MySQL's purge:
-// long handlers belong in the lease form.
+// (Plan.HoldsConnection), so a consumer runs at most the pool's size less one at once; a batch
+// holds one of each for all its rows. A transaction held open for a long handler holds back
+// Postgres's vacuum and MySQL's purge: long handlers belong in the lease form.
+//
+// # Batches
+//
+// The form is an inbox.BatchForm (drive it with inbox.NewBatchConsumer). ClaimBatch locks up to
+// n rows with one SELECT … LIMIT n FOR UPDATE SKIP LOCKED in one transaction, and that one
+// transaction, on one pooled connection, holds every row of the batch until SettleBatch commits
+// it, ReleaseBatch rolls it back, or the process dies; what is said above of a row holds for
+// each row of a batch. SettleBatch runs one statement per kind of outcome, naming its rows in an
+// id IN (…) list, and one COMMIT, so a batch of n rows costs a claim, a commit and at most a few
+// statements where single deliveries cost n of each. In exchange every row of a batch stays
+// locked until the batch settles, and a batch settles or returns whole: a failed settlement
+// statement or COMMIT returns every row of the batch, unchanged. In transactional mode the
+// batch's rows share its transaction: the handler's writes commit only when every outcome is
+// Ack; otherwise they roll back, the other outcomes settle, and the Acks are retried.
 //
 // # Isolation levels
 //
 // The claim's transaction opens at the dialect's level. On Postgres read committed is the
 // practical level. At repeatable read a claim fails with a serialization error (SQLSTATE
-// 40001) whenever a row it meets was settled after its snapshot began; Claim retries such
-// failures, and MySQL's deadlocks (1213) and lock wait timeouts (1205), up to ten times before
-// it reports one, so they cost time but reach no handler. At serializable Postgres also fails
-// settlements: the claim's scan reads rows that other transactions settle, and their COMMITs
-// abort with 40001. Settle returns that error and the row is delivered again, so rows are
-// handled more than once (16 workers draining 1,000 rows delivered them about 3,700 times
-// here); Open logs a warning on that pair. On MariaDB 10.11 with the claim index below, drains
-// at repeatable read and serializable delivered each row once, as at read committed.
+// 40001) whenever a row it meets was settled after its snapshot began; Claim and ClaimBatch
+// retry such failures, and MySQL's deadlocks (1213) and lock wait timeouts (1205), up to ten
+// times before they report one, so they cost time but reach no handler. At serializable
+// Postgres also fails settlements: the claim's scan reads rows that other transactions settle,
+// and their COMMITs abort with 40001. Settle returns that error and the row is delivered
+// again, so rows are handled more than once (16 workers draining 1,000 rows delivered them
+// about 3,700 times here); Open logs a warning on that pair. On MariaDB 10.11 with the claim
+// index below, drains at repeatable read and serializable delivered each row once, as at read
+// committed.
 //
 // # The index the claim needs
 //
@@ -55,6 +70,8 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
+	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -85,15 +102,22 @@ const savepoint = "inbox_handler"
 //
 // Claim returns up to max deliveries, each claimed in a transaction of its own that holds the
 // row and a pooled connection until Settle, Release or Close ends it; it claims one row at a
-// time and stops at the first claim that finds none.
+// time and stops at the first claim that finds none. ClaimBatch claims up to max rows with one
+// statement in one transaction, which holds all of them and one pooled connection until
+// SettleBatch, ReleaseBatch or Close ends it (Form implements inbox.BatchForm).
 type Form[D Dialect] struct {
 	d D
 	t inbox.Table
 
 	mu    sync.Mutex
 	open  bool               // between Open and Close
-	holds map[*hold]struct{} // transactions of the deliveries in work
+	holds map[*hold]struct{} // transactions of the deliveries and batches in work
 	busy  sync.WaitGroup     // calls in progress; Close waits for them before freeing statements
+
+	// The batch claim statements by batch size, each prepared at the first ClaimBatch of its
+	// size; batchMu is held while one prepares, so that a size is prepared once.
+	batchMu     sync.Mutex
+	batchClaims map[int]*sql.Stmt
 
 	// Set by Open, read-only until Close.
 	db  *sql.DB
@@ -105,11 +129,13 @@ type Form[D Dialect] struct {
 	claim, ack, retry, retryAfter *sql.Stmt
 }
 
-// hold is a delivery's claim: its open transaction.
+// hold is a claim's open transaction and the rows it holds: one delivery's (Claim), or a
+// batch's (ClaimBatch).
 type hold struct {
 	tx     *sql.Tx
 	cancel context.CancelFunc // ends the context the transaction was begun with
-	d      *inbox.Delivery
+	ds     []*inbox.Delivery
+	batch  bool
 }
 
 // New returns the row lock form over table t.
@@ -147,6 +173,7 @@ func (f *Form[D]) Open(ctx context.Context, db *sql.DB, q inbox.Queue) (inbox.Pl
 			"table", f.t.Name, "queue", q.Name)
 	}
 	f.holds = map[*hold]struct{}{}
+	f.batchClaims = map[int]*sql.Stmt{}
 	f.open = true
 	return inbox.Plan{Table: f.t.Name, HoldsConnection: true}, nil
 }
@@ -173,12 +200,10 @@ func (f *Form[D]) prepare(ctx context.Context, db *sql.DB, st *stmt.Table) (err 
 		return s
 	}
 
-	p := st.Params()
-	claim := prep("claim", "SELECT "+st.Columns("")+" FROM "+t.Name+" WHERE "+st.Due(p, "")+
-		" ORDER BY "+st.Order("")+" LIMIT 1 FOR UPDATE SKIP LOCKED")
+	claim := prep("claim", claimQuery(st, 1))
 
 	var ack *sql.Stmt
-	p = st.Params()
+	p := st.Params()
 	if t.ProcessedAt != "" {
 		ack = prep("ack", "UPDATE "+t.Name+" SET "+t.ProcessedAt+" = "+p.Next()+" WHERE "+t.ID+" = "+p.Next())
 	} else {
@@ -203,6 +228,13 @@ func (f *Form[D]) prepare(ctx context.Context, db *sql.DB, st *stmt.Table) (err 
 	}
 	f.claim, f.ack, f.retry, f.retryAfter = claim, ack, retry, retryAfter
 	return nil
+}
+
+// claimQuery selects and locks up to n due rows in claim order, passing over the rows other
+// transactions hold.
+func claimQuery(st *stmt.Table, n int) string {
+	return "SELECT " + st.Columns("") + " FROM " + st.Q.Name + " WHERE " + st.Due(st.Params(), "") +
+		" ORDER BY " + st.Order("") + " LIMIT " + strconv.Itoa(n) + " FOR UPDATE SKIP LOCKED"
 }
 
 // enter admits a call while the form is open; the caller must call f.busy.Done.
@@ -246,16 +278,30 @@ func (f *Form[D]) Claim(ctx context.Context, max int) ([]*inbox.Delivery, error)
 }
 
 func (f *Form[D]) claimRetrying(ctx context.Context) (*inbox.Delivery, error) {
+	var ds []*inbox.Delivery
+	err := f.retrying(ctx, func() (err error) {
+		ds, err = f.claimTx(ctx, f.claim, false)
+		return err
+	})
+	if err != nil || len(ds) == 0 {
+		return nil, err
+	}
+	return ds[0], nil
+}
+
+// retrying runs claim until it succeeds, fails with an error that is not a transient conflict,
+// or has conflicted claimTries times.
+func (f *Form[D]) retrying(ctx context.Context, claim func() error) error {
 	for try := 1; ; try++ {
-		d, err := f.claimOne(ctx)
+		err := claim()
 		if err == nil {
-			return d, nil
+			return nil
 		}
 		if !f.d.Retryable(err) || ctx.Err() != nil {
-			return nil, fmt.Errorf("inbox: table %q, queue %q: claim: %w", f.t.Name, f.q.Name, err)
+			return fmt.Errorf("inbox: table %q, queue %q: claim: %w", f.t.Name, f.q.Name, err)
 		}
 		if try == claimTries {
-			return nil, fmt.Errorf("inbox: table %q, queue %q: the claim conflicted %d times in a row at level %s: %w; see the rowlock package doc on isolation levels and the claim index", f.t.Name, f.q.Name, try, f.d.Level(), err)
+			return fmt.Errorf("inbox: table %q, queue %q: the claim conflicted %d times in a row at level %s: %w; see the rowlock package doc on isolation levels and the claim index", f.t.Name, f.q.Name, try, f.d.Level(), err)
 		}
 		f.log.Debug("inbox: claim conflicted, retrying", "table", f.t.Name, "queue", f.q.Name, "try", try, "err", err)
 		// A short random pause, growing with each try, so that claims which collided do not
@@ -263,14 +309,16 @@ func (f *Form[D]) claimRetrying(ctx context.Context) (*inbox.Delivery, error) {
 		pause := time.Duration(try) * time.Duration(1+rand.IntN(5)) * time.Millisecond
 		select {
 		case <-ctx.Done():
-			return nil, fmt.Errorf("inbox: table %q, queue %q: claim: %w", f.t.Name, f.q.Name, ctx.Err())
+			return fmt.Errorf("inbox: table %q, queue %q: claim: %w", f.t.Name, f.q.Name, ctx.Err())
 		case <-time.After(pause):
 		}
 	}
 }
 
-// claimOne claims one row in a transaction of its own; it returns nil when no row is due.
-func (f *Form[D]) claimOne(ctx context.Context) (*inbox.Delivery, error) {
+// claimTx runs claim (f.claim, or a batch claim statement) in a transaction of its own and
+// holds the rows it returns under one hold, a batch's when batch. It returns none, and rolls
+// back, when no row is due.
+func (f *Form[D]) claimTx(ctx context.Context, claim *sql.Stmt, batch bool) ([]*inbox.Delivery, error) {
 	// database/sql rolls a transaction back when the context it was begun with ends. The hold
 	// must outlive ctx (a consumer may cancel its claim context at shutdown while handlers
 	// finish), so it gets a context of its own, tied to ctx only until the claim is done.
@@ -289,7 +337,7 @@ func (f *Form[D]) claimOne(ctx context.Context) (*inbox.Delivery, error) {
 		cancel()
 		return nil, fmt.Errorf("%w: dialect %s began a %T, not an *sql.Tx: the row lock form runs on Postgres, MySQL and MariaDB only", inbox.ErrDialect, f.d.Name(), begun)
 	}
-	abandon := func(err error) (*inbox.Delivery, error) {
+	abandon := func(err error) ([]*inbox.Delivery, error) {
 		stop()
 		tx.Rollback()
 		cancel()
@@ -297,49 +345,79 @@ func (f *Form[D]) claimOne(ctx context.Context) (*inbox.Delivery, error) {
 	}
 
 	now := f.d.Time(time.Now())
-	row := tx.StmtContext(ctx, f.claim).QueryRowContext(ctx, f.st.DueArgs(nil, now, f.q.Name)...)
-	d, err := f.st.ScanRow(row)
-	if errors.Is(err, sql.ErrNoRows) {
-		return abandon(nil)
-	}
+	rows, err := tx.StmtContext(ctx, claim).QueryContext(ctx, f.st.DueArgs(nil, now, f.q.Name)...)
 	if err != nil {
+		return abandon(err)
+	}
+	ds, err := f.st.Scan(rows)
+	if err != nil || len(ds) == 0 {
 		return abandon(err)
 	}
 	if f.t.Attempt != "" {
 		// The attempt column counts the deliveries that ended in a retry; this one is the next.
-		d.Attempt++
+		for _, d := range ds {
+			d.Attempt++
+		}
 	}
 	if f.q.Transactional {
 		if _, err := tx.ExecContext(ctx, "SAVEPOINT "+savepoint); err != nil {
-			return abandon(fmt.Errorf("row %d: SAVEPOINT for the handler's writes: %w", d.ID, err))
+			return abandon(fmt.Errorf("%s: SAVEPOINT for the handler's writes: %w", rowsOf(ds), err))
 		}
-		d.LendTx(tx)
+		for _, d := range ds {
+			d.LendTx(tx)
+		}
 	}
 	if !stop() {
-		// ctx ended after the row was read: database/sql is rolling the transaction back.
+		// ctx ended after the rows were read: database/sql is rolling the transaction back.
 		return abandon(ctx.Err())
 	}
 
-	h := &hold{tx: tx, cancel: cancel, d: d}
-	d.Hold = h
+	h := &hold{tx: tx, cancel: cancel, ds: ds, batch: batch}
+	for _, d := range ds {
+		d.Hold = h
+	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if !f.open {
 		// Close ran meanwhile and did not see this hold.
 		h.end()
-		return nil, fmt.Errorf("%w: table %q: the form closed during the claim; row %d is back in the queue", inbox.ErrClosed, f.t.Name, d.ID)
+		return nil, fmt.Errorf("%w: table %q: the form closed during the claim; %s back in the queue", inbox.ErrClosed, f.t.Name, isBack(ds))
 	}
 	f.holds[h] = struct{}{}
-	return d, nil
+	return ds, nil
+}
+
+// rowsOf names the rows of ds for a message: "row 7", "rows 7, 8, 9".
+func rowsOf(ds []*inbox.Delivery) string {
+	if len(ds) == 1 {
+		return "row " + strconv.FormatInt(ds[0].ID, 10)
+	}
+	ids := make([]string, len(ds))
+	for i, d := range ds {
+		ids[i] = strconv.FormatInt(d.ID, 10)
+	}
+	return "rows " + strings.Join(ids, ", ")
+}
+
+// isBack says that the rows of ds are back in the queue.
+func isBack(ds []*inbox.Delivery) string {
+	if len(ds) == 1 {
+		return rowsOf(ds) + " is"
+	}
+	return rowsOf(ds) + " are"
 }
 
 // take removes d's hold from the form, so that exactly one of Settle, Release and Close ends it.
+// A delivery of a batch is refused and stays held: its batch settles whole.
 func (f *Form[D]) take(d *inbox.Delivery) (*hold, error) {
 	h, _ := d.Hold.(*hold)
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if _, ok := f.holds[h]; !ok {
 		return nil, fmt.Errorf("%w: table %q: delivery %d is not held by this form (settled, released, or given back at Close); its row is back in the queue or settled", inbox.ErrClosed, f.t.Name, d.ID)
+	}
+	if h.batch {
+		return nil, fmt.Errorf("inbox: table %q, queue %q: delivery %d belongs to a batch of %d rows that one transaction holds: settle the batch with SettleBatch and give it back with ReleaseBatch, not row by row", f.t.Name, f.q.Name, d.ID, len(h.ds))
 	}
 	delete(f.holds, h)
 	return h, nil
@@ -349,7 +427,9 @@ func (f *Form[D]) take(d *inbox.Delivery) (*hold, error) {
 // statements fail with inbox.ErrTransactionHeld. The rollback waits for a statement of the
 // handler's still running on the transaction.
 func (h *hold) end() error {
-	h.d.TakeBackTx()
+	for _, d := range h.ds {
+		d.TakeBackTx()
+	}
 	err := h.tx.Rollback()
 	h.cancel()
 	if errors.Is(err, sql.ErrTxDone) {
@@ -371,7 +451,8 @@ func (h *hold) end() error {
 // rolls them back to the savepoint first.
 //
 // A failure rolls the transaction back, so the row is unchanged and claimable again; a failed
-// COMMIT is returned as it is.
+// COMMIT is returned as it is. A delivery of a batch is refused and stays held: a batch
+// settles whole, with SettleBatch.
 func (f *Form[D]) Settle(ctx context.Context, d *inbox.Delivery, o outcome.Outcome) error {
 	if err := f.enter(); err != nil {
 		return err
@@ -393,11 +474,11 @@ func (f *Form[D]) Settle(ctx context.Context, d *inbox.Delivery, o outcome.Outco
 	}
 	if f.q.Transactional && o.Kind() != outcome.KindAck {
 		if _, err := h.tx.ExecContext(ctx, "ROLLBACK TO SAVEPOINT "+savepoint); err != nil {
-			return f.fail(h, d, "rolling back the handler's writes for "+what, err)
+			return f.fail(h, h.ds, "rolling back the handler's writes for "+what, err)
 		}
 	}
 	if _, err := h.tx.StmtContext(ctx, s).ExecContext(ctx, args...); err != nil {
-		return f.fail(h, d, "the "+what+" statement", err)
+		return f.fail(h, h.ds, "the "+what+" statement", err)
 	}
 	if err := h.tx.Commit(); err != nil {
 		return fmt.Errorf("inbox: table %q, queue %q: committing the %s of row %d: %w", f.t.Name, f.q.Name, what, d.ID, err)
@@ -434,17 +515,19 @@ func (f *Form[D]) rollback(h *hold) error {
 	return nil
 }
 
-// fail rolls back after a failed statement and reports both.
-func (f *Form[D]) fail(h *hold, d *inbox.Delivery, what string, err error) error {
-	return errors.Join(fmt.Errorf("inbox: table %q, queue %q: settling row %d: %s: %w; the row is unchanged and back in the queue", f.t.Name, f.q.Name, d.ID, what, err), f.rollback(h))
+// fail rolls back after a failed statement of the settlement of ds and reports both.
+func (f *Form[D]) fail(h *hold, ds []*inbox.Delivery, what string, err error) error {
+	return errors.Join(fmt.Errorf("inbox: table %q, queue %q: settling %s: %s: %w; %s unchanged and back in the queue", f.t.Name, f.q.Name, rowsOf(ds), what, err, isBack(ds)), f.rollback(h))
 }
 
-// Extend does nothing: the claim's transaction holds the row for as long as it stays open.
+// Extend does nothing: the claim's transaction holds the row, or the batch's rows, for as long
+// as it stays open.
 func (f *Form[D]) Extend(context.Context, *inbox.Delivery) error { return nil }
 
 // Release rolls the delivery's transaction back: the row is claimable again at once, with its
 // attempt count unchanged. It waits for a statement of the handler's still running on the
-// transaction in transactional mode.
+// transaction in transactional mode. A delivery of a batch is refused and stays held: a batch
+// is given back whole, with ReleaseBatch.
 func (f *Form[D]) Release(_ context.Context, d *inbox.Delivery) error {
 	if err := f.enter(); err != nil {
 		return err
@@ -460,9 +543,10 @@ func (f *Form[D]) Release(_ context.Context, d *inbox.Delivery) error {
 	return nil
 }
 
-// Close rolls back the transactions of the deliveries still held (their rows are claimable
-// again at once), waits for the calls in progress, and frees the prepared statements. Later
-// calls fail with inbox.ErrClosed. Closing a form that is not open does nothing.
+// Close rolls back the transactions of the deliveries and batches still held (their rows are
+// claimable again at once), waits for the calls in progress, and frees the prepared
+// statements. Later calls fail with inbox.ErrClosed. Closing a form that is not open does
+// nothing.
 func (f *Form[D]) Close() error {
 	f.mu.Lock()
 	if !f.open {
@@ -477,7 +561,7 @@ func (f *Form[D]) Close() error {
 	var errs []error
 	for h := range holds {
 		if err := h.end(); err != nil {
-			errs = append(errs, fmt.Errorf("inbox: table %q: rolling back row %d at Close: %w", f.t.Name, h.d.ID, err))
+			errs = append(errs, fmt.Errorf("inbox: table %q: rolling back %s at Close: %w", f.t.Name, rowsOf(h.ds), err))
 		}
 	}
 	f.busy.Wait()
@@ -486,6 +570,9 @@ func (f *Form[D]) Close() error {
 			errs = append(errs, s.Close())
 		}
 	}
-	f.claim, f.ack, f.retry, f.retryAfter = nil, nil, nil, nil
+	for _, s := range f.batchClaims {
+		errs = append(errs, s.Close())
+	}
+	f.claim, f.ack, f.retry, f.retryAfter, f.batchClaims = nil, nil, nil, nil, nil
 	return errors.Join(errs...)
 }

@@ -1,0 +1,267 @@
+package rowlock
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/sqlinbox/inbox"
+	"github.com/sqlinbox/inbox/internal/stmt"
+	"github.com/sqlinbox/inbox/outcome"
+)
+
+var _ inbox.BatchForm = (*Form[Dialect])(nil)
+
+// ClaimBatch claims up to max due rows of the queue in claim order with one SELECT … LIMIT max
+// FOR UPDATE SKIP LOCKED, in one transaction opened at the dialect's level and held until the
+// batch settles: that transaction and its pooled connection hold every row of the batch. The
+// statement for each max is prepared at the first ClaimBatch that asks for it, and kept until
+// Close. No rows is not an error. A transient conflict (a serialization failure, a deadlock, a
+// lock wait timeout) is retried a few times before ClaimBatch reports it. Attempts read as
+// Claim's do: the row's attempt column plus one.
+//
+// In transactional mode every delivery's Tx is the batch's transaction, behind one savepoint.
+func (f *Form[D]) ClaimBatch(ctx context.Context, max int) ([]*inbox.Delivery, error) {
+	if err := f.enter(); err != nil {
+		return nil, err
+	}
+	defer f.busy.Done()
+	if max < 1 {
+		return nil, nil
+	}
+	claim, err := f.batchClaim(ctx, max)
+	if err != nil {
+		return nil, err
+	}
+	var ds []*inbox.Delivery
+	err = f.retrying(ctx, func() (err error) {
+		ds, err = f.claimTx(ctx, claim, true)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return ds, nil
+}
+
+// batchClaim returns the statement that claims up to n rows, preparing it at the first call.
+func (f *Form[D]) batchClaim(ctx context.Context, n int) (*sql.Stmt, error) {
+	if n == 1 {
+		return f.claim, nil
+	}
+	f.batchMu.Lock()
+	defer f.batchMu.Unlock()
+	if s := f.batchClaims[n]; s != nil {
+		return s, nil
+	}
+	s, err := f.st.Prepare(ctx, f.db, fmt.Sprintf("batch claim (LIMIT %d)", n), claimQuery(f.st, n))
+	if err != nil {
+		return nil, err
+	}
+	f.batchClaims[n] = s
+	return s, nil
+}
+
+// SettleBatch applies os[i] to ds[i], the rows of one ClaimBatch, in the batch's transaction
+// and commits it. It runs one statement per kind of outcome, each naming its rows in an id IN
+// (…) list: Ack and Drop delete the rows or stamp processed_at; Retry adds one to attempt
+// (without an attempt column the rows are left as they were); RetryAfter sets retry_after and
+// adds one to attempt, one statement per distinct delay (without a retry_after column it acts as
+// Retry and logs a warning). The zero outcome is retried, as the consumer does. Each statement
+// binds a parameter per row, which bounds a batch by the database's limit on parameters
+// (65,535 on Postgres and MySQL).
+//
+// The transaction holds every row of the batch until it ends, so no row is lost while the
+// batch is in work: a row lock batch never fails with inbox.ErrLeaseLost.
+//
+// In transactional mode SettleBatch first takes the transaction back from every delivery: when
+// a statement of the handler's is still running on it, SettleBatch waits for that statement,
+// rolls the whole transaction back, and fails with inbox.ErrTransactionHeld (the rows are
+// unchanged and claimable again). When every outcome is Ack the handler's writes commit with
+// the settlements; otherwise they are rolled back to the savepoint first, and each Ack is
+// settled as a Retry, since its writes did not land.
+//
+// A failure rolls the transaction back, so every row is unchanged and claimable again; a
+// failed COMMIT is returned as it is (the server rolled the transaction back).
+func (f *Form[D]) SettleBatch(ctx context.Context, ds []*inbox.Delivery, os []outcome.Outcome) error {
+	if err := f.enter(); err != nil {
+		return err
+	}
+	defer f.busy.Done()
+	if len(os) != len(ds) {
+		return fmt.Errorf("inbox: table %q, queue %q: SettleBatch of %d deliveries with %d outcomes: give one outcome per delivery; nothing settled, the batch is still held", f.t.Name, f.q.Name, len(ds), len(os))
+	}
+	if len(ds) == 0 {
+		return nil
+	}
+	h, err := f.takeBatch(ds)
+	if err != nil {
+		return err
+	}
+	defer h.cancel()
+
+	var held []error
+	for _, d := range ds {
+		if err := d.TakeBackTx(); err != nil {
+			held = append(held, err)
+		}
+	}
+	if len(held) > 0 {
+		return errors.Join(fmt.Errorf("inbox: table %q, queue %q: settling the batch of %s: nothing settled, the rows are back in the queue: %w", f.t.Name, f.q.Name, rowsOf(ds), errors.Join(held...)), f.rollback(h))
+	}
+
+	writesLand := f.q.Transactional
+	for _, o := range os {
+		writesLand = writesLand && o.Kind() == outcome.KindAck
+	}
+	stmts := f.batchSettlements(ds, os, f.q.Transactional && !writesLand)
+	if len(stmts) == 0 {
+		// Retries without an attempt column: the rows as they were are the retry.
+		return f.rollback(h)
+	}
+	if f.q.Transactional && !writesLand {
+		if _, err := h.tx.ExecContext(ctx, "ROLLBACK TO SAVEPOINT "+savepoint); err != nil {
+			return f.fail(h, ds, "rolling back the handler's writes", err)
+		}
+	}
+	for _, s := range stmts {
+		if _, err := h.tx.ExecContext(ctx, s.query, s.args...); err != nil {
+			return f.fail(h, ds, "the "+s.what+" statement", err)
+		}
+	}
+	if err := h.tx.Commit(); err != nil {
+		return fmt.Errorf("inbox: table %q, queue %q: committing the settlement of the batch of %s: %w", f.t.Name, f.q.Name, rowsOf(ds), err)
+	}
+	return nil
+}
+
+// batchSettlement is one statement of a batch's settlement.
+type batchSettlement struct {
+	what, query string
+	args        []any
+}
+
+// batchSettlements are the statements that apply os to the rows of ds: ack (with drop), retry,
+// then retry after, one per distinct delay, each present when a row needs it. With ackAsRetry an
+// Ack is settled as a Retry.
+func (f *Form[D]) batchSettlements(ds []*inbox.Delivery, os []outcome.Outcome, ackAsRetry bool) []batchSettlement {
+	var (
+		acks, retries, unscheduled []int64
+		delays                     []time.Duration // in the order first met
+		later                      = map[time.Duration][]int64{}
+	)
+	for i, d := range ds {
+		switch k := os[i].Kind(); {
+		case k == outcome.KindDrop, k == outcome.KindAck && !ackAsRetry:
+			acks = append(acks, d.ID)
+		case k == outcome.KindRetryAfter && f.t.RetryAfter != "":
+			delay := os[i].Delay()
+			if _, ok := later[delay]; !ok {
+				delays = append(delays, delay)
+			}
+			later[delay] = append(later[delay], d.ID)
+		default:
+			if k == outcome.KindRetryAfter {
+				unscheduled = append(unscheduled, d.ID)
+			}
+			retries = append(retries, d.ID)
+		}
+	}
+	if len(unscheduled) > 0 {
+		f.log.Warn("inbox: RetryAfter on a table without a retry_after column retries at once: add the column and name it in inbox.Table.RetryAfter",
+			"table", f.t.Name, "queue", f.q.Name, "ids", unscheduled)
+	}
+
+	t := f.st.Q
+	now := time.Now()
+	var out []batchSettlement
+	if len(acks) > 0 {
+		p := f.st.Params()
+		if t.ProcessedAt != "" {
+			set := t.ProcessedAt + " = " + p.Next()
+			in, args := f.idIn(p, acks, f.d.Time(now))
+			out = append(out, batchSettlement{"ack", "UPDATE " + t.Name + " SET " + set + " WHERE " + in, args})
+		} else {
+			in, args := f.idIn(p, acks)
+			out = append(out, batchSettlement{"ack", "DELETE FROM " + t.Name + " WHERE " + in, args})
+		}
+	}
+	if len(retries) > 0 && t.Attempt != "" {
+		in, args := f.idIn(f.st.Params(), retries)
+		out = append(out, batchSettlement{"retry", "UPDATE " + t.Name + " SET " + t.Attempt + " = " + t.Attempt + " + 1 WHERE " + in, args})
+	}
+	for _, delay := range delays {
+		p := f.st.Params()
+		set := t.RetryAfter + " = " + p.Next()
+		if t.Attempt != "" {
+			set += ", " + t.Attempt + " = " + t.Attempt + " + 1"
+		}
+		in, args := f.idIn(p, later[delay], f.d.Time(now.Add(delay)))
+		out = append(out, batchSettlement{"retry after", "UPDATE " + t.Name + " SET " + set + " WHERE " + in, args})
+	}
+	return out
+}
+
+// idIn is the predicate "id IN (…)" over ids, numbered on from p, and the statement's
+// arguments: args, then the ids.
+func (f *Form[D]) idIn(p *stmt.Params, ids []int64, args ...any) (string, []any) {
+	marks := make([]string, len(ids))
+	for i, id := range ids {
+		marks[i] = p.Next()
+		args = append(args, id)
+	}
+	return f.st.Q.ID + " IN (" + strings.Join(marks, ", ") + ")", args
+}
+
+// ReleaseBatch rolls the batch's transaction back: its rows are claimable again at once, with
+// their attempt counts unchanged. It waits for a statement of the handler's still running on the
+// transaction in transactional mode.
+func (f *Form[D]) ReleaseBatch(_ context.Context, ds []*inbox.Delivery) error {
+	if err := f.enter(); err != nil {
+		return err
+	}
+	defer f.busy.Done()
+	if len(ds) == 0 {
+		return nil
+	}
+	h, err := f.takeBatch(ds)
+	if err != nil {
+		return err
+	}
+	if err := h.end(); err != nil {
+		return fmt.Errorf("inbox: table %q, queue %q: releasing the batch of %s: %w", f.t.Name, f.q.Name, rowsOf(ds), err)
+	}
+	return nil
+}
+
+// takeBatch removes the hold of the batch ds from the form, so that exactly one of SettleBatch,
+// ReleaseBatch and Close ends it. ds must be the whole batch, as ClaimBatch returned it (in any
+// order); anything else is refused and leaves the hold as it was.
+func (f *Form[D]) takeBatch(ds []*inbox.Delivery) (*hold, error) {
+	h, _ := ds[0].Hold.(*hold)
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if _, ok := f.holds[h]; !ok {
+		return nil, fmt.Errorf("%w: table %q: the batch of %s is not held by this form (settled, released, or given back at Close); its rows are back in the queue or settled", inbox.ErrClosed, f.t.Name, rowsOf(ds))
+	}
+	if !h.batch {
+		return nil, fmt.Errorf("inbox: table %q, queue %q: delivery %d was claimed alone, by Claim: settle it with Settle and give it back with Release", f.t.Name, f.q.Name, ds[0].ID)
+	}
+	whole := len(ds) == len(h.ds)
+	seen := make(map[*inbox.Delivery]bool, len(ds))
+	for _, d := range ds {
+		if d.Hold != h || seen[d] {
+			whole = false
+			break
+		}
+		seen[d] = true
+	}
+	if !whole {
+		return nil, fmt.Errorf("inbox: table %q, queue %q: the deliveries given (%s) are not the batch ClaimBatch returned (%s): settle or give back a batch whole, each delivery once", f.t.Name, f.q.Name, rowsOf(ds), rowsOf(h.ds))
+	}
+	delete(f.holds, h)
+	return h, nil
+}
