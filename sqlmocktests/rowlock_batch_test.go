@@ -1,0 +1,460 @@
+package sqlmocktests
+
+import (
+	"bytes"
+	"context"
+	"database/sql/driver"
+	"errors"
+	"log/slog"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/DATA-DOG/go-sqlmock"
+
+	"github.com/sqlinbox/inbox"
+	"github.com/sqlinbox/inbox/outcome"
+)
+
+// rowlockBatchStatements are the statements of a batch of up to 8 rows on the full table: the
+// claim, and the settlement statements over id IN lists of the lengths the tests settle.
+type rowlockBatchStatements struct {
+	claim                                    string
+	ack1, ack2, ack7                         string
+	retry2, retry3, retryAfter1, retryAfter2 string
+}
+
+var rowlockBatchByDialect = map[string]rowlockBatchStatements{
+	"postgres": {
+		claim:       `SELECT "id", "payload", "attempt", "grp", "headers" FROM "jobs" WHERE "processed_at" IS NULL AND ("retry_after" IS NULL OR "retry_after" <= $1) AND "grp" = $2 ORDER BY "priority", "retry_after" NULLS FIRST, "id" LIMIT 8 FOR UPDATE SKIP LOCKED`,
+		ack1:        `UPDATE "jobs" SET "processed_at" = $1 WHERE "id" IN ($2)`,
+		ack2:        `UPDATE "jobs" SET "processed_at" = $1 WHERE "id" IN ($2, $3)`,
+		ack7:        `UPDATE "jobs" SET "processed_at" = $1 WHERE "id" IN ($2, $3, $4, $5, $6, $7, $8)`,
+		retry2:      `UPDATE "jobs" SET "attempt" = "attempt" + 1 WHERE "id" IN ($1, $2)`,
+		retry3:      `UPDATE "jobs" SET "attempt" = "attempt" + 1 WHERE "id" IN ($1, $2, $3)`,
+		retryAfter1: `UPDATE "jobs" SET "retry_after" = $1, "attempt" = "attempt" + 1 WHERE "id" IN ($2)`,
+		retryAfter2: `UPDATE "jobs" SET "retry_after" = $1, "attempt" = "attempt" + 1 WHERE "id" IN ($2, $3)`,
+	},
+	"mysql": {
+		claim:       "SELECT `id`, `payload`, `attempt`, `grp`, `headers` FROM `jobs` WHERE `processed_at` IS NULL AND (`retry_after` IS NULL OR `retry_after` <= ?) AND `grp` = ? ORDER BY `priority`, `retry_after`, `id` LIMIT 8 FOR UPDATE SKIP LOCKED",
+		ack1:        "UPDATE `jobs` SET `processed_at` = ? WHERE `id` IN (?)",
+		ack2:        "UPDATE `jobs` SET `processed_at` = ? WHERE `id` IN (?, ?)",
+		ack7:        "UPDATE `jobs` SET `processed_at` = ? WHERE `id` IN (?, ?, ?, ?, ?, ?, ?)",
+		retry2:      "UPDATE `jobs` SET `attempt` = `attempt` + 1 WHERE `id` IN (?, ?)",
+		retry3:      "UPDATE `jobs` SET `attempt` = `attempt` + 1 WHERE `id` IN (?, ?, ?)",
+		retryAfter1: "UPDATE `jobs` SET `retry_after` = ?, `attempt` = `attempt` + 1 WHERE `id` IN (?)",
+		retryAfter2: "UPDATE `jobs` SET `retry_after` = ?, `attempt` = `attempt` + 1 WHERE `id` IN (?, ?)",
+	},
+}
+
+// rowlockBatchDialects are the dialects the batch statements are pinned on: Postgres and MySQL
+// text (MariaDB runs the MySQL text).
+var rowlockBatchDialects = []rowlockDialect{rowlockPostgres, rowlockMySQL}
+
+func rowlockBatchSQL(dc rowlockDialect) rowlockBatchStatements {
+	return rowlockBatchByDialect[strings.Fields(dc.name)[0]]
+}
+
+// rowlockExpectBatchClaim expects a batch claim's transaction and select on the full table,
+// answered by rows 1 to n, row i with attempt i-1.
+func rowlockExpectBatchClaim(m *recorder, dc rowlockDialect, n int) {
+	m.mock.ExpectBegin()
+	rows := sqlmock.NewRows([]string{"id", "payload", "attempt", "grp", "headers"})
+	for i := 1; i <= n; i++ {
+		rows.AddRow(int64(i), []byte("p"), int64(i-1), rowlockQueue, nil)
+	}
+	m.mock.ExpectQuery(rowlockBatchSQL(dc).claim).WithArgs(rowlockTimeNear{time.Now()}, rowlockQueue).WillReturnRows(rows)
+}
+
+func rowlockClaimBatch(t *testing.T, f inbox.Form, max, want int) []*inbox.Delivery {
+	t.Helper()
+	ds, err := f.(inbox.BatchForm).ClaimBatch(context.Background(), max)
+	if err != nil {
+		t.Fatalf("ClaimBatch(%d): %v", max, err)
+	}
+	if len(ds) != want {
+		t.Fatalf("ClaimBatch(%d) returned %d deliveries, want %d", max, len(ds), want)
+	}
+	return ds
+}
+
+// TestRowlockBatchSettles pins the statement sequence of a batch on Postgres and MySQL: the
+// LIMIT 8 claim prepared once and closed at Close, one transaction at the dialect's level, and
+// one statement per kind of outcome over an id IN list (one per distinct delay for
+// RetryAfter), then COMMIT. In transactional mode the batch shares one savepoint: all Acks
+// keep the handler's write; any other outcome rolls it back and settles the Acks as Retries.
+func TestRowlockBatchSettles(t *testing.T) {
+	ts := func(d time.Duration) rowlockTimeNear { return rowlockTimeNear{time.Now().Add(d)} }
+	mixed := []outcome.Outcome{
+		outcome.Ack(), outcome.Retry(), outcome.RetryAfter(time.Hour), outcome.Drop(),
+		{}, outcome.RetryAfter(time.Hour), outcome.RetryAfter(time.Minute),
+	}
+	allAck := make([]outcome.Outcome, 7)
+	for i := range allAck {
+		allAck[i] = outcome.Ack()
+	}
+	type exec struct {
+		stmt func(rowlockBatchStatements) string
+		args []driver.Value
+	}
+	cases := []struct {
+		name          string
+		transactional bool
+		outcomes      []outcome.Outcome
+		rollbackTo    bool
+		execs         []exec
+	}{
+		{"mixed", false, mixed, false, []exec{
+			{func(s rowlockBatchStatements) string { return s.ack2 }, []driver.Value{ts(0), int64(1), int64(4)}},
+			{func(s rowlockBatchStatements) string { return s.retry2 }, []driver.Value{int64(2), int64(5)}},
+			{func(s rowlockBatchStatements) string { return s.retryAfter2 }, []driver.Value{ts(time.Hour), int64(3), int64(6)}},
+			{func(s rowlockBatchStatements) string { return s.retryAfter1 }, []driver.Value{ts(time.Minute), int64(7)}},
+		}},
+		{"mixed/transactional", true, mixed, true, []exec{
+			{func(s rowlockBatchStatements) string { return s.ack1 }, []driver.Value{ts(0), int64(4)}},
+			{func(s rowlockBatchStatements) string { return s.retry3 }, []driver.Value{int64(1), int64(2), int64(5)}},
+			{func(s rowlockBatchStatements) string { return s.retryAfter2 }, []driver.Value{ts(time.Hour), int64(3), int64(6)}},
+			{func(s rowlockBatchStatements) string { return s.retryAfter1 }, []driver.Value{ts(time.Minute), int64(7)}},
+		}},
+		{"all ack/transactional", true, allAck, false, []exec{
+			{func(s rowlockBatchStatements) string { return s.ack7 }, []driver.Value{ts(0), int64(1), int64(2), int64(3), int64(4), int64(5), int64(6), int64(7)}},
+		}},
+	}
+	for _, dc := range rowlockBatchDialects {
+		for _, c := range cases {
+			t.Run(dc.name+"/"+c.name, func(t *testing.T) {
+				bs := rowlockBatchSQL(dc)
+				m := newRecorder(t, 0)
+				rowlockExpectOpen(m, dc, dc.full)
+				m.mock.ExpectPrepare(bs.claim).WillBeClosed()
+				rowlockExpectBatchClaim(m, dc, 7)
+				if c.transactional {
+					m.mock.ExpectExec("SAVEPOINT inbox_handler").WillReturnResult(sqlmock.NewResult(0, 0))
+					m.mock.ExpectExec("INSERT INTO notes (body) VALUES ('sent')").WillReturnResult(sqlmock.NewResult(1, 1))
+				}
+				if c.rollbackTo {
+					m.mock.ExpectExec("ROLLBACK TO SAVEPOINT inbox_handler").WillReturnResult(sqlmock.NewResult(0, 0))
+				}
+				for _, e := range c.execs {
+					m.mock.ExpectExec(e.stmt(bs)).WithArgs(e.args...).WillReturnResult(sqlmock.NewResult(0, int64(len(e.args))))
+				}
+				m.mock.ExpectCommit()
+
+				f := dc.form(rowlockFullTable)
+				rowlockOpen(t, m, f, inbox.Queue{Name: rowlockQueue, Transactional: c.transactional})
+				ds := rowlockClaimBatch(t, f, 8, 7)
+				for i, d := range ds {
+					if d.ID != int64(i+1) || d.Attempt != i+1 || d.Group != rowlockQueue {
+						t.Fatalf("delivery %d = %+v; want id %d, attempt %d (read %d, plus this delivery), group %s", i, d, i+1, i+1, i, rowlockQueue)
+					}
+					if d.Hold != ds[0].Hold {
+						t.Fatalf("delivery %d has a hold of its own; a batch shares one", i)
+					}
+					if (d.Tx != nil) != c.transactional {
+						t.Fatalf("delivery %d Tx = %v; want one exactly in transactional mode", i, d.Tx)
+					}
+				}
+				if c.transactional {
+					if _, err := ds[2].Tx.ExecContext(context.Background(), "INSERT INTO notes (body) VALUES ('sent')"); err != nil {
+						t.Fatalf("the handler's write: %v", err)
+					}
+				}
+				if err := f.(inbox.BatchForm).SettleBatch(context.Background(), ds, c.outcomes); err != nil {
+					t.Fatalf("SettleBatch: %v", err)
+				}
+				if c.transactional {
+					for _, d := range ds {
+						if _, err := d.Tx.ExecContext(context.Background(), "SELECT 1"); !errors.Is(err, inbox.ErrTransactionHeld) {
+							t.Errorf("delivery %d's Tx after the settlement: err = %v, want ErrTransactionHeld", d.ID, err)
+						}
+					}
+				}
+				if err := f.Close(); err != nil {
+					t.Fatalf("Close: %v", err)
+				}
+				rowlockCheckLevels(t, m, dc, 1)
+			})
+		}
+	}
+}
+
+// TestRowlockBatchMinimalTable: without the optional columns the batch's Acks and Drops are
+// deleted by one DELETE … IN, and its Retries and RetryAfters leave their rows as they were
+// (RetryAfter warns); a batch of nothing but retries rolls back.
+func TestRowlockBatchMinimalTable(t *testing.T) {
+	for _, c := range []struct {
+		dc                rowlockDialect
+		claim, deleteTwo  string
+		outcomes          []outcome.Outcome
+		deletes, rollback bool
+	}{
+		{dc: rowlockPostgres, claim: `SELECT "id", "payload" FROM "jobs" WHERE 1 = 1 ORDER BY "id" LIMIT 4 FOR UPDATE SKIP LOCKED`, deleteTwo: `DELETE FROM "jobs" WHERE "id" IN ($1, $2)`,
+			outcomes: []outcome.Outcome{outcome.Ack(), outcome.RetryAfter(time.Minute), outcome.Drop()}, deletes: true},
+		{dc: rowlockMySQL, claim: "SELECT `id`, `payload` FROM `jobs` WHERE 1 = 1 ORDER BY `id` LIMIT 4 FOR UPDATE SKIP LOCKED", deleteTwo: "DELETE FROM `jobs` WHERE `id` IN (?, ?)",
+			outcomes: []outcome.Outcome{outcome.Drop(), outcome.Retry(), outcome.Ack()}, deletes: true},
+		{dc: rowlockPostgres, claim: `SELECT "id", "payload" FROM "jobs" WHERE 1 = 1 ORDER BY "id" LIMIT 4 FOR UPDATE SKIP LOCKED`,
+			outcomes: []outcome.Outcome{outcome.Retry(), outcome.RetryAfter(time.Minute), {}}, rollback: true},
+	} {
+		dc := c.dc
+		t.Run(dc.name+"/"+c.outcomes[0].String()+","+c.outcomes[1].String()+","+c.outcomes[2].String(), func(t *testing.T) {
+			m := newRecorder(t, 0)
+			rowlockExpectOpen(m, dc, dc.minimal)
+			m.mock.ExpectPrepare(c.claim).WillBeClosed()
+			m.mock.ExpectBegin()
+			m.mock.ExpectQuery(c.claim).WithoutArgs().
+				WillReturnRows(sqlmock.NewRows([]string{"id", "payload"}).AddRow(int64(1), []byte("a")).AddRow(int64(2), []byte("b")).AddRow(int64(3), []byte("c")))
+			if c.deletes {
+				m.mock.ExpectExec(c.deleteTwo).WithArgs(int64(1), int64(3)).WillReturnResult(sqlmock.NewResult(0, 2))
+				m.mock.ExpectCommit()
+			}
+			if c.rollback {
+				m.mock.ExpectRollback()
+			}
+
+			var logs bytes.Buffer
+			f := dc.form(rowlockMinimalTable)
+			rowlockOpen(t, m, f, inbox.Queue{Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+			ds := rowlockClaimBatch(t, f, 4, 3)
+			if ds[0].Attempt != 0 || string(ds[2].Payload) != "c" {
+				t.Fatalf("deliveries %+v, %+v; want attempt 0 (no column) and the rows' payloads", ds[0], ds[2])
+			}
+			if err := f.(inbox.BatchForm).SettleBatch(context.Background(), ds, c.outcomes); err != nil {
+				t.Fatal(err)
+			}
+			if err := f.Close(); err != nil {
+				t.Fatal(err)
+			}
+			retryAfter := false
+			for _, o := range c.outcomes {
+				retryAfter = retryAfter || o.Kind() == outcome.KindRetryAfter
+			}
+			warned := strings.Contains(logs.String(), "level=WARN") && strings.Contains(logs.String(), "table=jobs")
+			if warned != retryAfter {
+				t.Errorf("warning naming the table logged: %v, want %v; log:\n%s", warned, retryAfter, logs.String())
+			}
+		})
+	}
+}
+
+// TestRowlockBatchClaim: the LIMIT n claim is prepared at the first ClaimBatch of size n and
+// kept for the next; a transient conflict is rolled back and run again inside ClaimBatch; a
+// claim that finds nothing rolls back and returns none; a batch of one runs the single claim's
+// statement; ReleaseBatch rolls the batch back.
+func TestRowlockBatchClaim(t *testing.T) {
+	for _, c := range []struct {
+		dc       rowlockDialect
+		conflict error
+	}{
+		{rowlockPostgresRepeatableRead, rowlockSQLState{"40001"}},
+		{rowlockMySQL, errors.New("Error 1213 (40001): Deadlock found when trying to get lock; try restarting transaction")},
+	} {
+		t.Run(c.dc.name, func(t *testing.T) {
+			bs := rowlockBatchSQL(c.dc)
+			m := newRecorder(t, 0)
+			rowlockExpectOpen(m, c.dc, c.dc.full)
+			m.mock.ExpectPrepare(bs.claim).WillBeClosed()
+			m.mock.ExpectBegin()
+			m.mock.ExpectQuery(bs.claim).WithArgs(rowlockTimeNear{time.Now()}, rowlockQueue).WillReturnError(c.conflict)
+			m.mock.ExpectRollback()
+			rowlockExpectBatchClaim(m, c.dc, 3)
+			m.mock.ExpectRollback() // ReleaseBatch
+			m.mock.ExpectBegin()
+			m.mock.ExpectQuery(bs.claim).WithArgs(rowlockTimeNear{time.Now()}, rowlockQueue).
+				WillReturnRows(sqlmock.NewRows([]string{"id", "payload", "attempt", "grp", "headers"}))
+			m.mock.ExpectRollback()
+			m.mock.ExpectBegin()
+			m.mock.ExpectQuery(c.dc.full.claim).WithArgs(rowlockTimeNear{time.Now()}, rowlockQueue).
+				WillReturnRows(sqlmock.NewRows([]string{"id", "payload", "attempt", "grp", "headers"}))
+			m.mock.ExpectRollback()
+
+			f := c.dc.form(rowlockFullTable)
+			rowlockOpen(t, m, f, inbox.Queue{Name: rowlockQueue})
+			bf := f.(inbox.BatchForm)
+			ds := rowlockClaimBatch(t, f, 8, 3)
+			if err := bf.ReleaseBatch(context.Background(), ds); err != nil {
+				t.Fatalf("ReleaseBatch: %v", err)
+			}
+			if err := bf.SettleBatch(context.Background(), ds, make([]outcome.Outcome, 3)); !errors.Is(err, inbox.ErrClosed) {
+				t.Errorf("SettleBatch after ReleaseBatch: err = %v, want ErrClosed", err)
+			}
+			rowlockClaimBatch(t, f, 8, 0)
+			rowlockClaimBatch(t, f, 1, 0)
+			if err := f.Close(); err != nil {
+				t.Fatal(err)
+			}
+			rowlockCheckLevels(t, m, c.dc, 4)
+		})
+	}
+}
+
+// TestRowlockBatchMisuse: a delivery of a batch cannot be settled or released alone, a batch
+// cannot be settled in part or with too few outcomes, and a single delivery cannot be settled
+// as a batch; each refusal names the table and leaves the hold as it was, so the batch still
+// settles whole afterwards.
+func TestRowlockBatchMisuse(t *testing.T) {
+	dc := rowlockPostgres
+	bs := rowlockBatchSQL(dc)
+	m := newRecorder(t, 0)
+	rowlockExpectOpen(m, dc, dc.full)
+	m.mock.ExpectPrepare(bs.claim).WillBeClosed()
+	rowlockExpectBatchClaim(m, dc, 2)
+	m.mock.ExpectExec(bs.ack2).WithArgs(rowlockTimeNear{time.Now()}, int64(2), int64(1)).WillReturnResult(sqlmock.NewResult(0, 2))
+	m.mock.ExpectCommit()
+
+	f := dc.form(rowlockFullTable)
+	rowlockOpen(t, m, f, inbox.Queue{Name: rowlockQueue})
+	bf := f.(inbox.BatchForm)
+	ds := rowlockClaimBatch(t, f, 8, 2)
+	refused := func(what string, err error) {
+		t.Helper()
+		if err == nil || errors.Is(err, inbox.ErrClosed) || !strings.Contains(err.Error(), `"jobs"`) {
+			t.Errorf("%s: err = %v; want a refusal naming the table (not ErrClosed: the batch is still held)", what, err)
+		}
+	}
+	err := f.Settle(context.Background(), ds[0], outcome.Ack())
+	refused("Settle of a batch's delivery", err)
+	if err != nil && !strings.Contains(err.Error(), "SettleBatch") {
+		t.Errorf("Settle of a batch's delivery: %v; want it to point to SettleBatch", err)
+	}
+	refused("Release of a batch's delivery", f.Release(context.Background(), ds[1]))
+	refused("SettleBatch of part of the batch", bf.SettleBatch(context.Background(), ds[:1], []outcome.Outcome{outcome.Ack()}))
+	refused("SettleBatch of one delivery twice", bf.SettleBatch(context.Background(), []*inbox.Delivery{ds[0], ds[0]}, []outcome.Outcome{outcome.Ack(), outcome.Ack()}))
+	refused("SettleBatch with one outcome for two rows", bf.SettleBatch(context.Background(), ds, []outcome.Outcome{outcome.Ack()}))
+	refused("ReleaseBatch of part of the batch", bf.ReleaseBatch(context.Background(), ds[1:]))
+	// In another order, the whole batch settles.
+	if err := bf.SettleBatch(context.Background(), []*inbox.Delivery{ds[1], ds[0]}, []outcome.Outcome{outcome.Ack(), outcome.Ack()}); err != nil {
+		t.Fatalf("SettleBatch of the whole batch after the refusals: %v", err)
+	}
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	t.Run("single delivery as a batch", func(t *testing.T) {
+		m := newRecorder(t, 0)
+		rowlockExpectOpen(m, dc, dc.full)
+		rowlockExpectClaimFull(m, dc, 9)
+		m.mock.ExpectRollback()
+		f := dc.form(rowlockFullTable)
+		rowlockOpen(t, m, f, inbox.Queue{Name: rowlockQueue})
+		d := rowlockClaimOne(t, f)
+		refused("SettleBatch of a single delivery", f.(inbox.BatchForm).SettleBatch(context.Background(), []*inbox.Delivery{d}, []outcome.Outcome{outcome.Ack()}))
+		refused("ReleaseBatch of a single delivery", f.(inbox.BatchForm).ReleaseBatch(context.Background(), []*inbox.Delivery{d}))
+		if err := f.Release(context.Background(), d); err != nil {
+			t.Fatalf("Release: %v", err)
+		}
+		if err := f.Close(); err != nil {
+			t.Fatal(err)
+		}
+	})
+}
+
+// TestRowlockBatchTransactionHeld: a statement of the handler's still running on the batch's
+// transaction when SettleBatch is called makes the settlement fail with ErrTransactionHeld; the
+// transaction is rolled back after that statement ends, and no settlement statement runs.
+func TestRowlockBatchTransactionHeld(t *testing.T) {
+	for _, dc := range rowlockBatchDialects {
+		t.Run(dc.name, func(t *testing.T) {
+			bs := rowlockBatchSQL(dc)
+			m := newRecorder(t, 0)
+			rowlockExpectOpen(m, dc, dc.full)
+			m.mock.ExpectPrepare(bs.claim).WillBeClosed()
+			rowlockExpectBatchClaim(m, dc, 3)
+			m.mock.ExpectExec("SAVEPOINT inbox_handler").WillReturnResult(sqlmock.NewResult(0, 0))
+			m.mock.ExpectExec("UPDATE accounts SET balance = 0").WillDelayFor(300 * time.Millisecond).WillReturnResult(sqlmock.NewResult(0, 1))
+			m.mock.ExpectRollback()
+
+			f := dc.form(rowlockFullTable)
+			rowlockOpen(t, m, f, inbox.Queue{Name: rowlockQueue, Transactional: true})
+			ds := rowlockClaimBatch(t, f, 8, 3)
+			started := m.whenExec("UPDATE accounts SET balance = 0")
+			leftBehind := make(chan error, 1)
+			go func() {
+				_, err := ds[1].Tx.ExecContext(context.Background(), "UPDATE accounts SET balance = 0")
+				leftBehind <- err
+			}()
+			<-started
+			err := f.(inbox.BatchForm).SettleBatch(context.Background(), ds, []outcome.Outcome{outcome.Ack(), outcome.Ack(), outcome.Ack()})
+			if !errors.Is(err, inbox.ErrTransactionHeld) {
+				t.Fatalf("SettleBatch = %v; want ErrTransactionHeld", err)
+			}
+			if err := <-leftBehind; err != nil {
+				t.Fatalf("the handler's statement: %v", err)
+			}
+			if err := f.Close(); err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+}
+
+// TestRowlockBatchFailures: a settlement statement that fails rolls the batch's transaction
+// back and is returned; a COMMIT that fails is returned, naming the table. Either way nothing
+// is left held.
+func TestRowlockBatchFailures(t *testing.T) {
+	for _, dc := range rowlockBatchDialects {
+		for _, commit := range []bool{false, true} {
+			name := dc.name + "/statement"
+			if commit {
+				name = dc.name + "/commit"
+			}
+			t.Run(name, func(t *testing.T) {
+				bs := rowlockBatchSQL(dc)
+				m := newRecorder(t, 0)
+				rowlockExpectOpen(m, dc, dc.full)
+				m.mock.ExpectPrepare(bs.claim).WillBeClosed()
+				rowlockExpectBatchClaim(m, dc, 2)
+				broken := errors.New("connection reset by peer")
+				if commit {
+					m.mock.ExpectExec(bs.retry2).WithArgs(int64(1), int64(2)).WillReturnResult(sqlmock.NewResult(0, 2))
+					m.mock.ExpectCommit().WillReturnError(broken)
+				} else {
+					m.mock.ExpectExec(bs.retry2).WithArgs(int64(1), int64(2)).WillReturnError(broken)
+					m.mock.ExpectRollback()
+				}
+
+				f := dc.form(rowlockFullTable)
+				rowlockOpen(t, m, f, inbox.Queue{Name: rowlockQueue})
+				bf := f.(inbox.BatchForm)
+				ds := rowlockClaimBatch(t, f, 8, 2)
+				err := bf.SettleBatch(context.Background(), ds, []outcome.Outcome{outcome.Retry(), outcome.Retry()})
+				if !errors.Is(err, broken) || !strings.Contains(err.Error(), `"jobs"`) {
+					t.Fatalf("SettleBatch = %v; want the failure, naming the table", err)
+				}
+				if err := bf.ReleaseBatch(context.Background(), ds); !errors.Is(err, inbox.ErrClosed) {
+					t.Errorf("ReleaseBatch after the failed settlement: %v, want ErrClosed", err)
+				}
+				if err := f.Close(); err != nil {
+					t.Fatal(err)
+				}
+			})
+		}
+	}
+}
+
+// TestRowlockBatchCloseRollsBack: Close rolls back a batch still held and frees the batch
+// claim statement; the batch then no longer settles.
+func TestRowlockBatchCloseRollsBack(t *testing.T) {
+	dc := rowlockMariaDB
+	bs := rowlockBatchSQL(rowlockMySQL)
+	m := newRecorder(t, 0)
+	rowlockExpectOpen(m, dc, dc.full)
+	m.mock.ExpectPrepare(bs.claim).WillBeClosed()
+	m.mock.ExpectBegin()
+	m.mock.ExpectQuery(bs.claim).WithArgs(rowlockTimeNear{time.Now()}, rowlockQueue).
+		WillReturnRows(sqlmock.NewRows([]string{"id", "payload", "attempt", "grp", "headers"}).AddRow(int64(1), nil, int64(0), rowlockQueue, nil).AddRow(int64(2), nil, int64(0), rowlockQueue, nil))
+	m.mock.ExpectRollback()
+
+	f := dc.form(rowlockFullTable)
+	rowlockOpen(t, m, f, inbox.Queue{Name: rowlockQueue})
+	ds := rowlockClaimBatch(t, f, 8, 2)
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.(inbox.BatchForm).SettleBatch(context.Background(), ds, []outcome.Outcome{outcome.Ack(), outcome.Ack()}); !errors.Is(err, inbox.ErrClosed) {
+		t.Errorf("SettleBatch after Close: %v, want ErrClosed", err)
+	}
+	if _, err := f.(inbox.BatchForm).ClaimBatch(context.Background(), 8); !errors.Is(err, inbox.ErrClosed) {
+		t.Errorf("ClaimBatch after Close: %v, want ErrClosed", err)
+	}
+	rowlockCheckLevels(t, m, dc, 1)
+}
