@@ -34,16 +34,9 @@ func (f *Form[D]) Claim(ctx context.Context, max int) ([]*inbox.Delivery, error)
 		// handler has run: one at a time.
 		max = 1
 	}
-	now := time.Now()
-	token := tokenAt(now.Add(b.lease))
-	var ds []*inbox.Delivery
-	if b.sql.stamp != nil {
-		ds, err = f.claimInTx(ctx, b, max, now, token)
-	} else {
-		ds, err = f.claimInOne(ctx, b, max, now, token)
-	}
+	ds, token, err := f.claimRows(ctx, b, max)
 	if err != nil {
-		return nil, fmt.Errorf("inbox: table %q: claiming: %w", f.t.Name, err)
+		return nil, err
 	}
 	holds := make([]*hold, len(ds))
 	b.holdsMu.Lock()
@@ -75,6 +68,23 @@ func (f *Form[D]) Claim(ctx context.Context, max int) ([]*inbox.Delivery, error)
 	return ds, nil
 }
 
+// claimRows claims at most max rows under one token, read from the clock once, and commits.
+func (f *Form[D]) claimRows(ctx context.Context, b *binding, max int) ([]*inbox.Delivery, time.Time, error) {
+	now := time.Now()
+	token := tokenAt(now.Add(b.lease))
+	var ds []*inbox.Delivery
+	var err error
+	if b.sql.stamp != nil {
+		ds, err = f.claimInTx(ctx, b, max, now, token)
+	} else {
+		ds, err = f.claimInOne(ctx, b, max, now, token)
+	}
+	if err != nil {
+		return nil, token, fmt.Errorf("inbox: table %q: claiming: %w", f.t.Name, err)
+	}
+	return ds, token, nil
+}
+
 // tokenAt is the token for an expiry at t: as the database keeps it, UTC to the microsecond.
 func tokenAt(t time.Time) time.Time { return t.UTC().Truncate(time.Microsecond) }
 
@@ -101,7 +111,7 @@ func (f *Form[D]) claimInOne(ctx context.Context, b *binding, max int, now, toke
 // it returns, skipping rows other claims hold, and the UPDATE stamps them. The SELECT reads
 // each attempt under the lock, so the attempt written is the one read plus one.
 func (f *Form[D]) claimInTx(ctx context.Context, b *binding, max int, now, token time.Time) (ds []*inbox.Delivery, err error) {
-	stamp, err := b.stampFor(ctx, max)
+	stamp, err := b.listStmt(ctx, "claim stamp", b.sql.stamp, max)
 	if err != nil {
 		return nil, err
 	}
@@ -144,19 +154,28 @@ func (f *Form[D]) claimInTx(ctx context.Context, b *binding, max int, now, token
 	return ds, nil
 }
 
-// stampFor returns the claim's UPDATE for n ids, preparing it the first time a claim asks for
-// n rows (Open prepared it for one, the consumer's claim).
-func (b *binding) stampFor(ctx context.Context, n int) (*sql.Stmt, error) {
-	b.stampMu.Lock()
-	defer b.stampMu.Unlock()
-	if s := b.stamps[n]; s != nil {
+// listKey names a statement over a list of ids: which statement, and how many ids.
+type listKey struct {
+	what string
+	n    int
+}
+
+// listStmt returns statement what over n ids, preparing it the first time it is asked for
+// (Open prepares the claim stamp for one id, the consumer's claim). Claims and batches pad
+// their id lists to the length they asked for (IN ignores repeats), so a consumer prepares
+// about one statement per batch size.
+func (b *binding) listStmt(ctx context.Context, what string, query func(n int) string, n int) (*sql.Stmt, error) {
+	b.listedMu.Lock()
+	defer b.listedMu.Unlock()
+	key := listKey{what, n}
+	if s := b.listed[key]; s != nil {
 		return s, nil
 	}
-	s, err := b.st.Prepare(ctx, b.db, "claim stamp", b.sql.stamp(n))
+	s, err := b.st.Prepare(ctx, b.db, what, query(n))
 	if err != nil {
 		return nil, err
 	}
-	b.stamps[n] = s
+	b.listed[key] = s
 	return s, nil
 }
 

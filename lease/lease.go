@@ -64,6 +64,12 @@ const DefaultLease = 30 * time.Second
 //	                 retry after: SET retry_after, locked_until = NULL, guarded
 //
 // A claim counts the attempt, so a retry only clears the lease.
+//
+// Batches (ClaimBatch, for inbox.NewBatchConsumer) run the same claim with a larger limit and
+// write one token into every row of the batch; extensions and settlements then name the
+// batch's ids (WHERE id IN (…) AND locked_until = token), one statement per kind of outcome,
+// so a batch of 16 acked rows costs one claim and one DELETE. A row whose lease ran out and
+// was taken no longer matches the token: it is left alone and reported, and the others settle.
 type Form[D dialect.Dialect] struct {
 	d   D
 	t   inbox.Table
@@ -95,8 +101,8 @@ type binding struct {
 
 	claim, extend, ack, retry, retryAfter *sql.Stmt // retryAfter nil without the column
 
-	stampMu sync.Mutex
-	stamps  map[int]*sql.Stmt // MySQL and MariaDB: the claim's UPDATE, by the length of its id list
+	listedMu sync.Mutex
+	listed   map[listKey]*sql.Stmt // statements over an id list: by statement and list length
 
 	holdsMu sync.Mutex
 	holds   map[*hold]int64 // holds not yet ended, by row id: Close gives them back
@@ -112,6 +118,10 @@ type hold struct {
 	// only if tx commits. Zero when none was written.
 	txToken time.Time
 	ended   bool // settled, released or given back at Close
+	// batch holds the ids of a batch's rows, which all share this hold; nil for a single
+	// delivery. Statements over the batch pad the list to size ids.
+	batch []int64
+	size  int
 }
 
 // current is the token the row holds as seen from inside the delivery's transaction.
@@ -164,7 +174,7 @@ func (f *Form[D]) Open(ctx context.Context, db *sql.DB, q inbox.Queue) (inbox.Pl
 	b := &binding{
 		db: db, q: q, log: q.Logger, st: st, lease: lease,
 		sql:    build(st, col),
-		stamps: map[int]*sql.Stmt{},
+		listed: map[listKey]*sql.Stmt{},
 		holds:  map[*hold]int64{},
 	}
 	if b.log == nil {
@@ -205,7 +215,7 @@ func (b *binding) prepare(ctx context.Context) error {
 	}
 	b.claim = prep("claim", b.sql.claim)
 	if b.sql.stamp != nil {
-		b.stamps[1] = prep("claim stamp", b.sql.stamp(1))
+		b.listed[listKey{"claim stamp", 1}] = prep("claim stamp", b.sql.stamp(1))
 	}
 	b.extend = prep("extend", b.sql.extend)
 	b.ack = prep("ack", b.sql.ack)
@@ -240,13 +250,13 @@ func (b *binding) closeStatements() error {
 			errs = append(errs, s.Close())
 		}
 	}
-	b.stampMu.Lock()
-	for _, s := range b.stamps {
+	b.listedMu.Lock()
+	for _, s := range b.listed {
 		if s != nil {
 			errs = append(errs, s.Close())
 		}
 	}
-	b.stampMu.Unlock()
+	b.listedMu.Unlock()
 	return errors.Join(errs...)
 }
 

@@ -37,24 +37,69 @@ func (f *Form[D]) Extend(ctx context.Context, d *inbox.Delivery) error {
 	if !next.After(held) {
 		next = held.Add(time.Microsecond)
 	}
-	args := []any{f.d.Time(next), d.ID, f.d.Time(held)}
+	s, text, err := b.statement(ctx, h, "extend")
+	if err != nil {
+		return fmt.Errorf("inbox: table %q, row %d: extension: %w", f.t.Name, d.ID, err)
+	}
+	args := append(append([]any{f.d.Time(next)}, h.idArgs(d.ID)...), f.d.Time(held))
 	if h.tx != nil && f.d.Name() == "sqlite" {
 		// Not cancelled: SQLite rolls the whole transaction back when a write in it is
 		// interrupted. A lock it cannot take fails the extension after the busy timeout with
 		// SQLITE_BUSY instead, which leaves the transaction as it was.
-		res, err := h.tx.ExecContext(context.WithoutCancel(ctx), b.sql.extend, args...)
-		if err := f.guarded(res, err, d, "extension"); err != nil {
-			return err
+		res, err := h.tx.ExecContext(context.WithoutCancel(ctx), text, args...)
+		n, err := f.guarded(res, err, d, h, "extension")
+		if n > 0 {
+			h.txToken = next
 		}
-		h.txToken = next
-		return nil
-	}
-	res, err := b.extend.ExecContext(ctx, args...)
-	if err := f.guarded(res, err, d, "extension"); err != nil {
 		return err
 	}
-	h.token = next
-	return nil
+	res, err := s.ExecContext(ctx, args...)
+	n, err := f.guarded(res, err, d, h, "extension")
+	if n > 0 {
+		h.token = next // the rows of a batch still held hold the new token
+	}
+	return err
+}
+
+// statement returns the prepared statement what ("extend", "ack", "retry" or "retry after")
+// over h's rows, with its text: the single-row statement, or the one over the batch's ids.
+func (b *binding) statement(ctx context.Context, h *hold, what string) (*sql.Stmt, string, error) {
+	var single *sql.Stmt
+	var text string
+	var list func(int) string
+	switch what {
+	case "extend":
+		single, text, list = b.extend, b.sql.extend, b.sql.extendIn
+	case "ack":
+		single, text, list = b.ack, b.sql.ack, b.sql.ackIn
+	case "retry":
+		single, text, list = b.retry, b.sql.retry, b.sql.retryIn
+	default:
+		single, text, list = b.retryAfter, b.sql.retryAfter, b.sql.retryAfterIn
+	}
+	if h.batch == nil {
+		return single, text, nil
+	}
+	s, err := b.listStmt(ctx, what, list, h.size)
+	return s, list(h.size), err
+}
+
+// idArgs are the id arguments of h's statements: the row's id, or the batch's ids padded to
+// the batch's size.
+func (h *hold) idArgs(id int64) []any {
+	if h.batch == nil {
+		return []any{id}
+	}
+	return padded(h.batch, h.size)
+}
+
+// padded lists ids as arguments, repeating the last up to size (IN ignores repeats).
+func padded(ids []int64, size int) []any {
+	args := make([]any, max(size, len(ids)))
+	for i := range args {
+		args[i] = ids[min(i, len(ids)-1)]
+	}
+	return args
 }
 
 // Settle applies o to the row while its lease holds: Ack and Drop delete it (or stamp
@@ -75,6 +120,9 @@ func (f *Form[D]) Settle(ctx context.Context, d *inbox.Delivery, o outcome.Outco
 		return err
 	}
 	defer unlock()
+	if h.batch != nil {
+		return f.inBatch(d, "settled", "SettleBatch")
+	}
 	defer b.end(h)
 
 	if h.tx != nil {
@@ -110,7 +158,8 @@ func (f *Form[D]) Settle(ctx context.Context, d *inbox.Delivery, o outcome.Outco
 		s, args, what = b.retry, []any{d.ID, f.d.Time(h.token)}, "retry"
 	}
 	res, err := s.ExecContext(ctx, args...)
-	return f.guarded(res, err, d, what)
+	_, err = f.guarded(res, err, d, h, what)
+	return err
 }
 
 // ackArgs are the ack statement's arguments: DELETE (id, token) or the processed_at stamp
@@ -126,7 +175,7 @@ func (f *Form[D]) ackArgs(b *binding, d *inbox.Delivery, token time.Time) []any 
 // rolls the handler's writes back with it.
 func (f *Form[D]) ackInTx(ctx context.Context, b *binding, tx dialect.Tx, h *hold, d *inbox.Delivery) error {
 	res, err := execIn(ctx, tx, b.ack, b.sql.ack, f.ackArgs(b, d, h.current())...)
-	if err := f.guarded(res, err, d, "ack"); err != nil {
+	if _, err := f.guarded(res, err, d, h, "ack"); err != nil {
 		return errors.Join(err, rollback(tx, f.t.Name, d.ID))
 	}
 	if err := tx.Commit(); err != nil {
@@ -161,6 +210,9 @@ func (f *Form[D]) Release(ctx context.Context, d *inbox.Delivery) error {
 		return err
 	}
 	defer unlock()
+	if h.batch != nil {
+		return f.inBatch(d, "released", "ReleaseBatch")
+	}
 	d.TakeBackTx() // the handler may still run: its later statements must fail, not land
 	return b.giveBack(ctx, h, d.ID)
 }
@@ -173,15 +225,23 @@ func (b *binding) giveBack(ctx context.Context, h *hold, id int64) error {
 		h.tx = nil
 		errs = append(errs, rollback(tx, b.st.Raw.Name, id))
 	}
-	res, err := b.retry.ExecContext(ctx, id, b.st.D.Time(h.token))
+	what := fmt.Sprintf("row %d", id)
+	if h.batch != nil {
+		what = fmt.Sprintf("rows %v", h.batch)
+	}
+	s, _, err := b.statement(ctx, h, "retry")
+	var res sql.Result
+	if err == nil {
+		res, err = s.ExecContext(ctx, append(h.idArgs(id), b.st.D.Time(h.token))...)
+	}
 	if err == nil {
 		var n int64
 		if n, err = res.RowsAffected(); err == nil && n == 0 {
-			err = fmt.Errorf("%w: table %q, row %d: the lease ran out before the row was given back; nothing was changed", inbox.ErrLeaseLost, b.st.Raw.Name, id)
+			err = fmt.Errorf("%w: table %q, %s: the lease ran out before the rows were given back; nothing was changed", inbox.ErrLeaseLost, b.st.Raw.Name, what)
 		}
 	}
 	if err != nil && !errors.Is(err, inbox.ErrLeaseLost) {
-		err = fmt.Errorf("inbox: table %q, row %d: giving the row back: %w; it returns when its lease runs out", b.st.Raw.Name, id, err)
+		err = fmt.Errorf("inbox: table %q, %s: giving the rows back: %w; they return when their lease runs out", b.st.Raw.Name, what, err)
 	}
 	return errors.Join(append(errs, err)...)
 }
@@ -194,19 +254,25 @@ func (b *binding) end(h *hold) {
 	b.holdsMu.Unlock()
 }
 
-// guarded turns a guarded statement's result into the error its caller returns: the
-// statement's own error, or ErrLeaseLost when it changed no row.
-func (f *Form[D]) guarded(res sql.Result, err error, d *inbox.Delivery, what string) error {
+// guarded turns a guarded statement's result into the rows it changed and the error its
+// caller returns: the statement's own error, or ErrLeaseLost when it changed fewer rows than h
+// holds (one, or the batch's).
+func (f *Form[D]) guarded(res sql.Result, err error, d *inbox.Delivery, h *hold, what string) (int64, error) {
+	var n int64
 	if err == nil {
-		var n int64
-		if n, err = res.RowsAffected(); err == nil && n == 0 {
-			return fmt.Errorf("%w: table %q, row %d: the lease ran out before the %s and the row may be another consumer's now; nothing was changed (a handler that outlives its lease needs its lease extended: the consumer does so every half lease; raise lease.Config.Lease if extensions cannot keep up)", inbox.ErrLeaseLost, f.t.Name, d.ID, what)
-		}
+		n, err = res.RowsAffected()
 	}
 	if err != nil {
-		return fmt.Errorf("inbox: table %q, row %d: %s: %w", f.t.Name, d.ID, what, err)
+		return 0, fmt.Errorf("inbox: table %q, row %d: %s: %w", f.t.Name, d.ID, what, err)
 	}
-	return nil
+	if want := int64(max(len(h.batch), 1)); n < want {
+		rows := fmt.Sprintf("row %d", d.ID)
+		if h.batch != nil {
+			rows = fmt.Sprintf("%d of the batch's rows %v", want-n, h.batch)
+		}
+		return n, fmt.Errorf("%w: table %q, %s: the lease ran out before the %s and the row may be another consumer's now; it was not changed (a handler that outlives its lease needs its lease extended: the consumer does so every half lease; raise lease.Config.Lease if extensions cannot keep up)", inbox.ErrLeaseLost, f.t.Name, rows, what)
+	}
+	return n, nil
 }
 
 // lockHold takes f.mu for reading and the lock of d's hold, so that the caller runs apart from
@@ -248,4 +314,8 @@ func (f *Form[D]) holdOf(d *inbox.Delivery) (*binding, *hold, error) {
 
 func (f *Form[D]) ended(d *inbox.Delivery) error {
 	return fmt.Errorf("%w: table %q, row %d: the delivery's hold already ended (settled, released, or given back when the form closed)", inbox.ErrClosed, f.t.Name, d.ID)
+}
+
+func (f *Form[D]) inBatch(d *inbox.Delivery, done, use string) error {
+	return fmt.Errorf("inbox: table %q, row %d: the delivery belongs to a batch, which is %s whole: use %s", f.t.Name, d.ID, done, use)
 }

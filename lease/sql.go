@@ -15,6 +15,7 @@ import (
 //	ack          DELETE: id, token; with processed_at: now, id, token
 //	retry        id, token (also Release)
 //	retryAfter   due time, id, token
+//	…In(n)       as above, with n ids in the place of the id
 //
 // where due… are stmt.Table.DueArgs (now, queue, each where the table has the column).
 type statements struct {
@@ -24,6 +25,10 @@ type statements struct {
 	ack        string
 	retry      string
 	retryAfter string // empty where the table has no retry_after column
+
+	// The same statements over a batch's n ids, where a single row's take one: the id
+	// arguments are n ids (id IN (…)).
+	extendIn, ackIn, retryIn, retryAfterIn func(n int) string
 
 	// sortClaim says the claim's rows come back in no particular order, followed by the order
 	// columns other than the id (priority, retry_after where the table has them), and are sorted
@@ -55,29 +60,42 @@ func build(st *stmt.Table, col string) statements {
 		}
 	}
 
-	p := st.Params()
-	s.extend = "UPDATE " + q.Name + " SET " + col + " = " + p.Next() + guard(st, p, col)
-
-	p = st.Params()
-	if q.ProcessedAt != "" {
-		s.ack = "UPDATE " + q.Name + " SET " + q.ProcessedAt + " = " + p.Next() + ", " + col + " = NULL" + guard(st, p, col)
-	} else {
-		s.ack = "DELETE FROM " + q.Name + guard(st, p, col)
+	s.extendIn = func(n int) string {
+		p := st.Params()
+		return "UPDATE " + q.Name + " SET " + col + " = " + p.Next() + guard(st, p, col, n)
 	}
-
-	p = st.Params()
-	s.retry = "UPDATE " + q.Name + " SET " + col + " = NULL" + guard(st, p, col)
-
+	s.ackIn = func(n int) string {
+		p := st.Params()
+		if q.ProcessedAt != "" {
+			return "UPDATE " + q.Name + " SET " + q.ProcessedAt + " = " + p.Next() + ", " + col + " = NULL" + guard(st, p, col, n)
+		}
+		return "DELETE FROM " + q.Name + guard(st, p, col, n)
+	}
+	s.retryIn = func(n int) string {
+		return "UPDATE " + q.Name + " SET " + col + " = NULL" + guard(st, st.Params(), col, n)
+	}
 	if q.RetryAfter != "" {
-		p = st.Params()
-		s.retryAfter = "UPDATE " + q.Name + " SET " + q.RetryAfter + " = " + p.Next() + ", " + col + " = NULL" + guard(st, p, col)
+		s.retryAfterIn = func(n int) string {
+			p := st.Params()
+			return "UPDATE " + q.Name + " SET " + q.RetryAfter + " = " + p.Next() + ", " + col + " = NULL" + guard(st, p, col, n)
+		}
+		s.retryAfter = s.retryAfterIn(0)
 	}
+	s.extend, s.ack, s.retry = s.extendIn(0), s.ackIn(0), s.retryIn(0)
 	return s
 }
 
-// guard is the WHERE clause of every statement a holder runs: its row, while its token holds.
-func guard(st *stmt.Table, p *stmt.Params, col string) string {
-	return " WHERE " + st.Q.ID + " = " + p.Next() + " AND " + col + " = " + p.Next()
+// guard is the WHERE clause of every statement a holder runs: its row (n = 0) or its batch's n
+// rows, while its token holds.
+func guard(st *stmt.Table, p *stmt.Params, col string, n int) string {
+	if n == 0 {
+		return " WHERE " + st.Q.ID + " = " + p.Next() + " AND " + col + " = " + p.Next()
+	}
+	ids := make([]string, n)
+	for i := range ids {
+		ids[i] = p.Next()
+	}
+	return " WHERE " + st.Q.ID + " IN (" + strings.Join(ids, ", ") + ") AND " + col + " = " + p.Next()
 }
 
 // stampAttempt is the SET clause's tail that counts the attempt, where the table counts them.

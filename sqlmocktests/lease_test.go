@@ -145,6 +145,12 @@ type leaseClaimed struct {
 // expectClaim expects a claim of one row on table jobs (with payload and retry_after) or done
 // (without), returning rows, and records the token it writes in token.
 func expectClaim(m *recorder, c leaseCase, st leaseStatements, jobs bool, token *driver.Value, rows ...leaseClaimed) {
+	expectClaimOf(m, c, st, 1, jobs, token, rows...)
+}
+
+// expectClaimOf expects a claim of at most max rows; on MySQL and MariaDB st.stamp must take
+// max ids (a short claim repeats its last id).
+func expectClaimOf(m *recorder, c leaseCase, st leaseStatements, max int64, jobs bool, token *driver.Value, rows ...leaseClaimed) {
 	now := time.Now()
 	at := leaseTime{want: now}
 	tok := leaseTime{want: now.Add(lease.DefaultLease), into: token}
@@ -174,14 +180,18 @@ func expectClaim(m *recorder, c leaseCase, st leaseStatements, jobs bool, token 
 	}
 	switch {
 	case c.name == "postgres":
-		m.mock.ExpectQuery(st.claim).WithArgs(append(due, at, int64(1), tok)...).WillReturnRows(result)
+		m.mock.ExpectQuery(st.claim).WithArgs(append(due, at, max, tok)...).WillReturnRows(result)
 	case c.name == "sqlite":
-		m.mock.ExpectQuery(st.claim).WithArgs(append(append([]driver.Value{tok}, due...), at, int64(1))...).WillReturnRows(result)
+		m.mock.ExpectQuery(st.claim).WithArgs(append(append([]driver.Value{tok}, due...), at, max)...).WillReturnRows(result)
 	default:
 		m.mock.ExpectBegin()
-		m.mock.ExpectQuery(st.claim).WithArgs(append(due, at, int64(1))...).WillReturnRows(result)
+		m.mock.ExpectQuery(st.claim).WithArgs(append(due, at, max)...).WillReturnRows(result)
 		if len(rows) > 0 {
-			m.mock.ExpectExec(st.stamp).WithArgs(tok, rows[0].id).WillReturnResult(sqlmock.NewResult(0, 1))
+			args := []driver.Value{tok}
+			for i := range max {
+				args = append(args, rows[min(int(i), len(rows)-1)].id)
+			}
+			m.mock.ExpectExec(st.stamp).WithArgs(args...).WillReturnResult(sqlmock.NewResult(0, int64(len(rows))))
 		}
 		m.mock.ExpectCommit()
 	}

@@ -1,0 +1,271 @@
+package integration
+
+import (
+	"context"
+	"errors"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/sqlinbox/inbox"
+	"github.com/sqlinbox/inbox/lease"
+	"github.com/sqlinbox/inbox/outcome"
+)
+
+// leaseClaimBatch claims a batch of up to max rows and fails the test unless it gets want.
+func leaseClaimBatch(t *testing.T, f inbox.BatchForm, max, want int) []*inbox.Delivery {
+	t.Helper()
+	ds, err := f.ClaimBatch(context.Background(), max)
+	if err != nil {
+		t.Fatalf("ClaimBatch: %v", err)
+	}
+	if len(ds) != want {
+		t.Fatalf("claimed a batch of %d rows (%v), want %d", len(ds), leaseIDs(ds), want)
+	}
+	return ds
+}
+
+func TestLeaseBatchOutcomes(t *testing.T) {
+	for _, b := range backends(t, true) {
+		t.Run(b.name, func(t *testing.T) {
+			ctx := context.Background()
+			db := b.open(t, 0)
+			tbl := withAttempt(tableName(t))
+			tbl.RetryAfter = "retry_after"
+			b.createTable(t, db, tbl)
+			name := quoted(t, b, tbl.Name)
+			for i := range 6 {
+				leasePublish(t, b, db, tbl, inbox.Message{Payload: []byte(strconv.Itoa(i))})
+			}
+			f := leaseForm(t, b, db, tbl, nil, inbox.Queue{})
+			ds := leaseClaimBatch(t, f, 16, 6)
+			for _, d := range ds {
+				if d.Attempt != 1 || d.Hold != ds[0].Hold {
+					t.Fatalf("row %d: attempt %d, hold shared %v; want attempt 1 and one hold for the batch", d.ID, d.Attempt, d.Hold == ds[0].Hold)
+				}
+			}
+			if err := f.Settle(ctx, ds[0], outcome.Ack()); err == nil {
+				t.Fatal("Settle of one delivery of a batch succeeded; want an error naming SettleBatch")
+			}
+			outs := []outcome.Outcome{outcome.Ack(), outcome.Drop(), outcome.Retry(), outcome.RetryAfter(time.Hour), outcome.RetryAfter(2 * time.Hour), outcome.Ack()}
+			if err := f.SettleBatch(ctx, ds, outs); err != nil {
+				t.Fatalf("SettleBatch: %v", err)
+			}
+			if n := count(t, db, "SELECT COUNT(*) FROM "+name); n != 3 {
+				t.Fatalf("%d rows left, want 3 (the retried and the two delayed)", n)
+			}
+			again := leaseClaimBatch(t, f, 16, 1)
+			if again[0].ID != ds[2].ID || again[0].Attempt != 2 {
+				t.Fatalf("claimable after the batch: row %d attempt %d, want the retried row %d at attempt 2", again[0].ID, again[0].Attempt, ds[2].ID)
+			}
+			if err := f.ReleaseBatch(ctx, again); err != nil {
+				t.Fatalf("ReleaseBatch: %v", err)
+			}
+			if back := leaseClaimBatch(t, f, 16, 1); back[0].ID != ds[2].ID || back[0].Attempt != 3 {
+				t.Fatalf("after ReleaseBatch: row %d attempt %d, want row %d claimable at once (attempt 3: a lease claim counts each delivery)", back[0].ID, back[0].Attempt, ds[2].ID)
+			}
+			var first, second string
+			q := "SELECT retry_after FROM " + name + " WHERE id = " + b.dialect.Placeholder(1)
+			if err := db.QueryRow(q, ds[3].ID).Scan(&first); err != nil {
+				t.Fatal(err)
+			}
+			if err := db.QueryRow(q, ds[4].ID).Scan(&second); err != nil {
+				t.Fatal(err)
+			}
+			if !(first < second) {
+				t.Fatalf("retry_after of the two delayed rows: %q and %q, want the one-hour delay first", first, second)
+			}
+		})
+	}
+}
+
+func TestLeaseBatchLostLeaseSettlesTheRest(t *testing.T) {
+	for _, b := range backends(t, true) {
+		t.Run(b.name, func(t *testing.T) {
+			ctx := context.Background()
+			db := b.open(t, 0)
+			tbl := withAttempt(tableName(t))
+			b.createTable(t, db, tbl)
+			for range 3 {
+				leasePublish(t, b, db, tbl, inbox.Message{Payload: []byte("p")})
+			}
+			cfg := &lease.Config{Lease: time.Second}
+			mine := leaseForm(t, b, db, tbl, cfg, inbox.Queue{})
+			theirs := leaseForm(t, b, db, tbl, cfg, inbox.Queue{})
+			ds := leaseClaimBatch(t, mine, 16, 3)
+			time.Sleep(1200 * time.Millisecond)
+			taken := leaseClaim(t, theirs, 1, 1)[0]
+			err := mine.SettleBatch(ctx, ds, []outcome.Outcome{outcome.Ack(), outcome.Ack(), outcome.Ack()})
+			if !errors.Is(err, inbox.ErrLeaseLost) {
+				t.Fatalf("SettleBatch with a row taken by another consumer: %v, want ErrLeaseLost", err)
+			}
+			if n := count(t, db, "SELECT COUNT(*) FROM "+quoted(t, b, tbl.Name)); n != 1 {
+				t.Fatalf("%d rows left, want 1: the rows still holding the batch's token settle, the taken one stays", n)
+			}
+			leaseSettle(t, theirs, taken, outcome.Ack())
+		})
+	}
+}
+
+func TestLeaseBatchExtendRenewsEveryRow(t *testing.T) {
+	for _, b := range backends(t, true) {
+		t.Run(b.name, func(t *testing.T) {
+			ctx := context.Background()
+			db := b.open(t, 0)
+			tbl := withAttempt(tableName(t))
+			b.createTable(t, db, tbl)
+			for range 3 {
+				leasePublish(t, b, db, tbl, inbox.Message{Payload: []byte("p")})
+			}
+			cfg := &lease.Config{Lease: time.Second}
+			mine := leaseForm(t, b, db, tbl, cfg, inbox.Queue{})
+			theirs := leaseForm(t, b, db, tbl, cfg, inbox.Queue{})
+			ds := leaseClaimBatch(t, mine, 16, 3)
+			for range 3 {
+				time.Sleep(500 * time.Millisecond)
+				if err := mine.Extend(ctx, ds[0]); err != nil {
+					t.Fatalf("Extend: %v", err)
+				}
+			}
+			if got, err := theirs.Claim(ctx, 3); err != nil || len(got) != 0 {
+				t.Fatalf("another consumer claimed %v (%v) after 1.5 s of a 1 s lease extended every 0.5 s; want nothing", leaseIDs(got), err)
+			}
+			if err := mine.SettleBatch(ctx, ds, []outcome.Outcome{outcome.Ack(), outcome.Ack(), outcome.Ack()}); err != nil {
+				t.Fatalf("SettleBatch after extensions: %v", err)
+			}
+		})
+	}
+}
+
+func TestLeaseBatchTransactional(t *testing.T) {
+	for _, b := range backends(t, true) {
+		t.Run(b.name, func(t *testing.T) {
+			ctx := context.Background()
+			db := b.open(t, 0)
+			tbl := withAttempt(tableName(t))
+			b.createTable(t, db, tbl)
+			name := quoted(t, b, tbl.Name)
+			side := quoted(t, b, tbl.Name+"_side")
+			mustExec(t, db, "DROP TABLE IF EXISTS "+side)
+			mustExec(t, db, "CREATE TABLE "+side+" (id BIGINT)")
+			t.Cleanup(func() { db.Exec("DROP TABLE " + side) })
+			f := leaseForm(t, b, db, tbl, nil, inbox.Queue{Transactional: true})
+			write := func(ds []*inbox.Delivery) {
+				t.Helper()
+				for _, d := range ds {
+					if _, err := d.Tx.ExecContext(ctx, "INSERT INTO "+side+" (id) VALUES ("+strconv.FormatInt(d.ID, 10)+")"); err != nil {
+						t.Fatal(err)
+					}
+				}
+			}
+			for range 3 {
+				leasePublish(t, b, db, tbl, inbox.Message{Payload: []byte("p")})
+			}
+
+			// One Retry in the batch: every write rolls back, and the acks are retried too.
+			ds := leaseClaimBatch(t, f, 16, 3)
+			write(ds)
+			if err := f.SettleBatch(ctx, ds, []outcome.Outcome{outcome.Ack(), outcome.Retry(), outcome.Ack()}); err != nil {
+				t.Fatalf("SettleBatch: %v", err)
+			}
+			if n := count(t, db, "SELECT COUNT(*) FROM "+side); n != 0 {
+				t.Fatalf("%d writes landed from a batch with a retry, want none", n)
+			}
+			if n := count(t, db, "SELECT COUNT(*) FROM "+name); n != 3 {
+				t.Fatalf("%d rows left after a batch with a retry, want all 3 back", n)
+			}
+
+			// Every outcome Ack: the writes commit with the settlements.
+			ds = leaseClaimBatch(t, f, 16, 3)
+			for _, d := range ds {
+				if d.Attempt != 2 {
+					t.Fatalf("row %d redelivered at attempt %d, want 2", d.ID, d.Attempt)
+				}
+			}
+			write(ds)
+			if err := f.SettleBatch(ctx, ds, []outcome.Outcome{outcome.Ack(), outcome.Ack(), outcome.Ack()}); err != nil {
+				t.Fatalf("SettleBatch: %v", err)
+			}
+			if n := count(t, db, "SELECT COUNT(*) FROM "+side); n != 3 {
+				t.Fatalf("%d writes landed from an acked batch, want 3", n)
+			}
+			if n := count(t, db, "SELECT COUNT(*) FROM "+name); n != 0 {
+				t.Fatalf("%d rows left after an acked batch, want 0", n)
+			}
+		})
+	}
+}
+
+func TestLeaseBatchConsumersDrain(t *testing.T) {
+	for _, transactional := range []bool{false, true} {
+		rows := 3000
+		if transactional {
+			rows = 600
+		}
+		for _, b := range backends(t, true) {
+			t.Run(b.name+"/transactional="+strconv.FormatBool(transactional), func(t *testing.T) {
+				db1, db2 := leaseTwoDBs(t, b)
+				tbl := withAttempt(tableName(t))
+				b.createTable(t, db1, tbl)
+				msgs := make([]inbox.Message, rows)
+				for i := range msgs {
+					msgs[i].Payload = []byte("m")
+				}
+				leasePublish(t, b, db1, tbl, msgs...)
+				side := quoted(t, b, tbl.Name+"_side")
+				mustExec(t, db1, "DROP TABLE IF EXISTS "+side)
+				mustExec(t, db1, "CREATE TABLE "+side+" (id BIGINT)")
+				t.Cleanup(func() { db1.Exec("DROP TABLE " + side) })
+
+				var mu sync.Mutex
+				calls := map[int64]int{}
+				largest := 0
+				h := inbox.BatchHandlerFunc(func(ctx context.Context, ds []*inbox.Delivery) []outcome.Outcome {
+					outs := make([]outcome.Outcome, len(ds))
+					for i, d := range ds {
+						if transactional {
+							if _, err := d.Tx.ExecContext(ctx, "INSERT INTO "+side+" (id) VALUES ("+strconv.FormatInt(d.ID, 10)+")"); err != nil {
+								t.Errorf("write through the batch's transaction: %v", err)
+								return nil
+							}
+						}
+						outs[i] = outcome.Ack()
+					}
+					mu.Lock()
+					defer mu.Unlock()
+					largest = max(largest, len(ds))
+					for _, d := range ds {
+						calls[d.ID]++
+					}
+					return outs
+				})
+				cfg := &inbox.Config{Workers: 4, PollInterval: 20 * time.Millisecond, Logger: leaseTestLogger(t), Transactional: transactional}
+				leaseDrain(t, b, db1, tbl, 3*time.Minute, "the table to drain",
+					inbox.NewBatchConsumer(db1, lease.New(b.dialect, tbl, nil), 16, h, cfg),
+					inbox.NewBatchConsumer(db2, lease.New(b.dialect, tbl, nil), 16, h, cfg))
+				mu.Lock()
+				defer mu.Unlock()
+				if len(calls) != rows {
+					t.Errorf("%d distinct rows handled, want %d", len(calls), rows)
+				}
+				for id, n := range calls {
+					if n != 1 {
+						t.Errorf("row %d handled %d times, want once", id, n)
+					}
+				}
+				if largest > 16 || largest < 2 {
+					t.Errorf("the largest batch held %d rows, want between 2 and 16", largest)
+				}
+				if transactional {
+					if n := count(t, db1, "SELECT COUNT(DISTINCT id) FROM "+side); n != rows {
+						t.Errorf("%d rows' writes landed, want %d", n, rows)
+					}
+					if n := count(t, db1, "SELECT COUNT(*) FROM "+side); n != rows {
+						t.Errorf("%d writes landed, want one per row (%d)", n, rows)
+					}
+				}
+			})
+		}
+	}
+}
