@@ -36,9 +36,23 @@
 // with it every lock it held. A consumer that dies loses its sessions, and its rows are
 // claimable again at once.
 //
-// Each delivery in work holds a pooled connection (Plan.HoldsConnection), so size the pool for
-// the workers plus the application. Session locks need a session: behind PgBouncer in
-// transaction pooling they do not hold, and the form must not be used there.
+// # Batches
+//
+// ClaimBatch holds a whole batch on one pinned connection: it selects candidates as a claim
+// does, then on that one connection tries each candidate's lock and re-checks its row, until the
+// batch is full or the candidates run out. A batch takes one row per key (the rows behind the
+// first of a key wait for a later claim), so that each key is locked once and released once:
+// session locks stack on Postgres and are reentrant on MySQL and MariaDB, and a key locked twice
+// would need two releases. SettleBatch settles the rows on that connection with one statement per
+// kind of outcome (Ack and Drop together, RetryAfter once per distinct delay, Retry none), then
+// releases every key of the batch in one statement and gives the connection back; ReleaseBatch
+// releases them without settling. In transactional mode the batch's deliveries lend one
+// transaction on that connection, which commits with the settlements only when every outcome is
+// Ack. Settle and Release refuse a delivery of a batch.
+//
+// Each delivery in work, or each batch, holds a pooled connection (Plan.HoldsConnection), so size
+// the pool for the workers plus the application. Session locks need a session: behind PgBouncer
+// in transaction pooling they do not hold, and the form must not be used there.
 package advisory
 
 import (
@@ -74,8 +88,8 @@ const candidateSlack = 4
 // not finish in time closes its connection, which releases the lock as well.
 const closeTimeout = 5 * time.Second
 
-// Form is the advisory lock form over one table. It implements inbox.Form; one consumer opens
-// it at a time.
+// Form is the advisory lock form over one table. It implements inbox.BatchForm (and so
+// inbox.Form); one consumer opens it at a time.
 type Form[D Dialect] struct {
 	d        D
 	t        *stmt.Table
@@ -95,13 +109,16 @@ type Form[D Dialect] struct {
 	busy       sync.WaitGroup     // claims and settlements in flight
 }
 
-// hold is a delivery's hold on its row: the pinned connection that holds the key's lock, and
-// the transaction lent to the handler in transactional mode.
+// hold is the hold of one claim's rows: the pinned connection that holds their keys' locks, and
+// the transaction lent to the handlers in transactional mode. A Claim's hold has one row; a
+// ClaimBatch's has every row of the batch, one per key, so that each key is locked once and
+// released once.
 type hold struct {
-	conn *sql.Conn
-	key  string
-	tx   *sql.Tx
-	d    *inbox.Delivery
+	conn  *sql.Conn
+	keys  []string // keys[i] is ds[i]'s
+	tx    *sql.Tx
+	ds    []*inbox.Delivery
+	batch bool
 }
 
 // New returns the advisory form over table t, locking each row on the key the template key
@@ -287,7 +304,7 @@ func (f *Form[D]) take(ctx context.Context, c candidate, now any) (*inbox.Delive
 		conn.Close()
 		return nil, nil
 	}
-	h := &hold{conn: conn, key: c.key}
+	h := &hold{conn: conn, keys: []string{c.key}}
 	d, err := f.takeRow(ctx, conn, c, now)
 	if err == nil && d != nil && f.q.Transactional {
 		// database/sql rolls a transaction back when its context ends; this one outlives the
@@ -300,7 +317,7 @@ func (f *Form[D]) take(ctx context.Context, c candidate, now any) (*inbox.Delive
 		f.unlock(ctx, h)
 		return nil, err
 	}
-	h.d = d
+	h.ds = []*inbox.Delivery{d}
 	d.Hold = h
 	if h.tx != nil {
 		d.LendTx(h.tx)
@@ -353,8 +370,9 @@ func (f *Form[D]) takeRow(ctx context.Context, conn *sql.Conn, c candidate, now 
 	return d, nil
 }
 
-// Extend does nothing: a lock holds for as long as its session. It fails with inbox.ErrClosed
-// when the delivery's hold has already ended.
+// Extend does nothing: a lock holds for as long as its session. d may be any delivery of a
+// batch, which holds all of the batch's rows. It fails with inbox.ErrClosed when the hold has
+// already ended.
 func (f *Form[D]) Extend(ctx context.Context, d *inbox.Delivery) error {
 	h, _ := d.Hold.(*hold)
 	f.mu.Lock()
@@ -372,7 +390,8 @@ func (f *Form[D]) Extend(ctx context.Context, d *inbox.Delivery) error {
 // fails with inbox.ErrClosed when the hold had already ended (the form was closed, or the
 // delivery was settled or released before): the row is back in the queue and nothing changed.
 // A settlement statement that fails changes nothing either: the row returns when the lock is
-// released, its attempt counted.
+// released, its attempt counted. A delivery of a batch is refused, changing nothing: its batch
+// settles with SettleBatch.
 func (f *Form[D]) Settle(ctx context.Context, d *inbox.Delivery, o outcome.Outcome) error {
 	h, err := f.begin(d)
 	if err != nil {
@@ -402,7 +421,7 @@ func (f *Form[D]) Settle(ctx context.Context, d *inbox.Delivery, o outcome.Outco
 // commit settles an Ack in the handler's transaction and commits the two together, then
 // releases the lock.
 func (f *Form[D]) commit(ctx context.Context, h *hold, o outcome.Outcome) error {
-	if err := f.settle(ctx, h.tx, h.d, o); err != nil {
+	if err := f.settle(ctx, h.tx, h.ds[0], o); err != nil {
 		if f.rollback(h) {
 			f.unlock(ctx, h)
 		}
@@ -411,7 +430,7 @@ func (f *Form[D]) commit(ctx context.Context, h *hold, o outcome.Outcome) error 
 	if err := h.tx.Commit(); err != nil {
 		// A failed COMMIT ends the transaction all the same; the session and its lock stand.
 		f.unlock(ctx, h)
-		return fmt.Errorf("inbox: table %q: committing the settlement of row %d with the handler's writes: %w; the row returns to the queue", f.t.Raw.Name, h.d.ID, err)
+		return fmt.Errorf("inbox: table %q: committing the settlement of row %d with the handler's writes: %w; the row returns to the queue", f.t.Raw.Name, h.ds[0].ID, err)
 	}
 	f.unlock(ctx, h)
 	return nil
@@ -419,7 +438,8 @@ func (f *Form[D]) commit(ctx context.Context, h *hold, o outcome.Outcome) error 
 
 // Release gives the row back without an outcome: it rolls the handler's transaction back (in
 // transactional mode), releases the lock and gives the connection back. The row is claimable at
-// once, its attempt counted. It fails with inbox.ErrClosed when the hold had already ended.
+// once, its attempt counted. It fails with inbox.ErrClosed when the hold had already ended. A
+// delivery of a batch is refused, changing nothing: its batch is given back with ReleaseBatch.
 func (f *Form[D]) Release(ctx context.Context, d *inbox.Delivery) error {
 	h, err := f.begin(d)
 	if err != nil {
@@ -439,6 +459,9 @@ func (f *Form[D]) Release(ctx context.Context, d *inbox.Delivery) error {
 // begin takes d's hold out of the held set for its settlement or release, counted in flight.
 func (f *Form[D]) begin(d *inbox.Delivery) (*hold, error) {
 	h, _ := d.Hold.(*hold)
+	if h != nil && h.batch {
+		return nil, fmt.Errorf("inbox: table %q, row %d: the delivery belongs to a batch of %d rows, which share one hold: settle it with SettleBatch or give it back with ReleaseBatch, together with the rest of its batch; nothing changed", f.t.Raw.Name, d.ID, len(h.ds))
+	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if _, ok := f.held[h]; !ok {
@@ -491,31 +514,50 @@ func (f *Form[D]) settle(ctx context.Context, ex execer, d *inbox.Delivery, o ou
 // transaction and the lock with the session) and reports false.
 func (f *Form[D]) rollback(h *hold) bool {
 	if err := h.tx.Rollback(); err != nil && !errors.Is(err, sql.ErrTxDone) {
-		f.log.Warn("inbox: rolling back a delivery's transaction failed; closing its connection, which releases its lock", "table", f.t.Raw.Name, "id", h.d.ID, "err", err)
+		f.log.Warn("inbox: rolling back a delivery's transaction failed; closing its connection, which releases its lock", "table", f.t.Raw.Name, "ids", ids(h.ds), "err", err)
 		discard(h.conn)
 		return false
 	}
 	return true
 }
 
-// unlock releases h's lock and returns its connection to the pool. A release the server does
-// not confirm (the session did not hold the lock, or the statement failed) closes the
+// unlock releases every lock of h and returns its connection to the pool. A release the server
+// does not confirm (the session did not hold a lock, or the statement failed) closes the
 // connection instead: ending the session releases whatever it held, so no lock outlives the
-// delivery on a pooled connection.
+// hold on a pooled connection.
 func (f *Form[D]) unlock(ctx context.Context, h *hold) {
-	ok, err := confirmed(h.conn.QueryRowContext(ctx, f.s.unlock, h.key))
+	ok, err := f.releaseKeys(ctx, h.conn, h.keys)
 	if err == nil && ok {
 		h.conn.Close()
 		return
 	}
 	discard(h.conn)
 	if err == nil {
-		// The session did not hold its lock: something between the library and the server
-		// swapped sessions (PgBouncer in transaction pooling), and the key was not protected.
-		f.log.Warn("inbox: the server did not confirm an advisory unlock; closed the connection. The session had lost its lock: do not run the advisory form through a transaction-pooling proxy", "table", f.t.Raw.Name, "key", h.key)
+		// The session did not hold its locks: something between the library and the server
+		// swapped sessions (PgBouncer in transaction pooling), and the keys were not protected.
+		f.log.Warn("inbox: the server did not confirm an advisory unlock; closed the connection. The session had lost its lock: do not run the advisory form through a transaction-pooling proxy", "table", f.t.Raw.Name, "keys", h.keys)
 		return
 	}
-	f.log.Warn("inbox: releasing an advisory lock failed; closed the connection, which releases it", "table", f.t.Raw.Name, "key", h.key, "err", err)
+	f.log.Warn("inbox: releasing an advisory lock failed; closed the connection, which releases it", "table", f.t.Raw.Name, "keys", h.keys, "err", err)
+}
+
+// releaseKeys releases the lock of each of keys once on conn, in one statement, and reports
+// whether the server confirmed every release. Locks on one session stack (Postgres) or are
+// reentrant (MySQL, MariaDB), so a key locked twice would need two releases: a hold locks each
+// of its keys once.
+func (f *Form[D]) releaseKeys(ctx context.Context, conn *sql.Conn, keys []string) (bool, error) {
+	if len(keys) == 1 {
+		return confirmed(conn.QueryRowContext(ctx, f.s.unlock, keys[0]))
+	}
+	args := make([]any, len(keys))
+	for i, k := range keys {
+		args[i] = k
+	}
+	var n int
+	if err := conn.QueryRowContext(ctx, f.s.unlockMany(len(keys)), args...).Scan(&n); err != nil {
+		return false, err
+	}
+	return n == len(keys), nil
 }
 
 // confirmed reads the answer of a lock or unlock: true (Postgres) or 1 (MySQL, MariaDB).
@@ -533,9 +575,9 @@ func discard(conn *sql.Conn) {
 	conn.Raw(func(any) error { return driver.ErrBadConn })
 }
 
-// Close releases the lock of every delivery still in work (rolling back its transaction) and
-// waits for the claims and settlements in flight; a settlement after it fails with
-// inbox.ErrClosed. The form can be opened again.
+// Close releases the locks of every delivery and batch still in work (rolling back their
+// transactions) and waits for the claims and settlements in flight; a settlement after it fails
+// with inbox.ErrClosed. The form can be opened again.
 func (f *Form[D]) Close() error {
 	f.life.Lock()
 	defer f.life.Unlock()
@@ -551,7 +593,9 @@ func (f *Form[D]) Close() error {
 
 	for h := range held {
 		if h.tx != nil {
-			h.d.TakeBackTx()
+			for _, d := range h.ds {
+				d.TakeBackTx()
+			}
 			if !f.rollback(h) {
 				continue
 			}

@@ -1,6 +1,10 @@
 package advisory
 
-import "github.com/sqlinbox/inbox/internal/stmt"
+import (
+	"strings"
+
+	"github.com/sqlinbox/inbox/internal/stmt"
+)
 
 // statements is the SQL of the form over one table, for one dialect.
 type statements struct {
@@ -25,13 +29,18 @@ type statements struct {
 	// retryAfter sets retry_after (arguments: time, id); empty where the table has no such
 	// column.
 	retryAfter string
+
+	// t and postgres write the statements of a batch, whose length depends on the batch's size
+	// (unlockMany, ackMany, retryAfterMany).
+	t        *stmt.Table
+	postgres bool
 }
 
 // buildStatements writes the form's SQL for table t and the key template's parts.
 func buildStatements(t *stmt.Table, postgres bool, parts []keyPart) statements {
 	q := t.Q
 	key := keySQL(postgres, parts)
-	var s statements
+	s := statements{t: t, postgres: postgres}
 	s.keyCheck = "SELECT " + key + " FROM " + q.Name + " WHERE 1 = 0"
 
 	p := t.Params()
@@ -111,4 +120,47 @@ func (s statements) named() [][2]string {
 		out = append(out, [2]string{"retry after", s.retryAfter})
 	}
 	return out
+}
+
+// unlockMany releases n keys (n arguments, one key each), each once, and answers how many
+// releases the server confirmed.
+func (s statements) unlockMany(n int) string {
+	rows := make([]string, n)
+	if s.postgres {
+		p := s.t.Params()
+		for i := range rows {
+			rows[i] = "(CAST(" + p.Next() + " AS TEXT))"
+		}
+		return "SELECT COUNT(*) FROM (VALUES " + strings.Join(rows, ", ") + ") AS k(v) WHERE pg_advisory_unlock(hashtextextended(k.v, 0))"
+	}
+	for i := range rows {
+		rows[i] = "SELECT CONCAT(DATABASE(), '.', ?) AS n"
+	}
+	return "SELECT COUNT(*) FROM (" + strings.Join(rows, " UNION ALL ") + ") AS k WHERE RELEASE_LOCK(" + mysqlLockName("n") + ") = 1"
+}
+
+// ackMany settles n rows as Ack or Drop (arguments: the processed_at stamp where the table has
+// that column, then the n ids).
+func (s statements) ackMany(n int) string {
+	q, p := s.t.Q, s.t.Params()
+	if q.ProcessedAt != "" {
+		return "UPDATE " + q.Name + " SET " + q.ProcessedAt + " = " + p.Next() + " WHERE " + idIn(q.ID, p, n)
+	}
+	return "DELETE FROM " + q.Name + " WHERE " + idIn(q.ID, p, n)
+}
+
+// retryAfterMany sets retry_after on n rows (arguments: time, then the n ids); the table must
+// have the column.
+func (s statements) retryAfterMany(n int) string {
+	q, p := s.t.Q, s.t.Params()
+	return "UPDATE " + q.Name + " SET " + q.RetryAfter + " = " + p.Next() + " WHERE " + idIn(q.ID, p, n)
+}
+
+// idIn is "id IN (…)" over the next n parameters of p.
+func idIn(id string, p *stmt.Params, n int) string {
+	ps := make([]string, n)
+	for i := range ps {
+		ps[i] = p.Next()
+	}
+	return id + " IN (" + strings.Join(ps, ", ") + ")"
 }

@@ -1,0 +1,305 @@
+package advisory
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/sqlinbox/inbox"
+	"github.com/sqlinbox/inbox/outcome"
+)
+
+// ClaimBatch claims at most max due rows in claim order under one hold: one pooled connection,
+// pinned for the batch, holds the lock of every row's key. It selects candidates as Claim does,
+// then, on that connection, tries each candidate's lock without waiting and, in a statement that
+// starts after the lock is held, re-checks the row and counts its attempt, until max rows are
+// held or the candidates run out. It takes one row per key: the rows behind the first of a key
+// wait for a later claim, so the batch locks each key once.
+//
+// In transactional mode one transaction begins on the batch's connection after the takes, and
+// every delivery lends it. A failure after some rows were taken closes the connection, which
+// gives those rows back at once (their attempts counted), and is returned.
+func (f *Form[D]) ClaimBatch(ctx context.Context, max int) ([]*inbox.Delivery, error) {
+	if max <= 0 {
+		return nil, nil
+	}
+	if err := f.enter(); err != nil {
+		return nil, err
+	}
+	defer f.busy.Done()
+
+	now := f.d.Time(time.Now())
+	cands, err := f.selectCandidates(ctx, now, max+candidateSlack)
+	if err != nil || len(cands) == 0 {
+		return nil, err
+	}
+	conn, err := f.db.Conn(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("inbox: table %q: pinning a connection for a batch: %w", f.t.Raw.Name, err)
+	}
+	h := &hold{conn: conn, batch: true}
+	// fail ends the session, and with it every lock the batch took: the lock state after a failed
+	// statement is unknown, and no lock may outlive the batch on a pooled connection.
+	fail := func(err error) ([]*inbox.Delivery, error) {
+		discard(conn)
+		if len(h.ds) > 0 {
+			return nil, fmt.Errorf("%w; closed the batch's connection, which gives back the rows it had taken (%v), their attempts counted", err, ids(h.ds))
+		}
+		return nil, err
+	}
+	tried := map[string]bool{}
+	for _, c := range cands {
+		if len(h.ds) == max {
+			break
+		}
+		// Rows behind the first of a key wait for it, whether or not its lock is taken here.
+		if tried[c.key] {
+			continue
+		}
+		tried[c.key] = true
+		locked, err := confirmed(conn.QueryRowContext(ctx, f.s.lock, c.key))
+		if err != nil {
+			return fail(fmt.Errorf("inbox: table %q: locking key %q of row %d for a batch: %w", f.t.Raw.Name, c.key, c.id, err))
+		}
+		if !locked {
+			continue
+		}
+		d, err := f.takeRow(ctx, conn, c, now)
+		if err != nil {
+			return fail(err)
+		}
+		if d == nil {
+			// Settled by another holder between the select and the lock: give the key back.
+			ok, err := f.releaseKeys(ctx, conn, []string{c.key})
+			if err == nil && !ok {
+				err = errors.New("the server did not confirm the release, so the session had lost its lock: do not run the advisory form through a transaction-pooling proxy")
+			}
+			if err != nil {
+				return fail(fmt.Errorf("inbox: table %q: releasing key %q of row %d, passed over: %w", f.t.Raw.Name, c.key, c.id, err))
+			}
+			continue
+		}
+		h.keys, h.ds = append(h.keys, c.key), append(h.ds, d)
+	}
+	if len(h.ds) == 0 {
+		conn.Close()
+		return nil, nil
+	}
+	if f.q.Transactional {
+		// database/sql rolls a transaction back when its context ends; this one outlives the
+		// claim.
+		if h.tx, err = conn.BeginTx(context.WithoutCancel(ctx), f.txOpts); err != nil {
+			f.unlock(ctx, h)
+			return nil, fmt.Errorf("inbox: table %q: beginning the transaction of the batch of rows %v: %w; the rows are back in the queue", f.t.Raw.Name, ids(h.ds), err)
+		}
+	}
+	for _, d := range h.ds {
+		d.Hold = h
+		if h.tx != nil {
+			d.LendTx(h.tx)
+		}
+	}
+
+	f.mu.Lock()
+	open := f.open
+	if open {
+		f.held[h] = struct{}{}
+	}
+	f.mu.Unlock()
+	if !open {
+		if h.tx == nil || f.rollback(h) {
+			f.unlock(context.WithoutCancel(ctx), h)
+		}
+		return nil, fmt.Errorf("%w: the advisory form over table %q closed during the claim; rows %v are back in the queue", inbox.ErrClosed, f.t.Raw.Name, ids(h.ds))
+	}
+	return h.ds, nil
+}
+
+// SettleBatch applies os[i] to ds[i], the rows of one ClaimBatch, on the batch's connection, one
+// statement per kind of outcome: Ack and Drop together, then RetryAfter, one statement per
+// distinct delay; Retry runs none, since the take counted the attempt. Then it releases every
+// key of the batch and gives the connection back.
+//
+// In transactional mode the handler's writes commit with the settlements only when every outcome
+// is Ack; otherwise they roll back, and each row settles by its outcome with an Ack settled as a
+// Retry (its writes did not land). A batch holds its rows until it settles, so no row of it is
+// ever lost to another consumer (this form never reports inbox.ErrLeaseLost).
+//
+// It fails with inbox.ErrClosed when the batch's hold had already ended, and, changing nothing,
+// when ds is not one whole batch or os does not give an outcome per delivery. A settlement
+// statement that fails leaves its rows unchanged: they return when the keys are released, their
+// attempts counted; the other statements still run.
+func (f *Form[D]) SettleBatch(ctx context.Context, ds []*inbox.Delivery, os []outcome.Outcome) error {
+	if len(os) != len(ds) {
+		return fmt.Errorf("inbox: table %q: settling a batch of %d rows with %d outcomes: give one outcome per delivery; nothing changed", f.t.Raw.Name, len(ds), len(os))
+	}
+	h, err := f.beginBatch(ds)
+	if err != nil || h == nil {
+		return err
+	}
+	defer f.busy.Done()
+	if h.tx != nil {
+		var held error
+		for _, d := range ds {
+			if err := d.TakeBackTx(); err != nil && held == nil {
+				held = err
+			}
+		}
+		if held != nil {
+			if f.rollback(h) {
+				f.unlock(ctx, h)
+			}
+			return held
+		}
+		allAck := true
+		for _, o := range os {
+			allAck = allAck && o.Kind() == outcome.KindAck
+		}
+		if allAck {
+			return f.commitBatch(ctx, h, ds, os)
+		}
+		if !f.rollback(h) {
+			// The connection is gone, and with it the locks: the rows are back, unsettled.
+			return fmt.Errorf("inbox: table %q: rolling back the transaction of the batch of rows %v failed, so it was not settled; its rows are back in the queue", f.t.Raw.Name, ids(ds))
+		}
+		// The handler's writes did not land: an Ack is retried, so that they are made again.
+		retried := make([]outcome.Outcome, len(os))
+		for i, o := range os {
+			if o.Kind() == outcome.KindAck {
+				o = outcome.Retry()
+			}
+			retried[i] = o
+		}
+		os = retried
+	}
+	err = f.settleMany(ctx, h.conn, ds, os)
+	f.unlock(ctx, h)
+	return err
+}
+
+// commitBatch settles a batch of Acks in the handler's transaction and commits the two together,
+// then releases the batch's keys.
+func (f *Form[D]) commitBatch(ctx context.Context, h *hold, ds []*inbox.Delivery, os []outcome.Outcome) error {
+	if err := f.settleMany(ctx, h.tx, ds, os); err != nil {
+		if f.rollback(h) {
+			f.unlock(ctx, h)
+		}
+		return err
+	}
+	if err := h.tx.Commit(); err != nil {
+		// A failed COMMIT ends the transaction all the same; the session and its locks stand.
+		f.unlock(ctx, h)
+		return fmt.Errorf("inbox: table %q: committing the settlement of rows %v with the handler's writes: %w; the rows return to the queue", f.t.Raw.Name, ids(ds), err)
+	}
+	f.unlock(ctx, h)
+	return nil
+}
+
+// settleMany runs through ex the statements that settle ds[i] by os[i]: one for the Acks and
+// Drops, one per distinct RetryAfter delay. A statement that fails does not stop the others.
+func (f *Form[D]) settleMany(ctx context.Context, ex execer, ds []*inbox.Delivery, os []outcome.Outcome) error {
+	now := time.Now()
+	var acks []any
+	var delays []time.Duration // in order of first appearance
+	later := map[time.Duration][]any{}
+	for i, o := range os {
+		switch o.Kind() {
+		case outcome.KindAck, outcome.KindDrop:
+			acks = append(acks, ds[i].ID)
+		case outcome.KindRetryAfter:
+			if _, ok := later[o.Delay()]; !ok {
+				delays = append(delays, o.Delay())
+			}
+			later[o.Delay()] = append(later[o.Delay()], ds[i].ID)
+		}
+		// Retry, and the zero outcome: the take counted the attempt, and releasing the key hands
+		// the row back.
+	}
+	var errs []error
+	if len(acks) > 0 {
+		args := acks
+		if f.t.Q.ProcessedAt != "" {
+			args = append([]any{f.d.Time(now)}, acks...)
+		}
+		if _, err := ex.ExecContext(ctx, f.s.ackMany(len(acks)), args...); err != nil {
+			errs = append(errs, fmt.Errorf("inbox: table %q: settling rows %v (ack or drop): %w; the rows return to the queue", f.t.Raw.Name, acks, err))
+		}
+	}
+	if len(delays) > 0 && f.s.retryAfter == "" {
+		var rows []any
+		for _, d := range delays {
+			rows = append(rows, later[d]...)
+		}
+		f.log.Warn("inbox: RetryAfter on a table without a RetryAfter column: the rows are retried at once; add the column to delay retries", "table", f.t.Raw.Name, "ids", rows)
+		delays = nil
+	}
+	for _, d := range delays {
+		rows := later[d]
+		args := append([]any{f.d.Time(now.Add(d))}, rows...)
+		if _, err := ex.ExecContext(ctx, f.s.retryAfterMany(len(rows)), args...); err != nil {
+			errs = append(errs, fmt.Errorf("inbox: table %q: settling rows %v (retry after %s): %w; the rows return to the queue", f.t.Raw.Name, rows, d, err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// ReleaseBatch gives the rows of one ClaimBatch back without an outcome: it rolls the handler's
+// transaction back (in transactional mode), releases every key of the batch and gives the
+// connection back. The rows are claimable at once, their attempts counted. It fails with
+// inbox.ErrClosed when the batch's hold had already ended, and, changing nothing, when ds is not
+// one whole batch.
+func (f *Form[D]) ReleaseBatch(ctx context.Context, ds []*inbox.Delivery) error {
+	h, err := f.beginBatch(ds)
+	if err != nil || h == nil {
+		return err
+	}
+	defer f.busy.Done()
+	if h.tx != nil {
+		for _, d := range ds {
+			d.TakeBackTx()
+		}
+		if !f.rollback(h) {
+			return nil
+		}
+	}
+	f.unlock(ctx, h)
+	return nil
+}
+
+// beginBatch takes the hold of batch ds out of the held set for its settlement or release,
+// counted in flight; nil for no deliveries. ds must be every delivery of one ClaimBatch.
+func (f *Form[D]) beginBatch(ds []*inbox.Delivery) (*hold, error) {
+	if len(ds) == 0 {
+		return nil, nil
+	}
+	h, _ := ds[0].Hold.(*hold)
+	if h != nil && !h.batch {
+		return nil, fmt.Errorf("inbox: table %q, row %d: the delivery was claimed alone, not in a batch: settle it with Settle or give it back with Release; nothing changed", f.t.Raw.Name, ds[0].ID)
+	}
+	for _, d := range ds[1:] {
+		if d.Hold != ds[0].Hold {
+			return nil, fmt.Errorf("inbox: table %q: rows %d and %d are of different claims: settle or give back each batch on its own; nothing changed", f.t.Raw.Name, ds[0].ID, d.ID)
+		}
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if _, ok := f.held[h]; !ok {
+		return nil, fmt.Errorf("%w: table %q, rows %v: the batch's advisory locks were already released (the form was closed, or the batch was settled or released before); nothing changed, and the rows are back in the queue unless they were settled", inbox.ErrClosed, f.t.Raw.Name, ids(ds))
+	}
+	if len(ds) != len(h.ds) {
+		return nil, fmt.Errorf("inbox: table %q: %d of the %d rows of a batch given: settle or give back the whole batch at once; nothing changed", f.t.Raw.Name, len(ds), len(h.ds))
+	}
+	delete(f.held, h)
+	f.busy.Add(1)
+	return h, nil
+}
+
+// ids lists the deliveries' ids, for messages.
+func ids(ds []*inbox.Delivery) []int64 {
+	out := make([]int64, len(ds))
+	for i, d := range ds {
+		out[i] = d.ID
+	}
+	return out
+}
