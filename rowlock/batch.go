@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -66,13 +67,15 @@ func (f *Form[D]) batchClaim(ctx context.Context, n int) (*sql.Stmt, error) {
 }
 
 // SettleBatch applies os[i] to ds[i], the rows of one ClaimBatch, in the batch's transaction
-// and commits it. It runs one statement per kind of outcome, each naming its rows in an id IN
-// (…) list: Ack and Drop delete the rows or stamp processed_at; Retry adds one to attempt
+// and commits it: Ack and Drop delete the rows or stamp processed_at; Retry adds one to attempt
 // (without an attempt column the rows are left as they were); RetryAfter sets retry_after and
-// adds one to attempt, one statement per distinct delay (without a retry_after column it acts as
-// Retry and logs a warning). The zero outcome is retried, as the consumer does. Each statement
-// binds a parameter per row, which bounds a batch by the database's limit on parameters
-// (65,535 on Postgres and MySQL).
+// adds one to attempt (without a retry_after column it acts as Retry and logs a warning). The
+// zero outcome is retried, as the consumer does. On Postgres each kind of outcome is one
+// statement naming its rows in an id IN (…) list (RetryAfter one per distinct delay), which
+// binds a parameter per row: a batch stays under Postgres's 65,535 parameters a statement. On
+// MySQL and MariaDB each row is one statement on its id, as a single delivery settles: InnoDB
+// may take an IN list through a scan, which waits for the rows other batches hold. Either way
+// the batch commits once.
 //
 // The transaction holds every row of the batch until it ends, so no row is lost while the
 // batch is in work: a row lock batch never fails with inbox.ErrLeaseLost.
@@ -128,7 +131,13 @@ func (f *Form[D]) SettleBatch(ctx context.Context, ds []*inbox.Delivery, os []ou
 		}
 	}
 	for _, s := range stmts {
-		if _, err := h.tx.ExecContext(ctx, s.query, s.args...); err != nil {
+		var err error
+		if s.stmt != nil {
+			_, err = h.tx.StmtContext(ctx, s.stmt).ExecContext(ctx, s.args...)
+		} else {
+			_, err = h.tx.ExecContext(ctx, s.query, s.args...)
+		}
+		if err != nil {
 			return f.fail(h, ds, "the "+s.what+" statement", err)
 		}
 	}
@@ -138,15 +147,18 @@ func (f *Form[D]) SettleBatch(ctx context.Context, ds []*inbox.Delivery, os []ou
 	return nil
 }
 
-// batchSettlement is one statement of a batch's settlement.
+// batchSettlement is one statement of a batch's settlement: one of the form's prepared
+// statements for a single row, or a query over an id IN list.
 type batchSettlement struct {
-	what, query string
-	args        []any
+	what  string
+	stmt  *sql.Stmt
+	query string
+	args  []any
 }
 
 // batchSettlements are the statements that apply os to the rows of ds: ack (with drop), retry,
-// then retry after, one per distinct delay, each present when a row needs it. With ackAsRetry an
-// Ack is settled as a Retry.
+// then retry after, one per distinct delay, each present when a row needs it; on MySQL and
+// MariaDB each of these is a statement per row. With ackAsRetry an Ack is settled as a Retry.
 func (f *Form[D]) batchSettlements(ds []*inbox.Delivery, os []outcome.Outcome, ackAsRetry bool) []batchSettlement {
 	var (
 		acks, retries, unscheduled []int64
@@ -157,7 +169,7 @@ func (f *Form[D]) batchSettlements(ds []*inbox.Delivery, os []outcome.Outcome, a
 		switch k := os[i].Kind(); {
 		case k == outcome.KindDrop, k == outcome.KindAck && !ackAsRetry:
 			acks = append(acks, d.ID)
-		case k == outcome.KindRetryAfter && f.t.RetryAfter != "":
+		case k == outcome.KindRetryAfter && f.retryAfter != nil:
 			delay := os[i].Delay()
 			if _, ok := later[delay]; !ok {
 				delays = append(delays, delay)
@@ -175,23 +187,31 @@ func (f *Form[D]) batchSettlements(ds []*inbox.Delivery, os []outcome.Outcome, a
 			"table", f.t.Name, "queue", f.q.Name, "ids", unscheduled)
 	}
 
+	var out []batchSettlement
+	// add settles ids with one statement, head (its parameters numbered by p, bound to lead)
+	// WHERE id IN (…); or, without IN lists, with one, the single row's statement, per row.
+	add := func(what string, one *sql.Stmt, p *stmt.Params, head string, ids []int64, lead ...any) {
+		if f.inLists() {
+			in, args := f.idIn(p, ids, lead...)
+			out = append(out, batchSettlement{what: what, query: head + " WHERE " + in, args: args})
+			return
+		}
+		for _, id := range ids {
+			out = append(out, batchSettlement{what: what, stmt: one, args: append(slices.Clip(lead), id)})
+		}
+	}
 	t := f.st.Q
 	now := time.Now()
-	var out []batchSettlement
 	if len(acks) > 0 {
 		p := f.st.Params()
 		if t.ProcessedAt != "" {
-			set := t.ProcessedAt + " = " + p.Next()
-			in, args := f.idIn(p, acks, f.d.Time(now))
-			out = append(out, batchSettlement{"ack", "UPDATE " + t.Name + " SET " + set + " WHERE " + in, args})
+			add("ack", f.ack, p, "UPDATE "+t.Name+" SET "+t.ProcessedAt+" = "+p.Next(), acks, f.d.Time(now))
 		} else {
-			in, args := f.idIn(p, acks)
-			out = append(out, batchSettlement{"ack", "DELETE FROM " + t.Name + " WHERE " + in, args})
+			add("ack", f.ack, p, "DELETE FROM "+t.Name, acks)
 		}
 	}
-	if len(retries) > 0 && t.Attempt != "" {
-		in, args := f.idIn(f.st.Params(), retries)
-		out = append(out, batchSettlement{"retry", "UPDATE " + t.Name + " SET " + t.Attempt + " = " + t.Attempt + " + 1 WHERE " + in, args})
+	if len(retries) > 0 && f.retry != nil {
+		add("retry", f.retry, f.st.Params(), "UPDATE "+t.Name+" SET "+t.Attempt+" = "+t.Attempt+" + 1", retries)
 	}
 	for _, delay := range delays {
 		p := f.st.Params()
@@ -199,11 +219,19 @@ func (f *Form[D]) batchSettlements(ds []*inbox.Delivery, os []outcome.Outcome, a
 		if t.Attempt != "" {
 			set += ", " + t.Attempt + " = " + t.Attempt + " + 1"
 		}
-		in, args := f.idIn(p, later[delay], f.d.Time(now.Add(delay)))
-		out = append(out, batchSettlement{"retry after", "UPDATE " + t.Name + " SET " + set + " WHERE " + in, args})
+		add("retry after", f.retryAfter, p, "UPDATE "+t.Name+" SET "+set, later[delay], f.d.Time(now.Add(delay)))
 	}
 	return out
 }
+
+// inLists reports whether a batch's rows of one outcome settle with one statement over an id
+// IN list: on Postgres. On MySQL and MariaDB InnoDB's optimizer takes an IN list through a scan
+// whenever it thinks the table small, and a scanning DELETE (at read committed; any scanning
+// statement above it) locks every row it reads, waiting for the rows other batches hold until
+// they settle: on MariaDB 10.11 batch consumers draining a table deadlocked and timed out that
+// way. There each row settles with its own statement on the primary key, as a single delivery
+// does; the batch still shares one claim and one commit.
+func (f *Form[D]) inLists() bool { return f.d.Name() == "postgres" }
 
 // idIn is the predicate "id IN (…)" over ids, numbered on from p, and the statement's
 // arguments: args, then the ids.

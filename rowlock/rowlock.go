@@ -25,13 +25,15 @@
 // n rows with one SELECT … LIMIT n FOR UPDATE SKIP LOCKED in one transaction, and that one
 // transaction, on one pooled connection, holds every row of the batch until SettleBatch commits
 // it, ReleaseBatch rolls it back, or the process dies; what is said above of a row holds for
-// each row of a batch. SettleBatch runs one statement per kind of outcome, naming its rows in an
-// id IN (…) list, and one COMMIT, so a batch of n rows costs a claim, a commit and at most a few
-// statements where single deliveries cost n of each. In exchange every row of a batch stays
-// locked until the batch settles, and a batch settles or returns whole: a failed settlement
-// statement or COMMIT returns every row of the batch, unchanged. In transactional mode the
-// batch's rows share its transaction: the handler's writes commit only when every outcome is
-// Ack; otherwise they roll back, the other outcomes settle, and the Acks are retried.
+// each row of a batch. SettleBatch commits once: on Postgres after one statement per kind of
+// outcome, naming its rows in an id IN (…) list; on MySQL and MariaDB after one statement per
+// row on its id, since InnoDB may take an IN list through a scan that waits for the rows other
+// batches hold. A batch of n rows thus costs one claim and one commit where single deliveries
+// cost n of each. In exchange every row of a batch stays locked until the batch settles, and
+// a batch settles or returns whole: a failed settlement statement or COMMIT returns every row
+// of the batch, unchanged. In transactional mode the batch's rows share its transaction: the
+// handler's writes commit only when every outcome is Ack; otherwise they roll back, the other
+// outcomes settle, and the Acks are retried.
 //
 // # Isolation levels
 //

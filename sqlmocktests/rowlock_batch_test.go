@@ -6,6 +6,7 @@ import (
 	"database/sql/driver"
 	"errors"
 	"log/slog"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -17,15 +18,16 @@ import (
 )
 
 // rowlockBatchStatements are the statements of a batch of up to 8 rows on the full table: the
-// claim, and the settlement statements over id IN lists of the lengths the tests settle.
+// claim, and on Postgres the settlement statements over id IN lists of the lengths the tests
+// settle. MySQL and MariaDB settle each row with the single delivery's statement.
 type rowlockBatchStatements struct {
 	claim                                    string
 	ack1, ack2, ack7                         string
 	retry2, retry3, retryAfter1, retryAfter2 string
 }
 
-var rowlockBatchByDialect = map[string]rowlockBatchStatements{
-	"postgres": {
+var (
+	rowlockBatchPostgres = rowlockBatchStatements{
 		claim:       `SELECT "id", "payload", "attempt", "grp", "headers" FROM "jobs" WHERE "processed_at" IS NULL AND ("retry_after" IS NULL OR "retry_after" <= $1) AND "grp" = $2 ORDER BY "priority", "retry_after" NULLS FIRST, "id" LIMIT 8 FOR UPDATE SKIP LOCKED`,
 		ack1:        `UPDATE "jobs" SET "processed_at" = $1 WHERE "id" IN ($2)`,
 		ack2:        `UPDATE "jobs" SET "processed_at" = $1 WHERE "id" IN ($2, $3)`,
@@ -34,25 +36,46 @@ var rowlockBatchByDialect = map[string]rowlockBatchStatements{
 		retry3:      `UPDATE "jobs" SET "attempt" = "attempt" + 1 WHERE "id" IN ($1, $2, $3)`,
 		retryAfter1: `UPDATE "jobs" SET "retry_after" = $1, "attempt" = "attempt" + 1 WHERE "id" IN ($2)`,
 		retryAfter2: `UPDATE "jobs" SET "retry_after" = $1, "attempt" = "attempt" + 1 WHERE "id" IN ($2, $3)`,
-	},
-	"mysql": {
-		claim:       "SELECT `id`, `payload`, `attempt`, `grp`, `headers` FROM `jobs` WHERE `processed_at` IS NULL AND (`retry_after` IS NULL OR `retry_after` <= ?) AND `grp` = ? ORDER BY `priority`, `retry_after`, `id` LIMIT 8 FOR UPDATE SKIP LOCKED",
-		ack1:        "UPDATE `jobs` SET `processed_at` = ? WHERE `id` IN (?)",
-		ack2:        "UPDATE `jobs` SET `processed_at` = ? WHERE `id` IN (?, ?)",
-		ack7:        "UPDATE `jobs` SET `processed_at` = ? WHERE `id` IN (?, ?, ?, ?, ?, ?, ?)",
-		retry2:      "UPDATE `jobs` SET `attempt` = `attempt` + 1 WHERE `id` IN (?, ?)",
-		retry3:      "UPDATE `jobs` SET `attempt` = `attempt` + 1 WHERE `id` IN (?, ?, ?)",
-		retryAfter1: "UPDATE `jobs` SET `retry_after` = ?, `attempt` = `attempt` + 1 WHERE `id` IN (?)",
-		retryAfter2: "UPDATE `jobs` SET `retry_after` = ?, `attempt` = `attempt` + 1 WHERE `id` IN (?, ?)",
-	},
-}
+	}
+	rowlockBatchMySQL = rowlockBatchStatements{
+		claim: "SELECT `id`, `payload`, `attempt`, `grp`, `headers` FROM `jobs` WHERE `processed_at` IS NULL AND (`retry_after` IS NULL OR `retry_after` <= ?) AND `grp` = ? ORDER BY `priority`, `retry_after`, `id` LIMIT 8 FOR UPDATE SKIP LOCKED",
+	}
+)
 
-// rowlockBatchDialects are the dialects the batch statements are pinned on: Postgres and MySQL
-// text (MariaDB runs the MySQL text).
+// rowlockBatchDialects are the dialects the batch statements are pinned on: Postgres, and MySQL
+// (MariaDB runs the same text).
 var rowlockBatchDialects = []rowlockDialect{rowlockPostgres, rowlockMySQL}
 
 func rowlockBatchSQL(dc rowlockDialect) rowlockBatchStatements {
-	return rowlockBatchByDialect[strings.Fields(dc.name)[0]]
+	if strings.HasPrefix(dc.name, "postgres") {
+		return rowlockBatchPostgres
+	}
+	return rowlockBatchMySQL
+}
+
+// rowlockBatchGroup is the settlement of a batch's rows of one kind of outcome: on Postgres one
+// statement, in, over the rows' IN list; on MySQL the single row's statement, one, per row.
+// Either binds lead before the ids.
+type rowlockBatchGroup struct {
+	in, one string
+	lead    []driver.Value
+	ids     []int64
+}
+
+func rowlockExpectBatchGroups(m *recorder, dc rowlockDialect, groups []rowlockBatchGroup) {
+	for _, g := range groups {
+		if strings.HasPrefix(dc.name, "postgres") {
+			args := slices.Clip(g.lead)
+			for _, id := range g.ids {
+				args = append(args, id)
+			}
+			m.mock.ExpectExec(g.in).WithArgs(args...).WillReturnResult(sqlmock.NewResult(0, int64(len(g.ids))))
+			continue
+		}
+		for _, id := range g.ids {
+			m.mock.ExpectExec(g.one).WithArgs(append(slices.Clip(g.lead), id)...).WillReturnResult(sqlmock.NewResult(0, 1))
+		}
+	}
 }
 
 // rowlockExpectBatchClaim expects a batch claim's transaction and select on the full table,
@@ -78,13 +101,15 @@ func rowlockClaimBatch(t *testing.T, f inbox.Form, max, want int) []*inbox.Deliv
 	return ds
 }
 
-// TestRowlockBatchSettles pins the statement sequence of a batch on Postgres and MySQL: the
-// LIMIT 8 claim prepared once and closed at Close, one transaction at the dialect's level, and
-// one statement per kind of outcome over an id IN list (one per distinct delay for
-// RetryAfter), then COMMIT. In transactional mode the batch shares one savepoint: all Acks
-// keep the handler's write; any other outcome rolls it back and settles the Acks as Retries.
+// TestRowlockBatchSettles pins the statement sequence of a batch: the LIMIT 8 claim prepared
+// once and closed at Close, one transaction at the dialect's level, the settlement, COMMIT. On
+// Postgres the settlement is one statement per kind of outcome over an id IN list (one per
+// distinct delay for RetryAfter); on MySQL one statement per row, on its id. In transactional
+// mode the batch shares one savepoint: all Acks keep the handler's write; any other outcome
+// rolls it back and settles the Acks as Retries.
 func TestRowlockBatchSettles(t *testing.T) {
-	ts := func(d time.Duration) rowlockTimeNear { return rowlockTimeNear{time.Now().Add(d)} }
+	ts := func(d time.Duration) driver.Value { return rowlockTimeNear{time.Now().Add(d)} }
+	pg, my := rowlockBatchPostgres, rowlockMySQLFull
 	mixed := []outcome.Outcome{
 		outcome.Ack(), outcome.Retry(), outcome.RetryAfter(time.Hour), outcome.Drop(),
 		{}, outcome.RetryAfter(time.Hour), outcome.RetryAfter(time.Minute),
@@ -93,31 +118,27 @@ func TestRowlockBatchSettles(t *testing.T) {
 	for i := range allAck {
 		allAck[i] = outcome.Ack()
 	}
-	type exec struct {
-		stmt func(rowlockBatchStatements) string
-		args []driver.Value
-	}
 	cases := []struct {
 		name          string
 		transactional bool
 		outcomes      []outcome.Outcome
 		rollbackTo    bool
-		execs         []exec
+		groups        []rowlockBatchGroup
 	}{
-		{"mixed", false, mixed, false, []exec{
-			{func(s rowlockBatchStatements) string { return s.ack2 }, []driver.Value{ts(0), int64(1), int64(4)}},
-			{func(s rowlockBatchStatements) string { return s.retry2 }, []driver.Value{int64(2), int64(5)}},
-			{func(s rowlockBatchStatements) string { return s.retryAfter2 }, []driver.Value{ts(time.Hour), int64(3), int64(6)}},
-			{func(s rowlockBatchStatements) string { return s.retryAfter1 }, []driver.Value{ts(time.Minute), int64(7)}},
+		{"mixed", false, mixed, false, []rowlockBatchGroup{
+			{pg.ack2, my.ack, []driver.Value{ts(0)}, []int64{1, 4}},
+			{pg.retry2, my.retry, nil, []int64{2, 5}},
+			{pg.retryAfter2, my.retryAfter, []driver.Value{ts(time.Hour)}, []int64{3, 6}},
+			{pg.retryAfter1, my.retryAfter, []driver.Value{ts(time.Minute)}, []int64{7}},
 		}},
-		{"mixed/transactional", true, mixed, true, []exec{
-			{func(s rowlockBatchStatements) string { return s.ack1 }, []driver.Value{ts(0), int64(4)}},
-			{func(s rowlockBatchStatements) string { return s.retry3 }, []driver.Value{int64(1), int64(2), int64(5)}},
-			{func(s rowlockBatchStatements) string { return s.retryAfter2 }, []driver.Value{ts(time.Hour), int64(3), int64(6)}},
-			{func(s rowlockBatchStatements) string { return s.retryAfter1 }, []driver.Value{ts(time.Minute), int64(7)}},
+		{"mixed/transactional", true, mixed, true, []rowlockBatchGroup{
+			{pg.ack1, my.ack, []driver.Value{ts(0)}, []int64{4}},
+			{pg.retry3, my.retry, nil, []int64{1, 2, 5}},
+			{pg.retryAfter2, my.retryAfter, []driver.Value{ts(time.Hour)}, []int64{3, 6}},
+			{pg.retryAfter1, my.retryAfter, []driver.Value{ts(time.Minute)}, []int64{7}},
 		}},
-		{"all ack/transactional", true, allAck, false, []exec{
-			{func(s rowlockBatchStatements) string { return s.ack7 }, []driver.Value{ts(0), int64(1), int64(2), int64(3), int64(4), int64(5), int64(6), int64(7)}},
+		{"all ack/transactional", true, allAck, false, []rowlockBatchGroup{
+			{pg.ack7, my.ack, []driver.Value{ts(0)}, []int64{1, 2, 3, 4, 5, 6, 7}},
 		}},
 	}
 	for _, dc := range rowlockBatchDialects {
@@ -135,9 +156,7 @@ func TestRowlockBatchSettles(t *testing.T) {
 				if c.rollbackTo {
 					m.mock.ExpectExec("ROLLBACK TO SAVEPOINT inbox_handler").WillReturnResult(sqlmock.NewResult(0, 0))
 				}
-				for _, e := range c.execs {
-					m.mock.ExpectExec(e.stmt(bs)).WithArgs(e.args...).WillReturnResult(sqlmock.NewResult(0, int64(len(e.args))))
-				}
+				rowlockExpectBatchGroups(m, dc, c.groups)
 				m.mock.ExpectCommit()
 
 				f := dc.form(rowlockFullTable)
@@ -179,21 +198,23 @@ func TestRowlockBatchSettles(t *testing.T) {
 }
 
 // TestRowlockBatchMinimalTable: without the optional columns the batch's Acks and Drops are
-// deleted by one DELETE … IN, and its Retries and RetryAfters leave their rows as they were
+// deleted (by one DELETE … IN on Postgres, a DELETE per row on MySQL), and its Retries and RetryAfters leave their rows as they were
 // (RetryAfter warns); a batch of nothing but retries rolls back.
 func TestRowlockBatchMinimalTable(t *testing.T) {
 	for _, c := range []struct {
-		dc                rowlockDialect
-		claim, deleteTwo  string
-		outcomes          []outcome.Outcome
-		deletes, rollback bool
+		dc       rowlockDialect
+		claim    string
+		deletes  []string // the statements that delete rows 1 and 3, nil: a rollback instead
+		outcomes []outcome.Outcome
 	}{
-		{dc: rowlockPostgres, claim: `SELECT "id", "payload" FROM "jobs" WHERE 1 = 1 ORDER BY "id" LIMIT 4 FOR UPDATE SKIP LOCKED`, deleteTwo: `DELETE FROM "jobs" WHERE "id" IN ($1, $2)`,
-			outcomes: []outcome.Outcome{outcome.Ack(), outcome.RetryAfter(time.Minute), outcome.Drop()}, deletes: true},
-		{dc: rowlockMySQL, claim: "SELECT `id`, `payload` FROM `jobs` WHERE 1 = 1 ORDER BY `id` LIMIT 4 FOR UPDATE SKIP LOCKED", deleteTwo: "DELETE FROM `jobs` WHERE `id` IN (?, ?)",
-			outcomes: []outcome.Outcome{outcome.Drop(), outcome.Retry(), outcome.Ack()}, deletes: true},
 		{dc: rowlockPostgres, claim: `SELECT "id", "payload" FROM "jobs" WHERE 1 = 1 ORDER BY "id" LIMIT 4 FOR UPDATE SKIP LOCKED`,
-			outcomes: []outcome.Outcome{outcome.Retry(), outcome.RetryAfter(time.Minute), {}}, rollback: true},
+			deletes:  []string{`DELETE FROM "jobs" WHERE "id" IN ($1, $2)`},
+			outcomes: []outcome.Outcome{outcome.Ack(), outcome.RetryAfter(time.Minute), outcome.Drop()}},
+		{dc: rowlockMySQL, claim: "SELECT `id`, `payload` FROM `jobs` WHERE 1 = 1 ORDER BY `id` LIMIT 4 FOR UPDATE SKIP LOCKED",
+			deletes:  []string{"DELETE FROM `jobs` WHERE `id` = ?", "DELETE FROM `jobs` WHERE `id` = ?"},
+			outcomes: []outcome.Outcome{outcome.Drop(), outcome.Retry(), outcome.Ack()}},
+		{dc: rowlockPostgres, claim: `SELECT "id", "payload" FROM "jobs" WHERE 1 = 1 ORDER BY "id" LIMIT 4 FOR UPDATE SKIP LOCKED`,
+			outcomes: []outcome.Outcome{outcome.Retry(), outcome.RetryAfter(time.Minute), {}}},
 	} {
 		dc := c.dc
 		t.Run(dc.name+"/"+c.outcomes[0].String()+","+c.outcomes[1].String()+","+c.outcomes[2].String(), func(t *testing.T) {
@@ -203,12 +224,16 @@ func TestRowlockBatchMinimalTable(t *testing.T) {
 			m.mock.ExpectBegin()
 			m.mock.ExpectQuery(c.claim).WithoutArgs().
 				WillReturnRows(sqlmock.NewRows([]string{"id", "payload"}).AddRow(int64(1), []byte("a")).AddRow(int64(2), []byte("b")).AddRow(int64(3), []byte("c")))
-			if c.deletes {
-				m.mock.ExpectExec(c.deleteTwo).WithArgs(int64(1), int64(3)).WillReturnResult(sqlmock.NewResult(0, 2))
-				m.mock.ExpectCommit()
-			}
-			if c.rollback {
+			switch len(c.deletes) {
+			case 0:
 				m.mock.ExpectRollback()
+			case 1:
+				m.mock.ExpectExec(c.deletes[0]).WithArgs(int64(1), int64(3)).WillReturnResult(sqlmock.NewResult(0, 2))
+				m.mock.ExpectCommit()
+			default:
+				m.mock.ExpectExec(c.deletes[0]).WithArgs(int64(1)).WillReturnResult(sqlmock.NewResult(0, 1))
+				m.mock.ExpectExec(c.deletes[1]).WithArgs(int64(3)).WillReturnResult(sqlmock.NewResult(0, 1))
+				m.mock.ExpectCommit()
 			}
 
 			var logs bytes.Buffer
@@ -404,11 +429,20 @@ func TestRowlockBatchFailures(t *testing.T) {
 				m.mock.ExpectPrepare(bs.claim).WillBeClosed()
 				rowlockExpectBatchClaim(m, dc, 2)
 				broken := errors.New("connection reset by peer")
+				// The first statement of the settlement: on Postgres the retry of both rows, on
+				// MySQL the retry of row 1, then of row 2.
+				first, firstArgs := bs.retry2, []driver.Value{int64(1), int64(2)}
+				if dc.name == "mysql" {
+					first, firstArgs = dc.full.retry, []driver.Value{int64(1)}
+				}
 				if commit {
-					m.mock.ExpectExec(bs.retry2).WithArgs(int64(1), int64(2)).WillReturnResult(sqlmock.NewResult(0, 2))
+					m.mock.ExpectExec(first).WithArgs(firstArgs...).WillReturnResult(sqlmock.NewResult(0, 2))
+					if dc.name == "mysql" {
+						m.mock.ExpectExec(dc.full.retry).WithArgs(int64(2)).WillReturnResult(sqlmock.NewResult(0, 1))
+					}
 					m.mock.ExpectCommit().WillReturnError(broken)
 				} else {
-					m.mock.ExpectExec(bs.retry2).WithArgs(int64(1), int64(2)).WillReturnError(broken)
+					m.mock.ExpectExec(first).WithArgs(firstArgs...).WillReturnError(broken)
 					m.mock.ExpectRollback()
 				}
 
