@@ -229,8 +229,8 @@ func (f *Form[D]) batchSettlements(ds []*inbox.Delivery, os []outcome.Outcome, a
 // whenever it thinks the table small, and a scanning DELETE (at read committed; any scanning
 // statement above it) locks every row it reads, waiting for the rows other batches hold until
 // they settle: on MariaDB 10.11 batch consumers draining a table deadlocked and timed out that
-// way. There each row settles with its own statement on the primary key, as a single delivery
-// does; the batch still shares one claim and one commit.
+// way. There each row settles with its own statement on its id, as a single delivery does; the
+// batch still shares one claim and one commit.
 func (f *Form[D]) inLists() bool { return f.d.Name() == "postgres" }
 
 // idIn is the predicate "id IN (…)" over ids, numbered on from p, and the statement's
