@@ -50,6 +50,19 @@ func advisoryBatchIn(b backend, n int) string {
 	return "IN (" + strings.Join(advisoryBatchParams(b, n), ", ") + ")"
 }
 
+// advisoryBatchWait waits for cond, failing with what after a bound generous enough for a drain
+// on a machine shared with other test runs (a few seconds on a quiet one).
+func advisoryBatchWait(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(90 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
 // TestAdvisoryBatchDrain drains 2,000 rows with two batch consumers (each with its own pool) of
 // four workers each: every row is handled exactly once.
 func TestAdvisoryBatchDrain(t *testing.T) {
@@ -85,7 +98,7 @@ func TestAdvisoryBatchDrain(t *testing.T) {
 				f := advisoryBatchForm(t, b, tbl, tbl.Name+"-{id}")
 				startConsumer(t, inbox.NewBatchConsumer(pool, f, 32, h, &inbox.Config{Queue: "q", Workers: 4, PollInterval: 10 * time.Millisecond}))
 			}
-			advisoryWait(t, "every row handled", func() bool {
+			advisoryBatchWait(t, "every row handled", func() bool {
 				mu.Lock()
 				defer mu.Unlock()
 				return total >= rows && count(t, db, "SELECT COUNT(*) FROM "+name+" WHERE processed_at IS NULL") == 0
@@ -158,7 +171,7 @@ func TestAdvisoryBatchAccountsNeverShared(t *testing.T) {
 				f := advisoryBatchForm(t, b, tbl, tbl.Name+"-acct-{account}")
 				startConsumer(t, inbox.NewBatchConsumer(pool, f, 8, h, &inbox.Config{Queue: "q", Workers: 3, PollInterval: 10 * time.Millisecond}))
 			}
-			advisoryWait(t, "every row handled", func() bool {
+			advisoryBatchWait(t, "every row handled", func() bool {
 				mu.Lock()
 				defer mu.Unlock()
 				return total >= rows && count(t, db, "SELECT COUNT(*) FROM "+name+" WHERE processed_at IS NULL") == 0
