@@ -6,6 +6,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"runtime/pprof"
@@ -30,8 +31,9 @@ median, min and max msgs/s per cell and library/raw. Then enqueue-to-handler lat
 publish rate, and (with -memory) peak RSS while draining a large table.
 
 Cells: Postgres rowlock, lease, advisory; MySQL dialect (on the MariaDB server) and MariaDB
-dialect, the same three; SQLite lease. The library has no batch API: batch cells run the raw loop
-only.
+dialect, the same three; SQLite lease; each with single deliveries (-batch 1) and batches
+(-batch above 1: inbox.NewBatchConsumer, one handler call per batch, beside a raw loop running
+the statements of the form's ClaimBatch and SettleBatch).
 
 flags:
 `
@@ -60,6 +62,9 @@ type benchConfig struct {
 	memory   bool
 	memoryN  int
 	memoryDB string
+
+	// out receives the tables (stdout); the progress and per-round lines go to stderr.
+	out io.Writer
 }
 
 // defaultDSNs are the databases of the development machines; SQLite gets a new file in a
@@ -87,10 +92,10 @@ func parseBenchFlags(args []string) (*benchConfig, error) {
 		fmt.Fprint(fs.Output(), benchUsage)
 		fs.PrintDefaults()
 	}
-	cfg := &benchConfig{dsns: map[string]string{}}
+	cfg := &benchConfig{dsns: map[string]string{}, out: os.Stdout}
 	fs.IntVar(&cfg.n, "n", 20000, "rows to prefill and drain per round")
 	workers := fs.String("workers", "1,4,8", "worker counts, comma-separated")
-	batches := fs.String("batch", "1,16", "rows per claim, comma-separated (above 1: raw loops only; the library has no batch API)")
+	batches := fs.String("batch", "1,16", "rows per claim, comma-separated (above 1: the library's batch consumer, beside a raw loop running the form's batch statements)")
 	fs.IntVar(&cfg.rounds, "rounds", 3, "rounds per cell (library and raw interleaved)")
 	dbs := fs.String("db", strings.Join(allDBs, ","), "databases: postgres, mysql (the MySQL dialect, on the MySQL or MariaDB server its DSN names), mariadb, sqlite")
 	forms := fs.String("forms", strings.Join(allForms, ","), "forms: rowlock, lease, advisory (SQLite runs lease only)")
@@ -181,6 +186,7 @@ type cell struct {
 	workers  int
 	lib, raw []float64 // msgs/s per round; 0 for a round whose drain check failed
 	failures []string
+	notes    []string // rounds counted with something to say: rows handled again
 }
 
 // failed records a round whose drain check failed (a row left or handled twice: the run goes on
@@ -225,9 +231,17 @@ func bench(ctx context.Context, args []string) error {
 	if len(cfg.fromLogs) > 0 {
 		return replot(cfg)
 	}
+	_, err = runBench(ctx, cfg)
+	return err
+}
+
+// runBench runs the throughput cells, then the latency and memory runs cfg asks for, printing
+// the tables to cfg.out; it returns the throughput cells. A round whose drain check fails is in
+// its cell's failures, not an error.
+func runBench(ctx context.Context, cfg *benchConfig) ([]*cell, error) {
 	tmp, err := os.MkdirTemp("", "inbox-bench-")
 	if err != nil {
-		return err
+		return nil, err
 	}
 	defer os.RemoveAll(tmp)
 
@@ -252,19 +266,19 @@ func bench(ctx context.Context, args []string) error {
 		}
 		t, err := openTarget(ctx, name, dsn, maxWorkers+2)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		targets = append(targets, t)
 		for _, form := range forms {
 			if err := createBenchTable(ctx, t, form); err != nil {
-				return fmt.Errorf("%s: creating the %s table: %w", name, form, err)
+				return nil, fmt.Errorf("%s: creating the %s table: %w", name, form, err)
 			}
 		}
 	}
 	if len(targets) == 0 {
-		return errors.New("bench: no database runs the forms asked for (SQLite runs lease only)")
+		return nil, errors.New("bench: no database runs the forms asked for (SQLite runs lease only)")
 	}
-	printMachine(ctx, targets)
+	printMachine(ctx, cfg.out, targets)
 
 	// The plan, in the order it runs: per database and form, per worker count, rounds of
 	// library and raw drains interleaved.
@@ -275,10 +289,7 @@ func bench(ctx context.Context, args []string) error {
 			for _, w := range cfg.workers {
 				for _, b := range cfg.batches {
 					cells = append(cells, &cell{db: t.name, form: form, batch: b, workers: w})
-					drains += cfg.rounds
-					if b == 1 {
-						drains += cfg.rounds
-					}
+					drains += 2 * cfg.rounds
 				}
 			}
 		}
@@ -299,19 +310,20 @@ func bench(ctx context.Context, args []string) error {
 				}
 				for r := 1; r <= cfg.rounds; r++ {
 					for _, c := range row {
-						if c.batch == 1 {
-							bar.setLabel(fmt.Sprintf("%s %s W=%d library, round %d/%d", t.name, form, w, r, cfg.rounds))
-							rate, err := drainLibrary(ctx, t, form, cfg, w, bar)
-							if err := c.failed(err, "library", r); err != nil {
-								return fmt.Errorf("%s %s, %d workers, library: %w", t.name, form, w, err)
-							}
-							c.lib = append(c.lib, rate)
-							bar.logf("%-8s %-8s W=%d batch=%-2d library  round %d: %8.0f msgs/s", t.name, form, w, c.batch, r, rate)
+						bar.setLabel(fmt.Sprintf("%s %s W=%d library batch %d, round %d/%d", t.name, form, w, c.batch, r, cfg.rounds))
+						rate, note, err := drainLibrary(ctx, t, form, cfg, w, c.batch, bar)
+						if err := c.failed(err, "library", r); err != nil {
+							return nil, fmt.Errorf("%s %s, %d workers, library batch %d: %w", t.name, form, w, c.batch, err)
+						}
+						c.lib = append(c.lib, rate)
+						bar.logf("%-8s %-8s W=%d batch=%-2d library  round %d: %8.0f msgs/s", t.name, form, w, c.batch, r, rate)
+						if note != "" {
+							c.notes = append(c.notes, fmt.Sprintf("library round %d: %s", r, note))
 						}
 						bar.setLabel(fmt.Sprintf("%s %s W=%d raw batch %d, round %d/%d", t.name, form, w, c.batch, r, cfg.rounds))
-						rate, err := drainRaw(ctx, t, form, cfg, w, c.batch, bar)
+						rate, err = drainRaw(ctx, t, form, cfg, w, c.batch, bar)
 						if err := c.failed(err, "raw", r); err != nil {
-							return fmt.Errorf("%s %s, %d workers, raw batch %d: %w", t.name, form, w, c.batch, err)
+							return nil, fmt.Errorf("%s %s, %d workers, raw batch %d: %w", t.name, form, w, c.batch, err)
 						}
 						c.raw = append(c.raw, rate)
 						bar.logf("%-8s %-8s W=%d batch=%-2d raw      round %d: %8.0f msgs/s", t.name, form, w, c.batch, r, rate)
@@ -322,32 +334,32 @@ func bench(ctx context.Context, args []string) error {
 	}
 	bar.stop()
 
-	fmt.Printf("\nThroughput: %d rows per round, %d rounds, msgs/s median (min–max)\n\n", cfg.n, cfg.rounds)
-	printCells(os.Stdout, cells)
+	fmt.Fprintf(cfg.out, "\nThroughput: %d rows per round, %d rounds, msgs/s median (min–max)\n\n", cfg.n, cfg.rounds)
+	printCells(cfg.out, cells)
 	for _, c := range cells {
-		for _, f := range c.failures {
-			fmt.Printf("\n%s %s, batch %d, %d workers: %s", dbLabel(c.db), c.form, c.batch, c.workers, f)
+		for _, f := range slices.Concat(c.failures, c.notes) {
+			fmt.Fprintf(cfg.out, "\n%s %s, batch %d, %d workers: %s", dbLabel(c.db), c.form, c.batch, c.workers, f)
 		}
 	}
 	if cfg.plot != "" {
 		if err := writePlot(cfg.plot, cells, cfg); err != nil {
-			return err
+			return nil, err
 		}
-		fmt.Printf("\nplot written to %s\n", cfg.plot)
+		fmt.Fprintf(cfg.out, "\nplot written to %s\n", cfg.plot)
 	}
 
 	if cfg.latencyFor > 0 {
-		fmt.Printf("\nLatency: enqueue to handler, %d rows/s one at a time for %s, %d workers\n\n", cfg.latencyRate, cfg.latencyFor, cfg.latencyWorkers)
+		fmt.Fprintf(cfg.out, "\nLatency: enqueue to handler, %d rows/s one at a time for %s, %d workers\n\n", cfg.latencyRate, cfg.latencyFor, cfg.latencyWorkers)
 		if err := runLatency(ctx, targets, cfg); err != nil {
-			return err
+			return nil, err
 		}
 	}
 	if cfg.memory {
 		if err := runMemory(ctx, cfg, tmp); err != nil {
-			return err
+			return nil, err
 		}
 	}
-	return nil
+	return cells, nil
 }
 
 // onlyOn keeps the forms that run on database db.
@@ -362,9 +374,9 @@ func onlyOn(db string, forms []string) []string {
 }
 
 // printMachine prints what the numbers depend on: cores and each server's version and fsync.
-func printMachine(ctx context.Context, targets []*target) {
-	fmt.Printf("machine   %d cores (GOMAXPROCS %d), %s\n", numCPU(), gomaxprocs(), goVersion())
+func printMachine(ctx context.Context, out io.Writer, targets []*target) {
+	fmt.Fprintf(out, "machine   %d cores (GOMAXPROCS %d), %s\n", numCPU(), gomaxprocs(), goVersion())
 	for _, t := range targets {
-		fmt.Printf("%-9s %s\n", t.name, serverFacts(ctx, t))
+		fmt.Fprintf(out, "%-9s %s\n", t.name, serverFacts(ctx, t))
 	}
 }

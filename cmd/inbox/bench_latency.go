@@ -26,8 +26,8 @@ import (
 // inbox.Enqueue, which wakes the consumer in this process at once (PollInterval left at its
 // 1 s default), and inserted by plain SQL, which the consumer finds by polling every 100 ms.
 func runLatency(ctx context.Context, targets []*target, cfg *benchConfig) error {
-	fmt.Println("| database | form | publish | p50 | p99 | max | rows |")
-	fmt.Println("|---|---|---|--:|--:|--:|--:|")
+	fmt.Fprintln(cfg.out, "| database | form | publish | p50 | p99 | max | rows |")
+	fmt.Fprintln(cfg.out, "|---|---|---|--:|--:|--:|--:|")
 	for _, t := range targets {
 		t.db.SetMaxOpenConns(cfg.latencyWorkers + 2)
 		t.db.SetMaxIdleConns(cfg.latencyWorkers + 2)
@@ -41,7 +41,7 @@ func runLatency(ctx context.Context, targets []*target, cfg *benchConfig) error 
 				if !wake {
 					how = "plain INSERT (poll 100ms)"
 				}
-				fmt.Printf("| %s | %s | %s | %s | %s | %s | %d |\n", dbLabel(t.name), form, how,
+				fmt.Fprintf(cfg.out, "| %s | %s | %s | %s | %s | %s | %d |\n", dbLabel(t.name), form, how,
 					ms(quantile(lat, 0.50)), ms(quantile(lat, 0.99)), ms(slices.Max(lat)), len(lat))
 			}
 		}
@@ -153,12 +153,12 @@ func runMemory(ctx context.Context, cfg *benchConfig, tmp string) error {
 		return err
 	}
 	table := benchTable(t, "memory").Name
-	fmt.Printf("\nMemory: %d rows, lease form on %s, %d workers\n", cfg.memoryN, dbLabel(t.name), workers)
+	fmt.Fprintf(cfg.out, "\nMemory: %d rows, lease form on %s, %d workers\n", cfg.memoryN, dbLabel(t.name), workers)
 	start := time.Now()
 	if err := prefill(ctx, t, table, cfg.memoryN); err != nil {
 		return err
 	}
-	fmt.Printf("prefilled in %s\n", time.Since(start).Round(time.Millisecond))
+	fmt.Fprintf(cfg.out, "prefilled in %s\n", time.Since(start).Round(time.Millisecond))
 	runtime.GC()
 	debug.FreeOSMemory()
 	resetPeakRSS := os.WriteFile("/proc/self/clear_refs", []byte("5"), 0)
@@ -211,9 +211,9 @@ loop:
 	if resetPeakRSS != nil {
 		peak += " (the peak could not be reset after the prefill, so it includes it: " + resetPeakRSS.Error() + ")"
 	}
-	fmt.Printf("drained in %s (%.0f msgs/s)\n", elapsed.Round(time.Millisecond), float64(want)/elapsed.Seconds())
-	fmt.Printf("RSS before the drain %s; peak RSS during it (VmHWM) %s; Go heap in use at the end %.1f MiB\n", before, peak, float64(ms.HeapInuse)/(1<<20))
-	fmt.Printf("RSS as it drained: %s\n", strings.Join(samples, ", "))
+	fmt.Fprintf(cfg.out, "drained in %s (%.0f msgs/s)\n", elapsed.Round(time.Millisecond), float64(want)/elapsed.Seconds())
+	fmt.Fprintf(cfg.out, "RSS before the drain %s; peak RSS during it (VmHWM) %s; Go heap in use at the end %.1f MiB\n", before, peak, float64(ms.HeapInuse)/(1<<20))
+	fmt.Fprintf(cfg.out, "RSS as it drained: %s\n", strings.Join(samples, ", "))
 	return checkDrained(ctx, t, table, handled.Load(), want)
 }
 

@@ -8,6 +8,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -194,61 +195,104 @@ func newForm(t *target, form string) (inbox.Form, error) {
 // clean measurement.
 var benchLogger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 
-// drainLibrary prefills the form's table and drains it through a Consumer with w workers; the
-// time runs from Run's start to its return after the last handler (so every settlement is in).
-func drainLibrary(ctx context.Context, t *target, form string, cfg *benchConfig, w int, bar *benchBar) (float64, error) {
+// drainLibrary prefills the form's table and drains it through a Consumer with w workers, one
+// delivery per handler call (batch 1) or batches of up to batch rows through NewBatchConsumer.
+// The time runs from Run's start to its return after the last settlement. A settlement that
+// fails (a deadlock on MySQL or MariaDB, say) gives its rows back, and the drain goes on until
+// the table is empty, the rows handled again counted in the round's note.
+func drainLibrary(ctx context.Context, t *target, form string, cfg *benchConfig, w, batch int, bar *benchBar) (rate float64, note string, err error) {
 	table := benchTable(t, form).Name
 	if err := prefill(ctx, t, table, cfg.n); err != nil {
-		return 0, fmt.Errorf("prefilling: %w", err)
+		return 0, "", fmt.Errorf("prefilling: %w", err)
 	}
 	f, err := newForm(t, form)
 	if err != nil {
-		return 0, err
+		return 0, "", err
 	}
-	var handled atomic.Int64
-	all := make(chan struct{})
 	want := int64(cfg.n)
-	h := inbox.HandlerFunc(func(ctx context.Context, d *inbox.Delivery) outcome.Outcome {
-		bar.add(1)
-		if handled.Add(1) == want {
-			close(all)
-		}
-		return outcome.Ack()
-	})
-	var counted *countingForm
+	var handled atomic.Int64
+	dc := newDrainCounts(want)
 	if cfg.countClaims {
-		counted = &countingForm{Form: f}
-		f = counted
+		defer func() {
+			bar.logf("%s %s W=%d batch=%d: %d claims, %d found nothing, %d rows claimed", t.name, form, w, batch, dc.claims.Load(), dc.empty.Load(), dc.rows.Load())
+		}()
 	}
-	c := inbox.NewConsumer(t.db, f, h, &inbox.Config{Workers: w, PollInterval: cfg.poll, Logger: benchLogger})
+	icfg := &inbox.Config{Workers: w, PollInterval: cfg.poll, Logger: benchLogger}
+	var c *inbox.Consumer
+	if batch == 1 {
+		c = inbox.NewConsumer(t.db, &drainForm{f, dc}, inbox.HandlerFunc(func(ctx context.Context, d *inbox.Delivery) outcome.Outcome {
+			handled.Add(1)
+			bar.add(1)
+			return outcome.Ack()
+		}), icfg)
+	} else {
+		bf, ok := f.(inbox.BatchForm)
+		if !ok {
+			return 0, "", fmt.Errorf("the %s form does not implement inbox.BatchForm", form)
+		}
+		c = inbox.NewBatchConsumer(t.db, &drainBatchForm{bf, dc}, batch, inbox.BatchHandlerFunc(func(ctx context.Context, ds []*inbox.Delivery) []outcome.Outcome {
+			handled.Add(int64(len(ds)))
+			bar.add(int64(len(ds)))
+			acks := make([]outcome.Outcome, len(ds))
+			for i := range acks {
+				acks[i] = outcome.Ack()
+			}
+			return acks
+		}), icfg)
+	}
 	runCtx, stop := context.WithCancel(ctx)
 	defer stop()
 	errc := make(chan error, 1)
 	start := time.Now()
-	if counted != nil {
-		defer func() {
-			bar.logf("%s %s W=%d: %d claims, %d found nothing, %d rows claimed", t.name, form, w, counted.claims.Load(), counted.empty.Load(), counted.rows.Load())
-		}()
-	}
 	go func() { errc <- c.Run(runCtx) }()
+	stopped := func(err error) error {
+		return fmt.Errorf("the consumer stopped before the table was drained (%d of %d settled): %v", dc.settled.Load(), want, err)
+	}
 	select {
-	case <-all:
+	case <-dc.all:
+	case <-dc.failed:
+		// The failed settlement's rows come back and settle later, or some of them settled
+		// after all (a lease lost on part of a batch): the table says when every row is gone.
+		for {
+			left, err := remaining(ctx, t, table)
+			if err != nil {
+				stop()
+				<-errc
+				return 0, "", err
+			}
+			if left == 0 {
+				break
+			}
+			select {
+			case err := <-errc:
+				return 0, "", stopped(err)
+			case <-time.After(10 * time.Millisecond):
+			}
+		}
 	case err := <-errc:
-		return 0, fmt.Errorf("the consumer stopped before the table was drained (%d of %d handled): %v", handled.Load(), want, err)
+		return 0, "", stopped(err)
 	case <-ctx.Done():
 		stop()
 		<-errc
-		return 0, ctx.Err()
+		return 0, "", ctx.Err()
 	}
 	stop()
 	if err := <-errc; err != nil {
-		return 0, err
+		return 0, "", err
 	}
 	elapsed := time.Since(start)
-	if err := checkDrained(ctx, t, table, handled.Load(), want); err != nil {
-		return 0, err
+	n := handled.Load()
+	select {
+	case <-dc.failed:
+		// A row handled again after a failed settlement gave it back is no double delivery.
+		note = fmt.Sprintf("a settlement failed (see the log) and %d rows were handled again", n-want)
+		n = want
+	default:
 	}
-	return float64(want) / elapsed.Seconds(), nil
+	if err := checkDrained(ctx, t, table, n, want); err != nil {
+		return 0, note, err
+	}
+	return float64(want) / elapsed.Seconds(), note, nil
 }
 
 // drainCheckError is a drain that ended with rows left or rows handled twice.
@@ -268,19 +312,68 @@ func checkDrained(ctx context.Context, t *target, table string, handled, want in
 	return nil
 }
 
-// countingForm counts a form's claims, those that found nothing and the rows they claimed
-// (-count-claims): an empty claim sends a worker to sleep for the poll interval.
-type countingForm struct {
-	inbox.Form
+// drainCounts follows a library drain through its form: the rows settled, whether a
+// settlement failed, and the claims (-count-claims: an empty claim sends a worker to sleep for
+// the poll interval).
+type drainCounts struct {
+	want                int64
+	settled             atomic.Int64
+	all                 chan struct{} // closed when every row has settled
+	failed              chan struct{} // closed at the first settlement that failed
+	failOnce            sync.Once
 	claims, empty, rows atomic.Int64
 }
 
-func (f *countingForm) Claim(ctx context.Context, max int) ([]*inbox.Delivery, error) {
-	ds, err := f.Form.Claim(ctx, max)
-	f.claims.Add(1)
-	f.rows.Add(int64(len(ds)))
+func newDrainCounts(want int64) *drainCounts {
+	return &drainCounts{want: want, all: make(chan struct{}), failed: make(chan struct{})}
+}
+
+func (c *drainCounts) claimed(ds []*inbox.Delivery, err error) ([]*inbox.Delivery, error) {
+	c.claims.Add(1)
+	c.rows.Add(int64(len(ds)))
 	if err == nil && len(ds) == 0 {
-		f.empty.Add(1)
+		c.empty.Add(1)
 	}
 	return ds, err
+}
+
+// settledRows counts the n rows of a settlement that succeeded. Only whole successes count, so
+// the count reaches want exactly when every row settled and no settlement failed.
+func (c *drainCounts) settledRows(n int, err error) error {
+	if err != nil {
+		c.failOnce.Do(func() { close(c.failed) })
+		return err
+	}
+	if c.settled.Add(int64(n)) == c.want {
+		close(c.all)
+	}
+	return nil
+}
+
+// drainForm counts the claims and settlements of a consumer of single deliveries.
+type drainForm struct {
+	inbox.Form
+	counts *drainCounts
+}
+
+func (f *drainForm) Claim(ctx context.Context, max int) ([]*inbox.Delivery, error) {
+	return f.counts.claimed(f.Form.Claim(ctx, max))
+}
+
+func (f *drainForm) Settle(ctx context.Context, d *inbox.Delivery, o outcome.Outcome) error {
+	return f.counts.settledRows(1, f.Form.Settle(ctx, d, o))
+}
+
+// drainBatchForm counts the claims and settlements of a batch consumer.
+type drainBatchForm struct {
+	inbox.BatchForm
+	counts *drainCounts
+}
+
+func (f *drainBatchForm) ClaimBatch(ctx context.Context, max int) ([]*inbox.Delivery, error) {
+	return f.counts.claimed(f.BatchForm.ClaimBatch(ctx, max))
+}
+
+func (f *drainBatchForm) SettleBatch(ctx context.Context, ds []*inbox.Delivery, os []outcome.Outcome) error {
+	return f.counts.settledRows(len(ds), f.BatchForm.SettleBatch(ctx, ds, os))
 }

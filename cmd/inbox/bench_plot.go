@@ -9,9 +9,9 @@ import (
 	"strings"
 )
 
-// writePlot draws msgs/s by workers, one panel per database and form: the library's single
-// deliveries, the raw loop's, and the raw loop's batches, each a line through the medians with
-// a bar from min to max. Plain SVG, written by hand.
+// writePlot draws msgs/s by workers, one panel per database and form: the library and the raw
+// loop for each batch size, each a line through the medians with a bar from min to max. Plain
+// SVG, written by hand.
 func writePlot(path string, cells []*cell, cfg *benchConfig) error {
 	type panelKey struct{ db, form string }
 	var panels []panelKey
@@ -35,18 +35,18 @@ func writePlot(path string, cells []*cell, cfg *benchConfig) error {
 		pick              func(c *cell) []float64
 		batch             func(b int) bool
 	}
+	// Per batch size a colour: the library's line solid, the raw loop's dashed.
 	var all []series
-	all = append(all,
-		series{"library, 1 per claim", "#1f77b4", "", func(c *cell) []float64 { return c.lib }, func(b int) bool { return b == 1 }},
-		series{"raw loop, 1 per claim", "#7f7f7f", "6,4", func(c *cell) []float64 { return c.raw }, func(b int) bool { return b == 1 }},
-	)
-	colors := []string{"#ff7f0e", "#2ca02c", "#d62728"}
+	colors := []string{"#1f77b4", "#ff7f0e", "#2ca02c", "#d62728"}
 	for i, b := range cfg.batches {
-		if b == 1 {
-			continue
+		per := "1 per claim"
+		if b > 1 {
+			per = fmt.Sprintf("batches of %d", b)
 		}
-		all = append(all, series{fmt.Sprintf("raw loop, batches of %d", b), colors[i%len(colors)], "2,3",
-			func(c *cell) []float64 { return c.raw }, func(bb int) bool { return bb == b }})
+		color, of := colors[i%len(colors)], func(bb int) bool { return bb == b }
+		all = append(all,
+			series{"library, " + per, color, "", func(c *cell) []float64 { return c.lib }, of},
+			series{"raw loop, " + per, color, "6,4", func(c *cell) []float64 { return c.raw }, of})
 	}
 
 	var s strings.Builder

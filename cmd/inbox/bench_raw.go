@@ -22,8 +22,12 @@ import (
 // tx.StmtContext; the advisory loop runs its statements by text on the pinned connection, as the
 // form does, since database/sql cannot rebind a prepared statement to an *sql.Conn.
 //
-// A batch claims up to that many rows in one claim and settles them in one statement: the same
-// statements with a longer LIMIT and an IN list of ids (short batches repeat their last id).
+// A batch runs what the form's ClaimBatch and SettleBatch run: one claim with LIMIT n (the
+// lease form's MySQL stamp over an IN list of the ids, padded to n by repeating the last), and
+// one settlement: a DELETE over an IN list of the ids (guarded by the lease token, padded as the
+// stamp), except the row lock form on MySQL and MariaDB, which deletes each row on its id in the
+// batch's transaction, and the advisory form, whose DELETE names exactly the rows taken and
+// which then releases every key of the batch in one statement.
 
 // rawLoop claims and settles rows of one table. step claims up to batch rows, hands each to the
 // handler and settles them, and returns how many it handled.
@@ -200,20 +204,24 @@ func txOptions(t *target) *sql.TxOptions {
 }
 
 // rawRowLock: BEGIN; SELECT … ORDER BY id LIMIT n FOR UPDATE SKIP LOCKED; handle; DELETE; COMMIT.
+// A batch deletes its rows with one DELETE … IN on Postgres, and row by row on MySQL and
+// MariaDB, as the form does (InnoDB may take an IN list through a scan that waits on the rows
+// other batches hold).
 type rawRowLock struct {
 	t          *target
 	claim, ack *sql.Stmt
+	inList     bool // ack deletes a batch's rows over an IN list
 	stmts
 }
 
 func newRawRowLock(ctx context.Context, t *target, s *sqlText, batch int) (*rawRowLock, error) {
-	l := &rawRowLock{t: t}
+	l := &rawRowLock{t: t, inList: batch > 1 && t.name == "postgres"}
 	var err error
 	l.claim = l.prepare(ctx, t.db, "SELECT "+s.cols("")+" FROM "+s.table+" WHERE 1 = 1 ORDER BY "+s.id+" LIMIT "+strconv.Itoa(batch)+" FOR UPDATE SKIP LOCKED", &err)
-	if batch == 1 {
-		l.ack = l.prepare(ctx, t.db, "DELETE FROM "+s.table+" WHERE "+s.id+" = "+s.ph(1), &err)
-	} else {
+	if l.inList {
 		l.ack = l.prepare(ctx, t.db, "DELETE FROM "+s.table+" WHERE "+s.id+" IN "+s.in(1, batch), &err)
+	} else {
+		l.ack = l.prepare(ctx, t.db, "DELETE FROM "+s.table+" WHERE "+s.id+" = "+s.ph(1), &err)
 	}
 	if err != nil {
 		l.stmts.close()
@@ -234,13 +242,17 @@ func (l *rawRowLock) step(ctx context.Context, batch int, handle func()) (int, e
 	for range got {
 		handle()
 	}
-	if batch == 1 {
-		_, err = tx.StmtContext(ctx, l.ack).ExecContext(ctx, got[0])
+	ack := tx.StmtContext(ctx, l.ack)
+	if l.inList {
+		if _, err := ack.ExecContext(ctx, ids(nil, got, batch)...); err != nil {
+			return 0, err
+		}
 	} else {
-		_, err = tx.StmtContext(ctx, l.ack).ExecContext(ctx, ids(nil, got, batch)...)
-	}
-	if err != nil {
-		return 0, err
+		for _, id := range got {
+			if _, err := ack.ExecContext(ctx, id); err != nil {
+				return 0, err
+			}
+		}
 	}
 	return len(got), tx.Commit()
 }
@@ -323,7 +335,14 @@ func settleLeased(ctx context.Context, t *target, ack *sql.Stmt, got []int64, ba
 	for range got {
 		handle()
 	}
-	if _, err := ack.ExecContext(ctx, ids(nil, got, batch, tok)...); err != nil {
+	res, err := ack.ExecContext(ctx, ids(nil, got, batch, tok)...)
+	if err == nil {
+		var n int64
+		if n, err = res.RowsAffected(); err == nil && n != int64(len(got)) {
+			err = fmt.Errorf("a guarded settlement changed %d of its %d rows: leases were lost", n, len(got))
+		}
+	}
+	if err != nil {
 		return 0, err
 	}
 	return len(got), nil
@@ -431,9 +450,11 @@ func (l *rawLeaseSQLite) step(ctx context.Context, batch int, handle func()) (in
 // rawAdvisory: select candidates with their keys (skipping keys held elsewhere); on a pinned
 // connection take the key's session lock without waiting, re-check the row and count the
 // attempt, handle, DELETE, unlock, give the connection back. A batch holds its rows' locks on
-// one connection and deletes them in one statement.
+// one connection (one row per key), deletes its rows in one statement and releases its keys in
+// another.
 type rawAdvisory struct {
 	t                             *target
+	s                             *sqlText
 	candidates                    *sql.Stmt
 	lock, unlock, take, read, ack string
 	postgres                      bool
@@ -441,7 +462,7 @@ type rawAdvisory struct {
 }
 
 func newRawAdvisory(ctx context.Context, t *target, s *sqlText, batch int) (*rawAdvisory, error) {
-	l := &rawAdvisory{t: t, postgres: t.name == "postgres"}
+	l := &rawAdvisory{t: t, s: s, postgres: t.name == "postgres"}
 	raw := strings.Trim(s.table, "`\"")
 	var err error
 	if l.postgres {
@@ -453,22 +474,15 @@ func newRawAdvisory(ctx context.Context, t *target, s *sqlText, batch int) (*raw
 		l.take = "UPDATE " + s.table + " SET " + s.attempt + " = " + s.attempt + " + 1 WHERE " + s.id + " = $1 AND (" + key + ") = $2 RETURNING " + s.cols("")
 	} else {
 		key := "CONCAT('" + raw + "-', COALESCE(CAST(" + s.id + " AS CHAR), ''))"
-		name := func(scoped string) string {
-			return "IF(CHAR_LENGTH(" + scoped + ") > 64, SHA1(" + scoped + "), " + scoped + ")"
-		}
 		l.candidates = l.prepare(ctx, t.db, "SELECT "+s.id+", "+key+" FROM "+s.table+
-			" WHERE IS_USED_LOCK("+name("CONCAT(DATABASE(), '.', "+key+")")+") IS NULL ORDER BY "+s.id+" LIMIT ?", &err)
+			" WHERE IS_USED_LOCK("+mysqlLockName("CONCAT(DATABASE(), '.', "+key+")")+") IS NULL ORDER BY "+s.id+" LIMIT ?", &err)
 		const named = " FROM (SELECT CONCAT(DATABASE(), '.', ?) AS n) AS k"
-		l.lock = "SELECT GET_LOCK(" + name("n") + ", 0)" + named
-		l.unlock = "SELECT RELEASE_LOCK(" + name("n") + ")" + named
+		l.lock = "SELECT GET_LOCK(" + mysqlLockName("n") + ", 0)" + named
+		l.unlock = "SELECT RELEASE_LOCK(" + mysqlLockName("n") + ")" + named
 		l.take = "UPDATE " + s.table + " SET " + s.attempt + " = " + s.attempt + " + 1 WHERE " + s.id + " = ? AND (" + key + ") = ?"
 		l.read = "SELECT " + s.cols("") + " FROM " + s.table + " WHERE " + s.id + " = ?"
 	}
-	if batch == 1 {
-		l.ack = "DELETE FROM " + s.table + " WHERE " + s.id + " = " + s.ph(1)
-	} else {
-		l.ack = "DELETE FROM " + s.table + " WHERE " + s.id + " IN " + s.in(1, batch)
-	}
+	l.ack = "DELETE FROM " + s.table + " WHERE " + s.id + " = " + s.ph(1)
 	if err != nil {
 		l.stmts.close()
 	}
@@ -532,36 +546,69 @@ func (l *rawAdvisory) step(ctx context.Context, batch int, handle func()) (int, 
 		return 0, err
 	}
 	defer conn.Close()
-	var taken []candidateRow
+	var (
+		got  []any // ids
+		keys []any
+		seen = map[string]bool{}
+	)
 	for _, c := range cands {
-		if len(taken) == batch {
+		if len(got) == batch {
 			break
 		}
+		if seen[c.key] {
+			continue
+		}
+		seen[c.key] = true
 		ok, err := l.takeOne(ctx, conn, c)
 		if err != nil {
 			return 0, err
 		}
 		if ok {
-			taken = append(taken, c)
+			got, keys = append(got, c.id), append(keys, c.key)
 		}
 	}
-	if len(taken) == 0 {
+	if len(got) == 0 {
 		return 0, nil
 	}
-	got := make([]int64, len(taken))
-	for i, c := range taken {
+	for range got {
 		handle()
-		got[i] = c.id
 	}
-	if _, err := conn.ExecContext(ctx, l.ack, ids(nil, got, batch)...); err != nil {
+	if _, err := conn.ExecContext(ctx, "DELETE FROM "+l.s.table+" WHERE "+l.s.id+" IN "+l.s.in(1, len(got)), got...); err != nil {
 		return 0, err
 	}
-	for _, c := range taken {
-		if err := l.release(ctx, conn, c.key); err != nil {
-			return 0, err
-		}
+	if len(keys) == 1 {
+		return 1, l.release(ctx, conn, keys[0].(string))
 	}
-	return len(taken), nil
+	var released int
+	if err := conn.QueryRowContext(ctx, l.unlockMany(len(keys)), keys...).Scan(&released); err != nil {
+		return 0, err
+	}
+	if released != len(keys) {
+		return 0, fmt.Errorf("the server confirmed %d of %d unlocks", released, len(keys))
+	}
+	return len(got), nil
+}
+
+// unlockMany is the form's release of n keys in one statement, answering how many releases the
+// server confirmed.
+func (l *rawAdvisory) unlockMany(n int) string {
+	rows := make([]string, n)
+	if l.postgres {
+		for i := range rows {
+			rows[i] = "(CAST(" + l.s.ph(i+1) + " AS TEXT))"
+		}
+		return "SELECT COUNT(*) FROM (VALUES " + strings.Join(rows, ", ") + ") AS k(v) WHERE pg_advisory_unlock(hashtextextended(k.v, 0))"
+	}
+	for i := range rows {
+		rows[i] = "SELECT CONCAT(DATABASE(), '.', ?) AS n"
+	}
+	return "SELECT COUNT(*) FROM (" + strings.Join(rows, " UNION ALL ") + ") AS k WHERE RELEASE_LOCK(" + mysqlLockName("n") + ") = 1"
+}
+
+// mysqlLockName is the form's GET_LOCK name for scoped: itself, or its SHA-1 when longer than
+// MySQL's 64 characters.
+func mysqlLockName(scoped string) string {
+	return "IF(CHAR_LENGTH(" + scoped + ") > 64, SHA1(" + scoped + "), " + scoped + ")"
 }
 
 // takeOne takes c's lock on conn and re-checks the row, counting the attempt; false when the

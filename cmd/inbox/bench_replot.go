@@ -77,13 +77,13 @@ func replot(cfg *benchConfig) error {
 		}
 		return 0
 	})
-	fmt.Printf("Throughput, rebuilt from %v: msgs/s median (min–max)\n\n", cfg.fromLogs)
-	printCells(os.Stdout, cells)
+	fmt.Fprintf(cfg.out, "Throughput, rebuilt from %v: msgs/s median (min–max)\n\n", cfg.fromLogs)
+	printCells(cfg.out, cells)
 	if cfg.plot != "" {
 		if err := writePlot(cfg.plot, cells, cfg); err != nil {
 			return err
 		}
-		fmt.Printf("\nplot written to %s\n", cfg.plot)
+		fmt.Fprintf(cfg.out, "\nplot written to %s\n", cfg.plot)
 	}
 	return nil
 }
