@@ -36,6 +36,7 @@ func newGoqite(ctx context.Context, path string, pool int) (contender, error) {
 
 func (g *goqiteQueue) name() string { return "goqite" }
 func (g *goqiteQueue) ours() bool   { return false }
+func (g *goqiteQueue) batch() int   { return 1 }
 func (g *goqiteQueue) close()       { g.db.Close() }
 
 func (g *goqiteQueue) prefill(ctx context.Context, n int) error {

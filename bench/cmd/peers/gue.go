@@ -61,6 +61,7 @@ func newGue(ctx context.Context, dsn string, maxW int) (contender, error) {
 
 func (g *gueQueue) name() string { return "gue" }
 func (g *gueQueue) ours() bool   { return false }
+func (g *gueQueue) batch() int   { return 1 }
 func (g *gueQueue) close()       { g.pool.Close() }
 
 func (g *gueQueue) prefill(ctx context.Context, n int) error {

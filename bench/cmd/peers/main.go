@@ -6,6 +6,9 @@
 //	go run ./bench/cmd/peers                                  # from the repository's root
 //	go run ./bench/cmd/peers -n 500 -rounds 1 -workers 1,4    # a quick look
 //
+// Our forms run twice: single deliveries, and batches of 16 (inbox.NewBatchConsumer). The table
+// gives each peer's ratio to our best form of each kind on the same database.
+//
 // It lives in a module of its own (bench/) so that the peers' dependencies never reach the
 // library's.
 package main
@@ -16,6 +19,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"os"
 	"os/signal"
 	"runtime"
@@ -30,6 +34,8 @@ type contender interface {
 	// name is how the tables show it ("ours: rowlock", "River", …).
 	name() string
 	ours() bool
+	// batch is how many rows a handler call takes: 1, or the batch size of our batched forms.
+	batch() int
 	// prefill empties the contender's table and inserts n rows (payloadOf(1…n)), untimed.
 	prefill(ctx context.Context, n int) error
 	// drain handles the n rows with w workers and returns once every row is settled and the
@@ -46,6 +52,7 @@ type config struct {
 	peers      []string
 	pgDSN      string
 	sqlitePool int
+	out        io.Writer // the tables; the per-round lines go to stderr
 }
 
 func main() {
@@ -58,8 +65,22 @@ func main() {
 }
 
 func run(ctx context.Context, args []string) error {
+	cfg, err := parseFlags(args)
+	if err != nil || cfg == nil {
+		return err
+	}
+	results, err := runPeers(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	report(cfg.out, results)
+	return nil
+}
+
+// parseFlags reads the command's flags; it returns a nil config after -h.
+func parseFlags(args []string) (*config, error) {
 	fs := flag.NewFlagSet("peers", flag.ContinueOnError)
-	cfg := &config{}
+	cfg := &config{out: os.Stdout}
 	fs.IntVar(&cfg.n, "n", 20000, "rows to prefill and drain per round")
 	workers := fs.String("workers", "1,4,8", "worker counts, comma-separated")
 	fs.IntVar(&cfg.rounds, "rounds", 3, "rounds (every contender once per round, interleaved)")
@@ -69,30 +90,38 @@ func run(ctx context.Context, args []string) error {
 	fs.IntVar(&cfg.sqlitePool, "sqlite-pool", 1, "the peers' connection pool on SQLite (River and goqite both recommend 1; ours takes workers+2)")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
-			return nil
+			return nil, nil
 		}
-		return err
+		return nil, err
 	}
 	for _, f := range strings.Split(*workers, ",") {
 		w, err := strconv.Atoi(strings.TrimSpace(f))
 		if err != nil || w < 1 {
-			return fmt.Errorf("-workers %q: want positive integers", *workers)
+			return nil, fmt.Errorf("-workers %q: want positive integers", *workers)
 		}
 		cfg.workers = append(cfg.workers, w)
 	}
 	cfg.dbs = strings.Split(*dbs, ",")
 	cfg.peers = strings.Split(*peers, ",")
 	if cfg.n < 1 || cfg.rounds < 1 || cfg.sqlitePool < 1 {
-		return errors.New("-n, -rounds and -sqlite-pool must be at least 1")
+		return nil, errors.New("-n, -rounds and -sqlite-pool must be at least 1")
 	}
+	return cfg, nil
+}
+
+// oursBatch is the batch size of our batched contenders.
+const oursBatch = 16
+
+// runPeers drains every contender on each database of cfg and returns the measurements.
+func runPeers(ctx context.Context, cfg *config) ([]*result, error) {
 	tmp, err := os.MkdirTemp("", "inbox-peers-")
 	if err != nil {
-		return err
+		return nil, err
 	}
 	defer os.RemoveAll(tmp)
 	maxW := slices.Max(cfg.workers)
 
-	fmt.Printf("machine   %d cores, %s; %d rows per round, %d rounds\n", runtime.NumCPU(), runtime.Version(), cfg.n, cfg.rounds)
+	fmt.Fprintf(cfg.out, "machine   %d cores, %s; %d rows per round, %d rounds\n", runtime.NumCPU(), runtime.Version(), cfg.n, cfg.rounds)
 	var results []*result
 	for _, db := range cfg.dbs {
 		var cs []contender
@@ -103,19 +132,21 @@ func run(ctx context.Context, args []string) error {
 		}
 		switch db {
 		case "postgres":
-			for _, form := range []string{"rowlock", "lease"} {
-				c, err := newOursPostgres(ctx, cfg.pgDSN, form, maxW)
-				if err != nil {
-					closeAll()
-					return err
+			for _, batch := range []int{1, oursBatch} {
+				for _, form := range []string{"rowlock", "lease"} {
+					c, err := newOursPostgres(ctx, cfg.pgDSN, form, batch, maxW)
+					if err != nil {
+						closeAll()
+						return nil, err
+					}
+					cs = append(cs, c)
 				}
-				cs = append(cs, c)
 			}
 			if slices.Contains(cfg.peers, "river") {
 				c, err := newRiverPostgres(ctx, cfg.pgDSN, maxW)
 				if err != nil {
 					closeAll()
-					return fmt.Errorf("River on Postgres: %w", err)
+					return nil, fmt.Errorf("River on Postgres: %w", err)
 				}
 				cs = append(cs, c)
 			}
@@ -123,21 +154,24 @@ func run(ctx context.Context, args []string) error {
 				c, err := newGue(ctx, cfg.pgDSN, maxW)
 				if err != nil {
 					closeAll()
-					return fmt.Errorf("gue: %w", err)
+					return nil, fmt.Errorf("gue: %w", err)
 				}
 				cs = append(cs, c)
 			}
 		case "sqlite":
-			c, err := newOursSQLite(ctx, tmp+"/ours.db", maxW)
-			if err != nil {
-				return err
+			for _, batch := range []int{1, oursBatch} {
+				c, err := newOursSQLite(ctx, tmp+"/ours-"+strconv.Itoa(batch)+".db", batch, maxW)
+				if err != nil {
+					closeAll()
+					return nil, err
+				}
+				cs = append(cs, c)
 			}
-			cs = append(cs, c)
 			if slices.Contains(cfg.peers, "river") {
 				c, err := newRiverSQLite(ctx, tmp+"/river.db", cfg.sqlitePool)
 				if err != nil {
 					closeAll()
-					return fmt.Errorf("River on SQLite: %w", err)
+					return nil, fmt.Errorf("River on SQLite: %w", err)
 				}
 				cs = append(cs, c)
 			}
@@ -145,29 +179,29 @@ func run(ctx context.Context, args []string) error {
 				c, err := newGoqite(ctx, tmp+"/goqite.db", cfg.sqlitePool)
 				if err != nil {
 					closeAll()
-					return fmt.Errorf("goqite: %w", err)
+					return nil, fmt.Errorf("goqite: %w", err)
 				}
 				cs = append(cs, c)
 			}
 		default:
-			return fmt.Errorf("-db: unknown %q: want postgres or sqlite", db)
+			return nil, fmt.Errorf("-db: unknown %q: want postgres or sqlite", db)
 		}
-		fmt.Printf("%-9s %s\n", db, describe(ctx, db, cfg.pgDSN))
+		fmt.Fprintf(cfg.out, "%-9s %s\n", db, describe(ctx, db, cfg.pgDSN))
 		res, err := measure(ctx, db, cs, cfg)
 		closeAll()
 		if err != nil {
-			return err
+			return nil, err
 		}
 		results = append(results, res...)
 	}
-	report(results, cfg)
-	return nil
+	return results, nil
 }
 
 // result is one contender on one database with one worker count.
 type result struct {
 	db, name string
 	ours     bool
+	batch    int
 	workers  int
 	rates    []float64
 }
@@ -178,7 +212,7 @@ func measure(ctx context.Context, db string, cs []contender, cfg *config) ([]*re
 	for _, w := range cfg.workers {
 		row := make([]*result, len(cs))
 		for i, c := range cs {
-			row[i] = &result{db: db, name: c.name(), ours: c.ours(), workers: w}
+			row[i] = &result{db: db, name: c.name(), ours: c.ours(), batch: c.batch(), workers: w}
 		}
 		for r := 1; r <= cfg.rounds; r++ {
 			for i, c := range cs {
@@ -199,22 +233,33 @@ func measure(ctx context.Context, db string, cs []contender, cfg *config) ([]*re
 	return out, nil
 }
 
-// report prints each contender's rates and, for the peers, our best form's median over theirs.
-func report(results []*result, cfg *config) {
-	fmt.Printf("\n| database | workers | queue | msgs/s median (min–max) | our best / this |\n|---|--:|---|--:|--:|\n")
+// report prints each contender's rates and, for the peers, our best form's median over theirs:
+// our best single-delivery form, and our best batched form.
+func report(w io.Writer, results []*result) {
+	fmt.Fprintf(w, "\n| database | workers | queue | msgs/s median (min–max) | our best single / this | our best batched / this |\n|---|--:|---|--:|--:|--:|\n")
 	for _, r := range results {
-		var best *result
-		for _, o := range results {
-			if o.ours && o.db == r.db && o.workers == r.workers && (best == nil || median(o.rates) > median(best.rates)) {
-				best = o
-			}
+		single, batched := "–", "–"
+		if !r.ours {
+			single = ratio(results, r, func(o *result) bool { return o.batch == 1 })
+			batched = ratio(results, r, func(o *result) bool { return o.batch > 1 })
 		}
-		ratio := "–"
-		if !r.ours && best != nil {
-			ratio = fmt.Sprintf("%.2f (%s)", median(best.rates)/median(r.rates), strings.TrimPrefix(best.name, "ours: "))
-		}
-		fmt.Printf("| %s | %d | %s | %s | %s |\n", dbLabel(r.db), r.workers, r.name, spread(r.rates), ratio)
+		fmt.Fprintf(w, "| %s | %d | %s | %s | %s | %s |\n", dbLabel(r.db), r.workers, r.name, spread(r.rates), single, batched)
 	}
+}
+
+// ratio is the median of our best form among those kind keeps, on r's database with r's
+// workers, over r's median, naming that form.
+func ratio(results []*result, r *result, kind func(*result) bool) string {
+	var best *result
+	for _, o := range results {
+		if o.ours && kind(o) && o.db == r.db && o.workers == r.workers && (best == nil || median(o.rates) > median(best.rates)) {
+			best = o
+		}
+	}
+	if best == nil {
+		return "–"
+	}
+	return fmt.Sprintf("%.2f (%s)", median(best.rates)/median(r.rates), strings.TrimPrefix(best.name, "ours: "))
 }
 
 func dbLabel(db string) string {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -19,33 +20,35 @@ import (
 )
 
 // oursForm drains a table through this library's consumer, as the inbox bench command does:
-// the table has an id, a payload, an attempt and the lease column; Ack deletes the row.
+// the table has an id, a payload, an attempt and the lease column; Ack deletes the row. With a
+// size above 1 the consumer is a batch consumer, handing the handler up to size rows a call.
 type oursForm struct {
 	form string
+	size int // rows a handler call takes: 1, or above 1 for a batch consumer
 	d    dialect.Runtime
 	db   *sql.DB
 	tbl  inbox.Table
 }
 
-func newOursPostgres(ctx context.Context, dsn, form string, maxW int) (*oursForm, error) {
+func newOursPostgres(ctx context.Context, dsn, form string, batch, maxW int) (*oursForm, error) {
 	db, err := sql.Open("pgx", dsn)
 	if err != nil {
 		return nil, err
 	}
-	return newOurs(ctx, db, "postgres", form, maxW,
+	return newOurs(ctx, db, "postgres", form, batch, maxW,
 		"(id BIGSERIAL PRIMARY KEY, payload BYTEA, attempt INT NOT NULL DEFAULT 0, locked_until TIMESTAMPTZ)")
 }
 
-func newOursSQLite(ctx context.Context, path string, maxW int) (*oursForm, error) {
+func newOursSQLite(ctx context.Context, path string, batch, maxW int) (*oursForm, error) {
 	db, err := sql.Open("sqlite", sqliteSource(path))
 	if err != nil {
 		return nil, err
 	}
-	return newOurs(ctx, db, "sqlite", "lease", maxW,
+	return newOurs(ctx, db, "sqlite", "lease", batch, maxW,
 		"(id INTEGER PRIMARY KEY, payload BLOB, attempt INTEGER NOT NULL DEFAULT 0, locked_until TEXT)")
 }
 
-func newOurs(ctx context.Context, db *sql.DB, name, form string, maxW int, columns string) (*oursForm, error) {
+func newOurs(ctx context.Context, db *sql.DB, name, form string, batch, maxW int, columns string) (*oursForm, error) {
 	db.SetMaxOpenConns(maxW + 2)
 	db.SetMaxIdleConns(maxW + 2)
 	d, err := dialect.Parse(name, "")
@@ -53,7 +56,8 @@ func newOurs(ctx context.Context, db *sql.DB, name, form string, maxW int, colum
 		db.Close()
 		return nil, err
 	}
-	o := &oursForm{form: form, d: d, db: db, tbl: inbox.Table{Name: "inbox_peers_" + form, ID: "id", IDGenerated: true, Payload: "payload", Attempt: "attempt"}}
+	o := &oursForm{form: form, size: batch, d: d, db: db,
+		tbl: inbox.Table{Name: "inbox_peers_" + form + "_" + strconv.Itoa(batch), ID: "id", IDGenerated: true, Payload: "payload", Attempt: "attempt"}}
 	q, _ := d.Quote(o.tbl.Name)
 	for _, s := range []string{"DROP TABLE IF EXISTS " + q, "CREATE TABLE " + q + " " + columns} {
 		if _, err := db.ExecContext(ctx, s); err != nil {
@@ -64,9 +68,16 @@ func newOurs(ctx context.Context, db *sql.DB, name, form string, maxW int, colum
 	return o, nil
 }
 
-func (o *oursForm) name() string { return "ours: " + o.form }
-func (o *oursForm) ours() bool   { return true }
-func (o *oursForm) close()       { o.db.Close() }
+func (o *oursForm) ours() bool { return true }
+func (o *oursForm) batch() int { return o.size }
+func (o *oursForm) close()     { o.db.Close() }
+
+func (o *oursForm) name() string {
+	if o.size > 1 {
+		return fmt.Sprintf("ours: %s, batches of %d", o.form, o.size)
+	}
+	return "ours: " + o.form
+}
 
 func (o *oursForm) prefill(ctx context.Context, n int) error {
 	q, _ := o.d.Quote(o.tbl.Name)
@@ -106,7 +117,7 @@ func (o *oursForm) prefill(ctx context.Context, n int) error {
 }
 
 func (o *oursForm) drain(ctx context.Context, n, w int) (time.Duration, error) {
-	var f inbox.Form
+	var f inbox.BatchForm
 	if o.form == "rowlock" {
 		f = rowlock.New(o.d, o.tbl)
 	} else {
@@ -114,16 +125,33 @@ func (o *oursForm) drain(ctx context.Context, n, w int) (time.Duration, error) {
 	}
 	var handled atomic.Int64
 	all := make(chan struct{})
-	h := inbox.HandlerFunc(func(ctx context.Context, d *inbox.Delivery) outcome.Outcome {
-		if handled.Add(1) == int64(n) {
+	// handle counts k rows handled; the drain ends once n have been (more are a redelivery, which
+	// the drain check reports).
+	handle := func(k int) {
+		if now := handled.Add(int64(k)); now >= int64(n) && now-int64(k) < int64(n) {
 			close(all)
 		}
-		return outcome.Ack()
-	})
+	}
 	// The pool is the workers plus two, as in the inbox bench command.
 	o.db.SetMaxOpenConns(w + 2)
 	o.db.SetMaxIdleConns(w + 2)
-	c := inbox.NewConsumer(o.db, f, h, &inbox.Config{Workers: w, PollInterval: 100 * time.Millisecond})
+	cfg := &inbox.Config{Workers: w, PollInterval: 100 * time.Millisecond}
+	var c *inbox.Consumer
+	if o.size == 1 {
+		c = inbox.NewConsumer(o.db, f, inbox.HandlerFunc(func(ctx context.Context, d *inbox.Delivery) outcome.Outcome {
+			handle(1)
+			return outcome.Ack()
+		}), cfg)
+	} else {
+		c = inbox.NewBatchConsumer(o.db, f, o.size, inbox.BatchHandlerFunc(func(ctx context.Context, ds []*inbox.Delivery) []outcome.Outcome {
+			handle(len(ds))
+			acks := make([]outcome.Outcome, len(ds))
+			for i := range acks {
+				acks[i] = outcome.Ack()
+			}
+			return acks
+		}), cfg)
+	}
 	runCtx, stop := context.WithCancel(ctx)
 	defer stop()
 	errc := make(chan error, 1)

@@ -124,6 +124,7 @@ var quiet = slog.New(slog.DiscardHandler)
 
 func (r *riverQueue[TTx]) name() string { return r.label }
 func (r *riverQueue[TTx]) ours() bool   { return false }
+func (r *riverQueue[TTx]) batch() int   { return 1 }
 func (r *riverQueue[TTx]) close()       { r.closeDB() }
 
 func (r *riverQueue[TTx]) prefill(ctx context.Context, n int) error {

@@ -1,0 +1,142 @@
+package main
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"net/url"
+	"os"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// TestPeersTiny runs the peers command's code path with 500 rows a round, so that it cannot rot:
+// on Postgres our row lock and lease forms (single deliveries and batches of 16), River and gue;
+// on SQLite our lease form (both ways), River and goqite; 4 workers, one round. Each drain
+// fails unless every row was handled once and its queue is empty afterwards, so a result is a
+// drained queue. Postgres is the live tests' (INBOX_POSTGRES_DSN), in a database of the test's
+// own; when it does not answer its part is left out, or fails the test under
+// INBOX_REQUIRE_DATABASES=1. The two databases run side by side, and Postgres commits without
+// waiting for the disk: this measures nothing.
+func TestPeersTiny(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	runs := []*tinyRun{{db: "sqlite", want: []string{"ours: lease", "ours: lease, batches of 16", "River", "goqite"}}}
+	dsn := os.Getenv("INBOX_POSTGRES_DSN")
+	if dsn == "" {
+		dsn = "postgres://postgres@127.0.0.1:5432/test?sslmode=disable"
+	}
+	if scratch, err := scratchPostgres(ctx, t, dsn); err != nil {
+		if os.Getenv("INBOX_REQUIRE_DATABASES") == "1" {
+			t.Fatalf("database required (INBOX_REQUIRE_DATABASES=1): postgres at %s: %v", dsn, err)
+		}
+		t.Logf("postgres left out: %v", err)
+	} else {
+		runs = append(runs, &tinyRun{db: "postgres", dsn: scratch, want: []string{
+			"ours: rowlock", "ours: lease", "ours: rowlock, batches of 16", "ours: lease, batches of 16", "River", "gue"}})
+	}
+	var wg sync.WaitGroup
+	for _, r := range runs {
+		wg.Go(func() { r.run(ctx) })
+	}
+	wg.Wait()
+
+	for _, r := range runs {
+		t.Logf("%s:\n%s", r.db, r.out.String())
+		if r.err != nil {
+			t.Errorf("%s: %v", r.db, r.err)
+			continue
+		}
+		for _, name := range r.want {
+			i := slices.IndexFunc(r.results, func(res *result) bool { return res.name == name })
+			if i < 0 || len(r.results[i].rates) != 1 || r.results[i].rates[0] <= 0 {
+				t.Errorf("%s, %s: no drain measured", r.db, name)
+			}
+		}
+		header := "| database | workers | queue | msgs/s median (min–max) | our best single / this | our best batched / this |"
+		if !strings.Contains(r.out.String(), header) {
+			t.Errorf("%s: the output has no table headed %q", r.db, header)
+		}
+		// Each peer's row gives both ratios, to our best form of each kind.
+		for _, res := range r.results {
+			if res.ours {
+				continue
+			}
+			row := fmt.Sprintf("| %s | %d | %s | ", dbLabel(r.db), res.workers, res.name)
+			i := strings.Index(r.out.String(), row)
+			if i < 0 {
+				t.Errorf("%s: the table has no row starting %q", r.db, row)
+				continue
+			}
+			line, _, _ := strings.Cut(r.out.String()[i:], "\n")
+			if strings.Count(line, "(") != 3 || !strings.Contains(line, "batches of 16)") {
+				t.Errorf("%s: the row %q lacks a ratio to our best single or batched form", r.db, line)
+			}
+		}
+	}
+}
+
+// tinyRun is the tiny peers run on one database: the contenders it must have measured.
+type tinyRun struct {
+	db, dsn string
+	want    []string
+	out     strings.Builder
+	results []*result
+	err     error
+}
+
+func (r *tinyRun) run(ctx context.Context) {
+	// One worker count: River on SQLite drains about 20 rows a second under the race detector.
+	args := []string{"-db", r.db, "-n", "500", "-rounds", "1", "-workers", "4"}
+	if r.dsn != "" {
+		args = append(args, "-dsn", r.dsn)
+	}
+	cfg, err := parseFlags(args)
+	if err != nil {
+		r.err = err
+		return
+	}
+	cfg.out = &r.out
+	if r.results, r.err = runPeers(ctx, cfg); r.err == nil {
+		report(&r.out, r.results)
+	}
+}
+
+// scratchPostgres creates a database of the test's own on the Postgres server dsn names,
+// committing without waiting for the disk, dropped when the test ends; it returns its DSN. The
+// peers' tables (River's schema, gue's table, ours) then never meet a peers run's, or another
+// test process's, on the same server.
+func scratchPostgres(ctx context.Context, t *testing.T, dsn string) (string, error) {
+	u, err := url.Parse(dsn)
+	if err != nil || (u.Scheme != "postgres" && u.Scheme != "postgresql") {
+		return "", fmt.Errorf("want a postgres:// URL, got %q", dsn)
+	}
+	db, err := sql.Open("pgx", dsn)
+	if err != nil {
+		return "", err
+	}
+	pingCtx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	if err := db.PingContext(pingCtx); err != nil {
+		db.Close()
+		return "", err
+	}
+	name := fmt.Sprintf("inbox_peers_test_%d", os.Getpid())
+	t.Cleanup(func() {
+		defer db.Close()
+		// FORCE (Postgres 13 or later): River's and gue's pools may still be closing.
+		if _, err := db.ExecContext(context.Background(), `DROP DATABASE IF EXISTS "`+name+`" WITH (FORCE)`); err != nil {
+			t.Errorf("dropping the test's database %s: %v", name, err)
+		}
+	})
+	for _, q := range []string{`CREATE DATABASE "` + name + `"`, `ALTER DATABASE "` + name + `" SET synchronous_commit = off`} {
+		if _, err := db.ExecContext(ctx, q); err != nil {
+			return "", fmt.Errorf("%s: %w", q, err)
+		}
+	}
+	u.Path = "/" + name
+	return u.String(), nil
+}
