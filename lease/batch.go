@@ -155,7 +155,7 @@ func (f *Form[D]) settleRows(ctx context.Context, b *binding, h *hold, what stri
 	if err != nil {
 		return fmt.Errorf("inbox: table %q, rows %v: %s: %w", f.t.Name, ids, what, err)
 	}
-	res, err := s.ExecContext(ctx, append(append(head, padded(ids, h.size)...), token)...)
+	res, err := b.exec(ctx, s, append(append(head, padded(ids, h.size)...), token)...)
 	var n int64
 	if err == nil {
 		n, err = res.RowsAffected()

@@ -97,14 +97,16 @@ func (f *Form[D]) claimInOne(ctx context.Context, b *binding, max int, now, toke
 	} else {
 		args = append(due, f.d.Time(now), max, f.d.Time(token))
 	}
-	rows, err := b.claim.QueryContext(ctx, args...)
-	if err != nil {
-		return nil, err
-	}
-	if !b.sql.sortClaim {
-		return b.st.Scan(rows)
-	}
-	return f.scanSorted(b, rows)
+	var ds []*inbox.Delivery
+	err := b.query(ctx, b.claim, args, func(rows *sql.Rows) (err error) {
+		if !b.sql.sortClaim {
+			ds, err = b.st.Scan(rows)
+		} else {
+			ds, err = f.scanSorted(b, rows)
+		}
+		return err
+	})
+	return ds, err
 }
 
 // claimInTx claims in a READ COMMITTED transaction (MySQL, MariaDB): the SELECT locks the rows

@@ -101,6 +101,10 @@ type binding struct {
 
 	claim, extend, ack, retry, retryAfter *sql.Stmt // retryAfter nil without the column
 
+	acks, retries *merger // Postgres and SQLite: settlements that arrive together share a statement
+
+	writer *sync.Mutex // SQLite: this process's one writer to the database (see sqliteWriter)
+
 	listedMu sync.Mutex
 	listed   map[listKey]*sql.Stmt // statements over an id list: by statement and list length
 
@@ -184,6 +188,18 @@ func (f *Form[D]) Open(ctx context.Context, db *sql.DB, q inbox.Queue) (inbox.Pl
 		b.closeStatements()
 		return inbox.Plan{}, err
 	}
+	if f.d.Name() == "sqlite" {
+		b.writer = sqliteWriter(db)
+	}
+	if b.sql.ackPairs != nil {
+		b.acks = newMerger(b, "ack", b.sql.ackPairs, b.ack, func() []any {
+			if b.st.Q.ProcessedAt != "" {
+				return []any{f.d.Time(time.Now())}
+			}
+			return nil
+		})
+		b.retries = newMerger(b, "retry", b.sql.retryPairs, b.retry, func() []any { return nil })
+	}
 	if mysqlFamily(f.d) {
 		if err := b.checkPrecision(ctx, column); err != nil {
 			b.closeStatements()
@@ -195,7 +211,10 @@ func (f *Form[D]) Open(ctx context.Context, db *sql.DB, q inbox.Queue) (inbox.Pl
 		Table:           f.t.Name,
 		ExtendEvery:     lease / 2,
 		HoldsConnection: q.Transactional,
-		SerialClaims:    f.d.Name() == "sqlite",
+		// One claim in flight takes rows for every worker waiting or settling meanwhile:
+		// claims that would otherwise run side by side, a row each, share one statement and
+		// one commit (and on SQLite would only queue for its one writer).
+		SerialClaims: true,
 	}, nil
 }
 
@@ -294,4 +313,74 @@ func (f *Form[D]) bound() (*binding, error) {
 		return nil, fmt.Errorf("%w: table %q: the lease form is not open: Open it (a Consumer does) before claiming or settling", inbox.ErrClosed, f.t.Name)
 	}
 	return f.b, nil
+}
+
+// sqliteWriters holds a lock per SQLite database (per *sql.DB) that this process's lease forms
+// take around each statement they run outside a transaction. SQLite lets one connection write
+// at a time, and a writer that finds the database locked sleeps in the busy handler, in steps
+// that grow to 100 ms, however soon the lock is free: claims and settlements of one process
+// that queue here instead run back to back. Writers in other processes still meet the busy
+// timeout.
+var sqliteWriters sync.Map // *sql.DB → *sync.Mutex
+
+func sqliteWriter(db *sql.DB) *sync.Mutex {
+	mu, _ := sqliteWriters.LoadOrStore(db, &sync.Mutex{})
+	return mu.(*sync.Mutex)
+}
+
+// writeTries bounds how often a guarded statement runs when the database reports a transient
+// conflict (dialect.Dialect.Retryable: SQLITE_BUSY, a deadlock, a lock wait timeout). Running
+// it again is safe: the token guard lets it change a row only while the lease holds.
+const writeTries = 5
+
+// exec runs one of the binding's statements outside a transaction, under the SQLite writer
+// lock, and again after a transient conflict.
+func (b *binding) exec(ctx context.Context, s *sql.Stmt, args ...any) (sql.Result, error) {
+	for try := 1; ; try++ {
+		unlock := b.write()
+		res, err := s.ExecContext(ctx, args...)
+		unlock()
+		if err == nil || try == writeTries || !b.st.D.Retryable(err) {
+			return res, err
+		}
+		select {
+		case <-ctx.Done():
+			return nil, err
+		case <-time.After(time.Duration(try) * 10 * time.Millisecond):
+		}
+	}
+}
+
+// write takes the SQLite writer lock, where there is one, and returns its release.
+func (b *binding) write() (unlock func()) {
+	if b.writer == nil {
+		return func() {}
+	}
+	b.writer.Lock()
+	return b.writer.Unlock
+}
+
+// query runs one of the binding's statements that return rows outside a transaction, under the
+// SQLite writer lock until read holds the rows read and closed (SQLite writes as the rows are
+// stepped through), and again after a transient conflict that came before any row.
+func (b *binding) query(ctx context.Context, s *sql.Stmt, args []any, read func(*sql.Rows) error) error {
+	for try := 1; ; try++ {
+		unlock := b.write()
+		rows, err := s.QueryContext(ctx, args...)
+		if err == nil {
+			err = read(rows)
+			if cerr := rows.Close(); err == nil {
+				err = cerr
+			}
+		}
+		unlock()
+		if err == nil || try == writeTries || !b.st.D.Retryable(err) {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(time.Duration(try) * 10 * time.Millisecond):
+		}
+	}
 }

@@ -53,7 +53,7 @@ func (f *Form[D]) Extend(ctx context.Context, d *inbox.Delivery) error {
 		}
 		return err
 	}
-	res, err := s.ExecContext(ctx, args...)
+	res, err := b.exec(ctx, s, args...)
 	n, err := f.guarded(res, err, d, h, "extension")
 	if n > 0 {
 		h.token = next // the rows of a batch still held hold the new token
@@ -139,6 +139,12 @@ func (f *Form[D]) Settle(ctx context.Context, d *inbox.Delivery, o outcome.Outco
 		}
 	}
 
+	switch k := o.Kind(); {
+	case b.acks != nil && (k == outcome.KindAck || k == outcome.KindDrop):
+		return b.acks.settle(ctx, d.ID, h.token)
+	case b.retries != nil && (k == outcome.KindRetry || k == outcome.KindNone):
+		return b.retries.settle(ctx, d.ID, h.token)
+	}
 	var (
 		s    *sql.Stmt
 		args []any
@@ -157,7 +163,7 @@ func (f *Form[D]) Settle(ctx context.Context, d *inbox.Delivery, o outcome.Outco
 	default:
 		s, args, what = b.retry, []any{d.ID, f.d.Time(h.token)}, "retry"
 	}
-	res, err := s.ExecContext(ctx, args...)
+	res, err := b.exec(ctx, s, args...)
 	_, err = f.guarded(res, err, d, h, what)
 	return err
 }
@@ -232,7 +238,7 @@ func (b *binding) giveBack(ctx context.Context, h *hold, id int64) error {
 	s, _, err := b.statement(ctx, h, "retry")
 	var res sql.Result
 	if err == nil {
-		res, err = s.ExecContext(ctx, append(h.idArgs(id), b.st.D.Time(h.token))...)
+		res, err = b.exec(ctx, s, append(h.idArgs(id), b.st.D.Time(h.token))...)
 	}
 	if err == nil {
 		var n int64
@@ -270,9 +276,14 @@ func (f *Form[D]) guarded(res sql.Result, err error, d *inbox.Delivery, h *hold,
 		if h.batch != nil {
 			rows = fmt.Sprintf("%d of the batch's rows %v", want-n, h.batch)
 		}
-		return n, fmt.Errorf("%w: table %q, %s: the lease ran out before the %s and the row may be another consumer's now; it was not changed (a handler that outlives its lease needs its lease extended: the consumer does so every half lease; raise lease.Config.Lease if extensions cannot keep up)", inbox.ErrLeaseLost, f.t.Name, rows, what)
+		return n, lostLease(f.t.Name, rows, what)
 	}
 	return n, nil
+}
+
+// lostLease is the error of a guarded statement that found rows no longer held.
+func lostLease(table, rows, what string) error {
+	return fmt.Errorf("%w: table %q, %s: the lease ran out before the %s and the row may be another consumer's now; it was not changed (a handler that outlives its lease needs its lease extended: the consumer does so every half lease; raise lease.Config.Lease if extensions cannot keep up)", inbox.ErrLeaseLost, table, rows, what)
 }
 
 // lockHold takes f.mu for reading and the lock of d's hold, so that the caller runs apart from

@@ -30,6 +30,11 @@ type statements struct {
 	// arguments are n ids (id IN (…)).
 	extendIn, ackIn, retryIn, retryAfterIn func(n int) string
 
+	// ackPairs and retryPairs settle n rows of different holders in one statement and return
+	// the ids they changed (Postgres and SQLite; nil elsewhere). Arguments: now (the ack with
+	// processed_at only), then an id and its token per row.
+	ackPairs, retryPairs func(n int) string
+
 	// sortClaim says the claim's rows come back in no particular order, followed by the order
 	// columns other than the id (priority, retry_after where the table has them), and are sorted
 	// here: SQLite's RETURNING order is arbitrary and it cannot wrap an UPDATE in a query.
@@ -82,7 +87,29 @@ func build(st *stmt.Table, col string) statements {
 		s.retryAfter = s.retryAfterIn(0)
 	}
 	s.extend, s.ack, s.retry = s.extendIn(0), s.ackIn(0), s.retryIn(0)
+	if st.D.Name() == "postgres" || st.D.Name() == "sqlite" {
+		s.ackPairs = func(n int) string {
+			p := st.Params()
+			if q.ProcessedAt != "" {
+				return "UPDATE " + q.Name + " SET " + q.ProcessedAt + " = " + p.Next() + ", " + col + " = NULL" + pairs(st, p, col, n)
+			}
+			return "DELETE FROM " + q.Name + pairs(st, p, col, n)
+		}
+		s.retryPairs = func(n int) string {
+			return "UPDATE " + q.Name + " SET " + col + " = NULL" + pairs(st, st.Params(), col, n)
+		}
+	}
 	return s
+}
+
+// pairs is the WHERE clause of a statement settling n rows, each under its own token, and the
+// RETURNING clause that tells which it changed.
+func pairs(st *stmt.Table, p *stmt.Params, col string, n int) string {
+	or := make([]string, n)
+	for i := range or {
+		or[i] = "(" + st.Q.ID + " = " + p.Next() + " AND " + col + " = " + p.Next() + ")"
+	}
+	return " WHERE " + strings.Join(or, " OR ") + " RETURNING " + st.Q.ID
 }
 
 // guard is the WHERE clause of every statement a holder runs: its row (n = 0) or its batch's n

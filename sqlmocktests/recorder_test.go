@@ -80,8 +80,8 @@ func (m *recorder) whenRollbacks(n int) <-chan struct{} {
 	return ch
 }
 
-// whenExec returns a channel closed when a statement with exactly this text reaches the driver
-// unprepared.
+// whenExec returns a channel closed when a statement with exactly this text is executed,
+// prepared or not.
 func (m *recorder) whenExec(query string) <-chan struct{} {
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -91,6 +91,16 @@ func (m *recorder) whenExec(query string) <-chan struct{} {
 	ch := make(chan struct{})
 	m.execHooks[query] = ch
 	return ch
+}
+
+// executing fires the whenExec hook of query.
+func (m *recorder) executing(query string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if ch, ok := m.execHooks[query]; ok {
+		close(ch)
+		delete(m.execHooks, query)
+	}
 }
 
 // check records err when it is sqlmock refusing a call, and returns it.
@@ -154,16 +164,11 @@ func (c recorderConn) PrepareContext(ctx context.Context, query string) (driver.
 	if err != nil {
 		return nil, c.m.check(err)
 	}
-	return recorderStmt{s, c.m}, nil
+	return recorderStmt{s, c.m, query}, nil
 }
 
 func (c recorderConn) ExecContext(ctx context.Context, query string, args []driver.NamedValue) (driver.Result, error) {
-	c.m.mu.Lock()
-	if ch, ok := c.m.execHooks[query]; ok {
-		close(ch)
-		delete(c.m.execHooks, query)
-	}
-	c.m.mu.Unlock()
+	c.m.executing(query)
 	r, err := c.sqlmockConn.ExecContext(ctx, query, args)
 	return r, c.m.check(err)
 }
@@ -177,10 +182,12 @@ func (c recorderConn) QueryContext(ctx context.Context, query string, args []dri
 // statements implement only the pre-context Exec and Query, which database/sql falls back to.
 type recorderStmt struct {
 	driver.Stmt
-	m *recorder
+	m     *recorder
+	query string
 }
 
 func (s recorderStmt) Exec(args []driver.Value) (driver.Result, error) {
+	s.m.executing(s.query)
 	r, err := s.Stmt.Exec(args)
 	return r, s.m.check(err)
 }

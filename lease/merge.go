@@ -1,0 +1,125 @@
+package lease
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"sync"
+	"time"
+)
+
+// mergeMax bounds the rows one merged settlement takes; more wait for the next.
+const mergeMax = 64
+
+// merger runs the settlements of one kind (ack, or retry) that arrive while one of them is in
+// flight as one statement: a guarded statement per row would commit, and on the servers flush,
+// once per row, whereas the rows of different workers finishing at about the same time can
+// share a commit. A settlement still returns only once its own row's statement has committed,
+// and still reports a row whose lease ran out; a lone settlement runs at once, as it would
+// alone. Postgres and SQLite only, where the statement returns the ids it changed.
+type merger struct {
+	b    *binding
+	what string                    // "ack" or "retry"
+	head func() []any              // the arguments before the rows' (the ack's processed_at)
+	list func(n int) string        // the statement over n rows
+	one  func() (*sql.Stmt, []any) // the single-row statement and its head arguments
+
+	turn chan struct{} // holds a token while a statement of this kind runs
+
+	mu    sync.Mutex
+	queue []*mergeRow
+}
+
+type mergeRow struct {
+	id    int64
+	token time.Time
+	done  chan error // receives the row's result once
+}
+
+func newMerger(b *binding, what string, list func(int) string, one *sql.Stmt, head func() []any) *merger {
+	return &merger{
+		b: b, what: what, list: list, head: head,
+		one:  func() (*sql.Stmt, []any) { return one, head() },
+		turn: make(chan struct{}, 1),
+	}
+}
+
+// settle settles row id under token, merged with the settlements of the same kind that queue up
+// meanwhile. Whichever caller takes the turn runs the queued rows, its own among them or not,
+// and hands each its result.
+func (m *merger) settle(ctx context.Context, id int64, token time.Time) error {
+	r := &mergeRow{id: id, token: token, done: make(chan error, 1)}
+	m.mu.Lock()
+	m.queue = append(m.queue, r)
+	m.mu.Unlock()
+	for {
+		select {
+		case err := <-r.done:
+			return err
+		case m.turn <- struct{}{}:
+		}
+		m.mu.Lock()
+		n := min(len(m.queue), mergeMax)
+		group := append([]*mergeRow(nil), m.queue[:n]...)
+		m.queue = append(m.queue[:0], m.queue[n:]...)
+		m.mu.Unlock()
+		if len(group) > 0 {
+			m.run(ctx, group)
+		}
+		<-m.turn
+	}
+}
+
+// run settles group in one statement, padded to a power of two rows so that few statements are
+// prepared, and sends each row its result.
+func (m *merger) run(ctx context.Context, group []*mergeRow) {
+	d := m.b.st.D
+	if len(group) == 1 {
+		r := group[0]
+		s, args := m.one()
+		res, err := m.b.exec(ctx, s, append(args, r.id, d.Time(r.token))...)
+		var n int64
+		if err == nil {
+			n, err = res.RowsAffected()
+		}
+		r.done <- m.result(r, n > 0, err)
+		return
+	}
+	size := 2
+	for size < len(group) {
+		size *= 2
+	}
+	args := m.head()
+	for i := range size {
+		r := group[min(i, len(group)-1)]
+		args = append(args, r.id, d.Time(r.token))
+	}
+	changed := map[int64]bool{}
+	s, err := m.b.listStmt(ctx, m.what+" merged", m.list, size)
+	if err == nil {
+		err = m.b.query(ctx, s, args, func(rows *sql.Rows) error {
+			for rows.Next() {
+				var id int64
+				if err := rows.Scan(&id); err != nil {
+					return err
+				}
+				changed[id] = true
+			}
+			return rows.Err()
+		})
+	}
+	for _, r := range group {
+		r.done <- m.result(r, changed[r.id], err)
+	}
+}
+
+func (m *merger) result(r *mergeRow, changed bool, err error) error {
+	table := m.b.st.Raw.Name
+	switch {
+	case err != nil:
+		return fmt.Errorf("inbox: table %q, row %d: %s: %w", table, r.id, m.what, err)
+	case !changed:
+		return lostLease(table, fmt.Sprintf("row %d", r.id), m.what)
+	}
+	return nil
+}

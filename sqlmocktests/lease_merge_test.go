@@ -1,0 +1,99 @@
+package sqlmocktests
+
+import (
+	"context"
+	"database/sql/driver"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/DATA-DOG/go-sqlmock"
+
+	"github.com/sqlinbox/inbox"
+	"github.com/sqlinbox/inbox/lease"
+	"github.com/sqlinbox/inbox/outcome"
+)
+
+// TestLeaseMergesSettlementsThatArriveTogether: on Postgres and SQLite, acks that arrive while
+// another ack's statement runs share the next statement, which returns the ids it deleted; a
+// row it did not delete (its lease was taken) reports ErrLeaseLost, and the other settles.
+func TestLeaseMergesSettlementsThatArriveTogether(t *testing.T) {
+	merged := map[string]string{
+		"postgres": `DELETE FROM "jobs" WHERE ("id" = $1 AND "locked_until" = $2) OR ("id" = $3 AND "locked_until" = $4) RETURNING "id"`,
+		"sqlite":   "DELETE FROM `jobs` WHERE (`id` = ? AND `locked_until` = ?) OR (`id` = ? AND `locked_until` = ?) RETURNING `id`",
+	}
+	for _, c := range leaseCases {
+		query, ok := merged[c.name]
+		if !ok {
+			continue // MySQL and MariaDB cannot return the rows a DELETE changed: one per row
+		}
+		t.Run(c.name, func(t *testing.T) {
+			ctx := context.Background()
+			m := newRecorder(t, 4)
+			st := c.jobs
+			expectOpen(m, c, st, "jobs")
+			f := lease.New(c.d, leaseJobs, nil)
+			if _, err := f.Open(ctx, m.db, inbox.Queue{}); err != nil {
+				t.Fatal(err)
+			}
+			var token driver.Value
+			expectClaimOf(m, c, st, 3, true, &token, leaseClaimed{7, 1}, leaseClaimed{8, 1}, leaseClaimed{9, 1})
+			ds, err := f.Claim(ctx, 3)
+			if err != nil || len(ds) != 3 {
+				t.Fatalf("Claim: %v, %v", ds, err)
+			}
+
+			// The first ack runs alone and slowly; the two that arrive meanwhile wait for it,
+			// then share one statement.
+			m.mock.ExpectExec(st.ack).WithArgs(int64(7), leaseSame{&token}).WillDelayFor(time.Second).WillReturnResult(leaseResult(1))
+			m.mock.ExpectPrepare(query).WillBeClosed()
+			if c.name == "sqlite" {
+				m.mock.ExpectQuery("EXPLAIN " + query).WithArgs(make([]driver.Value, 4)...).WillReturnRows(sqlmock.NewRows([]string{"addr", "opcode"}))
+			}
+			m.mock.ExpectQuery(query).WithArgs(sqlmock.AnyArg(), leaseSame{&token}, sqlmock.AnyArg(), leaseSame{&token}).
+				WillReturnRows(sqlmock.NewRows([]string{"id"}).AddRow(int64(8)))
+
+			running := m.whenExec(st.ack)
+			first := make(chan error, 1)
+			go func() { first <- f.Settle(ctx, ds[0], outcome.Ack()) }()
+			select {
+			case <-running:
+			case <-time.After(10 * time.Second):
+				t.Fatal("the first ack's statement never ran")
+			}
+			results := make(chan error, 2)
+			for _, d := range ds[1:] {
+				go func() {
+					err := f.Settle(ctx, d, outcome.Ack())
+					if d.ID == 8 && err != nil {
+						err = errors.New("row 8: " + err.Error())
+					}
+					results <- err
+				}()
+			}
+			if err := <-first; err != nil {
+				t.Fatalf("the first ack: %v", err)
+			}
+			var lost int
+			for range 2 {
+				err := <-results
+				switch {
+				case errors.Is(err, inbox.ErrLeaseLost) && strings.Contains(err.Error(), "row 9"):
+					lost++
+				case err != nil:
+					t.Errorf("merged ack: %v, want nil for row 8 and ErrLeaseLost for row 9", err)
+				}
+			}
+			if lost != 1 {
+				t.Errorf("%d merged acks reported row 9's lost lease, want 1", lost)
+			}
+			if err := f.Close(); err != nil {
+				t.Fatal(err)
+			}
+			if err := m.mock.ExpectationsWereMet(); err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+}
