@@ -269,6 +269,7 @@ type run struct {
 	claimSlots    chan struct{}    // a token per claim allowed in flight
 	handoff       chan []*Delivery // rows claimed by one worker for others, one delivery each
 	waiting       atomic.Int32     // workers waiting for a row, whom a claim takes rows for
+	settling      atomic.Int32     // workers settling, who will want a row in a moment
 	failing       sync.Mutex       // guards claimsFailing
 	claimsFailing bool
 
@@ -345,8 +346,8 @@ func (r *run) work(ctx context.Context, s *slot) {
 
 // next returns the worker's next unit: one handed over by another worker, or the first of a
 // claim. Where deliveries hold no connection, a single-row claim takes a row for this worker
-// and one for each worker waiting, and hands those over; what no one can take is returned to
-// keep. A batch claim takes one batch, for this worker. After a claim that found nothing (or
+// and one for each worker waiting or settling (who will want one as soon as its settlement
+// commits), and hands those over; what no one can take is returned to keep. A batch claim takes one batch, for this worker. After a claim that found nothing (or
 // failed) next waits the poll interval, or less when a publish or a handed-over row comes
 // first, and returns nil.
 func (r *run) next(ctx context.Context, timer *time.Timer) ([]*Delivery, [][]*Delivery) {
@@ -412,8 +413,8 @@ func (r *run) idle(ctx context.Context, timer *time.Timer, wakeable bool) []*Del
 	return nil
 }
 
-// claim claims the worker's unit, and single rows for the workers waiting where deliveries hold
-// no connection, holding the claim slot the caller took meanwhile. The claim runs to its end
+// claim claims the worker's unit, and single rows for the workers waiting or settling where
+// deliveries hold no connection, holding the claim slot the caller took meanwhile. The claim runs to its end
 // even when ctx is done, so that no row is left half claimed.
 func (r *run) claim(ctx context.Context) ([][]*Delivery, error) {
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), settleTimeout)
@@ -427,7 +428,7 @@ func (r *run) claim(ctx context.Context) ([][]*Delivery, error) {
 	} else {
 		n := 1
 		if !r.plan.HoldsConnection {
-			n += int(r.waiting.Load())
+			n += int(r.waiting.Load() + r.settling.Load())
 		}
 		var ds []*Delivery
 		ds, err = r.c.form.Claim(cctx, n)
@@ -477,7 +478,9 @@ func (r *run) deliver(s *slot, u []*Delivery) bool {
 	if r.c.batches != nil {
 		err = r.c.batches.SettleBatch(ctx, u, outs)
 	} else {
+		r.settling.Add(1)
 		err = r.c.form.Settle(ctx, u[0], outs[0])
+		r.settling.Add(-1)
 	}
 	switch {
 	case errors.Is(err, ErrLeaseLost):

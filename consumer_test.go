@@ -514,3 +514,42 @@ func (u *undecodableForm) Claim(ctx context.Context, max int) ([]*Delivery, erro
 	}
 	return ds, err
 }
+
+// slowSettleForm settles slowly and records the most rows a claim asked for.
+type slowSettleForm struct {
+	*fakeForm
+	mostAsked atomic.Int32
+}
+
+func (f *slowSettleForm) Claim(ctx context.Context, max int) ([]*Delivery, error) {
+	for m := f.mostAsked.Load(); int32(max) > m && !f.mostAsked.CompareAndSwap(m, int32(max)); m = f.mostAsked.Load() {
+	}
+	return f.fakeForm.Claim(ctx, max)
+}
+
+func (f *slowSettleForm) Settle(ctx context.Context, d *Delivery, o outcome.Outcome) error {
+	time.Sleep(5 * time.Millisecond)
+	return f.fakeForm.Settle(ctx, d, o)
+}
+
+func TestSerialClaimsTakeRowsForWorkersWaitingOrSettling(t *testing.T) {
+	ids := make([]int64, 60)
+	for i := range ids {
+		ids[i] = int64(i + 1)
+	}
+	f := &slowSettleForm{fakeForm: newFakeForm("jobs", ids...)}
+	f.plan.SerialClaims = true
+	h := HandlerFunc(func(ctx context.Context, d *Delivery) outcome.Outcome { return outcome.Ack() })
+	c := NewConsumer(noDB(0), f, h, &Config{Workers: 4, PollInterval: 10 * time.Millisecond})
+	if err := runUntil(t, c, func() bool { return f.settledCount() == len(ids) }); err != nil {
+		t.Fatal(err)
+	}
+	if got := f.mostAsked.Load(); got != 4 {
+		t.Fatalf("the largest claim asked for %d rows, want 4: one for the claiming worker and one for each of the three waiting or settling", got)
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.claims >= len(ids) {
+		t.Fatalf("%d claims for %d rows: the claims were not shared", f.claims, len(ids))
+	}
+}

@@ -57,8 +57,9 @@ type Plan struct {
 	// HoldsConnection says each delivery in work holds a pooled connection until it settles,
 	// so the consumer keeps its deliveries to the pool's size less one.
 	HoldsConnection bool
-	// SerialClaims says claims must not run in parallel (SQLite, one writer): the consumer keeps
-	// one in flight.
+	// SerialClaims says the consumer keeps one claim in flight: the form's claims gain nothing
+	// from running side by side (SQLite has one writer) or gain from sharing (a claim of the
+	// lease form takes rows for every worker waiting meanwhile, in one statement).
 	SerialClaims bool
 }
 
