@@ -426,7 +426,9 @@ func TestFaultsSQLiteBusy(t *testing.T) {
 		return outcome.Ack()
 	})
 
-	block(time.Second)
+	// Longer than the lease form's own retries of a busy statement (five, within about a
+	// second at this busy timeout), so that the claim fails and the consumer logs it.
+	block(3 * time.Second)
 	run.struck("claim")
 	logs := &faultLog{t: t}
 	stop := runConsumer(t, db, run.form(c.newForm(t, tbl)), h, &inbox.Config{
