@@ -128,7 +128,10 @@ func (c *Consumer) Run(ctx context.Context) error {
 		}
 		claimSlots = min(workers, max-1)
 	}
-	if plan.SerialClaims {
+	if plan.SerialClaims || (!plan.HoldsConnection && c.batches == nil) {
+		// One claim in flight takes a row for every worker waiting or settling meanwhile: the
+		// claims that would otherwise run side by side, a row each, share one statement and one
+		// commit. A batch claim serves its own worker only, so batches claim side by side.
 		claimSlots = 1
 	}
 

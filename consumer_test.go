@@ -532,13 +532,14 @@ func (f *slowSettleForm) Settle(ctx context.Context, d *Delivery, o outcome.Outc
 	return f.fakeForm.Settle(ctx, d, o)
 }
 
-func TestSerialClaimsTakeRowsForWorkersWaitingOrSettling(t *testing.T) {
+// TestSharedClaimsTakeRowsForWorkersWaitingOrSettling: where deliveries hold no connection,
+// one claim in flight takes a row for every worker waiting or settling.
+func TestSharedClaimsTakeRowsForWorkersWaitingOrSettling(t *testing.T) {
 	ids := make([]int64, 60)
 	for i := range ids {
 		ids[i] = int64(i + 1)
 	}
 	f := &slowSettleForm{fakeForm: newFakeForm("jobs", ids...)}
-	f.plan.SerialClaims = true
 	h := HandlerFunc(func(ctx context.Context, d *Delivery) outcome.Outcome { return outcome.Ack() })
 	c := NewConsumer(noDB(0), f, h, &Config{Workers: 4, PollInterval: 10 * time.Millisecond})
 	if err := runUntil(t, c, func() bool { return f.settledCount() == len(ids) }); err != nil {

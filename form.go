@@ -57,9 +57,9 @@ type Plan struct {
 	// HoldsConnection says each delivery in work holds a pooled connection until it settles,
 	// so the consumer keeps its deliveries to the pool's size less one.
 	HoldsConnection bool
-	// SerialClaims says the consumer keeps one claim in flight: the form's claims gain nothing
-	// from running side by side (SQLite has one writer) or gain from sharing (a claim of the
-	// lease form takes rows for every worker waiting meanwhile, in one statement).
+	// SerialClaims says claims must not run side by side (SQLite: one writer): the consumer
+	// keeps one claim in flight. It does so too where deliveries hold no connection and it
+	// claims single rows, since each claim then takes a row for every worker waiting.
 	SerialClaims bool
 }
 

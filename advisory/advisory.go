@@ -318,22 +318,8 @@ func (f *Form[D]) take(ctx context.Context, c candidate, now any) (*inbox.Delive
 		return nil, err
 	}
 	h.ds = []*inbox.Delivery{d}
-	d.Hold = h
-	if h.tx != nil {
-		d.LendTx(h.tx)
-	}
-
-	f.mu.Lock()
-	open := f.open
-	if open {
-		f.held[h] = struct{}{}
-	}
-	f.mu.Unlock()
-	if !open {
-		if h.tx == nil || f.rollback(h) {
-			f.unlock(context.WithoutCancel(ctx), h)
-		}
-		return nil, fmt.Errorf("%w: the advisory form over table %q closed during the claim; row %d is back in the queue", inbox.ErrClosed, f.t.Raw.Name, c.id)
+	if err := f.keep(ctx, h); err != nil {
+		return nil, err
 	}
 	return d, nil
 }

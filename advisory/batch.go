@@ -94,13 +94,21 @@ func (f *Form[D]) ClaimBatch(ctx context.Context, max int) ([]*inbox.Delivery, e
 			return nil, fmt.Errorf("inbox: table %q: beginning the transaction of the batch of rows %v: %w; the rows are back in the queue", f.t.Raw.Name, ids(h.ds), err)
 		}
 	}
+	if err := f.keep(ctx, h); err != nil {
+		return nil, err
+	}
+	return h.ds, nil
+}
+
+// keep hands h to its deliveries (lending its transaction, if any) and records it as held, so
+// that Close gives it back; if the form closed during the claim, it gives h back instead.
+func (f *Form[D]) keep(ctx context.Context, h *hold) error {
 	for _, d := range h.ds {
 		d.Hold = h
 		if h.tx != nil {
 			d.LendTx(h.tx)
 		}
 	}
-
 	f.mu.Lock()
 	open := f.open
 	if open {
@@ -111,9 +119,9 @@ func (f *Form[D]) ClaimBatch(ctx context.Context, max int) ([]*inbox.Delivery, e
 		if h.tx == nil || f.rollback(h) {
 			f.unlock(context.WithoutCancel(ctx), h)
 		}
-		return nil, fmt.Errorf("%w: the advisory form over table %q closed during the claim; rows %v are back in the queue", inbox.ErrClosed, f.t.Raw.Name, ids(h.ds))
+		return fmt.Errorf("%w: the advisory form over table %q closed during the claim; rows %v are back in the queue", inbox.ErrClosed, f.t.Raw.Name, ids(h.ds))
 	}
-	return h.ds, nil
+	return nil
 }
 
 // SettleBatch applies os[i] to ds[i], the rows of one ClaimBatch, on the batch's connection, one

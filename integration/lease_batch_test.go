@@ -2,6 +2,7 @@ package integration
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"strconv"
 	"sync"
@@ -9,6 +10,7 @@ import (
 	"time"
 
 	"github.com/sqlinbox/inbox"
+	"github.com/sqlinbox/inbox/dialect"
 	"github.com/sqlinbox/inbox/lease"
 	"github.com/sqlinbox/inbox/outcome"
 )
@@ -24,6 +26,20 @@ func leaseClaimBatch(t *testing.T, f inbox.BatchForm, max, want int) []*inbox.De
 		t.Fatalf("claimed a batch of %d rows (%v), want %d", len(ds), leaseIDs(ds), want)
 	}
 	return ds
+}
+
+// leaseBatchContended publishes three rows to a fresh table with an attempt column and opens two
+// lease forms of a one-second lease over it, as two consumers contending for them.
+func leaseBatchContended(t *testing.T, b backend) (*sql.DB, inbox.Table, *lease.Form[dialect.Dialect], *lease.Form[dialect.Dialect]) {
+	t.Helper()
+	db := b.open(t, 0)
+	tbl := withAttempt(tableName(t))
+	b.createTable(t, db, tbl)
+	for range 3 {
+		leasePublish(t, b, db, tbl, inbox.Message{Payload: []byte("p")})
+	}
+	cfg := &lease.Config{Lease: time.Second}
+	return db, tbl, leaseForm(t, b, db, tbl, cfg, inbox.Queue{}), leaseForm(t, b, db, tbl, cfg, inbox.Queue{})
 }
 
 func TestLeaseBatchOutcomes(t *testing.T) {
@@ -84,15 +100,7 @@ func TestLeaseBatchLostLeaseSettlesTheRest(t *testing.T) {
 	for _, b := range backends(t, true) {
 		t.Run(b.name, func(t *testing.T) {
 			ctx := context.Background()
-			db := b.open(t, 0)
-			tbl := withAttempt(tableName(t))
-			b.createTable(t, db, tbl)
-			for range 3 {
-				leasePublish(t, b, db, tbl, inbox.Message{Payload: []byte("p")})
-			}
-			cfg := &lease.Config{Lease: time.Second}
-			mine := leaseForm(t, b, db, tbl, cfg, inbox.Queue{})
-			theirs := leaseForm(t, b, db, tbl, cfg, inbox.Queue{})
+			db, tbl, mine, theirs := leaseBatchContended(t, b)
 			ds := leaseClaimBatch(t, mine, 16, 3)
 			time.Sleep(1200 * time.Millisecond)
 			taken := leaseClaim(t, theirs, 1, 1)[0]
@@ -112,15 +120,7 @@ func TestLeaseBatchExtendRenewsEveryRow(t *testing.T) {
 	for _, b := range backends(t, true) {
 		t.Run(b.name, func(t *testing.T) {
 			ctx := context.Background()
-			db := b.open(t, 0)
-			tbl := withAttempt(tableName(t))
-			b.createTable(t, db, tbl)
-			for range 3 {
-				leasePublish(t, b, db, tbl, inbox.Message{Payload: []byte("p")})
-			}
-			cfg := &lease.Config{Lease: time.Second}
-			mine := leaseForm(t, b, db, tbl, cfg, inbox.Queue{})
-			theirs := leaseForm(t, b, db, tbl, cfg, inbox.Queue{})
+			_, _, mine, theirs := leaseBatchContended(t, b)
 			ds := leaseClaimBatch(t, mine, 16, 3)
 			for range 3 {
 				time.Sleep(500 * time.Millisecond)

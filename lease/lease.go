@@ -211,10 +211,7 @@ func (f *Form[D]) Open(ctx context.Context, db *sql.DB, q inbox.Queue) (inbox.Pl
 		Table:           f.t.Name,
 		ExtendEvery:     lease / 2,
 		HoldsConnection: q.Transactional,
-		// One claim in flight takes rows for every worker waiting or settling meanwhile:
-		// claims that would otherwise run side by side, a row each, share one statement and
-		// one commit (and on SQLite would only queue for its one writer).
-		SerialClaims: true,
+		SerialClaims:    f.d.Name() == "sqlite",
 	}, nil
 }
 
