@@ -144,6 +144,9 @@ func (c *Consumer) Run(ctx context.Context) error {
 		notify:     make(chan struct{}),
 		slots:      make([]*slot, workers),
 	}
+	if sc, ok := c.form.(SettleClaimer); ok && c.batches == nil && !plan.HoldsConnection {
+		r.settleClaimer = sc
+	}
 	r.handlerCtx, r.cancelHandlers = context.WithCancel(context.WithoutCancel(ctx))
 	defer r.cancelHandlers()
 
@@ -283,6 +286,8 @@ type run struct {
 	cancelHandlers context.CancelFunc
 
 	slots []*slot
+
+	settleClaimer SettleClaimer // the form, where a worker's settlement may claim its next row
 }
 
 // slot is one worker's state, shared with the extender and with shutdown.
@@ -341,9 +346,11 @@ func (r *run) work(ctx context.Context, s *slot) {
 			r.release(u)
 			return
 		}
-		if !r.deliver(s, u) {
+		next, ok := r.deliver(ctx, s, u, len(kept) == 0)
+		if !ok {
 			return
 		}
+		kept = append(kept, next...)
 	}
 }
 
@@ -435,16 +442,16 @@ func (r *run) claim(ctx context.Context) ([][]*Delivery, error) {
 		}
 		var ds []*Delivery
 		ds, err = r.c.form.Claim(cctx, n)
-		if len(ds) > 0 {
-			units = make([][]*Delivery, len(ds))
-			for i := range ds {
-				units[i] = ds[i : i+1 : i+1]
-			}
-		}
+		units = singles(ds)
 	}
 	cancel()
 	<-r.claimSlots
+	r.noteClaim(err)
+	return units, err
+}
 
+// noteClaim logs the first of a run of failed claims, and the claim that ends the run.
+func (r *run) noteClaim(err error) {
 	r.failing.Lock()
 	defer r.failing.Unlock()
 	switch {
@@ -455,12 +462,24 @@ func (r *run) claim(ctx context.Context) ([][]*Delivery, error) {
 		r.claimsFailing = false
 		r.log.Info("inbox: claims succeed again")
 	}
-	return units, err
 }
 
-// deliver runs the handler on unit u and settles its outcomes. It reports false when shutdown
-// abandoned the unit, and the worker must stop.
-func (r *run) deliver(s *slot, u []*Delivery) bool {
+// singles makes a unit of each delivery.
+func singles(ds []*Delivery) [][]*Delivery {
+	if len(ds) == 0 {
+		return nil
+	}
+	units := make([][]*Delivery, len(ds))
+	for i := range ds {
+		units[i] = ds[i : i+1 : i+1]
+	}
+	return units
+}
+
+// deliver runs the handler on unit u and settles its outcomes. When the worker would claim
+// next (mayClaim) and the form can, the settlement claims the worker's next row with it, which
+// deliver returns. It reports false when shutdown abandoned the unit, and the worker must stop.
+func (r *run) deliver(ctx context.Context, s *slot, u []*Delivery, mayClaim bool) ([][]*Delivery, bool) {
 	s.mu.Lock()
 	s.inWork = u
 	s.mu.Unlock()
@@ -470,19 +489,28 @@ func (r *run) deliver(s *slot, u []*Delivery) bool {
 	s.mu.Lock()
 	if s.abandoned {
 		s.mu.Unlock()
-		return false
+		return nil, false
 	}
 	s.inWork = nil
 	s.mu.Unlock()
 
-	ctx, cancel := context.WithTimeout(context.Background(), settleTimeout)
+	sctx, cancel := context.WithTimeout(context.Background(), settleTimeout)
 	defer cancel()
 	var err error
-	if r.c.batches != nil {
-		err = r.c.batches.SettleBatch(ctx, u, outs)
-	} else {
+	var next [][]*Delivery
+	switch {
+	case r.c.batches != nil:
+		err = r.c.batches.SettleBatch(sctx, u, outs)
+	case mayClaim && r.fuse(ctx):
+		var ds []*Delivery
+		var claimErr error
+		ds, err, claimErr = r.settleClaimer.SettleAndClaim(sctx, u[0], outs[0], 1)
+		<-r.claimSlots
+		r.noteClaim(claimErr)
+		next = singles(ds)
+	default:
 		r.settling.Add(1)
-		err = r.c.form.Settle(ctx, u[0], outs[0])
+		err = r.c.form.Settle(sctx, u[0], outs[0])
 		r.settling.Add(-1)
 	}
 	switch {
@@ -496,7 +524,22 @@ func (r *run) deliver(s *slot, u []*Delivery) bool {
 			r.log.Info("inbox: message dropped", "id", u[i].ID, "attempt", u[i].Attempt)
 		}
 	}
-	return true
+	return next, true
+}
+
+// fuse reports whether a worker that settles should claim its next row in the same call, and
+// if so takes the claim slot for it: only when the form can, and no other worker waits for a
+// row or settles, so that no claim or settlement would be shared by running them apart.
+func (r *run) fuse(ctx context.Context) bool {
+	if r.settleClaimer == nil || ctx.Err() != nil || len(r.handoff) > 0 || r.waiting.Load() > 0 || r.settling.Load() > 0 {
+		return false
+	}
+	select {
+	case r.claimSlots <- struct{}{}:
+		return true
+	default:
+		return false
+	}
 }
 
 func ids(u []*Delivery) []int64 {

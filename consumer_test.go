@@ -554,3 +554,43 @@ func TestSharedClaimsTakeRowsForWorkersWaitingOrSettling(t *testing.T) {
 		t.Fatalf("%d claims for %d rows: the claims were not shared", f.claims, len(ids))
 	}
 }
+
+// settleClaimForm settles and claims in one call, and counts those calls.
+type settleClaimForm struct {
+	*fakeForm
+	fused atomic.Int32
+}
+
+func (f *settleClaimForm) SettleAndClaim(ctx context.Context, d *Delivery, o outcome.Outcome, max int) ([]*Delivery, error, error) {
+	f.fused.Add(1)
+	settleErr := f.Settle(ctx, d, o)
+	ds, claimErr := f.Claim(ctx, max)
+	return ds, settleErr, claimErr
+}
+
+func TestALoneWorkerSettlesAndClaimsInOneCall(t *testing.T) {
+	ids := make([]int64, 50)
+	for i := range ids {
+		ids[i] = int64(i + 1)
+	}
+	f := &settleClaimForm{fakeForm: newFakeForm("jobs", ids...)}
+	h := HandlerFunc(func(ctx context.Context, d *Delivery) outcome.Outcome { return outcome.Ack() })
+	c := NewConsumer(noDB(0), f, h, &Config{PollInterval: 10 * time.Millisecond})
+	if err := runUntil(t, c, func() bool { return f.settledCount() == len(ids) }); err != nil {
+		t.Fatal(err)
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for _, id := range ids {
+		if got := f.settled[id]; len(got) != 1 || got[0].Kind() != outcome.KindAck {
+			t.Fatalf("row %d settled %v, want one ack", id, got)
+		}
+	}
+	// The first row comes from a plain claim; every settlement after it claims the next row.
+	if n := f.fused.Load(); n < int32(len(ids))-1 {
+		t.Fatalf("%d of %d settlements claimed the next row with them, want all but the last", n, len(ids))
+	}
+	if len(f.released) != 0 {
+		t.Fatalf("rows %v released, want none", f.released)
+	}
+}

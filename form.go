@@ -85,3 +85,14 @@ type BatchForm interface {
 	// ReleaseBatch gives the rows of one ClaimBatch back without an outcome and ends the hold.
 	ReleaseBatch(ctx context.Context, ds []*Delivery) error
 }
+
+// SettleClaimer is a form that can settle a delivery and claim the next rows in one
+// transaction, where that saves a commit (the lease form on SQLite, whose one writer commits
+// one transaction at a time). A consumer of single rows uses it when a worker that settles would
+// claim next and no other worker is waiting or settling, whose rows the separate statements
+// would share.
+type SettleClaimer interface {
+	// SettleAndClaim settles d by o, as Settle does, and claims at most max rows, as Claim
+	// does: it returns the rows claimed, the settlement's error and the claim's.
+	SettleAndClaim(ctx context.Context, d *Delivery, o outcome.Outcome, max int) (claimed []*Delivery, settleErr, claimErr error)
+}

@@ -38,6 +38,12 @@ func (f *Form[D]) Claim(ctx context.Context, max int) ([]*inbox.Delivery, error)
 	if err != nil {
 		return nil, err
 	}
+	return f.keepRows(ctx, b, ds, token)
+}
+
+// keepRows gives each of ds, claimed under token, a hold of its own and, in transactional mode, a
+// transaction; if one cannot be opened, every row is given back and the error returned.
+func (f *Form[D]) keepRows(ctx context.Context, b *binding, ds []*inbox.Delivery, token time.Time) ([]*inbox.Delivery, error) {
 	holds := make([]*hold, len(ds))
 	b.holdsMu.Lock()
 	for i, d := range ds {
@@ -90,15 +96,8 @@ func tokenAt(t time.Time) time.Time { return t.UTC().Truncate(time.Microsecond) 
 
 // claimInOne claims with one statement (Postgres, SQLite).
 func (f *Form[D]) claimInOne(ctx context.Context, b *binding, max int, now, token time.Time) ([]*inbox.Delivery, error) {
-	due := b.st.DueArgs(nil, f.d.Time(now), b.q.Name)
-	var args []any
-	if b.sql.sortClaim { // SQLite: the token comes first, in the SET clause
-		args = append(append([]any{f.d.Time(token)}, due...), f.d.Time(now), max)
-	} else {
-		args = append(due, f.d.Time(now), max, f.d.Time(token))
-	}
 	var ds []*inbox.Delivery
-	err := b.query(ctx, b.claim, args, func(rows *sql.Rows) (err error) {
+	err := b.query(ctx, b.claim, f.claimArgs(b, max, now, token), func(rows *sql.Rows) (err error) {
 		if !b.sql.sortClaim {
 			ds, err = b.st.Scan(rows)
 		} else {
@@ -107,6 +106,15 @@ func (f *Form[D]) claimInOne(ctx context.Context, b *binding, max int, now, toke
 		return err
 	})
 	return ds, err
+}
+
+// claimArgs are the arguments of the claim that is one statement (Postgres, SQLite).
+func (f *Form[D]) claimArgs(b *binding, max int, now, token time.Time) []any {
+	due := b.st.DueArgs(nil, f.d.Time(now), b.q.Name)
+	if b.sql.sortClaim { // SQLite: the token comes first, in the SET clause
+		return append(append([]any{f.d.Time(token)}, due...), f.d.Time(now), max)
+	}
+	return append(due, f.d.Time(now), max, f.d.Time(token))
 }
 
 // claimInTx claims in a READ COMMITTED transaction (MySQL, MariaDB): the SELECT locks the rows

@@ -145,27 +145,26 @@ func (f *Form[D]) Settle(ctx context.Context, d *inbox.Delivery, o outcome.Outco
 	case b.retries != nil && (k == outcome.KindRetry || k == outcome.KindNone):
 		return b.retries.settle(ctx, d.ID, h.token)
 	}
-	var (
-		s    *sql.Stmt
-		args []any
-		what = o.String()
-	)
-	switch o.Kind() {
-	case outcome.KindAck, outcome.KindDrop:
-		s, args = b.ack, f.ackArgs(b, d, h.token)
-	case outcome.KindRetryAfter:
-		if b.retryAfter != nil {
-			s, args = b.retryAfter, []any{f.d.Time(time.Now().Add(o.Delay())), d.ID, f.d.Time(h.token)}
-			break
-		}
-		b.log.Warn("inbox: RetryAfter on a table without a retry_after column retries at once: set inbox.Table.RetryAfter to delay retries", "table", f.t.Name, "id", d.ID, "delay", o.Delay())
-		s, args = b.retry, []any{d.ID, f.d.Time(h.token)}
-	default:
-		s, args, what = b.retry, []any{d.ID, f.d.Time(h.token)}, "retry"
-	}
+	s, _, args, what := f.settlement(b, d, h, o)
 	res, err := b.exec(ctx, s, args...)
 	_, err = f.guarded(res, err, d, h, what)
 	return err
+}
+
+// settlement is the statement (prepared, and its text) that applies o to d's row under h's
+// token outside a transaction, its arguments, and what it does.
+func (f *Form[D]) settlement(b *binding, d *inbox.Delivery, h *hold, o outcome.Outcome) (*sql.Stmt, string, []any, string) {
+	switch o.Kind() {
+	case outcome.KindAck, outcome.KindDrop:
+		return b.ack, b.sql.ack, f.ackArgs(b, d, h.token), o.String()
+	case outcome.KindRetryAfter:
+		if b.retryAfter != nil {
+			return b.retryAfter, b.sql.retryAfter, []any{f.d.Time(time.Now().Add(o.Delay())), d.ID, f.d.Time(h.token)}, o.String()
+		}
+		b.log.Warn("inbox: RetryAfter on a table without a retry_after column retries at once: set inbox.Table.RetryAfter to delay retries", "table", f.t.Name, "id", d.ID, "delay", o.Delay())
+		return b.retry, b.sql.retry, []any{d.ID, f.d.Time(h.token)}, o.String()
+	}
+	return b.retry, b.sql.retry, []any{d.ID, f.d.Time(h.token)}, "retry"
 }
 
 // ackArgs are the ack statement's arguments: DELETE (id, token) or the processed_at stamp

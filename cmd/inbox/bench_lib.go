@@ -220,7 +220,11 @@ func drainLibrary(ctx context.Context, t *target, form string, cfg *benchConfig,
 	icfg := &inbox.Config{Workers: w, PollInterval: cfg.poll, Logger: benchLogger}
 	var c *inbox.Consumer
 	if batch == 1 {
-		c = inbox.NewConsumer(t.db, &drainForm{f, dc}, inbox.HandlerFunc(func(ctx context.Context, d *inbox.Delivery) outcome.Outcome {
+		var counted inbox.Form = &drainForm{f, dc}
+		if sc, ok := f.(inbox.SettleClaimer); ok {
+			counted = &drainSettleClaimForm{drainForm{f, dc}, sc}
+		}
+		c = inbox.NewConsumer(t.db, counted, inbox.HandlerFunc(func(ctx context.Context, d *inbox.Delivery) outcome.Outcome {
 			handled.Add(1)
 			bar.add(1)
 			return outcome.Ack()
@@ -362,6 +366,19 @@ func (f *drainForm) Claim(ctx context.Context, max int) ([]*inbox.Delivery, erro
 
 func (f *drainForm) Settle(ctx context.Context, d *inbox.Delivery, o outcome.Outcome) error {
 	return f.counts.settledRows(1, f.Form.Settle(ctx, d, o))
+}
+
+// drainSettleClaimForm is drainForm over a form that settles a row and claims the next in one
+// call (inbox.SettleClaimer), which the consumer would not see through drainForm.
+type drainSettleClaimForm struct {
+	drainForm
+	sc inbox.SettleClaimer
+}
+
+func (f *drainSettleClaimForm) SettleAndClaim(ctx context.Context, d *inbox.Delivery, o outcome.Outcome, max int) ([]*inbox.Delivery, error, error) {
+	ds, settleErr, claimErr := f.sc.SettleAndClaim(ctx, d, o, max)
+	ds, claimErr = f.counts.claimed(ds, claimErr)
+	return ds, f.counts.settledRows(1, settleErr), claimErr
 }
 
 // drainBatchForm counts the claims and settlements of a batch consumer.
