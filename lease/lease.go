@@ -18,6 +18,18 @@
 // Expiries are computed on the host's clock and compared with it: the hosts that consume one
 // table need clocks that agree to well within a lease.
 //
+// # Commits, shared
+//
+// A claim and a settlement commit apart, so the form shares commits where it can: the consumer
+// keeps one claim in flight, which takes a row for every worker waiting or settling; on Postgres
+// and SQLite, settlements of one kind that arrive while another runs share its next statement,
+// whose RETURNING tells each whether its own row changed (each Settle still returns only once
+// its row's statement has committed); on SQLite, the process's writes outside a transaction
+// queue on one lock per *sql.DB rather than in SQLite's busy handler, and a lone worker's
+// settlement claims its next row in the same transaction (SettleAndClaim). A guarded statement
+// that meets a transient conflict (SQLITE_BUSY, a deadlock) runs again, a few times: the token
+// guard makes that safe.
+//
 // The lease column holds a timestamp: TIMESTAMPTZ on Postgres, DATETIME(6) on MySQL and
 // MariaDB (the token is compared to the microsecond, so the column must keep them), TEXT on
 // SQLite. It is NULL while no one holds the row.
