@@ -19,10 +19,10 @@ const mergeMax = 64
 // alone. Postgres and SQLite only, where the statement returns the ids it changed.
 type merger struct {
 	b    *binding
-	what string                    // "ack" or "retry"
-	head func() []any              // the arguments before the rows' (the ack's processed_at)
-	list func(n int) string        // the statement over n rows
-	one  func() (*sql.Stmt, []any) // the single-row statement and its head arguments
+	what string             // "ack" or "retry"
+	head func() []any       // the arguments before the rows' (the ack's processed_at)
+	list func(n int) string // the statement over n rows
+	one  *sql.Stmt          // the single-row statement, for a row alone
 
 	turn chan struct{} // holds a token while a statement of this kind runs
 
@@ -37,11 +37,7 @@ type mergeRow struct {
 }
 
 func newMerger(b *binding, what string, list func(int) string, one *sql.Stmt, head func() []any) *merger {
-	return &merger{
-		b: b, what: what, list: list, head: head,
-		one:  func() (*sql.Stmt, []any) { return one, head() },
-		turn: make(chan struct{}, 1),
-	}
+	return &merger{b: b, what: what, list: list, one: one, head: head, turn: make(chan struct{}, 1)}
 }
 
 // settle settles row id under token, merged with the settlements of the same kind that queue up
@@ -76,8 +72,7 @@ func (m *merger) run(ctx context.Context, group []*mergeRow) {
 	d := m.b.st.D
 	if len(group) == 1 {
 		r := group[0]
-		s, args := m.one()
-		res, err := m.b.exec(ctx, s, append(args, r.id, d.Time(r.token))...)
+		res, err := m.b.exec(ctx, m.one, append(m.head(), r.id, d.Time(r.token))...)
 		var n int64
 		if err == nil {
 			n, err = res.RowsAffected()
