@@ -124,7 +124,7 @@ func (f *Form[D]) SettleBatch(ctx context.Context, ds []*inbox.Delivery, os []ou
 				delayed[o.Delay()] = append(delayed[o.Delay()], id)
 				continue
 			}
-			b.log.Warn("inbox: RetryAfter on a table without a retry_after column retries at once: set inbox.Table.RetryAfter to delay retries", "table", f.t.Name, "id", id, "delay", o.Delay())
+			b.noRetryAfter(id, o.Delay())
 			retries = append(retries, id)
 		default:
 			retries = append(retries, id)

@@ -161,7 +161,7 @@ func (f *Form[D]) settlement(b *binding, d *inbox.Delivery, h *hold, o outcome.O
 		if b.retryAfter != nil {
 			return b.retryAfter, b.sql.retryAfter, []any{f.d.Time(time.Now().Add(o.Delay())), d.ID, f.d.Time(h.token)}, o.String()
 		}
-		b.log.Warn("inbox: RetryAfter on a table without a retry_after column retries at once: set inbox.Table.RetryAfter to delay retries", "table", f.t.Name, "id", d.ID, "delay", o.Delay())
+		b.noRetryAfter(d.ID, o.Delay())
 		return b.retry, b.sql.retry, []any{d.ID, f.d.Time(h.token)}, o.String()
 	}
 	return b.retry, b.sql.retry, []any{d.ID, f.d.Time(h.token)}, "retry"
@@ -328,4 +328,9 @@ func (f *Form[D]) ended(d *inbox.Delivery) error {
 
 func (f *Form[D]) inBatch(d *inbox.Delivery, done, use string) error {
 	return fmt.Errorf("inbox: table %q, row %d: the delivery belongs to a batch, which is %s whole: use %s", f.t.Name, d.ID, done, use)
+}
+
+// noRetryAfter warns that a RetryAfter on a table without a retry_after column retries at once.
+func (b *binding) noRetryAfter(id int64, delay time.Duration) {
+	b.log.Warn("inbox: RetryAfter on a table without a retry_after column retries at once: set inbox.Table.RetryAfter to delay retries", "table", b.st.Raw.Name, "id", id, "delay", delay)
 }
