@@ -146,10 +146,7 @@ func TestLeaseBatchTransactional(t *testing.T) {
 			tbl := withAttempt(tableName(t))
 			b.createTable(t, db, tbl)
 			name := quoted(t, b, tbl.Name)
-			side := quoted(t, b, tbl.Name+"_side")
-			mustExec(t, db, "DROP TABLE IF EXISTS "+side)
-			mustExec(t, db, "CREATE TABLE "+side+" (id BIGINT)")
-			t.Cleanup(func() { db.Exec("DROP TABLE " + side) })
+			side := sideTable(t, b, db, tbl.Name+"_side", "id BIGINT")
 			f := leaseForm(t, b, db, tbl, nil, inbox.Queue{Transactional: true})
 			write := func(ds []*inbox.Delivery) {
 				t.Helper()
@@ -213,10 +210,7 @@ func TestLeaseBatchConsumersDrain(t *testing.T) {
 					msgs[i].Payload = []byte("m")
 				}
 				leasePublish(t, b, db1, tbl, msgs...)
-				side := quoted(t, b, tbl.Name+"_side")
-				mustExec(t, db1, "DROP TABLE IF EXISTS "+side)
-				mustExec(t, db1, "CREATE TABLE "+side+" (id BIGINT)")
-				t.Cleanup(func() { db1.Exec("DROP TABLE " + side) })
+				side := sideTable(t, b, db1, tbl.Name+"_side", "id BIGINT")
 
 				var mu sync.Mutex
 				calls := map[int64]int{}

@@ -145,6 +145,17 @@ func leaseWait(t *testing.T, timeout time.Duration, what string, cond func() boo
 	}
 }
 
+// sideTable creates (anew) a table of one column where handlers write through their delivery's
+// transaction, dropped when the test ends, and returns its quoted name.
+func sideTable(t *testing.T, b backend, db *sql.DB, name, column string) string {
+	t.Helper()
+	side := quoted(t, b, name)
+	mustExec(t, db, "DROP TABLE IF EXISTS "+side)
+	mustExec(t, db, "CREATE TABLE "+side+" ("+column+")")
+	t.Cleanup(func() { db.Exec("DROP TABLE " + side) })
+	return side
+}
+
 // withAttempt is the minimal table with an attempt column: ack deletes, no retry_after.
 func withAttempt(name string) inbox.Table {
 	tbl := minimalTable(name)
@@ -377,10 +388,7 @@ func TestLeaseTransactional(t *testing.T) {
 			db := b.open(t, 0)
 			tbl := withAttempt(tableName(t))
 			b.createTable(t, db, tbl)
-			side := quoted(t, b, tbl.Name+"_side")
-			mustExec(t, db, "DROP TABLE IF EXISTS "+side)
-			mustExec(t, db, "CREATE TABLE "+side+" (n INT)")
-			t.Cleanup(func() { db.Exec("DROP TABLE " + side) })
+			side := sideTable(t, b, db, tbl.Name+"_side", "n INT")
 			name := quoted(t, b, tbl.Name)
 			write := func(d *inbox.Delivery, n string) {
 				t.Helper()
