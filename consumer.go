@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"runtime/debug"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -296,6 +297,9 @@ type slot struct {
 	inWork    []*Delivery // the unit whose handler runs, nil otherwise
 	abandoned bool        // shutdown gave inWork's rows back; the worker must not settle them
 	exited    chan struct{}
+
+	outs []outcome.Outcome  // the worker's outcomes of its unit in work, reused
+	one  [1]outcome.Outcome // a single handler's outcome, reused
 }
 
 // relayWakeups turns a publish's wake-up into a broadcast to the idle workers.
@@ -484,7 +488,7 @@ func (r *run) deliver(ctx context.Context, s *slot, u []*Delivery, mayClaim bool
 	s.inWork = u
 	s.mu.Unlock()
 
-	outs := r.handle(u)
+	outs := r.handle(s, u)
 
 	s.mu.Lock()
 	if s.abandoned {
@@ -554,17 +558,21 @@ func ids(u []*Delivery) []int64 {
 // outcome become Retry, and a row whose data does not decode (as the form or the JSON adapter
 // found) takes Config.UndecodablePayload. Rows the form found undecodable never reach the
 // handler.
-func (r *run) handle(u []*Delivery) []outcome.Outcome {
-	outs := make([]outcome.Outcome, len(u))
-	pass := make([]*Delivery, 0, len(u))
-	for _, d := range u {
-		if d.decodeErr == nil {
+func (r *run) handle(s *slot, u []*Delivery) []outcome.Outcome {
+	// The worker's buffers: a delivery costs the consumer no allocation of its own.
+	s.outs = slices.Grow(s.outs[:0], len(u))[:len(u)]
+	outs := s.outs
+	pass := u
+	for i, d := range u {
+		if d.decodeErr != nil && len(pass) == len(u) {
+			pass = append([]*Delivery(nil), u[:i]...)
+		} else if d.decodeErr == nil && len(pass) < len(u) {
 			pass = append(pass, d)
 		}
 	}
 	var got []outcome.Outcome
 	if len(pass) > 0 {
-		got = r.call(pass)
+		got = r.call(s, pass)
 	}
 	j := 0
 	for i, d := range u {
@@ -589,7 +597,7 @@ func (r *run) handle(u []*Delivery) []outcome.Outcome {
 }
 
 // call runs the handler on the deliveries, turning a panic into a Retry of each.
-func (r *run) call(ds []*Delivery) (outs []outcome.Outcome) {
+func (r *run) call(s *slot, ds []*Delivery) (outs []outcome.Outcome) {
 	defer func() {
 		if p := recover(); p != nil {
 			r.log.Error("inbox: handler panicked; its rows will be retried", "ids", ids(ds), "panic", p, "stack", string(debug.Stack()))
@@ -602,7 +610,8 @@ func (r *run) call(ds []*Delivery) (outs []outcome.Outcome) {
 	if r.c.bh != nil {
 		return r.c.bh.HandleBatch(r.handlerCtx, ds)
 	}
-	return []outcome.Outcome{r.c.h.Handle(r.handlerCtx, ds[0])}
+	s.one[0] = r.c.h.Handle(r.handlerCtx, ds[0])
+	return s.one[:]
 }
 
 // release gives a claimed unit back without an outcome.
