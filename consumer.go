@@ -573,6 +573,9 @@ func (r *run) handle(s *slot, u []*Delivery) []outcome.Outcome {
 	var got []outcome.Outcome
 	if len(pass) > 0 {
 		got = r.call(s, pass)
+		if len(got) > len(pass) {
+			r.log.Error("inbox: the batch handler returned more outcomes than rows; the extra ones are ignored", "rows", len(pass), "outcomes", len(got), "ids", ids(pass))
+		}
 	}
 	j := 0
 	for i, d := range u {

@@ -200,3 +200,21 @@ func TestBatchConsumerGivesAnAbandonedBatchBackWhole(t *testing.T) {
 		t.Fatalf("extensions by row %v: want the batch extended through its first delivery only", f.extended)
 	}
 }
+
+func TestBatchConsumerLogsOutcomesBeyondTheBatch(t *testing.T) {
+	f := &fakeBatchForm{fakeForm: newFakeForm("jobs", 1)}
+	h := BatchHandlerFunc(func(ctx context.Context, ds []*Delivery) []outcome.Outcome {
+		return []outcome.Outcome{outcome.Ack(), outcome.Drop(), outcome.Retry()}
+	})
+	var logs logBuffer
+	c := NewBatchConsumer(noDB(0), f, 16, h, &Config{PollInterval: 10 * time.Millisecond, Logger: logs.logger()})
+	if err := runUntil(t, c, func() bool { return f.settledCount() == 1 }); err != nil {
+		t.Fatal(err)
+	}
+	if s := f.settled[1]; len(s) != 1 || s[0].Kind() != outcome.KindAck {
+		t.Fatalf("row 1 settled %v, want its own outcome, ack", s)
+	}
+	if !strings.Contains(logs.String(), "more outcomes than rows") {
+		t.Fatalf("the extra outcomes were not logged:\n%s", logs.String())
+	}
+}

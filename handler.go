@@ -38,7 +38,7 @@ func JSON[T any](f func(ctx context.Context, d *Delivery, v T) outcome.Outcome) 
 
 // BatchHandler handles the rows of one batch together and says what to do with each: the
 // outcome at index i is ds[i]'s. A zero outcome, or one missing from a short slice, is a
-// Retry; the consumer logs it. Batches hold at most the size given to NewBatchConsumer and at
+// Retry; outcomes beyond the batch are ignored; the consumer logs both. Batches hold at most the size given to NewBatchConsumer and at
 // least one row.
 //
 // In transactional mode the deliveries share one transaction (each Delivery.Tx is the same):
