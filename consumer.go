@@ -97,9 +97,57 @@ func (c *Consumer) configure(cfg *Config) {
 	}
 }
 
-// settleTimeout bounds a settlement, an extension or a release: each runs to its end even when
-// Run's context is done, so that no outcome is cut off halfway.
+// settleTimeout bounds a claim, a settlement or a release: each runs to its end even when Run's
+// context is done, so that no row is left half claimed and no outcome is cut off halfway.
 const settleTimeout = 30 * time.Second
+
+// detached gives one goroutine's operations, one at a time, a context that keeps the values of
+// Run's context but not its cancellation, and that a watchdog cancels once an operation has run
+// for its limit. It costs no allocation per operation, as context.WithTimeout would for every
+// claim and settlement, so a message costs the consumer none.
+//
+// Each context has its own watchdog, which cancels that context and touches nothing else. An
+// operation whose watchdog fired (Stop reports it) retires the pair, cancelled or about to be,
+// and the next operation begins on a fresh one. The context outlives its operations: whatever a
+// form registers on it (context.AfterFunc, a child context) it must unregister, as always.
+type detached struct {
+	parent   context.Context
+	limit    time.Duration
+	ctx      context.Context // nil before the first operation and after a watchdog fired
+	cancel   context.CancelFunc
+	watchdog *time.Timer
+}
+
+func newDetached(ctx context.Context, limit time.Duration) *detached {
+	return &detached{parent: context.WithoutCancel(ctx), limit: limit}
+}
+
+// begin starts the watchdog and returns the context of one operation, which must call end.
+func (d *detached) begin() context.Context {
+	if d.ctx == nil {
+		d.ctx, d.cancel = context.WithCancel(d.parent)
+		d.watchdog = time.AfterFunc(d.limit, d.cancel)
+	} else {
+		d.watchdog.Reset(d.limit)
+	}
+	return d.ctx
+}
+
+// end stops the watchdog of the operation begin started.
+func (d *detached) end() {
+	if !d.watchdog.Stop() {
+		d.cancel()
+		d.ctx = nil
+	}
+}
+
+// stop cancels the context, for a goroutine done with its operations: anything a form left
+// watching it ends.
+func (d *detached) stop() {
+	if d.cancel != nil {
+		d.cancel()
+	}
+}
 
 // Run opens the form, then claims and handles rows until ctx is done; then it stops claiming,
 // lets the handlers in work finish within Config.ShutdownTimeout, and returns nil.
@@ -274,7 +322,7 @@ type run struct {
 	log  *slog.Logger
 
 	claimSlots    chan struct{}    // a token per claim allowed in flight
-	handoff       chan []*Delivery // rows claimed by one worker for others, one delivery each
+	handoff       chan []*Delivery // rows claimed by one worker for others, a unit of one each
 	waiting       atomic.Int32     // workers waiting for a row, whom a claim takes rows for
 	settling      atomic.Int32     // workers settling, who will want a row in a moment
 	failing       sync.Mutex       // guards claimsFailing
@@ -333,38 +381,44 @@ func (r *run) work(ctx context.Context, s *slot) {
 	defer close(s.exited)
 	timer := time.NewTimer(time.Hour)
 	timer.Stop()
-	var kept [][]*Delivery // units this worker claimed and could not hand over
+	ops := newDetached(ctx, settleTimeout)
+	defer ops.stop()
+	var kept []*Delivery // single rows this worker claimed and could not hand over
 	defer func() {
-		for _, u := range kept {
-			r.release(u)
+		for i := range kept {
+			r.release(kept[i : i+1 : i+1])
 		}
 	}()
 	for ctx.Err() == nil {
 		var u []*Delivery
 		if len(kept) > 0 {
-			u, kept = kept[0], kept[1:]
-		} else if u, kept = r.next(ctx, timer); u == nil {
+			// Capped at its one row, so that no append to the unit can write over the rows kept.
+			u, kept = kept[:1:1], kept[1:]
+		} else if u, kept = r.next(ctx, ops, timer); u == nil {
 			continue
 		}
 		if ctx.Err() != nil {
 			r.release(u)
 			return
 		}
-		next, ok := r.deliver(ctx, s, u, len(kept) == 0)
+		mayClaim := len(kept) == 0
+		next, ok := r.deliver(ctx, ops, s, u, mayClaim)
 		if !ok {
 			return
 		}
-		kept = append(kept, next...)
+		if mayClaim {
+			kept = next
+		}
 	}
 }
 
 // next returns the worker's next unit: one handed over by another worker, or the first of a
 // claim. Where deliveries hold no connection, a single-row claim takes a row for this worker
 // and one for each worker waiting or settling (who will want one as soon as its settlement
-// commits), and hands those over; what no one can take is returned to keep. A batch claim takes one batch, for this worker. After a claim that found nothing (or
-// failed) next waits the poll interval, or less when a publish or a handed-over row comes
-// first, and returns nil.
-func (r *run) next(ctx context.Context, timer *time.Timer) ([]*Delivery, [][]*Delivery) {
+// commits), and hands those over; the rows no one can take are returned to keep. A batch claim
+// takes one batch, for this worker. After a claim that found nothing (or failed) next idles
+// (see idle) and returns nil, or the row another worker handed over meanwhile.
+func (r *run) next(ctx context.Context, ops *detached, timer *time.Timer) (unit, kept []*Delivery) {
 	select {
 	case u := <-r.handoff:
 		return u, nil
@@ -389,21 +443,24 @@ func (r *run) next(ctx context.Context, timer *time.Timer) ([]*Delivery, [][]*De
 		return u, nil
 	default:
 	}
-	units, err := r.claim(ctx)
-	if err != nil || len(units) == 0 {
+	ds, err := r.claim(ops)
+	if err != nil || len(ds) == 0 {
 		return r.idle(ctx, timer, err == nil), nil
 	}
-	rest := units[1:]
+	if r.c.batches != nil {
+		return ds, nil
+	}
+	rest := ds[1:]
 	for len(rest) > 0 {
 		select {
-		case r.handoff <- rest[0]:
+		case r.handoff <- rest[:1:1]:
 			rest = rest[1:]
 			continue
 		default:
 		}
 		break
 	}
-	return units[0], rest
+	return ds[:1:1], rest
 }
 
 // idle waits the poll interval, or until ctx is done, a publish wakes the consumer (when
@@ -427,31 +484,27 @@ func (r *run) idle(ctx context.Context, timer *time.Timer, wakeable bool) []*Del
 	return nil
 }
 
-// claim claims the worker's unit, and single rows for the workers waiting or settling where
-// deliveries hold no connection, holding the claim slot the caller took meanwhile. The claim runs to its end
-// even when ctx is done, so that no row is left half claimed.
-func (r *run) claim(ctx context.Context) ([][]*Delivery, error) {
-	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), settleTimeout)
-	var units [][]*Delivery
+// claim claims the worker's batch, or single rows: its own, and where deliveries hold no
+// connection one for each worker waiting or settling. It holds the claim slot the caller took
+// meanwhile. The claim runs on a detached context, to its end even when Run's context is
+// done, so that no row is left half claimed.
+func (r *run) claim(ops *detached) ([]*Delivery, error) {
+	cctx := ops.begin()
+	var ds []*Delivery
 	var err error
 	if r.c.batches != nil {
-		var ds []*Delivery
-		if ds, err = r.c.batches.ClaimBatch(cctx, r.c.batchSize); len(ds) > 0 {
-			units = [][]*Delivery{ds}
-		}
+		ds, err = r.c.batches.ClaimBatch(cctx, r.c.batchSize)
 	} else {
 		n := 1
 		if !r.plan.HoldsConnection {
 			n += int(r.waiting.Load() + r.settling.Load())
 		}
-		var ds []*Delivery
 		ds, err = r.c.form.Claim(cctx, n)
-		units = singles(ds)
 	}
-	cancel()
+	ops.end()
 	<-r.claimSlots
 	r.noteClaim(err)
-	return units, err
+	return ds, err
 }
 
 // noteClaim logs the first of a run of failed claims, and the claim that ends the run.
@@ -468,22 +521,11 @@ func (r *run) noteClaim(err error) {
 	}
 }
 
-// singles makes a unit of each delivery.
-func singles(ds []*Delivery) [][]*Delivery {
-	if len(ds) == 0 {
-		return nil
-	}
-	units := make([][]*Delivery, len(ds))
-	for i := range ds {
-		units[i] = ds[i : i+1 : i+1]
-	}
-	return units
-}
-
-// deliver runs the handler on unit u and settles its outcomes. When the worker would claim
-// next (mayClaim) and the form can, the settlement claims the worker's next row with it, which
-// deliver returns. It reports false when shutdown abandoned the unit, and the worker must stop.
-func (r *run) deliver(ctx context.Context, s *slot, u []*Delivery, mayClaim bool) ([][]*Delivery, bool) {
+// deliver runs the handler on unit u and settles its outcomes on a detached context. When the
+// worker would claim next (mayClaim) and the form can, the settlement claims the worker's next
+// row with it, which deliver returns. It reports false when shutdown abandoned the unit, and the
+// worker must stop.
+func (r *run) deliver(ctx context.Context, ops *detached, s *slot, u []*Delivery, mayClaim bool) ([]*Delivery, bool) {
 	s.mu.Lock()
 	s.inWork = u
 	s.mu.Unlock()
@@ -498,25 +540,23 @@ func (r *run) deliver(ctx context.Context, s *slot, u []*Delivery, mayClaim bool
 	s.inWork = nil
 	s.mu.Unlock()
 
-	sctx, cancel := context.WithTimeout(context.Background(), settleTimeout)
-	defer cancel()
+	sctx := ops.begin()
 	var err error
-	var next [][]*Delivery
+	var next []*Delivery
 	switch {
 	case r.c.batches != nil:
 		err = r.c.batches.SettleBatch(sctx, u, outs)
 	case mayClaim && r.fuse(ctx):
-		var ds []*Delivery
 		var claimErr error
-		ds, err, claimErr = r.settleClaimer.SettleAndClaim(sctx, u[0], outs[0], 1)
+		next, err, claimErr = r.settleClaimer.SettleAndClaim(sctx, u[0], outs[0], 1)
 		<-r.claimSlots
 		r.noteClaim(claimErr)
-		next = singles(ds)
 	default:
 		r.settling.Add(1)
 		err = r.c.form.Settle(sctx, u[0], outs[0])
 		r.settling.Add(-1)
 	}
+	ops.end()
 	switch {
 	case errors.Is(err, ErrLeaseLost):
 		r.log.Warn("inbox: lease lost before settlement; the row was not changed and another consumer may hold it", "ids", ids(u), "err", err)
@@ -643,6 +683,8 @@ func (r *run) extend(ctx context.Context, done chan<- struct{}) {
 	}
 	ticker := time.NewTicker(r.plan.ExtendEvery)
 	defer ticker.Stop()
+	ops := newDetached(ctx, r.plan.ExtendEvery)
+	defer ops.stop()
 	for {
 		select {
 		case <-r.handlerCtx.Done():
@@ -652,11 +694,11 @@ func (r *run) extend(ctx context.Context, done chan<- struct{}) {
 		for _, s := range r.slots {
 			s.mu.Lock()
 			if u := s.inWork; u != nil && !s.abandoned {
-				ectx, cancel := context.WithTimeout(context.Background(), r.plan.ExtendEvery)
-				if err := r.c.form.Extend(ectx, u[0]); err != nil {
+				err := r.c.form.Extend(ops.begin(), u[0])
+				ops.end()
+				if err != nil {
 					r.log.Warn("inbox: extending a hold failed; the handler goes on, and its settlement will fail if the hold is lost", "ids", ids(u), "err", err)
 				}
-				cancel()
 			}
 			s.mu.Unlock()
 		}

@@ -594,3 +594,39 @@ func TestALoneWorkerSettlesAndClaimsInOneCall(t *testing.T) {
 		t.Fatalf("rows %v released, want none", f.released)
 	}
 }
+
+// TestDetachedContextsOutliveRunAndEndAtTheirLimit: an operation's context survives Run's end,
+// keeps its values, is cancelled once the operation outlasts the limit, and the next operation
+// gets a live one; an operation that ends in time leaves its context to the next.
+func TestDetachedContextsOutliveRunAndEndAtTheirLimit(t *testing.T) {
+	type key struct{}
+	const limit = 20 * time.Millisecond
+	runCtx, stopRun := context.WithCancel(context.WithValue(context.Background(), key{}, "v"))
+	ops := newDetached(runCtx, limit)
+	defer ops.stop()
+	stopRun()
+
+	quick := ops.begin()
+	ops.end()
+	time.Sleep(2 * limit)
+	if quick.Err() != nil || quick.Value(key{}) != "v" {
+		t.Fatalf("an operation that ended in time: its context reads %v, value %v; want live, with Run's values", quick.Err(), quick.Value(key{}))
+	}
+
+	slow := ops.begin()
+	if slow != quick {
+		t.Fatal("the context of an operation that ended in time was not reused")
+	}
+	select {
+	case <-slow.Done():
+	case <-time.After(10 * time.Second):
+		t.Fatalf("an operation outlasting its limit of %v was not cancelled", limit)
+	}
+	ops.end()
+
+	next := ops.begin()
+	defer ops.end()
+	if next.Err() != nil || next.Value(key{}) != "v" {
+		t.Fatalf("the operation after a timed-out one: its context reads %v, value %v; want a live one", next.Err(), next.Value(key{}))
+	}
+}
