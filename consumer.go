@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math/rand/v2"
 	"runtime/debug"
 	"slices"
 	"sync"
@@ -25,9 +26,11 @@ type Config struct {
 	// runs at most the pool's MaxOpenConns less one, so the application always has a
 	// connection; it says so in the log when it runs fewer than asked.
 	Workers int
-	// PollInterval is how long a worker waits after a claim that found nothing before it claims
-	// again, and after a failed claim. A publish through this library in the same process wakes
-	// the table's consumers at once. Default 1 s.
+	// PollInterval bounds how long a worker waits after a claim that found nothing, or failed,
+	// before it claims again: each wait is drawn anew, uniformly from PollInterval/2 up to (not
+	// including) PollInterval, so that workers that went idle together do not poll together but
+	// spread their claims over the interval. A publish through this library in the same process
+	// wakes the table's consumers at once. Default 1 s.
 	PollInterval time.Duration
 	// ShutdownTimeout is how long Run lets handlers in work finish once its context is done.
 	// Then it cancels their context and abandons them: each abandoned row returns to the queue
@@ -155,8 +158,8 @@ func (d *detached) stop() {
 // Before the first claim Run checks the form against the database: a missing table or column
 // (ErrSchema), a server too old (ErrServerTooOld), a pair the database cannot run (ErrDialect)
 // or another consumer of the same queue in this process (ErrAlreadyConsuming) fails Run at
-// once. A database that cannot be reached, at startup or later, is logged and tried again every
-// PollInterval; Run keeps going and picks up again when it returns.
+// once. A database that cannot be reached, at startup or later, is logged and tried again within
+// each PollInterval; Run keeps going and picks up again when it returns.
 func (c *Consumer) Run(ctx context.Context) error {
 	plan, release, err := c.open(ctx)
 	if err != nil || plan == nil {
@@ -463,8 +466,8 @@ func (r *run) next(ctx context.Context, ops *detached, timer *time.Timer) (unit,
 	return ds[:1:1], rest
 }
 
-// idle waits the poll interval, or until ctx is done, a publish wakes the consumer (when
-// wakeable) or another worker hands a row over, which it returns.
+// idle waits a poll wait, or until ctx is done, a publish wakes the consumer (when wakeable)
+// or another worker hands a row over, which it returns.
 func (r *run) idle(ctx context.Context, timer *time.Timer, wakeable bool) []*Delivery {
 	var woken <-chan struct{}
 	if wakeable {
@@ -472,7 +475,7 @@ func (r *run) idle(ctx context.Context, timer *time.Timer, wakeable bool) []*Del
 	}
 	r.waiting.Add(1)
 	defer r.waiting.Add(-1)
-	timer.Reset(r.c.cfg.PollInterval)
+	timer.Reset(r.c.pollWait())
 	defer timer.Stop() // since Go 1.23 a stopped timer delivers no stale tick
 	select {
 	case u := <-r.handoff:
@@ -482,6 +485,12 @@ func (r *run) idle(ctx context.Context, timer *time.Timer, wakeable bool) []*Del
 	case <-timer.C:
 	}
 	return nil
+}
+
+// pollWait is how long an idle worker waits before it claims again, as Config.PollInterval says.
+func (c *Consumer) pollWait() time.Duration {
+	half := c.cfg.PollInterval / 2
+	return half + rand.N(c.cfg.PollInterval-half)
 }
 
 // claim claims the worker's batch, or single rows: its own, and where deliveries hold no
@@ -514,7 +523,7 @@ func (r *run) noteClaim(err error) {
 	switch {
 	case err != nil && !r.claimsFailing:
 		r.claimsFailing = true
-		r.log.Error("inbox: claim failed; trying again every poll interval", "err", err, "every", r.c.cfg.PollInterval)
+		r.log.Error("inbox: claim failed; trying again within each poll interval", "err", err, "poll_interval", r.c.cfg.PollInterval)
 	case err == nil && r.claimsFailing:
 		r.claimsFailing = false
 		r.log.Info("inbox: claims succeed again")

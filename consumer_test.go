@@ -7,6 +7,7 @@ import (
 	"database/sql/driver"
 	"errors"
 	"log/slog"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -592,6 +593,63 @@ func TestALoneWorkerSettlesAndClaimsInOneCall(t *testing.T) {
 	}
 	if len(f.released) != 0 {
 		t.Fatalf("rows %v released, want none", f.released)
+	}
+}
+
+func TestPollWaitsSpreadOverTheIntervalAndNeverExceedIt(t *testing.T) {
+	const interval = 100 * time.Millisecond
+	c := NewConsumer(noDB(0), newFakeForm("jobs"), nil, &Config{PollInterval: interval})
+	least, most := time.Duration(1<<62), time.Duration(0)
+	for range 10000 {
+		w := c.pollWait()
+		least, most = min(least, w), max(most, w)
+	}
+	if least < interval/2 || most >= interval {
+		t.Fatalf("poll waits from %v to %v, want them in [%v, %v)", least, most, interval/2, interval)
+	}
+	// 10,000 uniform draws all missing a band of 1/50 of the range: (49/50)^10000, never.
+	if least > interval/2+time.Millisecond || most < interval-time.Millisecond {
+		t.Fatalf("poll waits from %v to %v, want them spread over [%v, %v)", least, most, interval/2, interval)
+	}
+}
+
+// claimTimesForm records when each claim ran.
+type claimTimesForm struct {
+	*fakeForm
+	timesMu sync.Mutex
+	times   []time.Time
+}
+
+func (f *claimTimesForm) Claim(ctx context.Context, max int) ([]*Delivery, error) {
+	f.timesMu.Lock()
+	f.times = append(f.times, time.Now())
+	f.timesMu.Unlock()
+	return f.fakeForm.Claim(ctx, max)
+}
+
+func (f *claimTimesForm) claimTimes() []time.Time {
+	f.timesMu.Lock()
+	defer f.timesMu.Unlock()
+	return slices.Clone(f.times)
+}
+
+// TestIdleWorkersDoNotPollTogether: workers that find an empty queue together claim again at
+// times spread over the poll interval. With 8 workers and a 100 ms interval, their second claims
+// fall in a 50 ms window; that all 8 land within 5 ms of each other by chance is about 8·0.1⁷,
+// one run in a million.
+func TestIdleWorkersDoNotPollTogether(t *testing.T) {
+	const workers = 8
+	f := &claimTimesForm{fakeForm: newFakeForm("jobs")}
+	h := HandlerFunc(func(context.Context, *Delivery) outcome.Outcome { return outcome.Ack() })
+	c := NewConsumer(noDB(0), f, h, &Config{Workers: workers, PollInterval: 100 * time.Millisecond})
+	if err := runUntil(t, c, func() bool { return len(f.claimTimes()) >= 2*workers }); err != nil {
+		t.Fatal(err)
+	}
+	times := f.claimTimes()
+	spread := func(ts []time.Time) time.Duration { return ts[len(ts)-1].Sub(ts[0]) }
+	first, second := spread(times[:workers]), spread(times[workers:2*workers])
+	if second < first+5*time.Millisecond {
+		t.Fatalf("the idle workers' first claims spread over %v, their second over %v: they polled together", first, second)
 	}
 }
 
