@@ -1,15 +1,14 @@
 package lease
 
 import (
-	"cmp"
 	"context"
 	"database/sql"
 	"errors"
 	"fmt"
-	"slices"
 	"time"
 
 	"github.com/sqlinbox/inbox"
+	"github.com/sqlinbox/inbox/dialect"
 )
 
 // Claim claims at most max due rows of the queue, in claim order (priority, retry_after, id, as
@@ -80,10 +79,13 @@ func (f *Form[D]) claimRows(ctx context.Context, b *binding, max int) ([]*inbox.
 	token := tokenAt(now.Add(b.lease))
 	var ds []*inbox.Delivery
 	var err error
-	if b.sql.stamp != nil {
-		ds, err = f.claimInTx(ctx, b, max, now, token)
-	} else {
+	switch {
+	case b.sql.stamp == nil:
 		ds, err = f.claimInOne(ctx, b, max, now, token)
+	case f.d.Name() == "sqlite":
+		ds, err = f.claimSQLite(ctx, b, max, now, token)
+	default:
+		ds, err = f.claimInTx(ctx, b, max, now, token)
 	}
 	if err != nil {
 		return nil, token, fmt.Errorf("inbox: table %q: claiming: %w", f.t.Name, err)
@@ -94,27 +96,15 @@ func (f *Form[D]) claimRows(ctx context.Context, b *binding, max int) ([]*inbox.
 // tokenAt is the token for an expiry at t: as the database keeps it, UTC to the microsecond.
 func tokenAt(t time.Time) time.Time { return t.UTC().Truncate(time.Microsecond) }
 
-// claimInOne claims with one statement (Postgres, SQLite).
+// claimInOne claims with one statement (Postgres).
 func (f *Form[D]) claimInOne(ctx context.Context, b *binding, max int, now, token time.Time) ([]*inbox.Delivery, error) {
+	args := append(b.st.DueArgs(nil, f.d.Time(now), b.q.Name), f.d.Time(now), max, f.d.Time(token))
 	var ds []*inbox.Delivery
-	err := b.query(ctx, b.claim, f.claimArgs(b, max, now, token), func(rows *sql.Rows) (err error) {
-		if !b.sql.sortClaim {
-			ds, err = b.st.Scan(rows)
-		} else {
-			ds, err = f.scanSorted(b, rows)
-		}
+	err := b.query(ctx, b.claim, args, func(rows *sql.Rows) (err error) {
+		ds, err = b.st.Scan(rows)
 		return err
 	})
 	return ds, err
-}
-
-// claimArgs are the arguments of the claim that is one statement (Postgres, SQLite).
-func (f *Form[D]) claimArgs(b *binding, max int, now, token time.Time) []any {
-	due := b.st.DueArgs(nil, f.d.Time(now), b.q.Name)
-	if b.sql.sortClaim { // SQLite: the token comes first, in the SET clause
-		return append(append([]any{f.d.Time(token)}, due...), f.d.Time(now), max)
-	}
-	return append(due, f.d.Time(now), max, f.d.Time(token))
 }
 
 // claimInTx claims in a READ COMMITTED transaction (MySQL, MariaDB): the SELECT locks the rows
@@ -156,11 +146,61 @@ func (f *Form[D]) claimInTx(ctx context.Context, b *binding, max int, now, token
 	if err = tx.Commit(); err != nil {
 		return nil, err
 	}
+	counted(b, ds)
+	return ds, nil
+}
+
+// counted adds the attempt the stamp counted to deliveries read before it.
+func counted(b *binding, ds []*inbox.Delivery) {
 	if b.st.Q.Attempt != "" {
 		for _, d := range ds {
 			d.Attempt++
 		}
 	}
+}
+
+// claimSQLite claims in a transaction of the dialect's BEGIN mode, under the SQLite writer
+// lock, and again after a transient conflict (another process wrote between the SELECT and the
+// stamp, or held the database past the busy timeout). The transaction runs on a pinned
+// connection, so its statements run by their text (the driver compiles a statement at every
+// run, prepared or not).
+func (f *Form[D]) claimSQLite(ctx context.Context, b *binding, max int, now, token time.Time) (ds []*inbox.Delivery, err error) {
+	err = b.written(ctx, func() error {
+		tx, err := f.d.Begin(ctx, b.db)
+		if err != nil {
+			return err
+		}
+		if ds, err = f.pick(ctx, b, tx, max, now, token); err != nil {
+			return errors.Join(err, tx.Rollback())
+		}
+		if err = tx.Commit(); err != nil {
+			ds = nil
+		}
+		return err
+	})
+	return ds, err
+}
+
+// pick runs the SQLite claim inside tx: the SELECT of at most max rows in claim order, then the
+// stamp of the rows it read. The attempts of ds count this delivery only once tx commits.
+func (f *Form[D]) pick(ctx context.Context, b *binding, tx dialect.Tx, max int, now, token time.Time) ([]*inbox.Delivery, error) {
+	rows, err := tx.QueryContext(ctx, b.sql.claim, append(b.st.DueArgs(nil, f.d.Time(now), b.q.Name), f.d.Time(now), max)...)
+	if err != nil {
+		return nil, err
+	}
+	ds, err := b.st.Scan(rows)
+	if err != nil || len(ds) == 0 {
+		return nil, err
+	}
+	args := make([]any, 0, 1+len(ds))
+	args = append(args, f.d.Time(token))
+	for _, d := range ds {
+		args = append(args, d.ID)
+	}
+	if _, err := tx.ExecContext(ctx, b.stampText(len(ds)), args...); err != nil {
+		return nil, err
+	}
+	counted(b, ds)
 	return ds, nil
 }
 
@@ -187,57 +227,4 @@ func (b *binding) listStmt(ctx context.Context, what string, query func(n int) s
 	}
 	b.listed[key] = s
 	return s, nil
-}
-
-// scanSorted reads the SQLite claim's rows (the delivery's columns, then priority and
-// retry_after where the table has them) and sorts them into claim order: priority, retry_after
-// (NULL first, as SQLite sorts it; the fixed-width text sorts as time), id.
-func (f *Form[D]) scanSorted(b *binding, rows *sql.Rows) ([]*inbox.Delivery, error) {
-	defer rows.Close()
-	type claimed struct {
-		d          *inbox.Delivery
-		priority   int64
-		retryAfter sql.NullString
-	}
-	q := b.st.Q
-	var out []claimed
-	for rows.Next() {
-		var c claimed
-		var extra []any
-		if q.Priority != "" {
-			extra = append(extra, &c.priority)
-		}
-		if q.RetryAfter != "" {
-			extra = append(extra, &c.retryAfter)
-		}
-		d, err := b.st.ScanOne(rows.Scan, extra...)
-		if err != nil {
-			return nil, err
-		}
-		c.d = d
-		out = append(out, c)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, err
-	}
-	slices.SortFunc(out, func(a, b claimed) int {
-		if c := cmp.Compare(a.priority, b.priority); c != 0 {
-			return c
-		}
-		if a.retryAfter.Valid != b.retryAfter.Valid {
-			if a.retryAfter.Valid {
-				return 1
-			}
-			return -1
-		}
-		if c := cmp.Compare(a.retryAfter.String, b.retryAfter.String); c != 0 {
-			return c
-		}
-		return cmp.Compare(a.d.ID, b.d.ID)
-	})
-	ds := make([]*inbox.Delivery, len(out))
-	for i, c := range out {
-		ds[i] = c.d
-	}
-	return ds, nil
 }

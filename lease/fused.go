@@ -69,10 +69,7 @@ func (f *Form[D]) settleAndClaimInTx(ctx context.Context, b *binding, d *inbox.D
 	_, settled = f.guarded(res, nil, d, h, what)
 	now := time.Now()
 	token = tokenAt(now.Add(b.lease))
-	rows, err := tx.QueryContext(ctx, b.sql.claim, f.claimArgs(b, max, now, token)...)
-	if err == nil {
-		ds, err = f.scanSorted(b, rows)
-	}
+	ds, err = f.pick(ctx, b, tx, max, now, token)
 	if err == nil {
 		err = tx.Commit()
 	}

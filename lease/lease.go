@@ -69,7 +69,8 @@ const DefaultLease = 30 * time.Second
 //	Postgres         claim: one WITH … SELECT … FOR UPDATE SKIP LOCKED … UPDATE … RETURNING
 //	MySQL, MariaDB   claim: a READ COMMITTED transaction: SELECT … FOR UPDATE SKIP LOCKED, then
 //	                 UPDATE … WHERE id IN (…), then COMMIT
-//	SQLite           claim: one UPDATE … WHERE id IN (SELECT … LIMIT n) RETURNING
+//	SQLite           claim: a transaction at the dialect's BEGIN mode: SELECT … LIMIT n, then
+//	                 UPDATE … WHERE id IN (…), then COMMIT
 //	all              extend: UPDATE SET locked_until = new token, guarded
 //	                 ack, drop: DELETE, or SET processed_at, locked_until = NULL; guarded
 //	                 retry, release: SET locked_until = NULL, guarded
@@ -111,7 +112,7 @@ type binding struct {
 	lease time.Duration
 	sql   statements
 
-	claim, extend, ack, retry, retryAfter *sql.Stmt // retryAfter nil without the column
+	claim, extend, ack, retry, retryAfter *sql.Stmt // claim nil on SQLite, retryAfter without the column
 
 	acks, retries *merger // Postgres and SQLite: settlements that arrive together share a statement
 
@@ -119,6 +120,7 @@ type binding struct {
 
 	listedMu sync.Mutex
 	listed   map[listKey]*sql.Stmt // statements over an id list: by statement and list length
+	stamps   map[int]string        // SQLite: the claim's stamp by its number of ids
 
 	holdsMu sync.Mutex
 	holds   map[*hold]int64 // holds not yet ended, by row id: Close gives them back
@@ -191,6 +193,7 @@ func (f *Form[D]) Open(ctx context.Context, db *sql.DB, q inbox.Queue) (inbox.Pl
 		db: db, q: q, log: q.Logger, st: st, lease: lease,
 		sql:    build(st, col),
 		listed: map[listKey]*sql.Stmt{},
+		stamps: map[int]string{},
 		holds:  map[*hold]int64{},
 	}
 	if b.log == nil {
@@ -241,9 +244,19 @@ func (b *binding) prepare(ctx context.Context) error {
 		s, err = b.st.Prepare(ctx, b.db, what, query)
 		return s
 	}
-	b.claim = prep("claim", b.sql.claim)
-	if b.sql.stamp != nil {
-		b.listed[listKey{"claim stamp", 1}] = prep("claim stamp", b.sql.stamp(1))
+	if b.st.D.Name() == "sqlite" {
+		// The claim runs inside a transaction on a pinned connection, where a statement the
+		// pool prepared cannot run: preparing it here only checks it against the schema.
+		for _, s := range []*sql.Stmt{prep("claim", b.sql.claim), prep("claim stamp", b.sql.stamp(1))} {
+			if s != nil {
+				s.Close()
+			}
+		}
+	} else {
+		b.claim = prep("claim", b.sql.claim)
+		if b.sql.stamp != nil {
+			b.listed[listKey{"claim stamp", 1}] = prep("claim stamp", b.sql.stamp(1))
+		}
 	}
 	b.extend = prep("extend", b.sql.extend)
 	b.ack = prep("ack", b.sql.ack)
@@ -344,17 +357,27 @@ const writeTries = 5
 
 // exec runs one of the binding's statements outside a transaction, under the SQLite writer
 // lock, and again after a transient conflict.
-func (b *binding) exec(ctx context.Context, s *sql.Stmt, args ...any) (sql.Result, error) {
+func (b *binding) exec(ctx context.Context, s *sql.Stmt, args ...any) (res sql.Result, err error) {
+	err = b.written(ctx, func() (err error) {
+		res, err = s.ExecContext(ctx, args...)
+		return err
+	})
+	return res, err
+}
+
+// written runs write under the SQLite writer lock, and again after a transient conflict, up to
+// writeTries times in all.
+func (b *binding) written(ctx context.Context, write func() error) error {
 	for try := 1; ; try++ {
 		unlock := b.write()
-		res, err := s.ExecContext(ctx, args...)
+		err := write()
 		unlock()
 		if err == nil || try == writeTries || !b.st.D.Retryable(err) {
-			return res, err
+			return err
 		}
 		select {
 		case <-ctx.Done():
-			return nil, err
+			return err
 		case <-time.After(time.Duration(try) * 10 * time.Millisecond):
 		}
 	}
@@ -373,23 +396,27 @@ func (b *binding) write() (unlock func()) {
 // SQLite writer lock until read holds the rows read and closed (SQLite writes as the rows are
 // stepped through), and again after a transient conflict that came before any row.
 func (b *binding) query(ctx context.Context, s *sql.Stmt, args []any, read func(*sql.Rows) error) error {
-	for try := 1; ; try++ {
-		unlock := b.write()
+	return b.written(ctx, func() error {
 		rows, err := s.QueryContext(ctx, args...)
-		if err == nil {
-			err = read(rows)
-			if cerr := rows.Close(); err == nil {
-				err = cerr
-			}
-		}
-		unlock()
-		if err == nil || try == writeTries || !b.st.D.Retryable(err) {
+		if err != nil {
 			return err
 		}
-		select {
-		case <-ctx.Done():
-			return err
-		case <-time.After(time.Duration(try) * 10 * time.Millisecond):
+		err = read(rows)
+		if cerr := rows.Close(); err == nil {
+			err = cerr
 		}
+		return err
+	})
+}
+
+// stampText is the SQLite claim's stamp over n ids, written once per n.
+func (b *binding) stampText(n int) string {
+	b.listedMu.Lock()
+	defer b.listedMu.Unlock()
+	text, ok := b.stamps[n]
+	if !ok {
+		text = b.sql.stamp(n)
+		b.stamps[n] = text
 	}
+	return text
 }

@@ -8,9 +8,9 @@ import (
 
 // statements is the SQL of one binding. The arguments of each, in order:
 //
-//	claim        Postgres: due…, now, limit, token; SQLite: token, due…, now, limit;
-//	             MySQL, MariaDB (the SELECT): due…, now, limit
-//	stamp(n)     MySQL, MariaDB: token, n ids
+//	claim        Postgres: due…, now, limit, token;
+//	             MySQL, MariaDB, SQLite (the SELECT): due…, now, limit
+//	stamp(n)     MySQL, MariaDB, SQLite: token, n ids
 //	extend       new token, id, token
 //	ack          DELETE: id, token; with processed_at: now, id, token
 //	retry        id, token (also Release)
@@ -20,7 +20,7 @@ import (
 // where due… are stmt.Table.DueArgs (now, queue, each where the table has the column).
 type statements struct {
 	claim      string
-	stamp      func(n int) string // MySQL and MariaDB only
+	stamp      func(n int) string // nil on Postgres, whose claim stamps as it picks
 	extend     string
 	ack        string
 	retry      string
@@ -34,25 +34,16 @@ type statements struct {
 	// the ids they changed (Postgres and SQLite; nil elsewhere). Arguments: now (the ack with
 	// processed_at only), then an id and its token per row.
 	ackPairs, retryPairs func(n int) string
-
-	// sortClaim says the claim's rows come back in no particular order, followed by the order
-	// columns other than the id (priority, retry_after where the table has them), and are sorted
-	// here: SQLite's RETURNING order is arbitrary and it cannot wrap an UPDATE in a query.
-	sortClaim bool
 }
 
 // build writes the statements for table st with lease column col (quoted).
 func build(st *stmt.Table, col string) statements {
 	q := st.Q
 	var s statements
-	switch st.D.Name() {
-	case "postgres":
+	if st.D.Name() == "postgres" {
 		s.claim = postgresClaim(st, col)
-	case "sqlite":
-		s.claim = sqliteClaim(st, col)
-		s.sortClaim = true
-	default:
-		s.claim = mysqlClaim(st, col)
+	} else {
+		s.claim = pickClaim(st, col)
 		s.stamp = func(n int) string {
 			p := st.Params()
 			token := p.Next()
@@ -160,29 +151,19 @@ func postgresClaim(st *stmt.Table, col string) string {
 		st.Columns("") + " FROM inbox_lease_claimed ORDER BY " + st.Order("")
 }
 
-// mysqlClaim is the SELECT of the MySQL and MariaDB claim: it locks the rows it returns, and
-// the stamp that follows in the same transaction writes their lease.
-func mysqlClaim(st *stmt.Table, col string) string {
+// pickClaim is the SELECT of the claim on MySQL, MariaDB and SQLite, which the stamp follows in
+// the same transaction to write the lease. On MySQL and MariaDB it locks the rows it returns,
+// skipping rows other claims hold; SQLite runs one writer at a time, so no other claim can take
+// the rows between the two. (On SQLite one UPDATE … WHERE id IN (SELECT …) RETURNING would do
+// both, but SQLite builds temporary tables for the subquery and the RETURNING at every run,
+// which cost a single-row claim more than twice what the SELECT and the UPDATE by id do.)
+func pickClaim(st *stmt.Table, col string) string {
 	p := st.Params()
 	due := st.Due(p, "")
-	return "SELECT " + st.Columns("") + " FROM " + st.Q.Name + " WHERE " + due + " AND " + free(col, p.Next()) +
-		" ORDER BY " + st.Order("") + " LIMIT " + p.Next() + " FOR UPDATE SKIP LOCKED"
-}
-
-// sqliteClaim picks and stamps in one statement (SQLite runs one writer at a time, so the pick
-// needs no lock).
-func sqliteClaim(st *stmt.Table, col string) string {
-	q := st.Q
-	p := st.Params()
-	token := p.Next()
-	due := st.Due(p, "")
-	returning := st.Columns("")
-	for _, c := range []string{q.Priority, q.RetryAfter} {
-		if c != "" {
-			returning += ", " + c
-		}
+	pick := "SELECT " + st.Columns("") + " FROM " + st.Q.Name + " WHERE " + due + " AND " + free(col, p.Next()) +
+		" ORDER BY " + st.Order("") + " LIMIT " + p.Next()
+	if st.D.Name() == "sqlite" {
+		return pick
 	}
-	return "UPDATE " + q.Name + " SET " + col + " = " + token + stampAttempt(st) +
-		" WHERE " + q.ID + " IN (SELECT " + q.ID + " FROM " + q.Name + " WHERE " + due + " AND " + free(col, p.Next()) +
-		" ORDER BY " + st.Order("") + " LIMIT " + p.Next() + ") RETURNING " + returning
+	return pick + " FOR UPDATE SKIP LOCKED"
 }

@@ -15,7 +15,7 @@ import (
 )
 
 // TestLeaseSettleAndClaimSQLite pins the lease form's settlement that claims the next row on
-// SQLite: the ack and the claim in one transaction, one commit; and when that transaction
+// SQLite: the ack and the claim (its SELECT and its stamp) in one transaction, one commit; and when that transaction
 // fails, the ack and the claim apart, as Settle and Claim run them.
 func TestLeaseSettleAndClaimSQLite(t *testing.T) {
 	var c leaseCase
@@ -33,12 +33,10 @@ func TestLeaseSettleAndClaimSQLite(t *testing.T) {
 		t.Fatal(err)
 	}
 	claimRows := func(id int64) *sqlmock.Rows {
-		return sqlmock.NewRows([]string{"id", "payload", "attempt", "retry_after"}).AddRow(id, []byte("payload"), int64(1), nil)
+		return sqlmock.NewRows([]string{"id", "payload", "attempt"}).AddRow(id, []byte("payload"), int64(0))
 	}
 	now := time.Now()
-	claimArgs := func(token *driver.Value) []driver.Value {
-		return []driver.Value{leaseTime{want: now.Add(lease.DefaultLease), into: token}, leaseTime{want: now}, leaseTime{want: now}, int64(1)}
-	}
+	due := []driver.Value{leaseTime{want: now}, leaseTime{want: now}, int64(1)}
 
 	var first, second, third driver.Value
 	expectClaim(m, c, st, true, &first, leaseClaimed{7, 1})
@@ -47,10 +45,11 @@ func TestLeaseSettleAndClaimSQLite(t *testing.T) {
 	// One transaction: the guarded ack, the claim of the next row, one COMMIT.
 	m.mock.ExpectExec("BEGIN").WillReturnResult(leaseResult(0))
 	m.mock.ExpectExec(st.ack).WithArgs(int64(7), leaseSame{&first}).WillReturnResult(leaseResult(1))
-	m.mock.ExpectQuery(st.claim).WithArgs(claimArgs(&second)...).WillReturnRows(claimRows(8))
+	m.mock.ExpectQuery(st.claim).WithArgs(due...).WillReturnRows(claimRows(8))
+	m.mock.ExpectExec(st.stamp).WithArgs(leaseTime{want: now.Add(lease.DefaultLease), into: &second}, int64(8)).WillReturnResult(leaseResult(1))
 	m.mock.ExpectExec("COMMIT").WillReturnResult(leaseResult(0))
 	ds, settleErr, claimErr := f.SettleAndClaim(ctx, d, outcome.Ack(), 1)
-	if settleErr != nil || claimErr != nil || len(ds) != 1 || ds[0].ID != 8 {
+	if settleErr != nil || claimErr != nil || len(ds) != 1 || ds[0].ID != 8 || ds[0].Attempt != 1 {
 		t.Fatalf("SettleAndClaim: %v, %v, %v; want row 8 claimed and the ack settled", ds, settleErr, claimErr)
 	}
 
@@ -61,7 +60,7 @@ func TestLeaseSettleAndClaimSQLite(t *testing.T) {
 	m.mock.ExpectExec("BEGIN").WillReturnError(errors.New("cannot start a transaction within a transaction"))
 	m.mock.ExpectExec("ROLLBACK").WillReturnResult(leaseResult(0))
 	m.mock.ExpectExec(st.ack).WithArgs(int64(8), leaseSame{&second}).WillReturnResult(leaseResult(1))
-	m.mock.ExpectQuery(st.claim).WithArgs(claimArgs(&third)...).WillReturnRows(claimRows(9))
+	expectClaim(m, c, st, true, &third, leaseClaimed{9, 1})
 	ds, settleErr, claimErr = f.SettleAndClaim(ctx, ds[0], outcome.Ack(), 1)
 	if settleErr != nil || claimErr != nil || len(ds) != 1 || ds[0].ID != 9 {
 		t.Fatalf("SettleAndClaim after a failed transaction: %v, %v, %v; want row 9 claimed and the ack settled apart", ds, settleErr, claimErr)

@@ -27,8 +27,8 @@ var leaseDone = inbox.Table{Name: "done", ID: "id", Attempt: "attempt", Processe
 // leaseStatements is the SQL the lease form runs on one table under one dialect, written out
 // here so that the tests pin it.
 type leaseStatements struct {
-	claim      string // Postgres, SQLite: the claim; MySQL, MariaDB: the claim's SELECT
-	stamp      string // MySQL, MariaDB: the claim's UPDATE of one row
+	claim      string // Postgres: the claim; MySQL, MariaDB, SQLite: the claim's SELECT
+	stamp      string // MySQL, MariaDB, SQLite: the claim's UPDATE of one row
 	extend     string
 	ack        string
 	retry      string
@@ -41,6 +41,7 @@ type leaseCase struct {
 	txd             dialect.Dialect // for the transactional test: a declared level or mode
 	version, answer string          // the server version query and its answer
 	jobs, done      leaseStatements
+	claimBegin      string // SQLite: the claim transaction's BEGIN, as d begins it
 }
 
 const leasePrecision = "SELECT DATETIME_PRECISION FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = ? AND COLUMN_NAME = ?"
@@ -99,18 +100,21 @@ var leaseCases = []leaseCase{
 		name: "sqlite", d: dialect.SQLite[isolation.Default]{}, txd: dialect.SQLite[isolation.Immediate]{},
 		version: "SELECT sqlite_version()", answer: "3.45.1",
 		jobs: leaseStatements{
-			claim:      "UPDATE `jobs` SET `locked_until` = ?, `attempt` = `attempt` + 1 WHERE `id` IN (SELECT `id` FROM `jobs` WHERE (`retry_after` IS NULL OR `retry_after` <= ?) AND (`locked_until` IS NULL OR `locked_until` < ?) ORDER BY `retry_after`, `id` LIMIT ?) RETURNING `id`, `payload`, `attempt`, `retry_after`",
+			claim:      strings.TrimSuffix(leaseMySQLJobs.claim, " FOR UPDATE SKIP LOCKED"),
+			stamp:      leaseMySQLJobs.stamp,
 			extend:     leaseMySQLJobs.extend,
 			ack:        leaseMySQLJobs.ack,
 			retry:      leaseMySQLJobs.retry,
 			retryAfter: leaseMySQLJobs.retryAfter,
 		},
 		done: leaseStatements{
-			claim:  "UPDATE `done` SET `locked_until` = ?, `attempt` = `attempt` + 1 WHERE `id` IN (SELECT `id` FROM `done` WHERE `processed_at` IS NULL AND (`locked_until` IS NULL OR `locked_until` < ?) ORDER BY `id` LIMIT ?) RETURNING `id`, `attempt`",
+			claim:  strings.TrimSuffix(leaseMySQLDone.claim, " FOR UPDATE SKIP LOCKED"),
+			stamp:  leaseMySQLDone.stamp,
 			extend: leaseMySQLDone.extend,
 			ack:    leaseMySQLDone.ack,
 			retry:  leaseMySQLDone.retry,
 		},
+		claimBegin: "BEGIN",
 	},
 }
 
@@ -149,7 +153,7 @@ func expectClaim(m *recorder, c leaseCase, st leaseStatements, jobs bool, token 
 }
 
 // expectClaimOf expects a claim of at most max rows; on MySQL and MariaDB st.stamp must take
-// max ids (a short claim repeats its last id).
+// max ids (a short claim repeats its last id), on SQLite as many ids as rows.
 func expectClaimOf(m *recorder, c leaseCase, st leaseStatements, max int64, jobs bool, token *driver.Value, rows ...leaseClaimed) {
 	now := time.Now()
 	at := leaseTime{want: now}
@@ -160,39 +164,43 @@ func expectClaimOf(m *recorder, c leaseCase, st leaseStatements, max int64, jobs
 		due = []driver.Value{at} // retry_after <= now
 		cols = []string{"id", "payload", "attempt"}
 	}
-	if c.name == "sqlite" && jobs {
-		cols = append(cols, "retry_after")
-	}
 	result := sqlmock.NewRows(cols)
 	for _, r := range rows {
 		attempt := r.attempt
-		if c.mysqlFamily() {
+		if c.name != "postgres" {
 			attempt-- // the SELECT reads the attempt before the stamp counts this one
 		}
 		vals := []driver.Value{r.id, attempt}
 		if jobs {
 			vals = []driver.Value{r.id, []byte("payload"), attempt}
 		}
-		if c.name == "sqlite" && jobs {
-			vals = append(vals, nil)
-		}
 		result.AddRow(vals...)
 	}
-	switch {
-	case c.name == "postgres":
+	if c.name == "postgres" {
 		m.mock.ExpectQuery(st.claim).WithArgs(append(due, at, max, tok)...).WillReturnRows(result)
-	case c.name == "sqlite":
-		m.mock.ExpectQuery(st.claim).WithArgs(append(append([]driver.Value{tok}, due...), at, max)...).WillReturnRows(result)
-	default:
+		return
+	}
+	stampArgs := []driver.Value{tok}
+	stampIDs := int(max)
+	if c.name == "sqlite" && len(rows) > 0 {
+		stampIDs = len(rows)
+		st.stamp = strings.Replace(st.stamp, "IN (?)", "IN (?"+strings.Repeat(", ?", stampIDs-1)+")", 1)
+	}
+	for i := range stampIDs * min(len(rows), 1) {
+		stampArgs = append(stampArgs, rows[min(i, len(rows)-1)].id)
+	}
+	if c.name == "sqlite" {
+		m.mock.ExpectExec(c.claimBegin).WillReturnResult(leaseResult(0))
+	} else {
 		m.mock.ExpectBegin()
-		m.mock.ExpectQuery(st.claim).WithArgs(append(due, at, max)...).WillReturnRows(result)
-		if len(rows) > 0 {
-			args := []driver.Value{tok}
-			for i := range max {
-				args = append(args, rows[min(int(i), len(rows)-1)].id)
-			}
-			m.mock.ExpectExec(st.stamp).WithArgs(args...).WillReturnResult(sqlmock.NewResult(0, int64(len(rows))))
-		}
+	}
+	m.mock.ExpectQuery(st.claim).WithArgs(append(due, at, max)...).WillReturnRows(result)
+	if len(rows) > 0 {
+		m.mock.ExpectExec(st.stamp).WithArgs(stampArgs...).WillReturnResult(sqlmock.NewResult(0, int64(len(rows))))
+	}
+	if c.name == "sqlite" {
+		m.mock.ExpectExec("COMMIT").WillReturnResult(leaseResult(0))
+	} else {
 		m.mock.ExpectCommit()
 	}
 }
@@ -389,6 +397,9 @@ func TestLeaseTransactionalSequence(t *testing.T) {
 			st := c.jobs
 			expectOpen(m, c, st, "jobs")
 			f := lease.New(c.txd, leaseJobs, nil)
+			if c.name == "sqlite" {
+				c.claimBegin = "BEGIN IMMEDIATE" // txd's mode
+			}
 			plan, err := f.Open(ctx, m.db, inbox.Queue{Transactional: true})
 			if err != nil {
 				t.Fatal(err)
@@ -540,7 +551,7 @@ func TestLeaseOpenRefusals(t *testing.T) {
 		m.mock.ExpectQuery(sqlite.version).WillReturnRows(sqlmock.NewRows([]string{"version"}).AddRow(sqlite.answer))
 		for range 2 { // a refused statement is refused again: it is the schema, not the connection
 			m.mock.ExpectPrepare(st.claim).WillBeClosed()
-			m.mock.ExpectQuery("EXPLAIN "+st.claim).WithArgs(nil, nil, nil, nil).WillReturnError(errors.New("SQL logic error: no such column: attempt (1)"))
+			m.mock.ExpectQuery("EXPLAIN "+st.claim).WithArgs(nil, nil, nil).WillReturnError(errors.New("SQL logic error: no such column: attempt (1)"))
 		}
 		_, err := lease.New(sqlite.d, leaseJobs, nil).Open(ctx, m.db, inbox.Queue{})
 		if !errors.Is(err, inbox.ErrSchema) || !strings.Contains(err.Error(), `"jobs"`) || !strings.Contains(err.Error(), "claim statement") {

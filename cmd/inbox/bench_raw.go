@@ -159,10 +159,8 @@ func newRawLoop(ctx context.Context, t *target, form string, batch int) (rawLoop
 		l, err = newRawRowLock(ctx, t, s, batch)
 	case form == "lease" && t.name == "postgres":
 		l, err = newRawLeasePostgres(ctx, t, s, batch)
-	case form == "lease" && t.name == "sqlite":
-		l, err = newRawLeaseSQLite(ctx, t, s, batch)
 	case form == "lease":
-		l, err = newRawLeaseMySQL(ctx, t, s, batch)
+		l, err = newRawLeasePicked(ctx, t, s, batch)
 	default:
 		l, err = newRawAdvisory(ctx, t, s, batch)
 	}
@@ -360,23 +358,33 @@ func guardedOne(res sql.Result, err error) error {
 	return err
 }
 
-// rawLeaseMySQL: a READ COMMITTED transaction with the SKIP LOCKED select and the stamp, then
-// the guarded DELETE.
-type rawLeaseMySQL struct {
+// rawLeasePicked: a transaction with the SELECT and the stamp, then the guarded DELETE. On MySQL
+// and MariaDB the transaction is READ COMMITTED and the SELECT skips locked rows; on SQLite, with
+// one writer, it is a plain BEGIN and the process runs one claim at a time (parallel claims only
+// collide).
+type rawLeasePicked struct {
 	t                 *target
+	txOptions         *sql.TxOptions
+	serial            sync.Mutex // SQLite: held around each claim
+	sqlite            bool
 	claim, stamp, ack *sql.Stmt
 	stmts
 }
 
-func newRawLeaseMySQL(ctx context.Context, t *target, s *sqlText, batch int) (*rawLeaseMySQL, error) {
-	l := &rawLeaseMySQL{t: t}
+func newRawLeasePicked(ctx context.Context, t *target, s *sqlText, batch int) (*rawLeasePicked, error) {
+	l := &rawLeasePicked{t: t, sqlite: t.name == "sqlite"}
+	pick := "SELECT " + s.cols("") + " FROM " + s.table + " WHERE 1 = 1 AND (" + s.lu + " IS NULL OR " + s.lu + " < " + s.ph(1) + ") ORDER BY " + s.id + " LIMIT " + s.ph(2)
+	if !l.sqlite {
+		l.txOptions = &sql.TxOptions{Isolation: sql.LevelReadCommitted}
+		pick += " FOR UPDATE SKIP LOCKED"
+	}
 	var err error
-	l.claim = l.prepare(ctx, t.db, "SELECT "+s.cols("")+" FROM "+s.table+" WHERE 1 = 1 AND ("+s.lu+" IS NULL OR "+s.lu+" < ?) ORDER BY "+s.id+" LIMIT ? FOR UPDATE SKIP LOCKED", &err)
-	l.stamp = l.prepare(ctx, t.db, "UPDATE "+s.table+" SET "+s.lu+" = ?, "+s.attempt+" = "+s.attempt+" + 1 WHERE "+s.id+" IN "+s.in(1, batch), &err)
+	l.claim = l.prepare(ctx, t.db, pick, &err)
+	l.stamp = l.prepare(ctx, t.db, "UPDATE "+s.table+" SET "+s.lu+" = "+s.ph(1)+", "+s.attempt+" = "+s.attempt+" + 1 WHERE "+s.id+" IN "+s.in(2, batch), &err)
 	if batch == 1 {
-		l.ack = l.prepare(ctx, t.db, "DELETE FROM "+s.table+" WHERE "+s.id+" = ? AND "+s.lu+" = ?", &err)
+		l.ack = l.prepare(ctx, t.db, "DELETE FROM "+s.table+" WHERE "+s.id+" = "+s.ph(1)+" AND "+s.lu+" = "+s.ph(2), &err)
 	} else {
-		l.ack = l.prepare(ctx, t.db, "DELETE FROM "+s.table+" WHERE "+s.id+" IN "+s.in(1, batch)+" AND "+s.lu+" = ?", &err)
+		l.ack = l.prepare(ctx, t.db, "DELETE FROM "+s.table+" WHERE "+s.id+" IN "+s.in(1, batch)+" AND "+s.lu+" = "+s.ph(batch+1), &err)
 	}
 	if err != nil {
 		l.stmts.close()
@@ -384,18 +392,24 @@ func newRawLeaseMySQL(ctx context.Context, t *target, s *sqlText, batch int) (*r
 	return l, err
 }
 
-func (l *rawLeaseMySQL) step(ctx context.Context, batch int, handle func()) (int, error) {
+func (l *rawLeasePicked) step(ctx context.Context, batch int, handle func()) (int, error) {
 	now := time.Now()
 	token := leaseToken(now)
+	if l.sqlite {
+		l.serial.Lock()
+	}
 	got, err := l.claimInTx(ctx, batch, now, token)
+	if l.sqlite {
+		l.serial.Unlock()
+	}
 	if err != nil || len(got) == 0 {
 		return 0, err
 	}
 	return settleLeased(ctx, l.t, l.ack, got, batch, token, handle)
 }
 
-func (l *rawLeaseMySQL) claimInTx(ctx context.Context, batch int, now, token time.Time) ([]int64, error) {
-	tx, err := l.t.db.BeginTx(ctx, &sql.TxOptions{Isolation: sql.LevelReadCommitted})
+func (l *rawLeasePicked) claimInTx(ctx context.Context, batch int, now, token time.Time) ([]int64, error) {
+	tx, err := l.t.db.BeginTx(ctx, l.txOptions)
 	if err != nil {
 		return nil, err
 	}
@@ -408,43 +422,6 @@ func (l *rawLeaseMySQL) claimInTx(ctx context.Context, batch int, now, token tim
 		return nil, err
 	}
 	return got, tx.Commit()
-}
-
-// rawLeaseSQLite: one UPDATE … WHERE id IN (SELECT … LIMIT n) RETURNING claim, one at a time
-// (SQLite has one writer; parallel claims only collide), then the guarded DELETE.
-type rawLeaseSQLite struct {
-	t          *target
-	claimMu    sync.Mutex
-	claim, ack *sql.Stmt
-	stmts
-}
-
-func newRawLeaseSQLite(ctx context.Context, t *target, s *sqlText, batch int) (*rawLeaseSQLite, error) {
-	l := &rawLeaseSQLite{t: t}
-	var err error
-	l.claim = l.prepare(ctx, t.db, "UPDATE "+s.table+" SET "+s.lu+" = ?, "+s.attempt+" = "+s.attempt+" + 1 WHERE "+s.id+" IN (SELECT "+s.id+" FROM "+s.table+
-		" WHERE 1 = 1 AND ("+s.lu+" IS NULL OR "+s.lu+" < ?) ORDER BY "+s.id+" LIMIT ?) RETURNING "+s.cols(""), &err)
-	if batch == 1 {
-		l.ack = l.prepare(ctx, t.db, "DELETE FROM "+s.table+" WHERE "+s.id+" = ? AND "+s.lu+" = ?", &err)
-	} else {
-		l.ack = l.prepare(ctx, t.db, "DELETE FROM "+s.table+" WHERE "+s.id+" IN "+s.in(1, batch)+" AND "+s.lu+" = ?", &err)
-	}
-	if err != nil {
-		l.stmts.close()
-	}
-	return l, err
-}
-
-func (l *rawLeaseSQLite) step(ctx context.Context, batch int, handle func()) (int, error) {
-	now := time.Now()
-	token := leaseToken(now)
-	l.claimMu.Lock()
-	got, err := scanDeliveries(l.claim.QueryContext(ctx, l.t.d.Time(token), l.t.d.Time(now), batch))
-	l.claimMu.Unlock()
-	if err != nil || len(got) == 0 {
-		return 0, err
-	}
-	return settleLeased(ctx, l.t, l.ack, got, batch, token, handle)
 }
 
 // rawAdvisory: select candidates with their keys (skipping keys held elsewhere); on a pinned

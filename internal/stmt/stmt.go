@@ -82,9 +82,8 @@ func (t *Table) ScanRow(row *sql.Row) (*inbox.Delivery, error) {
 	return t.ScanOne(row.Scan)
 }
 
-// ScanOne reads one row of the Columns list, followed by the columns extra points into, through
-// scan (a Rows.Scan or Row.Scan).
-func (t *Table) ScanOne(scan func(...any) error, extra ...any) (*inbox.Delivery, error) {
+// ScanOne reads one row of the Columns list through scan (a Rows.Scan or Row.Scan).
+func (t *Table) ScanOne(scan func(...any) error) (*inbox.Delivery, error) {
 	d := &inbox.Delivery{}
 	var (
 		attempt sql.NullInt64
@@ -104,7 +103,7 @@ func (t *Table) ScanOne(scan func(...any) error, extra ...any) (*inbox.Delivery,
 	if t.Q.Headers != "" {
 		dest = append(dest, &headers)
 	}
-	if err := scan(append(dest, extra...)...); err != nil {
+	if err := scan(dest...); err != nil {
 		return nil, err
 	}
 	d.Attempt = int(attempt.Int64)
