@@ -311,17 +311,18 @@ func runBench(ctx context.Context, cfg *benchConfig) ([]*cell, error) {
 				for r := 1; r <= cfg.rounds; r++ {
 					for _, c := range row {
 						bar.setLabel(fmt.Sprintf("%s %s W=%d library batch %d, round %d/%d", t.name, form, w, c.batch, r, cfg.rounds))
-						rate, note, err := drainLibrary(ctx, t, form, cfg, w, c.batch, bar)
+						lib, err := drainLibrary(ctx, t, form, cfg, w, c.batch, bar)
 						if err := c.failed(err, "library", r); err != nil {
 							return nil, fmt.Errorf("%s %s, %d workers, library batch %d: %w", t.name, form, w, c.batch, err)
 						}
-						c.lib = append(c.lib, rate)
-						bar.logf("%-8s %-8s W=%d batch=%-2d library  round %d: %8.0f msgs/s", t.name, form, w, c.batch, r, rate)
-						if note != "" {
-							c.notes = append(c.notes, fmt.Sprintf("library round %d: %s", r, note))
+						c.lib = append(c.lib, lib.rate)
+						bar.logf("%-8s %-8s W=%d batch=%-2d library  round %d: %8.0f msgs/s (before the first claim %v, after the last settlement %v)",
+							t.name, form, w, c.batch, r, lib.rate, lib.open.Round(10*time.Microsecond), lib.shutdown.Round(10*time.Microsecond))
+						if lib.note != "" {
+							c.notes = append(c.notes, fmt.Sprintf("library round %d: %s", r, lib.note))
 						}
 						bar.setLabel(fmt.Sprintf("%s %s W=%d raw batch %d, round %d/%d", t.name, form, w, c.batch, r, cfg.rounds))
-						rate, err = drainRaw(ctx, t, form, cfg, w, c.batch, bar)
+						rate, err := drainRaw(ctx, t, form, cfg, w, c.batch, bar)
 						if err := c.failed(err, "raw", r); err != nil {
 							return nil, fmt.Errorf("%s %s, %d workers, raw batch %d: %w", t.name, form, w, c.batch, err)
 						}

@@ -195,19 +195,30 @@ func newForm(t *target, form string) (inbox.Form, error) {
 // clean measurement.
 var benchLogger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 
+// libraryRound is one library drain: its rate, a note on rows handled again, and the time Run
+// took before its first claim (Open: the server and schema checks, the statements prepared)
+// and after the last settlement (shutdown, Close).
+type libraryRound struct {
+	rate           float64
+	note           string
+	open, shutdown time.Duration
+}
+
 // drainLibrary prefills the form's table and drains it through a Consumer with w workers, one
 // delivery per handler call (batch 1) or batches of up to batch rows through NewBatchConsumer.
-// The time runs from Run's start to its return after the last settlement. A settlement that
-// fails (a deadlock on MySQL or MariaDB, say) gives its rows back, and the drain goes on until
-// the table is empty, the rows handled again counted in the round's note.
-func drainLibrary(ctx context.Context, t *target, form string, cfg *benchConfig, w, batch int, bar *benchBar) (rate float64, note string, err error) {
+// The time runs from the first claim's start to the last settlement, as the raw loop's runs
+// from its first claim (its statements prepared before) to its last; Run's start before it and
+// its shutdown after are reported apart. A settlement that fails (a deadlock on MySQL or
+// MariaDB, say) gives its rows back, and the drain goes on until the table is empty, the rows
+// handled again counted in the round's note.
+func drainLibrary(ctx context.Context, t *target, form string, cfg *benchConfig, w, batch int, bar *benchBar) (round libraryRound, err error) {
 	table := benchTable(t, form).Name
 	if err := prefill(ctx, t, table, cfg.n); err != nil {
-		return 0, "", fmt.Errorf("prefilling: %w", err)
+		return round, fmt.Errorf("prefilling: %w", err)
 	}
 	f, err := newForm(t, form)
 	if err != nil {
-		return 0, "", err
+		return round, err
 	}
 	want := int64(cfg.n)
 	var handled atomic.Int64
@@ -232,7 +243,7 @@ func drainLibrary(ctx context.Context, t *target, form string, cfg *benchConfig,
 	} else {
 		bf, ok := f.(inbox.BatchForm)
 		if !ok {
-			return 0, "", fmt.Errorf("the %s form does not implement inbox.BatchForm", form)
+			return round, fmt.Errorf("the %s form does not implement inbox.BatchForm", form)
 		}
 		c = inbox.NewBatchConsumer(t.db, &drainBatchForm{bf, dc}, batch, inbox.BatchHandlerFunc(func(ctx context.Context, ds []*inbox.Delivery) []outcome.Outcome {
 			handled.Add(int64(len(ds)))
@@ -252,8 +263,10 @@ func drainLibrary(ctx context.Context, t *target, form string, cfg *benchConfig,
 	stopped := func(err error) error {
 		return fmt.Errorf("the consumer stopped before the table was drained (%d of %d settled): %v", dc.settled.Load(), want, err)
 	}
+	var settled time.Time // when the last row settled
 	select {
 	case <-dc.all:
+		settled = time.Unix(0, dc.lastSettled.Load())
 	case <-dc.failed:
 		// The failed settlement's rows come back and settle later, or some of them settled
 		// after all (a lease lost on part of a batch): the table says when every row is gone.
@@ -262,41 +275,44 @@ func drainLibrary(ctx context.Context, t *target, form string, cfg *benchConfig,
 			if err != nil {
 				stop()
 				<-errc
-				return 0, "", err
+				return round, err
 			}
 			if left == 0 {
 				break
 			}
 			select {
 			case err := <-errc:
-				return 0, "", stopped(err)
+				return round, stopped(err)
 			case <-time.After(10 * time.Millisecond):
 			}
 		}
+		settled = time.Now()
 	case err := <-errc:
-		return 0, "", stopped(err)
+		return round, stopped(err)
 	case <-ctx.Done():
 		stop()
 		<-errc
-		return 0, "", ctx.Err()
+		return round, ctx.Err()
 	}
 	stop()
 	if err := <-errc; err != nil {
-		return 0, "", err
+		return round, err
 	}
-	elapsed := time.Since(start)
+	firstClaim := time.Unix(0, dc.firstClaim.Load())
+	round.open, round.shutdown = firstClaim.Sub(start), time.Since(settled)
 	n := handled.Load()
 	select {
 	case <-dc.failed:
 		// A row handled again after a failed settlement gave it back is no double delivery.
-		note = fmt.Sprintf("a settlement failed (see the log) and %d rows were handled again", n-want)
+		round.note = fmt.Sprintf("a settlement failed (see the log) and %d rows were handled again", n-want)
 		n = want
 	default:
 	}
 	if err := checkDrained(ctx, t, table, n, want); err != nil {
-		return 0, note, err
+		return round, err
 	}
-	return float64(want) / elapsed.Seconds(), note, nil
+	round.rate = float64(want) / settled.Sub(firstClaim).Seconds()
+	return round, nil
 }
 
 // drainCheckError is a drain that ended with rows left or rows handled twice.
@@ -321,6 +337,8 @@ func checkDrained(ctx context.Context, t *target, table string, handled, want in
 // the poll interval).
 type drainCounts struct {
 	want                int64
+	firstClaim          atomic.Int64 // when the first claim began, in Unix nanoseconds
+	lastSettled         atomic.Int64 // when the last row settled, in Unix nanoseconds
 	settled             atomic.Int64
 	all                 chan struct{} // closed when every row has settled
 	failed              chan struct{} // closed at the first settlement that failed
@@ -331,6 +349,9 @@ type drainCounts struct {
 func newDrainCounts(want int64) *drainCounts {
 	return &drainCounts{want: want, all: make(chan struct{}), failed: make(chan struct{})}
 }
+
+// claiming marks the start of the drain's first claim.
+func (c *drainCounts) claiming() { c.firstClaim.CompareAndSwap(0, time.Now().UnixNano()) }
 
 func (c *drainCounts) claimed(ds []*inbox.Delivery, err error) ([]*inbox.Delivery, error) {
 	c.claims.Add(1)
@@ -349,6 +370,7 @@ func (c *drainCounts) settledRows(n int, err error) error {
 		return err
 	}
 	if c.settled.Add(int64(n)) == c.want {
+		c.lastSettled.Store(time.Now().UnixNano())
 		close(c.all)
 	}
 	return nil
@@ -361,6 +383,7 @@ type drainForm struct {
 }
 
 func (f *drainForm) Claim(ctx context.Context, max int) ([]*inbox.Delivery, error) {
+	f.counts.claiming()
 	return f.counts.claimed(f.Form.Claim(ctx, max))
 }
 
@@ -388,6 +411,7 @@ type drainBatchForm struct {
 }
 
 func (f *drainBatchForm) ClaimBatch(ctx context.Context, max int) ([]*inbox.Delivery, error) {
+	f.counts.claiming()
 	return f.counts.claimed(f.BatchForm.ClaimBatch(ctx, max))
 }
 

@@ -10,7 +10,7 @@ import (
 )
 
 // roundLine matches the line the bench command logs for each drain.
-var roundLine = regexp.MustCompile(`^(\w+)\s+(\w+)\s+W=(\d+) batch=(\d+)\s+(library|raw)\s+round (\d+):\s+(\d+) msgs/s$`)
+var roundLine = regexp.MustCompile(`^(\w+)\s+(\w+)\s+W=(\d+) batch=(\d+)\s+(library|raw)\s+round (\d+):\s+(\d+) msgs/s(?: \(.*\))?$`)
 
 // replot rebuilds the throughput table and the plot from the per-round lines of earlier runs'
 // logs (-from-log): to combine a rerun of some cells with the rest of a run. A cell found in a
