@@ -185,8 +185,12 @@ type cell struct {
 	batch    int
 	workers  int
 	lib, raw []float64 // msgs/s per round; 0 for a round whose drain check failed
-	failures []string
-	notes    []string // rounds counted with something to say: rows handled again
+	// Heap allocations per message in each round (runtime.MemStats.Mallocs over the drain,
+	// divided by its rows): the library's from its Run to its return, the raw loop's after its
+	// statements were prepared.
+	libAllocs, rawAllocs []float64
+	failures             []string
+	notes                []string // rounds counted with something to say: rows handled again
 }
 
 // failed records a round whose drain check failed (a row left or handled twice: the run goes on
@@ -315,19 +319,19 @@ func runBench(ctx context.Context, cfg *benchConfig) ([]*cell, error) {
 						if err := c.failed(err, "library", r); err != nil {
 							return nil, fmt.Errorf("%s %s, %d workers, library batch %d: %w", t.name, form, w, c.batch, err)
 						}
-						c.lib = append(c.lib, lib.rate)
-						bar.logf("%-8s %-8s W=%d batch=%-2d library  round %d: %8.0f msgs/s (before the first claim %v, after the last settlement %v)",
-							t.name, form, w, c.batch, r, lib.rate, lib.open.Round(10*time.Microsecond), lib.shutdown.Round(10*time.Microsecond))
+						c.lib, c.libAllocs = append(c.lib, lib.rate), append(c.libAllocs, lib.allocs)
+						bar.logf("%-8s %-8s W=%d batch=%-2d library  round %d: %8.0f msgs/s (%.1f allocs/msg; before the first claim %v, after the last settlement %v)",
+							t.name, form, w, c.batch, r, lib.rate, lib.allocs, lib.open.Round(10*time.Microsecond), lib.shutdown.Round(10*time.Microsecond))
 						if lib.note != "" {
 							c.notes = append(c.notes, fmt.Sprintf("library round %d: %s", r, lib.note))
 						}
 						bar.setLabel(fmt.Sprintf("%s %s W=%d raw batch %d, round %d/%d", t.name, form, w, c.batch, r, cfg.rounds))
-						rate, err := drainRaw(ctx, t, form, cfg, w, c.batch, bar)
+						rate, allocs, err := drainRaw(ctx, t, form, cfg, w, c.batch, bar)
 						if err := c.failed(err, "raw", r); err != nil {
 							return nil, fmt.Errorf("%s %s, %d workers, raw batch %d: %w", t.name, form, w, c.batch, err)
 						}
-						c.raw = append(c.raw, rate)
-						bar.logf("%-8s %-8s W=%d batch=%-2d raw      round %d: %8.0f msgs/s", t.name, form, w, c.batch, r, rate)
+						c.raw, c.rawAllocs = append(c.raw, rate), append(c.rawAllocs, allocs)
+						bar.logf("%-8s %-8s W=%d batch=%-2d raw      round %d: %8.0f msgs/s (%.1f allocs/msg)", t.name, form, w, c.batch, r, rate, allocs)
 					}
 				}
 			}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -200,6 +201,7 @@ var benchLogger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{L
 // and after the last settlement (shutdown, Close).
 type libraryRound struct {
 	rate           float64
+	allocs         float64 // heap allocations per message, Run's start and shutdown included
 	note           string
 	open, shutdown time.Duration
 }
@@ -258,6 +260,7 @@ func drainLibrary(ctx context.Context, t *target, form string, cfg *benchConfig,
 	runCtx, stop := context.WithCancel(ctx)
 	defer stop()
 	errc := make(chan error, 1)
+	mallocs := mallocsSoFar()
 	start := time.Now()
 	go func() { errc <- c.Run(runCtx) }()
 	stopped := func(err error) error {
@@ -298,6 +301,7 @@ func drainLibrary(ctx context.Context, t *target, form string, cfg *benchConfig,
 	if err := <-errc; err != nil {
 		return round, err
 	}
+	round.allocs = float64(mallocsSoFar()-mallocs) / float64(want)
 	firstClaim := time.Unix(0, dc.firstClaim.Load())
 	round.open, round.shutdown = firstClaim.Sub(start), time.Since(settled)
 	n := handled.Load()
@@ -313,6 +317,13 @@ func drainLibrary(ctx context.Context, t *target, form string, cfg *benchConfig,
 	}
 	round.rate = float64(want) / settled.Sub(firstClaim).Seconds()
 	return round, nil
+}
+
+// mallocsSoFar is the process's heap allocations so far.
+func mallocsSoFar() uint64 {
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	return ms.Mallocs
 }
 
 // drainCheckError is a drain that ended with rows left or rows handled twice.

@@ -39,14 +39,14 @@ type rawLoop interface {
 // drainRaw prefills the form's table and drains it with w goroutines each running the raw loop
 // until every row is handled; an empty claim while rows remain (they are in another goroutine's
 // hands) waits a millisecond.
-func drainRaw(ctx context.Context, t *target, form string, cfg *benchConfig, w, batch int, bar *benchBar) (float64, error) {
+func drainRaw(ctx context.Context, t *target, form string, cfg *benchConfig, w, batch int, bar *benchBar) (rate, allocs float64, err error) {
 	table := benchTable(t, form).Name
 	if err := prefill(ctx, t, table, cfg.n); err != nil {
-		return 0, fmt.Errorf("prefilling: %w", err)
+		return 0, 0, fmt.Errorf("prefilling: %w", err)
 	}
 	loop, err := newRawLoop(ctx, t, form, batch)
 	if err != nil {
-		return 0, err
+		return 0, 0, err
 	}
 	defer loop.close()
 
@@ -60,6 +60,7 @@ func drainRaw(ctx context.Context, t *target, form string, cfg *benchConfig, w, 
 	)
 	runCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
+	mallocs := mallocsSoFar()
 	start := time.Now()
 	for range w {
 		wg.Add(1)
@@ -88,16 +89,17 @@ func drainRaw(ctx context.Context, t *target, form string, cfg *benchConfig, w, 
 	}
 	wg.Wait()
 	elapsed := time.Since(start)
+	allocs = float64(mallocsSoFar()-mallocs) / float64(want)
 	if firstErr != nil {
-		return 0, firstErr
+		return 0, 0, firstErr
 	}
 	if err := ctx.Err(); err != nil {
-		return 0, err
+		return 0, 0, err
 	}
 	if err := checkDrained(ctx, t, table, handled.Load(), want); err != nil {
-		return 0, err
+		return 0, 0, err
 	}
-	return float64(want) / elapsed.Seconds(), nil
+	return float64(want) / elapsed.Seconds(), allocs, nil
 }
 
 // sqlText holds a table's quoted names and writes placeholders for its dialect.

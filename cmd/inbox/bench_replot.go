@@ -9,8 +9,12 @@ import (
 	"strconv"
 )
 
-// roundLine matches the line the bench command logs for each drain.
-var roundLine = regexp.MustCompile(`^(\w+)\s+(\w+)\s+W=(\d+) batch=(\d+)\s+(library|raw)\s+round (\d+):\s+(\d+) msgs/s(?: \(.*\))?$`)
+// roundLine matches the line the bench command logs for each drain, and allocsNote the
+// allocations per message it reports (runs before they were counted do not).
+var (
+	roundLine  = regexp.MustCompile(`^(\w+)\s+(\w+)\s+W=(\d+) batch=(\d+)\s+(library|raw)\s+round (\d+):\s+(\d+) msgs/s(?: \((.*)\))?$`)
+	allocsNote = regexp.MustCompile(`^([\d.]+) allocs/msg`)
+)
 
 // replot rebuilds the throughput table and the plot from the per-round lines of earlier runs'
 // logs (-from-log): to combine a rerun of some cells with the rest of a run. A cell found in a
@@ -39,12 +43,21 @@ func replot(cfg *benchConfig) error {
 			}
 			c := cells[i]
 			if !fresh[c] {
-				c.lib, c.raw, fresh[c] = nil, nil, true
+				c.lib, c.raw, c.libAllocs, c.rawAllocs, fresh[c] = nil, nil, nil, nil, true
 			}
-			if m[5] == "library" {
+			lib := m[5] == "library"
+			if lib {
 				c.lib = append(c.lib, rate)
 			} else {
 				c.raw = append(c.raw, rate)
+			}
+			if a := allocsNote.FindStringSubmatch(m[8]); a != nil {
+				allocs, _ := strconv.ParseFloat(a[1], 64)
+				if lib {
+					c.libAllocs = append(c.libAllocs, allocs)
+				} else {
+					c.rawAllocs = append(c.rawAllocs, allocs)
+				}
 			}
 		}
 		f.Close()

@@ -77,14 +77,18 @@ func thousands(f float64) string {
 
 // printCells writes the throughput table in Markdown.
 func printCells(w io.Writer, cells []*cell) {
-	fmt.Fprintln(w, "| database | form | batch | workers | library msgs/s | raw msgs/s | library/raw (paired) |")
-	fmt.Fprintln(w, "|---|---|--:|--:|--:|--:|--:|")
+	fmt.Fprintln(w, "| database | form | batch | workers | library msgs/s | raw msgs/s | library/raw (paired) | allocs/msg library, raw |")
+	fmt.Fprintln(w, "|---|---|--:|--:|--:|--:|--:|--:|")
 	for _, c := range cells {
 		ratio := "–"
 		if r := pairedRatio(c); r > 0 {
 			ratio = fmt.Sprintf("%.2f", r)
 		}
-		fmt.Fprintf(w, "| %s | %s | %d | %d | %s | %s | %s |\n", dbLabel(c.db), c.form, c.batch, c.workers, spread(c.lib), spread(c.raw), ratio)
+		allocs := "–"
+		if len(c.libAllocs) > 0 && len(c.rawAllocs) > 0 {
+			allocs = fmt.Sprintf("%.1f, %.1f", median(c.libAllocs), median(c.rawAllocs))
+		}
+		fmt.Fprintf(w, "| %s | %s | %d | %d | %s | %s | %s | %s |\n", dbLabel(c.db), c.form, c.batch, c.workers, spread(c.lib), spread(c.raw), ratio, allocs)
 	}
 }
 
