@@ -71,11 +71,14 @@ func (f *Form[D]) batchClaim(ctx context.Context, n int) (*sql.Stmt, error) {
 // (without an attempt column the rows are left as they were); RetryAfter sets retry_after and
 // adds one to attempt (without a retry_after column it acts as Retry and logs a warning). The
 // zero outcome is retried, as the consumer does. On Postgres each kind of outcome is one
-// statement naming its rows in an id IN (…) list (RetryAfter one per distinct delay), which
-// binds a parameter per row: a batch stays under Postgres's 65,535 parameters a statement. On
-// MySQL and MariaDB each row is one statement on its id, as a single delivery settles: InnoDB
-// may take an IN list through a scan, which waits for the rows other batches hold. Either way
-// the batch commits once.
+// prepared statement naming its rows in an id IN (…) list padded to the batch's size by
+// repeating the last id (RetryAfter runs its statement once per distinct delay). The statement
+// of each kind and batch size is prepared at the first SettleBatch that runs it and kept until
+// Close, so a consumer prepares about one statement per kind and batch size, whatever the mix
+// of outcomes. It binds a parameter per row: a batch stays under Postgres's 65,535 parameters
+// a statement. On MySQL and MariaDB each row is one statement on its id, as a single delivery
+// settles: InnoDB may take an IN list through a scan, which waits for the rows other batches
+// hold. Either way the batch commits once.
 //
 // The transaction holds every row of the batch until it ends, so no row is lost while the
 // batch is in work: a row lock batch never fails with inbox.ErrLeaseLost.
@@ -120,7 +123,10 @@ func (f *Form[D]) SettleBatch(ctx context.Context, ds []*inbox.Delivery, os []ou
 	for _, o := range os {
 		writesLand = writesLand && o.Kind() == outcome.KindAck
 	}
-	stmts := f.batchSettlements(ds, os, f.q.Transactional && !writesLand)
+	stmts, err := f.batchSettlements(ctx, ds, os, len(h.ds), f.q.Transactional && !writesLand)
+	if err != nil {
+		return f.fail(h, ds, "preparing the settlement", err)
+	}
 	if len(stmts) == 0 {
 		// Retries without an attempt column: the rows as they were are the retry.
 		return f.rollback(h)
@@ -131,13 +137,7 @@ func (f *Form[D]) SettleBatch(ctx context.Context, ds []*inbox.Delivery, os []ou
 		}
 	}
 	for _, s := range stmts {
-		var err error
-		if s.stmt != nil {
-			_, err = h.tx.StmtContext(ctx, s.stmt).ExecContext(ctx, s.args...)
-		} else {
-			_, err = h.tx.ExecContext(ctx, s.query, s.args...)
-		}
-		if err != nil {
+		if _, err := h.tx.StmtContext(ctx, s.stmt).ExecContext(ctx, s.args...); err != nil {
 			return f.fail(h, ds, "the "+s.what+" statement", err)
 		}
 	}
@@ -147,39 +147,38 @@ func (f *Form[D]) SettleBatch(ctx context.Context, ds []*inbox.Delivery, os []ou
 	return nil
 }
 
-// batchSettlement is one statement of a batch's settlement: one of the form's prepared
-// statements for a single row, or a query over an id IN list.
+// batchSettlement is one statement of a batch's settlement and its arguments: one of the
+// form's prepared statements for a single row, or a batch statement over an id IN list.
 type batchSettlement struct {
-	what  string
-	stmt  *sql.Stmt
-	query string
-	args  []any
+	what string
+	stmt *sql.Stmt
+	args []any
 }
 
-// batchSettlements are the statements that apply os to the rows of ds: ack (with drop), retry,
-// then retry after, one per distinct delay, each present when a row needs it; on MySQL and
-// MariaDB each of these is a statement per row. With ackAsRetry an Ack is settled as a Retry.
-func (f *Form[D]) batchSettlements(ds []*inbox.Delivery, os []outcome.Outcome, ackAsRetry bool) []batchSettlement {
+// batchSettlements are the statements that apply os to the rows of ds, a batch of n rows as
+// claimed: ack (with drop), retry, then retry after, one per distinct delay, each present when
+// a row needs it. On Postgres each is a prepared statement over an id IN list padded to n; on
+// MySQL and MariaDB each is the single row's statement, once per row. With ackAsRetry an Ack
+// is settled as a Retry.
+func (f *Form[D]) batchSettlements(ctx context.Context, ds []*inbox.Delivery, os []outcome.Outcome, n int, ackAsRetry bool) ([]batchSettlement, error) {
 	var (
-		acks, retries, unscheduled []int64
-		delays                     []time.Duration // in the order first met
-		later                      = map[time.Duration][]int64{}
+		acks, retries bool
+		delays        []time.Duration // of the rows retried after a delay, in the order first met
+		unscheduled   []int64         // RetryAfter rows retried at once, for want of a column
 	)
-	for i, d := range ds {
-		switch k := os[i].Kind(); {
-		case k == outcome.KindDrop, k == outcome.KindAck && !ackAsRetry:
-			acks = append(acks, d.ID)
-		case k == outcome.KindRetryAfter && f.retryAfter != nil:
-			delay := os[i].Delay()
-			if _, ok := later[delay]; !ok {
-				delays = append(delays, delay)
+	for i, o := range os {
+		switch f.settlesAs(o, ackAsRetry) {
+		case "ack":
+			acks = true
+		case "retry":
+			retries = true
+			if o.Kind() == outcome.KindRetryAfter {
+				unscheduled = append(unscheduled, ds[i].ID)
 			}
-			later[delay] = append(later[delay], d.ID)
 		default:
-			if k == outcome.KindRetryAfter {
-				unscheduled = append(unscheduled, d.ID)
+			if !slices.Contains(delays, o.Delay()) {
+				delays = append(delays, o.Delay())
 			}
-			retries = append(retries, d.ID)
 		}
 	}
 	if len(unscheduled) > 0 {
@@ -188,40 +187,74 @@ func (f *Form[D]) batchSettlements(ds []*inbox.Delivery, os []outcome.Outcome, a
 	}
 
 	var out []batchSettlement
-	// add settles ids with one statement, head (its parameters numbered by p, bound to lead)
-	// WHERE id IN (…); or, without IN lists, with one, the single row's statement, per row.
-	add := func(what string, one *sql.Stmt, p *stmt.Params, head string, ids []int64, lead ...any) {
-		if f.inLists() {
-			in, args := f.idIn(p, ids, lead...)
-			out = append(out, batchSettlement{what: what, query: head + " WHERE " + in, args: args})
-			return
+	// add settles the rows that settle as what (after delay, for a retry after), binding lead
+	// before the ids: on Postgres with one prepared statement over their ids padded to n, or
+	// else with one, the single row's statement, per row.
+	add := func(what string, one *sql.Stmt, delay time.Duration, lead ...any) error {
+		var args []any
+		for i, o := range os {
+			if f.settlesAs(o, ackAsRetry) != what || what == "retry after" && o.Delay() != delay {
+				continue
+			}
+			if !f.inLists() {
+				out = append(out, batchSettlement{what: what, stmt: one, args: append(slices.Clip(lead), ds[i].ID)})
+				continue
+			}
+			if args == nil {
+				args = make([]any, len(lead), len(lead)+n)
+				copy(args, lead)
+			}
+			args = append(args, ds[i].ID)
 		}
-		for _, id := range ids {
-			out = append(out, batchSettlement{what: what, stmt: one, args: append(slices.Clip(lead), id)})
+		if args == nil {
+			return nil
 		}
+		for len(args) < cap(args) {
+			args = append(args, args[len(args)-1]) // IN ignores the repeats
+		}
+		s, err := f.batchSettle(ctx, what, n)
+		if err != nil {
+			return err
+		}
+		out = append(out, batchSettlement{what: what, stmt: s, args: args})
+		return nil
 	}
-	t := f.st.Q
 	now := time.Now()
-	if len(acks) > 0 {
-		p := f.st.Params()
-		if t.ProcessedAt != "" {
-			add("ack", f.ack, p, "UPDATE "+t.Name+" SET "+t.ProcessedAt+" = "+p.Next(), acks, f.d.Time(now))
+	if acks {
+		var err error
+		if f.t.ProcessedAt != "" {
+			err = add("ack", f.ack, 0, f.d.Time(now))
 		} else {
-			add("ack", f.ack, p, "DELETE FROM "+t.Name, acks)
+			err = add("ack", f.ack, 0)
+		}
+		if err != nil {
+			return nil, err
 		}
 	}
-	if len(retries) > 0 && f.retry != nil {
-		add("retry", f.retry, f.st.Params(), "UPDATE "+t.Name+" SET "+t.Attempt+" = "+t.Attempt+" + 1", retries)
+	if retries && f.retry != nil {
+		if err := add("retry", f.retry, 0); err != nil {
+			return nil, err
+		}
 	}
 	for _, delay := range delays {
-		p := f.st.Params()
-		set := t.RetryAfter + " = " + p.Next()
-		if t.Attempt != "" {
-			set += ", " + t.Attempt + " = " + t.Attempt + " + 1"
+		if err := add("retry after", f.retryAfter, delay, f.d.Time(now.Add(delay))); err != nil {
+			return nil, err
 		}
-		add("retry after", f.retryAfter, p, "UPDATE "+t.Name+" SET "+set, later[delay], f.d.Time(now.Add(delay)))
 	}
-	return out
+	return out, nil
+}
+
+// settlesAs names how a batch's row settles with outcome o: "ack" for Ack and Drop, "retry
+// after" for RetryAfter where the table has a retry_after column, "retry" for the rest (and,
+// with ackAsRetry, for Ack).
+func (f *Form[D]) settlesAs(o outcome.Outcome, ackAsRetry bool) string {
+	switch k := o.Kind(); {
+	case k == outcome.KindDrop, k == outcome.KindAck && !ackAsRetry:
+		return "ack"
+	case k == outcome.KindRetryAfter && f.retryAfter != nil:
+		return "retry after"
+	}
+	return "retry"
 }
 
 // inLists reports whether a batch's rows of one outcome settle with one statement over an id
@@ -233,15 +266,57 @@ func (f *Form[D]) batchSettlements(ds []*inbox.Delivery, os []outcome.Outcome, a
 // batch still shares one claim and one commit.
 func (f *Form[D]) inLists() bool { return f.d.Name() == "postgres" }
 
-// idIn is the predicate "id IN (…)" over ids, numbered on from p, and the statement's
-// arguments: args, then the ids.
-func (f *Form[D]) idIn(p *stmt.Params, ids []int64, args ...any) (string, []any) {
-	marks := make([]string, len(ids))
-	for i, id := range ids {
-		marks[i] = p.Next()
-		args = append(args, id)
+// settleKey names a batch settlement statement: its kind ("ack", "retry" or "retry after") and
+// the length of its id list.
+type settleKey struct {
+	what string
+	n    int
+}
+
+// batchSettle returns the batch settlement statement what over an id IN list of n
+// placeholders, preparing it at the first call.
+func (f *Form[D]) batchSettle(ctx context.Context, what string, n int) (*sql.Stmt, error) {
+	f.batchMu.Lock()
+	defer f.batchMu.Unlock()
+	key := settleKey{what, n}
+	if s := f.batchSettles[key]; s != nil {
+		return s, nil
 	}
-	return f.st.Q.ID + " IN (" + strings.Join(marks, ", ") + ")", args
+	s, err := f.st.Prepare(ctx, f.db, fmt.Sprintf("batch %s (%d ids)", what, n), settleQuery(f.st, what, n))
+	if err != nil {
+		return nil, err
+	}
+	f.batchSettles[key] = s
+	return s, nil
+}
+
+// settleQuery is the text of the batch settlement what over an id IN list of n placeholders:
+// the ack (a DELETE, or an UPDATE of processed_at that binds its time first), the retry, or
+// the retry after (which binds its time first).
+func settleQuery(st *stmt.Table, what string, n int) string {
+	t := st.Q
+	p := st.Params()
+	var head string
+	switch what {
+	case "ack":
+		head = "DELETE FROM " + t.Name
+		if t.ProcessedAt != "" {
+			head = "UPDATE " + t.Name + " SET " + t.ProcessedAt + " = " + p.Next()
+		}
+	case "retry":
+		head = "UPDATE " + t.Name + " SET " + t.Attempt + " = " + t.Attempt + " + 1"
+	default:
+		set := t.RetryAfter + " = " + p.Next()
+		if t.Attempt != "" {
+			set += ", " + t.Attempt + " = " + t.Attempt + " + 1"
+		}
+		head = "UPDATE " + t.Name + " SET " + set
+	}
+	marks := make([]string, n)
+	for i := range marks {
+		marks[i] = p.Next()
+	}
+	return head + " WHERE " + t.ID + " IN (" + strings.Join(marks, ", ") + ")"
 }
 
 // ReleaseBatch rolls the batch's transaction back: its rows are claimable again at once, with

@@ -25,10 +25,11 @@
 // n rows with one SELECT … LIMIT n FOR UPDATE SKIP LOCKED in one transaction, and that one
 // transaction, on one pooled connection, holds every row of the batch until SettleBatch commits
 // it, ReleaseBatch rolls it back, or the process dies; what is said above of a row holds for
-// each row of a batch. SettleBatch commits once: on Postgres after one statement per kind of
-// outcome, naming its rows in an id IN (…) list; on MySQL and MariaDB after one statement per
-// row on its id, since InnoDB may take an IN list through a scan that waits for the rows other
-// batches hold. A batch of n rows thus costs one claim and one commit where single deliveries
+// each row of a batch. SettleBatch commits once: on Postgres after one prepared statement per
+// kind of outcome, naming its rows in an id IN (…) list padded to the batch's size, so that a
+// consumer prepares about one statement per kind and batch size; on MySQL and MariaDB after
+// one statement per row on its id, since InnoDB may take an IN list through a scan that waits
+// for the rows other batches hold. A batch of n rows thus costs one claim and one commit where single deliveries
 // cost n of each. In exchange every row of a batch stays locked until the batch settles, and
 // a batch settles or returns whole: a failed settlement statement or COMMIT returns every row
 // of the batch, unchanged. In transactional mode the batch's rows share its transaction: the
@@ -117,9 +118,12 @@ type Form[D Dialect] struct {
 	busy  sync.WaitGroup     // calls in progress; Close waits for them before freeing statements
 
 	// The batch claim statements by batch size, each prepared at the first ClaimBatch of its
-	// size; batchMu is held while one prepares, so that a size is prepared once.
-	batchMu     sync.Mutex
-	batchClaims map[int]*sql.Stmt
+	// size, and on Postgres the batch settlement statements by kind and batch size, each
+	// prepared at the first SettleBatch that runs it; batchMu is held while one prepares, so
+	// that each is prepared once.
+	batchMu      sync.Mutex
+	batchClaims  map[int]*sql.Stmt
+	batchSettles map[settleKey]*sql.Stmt
 
 	// Set by Open, read-only until Close.
 	db  *sql.DB
@@ -176,6 +180,7 @@ func (f *Form[D]) Open(ctx context.Context, db *sql.DB, q inbox.Queue) (inbox.Pl
 	}
 	f.holds = map[*hold]struct{}{}
 	f.batchClaims = map[int]*sql.Stmt{}
+	f.batchSettles = map[settleKey]*sql.Stmt{}
 	f.open = true
 	return inbox.Plan{Table: f.t.Name, HoldsConnection: true}, nil
 }
@@ -575,6 +580,9 @@ func (f *Form[D]) Close() error {
 	for _, s := range f.batchClaims {
 		errs = append(errs, s.Close())
 	}
-	f.claim, f.ack, f.retry, f.retryAfter, f.batchClaims = nil, nil, nil, nil, nil
+	for _, s := range f.batchSettles {
+		errs = append(errs, s.Close())
+	}
+	f.claim, f.ack, f.retry, f.retryAfter, f.batchClaims, f.batchSettles = nil, nil, nil, nil, nil, nil
 	return errors.Join(errs...)
 }

@@ -18,24 +18,24 @@ import (
 )
 
 // rowlockBatchStatements are the statements of a batch of up to 8 rows on the full table: the
-// claim, and on Postgres the settlement statements over id IN lists of the lengths the tests
-// settle. MySQL and MariaDB settle each row with the single delivery's statement.
+// claim, and on Postgres the settlement statements over id IN lists as long as the batches the
+// tests settle (2 and 7 rows), the ids padded to that length. MySQL and MariaDB settle each row
+// with the single delivery's statement.
 type rowlockBatchStatements struct {
-	claim                                    string
-	ack1, ack2, ack7                         string
-	retry2, retry3, retryAfter1, retryAfter2 string
+	claim          string
+	ack2, ack7     string
+	retry2, retry7 string
+	retryAfter7    string
 }
 
 var (
 	rowlockBatchPostgres = rowlockBatchStatements{
 		claim:       `SELECT "id", "payload", "attempt", "grp", "headers" FROM "jobs" WHERE "processed_at" IS NULL AND ("retry_after" IS NULL OR "retry_after" <= $1) AND "grp" = $2 ORDER BY "priority", "retry_after" NULLS FIRST, "id" LIMIT 8 FOR UPDATE SKIP LOCKED`,
-		ack1:        `UPDATE "jobs" SET "processed_at" = $1 WHERE "id" IN ($2)`,
 		ack2:        `UPDATE "jobs" SET "processed_at" = $1 WHERE "id" IN ($2, $3)`,
 		ack7:        `UPDATE "jobs" SET "processed_at" = $1 WHERE "id" IN ($2, $3, $4, $5, $6, $7, $8)`,
 		retry2:      `UPDATE "jobs" SET "attempt" = "attempt" + 1 WHERE "id" IN ($1, $2)`,
-		retry3:      `UPDATE "jobs" SET "attempt" = "attempt" + 1 WHERE "id" IN ($1, $2, $3)`,
-		retryAfter1: `UPDATE "jobs" SET "retry_after" = $1, "attempt" = "attempt" + 1 WHERE "id" IN ($2)`,
-		retryAfter2: `UPDATE "jobs" SET "retry_after" = $1, "attempt" = "attempt" + 1 WHERE "id" IN ($2, $3)`,
+		retry7:      `UPDATE "jobs" SET "attempt" = "attempt" + 1 WHERE "id" IN ($1, $2, $3, $4, $5, $6, $7)`,
+		retryAfter7: `UPDATE "jobs" SET "retry_after" = $1, "attempt" = "attempt" + 1 WHERE "id" IN ($2, $3, $4, $5, $6, $7, $8)`,
 	}
 	rowlockBatchMySQL = rowlockBatchStatements{
 		claim: "SELECT `id`, `payload`, `attempt`, `grp`, `headers` FROM `jobs` WHERE `processed_at` IS NULL AND (`retry_after` IS NULL OR `retry_after` <= ?) AND `grp` = ? ORDER BY `priority`, `retry_after`, `id` LIMIT 8 FOR UPDATE SKIP LOCKED",
@@ -53,29 +53,60 @@ func rowlockBatchSQL(dc rowlockDialect) rowlockBatchStatements {
 	return rowlockBatchMySQL
 }
 
-// rowlockBatchGroup is the settlement of a batch's rows of one kind of outcome: on Postgres one
-// statement, in, over the rows' IN list; on MySQL the single row's statement, one, per row.
-// Either binds lead before the ids.
+// rowlockBatchGroup is the settlement of a batch's rows of one kind of outcome (or of one
+// delay): on Postgres one prepared statement, in, over the rows' ids padded to the batch's
+// size; on MySQL the single row's statement, one, per row. Either binds lead before the ids.
 type rowlockBatchGroup struct {
 	in, one string
 	lead    []driver.Value
 	ids     []int64
 }
 
-func rowlockExpectBatchGroups(m *recorder, dc rowlockDialect, groups []rowlockBatchGroup) {
+// rowlockExpectBatchPrepares expects, on Postgres, the first preparation of the settlement
+// statements of groups, each once (a kind's statement serves every delay), before any runs:
+// database/sql prepares them on a free connection, since the batch's is busy. Each is closed
+// at Close.
+func rowlockExpectBatchPrepares(m *recorder, dc rowlockDialect, groups []rowlockBatchGroup) {
+	if !strings.HasPrefix(dc.name, "postgres") {
+		return
+	}
+	var seen []string
+	for _, g := range groups {
+		if !slices.Contains(seen, g.in) {
+			seen = append(seen, g.in)
+			m.mock.ExpectPrepare(g.in).WillBeClosed()
+		}
+	}
+}
+
+// rowlockExpectBatchGroups expects the settlement statements of groups for a batch of n rows.
+// With prepared, the batch is the first to run them: on Postgres database/sql prepares each
+// again on the batch's connection before it first runs there (and closes that at Close too);
+// without, a batch of the same size ran them before on this connection, so nothing prepares.
+func rowlockExpectBatchGroups(m *recorder, dc rowlockDialect, groups []rowlockBatchGroup, n int, prepared bool) {
+	var seen []string
 	for _, g := range groups {
 		if strings.HasPrefix(dc.name, "postgres") {
-			args := slices.Clip(g.lead)
-			for _, id := range g.ids {
-				args = append(args, id)
+			if prepared && !slices.Contains(seen, g.in) {
+				seen = append(seen, g.in)
+				m.mock.ExpectPrepare(g.in).WillBeClosed()
 			}
-			m.mock.ExpectExec(g.in).WithArgs(args...).WillReturnResult(sqlmock.NewResult(0, int64(len(g.ids))))
+			m.mock.ExpectExec(g.in).WithArgs(rowlockPadded(g.lead, g.ids, n)...).WillReturnResult(sqlmock.NewResult(0, int64(len(g.ids))))
 			continue
 		}
 		for _, id := range g.ids {
 			m.mock.ExpectExec(g.one).WithArgs(append(slices.Clip(g.lead), id)...).WillReturnResult(sqlmock.NewResult(0, 1))
 		}
 	}
+}
+
+// rowlockPadded is lead, then ids padded to n by repeating the last.
+func rowlockPadded(lead []driver.Value, ids []int64, n int) []driver.Value {
+	args := slices.Clip(lead)
+	for i := range n {
+		args = append(args, ids[min(i, len(ids)-1)])
+	}
+	return args
 }
 
 // rowlockExpectBatchClaim expects a batch claim's transaction and select on the full table,
@@ -101,12 +132,13 @@ func rowlockClaimBatch(t *testing.T, f inbox.Form, max, want int) []*inbox.Deliv
 	return ds
 }
 
-// TestRowlockBatchSettles pins the statement sequence of a batch: the LIMIT 8 claim prepared
-// once and closed at Close, one transaction at the dialect's level, the settlement, COMMIT. On
-// Postgres the settlement is one statement per kind of outcome over an id IN list (one per
-// distinct delay for RetryAfter); on MySQL one statement per row, on its id. In transactional
-// mode the batch shares one savepoint: all Acks keep the handler's write; any other outcome
-// rolls it back and settles the Acks as Retries.
+// TestRowlockBatchSettles pins the statement sequence of two batches of the same size: the
+// LIMIT 8 claim prepared once and closed at Close, one transaction at the dialect's level, the
+// settlement, COMMIT. On Postgres the settlement is one prepared statement per kind of outcome
+// over an id IN list padded to the batch's size (RetryAfter's run once per distinct delay),
+// prepared at the first batch, reused by the second, and closed at Close; on MySQL one
+// statement per row, on its id. In transactional mode the batch shares one savepoint: all Acks
+// keep the handler's write; any other outcome rolls it back and settles the Acks as Retries.
 func TestRowlockBatchSettles(t *testing.T) {
 	ts := func(d time.Duration) driver.Value { return rowlockTimeNear{time.Now().Add(d)} }
 	pg, my := rowlockBatchPostgres, rowlockMySQLFull
@@ -126,16 +158,16 @@ func TestRowlockBatchSettles(t *testing.T) {
 		groups        []rowlockBatchGroup
 	}{
 		{"mixed", false, mixed, false, []rowlockBatchGroup{
-			{pg.ack2, my.ack, []driver.Value{ts(0)}, []int64{1, 4}},
-			{pg.retry2, my.retry, nil, []int64{2, 5}},
-			{pg.retryAfter2, my.retryAfter, []driver.Value{ts(time.Hour)}, []int64{3, 6}},
-			{pg.retryAfter1, my.retryAfter, []driver.Value{ts(time.Minute)}, []int64{7}},
+			{pg.ack7, my.ack, []driver.Value{ts(0)}, []int64{1, 4}},
+			{pg.retry7, my.retry, nil, []int64{2, 5}},
+			{pg.retryAfter7, my.retryAfter, []driver.Value{ts(time.Hour)}, []int64{3, 6}},
+			{pg.retryAfter7, my.retryAfter, []driver.Value{ts(time.Minute)}, []int64{7}},
 		}},
 		{"mixed/transactional", true, mixed, true, []rowlockBatchGroup{
-			{pg.ack1, my.ack, []driver.Value{ts(0)}, []int64{4}},
-			{pg.retry3, my.retry, nil, []int64{1, 2, 5}},
-			{pg.retryAfter2, my.retryAfter, []driver.Value{ts(time.Hour)}, []int64{3, 6}},
-			{pg.retryAfter1, my.retryAfter, []driver.Value{ts(time.Minute)}, []int64{7}},
+			{pg.ack7, my.ack, []driver.Value{ts(0)}, []int64{4}},
+			{pg.retry7, my.retry, nil, []int64{1, 2, 5}},
+			{pg.retryAfter7, my.retryAfter, []driver.Value{ts(time.Hour)}, []int64{3, 6}},
+			{pg.retryAfter7, my.retryAfter, []driver.Value{ts(time.Minute)}, []int64{7}},
 		}},
 		{"all ack/transactional", true, allAck, false, []rowlockBatchGroup{
 			{pg.ack7, my.ack, []driver.Value{ts(0)}, []int64{1, 2, 3, 4, 5, 6, 7}},
@@ -148,57 +180,69 @@ func TestRowlockBatchSettles(t *testing.T) {
 				m := newRecorder(t, 0)
 				rowlockExpectOpen(m, dc, dc.full)
 				m.mock.ExpectPrepare(bs.claim).WillBeClosed()
-				rowlockExpectBatchClaim(m, dc, 7)
-				if c.transactional {
-					m.mock.ExpectExec("SAVEPOINT inbox_handler").WillReturnResult(sqlmock.NewResult(0, 0))
-					m.mock.ExpectExec("INSERT INTO notes (body) VALUES ('sent')").WillReturnResult(sqlmock.NewResult(1, 1))
+				for batch := range 2 {
+					rowlockExpectBatchClaim(m, dc, 7)
+					if c.transactional {
+						m.mock.ExpectExec("SAVEPOINT inbox_handler").WillReturnResult(sqlmock.NewResult(0, 0))
+						m.mock.ExpectExec("INSERT INTO notes (body) VALUES ('sent')").WillReturnResult(sqlmock.NewResult(1, 1))
+					}
+					if batch == 0 {
+						rowlockExpectBatchPrepares(m, dc, c.groups)
+					}
+					if c.rollbackTo {
+						m.mock.ExpectExec("ROLLBACK TO SAVEPOINT inbox_handler").WillReturnResult(sqlmock.NewResult(0, 0))
+					}
+					rowlockExpectBatchGroups(m, dc, c.groups, 7, batch == 0)
+					m.mock.ExpectCommit()
 				}
-				if c.rollbackTo {
-					m.mock.ExpectExec("ROLLBACK TO SAVEPOINT inbox_handler").WillReturnResult(sqlmock.NewResult(0, 0))
-				}
-				rowlockExpectBatchGroups(m, dc, c.groups)
-				m.mock.ExpectCommit()
 
 				f := dc.form(rowlockFullTable)
 				rowlockOpen(t, m, f, inbox.Queue{Name: rowlockQueue, Transactional: c.transactional})
-				ds := rowlockClaimBatch(t, f, 8, 7)
-				for i, d := range ds {
-					if d.ID != int64(i+1) || d.Attempt != i+1 || d.Group != rowlockQueue {
-						t.Fatalf("delivery %d = %+v; want id %d, attempt %d (read %d, plus this delivery), group %s", i, d, i+1, i+1, i, rowlockQueue)
+				for range 2 {
+					ds := rowlockClaimBatch(t, f, 8, 7)
+					for i, d := range ds {
+						if d.ID != int64(i+1) || d.Attempt != i+1 || d.Group != rowlockQueue {
+							t.Fatalf("delivery %d = %+v; want id %d, attempt %d (read %d, plus this delivery), group %s", i, d, i+1, i+1, i, rowlockQueue)
+						}
+						if d.Hold != ds[0].Hold {
+							t.Fatalf("delivery %d has a hold of its own; a batch shares one", i)
+						}
+						if (d.Tx != nil) != c.transactional {
+							t.Fatalf("delivery %d Tx = %v; want one exactly in transactional mode", i, d.Tx)
+						}
 					}
-					if d.Hold != ds[0].Hold {
-						t.Fatalf("delivery %d has a hold of its own; a batch shares one", i)
+					if c.transactional {
+						if _, err := ds[2].Tx.ExecContext(context.Background(), "INSERT INTO notes (body) VALUES ('sent')"); err != nil {
+							t.Fatalf("the handler's write: %v", err)
+						}
 					}
-					if (d.Tx != nil) != c.transactional {
-						t.Fatalf("delivery %d Tx = %v; want one exactly in transactional mode", i, d.Tx)
+					if err := f.(inbox.BatchForm).SettleBatch(context.Background(), ds, c.outcomes); err != nil {
+						t.Fatalf("SettleBatch: %v", err)
 					}
-				}
-				if c.transactional {
-					if _, err := ds[2].Tx.ExecContext(context.Background(), "INSERT INTO notes (body) VALUES ('sent')"); err != nil {
-						t.Fatalf("the handler's write: %v", err)
-					}
-				}
-				if err := f.(inbox.BatchForm).SettleBatch(context.Background(), ds, c.outcomes); err != nil {
-					t.Fatalf("SettleBatch: %v", err)
-				}
-				if c.transactional {
-					for _, d := range ds {
-						if _, err := d.Tx.ExecContext(context.Background(), "SELECT 1"); !errors.Is(err, inbox.ErrTransactionHeld) {
-							t.Errorf("delivery %d's Tx after the settlement: err = %v, want ErrTransactionHeld", d.ID, err)
+					if c.transactional {
+						for _, d := range ds {
+							if _, err := d.Tx.ExecContext(context.Background(), "SELECT 1"); !errors.Is(err, inbox.ErrTransactionHeld) {
+								t.Errorf("delivery %d's Tx after the settlement: err = %v, want ErrTransactionHeld", d.ID, err)
+							}
 						}
 					}
 				}
 				if err := f.Close(); err != nil {
 					t.Fatalf("Close: %v", err)
 				}
-				rowlockCheckLevels(t, m, dc, 1)
+				// Every statement prepared was closed by Close, before the database closes.
+				if err := m.mock.ExpectationsWereMet(); err != nil {
+					t.Errorf("after Close: %v", err)
+				}
+				rowlockCheckLevels(t, m, dc, 2)
 			})
 		}
 	}
 }
 
 // TestRowlockBatchMinimalTable: without the optional columns the batch's Acks and Drops are
-// deleted (by one DELETE … IN on Postgres, a DELETE per row on MySQL), and its Retries and RetryAfters leave their rows as they were
+// deleted (by one prepared DELETE … IN over the ids padded to the batch's size on Postgres, a
+// DELETE per row on MySQL), and its Retries and RetryAfters leave their rows as they were
 // (RetryAfter warns); a batch of nothing but retries rolls back.
 func TestRowlockBatchMinimalTable(t *testing.T) {
 	for _, c := range []struct {
@@ -208,7 +252,7 @@ func TestRowlockBatchMinimalTable(t *testing.T) {
 		outcomes []outcome.Outcome
 	}{
 		{dc: rowlockPostgres, claim: `SELECT "id", "payload" FROM "jobs" WHERE 1 = 1 ORDER BY "id" LIMIT 4 FOR UPDATE SKIP LOCKED`,
-			deletes:  []string{`DELETE FROM "jobs" WHERE "id" IN ($1, $2)`},
+			deletes:  []string{`DELETE FROM "jobs" WHERE "id" IN ($1, $2, $3)`},
 			outcomes: []outcome.Outcome{outcome.Ack(), outcome.RetryAfter(time.Minute), outcome.Drop()}},
 		{dc: rowlockMySQL, claim: "SELECT `id`, `payload` FROM `jobs` WHERE 1 = 1 ORDER BY `id` LIMIT 4 FOR UPDATE SKIP LOCKED",
 			deletes:  []string{"DELETE FROM `jobs` WHERE `id` = ?", "DELETE FROM `jobs` WHERE `id` = ?"},
@@ -228,7 +272,10 @@ func TestRowlockBatchMinimalTable(t *testing.T) {
 			case 0:
 				m.mock.ExpectRollback()
 			case 1:
-				m.mock.ExpectExec(c.deletes[0]).WithArgs(int64(1), int64(3)).WillReturnResult(sqlmock.NewResult(0, 2))
+				// Prepared on a free connection, then on the batch's; rows 1 and 3, padded to 3.
+				m.mock.ExpectPrepare(c.deletes[0]).WillBeClosed()
+				m.mock.ExpectPrepare(c.deletes[0]).WillBeClosed()
+				m.mock.ExpectExec(c.deletes[0]).WithArgs(int64(1), int64(3), int64(3)).WillReturnResult(sqlmock.NewResult(0, 2))
 				m.mock.ExpectCommit()
 			default:
 				m.mock.ExpectExec(c.deletes[0]).WithArgs(int64(1)).WillReturnResult(sqlmock.NewResult(0, 1))
@@ -323,7 +370,9 @@ func TestRowlockBatchMisuse(t *testing.T) {
 	rowlockExpectOpen(m, dc, dc.full)
 	m.mock.ExpectPrepare(bs.claim).WillBeClosed()
 	rowlockExpectBatchClaim(m, dc, 2)
-	m.mock.ExpectExec(bs.ack2).WithArgs(rowlockTimeNear{time.Now()}, int64(2), int64(1)).WillReturnResult(sqlmock.NewResult(0, 2))
+	acks := []rowlockBatchGroup{{in: bs.ack2, lead: []driver.Value{rowlockTimeNear{time.Now()}}, ids: []int64{2, 1}}}
+	rowlockExpectBatchPrepares(m, dc, acks)
+	rowlockExpectBatchGroups(m, dc, acks, 2, true)
 	m.mock.ExpectCommit()
 
 	f := dc.form(rowlockFullTable)
@@ -429,11 +478,14 @@ func TestRowlockBatchFailures(t *testing.T) {
 				m.mock.ExpectPrepare(bs.claim).WillBeClosed()
 				rowlockExpectBatchClaim(m, dc, 2)
 				broken := errors.New("connection reset by peer")
-				// The first statement of the settlement: on Postgres the retry of both rows, on
-				// MySQL the retry of row 1, then of row 2.
+				// The first statement of the settlement: on Postgres the retry of both rows,
+				// prepared first, on MySQL the retry of row 1, then of row 2.
 				first, firstArgs := bs.retry2, []driver.Value{int64(1), int64(2)}
 				if dc.name == "mysql" {
 					first, firstArgs = dc.full.retry, []driver.Value{int64(1)}
+				} else {
+					m.mock.ExpectPrepare(first).WillBeClosed()
+					m.mock.ExpectPrepare(first).WillBeClosed()
 				}
 				if commit {
 					m.mock.ExpectExec(first).WithArgs(firstArgs...).WillReturnResult(sqlmock.NewResult(0, 2))
