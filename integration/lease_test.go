@@ -634,3 +634,71 @@ func TestLeaseConsumersDrain(t *testing.T) {
 		})
 	}
 }
+
+// TestLeaseSQLiteClaimsFromTwoPools claims from one SQLite file through two pools, as two
+// processes would (each pool has a writer lock of its own), four claimers each, while the
+// other pool commits: a claim reads its rows and then writes them, and must neither fail nor
+// take a row twice.
+func TestLeaseSQLiteClaimsFromTwoPools(t *testing.T) {
+	b := backendNamed("sqlite", "")
+	path := filepath.Join(t.TempDir(), "inbox.db")
+	pool := func() *sql.DB {
+		db, err := sql.Open("sqlite", SQLiteDSN(path))
+		if err != nil {
+			t.Fatal(err)
+		}
+		db.SetMaxOpenConns(4)
+		t.Cleanup(func() { db.Close() })
+		return db
+	}
+	first, second := pool(), pool()
+	tbl := withAttempt(tableName(t))
+	b.createTable(t, first, tbl)
+	const rows = 400
+	msgs := make([]inbox.Message, rows)
+	for i := range msgs {
+		msgs[i] = inbox.Message{Payload: []byte("{}")}
+	}
+	leasePublish(t, b, first, tbl, msgs...)
+
+	var (
+		mu      sync.Mutex
+		claimed = map[int64]int{}
+		wg      sync.WaitGroup
+	)
+	for _, db := range []*sql.DB{first, second} {
+		f := leaseForm(t, b, db, tbl, nil, inbox.Queue{})
+		for range 4 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for {
+					ds, err := f.Claim(context.Background(), 1)
+					if err != nil {
+						t.Errorf("Claim: %v", err)
+						return
+					}
+					if len(ds) == 0 {
+						return
+					}
+					mu.Lock()
+					claimed[ds[0].ID]++
+					mu.Unlock()
+					if err := f.Settle(context.Background(), ds[0], outcome.Ack()); err != nil {
+						t.Errorf("Settle row %d: %v", ds[0].ID, err)
+						return
+					}
+				}
+			}()
+		}
+	}
+	wg.Wait()
+	if len(claimed) != rows {
+		t.Errorf("%d rows claimed, want %d", len(claimed), rows)
+	}
+	for id, n := range claimed {
+		if n != 1 {
+			t.Errorf("row %d claimed %d times", id, n)
+		}
+	}
+}

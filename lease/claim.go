@@ -9,6 +9,7 @@ import (
 
 	"github.com/sqlinbox/inbox"
 	"github.com/sqlinbox/inbox/dialect"
+	"github.com/sqlinbox/inbox/isolation"
 )
 
 // Claim claims at most max due rows of the queue, in claim order (priority, retry_after, id, as
@@ -159,14 +160,13 @@ func counted(b *binding, ds []*inbox.Delivery) {
 	}
 }
 
-// claimSQLite claims in a transaction of the dialect's BEGIN mode, under the SQLite writer
-// lock, and again after a transient conflict (another process wrote between the SELECT and the
-// stamp, or held the database past the busy timeout). The transaction runs on a pinned
-// connection, so its statements run by their text (the driver compiles a statement at every
-// run, prepared or not).
+// claimSQLite claims in a write transaction (beginWrite), under the SQLite writer lock, and
+// again after a transient conflict (another process held the database past the busy timeout).
+// The transaction runs on a pinned connection, so its statements run by their text (the driver
+// compiles a statement at every run, prepared or not).
 func (f *Form[D]) claimSQLite(ctx context.Context, b *binding, max int, now, token time.Time) (ds []*inbox.Delivery, err error) {
 	err = b.written(ctx, func() error {
-		tx, err := f.d.Begin(ctx, b.db)
+		tx, err := beginWrite(ctx, b.db)
 		if err != nil {
 			return err
 		}
@@ -179,6 +179,15 @@ func (f *Form[D]) claimSQLite(ctx context.Context, b *binding, max int, now, tok
 		return err
 	})
 	return ds, err
+}
+
+// beginWrite opens the form's own write transactions on SQLite (a claim, and a settlement with
+// the claim of the next row) with BEGIN IMMEDIATE, whatever the dialect's mode, which is the
+// mode of the handlers' transactions: the write lock is taken at BEGIN, where the busy timeout
+// waits for another process's writer, whereas a deferred transaction that read first fails at
+// once when it comes to write after another process committed.
+func beginWrite(ctx context.Context, db *sql.DB) (dialect.Tx, error) {
+	return dialect.SQLite[isolation.Immediate]{}.Begin(ctx, db)
 }
 
 // pick runs the SQLite claim inside tx: the SELECT of at most max rows in claim order, then the

@@ -58,7 +58,7 @@ func (f *Form[D]) SettleAndClaim(ctx context.Context, d *inbox.Delivery, o outco
 func (f *Form[D]) settleAndClaimInTx(ctx context.Context, b *binding, d *inbox.Delivery, h *hold, text string, args []any, what string, max int) (ds []*inbox.Delivery, token time.Time, settled, err error) {
 	unlock := b.write()
 	defer unlock()
-	tx, err := f.d.Begin(ctx, b.db)
+	tx, err := beginWrite(ctx, b.db)
 	if err != nil {
 		return nil, token, nil, err
 	}

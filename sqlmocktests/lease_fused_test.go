@@ -43,7 +43,7 @@ func TestLeaseSettleAndClaimSQLite(t *testing.T) {
 	d := claimOne(t, f, 7, 1)
 
 	// One transaction: the guarded ack, the claim of the next row, one COMMIT.
-	m.mock.ExpectExec("BEGIN").WillReturnResult(leaseResult(0))
+	m.mock.ExpectExec("BEGIN IMMEDIATE").WillReturnResult(leaseResult(0))
 	m.mock.ExpectExec(st.ack).WithArgs(int64(7), leaseSame{&first}).WillReturnResult(leaseResult(1))
 	m.mock.ExpectQuery(st.claim).WithArgs(due...).WillReturnRows(claimRows(8))
 	m.mock.ExpectExec(st.stamp).WithArgs(leaseTime{want: now.Add(lease.DefaultLease), into: &second}, int64(8)).WillReturnResult(leaseResult(1))
@@ -55,7 +55,7 @@ func TestLeaseSettleAndClaimSQLite(t *testing.T) {
 
 	// The transaction fails: SQLite rolled it back, and the ack and the claim run apart.
 	busy := errors.New("database is locked (5) (SQLITE_BUSY)")
-	m.mock.ExpectExec("BEGIN").WillReturnResult(leaseResult(0))
+	m.mock.ExpectExec("BEGIN IMMEDIATE").WillReturnResult(leaseResult(0))
 	m.mock.ExpectExec(st.ack).WithArgs(int64(8), leaseSame{&second}).WillReturnError(busy)
 	m.mock.ExpectExec("BEGIN").WillReturnError(errors.New("cannot start a transaction within a transaction"))
 	m.mock.ExpectExec("ROLLBACK").WillReturnResult(leaseResult(0))

@@ -51,13 +51,15 @@ func openTarget(ctx context.Context, name, dsn string, pool int) (*target, error
 	return &target{name: name, dsn: dsn, d: d, db: db}, nil
 }
 
-// sqliteSource is the driver's DSN for a SQLite file: WAL, a busy timeout, and synchronous FULL
-// so that every commit is on disk, as it is on the servers (fsync on).
+// sqliteSource is the driver's DSN for a SQLite file: WAL, a busy timeout, synchronous FULL so
+// that every commit is on disk, as it is on the servers (fsync on), and BEGIN IMMEDIATE for
+// database/sql's transactions, as the lease form begins its claims (the raw loop's claims run in
+// those).
 func sqliteSource(path string) string {
 	if strings.HasPrefix(path, "file:") {
 		return path
 	}
-	return "file:" + path + "?_pragma=journal_mode(WAL)&_pragma=busy_timeout(10000)&_pragma=synchronous(FULL)"
+	return "file:" + path + "?_pragma=journal_mode(WAL)&_pragma=busy_timeout(10000)&_pragma=synchronous(FULL)&_txlock=immediate"
 }
 
 // serverFacts describes a database's version and durability settings.

@@ -362,8 +362,8 @@ func guardedOne(res sql.Result, err error) error {
 
 // rawLeasePicked: a transaction with the SELECT and the stamp, then the guarded DELETE. On MySQL
 // and MariaDB the transaction is READ COMMITTED and the SELECT skips locked rows; on SQLite, with
-// one writer, it is a plain BEGIN and the process runs one claim at a time (parallel claims only
-// collide).
+// one writer, it begins IMMEDIATE (the DSN's _txlock, see sqliteSource) and the process runs one
+// claim at a time (parallel claims only collide).
 type rawLeasePicked struct {
 	t                 *target
 	txOptions         *sql.TxOptions
