@@ -69,7 +69,7 @@ const DefaultLease = 30 * time.Second
 //	Postgres         claim: one WITH … SELECT … FOR UPDATE SKIP LOCKED … UPDATE … RETURNING
 //	MySQL, MariaDB   claim: a READ COMMITTED transaction: SELECT … FOR UPDATE SKIP LOCKED, then
 //	                 UPDATE … WHERE id IN (…), then COMMIT
-//	SQLite           claim: a transaction at the dialect's BEGIN mode: SELECT … LIMIT n, then
+//	SQLite           claim: a BEGIN IMMEDIATE transaction: SELECT … LIMIT n, then
 //	                 UPDATE … WHERE id IN (…), then COMMIT
 //	all              extend: UPDATE SET locked_until = new token, guarded
 //	                 ack, drop: DELETE, or SET processed_at, locked_until = NULL; guarded
