@@ -26,7 +26,7 @@ const benchUsage = `usage: inbox bench [flags]
 
 Prefill -n rows (a small JSON payload), drain them with each form on each database, with each
 worker count, -rounds times, through the library's consumer and through a hand-written
-database/sql loop running the same statements (interleaved: library, raw, library, raw), and print
+database/sql loop running the same statements (interleaved: library, raw, raw, library, …), and print
 median, min and max msgs/s per cell and library/raw. Then enqueue-to-handler latency at a fixed
 publish rate, and (with -memory) peak RSS while draining a large table.
 
@@ -96,7 +96,7 @@ func parseBenchFlags(args []string) (*benchConfig, error) {
 	fs.IntVar(&cfg.n, "n", 20000, "rows to prefill and drain per round")
 	workers := fs.String("workers", "1,4,8", "worker counts, comma-separated")
 	batches := fs.String("batch", "1,16", "rows per claim, comma-separated (above 1: the library's batch consumer, beside a raw loop running the form's batch statements)")
-	fs.IntVar(&cfg.rounds, "rounds", 3, "rounds per cell (library and raw interleaved)")
+	fs.IntVar(&cfg.rounds, "rounds", 3, "rounds per cell (library and raw interleaved, each first in every other round)")
 	dbs := fs.String("db", strings.Join(allDBs, ","), "databases: postgres, mysql (the MySQL dialect, on the MySQL or MariaDB server its DSN names), mariadb, sqlite")
 	forms := fs.String("forms", strings.Join(allForms, ","), "forms: rowlock, lease, advisory (SQLite runs lease only)")
 	fs.StringVar(&cfg.plot, "plot", "", "write an SVG plot of msgs/s by workers per cell to this path")
@@ -284,8 +284,8 @@ func runBench(ctx context.Context, cfg *benchConfig) ([]*cell, error) {
 	}
 	printMachine(ctx, cfg.out, targets)
 
-	// The plan, in the order it runs: per database and form, per worker count, rounds of
-	// library and raw drains interleaved.
+	// The plan, in the order it runs: per database and form, per worker count, per batch size,
+	// rounds of library and raw drains interleaved.
 	var cells []*cell
 	drains := 0
 	for _, t := range targets {
@@ -306,18 +306,15 @@ func runBench(ctx context.Context, cfg *benchConfig) ([]*cell, error) {
 			for _, w := range cfg.workers {
 				t.db.SetMaxOpenConns(w + 2)
 				t.db.SetMaxIdleConns(w + 2)
-				var row []*cell
 				for _, c := range cells {
-					if c.db == t.name && c.form == form && c.workers == w {
-						row = append(row, c)
+					if c.db != t.name || c.form != form || c.workers != w {
+						continue
 					}
-				}
-				for r := 1; r <= cfg.rounds; r++ {
-					for _, c := range row {
+					library := func(r int) error {
 						bar.setLabel(fmt.Sprintf("%s %s W=%d library batch %d, round %d/%d", t.name, form, w, c.batch, r, cfg.rounds))
 						lib, err := drainLibrary(ctx, t, form, cfg, w, c.batch, bar)
 						if err := c.failed(err, "library", r); err != nil {
-							return nil, fmt.Errorf("%s %s, %d workers, library batch %d: %w", t.name, form, w, c.batch, err)
+							return fmt.Errorf("%s %s, %d workers, library batch %d: %w", t.name, form, w, c.batch, err)
 						}
 						c.lib, c.libAllocs = append(c.lib, lib.rate), append(c.libAllocs, lib.allocs)
 						bar.logf("%-8s %-8s W=%d batch=%-2d library  round %d: %8.0f msgs/s (%.1f allocs/msg; before the first claim %v, after the last settlement %v)",
@@ -325,13 +322,33 @@ func runBench(ctx context.Context, cfg *benchConfig) ([]*cell, error) {
 						if lib.note != "" {
 							c.notes = append(c.notes, fmt.Sprintf("library round %d: %s", r, lib.note))
 						}
+						return nil
+					}
+					raw := func(r int) error {
 						bar.setLabel(fmt.Sprintf("%s %s W=%d raw batch %d, round %d/%d", t.name, form, w, c.batch, r, cfg.rounds))
 						rate, allocs, err := drainRaw(ctx, t, form, cfg, w, c.batch, bar)
 						if err := c.failed(err, "raw", r); err != nil {
-							return nil, fmt.Errorf("%s %s, %d workers, raw batch %d: %w", t.name, form, w, c.batch, err)
+							return fmt.Errorf("%s %s, %d workers, raw batch %d: %w", t.name, form, w, c.batch, err)
 						}
 						c.raw, c.rawAllocs = append(c.raw, rate), append(c.rawAllocs, allocs)
 						bar.logf("%-8s %-8s W=%d batch=%-2d raw      round %d: %8.0f msgs/s (%.1f allocs/msg)", t.name, form, w, c.batch, r, rate, allocs)
+						return nil
+					}
+					// A cell's rounds run together, the library first in odd rounds and the raw
+					// loop first in even ones: a drain runs slower right after a heavier one (the
+					// database is still writing out the one before), and neither side may always
+					// be the one that follows it.
+					for r := 1; r <= cfg.rounds; r++ {
+						first, second := library, raw
+						if r%2 == 0 {
+							first, second = raw, library
+						}
+						if err := first(r); err != nil {
+							return nil, err
+						}
+						if err := second(r); err != nil {
+							return nil, err
+						}
 					}
 				}
 			}
