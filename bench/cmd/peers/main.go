@@ -206,7 +206,10 @@ type result struct {
 	rates    []float64
 }
 
-// measure runs every contender once per round for each worker count, interleaved.
+// measure runs every contender once per round for each worker count, interleaved. Each round
+// starts one contender further along: a drain runs slower right after a heavier one (the
+// database still writing out the one before), and no contender may always be the one after
+// the same other.
 func measure(ctx context.Context, db string, cs []contender, cfg *config) ([]*result, error) {
 	var out []*result
 	for _, w := range cfg.workers {
@@ -215,7 +218,9 @@ func measure(ctx context.Context, db string, cs []contender, cfg *config) ([]*re
 			row[i] = &result{db: db, name: c.name(), ours: c.ours(), batch: c.batch(), workers: w}
 		}
 		for r := 1; r <= cfg.rounds; r++ {
-			for i, c := range cs {
+			for k := range cs {
+				i := (r - 1 + k) % len(cs)
+				c := cs[i]
 				if err := c.prefill(ctx, cfg.n); err != nil {
 					return nil, fmt.Errorf("%s, %s: prefilling: %w", db, c.name(), err)
 				}
