@@ -641,17 +641,7 @@ func TestLeaseConsumersDrain(t *testing.T) {
 // take a row twice.
 func TestLeaseSQLiteClaimsFromTwoPools(t *testing.T) {
 	b := backendNamed("sqlite", "")
-	path := filepath.Join(t.TempDir(), "inbox.db")
-	pool := func() *sql.DB {
-		db, err := sql.Open("sqlite", SQLiteDSN(path))
-		if err != nil {
-			t.Fatal(err)
-		}
-		db.SetMaxOpenConns(4)
-		t.Cleanup(func() { db.Close() })
-		return db
-	}
-	first, second := pool(), pool()
+	first, second := leaseTwoDBs(t, b)
 	tbl := withAttempt(tableName(t))
 	b.createTable(t, first, tbl)
 	const rows = 400
