@@ -290,9 +290,10 @@ func (f *Form[D]) batchSettle(ctx context.Context, what string, n int) (*sql.Stm
 	return s, nil
 }
 
-// settleQuery is the text of the batch settlement what over an id IN list of n placeholders:
-// the ack (a DELETE, or an UPDATE of processed_at that binds its time first), the retry, or
-// the retry after (which binds its time first).
+// settleQuery is the text of the settlement what of one row (n = 0: WHERE id = ?) or of a
+// batch's rows over an id IN list of n placeholders: the ack (a DELETE, or an UPDATE of
+// processed_at that binds its time first), the retry, or the retry after (which binds its time
+// first).
 func settleQuery(st *stmt.Table, what string, n int) string {
 	t := st.Q
 	p := st.Params()
@@ -311,6 +312,9 @@ func settleQuery(st *stmt.Table, what string, n int) string {
 			set += ", " + t.Attempt + " = " + t.Attempt + " + 1"
 		}
 		head = "UPDATE " + t.Name + " SET " + set
+	}
+	if n == 0 {
+		return head + " WHERE " + t.ID + " = " + p.Next()
 	}
 	marks := make([]string, n)
 	for i := range marks {

@@ -29,10 +29,10 @@
 // kind of outcome, naming its rows in an id IN (…) list padded to the batch's size, so that a
 // consumer prepares about one statement per kind and batch size; on MySQL and MariaDB after
 // one statement per row on its id, since InnoDB may take an IN list through a scan that waits
-// for the rows other batches hold. A batch of n rows thus costs one claim and one commit where single deliveries
-// cost n of each. In exchange every row of a batch stays locked until the batch settles, and
-// a batch settles or returns whole: a failed settlement statement or COMMIT returns every row
-// of the batch, unchanged. In transactional mode the batch's rows share its transaction: the
+// for the rows other batches hold. A batch of n rows thus costs one claim and one commit where
+// single deliveries cost n of each. In exchange every row of a batch stays locked until the
+// batch settles, and a batch settles or returns whole: a failed settlement statement or COMMIT
+// returns every row of the batch, unchanged. In transactional mode the batch's rows share its transaction: the
 // handler's writes commit only when every outcome is Ack; otherwise they roll back, the other
 // outcomes settle, and the Acks are retried.
 //
@@ -209,26 +209,13 @@ func (f *Form[D]) prepare(ctx context.Context, db *sql.DB, st *stmt.Table) (err 
 
 	claim := prep("claim", claimQuery(st, 1))
 
-	var ack *sql.Stmt
-	p := st.Params()
-	if t.ProcessedAt != "" {
-		ack = prep("ack", "UPDATE "+t.Name+" SET "+t.ProcessedAt+" = "+p.Next()+" WHERE "+t.ID+" = "+p.Next())
-	} else {
-		ack = prep("ack", "DELETE FROM "+t.Name+" WHERE "+t.ID+" = "+p.Next())
-	}
-
+	ack := prep("ack", settleQuery(st, "ack", 0))
 	var retry, retryAfter *sql.Stmt
 	if t.Attempt != "" {
-		p = st.Params()
-		retry = prep("retry", "UPDATE "+t.Name+" SET "+t.Attempt+" = "+t.Attempt+" + 1 WHERE "+t.ID+" = "+p.Next())
+		retry = prep("retry", settleQuery(st, "retry", 0))
 	}
 	if t.RetryAfter != "" {
-		p = st.Params()
-		set := t.RetryAfter + " = " + p.Next()
-		if t.Attempt != "" {
-			set += ", " + t.Attempt + " = " + t.Attempt + " + 1"
-		}
-		retryAfter = prep("retry after", "UPDATE "+t.Name+" SET "+set+" WHERE "+t.ID+" = "+p.Next())
+		retryAfter = prep("retry after", settleQuery(st, "retry after", 0))
 	}
 	if err != nil {
 		return err
