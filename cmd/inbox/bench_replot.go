@@ -24,7 +24,7 @@ func replot(cfg *benchConfig) error {
 	for _, path := range cfg.fromLogs {
 		f, err := os.Open(path)
 		if err != nil {
-			return err
+			return fmt.Errorf("bench: -from-log: %w", err)
 		}
 		fresh := map[*cell]bool{}
 		sc := bufio.NewScanner(f)

@@ -101,12 +101,30 @@ func parseFlags(args []string) (*config, error) {
 		}
 		cfg.workers = append(cfg.workers, w)
 	}
-	cfg.dbs = strings.Split(*dbs, ",")
-	cfg.peers = strings.Split(*peers, ",")
+	var err error
+	if cfg.dbs, err = names("-db", *dbs, "postgres", "sqlite"); err != nil {
+		return nil, err
+	}
+	if cfg.peers, err = names("-peers", *peers, "river", "gue", "goqite"); err != nil {
+		return nil, err
+	}
 	if cfg.n < 1 || cfg.rounds < 1 || cfg.sqlitePool < 1 {
 		return nil, errors.New("-n, -rounds and -sqlite-pool must be at least 1")
 	}
 	return cfg, nil
+}
+
+// names splits a flag's comma-separated value and refuses a name not among known.
+func names(flag, value string, known ...string) ([]string, error) {
+	var out []string
+	for _, n := range strings.Split(value, ",") {
+		n = strings.TrimSpace(n)
+		if !slices.Contains(known, n) {
+			return nil, fmt.Errorf("%s: unknown %q: want some of %s", flag, n, strings.Join(known, ", "))
+		}
+		out = append(out, n)
+	}
+	return out, nil
 }
 
 // oursBatch is the batch size of our batched contenders.

@@ -140,3 +140,18 @@ func scratchPostgres(ctx context.Context, t *testing.T, dsn string) (string, err
 	u.Path = "/" + name
 	return u.String(), nil
 }
+
+// TestPeersRefusesUnknownNames: a database or peer the command does not know fails at once,
+// naming the flag and what it takes, instead of running without it.
+func TestPeersRefusesUnknownNames(t *testing.T) {
+	for _, args := range [][]string{{"-db", "postgres,oracle"}, {"-peers", "river,celery"}, {"-db", ""}} {
+		cfg, err := parseFlags(args)
+		if err == nil || cfg != nil || !strings.Contains(err.Error(), args[0]+": unknown") {
+			t.Errorf("parseFlags(%q) = %v, %v; want an error naming %s and the unknown name", args, cfg, err, args[0])
+		}
+	}
+	cfg, err := parseFlags([]string{"-db", "sqlite", "-peers", "goqite, river"})
+	if err != nil || !slices.Equal(cfg.dbs, []string{"sqlite"}) || !slices.Equal(cfg.peers, []string{"goqite", "river"}) {
+		t.Errorf("parseFlags(-db sqlite -peers \"goqite, river\") = %+v, %v", cfg, err)
+	}
+}
