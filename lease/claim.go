@@ -94,12 +94,20 @@ func (f *Form[D]) claimRows(ctx context.Context, b *binding, max int) ([]*inbox.
 	return ds, token, nil
 }
 
+// pickArgs are the arguments of the claim's pick of at most max rows due and free at now: the
+// due arguments, now again (the lease ran out), and max. Postgres's one-statement claim takes
+// the token after them.
+func (f *Form[D]) pickArgs(b *binding, max int, now time.Time) []any {
+	at := f.d.Time(now)
+	return append(b.st.DueArgs(nil, at, b.q.Name), at, max)
+}
+
 // tokenAt is the token for an expiry at t: as the database keeps it, UTC to the microsecond.
 func tokenAt(t time.Time) time.Time { return t.UTC().Truncate(time.Microsecond) }
 
 // claimInOne claims with one statement (Postgres).
 func (f *Form[D]) claimInOne(ctx context.Context, b *binding, max int, now, token time.Time) ([]*inbox.Delivery, error) {
-	args := append(b.st.DueArgs(nil, f.d.Time(now), b.q.Name), f.d.Time(now), max, f.d.Time(token))
+	args := append(f.pickArgs(b, max, now), f.d.Time(token))
 	var ds []*inbox.Delivery
 	err := b.query(ctx, b.claim, args, func(rows *sql.Rows) (err error) {
 		ds, err = b.st.Scan(rows)
@@ -125,7 +133,7 @@ func (f *Form[D]) claimInTx(ctx context.Context, b *binding, max int, now, token
 			tx.Rollback()
 		}
 	}()
-	args := append(b.st.DueArgs(nil, f.d.Time(now), b.q.Name), f.d.Time(now), max)
+	args := f.pickArgs(b, max, now)
 	rows, err := tx.StmtContext(ctx, b.claim).QueryContext(ctx, args...)
 	if err != nil {
 		return nil, err
@@ -193,7 +201,7 @@ func beginWrite(ctx context.Context, db *sql.DB) (dialect.Tx, error) {
 // pick runs the SQLite claim inside tx: the SELECT of at most max rows in claim order, then the
 // stamp of the rows it read. The attempts of ds count this delivery only once tx commits.
 func (f *Form[D]) pick(ctx context.Context, b *binding, tx dialect.Tx, max int, now, token time.Time) ([]*inbox.Delivery, error) {
-	rows, err := tx.QueryContext(ctx, b.sql.claim, append(b.st.DueArgs(nil, f.d.Time(now), b.q.Name), f.d.Time(now), max)...)
+	rows, err := tx.QueryContext(ctx, b.sql.claim, f.pickArgs(b, max, now)...)
 	if err != nil {
 		return nil, err
 	}
