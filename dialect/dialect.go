@@ -54,6 +54,9 @@ type Dialect interface {
 	// a serialization failure (Postgres 40001), a deadlock (MySQL 1213) or a lock wait timeout
 	// (MySQL 1205), or SQLITE_BUSY.
 	Retryable(err error) bool
+	// Caps returns the database's capability record: one value per database, shared by its
+	// levels, not to be modified.
+	Caps() *Caps
 }
 
 // Tx is a transaction opened by a dialect: an *sql.Tx on Postgres, MySQL and MariaDB, and a

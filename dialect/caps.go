@@ -1,0 +1,232 @@
+package dialect
+
+// Caps is what a database can do and how it is spoken to, as values: the answer to every
+// question the forms and the statement builders (internal/sqltext) would otherwise ask of a
+// dialect's name. Each database has one record, shared by its levels and modes, and returned by
+// its dialect's Caps method; it is never to be modified. The level-dependent facts are sets of
+// level names, as Dialect.Level gives them.
+type Caps struct {
+	// Quote is the identifier quote: '"' on Postgres, '`' on MySQL, MariaDB and SQLite. Every
+	// name is written inside it with inner quotes doubled (Dialect.Quote).
+	Quote byte
+	// MaxNameBytes is the longest name the database keeps, counted in bytes: 63 on Postgres
+	// (NAMEDATALEN - 1). Zero where names are not limited in bytes.
+	MaxNameBytes int
+	// MaxNameChars is the longest name the database keeps, counted in characters: 64 on MySQL
+	// and MariaDB. Zero where names are not limited in characters. With both limits zero
+	// (SQLite) Dialect.Quote refuses no name for its length.
+	MaxNameChars int
+	// NumberedParams says statement parameters are numbered, $1, $2, … (Postgres); elsewhere
+	// each is a ?. Every statement builder numbers its parameters by it (Dialect.Placeholder).
+	NumberedParams bool
+	// TimeLayout is the text a timestamp is bound and stored as, where it is text:
+	// SQLiteTimeLayout on SQLite, whose text order is then time order. Empty where a timestamp
+	// is bound as a time.Time, in UTC, to the microsecond (Dialect.Time).
+	TimeLayout string
+
+	// IDOnlyValue is what an INSERT writes for a generated id when the table has no other
+	// column to write: DEFAULT, or NULL on SQLite, whose VALUES take no DEFAULT and which
+	// assigns the rowid for a NULL. Publishing (inbox.Enqueue) writes it.
+	IDOnlyValue string
+	// NullsLast says ascending order sorts NULL after every value (Postgres), so the claim
+	// order, which takes a row never delayed (retry_after NULL) before a delayed one, says
+	// NULLS FIRST; MySQL, MariaDB and SQLite sort NULL first by themselves. Every claim's
+	// ORDER BY (internal/stmt Order).
+	NullsLast bool
+	// Returning says UPDATE and DELETE take a RETURNING clause (Postgres; SQLite since 3.35;
+	// not MySQL, and not MariaDB, whose UPDATE has none). The lease form's merged settlements
+	// return the ids they changed by it, and the advisory form's take returns its row in the
+	// UPDATE that counts the attempt.
+	Returning bool
+	// UpdateFrom says an UPDATE joins a WITH query by FROM and returns the rows it changed
+	// (Postgres), so the lease form's claim picks its rows (SKIP LOCKED) and stamps them in
+	// one statement. Elsewhere the claim is a pick and then a stamp over the ids it read.
+	UpdateFrom bool
+	// SkipLocked says SELECT … FOR UPDATE SKIP LOCKED passes over the rows other transactions
+	// lock (Postgres, MySQL, MariaDB). The row lock form needs it; the lease form's pick uses it
+	// where there is one. SQLite, with one writer, has no row locks.
+	SkipLocked bool
+	// ConcatOperator says text is joined with || (Postgres, SQLite); elsewhere with CONCAT(…),
+	// since MySQL and MariaDB read || as OR. The advisory form's key expression.
+	ConcatOperator bool
+	// TextType is the type a value is cast to for its text: TEXT, or CHAR on MySQL and
+	// MariaDB, whose CAST knows no TEXT. The advisory form's key expression, and the keys its
+	// batch unlock lists on Postgres.
+	TextType string
+
+	// Locks is the database's family of session advisory locks: what the advisory form locks,
+	// unlocks and probes a key with. NoSessionLocks (SQLite) means the advisory form does not
+	// run.
+	Locks LockFamily
+	// LockNameMaxChars is the longest lock name NamedLocks take (64 on MySQL and MariaDB): the
+	// advisory form locks a longer database-scoped key by its SHA-1 (40 hex digits) instead.
+	// Zero for the other families.
+	LockNameMaxChars int
+
+	// OneWriter says one connection writes at a time (SQLite): concurrent writers only wait
+	// for each other. The lease form then claims serially (one claim in flight per consumer,
+	// Plan.SerialClaims; one row at a time in transactional mode), queues the process's writes
+	// on one lock per *sql.DB, claims with a SELECT then an UPDATE in a transaction begun
+	// BEGIN IMMEDIATE (no other writer can take the rows between the two), extends a lease
+	// inside the delivery's transaction where there is one (that transaction may hold the write
+	// lock), and settles a lone worker's row and claims its next in one transaction.
+	OneWriter bool
+	// BeginsByStatement says the dialect's transactions begin with a BEGIN statement on a
+	// pinned connection, since no sql.TxOptions expresses its modes (SQLite: BEGIN DEFERRED,
+	// IMMEDIATE, EXCLUSIVE): Dialect.Begin returns no *sql.Tx, statements prepared on the pool
+	// cannot run in it and run by their text there, and TxOptions has no options to give.
+	// Elsewhere Dialect.Begin returns an *sql.Tx. The lease form's claim on SQLite (its
+	// statements are prepared at Open only to check them) and its ack inside the handler's
+	// transaction.
+	BeginsByStatement bool
+	// DefaultReadCommitted says a transaction at the dialect's default level opens READ
+	// COMMITTED (MySQL and MariaDB, whose own default is REPEATABLE READ); elsewhere the
+	// default is a plain BEGIN at the database's default. Dialect.Begin, and TxOptions for the
+	// advisory form's transactions on its pinned connection.
+	DefaultReadCommitted bool
+	// IDListSettles says a batch's rows of one outcome settle in one statement over an
+	// id IN (…) list inside the transaction that holds their row locks (Postgres). On InnoDB
+	// (MySQL, MariaDB) the optimizer may take such a list through a scan that locks every row
+	// it reads and waits for the rows other batches hold, so the row lock form settles a batch
+	// there with one statement per row on its id.
+	IDListSettles bool
+	// LazyCompile says the driver compiles a statement only when it first runs, so preparing
+	// one does not find a missing table or column (SQLite): preparing at startup
+	// (internal/stmt Prepare) has the statement compiled by EXPLAIN as well.
+	LazyCompile bool
+	// CoarseTimeColumns says a timestamp column may keep fewer digits than microseconds
+	// (MySQL and MariaDB: DATETIME and TIMESTAMP keep none unless declared (6)). The lease form
+	// reads its lease column's precision at Open and refuses one without microseconds: the
+	// token it writes must compare equal to the token it holds.
+	CoarseTimeColumns bool
+
+	// SnapshotLevels are the levels at which a transaction reads, and its writes find their
+	// rows, by the snapshot its first statement took (Postgres: repeatable read,
+	// serializable). The lease form refuses transactional mode at them: the handler's
+	// transaction would not see the lease extended, and its Ack would find the lease lost.
+	SnapshotLevels []string
+	// PredicateLockLevels are the levels at which a COMMIT fails with a serialization failure
+	// when rows the transaction read were changed by another transaction meanwhile (Postgres:
+	// serializable, whose predicate locks cover what a claim's scan read). The row lock form's
+	// settlements then fail whenever another worker settled a row the claim met, and its rows
+	// are delivered again: Open warns.
+	PredicateLockLevels []string
+
+	// Server is the oldest server the library runs on (Dialect.CheckServer refuses an older
+	// one with inbox.ErrServerTooOld): Postgres 9.5, MySQL 8.0.1 and MariaDB 10.6 (SKIP
+	// LOCKED), SQLite 3.35 (RETURNING). A MariaDB server of at least 10.6 also runs the MySQL
+	// dialect.
+	Server Floor
+	// Advisory is the oldest server the advisory form runs on, where that is newer than
+	// Server: Postgres 11 (hashtextextended). Zero where Server suffices or the form does not
+	// run.
+	Advisory Floor
+
+	// ConflictCodes are the SQLSTATE codes of the transient conflicts worth running a
+	// statement again for, as a driver's error reports them by a SQLState method (pgx,
+	// lib/pq): 40001 (serialization failure) and 40P01 (deadlock) on Postgres. Empty where the
+	// drivers expose no SQLSTATE.
+	ConflictCodes []string
+	// ConflictMarks are the same conflicts as the drivers' error texts name them: "SQLSTATE
+	// 40001" and "SQLSTATE 40P01" on Postgres; "Error 1213" (deadlock) and "Error 1205" (lock
+	// wait timeout) on MySQL and MariaDB; "SQLITE_BUSY" and "database is locked" on SQLite.
+	// Dialect.Retryable recognises every code and mark; the forms run a conflicted claim, or a
+	// guarded statement, again.
+	ConflictMarks []string
+}
+
+// LockFamily is a database's kind of session advisory locks.
+type LockFamily uint8
+
+const (
+	// NoSessionLocks: the database has none (SQLite).
+	NoSessionLocks LockFamily = iota
+	// HashedLocks are Postgres's: a key is hashed to 64 bits (hashtextextended(key, 0)) and
+	// locked with pg_try_advisory_lock, released with pg_advisory_unlock; a key held elsewhere
+	// is found by pg_try_advisory_xact_lock_shared failing. Locks span the database.
+	HashedLocks
+	// NamedLocks are MySQL's and MariaDB's: a key, prefixed with DATABASE() and a dot (locks
+	// span the server), is locked by name with GET_LOCK and released with RELEASE_LOCK; a key
+	// held elsewhere is found by IS_USED_LOCK. A name over LockNameMaxChars is replaced by its
+	// SHA-1.
+	NamedLocks
+)
+
+// Floor is the oldest release of a database that runs something, and what that release
+// brought.
+type Floor struct {
+	Major, Minor, Patch int
+	// Needs names what the release brought, for messages: "SKIP LOCKED", "RETURNING",
+	// "hashtextextended".
+	Needs string
+}
+
+// The records of the four databases.
+var (
+	postgresCaps = Caps{
+		Quote:               '"',
+		MaxNameBytes:        63,
+		NumberedParams:      true,
+		IDOnlyValue:         "DEFAULT",
+		NullsLast:           true,
+		Returning:           true,
+		UpdateFrom:          true,
+		SkipLocked:          true,
+		ConcatOperator:      true,
+		TextType:            "TEXT",
+		Locks:               HashedLocks,
+		IDListSettles:       true,
+		SnapshotLevels:      []string{"repeatable read", "serializable"},
+		PredicateLockLevels: []string{"serializable"},
+		Server:              Floor{9, 5, 0, "SKIP LOCKED"},
+		Advisory:            Floor{11, 0, 0, "hashtextextended"},
+		ConflictCodes:       []string{"40001", "40P01"},
+		ConflictMarks:       []string{"SQLSTATE 40001", "SQLSTATE 40P01"},
+	}
+	mysqlCaps   = mysqlFamilyCaps(Floor{8, 0, 1, "SKIP LOCKED"})
+	mariadbCaps = mysqlFamilyCaps(Floor{10, 6, 0, "SKIP LOCKED"})
+	sqliteCaps  = Caps{
+		Quote:             '`',
+		TimeLayout:        SQLiteTimeLayout,
+		IDOnlyValue:       "NULL",
+		Returning:         true,
+		ConcatOperator:    true,
+		TextType:          "TEXT",
+		Locks:             NoSessionLocks,
+		OneWriter:         true,
+		BeginsByStatement: true,
+		IDListSettles:     true,
+		LazyCompile:       true,
+		Server:            Floor{3, 35, 0, "RETURNING"},
+		ConflictMarks:     []string{"SQLITE_BUSY", "database is locked"},
+	}
+)
+
+// mysqlFamilyCaps is the record of MySQL and MariaDB, which differ in their oldest server.
+func mysqlFamilyCaps(server Floor) Caps {
+	return Caps{
+		Quote:                '`',
+		MaxNameChars:         64,
+		IDOnlyValue:          "DEFAULT",
+		SkipLocked:           true,
+		TextType:             "CHAR",
+		Locks:                NamedLocks,
+		LockNameMaxChars:     64,
+		DefaultReadCommitted: true,
+		CoarseTimeColumns:    true,
+		Server:               server,
+		ConflictMarks:        []string{"Error 1213", "Error 1205"},
+	}
+}
+
+// Caps returns the record of Postgres.
+func (postgres) Caps() *Caps { return &postgresCaps }
+
+// Caps returns the record of MySQL.
+func (mysql) Caps() *Caps { return &mysqlCaps }
+
+// Caps returns the record of MariaDB.
+func (mariadb) Caps() *Caps { return &mariadbCaps }
+
+// Caps returns the record of SQLite.
+func (sqlite) Caps() *Caps { return &sqliteCaps }

@@ -1,0 +1,183 @@
+package sqltext
+
+import (
+	"strconv"
+	"strings"
+
+	"github.com/sqlinbox/inbox/dialect"
+	"github.com/sqlinbox/inbox/outcome"
+)
+
+// KeyPart is one piece of an advisory key template: literal text, or a column whose value the
+// key renders.
+type KeyPart struct {
+	// Text is literal text, written into the statement as a string literal: it must hold no
+	// quote, backslash or NUL byte (the advisory form refuses a template that does).
+	Text string
+	// Column is a column's quoted name; a NULL value renders as empty text.
+	Column string
+}
+
+// Advisory builds the advisory form's statements: a session lock on each row's key, in the
+// database's family of session locks (dialect.Caps.Locks), held on a pinned connection while
+// the handler runs; the settlements run on that connection and name their rows by id only.
+type Advisory struct {
+	s   SQL
+	key string // the key of the row in scope, as a text expression
+}
+
+// Advisory returns the advisory form's statements over the table, locking each row on the key
+// the parts render. It panics on a database without session locks, where the form does not
+// run.
+func (s SQL) Advisory(key []KeyPart) Advisory {
+	if s.c.Locks == dialect.NoSessionLocks {
+		panic("sqltext: the advisory form's statements on a database without session locks")
+	}
+	pieces := make([]string, len(key))
+	for i, p := range key {
+		if p.Column == "" {
+			pieces[i] = "'" + p.Text + "'"
+			continue
+		}
+		pieces[i] = "COALESCE(CAST(" + p.Column + " AS " + s.c.TextType + "), '')"
+	}
+	if s.c.ConcatOperator {
+		return Advisory{s, strings.Join(pieces, " || ")}
+	}
+	return Advisory{s, "CONCAT(" + strings.Join(pieces, ", ") + ")"}
+}
+
+// KeyCheck renders the key over no rows: it prepares only where the table has every column
+// the key names. It binds nothing.
+func (a Advisory) KeyCheck() string {
+	return "SELECT " + a.key + " FROM " + a.s.t.Name + " WHERE 1 = 0"
+}
+
+// Candidates lists the id and key of due rows in claim order, passing over keys held elsewhere,
+// up to a limit. It binds Due's arguments, then the limit.
+//
+// With hashed locks the probe (pg_try_advisory_xact_lock_shared) takes a shared lock on each key
+// it looks at until the statement ends: in the WHERE of the scan it would run on every due row
+// before the sort and exhaust the lock table on a large backlog, so it runs behind the sort
+// (OFFSET 0 keeps the subquery apart), only on the rows pulled until the limit is met.
+func (a Advisory) Candidates() string {
+	s, t := a.s, a.s.t
+	p := s.Params()
+	if s.c.Locks == dialect.HashedLocks {
+		return "SELECT c." + t.ID + ", c.inbox_key FROM (SELECT " + t.ID + ", " + a.key + " AS inbox_key FROM " + t.Name +
+			" WHERE " + s.Due(p, "") + " ORDER BY " + s.Order("") + " OFFSET 0) c" +
+			" WHERE pg_try_advisory_xact_lock_shared(hashtextextended(c.inbox_key, 0)) LIMIT " + p.Next()
+	}
+	return "SELECT " + t.ID + ", " + a.key + " FROM " + t.Name +
+		" WHERE " + and(s.Due(p, ""), "IS_USED_LOCK("+a.lockName("CONCAT(DATABASE(), '.', "+a.key+")")+") IS NULL") +
+		" ORDER BY " + s.Order("") + " LIMIT " + p.Next()
+}
+
+// Lock tries a key's lock without waiting and answers whether it was taken (true, or 1). It
+// binds the key.
+func (a Advisory) Lock() string {
+	p := a.s.Params()
+	if a.s.c.Locks == dialect.HashedLocks {
+		return "SELECT pg_try_advisory_lock(hashtextextended(" + p.Next() + ", 0))"
+	}
+	return "SELECT GET_LOCK(" + a.lockName("n") + ", 0)" + a.scoped(p)
+}
+
+// Unlock releases a key's lock and answers whether the session held it (true, or 1). It binds
+// the key.
+func (a Advisory) Unlock() string {
+	p := a.s.Params()
+	if a.s.c.Locks == dialect.HashedLocks {
+		return "SELECT pg_advisory_unlock(hashtextextended(" + p.Next() + ", 0))"
+	}
+	return "SELECT RELEASE_LOCK(" + a.lockName("n") + ")" + a.scoped(p)
+}
+
+// UnlockMany releases n keys' locks, each once, and answers how many releases the server
+// confirmed. It binds the n keys.
+func (a Advisory) UnlockMany(n int) string {
+	p := a.s.Params()
+	rows := make([]string, n)
+	if a.s.c.Locks == dialect.HashedLocks {
+		for i := range rows {
+			rows[i] = "(CAST(" + p.Next() + " AS " + a.s.c.TextType + "))"
+		}
+		return "SELECT COUNT(*) FROM (VALUES " + strings.Join(rows, ", ") + ") AS k(v) WHERE pg_advisory_unlock(hashtextextended(k.v, 0))"
+	}
+	for i := range rows {
+		rows[i] = "SELECT CONCAT(DATABASE(), '.', " + p.Next() + ") AS n"
+	}
+	return "SELECT COUNT(*) FROM (" + strings.Join(rows, " UNION ALL ") + ") AS k WHERE RELEASE_LOCK(" + a.lockName("n") + ") = 1"
+}
+
+// Take re-checks, in a statement that starts after the key's lock is held, that the row is still
+// due with the same key, and counts its attempt. Where the table counts attempts it is an
+// UPDATE, which returns the row's Columns where the database has RETURNING and is followed by
+// Read elsewhere; without an attempt column it is a SELECT of the Columns. It binds the id, the
+// key, then Due's arguments.
+func (a Advisory) Take() string {
+	s, t := a.s, a.s.t
+	p := s.Params()
+	where := " WHERE " + t.ID + " = " + p.Next() + " AND (" + a.key + ") = " + p.Next()
+	if due := s.Due(p, ""); due != "1 = 1" {
+		where += " AND " + due
+	}
+	switch {
+	case t.Attempt == "":
+		return "SELECT " + s.Columns("") + " FROM " + t.Name + where
+	case s.c.Returning:
+		return "UPDATE " + t.Name + " SET " + attemptCounted(t, "") + where + " RETURNING " + s.Columns("")
+	}
+	return "UPDATE " + t.Name + " SET " + attemptCounted(t, "") + where
+}
+
+// Read reads the Columns of the row a Take changed, where the Take returns nothing; empty where
+// it returns the row. It binds the id.
+func (a Advisory) Read() string {
+	s, t := a.s, a.s.t
+	if t.Attempt == "" || s.c.Returning {
+		return ""
+	}
+	return "SELECT " + s.Columns("") + " FROM " + t.Name + " WHERE " + t.ID + " = " + s.Params().Next()
+}
+
+// Settle applies an outcome of kind k to the rows g names (ByID, or ByIDs for a batch), on the
+// connection that holds their keys:
+//
+//	Ack, Drop          DELETE, or SET processed_at = ?; binds the time first where it stamps
+//	RetryAfter         SET retry_after = ?; binds the time first
+//
+// then g's ids. It is empty for a retry (the take counted the attempt, and releasing the key
+// hands the row back) and for a RetryAfter on a table without a retry_after column, which the
+// form settles as a retry.
+func (a Advisory) Settle(k outcome.Kind, g Guard) string {
+	t, p := a.s.t, a.s.Params()
+	var head string
+	switch k {
+	case outcome.KindAck, outcome.KindDrop:
+		head = "DELETE FROM " + t.Name
+		if t.ProcessedAt != "" {
+			head = "UPDATE " + t.Name + " SET " + t.ProcessedAt + " = " + p.Next()
+		}
+	case outcome.KindRetryAfter:
+		if t.RetryAfter == "" {
+			return ""
+		}
+		head = "UPDATE " + t.Name + " SET " + t.RetryAfter + " = " + p.Next()
+	default:
+		return ""
+	}
+	return head + a.s.where(g, p, "")
+}
+
+// lockName is the named lock of the database-scoped key expression scoped: itself, or its SHA-1
+// (40 hex digits) when it is longer than a lock name may be.
+func (a Advisory) lockName(scoped string) string {
+	return "IF(CHAR_LENGTH(" + scoped + ") > " + strconv.Itoa(a.s.c.LockNameMaxChars) + ", SHA1(" + scoped + "), " + scoped + ")"
+}
+
+// scoped is the FROM clause that names a bound key n, prefixed with the database's name (named
+// locks span the server, and tables of two databases must not share them).
+func (Advisory) scoped(p *Params) string {
+	return " FROM (SELECT CONCAT(DATABASE(), '.', " + p.Next() + ") AS n) AS k"
+}

@@ -1,0 +1,239 @@
+// Package golden holds the golden files of internal/sqltext for the tests: the databases and
+// table shapes they cover, their format, and the checks that write and read them. It is
+// imported by tests only.
+//
+// A golden file, testdata/<form>/<dialect>-<shape>.sql under internal/sqltext, lists every
+// statement one form builds over one table shape on one database, each as a line "-- name"
+// followed by the statement on one line, entries apart by a blank line:
+//
+//	-- claim
+//	SELECT "id" FROM "jobs" WHERE 1 = 1 ORDER BY "id" LIMIT 1 FOR UPDATE SKIP LOCKED
+//
+//	-- ack
+//	DELETE FROM "jobs" WHERE "id" = $1
+//
+// The form packages' golden tests write them from the statements the forms build today
+// (go test ./lease ./rowlock ./advisory . -run TestGolden -update) and otherwise check that
+// the forms still build them; internal/sqltext's test checks that its builders build the same
+// text, byte for byte.
+package golden
+
+import (
+	"bytes"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"testing"
+
+	"github.com/sqlinbox/inbox/dialect"
+	"github.com/sqlinbox/inbox/internal/sqltext"
+	"github.com/sqlinbox/inbox/isolation"
+)
+
+var update = flag.Bool("update", false, "rewrite the golden files of internal/sqltext from the statements the forms build")
+
+// Entry is one statement of a golden file: its name and its text.
+type Entry struct{ Name, SQL string }
+
+// Dialect is a database the golden files cover, by the name their files carry.
+type Dialect struct {
+	Name string
+	D    dialect.Dialect
+}
+
+// Dialects are the databases the golden files cover, each at its default level (the
+// statements do not depend on the level).
+var Dialects = []Dialect{
+	{"postgres", dialect.Postgres[isolation.Default]{}},
+	{"mysql", dialect.MySQL[isolation.Default]{}},
+	{"mariadb", dialect.MariaDB[isolation.Default]{}},
+	{"sqlite", dialect.SQLite[isolation.Default]{}},
+}
+
+// Shape is a table description the golden files cover, its names as described (unquoted).
+type Shape struct {
+	Name  string        // the second part of the files' names
+	Table sqltext.Table // the columns by role, unquoted; it converts to inbox.Table
+	Lease string        // the lease form's column
+	Key   []sqltext.KeyPart
+}
+
+// Template is the shape's advisory key as a template ("jobs-{queue}:{id}"), for advisory.New.
+func (s Shape) Template() string {
+	var b strings.Builder
+	for _, p := range s.Key {
+		if p.Column != "" {
+			b.WriteString("{" + p.Column + "}")
+			continue
+		}
+		b.WriteString(p.Text)
+	}
+	return b.String()
+}
+
+// Shapes are the table descriptions the golden files cover: every role; id and payload only
+// (the id given by the publisher); no attempt column; processed_at without a group; a
+// generated id alone; and every role under names that hold both kinds of quote, spaces and
+// reserved words.
+var Shapes = []Shape{
+	{
+		Name: "all-roles",
+		Table: sqltext.Table{Name: "jobs", ID: "id", IDGenerated: true, Payload: "payload", Attempt: "attempt",
+			ProcessedAt: "processed_at", Group: "queue", Priority: "priority", RetryAfter: "retry_after", Headers: "headers"},
+		Lease: "locked_until",
+		Key:   []sqltext.KeyPart{{Text: "jobs-"}, {Column: "queue"}, {Text: ":"}, {Column: "id"}},
+	},
+	{
+		Name:  "id-payload",
+		Table: sqltext.Table{Name: "jobs", ID: "id", Payload: "payload"},
+		Lease: "locked_until",
+		Key:   []sqltext.KeyPart{{Text: "jobs-"}, {Column: "id"}},
+	},
+	{
+		Name: "no-attempt",
+		Table: sqltext.Table{Name: "jobs", ID: "id", IDGenerated: true, Payload: "payload",
+			ProcessedAt: "processed_at", Group: "queue", Priority: "priority", RetryAfter: "retry_after", Headers: "headers"},
+		Lease: "locked_until",
+		Key:   []sqltext.KeyPart{{Text: "jobs-"}, {Column: "id"}},
+	},
+	{
+		Name: "processed-no-group",
+		Table: sqltext.Table{Name: "jobs", ID: "id", IDGenerated: true, Payload: "payload", Attempt: "attempt",
+			ProcessedAt: "processed_at", RetryAfter: "retry_after"},
+		Lease: "locked_until",
+		Key:   []sqltext.KeyPart{{Text: "jobs-"}, {Column: "id"}},
+	},
+	{
+		Name:  "id-only",
+		Table: sqltext.Table{Name: "jobs", ID: "id", IDGenerated: true},
+		Lease: "locked_until",
+		Key:   []sqltext.KeyPart{{Column: "id"}},
+	},
+	{
+		Name: "odd-names",
+		Table: sqltext.Table{Name: "select `from` \"where\"", ID: `id "x"`, IDGenerated: true, Payload: "`payload` data",
+			Attempt: "order", ProcessedAt: `processed "at"`, Group: "group", Priority: "`priority`", RetryAfter: "retry after",
+			Headers: "select"},
+		Lease: "locked `until` \"now\"",
+		Key:   []sqltext.KeyPart{{Text: "odd "}, {Column: "group"}, {Text: ":"}, {Column: `id "x"`}},
+	},
+}
+
+// Dir is the directory of the golden files, internal/sqltext/testdata.
+func Dir() string {
+	_, file, _, _ := runtime.Caller(0)
+	return filepath.Join(filepath.Dir(file), "..", "testdata")
+}
+
+// Path is the golden file of form over shape on dialect.
+func Path(form, dialect, shape string) string {
+	return filepath.Join(Dir(), form, dialect+"-"+shape+".sql")
+}
+
+// Format writes entries in the golden format. It fails on an entry the format cannot hold: no
+// name or statement, or a line break in either.
+func Format(entries []Entry) ([]byte, error) {
+	var b bytes.Buffer
+	for i, e := range entries {
+		if e.Name == "" || e.SQL == "" || strings.ContainsAny(e.Name+e.SQL, "\r\n") {
+			return nil, fmt.Errorf("entry %d (%q): a golden entry is a name and a statement, each on one line", i, e.Name)
+		}
+		if i > 0 {
+			b.WriteByte('\n')
+		}
+		b.WriteString("-- " + e.Name + "\n" + e.SQL + "\n")
+	}
+	return b.Bytes(), nil
+}
+
+// Parse reads a golden file's entries.
+func Parse(b []byte) ([]Entry, error) {
+	var out []Entry
+	lines := strings.Split(string(b), "\n")
+	for i := 0; i < len(lines); i++ {
+		line := lines[i]
+		switch {
+		case line == "":
+		case strings.HasPrefix(line, "-- ") && i+1 < len(lines) && lines[i+1] != "":
+			out = append(out, Entry{Name: strings.TrimPrefix(line, "-- "), SQL: lines[i+1]})
+			i++
+		default:
+			return nil, fmt.Errorf("line %d: %q is neither a \"-- name\" line followed by its statement nor blank", i+1, line)
+		}
+	}
+	return out, nil
+}
+
+// Pin is a form's golden test of today's statements: with -update it writes entries to the
+// golden file of form over shape on dialect; otherwise it fails t where the file differs.
+func Pin(t testing.TB, form, dialect, shape string, entries []Entry) {
+	t.Helper()
+	if !*update {
+		Match(t, form, dialect, shape, entries)
+		return
+	}
+	b, err := Format(entries)
+	if err != nil {
+		t.Fatalf("%s, %s, %s: %v", form, dialect, shape, err)
+	}
+	path := Path(form, dialect, shape)
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// Match fails t where entries differ from the golden file of form over shape on dialect, naming
+// the first entry that differs.
+func Match(t testing.TB, form, dialect, shape string, entries []Entry) {
+	t.Helper()
+	path := Path(form, dialect, shape)
+	got, err := Format(entries)
+	if err != nil {
+		t.Fatalf("%s: %v", path, err)
+	}
+	want, err := os.ReadFile(path)
+	if errors.Is(err, os.ErrNotExist) {
+		t.Errorf("%s: no golden file; write it with go test %s -run TestGoldenStatements -update", path, formPackage(form))
+		return
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	if bytes.Equal(got, want) {
+		return
+	}
+	wantEntries, err := Parse(want)
+	if err != nil {
+		t.Errorf("%s: %v", path, err)
+		return
+	}
+	for i := range max(len(entries), len(wantEntries)) {
+		switch {
+		case i >= len(entries):
+			t.Errorf("%s: entry %d, %q, is not built:\n%s", path, i+1, wantEntries[i].Name, wantEntries[i].SQL)
+		case i >= len(wantEntries):
+			t.Errorf("%s: entry %d, %q, is built but not in the file:\n%s", path, i+1, entries[i].Name, entries[i].SQL)
+		case entries[i] != wantEntries[i]:
+			t.Errorf("%s: entry %d differs:\n got -- %s\n     %s\nwant -- %s\n     %s", path, i+1, entries[i].Name, entries[i].SQL, wantEntries[i].Name, wantEntries[i].SQL)
+		default:
+			continue
+		}
+		return
+	}
+	t.Errorf("%s: the file differs from its entries in its layout: rewrite it with go test %s -run TestGoldenStatements -update", path, formPackage(form))
+}
+
+// formPackage is the package whose golden test writes form's files.
+func formPackage(form string) string {
+	if form == "publish" {
+		return "." // the root package
+	}
+	return "./" + form
+}

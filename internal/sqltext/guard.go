@@ -1,0 +1,65 @@
+package sqltext
+
+import "strings"
+
+// Guard is how a form's statement names the rows it changes, and what must still hold for it to
+// change them: its own row by id, a batch's rows by an id list, and in the lease form each
+// under the lease token its holder wrote. A form takes the guards that fit how it holds a row:
+// the row lock and advisory forms hold theirs by a lock, so they name rows by id only; the
+// lease form holds by the token, so each of its guards checks one.
+type Guard struct {
+	ids   int  // the id list's length; 0: one row, by id = ?
+	token bool // and the lease column holds the holder's token
+	pairs bool // ids rows, each under a token of its own, RETURNING the ids changed
+}
+
+// ByID names one row: WHERE id = ?. It binds the id.
+func ByID() Guard { return Guard{} }
+
+// ByIDs names n rows: WHERE id IN (…). It binds n ids (a list padded by repeating its last id
+// changes nothing: IN ignores repeats).
+func ByIDs(n int) Guard { return Guard{ids: n} }
+
+// ByIDAndToken names one row while its lease holds: WHERE id = ? AND lease = ?. It binds the id,
+// then the token.
+func ByIDAndToken() Guard { return Guard{token: true} }
+
+// ByIDsAndToken names n rows sharing one lease (a batch's) while it holds:
+// WHERE id IN (…) AND lease = ?. It binds n ids, then the token.
+func ByIDsAndToken(n int) Guard { return Guard{ids: n, token: true} }
+
+// ByPairs names n rows of different holders, each while its own lease holds, and returns the ids
+// of those it changed: WHERE (id = ? AND lease = ?) OR … RETURNING id. It binds an id and its
+// token per row. It needs dialect.Caps.Returning.
+func ByPairs(n int) Guard { return Guard{ids: n, token: true, pairs: true} }
+
+// where is g's WHERE clause (and RETURNING, for pairs) with the next parameters of p; lease is
+// the quoted lease column, empty for a form without one. It panics on a guard the form cannot
+// take: a token without a lease column, a lease statement without its token, pairs without
+// RETURNING. Those are the form's mistakes, never the user's.
+func (s SQL) where(g Guard, p *Params, lease string) string {
+	switch {
+	case g.token && lease == "":
+		panic("sqltext: a token guard on a form that holds its rows without a lease column")
+	case !g.token && lease != "":
+		panic("sqltext: a lease statement guarded without its token would change rows the holder lost")
+	case g.pairs && !s.c.Returning:
+		panic("sqltext: a settlement by pairs needs RETURNING, which the database lacks")
+	}
+	id := s.t.ID
+	switch {
+	case g.pairs:
+		or := make([]string, g.ids)
+		for i := range or {
+			or[i] = "(" + id + " = " + p.Next() + " AND " + lease + " = " + p.Next() + ")"
+		}
+		return " WHERE " + strings.Join(or, " OR ") + " RETURNING " + id
+	case g.ids == 0 && g.token:
+		return " WHERE " + id + " = " + p.Next() + " AND " + lease + " = " + p.Next()
+	case g.ids == 0:
+		return " WHERE " + id + " = " + p.Next()
+	case g.token:
+		return " WHERE " + id + " IN (" + p.list(g.ids) + ") AND " + lease + " = " + p.Next()
+	}
+	return " WHERE " + id + " IN (" + p.list(g.ids) + ")"
+}

@@ -1,0 +1,127 @@
+package sqltext
+
+import "github.com/sqlinbox/inbox/outcome"
+
+// Lease builds the lease form's statements: a claim writes an expiry (the token) into the lease
+// column and commits; every later statement of the holder is guarded by that token
+// (ByIDAndToken, ByIDsAndToken, ByPairs).
+type Lease struct {
+	s   SQL
+	col string
+}
+
+// Lease returns the lease form's statements over the table, with lease column column (quoted).
+func (s SQL) Lease(column string) Lease { return Lease{s, column} }
+
+// Claim is the claim of at most a given number of due rows no lease holds, in claim order.
+//
+// Where an UPDATE joins a WITH query (dialect.Caps.UpdateFrom) it is the whole claim, one
+// statement that picks the rows (SKIP LOCKED), stamps them with the token, counts their
+// attempt, and returns the Columns in claim order (the outer SELECT restores the order, which
+// UPDATE … RETURNING does not keep). It binds Due's arguments, now (a lease that ran out is
+// free), the limit, then the token.
+//
+// Elsewhere it is the claim's pick, which Stamp follows in the same transaction: a SELECT of
+// the Columns, locking them (SKIP LOCKED) where the database has row locks; with one writer
+// (SQLite) no other claim can take the rows between the two. It binds Due's arguments, now,
+// then the limit. (On SQLite one UPDATE … WHERE id IN (SELECT …) RETURNING would do both, but
+// SQLite builds temporary tables for the subquery and the RETURNING at every run, which cost a
+// single-row claim more than twice what the SELECT and the UPDATE by id do.)
+func (l Lease) Claim() string {
+	s, t := l.s, l.s.t
+	p := s.Params()
+	due := s.Due(p, "")
+	if !s.c.UpdateFrom {
+		return "SELECT " + s.Columns("") + " FROM " + t.Name + " WHERE " + due + " AND " + l.free(p.Next()) +
+			" ORDER BY " + s.Order("") + " LIMIT " + p.Next() + l.skipLocked()
+	}
+	pick := "SELECT " + t.ID + " FROM " + t.Name + " WHERE " + due + " AND " + l.free(p.Next()) +
+		" ORDER BY " + s.Order("") + " LIMIT " + p.Next() + l.skipLocked()
+	returning := s.Columns(t.Name)
+	for _, c := range []string{t.Priority, t.RetryAfter} {
+		if c != "" {
+			returning += ", " + t.Name + "." + c
+		}
+	}
+	stamp := "UPDATE " + t.Name + " SET " + l.col + " = " + p.Next() + attemptCounted(t, ", ") +
+		" FROM inbox_lease_pick WHERE " + t.Name + "." + t.ID + " = inbox_lease_pick." + t.ID +
+		" RETURNING " + returning
+	return "WITH inbox_lease_pick AS (" + pick + "), inbox_lease_claimed AS (" + stamp + ") SELECT " +
+		s.Columns("") + " FROM inbox_lease_claimed ORDER BY " + s.Order("")
+}
+
+// Stamp writes the token into the n rows a pick read, and counts their attempt: the second
+// statement of a claim where the database has no UPDATE … FROM; empty where Claim stamps
+// itself. It binds the token, then n ids.
+func (l Lease) Stamp(n int) string {
+	if l.s.c.UpdateFrom {
+		return ""
+	}
+	t, p := l.s.t, l.s.Params()
+	token := p.Next()
+	return "UPDATE " + t.Name + " SET " + l.col + " = " + token + attemptCounted(t, ", ") +
+		" WHERE " + t.ID + " IN (" + p.list(n) + ")"
+}
+
+// Extend writes a new token into the rows g names (ByIDAndToken, or ByIDsAndToken for a
+// batch) while the old one holds. It binds the new token, then g's id or ids and the old token.
+func (l Lease) Extend(g Guard) string {
+	t, p := l.s.t, l.s.Params()
+	return "UPDATE " + t.Name + " SET " + l.col + " = " + p.Next() + l.s.where(g, p, l.col)
+}
+
+// Settle applies an outcome of kind k to the rows g names while their lease holds, clearing it:
+//
+//	Ack, Drop          DELETE, or SET processed_at = ?, lease = NULL; binds the time first
+//	                   where it stamps
+//	Retry, none        SET lease = NULL (also a release: the claim counted the attempt)
+//	RetryAfter         SET retry_after = ?, lease = NULL; binds the time first
+//
+// then g's arguments: ByIDAndToken for a row, ByIDsAndToken for a batch, ByPairs for the rows of
+// several holders at once (it returns the ids it changed). It is empty for a RetryAfter on a
+// table without a retry_after column, which the form settles as a retry.
+func (l Lease) Settle(k outcome.Kind, g Guard) string {
+	t, p := l.s.t, l.s.Params()
+	var head string
+	switch k {
+	case outcome.KindAck, outcome.KindDrop:
+		head = "DELETE FROM " + t.Name
+		if t.ProcessedAt != "" {
+			head = "UPDATE " + t.Name + " SET " + t.ProcessedAt + " = " + p.Next() + ", " + l.col + " = NULL"
+		}
+	case outcome.KindRetryAfter:
+		if t.RetryAfter == "" {
+			return ""
+		}
+		head = "UPDATE " + t.Name + " SET " + t.RetryAfter + " = " + p.Next() + ", " + l.col + " = NULL"
+	default:
+		head = "UPDATE " + t.Name + " SET " + l.col + " = NULL"
+	}
+	return head + l.s.where(g, p, l.col)
+}
+
+// Precision reads the fractional-second digits of a column (NULL for a column that is not a
+// time), where timestamp columns may keep fewer than microseconds
+// (dialect.Caps.CoarseTimeColumns); empty elsewhere. It binds the table's name and the
+// column's, both as described, unquoted.
+func (l Lease) Precision() string {
+	if !l.s.c.CoarseTimeColumns {
+		return ""
+	}
+	p := l.s.Params()
+	return "SELECT DATETIME_PRECISION FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = " +
+		p.Next() + " AND COLUMN_NAME = " + p.Next()
+}
+
+// free is the predicate of a row no lease holds: never leased, released, or run out by now.
+func (l Lease) free(now string) string {
+	return "(" + l.col + " IS NULL OR " + l.col + " < " + now + ")"
+}
+
+// skipLocked is the claim's locking clause, where the database has row locks.
+func (l Lease) skipLocked() string {
+	if !l.s.c.SkipLocked {
+		return ""
+	}
+	return " FOR UPDATE SKIP LOCKED"
+}

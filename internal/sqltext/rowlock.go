@@ -1,0 +1,74 @@
+package sqltext
+
+import (
+	"strconv"
+
+	"github.com/sqlinbox/inbox/outcome"
+)
+
+// RowLock builds the row lock form's statements: a claim that locks its rows with SELECT … FOR
+// UPDATE SKIP LOCKED (dialect.Caps.SkipLocked) in a transaction that stays open while the
+// handler runs, and settlements that run in that transaction before its commit.
+type RowLock struct{ s SQL }
+
+// RowLock returns the row lock form's statements over the table.
+func (s SQL) RowLock() RowLock { return RowLock{s} }
+
+// Claim selects and locks up to n due rows in claim order (the limit is written into the
+// text), passing over the rows other transactions lock. It binds Due's arguments.
+func (r RowLock) Claim(n int) string {
+	s := r.s
+	return "SELECT " + s.Columns("") + " FROM " + s.t.Name + " WHERE " + s.Due(s.Params(), "") +
+		" ORDER BY " + s.Order("") + " LIMIT " + strconv.Itoa(n) + " FOR UPDATE SKIP LOCKED"
+}
+
+// Settle applies an outcome of kind k to the rows g names (ByID, or ByIDs for a batch):
+//
+//	Ack, Drop          DELETE, or SET processed_at = ?; binds the time first where it stamps
+//	Retry, none        SET attempt = attempt + 1
+//	RetryAfter         SET retry_after = ? (and attempt = attempt + 1); binds the time first
+//
+// then g's ids. It is empty where the outcome changes nothing in the row: a retry on a table
+// without an attempt column (rolling the claim back is the retry), and a RetryAfter on a table
+// without a retry_after column (which the form settles as a retry).
+func (r RowLock) Settle(k outcome.Kind, g Guard) string {
+	t, p := r.s.t, r.s.Params()
+	var head string
+	switch k {
+	case outcome.KindAck, outcome.KindDrop:
+		head = "DELETE FROM " + t.Name
+		if t.ProcessedAt != "" {
+			head = "UPDATE " + t.Name + " SET " + t.ProcessedAt + " = " + p.Next()
+		}
+	case outcome.KindRetryAfter:
+		if t.RetryAfter == "" {
+			return ""
+		}
+		head = "UPDATE " + t.Name + " SET " + t.RetryAfter + " = " + p.Next() + attemptCounted(t, ", ")
+	default:
+		if t.Attempt == "" {
+			return ""
+		}
+		head = "UPDATE " + t.Name + " SET " + attemptCounted(t, "")
+	}
+	return head + r.s.where(g, p, "")
+}
+
+// Savepoint marks, in transactional mode, where the handler's writes begin inside the claim's
+// transaction. It binds nothing.
+func (RowLock) Savepoint() string { return "SAVEPOINT " + savepoint }
+
+// RollbackToSavepoint undoes the handler's writes and keeps the claim's row locks, before every
+// settlement but an Ack's in transactional mode. It binds nothing.
+func (RowLock) RollbackToSavepoint() string { return "ROLLBACK TO SAVEPOINT " + savepoint }
+
+const savepoint = "inbox_handler"
+
+// attemptCounted is the SET assignment that counts an attempt, after sep, where the table
+// counts them; empty where it does not.
+func attemptCounted(t Table, sep string) string {
+	if t.Attempt == "" {
+		return ""
+	}
+	return sep + t.Attempt + " = " + t.Attempt + " + 1"
+}

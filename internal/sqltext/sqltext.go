@@ -1,0 +1,168 @@
+// Package sqltext builds, as text, every statement the library runs against an inbox table:
+// the claims and settlements of the three forms and the INSERT that publishes. It runs nothing
+// (no *sql.DB, no context, no I/O): its input is the table's names by role, already quoted,
+// and the database's capability record (dialect.Caps); its output is the statement, whose
+// arguments are documented, in order, next to the method that builds it. A form prepares and
+// runs what it builds, and decides which statement an outcome needs.
+//
+// A settlement is built from the outcome's kind and the form's guard, the rows it names and
+// what must still hold for it to change them (see Guard). The golden files under testdata hold
+// the text of every statement per form, database and table shape.
+package sqltext
+
+import (
+	"strconv"
+	"strings"
+
+	"github.com/sqlinbox/inbox/dialect"
+)
+
+// Table is an inbox table's name and its columns by role, each quoted for the database
+// (Dialect.Quote); a role the table lacks is empty. Its fields are those of inbox.Table, so a
+// quoted inbox.Table converts to it.
+type Table struct {
+	Name        string
+	ID          string
+	IDGenerated bool
+	Payload     string
+	Attempt     string
+	ProcessedAt string
+	Group       string
+	Priority    string
+	RetryAfter  string
+	Headers     string
+}
+
+// SQL builds the statements over one table on one database.
+type SQL struct {
+	c *dialect.Caps
+	t Table
+}
+
+// New returns the builder of table t's statements on the database c describes.
+func New(c *dialect.Caps, t Table) SQL { return SQL{c: c, t: t} }
+
+// Params numbers a statement's parameters in the order they appear: $1, $2, … where the
+// database numbers them, ? elsewhere.
+type Params struct {
+	numbered bool
+	n        int
+}
+
+// Params starts numbering a statement's parameters from 1.
+func (s SQL) Params() *Params { return &Params{numbered: s.c.NumberedParams} }
+
+// Next returns the next parameter.
+func (p *Params) Next() string {
+	p.n++
+	if p.numbered {
+		return "$" + strconv.Itoa(p.n)
+	}
+	return "?"
+}
+
+// list is n parameters, comma-separated.
+func (p *Params) list(n int) string {
+	ps := make([]string, n)
+	for i := range ps {
+		ps[i] = p.Next()
+	}
+	return strings.Join(ps, ", ")
+}
+
+// Columns is the select list of a delivery: id, then payload, attempt, group and headers where
+// the table has them, each prefixed with alias and a dot when alias is not empty.
+func (s SQL) Columns(alias string) string {
+	prefix := dotted(alias)
+	cols := []string{prefix + s.t.ID}
+	for _, c := range []string{s.t.Payload, s.t.Attempt, s.t.Group, s.t.Headers} {
+		if c != "" {
+			cols = append(cols, prefix+c)
+		}
+	}
+	return strings.Join(cols, ", ")
+}
+
+// Due is the predicate of a claimable row, its columns prefixed as Columns prefixes them: not
+// processed, due (retry_after passed) and of the queue, each where the table has the column;
+// "1 = 1" where it has none of them. It binds, in order: now (where the table has retry_after),
+// then the queue's name (where it has a group).
+func (s SQL) Due(p *Params, alias string) string {
+	prefix := dotted(alias)
+	var conds []string
+	if s.t.ProcessedAt != "" {
+		conds = append(conds, prefix+s.t.ProcessedAt+" IS NULL")
+	}
+	if s.t.RetryAfter != "" {
+		conds = append(conds, "("+prefix+s.t.RetryAfter+" IS NULL OR "+prefix+s.t.RetryAfter+" <= "+p.Next()+")")
+	}
+	if s.t.Group != "" {
+		conds = append(conds, prefix+s.t.Group+" = "+p.Next())
+	}
+	if len(conds) == 0 {
+		return "1 = 1"
+	}
+	return strings.Join(conds, " AND ")
+}
+
+// Order is the claim order, its columns prefixed as Columns prefixes them: priority,
+// retry_after, id, each where the table has it. A row never delayed (retry_after NULL) comes
+// before a delayed one that is due: said with NULLS FIRST where the database sorts NULL last.
+func (s SQL) Order(alias string) string {
+	prefix := dotted(alias)
+	var cols []string
+	if s.t.Priority != "" {
+		cols = append(cols, prefix+s.t.Priority)
+	}
+	if s.t.RetryAfter != "" {
+		col := prefix + s.t.RetryAfter
+		if s.c.NullsLast {
+			col += " NULLS FIRST"
+		}
+		cols = append(cols, col)
+	}
+	return strings.Join(append(cols, prefix+s.t.ID), ", ")
+}
+
+// Insert publishes rows rows in one statement. Each row binds, in order: its id (unless the
+// table's id is generated), payload, group, priority, headers and retry_after, each where the
+// table has the column. A table whose only column is its generated id binds nothing: each row
+// is the value that has the database assign the id (dialect.Caps.IDOnlyValue).
+func (s SQL) Insert(rows int) string {
+	var cols []string
+	if !s.t.IDGenerated {
+		cols = append(cols, s.t.ID)
+	}
+	for _, c := range []string{s.t.Payload, s.t.Group, s.t.Priority, s.t.Headers, s.t.RetryAfter} {
+		if c != "" {
+			cols = append(cols, c)
+		}
+	}
+	p := s.Params()
+	row := func() string { return "(" + p.list(len(cols)) + ")" }
+	if len(cols) == 0 {
+		cols = []string{s.t.ID}
+		row = func() string { return "(" + s.c.IDOnlyValue + ")" }
+	}
+	values := make([]string, rows)
+	for i := range values {
+		values[i] = row()
+	}
+	return "INSERT INTO " + s.t.Name + " (" + strings.Join(cols, ", ") + ") VALUES " + strings.Join(values, ", ")
+}
+
+func dotted(alias string) string {
+	if alias == "" {
+		return ""
+	}
+	return alias + "."
+}
+
+// and joins cond to the predicate due, which is "1 = 1" where the table has no column that
+// makes a row due.
+func and(due, cond string) string {
+	if due == "1 = 1" {
+		return cond
+	}
+	return due + " AND " + cond
+}

@@ -1,0 +1,283 @@
+package sqltext_test
+
+import (
+	"path/filepath"
+	"slices"
+	"testing"
+
+	"github.com/sqlinbox/inbox"
+	"github.com/sqlinbox/inbox/dialect"
+	"github.com/sqlinbox/inbox/internal/sqlshape"
+	"github.com/sqlinbox/inbox/internal/sqltext"
+	"github.com/sqlinbox/inbox/internal/sqltext/golden"
+	"github.com/sqlinbox/inbox/isolation"
+	"github.com/sqlinbox/inbox/outcome"
+)
+
+// TestGoldens builds, through the package's builders, every statement of every golden file and
+// checks that each file holds exactly that text: the files are the statements the forms and
+// publishing build today (their own golden tests write and check them), so the builders build
+// the same SQL, byte for byte. A golden file no builder renders fails too.
+func TestGoldens(t *testing.T) {
+	rendered := map[string]bool{}
+	for _, dl := range golden.Dialects {
+		c := dl.D.Caps()
+		for _, sh := range golden.Shapes {
+			s, lease, key := quoted(t, dl.D, sh)
+			forms := map[string][]golden.Entry{
+				"lease":   leaseEntries(c, s.Lease(lease)),
+				"publish": publishEntries(s),
+			}
+			if c.SkipLocked {
+				forms["rowlock"] = rowLockEntries(c, s.RowLock())
+			}
+			if c.Locks != dialect.NoSessionLocks {
+				forms["advisory"] = advisoryEntries(s.Advisory(key))
+			}
+			for form, e := range forms {
+				golden.Match(t, form, dl.Name, sh.Name, e)
+				rendered[golden.Path(form, dl.Name, sh.Name)] = true
+			}
+		}
+	}
+	files, err := filepath.Glob(filepath.Join(golden.Dir(), "*", "*.sql"))
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no golden files under %s (%v)", golden.Dir(), err)
+	}
+	for _, f := range files {
+		if !rendered[f] {
+			t.Errorf("%s: no builder renders this golden file; delete it, or build its statements", f)
+		}
+	}
+}
+
+// quoted is shape sh on dialect d: its statements' builder, its lease column and its key, every
+// name quoted.
+func quoted(t testing.TB, d dialect.Dialect, sh golden.Shape) (sqltext.SQL, string, []sqltext.KeyPart) {
+	t.Helper()
+	q, err := inbox.Table(sh.Table).Quote(d)
+	if err != nil {
+		t.Fatalf("%s, %s: %v", d.Name(), sh.Name, err)
+	}
+	lease, err := d.Quote(sh.Lease)
+	if err != nil {
+		t.Fatalf("%s, %s: %v", d.Name(), sh.Name, err)
+	}
+	key := slices.Clone(sh.Key)
+	for i := range key {
+		if key[i].Column != "" {
+			if key[i].Column, err = d.Quote(key[i].Column); err != nil {
+				t.Fatalf("%s, %s: %v", d.Name(), sh.Name, err)
+			}
+		}
+	}
+	return sqltext.New(d.Caps(), sqltext.Table(q)), lease, key
+}
+
+// entries collects named statements, leaving out the empty ones (a statement the table or the
+// database does not have).
+type entries []golden.Entry
+
+func (e *entries) add(name, sql string) {
+	if sql != "" {
+		*e = append(*e, golden.Entry{Name: name, SQL: sql})
+	}
+}
+
+func rowLockEntries(c *dialect.Caps, r sqltext.RowLock) []golden.Entry {
+	var e entries
+	e.add("claim", r.Claim(1))
+	e.add("claim(3)", r.Claim(3))
+	e.add("ack", r.Settle(outcome.KindAck, sqltext.ByID()))
+	e.add("retry", r.Settle(outcome.KindRetry, sqltext.ByID()))
+	e.add("retryAfter", r.Settle(outcome.KindRetryAfter, sqltext.ByID()))
+	if c.IDListSettles {
+		e.add("ackIn(3)", r.Settle(outcome.KindAck, sqltext.ByIDs(3)))
+		e.add("retryIn(3)", r.Settle(outcome.KindRetry, sqltext.ByIDs(3)))
+		e.add("retryAfterIn(3)", r.Settle(outcome.KindRetryAfter, sqltext.ByIDs(3)))
+	}
+	e.add("savepoint", r.Savepoint())
+	e.add("rollbackToSavepoint", r.RollbackToSavepoint())
+	return e
+}
+
+func leaseEntries(c *dialect.Caps, l sqltext.Lease) []golden.Entry {
+	var e entries
+	e.add("claim", l.Claim())
+	e.add("stamp(1)", l.Stamp(1))
+	e.add("stamp(3)", l.Stamp(3))
+	e.add("extend", l.Extend(sqltext.ByIDAndToken()))
+	e.add("ack", l.Settle(outcome.KindAck, sqltext.ByIDAndToken()))
+	e.add("retry", l.Settle(outcome.KindRetry, sqltext.ByIDAndToken()))
+	e.add("retryAfter", l.Settle(outcome.KindRetryAfter, sqltext.ByIDAndToken()))
+	e.add("extendIn(3)", l.Extend(sqltext.ByIDsAndToken(3)))
+	e.add("ackIn(3)", l.Settle(outcome.KindAck, sqltext.ByIDsAndToken(3)))
+	e.add("retryIn(3)", l.Settle(outcome.KindRetry, sqltext.ByIDsAndToken(3)))
+	e.add("retryAfterIn(3)", l.Settle(outcome.KindRetryAfter, sqltext.ByIDsAndToken(3)))
+	if c.Returning {
+		e.add("ackPairs(2)", l.Settle(outcome.KindAck, sqltext.ByPairs(2)))
+		e.add("retryPairs(2)", l.Settle(outcome.KindRetry, sqltext.ByPairs(2)))
+	}
+	e.add("precision", l.Precision())
+	return e
+}
+
+func advisoryEntries(a sqltext.Advisory) []golden.Entry {
+	var e entries
+	e.add("keyCheck", a.KeyCheck())
+	e.add("candidates", a.Candidates())
+	e.add("lock", a.Lock())
+	e.add("unlock", a.Unlock())
+	e.add("take", a.Take())
+	e.add("read", a.Read())
+	e.add("ack", a.Settle(outcome.KindAck, sqltext.ByID()))
+	e.add("retryAfter", a.Settle(outcome.KindRetryAfter, sqltext.ByID()))
+	e.add("unlockMany(3)", a.UnlockMany(3))
+	e.add("ackMany(3)", a.Settle(outcome.KindAck, sqltext.ByIDs(3)))
+	e.add("retryAfterMany(3)", a.Settle(outcome.KindRetryAfter, sqltext.ByIDs(3)))
+	return e
+}
+
+func publishEntries(s sqltext.SQL) []golden.Entry {
+	var e entries
+	e.add("insert(1)", s.Insert(1))
+	e.add("insert(3)", s.Insert(3))
+	return e
+}
+
+// TestSettlementKinds: Drop settles as Ack and the zero kind as Retry in every form, and the
+// advisory form's retry runs no statement (its take counted the attempt).
+func TestSettlementKinds(t *testing.T) {
+	for _, dl := range golden.Dialects {
+		c := dl.D.Caps()
+		s, lease, key := quoted(t, dl.D, golden.Shapes[0])
+		type settle func(outcome.Kind) string
+		forms := map[string]settle{
+			"lease": func(k outcome.Kind) string { return s.Lease(lease).Settle(k, sqltext.ByIDAndToken()) },
+		}
+		if c.SkipLocked {
+			forms["rowlock"] = func(k outcome.Kind) string { return s.RowLock().Settle(k, sqltext.ByID()) }
+		}
+		if c.Locks != dialect.NoSessionLocks {
+			a := s.Advisory(key)
+			forms["advisory"] = func(k outcome.Kind) string { return a.Settle(k, sqltext.ByID()) }
+			if got := a.Settle(outcome.KindRetry, sqltext.ByIDs(3)); got != "" {
+				t.Errorf("%s: the advisory form's batch retry is %q, want no statement", dl.Name, got)
+			}
+		}
+		for form, settle := range forms {
+			if settle(outcome.KindDrop) != settle(outcome.KindAck) {
+				t.Errorf("%s, %s form: Drop settles as %q, Ack as %q", dl.Name, form, settle(outcome.KindDrop), settle(outcome.KindAck))
+			}
+			if settle(outcome.KindNone) != settle(outcome.KindRetry) {
+				t.Errorf("%s, %s form: the zero kind settles as %q, Retry as %q", dl.Name, form, settle(outcome.KindNone), settle(outcome.KindRetry))
+			}
+			if retry := settle(outcome.KindRetry); (retry == "") != (form == "advisory") {
+				t.Errorf("%s, %s form: Retry settles as %q", dl.Name, form, retry)
+			}
+		}
+	}
+}
+
+// TestGuardsAFormCannotTake: a guard that does not fit how a form holds its rows is refused
+// rather than rendered into a statement that would settle rows the holder does not hold.
+func TestGuardsAFormCannotTake(t *testing.T) {
+	pg := dialect.Postgres[isolation.Default]{}
+	s, lease, key := quoted(t, pg, golden.Shapes[0])
+	my, myLease, _ := quoted(t, dialect.MySQL[isolation.Default]{}, golden.Shapes[0])
+	lite, _, liteKey := quoted(t, dialect.SQLite[isolation.Default]{}, golden.Shapes[0])
+	for name, build := range map[string]func(){
+		"the row lock form by id and token": func() { s.RowLock().Settle(outcome.KindAck, sqltext.ByIDAndToken()) },
+		"the advisory form by pairs":        func() { s.Advisory(key).Settle(outcome.KindAck, sqltext.ByPairs(2)) },
+		"the lease form by id alone":        func() { s.Lease(lease).Settle(outcome.KindAck, sqltext.ByID()) },
+		"a lease extension by an id list":   func() { s.Lease(lease).Extend(sqltext.ByIDs(3)) },
+		"pairs on MySQL, without RETURNING": func() { my.Lease(myLease).Settle(outcome.KindAck, sqltext.ByPairs(2)) },
+		"advisory statements on SQLite":     func() { lite.Advisory(liteKey) },
+	} {
+		func() {
+			defer func() {
+				if recover() == nil {
+					t.Errorf("%s: built, want a panic", name)
+				}
+			}()
+			build()
+		}()
+	}
+}
+
+// FuzzNamesStayQuoted: whatever the table's, columns', lease column's and key's names, every
+// statement the builders write has the shape it has for plain names and quotes nothing but
+// those names: no name escapes its quotes.
+func FuzzNamesStayQuoted(f *testing.F) {
+	f.Add("jobs", "id", "payload", "attempt", "processed_at", "grp", "priority", "retry_after", "headers", "locked_until", "account")
+	f.Add(`a"b`, "`id`", "?", "x y", "'", `""`, "a``b", "; DROP TABLE t; --", "$1", "ü", "{k}")
+	f.Fuzz(func(t *testing.T, name, id, payload, attempt, processed, group, priority, retryAfter, headers, leaseCol, keyCol string) {
+		as := func(fuzzed, plain string) string {
+			if fuzzed == "" {
+				return ""
+			}
+			return plain
+		}
+		fuzzed := golden.Shape{
+			Table: sqltext.Table{Name: name, ID: id, IDGenerated: true, Payload: payload, Attempt: attempt, ProcessedAt: processed,
+				Group: group, Priority: priority, RetryAfter: retryAfter, Headers: headers},
+			Lease: leaseCol,
+			Key:   []sqltext.KeyPart{{Text: "k-"}, {Column: keyCol}},
+		}
+		plain := golden.Shape{
+			Table: sqltext.Table{Name: "t", ID: "c0", IDGenerated: true, Payload: as(payload, "c1"), Attempt: as(attempt, "c2"),
+				ProcessedAt: as(processed, "c3"), Group: as(group, "c4"), Priority: as(priority, "c5"), RetryAfter: as(retryAfter, "c6"),
+				Headers: as(headers, "c7")},
+			Lease: "c8",
+			Key:   []sqltext.KeyPart{{Text: "k-"}, {Column: "c9"}},
+		}
+		names := []string{name, id, payload, attempt, processed, group, priority, retryAfter, headers, leaseCol, keyCol}
+		if slices.Contains(names[1:9], leaseCol) || keyCol == "" {
+			return // descriptions the forms refuse, or keys that name no column
+		}
+		for _, dl := range golden.Dialects {
+			if _, err := inbox.Table(fuzzed.Table).Quote(dl.D); err != nil {
+				return
+			}
+			if _, err := dl.D.Quote(leaseCol); err != nil {
+				return
+			}
+			if _, err := dl.D.Quote(keyCol); err != nil {
+				return
+			}
+			got, want := all(t, dl.D, fuzzed), all(t, dl.D, plain)
+			if len(got) != len(want) {
+				t.Fatalf("%s: %d statements, %d with plain names", dl.Name, len(got), len(want))
+			}
+			for i := range got {
+				shape, idents, literals, err := sqlshape.Split(got[i].SQL, dl.D.Caps().Quote)
+				if err != nil {
+					t.Fatalf("%s, %s: %v", dl.Name, got[i].Name, err)
+				}
+				wantShape, _, wantLiterals, _ := sqlshape.Split(want[i].SQL, dl.D.Caps().Quote)
+				if shape != wantShape || !slices.Equal(literals, wantLiterals) {
+					t.Fatalf("%s, %s has the shape\n%s\nwith literals %q; with plain names\n%s\nwith %q", dl.Name, got[i].Name, shape, literals, wantShape, wantLiterals)
+				}
+				for _, ident := range idents {
+					if !slices.Contains(names, ident) {
+						t.Fatalf("%s, %s quotes %q, none of the table's names: %s", dl.Name, got[i].Name, ident, got[i].SQL)
+					}
+				}
+			}
+		}
+	})
+}
+
+// all is every statement of shape sh on d, of every form that runs there.
+func all(t *testing.T, d dialect.Dialect, sh golden.Shape) []golden.Entry {
+	c := d.Caps()
+	s, lease, key := quoted(t, d, sh)
+	out := append(leaseEntries(c, s.Lease(lease)), publishEntries(s)...)
+	if c.SkipLocked {
+		out = append(out, rowLockEntries(c, s.RowLock())...)
+	}
+	if c.Locks != dialect.NoSessionLocks {
+		out = append(out, advisoryEntries(s.Advisory(key))...)
+	}
+	return out
+}

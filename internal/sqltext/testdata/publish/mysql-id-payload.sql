@@ -1,0 +1,5 @@
+-- insert(1)
+INSERT INTO `jobs` (`id`, `payload`) VALUES (?, ?)
+
+-- insert(3)
+INSERT INTO `jobs` (`id`, `payload`) VALUES (?, ?), (?, ?), (?, ?)

@@ -1,0 +1,5 @@
+-- insert(1)
+INSERT INTO "jobs" ("payload", "retry_after") VALUES ($1, $2)
+
+-- insert(3)
+INSERT INTO "jobs" ("payload", "retry_after") VALUES ($1, $2), ($3, $4), ($5, $6)

@@ -1,0 +1,5 @@
+-- insert(1)
+INSERT INTO `jobs` (`id`) VALUES (NULL)
+
+-- insert(3)
+INSERT INTO `jobs` (`id`) VALUES (NULL), (NULL), (NULL)

@@ -1,0 +1,5 @@
+-- insert(1)
+INSERT INTO `select ``from`` "where"` (```payload`` data`, `group`, ```priority```, `select`, `retry after`) VALUES (?, ?, ?, ?, ?)
+
+-- insert(3)
+INSERT INTO `select ``from`` "where"` (```payload`` data`, `group`, ```priority```, `select`, `retry after`) VALUES (?, ?, ?, ?, ?), (?, ?, ?, ?, ?), (?, ?, ?, ?, ?)

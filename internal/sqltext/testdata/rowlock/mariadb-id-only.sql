@@ -1,0 +1,14 @@
+-- claim
+SELECT `id` FROM `jobs` WHERE 1 = 1 ORDER BY `id` LIMIT 1 FOR UPDATE SKIP LOCKED
+
+-- claim(3)
+SELECT `id` FROM `jobs` WHERE 1 = 1 ORDER BY `id` LIMIT 3 FOR UPDATE SKIP LOCKED
+
+-- ack
+DELETE FROM `jobs` WHERE `id` = ?
+
+-- savepoint
+SAVEPOINT inbox_handler
+
+-- rollbackToSavepoint
+ROLLBACK TO SAVEPOINT inbox_handler
