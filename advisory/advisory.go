@@ -68,6 +68,7 @@ import (
 
 	"github.com/sqlinbox/inbox"
 	"github.com/sqlinbox/inbox/dialect"
+	"github.com/sqlinbox/inbox/internal/schema"
 	"github.com/sqlinbox/inbox/internal/stmt"
 	"github.com/sqlinbox/inbox/outcome"
 )
@@ -137,9 +138,10 @@ func New[D Dialect](d D, t inbox.Table, key string) (*Form[D], error) {
 	return &Form[D]{d: d, t: st, template: key, s: buildStatements(st, d.Name() == "postgres", parts)}, nil
 }
 
-// Open checks the form against db (the dialect's pair, the server's version, the key template
-// and every statement the form runs, prepared on the server) and binds it to queue q until
-// Close. A missing table or column, including one the key names, fails with inbox.ErrSchema.
+// Open checks the form against db (the dialect's pair, the server's version, the type of every
+// column the description names, the key template and every statement the form runs, prepared
+// on the server) and binds it to queue q until Close. A missing table or column, including one
+// the key names, or a column whose type breaks its role, fails with inbox.ErrSchema.
 func (f *Form[D]) Open(ctx context.Context, db *sql.DB, q inbox.Queue) (inbox.Plan, error) {
 	f.life.Lock()
 	defer f.life.Unlock()
@@ -159,6 +161,9 @@ func (f *Form[D]) Open(ctx context.Context, db *sql.DB, q inbox.Queue) (inbox.Pl
 		if err := checkHashTextExtended(ctx, db); err != nil {
 			return inbox.Plan{}, err
 		}
+	}
+	if err := schema.Verify(ctx, db, f.d, f.t.Raw, ""); err != nil {
+		return inbox.Plan{}, err
 	}
 	keyCheck, err := f.t.Prepare(ctx, db, fmt.Sprintf("key template %q (the table must have every column it names)", f.template), f.s.keyCheck)
 	if err != nil {

@@ -80,6 +80,7 @@ import (
 
 	"github.com/sqlinbox/inbox"
 	"github.com/sqlinbox/inbox/dialect"
+	"github.com/sqlinbox/inbox/internal/schema"
 	"github.com/sqlinbox/inbox/internal/stmt"
 	"github.com/sqlinbox/inbox/outcome"
 )
@@ -147,9 +148,10 @@ type hold struct {
 // New returns the row lock form over table t.
 func New[D Dialect](d D, t inbox.Table) *Form[D] { return &Form[D]{d: d, t: t} }
 
-// Open checks the dialect and the server, and prepares every statement the form runs against
-// the table (a missing table or column fails with inbox.ErrSchema naming the table and the
-// statement). The plan it returns says each delivery in work holds a pooled connection.
+// Open checks the dialect and the server, checks the type of every column the description
+// names, and prepares every statement the form runs against the table (a missing table or
+// column, or a column whose type breaks its role, fails with inbox.ErrSchema naming the table
+// and the statement or the column). The plan it returns says each delivery in work holds a pooled connection.
 func (f *Form[D]) Open(ctx context.Context, db *sql.DB, q inbox.Queue) (inbox.Plan, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -164,6 +166,9 @@ func (f *Form[D]) Open(ctx context.Context, db *sql.DB, q inbox.Queue) (inbox.Pl
 	}
 	st, err := stmt.New(f.d, f.t)
 	if err != nil {
+		return inbox.Plan{}, err
+	}
+	if err := schema.Verify(ctx, db, f.d, f.t, ""); err != nil {
 		return inbox.Plan{}, err
 	}
 	if err := f.prepare(ctx, db, st); err != nil {

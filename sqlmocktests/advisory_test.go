@@ -133,7 +133,7 @@ type advisoryMock struct {
 }
 
 // newAdvisoryMock opens the form over tbl (full or minimal) on a fresh mock, expecting the
-// server check and every statement prepared. When the test ends it checks that every
+// server check, the catalog query of the table's columns and every statement prepared. When the test ends it checks that every
 // expectation was met and, unless the test took them, that the form warned of nothing.
 func newAdvisoryMock(t *testing.T, d advisoryDialect, tbl inbox.Table, q inbox.Queue) *advisoryMock {
 	t.Helper()
@@ -151,6 +151,7 @@ func newAdvisoryMock(t *testing.T, d advisoryDialect, tbl inbox.Table, q inbox.Q
 		t.Fatal(err)
 	}
 	d.server(mock)
+	expectColumns(mock, d.name, tbl, "")
 	mock.ExpectPrepare(m.sql.keyCheck).WillBeClosed()
 	mock.ExpectPrepare(m.sql.candidates)
 	mock.ExpectPrepare(m.sql.lock).WillBeClosed()
@@ -481,6 +482,7 @@ func TestAdvisoryOpenSchemaError(t *testing.T) {
 		t.Fatal(err)
 	}
 	mock.ExpectQuery("SELECT VERSION()").WillReturnRows(sqlmock.NewRows([]string{"v"}).AddRow("8.0.36"))
+	expectColumns(mock, "mysql", advisoryFull, "")
 	for range 2 { // a refused statement is refused again: it is the schema, not the connection
 		mock.ExpectPrepare("SELECT CONCAT('jobs-', COALESCE(CAST(`account` AS CHAR), '')) FROM `jobs` WHERE 1 = 0").
 			WillReturnError(errors.New("Error 1054 (42S22): Unknown column 'account' in 'field list'"))

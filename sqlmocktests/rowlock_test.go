@@ -60,6 +60,9 @@ var (
 	}
 )
 
+// db is the database the dialect runs on: "postgres", "mysql" or "mariadb".
+func (dc rowlockDialect) db() string { return strings.Fields(dc.name)[0] }
+
 func rowlockForm[D rowlock.Dialect](d D) func(inbox.Table) inbox.Form {
 	return func(t inbox.Table) inbox.Form { return rowlock.New(d, t) }
 }
@@ -99,10 +102,15 @@ var (
 
 const rowlockQueue = "emails"
 
-// rowlockExpectOpen expects the server check and the preparation of every statement in st, each
-// closed by Close.
+// rowlockExpectOpen expects the server check, the catalog query of the table's columns, and the
+// preparation of every statement in st (the full or the minimal table's), each closed by Close.
 func rowlockExpectOpen(m *recorder, dc rowlockDialect, st rowlockStatements) {
 	m.mock.ExpectQuery(dc.version).WillReturnRows(sqlmock.NewRows([]string{"v"}).AddRow(dc.versionAnswer))
+	tbl := rowlockFullTable
+	if st == dc.minimal {
+		tbl = rowlockMinimalTable
+	}
+	expectColumns(m.mock, dc.db(), tbl, "")
 	for _, q := range []string{st.claim, st.ack, st.retry, st.retryAfter} {
 		if q != "" {
 			m.mock.ExpectPrepare(q).WillBeClosed()
@@ -293,6 +301,7 @@ func TestRowlockRetryAfterWithoutRetryAfterColumn(t *testing.T) {
 	tbl := inbox.Table{Name: "jobs", ID: "id", Attempt: "attempt"}
 	m := newRecorder(t, 0)
 	m.mock.ExpectQuery(dc.version).WillReturnRows(sqlmock.NewRows([]string{"v"}).AddRow(dc.versionAnswer))
+	expectColumns(m.mock, dc.db(), tbl, "")
 	claim := `SELECT "id", "attempt" FROM "jobs" WHERE 1 = 1 ORDER BY "id" LIMIT 1 FOR UPDATE SKIP LOCKED`
 	m.mock.ExpectPrepare(claim).WillBeClosed()
 	m.mock.ExpectPrepare(`DELETE FROM "jobs" WHERE "id" = $1`).WillBeClosed()
@@ -623,6 +632,9 @@ func TestRowlockOpenSchemaError(t *testing.T) {
 	dc := rowlockPostgres
 	m := newRecorder(t, 0)
 	m.mock.ExpectQuery(dc.version).WillReturnRows(sqlmock.NewRows([]string{"v"}).AddRow(dc.versionAnswer))
+	withoutAttempt := rowlockFullTable
+	withoutAttempt.Attempt = ""
+	expectColumns(m.mock, dc.db(), withoutAttempt, "") // a missing column is the statements' to name
 	m.mock.ExpectPrepare(dc.full.claim).WillBeClosed()
 	m.mock.ExpectPrepare(dc.full.ack).WillBeClosed()
 	for range 2 { // a refused statement is refused again: it is the schema, not the connection
