@@ -5,7 +5,9 @@ import (
 	"database/sql"
 	"errors"
 	"regexp"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -195,6 +197,78 @@ func TestSchemaRefusesWrongTypes(t *testing.T) {
 					}
 					if err := f.Settle(ctx, ds[0], outcome.Ack()); err != nil {
 						t.Errorf("Settle after the fix: %v", err)
+					}
+				})
+			}
+		}})
+	}
+	runConcurrently(t, 4, tests)
+}
+
+// TestNullAttemptReadsAsNeverDelivered: a row whose attempt is NULL (inserted by hand, into a
+// column without NOT NULL) is claimed by every form, its first delivery reads 1 and the one
+// after a retry 2, singly and in batches.
+func TestNullAttemptReadsAsNeverDelivered(t *testing.T) {
+	var tests []subtest
+	for _, c := range cells(t) {
+		tests = append(tests, subtest{c.name(), func(t *testing.T) {
+			for _, batch := range []bool{false, true} {
+				name := "single"
+				if batch {
+					name = "batch"
+				}
+				t.Run(name, func(t *testing.T) {
+					db := c.openDBs(t, 1, 8)[0]
+					nullable := map[string]string{"attempt": "INT NULL"}
+					tbl := schemaCreate(t, c.b, db, tableName(t), nullable, false)
+					mustExec(t, db, "INSERT INTO "+c.q(t, tbl.Name)+" ("+c.q(t, tbl.Payload)+", "+c.q(t, tbl.Attempt)+", "+c.q(t, tbl.Group)+") VALUES ("+c.ph(1)+", NULL, 'q')", []byte("x"))
+					var (
+						mu       sync.Mutex
+						attempts []int
+					)
+					handle := func(d *inbox.Delivery) outcome.Outcome {
+						mu.Lock()
+						defer mu.Unlock()
+						attempts = append(attempts, d.Attempt)
+						if len(attempts) == 1 {
+							return outcome.Retry()
+						}
+						return outcome.Ack()
+					}
+					cfg := &inbox.Config{Queue: "q", PollInterval: cellPoll, Logger: testLogger(t)}
+					ctx, cancel := context.WithCancel(context.Background())
+					done := make(chan error, 1)
+					if batch {
+						h := inbox.BatchHandlerFunc(func(_ context.Context, ds []*inbox.Delivery) []outcome.Outcome {
+							outs := make([]outcome.Outcome, len(ds))
+							for i, d := range ds {
+								outs[i] = handle(d)
+							}
+							return outs
+						})
+						form := c.newForm(t, tbl).(inbox.BatchForm)
+						go func() { done <- inbox.NewBatchConsumer(db, form, 4, h, cfg).Run(ctx) }()
+					} else {
+						h := inbox.HandlerFunc(func(_ context.Context, d *inbox.Delivery) outcome.Outcome { return handle(d) })
+						go func() { done <- inbox.NewConsumer(db, c.newForm(t, tbl), h, cfg).Run(ctx) }()
+					}
+					settled := func() bool {
+						return len(c.ids(t, db, tbl, c.q(t, tbl.ProcessedAt)+" IS NOT NULL")) == 1
+					}
+					deadline := time.Now().Add(10 * time.Second)
+					for !settled() && time.Now().Before(deadline) {
+						time.Sleep(20 * time.Millisecond)
+					}
+					cancel()
+					if err := <-done; err != nil {
+						t.Errorf("Run: %v", err)
+					}
+					mu.Lock()
+					defer mu.Unlock()
+					if !settled() {
+						t.Errorf("the row with a NULL attempt was not settled within 10 s (deliveries read attempts %v)", attempts)
+					} else if !slices.Equal(attempts, []int{1, 2}) {
+						t.Errorf("deliveries read attempts %v, want [1 2]: a NULL attempt is a row never delivered", attempts)
 					}
 				})
 			}

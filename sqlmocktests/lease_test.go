@@ -46,7 +46,7 @@ type leaseCase struct {
 var (
 	leaseMySQLJobs = leaseStatements{
 		claim:      "SELECT `id`, `payload`, `attempt` FROM `jobs` WHERE (`retry_after` IS NULL OR `retry_after` <= ?) AND (`locked_until` IS NULL OR `locked_until` < ?) ORDER BY `retry_after`, `id` LIMIT ? FOR UPDATE SKIP LOCKED",
-		stamp:      "UPDATE `jobs` SET `locked_until` = ?, `attempt` = `attempt` + 1 WHERE `id` IN (?)",
+		stamp:      "UPDATE `jobs` SET `locked_until` = ?, `attempt` = COALESCE(`attempt`, 0) + 1 WHERE `id` IN (?)",
 		extend:     "UPDATE `jobs` SET `locked_until` = ? WHERE `id` = ? AND `locked_until` = ?",
 		ack:        "DELETE FROM `jobs` WHERE `id` = ? AND `locked_until` = ?",
 		retry:      "UPDATE `jobs` SET `locked_until` = NULL WHERE `id` = ? AND `locked_until` = ?",
@@ -54,7 +54,7 @@ var (
 	}
 	leaseMySQLDone = leaseStatements{
 		claim:  "SELECT `id`, `attempt` FROM `done` WHERE `processed_at` IS NULL AND (`locked_until` IS NULL OR `locked_until` < ?) ORDER BY `id` LIMIT ? FOR UPDATE SKIP LOCKED",
-		stamp:  "UPDATE `done` SET `locked_until` = ?, `attempt` = `attempt` + 1 WHERE `id` IN (?)",
+		stamp:  "UPDATE `done` SET `locked_until` = ?, `attempt` = COALESCE(`attempt`, 0) + 1 WHERE `id` IN (?)",
 		extend: "UPDATE `done` SET `locked_until` = ? WHERE `id` = ? AND `locked_until` = ?",
 		ack:    "UPDATE `done` SET `processed_at` = ?, `locked_until` = NULL WHERE `id` = ? AND `locked_until` = ?",
 		retry:  "UPDATE `done` SET `locked_until` = NULL WHERE `id` = ? AND `locked_until` = ?",
@@ -67,7 +67,7 @@ var leaseCases = []leaseCase{
 		version: "SHOW server_version_num", answer: "160004",
 		jobs: leaseStatements{
 			claim: `WITH inbox_lease_pick AS (SELECT "id" FROM "jobs" WHERE ("retry_after" IS NULL OR "retry_after" <= $1) AND ("locked_until" IS NULL OR "locked_until" < $2) ORDER BY "retry_after" NULLS FIRST, "id" LIMIT $3 FOR UPDATE SKIP LOCKED), ` +
-				`inbox_lease_claimed AS (UPDATE "jobs" SET "locked_until" = $4, "attempt" = "attempt" + 1 FROM inbox_lease_pick WHERE "jobs"."id" = inbox_lease_pick."id" RETURNING "jobs"."id", "jobs"."payload", "jobs"."attempt", "jobs"."retry_after") ` +
+				`inbox_lease_claimed AS (UPDATE "jobs" SET "locked_until" = $4, "attempt" = COALESCE("attempt", 0) + 1 FROM inbox_lease_pick WHERE "jobs"."id" = inbox_lease_pick."id" RETURNING "jobs"."id", "jobs"."payload", "jobs"."attempt", "jobs"."retry_after") ` +
 				`SELECT "id", "payload", "attempt" FROM inbox_lease_claimed ORDER BY "retry_after" NULLS FIRST, "id"`,
 			extend:     `UPDATE "jobs" SET "locked_until" = $1 WHERE "id" = $2 AND "locked_until" = $3`,
 			ack:        `DELETE FROM "jobs" WHERE "id" = $1 AND "locked_until" = $2`,
@@ -76,7 +76,7 @@ var leaseCases = []leaseCase{
 		},
 		done: leaseStatements{
 			claim: `WITH inbox_lease_pick AS (SELECT "id" FROM "done" WHERE "processed_at" IS NULL AND ("locked_until" IS NULL OR "locked_until" < $1) ORDER BY "id" LIMIT $2 FOR UPDATE SKIP LOCKED), ` +
-				`inbox_lease_claimed AS (UPDATE "done" SET "locked_until" = $3, "attempt" = "attempt" + 1 FROM inbox_lease_pick WHERE "done"."id" = inbox_lease_pick."id" RETURNING "done"."id", "done"."attempt") ` +
+				`inbox_lease_claimed AS (UPDATE "done" SET "locked_until" = $3, "attempt" = COALESCE("attempt", 0) + 1 FROM inbox_lease_pick WHERE "done"."id" = inbox_lease_pick."id" RETURNING "done"."id", "done"."attempt") ` +
 				`SELECT "id", "attempt" FROM inbox_lease_claimed ORDER BY "id"`,
 			extend: `UPDATE "done" SET "locked_until" = $1 WHERE "id" = $2 AND "locked_until" = $3`,
 			ack:    `UPDATE "done" SET "processed_at" = $1, "locked_until" = NULL WHERE "id" = $2 AND "locked_until" = $3`,

@@ -41,8 +41,8 @@ var (
 	rowlockPostgresFull = rowlockStatements{
 		claim:      `SELECT "id", "payload", "attempt", "grp", "headers" FROM "jobs" WHERE "processed_at" IS NULL AND ("retry_after" IS NULL OR "retry_after" <= $1) AND "grp" = $2 ORDER BY "priority", "retry_after" NULLS FIRST, "id" LIMIT 1 FOR UPDATE SKIP LOCKED`,
 		ack:        `UPDATE "jobs" SET "processed_at" = $1 WHERE "id" = $2`,
-		retry:      `UPDATE "jobs" SET "attempt" = "attempt" + 1 WHERE "id" = $1`,
-		retryAfter: `UPDATE "jobs" SET "retry_after" = $1, "attempt" = "attempt" + 1 WHERE "id" = $2`,
+		retry:      `UPDATE "jobs" SET "attempt" = COALESCE("attempt", 0) + 1 WHERE "id" = $1`,
+		retryAfter: `UPDATE "jobs" SET "retry_after" = $1, "attempt" = COALESCE("attempt", 0) + 1 WHERE "id" = $2`,
 	}
 	rowlockPostgresMinimal = rowlockStatements{
 		claim: `SELECT "id", "payload" FROM "jobs" WHERE 1 = 1 ORDER BY "id" LIMIT 1 FOR UPDATE SKIP LOCKED`,
@@ -51,8 +51,8 @@ var (
 	rowlockMySQLFull = rowlockStatements{
 		claim:      "SELECT `id`, `payload`, `attempt`, `grp`, `headers` FROM `jobs` WHERE `processed_at` IS NULL AND (`retry_after` IS NULL OR `retry_after` <= ?) AND `grp` = ? ORDER BY `priority`, `retry_after`, `id` LIMIT 1 FOR UPDATE SKIP LOCKED",
 		ack:        "UPDATE `jobs` SET `processed_at` = ? WHERE `id` = ?",
-		retry:      "UPDATE `jobs` SET `attempt` = `attempt` + 1 WHERE `id` = ?",
-		retryAfter: "UPDATE `jobs` SET `retry_after` = ?, `attempt` = `attempt` + 1 WHERE `id` = ?",
+		retry:      "UPDATE `jobs` SET `attempt` = COALESCE(`attempt`, 0) + 1 WHERE `id` = ?",
+		retryAfter: "UPDATE `jobs` SET `retry_after` = ?, `attempt` = COALESCE(`attempt`, 0) + 1 WHERE `id` = ?",
 	}
 	rowlockMySQLMinimal = rowlockStatements{
 		claim: "SELECT `id`, `payload` FROM `jobs` WHERE 1 = 1 ORDER BY `id` LIMIT 1 FOR UPDATE SKIP LOCKED",
@@ -305,10 +305,10 @@ func TestRowlockRetryAfterWithoutRetryAfterColumn(t *testing.T) {
 	claim := `SELECT "id", "attempt" FROM "jobs" WHERE 1 = 1 ORDER BY "id" LIMIT 1 FOR UPDATE SKIP LOCKED`
 	m.mock.ExpectPrepare(claim).WillBeClosed()
 	m.mock.ExpectPrepare(`DELETE FROM "jobs" WHERE "id" = $1`).WillBeClosed()
-	m.mock.ExpectPrepare(`UPDATE "jobs" SET "attempt" = "attempt" + 1 WHERE "id" = $1`).WillBeClosed()
+	m.mock.ExpectPrepare(`UPDATE "jobs" SET "attempt" = COALESCE("attempt", 0) + 1 WHERE "id" = $1`).WillBeClosed()
 	m.mock.ExpectBegin()
 	m.mock.ExpectQuery(claim).WithoutArgs().WillReturnRows(sqlmock.NewRows([]string{"id", "attempt"}).AddRow(int64(5), int64(0)))
-	m.mock.ExpectExec(`UPDATE "jobs" SET "attempt" = "attempt" + 1 WHERE "id" = $1`).WithArgs(int64(5)).WillReturnResult(sqlmock.NewResult(0, 1))
+	m.mock.ExpectExec(`UPDATE "jobs" SET "attempt" = COALESCE("attempt", 0) + 1 WHERE "id" = $1`).WithArgs(int64(5)).WillReturnResult(sqlmock.NewResult(0, 1))
 	m.mock.ExpectCommit()
 
 	var logs bytes.Buffer

@@ -124,6 +124,14 @@ func (t *Table) ScanOne(scan func(...any) error) (*inbox.Delivery, error) {
 	return d, nil
 }
 
+// NextAttempt is the SET clause that counts one more delivery in the attempt column attempt
+// (quoted). A NULL attempt counts as 0, a row never delivered: its first delivery reads 1 in
+// every form, and the statement changes the row, which MySQL and MariaDB count only when a
+// value changes (NULL + 1 is NULL, and a take that changed nothing would find no row).
+func NextAttempt(attempt string) string {
+	return attempt + " = COALESCE(" + attempt + ", 0) + 1"
+}
+
 // Due is the predicate of a claimable row, with alias as Columns takes it: not processed, due
 // (retry_after passed) and of the queue, each where the table has the column. DueArgs appends
 // its arguments in the order Due placed them.
