@@ -361,6 +361,19 @@ func (f *Form[D]) takeRow(ctx context.Context, conn *sql.Conn, c candidate, now 
 	return d, nil
 }
 
+// FindUnclaimable searches the queue for rows that no claim takes as they stand (see
+// inbox.Unclaimable), with reads of their own that lock nothing.
+func (f *Form[D]) FindUnclaimable(ctx context.Context) ([]inbox.Unclaimable, error) {
+	if err := f.enter(); err != nil {
+		return nil, err
+	}
+	defer f.busy.Done()
+	f.mu.Lock()
+	db, queue := f.db, f.q.Name
+	f.mu.Unlock()
+	return f.t.FindUnclaimable(ctx, db, queue, time.Now())
+}
+
 // Extend does nothing: a lock holds for as long as its session. d may be any delivery of a
 // batch, which holds all of the batch's rows. It fails with inbox.ErrClosed when the hold has
 // already ended.

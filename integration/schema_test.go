@@ -6,6 +6,7 @@ import (
 	"errors"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -275,6 +276,107 @@ func TestNullAttemptReadsAsNeverDelivered(t *testing.T) {
 		}})
 	}
 	runConcurrently(t, 4, tests)
+}
+
+// TestUnclaimableRowsAreReported: a consumer logs, once, the rows of its queue that no claim
+// takes as they stand: a NULL group value, a retry_after more than a century ahead (Postgres:
+// infinity too), and on SQLite a retry_after that is not a time in the library's layout. A row
+// of another queue is not its to report, and a good row is consumed meanwhile.
+func TestUnclaimableRowsAreReported(t *testing.T) {
+	var tests []subtest
+	for _, c := range cells(t) {
+		tests = append(tests, subtest{c.name(), func(t *testing.T) {
+			db := c.openDBs(t, 1, 8)[0]
+			group := map[string]string{"postgres": "TEXT NULL", "sqlite": "TEXT"}[c.b.name]
+			if group == "" {
+				group = "VARCHAR(191) NULL"
+			}
+			tbl := schemaCreate(t, c.b, db, tableName(t), map[string]string{"grp": group}, false)
+			never := map[string]string{
+				"postgres": "'9999-12-31 23:59:59+00'",
+				"sqlite":   "'9999-12-31 23:59:59.000000'",
+			}[c.b.name]
+			if never == "" {
+				never = "'9999-12-31 23:59:59'"
+			}
+			insert := func(grp, retryAfter string) int64 {
+				t.Helper()
+				before := c.ids(t, db, tbl, "")
+				mustExec(t, db, "INSERT INTO "+c.q(t, tbl.Name)+" ("+c.q(t, tbl.Payload)+", "+c.q(t, tbl.Group)+", "+c.q(t, tbl.RetryAfter)+") VALUES ("+c.ph(1)+", "+grp+", "+retryAfter+")", []byte("x"))
+				after := c.ids(t, db, tbl, "")
+				return after[len(before)]
+			}
+			good := insert("'q'", "NULL")
+			want := map[string][]int64{
+				"group column": {insert("NULL", "NULL")},
+				"100 years":    {insert("'q'", never)},
+			}
+			other := insert("'other'", never)
+			switch c.b.name {
+			case "postgres":
+				want["100 years"] = append(want["100 years"], insert("'q'", "'infinity'"))
+			case "sqlite":
+				want["layout"] = []int64{insert("'q'", "'tomorrow'")}
+			}
+			logs := &logBuffer{}
+			stop := runConsumer(t, db, c.newForm(t, tbl), inbox.HandlerFunc(func(context.Context, *inbox.Delivery) outcome.Outcome {
+				return outcome.Ack()
+			}), &inbox.Config{Queue: "q", Logger: logs.Logger()})
+			reports := func(why string) []string {
+				var out []string
+				for _, line := range strings.Split(logs.String(), "\n") {
+					if strings.Contains(line, "no claim will take") && strings.Contains(line, why) {
+						out = append(out, line)
+					}
+				}
+				return out
+			}
+			waitFor(t, 20*time.Second, "the good row to be acked and every kind of unclaimable row reported", func() bool {
+				if len(c.ids(t, db, tbl, c.q(t, tbl.ProcessedAt)+" IS NOT NULL")) != 1 {
+					return false
+				}
+				for why := range want {
+					if len(reports(why)) == 0 {
+						return false
+					}
+				}
+				return true
+			})
+			time.Sleep(20 * cellPoll) // many polls: the report is not repeated per poll
+			stop()
+			if got := c.ids(t, db, tbl, c.q(t, tbl.ProcessedAt)+" IS NOT NULL"); !slices.Equal(got, []int64{good}) {
+				t.Errorf("rows settled: %v, want the good row %d only", got, good)
+			}
+			for why, ids := range want {
+				lines := reports(why)
+				if len(lines) != 1 {
+					t.Errorf("%q reported %d times, want once:\n%s", why, len(lines), strings.Join(lines, "\n"))
+					continue
+				}
+				if got := reportedIDs(lines[0]); !slices.Equal(got, ids) {
+					t.Errorf("the report names rows %v, want %v (not row %d of queue other): %s", got, ids, other, lines[0])
+				}
+				if !strings.Contains(lines[0]+" ", " rows="+strconv.Itoa(len(ids))+" ") {
+					t.Errorf("the report does not count %d rows: %s", len(ids), lines[0])
+				}
+			}
+		}})
+	}
+	runConcurrently(t, 4, tests)
+}
+
+// reportedIDs reads the ids attribute of a log line: ids=[3] or ids="[3 4]".
+func reportedIDs(line string) []int64 {
+	m := regexp.MustCompile(`ids="?\[([0-9 ]*)\]`).FindStringSubmatch(line)
+	if m == nil {
+		return nil
+	}
+	var out []int64
+	for _, f := range strings.Fields(m[1]) {
+		n, _ := strconv.ParseInt(f, 10, 64)
+		out = append(out, n)
+	}
+	return out
 }
 
 // TestSchemaSQLiteKeepsTheLibrarysTextInAnyColumn: outside a STRICT table, a timestamp or lease

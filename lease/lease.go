@@ -308,6 +308,19 @@ func (f *Form[D]) Close() error {
 	return errors.Join(errs...)
 }
 
+// FindUnclaimable searches the queue for rows that no claim takes as they stand (see
+// inbox.Unclaimable), with reads of their own, outside the SQLite writer lock, that lock
+// nothing.
+func (f *Form[D]) FindUnclaimable(ctx context.Context) ([]inbox.Unclaimable, error) {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	b, err := f.bound()
+	if err != nil {
+		return nil, err
+	}
+	return b.st.FindUnclaimable(ctx, b.db, b.q.Name, time.Now())
+}
+
 // bound returns the binding while the form is open; the caller holds f.mu for reading.
 func (f *Form[D]) bound() (*binding, error) {
 	if f.b == nil {

@@ -519,6 +519,16 @@ func (f *Form[D]) fail(h *hold, ds []*inbox.Delivery, what string, err error) er
 	return errors.Join(fmt.Errorf("inbox: table %q, queue %q: settling %s: %s: %w; %s unchanged and back in the queue", f.t.Name, f.q.Name, rowsOf(ds), what, err, isBack(ds)), f.rollback(h))
 }
 
+// FindUnclaimable searches the queue for rows that no claim takes as they stand (see
+// inbox.Unclaimable), with reads of their own that lock nothing.
+func (f *Form[D]) FindUnclaimable(ctx context.Context) ([]inbox.Unclaimable, error) {
+	if err := f.enter(); err != nil {
+		return nil, err
+	}
+	defer f.busy.Done()
+	return f.st.FindUnclaimable(ctx, f.db, f.q.Name, time.Now())
+}
+
 // Extend does nothing: the claim's transaction holds the row, or the batch's rows, for as long
 // as it stays open.
 func (f *Form[D]) Extend(context.Context, *inbox.Delivery) error { return nil }
