@@ -155,6 +155,10 @@ func (d *detached) stop() {
 // Run opens the form, then claims and handles rows until ctx is done; then it stops claiming,
 // lets the handlers in work finish within Config.ShutdownTimeout, and returns nil.
 //
+// Where the form is an UnclaimableFinder, Run also searches the queue for rows that no claim
+// takes (see the package documentation on claimable rows) at its start and then every ten
+// minutes, and logs them, once for as long as they stay as they are.
+//
 // Before the first claim Run checks the form against the database: a missing table or column
 // (ErrSchema), a server too old (ErrServerTooOld), a pair the database cannot run (ErrDialect)
 // or another consumer of the same queue in this process (ErrAlreadyConsuming) fails Run at
@@ -213,10 +217,17 @@ func (c *Consumer) Run(ctx context.Context) error {
 	}
 	extendDone := make(chan struct{})
 	go r.extend(ctx, extendDone)
+	unclaimableDone := make(chan struct{})
+	if f, ok := c.form.(UnclaimableFinder); ok {
+		go watchUnclaimable(ctx, f, log, unclaimableDone)
+	} else {
+		close(unclaimableDone)
+	}
 
 	<-ctx.Done()
 	r.shutdown()
 	<-extendDone
+	<-unclaimableDone
 	return nil
 }
 

@@ -54,6 +54,20 @@
 //	}), &inbox.Config{Workers: 4})
 //	err = c.Run(ctx) // until ctx is done, then a graceful shutdown
 //
+// # Claimable rows
+//
+// A claim takes a row when it is not processed (processed_at NULL), due (retry_after NULL or
+// past), of the consumer's queue (its group value equal to Config.Queue) and not held (the
+// lease form: locked_until NULL or past), each where the table has the column; in claim order,
+// priority, retry_after (a row never delayed first), id. Some rows never become claimable by
+// themselves: a NULL group value, which no queue matches; a retry_after more than 100 years
+// ahead (9999-12-31, Postgres's infinity), which is a way of writing never, since no backoff and
+// no row parked for a date to come waits that long; and on SQLite a retry_after that is not a
+// time in dialect.SQLiteTimeLayout, which compares as text. A consumer searches its queue for
+// such rows at Run's start and then every ten minutes (a few reads, each bounded by a LIMIT and
+// taking no lock a claim waits for) and logs each kind with its count and a few ids, once for as
+// long as it stays as it is (see Unclaimable).
+//
 // # Guarantees
 //
 // A row is in work with at most one handler at a time while its form's hold stands: the row

@@ -14,9 +14,11 @@ import (
 // consumer at a time: Open binds it to a database and a queue until Close.
 type Form interface {
 	// Open binds the form to db and queue q and checks it against the server before anything is
-	// claimed: the dialect's pair and server version, and every statement the form runs,
-	// prepared against the server (a missing table or column fails with ErrSchema naming the
-	// table and the statement). It returns the plan the consumer drives the form by.
+	// claimed: the dialect's pair and server version, the type of every column the table
+	// description names (a type that breaks its role fails with ErrSchema naming the column and
+	// the statement that fixes it), and every statement the form runs, prepared against the
+	// server (a missing table or column fails with ErrSchema naming the table and the
+	// statement). It returns the plan the consumer drives the form by.
 	Open(ctx context.Context, db *sql.DB, q Queue) (Plan, error)
 	// Claim claims at most max due rows of the queue, in claim order, and returns them held.
 	// No rows is not an error.

@@ -68,6 +68,7 @@ import (
 
 	"github.com/sqlinbox/inbox"
 	"github.com/sqlinbox/inbox/dialect"
+	"github.com/sqlinbox/inbox/internal/schema"
 	"github.com/sqlinbox/inbox/internal/stmt"
 	"github.com/sqlinbox/inbox/outcome"
 )
@@ -137,9 +138,10 @@ func New[D Dialect](d D, t inbox.Table, key string) (*Form[D], error) {
 	return &Form[D]{d: d, t: st, template: key, s: buildStatements(st, d.Name() == "postgres", parts)}, nil
 }
 
-// Open checks the form against db (the dialect's pair, the server's version, the key template
-// and every statement the form runs, prepared on the server) and binds it to queue q until
-// Close. A missing table or column, including one the key names, fails with inbox.ErrSchema.
+// Open checks the form against db (the dialect's pair, the server's version, the type of every
+// column the description names, the key template and every statement the form runs, prepared
+// on the server) and binds it to queue q until Close. A missing table or column, including one
+// the key names, or a column whose type breaks its role, fails with inbox.ErrSchema.
 func (f *Form[D]) Open(ctx context.Context, db *sql.DB, q inbox.Queue) (inbox.Plan, error) {
 	f.life.Lock()
 	defer f.life.Unlock()
@@ -159,6 +161,9 @@ func (f *Form[D]) Open(ctx context.Context, db *sql.DB, q inbox.Queue) (inbox.Pl
 		if err := checkHashTextExtended(ctx, db); err != nil {
 			return inbox.Plan{}, err
 		}
+	}
+	if err := schema.Verify(ctx, db, f.d, f.t.Raw, ""); err != nil {
+		return inbox.Plan{}, err
 	}
 	keyCheck, err := f.t.Prepare(ctx, db, fmt.Sprintf("key template %q (the table must have every column it names)", f.template), f.s.keyCheck)
 	if err != nil {
@@ -354,6 +359,19 @@ func (f *Form[D]) takeRow(ctx context.Context, conn *sql.Conn, c candidate, now 
 		return nil, fmt.Errorf("inbox: table %q: taking row %d: %w", f.t.Raw.Name, c.id, err)
 	}
 	return d, nil
+}
+
+// FindUnclaimable searches the queue for rows that no claim takes as they stand (see
+// inbox.Unclaimable), with reads of their own that lock nothing.
+func (f *Form[D]) FindUnclaimable(ctx context.Context) ([]inbox.Unclaimable, error) {
+	if err := f.enter(); err != nil {
+		return nil, err
+	}
+	defer f.busy.Done()
+	f.mu.Lock()
+	db, queue := f.db, f.q.Name
+	f.mu.Unlock()
+	return f.t.FindUnclaimable(ctx, db, queue, time.Now())
 }
 
 // Extend does nothing: a lock holds for as long as its session. d may be any delivery of a

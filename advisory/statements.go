@@ -70,10 +70,10 @@ func buildStatements(t *stmt.Table, postgres bool, parts []keyPart) statements {
 	}
 	switch {
 	case q.Attempt != "" && postgres:
-		s.take = "UPDATE " + q.Name + " SET " + q.Attempt + " = " + q.Attempt + " + 1" + where + " RETURNING " + t.Columns("")
+		s.take = "UPDATE " + q.Name + " SET " + stmt.NextAttempt(q.Attempt) + where + " RETURNING " + t.Columns("")
 		s.takeReturns = true
 	case q.Attempt != "":
-		s.take = "UPDATE " + q.Name + " SET " + q.Attempt + " = " + q.Attempt + " + 1" + where
+		s.take = "UPDATE " + q.Name + " SET " + stmt.NextAttempt(q.Attempt) + where
 		s.read = "SELECT " + t.Columns("") + " FROM " + q.Name + " WHERE " + q.ID + " = " + t.Params().Next()
 	default:
 		s.take = "SELECT " + t.Columns("") + " FROM " + q.Name + where

@@ -31,8 +31,10 @@
 // guard makes that safe.
 //
 // The lease column holds a timestamp: TIMESTAMPTZ on Postgres, DATETIME(6) on MySQL and
-// MariaDB (the token is compared to the microsecond, so the column must keep them), TEXT on
-// SQLite. It is NULL while no one holds the row.
+// MariaDB, TEXT on SQLite. The token is compared to the microsecond, so the column must keep
+// them: Open refuses TIMESTAMPTZ(0) or (3), TIMESTAMP(0), DATETIME or DATETIME(3), naming the
+// ALTER TABLE that fixes the column, and on SQLite a STRICT table whose lease column is not
+// TEXT. It is NULL while no one holds the row.
 package lease
 
 import (
@@ -46,6 +48,7 @@ import (
 
 	"github.com/sqlinbox/inbox"
 	"github.com/sqlinbox/inbox/dialect"
+	"github.com/sqlinbox/inbox/internal/schema"
 	"github.com/sqlinbox/inbox/internal/stmt"
 )
 
@@ -188,6 +191,9 @@ func (f *Form[D]) Open(ctx context.Context, db *sql.DB, q inbox.Queue) (inbox.Pl
 	if err := f.d.CheckServer(ctx, db); err != nil {
 		return inbox.Plan{}, fmt.Errorf("table %q: %w", f.t.Name, err)
 	}
+	if err := schema.Verify(ctx, db, f.d, f.t, column); err != nil {
+		return inbox.Plan{}, err
+	}
 
 	b := &binding{
 		db: db, q: q, log: q.Logger, st: st, lease: lease,
@@ -215,12 +221,6 @@ func (f *Form[D]) Open(ctx context.Context, db *sql.DB, q inbox.Queue) (inbox.Pl
 		})
 		b.retries = newMerger(b, "retry", b.sql.retryPairs, b.retry, func() []any { return nil })
 	}
-	if mysqlFamily(f.d) {
-		if err := b.checkPrecision(ctx, column); err != nil {
-			b.closeStatements()
-			return inbox.Plan{}, err
-		}
-	}
 	f.b = b
 	return inbox.Plan{
 		Table:           f.t.Name,
@@ -229,8 +229,6 @@ func (f *Form[D]) Open(ctx context.Context, db *sql.DB, q inbox.Queue) (inbox.Pl
 		SerialClaims:    f.d.Name() == "sqlite",
 	}, nil
 }
-
-func mysqlFamily(d dialect.Dialect) bool { return d.Name() == "mysql" || d.Name() == "mariadb" }
 
 // prepare prepares every statement the binding runs; a failure names the statement and wraps
 // inbox.ErrSchema.
@@ -264,25 +262,6 @@ func (b *binding) prepare(ctx context.Context) error {
 	b.retryAfter = prep("retry after", b.sql.retryAfter)
 	return err
 }
-
-// checkPrecision refuses a MySQL or MariaDB lease column that drops microseconds: the token
-// written would not compare equal to the token held, and every settlement would find its lease
-// lost.
-func (b *binding) checkPrecision(ctx context.Context, column string) error {
-	var precision sql.NullInt64
-	err := b.db.QueryRowContext(ctx, precisionQuery, b.st.Raw.Name, column).Scan(&precision)
-	if err != nil && err != sql.ErrNoRows {
-		return fmt.Errorf("inbox: table %q: reading the type of the lease column %q: %w", b.st.Raw.Name, column, err)
-	}
-	if !precision.Valid || precision.Int64 < 6 {
-		return fmt.Errorf("%w: table %q: the lease column %q does not keep microseconds, so a lease token would not compare equal to itself: make it DATETIME(6) (ALTER TABLE … MODIFY %s DATETIME(6) NULL)", inbox.ErrSchema, b.st.Raw.Name, column, column)
-	}
-	return nil
-}
-
-// precisionQuery reads a MySQL or MariaDB column's fractional-second digits (NULL for a column
-// that is not a time).
-const precisionQuery = "SELECT DATETIME_PRECISION FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = ? AND COLUMN_NAME = ?"
 
 func (b *binding) closeStatements() error {
 	var errs []error
@@ -327,6 +306,19 @@ func (f *Form[D]) Close() error {
 	}
 	errs = append(errs, b.closeStatements())
 	return errors.Join(errs...)
+}
+
+// FindUnclaimable searches the queue for rows that no claim takes as they stand (see
+// inbox.Unclaimable), with reads of their own, outside the SQLite writer lock, that lock
+// nothing.
+func (f *Form[D]) FindUnclaimable(ctx context.Context) ([]inbox.Unclaimable, error) {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	b, err := f.bound()
+	if err != nil {
+		return nil, err
+	}
+	return b.st.FindUnclaimable(ctx, b.db, b.q.Name, time.Now())
 }
 
 // bound returns the binding while the form is open; the caller holds f.mu for reading.

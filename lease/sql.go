@@ -121,7 +121,7 @@ func stampAttempt(st *stmt.Table) string {
 	if st.Q.Attempt == "" {
 		return ""
 	}
-	return ", " + st.Q.Attempt + " = " + st.Q.Attempt + " + 1"
+	return ", " + stmt.NextAttempt(st.Q.Attempt)
 }
 
 // free is the predicate of a row no lease holds: never leased, released, or run out.

@@ -305,11 +305,11 @@ func settleQuery(st *stmt.Table, what string, n int) string {
 			head = "UPDATE " + t.Name + " SET " + t.ProcessedAt + " = " + p.Next()
 		}
 	case "retry":
-		head = "UPDATE " + t.Name + " SET " + t.Attempt + " = " + t.Attempt + " + 1"
+		head = "UPDATE " + t.Name + " SET " + stmt.NextAttempt(t.Attempt)
 	default:
 		set := t.RetryAfter + " = " + p.Next()
 		if t.Attempt != "" {
-			set += ", " + t.Attempt + " = " + t.Attempt + " + 1"
+			set += ", " + stmt.NextAttempt(t.Attempt)
 		}
 		head = "UPDATE " + t.Name + " SET " + set
 	}

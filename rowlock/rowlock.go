@@ -80,6 +80,7 @@ import (
 
 	"github.com/sqlinbox/inbox"
 	"github.com/sqlinbox/inbox/dialect"
+	"github.com/sqlinbox/inbox/internal/schema"
 	"github.com/sqlinbox/inbox/internal/stmt"
 	"github.com/sqlinbox/inbox/outcome"
 )
@@ -147,9 +148,10 @@ type hold struct {
 // New returns the row lock form over table t.
 func New[D Dialect](d D, t inbox.Table) *Form[D] { return &Form[D]{d: d, t: t} }
 
-// Open checks the dialect and the server, and prepares every statement the form runs against
-// the table (a missing table or column fails with inbox.ErrSchema naming the table and the
-// statement). The plan it returns says each delivery in work holds a pooled connection.
+// Open checks the dialect and the server, checks the type of every column the description
+// names, and prepares every statement the form runs against the table (a missing table or
+// column, or a column whose type breaks its role, fails with inbox.ErrSchema naming the table
+// and the statement or the column). The plan it returns says each delivery in work holds a pooled connection.
 func (f *Form[D]) Open(ctx context.Context, db *sql.DB, q inbox.Queue) (inbox.Plan, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -164,6 +166,9 @@ func (f *Form[D]) Open(ctx context.Context, db *sql.DB, q inbox.Queue) (inbox.Pl
 	}
 	st, err := stmt.New(f.d, f.t)
 	if err != nil {
+		return inbox.Plan{}, err
+	}
+	if err := schema.Verify(ctx, db, f.d, f.t, ""); err != nil {
 		return inbox.Plan{}, err
 	}
 	if err := f.prepare(ctx, db, st); err != nil {
@@ -512,6 +517,16 @@ func (f *Form[D]) rollback(h *hold) error {
 // fail rolls back after a failed statement of the settlement of ds and reports both.
 func (f *Form[D]) fail(h *hold, ds []*inbox.Delivery, what string, err error) error {
 	return errors.Join(fmt.Errorf("inbox: table %q, queue %q: settling %s: %s: %w; %s unchanged and back in the queue", f.t.Name, f.q.Name, rowsOf(ds), what, err, isBack(ds)), f.rollback(h))
+}
+
+// FindUnclaimable searches the queue for rows that no claim takes as they stand (see
+// inbox.Unclaimable), with reads of their own that lock nothing.
+func (f *Form[D]) FindUnclaimable(ctx context.Context) ([]inbox.Unclaimable, error) {
+	if err := f.enter(); err != nil {
+		return nil, err
+	}
+	defer f.busy.Done()
+	return f.st.FindUnclaimable(ctx, f.db, f.q.Name, time.Now())
 }
 
 // Extend does nothing: the claim's transaction holds the row, or the batch's rows, for as long

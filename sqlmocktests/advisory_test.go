@@ -47,7 +47,7 @@ var (
 		candidates:  `SELECT c."id", c.inbox_key FROM (SELECT "id", ` + advisoryPGKey + ` AS inbox_key FROM "jobs" WHERE "done_at" IS NULL AND ("retry_after" IS NULL OR "retry_after" <= $1) AND "queue" = $2 ORDER BY "retry_after" NULLS FIRST, "id" OFFSET 0) c WHERE pg_try_advisory_xact_lock_shared(hashtextextended(c.inbox_key, 0)) LIMIT $3`,
 		lock:        `SELECT pg_try_advisory_lock(hashtextextended($1, 0))`,
 		unlock:      `SELECT pg_advisory_unlock(hashtextextended($1, 0))`,
-		take:        `UPDATE "jobs" SET "attempt" = "attempt" + 1 WHERE "id" = $1 AND (` + advisoryPGKey + `) = $2 AND "done_at" IS NULL AND ("retry_after" IS NULL OR "retry_after" <= $3) AND "queue" = $4 RETURNING "id", "payload", "attempt", "queue"`,
+		take:        `UPDATE "jobs" SET "attempt" = COALESCE("attempt", 0) + 1 WHERE "id" = $1 AND (` + advisoryPGKey + `) = $2 AND "done_at" IS NULL AND ("retry_after" IS NULL OR "retry_after" <= $3) AND "queue" = $4 RETURNING "id", "payload", "attempt", "queue"`,
 		takeIsQuery: true,
 		ack:         `UPDATE "jobs" SET "done_at" = $1 WHERE "id" = $2`,
 		retryAfter:  `UPDATE "jobs" SET "retry_after" = $1 WHERE "id" = $2`,
@@ -66,7 +66,7 @@ var (
 		candidates: "SELECT `id`, " + advisoryMyKey + " FROM `jobs` WHERE `done_at` IS NULL AND (`retry_after` IS NULL OR `retry_after` <= ?) AND `queue` = ? AND IS_USED_LOCK(" + advisoryMyName + ") IS NULL ORDER BY `retry_after`, `id` LIMIT ?",
 		lock:       advisoryMyLock,
 		unlock:     advisoryMyUnlock,
-		take:       "UPDATE `jobs` SET `attempt` = `attempt` + 1 WHERE `id` = ? AND (" + advisoryMyKey + ") = ? AND `done_at` IS NULL AND (`retry_after` IS NULL OR `retry_after` <= ?) AND `queue` = ?",
+		take:       "UPDATE `jobs` SET `attempt` = COALESCE(`attempt`, 0) + 1 WHERE `id` = ? AND (" + advisoryMyKey + ") = ? AND `done_at` IS NULL AND (`retry_after` IS NULL OR `retry_after` <= ?) AND `queue` = ?",
 		read:       "SELECT `id`, `payload`, `attempt`, `queue` FROM `jobs` WHERE `id` = ?",
 		ack:        "UPDATE `jobs` SET `done_at` = ? WHERE `id` = ?",
 		retryAfter: "UPDATE `jobs` SET `retry_after` = ? WHERE `id` = ?",
@@ -133,7 +133,7 @@ type advisoryMock struct {
 }
 
 // newAdvisoryMock opens the form over tbl (full or minimal) on a fresh mock, expecting the
-// server check and every statement prepared. When the test ends it checks that every
+// server check, the catalog query of the table's columns and every statement prepared. When the test ends it checks that every
 // expectation was met and, unless the test took them, that the form warned of nothing.
 func newAdvisoryMock(t *testing.T, d advisoryDialect, tbl inbox.Table, q inbox.Queue) *advisoryMock {
 	t.Helper()
@@ -151,6 +151,7 @@ func newAdvisoryMock(t *testing.T, d advisoryDialect, tbl inbox.Table, q inbox.Q
 		t.Fatal(err)
 	}
 	d.server(mock)
+	expectColumns(mock, d.name, tbl, "")
 	mock.ExpectPrepare(m.sql.keyCheck).WillBeClosed()
 	mock.ExpectPrepare(m.sql.candidates)
 	mock.ExpectPrepare(m.sql.lock).WillBeClosed()
@@ -481,6 +482,7 @@ func TestAdvisoryOpenSchemaError(t *testing.T) {
 		t.Fatal(err)
 	}
 	mock.ExpectQuery("SELECT VERSION()").WillReturnRows(sqlmock.NewRows([]string{"v"}).AddRow("8.0.36"))
+	expectColumns(mock, "mysql", advisoryFull, "")
 	for range 2 { // a refused statement is refused again: it is the schema, not the connection
 		mock.ExpectPrepare("SELECT CONCAT('jobs-', COALESCE(CAST(`account` AS CHAR), '')) FROM `jobs` WHERE 1 = 0").
 			WillReturnError(errors.New("Error 1054 (42S22): Unknown column 'account' in 'field list'"))

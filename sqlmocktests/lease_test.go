@@ -43,12 +43,10 @@ type leaseCase struct {
 	jobs, done      leaseStatements
 }
 
-const leasePrecision = "SELECT DATETIME_PRECISION FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = ? AND COLUMN_NAME = ?"
-
 var (
 	leaseMySQLJobs = leaseStatements{
 		claim:      "SELECT `id`, `payload`, `attempt` FROM `jobs` WHERE (`retry_after` IS NULL OR `retry_after` <= ?) AND (`locked_until` IS NULL OR `locked_until` < ?) ORDER BY `retry_after`, `id` LIMIT ? FOR UPDATE SKIP LOCKED",
-		stamp:      "UPDATE `jobs` SET `locked_until` = ?, `attempt` = `attempt` + 1 WHERE `id` IN (?)",
+		stamp:      "UPDATE `jobs` SET `locked_until` = ?, `attempt` = COALESCE(`attempt`, 0) + 1 WHERE `id` IN (?)",
 		extend:     "UPDATE `jobs` SET `locked_until` = ? WHERE `id` = ? AND `locked_until` = ?",
 		ack:        "DELETE FROM `jobs` WHERE `id` = ? AND `locked_until` = ?",
 		retry:      "UPDATE `jobs` SET `locked_until` = NULL WHERE `id` = ? AND `locked_until` = ?",
@@ -56,7 +54,7 @@ var (
 	}
 	leaseMySQLDone = leaseStatements{
 		claim:  "SELECT `id`, `attempt` FROM `done` WHERE `processed_at` IS NULL AND (`locked_until` IS NULL OR `locked_until` < ?) ORDER BY `id` LIMIT ? FOR UPDATE SKIP LOCKED",
-		stamp:  "UPDATE `done` SET `locked_until` = ?, `attempt` = `attempt` + 1 WHERE `id` IN (?)",
+		stamp:  "UPDATE `done` SET `locked_until` = ?, `attempt` = COALESCE(`attempt`, 0) + 1 WHERE `id` IN (?)",
 		extend: "UPDATE `done` SET `locked_until` = ? WHERE `id` = ? AND `locked_until` = ?",
 		ack:    "UPDATE `done` SET `processed_at` = ?, `locked_until` = NULL WHERE `id` = ? AND `locked_until` = ?",
 		retry:  "UPDATE `done` SET `locked_until` = NULL WHERE `id` = ? AND `locked_until` = ?",
@@ -69,7 +67,7 @@ var leaseCases = []leaseCase{
 		version: "SHOW server_version_num", answer: "160004",
 		jobs: leaseStatements{
 			claim: `WITH inbox_lease_pick AS (SELECT "id" FROM "jobs" WHERE ("retry_after" IS NULL OR "retry_after" <= $1) AND ("locked_until" IS NULL OR "locked_until" < $2) ORDER BY "retry_after" NULLS FIRST, "id" LIMIT $3 FOR UPDATE SKIP LOCKED), ` +
-				`inbox_lease_claimed AS (UPDATE "jobs" SET "locked_until" = $4, "attempt" = "attempt" + 1 FROM inbox_lease_pick WHERE "jobs"."id" = inbox_lease_pick."id" RETURNING "jobs"."id", "jobs"."payload", "jobs"."attempt", "jobs"."retry_after") ` +
+				`inbox_lease_claimed AS (UPDATE "jobs" SET "locked_until" = $4, "attempt" = COALESCE("attempt", 0) + 1 FROM inbox_lease_pick WHERE "jobs"."id" = inbox_lease_pick."id" RETURNING "jobs"."id", "jobs"."payload", "jobs"."attempt", "jobs"."retry_after") ` +
 				`SELECT "id", "payload", "attempt" FROM inbox_lease_claimed ORDER BY "retry_after" NULLS FIRST, "id"`,
 			extend:     `UPDATE "jobs" SET "locked_until" = $1 WHERE "id" = $2 AND "locked_until" = $3`,
 			ack:        `DELETE FROM "jobs" WHERE "id" = $1 AND "locked_until" = $2`,
@@ -78,7 +76,7 @@ var leaseCases = []leaseCase{
 		},
 		done: leaseStatements{
 			claim: `WITH inbox_lease_pick AS (SELECT "id" FROM "done" WHERE "processed_at" IS NULL AND ("locked_until" IS NULL OR "locked_until" < $1) ORDER BY "id" LIMIT $2 FOR UPDATE SKIP LOCKED), ` +
-				`inbox_lease_claimed AS (UPDATE "done" SET "locked_until" = $3, "attempt" = "attempt" + 1 FROM inbox_lease_pick WHERE "done"."id" = inbox_lease_pick."id" RETURNING "done"."id", "done"."attempt") ` +
+				`inbox_lease_claimed AS (UPDATE "done" SET "locked_until" = $3, "attempt" = COALESCE("attempt", 0) + 1 FROM inbox_lease_pick WHERE "done"."id" = inbox_lease_pick."id" RETURNING "done"."id", "done"."attempt") ` +
 				`SELECT "id", "attempt" FROM inbox_lease_claimed ORDER BY "id"`,
 			extend: `UPDATE "done" SET "locked_until" = $1 WHERE "id" = $2 AND "locked_until" = $3`,
 			ack:    `UPDATE "done" SET "processed_at" = $1, "locked_until" = NULL WHERE "id" = $2 AND "locked_until" = $3`,
@@ -118,11 +116,16 @@ var leaseCases = []leaseCase{
 
 func (c leaseCase) mysqlFamily() bool { return c.name == "mysql" || c.name == "mariadb" }
 
-// expectOpen expects what Open runs: the server version, then each statement prepared (and on
-// SQLite compiled with EXPLAIN, since its driver prepares lazily), then on MySQL and MariaDB
-// the lease column's precision. Every prepared statement must be closed by the end.
+// expectOpen expects what Open runs: the server version, the table's columns from the catalog,
+// then each statement prepared (and on SQLite compiled with EXPLAIN, since its driver prepares
+// lazily). Every prepared statement must be closed by the end.
 func expectOpen(m *recorder, c leaseCase, st leaseStatements, table string) {
 	m.mock.ExpectQuery(c.version).WillReturnRows(sqlmock.NewRows([]string{"version"}).AddRow(c.answer))
+	tbl := leaseJobs
+	if table == leaseDone.Name {
+		tbl = leaseDone
+	}
+	expectColumns(m.mock, c.name, tbl, "locked_until")
 	for _, s := range []string{st.claim, st.stamp, st.extend, st.ack, st.retry, st.retryAfter} {
 		if s == "" {
 			continue
@@ -132,10 +135,6 @@ func expectOpen(m *recorder, c leaseCase, st leaseStatements, table string) {
 			m.mock.ExpectQuery("EXPLAIN " + s).WithArgs(make([]driver.Value, strings.Count(s, "?"))...).
 				WillReturnRows(sqlmock.NewRows([]string{"addr", "opcode"}))
 		}
-	}
-	if c.mysqlFamily() {
-		m.mock.ExpectQuery(leasePrecision).WithArgs(table, "locked_until").
-			WillReturnRows(sqlmock.NewRows([]string{"DATETIME_PRECISION"}).AddRow(int64(6)))
 	}
 }
 
@@ -499,6 +498,8 @@ func TestLeaseTransactionalSequence(t *testing.T) {
 func TestLeaseOpenRefusals(t *testing.T) {
 	ctx := context.Background()
 	mysql, postgres, sqlite := leaseCases[1], leaseCases[0], leaseCases[3]
+	withoutAttempt := leaseJobs
+	withoutAttempt.Attempt = ""
 
 	t.Run("postgres strict level, transactional", func(t *testing.T) {
 		m := newRecorder(t, 1) // no expectations: nothing may run
@@ -531,7 +532,8 @@ func TestLeaseOpenRefusals(t *testing.T) {
 	t.Run("missing column", func(t *testing.T) {
 		m := newRecorder(t, 1)
 		m.mock.ExpectQuery(postgres.version).WillReturnRows(sqlmock.NewRows([]string{"version"}).AddRow(postgres.answer))
-		for range 2 { // a refused statement is refused again: it is the schema, not the connection
+		expectColumns(m.mock, "postgres", withoutAttempt, "locked_until") // a missing column is the statements' to name
+		for range 2 {                                                     // a refused statement is refused again: it is the schema, not the connection
 			m.mock.ExpectPrepare(postgres.jobs.claim).WillReturnError(errors.New(`ERROR: column "attempt" does not exist (SQLSTATE 42703)`))
 		}
 		_, err := lease.New(postgres.d, leaseJobs, nil).Open(ctx, m.db, inbox.Queue{})
@@ -544,6 +546,7 @@ func TestLeaseOpenRefusals(t *testing.T) {
 		m := newRecorder(t, 1)
 		st := sqlite.jobs
 		m.mock.ExpectQuery(sqlite.version).WillReturnRows(sqlmock.NewRows([]string{"version"}).AddRow(sqlite.answer))
+		expectColumns(m.mock, "sqlite", withoutAttempt, "locked_until")
 		for range 2 { // a refused statement is refused again: it is the schema, not the connection
 			m.mock.ExpectPrepare(st.claim).WillBeClosed()
 			m.mock.ExpectQuery("EXPLAIN "+st.claim).WithArgs(nil, nil, nil).WillReturnError(errors.New("SQL logic error: no such column: attempt (1)"))
@@ -554,20 +557,49 @@ func TestLeaseOpenRefusals(t *testing.T) {
 		}
 	})
 
-	for _, precision := range []driver.Value{int64(0), nil} {
-		t.Run("lease column without microseconds", func(t *testing.T) {
+	for _, lossy := range [][]driver.Value{
+		{"datetime", "datetime", int64(0)},
+		{"datetime(3)", "datetime", int64(3)},
+		{"varchar(40)", "varchar", nil},
+	} {
+		t.Run("lease column without microseconds: "+lossy[0].(string), func(t *testing.T) {
 			m := newRecorder(t, 1)
-			st := mysql.jobs
 			m.mock.ExpectQuery(mysql.version).WillReturnRows(sqlmock.NewRows([]string{"version"}).AddRow(mysql.answer))
-			for _, s := range []string{st.claim, st.stamp, st.extend, st.ack, st.retry, st.retryAfter} {
-				m.mock.ExpectPrepare(s).WillBeClosed()
-			}
-			m.mock.ExpectQuery(leasePrecision).WithArgs("jobs", "locked_until").
-				WillReturnRows(sqlmock.NewRows([]string{"DATETIME_PRECISION"}).AddRow(precision))
+			m.mock.ExpectQuery(schemaMySQLColumns).WithArgs("jobs").WillReturnRows(
+				sqlmock.NewRows([]string{"COLUMN_NAME", "COLUMN_TYPE", "DATA_TYPE", "DATETIME_PRECISION", "IS_NULLABLE", "EXTRA"}).
+					AddRow("id", "bigint(20)", "bigint", nil, "NO", "auto_increment").
+					AddRow("locked_until", lossy[0], lossy[1], lossy[2], "YES", ""))
 			_, err := lease.New(mysql.d, leaseJobs, nil).Open(ctx, m.db, inbox.Queue{})
-			if !errors.Is(err, inbox.ErrSchema) || !strings.Contains(err.Error(), `"jobs"`) || !strings.Contains(err.Error(), "DATETIME(6)") {
-				t.Errorf("precision %v: %v, want ErrSchema naming the table and DATETIME(6)", precision, err)
+			want := "ALTER TABLE `jobs` MODIFY `locked_until` DATETIME(6) NULL"
+			if !errors.Is(err, inbox.ErrSchema) || !strings.Contains(err.Error(), `"jobs"`) || !strings.Contains(err.Error(), `"locked_until"`) || !strings.Contains(err.Error(), want) {
+				t.Errorf("%v: %v, want ErrSchema naming the table, the column and %s", lossy[0], err, want)
 			}
 		})
+	}
+}
+
+// TestLeaseOpenOnSQLiteBeforeTableList: SQLite before 3.37 has no pragma_table_list, and no
+// STRICT tables either: the catalog query that asks fails, the version says why, and Open goes
+// on with the table taken as not STRICT.
+func TestLeaseOpenOnSQLiteBeforeTableList(t *testing.T) {
+	c := leaseCases[3]
+	st := c.jobs
+	m := newRecorder(t, 1)
+	m.mock.ExpectQuery(c.version).WillReturnRows(sqlmock.NewRows([]string{"version"}).AddRow("3.36.0"))
+	m.mock.ExpectQuery(schemaSQLiteColumns).WithArgs("jobs").WillReturnRows(sqlmock.NewRows([]string{"name", "type", "notnull"}).
+		AddRow("id", "INTEGER", true).AddRow("locked_until", "DATETIME", false))
+	m.mock.ExpectQuery(schemaSQLiteStrict).WithArgs("jobs").WillReturnError(errors.New("SQL logic error: no such table: pragma_table_list (1)"))
+	m.mock.ExpectQuery("SELECT sqlite_version()").WillReturnRows(sqlmock.NewRows([]string{"version"}).AddRow("3.36.0"))
+	for _, s := range []string{st.claim, st.stamp, st.extend, st.ack, st.retry, st.retryAfter} {
+		m.mock.ExpectPrepare(s).WillBeClosed()
+		m.mock.ExpectQuery("EXPLAIN " + s).WithArgs(make([]driver.Value, strings.Count(s, "?"))...).
+			WillReturnRows(sqlmock.NewRows([]string{"addr", "opcode"}))
+	}
+	f := lease.New(c.d, leaseJobs, nil)
+	if _, err := f.Open(context.Background(), m.db, inbox.Queue{}); err != nil {
+		t.Fatalf("Open: %v", err)
+	}
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -33,9 +33,9 @@ var (
 		claim:       `SELECT "id", "payload", "attempt", "grp", "headers" FROM "jobs" WHERE "processed_at" IS NULL AND ("retry_after" IS NULL OR "retry_after" <= $1) AND "grp" = $2 ORDER BY "priority", "retry_after" NULLS FIRST, "id" LIMIT 8 FOR UPDATE SKIP LOCKED`,
 		ack2:        `UPDATE "jobs" SET "processed_at" = $1 WHERE "id" IN ($2, $3)`,
 		ack7:        `UPDATE "jobs" SET "processed_at" = $1 WHERE "id" IN ($2, $3, $4, $5, $6, $7, $8)`,
-		retry2:      `UPDATE "jobs" SET "attempt" = "attempt" + 1 WHERE "id" IN ($1, $2)`,
-		retry7:      `UPDATE "jobs" SET "attempt" = "attempt" + 1 WHERE "id" IN ($1, $2, $3, $4, $5, $6, $7)`,
-		retryAfter7: `UPDATE "jobs" SET "retry_after" = $1, "attempt" = "attempt" + 1 WHERE "id" IN ($2, $3, $4, $5, $6, $7, $8)`,
+		retry2:      `UPDATE "jobs" SET "attempt" = COALESCE("attempt", 0) + 1 WHERE "id" IN ($1, $2)`,
+		retry7:      `UPDATE "jobs" SET "attempt" = COALESCE("attempt", 0) + 1 WHERE "id" IN ($1, $2, $3, $4, $5, $6, $7)`,
+		retryAfter7: `UPDATE "jobs" SET "retry_after" = $1, "attempt" = COALESCE("attempt", 0) + 1 WHERE "id" IN ($2, $3, $4, $5, $6, $7, $8)`,
 	}
 	rowlockBatchMySQL = rowlockBatchStatements{
 		claim: "SELECT `id`, `payload`, `attempt`, `grp`, `headers` FROM `jobs` WHERE `processed_at` IS NULL AND (`retry_after` IS NULL OR `retry_after` <= ?) AND `grp` = ? ORDER BY `priority`, `retry_after`, `id` LIMIT 8 FOR UPDATE SKIP LOCKED",

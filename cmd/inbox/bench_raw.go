@@ -295,7 +295,7 @@ func newRawLeasePostgres(ctx context.Context, t *target, s *sqlText, batch int) 
 	l := &rawLeasePostgres{t: t}
 	var err error
 	l.claim = l.prepare(ctx, t.db, "WITH inbox_lease_pick AS (SELECT "+s.id+" FROM "+s.table+" WHERE 1 = 1 AND ("+s.lu+" IS NULL OR "+s.lu+" < $1)"+
-		" ORDER BY "+s.id+" LIMIT $2 FOR UPDATE SKIP LOCKED), inbox_lease_claimed AS (UPDATE "+s.table+" SET "+s.lu+" = $3, "+s.attempt+" = "+s.attempt+" + 1"+
+		" ORDER BY "+s.id+" LIMIT $2 FOR UPDATE SKIP LOCKED), inbox_lease_claimed AS (UPDATE "+s.table+" SET "+s.lu+" = $3, "+s.attempt+" = COALESCE("+s.attempt+", 0) + 1"+
 		" FROM inbox_lease_pick WHERE "+s.table+"."+s.id+" = inbox_lease_pick."+s.id+" RETURNING "+s.cols(s.table+".")+")"+
 		" SELECT "+s.cols("")+" FROM inbox_lease_claimed ORDER BY "+s.id, &err)
 	if batch == 1 {
@@ -382,7 +382,7 @@ func newRawLeasePicked(ctx context.Context, t *target, s *sqlText, batch int) (*
 	}
 	var err error
 	l.claim = l.prepare(ctx, t.db, pick, &err)
-	l.stamp = l.prepare(ctx, t.db, "UPDATE "+s.table+" SET "+s.lu+" = "+s.ph(1)+", "+s.attempt+" = "+s.attempt+" + 1 WHERE "+s.id+" IN "+s.in(2, batch), &err)
+	l.stamp = l.prepare(ctx, t.db, "UPDATE "+s.table+" SET "+s.lu+" = "+s.ph(1)+", "+s.attempt+" = COALESCE("+s.attempt+", 0) + 1 WHERE "+s.id+" IN "+s.in(2, batch), &err)
 	if batch == 1 {
 		l.ack = l.prepare(ctx, t.db, "DELETE FROM "+s.table+" WHERE "+s.id+" = "+s.ph(1)+" AND "+s.lu+" = "+s.ph(2), &err)
 	} else {
@@ -450,7 +450,7 @@ func newRawAdvisory(ctx context.Context, t *target, s *sqlText, batch int) (*raw
 			" WHERE 1 = 1 ORDER BY "+s.id+" OFFSET 0) c WHERE pg_try_advisory_xact_lock_shared(hashtextextended(c.inbox_key, 0)) LIMIT $1", &err)
 		l.lock = "SELECT pg_try_advisory_lock(hashtextextended($1, 0))"
 		l.unlock = "SELECT pg_advisory_unlock(hashtextextended($1, 0))"
-		l.take = "UPDATE " + s.table + " SET " + s.attempt + " = " + s.attempt + " + 1 WHERE " + s.id + " = $1 AND (" + key + ") = $2 RETURNING " + s.cols("")
+		l.take = "UPDATE " + s.table + " SET " + s.attempt + " = COALESCE(" + s.attempt + ", 0) + 1 WHERE " + s.id + " = $1 AND (" + key + ") = $2 RETURNING " + s.cols("")
 	} else {
 		key := "CONCAT('" + raw + "-', COALESCE(CAST(" + s.id + " AS CHAR), ''))"
 		l.candidates = l.prepare(ctx, t.db, "SELECT "+s.id+", "+key+" FROM "+s.table+
@@ -458,7 +458,7 @@ func newRawAdvisory(ctx context.Context, t *target, s *sqlText, batch int) (*raw
 		const named = " FROM (SELECT CONCAT(DATABASE(), '.', ?) AS n) AS k"
 		l.lock = "SELECT GET_LOCK(" + mysqlLockName("n") + ", 0)" + named
 		l.unlock = "SELECT RELEASE_LOCK(" + mysqlLockName("n") + ")" + named
-		l.take = "UPDATE " + s.table + " SET " + s.attempt + " = " + s.attempt + " + 1 WHERE " + s.id + " = ? AND (" + key + ") = ?"
+		l.take = "UPDATE " + s.table + " SET " + s.attempt + " = COALESCE(" + s.attempt + ", 0) + 1 WHERE " + s.id + " = ? AND (" + key + ") = ?"
 		l.read = "SELECT " + s.cols("") + " FROM " + s.table + " WHERE " + s.id + " = ?"
 	}
 	l.ack = "DELETE FROM " + s.table + " WHERE " + s.id + " = " + s.ph(1)

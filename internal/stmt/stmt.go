@@ -1,6 +1,7 @@
 // Package stmt builds the SQL the forms share: the delivery's select list and its scan, the
-// predicate of a claimable row, the claim order, and preparing a statement at startup with an
-// error that names the table and the statement.
+// predicate of a claimable row and the searches for rows that can never be claimed, the claim
+// order, the count of an attempt, and preparing a statement at startup with an error that names
+// the table and the statement.
 package stmt
 
 import (
@@ -9,7 +10,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
+	"strconv"
 	"strings"
+	"time"
 
 	"github.com/sqlinbox/inbox"
 	"github.com/sqlinbox/inbox/dialect"
@@ -124,6 +128,14 @@ func (t *Table) ScanOne(scan func(...any) error) (*inbox.Delivery, error) {
 	return d, nil
 }
 
+// NextAttempt is the SET clause that counts one more delivery in the attempt column attempt
+// (quoted). A NULL attempt counts as 0, a row never delivered: its first delivery reads 1 in
+// every form, and the statement changes the row, which MySQL and MariaDB count only when a
+// value changes (NULL + 1 is NULL, and a take that changed nothing would find no row).
+func NextAttempt(attempt string) string {
+	return attempt + " = COALESCE(" + attempt + ", 0) + 1"
+}
+
 // Due is the predicate of a claimable row, with alias as Columns takes it: not processed, due
 // (retry_after passed) and of the queue, each where the table has the column. DueArgs appends
 // its arguments in the order Due placed them.
@@ -158,6 +170,120 @@ func (t *Table) DueArgs(args []any, now any, queue string) []any {
 		args = append(args, queue)
 	}
 	return args
+}
+
+// farYears is how far ahead a retry_after reads as never: a row put off further is reported
+// as unclaimable. A handler's backoff is seconds to days, and a row parked for a date to come
+// (a yearly renewal) is parked for months or years; a century is beyond both and beyond any
+// process now running, so what lies past it was written as a way of saying never (9999-12-31,
+// Postgres's infinity), and the row will not run. A row that should not run belongs stamped or
+// deleted, where it is seen as done.
+const farYears = 100
+
+// unclaimableLimit bounds each search for unclaimable rows: it reads at most one id more, to
+// tell that the search stopped.
+const unclaimableLimit = 1000
+
+// unclaimableIDs is how many ids a report of unclaimable rows names.
+const unclaimableIDs = 5
+
+// sqliteLayoutGlob matches text in dialect.SQLiteTimeLayout.
+const sqliteLayoutGlob = "[0-9][0-9][0-9][0-9]-[0-9][0-9]-[0-9][0-9] [0-9][0-9]:[0-9][0-9]:[0-9][0-9].[0-9][0-9][0-9][0-9][0-9][0-9]"
+
+// unclaimableSearch is one search for a kind of unclaimable row: its statement and arguments.
+type unclaimableSearch struct {
+	why   string
+	query string
+	args  []any
+}
+
+// unclaimableSearches lists the searches for the kinds of row of queue that no claim takes as
+// they stand, at now (see inbox.Unclaimable): a NULL group, a retry_after more than farYears
+// ahead, and on SQLite a retry_after that is not text in the library's layout. Each is a
+// SELECT of ids, bounded by a LIMIT, over the rows a claim would consider (not processed, of
+// the queue): the claim index's leading columns.
+func (t *Table) unclaimableSearches(queue string, now time.Time) []unclaimableSearch {
+	q := t.Q
+	limit := " LIMIT " + strconv.Itoa(unclaimableLimit+1)
+	pending := ""
+	if q.ProcessedAt != "" {
+		pending = q.ProcessedAt + " IS NULL AND "
+	}
+	done := "delete it"
+	if q.ProcessedAt != "" {
+		done = "stamp " + strconv.Quote(t.Raw.ProcessedAt) + " (or delete the row)"
+	}
+	var out []unclaimableSearch
+	if q.Group != "" {
+		out = append(out, unclaimableSearch{
+			why:   fmt.Sprintf("the group column %q is NULL, which no consumer's queue matches: set it to the queue that should run the row", t.Raw.Group),
+			query: "SELECT " + q.ID + " FROM " + q.Name + " WHERE " + pending + q.Group + " IS NULL" + limit,
+		})
+	}
+	if q.RetryAfter == "" {
+		return out
+	}
+	p := t.Params()
+	ofQueue, args := "", []any{}
+	if q.Group != "" {
+		ofQueue = q.Group + " = " + p.Next() + " AND "
+		args = append(args, queue)
+	}
+	far := "SELECT " + q.ID + " FROM " + q.Name + " WHERE " + pending + ofQueue + q.RetryAfter + " > " + p.Next()
+	if t.D.Name() == "sqlite" {
+		far += " AND " + q.RetryAfter + " GLOB '" + sqliteLayoutGlob + "'"
+	}
+	out = append(out, unclaimableSearch{
+		why:   fmt.Sprintf("retry_after (column %q) is more than %d years ahead, a way of writing never: set it to NULL to run the row, or %s to end it", t.Raw.RetryAfter, farYears, done),
+		query: far + limit,
+		args:  append(args, t.D.Time(now.AddDate(farYears, 0, 0))),
+	})
+	if t.D.Name() == "sqlite" {
+		out = append(out, unclaimableSearch{
+			why: fmt.Sprintf("retry_after (column %q) is not a time in the library's layout (%s, UTC), so it compares as text and may never come due: rewrite it in that layout, or set it to NULL to run the row",
+				t.Raw.RetryAfter, dialect.SQLiteTimeLayout),
+			query: "SELECT " + q.ID + " FROM " + q.Name + " WHERE " + pending + ofQueue + q.RetryAfter + " IS NOT NULL AND (typeof(" + q.RetryAfter +
+				") <> 'text' OR " + q.RetryAfter + " NOT GLOB '" + sqliteLayoutGlob + "')" + limit,
+			args: args[:len(args):len(args)],
+		})
+	}
+	return out
+}
+
+// FindUnclaimable runs the searches of unclaimableSearches on db and returns each kind found.
+func (t *Table) FindUnclaimable(ctx context.Context, db *sql.DB, queue string, now time.Time) ([]inbox.Unclaimable, error) {
+	var out []inbox.Unclaimable
+	for _, s := range t.unclaimableSearches(queue, now) {
+		ids, err := t.readIDs(ctx, db, s.query, s.args)
+		if err != nil {
+			return nil, fmt.Errorf("inbox: table %q, queue %q: searching for unclaimable rows: %w (statement: %s)", t.Raw.Name, queue, err, s.query)
+		}
+		if len(ids) == 0 {
+			continue
+		}
+		u := inbox.Unclaimable{Why: s.why, Rows: min(len(ids), unclaimableLimit), More: len(ids) > unclaimableLimit}
+		slices.Sort(ids)
+		u.IDs = ids[:min(len(ids), unclaimableIDs)]
+		out = append(out, u)
+	}
+	return out, nil
+}
+
+func (t *Table) readIDs(ctx context.Context, db *sql.DB, query string, args []any) ([]int64, error) {
+	rows, err := db.QueryContext(ctx, query, args...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var ids []int64
+	for rows.Next() {
+		var id int64
+		if err := rows.Scan(&id); err != nil {
+			return nil, err
+		}
+		ids = append(ids, id)
+	}
+	return ids, rows.Err()
 }
 
 // Order is the claim order: priority, retry_after, id, each where the table has it. A row never

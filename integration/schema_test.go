@@ -1,0 +1,435 @@
+package integration
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/sqlinbox/inbox"
+	"github.com/sqlinbox/inbox/outcome"
+)
+
+// schemaColumns are the columns of fullTable with the lease column, in the order schemaCreate
+// declares them.
+var schemaColumns = []string{"id", "payload", "attempt", "processed_at", "grp", "priority", "retry_after", "headers", "locked_until"}
+
+// schemaTypes are the column types createTable gives fullTable's columns on b, by column, for a
+// test to change some.
+func schemaTypes(b backend) map[string]string {
+	switch b.name {
+	case "postgres":
+		return map[string]string{
+			"id": "BIGSERIAL PRIMARY KEY", "payload": "BYTEA", "attempt": "INT NOT NULL DEFAULT 0",
+			"processed_at": "TIMESTAMPTZ", "grp": "TEXT NOT NULL DEFAULT ''", "priority": "INT NOT NULL DEFAULT 0",
+			"retry_after": "TIMESTAMPTZ", "headers": "TEXT", "locked_until": "TIMESTAMPTZ",
+		}
+	case "sqlite":
+		return map[string]string{
+			"id": "INTEGER PRIMARY KEY", "payload": "BLOB", "attempt": "INT NOT NULL DEFAULT 0",
+			"processed_at": "TEXT", "grp": "TEXT NOT NULL DEFAULT ''", "priority": "INT NOT NULL DEFAULT 0",
+			"retry_after": "TEXT", "headers": "TEXT", "locked_until": "TEXT",
+		}
+	}
+	return map[string]string{
+		"id": "BIGINT AUTO_INCREMENT PRIMARY KEY", "payload": "LONGBLOB", "attempt": "INT NOT NULL DEFAULT 0",
+		"processed_at": "DATETIME(6) NULL", "grp": "VARCHAR(191) NOT NULL DEFAULT ''", "priority": "INT NOT NULL DEFAULT 0",
+		"retry_after": "DATETIME(6) NULL", "headers": "TEXT", "locked_until": "DATETIME(6) NULL",
+	}
+}
+
+// schemaCreate creates (anew) table name with fullTable's columns, typed as schemaTypes says
+// but for the types in change, and drops it when the test ends. strict makes a SQLite table
+// STRICT.
+func schemaCreate(t *testing.T, b backend, db *sql.DB, name string, change map[string]string, strict bool) inbox.Table {
+	t.Helper()
+	types := schemaTypes(b)
+	for col, typ := range change {
+		types[col] = typ
+	}
+	q := func(s string) string {
+		s, err := b.dialect.Quote(s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	cols := make([]string, len(schemaColumns))
+	for i, c := range schemaColumns {
+		cols[i] = q(c) + " " + types[c]
+	}
+	create := "CREATE TABLE " + q(name) + " (" + strings.Join(cols, ", ") + ")"
+	if strict {
+		create += " STRICT"
+	}
+	drop := "DROP TABLE IF EXISTS " + q(name)
+	mustExec(t, db, drop)
+	mustExec(t, db, create)
+	t.Cleanup(func() { db.Exec(drop) })
+	return fullTable(name)
+}
+
+// wrongType is a column given a type that breaks its role, per database: what it is declared
+// as, and a fragment of the type the error must name as the column's.
+type wrongType struct {
+	column      string
+	lease       bool // the lease column: only the lease form checks it
+	strict      bool // SQLite: the table is STRICT (a plain table keeps the library's text in any column)
+	decl, shown string
+}
+
+// wrongTypes lists, for backend b, a wrong type for every role.
+func wrongTypes(b backend) []wrongType {
+	switch b.name {
+	case "postgres":
+		return []wrongType{
+			{column: "id", decl: "TEXT PRIMARY KEY", shown: "text"},
+			{column: "payload", decl: "INTEGER", shown: "integer"},
+			{column: "attempt", decl: "TEXT", shown: "text"},
+			{column: "processed_at", decl: "TEXT", shown: "text"},
+			{column: "grp", decl: "INTEGER", shown: "integer"},
+			{column: "priority", decl: "TEXT", shown: "text"},
+			{column: "retry_after", decl: "DATE", shown: "date"},
+			{column: "headers", decl: "INTEGER", shown: "integer"},
+			{column: "locked_until", lease: true, decl: "TIMESTAMPTZ(0)", shown: "timestamp(0) with time zone"},
+			{column: "locked_until", lease: true, decl: "TIMESTAMPTZ(3)", shown: "timestamp(3) with time zone"},
+			{column: "locked_until", lease: true, decl: "TIMESTAMP(0)", shown: "timestamp(0) without time zone"},
+			{column: "locked_until", lease: true, decl: "TEXT", shown: "text"},
+		}
+	case "sqlite":
+		return []wrongType{
+			{column: "id", decl: "TEXT PRIMARY KEY", shown: "TEXT"},
+			{column: "payload", decl: "INTEGER", shown: "INTEGER"},
+			{column: "attempt", decl: "TEXT", shown: "TEXT"},
+			{column: "processed_at", strict: true, decl: "INTEGER", shown: "INTEGER"},
+			{column: "grp", decl: "INTEGER", shown: "INTEGER"},
+			{column: "priority", decl: "TEXT", shown: "TEXT"},
+			{column: "retry_after", strict: true, decl: "REAL", shown: "REAL"},
+			{column: "headers", strict: true, decl: "INTEGER", shown: "INTEGER"},
+			{column: "locked_until", lease: true, strict: true, decl: "INTEGER", shown: "INTEGER"},
+		}
+	}
+	return []wrongType{
+		{column: "id", decl: "VARCHAR(20) PRIMARY KEY", shown: "varchar(20)"},
+		{column: "payload", decl: "INT", shown: "int"},
+		{column: "attempt", decl: "VARCHAR(10)", shown: "varchar(10)"},
+		{column: "processed_at", decl: "VARCHAR(40)", shown: "varchar(40)"},
+		{column: "grp", decl: "INT", shown: "int"},
+		{column: "priority", decl: "VARCHAR(10)", shown: "varchar(10)"},
+		{column: "retry_after", decl: "VARCHAR(40)", shown: "varchar(40)"},
+		{column: "headers", decl: "INT", shown: "int"},
+		{column: "locked_until", lease: true, decl: "DATETIME NULL", shown: "datetime"},
+		{column: "locked_until", lease: true, decl: "DATETIME(3) NULL", shown: "datetime(3)"},
+		{column: "locked_until", lease: true, decl: "VARCHAR(40)", shown: "varchar(40)"},
+	}
+}
+
+// fixStatement is the statement an Open error gives to fix a column: its text from ALTER TABLE
+// to the end of its line.
+var fixStatement = regexp.MustCompile(`ALTER TABLE [^\n]*`)
+
+// TestSchemaRefusesWrongTypes: a column whose type breaks its role (a TEXT id, an integer
+// group, a lease column without microseconds, …) fails Open with ErrSchema naming the table,
+// the column, the type it has and the statement that fixes it; after that statement Open
+// succeeds, and on Postgres and MySQL a lease column so fixed settles a claimed row.
+func TestSchemaRefusesWrongTypes(t *testing.T) {
+	var tests []subtest
+	for _, c := range cells(t) {
+		tests = append(tests, subtest{c.name(), func(t *testing.T) {
+			db := c.openDBs(t, 1, 4)[0]
+			for _, w := range wrongTypes(c.b) {
+				if w.lease && c.form != "lease" {
+					continue
+				}
+				t.Run(w.column+"-"+strings.Fields(w.decl)[0], func(t *testing.T) {
+					ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+					defer cancel()
+					tbl := schemaCreate(t, c.b, db, tableName(t), map[string]string{w.column: w.decl}, w.strict)
+					if w.column == "id" {
+						tbl.IDGenerated = false
+					}
+					f := c.newForm(t, tbl)
+					_, err := f.Open(ctx, db, inbox.Queue{Name: "q"})
+					if err == nil {
+						f.Close()
+						t.Fatalf("Open accepted column %q declared %s", w.column, w.decl)
+					}
+					msg := err.Error()
+					t.Log(msg)
+					if !errors.Is(err, inbox.ErrSchema) {
+						t.Fatalf("Open: %v, want an error wrapping ErrSchema", err)
+					}
+					for _, want := range []string{tbl.Name, `"` + w.column + `"`, w.shown} {
+						if !strings.Contains(msg, want) {
+							t.Errorf("Open: %v: does not name %q", err, want)
+						}
+					}
+					if c.b.name == "sqlite" {
+						if !strings.Contains(msg, "rebuild the table") {
+							t.Errorf("Open: %v: does not say the SQLite table must be rebuilt", err)
+						}
+						return
+					}
+					fix := fixStatement.FindString(msg)
+					if fix == "" {
+						t.Fatalf("Open: %v: names no ALTER TABLE that fixes the column", err)
+					}
+					if _, err := db.ExecContext(ctx, fix); err != nil {
+						t.Fatalf("the fix the error gives, %s: %v", fix, err)
+					}
+					f = c.newForm(t, tbl)
+					if _, err := f.Open(ctx, db, inbox.Queue{Name: "q"}); err != nil {
+						t.Fatalf("Open after %s: %v", fix, err)
+					}
+					defer f.Close()
+					if !w.lease {
+						return
+					}
+					c.publish(t, db, tbl, inbox.Message{Queue: "q", Payload: []byte("x")})
+					ds, err := f.Claim(ctx, 1)
+					if err != nil || len(ds) != 1 {
+						t.Fatalf("Claim after the fix: %d rows, %v; want the row", len(ds), err)
+					}
+					if err := f.Settle(ctx, ds[0], outcome.Ack()); err != nil {
+						t.Errorf("Settle after the fix: %v", err)
+					}
+				})
+			}
+		}})
+	}
+	runConcurrently(t, 4, tests)
+}
+
+// TestNullAttemptReadsAsNeverDelivered: a row whose attempt is NULL (inserted by hand, into a
+// column without NOT NULL) is claimed by every form, its first delivery reads 1 and the one
+// after a retry 2, singly and in batches.
+func TestNullAttemptReadsAsNeverDelivered(t *testing.T) {
+	var tests []subtest
+	for _, c := range cells(t) {
+		tests = append(tests, subtest{c.name(), func(t *testing.T) {
+			for _, batch := range []bool{false, true} {
+				name := "single"
+				if batch {
+					name = "batch"
+				}
+				t.Run(name, func(t *testing.T) {
+					db := c.openDBs(t, 1, 8)[0]
+					nullable := map[string]string{"attempt": "INT NULL"}
+					tbl := schemaCreate(t, c.b, db, tableName(t), nullable, false)
+					mustExec(t, db, "INSERT INTO "+c.q(t, tbl.Name)+" ("+c.q(t, tbl.Payload)+", "+c.q(t, tbl.Attempt)+", "+c.q(t, tbl.Group)+") VALUES ("+c.ph(1)+", NULL, 'q')", []byte("x"))
+					var (
+						mu       sync.Mutex
+						attempts []int
+					)
+					handle := func(d *inbox.Delivery) outcome.Outcome {
+						mu.Lock()
+						defer mu.Unlock()
+						attempts = append(attempts, d.Attempt)
+						if len(attempts) == 1 {
+							return outcome.Retry()
+						}
+						return outcome.Ack()
+					}
+					cfg := &inbox.Config{Queue: "q", PollInterval: cellPoll, Logger: testLogger(t)}
+					ctx, cancel := context.WithCancel(context.Background())
+					done := make(chan error, 1)
+					if batch {
+						h := inbox.BatchHandlerFunc(func(_ context.Context, ds []*inbox.Delivery) []outcome.Outcome {
+							outs := make([]outcome.Outcome, len(ds))
+							for i, d := range ds {
+								outs[i] = handle(d)
+							}
+							return outs
+						})
+						form := c.newForm(t, tbl).(inbox.BatchForm)
+						go func() { done <- inbox.NewBatchConsumer(db, form, 4, h, cfg).Run(ctx) }()
+					} else {
+						h := inbox.HandlerFunc(func(_ context.Context, d *inbox.Delivery) outcome.Outcome { return handle(d) })
+						go func() { done <- inbox.NewConsumer(db, c.newForm(t, tbl), h, cfg).Run(ctx) }()
+					}
+					settled := func() bool {
+						return len(c.ids(t, db, tbl, c.q(t, tbl.ProcessedAt)+" IS NOT NULL")) == 1
+					}
+					deadline := time.Now().Add(10 * time.Second)
+					for !settled() && time.Now().Before(deadline) {
+						time.Sleep(20 * time.Millisecond)
+					}
+					cancel()
+					if err := <-done; err != nil {
+						t.Errorf("Run: %v", err)
+					}
+					mu.Lock()
+					defer mu.Unlock()
+					if !settled() {
+						t.Errorf("the row with a NULL attempt was not settled within 10 s (deliveries read attempts %v)", attempts)
+					} else if !slices.Equal(attempts, []int{1, 2}) {
+						t.Errorf("deliveries read attempts %v, want [1 2]: a NULL attempt is a row never delivered", attempts)
+					}
+				})
+			}
+		}})
+	}
+	runConcurrently(t, 4, tests)
+}
+
+// TestUnclaimableRowsAreReported: a consumer logs, once, the rows of its queue that no claim
+// takes as they stand: a NULL group value, a retry_after more than a century ahead (Postgres:
+// infinity too), and on SQLite a retry_after that is not a time in the library's layout. A row
+// of another queue is not its to report, and a good row is consumed meanwhile.
+func TestUnclaimableRowsAreReported(t *testing.T) {
+	var tests []subtest
+	for _, c := range cells(t) {
+		tests = append(tests, subtest{c.name(), func(t *testing.T) {
+			db := c.openDBs(t, 1, 8)[0]
+			group := map[string]string{"postgres": "TEXT NULL", "sqlite": "TEXT"}[c.b.name]
+			if group == "" {
+				group = "VARCHAR(191) NULL"
+			}
+			tbl := schemaCreate(t, c.b, db, tableName(t), map[string]string{"grp": group}, false)
+			never := map[string]string{
+				"postgres": "'9999-12-31 23:59:59+00'",
+				"sqlite":   "'9999-12-31 23:59:59.000000'",
+			}[c.b.name]
+			if never == "" {
+				never = "'9999-12-31 23:59:59'"
+			}
+			insert := func(grp, retryAfter string) int64 {
+				t.Helper()
+				before := c.ids(t, db, tbl, "")
+				mustExec(t, db, "INSERT INTO "+c.q(t, tbl.Name)+" ("+c.q(t, tbl.Payload)+", "+c.q(t, tbl.Group)+", "+c.q(t, tbl.RetryAfter)+") VALUES ("+c.ph(1)+", "+grp+", "+retryAfter+")", []byte("x"))
+				after := c.ids(t, db, tbl, "")
+				return after[len(before)]
+			}
+			good := insert("'q'", "NULL")
+			want := map[string][]int64{
+				"group column": {insert("NULL", "NULL")},
+				"100 years":    {insert("'q'", never)},
+			}
+			other := insert("'other'", never)
+			switch c.b.name {
+			case "postgres":
+				want["100 years"] = append(want["100 years"], insert("'q'", "'infinity'"))
+			case "sqlite":
+				want["layout"] = []int64{insert("'q'", "'tomorrow'")}
+			}
+			logs := &logBuffer{}
+			stop := runConsumer(t, db, c.newForm(t, tbl), inbox.HandlerFunc(func(context.Context, *inbox.Delivery) outcome.Outcome {
+				return outcome.Ack()
+			}), &inbox.Config{Queue: "q", Logger: logs.Logger()})
+			reports := func(why string) []string {
+				var out []string
+				for _, line := range strings.Split(logs.String(), "\n") {
+					if strings.Contains(line, "no claim will take") && strings.Contains(line, why) {
+						out = append(out, line)
+					}
+				}
+				return out
+			}
+			waitFor(t, 20*time.Second, "the good row to be acked and every kind of unclaimable row reported", func() bool {
+				if len(c.ids(t, db, tbl, c.q(t, tbl.ProcessedAt)+" IS NOT NULL")) != 1 {
+					return false
+				}
+				for why := range want {
+					if len(reports(why)) == 0 {
+						return false
+					}
+				}
+				return true
+			})
+			time.Sleep(20 * cellPoll) // many polls: the report is not repeated per poll
+			stop()
+			if got := c.ids(t, db, tbl, c.q(t, tbl.ProcessedAt)+" IS NOT NULL"); !slices.Equal(got, []int64{good}) {
+				t.Errorf("rows settled: %v, want the good row %d only", got, good)
+			}
+			for why, ids := range want {
+				lines := reports(why)
+				if len(lines) != 1 {
+					t.Errorf("%q reported %d times, want once:\n%s", why, len(lines), strings.Join(lines, "\n"))
+					continue
+				}
+				if got := reportedIDs(lines[0]); !slices.Equal(got, ids) {
+					t.Errorf("the report names rows %v, want %v (not row %d of queue other): %s", got, ids, other, lines[0])
+				}
+				if !strings.Contains(lines[0]+" ", " rows="+strconv.Itoa(len(ids))+" ") {
+					t.Errorf("the report does not count %d rows: %s", len(ids), lines[0])
+				}
+			}
+		}})
+	}
+	runConcurrently(t, 4, tests)
+}
+
+// reportedIDs reads the ids attribute of a log line: ids=[3] or ids="[3 4]".
+func reportedIDs(line string) []int64 {
+	m := regexp.MustCompile(`ids="?\[([0-9 ]*)\]`).FindStringSubmatch(line)
+	if m == nil {
+		return nil
+	}
+	var out []int64
+	for _, f := range strings.Fields(m[1]) {
+		n, _ := strconv.ParseInt(f, 10, 64)
+		out = append(out, n)
+	}
+	return out
+}
+
+// TestSchemaSQLiteKeepsTheLibrarysTextInAnyColumn: outside a STRICT table, a timestamp or lease
+// column declared DATETIME, INTEGER, REAL, NUMERIC or with no type (NUMERIC, INTEGER, REAL and
+// BLOB affinity) keeps the library's text exactly, since no affinity converts text that does
+// not read as a number. Open accepts such a table, and a claim, an extension, a RetryAfter and
+// an Ack each find the token they wrote.
+func TestSchemaSQLiteKeepsTheLibrarysTextInAnyColumn(t *testing.T) {
+	b := backends(t, true)[3]
+	for _, decl := range []string{"DATETIME", "INTEGER", "REAL", "NUMERIC", ""} {
+		t.Run("declared-"+decl, func(t *testing.T) {
+			ctx := context.Background()
+			db := b.open(t, 4)
+			typed := map[string]string{"processed_at": decl, "retry_after": decl, "locked_until": decl, "headers": decl}
+			tbl := schemaCreate(t, b, db, tableName(t), typed, false)
+			if err := inbox.Enqueue(ctx, db, b.dialect, tbl, inbox.Message{Queue: "q", Payload: []byte("x"), Headers: map[string]string{"k": "v"}}); err != nil {
+				t.Fatal(err)
+			}
+			f := leaseForm(t, b, db, tbl, nil, inbox.Queue{Name: "q"})
+			stored := func(col string) (kind, text string) {
+				t.Helper()
+				err := db.QueryRowContext(ctx, "SELECT typeof("+col+"), CAST("+col+" AS TEXT) FROM "+tbl.Name).Scan(&kind, &text)
+				if err != nil {
+					t.Fatal(err)
+				}
+				return kind, text
+			}
+			layout := regexp.MustCompile(`^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d{6}$`)
+			check := func(col string) {
+				t.Helper()
+				if kind, text := stored(col); kind != "text" || !layout.MatchString(text) {
+					t.Errorf("%s declared %q holds %s %q, want the library's text", col, decl, kind, text)
+				}
+			}
+
+			ds := leaseClaim(t, f, 1, 1)
+			if ds[0].Headers["k"] != "v" {
+				t.Errorf("headers read back as %v, want k=v", ds[0].Headers)
+			}
+			check("locked_until")
+			if err := f.Extend(ctx, ds[0]); err != nil {
+				t.Fatalf("Extend: %v", err)
+			}
+			if err := f.Settle(ctx, ds[0], outcome.RetryAfter(time.Millisecond)); err != nil {
+				t.Fatalf("Settle RetryAfter: %v", err)
+			}
+			check("retry_after")
+			time.Sleep(10 * time.Millisecond)
+			ds = leaseClaim(t, f, 1, 1)
+			if err := f.Settle(ctx, ds[0], outcome.Ack()); err != nil {
+				t.Fatalf("Settle Ack: %v", err)
+			}
+			check("processed_at")
+		})
+	}
+}

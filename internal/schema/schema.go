@@ -1,0 +1,151 @@
+// Package schema checks an inbox table's columns against the roles a description names them
+// for: it reads the table's columns from the database's catalog (Read) and checks the type of
+// each role's column (Check), one result per column, so that a form can refuse a table whose
+// types break it (Verify, which every form calls at Open) and a command can print the check
+// column by column.
+//
+// A type is refused where it breaks the form, not where it merely differs from the types the
+// README shows: an id, attempt or priority that is not an integer; a processed_at, retry_after
+// or lease column that is not a timestamp (on SQLite, one that cannot hold the library's text);
+// a lease column that drops microseconds, since the lease token is compared to the microsecond;
+// a group that is not text; a payload that is neither bytes nor text; headers that are not
+// text.
+package schema
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"strings"
+
+	"github.com/sqlinbox/inbox"
+	"github.com/sqlinbox/inbox/dialect"
+)
+
+// Role is what a column is for.
+type Role int
+
+// The roles, as inbox.Table names them, and the lease form's column.
+const (
+	ID Role = iota
+	Payload
+	Attempt
+	ProcessedAt
+	Group
+	Priority
+	RetryAfter
+	Headers
+	Lease
+)
+
+func (r Role) String() string {
+	return [...]string{"ID", "Payload", "Attempt", "ProcessedAt", "Group", "Priority", "RetryAfter", "Headers", "lease column"}[r]
+}
+
+// Named is a column a description names, by its role.
+type Named struct {
+	Role   Role
+	Column string
+}
+
+// Describe lists the columns of t by role, in the order of inbox.Table's fields, and the lease
+// form's column when lease is not empty.
+func Describe(t inbox.Table, lease string) []Named {
+	var out []Named
+	for _, n := range []Named{
+		{ID, t.ID}, {Payload, t.Payload}, {Attempt, t.Attempt}, {ProcessedAt, t.ProcessedAt},
+		{Group, t.Group}, {Priority, t.Priority}, {RetryAfter, t.RetryAfter}, {Headers, t.Headers},
+		{Lease, lease},
+	} {
+		if n.Column != "" {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
+// Result is the check of one column.
+type Result struct {
+	Named
+	// Has is the column's type as the catalog shows it (on SQLite, the declared type and its
+	// affinity); empty when the table has no such column.
+	Has string
+	// Problem says why the type does not fit the role; empty when it fits.
+	Problem string
+	// Needs says what the role needs, on this database.
+	Needs string
+	// Fix is the statement that makes the column fit (on SQLite, where a column's type cannot
+	// change, how to rebuild the table); empty when it fits.
+	Fix string
+}
+
+// OK reports whether the column fits its role.
+func (r Result) OK() bool { return r.Problem == "" }
+
+// String says what the check found, in a sentence that names the column, its role, its type,
+// what the role needs and the statement that fixes it.
+func (r Result) String() string {
+	head := fmt.Sprintf("column %q (%s)", r.Column, r.Role)
+	switch {
+	case r.OK():
+		return fmt.Sprintf("%s is %s: fits", head, r.Has)
+	case r.Has == "":
+		return fmt.Sprintf("%s %s: %s", head, r.Problem, r.Fix)
+	}
+	return fmt.Sprintf("%s is %s, %s; it needs %s: %s", head, r.Has, r.Problem, r.Needs, r.Fix)
+}
+
+// Check checks each of cols against the columns of tbl as read from d's database, in the order
+// given. A column the table lacks fails with a Problem of "is missing" (so does every column of
+// a table the catalog does not list).
+func Check(d dialect.Dialect, tbl Table, cols []Named) []Result {
+	rules := rulesOf(d)
+	quoted, _ := d.Quote(tbl.Name)
+	out := make([]Result, len(cols))
+	for i, n := range cols {
+		r := Result{Named: n, Needs: rules.needs(n.Role)}
+		c, ok := tbl.column(n.Column, d.Name() == "postgres")
+		col, _ := d.Quote(n.Column)
+		if !ok {
+			r.Problem = "is missing"
+			r.Fix = rules.add(quoted, col, n.Role)
+			out[i] = r
+			continue
+		}
+		r.Has = c.shown()
+		if r.Problem = rules.fits(n.Role, c, tbl.Strict); r.Problem != "" {
+			r.Fix = rules.fix(quoted, col, n.Role, c)
+		}
+		out[i] = r
+	}
+	return out
+}
+
+// Verify reads table t from db and checks the type of every column t names (and the lease
+// column, when lease is not empty). It fails with an error wrapping inbox.ErrSchema that names
+// the table and, for each column that does not fit, its role, its type, what the role needs
+// and the statement that fixes it. Columns the table lacks, and tables the catalog does not
+// list (MySQL and MariaDB keep temporary tables out of information_schema), are left to the
+// statements the form prepares, whose errors name them.
+func Verify(ctx context.Context, db *sql.DB, d dialect.Dialect, t inbox.Table, lease string) error {
+	tbl, err := Read(ctx, db, d, t.Name)
+	if err != nil {
+		return fmt.Errorf("inbox: table %q: reading its columns' types: %w", t.Name, err)
+	}
+	if !tbl.Found {
+		return nil
+	}
+	var wrong []string
+	for _, r := range Check(d, tbl, Describe(t, lease)) {
+		if !r.OK() && r.Has != "" {
+			wrong = append(wrong, r.String())
+		}
+	}
+	switch len(wrong) {
+	case 0:
+		return nil
+	case 1:
+		return fmt.Errorf("%w: table %q: %s", inbox.ErrSchema, t.Name, wrong[0])
+	}
+	return fmt.Errorf("%w: table %q: %d columns do not fit their roles:\n%s", inbox.ErrSchema, t.Name, len(wrong), strings.Join(wrong, "\n"))
+}

@@ -1,0 +1,79 @@
+package inbox
+
+import (
+	"context"
+	"log/slog"
+	"time"
+)
+
+// Unclaimable is one kind of row of a queue that no claim takes as the row stands, and that
+// nothing in the library will change: a NULL group value, a retry_after more than a century
+// ahead, or (SQLite) a retry_after that is not a time in the library's layout. See the package
+// documentation on what a claimable row is.
+type Unclaimable struct {
+	// Why says what keeps the rows from being claimed and what to change.
+	Why string
+	// Rows is how many such rows the search found; it stops at 1,000.
+	Rows int
+	// More says the search stopped at its limit: there may be more.
+	More bool
+	// IDs are the ids of the first few rows found.
+	IDs []int64
+}
+
+// UnclaimableFinder is a form that can search its queue for unclaimable rows: the forms of this
+// module are. A consumer searches at Run's start and then every ten minutes, and logs what it
+// finds when that changed since its last search. Each search is a few bounded reads of their
+// own (at most 1,001 ids each), which take no lock that a claim waits for.
+type UnclaimableFinder interface {
+	// FindUnclaimable returns each kind of unclaimable row the open form's queue has, with
+	// at least one row; none when every row can be claimed.
+	FindUnclaimable(ctx context.Context) ([]Unclaimable, error)
+}
+
+// unclaimableEvery is how long a consumer waits between searches for unclaimable rows;
+// unclaimableTimeout bounds each search.
+var (
+	unclaimableEvery   = 10 * time.Minute
+	unclaimableTimeout = 30 * time.Second
+)
+
+// watchUnclaimable searches f's queue for unclaimable rows at once and then every
+// unclaimableEvery until ctx ends, and logs each kind whose count changed since the last search
+// that succeeded: a warning for a kind found, a line at info for a kind gone.
+func watchUnclaimable(ctx context.Context, f UnclaimableFinder, log *slog.Logger, done chan<- struct{}) {
+	defer close(done)
+	reported := map[string]int{} // rows of each kind, as last logged
+	timer := time.NewTimer(0)
+	defer timer.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-timer.C:
+		}
+		search, cancel := context.WithTimeout(ctx, unclaimableTimeout)
+		found, err := f.FindUnclaimable(search)
+		cancel()
+		timer.Reset(unclaimableEvery)
+		if err != nil {
+			if ctx.Err() == nil {
+				log.Warn("inbox: searching the queue for rows no claim will take failed; trying again later", "err", err, "in", unclaimableEvery)
+			}
+			continue
+		}
+		now := map[string]int{}
+		for _, u := range found {
+			now[u.Why] = u.Rows
+			if reported[u.Why] != u.Rows {
+				log.Warn("inbox: rows of the queue that no claim will take", "rows", u.Rows, "more", u.More, "ids", u.IDs, "why", u.Why)
+			}
+		}
+		for why := range reported {
+			if _, ok := now[why]; !ok {
+				log.Info("inbox: no rows of the queue are unclaimable for this reason any more", "why", why)
+			}
+		}
+		reported = now
+	}
+}
