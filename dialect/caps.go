@@ -94,11 +94,6 @@ type Caps struct {
 	// one does not find a missing table or column (SQLite): preparing at startup
 	// (internal/stmt Prepare) has the statement compiled by EXPLAIN as well.
 	LazyCompile bool
-	// CoarseTimeColumns says a timestamp column may keep fewer digits than microseconds
-	// (MySQL and MariaDB: DATETIME and TIMESTAMP keep none unless declared (6)). The lease form
-	// reads its lease column's precision at Open and refuses one without microseconds: the
-	// token it writes must compare equal to the token it holds.
-	CoarseTimeColumns bool
 
 	// SnapshotLevels are the levels at which a transaction reads, and its writes find their
 	// rows, by the snapshot its first statement took (Postgres: repeatable read,
@@ -213,7 +208,6 @@ func mysqlFamilyCaps(server Floor) Caps {
 		Locks:                NamedLocks,
 		LockNameMaxChars:     64,
 		DefaultReadCommitted: true,
-		CoarseTimeColumns:    true,
 		Server:               server,
 		ConflictMarks:        []string{"Error 1213", "Error 1205"},
 	}

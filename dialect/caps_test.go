@@ -31,13 +31,13 @@ var capsCases = []struct {
 	}},
 	{"mysql", []string{"default", "read uncommitted", "read committed", "repeatable read", "serializable"}, dialect.Caps{
 		Quote: '`', MaxNameChars: 64, IDOnlyValue: "DEFAULT", SkipLocked: true, TextType: "CHAR",
-		Locks: dialect.NamedLocks, LockNameMaxChars: 64, DefaultReadCommitted: true, CoarseTimeColumns: true,
+		Locks: dialect.NamedLocks, LockNameMaxChars: 64, DefaultReadCommitted: true,
 		Server:        dialect.Floor{Major: 8, Patch: 1, Needs: "SKIP LOCKED"},
 		ConflictMarks: []string{"Error 1213", "Error 1205"},
 	}},
 	{"mariadb", []string{"default", "read uncommitted", "read committed", "repeatable read", "serializable"}, dialect.Caps{
 		Quote: '`', MaxNameChars: 64, IDOnlyValue: "DEFAULT", SkipLocked: true, TextType: "CHAR",
-		Locks: dialect.NamedLocks, LockNameMaxChars: 64, DefaultReadCommitted: true, CoarseTimeColumns: true,
+		Locks: dialect.NamedLocks, LockNameMaxChars: 64, DefaultReadCommitted: true,
 		Server:        dialect.Floor{Major: 10, Minor: 6, Needs: "SKIP LOCKED"},
 		ConflictMarks: []string{"Error 1213", "Error 1205"},
 	}},

@@ -46,9 +46,6 @@ func TestGoldenStatements(t *testing.T) {
 			if s.ackPairs != nil {
 				e = append(e, golden.Entry{Name: "ackPairs(2)", SQL: s.ackPairs(2)}, golden.Entry{Name: "retryPairs(2)", SQL: s.retryPairs(2)})
 			}
-			if mysqlFamily(dl.D) {
-				e = append(e, golden.Entry{Name: "precision", SQL: precisionQuery})
-			}
 			golden.Pin(t, "lease", dl.Name, sh.Name, e)
 		}
 	}

@@ -100,19 +100,6 @@ func (l Lease) Settle(k outcome.Kind, g Guard) string {
 	return head + l.s.where(g, p, l.col)
 }
 
-// Precision reads the fractional-second digits of a column (NULL for a column that is not a
-// time), where timestamp columns may keep fewer than microseconds
-// (dialect.Caps.CoarseTimeColumns); empty elsewhere. It binds the table's name and the
-// column's, both as described, unquoted.
-func (l Lease) Precision() string {
-	if !l.s.c.CoarseTimeColumns {
-		return ""
-	}
-	p := l.s.Params()
-	return "SELECT DATETIME_PRECISION FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = " +
-		p.Next() + " AND COLUMN_NAME = " + p.Next()
-}
-
 // free is the predicate of a row no lease holds: never leased, released, or run out by now.
 func (l Lease) free(now string) string {
 	return "(" + l.col + " IS NULL OR " + l.col + " < " + now + ")"

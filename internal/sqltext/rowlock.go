@@ -70,5 +70,5 @@ func attemptCounted(t Table, sep string) string {
 	if t.Attempt == "" {
 		return ""
 	}
-	return sep + t.Attempt + " = " + t.Attempt + " + 1"
+	return sep + t.Attempt + " = COALESCE(" + t.Attempt + ", 0) + 1"
 }

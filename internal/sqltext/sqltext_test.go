@@ -118,7 +118,6 @@ func leaseEntries(c *dialect.Caps, l sqltext.Lease) []golden.Entry {
 		e.add("ackPairs(2)", l.Settle(outcome.KindAck, sqltext.ByPairs(2)))
 		e.add("retryPairs(2)", l.Settle(outcome.KindRetry, sqltext.ByPairs(2)))
 	}
-	e.add("precision", l.Precision())
 	return e
 }
 

@@ -11,7 +11,7 @@ SELECT GET_LOCK(IF(CHAR_LENGTH(n) > 64, SHA1(n), n), 0) FROM (SELECT CONCAT(DATA
 SELECT RELEASE_LOCK(IF(CHAR_LENGTH(n) > 64, SHA1(n), n)) FROM (SELECT CONCAT(DATABASE(), '.', ?) AS n) AS k
 
 -- take
-UPDATE `jobs` SET `attempt` = `attempt` + 1 WHERE `id` = ? AND (CONCAT('jobs-', COALESCE(CAST(`id` AS CHAR), ''))) = ? AND `processed_at` IS NULL AND (`retry_after` IS NULL OR `retry_after` <= ?)
+UPDATE `jobs` SET `attempt` = COALESCE(`attempt`, 0) + 1 WHERE `id` = ? AND (CONCAT('jobs-', COALESCE(CAST(`id` AS CHAR), ''))) = ? AND `processed_at` IS NULL AND (`retry_after` IS NULL OR `retry_after` <= ?)
 
 -- read
 SELECT `id`, `payload`, `attempt` FROM `jobs` WHERE `id` = ?

@@ -11,7 +11,7 @@ SELECT GET_LOCK(IF(CHAR_LENGTH(n) > 64, SHA1(n), n), 0) FROM (SELECT CONCAT(DATA
 SELECT RELEASE_LOCK(IF(CHAR_LENGTH(n) > 64, SHA1(n), n)) FROM (SELECT CONCAT(DATABASE(), '.', ?) AS n) AS k
 
 -- take
-UPDATE `select ``from`` "where"` SET `order` = `order` + 1 WHERE `id "x"` = ? AND (CONCAT('odd ', COALESCE(CAST(`group` AS CHAR), ''), ':', COALESCE(CAST(`id "x"` AS CHAR), ''))) = ? AND `processed "at"` IS NULL AND (`retry after` IS NULL OR `retry after` <= ?) AND `group` = ?
+UPDATE `select ``from`` "where"` SET `order` = COALESCE(`order`, 0) + 1 WHERE `id "x"` = ? AND (CONCAT('odd ', COALESCE(CAST(`group` AS CHAR), ''), ':', COALESCE(CAST(`id "x"` AS CHAR), ''))) = ? AND `processed "at"` IS NULL AND (`retry after` IS NULL OR `retry after` <= ?) AND `group` = ?
 
 -- read
 SELECT `id "x"`, ```payload`` data`, `order`, `group`, `select` FROM `select ``from`` "where"` WHERE `id "x"` = ?

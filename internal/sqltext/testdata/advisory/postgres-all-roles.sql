@@ -11,7 +11,7 @@ SELECT pg_try_advisory_lock(hashtextextended($1, 0))
 SELECT pg_advisory_unlock(hashtextextended($1, 0))
 
 -- take
-UPDATE "jobs" SET "attempt" = "attempt" + 1 WHERE "id" = $1 AND ('jobs-' || COALESCE(CAST("queue" AS TEXT), '') || ':' || COALESCE(CAST("id" AS TEXT), '')) = $2 AND "processed_at" IS NULL AND ("retry_after" IS NULL OR "retry_after" <= $3) AND "queue" = $4 RETURNING "id", "payload", "attempt", "queue", "headers"
+UPDATE "jobs" SET "attempt" = COALESCE("attempt", 0) + 1 WHERE "id" = $1 AND ('jobs-' || COALESCE(CAST("queue" AS TEXT), '') || ':' || COALESCE(CAST("id" AS TEXT), '')) = $2 AND "processed_at" IS NULL AND ("retry_after" IS NULL OR "retry_after" <= $3) AND "queue" = $4 RETURNING "id", "payload", "attempt", "queue", "headers"
 
 -- ack
 UPDATE "jobs" SET "processed_at" = $1 WHERE "id" = $2

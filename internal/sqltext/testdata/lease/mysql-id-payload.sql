@@ -24,6 +24,3 @@ DELETE FROM `jobs` WHERE `id` IN (?, ?, ?) AND `locked_until` = ?
 
 -- retryIn(3)
 UPDATE `jobs` SET `locked_until` = NULL WHERE `id` IN (?, ?, ?) AND `locked_until` = ?
-
--- precision
-SELECT DATETIME_PRECISION FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = ? AND COLUMN_NAME = ?

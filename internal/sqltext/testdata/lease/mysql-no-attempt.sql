@@ -30,6 +30,3 @@ UPDATE `jobs` SET `locked_until` = NULL WHERE `id` IN (?, ?, ?) AND `locked_unti
 
 -- retryAfterIn(3)
 UPDATE `jobs` SET `retry_after` = ?, `locked_until` = NULL WHERE `id` IN (?, ?, ?) AND `locked_until` = ?
-
--- precision
-SELECT DATETIME_PRECISION FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = ? AND COLUMN_NAME = ?

@@ -2,10 +2,10 @@
 SELECT `id "x"`, ```payload`` data`, `order`, `group`, `select` FROM `select ``from`` "where"` WHERE `processed "at"` IS NULL AND (`retry after` IS NULL OR `retry after` <= ?) AND `group` = ? AND (`locked ``until`` "now"` IS NULL OR `locked ``until`` "now"` < ?) ORDER BY ```priority```, `retry after`, `id "x"` LIMIT ? FOR UPDATE SKIP LOCKED
 
 -- stamp(1)
-UPDATE `select ``from`` "where"` SET `locked ``until`` "now"` = ?, `order` = `order` + 1 WHERE `id "x"` IN (?)
+UPDATE `select ``from`` "where"` SET `locked ``until`` "now"` = ?, `order` = COALESCE(`order`, 0) + 1 WHERE `id "x"` IN (?)
 
 -- stamp(3)
-UPDATE `select ``from`` "where"` SET `locked ``until`` "now"` = ?, `order` = `order` + 1 WHERE `id "x"` IN (?, ?, ?)
+UPDATE `select ``from`` "where"` SET `locked ``until`` "now"` = ?, `order` = COALESCE(`order`, 0) + 1 WHERE `id "x"` IN (?, ?, ?)
 
 -- extend
 UPDATE `select ``from`` "where"` SET `locked ``until`` "now"` = ? WHERE `id "x"` = ? AND `locked ``until`` "now"` = ?
@@ -30,6 +30,3 @@ UPDATE `select ``from`` "where"` SET `locked ``until`` "now"` = NULL WHERE `id "
 
 -- retryAfterIn(3)
 UPDATE `select ``from`` "where"` SET `retry after` = ?, `locked ``until`` "now"` = NULL WHERE `id "x"` IN (?, ?, ?) AND `locked ``until`` "now"` = ?
-
--- precision
-SELECT DATETIME_PRECISION FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = ? AND COLUMN_NAME = ?

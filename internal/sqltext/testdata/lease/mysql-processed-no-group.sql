@@ -2,10 +2,10 @@
 SELECT `id`, `payload`, `attempt` FROM `jobs` WHERE `processed_at` IS NULL AND (`retry_after` IS NULL OR `retry_after` <= ?) AND (`locked_until` IS NULL OR `locked_until` < ?) ORDER BY `retry_after`, `id` LIMIT ? FOR UPDATE SKIP LOCKED
 
 -- stamp(1)
-UPDATE `jobs` SET `locked_until` = ?, `attempt` = `attempt` + 1 WHERE `id` IN (?)
+UPDATE `jobs` SET `locked_until` = ?, `attempt` = COALESCE(`attempt`, 0) + 1 WHERE `id` IN (?)
 
 -- stamp(3)
-UPDATE `jobs` SET `locked_until` = ?, `attempt` = `attempt` + 1 WHERE `id` IN (?, ?, ?)
+UPDATE `jobs` SET `locked_until` = ?, `attempt` = COALESCE(`attempt`, 0) + 1 WHERE `id` IN (?, ?, ?)
 
 -- extend
 UPDATE `jobs` SET `locked_until` = ? WHERE `id` = ? AND `locked_until` = ?
@@ -30,6 +30,3 @@ UPDATE `jobs` SET `locked_until` = NULL WHERE `id` IN (?, ?, ?) AND `locked_unti
 
 -- retryAfterIn(3)
 UPDATE `jobs` SET `retry_after` = ?, `locked_until` = NULL WHERE `id` IN (?, ?, ?) AND `locked_until` = ?
-
--- precision
-SELECT DATETIME_PRECISION FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = ? AND COLUMN_NAME = ?

@@ -1,5 +1,5 @@
 -- claim
-WITH inbox_lease_pick AS (SELECT "id" FROM "jobs" WHERE "processed_at" IS NULL AND ("retry_after" IS NULL OR "retry_after" <= $1) AND ("locked_until" IS NULL OR "locked_until" < $2) ORDER BY "retry_after" NULLS FIRST, "id" LIMIT $3 FOR UPDATE SKIP LOCKED), inbox_lease_claimed AS (UPDATE "jobs" SET "locked_until" = $4, "attempt" = "attempt" + 1 FROM inbox_lease_pick WHERE "jobs"."id" = inbox_lease_pick."id" RETURNING "jobs"."id", "jobs"."payload", "jobs"."attempt", "jobs"."retry_after") SELECT "id", "payload", "attempt" FROM inbox_lease_claimed ORDER BY "retry_after" NULLS FIRST, "id"
+WITH inbox_lease_pick AS (SELECT "id" FROM "jobs" WHERE "processed_at" IS NULL AND ("retry_after" IS NULL OR "retry_after" <= $1) AND ("locked_until" IS NULL OR "locked_until" < $2) ORDER BY "retry_after" NULLS FIRST, "id" LIMIT $3 FOR UPDATE SKIP LOCKED), inbox_lease_claimed AS (UPDATE "jobs" SET "locked_until" = $4, "attempt" = COALESCE("attempt", 0) + 1 FROM inbox_lease_pick WHERE "jobs"."id" = inbox_lease_pick."id" RETURNING "jobs"."id", "jobs"."payload", "jobs"."attempt", "jobs"."retry_after") SELECT "id", "payload", "attempt" FROM inbox_lease_claimed ORDER BY "retry_after" NULLS FIRST, "id"
 
 -- extend
 UPDATE "jobs" SET "locked_until" = $1 WHERE "id" = $2 AND "locked_until" = $3

@@ -8,10 +8,10 @@ SELECT `id "x"`, ```payload`` data`, `order`, `group`, `select` FROM `select ``f
 UPDATE `select ``from`` "where"` SET `processed "at"` = ? WHERE `id "x"` = ?
 
 -- retry
-UPDATE `select ``from`` "where"` SET `order` = `order` + 1 WHERE `id "x"` = ?
+UPDATE `select ``from`` "where"` SET `order` = COALESCE(`order`, 0) + 1 WHERE `id "x"` = ?
 
 -- retryAfter
-UPDATE `select ``from`` "where"` SET `retry after` = ?, `order` = `order` + 1 WHERE `id "x"` = ?
+UPDATE `select ``from`` "where"` SET `retry after` = ?, `order` = COALESCE(`order`, 0) + 1 WHERE `id "x"` = ?
 
 -- savepoint
 SAVEPOINT inbox_handler

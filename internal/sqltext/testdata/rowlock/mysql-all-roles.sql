@@ -8,10 +8,10 @@ SELECT `id`, `payload`, `attempt`, `queue`, `headers` FROM `jobs` WHERE `process
 UPDATE `jobs` SET `processed_at` = ? WHERE `id` = ?
 
 -- retry
-UPDATE `jobs` SET `attempt` = `attempt` + 1 WHERE `id` = ?
+UPDATE `jobs` SET `attempt` = COALESCE(`attempt`, 0) + 1 WHERE `id` = ?
 
 -- retryAfter
-UPDATE `jobs` SET `retry_after` = ?, `attempt` = `attempt` + 1 WHERE `id` = ?
+UPDATE `jobs` SET `retry_after` = ?, `attempt` = COALESCE(`attempt`, 0) + 1 WHERE `id` = ?
 
 -- savepoint
 SAVEPOINT inbox_handler

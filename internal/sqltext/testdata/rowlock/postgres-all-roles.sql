@@ -8,19 +8,19 @@ SELECT "id", "payload", "attempt", "queue", "headers" FROM "jobs" WHERE "process
 UPDATE "jobs" SET "processed_at" = $1 WHERE "id" = $2
 
 -- retry
-UPDATE "jobs" SET "attempt" = "attempt" + 1 WHERE "id" = $1
+UPDATE "jobs" SET "attempt" = COALESCE("attempt", 0) + 1 WHERE "id" = $1
 
 -- retryAfter
-UPDATE "jobs" SET "retry_after" = $1, "attempt" = "attempt" + 1 WHERE "id" = $2
+UPDATE "jobs" SET "retry_after" = $1, "attempt" = COALESCE("attempt", 0) + 1 WHERE "id" = $2
 
 -- ackIn(3)
 UPDATE "jobs" SET "processed_at" = $1 WHERE "id" IN ($2, $3, $4)
 
 -- retryIn(3)
-UPDATE "jobs" SET "attempt" = "attempt" + 1 WHERE "id" IN ($1, $2, $3)
+UPDATE "jobs" SET "attempt" = COALESCE("attempt", 0) + 1 WHERE "id" IN ($1, $2, $3)
 
 -- retryAfterIn(3)
-UPDATE "jobs" SET "retry_after" = $1, "attempt" = "attempt" + 1 WHERE "id" IN ($2, $3, $4)
+UPDATE "jobs" SET "retry_after" = $1, "attempt" = COALESCE("attempt", 0) + 1 WHERE "id" IN ($2, $3, $4)
 
 -- savepoint
 SAVEPOINT inbox_handler

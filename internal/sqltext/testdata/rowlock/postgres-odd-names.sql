@@ -8,19 +8,19 @@ SELECT "id ""x""", "`payload` data", "order", "group", "select" FROM "select `fr
 UPDATE "select `from` ""where""" SET "processed ""at""" = $1 WHERE "id ""x""" = $2
 
 -- retry
-UPDATE "select `from` ""where""" SET "order" = "order" + 1 WHERE "id ""x""" = $1
+UPDATE "select `from` ""where""" SET "order" = COALESCE("order", 0) + 1 WHERE "id ""x""" = $1
 
 -- retryAfter
-UPDATE "select `from` ""where""" SET "retry after" = $1, "order" = "order" + 1 WHERE "id ""x""" = $2
+UPDATE "select `from` ""where""" SET "retry after" = $1, "order" = COALESCE("order", 0) + 1 WHERE "id ""x""" = $2
 
 -- ackIn(3)
 UPDATE "select `from` ""where""" SET "processed ""at""" = $1 WHERE "id ""x""" IN ($2, $3, $4)
 
 -- retryIn(3)
-UPDATE "select `from` ""where""" SET "order" = "order" + 1 WHERE "id ""x""" IN ($1, $2, $3)
+UPDATE "select `from` ""where""" SET "order" = COALESCE("order", 0) + 1 WHERE "id ""x""" IN ($1, $2, $3)
 
 -- retryAfterIn(3)
-UPDATE "select `from` ""where""" SET "retry after" = $1, "order" = "order" + 1 WHERE "id ""x""" IN ($2, $3, $4)
+UPDATE "select `from` ""where""" SET "retry after" = $1, "order" = COALESCE("order", 0) + 1 WHERE "id ""x""" IN ($2, $3, $4)
 
 -- savepoint
 SAVEPOINT inbox_handler
