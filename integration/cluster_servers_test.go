@@ -315,7 +315,9 @@ func postgresStandby(t *testing.T, primary *privateServer) (standby *privateServ
 	s.start = func() error {
 		return asPostgres(filepath.Join(bin, "pg_ctl"), "-D", data, "-o", opts, "-l", filepath.Join(primary.dir, "standby.log"), "-w", "start")
 	}
-	s.crash = func() error { return asPostgres(filepath.Join(bin, "pg_ctl"), "-D", data, "-m", "immediate", "-w", "stop") }
+	s.crash = func() error {
+		return asPostgres(filepath.Join(bin, "pg_ctl"), "-D", data, "-m", "immediate", "-w", "stop")
+	}
 	if err := s.start(); err != nil {
 		t.Fatal(err)
 	}
