@@ -63,6 +63,9 @@ func clusterConsumer(t *testing.T, b backend, db *sql.DB, w clusterWay, tbl inbo
 	if cfg.PollInterval == 0 {
 		cfg.PollInterval = cellPoll
 	}
+	if cfg.ShutdownTimeout == 0 {
+		cfg.ShutdownTimeout = 5 * time.Second // a handler stuck on a stalled server gives up soon
+	}
 	form := cell{b: b, form: w.form}.newFormLease(t, tbl, d)
 	if w.batch == 0 {
 		return inbox.NewConsumer(db, form, h, cfg)
@@ -81,27 +84,28 @@ func clusterConsumer(t *testing.T, b backend, db *sql.DB, w clusterWay, tbl inbo
 	return inbox.NewBatchConsumer(db, bf, w.batch, bh, cfg)
 }
 
-// runCluster runs cons until the returned stop is called (or the test ends); stop fails the
-// test when Run returns an error or does not return within 30 s.
-func runCluster(t *testing.T, cons *inbox.Consumer) (stop func()) {
+// runCluster runs cons until the returned stop is called (or the test ends); stop returns
+// Run's error, and fails the test when Run does not return within 30 s.
+func runCluster(t *testing.T, cons *inbox.Consumer) (stop func() error) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- cons.Run(ctx) }()
-	var once sync.Once
-	stop = func() {
+	var (
+		once sync.Once
+		err  error
+	)
+	stop = func() error {
 		once.Do(func() {
 			cancel()
 			select {
-			case err := <-done:
-				if err != nil {
-					t.Errorf("Run: %v", err)
-				}
+			case err = <-done:
 			case <-time.After(30 * time.Second):
 				t.Error("Run did not return within 30 s of its context's end")
 			}
 		})
+		return err
 	}
-	t.Cleanup(stop)
+	t.Cleanup(func() { stop() })
 	return stop
 }
 
@@ -154,22 +158,27 @@ func (r *tracker) total() int {
 
 // drainCounts is what a drain measured.
 type drainCounts struct {
-	rows       int // rows published
-	deliveries int // handler starts
-	twice      int // rows whose handler started more than once
-	overlapped int // handler starts of a row whose handler still ran (in any consumer)
-	lost       int // rows never settled
-	dupSettled int // settlements beyond one per row (the audit trigger's rows)
-	dupEffects int // side effects committed beyond one per row
-	noEffect   int // rows settled without their side effect
-	logged     int // warnings and errors the consumers logged
-	conflicts  int // of those, the ones that name a deadlock or certification failure (1213)
+	rows       int    // rows published
+	deliveries int    // handler starts
+	twice      int    // rows whose handler started more than once
+	overlapped int    // handler starts of a row whose handler still ran (in any consumer)
+	lost       int    // rows never settled
+	dupSettled int    // settlements beyond one per row (the audit trigger's rows)
+	dupEffects int    // side effects committed beyond one per row
+	noEffect   int    // rows settled without their side effect
+	logged     int    // warnings and errors the consumers logged
+	conflicts  int    // of those, the ones that name a deadlock or certification failure (1213)
+	failed     string // the first error a consumer's Run returned
 	took       time.Duration
 }
 
 func (c drainCounts) String() string {
-	return fmt.Sprintf("rows %d, deliveries %d, twice %d, overlapped %d, lost %d, settled twice %d, effects twice %d, no effect %d, logged %d (1213: %d), %v",
+	s := fmt.Sprintf("rows %d, deliveries %d, twice %d, overlapped %d, lost %d, settled twice %d, effects twice %d, no effect %d, logged %d (1213: %d), %v",
 		c.rows, c.deliveries, c.twice, c.overlapped, c.lost, c.dupSettled, c.dupEffects, c.noEffect, c.logged, c.conflicts, c.took.Round(10*time.Millisecond))
+	if c.failed != "" {
+		s += "; Run: " + c.failed
+	}
+	return s
 }
 
 // drainSetup is a drain's table, its side tables, and its consumers' shared instruments.
@@ -243,18 +252,25 @@ func (s *drainSetup) handler(t *testing.T, who int, db *sql.DB, pause time.Durat
 // wait waits until no row is left unprocessed, failing the test when none settles for limit.
 func (s *drainSetup) wait(t *testing.T, limit time.Duration) {
 	t.Helper()
+	if left := s.settle(t, limit); left > 0 {
+		t.Fatalf("%d rows left unprocessed, none settled for %v", left, limit)
+	}
+}
+
+// settle waits until no row is left unprocessed or none has settled for limit, and returns
+// how many are left.
+func (s *drainSetup) settle(t *testing.T, limit time.Duration) int {
+	t.Helper()
 	c := cell{b: s.b}
 	unprocessed := c.q(t, s.tbl.ProcessedAt) + " IS NULL"
 	left, progress := len(c.ids(t, s.admin, s.tbl, unprocessed)), time.Now()
-	for left > 0 {
-		if time.Since(progress) > limit {
-			t.Fatalf("%d rows left unprocessed, none settled for %v", left, limit)
-		}
+	for left > 0 && time.Since(progress) < limit {
 		time.Sleep(50 * time.Millisecond)
 		if n := len(c.ids(t, s.admin, s.tbl, unprocessed)); n < left {
 			left, progress = n, time.Now()
 		}
 	}
+	return left
 }
 
 // counts reads the drain's outcome from the tables and the tracker; the consumers must have
@@ -300,19 +316,37 @@ func (s *drainSetup) counts(t *testing.T) drainCounts {
 }
 
 // drain runs one consumer of way w per pool (of workers workers each) on a table of rows rows,
-// until every row is processed, and returns what it counted.
+// until every row is processed, and returns what it counted. A consumer that fails, or rows
+// that stop settling for 30 s, fail the test.
 func drain(t *testing.T, b backend, admin *sql.DB, pools []*sql.DB, w clusterWay, rows, workers int, lease time.Duration) drainCounts {
 	t.Helper()
+	got := drainUntil(t, b, admin, pools, w, rows, workers, lease, 30*time.Second)
+	if got.lost > 0 || got.failed != "" {
+		t.Fatalf("the drain did not complete: %s", got)
+	}
+	return got
+}
+
+// drainUntil is drain for a setup where consumers may fail or stall: it stops them once every
+// row is processed or none has settled for patience, and reports the rows left as lost and
+// the first error a Run returned.
+func drainUntil(t *testing.T, b backend, admin *sql.DB, pools []*sql.DB, w clusterWay, rows, workers int, lease, patience time.Duration) drainCounts {
+	t.Helper()
 	s := newDrain(t, b, admin, rows)
-	var stops []func()
+	var stops []func() error
 	for i, db := range pools {
 		h := s.handler(t, i, db, 2*time.Millisecond)
 		cons := clusterConsumer(t, b, db, w, s.tbl, lease, h, &inbox.Config{Queue: "q", Workers: workers, Logger: s.logger()})
 		stops = append(stops, runCluster(t, cons))
 	}
-	s.wait(t, 30*time.Second)
+	s.settle(t, patience)
+	var failed string
 	for _, stop := range stops {
-		stop()
+		if err := stop(); err != nil && failed == "" {
+			failed = err.Error()
+		}
 	}
-	return s.counts(t)
+	got := s.counts(t)
+	got.failed = failed
+	return got
 }

@@ -207,7 +207,7 @@ func galeraNodeKilled(t *testing.T, g *galera, b backend, admin *sql.DB, pools [
 		during    int // rows the other nodes' consumers started while the victim was down
 	)
 	survivors := func() int { return s.rec.handledBy(0) + s.rec.handledBy(1) }
-	var stops []func()
+	var stops []func() error
 	for i, db := range pools {
 		logger := s.logger()
 		if i == victim {
@@ -251,7 +251,9 @@ func galeraNodeKilled(t *testing.T, g *galera, b backend, admin *sql.DB, pools [
 	}
 	s.wait(t, 30*time.Second)
 	for _, stop := range stops {
-		stop()
+		if err := stop(); err != nil {
+			t.Errorf("Run: %v", err)
+		}
 	}
 	got := s.counts(t)
 	t.Logf("the other nodes' consumers handled %d rows while the third node was down; its consumer handled %d after it rejoined",

@@ -353,32 +353,52 @@ func pgbouncerVersion() string {
 	return ""
 }
 
+// pgbouncer is a PgBouncer the test started, in front of a Postgres server's database
+// "postgres", which it serves under three names: "postgres" with pool server connections,
+// "pair" with two and "single" with one.
+type pgbouncer struct {
+	port    int
+	version string // "1.18.0"
+	mode    string // "session" or "transaction"
+}
+
+// dsn is the DSN of database db through PgBouncer, with extra parameters params ("" or
+// "name=value&…").
+func (p *pgbouncer) dsn(db, params string) string {
+	dsn := fmt.Sprintf("postgres://postgres@127.0.0.1:%d/%s?sslmode=disable&connect_timeout=2", p.port, db)
+	if params != "" {
+		dsn += "&" + params
+	}
+	return dsn
+}
+
 // startPgBouncer runs PgBouncer (as the postgres user: it refuses root) on a port of its own in
-// pool mode mode ("session" or "transaction") in front of the Postgres server s, with at most
-// pool server connections, and returns the DSN of s's database "postgres" through it. Where the
+// pool mode mode ("session" or "transaction") in front of the Postgres server s. Where the
 // installed PgBouncer carries protocol-level prepared statements (1.21 and later),
 // max_prepared_statements switches that on. It skips the test when the pgbouncer package is
 // missing.
-func startPgBouncer(t *testing.T, s *privateServer, mode string, pool int) string {
+func startPgBouncer(t *testing.T, s *privateServer, mode string, pool int) *pgbouncer {
 	version := pgbouncerVersion()
 	if version == "" || os.Geteuid() != 0 {
 		t.Skip("PgBouncer needs root (to run it as postgres) and the pgbouncer package")
 	}
 	uid, gid := systemUser(t, "postgres")
 	dir := ownedTempDir(t, "inbox-pgbouncer-", uid, gid)
-	port := freePort(t)
+	p := &pgbouncer{port: freePort(t), version: version, mode: mode}
 	var conf bytes.Buffer
-	fmt.Fprintf(&conf, "[databases]\npostgres = host=127.0.0.1 port=%d dbname=postgres\n\n[pgbouncer]\n", s.port)
-	fmt.Fprintf(&conf, "listen_addr = 127.0.0.1\nlisten_port = %d\nunix_socket_dir =\n", port)
+	conf.WriteString("[databases]\n")
+	for name, size := range map[string]int{"postgres": pool, "pair": 2, "single": 1} {
+		fmt.Fprintf(&conf, "%s = host=127.0.0.1 port=%d dbname=postgres pool_size=%d\n", name, s.port, size)
+	}
+	fmt.Fprintf(&conf, "\n[pgbouncer]\nlisten_addr = 127.0.0.1\nlisten_port = %d\nunix_socket_dir =\n", p.port)
 	fmt.Fprintf(&conf, "auth_type = trust\nauth_file = %s\n", filepath.Join(dir, "users"))
-	fmt.Fprintf(&conf, "pool_mode = %s\ndefault_pool_size = %d\nmax_client_conn = 200\n", mode, pool)
+	fmt.Fprintf(&conf, "pool_mode = %s\nmax_client_conn = 500\n", mode)
 	fmt.Fprintf(&conf, "logfile = %s\nadmin_users = postgres\n", filepath.Join(dir, "log"))
 	if atLeastVersion(version, 1, 21) {
 		conf.WriteString("max_prepared_statements = 200\n")
 	}
 	for name, text := range map[string]string{"pgbouncer.ini": conf.String(), "users": `"postgres" ""` + "\n"} {
-		path := filepath.Join(dir, name)
-		if err := os.WriteFile(path, []byte(text), 0o644); err != nil {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(text), 0o644); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -387,8 +407,7 @@ func startPgBouncer(t *testing.T, s *privateServer, mode string, pool int) strin
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { proc.kill() })
-	dsn := fmt.Sprintf("postgres://postgres@127.0.0.1:%d/postgres?sslmode=disable&connect_timeout=2", port)
-	db, err := sql.Open("pgx", dsn)
+	db, err := sql.Open("pgx", p.dsn("postgres", "default_query_exec_mode=simple_protocol"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -402,13 +421,13 @@ func startPgBouncer(t *testing.T, s *privateServer, mode string, pool int) strin
 			break
 		}
 		if proc.exited() || time.Now().After(deadline) {
-			t.Fatalf("PgBouncer %s did not answer on port %d: %v\n%s%s", version, port, err,
+			t.Fatalf("PgBouncer %s did not answer on port %d: %v\n%s%s", version, p.port, err,
 				logTail(filepath.Join(dir, "stderr")), logTail(filepath.Join(dir, "log")))
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-	t.Logf("PgBouncer %s in %s pooling on port %d, %d server connections", version, mode, port, pool)
-	return dsn
+	t.Logf("PgBouncer %s in %s pooling on port %d, %d server connections", version, mode, p.port, pool)
+	return p
 }
 
 // atLeastVersion reports whether a dotted version ("1.18.0") is at least major.minor.
