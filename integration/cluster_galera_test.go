@@ -3,6 +3,7 @@ package integration
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"log/slog"
 	"strings"
@@ -11,6 +12,7 @@ import (
 	"time"
 
 	"github.com/sqlinbox/inbox"
+	"github.com/sqlinbox/inbox/dialect"
 	"github.com/sqlinbox/inbox/outcome"
 )
 
@@ -96,6 +98,25 @@ func TestClusterGalera(t *testing.T) {
 	t.Log("Galera, 3 nodes, 3 consumers of 3 workers, 300 rows (node kill: 600 + 200):\n" + strings.Join(table, "\n"))
 }
 
+// TestGaleraNotDetected: the shared servers are no Galera nodes, and dialect.CheckGalera lets
+// every form run on them.
+func TestGaleraNotDetected(t *testing.T) {
+	for _, b := range backends(t, false) {
+		t.Run(b.name, func(t *testing.T) {
+			db := b.open(t, 2)
+			nodes, err := dialect.Galera(context.Background(), b.dialect, db)
+			if err != nil || nodes != 0 {
+				t.Errorf("dialect.Galera: %d nodes, %v; want 0", nodes, err)
+			}
+			for _, form := range []string{"rowlock", "lease", "advisory"} {
+				if err := dialect.CheckGalera(context.Background(), b.dialect, db, form); err != nil {
+					t.Errorf("CheckGalera, %s form: %v", form, err)
+				}
+			}
+		})
+	}
+}
+
 // galeraFacts proves what the forms stand on in a Galera cluster, on the engine alone.
 func galeraFacts(t *testing.T, c cell, g *galera, admin *sql.DB, pools []*sql.DB) {
 	ctx := context.Background()
@@ -108,12 +129,23 @@ func galeraFacts(t *testing.T, c cell, g *galera, admin *sql.DB, pools []*sql.DB
 
 	t.Run("detected", func(t *testing.T) {
 		var on int
-		var size string
 		if err := pools[1].QueryRow("SELECT @@wsrep_on").Scan(&on); err != nil || on != 1 {
 			t.Errorf("@@wsrep_on = %d (%v), want 1", on, err)
 		}
-		if err := pools[1].QueryRow("SHOW STATUS LIKE 'wsrep_cluster_size'").Scan(new(string), &size); err != nil || size != "3" {
-			t.Errorf("wsrep_cluster_size = %q (%v), want 3", size, err)
+		nodes, err := dialect.Galera(ctx, c.b.dialect, pools[1])
+		if err != nil || nodes != 3 {
+			t.Errorf("dialect.Galera: %d nodes, %v; want 3", nodes, err)
+		}
+		for _, form := range []string{"rowlock", "lease", "advisory"} {
+			err := dialect.CheckGalera(ctx, c.b.dialect, pools[1], form)
+			switch {
+			case form == "lease" && err != nil:
+				t.Errorf("CheckGalera refuses the lease form: %v", err)
+			case form != "lease" && !errors.Is(err, inbox.ErrDialect):
+				t.Errorf("CheckGalera on the %s form: %v, want an error wrapping inbox.ErrDialect", form, err)
+			case err != nil:
+				t.Logf("CheckGalera, %s form: %v", form, err)
+			}
 		}
 	})
 	t.Run("GET_LOCK is a node's own", func(t *testing.T) {
