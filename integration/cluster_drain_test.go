@@ -258,13 +258,17 @@ func (s *drainSetup) handler(t *testing.T, who int, db *sql.DB, pause time.Durat
 // wait waits until no row is left unprocessed, failing the test when none settles for limit.
 func (s *drainSetup) wait(t *testing.T, limit time.Duration) {
 	t.Helper()
-	if left := s.settle(t, limit); left > 0 {
+	switch left := s.settle(t, limit); {
+	case left < 0:
+		t.Fatalf("the server did not answer how many rows are left for %v", limit)
+	case left > 0:
 		t.Fatalf("%d rows left unprocessed, none settled for %v", left, limit)
 	}
 }
 
 // settle waits until no row is left unprocessed or none has settled for limit, and returns
-// how many are left. A count the server does not answer (a failover under way) is no progress.
+// how many are left, -1 when the server never answered. A count the server does not answer (a
+// failover under way) is no progress.
 func (s *drainSetup) settle(t *testing.T, limit time.Duration) int {
 	t.Helper()
 	c := cell{b: s.b}
