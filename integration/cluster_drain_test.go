@@ -348,11 +348,17 @@ func drain(t *testing.T, b backend, admin *sql.DB, pools []*sql.DB, w clusterWay
 // the first error a Run returned.
 func drainUntil(t *testing.T, b backend, admin *sql.DB, pools []*sql.DB, w clusterWay, rows, workers int, lease, patience time.Duration) drainCounts {
 	t.Helper()
-	s := newDrain(t, b, admin, rows)
+	return newDrain(t, b, admin, rows).run(t, pools, w, workers, lease, patience)
+}
+
+// run runs one consumer of way w per pool on the drain's table until every row is processed
+// or none has settled for patience, stops them, and counts.
+func (s *drainSetup) run(t *testing.T, pools []*sql.DB, w clusterWay, workers int, lease, patience time.Duration) drainCounts {
+	t.Helper()
 	var stops []func() error
 	for i, db := range pools {
 		h := s.handler(t, i, db, 2*time.Millisecond)
-		cons := clusterConsumer(t, b, db, w, s.tbl, lease, h, &inbox.Config{Queue: "q", Workers: workers, Logger: s.logger()})
+		cons := clusterConsumer(t, s.b, db, w, s.tbl, lease, h, &inbox.Config{Queue: "q", Workers: workers, Logger: s.logger()})
 		stops = append(stops, runCluster(t, cons))
 	}
 	s.settle(t, patience)

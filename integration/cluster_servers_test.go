@@ -211,12 +211,22 @@ func galeraCluster(t *testing.T, n int) *galera {
 		proc := &childProcess{}
 		log := filepath.Join(dir, "log")
 		bootstrap := i == 0
+		started := false
 		s.start = func() error {
 			a := args
 			if bootstrap {
 				a = append(a[:len(a):len(a)], "--wsrep-new-cluster")
 				bootstrap = false // a node that restarts rejoins the cluster
 			}
+			if started {
+				// A node killed stays in the others' view until they declare it gone (after
+				// evs.suspect_timeout, 5 s); started before that, it is kept out of their view
+				// for up to 20 s more.
+				if err := galeraEvicted(ports, i); err != nil {
+					return fmt.Errorf("galera node %d: %w", i+1, err)
+				}
+			}
+			started = true
 			if err := proc.start(log, server, a...); err != nil {
 				return err
 			}
@@ -252,6 +262,34 @@ func galeraCluster(t *testing.T, n int) *galera {
 		}
 	}
 	return g
+}
+
+// galeraEvicted waits until another node than ports[gone] has a view without it (its
+// wsrep_cluster_size is less than len(ports)), for at most a minute.
+func galeraEvicted(ports []int, gone int) error {
+	var dbs []*sql.DB
+	for i, p := range ports {
+		if i == gone {
+			continue
+		}
+		db, err := sql.Open("mysql", fmt.Sprintf("root@tcp(127.0.0.1:%d)/?timeout=1s", p))
+		if err != nil {
+			return err
+		}
+		defer db.Close()
+		dbs = append(dbs, db)
+	}
+	deadline := time.Now().Add(time.Minute)
+	for time.Now().Before(deadline) {
+		for _, db := range dbs {
+			var size int
+			if db.QueryRow("SHOW STATUS LIKE 'wsrep_cluster_size'").Scan(new(string), &size) == nil && size < len(ports) {
+				return nil
+			}
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	return errors.New("the other nodes did not let the node go within a minute")
 }
 
 // galeraSynced waits until the node on port is synced with its cluster (wsrep_ready and
