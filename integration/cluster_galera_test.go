@@ -21,8 +21,8 @@ import (
 // finds out what each form does there: first the engine's own facts the forms stand on, then a
 // drain of every way of consuming (form, single or batch, transactional or not) with one
 // consumer on each node, then the row lock and advisory forms with every consumer on one node,
-// and last a node killed under load. docs/clusters.md has the figures and what follows from
-// them.
+// then the lease form with handlers that conflict across nodes, and last a node killed under
+// load. docs/clusters.md has the figures and what follows from them.
 func TestClusterGalera(t *testing.T) {
 	g := galeraCluster(t, 3)
 	b := backendNamed("mariadb", g.nodes[0].dsn)
