@@ -1,0 +1,34 @@
+package dialect_test
+
+import (
+	"context"
+	"testing"
+
+	"github.com/sqlinbox/inbox/dialect"
+	"github.com/sqlinbox/inbox/isolation"
+)
+
+// TestCheckGaleraAsksOnlyMySQLFamilyServers: on Postgres and SQLite, and for the lease form on
+// any server, CheckGalera sends no statement (the live Galera cluster's refusals are proven in
+// integration's TestClusterGalera).
+func TestCheckGaleraAsksOnlyMySQLFamilyServers(t *testing.T) {
+	cases := []struct {
+		d    dialect.Dialect
+		form string
+	}{
+		{dialect.Postgres[isolation.Default]{}, "rowlock"},
+		{dialect.Postgres[isolation.Default]{}, "advisory"},
+		{dialect.SQLite[isolation.Default]{}, "lease"},
+		{dialect.MariaDB[isolation.Default]{}, "lease"},
+		{dialect.MySQL[isolation.Default]{}, "lease"},
+	}
+	for _, c := range cases {
+		f := &fakeDB{}
+		if err := dialect.CheckGalera(context.Background(), c.d, f.open(t), c.form); err != nil {
+			t.Errorf("%s, %s form: %v", c.d.Name(), c.form, err)
+		}
+		if got := f.log(); len(got) != 0 {
+			t.Errorf("%s, %s form: sent %q, want nothing", c.d.Name(), c.form, got)
+		}
+	}
+}

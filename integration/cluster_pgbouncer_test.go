@@ -1,0 +1,267 @@
+package integration
+
+import (
+	"context"
+	"database/sql"
+	"database/sql/driver"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/stdlib"
+)
+
+// TestClusterPgBouncer runs the forms through PgBouncer (the Debian package) in front of a
+// private Postgres: every way of consuming in session pooling, and in transaction pooling
+// first what PgBouncer does to prepared statements and session advisory locks, then what the
+// forms do there. docs/clusters.md has the figures and what follows from them.
+func TestClusterPgBouncer(t *testing.T) {
+	pg := privatePostgres(t)
+	var (
+		mu    sync.Mutex
+		table []string
+	)
+	record := func(mode string, w clusterWay, got drainCounts) {
+		mu.Lock()
+		table = append(table, fmt.Sprintf("%-12s %-20s %s", mode, w, got))
+		mu.Unlock()
+	}
+	t.Run("session", func(t *testing.T) {
+		// Session pooling pins a server connection to each client connection for its life,
+		// idle ones included: the pool must have room for every connection of every consumer's
+		// pool, or the consumers wait for each other's idle connections.
+		pgb := startPgBouncer(t, pg, "session", 30)
+		b := backendNamed("postgres", pgb.dsn("postgres", ""))
+		c := cell{b: b}
+		admin := c.openDSN(t, pg.dsn, 4)
+		var tests []subtest
+		for _, w := range clusterWays() {
+			tests = append(tests, subtest{w.String(), func(t *testing.T) {
+				pools := []*sql.DB{c.openDSN(t, b.dsn, 4), c.openDSN(t, b.dsn, 4), c.openDSN(t, b.dsn, 4)}
+				got := drain(t, b, admin, pools, w, 200, 2, 10*time.Second)
+				record("session", w, got)
+				if got.twice > 0 || got.overlapped > 0 || got.dupSettled > 0 || got.dupEffects > 0 || got.noEffect > 0 || got.logged > 0 {
+					t.Errorf("the %s form through PgBouncer in session pooling: %s; want every row handled, settled and written once, and nothing logged", w.form, got)
+				}
+			}})
+		}
+		runConcurrently(t, 2, tests)
+	})
+	t.Run("transaction", func(t *testing.T) {
+		// Transaction pooling hands each transaction (and each statement outside one) the next
+		// free server connection. Each row lock delivery holds a transaction, and so a server
+		// connection, while its handler runs, and a handler that writes outside it needs one
+		// more: with fewer server connections than that across every consumer, the consumers
+		// wait on each other for good, silently. 12 covers the 3 consumers of 2 workers of one
+		// drain, so the drains run one at a time.
+		pgb := startPgBouncer(t, pg, "transaction", 12)
+		t.Run("facts", func(t *testing.T) { pgbouncerFacts(t, pg, pgb) })
+		// The statements the library runs by text need pgx's exec mode (or simple_protocol):
+		// its default prepares and caches each per client connection.
+		dsn := pgb.dsn("postgres", "default_query_exec_mode=exec")
+		b := backendNamed("postgres", dsn)
+		c := cell{b: b}
+		admin := c.openDSN(t, pg.dsn, 4)
+		t.Run("prepared", func(t *testing.T) {
+			// The forms prepare their statements (database/sql's Prepare, a named statement on
+			// the server connection it ran on): PgBouncer before 1.21 does not carry them to
+			// the other server connections.
+			var tests []subtest
+			for _, w := range []clusterWay{{form: "rowlock", transactional: true}, {form: "lease", transactional: true}, {form: "advisory", transactional: true}} {
+				tests = append(tests, subtest{w.String(), func(t *testing.T) {
+					pools := []*sql.DB{c.openDSN(t, dsn, 4), c.openDSN(t, dsn, 4), c.openDSN(t, dsn, 4)}
+					got := drainUntil(t, b, admin, pools, w, 200, 2, 10*time.Second, 5*time.Second)
+					record("tx prepared", w, got)
+					if w.form != "advisory" && (got.dupSettled > 0 || got.dupEffects > 0) {
+						t.Errorf("the %s form through transaction pooling, its statements failing: %s; want no row settled or written twice", w.form, got)
+					}
+				}})
+			}
+			runConcurrently(t, 1, tests)
+		})
+		t.Run("unprepared", func(t *testing.T) {
+			// The same forms with every statement sent by its text (unpreparedDB), as the
+			// library would send them if it did not prepare: the row lock and lease forms keep
+			// their promises; the advisory form's session locks do not hold.
+			var tests []subtest
+			for _, w := range clusterWays() {
+				tests = append(tests, subtest{w.String(), func(t *testing.T) {
+					pools := []*sql.DB{unpreparedDB(t, dsn, 4), unpreparedDB(t, dsn, 4), unpreparedDB(t, dsn, 4)}
+					patience := 10 * time.Second
+					if w.form == "advisory" {
+						patience = 3 * time.Second // a key left locked on a server connection holds its row back
+					}
+					got := drainUntil(t, b, admin, pools, w, 200, 2, 10*time.Second, patience)
+					record("tx by text", w, got)
+					if w.form == "advisory" {
+						return // pgbouncerFacts shows why its locks do not hold; the drain counts
+					}
+					if got.lost > 0 || got.failed != "" || got.twice > 0 || got.overlapped > 0 || got.dupSettled > 0 || got.dupEffects > 0 || got.noEffect > 0 {
+						t.Errorf("the %s form through transaction pooling, statements by text: %s; want every row handled, settled and written once", w.form, got)
+					}
+				}})
+			}
+			runConcurrently(t, 1, tests)
+		})
+	})
+	t.Log("PgBouncer, 3 consumers of 2 workers, 200 rows:\n" + strings.Join(table, "\n"))
+}
+
+// pgbouncerFacts proves what PgBouncer's transaction pooling does to what the forms stand on.
+func pgbouncerFacts(t *testing.T, pg *privateServer, pgb *pgbouncer) {
+	ctx := context.Background()
+	open := func(t *testing.T, dsn string) *sql.DB {
+		return cell{b: backendNamed("postgres", dsn)}.openDSN(t, dsn, 4)
+	}
+	t.Run("prepared statements", func(t *testing.T) {
+		// A prepares a statement, which lands on a server connection; B's transaction then
+		// holds that one (PgBouncer hands out the last idle one first), so A's next statement
+		// runs on the other.
+		db := open(t, pgb.dsn("pair", ""))
+		a, b := pin(t, db), pin(t, db)
+		stmt, err := a.PrepareContext(ctx, "SELECT $1::int + 1")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer stmt.Close()
+		tx, err := b.BeginTx(ctx, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer tx.Rollback()
+		if _, err := tx.Exec("SELECT 1"); err != nil {
+			t.Fatal(err)
+		}
+		var n int
+		err = stmt.QueryRowContext(ctx, 1).Scan(&n)
+		carries := atLeastVersion(pgb.version, 1, 21)
+		t.Logf("PgBouncer %s (carries prepared statements: %v): a prepared statement run on another server connection: %v", pgb.version, carries, err)
+		switch {
+		case carries && err != nil:
+			t.Errorf("PgBouncer %s with max_prepared_statements: %v, want the statement to run", pgb.version, err)
+		case !carries && (err == nil || !strings.Contains(err.Error(), "does not exist")):
+			t.Errorf("PgBouncer %s: a statement prepared on one server connection and run on another: %v, want \"prepared statement … does not exist\"", pgb.version, err)
+		}
+	})
+	t.Run("statements by text", func(t *testing.T) {
+		// pgx's default mode prepares and caches every statement with arguments per client
+		// connection, and so clashes on the shared server connections; exec mode sends each as
+		// an unnamed statement, which transaction pooling carries.
+		for _, mode := range []string{"cache_statement", "exec", "simple_protocol"} {
+			db := open(t, pgb.dsn("postgres", "default_query_exec_mode="+mode))
+			db.SetMaxOpenConns(12)
+			var failed atomic.Int64
+			var first atomic.Value
+			var wg sync.WaitGroup
+			for g := range 12 {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					for i := range 30 {
+						var n int
+						if err := db.QueryRowContext(ctx, "SELECT $1::int + $2::int", g, i).Scan(&n); err != nil {
+							failed.Add(1)
+							first.CompareAndSwap(nil, err.Error())
+						}
+					}
+				}()
+			}
+			wg.Wait()
+			t.Logf("default_query_exec_mode=%s: %d of 360 statements failed (%v)", mode, failed.Load(), first.Load())
+			if mode != "cache_statement" && failed.Load() > 0 {
+				t.Errorf("default_query_exec_mode=%s through transaction pooling: %d of 360 statements failed: %v", mode, failed.Load(), first.Load())
+			}
+		}
+	})
+	t.Run("session advisory locks", func(t *testing.T) {
+		// With one server connection, two clients share one server session: a session lock
+		// taken by A is A's and B's at once, and it outlives A.
+		db := open(t, pgb.dsn("single", "default_query_exec_mode=exec"))
+		key := time.Now().UnixNano()
+		a, b := pin(t, db), pin(t, db)
+		var gotA, gotB bool
+		if err := a.QueryRowContext(ctx, "SELECT pg_try_advisory_lock($1)", key).Scan(&gotA); err != nil || !gotA {
+			t.Fatalf("A's pg_try_advisory_lock: %v, %v", gotA, err)
+		}
+		if err := b.QueryRowContext(ctx, "SELECT pg_try_advisory_lock($1)", key).Scan(&gotB); err != nil {
+			t.Fatal(err)
+		}
+		if !gotB {
+			t.Error("B could not take the session lock A holds: the server session was not shared")
+		}
+		a.Close()
+		b.Close()
+		direct := open(t, pg.dsn)
+		var free bool
+		if err := direct.QueryRow("SELECT pg_try_advisory_lock($1)", key).Scan(&free); err != nil {
+			t.Fatal(err)
+		}
+		if free {
+			t.Error("the lock was free once A and B had closed their connections; want it still held by PgBouncer's server connection")
+		}
+	})
+}
+
+// unpreparedDB opens a pool of pool connections on dsn through pgx in which database/sql's
+// prepared statements are never prepared on the server: each runs by its text, in the mode the
+// DSN's default_query_exec_mode names. It stands for the library running its statements
+// unprepared, which is what transaction pooling before PgBouncer 1.21 needs.
+func unpreparedDB(t *testing.T, dsn string, pool int) *sql.DB {
+	t.Helper()
+	connector, err := stdlib.GetDefaultDriver().(driver.DriverContext).OpenConnector(dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	db := sql.OpenDB(textConnector{connector})
+	db.SetMaxOpenConns(pool)
+	db.SetMaxIdleConns(pool)
+	t.Cleanup(func() { db.Close() })
+	return db
+}
+
+type textConnector struct{ driver.Connector }
+
+func (c textConnector) Connect(ctx context.Context) (driver.Conn, error) {
+	conn, err := c.Connector.Connect(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return textConn{conn.(*stdlib.Conn)}, nil
+}
+
+// textConn is a pgx connection whose prepared statements are their text.
+type textConn struct{ *stdlib.Conn }
+
+func (c textConn) Prepare(query string) (driver.Stmt, error) { return textStmt{c.Conn, query}, nil }
+
+func (c textConn) PrepareContext(_ context.Context, query string) (driver.Stmt, error) {
+	return textStmt{c.Conn, query}, nil
+}
+
+type textStmt struct {
+	conn  *stdlib.Conn
+	query string
+}
+
+func (s textStmt) Close() error  { return nil }
+func (s textStmt) NumInput() int { return -1 }
+
+func (s textStmt) Exec([]driver.Value) (driver.Result, error) {
+	return nil, errors.New("textStmt: Exec without a context")
+}
+
+func (s textStmt) Query([]driver.Value) (driver.Rows, error) {
+	return nil, errors.New("textStmt: Query without a context")
+}
+
+func (s textStmt) ExecContext(ctx context.Context, args []driver.NamedValue) (driver.Result, error) {
+	return s.conn.ExecContext(ctx, s.query, args)
+}
+
+func (s textStmt) QueryContext(ctx context.Context, args []driver.NamedValue) (driver.Rows, error) {
+	return s.conn.QueryContext(ctx, s.query, args)
+}
