@@ -10,7 +10,7 @@ help: ## list the targets
 # -count=1: the compile-fail test builds programs under testdata/, which the test cache does
 # not see; the live tests must run against the databases as they are now.
 test: fmt-check vet ## gofmt check, go vet and go test -race on every module
-	go test -race -count=1 $(PKGS)
+	go test -race -count=1 -timeout 30m $(PKGS)
 
 test/integration: ## only the live tests, failing when a database is unreachable
 	INBOX_REQUIRE_DATABASES=1 go test -race -count=1 ./integration/...
