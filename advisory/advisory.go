@@ -372,7 +372,11 @@ func (f *Form[D]) Extend(ctx context.Context, d *inbox.Delivery) error {
 
 // Settle applies o to the row on the delivery's connection, then releases the lock and gives
 // the connection back. In transactional mode an Ack runs the settlement in the handler's
-// transaction and commits both; any other outcome rolls the handler's writes back first. It
+// transaction and commits both; any other outcome rolls the handler's writes back first. When
+// the handler's transaction cannot settle (a statement of the handler's still runs on it,
+// inbox.ErrTransactionHeld, or the database ended it under the handler,
+// inbox.ErrTransactionEnded), nothing is settled, whatever the outcome: the transaction is
+// rolled back and the lock released, and the row is claimable again, its attempt counted. It
 // fails with inbox.ErrClosed when the hold had already ended (the form was closed, or the
 // delivery was settled or released before): the row is back in the queue and nothing changed.
 // A settlement statement that fails changes nothing either: the row returns when the lock is

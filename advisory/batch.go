@@ -105,9 +105,9 @@ func (f *Form[D]) ClaimBatch(ctx context.Context, max int) ([]*inbox.Delivery, e
 func (f *Form[D]) keep(ctx context.Context, h *hold) error {
 	for _, d := range h.ds {
 		d.Hold = h
-		if h.tx != nil {
-			d.LendTx(h.tx)
-		}
+	}
+	if h.tx != nil {
+		inbox.LendTx(h.tx, f.d, f.t.Raw.Name, h.ds...)
 	}
 	f.mu.Lock()
 	open := f.open
@@ -132,7 +132,9 @@ func (f *Form[D]) keep(ctx context.Context, h *hold) error {
 // In transactional mode the handler's writes commit with the settlements only when every outcome
 // is Ack; otherwise they roll back, and each row settles by its outcome with an Ack settled as a
 // Retry (its writes did not land). A batch holds its rows until it settles, so no row of it is
-// ever lost to another consumer (this form never reports inbox.ErrLeaseLost).
+// ever lost to another consumer (this form never reports inbox.ErrLeaseLost). When the
+// transaction cannot settle (inbox.ErrTransactionHeld, inbox.ErrTransactionEnded), nothing is
+// settled and the rows are given back, as Settle does.
 //
 // It fails with inbox.ErrClosed when the batch's hold had already ended, and, changing nothing,
 // when ds is not one whole batch or os does not give an outcome per delivery. A settlement

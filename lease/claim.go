@@ -69,7 +69,7 @@ func (f *Form[D]) keepRows(ctx context.Context, b *binding, ds []*inbox.Delivery
 			return nil, errors.Join(errs...)
 		}
 		holds[i].tx = tx
-		d.LendTx(tx)
+		inbox.LendTx(tx, f.d, f.t.Name, d)
 	}
 	return ds, nil
 }

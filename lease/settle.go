@@ -110,8 +110,12 @@ func padded(ids []int64, size int) []any {
 //
 // In transactional mode an Ack settles inside the handler's transaction and commits both, so
 // the handler's writes land only with a lease that still held; every other outcome rolls the
-// transaction back first and settles outside it. A settlement whose statement or commit fails
-// returns that error and leaves the row leased until its lease runs out.
+// transaction back first and settles outside it. When the handler's transaction cannot settle
+// (a statement of the handler's still runs on it, inbox.ErrTransactionHeld, or the database
+// ended it under the handler, inbox.ErrTransactionEnded), Settle settles nothing, whatever the
+// outcome: it rolls the transaction back and clears the lease, so the row is claimable again at
+// once. A settlement whose statement or commit fails returns that error and leaves the row
+// leased until its lease runs out.
 //
 // The delivery's hold ends with Settle, whatever it returns.
 func (f *Form[D]) Settle(ctx context.Context, d *inbox.Delivery, o outcome.Outcome) error {

@@ -357,9 +357,7 @@ func (f *Form[D]) claimTx(ctx context.Context, claim *sql.Stmt, batch bool) ([]*
 		if _, err := tx.ExecContext(ctx, "SAVEPOINT "+savepoint); err != nil {
 			return abandon(fmt.Errorf("%s: SAVEPOINT for the handler's writes: %w", rowsOf(ds), err))
 		}
-		for _, d := range ds {
-			d.LendTx(tx)
-		}
+		inbox.LendTx(tx, f.d, f.t.Name, ds...)
 	}
 	if !stop() {
 		// ctx ended after the rows were read: database/sql is rolling the transaction back.
@@ -417,13 +415,23 @@ func (f *Form[D]) take(d *inbox.Delivery) (*hold, error) {
 	return h, nil
 }
 
+// takeBack ends the handlers' loan of the hold's transaction (in transactional mode) and reports
+// why the hold cannot settle: inbox.ErrTransactionHeld or inbox.ErrTransactionEnded, or nil.
+func (h *hold) takeBack() error {
+	var first error
+	for _, d := range h.ds {
+		if err := d.TakeBackTx(); err != nil && first == nil {
+			first = err
+		}
+	}
+	return first
+}
+
 // end rolls the hold's transaction back, ending the handler's loan first so that its later
 // statements fail with inbox.ErrTransactionHeld. The rollback waits for a statement of the
 // handler's still running on the transaction.
 func (h *hold) end() error {
-	for _, d := range h.ds {
-		d.TakeBackTx()
-	}
+	h.takeBack()
 	err := h.tx.Rollback()
 	h.cancel()
 	if errors.Is(err, sql.ErrTxDone) {
@@ -441,8 +449,11 @@ func (h *hold) end() error {
 // In transactional mode Settle first takes the transaction back from the handler: when a
 // statement of the handler's is still running on it, Settle waits for that statement, rolls the
 // whole transaction back, and fails with inbox.ErrTransactionHeld (the row is unchanged and
-// claimable again). Ack commits the handler's writes with the settlement; every other outcome
-// rolls them back to the savepoint first.
+// claimable again). When the database ended the transaction while the handler had it (MySQL
+// and MariaDB end it on a deadlock, releasing the row lock with it), Settle rolls back and
+// fails with inbox.ErrTransactionEnded, whatever the outcome: a settlement statement would run
+// in autocommit, on a row another consumer may hold by then. Ack commits the handler's writes
+// with the settlement; every other outcome rolls them back to the savepoint first.
 //
 // A failure rolls the transaction back, so the row is unchanged and claimable again; a failed
 // COMMIT is returned as it is. A delivery of a batch is refused and stays held: a batch
@@ -458,7 +469,7 @@ func (f *Form[D]) Settle(ctx context.Context, d *inbox.Delivery, o outcome.Outco
 	}
 	defer h.cancel()
 
-	if err := d.TakeBackTx(); err != nil {
+	if err := h.takeBack(); err != nil {
 		return errors.Join(fmt.Errorf("inbox: table %q, queue %q: settling row %d (%s): nothing settled, the row is back in the queue: %w", f.t.Name, f.q.Name, d.ID, o, err), f.rollback(h))
 	}
 	what, s, args := f.settlement(d, o)
