@@ -34,6 +34,7 @@ type fakeForm struct {
 	overlap   bool           // an Extend overlapped the same row's Settle
 	closed    int
 	opened    chan struct{} // closed by the first successful Open
+	stuck     chan struct{} // when set, Release waits for it to close, as a form waiting for a handler's statement would
 }
 
 func newFakeForm(table string, ids ...int64) *fakeForm {
@@ -106,6 +107,9 @@ func (f *fakeForm) Settle(ctx context.Context, d *Delivery, o outcome.Outcome) e
 }
 
 func (f *fakeForm) Release(ctx context.Context, d *Delivery) error {
+	if f.stuck != nil {
+		<-f.stuck
+	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.released = append(f.released, d.ID)
@@ -336,6 +340,79 @@ func TestShutdownLetsHandlersFinishThenAbandonsTheRest(t *testing.T) {
 	}
 	if _, ok := f.settled[2]; ok || len(f.released) != 1 || f.released[0] != 2 {
 		t.Fatalf("row 2: settled %v, released %v; want released and not settled", f.settled[2], f.released)
+	}
+}
+
+// TestShutdownDoesNotWaitForAFormStuckGivingRowsBack: a form that cannot give an abandoned row
+// back (waiting for a statement its handler still runs) keeps Run no longer than the shutdown
+// timeout and a grace; the queue is free for another consumer at once, and the form closes, free
+// for another Run, once it has given the row back.
+func TestShutdownDoesNotWaitForAFormStuckGivingRowsBack(t *testing.T) {
+	f := newFakeForm("jobs", 1)
+	f.stuck = make(chan struct{})
+	started := make(chan struct{})
+	h := HandlerFunc(func(ctx context.Context, d *Delivery) outcome.Outcome {
+		close(started)
+		select {} // never returns, whatever its context says
+	})
+	var logs logBuffer
+	const timeout = 100 * time.Millisecond
+	c := NewConsumer(noDB(0), f, h, &Config{Queue: "q", ShutdownTimeout: timeout, Logger: logs.logger()})
+	ctx, cancel := context.WithCancel(context.Background())
+	errc := make(chan error, 1)
+	go func() { errc <- c.Run(ctx) }()
+	<-started
+	cancel()
+	stopped := time.Now()
+	select {
+	case err := <-errc:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("Run waited for the form to give the abandoned row back")
+	}
+	if took, limit := time.Since(stopped), timeout+shutdownGrace+2*time.Second; took > limit {
+		t.Errorf("Run returned %v after its context ended, want at most %v", took, limit)
+	}
+	if !strings.Contains(logs.String(), "finish in the background") {
+		t.Errorf("the log does not say the rest finishes in the background:\n%s", logs.String())
+	}
+	done, doneCancel := context.WithCancel(context.Background())
+	doneCancel()
+	if err := NewConsumer(noDB(0), newFakeForm("jobs"), h, &Config{Queue: "q"}).Run(done); err != nil {
+		t.Errorf("another consumer of the queue after Run returned: %v", err)
+	}
+	if err := NewConsumer(noDB(0), f, h, &Config{Queue: "q"}).Run(done); !errors.Is(err, ErrAlreadyConsuming) {
+		t.Errorf("the form still giving a row back, in another consumer: %v, want ErrAlreadyConsuming", err)
+	}
+
+	close(f.stuck)
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		f.mu.Lock()
+		closed, released := f.closed, f.released
+		f.mu.Unlock()
+		if closed == 1 {
+			if len(released) != 1 || released[0] != 1 {
+				t.Errorf("released %v before Close, want row 1", released)
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the form was not closed after it gave the row back")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	for try := 0; ; try++ { // releaseForm runs just after Close
+		err := NewConsumer(noDB(0), f, h, &Config{Queue: "q"}).Run(done)
+		if err == nil {
+			break
+		}
+		if try == 100 {
+			t.Fatalf("the closed form in another consumer: %v", err)
+		}
+		time.Sleep(5 * time.Millisecond)
 	}
 }
 

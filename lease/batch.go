@@ -49,7 +49,7 @@ func (f *Form[D]) ClaimBatch(ctx context.Context, max int) ([]*inbox.Delivery, e
 		defer h.mu.Unlock()
 		return nil, errors.Join(fmt.Errorf("inbox: table %q: opening the transaction of the batch %v: %w; the claimed rows were given back", f.t.Name, h.batch, err), b.giveBack(context.WithoutCancel(ctx), h, ds[0].ID))
 	}
-	h.tx = tx
+	h.tx, h.lent = tx, ds[0]
 	inbox.LendTx(tx, f.d, f.t.Name, ds...)
 	return ds, nil
 }
@@ -86,8 +86,7 @@ func (f *Form[D]) SettleBatch(ctx context.Context, ds []*inbox.Delivery, os []ou
 		allAck = allAck && o.Kind() == outcome.KindAck
 	}
 	if h.tx != nil {
-		// The deliveries share one loan: taking it back from one takes it back from all.
-		if err := ds[0].TakeBackTx(); err != nil {
+		if err := b.takeBack(h); err != nil {
 			return errors.Join(err, fmt.Errorf("table %q: nothing settled, the handler's writes were rolled back and the batch's rows given back", f.t.Name), b.giveBack(ctx, h, ds[0].ID))
 		}
 		tx := h.tx
@@ -201,9 +200,6 @@ func (f *Form[D]) ReleaseBatch(ctx context.Context, ds []*inbox.Delivery) error 
 		return err
 	}
 	defer unlock()
-	for _, d := range ds {
-		d.TakeBackTx() // the handler may still run: its later statements must fail, not land
-	}
 	return b.giveBack(ctx, h, ds[0].ID)
 }
 

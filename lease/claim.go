@@ -68,7 +68,7 @@ func (f *Form[D]) keepRows(ctx context.Context, b *binding, ds []*inbox.Delivery
 			}
 			return nil, errors.Join(errs...)
 		}
-		holds[i].tx = tx
+		holds[i].tx, holds[i].lent = tx, d
 		inbox.LendTx(tx, f.d, f.t.Name, d)
 	}
 	return ds, nil

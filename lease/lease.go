@@ -130,8 +130,9 @@ type binding struct {
 // transaction.
 type hold struct {
 	mu    sync.Mutex
-	token time.Time  // the expiry last committed into the row, UTC, to the microsecond
-	tx    dialect.Tx // transactional mode, until the settlement takes it
+	token time.Time       // the expiry last committed into the row, UTC, to the microsecond
+	tx    dialect.Tx      // transactional mode, until the settlement takes it
+	lent  *inbox.Delivery // a delivery tx is lent to (a batch's deliveries share one loan), or nil
 	// txToken is the expiry an extension wrote inside tx (SQLite only, see Extend); it holds
 	// only if tx commits. Zero when none was written.
 	txToken time.Time

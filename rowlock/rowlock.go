@@ -428,10 +428,20 @@ func (h *hold) takeBack() error {
 }
 
 // end rolls the hold's transaction back, ending the handler's loan first so that its later
-// statements fail with inbox.ErrTransactionHeld. The rollback waits for a statement of the
-// handler's still running on the transaction.
+// statements fail with inbox.ErrTransactionHeld. A transaction a statement of the handler's
+// still runs on is rolled back once that statement is done, without waiting for it here:
+// database/sql's Rollback waits for it, and the handler may run it for as long as it likes (a
+// handler abandoned at shutdown, a goroutine it left behind). Its rows are claimable again when
+// the rollback runs.
 func (h *hold) end() error {
-	h.takeBack()
+	if errors.Is(h.takeBack(), inbox.ErrTransactionHeld) {
+		go h.rollback()
+		return nil
+	}
+	return h.rollback()
+}
+
+func (h *hold) rollback() error {
 	err := h.tx.Rollback()
 	h.cancel()
 	if errors.Is(err, sql.ErrTxDone) {
@@ -447,9 +457,9 @@ func (h *hold) end() error {
 // retried, as the consumer does.
 //
 // In transactional mode Settle first takes the transaction back from the handler: when a
-// statement of the handler's is still running on it, Settle waits for that statement, rolls the
-// whole transaction back, and fails with inbox.ErrTransactionHeld (the row is unchanged and
-// claimable again). When the database ended the transaction while the handler had it (MySQL
+// statement of the handler's is still running on it, Settle fails with
+// inbox.ErrTransactionHeld at once, and the whole transaction is rolled back once that
+// statement is done (the row is unchanged, and claimable again then). When the database ended the transaction while the handler had it (MySQL
 // and MariaDB end it on a deadlock, releasing the row lock with it), Settle rolls back and
 // fails with inbox.ErrTransactionEnded, whatever the outcome: a settlement statement would run
 // in autocommit, on a row another consumer may hold by then. Ack commits the handler's writes
@@ -513,8 +523,9 @@ func (f *Form[D]) settlement(d *inbox.Delivery, o outcome.Outcome) (string, *sql
 	return "retry", f.retry, []any{d.ID}
 }
 
+// rollback ends h (see end) and reports a rollback that failed.
 func (f *Form[D]) rollback(h *hold) error {
-	if err := h.tx.Rollback(); err != nil && !errors.Is(err, sql.ErrTxDone) {
+	if err := h.end(); err != nil {
 		return fmt.Errorf("inbox: table %q, queue %q: rolling back: %w", f.t.Name, f.q.Name, err)
 	}
 	return nil
@@ -530,8 +541,9 @@ func (f *Form[D]) fail(h *hold, ds []*inbox.Delivery, what string, err error) er
 func (f *Form[D]) Extend(context.Context, *inbox.Delivery) error { return nil }
 
 // Release rolls the delivery's transaction back: the row is claimable again at once, with its
-// attempt count unchanged. It waits for a statement of the handler's still running on the
-// transaction in transactional mode. A delivery of a batch is refused and stays held: a batch
+// attempt count unchanged. In transactional mode a transaction a statement of the handler's
+// still runs on is rolled back once that statement is done, and the row is claimable then;
+// Release does not wait for it. A delivery of a batch is refused and stays held: a batch
 // is given back whole, with ReleaseBatch.
 func (f *Form[D]) Release(_ context.Context, d *inbox.Delivery) error {
 	if err := f.enter(); err != nil {
@@ -549,7 +561,8 @@ func (f *Form[D]) Release(_ context.Context, d *inbox.Delivery) error {
 }
 
 // Close rolls back the transactions of the deliveries and batches still held (their rows are
-// claimable again at once), waits for the calls in progress, and frees the prepared
+// claimable again at once; a transaction a statement of the handler's still runs on is rolled
+// back once that statement is done), waits for the calls in progress, and frees the prepared
 // statements. Later calls fail with inbox.ErrClosed. Closing a form that is not open does
 // nothing.
 func (f *Form[D]) Close() error {

@@ -555,8 +555,9 @@ func TestRowlockClaimReportsPersistentConflicts(t *testing.T) {
 }
 
 // TestRowlockTransactionHeld: a statement of the handler's still running on the delivery's
-// transaction when Settle is called makes the settlement fail with ErrTransactionHeld; the
-// transaction is rolled back after that statement ends, and no settlement statement runs.
+// transaction when Settle is called makes the settlement fail with ErrTransactionHeld at once,
+// without waiting for that statement; the transaction is rolled back after that statement
+// ends, and no settlement statement runs.
 func TestRowlockTransactionHeld(t *testing.T) {
 	for _, dc := range []rowlockDialect{rowlockPostgres, rowlockMySQL} {
 		t.Run(dc.name, func(t *testing.T) {
@@ -577,13 +578,20 @@ func TestRowlockTransactionHeld(t *testing.T) {
 				leftBehind <- err
 			}()
 			<-started
+			rolledBack := m.whenRollbacks(1)
 			err := f.Settle(context.Background(), d, outcome.Ack())
 			if !errors.Is(err, inbox.ErrTransactionHeld) {
 				t.Fatalf("Settle = %v; want ErrTransactionHeld", err)
 			}
+			select {
+			case <-leftBehind:
+				t.Error("Settle returned only after the handler's statement")
+			default:
+			}
 			if err := <-leftBehind; err != nil {
 				t.Fatalf("the handler's statement: %v", err)
 			}
+			<-rolledBack
 			if err := f.Close(); err != nil {
 				t.Fatal(err)
 			}
