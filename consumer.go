@@ -375,6 +375,12 @@ type slot struct {
 
 	outs []outcome.Outcome  // the worker's outcomes of its unit in work, reused
 	one  [1]outcome.Outcome // a single handler's outcome, reused
+
+	// The worker's handler context, a child of the run's, which the extender cancels when it
+	// finds the hold of the unit in work lost. Replaced only once cancelled, so that a delivery
+	// costs no allocation; written by the worker under mu.
+	ctx    context.Context
+	cancel context.CancelCauseFunc
 }
 
 // relayWakeups turns a publish's wake-up into a broadcast to the idle workers.
@@ -560,6 +566,9 @@ func (r *run) noteClaim(err error) {
 // worker must stop.
 func (r *run) deliver(ctx context.Context, ops *detached, s *slot, u []*Delivery, mayClaim bool) ([]*Delivery, bool) {
 	s.mu.Lock()
+	if s.ctx == nil || s.ctx.Err() != nil {
+		s.ctx, s.cancel = context.WithCancelCause(r.handlerCtx)
+	}
 	s.inWork = u
 	s.mu.Unlock()
 
@@ -684,9 +693,9 @@ func (r *run) call(s *slot, ds []*Delivery) (outs []outcome.Outcome) {
 		}
 	}()
 	if r.c.bh != nil {
-		return r.c.bh.HandleBatch(r.handlerCtx, ds)
+		return r.c.bh.HandleBatch(s.ctx, ds)
 	}
-	s.one[0] = r.c.h.Handle(r.handlerCtx, ds[0])
+	s.one[0] = r.c.h.Handle(s.ctx, ds[0])
 	return s.one[:]
 }
 
@@ -707,7 +716,9 @@ func (r *run) release(u []*Delivery) {
 
 // extend renews the hold on every unit in work each ExtendEvery, until the workers are done (a
 // batch's hold is renewed through its first delivery). A unit's extension and its settlement
-// never overlap: both take its slot's lock.
+// never overlap: both take its slot's lock. An extension that finds the hold lost
+// (ErrLeaseLost) cancels the unit's handler with that error as the cause, and the unit is not
+// extended again.
 func (r *run) extend(ctx context.Context, done chan<- struct{}) {
 	defer close(done)
 	if r.plan.ExtendEvery <= 0 {
@@ -726,10 +737,14 @@ func (r *run) extend(ctx context.Context, done chan<- struct{}) {
 		}
 		for _, s := range r.slots {
 			s.mu.Lock()
-			if u := s.inWork; u != nil && !s.abandoned {
+			if u := s.inWork; u != nil && !s.abandoned && s.ctx.Err() == nil {
 				err := r.c.form.Extend(ops.begin(), u[0])
 				ops.end()
-				if err != nil {
+				switch {
+				case errors.Is(err, ErrLeaseLost):
+					s.cancel(err)
+					r.log.Warn("inbox: lease lost while the handler ran; its context is cancelled, and its settlement will change nothing", "ids", ids(u), "err", err)
+				case err != nil:
 					r.log.Warn("inbox: extending a hold failed; the handler goes on, and its settlement will fail if the hold is lost", "ids", ids(u), "err", err)
 				}
 			}

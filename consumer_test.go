@@ -6,6 +6,7 @@ import (
 	"database/sql"
 	"database/sql/driver"
 	"errors"
+	"fmt"
 	"log/slog"
 	"slices"
 	"strings"
@@ -33,8 +34,9 @@ type fakeForm struct {
 	extending map[int64]bool // an Extend is running
 	overlap   bool           // an Extend overlapped the same row's Settle
 	closed    int
-	opened    chan struct{} // closed by the first successful Open
-	stuck     chan struct{} // when set, Release waits for it to close, as a form waiting for a handler's statement would
+	opened    chan struct{}   // closed by the first successful Open
+	stuck     chan struct{}   // when set, Release waits for it to close, as a form waiting for a handler's statement would
+	extendErr map[int64]error // what Extend of a row returns
 }
 
 func newFakeForm(table string, ids ...int64) *fakeForm {
@@ -86,6 +88,10 @@ func (f *fakeForm) Claim(ctx context.Context, max int) ([]*Delivery, error) {
 
 func (f *fakeForm) Extend(ctx context.Context, d *Delivery) error {
 	f.mu.Lock()
+	if err := f.extendErr[d.ID]; err != nil {
+		f.mu.Unlock()
+		return err
+	}
 	f.extending[d.ID] = true
 	f.extended[d.ID]++
 	f.mu.Unlock()
@@ -550,6 +556,46 @@ func TestConsumerExtendsHoldsWhileHandlersRun(t *testing.T) {
 	}
 	if f.overlap {
 		t.Fatal("an extension ran during its row's settlement")
+	}
+}
+
+// TestALostLeaseCancelsItsHandler: an extension that finds the hold lost (ErrLeaseLost) cancels
+// its handler's context with that error as the cause; an extension that fails otherwise leaves
+// the handler alone, and the worker's next handler gets a context that is not cancelled.
+func TestALostLeaseCancelsItsHandler(t *testing.T) {
+	lost := fmt.Errorf("%w: table \"jobs\", row 1: taken by another consumer", ErrLeaseLost)
+	f := newFakeForm("jobs", 1, 2, 3)
+	f.plan.ExtendEvery = 10 * time.Millisecond
+	f.extendErr = map[int64]error{1: lost, 2: errors.New("connection reset")}
+	var mu sync.Mutex
+	causes := map[int64]error{}
+	h := HandlerFunc(func(ctx context.Context, d *Delivery) outcome.Outcome {
+		var cause error
+		select {
+		case <-ctx.Done():
+			cause = context.Cause(ctx)
+		case <-time.After(300 * time.Millisecond): // many extensions
+		}
+		mu.Lock()
+		causes[d.ID] = cause
+		mu.Unlock()
+		return outcome.Ack()
+	})
+	var logs logBuffer
+	c := NewConsumer(noDB(0), f, h, &Config{Logger: logs.logger()}) // one worker: rows 1, 2, 3 in turn
+	if err := runUntil(t, c, func() bool { return f.settledCount() == 3 }); err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if !errors.Is(causes[1], ErrLeaseLost) || causes[1] != lost {
+		t.Errorf("the handler of the row whose lease was lost: context cause %v, want the extension's %v", causes[1], lost)
+	}
+	if causes[2] != nil || causes[3] != nil {
+		t.Errorf("handlers of rows 2 (extension failing otherwise) and 3: context causes %v and %v, want none", causes[2], causes[3])
+	}
+	if !strings.Contains(logs.String(), "its context is cancelled") {
+		t.Errorf("the lost lease was not logged:\n%s", logs.String())
 	}
 }
 
