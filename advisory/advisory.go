@@ -454,10 +454,13 @@ func (h *hold) takeBack() error {
 // connection back (see unlock). A transaction a statement of the handler's still runs on is
 // rolled back, and the locks released, once that statement is done, without waiting for it
 // here: database/sql's Rollback waits for it, and the handler may run it for as long as it
-// likes (a handler abandoned at shutdown, a goroutine it left behind).
+// likes (a handler abandoned at shutdown, a goroutine it left behind). Such a give-back is
+// counted in f.busy, so Close waits for it.
 func (f *Form[D]) giveBack(ctx context.Context, h *hold) {
 	if h.tx != nil && errors.Is(h.takeBack(), inbox.ErrTransactionHeld) {
+		f.busy.Add(1)
 		go func() {
+			defer f.busy.Done()
 			if f.rollback(h) {
 				ctx, cancel := context.WithTimeout(context.Background(), closeTimeout)
 				defer cancel()
@@ -592,7 +595,7 @@ func discard(conn *sql.Conn) {
 
 // Close releases the locks of every delivery and batch still in work (rolling back their
 // transactions; one a statement of the handler's still runs on, and its locks, once that
-// statement is done) and waits for the claims and settlements in flight; a settlement after it fails
+// statement is done) and waits for the claims, settlements and give-backs in flight; a settlement after it fails
 // with inbox.ErrClosed. The form can be opened again.
 func (f *Form[D]) Close() error {
 	f.life.Lock()
