@@ -101,9 +101,11 @@ func deadlockCell(t *testing.T, c cell, batch, read bool) {
 	handle := func(ctx context.Context, ds []*inbox.Delivery) outcome.Outcome {
 		mu.Lock()
 		round := 0
-		for _, d := range ds {
+		nth := make([]int, len(ds)) // which delivery of its row each is
+		for i, d := range ds {
 			deliveries[d.ID]++
-			round = max(round, deliveries[d.ID])
+			nth[i] = deliveries[d.ID]
+			round = max(round, nth[i])
 		}
 		firstRound := round == 1 && handlers < 2
 		order := [2]int{1, 2}
@@ -153,8 +155,8 @@ func deadlockCell(t *testing.T, c cell, batch, read bool) {
 		// The loser ignores the deadlock and goes on writing, through another delivery's Tx
 		// in a batch (they share the transaction).
 		var after []error
-		for _, d := range ds {
-			_, werr := d.Tx.ExecContext(ctx, insert, d.ID, deliveries[d.ID])
+		for i, d := range ds {
+			_, werr := d.Tx.ExecContext(ctx, insert, d.ID, nth[i])
 			after = append(after, werr)
 		}
 		if err != nil {
