@@ -2,13 +2,29 @@ package integration
 
 import (
 	"context"
+	"database/sql/driver"
+	"fmt"
 	"sync"
 	"testing"
 	"time"
 
+	sqlite "github.com/glebarez/go-sqlite"
+
 	"github.com/sqlinbox/inbox"
 	"github.com/sqlinbox/inbox/outcome"
 )
+
+// SQLite has no sleep function: the tests' connections get one, inbox_sleep(seconds).
+func init() {
+	sqlite.MustRegisterScalarFunction("inbox_sleep", 1, func(_ *sqlite.FunctionContext, args []driver.Value) (driver.Value, error) {
+		seconds, ok := args[0].(int64)
+		if !ok {
+			return nil, fmt.Errorf("inbox_sleep(%v): want whole seconds", args[0])
+		}
+		time.Sleep(time.Duration(seconds) * time.Second)
+		return nil, nil
+	})
+}
 
 // TestShutdownTimeoutBoundsRunInTransactionalMode: a transactional handler inside a long
 // statement on Delivery.Tx, run with a context of its own rather than the handler's (so that
@@ -26,13 +42,13 @@ func TestShutdownTimeoutBoundsRunInTransactionalMode(t *testing.T) {
 	runConcurrently(t, 4, tests)
 }
 
-// shutdownStatement is the cell's statement that runs for about shutdownStatementFor.
+// shutdownStatement is the cell's statement that runs for shutdownStatementFor.
 func shutdownStatement(c cell) string {
 	switch c.b.name {
 	case "postgres":
 		return "SELECT pg_sleep(12)"
-	case "sqlite": // no sleep function: a count that takes about as long
-		return "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c WHERE x < 20000000) SELECT count(*) FROM c"
+	case "sqlite":
+		return "SELECT inbox_sleep(12)"
 	}
 	return "SELECT SLEEP(12)"
 }
