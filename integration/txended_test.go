@@ -86,6 +86,8 @@ func deadlockCell(t *testing.T, c cell, batch, read bool) {
 		handlers   int // first-round handlers
 		arrived    int // first-round handlers that took their first account's lock
 		barrier    = make(chan struct{})
+		returned   int // first-round handlers that returned
+		roundOver  = make(chan struct{})
 		losers     []string // what each deadlock's loser saw
 		errs       []string
 	)
@@ -97,7 +99,8 @@ func deadlockCell(t *testing.T, c cell, batch, read bool) {
 	// handle is one handler call on the rows of ds (one, or a batch). The first two calls are
 	// the first round: each adds to its first account, waits for the other to have done the
 	// same, then adds to the other account, one of them deadlocking. Later calls (the loser's
-	// rows delivered again) just do their work.
+	// rows delivered again) wait for the first round's handlers to return, so that they take no
+	// lock the winner still waits for, then just do their work.
 	handle := func(ctx context.Context, ds []*inbox.Delivery) outcome.Outcome {
 		mu.Lock()
 		round := 0
@@ -116,7 +119,21 @@ func deadlockCell(t *testing.T, c cell, batch, read bool) {
 			handlers++
 		}
 		mu.Unlock()
+		if firstRound {
+			defer func() {
+				mu.Lock()
+				if returned++; returned == 2 {
+					close(roundOver)
+				}
+				mu.Unlock()
+			}()
+		}
 		if round > 1 {
+			select {
+			case <-roundOver:
+			case <-time.After(20 * time.Second):
+				fail("rows %v: the first round's handlers did not return within 20 s", deliveryIDs(ds))
+			}
 			// Delivered again after the deadlock: nothing of the first delivery may have landed.
 			for _, d := range ds {
 				if n := sideRows(d.ID); n != 0 {
