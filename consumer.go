@@ -34,8 +34,12 @@ type Config struct {
 	PollInterval time.Duration
 	// ShutdownTimeout is how long Run lets handlers in work finish once its context is done.
 	// Then it cancels their context and abandons them: each abandoned row returns to the queue
-	// by its form's rule (at once for the row lock and advisory forms; the lease form clears its
-	// lease). Default 30 s.
+	// by its form's rule (at once for the row lock and advisory forms, or in transactional mode
+	// once a statement the handler still runs on Delivery.Tx is done, since its transaction
+	// cannot end before; the lease form clears its lease at once). Run returns within about a
+	// second of the timeout whatever the handlers do: what is still giving rows back or closing
+	// the form then finishes in the background, and the form can be run again once it has.
+	// Default 30 s.
 	ShutdownTimeout time.Duration
 	// Transactional lends each delivery a transaction (Delivery.Tx) opened at the dialect's
 	// level: Ack commits the handler's writes with the settlement, every other outcome rolls
@@ -165,11 +169,11 @@ func (d *detached) stop() {
 // once. A database that cannot be reached, at startup or later, is logged and tried again within
 // each PollInterval; Run keeps going and picks up again when it returns.
 func (c *Consumer) Run(ctx context.Context) error {
-	plan, release, err := c.open(ctx)
+	plan, closeForm, unqueue, err := c.open(ctx)
 	if err != nil || plan == nil {
 		return err
 	}
-	defer release()
+	defer unqueue()
 	log := c.log.With("queue", c.cfg.Queue, "table", plan.Table)
 
 	workers := c.cfg.Workers
@@ -225,45 +229,65 @@ func (c *Consumer) Run(ctx context.Context) error {
 	}
 
 	<-ctx.Done()
-	r.shutdown()
-	<-extendDone
-	<-unclaimableDone
+	// Everything after the handlers' shutdown timeout gives rows back and closes the form, which
+	// may wait for a statement a handler runs on a connection the form also uses (database/sql
+	// closes a prepared statement only once each connection it was prepared on is free). Run
+	// does not wait for that longer than shutdownGrace: the rest finishes in the background.
+	finished := make(chan struct{})
+	go func() {
+		defer close(finished)
+		r.shutdown()
+		<-extendDone
+		<-unclaimableDone
+		closeForm()
+	}()
+	grace := time.NewTimer(c.cfg.ShutdownTimeout + shutdownGrace)
+	defer grace.Stop()
+	select {
+	case <-finished:
+	case <-grace.C:
+		log.Warn("inbox: giving rows back and closing the form outlast the shutdown timeout, waiting for statements the abandoned handlers still run; Run returns and they finish in the background, the form free again once they have", "shutdown_timeout", c.cfg.ShutdownTimeout)
+	}
 	return nil
 }
 
-// open opens the form, retrying while the database cannot be reached. It returns a nil plan
-// when ctx ends first.
-func (c *Consumer) open(ctx context.Context) (*Plan, func(), error) {
+// shutdownGrace bounds how long Run waits, after the shutdown timeout, for the form to give the
+// abandoned rows back and close.
+const shutdownGrace = time.Second
+
+// open opens the form, retrying while the database cannot be reached, and claims the queue in
+// this process. It returns a nil plan when ctx ends first. closeForm closes the form and lets
+// another consumer open it; unqueue lets another consumer claim the queue.
+func (c *Consumer) open(ctx context.Context) (plan *Plan, closeForm, unqueue func(), err error) {
 	if err := claimForm(c.form); err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	q := Queue{Name: c.cfg.Queue, Transactional: c.cfg.Transactional, Logger: c.log}
 	for {
 		plan, err := c.form.Open(ctx, c.db, q)
 		if err == nil {
-			stop, err := claimQueue(c.db, plan.Table, c.cfg.Queue)
+			unqueue, err := claimQueue(c.db, plan.Table, c.cfg.Queue)
 			if err != nil {
 				c.form.Close()
 				releaseForm(c.form)
-				return nil, nil, err
+				return nil, nil, nil, err
 			}
 			return &plan, func() {
 				if err := c.form.Close(); err != nil {
 					c.log.Error("inbox: closing the form", "queue", c.cfg.Queue, "table", plan.Table, "err", err)
 				}
-				stop()
 				releaseForm(c.form)
-			}, nil
+			}, unqueue, nil
 		}
 		if fatal(err) {
 			releaseForm(c.form)
-			return nil, nil, err
+			return nil, nil, nil, err
 		}
 		c.log.Error("inbox: opening the consumer failed; trying again", "queue", c.cfg.Queue, "err", err, "in", c.cfg.PollInterval)
 		select {
 		case <-ctx.Done():
 			releaseForm(c.form)
-			return nil, nil, nil
+			return nil, nil, nil, nil
 		case <-time.After(c.cfg.PollInterval):
 		}
 	}
@@ -362,6 +386,12 @@ type slot struct {
 
 	outs []outcome.Outcome  // the worker's outcomes of its unit in work, reused
 	one  [1]outcome.Outcome // a single handler's outcome, reused
+
+	// The worker's handler context, a child of the run's, which the extender cancels when it
+	// finds the hold of the unit in work lost. Replaced only once cancelled, so that a delivery
+	// costs no allocation; written by the worker under mu.
+	ctx    context.Context
+	cancel context.CancelCauseFunc
 }
 
 // relayWakeups turns a publish's wake-up into a broadcast to the idle workers.
@@ -547,6 +577,9 @@ func (r *run) noteClaim(err error) {
 // worker must stop.
 func (r *run) deliver(ctx context.Context, ops *detached, s *slot, u []*Delivery, mayClaim bool) ([]*Delivery, bool) {
 	s.mu.Lock()
+	if s.ctx == nil || s.ctx.Err() != nil {
+		s.ctx, s.cancel = context.WithCancelCause(r.handlerCtx)
+	}
 	s.inWork = u
 	s.mu.Unlock()
 
@@ -671,9 +704,9 @@ func (r *run) call(s *slot, ds []*Delivery) (outs []outcome.Outcome) {
 		}
 	}()
 	if r.c.bh != nil {
-		return r.c.bh.HandleBatch(r.handlerCtx, ds)
+		return r.c.bh.HandleBatch(s.ctx, ds)
 	}
-	s.one[0] = r.c.h.Handle(r.handlerCtx, ds[0])
+	s.one[0] = r.c.h.Handle(s.ctx, ds[0])
 	return s.one[:]
 }
 
@@ -694,7 +727,9 @@ func (r *run) release(u []*Delivery) {
 
 // extend renews the hold on every unit in work each ExtendEvery, until the workers are done (a
 // batch's hold is renewed through its first delivery). A unit's extension and its settlement
-// never overlap: both take its slot's lock.
+// never overlap: both take its slot's lock. An extension that finds the hold lost
+// (ErrLeaseLost) cancels the unit's handler with that error as the cause, and the unit is not
+// extended again.
 func (r *run) extend(ctx context.Context, done chan<- struct{}) {
 	defer close(done)
 	if r.plan.ExtendEvery <= 0 {
@@ -713,10 +748,14 @@ func (r *run) extend(ctx context.Context, done chan<- struct{}) {
 		}
 		for _, s := range r.slots {
 			s.mu.Lock()
-			if u := s.inWork; u != nil && !s.abandoned {
+			if u := s.inWork; u != nil && !s.abandoned && s.ctx.Err() == nil {
 				err := r.c.form.Extend(ops.begin(), u[0])
 				ops.end()
-				if err != nil {
+				switch {
+				case errors.Is(err, ErrLeaseLost):
+					s.cancel(err)
+					r.log.Warn("inbox: lease lost while the handler ran; its context is cancelled, and its settlement will change nothing", "ids", ids(u), "err", err)
+				case err != nil:
 					r.log.Warn("inbox: extending a hold failed; the handler goes on, and its settlement will fail if the hold is lost", "ids", ids(u), "err", err)
 				}
 			}

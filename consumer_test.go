@@ -6,6 +6,7 @@ import (
 	"database/sql"
 	"database/sql/driver"
 	"errors"
+	"fmt"
 	"log/slog"
 	"slices"
 	"strings"
@@ -33,7 +34,9 @@ type fakeForm struct {
 	extending map[int64]bool // an Extend is running
 	overlap   bool           // an Extend overlapped the same row's Settle
 	closed    int
-	opened    chan struct{} // closed by the first successful Open
+	opened    chan struct{}   // closed by the first successful Open
+	stuck     chan struct{}   // when set, Release waits for it to close, as a form waiting for a handler's statement would
+	extendErr map[int64]error // what Extend of a row returns
 }
 
 func newFakeForm(table string, ids ...int64) *fakeForm {
@@ -85,6 +88,10 @@ func (f *fakeForm) Claim(ctx context.Context, max int) ([]*Delivery, error) {
 
 func (f *fakeForm) Extend(ctx context.Context, d *Delivery) error {
 	f.mu.Lock()
+	if err := f.extendErr[d.ID]; err != nil {
+		f.mu.Unlock()
+		return err
+	}
 	f.extending[d.ID] = true
 	f.extended[d.ID]++
 	f.mu.Unlock()
@@ -106,6 +113,9 @@ func (f *fakeForm) Settle(ctx context.Context, d *Delivery, o outcome.Outcome) e
 }
 
 func (f *fakeForm) Release(ctx context.Context, d *Delivery) error {
+	if f.stuck != nil {
+		<-f.stuck
+	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.released = append(f.released, d.ID)
@@ -339,6 +349,79 @@ func TestShutdownLetsHandlersFinishThenAbandonsTheRest(t *testing.T) {
 	}
 }
 
+// TestShutdownDoesNotWaitForAFormStuckGivingRowsBack: a form that cannot give an abandoned row
+// back (waiting for a statement its handler still runs) keeps Run no longer than the shutdown
+// timeout and a grace; the queue is free for another consumer at once, and the form closes, free
+// for another Run, once it has given the row back.
+func TestShutdownDoesNotWaitForAFormStuckGivingRowsBack(t *testing.T) {
+	f := newFakeForm("jobs", 1)
+	f.stuck = make(chan struct{})
+	started := make(chan struct{})
+	h := HandlerFunc(func(ctx context.Context, d *Delivery) outcome.Outcome {
+		close(started)
+		select {} // never returns, whatever its context says
+	})
+	var logs logBuffer
+	const timeout = 100 * time.Millisecond
+	c := NewConsumer(noDB(0), f, h, &Config{Queue: "q", ShutdownTimeout: timeout, Logger: logs.logger()})
+	ctx, cancel := context.WithCancel(context.Background())
+	errc := make(chan error, 1)
+	go func() { errc <- c.Run(ctx) }()
+	<-started
+	cancel()
+	stopped := time.Now()
+	select {
+	case err := <-errc:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("Run waited for the form to give the abandoned row back")
+	}
+	if took, limit := time.Since(stopped), timeout+shutdownGrace+2*time.Second; took > limit {
+		t.Errorf("Run returned %v after its context ended, want at most %v", took, limit)
+	}
+	if !strings.Contains(logs.String(), "finish in the background") {
+		t.Errorf("the log does not say the rest finishes in the background:\n%s", logs.String())
+	}
+	done, doneCancel := context.WithCancel(context.Background())
+	doneCancel()
+	if err := NewConsumer(noDB(0), newFakeForm("jobs"), h, &Config{Queue: "q"}).Run(done); err != nil {
+		t.Errorf("another consumer of the queue after Run returned: %v", err)
+	}
+	if err := NewConsumer(noDB(0), f, h, &Config{Queue: "q"}).Run(done); !errors.Is(err, ErrAlreadyConsuming) {
+		t.Errorf("the form still giving a row back, in another consumer: %v, want ErrAlreadyConsuming", err)
+	}
+
+	close(f.stuck)
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		f.mu.Lock()
+		closed, released := f.closed, f.released
+		f.mu.Unlock()
+		if closed == 1 {
+			if len(released) != 1 || released[0] != 1 {
+				t.Errorf("released %v before Close, want row 1", released)
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the form was not closed after it gave the row back")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	for try := 0; ; try++ { // releaseForm runs just after Close
+		err := NewConsumer(noDB(0), f, h, &Config{Queue: "q"}).Run(done)
+		if err == nil {
+			break
+		}
+		if try == 100 {
+			t.Fatalf("the closed form in another consumer: %v", err)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
 func TestConsumerKeepsAConnectionForTheApplication(t *testing.T) {
 	ids := make([]int64, 40)
 	for i := range ids {
@@ -473,6 +556,46 @@ func TestConsumerExtendsHoldsWhileHandlersRun(t *testing.T) {
 	}
 	if f.overlap {
 		t.Fatal("an extension ran during its row's settlement")
+	}
+}
+
+// TestALostLeaseCancelsItsHandler: an extension that finds the hold lost (ErrLeaseLost) cancels
+// its handler's context with that error as the cause; an extension that fails otherwise leaves
+// the handler alone, and the worker's next handler gets a context that is not cancelled.
+func TestALostLeaseCancelsItsHandler(t *testing.T) {
+	lost := fmt.Errorf("%w: table \"jobs\", row 1: taken by another consumer", ErrLeaseLost)
+	f := newFakeForm("jobs", 1, 2, 3)
+	f.plan.ExtendEvery = 10 * time.Millisecond
+	f.extendErr = map[int64]error{1: lost, 2: errors.New("connection reset")}
+	var mu sync.Mutex
+	causes := map[int64]error{}
+	h := HandlerFunc(func(ctx context.Context, d *Delivery) outcome.Outcome {
+		var cause error
+		select {
+		case <-ctx.Done():
+			cause = context.Cause(ctx)
+		case <-time.After(300 * time.Millisecond): // many extensions
+		}
+		mu.Lock()
+		causes[d.ID] = cause
+		mu.Unlock()
+		return outcome.Ack()
+	})
+	var logs logBuffer
+	c := NewConsumer(noDB(0), f, h, &Config{Logger: logs.logger()}) // one worker: rows 1, 2, 3 in turn
+	if err := runUntil(t, c, func() bool { return f.settledCount() == 3 }); err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if !errors.Is(causes[1], ErrLeaseLost) || causes[1] != lost {
+		t.Errorf("the handler of the row whose lease was lost: context cause %v, want the extension's %v", causes[1], lost)
+	}
+	if causes[2] != nil || causes[3] != nil {
+		t.Errorf("handlers of rows 2 (extension failing otherwise) and 3: context causes %v and %v, want none", causes[2], causes[3])
+	}
+	if !strings.Contains(logs.String(), "its context is cancelled") {
+		t.Errorf("the lost lease was not logged:\n%s", logs.String())
 	}
 }
 

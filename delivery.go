@@ -4,7 +4,11 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"strconv"
+	"strings"
 	"sync"
+
+	"github.com/sqlinbox/inbox/dialect"
 )
 
 // Delivery is one claimed row, handed to a handler. It is valid until the handler returns.
@@ -25,13 +29,22 @@ type Delivery struct {
 	// Tx is the delivery's transaction in transactional mode, nil otherwise. Writes made through
 	// it commit with an Ack and are rolled back by every other outcome. It must not be used
 	// after the handler returns.
+	//
+	// Once the database has ended the transaction under the handler (MySQL and MariaDB roll all
+	// of it back on a deadlock, and would run the statements after it in autocommit), Tx refuses
+	// every statement with an error wrapping ErrTransactionEnded, and the row is not settled,
+	// whatever the handler returns: it is delivered again. On MySQL the guard judges by the
+	// failed statement's error, so an error met only while reading rows (Rows.Next, Rows.Err,
+	// Row.Scan) escapes it: a handler must not return Ack after one. MariaDB and SQLite are
+	// asked after rows were read; Postgres refuses the statements of a failed transaction by
+	// itself.
 	Tx Tx
 
 	// Hold is the claiming form's handle on the row (a transaction, a lease token, a locked
 	// connection). It belongs to the form; handlers leave it alone.
 	Hold any
 
-	lent      *lentTx
+	lent      *loan
 	decodeErr error // why the row's data does not decode, when it does not
 }
 
@@ -48,79 +61,183 @@ type Tx interface {
 	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
 }
 
-// LendTx is for forms: it sets d.Tx to a guarded view of tx for the handler. TakeBackTx ends
-// the loan before the form settles.
-func (d *Delivery) LendTx(tx Tx) {
-	d.lent = &lentTx{tx: tx}
-	d.Tx = d.lent
+// LendTx is for forms: it lends tx, a transaction the form began through dialect dl on table
+// table, to the handlers of ds, the rows of one claim (one delivery, or a batch whose deliveries
+// share tx): each Delivery.Tx becomes one guarded view of tx. The guard counts the statements
+// running through it. After a statement fails, and before the next statement after rows were
+// read (whose errors reach only their reader), it asks dl.TxEnded whether the database ended
+// tx; once it has, the guard refuses every statement with an error wrapping
+// ErrTransactionEnded, so that nothing the handler runs lands outside the transaction (MySQL
+// and MariaDB would run it in autocommit). TakeBackTx ends the loan before the form settles.
+func LendTx(tx dialect.Tx, dl dialect.Dialect, table string, ds ...*Delivery) {
+	l := &loan{tx: tx, dl: dl, table: table, ds: ds}
+	for _, d := range ds {
+		d.lent = l
+		d.Tx = l
+	}
 }
 
-// TakeBackTx is for forms: it ends the handler's use of d.Tx, so that later calls through it
-// fail. It reports ErrTransactionHeld when a statement of the handler's is still running on it
-// (from a goroutine the handler left behind); the form must then roll the transaction back and
-// settle nothing.
+// TakeBackTx is for forms: it ends the handler's use of d.Tx (and of every delivery's it was
+// lent with), so that later statements through it fail. It fails with ErrTransactionHeld when a
+// statement of the handler's is still running on the transaction (from a goroutine the handler
+// left behind, or a handler abandoned at shutdown), and with ErrTransactionEnded when the
+// database ended the transaction while the handler had it. Either way the form must settle
+// nothing and give the rows back. A held transaction must not be waited for: database/sql's
+// Rollback waits for the statement running on it, which may run for as long as the handler
+// likes, so the form rolls such a transaction back in the background. Every call after the
+// first, for any delivery of the loan, returns the first call's error.
 func (d *Delivery) TakeBackTx() error {
 	if d.lent == nil {
 		return nil
 	}
-	d.lent.mu.Lock()
-	defer d.lent.mu.Unlock()
-	d.lent.returned = true
-	if d.lent.running > 0 {
-		return fmt.Errorf("%w: delivery %d: %d statement(s) of the handler still running on its transaction: finish with the transaction before the handler returns", ErrTransactionHeld, d.ID, d.lent.running)
-	}
-	return nil
+	return d.lent.takeBack()
 }
 
-// lentTx is the handler's view of a delivery's transaction: it counts the statements running
-// on it and refuses new ones once the form has taken it back.
-type lentTx struct {
-	tx       Tx
+// loan is one transaction lent to the handlers of one claim's deliveries: the view of it each
+// Delivery.Tx is. It counts the statements running on it, refuses new ones once the form has
+// taken it back, and refuses every one once the database has ended the transaction.
+type loan struct {
+	tx    dialect.Tx
+	dl    dialect.Dialect
+	table string
+	ds    []*Delivery
+
 	mu       sync.Mutex
 	running  int
 	returned bool
+	verdict  error // TakeBackTx's answer, once taken back
+	// unsure says rows were read since the database was last heard from: a statement may have
+	// failed while they were read, and only their reader saw it.
+	unsure bool
+	ended  error // why the transaction is over, once the database has ended it
 }
 
-func (l *lentTx) enter() error {
+// rows names the loan's rows: "row 7", "rows 7, 8".
+func (l *loan) rows() string {
+	if len(l.ds) == 1 {
+		return fmt.Sprintf("row %d", l.ds[0].ID)
+	}
+	ids := make([]string, len(l.ds))
+	for i, d := range l.ds {
+		ids[i] = strconv.FormatInt(d.ID, 10)
+	}
+	return "rows " + strings.Join(ids, ", ")
+}
+
+func (l *loan) takeBack() error {
+	l.mu.Lock()
+	if l.returned {
+		defer l.mu.Unlock()
+		return l.verdict
+	}
+	l.returned = true
+	ask := l.unsure && l.running == 0 && l.ended == nil
+	l.unsure = false
+	l.mu.Unlock()
+	if ask {
+		// No statement can start now, and none runs: the question has the connection alone.
+		l.judge(context.Background(), nil)
+	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if l.returned {
-		return fmt.Errorf("%w: the delivery's transaction was used after its handler returned", ErrTransactionHeld)
+	switch {
+	case l.running > 0:
+		l.verdict = fmt.Errorf("%w: table %q, %s: %d statement(s) of the handler still running on its transaction: finish with the transaction before the handler returns", ErrTransactionHeld, l.table, l.rows(), l.running)
+	case l.ended != nil:
+		l.verdict = l.ended
+	}
+	return l.verdict
+}
+
+// enter admits a statement, or says why it may not run. A statement after rows were read first
+// asks whether the database ended the transaction meanwhile.
+func (l *loan) enter(ctx context.Context) error {
+	l.mu.Lock()
+	switch {
+	case l.returned:
+		l.mu.Unlock()
+		return fmt.Errorf("%w: table %q, %s: the delivery's transaction was used after its handler returned", ErrTransactionHeld, l.table, l.rows())
+	case l.ended != nil:
+		l.mu.Unlock()
+		return l.ended
 	}
 	l.running++
+	ask := l.unsure
+	l.unsure = false
+	l.mu.Unlock()
+	if !ask {
+		return nil
+	}
+	l.judge(ctx, nil)
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.ended != nil {
+		l.running--
+		return l.ended
+	}
 	return nil
 }
 
-func (l *lentTx) leave() {
+// leave ends a statement admitted by enter that failed with err, or succeeded; queried says it
+// returned rows, whose reading may fail unseen.
+func (l *loan) leave(ctx context.Context, err error, queried bool) {
+	if err != nil {
+		l.judge(ctx, err)
+	}
 	l.mu.Lock()
 	l.running--
+	if queried && err == nil {
+		l.unsure = true
+	}
 	l.mu.Unlock()
 }
 
-func (l *lentTx) ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error) {
-	if err := l.enter(); err != nil {
-		return nil, err
+// judge asks the dialect whether the database ended the transaction after cause (nil: after
+// rows were read) and records it if so. The statement asking counts as running meanwhile.
+func (l *loan) judge(ctx context.Context, cause error) {
+	if !l.dl.TxEnded(ctx, l.tx, cause) {
+		return
 	}
-	defer l.leave()
-	return l.tx.ExecContext(ctx, query, args...)
+	const after = "rolling back its writes: nothing more runs in it and nothing is settled, so the handler runs again"
+	ended := fmt.Errorf("%w: table %q, %s: the database ended the handler's transaction when a statement in it failed while its rows were read, "+after, ErrTransactionEnded, l.table, l.rows())
+	if cause != nil {
+		ended = fmt.Errorf("%w: table %q, %s: the database ended the handler's transaction when a statement in it failed (%w), "+after, ErrTransactionEnded, l.table, l.rows(), cause)
+	}
+	l.mu.Lock()
+	if l.ended == nil {
+		l.ended = ended
+	}
+	l.mu.Unlock()
 }
 
-func (l *lentTx) QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error) {
-	if err := l.enter(); err != nil {
+func (l *loan) ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error) {
+	if err := l.enter(ctx); err != nil {
 		return nil, err
 	}
-	defer l.leave()
-	return l.tx.QueryContext(ctx, query, args...)
+	res, err := l.tx.ExecContext(ctx, query, args...)
+	l.leave(ctx, err, false)
+	return res, err
 }
 
-// QueryRowContext after the loan ended runs nothing: its Row reports a canceled context whose
-// cause is ErrTransactionHeld (*sql.Row cannot carry an error of ours).
-func (l *lentTx) QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row {
-	if err := l.enter(); err != nil {
+func (l *loan) QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error) {
+	if err := l.enter(ctx); err != nil {
+		return nil, err
+	}
+	rows, err := l.tx.QueryContext(ctx, query, args...)
+	l.leave(ctx, err, true)
+	return rows, err
+}
+
+// QueryRowContext after the loan ended, or after the database ended the transaction, runs
+// nothing: its Row reports a canceled context whose cause says why (*sql.Row cannot carry an
+// error of ours).
+func (l *loan) QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row {
+	if err := l.enter(ctx); err != nil {
 		dead, cancel := context.WithCancelCause(ctx)
 		cancel(err)
 		return l.tx.QueryRowContext(dead, query, args...)
 	}
-	defer l.leave()
-	return l.tx.QueryRowContext(ctx, query, args...)
+	row := l.tx.QueryRowContext(ctx, query, args...)
+	l.leave(ctx, row.Err(), true)
+	return row
 }

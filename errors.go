@@ -25,4 +25,9 @@ var (
 	// ErrTransactionHeld: in transactional mode the handler was still using the delivery's
 	// transaction when it returned. Nothing was settled; the row goes back to the queue.
 	ErrTransactionHeld = sentinel.TransactionHeld
+	// ErrTransactionEnded: in transactional mode the database ended the delivery's transaction
+	// while the handler had it (MySQL and MariaDB end the whole transaction on a deadlock, for
+	// one): its writes were rolled back, every later statement through Delivery.Tx is refused,
+	// and nothing is settled; the row goes back to the queue.
+	ErrTransactionEnded = sentinel.TransactionEnded
 )

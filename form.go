@@ -28,7 +28,8 @@ type Form interface {
 	Extend(ctx context.Context, d *Delivery) error
 	// Settle applies the handler's outcome to the row and ends the hold. In transactional mode
 	// an Ack commits the handler's writes with the settlement and any other outcome rolls them
-	// back. It fails with ErrLeaseLost, ErrClosed or ErrTransactionHeld when it changed nothing.
+	// back. It fails with ErrLeaseLost, ErrClosed, ErrTransactionHeld or ErrTransactionEnded
+	// when it changed nothing.
 	Settle(ctx context.Context, d *Delivery, o outcome.Outcome) error
 	// Release gives the row back without an outcome (a handler abandoned at shutdown, a
 	// transaction the handler held): the row is claimable again at once, and the hold ends.

@@ -11,7 +11,10 @@ import (
 // Handler handles one delivery and says what to do with its row. It may run as long as it
 // needs (the lease form extends its hold meanwhile) and should return soon after ctx is done:
 // at shutdown the consumer cancels ctx when the shutdown timeout runs out, then abandons the
-// handler.
+// handler. The consumer also cancels ctx when an extension finds the hold lost (the lease ran
+// out and another consumer may hold the row now), with a cause wrapping ErrLeaseLost
+// (context.Cause(ctx) says so): the row's settlement can no longer change it, and the work is
+// another consumer's.
 type Handler interface {
 	Handle(ctx context.Context, d *Delivery) outcome.Outcome
 }
@@ -40,6 +43,9 @@ func JSON[T any](f func(ctx context.Context, d *Delivery, v T) outcome.Outcome) 
 // outcome at index i is ds[i]'s. A zero outcome, or one missing from a short slice, is a
 // Retry; outcomes beyond the batch are ignored; the consumer logs both. Batches hold at most the size given to NewBatchConsumer and at
 // least one row.
+//
+// The context is cancelled as a Handler's is, and with a cause wrapping ErrLeaseLost when an
+// extension finds the hold of any of the batch's rows lost.
 //
 // In transactional mode the deliveries share one transaction (each Delivery.Tx is the same):
 // the writes made through it commit only when every outcome is Ack; any other outcome rolls

@@ -390,7 +390,11 @@ func (f *Form[D]) Extend(ctx context.Context, d *inbox.Delivery) error {
 
 // Settle applies o to the row on the delivery's connection, then releases the lock and gives
 // the connection back. In transactional mode an Ack runs the settlement in the handler's
-// transaction and commits both; any other outcome rolls the handler's writes back first. It
+// transaction and commits both; any other outcome rolls the handler's writes back first. When
+// the handler's transaction cannot settle (a statement of the handler's still runs on it,
+// inbox.ErrTransactionHeld, or the database ended it under the handler,
+// inbox.ErrTransactionEnded), nothing is settled, whatever the outcome: the transaction is
+// rolled back and the lock released, and the row is claimable again, its attempt counted. It
 // fails with inbox.ErrClosed when the hold had already ended (the form was closed, or the
 // delivery was settled or released before): the row is back in the queue and nothing changed.
 // A settlement statement that fails changes nothing either: the row returns when the lock is
@@ -403,10 +407,8 @@ func (f *Form[D]) Settle(ctx context.Context, d *inbox.Delivery, o outcome.Outco
 	}
 	defer f.busy.Done()
 	if h.tx != nil {
-		if err := d.TakeBackTx(); err != nil {
-			if f.rollback(h) {
-				f.unlock(ctx, h)
-			}
+		if err := h.takeBack(); err != nil {
+			f.giveBack(ctx, h)
 			return err
 		}
 		if o.Kind() == outcome.KindAck {
@@ -426,9 +428,7 @@ func (f *Form[D]) Settle(ctx context.Context, d *inbox.Delivery, o outcome.Outco
 // releases the lock.
 func (f *Form[D]) commit(ctx context.Context, h *hold, o outcome.Outcome) error {
 	if err := f.settle(ctx, h.tx, h.ds[0], o); err != nil {
-		if f.rollback(h) {
-			f.unlock(ctx, h)
-		}
+		f.giveBack(ctx, h)
 		return err
 	}
 	if err := h.tx.Commit(); err != nil {
@@ -442,22 +442,54 @@ func (f *Form[D]) commit(ctx context.Context, h *hold, o outcome.Outcome) error 
 
 // Release gives the row back without an outcome: it rolls the handler's transaction back (in
 // transactional mode), releases the lock and gives the connection back. The row is claimable at
-// once, its attempt counted. It fails with inbox.ErrClosed when the hold had already ended. A
-// delivery of a batch is refused, changing nothing: its batch is given back with ReleaseBatch.
+// once, its attempt counted; a transaction a statement of the handler's still runs on is rolled
+// back, and the lock released, once that statement is done (Release does not wait for it). It
+// fails with inbox.ErrClosed when the hold had already ended. A delivery of a batch is refused,
+// changing nothing: its batch is given back with ReleaseBatch.
 func (f *Form[D]) Release(ctx context.Context, d *inbox.Delivery) error {
 	h, err := f.begin(d)
 	if err != nil {
 		return err
 	}
 	defer f.busy.Done()
-	if h.tx != nil {
-		d.TakeBackTx()
-		if !f.rollback(h) {
-			return nil
+	f.giveBack(ctx, h)
+	return nil
+}
+
+// takeBack ends the handlers' loan of h's transaction, if it has one, and reports why it cannot
+// settle: inbox.ErrTransactionHeld or inbox.ErrTransactionEnded, or nil.
+func (h *hold) takeBack() error {
+	var first error
+	for _, d := range h.ds {
+		if err := d.TakeBackTx(); err != nil && first == nil {
+			first = err
 		}
 	}
-	f.unlock(ctx, h)
-	return nil
+	return first
+}
+
+// giveBack rolls back h's transaction, if it has one, and releases its locks, giving the
+// connection back (see unlock). A transaction a statement of the handler's still runs on is
+// rolled back, and the locks released, once that statement is done, without waiting for it
+// here: database/sql's Rollback waits for it, and the handler may run it for as long as it
+// likes (a handler abandoned at shutdown, a goroutine it left behind). Such a give-back is
+// counted in f.busy, so Close waits for it.
+func (f *Form[D]) giveBack(ctx context.Context, h *hold) {
+	if h.tx != nil && errors.Is(h.takeBack(), inbox.ErrTransactionHeld) {
+		f.busy.Add(1)
+		go func() {
+			defer f.busy.Done()
+			if f.rollback(h) {
+				ctx, cancel := context.WithTimeout(context.Background(), closeTimeout)
+				defer cancel()
+				f.unlock(ctx, h)
+			}
+		}()
+		return
+	}
+	if h.tx == nil || f.rollback(h) {
+		f.unlock(ctx, h)
+	}
 }
 
 // begin takes d's hold out of the held set for its settlement or release, counted in flight.
@@ -580,7 +612,8 @@ func discard(conn *sql.Conn) {
 }
 
 // Close releases the locks of every delivery and batch still in work (rolling back their
-// transactions) and waits for the claims and settlements in flight; a settlement after it fails
+// transactions; one a statement of the handler's still runs on, and its locks, once that
+// statement is done) and waits for the claims, settlements and give-backs in flight; a settlement after it fails
 // with inbox.ErrClosed. The form can be opened again.
 func (f *Form[D]) Close() error {
 	f.life.Lock()
@@ -596,16 +629,8 @@ func (f *Form[D]) Close() error {
 	f.mu.Unlock()
 
 	for h := range held {
-		if h.tx != nil {
-			for _, d := range h.ds {
-				d.TakeBackTx()
-			}
-			if !f.rollback(h) {
-				continue
-			}
-		}
 		ctx, cancel := context.WithTimeout(context.Background(), closeTimeout)
-		f.unlock(ctx, h)
+		f.giveBack(ctx, h)
 		cancel()
 	}
 	f.busy.Wait()

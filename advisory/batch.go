@@ -105,9 +105,9 @@ func (f *Form[D]) ClaimBatch(ctx context.Context, max int) ([]*inbox.Delivery, e
 func (f *Form[D]) keep(ctx context.Context, h *hold) error {
 	for _, d := range h.ds {
 		d.Hold = h
-		if h.tx != nil {
-			d.LendTx(h.tx)
-		}
+	}
+	if h.tx != nil {
+		inbox.LendTx(h.tx, f.d, f.t.Raw.Name, h.ds...)
 	}
 	f.mu.Lock()
 	open := f.open
@@ -116,9 +116,7 @@ func (f *Form[D]) keep(ctx context.Context, h *hold) error {
 	}
 	f.mu.Unlock()
 	if !open {
-		if h.tx == nil || f.rollback(h) {
-			f.unlock(context.WithoutCancel(ctx), h)
-		}
+		f.giveBack(context.WithoutCancel(ctx), h)
 		return fmt.Errorf("%w: the advisory form over table %q closed during the claim; rows %v are back in the queue", inbox.ErrClosed, f.t.Raw.Name, ids(h.ds))
 	}
 	return nil
@@ -132,7 +130,9 @@ func (f *Form[D]) keep(ctx context.Context, h *hold) error {
 // In transactional mode the handler's writes commit with the settlements only when every outcome
 // is Ack; otherwise they roll back, and each row settles by its outcome with an Ack settled as a
 // Retry (its writes did not land). A batch holds its rows until it settles, so no row of it is
-// ever lost to another consumer (this form never reports inbox.ErrLeaseLost).
+// ever lost to another consumer (this form never reports inbox.ErrLeaseLost). When the
+// transaction cannot settle (inbox.ErrTransactionHeld, inbox.ErrTransactionEnded), nothing is
+// settled and the rows are given back, as Settle does.
 //
 // It fails with inbox.ErrClosed when the batch's hold had already ended, and, changing nothing,
 // when ds is not one whole batch or os does not give an outcome per delivery. A settlement
@@ -148,17 +148,9 @@ func (f *Form[D]) SettleBatch(ctx context.Context, ds []*inbox.Delivery, os []ou
 	}
 	defer f.busy.Done()
 	if h.tx != nil {
-		var held error
-		for _, d := range ds {
-			if err := d.TakeBackTx(); err != nil && held == nil {
-				held = err
-			}
-		}
-		if held != nil {
-			if f.rollback(h) {
-				f.unlock(ctx, h)
-			}
-			return held
+		if err := h.takeBack(); err != nil {
+			f.giveBack(ctx, h)
+			return err
 		}
 		allAck := true
 		for _, o := range os {
@@ -190,9 +182,7 @@ func (f *Form[D]) SettleBatch(ctx context.Context, ds []*inbox.Delivery, os []ou
 // then releases the batch's keys.
 func (f *Form[D]) commitBatch(ctx context.Context, h *hold, ds []*inbox.Delivery, os []outcome.Outcome) error {
 	if err := f.settleMany(ctx, h.tx, ds, os); err != nil {
-		if f.rollback(h) {
-			f.unlock(ctx, h)
-		}
+		f.giveBack(ctx, h)
 		return err
 	}
 	if err := h.tx.Commit(); err != nil {
@@ -254,7 +244,8 @@ func (f *Form[D]) settleMany(ctx context.Context, ex execer, ds []*inbox.Deliver
 
 // ReleaseBatch gives the rows of one ClaimBatch back without an outcome: it rolls the handler's
 // transaction back (in transactional mode), releases every key of the batch and gives the
-// connection back. The rows are claimable at once, their attempts counted. It fails with
+// connection back. The rows are claimable at once, their attempts counted (once the handler's
+// statement is done, when one still runs on the transaction, as Release says). It fails with
 // inbox.ErrClosed when the batch's hold had already ended, and, changing nothing, when ds is not
 // one whole batch.
 func (f *Form[D]) ReleaseBatch(ctx context.Context, ds []*inbox.Delivery) error {
@@ -263,15 +254,7 @@ func (f *Form[D]) ReleaseBatch(ctx context.Context, ds []*inbox.Delivery) error 
 		return err
 	}
 	defer f.busy.Done()
-	if h.tx != nil {
-		for _, d := range ds {
-			d.TakeBackTx()
-		}
-		if !f.rollback(h) {
-			return nil
-		}
-	}
-	f.unlock(ctx, h)
+	f.giveBack(ctx, h)
 	return nil
 }
 

@@ -57,6 +57,15 @@ type Dialect interface {
 	// Caps returns the database's capability record: one value per database, shared by its
 	// levels, not to be modified.
 	Caps() *Caps
+	// TxEnded reports whether the database has ended tx, a transaction this dialect began, so
+	// that a statement run through tx now would run outside any transaction (in autocommit,
+	// on MySQL and MariaDB). err is the error a statement in tx just failed with, or nil after
+	// rows were read from tx, whose errors reach only their reader. MySQL is judged by the
+	// error (a deadlock, a lock wait timeout where innodb_rollback_on_timeout is on, a lost
+	// connection); MariaDB (SELECT @@in_transaction) and SQLite are asked, on tx, and a
+	// question that fails counts as ended. Postgres reports false: it refuses every statement
+	// of a failed transaction by itself.
+	TxEnded(ctx context.Context, tx Tx, err error) bool
 }
 
 // Tx is a transaction opened by a dialect: an *sql.Tx on Postgres, MySQL and MariaDB, and a

@@ -692,3 +692,75 @@ func TestLeaseSQLiteClaimsFromTwoPools(t *testing.T) {
 		}
 	}
 }
+
+// TestLeaseLostCancelsTheHandler: a handler that outlives its lease, once another consumer has
+// taken the row over (the test expires the lease by SQL, as a stalled extension would, and a
+// second consumer claims the row), sees its context cancelled with a cause wrapping
+// inbox.ErrLeaseLost, while the new holder settles the row. In transactional mode too, except on
+// SQLite, where the delivery's transaction holds the one write lock from its first extension,
+// so no one else can take the row.
+func TestLeaseLostCancelsTheHandler(t *testing.T) {
+	for _, b := range backends(t, true) {
+		for _, transactional := range []bool{false, true} {
+			if transactional && b.name == "sqlite" {
+				continue
+			}
+			name := b.name
+			if transactional {
+				name += "-transactional"
+			}
+			t.Run(name, func(t *testing.T) {
+				db1, db2 := leaseTwoDBs(t, b)
+				tbl := fullTable(tableName(t))
+				b.createTable(t, db1, tbl)
+				leasePublish(t, b, db1, tbl, inbox.Message{Queue: "q"})
+				cfg := &lease.Config{Lease: time.Second}
+
+				started := make(chan int64, 1)
+				cause := make(chan error, 1)
+				first := inbox.HandlerFunc(func(ctx context.Context, d *inbox.Delivery) outcome.Outcome {
+					started <- d.ID
+					select {
+					case <-ctx.Done():
+						cause <- context.Cause(ctx)
+					case <-time.After(20 * time.Second):
+						cause <- nil
+					}
+					return outcome.Ack()
+				})
+				stopFirst := startConsumer(t, inbox.NewConsumer(db1, lease.New(b.dialect, tbl, cfg), first,
+					&inbox.Config{Queue: "q", Transactional: transactional, PollInterval: cellPoll, Logger: leaseTestLogger(t)}))
+				id := <-started
+
+				// The lease runs out (as when the first consumer's extensions stall), and a second
+				// consumer takes the row.
+				mustExec(t, db2, "UPDATE "+quoted(t, b, tbl.Name)+" SET locked_until = "+b.dialect.Placeholder(1)+" WHERE id = "+b.dialect.Placeholder(2),
+					b.dialect.Time(time.Now().Add(-time.Hour)), id)
+				var took atomic.Int32
+				second := inbox.HandlerFunc(func(ctx context.Context, d *inbox.Delivery) outcome.Outcome {
+					took.Add(1)
+					return outcome.Ack()
+				})
+				stopSecond := startConsumer(t, inbox.NewConsumer(db2, lease.New(b.dialect, tbl, cfg), second,
+					&inbox.Config{Queue: "q", PollInterval: cellPoll, Logger: leaseTestLogger(t)}))
+
+				select {
+				case err := <-cause:
+					if !errors.Is(err, inbox.ErrLeaseLost) {
+						t.Errorf("the first handler's context cause: %v, want one wrapping inbox.ErrLeaseLost", err)
+					}
+				case <-time.After(30 * time.Second):
+					t.Fatal("the first handler did not return")
+				}
+				leaseWait(t, 20*time.Second, "the second consumer to settle the row", func() bool {
+					return count(t, db1, "SELECT COUNT(*) FROM "+quoted(t, b, tbl.Name)+" WHERE processed_at IS NULL") == 0
+				})
+				stopFirst()
+				stopSecond()
+				if n := took.Load(); n != 1 {
+					t.Errorf("the second consumer handled the row %d times, want once", n)
+				}
+			})
+		}
+	}
+}

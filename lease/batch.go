@@ -49,10 +49,8 @@ func (f *Form[D]) ClaimBatch(ctx context.Context, max int) ([]*inbox.Delivery, e
 		defer h.mu.Unlock()
 		return nil, errors.Join(fmt.Errorf("inbox: table %q: opening the transaction of the batch %v: %w; the claimed rows were given back", f.t.Name, h.batch, err), b.giveBack(context.WithoutCancel(ctx), h, ds[0].ID))
 	}
-	h.tx = tx
-	for _, d := range ds {
-		d.LendTx(tx)
-	}
+	h.tx, h.lent = tx, ds[0]
+	inbox.LendTx(tx, f.d, f.t.Name, ds...)
 	return ds, nil
 }
 
@@ -64,7 +62,9 @@ func (f *Form[D]) ClaimBatch(ctx context.Context, max int) ([]*inbox.Delivery, e
 // In transactional mode, when every outcome is Ack the ack runs inside the batch's transaction
 // and commits with the handler's writes; if a row's lease ran out meanwhile, neither lands and
 // the rows still held are given back. Otherwise the transaction is rolled back and each row
-// settles by its outcome outside it, an Ack as a Retry, since its writes did not land.
+// settles by its outcome outside it, an Ack as a Retry, since its writes did not land. When the
+// transaction cannot settle (inbox.ErrTransactionHeld, inbox.ErrTransactionEnded), nothing is
+// settled and the rows are given back, as Settle does.
 //
 // The batch's hold ends with SettleBatch, whatever it returns.
 func (f *Form[D]) SettleBatch(ctx context.Context, ds []*inbox.Delivery, os []outcome.Outcome) error {
@@ -86,14 +86,8 @@ func (f *Form[D]) SettleBatch(ctx context.Context, ds []*inbox.Delivery, os []ou
 		allAck = allAck && o.Kind() == outcome.KindAck
 	}
 	if h.tx != nil {
-		var held []error
-		for _, d := range ds {
-			if err := d.TakeBackTx(); err != nil {
-				held = append(held, err)
-			}
-		}
-		if len(held) > 0 {
-			return errors.Join(append(held, fmt.Errorf("table %q: nothing settled, the handler's writes were rolled back and the batch's rows given back", f.t.Name), b.giveBack(ctx, h, ds[0].ID))...)
+		if err := b.takeBack(h); err != nil {
+			return errors.Join(err, fmt.Errorf("table %q: nothing settled, the handler's writes were rolled back and the batch's rows given back", f.t.Name), b.giveBack(ctx, h, ds[0].ID))
 		}
 		tx := h.tx
 		h.tx = nil
@@ -206,9 +200,6 @@ func (f *Form[D]) ReleaseBatch(ctx context.Context, ds []*inbox.Delivery) error 
 		return err
 	}
 	defer unlock()
-	for _, d := range ds {
-		d.TakeBackTx() // the handler may still run: its later statements must fail, not land
-	}
 	return b.giveBack(ctx, h, ds[0].ID)
 }
 

@@ -68,8 +68,8 @@ func (f *Form[D]) keepRows(ctx context.Context, b *binding, ds []*inbox.Delivery
 			}
 			return nil, errors.Join(errs...)
 		}
-		holds[i].tx = tx
-		d.LendTx(tx)
+		holds[i].tx, holds[i].lent = tx, d
+		inbox.LendTx(tx, f.d, f.t.Name, d)
 	}
 	return ds, nil
 }

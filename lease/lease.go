@@ -9,6 +9,9 @@
 // first holder's settlement then changes nothing and fails with inbox.ErrLeaseLost: delivery is
 // at least once, and a handler whose effects must not repeat should write them through the
 // delivery's transaction in transactional mode, where they commit only while the lease holds.
+// The first holder's consumer learns of the loss at its next extension, and then cancels the
+// handler's context with a cause wrapping inbox.ErrLeaseLost (context.Cause(ctx) says so), so
+// that the handler can stop work that is another consumer's now.
 //
 // On SQLite in transactional mode, a handler's transaction that has written (or was begun
 // immediate or exclusive) holds the database's one write lock until it settles: extensions wait
@@ -133,8 +136,9 @@ type binding struct {
 // transaction.
 type hold struct {
 	mu    sync.Mutex
-	token time.Time  // the expiry last committed into the row, UTC, to the microsecond
-	tx    dialect.Tx // transactional mode, until the settlement takes it
+	token time.Time       // the expiry last committed into the row, UTC, to the microsecond
+	tx    dialect.Tx      // transactional mode, until the settlement takes it
+	lent  *inbox.Delivery // a delivery tx is lent to (a batch's deliveries share one loan), or nil
 	// txToken is the expiry an extension wrote inside tx (SQLite only, see Extend); it holds
 	// only if tx commits. Zero when none was written.
 	txToken time.Time

@@ -110,8 +110,12 @@ func padded(ids []int64, size int) []any {
 //
 // In transactional mode an Ack settles inside the handler's transaction and commits both, so
 // the handler's writes land only with a lease that still held; every other outcome rolls the
-// transaction back first and settles outside it. A settlement whose statement or commit fails
-// returns that error and leaves the row leased until its lease runs out.
+// transaction back first and settles outside it. When the handler's transaction cannot settle
+// (a statement of the handler's still runs on it, inbox.ErrTransactionHeld, or the database
+// ended it under the handler, inbox.ErrTransactionEnded), Settle settles nothing, whatever the
+// outcome: it rolls the transaction back and clears the lease, so the row is claimable again at
+// once. A settlement whose statement or commit fails returns that error and leaves the row
+// leased until its lease runs out.
 //
 // The delivery's hold ends with Settle, whatever it returns.
 func (f *Form[D]) Settle(ctx context.Context, d *inbox.Delivery, o outcome.Outcome) error {
@@ -126,7 +130,7 @@ func (f *Form[D]) Settle(ctx context.Context, d *inbox.Delivery, o outcome.Outco
 	defer b.end(h)
 
 	if h.tx != nil {
-		if err := d.TakeBackTx(); err != nil {
+		if err := b.takeBack(h); err != nil {
 			return errors.Join(fmt.Errorf("table %q: nothing settled, the handler's writes were rolled back and the row given back: %w", f.t.Name, err), b.giveBack(ctx, h, d.ID))
 		}
 		tx := h.tx
@@ -218,13 +222,37 @@ func (f *Form[D]) Release(ctx context.Context, d *inbox.Delivery) error {
 	if h.batch != nil {
 		return f.inBatch(d, "released", "ReleaseBatch")
 	}
-	d.TakeBackTx() // the handler may still run: its later statements must fail, not land
 	return b.giveBack(ctx, h, d.ID)
 }
 
-// giveBack rolls back h's transaction and clears the row's lease; the caller holds h.mu.
+// takeBack ends the handlers' loan of h's transaction, if it was lent, and reports why it
+// cannot settle: inbox.ErrTransactionHeld or inbox.ErrTransactionEnded, or nil. A transaction
+// a statement of the handler's still runs on is taken from h and rolled back once that
+// statement is done, without waiting for it here: database/sql's Rollback (and SQLite's one
+// connection) waits for it, and the handler may run it for as long as it likes. The caller
+// holds h.mu.
+func (b *binding) takeBack(h *hold) error {
+	if h.lent == nil {
+		return nil
+	}
+	err := h.lent.TakeBackTx()
+	if tx := h.tx; tx != nil && errors.Is(err, inbox.ErrTransactionHeld) {
+		h.tx, h.txToken = nil, time.Time{}
+		table, id := b.st.Raw.Name, h.lent.ID
+		go func() {
+			if err := rollback(tx, table, id); err != nil {
+				b.log.Warn("inbox: rolling back a transaction the handler had held failed", "err", err)
+			}
+		}()
+	}
+	return err
+}
+
+// giveBack takes h's transaction back from the handler (see takeBack), rolls it back and
+// clears the row's lease; the caller holds h.mu.
 func (b *binding) giveBack(ctx context.Context, h *hold, id int64) error {
 	defer b.end(h)
+	b.takeBack(h) // the handler may still run: its later statements must fail, not land
 	var errs []error
 	if tx := h.tx; tx != nil {
 		h.tx = nil

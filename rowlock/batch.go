@@ -84,9 +84,11 @@ func (f *Form[D]) batchClaim(ctx context.Context, n int) (*sql.Stmt, error) {
 // batch is in work: a row lock batch never fails with inbox.ErrLeaseLost.
 //
 // In transactional mode SettleBatch first takes the transaction back from every delivery: when
-// a statement of the handler's is still running on it, SettleBatch waits for that statement,
-// rolls the whole transaction back, and fails with inbox.ErrTransactionHeld (the rows are
-// unchanged and claimable again). When every outcome is Ack the handler's writes commit with
+// a statement of the handler's is still running on it, SettleBatch fails with
+// inbox.ErrTransactionHeld at once, and the whole transaction is rolled back once that
+// statement is done (the rows are unchanged, and claimable again then); when the database ended the transaction while the handler
+// had it, SettleBatch rolls back and fails with inbox.ErrTransactionEnded, settling nothing, as
+// Settle does. When every outcome is Ack the handler's writes commit with
 // the settlements; otherwise they are rolled back to the savepoint first, and each Ack is
 // settled as a Retry, since its writes did not land.
 //
@@ -109,14 +111,8 @@ func (f *Form[D]) SettleBatch(ctx context.Context, ds []*inbox.Delivery, os []ou
 	}
 	defer h.cancel()
 
-	var held []error
-	for _, d := range ds {
-		if err := d.TakeBackTx(); err != nil {
-			held = append(held, err)
-		}
-	}
-	if len(held) > 0 {
-		return errors.Join(fmt.Errorf("inbox: table %q, queue %q: settling the batch of %s: nothing settled, the rows are back in the queue: %w", f.t.Name, f.q.Name, rowsOf(ds), errors.Join(held...)), f.rollback(h))
+	if err := h.takeBack(); err != nil {
+		return errors.Join(fmt.Errorf("inbox: table %q, queue %q: settling the batch of %s: nothing settled, the rows are back in the queue: %w", f.t.Name, f.q.Name, rowsOf(ds), err), f.rollback(h))
 	}
 
 	writesLand := f.q.Transactional
@@ -324,8 +320,8 @@ func settleQuery(st *stmt.Table, what string, n int) string {
 }
 
 // ReleaseBatch rolls the batch's transaction back: its rows are claimable again at once, with
-// their attempt counts unchanged. It waits for a statement of the handler's still running on the
-// transaction in transactional mode.
+// their attempt counts unchanged. In transactional mode a transaction a statement of the
+// handler's still runs on is rolled back once that statement is done, as Release does.
 func (f *Form[D]) ReleaseBatch(_ context.Context, ds []*inbox.Delivery) error {
 	if err := f.enter(); err != nil {
 		return err

@@ -362,9 +362,7 @@ func (f *Form[D]) claimTx(ctx context.Context, claim *sql.Stmt, batch bool) ([]*
 		if _, err := tx.ExecContext(ctx, "SAVEPOINT "+savepoint); err != nil {
 			return abandon(fmt.Errorf("%s: SAVEPOINT for the handler's writes: %w", rowsOf(ds), err))
 		}
-		for _, d := range ds {
-			d.LendTx(tx)
-		}
+		inbox.LendTx(tx, f.d, f.t.Name, ds...)
 	}
 	if !stop() {
 		// ctx ended after the rows were read: database/sql is rolling the transaction back.
@@ -422,13 +420,33 @@ func (f *Form[D]) take(d *inbox.Delivery) (*hold, error) {
 	return h, nil
 }
 
-// end rolls the hold's transaction back, ending the handler's loan first so that its later
-// statements fail with inbox.ErrTransactionHeld. The rollback waits for a statement of the
-// handler's still running on the transaction.
-func (h *hold) end() error {
+// takeBack ends the handlers' loan of the hold's transaction (in transactional mode) and reports
+// why the hold cannot settle: inbox.ErrTransactionHeld or inbox.ErrTransactionEnded, or nil.
+func (h *hold) takeBack() error {
+	var first error
 	for _, d := range h.ds {
-		d.TakeBackTx()
+		if err := d.TakeBackTx(); err != nil && first == nil {
+			first = err
+		}
 	}
+	return first
+}
+
+// end rolls the hold's transaction back, ending the handler's loan first so that its later
+// statements fail with inbox.ErrTransactionHeld. A transaction a statement of the handler's
+// still runs on is rolled back once that statement is done, without waiting for it here:
+// database/sql's Rollback waits for it, and the handler may run it for as long as it likes (a
+// handler abandoned at shutdown, a goroutine it left behind). Its rows are claimable again when
+// the rollback runs.
+func (h *hold) end() error {
+	if errors.Is(h.takeBack(), inbox.ErrTransactionHeld) {
+		go h.rollback()
+		return nil
+	}
+	return h.rollback()
+}
+
+func (h *hold) rollback() error {
 	err := h.tx.Rollback()
 	h.cancel()
 	if errors.Is(err, sql.ErrTxDone) {
@@ -444,10 +462,13 @@ func (h *hold) end() error {
 // retried, as the consumer does.
 //
 // In transactional mode Settle first takes the transaction back from the handler: when a
-// statement of the handler's is still running on it, Settle waits for that statement, rolls the
-// whole transaction back, and fails with inbox.ErrTransactionHeld (the row is unchanged and
-// claimable again). Ack commits the handler's writes with the settlement; every other outcome
-// rolls them back to the savepoint first.
+// statement of the handler's is still running on it, Settle fails with
+// inbox.ErrTransactionHeld at once, and the whole transaction is rolled back once that
+// statement is done (the row is unchanged, and claimable again then). When the database ended the transaction while the handler had it (MySQL
+// and MariaDB end it on a deadlock, releasing the row lock with it), Settle rolls back and
+// fails with inbox.ErrTransactionEnded, whatever the outcome: a settlement statement would run
+// in autocommit, on a row another consumer may hold by then. Ack commits the handler's writes
+// with the settlement; every other outcome rolls them back to the savepoint first.
 //
 // A failure rolls the transaction back, so the row is unchanged and claimable again; a failed
 // COMMIT is returned as it is. A delivery of a batch is refused and stays held: a batch
@@ -463,7 +484,7 @@ func (f *Form[D]) Settle(ctx context.Context, d *inbox.Delivery, o outcome.Outco
 	}
 	defer h.cancel()
 
-	if err := d.TakeBackTx(); err != nil {
+	if err := h.takeBack(); err != nil {
 		return errors.Join(fmt.Errorf("inbox: table %q, queue %q: settling row %d (%s): nothing settled, the row is back in the queue: %w", f.t.Name, f.q.Name, d.ID, o, err), f.rollback(h))
 	}
 	what, s, args := f.settlement(d, o)
@@ -507,8 +528,9 @@ func (f *Form[D]) settlement(d *inbox.Delivery, o outcome.Outcome) (string, *sql
 	return "retry", f.retry, []any{d.ID}
 }
 
+// rollback ends h (see end) and reports a rollback that failed.
 func (f *Form[D]) rollback(h *hold) error {
-	if err := h.tx.Rollback(); err != nil && !errors.Is(err, sql.ErrTxDone) {
+	if err := h.end(); err != nil {
 		return fmt.Errorf("inbox: table %q, queue %q: rolling back: %w", f.t.Name, f.q.Name, err)
 	}
 	return nil
@@ -534,8 +556,9 @@ func (f *Form[D]) FindUnclaimable(ctx context.Context) ([]inbox.Unclaimable, err
 func (f *Form[D]) Extend(context.Context, *inbox.Delivery) error { return nil }
 
 // Release rolls the delivery's transaction back: the row is claimable again at once, with its
-// attempt count unchanged. It waits for a statement of the handler's still running on the
-// transaction in transactional mode. A delivery of a batch is refused and stays held: a batch
+// attempt count unchanged. In transactional mode a transaction a statement of the handler's
+// still runs on is rolled back once that statement is done, and the row is claimable then;
+// Release does not wait for it. A delivery of a batch is refused and stays held: a batch
 // is given back whole, with ReleaseBatch.
 func (f *Form[D]) Release(_ context.Context, d *inbox.Delivery) error {
 	if err := f.enter(); err != nil {
@@ -553,7 +576,8 @@ func (f *Form[D]) Release(_ context.Context, d *inbox.Delivery) error {
 }
 
 // Close rolls back the transactions of the deliveries and batches still held (their rows are
-// claimable again at once), waits for the calls in progress, and frees the prepared
+// claimable again at once; a transaction a statement of the handler's still runs on is rolled
+// back once that statement is done), waits for the calls in progress, and frees the prepared
 // statements. Later calls fail with inbox.ErrClosed. Closing a form that is not open does
 // nothing.
 func (f *Form[D]) Close() error {

@@ -528,3 +528,41 @@ func TestAdvisoryOpenRefusesRuntimeSQLite(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestAdvisoryTransactionEnded: once the database has ended the handler's transaction (a
+// deadlock), its later statements are refused without reaching the server, and an Ack runs no
+// settlement (it would run in autocommit on the locked connection): Settle fails with
+// ErrTransactionEnded, rolls back and unlocks, so the row is claimable again at once.
+func TestAdvisoryTransactionEnded(t *testing.T) {
+	deadlock := errors.New("Error 1213 (40001): Deadlock found when trying to get lock; try restarting transaction")
+	for _, d := range advisoryDialects() {
+		if d.name == "postgres" {
+			continue
+		}
+		t.Run(d.name, func(t *testing.T) {
+			m := newAdvisoryMock(t, d, advisoryFull, inbox.Queue{Name: "q", Transactional: true})
+			m.expectCandidates("q", 1+4, 7)
+			m.expectLock(7, true)
+			m.expectTake("q", 7, 1, true)
+			m.mock.ExpectBegin()
+			dv := m.claim(t, 1)[0]
+			m.mock.ExpectExec("UPDATE accounts SET balance = 0").WillReturnError(deadlock)
+			if d.name == "mariadb" {
+				m.mock.ExpectQuery("SELECT @@in_transaction").WillReturnRows(sqlmock.NewRows([]string{"@@in_transaction"}).AddRow(0))
+			}
+			m.mock.ExpectRollback()
+			m.expectUnlock(7).WillReturnRows(m.unlockAnswers(true))
+			ctx := context.Background()
+			if _, err := dv.Tx.ExecContext(ctx, "UPDATE accounts SET balance = 0"); !errors.Is(err, deadlock) {
+				t.Fatalf("the failing statement: %v, want the deadlock", err)
+			}
+			if _, err := dv.Tx.ExecContext(ctx, "INSERT INTO audit VALUES (7)"); !errors.Is(err, inbox.ErrTransactionEnded) {
+				t.Errorf("the statement after the deadlock: %v, want ErrTransactionEnded", err)
+			}
+			if err := m.form.Settle(ctx, dv, outcome.Ack()); !errors.Is(err, inbox.ErrTransactionEnded) {
+				t.Errorf("Settle = %v, want ErrTransactionEnded", err)
+			}
+			m.noWarnings(t)
+		})
+	}
+}

@@ -603,3 +603,49 @@ func TestLeaseOpenOnSQLiteBeforeTableList(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestLeaseTransactionEnded: once the database has ended the handler's transaction (a
+// deadlock), its later statements are refused without reaching the server, and an Ack runs no
+// settlement in it (it would run in autocommit): Settle fails with ErrTransactionEnded, rolls
+// back and clears the lease, so the row is claimable again at once.
+func TestLeaseTransactionEnded(t *testing.T) {
+	deadlock := errors.New("Error 1213 (40001): Deadlock found when trying to get lock; try restarting transaction")
+	for _, c := range leaseCases {
+		if !c.mysqlFamily() {
+			continue
+		}
+		t.Run(c.name, func(t *testing.T) {
+			ctx := context.Background()
+			m := newRecorder(t, 1)
+			st := c.jobs
+			expectOpen(m, c, st, "jobs")
+			f := lease.New(c.txd, leaseJobs, nil)
+			if _, err := f.Open(ctx, m.db, inbox.Queue{Transactional: true}); err != nil {
+				t.Fatal(err)
+			}
+			var token driver.Value
+			expectClaim(m, c, st, true, &token, leaseClaimed{7, 1})
+			expectBegin(m, c)
+			m.mock.ExpectExec("UPDATE accounts SET balance = 0").WillReturnError(deadlock)
+			if c.name == "mariadb" {
+				m.mock.ExpectQuery("SELECT @@in_transaction").WillReturnRows(sqlmock.NewRows([]string{"@@in_transaction"}).AddRow(0))
+			}
+			expectRollback(m, c)
+			m.mock.ExpectExec(st.retry).WithArgs(int64(7), leaseSame{&token}).WillReturnResult(leaseResult(1))
+
+			d := claimOne(t, f, 7, 1)
+			if _, err := d.Tx.ExecContext(ctx, "UPDATE accounts SET balance = 0"); !errors.Is(err, deadlock) {
+				t.Fatalf("the failing statement: %v, want the deadlock", err)
+			}
+			if _, err := d.Tx.ExecContext(ctx, "INSERT INTO side (n) VALUES (1)"); !errors.Is(err, inbox.ErrTransactionEnded) {
+				t.Errorf("the statement after the deadlock: %v, want ErrTransactionEnded", err)
+			}
+			if err := f.Settle(ctx, d, outcome.Ack()); !errors.Is(err, inbox.ErrTransactionEnded) {
+				t.Errorf("Settle = %v, want ErrTransactionEnded", err)
+			}
+			if err := f.Close(); err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+}

@@ -423,8 +423,9 @@ func TestRowlockBatchMisuse(t *testing.T) {
 }
 
 // TestRowlockBatchTransactionHeld: a statement of the handler's still running on the batch's
-// transaction when SettleBatch is called makes the settlement fail with ErrTransactionHeld; the
-// transaction is rolled back after that statement ends, and no settlement statement runs.
+// transaction when SettleBatch is called makes the settlement fail with ErrTransactionHeld at
+// once; the transaction is rolled back after that statement ends, and no settlement statement
+// runs.
 func TestRowlockBatchTransactionHeld(t *testing.T) {
 	for _, dc := range rowlockBatchDialects {
 		t.Run(dc.name, func(t *testing.T) {
@@ -447,13 +448,20 @@ func TestRowlockBatchTransactionHeld(t *testing.T) {
 				leftBehind <- err
 			}()
 			<-started
+			rolledBack := m.whenRollbacks(1)
 			err := f.(inbox.BatchForm).SettleBatch(context.Background(), ds, []outcome.Outcome{outcome.Ack(), outcome.Ack(), outcome.Ack()})
 			if !errors.Is(err, inbox.ErrTransactionHeld) {
 				t.Fatalf("SettleBatch = %v; want ErrTransactionHeld", err)
 			}
+			select {
+			case <-leftBehind:
+				t.Error("SettleBatch returned only after the handler's statement")
+			default:
+			}
 			if err := <-leftBehind; err != nil {
 				t.Fatalf("the handler's statement: %v", err)
 			}
+			<-rolledBack
 			if err := f.Close(); err != nil {
 				t.Fatal(err)
 			}

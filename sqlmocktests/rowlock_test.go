@@ -564,8 +564,9 @@ func TestRowlockClaimReportsPersistentConflicts(t *testing.T) {
 }
 
 // TestRowlockTransactionHeld: a statement of the handler's still running on the delivery's
-// transaction when Settle is called makes the settlement fail with ErrTransactionHeld; the
-// transaction is rolled back after that statement ends, and no settlement statement runs.
+// transaction when Settle is called makes the settlement fail with ErrTransactionHeld at once,
+// without waiting for that statement; the transaction is rolled back after that statement
+// ends, and no settlement statement runs.
 func TestRowlockTransactionHeld(t *testing.T) {
 	for _, dc := range []rowlockDialect{rowlockPostgres, rowlockMySQL} {
 		t.Run(dc.name, func(t *testing.T) {
@@ -586,13 +587,20 @@ func TestRowlockTransactionHeld(t *testing.T) {
 				leftBehind <- err
 			}()
 			<-started
+			rolledBack := m.whenRollbacks(1)
 			err := f.Settle(context.Background(), d, outcome.Ack())
 			if !errors.Is(err, inbox.ErrTransactionHeld) {
 				t.Fatalf("Settle = %v; want ErrTransactionHeld", err)
 			}
+			select {
+			case <-leftBehind:
+				t.Error("Settle returned only after the handler's statement")
+			default:
+			}
 			if err := <-leftBehind; err != nil {
 				t.Fatalf("the handler's statement: %v", err)
 			}
+			<-rolledBack
 			if err := f.Close(); err != nil {
 				t.Fatal(err)
 			}
@@ -772,5 +780,112 @@ func TestRowlockConsumerPanic(t *testing.T) {
 				}
 			})
 		}
+	}
+}
+
+// TestRowlockTransactionEnded: once the database has ended the delivery's transaction (MySQL's
+// deadlock rolls all of it back), the handler's later statements are refused without reaching
+// the server, and Settle fails with ErrTransactionEnded after a ROLLBACK alone: no settlement
+// statement and no COMMIT, which would run in autocommit. The MySQL dialect judges by the error
+// number; the MariaDB dialect asks the server, and goes on when the transaction still stands.
+func TestRowlockTransactionEnded(t *testing.T) {
+	deadlock := errors.New("Error 1213 (40001): Deadlock found when trying to get lock; try restarting transaction")
+	duplicate := errors.New("Error 1062 (23000): Duplicate entry '1' for key 'PRIMARY'")
+	inTransaction := func(m *recorder, in int) {
+		m.mock.ExpectQuery("SELECT @@in_transaction").WillReturnRows(sqlmock.NewRows([]string{"@@in_transaction"}).AddRow(in))
+	}
+	for _, tc := range []struct {
+		name  string
+		dc    rowlockDialect
+		fails error
+		probe int // MariaDB's answer to @@in_transaction; -1: not asked
+		ended bool
+	}{
+		{"mysql deadlock", rowlockMySQL, deadlock, -1, true},
+		{"mysql duplicate key", rowlockMySQL, duplicate, -1, false},
+		{"mariadb deadlock", rowlockMariaDB, deadlock, 0, true},
+		{"mariadb duplicate key", rowlockMariaDB, duplicate, 1, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			m := newRecorder(t, 0)
+			rowlockExpectOpen(m, tc.dc, tc.dc.full)
+			rowlockExpectClaimFull(m, tc.dc, 6)
+			m.mock.ExpectExec("SAVEPOINT inbox_handler").WillReturnResult(sqlmock.NewResult(0, 0))
+			m.mock.ExpectExec("UPDATE accounts SET balance = 0").WillReturnError(tc.fails)
+			if tc.probe >= 0 {
+				inTransaction(m, tc.probe)
+			}
+			if tc.ended {
+				m.mock.ExpectRollback()
+			} else {
+				m.mock.ExpectExec("INSERT INTO audit VALUES (6)").WillReturnResult(sqlmock.NewResult(0, 1))
+				m.mock.ExpectExec(tc.dc.full.ack).WithArgs(rowlockTimeNear{time.Now()}, int64(6)).WillReturnResult(sqlmock.NewResult(0, 1))
+				m.mock.ExpectCommit()
+			}
+
+			f := tc.dc.form(rowlockFullTable)
+			rowlockOpen(t, m, f, inbox.Queue{Name: rowlockQueue, Transactional: true})
+			d := rowlockClaimOne(t, f)
+			ctx := context.Background()
+			if _, err := d.Tx.ExecContext(ctx, "UPDATE accounts SET balance = 0"); !errors.Is(err, tc.fails) {
+				t.Fatalf("the failing statement: %v, want its own error", err)
+			}
+			_, err := d.Tx.ExecContext(ctx, "INSERT INTO audit VALUES (6)")
+			settled := f.Settle(ctx, d, outcome.Ack())
+			if !tc.ended {
+				if err != nil || settled != nil {
+					t.Fatalf("after an error that leaves the transaction open: the next statement %v, Settle %v; want both to succeed", err, settled)
+				}
+				return
+			}
+			if !errors.Is(err, inbox.ErrTransactionEnded) || !errors.Is(err, deadlock) || !strings.Contains(err.Error(), `"jobs", row 6`) {
+				t.Errorf("the statement after the deadlock: %v; want ErrTransactionEnded wrapping the deadlock, naming table and row", err)
+			}
+			var row int
+			if err := d.Tx.QueryRowContext(ctx, "SELECT 1").Scan(&row); err == nil {
+				t.Error("a QueryRow after the deadlock succeeded; want it refused")
+			}
+			if !errors.Is(settled, inbox.ErrTransactionEnded) {
+				t.Errorf("Settle = %v; want ErrTransactionEnded", settled)
+			}
+			if err := f.Close(); err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+}
+
+// TestRowlockTransactionEndedWhileRowsWereRead: an error a locking read meets while its rows
+// are read (InnoDB reports a deadlock there) reaches only the reader; on MariaDB the
+// delivery's transaction asks the server before the next statement, refuses it once the
+// transaction is over, and the settlement fails having run only a ROLLBACK.
+func TestRowlockTransactionEndedWhileRowsWereRead(t *testing.T) {
+	dc := rowlockMariaDB
+	m := newRecorder(t, 0)
+	rowlockExpectOpen(m, dc, dc.full)
+	rowlockExpectClaimFull(m, dc, 6)
+	m.mock.ExpectExec("SAVEPOINT inbox_handler").WillReturnResult(sqlmock.NewResult(0, 0))
+	deadlock := errors.New("Error 1213 (40001): Deadlock found when trying to get lock; try restarting transaction")
+	m.mock.ExpectQuery("SELECT balance FROM accounts WHERE id = 1 FOR UPDATE").
+		WillReturnRows(sqlmock.NewRows([]string{"balance"}).AddRow(1).RowError(0, deadlock))
+	m.mock.ExpectQuery("SELECT @@in_transaction").WillReturnRows(sqlmock.NewRows([]string{"@@in_transaction"}).AddRow(0))
+	m.mock.ExpectRollback()
+
+	f := dc.form(rowlockFullTable)
+	rowlockOpen(t, m, f, inbox.Queue{Name: rowlockQueue, Transactional: true})
+	d := rowlockClaimOne(t, f)
+	ctx := context.Background()
+	var balance int
+	if err := d.Tx.QueryRowContext(ctx, "SELECT balance FROM accounts WHERE id = 1 FOR UPDATE").Scan(&balance); !errors.Is(err, deadlock) {
+		t.Fatalf("the locking read: %v, want the deadlock", err)
+	}
+	if _, err := d.Tx.ExecContext(ctx, "UPDATE accounts SET balance = 2 WHERE id = 1"); !errors.Is(err, inbox.ErrTransactionEnded) {
+		t.Errorf("the write after the failed read: %v; want ErrTransactionEnded", err)
+	}
+	if err := f.Settle(ctx, d, outcome.Ack()); !errors.Is(err, inbox.ErrTransactionEnded) {
+		t.Errorf("Settle = %v; want ErrTransactionEnded", err)
+	}
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -12,4 +12,5 @@ var (
 	ServerTooOld     = errors.New("inbox: server too old")
 	AlreadyConsuming = errors.New("inbox: already consuming")
 	TransactionHeld  = errors.New("inbox: transaction held")
+	TransactionEnded = errors.New("inbox: transaction ended")
 )
