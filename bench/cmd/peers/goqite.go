@@ -3,12 +3,13 @@ package main
 import (
 	"context"
 	"database/sql"
-	"fmt"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/maragudk/goqite"
+
+	"github.com/sqlinbox/inbox/bench/harness"
 )
 
 // goqiteQueue drains a goqite queue. Its fastest reasonable settings: w goroutines, each
@@ -22,7 +23,7 @@ type goqiteQueue struct {
 }
 
 func newGoqite(ctx context.Context, path string, pool int) (contender, error) {
-	db, err := sql.Open("sqlite", sqliteSource(path))
+	db, err := sql.Open("sqlite", harness.SQLiteDSN(path))
 	if err != nil {
 		return nil, err
 	}
@@ -49,7 +50,7 @@ func (g *goqiteQueue) prefill(ctx context.Context, n int) error {
 	}
 	defer tx.Rollback()
 	for seq := 1; seq <= n; seq++ {
-		if err := g.q.SendTx(ctx, tx, goqite.Message{Body: payloadOf(seq)}); err != nil {
+		if err := g.q.SendTx(ctx, tx, goqite.Message{Body: harness.Payload(seq)}); err != nil {
 			return err
 		}
 	}
@@ -92,12 +93,12 @@ func (g *goqiteQueue) drain(ctx context.Context, n, w int) (time.Duration, error
 	if firstErr != nil {
 		return 0, firstErr
 	}
-	var left int
+	var left int64
 	if err := g.db.QueryRowContext(ctx, "SELECT COUNT(*) FROM goqite").Scan(&left); err != nil {
 		return 0, err
 	}
-	if left != 0 || handled.Load() != int64(n) {
-		return 0, fmt.Errorf("drain check failed: %d messages left, %d handled, of %d", left, handled.Load(), n)
+	if err := harness.Check("goqite", left, handled.Load(), int64(n)); err != nil {
+		return 0, err
 	}
 	return elapsed, nil
 }
