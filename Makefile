@@ -26,7 +26,7 @@ vet: ## go vet on every module
 	go vet $(PKGS)
 
 bench: ## throughput beside raw SQL loops, latency, then the peers (River, gue, goqite); about an hour
-	go run ./cmd/inbox bench -plot docs/benchmarks.svg
+	go run ./bench/cmd/throughput -plot docs/benchmarks.svg
 	go run ./bench/cmd/peers
 
 .PHONY: reliability

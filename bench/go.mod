@@ -6,17 +6,19 @@ replace github.com/sqlinbox/inbox => ../
 
 require (
 	github.com/glebarez/go-sqlite v1.23.0
+	github.com/go-sql-driver/mysql v1.10.1
 	github.com/jackc/pgx/v5 v5.12.0
-	github.com/maragudk/goqite v0.2.3
 	github.com/riverqueue/river v0.51.2
 	github.com/riverqueue/river/riverdriver v0.51.2
 	github.com/riverqueue/river/riverdriver/riverpgxv5 v0.51.2
 	github.com/riverqueue/river/riverdriver/riversqlite v0.51.2
 	github.com/sqlinbox/inbox v0.0.0-00010101000000-000000000000
 	github.com/vgarvardt/gue/v5 v5.8.0
+	maragu.dev/goqite v0.4.0
 )
 
 require (
+	filippo.io/edwards25519 v1.2.0 // indirect
 	github.com/dustin/go-humanize v1.0.1 // indirect
 	github.com/google/uuid v1.6.0 // indirect
 	github.com/jackc/pgpassfile v1.0.0 // indirect

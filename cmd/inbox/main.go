@@ -1,9 +1,14 @@
-// Command inbox runs the library's demo: a queue in a database table, drained by a consumer.
+// Command inbox is the library's command-line tool. Today it runs the demo: a queue in a
+// database table, drained by a consumer.
 //
 //	go run ./cmd/inbox demo                      # embedded SQLite, no server needed
 //	go run ./cmd/inbox demo -n 20000 -workers 8
 //	go run ./cmd/inbox demo -dsn 'postgres://postgres@127.0.0.1:5432/test?sslmode=disable'
 //	go run ./cmd/inbox demo -dsn 'mysql://root@tcp(127.0.0.1:3306)/test'
+//	go run ./cmd/inbox version
+//
+// The benchmarks are commands of the bench/ module: go run ./bench/cmd/throughput and
+// go run ./bench/cmd/peers.
 package main
 
 import (
@@ -11,13 +16,15 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"runtime"
+	"runtime/debug"
 )
 
 const usage = `usage: inbox <command> [flags]
 
 commands:
-  demo    publish messages to a table and drain them with a lease consumer (inbox demo -h)
-  bench   throughput of every form and database beside a raw SQL loop, latency, memory (inbox bench -h)
+  demo      publish messages to a table and drain them with a lease consumer (inbox demo -h)
+  version   print the versions of this command, the library and Go
 `
 
 func main() {
@@ -31,8 +38,8 @@ func main() {
 	switch os.Args[1] {
 	case "demo":
 		err = demo(ctx, os.Args[2:])
-	case "bench":
-		err = bench(ctx, os.Args[2:])
+	case "version":
+		fmt.Println(version())
 	case "-h", "-help", "--help", "help":
 		fmt.Print(usage)
 		return
@@ -44,4 +51,22 @@ func main() {
 		fmt.Fprintln(os.Stderr, "inbox:", err)
 		os.Exit(1)
 	}
+}
+
+// version names the command's module version, the library's it was built with, and Go's, as the
+// build recorded them: "(devel)" for a build from a checkout.
+func version() string {
+	cmd, lib := "unknown", "unknown"
+	if bi, ok := debug.ReadBuildInfo(); ok {
+		cmd = bi.Main.Version
+		for _, m := range bi.Deps {
+			if m.Path == "github.com/sqlinbox/inbox" {
+				lib = m.Version
+				if m.Replace != nil {
+					lib += " (replaced by " + m.Replace.Path + ")"
+				}
+			}
+		}
+	}
+	return fmt.Sprintf("inbox %s, library github.com/sqlinbox/inbox %s, %s", cmd, lib, runtime.Version())
 }

@@ -9,6 +9,8 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/vgarvardt/gue/v5"
 	"github.com/vgarvardt/gue/v5/adapter/pgxv5"
+
+	"github.com/sqlinbox/inbox/bench/harness"
 )
 
 // gueQueue drains gue jobs. Its fastest reasonable settings: a worker pool of w workers, each
@@ -71,7 +73,7 @@ func (g *gueQueue) prefill(ctx context.Context, n int) error {
 	for from := 0; from < n; from += 1000 {
 		jobs := make([]*gue.Job, 0, 1000)
 		for seq := from + 1; seq <= min(from+1000, n); seq++ {
-			jobs = append(jobs, &gue.Job{Type: "bench", Args: payloadOf(seq)})
+			jobs = append(jobs, &gue.Job{Type: "bench", Args: harness.Payload(seq)})
 		}
 		if err := g.client.EnqueueBatch(ctx, jobs); err != nil {
 			return err
@@ -112,12 +114,12 @@ func (g *gueQueue) drain(ctx context.Context, n, w int) (time.Duration, error) {
 		return 0, err
 	}
 	elapsed := time.Since(start)
-	var left int
+	var left int64
 	if err := g.pool.QueryRow(ctx, "SELECT COUNT(*) FROM gue_jobs").Scan(&left); err != nil {
 		return 0, err
 	}
-	if left != 0 || handled.Load() != int64(n) {
-		return 0, fmt.Errorf("drain check failed: %d jobs left, %d worked, of %d", left, handled.Load(), n)
+	if err := harness.Check("gue_jobs", left, handled.Load(), int64(n)); err != nil {
+		return 0, err
 	}
 	return elapsed, nil
 }

@@ -6,8 +6,10 @@
 //	go run ./bench/cmd/peers                                  # from the repository's root
 //	go run ./bench/cmd/peers -n 500 -rounds 1 -workers 1,4    # a quick look
 //
-// Our forms run twice: single deliveries, and batches of 16 (inbox.NewBatchConsumer). The table
-// gives each peer's ratio to our best form of each kind on the same database.
+// Our forms run twice: single deliveries, and batches of 16 (inbox.NewBatchConsumer), through
+// the harness the throughput command drains with (bench/harness). Each peer runs through its
+// own documented runner: River's client with its workers, gue's worker pool, goqite's job
+// runner. The table gives each peer's ratio to our best form of each kind on the same database.
 //
 // It lives in a module of its own (bench/) so that the peers' dependencies never reach the
 // library's.
@@ -15,18 +17,19 @@ package main
 
 import (
 	"context"
-	"database/sql"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"os"
 	"os/signal"
-	"runtime"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/sqlinbox/inbox/bench/harness"
 )
 
 // contender is one way to drain a table: a form of ours or a peer.
@@ -36,7 +39,7 @@ type contender interface {
 	ours() bool
 	// batch is how many rows a handler call takes: 1, or the batch size of our batched forms.
 	batch() int
-	// prefill empties the contender's table and inserts n rows (payloadOf(1…n)), untimed.
+	// prefill empties the contender's table and inserts n rows (harness.Payload(1…n)), untimed.
 	prefill(ctx context.Context, n int) error
 	// drain handles the n rows with w workers and returns once every row is settled and the
 	// contender stopped; the time it took is the measurement.
@@ -86,7 +89,7 @@ func parseFlags(args []string) (*config, error) {
 	fs.IntVar(&cfg.rounds, "rounds", 3, "rounds (every contender once per round, interleaved)")
 	dbs := fs.String("db", "postgres,sqlite", "databases: postgres, sqlite")
 	peers := fs.String("peers", "river,gue,goqite", "peers: river (Postgres and SQLite), gue (Postgres), goqite (SQLite)")
-	fs.StringVar(&cfg.pgDSN, "dsn", "postgres://postgres@127.0.0.1:5432/test?sslmode=disable", "Postgres DSN")
+	fs.StringVar(&cfg.pgDSN, "dsn", harness.DefaultDSNs["postgres"], "Postgres DSN")
 	fs.IntVar(&cfg.sqlitePool, "sqlite-pool", 1, "the peers' connection pool on SQLite (River and goqite both recommend 1; ours takes workers+2)")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -94,37 +97,20 @@ func parseFlags(args []string) (*config, error) {
 		}
 		return nil, err
 	}
-	for _, f := range strings.Split(*workers, ",") {
-		w, err := strconv.Atoi(strings.TrimSpace(f))
-		if err != nil || w < 1 {
-			return nil, fmt.Errorf("-workers %q: want positive integers", *workers)
-		}
-		cfg.workers = append(cfg.workers, w)
-	}
 	var err error
-	if cfg.dbs, err = names("-db", *dbs, "postgres", "sqlite"); err != nil {
+	if cfg.workers, err = harness.Ints("workers", *workers); err != nil {
 		return nil, err
 	}
-	if cfg.peers, err = names("-peers", *peers, "river", "gue", "goqite"); err != nil {
+	if cfg.dbs, err = harness.Names("db", *dbs, []string{"postgres", "sqlite"}); err != nil {
+		return nil, err
+	}
+	if cfg.peers, err = harness.Names("peers", *peers, []string{"river", "gue", "goqite"}); err != nil {
 		return nil, err
 	}
 	if cfg.n < 1 || cfg.rounds < 1 || cfg.sqlitePool < 1 {
 		return nil, errors.New("-n, -rounds and -sqlite-pool must be at least 1")
 	}
 	return cfg, nil
-}
-
-// names splits a flag's comma-separated value and refuses a name not among known.
-func names(flag, value string, known ...string) ([]string, error) {
-	var out []string
-	for _, n := range strings.Split(value, ",") {
-		n = strings.TrimSpace(n)
-		if !slices.Contains(known, n) {
-			return nil, fmt.Errorf("%s: unknown %q: want some of %s", flag, n, strings.Join(known, ", "))
-		}
-		out = append(out, n)
-	}
-	return out, nil
 }
 
 // oursBatch is the batch size of our batched contenders.
@@ -139,80 +125,81 @@ func runPeers(ctx context.Context, cfg *config) ([]*result, error) {
 	defer os.RemoveAll(tmp)
 	maxW := slices.Max(cfg.workers)
 
-	fmt.Fprintf(cfg.out, "machine   %d cores, %s; %d rows per round, %d rounds\n", runtime.NumCPU(), runtime.Version(), cfg.n, cfg.rounds)
+	fmt.Fprintf(cfg.out, "machine   %s; %d rows per round, %d rounds\n", harness.Machine(), cfg.n, cfg.rounds)
 	var results []*result
 	for _, db := range cfg.dbs {
-		var cs []contender
-		closeAll := func() {
-			for _, c := range cs {
-				c.close()
-			}
+		cs, err := contenders(ctx, db, cfg, tmp, maxW)
+		if err == nil {
+			// Ours comes first on each database: its target describes the database.
+			fmt.Fprintf(cfg.out, "%-9s %s\n", db, cs[0].(*oursForm).t.Facts(ctx))
+			var res []*result
+			res, err = measure(ctx, db, cs, cfg)
+			results = append(results, res...)
 		}
+		for _, c := range cs {
+			c.close()
+		}
+		if err != nil {
+			return nil, err
+		}
+	}
+	return results, nil
+}
+
+// contenders opens every contender on database db: ours first, then the peers cfg names. On an
+// error it closes those it opened.
+func contenders(ctx context.Context, db string, cfg *config, tmp string, maxW int) ([]contender, error) {
+	var cs []contender
+	add := func(c contender, err error) error {
+		if err != nil {
+			return err
+		}
+		cs = append(cs, c)
+		return nil
+	}
+	peer := func(name string, open func() (contender, error)) error {
+		if !slices.Contains(cfg.peers, name) {
+			return nil
+		}
+		if err := add(open()); err != nil {
+			return fmt.Errorf("%s on %s: %w", name, harness.Label(db), err)
+		}
+		return nil
+	}
+	err := func() error {
 		switch db {
 		case "postgres":
 			for _, batch := range []int{1, oursBatch} {
 				for _, form := range []string{"rowlock", "lease"} {
-					c, err := newOursPostgres(ctx, cfg.pgDSN, form, batch, maxW)
-					if err != nil {
-						closeAll()
-						return nil, err
+					if err := add(newOurs(ctx, db, cfg.pgDSN, form, batch, maxW)); err != nil {
+						return err
 					}
-					cs = append(cs, c)
 				}
 			}
-			if slices.Contains(cfg.peers, "river") {
-				c, err := newRiverPostgres(ctx, cfg.pgDSN, maxW)
-				if err != nil {
-					closeAll()
-					return nil, fmt.Errorf("River on Postgres: %w", err)
-				}
-				cs = append(cs, c)
+			if err := peer("river", func() (contender, error) { return newRiverPostgres(ctx, cfg.pgDSN, maxW) }); err != nil {
+				return err
 			}
-			if slices.Contains(cfg.peers, "gue") {
-				c, err := newGue(ctx, cfg.pgDSN, maxW)
-				if err != nil {
-					closeAll()
-					return nil, fmt.Errorf("gue: %w", err)
-				}
-				cs = append(cs, c)
-			}
+			return peer("gue", func() (contender, error) { return newGue(ctx, cfg.pgDSN, maxW) })
 		case "sqlite":
 			for _, batch := range []int{1, oursBatch} {
-				c, err := newOursSQLite(ctx, tmp+"/ours-"+strconv.Itoa(batch)+".db", batch, maxW)
-				if err != nil {
-					closeAll()
-					return nil, err
+				if err := add(newOurs(ctx, db, filepath.Join(tmp, "ours-"+strconv.Itoa(batch)+".db"), "lease", batch, maxW)); err != nil {
+					return err
 				}
-				cs = append(cs, c)
 			}
-			if slices.Contains(cfg.peers, "river") {
-				c, err := newRiverSQLite(ctx, tmp+"/river.db", cfg.sqlitePool)
-				if err != nil {
-					closeAll()
-					return nil, fmt.Errorf("River on SQLite: %w", err)
-				}
-				cs = append(cs, c)
+			if err := peer("river", func() (contender, error) { return newRiverSQLite(ctx, filepath.Join(tmp, "river.db"), cfg.sqlitePool) }); err != nil {
+				return err
 			}
-			if slices.Contains(cfg.peers, "goqite") {
-				c, err := newGoqite(ctx, tmp+"/goqite.db", cfg.sqlitePool)
-				if err != nil {
-					closeAll()
-					return nil, fmt.Errorf("goqite: %w", err)
-				}
-				cs = append(cs, c)
-			}
-		default:
-			return nil, fmt.Errorf("-db: unknown %q: want postgres or sqlite", db)
+			return peer("goqite", func() (contender, error) { return newGoqite(ctx, filepath.Join(tmp, "goqite.db"), cfg.sqlitePool) })
 		}
-		fmt.Fprintf(cfg.out, "%-9s %s\n", db, describe(ctx, db, cfg.pgDSN))
-		res, err := measure(ctx, db, cs, cfg)
-		closeAll()
-		if err != nil {
-			return nil, err
+		return fmt.Errorf("-db: unknown %q: want postgres or sqlite", db)
+	}()
+	if err != nil {
+		for _, c := range cs {
+			c.close()
 		}
-		results = append(results, res...)
+		return nil, err
 	}
-	return results, nil
+	return cs, nil
 }
 
 // result is one contender on one database with one worker count.
@@ -224,34 +211,36 @@ type result struct {
 	rates    []float64
 }
 
-// measure runs every contender once per round for each worker count, interleaved. Each round
-// starts one contender further along: a drain runs slower right after a heavier one (the
-// database still writing out the one before), and no contender may always be the one after
-// the same other.
+// measure runs every contender once per round for each worker count, each round starting one
+// contender further along (harness.Rounds).
 func measure(ctx context.Context, db string, cs []contender, cfg *config) ([]*result, error) {
+	bar := harness.NewBar(int64(len(cfg.workers)) * int64(cfg.rounds) * int64(len(cs)) * int64(cfg.n))
+	defer bar.Stop()
 	var out []*result
 	for _, w := range cfg.workers {
-		row := make([]*result, len(cs))
+		drains := make([]func(int) error, len(cs))
 		for i, c := range cs {
-			row[i] = &result{db: db, name: c.name(), ours: c.ours(), batch: c.batch(), workers: w}
-		}
-		for r := 1; r <= cfg.rounds; r++ {
-			for k := range cs {
-				i := (r - 1 + k) % len(cs)
-				c := cs[i]
+			res := &result{db: db, name: c.name(), ours: c.ours(), batch: c.batch(), workers: w}
+			out = append(out, res)
+			drains[i] = func(r int) error {
+				bar.SetLabel(fmt.Sprintf("%s %s W=%d round %d/%d", db, c.name(), w, r, cfg.rounds))
 				if err := c.prefill(ctx, cfg.n); err != nil {
-					return nil, fmt.Errorf("%s, %s: prefilling: %w", db, c.name(), err)
+					return fmt.Errorf("%s, %s: prefilling: %w", db, c.name(), err)
 				}
 				elapsed, err := c.drain(ctx, cfg.n, w)
 				if err != nil {
-					return nil, fmt.Errorf("%s, %s, %d workers: %w", db, c.name(), w, err)
+					return fmt.Errorf("%s, %s, %d workers: %w", db, c.name(), w, err)
 				}
 				rate := float64(cfg.n) / elapsed.Seconds()
-				row[i].rates = append(row[i].rates, rate)
-				fmt.Fprintf(os.Stderr, "%-8s %-16s W=%d round %d: %8.0f msgs/s\n", db, c.name(), w, r, rate)
+				res.rates = append(res.rates, rate)
+				bar.Add(int64(cfg.n))
+				bar.Logf("%-8s %-16s W=%d round %d: %8.0f msgs/s", db, c.name(), w, r, rate)
+				return nil
 			}
 		}
-		out = append(out, row...)
+		if err := harness.Rounds(cfg.rounds, drains...); err != nil {
+			return nil, err
+		}
 	}
 	return out, nil
 }
@@ -266,74 +255,22 @@ func report(w io.Writer, results []*result) {
 			single = ratio(results, r, func(o *result) bool { return o.batch == 1 })
 			batched = ratio(results, r, func(o *result) bool { return o.batch > 1 })
 		}
-		fmt.Fprintf(w, "| %s | %d | %s | %s | %s | %s |\n", dbLabel(r.db), r.workers, r.name, spread(r.rates), single, batched)
+		fmt.Fprintf(w, "| %s | %d | %s | %s | %s | %s |\n", harness.Label(r.db), r.workers, r.name, harness.Spread(r.rates), single, batched)
 	}
 }
 
 // ratio is the median of our best form among those kind keeps, on r's database with r's
-// workers, over r's median, naming that form.
+// workers, over r's median, naming that form. It is a ratio of medians, not paired by round:
+// a round's contenders run one after another, not side by side in pairs.
 func ratio(results []*result, r *result, kind func(*result) bool) string {
 	var best *result
 	for _, o := range results {
-		if o.ours && kind(o) && o.db == r.db && o.workers == r.workers && (best == nil || median(o.rates) > median(best.rates)) {
+		if o.ours && kind(o) && o.db == r.db && o.workers == r.workers && (best == nil || harness.Median(o.rates) > harness.Median(best.rates)) {
 			best = o
 		}
 	}
 	if best == nil {
 		return "–"
 	}
-	return fmt.Sprintf("%.2f (%s)", median(best.rates)/median(r.rates), strings.TrimPrefix(best.name, "ours: "))
-}
-
-func dbLabel(db string) string {
-	if db == "postgres" {
-		return "Postgres"
-	}
-	return "SQLite"
-}
-
-func median(v []float64) float64 {
-	s := slices.Clone(v)
-	slices.Sort(s)
-	if len(s)%2 == 1 {
-		return s[len(s)/2]
-	}
-	return (s[len(s)/2-1] + s[len(s)/2]) / 2
-}
-
-func spread(v []float64) string {
-	return fmt.Sprintf("%.0f (%.0f–%.0f)", median(v), slices.Min(v), slices.Max(v))
-}
-
-// payloadOf is row seq's payload, the same small JSON the inbox bench command publishes.
-func payloadOf(seq int) []byte {
-	return []byte(`{"seq":` + strconv.Itoa(seq) + `,"account":"acct-` + strconv.Itoa(seq%50) + `","amount_cents":` + strconv.Itoa(100+seq%9900) + `}`)
-}
-
-// sqliteSource is the same SQLite file setup as the inbox bench command's: WAL, a busy timeout,
-// synchronous FULL (every commit on disk).
-func sqliteSource(path string) string {
-	return "file:" + path + "?_pragma=journal_mode(WAL)&_pragma=busy_timeout(10000)&_pragma=synchronous(FULL)"
-}
-
-// describe names a database's version and durability settings.
-func describe(ctx context.Context, db, pgDSN string) string {
-	var source, driver, query string
-	if db == "postgres" {
-		driver, source = "pgx", pgDSN
-		query = "SELECT 'PostgreSQL ' || current_setting('server_version') || ', fsync=' || current_setting('fsync') || ', synchronous_commit=' || current_setting('synchronous_commit')"
-	} else {
-		driver, source = "sqlite", "file::memory:"
-		query = "SELECT 'SQLite ' || sqlite_version() || ' (github.com/glebarez/go-sqlite), WAL, synchronous FULL'"
-	}
-	conn, err := sql.Open(driver, source)
-	if err != nil {
-		return "?"
-	}
-	defer conn.Close()
-	var s string
-	if err := conn.QueryRowContext(ctx, query).Scan(&s); err != nil {
-		return "? (" + err.Error() + ")"
-	}
-	return s
+	return fmt.Sprintf("%.2f (%s)", harness.Median(best.rates)/harness.Median(r.rates), strings.TrimPrefix(best.name, "ours: "))
 }

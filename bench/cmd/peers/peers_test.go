@@ -2,15 +2,15 @@ package main
 
 import (
 	"context"
-	"database/sql"
 	"fmt"
-	"net/url"
-	"os"
 	"slices"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/sqlinbox/inbox/bench/harness"
+	"github.com/sqlinbox/inbox/bench/harness/harnesstest"
 )
 
 // TestPeersTiny runs the peers command's code path with 500 rows a round, so that it cannot rot:
@@ -20,22 +20,13 @@ import (
 // drained queue. Postgres is the live tests' (INBOX_POSTGRES_DSN), in a database of the test's
 // own; when it does not answer its part is left out, or fails the test under
 // INBOX_REQUIRE_DATABASES=1. The two databases run side by side, and Postgres commits without
-// waiting for the disk: this measures nothing.
+// waiting for the disk (harnesstest.Scratch): this measures nothing.
 func TestPeersTiny(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	runs := []*tinyRun{{db: "sqlite", want: []string{"ours: lease", "ours: lease, batches of 16", "River", "goqite"}}}
-	dsn := os.Getenv("INBOX_POSTGRES_DSN")
-	if dsn == "" {
-		dsn = "postgres://postgres@127.0.0.1:5432/test?sslmode=disable"
-	}
-	if scratch, err := scratchPostgres(ctx, t, dsn); err != nil {
-		if os.Getenv("INBOX_REQUIRE_DATABASES") == "1" {
-			t.Fatalf("database required (INBOX_REQUIRE_DATABASES=1): postgres at %s: %v", dsn, err)
-		}
-		t.Logf("postgres left out: %v", err)
-	} else {
-		runs = append(runs, &tinyRun{db: "postgres", dsn: scratch, want: []string{
+	if dsn, ok := harnesstest.Scratch(ctx, t, "inbox_peers_test", "postgres"); ok {
+		runs = append(runs, &tinyRun{db: "postgres", dsn: dsn, want: []string{
 			"ours: rowlock", "ours: lease", "ours: rowlock, batches of 16", "ours: lease, batches of 16", "River", "gue"}})
 	}
 	var wg sync.WaitGroup
@@ -65,7 +56,7 @@ func TestPeersTiny(t *testing.T) {
 			if res.ours {
 				continue
 			}
-			row := fmt.Sprintf("| %s | %d | %s | ", dbLabel(r.db), res.workers, res.name)
+			row := fmt.Sprintf("| %s | %d | %s | ", harness.Label(r.db), res.workers, res.name)
 			i := strings.Index(r.out.String(), row)
 			if i < 0 {
 				t.Errorf("%s: the table has no row starting %q", r.db, row)
@@ -103,42 +94,6 @@ func (r *tinyRun) run(ctx context.Context) {
 	if r.results, r.err = runPeers(ctx, cfg); r.err == nil {
 		report(&r.out, r.results)
 	}
-}
-
-// scratchPostgres creates a database of the test's own on the Postgres server dsn names,
-// committing without waiting for the disk, dropped when the test ends; it returns its DSN. The
-// peers' tables (River's schema, gue's table, ours) then never meet a peers run's, or another
-// test process's, on the same server.
-func scratchPostgres(ctx context.Context, t *testing.T, dsn string) (string, error) {
-	u, err := url.Parse(dsn)
-	if err != nil || (u.Scheme != "postgres" && u.Scheme != "postgresql") {
-		return "", fmt.Errorf("want a postgres:// URL, got %q", dsn)
-	}
-	db, err := sql.Open("pgx", dsn)
-	if err != nil {
-		return "", err
-	}
-	pingCtx, cancel := context.WithTimeout(ctx, 5*time.Second)
-	defer cancel()
-	if err := db.PingContext(pingCtx); err != nil {
-		db.Close()
-		return "", err
-	}
-	name := fmt.Sprintf("inbox_peers_test_%d", os.Getpid())
-	t.Cleanup(func() {
-		defer db.Close()
-		// FORCE (Postgres 13 or later): River's and gue's pools may still be closing.
-		if _, err := db.ExecContext(context.Background(), `DROP DATABASE IF EXISTS "`+name+`" WITH (FORCE)`); err != nil {
-			t.Errorf("dropping the test's database %s: %v", name, err)
-		}
-	})
-	for _, q := range []string{`CREATE DATABASE "` + name + `"`, `ALTER DATABASE "` + name + `" SET synchronous_commit = off`} {
-		if _, err := db.ExecContext(ctx, q); err != nil {
-			return "", fmt.Errorf("%s: %w", q, err)
-		}
-	}
-	u.Path = "/" + name
-	return u.String(), nil
 }
 
 // TestPeersRefusesUnknownNames: a database or peer the command does not know fails at once,

@@ -16,6 +16,8 @@ import (
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
 	"github.com/riverqueue/river/riverdriver/riversqlite"
 	"github.com/riverqueue/river/rivermigrate"
+
+	"github.com/sqlinbox/inbox/bench/harness"
 )
 
 // benchArgs is River's job: the same payload as our rows.
@@ -89,7 +91,7 @@ func newRiverPostgres(ctx context.Context, dsn string, maxW int) (contender, err
 }
 
 func newRiverSQLite(ctx context.Context, path string, pool int) (contender, error) {
-	db, err := sql.Open("sqlite", sqliteSource(path))
+	db, err := sql.Open("sqlite", harness.SQLiteDSN(path))
 	if err != nil {
 		return nil, err
 	}
@@ -139,7 +141,7 @@ func (r *riverQueue[TTx]) prefill(ctx context.Context, n int) error {
 		params := make([]river.InsertManyParams, 0, 1000)
 		for seq := from + 1; seq <= min(from+1000, n); seq++ {
 			var a benchArgs
-			if err := json.Unmarshal(payloadOf(seq), &a); err != nil {
+			if err := json.Unmarshal(harness.Payload(seq), &a); err != nil {
 				return err
 			}
 			params = append(params, river.InsertManyParams{Args: a})
@@ -193,8 +195,8 @@ func (r *riverQueue[TTx]) drain(ctx context.Context, n, w int) (time.Duration, e
 	if err != nil {
 		return 0, err
 	}
-	if done != n || handled.Load() != int64(n) {
-		return 0, fmt.Errorf("drain check failed: %d jobs completed, %d worked, of %d", done, handled.Load(), n)
+	if err := harness.Check("river_job (not completed)", int64(n-done), handled.Load(), int64(n)); err != nil {
+		return 0, err
 	}
 	return elapsed, nil
 }

@@ -31,7 +31,7 @@ func TestReplotReadsRoundLines(t *testing.T) {
 		"postgres rowlock  W=1 batch=1  raw      round 1:     2000 msgs/s (38.0 allocs/msg)",
 	)
 	var out strings.Builder
-	cfg := &benchConfig{fromLogs: []string{first, second}, out: &out}
+	cfg := &config{fromLogs: []string{first, second}, out: &out}
 	if err := replot(cfg); err != nil {
 		t.Fatal(err)
 	}

@@ -15,33 +15,31 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/sqlinbox/inbox"
-	"github.com/sqlinbox/inbox/lease"
-	"github.com/sqlinbox/inbox/outcome"
+	"github.com/sqlinbox/inbox/bench/harness"
 )
 
 // runLatency publishes rows one at a time at cfg.latencyRate per second for cfg.latencyFor into
 // each cell's table while a consumer drains it, and reports enqueue-to-handler latency: from
 // just before the publishing call to the handler's start. Two ways per cell: published through
-// inbox.Enqueue, which wakes the consumer in this process at once (PollInterval left at its
-// 1 s default), and inserted by plain SQL, which the consumer finds by polling every 100 ms.
-func runLatency(ctx context.Context, targets []*target, cfg *benchConfig) error {
+// the library (inbox.Enqueue), which wakes the consumer in this process at once (PollInterval
+// left at its 1 s default), and inserted by plain SQL, which the consumer finds by polling every
+// 100 ms.
+func runLatency(ctx context.Context, targets []*harness.Target, cfg *config) error {
 	fmt.Fprintln(cfg.out, "| database | form | publish | p50 | p99 | max | rows |")
 	fmt.Fprintln(cfg.out, "|---|---|---|--:|--:|--:|--:|")
 	for _, t := range targets {
-		t.db.SetMaxOpenConns(cfg.latencyWorkers + 2)
-		t.db.SetMaxIdleConns(cfg.latencyWorkers + 2)
-		for _, form := range onlyOn(t.name, cfg.forms) {
+		t.SetPool(cfg.latencyWorkers + 2)
+		for _, form := range onlyOn(t.Name, cfg.forms) {
 			for _, wake := range []bool{true, false} {
 				lat, err := latencyCell(ctx, t, form, cfg, wake)
 				if err != nil {
-					return fmt.Errorf("latency, %s %s: %w", t.name, form, err)
+					return fmt.Errorf("latency, %s %s: %w", t.Name, form, err)
 				}
 				how := "inbox.Enqueue (wake)"
 				if !wake {
 					how = "plain INSERT (poll 100ms)"
 				}
-				fmt.Fprintf(cfg.out, "| %s | %s | %s | %s | %s | %s | %d |\n", dbLabel(t.name), form, how,
+				fmt.Fprintf(cfg.out, "| %s | %s | %s | %s | %s | %s | %d |\n", harness.Label(t.Name), form, how,
 					ms(quantile(lat, 0.50)), ms(quantile(lat, 0.99)), ms(slices.Max(lat)), len(lat))
 			}
 		}
@@ -59,13 +57,9 @@ func quantile(v []time.Duration, q float64) time.Duration {
 	return s[min(max(i, 0), len(s)-1)]
 }
 
-func latencyCell(ctx context.Context, t *target, form string, cfg *benchConfig, wake bool) ([]time.Duration, error) {
-	tbl := benchTable(t, form)
-	if err := prefill(ctx, t, tbl.Name, 0); err != nil {
-		return nil, err
-	}
-	f, err := newForm(t, form)
-	if err != nil {
+func latencyCell(ctx context.Context, t *harness.Target, form string, cfg *config, wake bool) ([]time.Duration, error) {
+	table := benchTable(t, form)
+	if err := t.Prefill(ctx, table, 0); err != nil {
 		return nil, err
 	}
 	var (
@@ -73,33 +67,35 @@ func latencyCell(ctx context.Context, t *target, form string, cfg *benchConfig, 
 		lats []time.Duration
 		seen atomic.Int64
 	)
-	h := inbox.HandlerFunc(func(ctx context.Context, d *inbox.Delivery) outcome.Outcome {
-		now := time.Now()
-		sent, err := strconv.ParseInt(string(bytes.TrimSuffix(bytes.TrimPrefix(d.Payload, []byte(`{"sent":`)), []byte("}"))), 10, 64)
-		if err == nil {
-			mu.Lock()
-			lats = append(lats, now.Sub(time.Unix(0, sent)))
-			mu.Unlock()
-		}
-		seen.Add(1)
-		return outcome.Ack()
-	})
 	poll := time.Duration(0) // the default, 1 s: a publish wakes the consumer
 	if !wake {
 		poll = 100 * time.Millisecond
 	}
-	c := inbox.NewConsumer(t.db, f, h, &inbox.Config{Workers: cfg.latencyWorkers, PollInterval: poll, Logger: benchLogger})
+	c, err := harness.Consumer{Form: form, Table: table, Workers: cfg.latencyWorkers, Batch: 1, Poll: poll,
+		Handle: func(payload []byte) {
+			now := time.Now()
+			sent, err := strconv.ParseInt(string(bytes.TrimSuffix(bytes.TrimPrefix(payload, []byte(`{"sent":`)), []byte("}"))), 10, 64)
+			if err == nil {
+				mu.Lock()
+				lats = append(lats, now.Sub(time.Unix(0, sent)))
+				mu.Unlock()
+			}
+			seen.Add(1)
+		}}.Build(t)
+	if err != nil {
+		return nil, err
+	}
 	runCtx, stop := context.WithCancel(ctx)
 	defer stop()
 	errc := make(chan error, 1)
 	go func() { errc <- c.Run(runCtx) }()
 	time.Sleep(200 * time.Millisecond) // let the consumer open and go idle
 
-	q, err := t.d.Quote(tbl.Name)
+	q, err := t.D.Quote(table)
 	if err != nil {
 		return nil, err
 	}
-	insert := "INSERT INTO " + q + " (payload) VALUES (" + t.d.Placeholder(1) + ")"
+	insert := "INSERT INTO " + q + " (payload) VALUES (" + t.D.Placeholder(1) + ")"
 	interval := time.Second / time.Duration(cfg.latencyRate)
 	total := int(cfg.latencyFor / interval)
 	next := time.Now()
@@ -110,9 +106,9 @@ func latencyCell(ctx context.Context, t *target, form string, cfg *benchConfig, 
 		next = next.Add(interval)
 		payload := []byte(`{"sent":` + strconv.FormatInt(time.Now().UnixNano(), 10) + `}`)
 		if wake {
-			err = inbox.Enqueue(ctx, t.db, t.d, tbl, inbox.Message{Payload: payload})
+			err = harness.Enqueue(ctx, t, table, payload)
 		} else {
-			_, err = t.db.ExecContext(ctx, insert, payload)
+			_, err = t.DB.ExecContext(ctx, insert, payload)
 		}
 		if err != nil {
 			return nil, fmt.Errorf("publishing: %w", err)
@@ -135,27 +131,20 @@ func latencyCell(ctx context.Context, t *target, form string, cfg *benchConfig, 
 // runMemory drains cfg.memoryN rows with the lease form and 4 workers and reports the process's
 // peak resident set (VmHWM), reset after the prefill so that it measures the drain alone, and
 // the resident set sampled as the drain goes, to show whether it stays flat.
-func runMemory(ctx context.Context, cfg *benchConfig, tmp string) error {
-	dsn := cfg.dsns[cfg.memoryDB]
-	if dsn == "" {
-		dsn = defaultDSNs[cfg.memoryDB]
-	}
-	if cfg.memoryDB == "sqlite" && dsn == "" {
-		dsn = tmp + "/memory.db"
-	}
+func runMemory(ctx context.Context, cfg *config, tmp string) error {
 	const workers = 4
-	t, err := openTarget(ctx, cfg.memoryDB, dsn, workers+2)
+	t, err := harness.Open(ctx, cfg.memoryDB, dsnOf(cfg, cfg.memoryDB, tmp, "memory.db"), workers+2)
 	if err != nil {
 		return err
 	}
-	defer t.db.Close()
-	if err := createBenchTable(ctx, t, "memory"); err != nil {
+	defer t.Close()
+	table := benchTable(t, "memory")
+	if err := t.CreateTable(ctx, table); err != nil {
 		return err
 	}
-	table := benchTable(t, "memory").Name
-	fmt.Fprintf(cfg.out, "\nMemory: %d rows, lease form on %s, %d workers\n", cfg.memoryN, dbLabel(t.name), workers)
+	fmt.Fprintf(cfg.out, "\nMemory: %d rows, lease form on %s, %d workers\n", cfg.memoryN, harness.Label(t.Name), workers)
 	start := time.Now()
-	if err := prefill(ctx, t, table, cfg.memoryN); err != nil {
+	if err := t.Prefill(ctx, table, cfg.memoryN); err != nil {
 		return err
 	}
 	fmt.Fprintf(cfg.out, "prefilled in %s\n", time.Since(start).Round(time.Millisecond))
@@ -164,17 +153,18 @@ func runMemory(ctx context.Context, cfg *benchConfig, tmp string) error {
 	resetPeakRSS := os.WriteFile("/proc/self/clear_refs", []byte("5"), 0)
 	before := procStatus("VmRSS")
 
-	f := newMemoryForm(t)
 	var handled atomic.Int64
 	all := make(chan struct{})
 	want := int64(cfg.memoryN)
-	h := inbox.HandlerFunc(func(ctx context.Context, d *inbox.Delivery) outcome.Outcome {
-		if handled.Add(1) == want {
-			close(all)
-		}
-		return outcome.Ack()
-	})
-	c := inbox.NewConsumer(t.db, f, h, &inbox.Config{Workers: workers, PollInterval: cfg.poll, Logger: benchLogger})
+	c, err := harness.Consumer{Form: "lease", Table: table, Workers: workers, Batch: 1, Poll: cfg.poll,
+		Handle: func([]byte) {
+			if handled.Add(1) == want {
+				close(all)
+			}
+		}}.Build(t)
+	if err != nil {
+		return err
+	}
 	runCtx, stop := context.WithCancel(ctx)
 	defer stop()
 	errc := make(chan error, 1)
@@ -214,11 +204,7 @@ loop:
 	fmt.Fprintf(cfg.out, "drained in %s (%.0f msgs/s)\n", elapsed.Round(time.Millisecond), float64(want)/elapsed.Seconds())
 	fmt.Fprintf(cfg.out, "RSS before the drain %s; peak RSS during it (VmHWM) %s; Go heap in use at the end %.1f MiB\n", before, peak, float64(ms.HeapInuse)/(1<<20))
 	fmt.Fprintf(cfg.out, "RSS as it drained: %s\n", strings.Join(samples, ", "))
-	return checkDrained(ctx, t, table, handled.Load(), want)
-}
-
-func newMemoryForm(t *target) inbox.Form {
-	return lease.New(t.d, benchTable(t, "memory"), &lease.Config{})
+	return t.CheckDrained(ctx, table, handled.Load(), want)
 }
 
 // procStatus reads one field of /proc/self/status ("VmRSS", "VmHWM"), as the kernel prints it.

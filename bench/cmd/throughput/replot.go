@@ -7,9 +7,11 @@ import (
 	"regexp"
 	"slices"
 	"strconv"
+
+	"github.com/sqlinbox/inbox/bench/harness"
 )
 
-// roundLine matches the line the bench command logs for each drain, and allocsNote the
+// roundLine matches the line the command logs for each drain, and allocsNote the
 // allocations per message it reports (runs before they were counted do not).
 var (
 	roundLine  = regexp.MustCompile(`^(\w+)\s+(\w+)\s+W=(\d+) batch=(\d+)\s+(library|raw)\s+round (\d+):\s+(\d+) msgs/s(?: \((.*)\))?$`)
@@ -19,12 +21,12 @@ var (
 // replot rebuilds the throughput table and the plot from the per-round lines of earlier runs'
 // logs (-from-log): to combine a rerun of some cells with the rest of a run. A cell found in a
 // later file replaces the same cell of an earlier one.
-func replot(cfg *benchConfig) error {
+func replot(cfg *config) error {
 	var cells []*cell
 	for _, path := range cfg.fromLogs {
 		f, err := os.Open(path)
 		if err != nil {
-			return fmt.Errorf("bench: -from-log: %w", err)
+			return fmt.Errorf("-from-log: %w", err)
 		}
 		fresh := map[*cell]bool{}
 		sc := bufio.NewScanner(f)
@@ -66,7 +68,7 @@ func replot(cfg *benchConfig) error {
 		}
 	}
 	if len(cells) == 0 {
-		return fmt.Errorf("bench: no per-round lines in %v", cfg.fromLogs)
+		return fmt.Errorf("no per-round lines in %v", cfg.fromLogs)
 	}
 	cfg.workers, cfg.batches = nil, nil
 	for _, c := range cells {
@@ -80,8 +82,8 @@ func replot(cfg *benchConfig) error {
 	}
 	slices.Sort(cfg.workers)
 	slices.Sort(cfg.batches)
-	dbOrder := func(db string) int { return slices.Index(allDBs, db) }
-	formOrder := func(f string) int { return slices.Index(allForms, f) }
+	dbOrder := func(db string) int { return slices.Index(harness.Databases, db) }
+	formOrder := func(f string) int { return slices.Index(harness.Forms, f) }
 	slices.SortStableFunc(cells, func(a, b *cell) int {
 		for _, d := range []int{dbOrder(a.db) - dbOrder(b.db), formOrder(a.form) - formOrder(b.form), a.workers - b.workers, a.batch - b.batch} {
 			if d != 0 {

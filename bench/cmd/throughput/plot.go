@@ -7,12 +7,14 @@ import (
 	"os"
 	"slices"
 	"strings"
+
+	"github.com/sqlinbox/inbox/bench/harness"
 )
 
 // writePlot draws msgs/s by workers, one panel per database and form: the library and the raw
 // loop for each batch size, each a line through the medians with a bar from min to max. Plain
 // SVG, written by hand.
-func writePlot(path string, cells []*cell, cfg *benchConfig) error {
+func writePlot(path string, cells []*cell, cfg *config) error {
 	type panelKey struct{ db, form string }
 	var panels []panelKey
 	for _, c := range cells {
@@ -68,7 +70,7 @@ func writePlot(path string, cells []*cell, cfg *benchConfig) error {
 		for _, c := range cells {
 			if c.db == p.db && c.form == p.form {
 				mine = append(mine, c)
-				for _, v := range counted(append(slices.Clone(c.lib), c.raw...)) {
+				for _, v := range harness.Counted(append(slices.Clone(c.lib), c.raw...)) {
 					lo, hi = min(lo, v), max(hi, v)
 				}
 			}
@@ -87,7 +89,7 @@ func writePlot(path string, cells []*cell, cfg *benchConfig) error {
 			f := (math.Log10(max(v, bottom)) - math.Log10(bottom)) / (math.Log10(top) - math.Log10(bottom))
 			return float64(oy+ph-mb) - f*float64(ph-mt-mb)
 		}
-		fmt.Fprintf(&s, `<text x="%d" y="%d" font-weight="bold">%s, %s</text>`+"\n", ox+ml, oy+mt-10, dbLabel(p.db), p.form)
+		fmt.Fprintf(&s, `<text x="%d" y="%d" font-weight="bold">%s, %s</text>`+"\n", ox+ml, oy+mt-10, harness.Label(p.db), p.form)
 		for decade := bottom; decade < top*1.01; decade *= 10 {
 			for _, m := range []float64{1, 2, 5} {
 				v := decade * m
@@ -96,7 +98,7 @@ func writePlot(path string, cells []*cell, cfg *benchConfig) error {
 				}
 				y := py(v)
 				fmt.Fprintf(&s, `<line x1="%d" y1="%.1f" x2="%d" y2="%.1f" stroke="#e5e5e5"/>`, ox+ml, y, ox+pw-mr, y)
-				fmt.Fprintf(&s, `<text x="%d" y="%.1f" text-anchor="end">%s</text>`+"\n", ox+ml-4, y+4, thousands(v))
+				fmt.Fprintf(&s, `<text x="%d" y="%.1f" text-anchor="end">%s</text>`+"\n", ox+ml-4, y+4, harness.Thousands(v))
 			}
 		}
 		fmt.Fprintf(&s, `<line x1="%d" y1="%d" x2="%d" y2="%d" stroke="black"/>`, ox+ml, oy+ph-mb, ox+pw-mr, oy+ph-mb)
@@ -113,11 +115,11 @@ func writePlot(path string, cells []*cell, cfg *benchConfig) error {
 					if c.workers != w || !se.batch(c.batch) {
 						continue
 					}
-					v := counted(se.pick(c))
+					v := harness.Counted(se.pick(c))
 					if len(v) == 0 {
 						continue
 					}
-					x, y := px(w), py(median(v))
+					x, y := px(w), py(harness.Median(v))
 					pts = append(pts, fmt.Sprintf("%.1f,%.1f", x, y))
 					fmt.Fprintf(&s, `<line x1="%.1f" y1="%.1f" x2="%.1f" y2="%.1f" stroke="%s"/>`, x, py(slices.Min(v)), x, py(slices.Max(v)), se.color)
 					fmt.Fprintf(&s, `<circle cx="%.1f" cy="%.1f" r="2.5" fill="%s"/>`+"\n", x, y, se.color)

@@ -1,0 +1,135 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/sqlinbox/inbox/bench/harness"
+	"github.com/sqlinbox/inbox/bench/harness/harnesstest"
+)
+
+// TestBenchCommandTiny runs the command's code path on every database reachable, 500 rows a
+// round, so that the command cannot rot: every form, single deliveries and batches of 16, 1 and
+// 4 workers, one round of the library and one of the raw loop per cell, then the latency runs.
+// Each drain must empty its table with every row handled once (the drain check), and the
+// throughput table, the latency table and the plot must come out.
+//
+// The servers are those of the live tests, each in a database of the test's own
+// (harnesstest.Scratch); one that does not answer is left out, or fails the test under
+// INBOX_REQUIRE_DATABASES=1. The databases run side by side, and Postgres and SQLite commit
+// without waiting for the disk: this measures nothing, and CI's clock is short.
+func TestBenchCommandTiny(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	runs := []*tinyRun{{db: "sqlite", dsn: "file:" + filepath.Join(t.TempDir(), "bench.db") +
+		"?_pragma=journal_mode(WAL)&_pragma=busy_timeout(10000)&_pragma=synchronous(OFF)"}}
+	for _, db := range []string{"postgres", "mysql", "mariadb"} {
+		if dsn, ok := harnesstest.Scratch(ctx, t, "inbox_bench_test", db); ok {
+			runs = append(runs, &tinyRun{db: db, dsn: dsn})
+		}
+	}
+	var wg sync.WaitGroup
+	for _, r := range runs {
+		r.plot = filepath.Join(t.TempDir(), "bench.svg")
+		wg.Go(func() { r.run(ctx) })
+	}
+	wg.Wait()
+
+	for _, r := range runs {
+		t.Logf("%s:\n%s", r.db, r.out.String())
+		if r.err != nil {
+			t.Errorf("%s: %v", r.db, r.err)
+			continue
+		}
+		for _, want := range []string{"| database | form | batch | workers | library msgs/s |", "| database | form | publish | p50 |"} {
+			if !strings.Contains(r.out.String(), want) {
+				t.Errorf("%s: the output has no table headed %q", r.db, want)
+			}
+		}
+		svg, err := os.ReadFile(r.plot)
+		if err != nil {
+			t.Error(err)
+		} else if !strings.HasPrefix(string(svg), "<svg") {
+			t.Errorf("%s: the plot is not an SVG:\n%.300s", r.db, svg)
+		}
+		for _, form := range formsOn(r.db) {
+			if panel := harness.Label(r.db) + ", " + form; !strings.Contains(string(svg), panel) {
+				t.Errorf("%s: the plot has no panel %q", r.db, panel)
+			}
+			for _, w := range r.cfg.workers {
+				for _, b := range r.cfg.batches {
+					checkTinyCell(t, r.cells, r.out.String(), r.db, form, w, b)
+				}
+			}
+		}
+	}
+}
+
+// tinyRun is the tiny bench on one database.
+type tinyRun struct {
+	db, dsn, plot string
+	cfg           *config
+	out           strings.Builder
+	cells         []*cell
+	err           error
+}
+
+func (r *tinyRun) run(ctx context.Context) {
+	r.cfg, r.err = parseFlags([]string{"-db", r.db, "-dsn", r.db + "=" + r.dsn, "-n", "500", "-rounds", "1",
+		"-workers", "1,4", "-batch", "1,16", "-latency-for", "100ms", "-latency-rate", "100", "-plot", r.plot})
+	if r.err != nil {
+		return
+	}
+	r.cfg.out = &r.out
+	r.cells, r.err = runAll(ctx, r.cfg)
+}
+
+// checkTinyCell checks that the cell ran, a counted library round and a counted raw round, and
+// that the table has its row.
+func checkTinyCell(t *testing.T, cells []*cell, out, db, form string, w, b int) {
+	t.Helper()
+	name := fmt.Sprintf("%s %s, batch %d, %d workers", db, form, b, w)
+	i := slices.IndexFunc(cells, func(c *cell) bool { return c.db == db && c.form == form && c.workers == w && c.batch == b })
+	if i < 0 {
+		t.Errorf("%s: no such cell", name)
+		return
+	}
+	c := cells[i]
+	for _, f := range c.failures {
+		t.Errorf("%s: %s", name, f)
+	}
+	if len(harness.Counted(c.raw)) != 1 {
+		t.Errorf("%s: raw rounds %v, want one counted", name, c.raw)
+	}
+	if len(harness.Counted(c.lib)) != 1 {
+		t.Errorf("%s: library rounds %v, want one counted", name, c.lib)
+	}
+	if row := fmt.Sprintf("| %s | %s | %d | %d | ", harness.Label(db), form, b, w); !strings.Contains(out, row) {
+		t.Errorf("%s: the table has no row starting %q", name, row)
+	}
+}
+
+func TestFlags(t *testing.T) {
+	cfg, err := parseFlags([]string{"-workers", "8,1,4,4", "-db", "postgres,sqlite", "-dsn", "postgres=postgres://x/y"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := cfg.workers; !slices.Equal(got, []int{1, 4, 8}) {
+		t.Errorf("-workers 8,1,4,4 parsed as %v, want [1 4 8]", got)
+	}
+	if cfg.dsns["postgres"] != "postgres://x/y" {
+		t.Errorf("-dsn postgres=… parsed as %q", cfg.dsns["postgres"])
+	}
+	for _, bad := range [][]string{{"-workers", "0"}, {"-db", "oracle"}, {"-forms", "queue"}, {"-dsn", "nothing"}, {"-memory-db", "mysql"}} {
+		if _, err := parseFlags(bad); err == nil {
+			t.Errorf("%v: no error", bad)
+		}
+	}
+}

@@ -1,0 +1,165 @@
+package harness
+
+import (
+	"context"
+	"fmt"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// LibraryDrain is one drain of a prefilled table through the library's consumer.
+type LibraryDrain struct {
+	// Rate is rows per second from the first claim's start to the last row's settlement, as a
+	// raw loop is timed from its first claim (its statements prepared before) to its last.
+	Rate float64
+	// Allocs is heap allocations per row over Run, its start and shutdown included.
+	Allocs float64
+	// Wall is Run's whole time, from its start to its return, as a peer's drain is timed from
+	// its client's start to its stop.
+	Wall time.Duration
+	// Open is Run's time before the first claim (the server and schema checks, the statements
+	// prepared), Shutdown its time after the last settlement.
+	Open, Shutdown time.Duration
+	// Note says how many rows were handled again after a settlement failed, if one did.
+	Note string
+	// Claims, EmptyClaims and RowsClaimed count the form's claims, those that found nothing
+	// (each sends a worker to sleep for the poll interval) and the rows they claimed.
+	Claims, EmptyClaims, RowsClaimed int64
+}
+
+// DrainLibrary drains the want rows prefilled in c's table through the consumer c describes,
+// with the drain check: the table empty, every row handled once. A settlement that fails (a
+// deadlock on MySQL or MariaDB, say) gives its rows back and the drain goes on until the table is
+// empty, the rows handled again counted in the Note. A failed drain check is a *CheckError.
+func DrainLibrary(ctx context.Context, t *Target, c Consumer, want int64) (LibraryDrain, error) {
+	var round LibraryDrain
+	var handled atomic.Int64
+	counts := newDrainCounts(want)
+	handle := c.Handle
+	c.Handle = func(payload []byte) {
+		handled.Add(1)
+		if handle != nil {
+			handle(payload)
+		}
+	}
+	c.counts = counts
+	consumer, err := c.Build(t)
+	if err != nil {
+		return round, err
+	}
+	runCtx, stop := context.WithCancel(ctx)
+	defer stop()
+	errc := make(chan error, 1)
+	mallocs := Mallocs()
+	start := time.Now()
+	go func() { errc <- consumer.Run(runCtx) }()
+	stopped := func(err error) error {
+		return fmt.Errorf("the consumer stopped before the table was drained (%d of %d settled): %v", counts.settled.Load(), want, err)
+	}
+	var settled time.Time // when the last row settled
+	select {
+	case <-counts.all:
+		settled = time.Unix(0, counts.lastSettled.Load())
+	case <-counts.failed:
+		// The failed settlement's rows come back and settle later, or some of them settled
+		// after all (a lease lost on part of a batch): the table says when every row is gone.
+		for {
+			left, err := t.Remaining(ctx, c.Table)
+			if err != nil {
+				stop()
+				<-errc
+				return round, err
+			}
+			if left == 0 {
+				break
+			}
+			select {
+			case err := <-errc:
+				return round, stopped(err)
+			case <-time.After(10 * time.Millisecond):
+			}
+		}
+		settled = time.Now()
+	case err := <-errc:
+		return round, stopped(err)
+	case <-ctx.Done():
+		stop()
+		<-errc
+		return round, ctx.Err()
+	}
+	stop()
+	if err := <-errc; err != nil {
+		return round, err
+	}
+	round.Wall = time.Since(start)
+	round.Allocs = float64(Mallocs()-mallocs) / float64(want)
+	firstClaim := time.Unix(0, counts.firstClaim.Load())
+	round.Open, round.Shutdown = firstClaim.Sub(start), time.Since(settled)
+	round.Claims, round.EmptyClaims, round.RowsClaimed = counts.claims.Load(), counts.empty.Load(), counts.rows.Load()
+	n := handled.Load()
+	select {
+	case <-counts.failed:
+		// A row handled again after a failed settlement gave it back is no double delivery.
+		round.Note = fmt.Sprintf("a settlement failed (see the log) and %d rows were handled again", n-want)
+		n = want
+	default:
+	}
+	if err := t.CheckDrained(ctx, c.Table, n, want); err != nil {
+		return round, err
+	}
+	round.Rate = float64(want) / settled.Sub(firstClaim).Seconds()
+	return round, nil
+}
+
+// Mallocs is the process's heap allocations so far.
+func Mallocs() uint64 {
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	return ms.Mallocs
+}
+
+// drainCounts follows a library drain through its form: when the first claim began, the rows
+// settled and when the last did, whether a settlement failed, and the claims.
+type drainCounts struct {
+	want                int64
+	firstClaim          atomic.Int64 // Unix nanoseconds
+	lastSettled         atomic.Int64 // Unix nanoseconds
+	settled             atomic.Int64
+	all                 chan struct{} // closed when every row has settled
+	failed              chan struct{} // closed at the first settlement that failed
+	failOnce            sync.Once
+	claims, empty, rows atomic.Int64
+}
+
+func newDrainCounts(want int64) *drainCounts {
+	return &drainCounts{want: want, all: make(chan struct{}), failed: make(chan struct{})}
+}
+
+// claiming marks the start of a claim.
+func (c *drainCounts) claiming() { c.firstClaim.CompareAndSwap(0, time.Now().UnixNano()) }
+
+// claimed counts a claim that returned n rows.
+func (c *drainCounts) claimed(n int, err error) {
+	c.claims.Add(1)
+	c.rows.Add(int64(n))
+	if err == nil && n == 0 {
+		c.empty.Add(1)
+	}
+}
+
+// settledRows counts the n rows of a settlement that succeeded, and returns its error. Only
+// whole successes count, so the count reaches want exactly when every row settled and no
+// settlement failed.
+func (c *drainCounts) settledRows(n int, err error) error {
+	if err != nil {
+		c.failOnce.Do(func() { close(c.failed) })
+		return err
+	}
+	if c.settled.Add(int64(n)) == c.want {
+		c.lastSettled.Store(time.Now().UnixNano())
+		close(c.all)
+	}
+	return nil
+}

@@ -1,0 +1,154 @@
+package harness
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"time"
+
+	"github.com/sqlinbox/inbox"
+	"github.com/sqlinbox/inbox/advisory"
+	"github.com/sqlinbox/inbox/lease"
+	"github.com/sqlinbox/inbox/outcome"
+	"github.com/sqlinbox/inbox/rowlock"
+)
+
+// This file is everything the harness asks of the library's API: a form built by its name, a
+// consumer of single deliveries or batches that acks every row, the form's claims and
+// settlements counted on their way, and a publish.
+
+// Forms are the library's forms, in the order the tables show them.
+var Forms = []string{"rowlock", "lease", "advisory"}
+
+// Consumer describes a library consumer over a bench table: every row it hands to a handler
+// is acked.
+type Consumer struct {
+	Form    string // rowlock, lease or advisory
+	Table   string // the bench table's name (see Table)
+	Workers int
+	// Batch is the rows a handler call takes: 1 for single deliveries (inbox.NewConsumer),
+	// above 1 for batches of up to that many (inbox.NewBatchConsumer).
+	Batch int
+	// Poll is the consumer's PollInterval; zero: the library's default.
+	Poll time.Duration
+	// Handle, when not nil, is called with each row's payload before its Ack.
+	Handle func(payload []byte)
+
+	counts *drainCounts // set by DrainLibrary
+}
+
+// Runner is a consumer built and ready to run until its context is done.
+type Runner interface {
+	Run(ctx context.Context) error
+}
+
+// Build builds a fresh form (a form serves one consumer at a time) and the consumer on t.
+func (c Consumer) Build(t *Target) (Runner, error) {
+	tbl := Table(c.Table)
+	var f inbox.Form
+	switch c.Form {
+	case "rowlock":
+		f = rowlock.New(t.D, tbl)
+	case "lease":
+		f = lease.New(t.D, tbl, &lease.Config{})
+	case "advisory":
+		var err error
+		if f, err = advisory.New(t.D, tbl, tbl.Name+"-{id}"); err != nil {
+			return nil, err
+		}
+	default:
+		return nil, fmt.Errorf("unknown form %q", c.Form)
+	}
+	handle := c.Handle
+	if handle == nil {
+		handle = func([]byte) {}
+	}
+	cfg := &inbox.Config{Workers: c.Workers, PollInterval: c.Poll, Logger: logger}
+	if c.Batch <= 1 {
+		if c.counts != nil {
+			counted := &countedForm{f, c.counts}
+			if sc, ok := f.(inbox.SettleClaimer); ok {
+				f = &countedSettleClaimForm{counted, sc}
+			} else {
+				f = counted
+			}
+		}
+		return inbox.NewConsumer(t.DB, f, inbox.HandlerFunc(func(ctx context.Context, d *inbox.Delivery) outcome.Outcome {
+			handle(d.Payload)
+			return outcome.Ack()
+		}), cfg), nil
+	}
+	bf, ok := f.(inbox.BatchForm)
+	if !ok {
+		return nil, fmt.Errorf("the %s form does not implement inbox.BatchForm", c.Form)
+	}
+	if c.counts != nil {
+		bf = &countedBatchForm{bf, c.counts}
+	}
+	return inbox.NewBatchConsumer(t.DB, bf, c.Batch, inbox.BatchHandlerFunc(func(ctx context.Context, ds []*inbox.Delivery) []outcome.Outcome {
+		acks := make([]outcome.Outcome, len(ds))
+		for i, d := range ds {
+			handle(d.Payload)
+			acks[i] = outcome.Ack()
+		}
+		return acks
+	}), cfg), nil
+}
+
+// Enqueue publishes one row with payload into the bench table called table, through the
+// library (which wakes this process's consumers of the table at once).
+func Enqueue(ctx context.Context, t *Target, table string, payload []byte) error {
+	return inbox.Enqueue(ctx, t.DB, t.D, Table(table), inbox.Message{Payload: payload})
+}
+
+// logger shows the library's warnings and errors: a bench run that logs them is not a clean
+// measurement.
+var logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+
+// countedForm counts the claims and settlements of a consumer of single deliveries.
+type countedForm struct {
+	inbox.Form
+	counts *drainCounts
+}
+
+func (f *countedForm) Claim(ctx context.Context, max int) ([]*inbox.Delivery, error) {
+	f.counts.claiming()
+	ds, err := f.Form.Claim(ctx, max)
+	f.counts.claimed(len(ds), err)
+	return ds, err
+}
+
+func (f *countedForm) Settle(ctx context.Context, d *inbox.Delivery, o outcome.Outcome) error {
+	return f.counts.settledRows(1, f.Form.Settle(ctx, d, o))
+}
+
+// countedSettleClaimForm is countedForm over a form that settles a row and claims the next in
+// one call (inbox.SettleClaimer), which the consumer would not see through countedForm.
+type countedSettleClaimForm struct {
+	*countedForm
+	sc inbox.SettleClaimer
+}
+
+func (f *countedSettleClaimForm) SettleAndClaim(ctx context.Context, d *inbox.Delivery, o outcome.Outcome, max int) ([]*inbox.Delivery, error, error) {
+	ds, settleErr, claimErr := f.sc.SettleAndClaim(ctx, d, o, max)
+	f.counts.claimed(len(ds), claimErr)
+	return ds, f.counts.settledRows(1, settleErr), claimErr
+}
+
+// countedBatchForm counts the claims and settlements of a batch consumer.
+type countedBatchForm struct {
+	inbox.BatchForm
+	counts *drainCounts
+}
+
+func (f *countedBatchForm) ClaimBatch(ctx context.Context, max int) ([]*inbox.Delivery, error) {
+	f.counts.claiming()
+	ds, err := f.BatchForm.ClaimBatch(ctx, max)
+	f.counts.claimed(len(ds), err)
+	return ds, err
+}
+
+func (f *countedBatchForm) SettleBatch(ctx context.Context, ds []*inbox.Delivery, os []outcome.Outcome) error {
+	return f.counts.settledRows(len(ds), f.BatchForm.SettleBatch(ctx, ds, os))
+}

@@ -1,0 +1,136 @@
+package harness
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/sqlinbox/inbox"
+)
+
+// LeaseColumn is the bench table's lease column, which every bench table has (only the lease
+// form uses it).
+const LeaseColumn = "locked_until"
+
+// Table describes a bench table called name: a generated id, a payload and an attempt counter
+// (and LeaseColumn); no group, priority, retry_after or processed_at column, so Ack deletes the
+// row and a claim takes the rows in id order.
+func Table(name string) inbox.Table {
+	return inbox.Table{Name: name, ID: "id", IDGenerated: true, Payload: "payload", Attempt: "attempt"}
+}
+
+// CreateTable drops and creates the bench table called name.
+func (t *Target) CreateTable(ctx context.Context, name string) error {
+	q, err := t.D.Quote(name)
+	if err != nil {
+		return err
+	}
+	var columns string
+	switch t.Name {
+	case "postgres":
+		columns = "(id BIGSERIAL PRIMARY KEY, payload BYTEA, attempt INT NOT NULL DEFAULT 0, locked_until TIMESTAMPTZ)"
+	case "sqlite":
+		columns = "(id INTEGER PRIMARY KEY, payload BLOB, attempt INTEGER NOT NULL DEFAULT 0, locked_until TEXT)"
+	default:
+		columns = "(id BIGINT AUTO_INCREMENT PRIMARY KEY, payload LONGBLOB, attempt INT NOT NULL DEFAULT 0, locked_until DATETIME(6) NULL)"
+	}
+	for _, s := range []string{"DROP TABLE IF EXISTS " + q, "CREATE TABLE " + q + " " + columns} {
+		if _, err := t.DB.ExecContext(ctx, s); err != nil {
+			return fmt.Errorf("%s: creating table %s: %w", t.Name, name, err)
+		}
+	}
+	return nil
+}
+
+// Payload is row seq's payload: small JSON, as an application would publish. Every contender
+// drains the same.
+func Payload(seq int) []byte {
+	return []byte(`{"seq":` + strconv.Itoa(seq) + `,"account":"acct-` + strconv.Itoa(seq%50) + `","amount_cents":` + strconv.Itoa(100+seq%9900) + `}`)
+}
+
+// Prefill empties the bench table called name and inserts n rows (Payload(1) to Payload(n)) in
+// one transaction, a thousand per statement, then has the database analyze the table. It keeps
+// no more than one statement's rows in memory, so a million rows cost what a thousand do.
+func (t *Target) Prefill(ctx context.Context, name string, n int) error {
+	q, err := t.D.Quote(name)
+	if err != nil {
+		return err
+	}
+	empty, analyze := "TRUNCATE TABLE "+q, "ANALYZE "+q
+	switch t.Name {
+	case "sqlite":
+		empty = "DELETE FROM " + q
+	case "mysql", "mariadb":
+		analyze = "ANALYZE TABLE " + q
+	}
+	if _, err := t.DB.ExecContext(ctx, empty); err != nil {
+		return err
+	}
+	tx, err := t.DB.BeginTx(ctx, nil)
+	if err != nil {
+		return err
+	}
+	defer tx.Rollback()
+	const chunk = 1000
+	for from := 0; from < n; from += chunk {
+		rows := min(chunk, n-from)
+		var b strings.Builder
+		b.WriteString("INSERT INTO " + q + " (payload) VALUES ")
+		args := make([]any, rows)
+		for i := range rows {
+			if i > 0 {
+				b.WriteString(", ")
+			}
+			b.WriteString("(" + t.D.Placeholder(i+1) + ")")
+			args[i] = Payload(from + i + 1)
+		}
+		if _, err := tx.ExecContext(ctx, b.String(), args...); err != nil {
+			return err
+		}
+	}
+	if err := tx.Commit(); err != nil {
+		return err
+	}
+	rows, err := t.DB.QueryContext(ctx, analyze) // MySQL answers ANALYZE TABLE with a result set
+	if err != nil {
+		return err
+	}
+	return rows.Close()
+}
+
+// Remaining counts the rows left in the table called name.
+func (t *Target) Remaining(ctx context.Context, name string) (int64, error) {
+	q, err := t.D.Quote(name)
+	if err != nil {
+		return 0, err
+	}
+	var n int64
+	err = t.DB.QueryRowContext(ctx, "SELECT COUNT(*) FROM "+q).Scan(&n)
+	return n, err
+}
+
+// CheckDrained fails a drain of the table called name that left rows in it or handled other
+// than want rows.
+func (t *Target) CheckDrained(ctx context.Context, name string, handled, want int64) error {
+	left, err := t.Remaining(ctx, name)
+	if err != nil {
+		return err
+	}
+	return Check(name, left, handled, want)
+}
+
+// CheckError is a drain that ended with rows left or rows handled twice: the round is not
+// counted, and the run goes on.
+type CheckError struct{ msg string }
+
+func (e *CheckError) Error() string { return e.msg }
+
+// Check fails a drain that left rows in where, or whose handlers ran other than want rows
+// (handled above want: rows handled twice).
+func Check(where string, left, handled, want int64) error {
+	if left != 0 || handled != want {
+		return &CheckError{fmt.Sprintf("drain check failed: %d rows left in %s, %d handled of %d", left, where, handled, want)}
+	}
+	return nil
+}
