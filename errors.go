@@ -25,4 +25,8 @@ var (
 	// ErrTransactionHeld: in transactional mode the handler was still using the delivery's
 	// transaction when it returned. Nothing was settled; the row goes back to the queue.
 	ErrTransactionHeld = sentinel.TransactionHeld
+	// ErrCommitUnknown: a COMMIT was sent and its answer never came (the connection broke), so
+	// the transaction may have committed or not. Its connection was discarded. A settlement that
+	// fails with it may have settled its rows: if it did not, they return by the form's rule.
+	ErrCommitUnknown = sentinel.CommitUnknown
 )

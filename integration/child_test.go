@@ -92,8 +92,30 @@ type hooks struct {
 	backend string
 	on      func(hookEvent) // may block, to stop the process right there
 
-	mu    sync.Mutex
-	conns map[*hookConn]bool
+	mu      sync.Mutex
+	conns   map[*hookConn]bool
+	refuses map[string]error // "commit" or "rollback": the next one fails with this error
+}
+
+// refuseNext makes the pool's next COMMIT or ROLLBACK (what: "commit", "rollback") fail with
+// err without reaching the server, as a driver's does when it cannot send it: the server's
+// transaction stays open, and the driver still takes its connection for a good one.
+func (h *hooks) refuseNext(what string, err error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.refuses == nil {
+		h.refuses = map[string]error{}
+	}
+	h.refuses[what] = err
+}
+
+// refused returns the error refuseNext armed for what, once.
+func (h *hooks) refused(what string) error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	err := h.refuses[what]
+	delete(h.refuses, what)
+	return err
 }
 
 // sessions returns the server session ids (Postgres backend pids, MySQL connection ids) of the
@@ -416,6 +438,9 @@ func (t *hookTx) Commit() error {
 	if err := t.conn.dead(); err != nil {
 		return err
 	}
+	if err := t.conn.h.refused("commit"); err != nil {
+		return err
+	}
 	p := t.conn.current()
 	t.conn.event(p, "commit", "", false)
 	err := t.inner.Commit()
@@ -427,6 +452,9 @@ func (t *hookTx) Commit() error {
 
 func (t *hookTx) Rollback() error {
 	if err := t.conn.dead(); err != nil {
+		return err
+	}
+	if err := t.conn.h.refused("rollback"); err != nil {
 		return err
 	}
 	t.conn.event(t.conn.current(), "rollback", "", false)

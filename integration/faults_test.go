@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net"
@@ -1168,4 +1169,119 @@ func (l *countingLog) last() string {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return strings.Join(l.lines, "\n")
+}
+
+// TestFaultsFailedEndDiscardsConnection makes one COMMIT or ROLLBACK of each form fail before it
+// reaches the server, on every server cell, as a driver's does when it cannot send it while it
+// still takes its connection for a good one (hooks.refuseNext). The server's transaction is
+// then still open, holding the row it locked, and database/sql would return its connection to
+// the pool, where nothing ends it until the pool closes. The form must discard that connection,
+// which ends the session and the transaction with it: within a few seconds another consumer
+// claims the row, and no transaction is left open on the pool's sessions.
+func TestFaultsFailedEndDiscardsConnection(t *testing.T) {
+	refused := errors.New("write: broken pipe (the test kept the statement from the server)")
+	cases := []struct {
+		name, form    string
+		transactional bool
+		end           string // "commit" or "rollback": the one refused
+		claimFirst    bool   // claim the row before arming the refusal
+		run           func(ctx context.Context, f inbox.Form, d *inbox.Delivery) error
+	}{
+		{"rowlock-settle", "rowlock", false, "commit", true, func(ctx context.Context, f inbox.Form, d *inbox.Delivery) error {
+			return f.Settle(ctx, d, outcome.Ack())
+		}},
+		{"rowlock-release", "rowlock", false, "rollback", true, func(ctx context.Context, f inbox.Form, d *inbox.Delivery) error {
+			return f.Release(ctx, d)
+		}},
+		{"lease-claim", "lease", false, "commit", false, func(ctx context.Context, f inbox.Form, _ *inbox.Delivery) error {
+			ds, err := f.Claim(ctx, 1)
+			if len(ds) > 0 {
+				return fmt.Errorf("the claim whose COMMIT failed returned %d rows", len(ds))
+			}
+			return err
+		}},
+		{"lease-tx-settle", "lease", true, "commit", true, func(ctx context.Context, f inbox.Form, d *inbox.Delivery) error {
+			return f.Settle(ctx, d, outcome.Ack())
+		}},
+		{"advisory-tx-settle", "advisory", true, "commit", true, func(ctx context.Context, f inbox.Form, d *inbox.Delivery) error {
+			return f.Settle(ctx, d, outcome.Ack())
+		}},
+		{"advisory-tx-release", "advisory", true, "rollback", true, func(ctx context.Context, f inbox.Form, d *inbox.Delivery) error {
+			return f.Release(ctx, d)
+		}},
+	}
+	var tests []subtest
+	for _, c := range cells(t) {
+		for _, tc := range cases {
+			// The lease form claims in a transaction on MySQL and MariaDB only; on Postgres in
+			// one statement.
+			if c.form != tc.form || c.b.name == "sqlite" || tc.name == "lease-claim" && c.b.name == "postgres" {
+				continue
+			}
+			tests = append(tests, subtest{c.b.name + "-" + tc.name, func(t *testing.T) {
+				ctx := context.Background()
+				dsn := c.dsn(t)
+				admin := c.openDSN(t, dsn, 2)
+				tbl := fullTable(tableName(t))
+				c.b.createTable(t, admin, tbl)
+				c.publish(t, admin, tbl, inbox.Message{Queue: "q"})
+
+				db, pool, err := hookedDB(c.b, dsn, nil)
+				if err != nil {
+					t.Fatal(err)
+				}
+				db.SetMaxOpenConns(4)
+				t.Cleanup(func() { db.Close() })
+				f := c.newForm(t, tbl)
+				q := inbox.Queue{Name: "q", Transactional: tc.transactional, Logger: testLogger(t)}
+				if _, err := f.Open(ctx, db, q); err != nil {
+					t.Fatal(err)
+				}
+				defer f.Close()
+				var d *inbox.Delivery
+				if tc.claimFirst {
+					ds, err := f.Claim(ctx, 1)
+					if err != nil || len(ds) != 1 {
+						t.Fatalf("Claim: %d rows, %v; want the row", len(ds), err)
+					}
+					d = ds[0]
+				}
+				pool.refuseNext(tc.end, refused)
+				err = tc.run(ctx, f, d)
+				if pool.refused(tc.end) != nil {
+					t.Fatalf("the %s ran no %s", tc.name, tc.end)
+				}
+				t.Logf("%s: %v", tc.name, err) // a release may well return nil: its row is back
+
+				// Another consumer, on a pool of its own, takes the row once the transaction has
+				// ended (on the lease form, once the claim's lease has run out).
+				other := c.newForm(t, tbl)
+				if _, err := other.Open(ctx, c.openDSN(t, dsn, 4), inbox.Queue{Name: "q", Logger: testLogger(t)}); err != nil {
+					t.Fatal(err)
+				}
+				defer other.Close()
+				deadline := time.Now().Add(cellLease + 5*time.Second)
+				for {
+					claimCtx, cancel := context.WithTimeout(ctx, 2*time.Second)
+					ds, err := other.Claim(claimCtx, 1)
+					cancel()
+					if len(ds) == 1 {
+						other.Release(ctx, ds[0])
+						break
+					}
+					if time.Now().After(deadline) {
+						time.Sleep(time.Second) // information_schema.innodb_trx is a cache InnoDB refreshes every 100 ms
+						t.Fatalf("the row was not claimable %v after the failed %s (last claim: %v); the server's open transactions of the pool's sessions:\n%s",
+							cellLease+5*time.Second, tc.end, err, strings.Join(c.openTransactions(t, admin, pool.sessions()), "\n"))
+					}
+					time.Sleep(100 * time.Millisecond)
+				}
+				time.Sleep(time.Second)
+				if open := c.openTransactions(t, admin, pool.sessions()); len(open) > 0 {
+					t.Errorf("transactions still open on the pool's sessions after the failed %s:\n%s", tc.end, strings.Join(open, "\n"))
+				}
+			}})
+		}
+	}
+	runConcurrently(t, 4, tests)
 }

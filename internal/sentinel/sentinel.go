@@ -12,4 +12,5 @@ var (
 	ServerTooOld     = errors.New("inbox: server too old")
 	AlreadyConsuming = errors.New("inbox: already consuming")
 	TransactionHeld  = errors.New("inbox: transaction held")
+	CommitUnknown    = errors.New("inbox: commit outcome unknown")
 )
