@@ -613,6 +613,8 @@ func (r *run) deliver(ctx context.Context, ops *detached, s *slot, u []*Delivery
 	switch {
 	case errors.Is(err, ErrLeaseLost):
 		r.log.Warn("inbox: lease lost before settlement; the row was not changed and another consumer may hold it", "ids", ids(u), "err", err)
+	case errors.Is(err, ErrCommitUnknown):
+		r.log.Error("inbox: settlement outcome unknown: its COMMIT was sent and no answer came back; the rows are settled, or else return to the queue by their form's rule", "ids", ids(u), "err", err)
 	case err != nil:
 		r.log.Error("inbox: settlement failed; the rows return to the queue by their form's rule", "ids", ids(u), "err", err)
 	}

@@ -30,4 +30,8 @@ var (
 	// one): its writes were rolled back, every later statement through Delivery.Tx is refused,
 	// and nothing is settled; the row goes back to the queue.
 	ErrTransactionEnded = sentinel.TransactionEnded
+	// ErrCommitUnknown: a COMMIT was sent and its answer never came (the connection broke), so
+	// the transaction may have committed or not. Its connection was discarded. A settlement that
+	// fails with it may have settled its rows: if it did not, they return by the form's rule.
+	ErrCommitUnknown = sentinel.CommitUnknown
 )

@@ -33,8 +33,10 @@
 // processed_at), RetryAfter sets retry_after, and Retry runs no statement, since the take
 // counted the attempt. Then the lock is released and the connection goes back to the pool; a
 // release the server does not confirm closes the connection instead, which ends the session and
-// with it every lock it held. A consumer that dies loses its sessions, and its rows are
-// claimable again at once.
+// with it every lock it held. So does a transaction of transactional mode whose COMMIT or
+// ROLLBACK fails (dialect.BeginOn): the row is back at once, unless the COMMIT's answer never
+// came (inbox.ErrCommitUnknown), when it may be settled. A consumer that dies loses its
+// sessions, and its rows are claimable again at once.
 //
 // # Batches
 //
@@ -58,7 +60,6 @@ package advisory
 import (
 	"context"
 	"database/sql"
-	"database/sql/driver"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -104,7 +105,6 @@ type Form[D Dialect] struct {
 	db         *sql.DB
 	q          inbox.Queue
 	log        *slog.Logger
-	txOpts     *sql.TxOptions
 	candidates *sql.Stmt
 	held       map[*hold]struct{} // deliveries in work, not yet settling
 	busy       sync.WaitGroup     // claims and settlements in flight
@@ -116,8 +116,8 @@ type Form[D Dialect] struct {
 // released once.
 type hold struct {
 	conn  *sql.Conn
-	keys  []string // keys[i] is ds[i]'s
-	tx    *sql.Tx
+	keys  []string   // keys[i] is ds[i]'s
+	tx    dialect.Tx // begun on conn (dialect.BeginOn), which a failed end discards
 	ds    []*inbox.Delivery
 	batch bool
 }
@@ -191,7 +191,6 @@ func (f *Form[D]) Open(ctx context.Context, db *sql.DB, q inbox.Queue) (inbox.Pl
 	}
 	f.mu.Lock()
 	f.open, f.db, f.q, f.log, f.candidates = true, db, q, log, candidates
-	f.txOpts = dialect.TxOptions(f.d)
 	f.held = map[*hold]struct{}{}
 	f.mu.Unlock()
 	return inbox.Plan{Table: f.t.Raw.Name, HoldsConnection: true}, nil
@@ -302,7 +301,7 @@ func (f *Form[D]) take(ctx context.Context, c candidate, now any) (*inbox.Delive
 	if err != nil {
 		// The server may have taken the lock before the error; only ending the session is sure
 		// to release it.
-		discard(conn)
+		dialect.Discard(conn)
 		return nil, fmt.Errorf("inbox: table %q: locking key %q of row %d: %w", f.t.Raw.Name, c.key, c.id, err)
 	}
 	if !locked {
@@ -311,16 +310,16 @@ func (f *Form[D]) take(ctx context.Context, c candidate, now any) (*inbox.Delive
 	}
 	h := &hold{conn: conn, keys: []string{c.key}}
 	d, err := f.takeRow(ctx, conn, c, now)
-	if err == nil && d != nil && f.q.Transactional {
-		// database/sql rolls a transaction back when its context ends; this one outlives the
-		// claim.
-		if h.tx, err = conn.BeginTx(context.WithoutCancel(ctx), f.txOpts); err != nil {
-			err = fmt.Errorf("inbox: table %q: beginning the transaction of row %d: %w", f.t.Raw.Name, c.id, err)
-		}
-	}
 	if err != nil || d == nil {
 		f.unlock(ctx, h)
 		return nil, err
+	}
+	if f.q.Transactional {
+		// database/sql rolls a transaction back when its context ends; this one outlives the
+		// claim.
+		if h.tx, err = dialect.BeginOn(context.WithoutCancel(ctx), f.d, conn); err != nil {
+			return nil, fmt.Errorf("inbox: table %q: beginning the transaction of row %d: %w; %s", f.t.Raw.Name, c.id, err, lockGone("the row is back in the queue, its attempt counted"))
+		}
 	}
 	h.ds = []*inbox.Delivery{d}
 	if err := f.keep(ctx, h); err != nil {
@@ -432,12 +431,26 @@ func (f *Form[D]) commit(ctx context.Context, h *hold, o outcome.Outcome) error 
 		return err
 	}
 	if err := h.tx.Commit(); err != nil {
-		// A failed COMMIT ends the transaction all the same; the session and its lock stand.
-		f.unlock(ctx, h)
-		return fmt.Errorf("inbox: table %q: committing the settlement of row %d with the handler's writes: %w; the row returns to the queue", f.t.Raw.Name, h.ds[0].ID, err)
+		return fmt.Errorf("inbox: table %q: committing the settlement of row %d with the handler's writes: %w; %s", f.t.Raw.Name, h.ds[0].ID, err, lockGone(committed(err, "the row is")))
 	}
 	f.unlock(ctx, h)
 	return nil
+}
+
+// lockGone says that a hold's connection was discarded, its transaction having failed to begin
+// or end (see dialect.BeginOn), and what that means for its rows: what.
+func lockGone(what string) string {
+	return "the connection was closed, which released its locks: " + what
+}
+
+// committed says where the rows (rows: "the row is", "the rows are") of a transaction whose
+// COMMIT failed with err stand: back in the queue, or, when the COMMIT's outcome is unknown,
+// either settled with the handler's writes or back in the queue without them.
+func committed(err error, rows string) string {
+	if errors.Is(err, inbox.ErrCommitUnknown) {
+		return rows + " either settled with the handler's writes or back in the queue without them"
+	}
+	return rows + " back in the queue, unsettled"
 }
 
 // Release gives the row back without an outcome: it rolls the handler's transaction back (in
@@ -546,12 +559,12 @@ func (f *Form[D]) settle(ctx context.Context, ex execer, d *inbox.Delivery, o ou
 	return nil
 }
 
-// rollback rolls back h's transaction; on failure it closes the connection (ending the
-// transaction and the lock with the session) and reports false.
+// rollback rolls back h's transaction and reports whether its connection is still there to
+// release the locks on: a failed rollback closes the connection (ending the transaction and
+// the locks with the session).
 func (f *Form[D]) rollback(h *hold) bool {
-	if err := h.tx.Rollback(); err != nil && !errors.Is(err, sql.ErrTxDone) {
-		f.log.Warn("inbox: rolling back a delivery's transaction failed; closing its connection, which releases its lock", "table", f.t.Raw.Name, "ids", ids(h.ds), "err", err)
-		discard(h.conn)
+	if err := h.tx.Rollback(); err != nil {
+		f.log.Warn("inbox: rolling back a delivery's transaction failed; closed its connection, which releases its lock", "table", f.t.Raw.Name, "ids", ids(h.ds), "err", err)
 		return false
 	}
 	return true
@@ -567,7 +580,7 @@ func (f *Form[D]) unlock(ctx context.Context, h *hold) {
 		h.conn.Close()
 		return
 	}
-	discard(h.conn)
+	dialect.Discard(h.conn)
 	if err == nil {
 		// The session did not hold its locks: something between the library and the server
 		// swapped sessions (PgBouncer in transaction pooling), and the keys were not protected.
@@ -604,11 +617,6 @@ func confirmed(row *sql.Row) (bool, error) {
 		return false, err
 	}
 	return ok.Valid && ok.Bool, nil
-}
-
-// discard closes conn rather than returning it to the pool.
-func discard(conn *sql.Conn) {
-	conn.Raw(func(any) error { return driver.ErrBadConn })
 }
 
 // Close releases the locks of every delivery and batch still in work (rolling back their

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/sqlinbox/inbox"
+	"github.com/sqlinbox/inbox/dialect"
 	"github.com/sqlinbox/inbox/outcome"
 )
 
@@ -42,7 +43,7 @@ func (f *Form[D]) ClaimBatch(ctx context.Context, max int) ([]*inbox.Delivery, e
 	// fail ends the session, and with it every lock the batch took: the lock state after a failed
 	// statement is unknown, and no lock may outlive the batch on a pooled connection.
 	fail := func(err error) ([]*inbox.Delivery, error) {
-		discard(conn)
+		dialect.Discard(conn)
 		if len(h.ds) > 0 {
 			return nil, fmt.Errorf("%w; closed the batch's connection, which gives back the rows it had taken (%v), their attempts counted", err, ids(h.ds))
 		}
@@ -89,9 +90,8 @@ func (f *Form[D]) ClaimBatch(ctx context.Context, max int) ([]*inbox.Delivery, e
 	if f.q.Transactional {
 		// database/sql rolls a transaction back when its context ends; this one outlives the
 		// claim.
-		if h.tx, err = conn.BeginTx(context.WithoutCancel(ctx), f.txOpts); err != nil {
-			f.unlock(ctx, h)
-			return nil, fmt.Errorf("inbox: table %q: beginning the transaction of the batch of rows %v: %w; the rows are back in the queue", f.t.Raw.Name, ids(h.ds), err)
+		if h.tx, err = dialect.BeginOn(context.WithoutCancel(ctx), f.d, conn); err != nil {
+			return nil, fmt.Errorf("inbox: table %q: beginning the transaction of the batch of rows %v: %w; %s", f.t.Raw.Name, ids(h.ds), err, lockGone("the rows are back in the queue, their attempts counted"))
 		}
 	}
 	if err := f.keep(ctx, h); err != nil {
@@ -186,9 +186,7 @@ func (f *Form[D]) commitBatch(ctx context.Context, h *hold, ds []*inbox.Delivery
 		return err
 	}
 	if err := h.tx.Commit(); err != nil {
-		// A failed COMMIT ends the transaction all the same; the session and its locks stand.
-		f.unlock(ctx, h)
-		return fmt.Errorf("inbox: table %q: committing the settlement of rows %v with the handler's writes: %w; the rows return to the queue", f.t.Raw.Name, ids(ds), err)
+		return fmt.Errorf("inbox: table %q: committing the settlement of rows %v with the handler's writes: %w; %s", f.t.Raw.Name, ids(ds), err, lockGone(committed(err, "the rows are")))
 	}
 	f.unlock(ctx, h)
 	return nil

@@ -73,9 +73,9 @@ type Caps struct {
 	OneWriter bool
 	// BeginsByStatement says the dialect's transactions begin with a BEGIN statement on a
 	// pinned connection, since no sql.TxOptions expresses its modes (SQLite: BEGIN DEFERRED,
-	// IMMEDIATE, EXCLUSIVE): Dialect.Begin returns no *sql.Tx, statements prepared on the pool
-	// cannot run in it and run by their text there, and TxOptions has no options to give.
-	// Elsewhere Dialect.Begin returns an *sql.Tx. The lease form's claim on SQLite (its
+	// IMMEDIATE, EXCLUSIVE): statements prepared on the pool cannot run in its transactions
+	// (Tx.StmtContext returns nil) and run by their text there, and TxOptions has no options to give.
+	// Elsewhere a transaction is an *sql.Tx on a pinned connection. The lease form's claim on SQLite (its
 	// statements are prepared at Open only to check them) and its ack inside the handler's
 	// transaction.
 	BeginsByStatement bool

@@ -142,8 +142,8 @@ func TestCapsAgreeWithTheDialect(t *testing.T) {
 			if err != nil {
 				t.Fatalf("Begin: %v", err)
 			}
-			if _, isTx := tx.(*sql.Tx); isTx == c.BeginsByStatement {
-				t.Errorf("Begin returned a %T with BeginsByStatement %v", tx, c.BeginsByStatement)
+			if rebinds := tx.StmtContext(context.Background(), &sql.Stmt{}) != nil; rebinds == c.BeginsByStatement {
+				t.Errorf("Begin returned a %T that rebinds prepared statements: %v, with BeginsByStatement %v", tx, rebinds, c.BeginsByStatement)
 			}
 			tx.Rollback()
 

@@ -40,8 +40,9 @@ type Dialect interface {
 	// Time returns t as the library binds a timestamp: UTC, to the microsecond. On SQLite it is
 	// text "YYYY-MM-DD HH:MM:SS.ffffff", fixed width so that text order is time order.
 	Time(t time.Time) any
-	// Begin opens a transaction at the dialect's level. The transaction owns one pooled
-	// connection until Commit or Rollback.
+	// Begin pins a pooled connection of db and opens a transaction on it at the dialect's
+	// level (see BeginOn). The connection goes back to the pool when the transaction ends, or is
+	// discarded when its end fails or its outcome is unknown.
 	Begin(ctx context.Context, db *sql.DB) (Tx, error)
 	// CheckServer fails with an error wrapping inbox.ErrServerTooOld when the server is older
 	// than the library supports, and with inbox.ErrDialect when it is another database.
@@ -68,12 +69,25 @@ type Dialect interface {
 	TxEnded(ctx context.Context, tx Tx, err error) bool
 }
 
-// Tx is a transaction opened by a dialect: an *sql.Tx on Postgres, MySQL and MariaDB, and a
-// pinned connection on SQLite (whose BEGIN modes database/sql cannot express).
+// Tx is a transaction opened by a dialect on a pinned connection (Begin, BeginOn): through
+// database/sql on Postgres, MySQL and MariaDB, and with BEGIN statements on SQLite (whose modes
+// database/sql cannot express).
+//
+// Commit and Rollback never leave a transaction open on a connection: a connection whose
+// COMMIT or ROLLBACK fails, or whose outcome is unknown, is discarded, which ends its session
+// and rolls back whatever it had open. A Commit that fails wraps inbox.ErrCommitUnknown when
+// the COMMIT may have committed (the connection broke after it was sent); otherwise its error
+// says the transaction was rolled back. Once the transaction has ended, Commit and Rollback
+// fail with sql.ErrTxDone and touch nothing.
 type Tx interface {
 	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
 	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
 	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
+	// StmtContext returns s, a statement prepared on the pool, bound to the transaction, as
+	// (*sql.Tx).StmtContext does. On SQLite, whose transaction database/sql does not see, a
+	// prepared statement cannot run in it: StmtContext returns nil there, and the caller runs
+	// the statement's text with ExecContext or QueryContext.
+	StmtContext(ctx context.Context, s *sql.Stmt) *sql.Stmt
 	Commit() error
 	Rollback() error
 }

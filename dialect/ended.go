@@ -65,10 +65,10 @@ func (sqlite) TxEnded(_ context.Context, tx Tx, err error) bool {
 	if !ok {
 		return false
 	}
-	if err == nil && stx.endedErr() == nil {
+	if err == nil && stx.endedBySQLite() == nil {
 		stx.probe(errors.New("a statement failed while its rows were read"))
 	}
-	return stx.endedErr() != nil
+	return stx.endedBySQLite() != nil
 }
 
 // connectionLost reports an error that leaves the connection unusable, and with it any

@@ -17,7 +17,7 @@ import (
 // dialect sends can be checked without a server.
 type fakeDB struct {
 	answers    map[string]string // query -> the one value it returns
-	fail       map[string]error  // statement -> the error it returns
+	fail       map[string]error  // statement (or "commit", "rollback") -> the error it returns
 	connectErr error
 
 	mu     sync.Mutex
@@ -66,6 +66,11 @@ type fakeConn struct {
 	id int
 }
 
+// ResetSession and IsValid make the connection one that database/sql keeps after a rollback
+// the transaction's context forced, as it keeps the real drivers' (pgx, go-sql-driver/mysql).
+func (c *fakeConn) ResetSession(context.Context) error { return nil }
+func (c *fakeConn) IsValid() bool                      { return true }
+
 func (c *fakeConn) Prepare(query string) (driver.Stmt, error) {
 	return nil, errors.New("fakeDB: no prepared statements")
 }
@@ -108,12 +113,12 @@ type fakeTx struct{ c *fakeConn }
 
 func (tx fakeTx) Commit() error {
 	tx.c.db.record(tx.c.id, "commit")
-	return nil
+	return tx.c.db.fail["commit"]
 }
 
 func (tx fakeTx) Rollback() error {
 	tx.c.db.record(tx.c.id, "rollback")
-	return nil
+	return tx.c.db.fail["rollback"]
 }
 
 type fakeRows struct {

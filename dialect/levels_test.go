@@ -3,10 +3,14 @@ package dialect_test
 import (
 	"context"
 	"database/sql"
+	"database/sql/driver"
 	"errors"
 	"slices"
+	"strings"
 	"testing"
+	"time"
 
+	"github.com/sqlinbox/inbox"
 	"github.com/sqlinbox/inbox/dialect"
 	"github.com/sqlinbox/inbox/isolation"
 )
@@ -148,5 +152,141 @@ func reuse(t *testing.T, db *sql.DB) {
 	t.Helper()
 	if _, err := db.ExecContext(context.Background(), "SELECT 1"); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestServerTxEndsItsTransaction: a Postgres, MySQL or MariaDB transaction runs on a pinned
+// connection, and a connection whose COMMIT or ROLLBACK failed, or whose transaction database/sql
+// rolled back when its context ended, is discarded, never returned to the pool, where its
+// session might still have the transaction open. A failed Commit says whether it may have
+// committed.
+func TestServerTxEndsItsTransaction(t *testing.T) {
+	ctx := context.Background()
+	for _, d := range []dialect.Dialect{dialect.Postgres[isolation.Default]{}, dialect.MariaDB[isolation.Default]{}} {
+		begin := "conn1: begin at Default"
+		if d.Name() != "postgres" {
+			begin = "conn1: begin at Read Committed"
+		}
+		t.Run(d.Name()+"/commit", func(t *testing.T) {
+			f := &fakeDB{}
+			db := f.open(t)
+			tx, err := d.Begin(ctx, db)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := tx.Commit(); err != nil {
+				t.Fatalf("Commit: %v", err)
+			}
+			if err := tx.Rollback(); !errors.Is(err, sql.ErrTxDone) {
+				t.Fatalf("Rollback after Commit: %v, want sql.ErrTxDone", err)
+			}
+			reuse(t, db)
+			if got, want := f.log(), []string{begin, "conn1: commit", "conn1: exec SELECT 1"}; !slices.Equal(got, want) {
+				t.Errorf("events %q, want %q", got, want)
+			}
+		})
+
+		t.Run(d.Name()+"/failed rollback discards the connection", func(t *testing.T) {
+			f := &fakeDB{fail: map[string]error{"rollback": errors.New("write: broken pipe")}}
+			db := f.open(t)
+			tx, err := d.Begin(ctx, db)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := tx.Rollback(); err == nil {
+				t.Fatal("Rollback succeeded although ROLLBACK failed")
+			}
+			reuse(t, db)
+			if got, want := f.log(), []string{begin, "conn1: rollback", "conn1: close", "conn2: exec SELECT 1"}; !slices.Equal(got, want) {
+				t.Errorf("events %q, want %q", got, want)
+			}
+		})
+
+		t.Run(d.Name()+"/rollback forced by the context discards the connection", func(t *testing.T) {
+			f := &fakeDB{fail: map[string]error{"rollback": errors.New("write: broken pipe")}}
+			db := f.open(t)
+			txCtx, cancel := context.WithCancel(ctx)
+			tx, err := d.Begin(txCtx, db)
+			if err != nil {
+				t.Fatal(err)
+			}
+			cancel() // database/sql rolls back, fails, and keeps the connection
+			for !slices.Contains(f.log(), "conn1: rollback") {
+				time.Sleep(time.Millisecond)
+			}
+			if err := tx.Rollback(); err == nil {
+				t.Fatal("Rollback succeeded although the transaction's own ROLLBACK failed")
+			}
+			reuse(t, db)
+			if got, want := f.log(), []string{begin, "conn1: rollback", "conn1: close", "conn2: exec SELECT 1"}; !slices.Equal(got, want) {
+				t.Errorf("events %q, want %q", got, want)
+			}
+		})
+
+		for _, tc := range []struct {
+			name    string
+			err     error
+			unknown bool // the COMMIT may have committed
+		}{
+			{"broken connection", errors.New("unexpected EOF"), true},
+			{"session terminated", sqlState("57P01"), true},
+			{"killed", errors.New("Error 1927 (70100): Connection was killed"), true},
+			{"serialization failure", sqlState("40001"), false},
+			{"deadlock", errors.New("Error 1213 (40001): Deadlock found when trying to get lock; try restarting transaction"), false},
+			{"not sent", driver.ErrBadConn, false},
+		} {
+			t.Run(d.Name()+"/failed commit discards the connection/"+tc.name, func(t *testing.T) {
+				f := &fakeDB{fail: map[string]error{"commit": tc.err}}
+				db := f.open(t)
+				tx, err := d.Begin(ctx, db)
+				if err != nil {
+					t.Fatal(err)
+				}
+				err = tx.Commit()
+				if err == nil || !errors.Is(err, tc.err) {
+					t.Fatalf("Commit: %v, want the COMMIT's error", err)
+				}
+				if got := errors.Is(err, inbox.ErrCommitUnknown); got != tc.unknown {
+					t.Errorf("Commit: %v: wraps ErrCommitUnknown %v, want %v", err, got, tc.unknown)
+				}
+				if !tc.unknown && !strings.Contains(err.Error(), "rolled back") {
+					t.Errorf("Commit: %v: want it to say the transaction was rolled back", err)
+				}
+				reuse(t, db)
+				if got, want := f.log(), []string{begin, "conn1: commit", "conn1: close", "conn2: exec SELECT 1"}; !slices.Equal(got, want) {
+					t.Errorf("events %q, want %q", got, want)
+				}
+			})
+		}
+
+		t.Run(d.Name()+"/on a pinned connection", func(t *testing.T) {
+			f := &fakeDB{}
+			db := f.open(t)
+			conn, err := db.Conn(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer conn.Close()
+			tx, err := dialect.BeginOn(ctx, d, conn)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := tx.Commit(); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := conn.ExecContext(ctx, "SELECT 1"); err != nil {
+				t.Fatalf("the connection after Commit: %v, want it still the caller's", err)
+			}
+			f.fail = map[string]error{"rollback": errors.New("write: broken pipe")}
+			if tx, err = dialect.BeginOn(ctx, d, conn); err != nil {
+				t.Fatal(err)
+			}
+			if err := tx.Rollback(); err == nil {
+				t.Fatal("Rollback succeeded although ROLLBACK failed")
+			}
+			if _, err := conn.ExecContext(ctx, "SELECT 1"); !errors.Is(err, sql.ErrConnDone) {
+				t.Fatalf("the connection after a failed Rollback: %v, want it discarded (sql.ErrConnDone)", err)
+			}
+		})
 	}
 }

@@ -3,8 +3,6 @@ package dialect
 import (
 	"context"
 	"database/sql"
-	"database/sql/driver"
-	"errors"
 	"fmt"
 	"sync"
 )
@@ -18,26 +16,14 @@ import (
 // after a failed statement the transaction asks SQLite whether it is still open, and once
 // SQLite has ended it every later statement and Commit fail instead.
 type sqliteTx struct {
-	conn *sql.Conn
+	pin
 
-	mu    sync.Mutex
-	ended error // why SQLite ended the transaction, once it has
-}
-
-func beginSQLite(ctx context.Context, db *sql.DB, begin string) (Tx, error) {
-	conn, err := db.Conn(ctx)
-	if err != nil {
-		return nil, err
-	}
-	if _, err := conn.ExecContext(ctx, begin); err != nil {
-		conn.Close()
-		return nil, err
-	}
-	return &sqliteTx{conn: conn}, nil
+	mu     sync.Mutex
+	reason error // why SQLite ended the transaction, once it has
 }
 
 func (tx *sqliteTx) ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error) {
-	if err := tx.endedErr(); err != nil {
+	if err := tx.endedBySQLite(); err != nil {
 		return nil, err
 	}
 	res, err := tx.conn.ExecContext(ctx, query, args...)
@@ -48,7 +34,7 @@ func (tx *sqliteTx) ExecContext(ctx context.Context, query string, args ...any) 
 }
 
 func (tx *sqliteTx) QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error) {
-	if err := tx.endedErr(); err != nil {
+	if err := tx.endedBySQLite(); err != nil {
 		return nil, err
 	}
 	rows, err := tx.conn.QueryContext(ctx, query, args...)
@@ -61,7 +47,7 @@ func (tx *sqliteTx) QueryContext(ctx context.Context, query string, args ...any)
 // QueryRowContext after SQLite ended the transaction runs nothing: its Row reports a cancelled
 // context whose cause says why (*sql.Row cannot carry another error).
 func (tx *sqliteTx) QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row {
-	if err := tx.endedErr(); err != nil {
+	if err := tx.endedBySQLite(); err != nil {
 		dead, cancel := context.WithCancelCause(ctx)
 		cancel(err)
 		return tx.conn.QueryRowContext(dead, query, args...)
@@ -69,10 +55,15 @@ func (tx *sqliteTx) QueryRowContext(ctx context.Context, query string, args ...a
 	return tx.conn.QueryRowContext(ctx, query, args...)
 }
 
-func (tx *sqliteTx) endedErr() error {
+// StmtContext returns nil: a statement prepared on the pool cannot run on the pinned
+// connection. Run its text instead (the SQLite driver compiles a statement at every run,
+// prepared or not).
+func (tx *sqliteTx) StmtContext(context.Context, *sql.Stmt) *sql.Stmt { return nil }
+
+func (tx *sqliteTx) endedBySQLite() error {
 	tx.mu.Lock()
 	defer tx.mu.Unlock()
-	return tx.ended
+	return tx.reason
 }
 
 // probe asks SQLite whether the transaction outlived the failed statement: BEGIN fails inside a
@@ -84,31 +75,45 @@ func (tx *sqliteTx) probe(cause error) {
 	tx.conn.ExecContext(context.Background(), "ROLLBACK")
 	tx.mu.Lock()
 	defer tx.mu.Unlock()
-	tx.ended = fmt.Errorf("inbox: SQLite rolled the transaction back when a statement failed (%v); nothing more runs in it, and it cannot commit", cause)
+	tx.reason = fmt.Errorf("inbox: SQLite rolled the transaction back when a statement failed (%v); nothing more runs in it, and it cannot commit", cause)
 }
 
-// Commit commits and returns the connection to the pool. A failed COMMIT (SQLITE_BUSY, say)
-// leaves the transaction open in SQLite, so it is rolled back before the connection goes back.
+// Commit commits and lets go of the connection. A failed COMMIT (SQLITE_BUSY, say) leaves the
+// transaction open in SQLite, so it is rolled back before the connection goes back; SQLite
+// answers in process, so a COMMIT that failed committed nothing.
 func (tx *sqliteTx) Commit() error {
-	if err := tx.endedErr(); err != nil {
-		return errors.Join(err, tx.conn.Close())
+	if tx.ended {
+		return sql.ErrTxDone
 	}
-	if _, err := tx.conn.ExecContext(context.Background(), "COMMIT"); err != nil {
-		return errors.Join(err, tx.Rollback())
-	}
-	return tx.conn.Close()
-}
-
-// Rollback rolls back and returns the connection to the pool; a connection whose ROLLBACK fails
-// is discarded, so no transaction is ever left open on a pooled connection.
-func (tx *sqliteTx) Rollback() error {
-	if tx.endedErr() != nil {
-		return tx.conn.Close() // SQLite rolled back already, and probe checked it
-	}
-	if _, err := tx.conn.ExecContext(context.Background(), "ROLLBACK"); err != nil {
-		tx.conn.Raw(func(any) error { return driver.ErrBadConn })
-		tx.conn.Close()
+	if err := tx.endedBySQLite(); err != nil {
+		tx.end(true)
 		return err
 	}
-	return tx.conn.Close()
+	if _, err := tx.conn.ExecContext(context.Background(), "COMMIT"); err != nil {
+		rerr := tx.Rollback()
+		if rerr != nil {
+			return fmt.Errorf("COMMIT failed (%w), and so did the ROLLBACK after it: %w", err, rerr)
+		}
+		return fmt.Errorf("COMMIT failed and the transaction was rolled back: %w", err)
+	}
+	tx.end(true)
+	return nil
+}
+
+// Rollback rolls back and lets go of the connection; a connection whose ROLLBACK fails is
+// discarded, so no transaction is ever left open on a pooled connection.
+func (tx *sqliteTx) Rollback() error {
+	if tx.ended {
+		return sql.ErrTxDone
+	}
+	if tx.endedBySQLite() != nil {
+		tx.end(true) // SQLite rolled back already, and probe checked it
+		return nil
+	}
+	_, err := tx.conn.ExecContext(context.Background(), "ROLLBACK")
+	tx.end(err == nil)
+	if err != nil {
+		return fmt.Errorf("%w (the connection was closed, which rolls the transaction back)", err)
+	}
+	return nil
 }

@@ -12,10 +12,9 @@ type Postgres[L PostgresOpens] struct{ postgres }
 // Level names L.
 func (Postgres[L]) Level() string { return levelName[L]() }
 
-// Begin opens a plain BEGIN by default, and the declared level through sql.TxOptions.
-func (Postgres[L]) Begin(ctx context.Context, db *sql.DB) (Tx, error) {
-	return db.BeginTx(ctx, txOptions(levelName[L](), false))
-}
+// Begin pins a connection and opens a plain BEGIN on it by default, and the declared level
+// through sql.TxOptions.
+func (d Postgres[L]) Begin(ctx context.Context, db *sql.DB) (Tx, error) { return begin(ctx, d, db) }
 
 // MySQL is MySQL 8.0.1 or later, opening transactions at level L (READ COMMITTED by default).
 // MariaDB 10.6 or later also runs it.
@@ -24,10 +23,9 @@ type MySQL[L MySQLOpens] struct{ mysql }
 // Level names L.
 func (MySQL[L]) Level() string { return levelName[L]() }
 
-// Begin opens the transaction at READ COMMITTED by default and at the declared level otherwise.
-func (MySQL[L]) Begin(ctx context.Context, db *sql.DB) (Tx, error) {
-	return db.BeginTx(ctx, txOptions(levelName[L](), true))
-}
+// Begin pins a connection and opens the transaction on it at READ COMMITTED by default and at
+// the declared level otherwise.
+func (d MySQL[L]) Begin(ctx context.Context, db *sql.DB) (Tx, error) { return begin(ctx, d, db) }
 
 // MariaDB is MariaDB 10.6 or later, opening transactions at level L (READ COMMITTED by default).
 type MariaDB[L MySQLOpens] struct{ mariadb }
@@ -35,10 +33,9 @@ type MariaDB[L MySQLOpens] struct{ mariadb }
 // Level names L.
 func (MariaDB[L]) Level() string { return levelName[L]() }
 
-// Begin opens the transaction at READ COMMITTED by default and at the declared level otherwise.
-func (MariaDB[L]) Begin(ctx context.Context, db *sql.DB) (Tx, error) {
-	return db.BeginTx(ctx, txOptions(levelName[L](), true))
-}
+// Begin pins a connection and opens the transaction on it at READ COMMITTED by default and at
+// the declared level otherwise.
+func (d MariaDB[L]) Begin(ctx context.Context, db *sql.DB) (Tx, error) { return begin(ctx, d, db) }
 
 // SQLite is SQLite 3.35 or later (for RETURNING), opening transactions in mode M. Use it with
 // WAL and a busy timeout; the library keeps one claim in flight per consumer on SQLite, since
@@ -51,9 +48,7 @@ func (SQLite[M]) Level() string { return levelName[M]() }
 // Begin pins a connection and issues BEGIN, BEGIN DEFERRED, BEGIN IMMEDIATE or BEGIN EXCLUSIVE
 // on it. The connection goes back to the pool only after COMMIT or ROLLBACK; one whose ROLLBACK
 // fails is discarded rather than returned with a transaction open.
-func (SQLite[M]) Begin(ctx context.Context, db *sql.DB) (Tx, error) {
-	return beginSQLite(ctx, db, sqliteBegin(levelName[M]()))
-}
+func (d SQLite[M]) Begin(ctx context.Context, db *sql.DB) (Tx, error) { return begin(ctx, d, db) }
 
 // The level-independent halves of the dialects.
 type (

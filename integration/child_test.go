@@ -92,8 +92,30 @@ type hooks struct {
 	backend string
 	on      func(hookEvent) // may block, to stop the process right there
 
-	mu    sync.Mutex
-	conns map[*hookConn]bool
+	mu      sync.Mutex
+	conns   map[*hookConn]bool
+	refuses map[string]error // "commit" or "rollback": the next one fails with this error
+}
+
+// refuseNext makes the pool's next COMMIT or ROLLBACK (what: "commit", "rollback") fail with
+// err without reaching the server, as a driver's does when it cannot send it: the server's
+// transaction stays open, and the driver still takes its connection for a good one.
+func (h *hooks) refuseNext(what string, err error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.refuses == nil {
+		h.refuses = map[string]error{}
+	}
+	h.refuses[what] = err
+}
+
+// refused returns the error refuseNext armed for what, once.
+func (h *hooks) refused(what string) error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	err := h.refuses[what]
+	delete(h.refuses, what)
+	return err
 }
 
 // sessions returns the server session ids (Postgres backend pids, MySQL connection ids) of the
@@ -109,6 +131,36 @@ func (h *hooks) sessions() []int64 {
 	}
 	return ids
 }
+
+// sever ends the session of every open connection of the pool, as a server killing its
+// sessions would, where there is no server to kill them (SQLite): each connection rolls back
+// what it has open at its next call and fails that call and every later one with errSevered, so
+// that database/sql discards it. It returns the number of connections severed.
+func (h *hooks) sever() int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	n := 0
+	for c := range h.conns {
+		c.mu.Lock()
+		if c.severed == alive {
+			c.severed = severing
+			n++
+		}
+		c.mu.Unlock()
+	}
+	return n
+}
+
+// errSevered is what a severed connection answers, like a socket the server closed: it is not
+// driver.ErrBadConn, which would tell database/sql that nothing was sent.
+var errSevered = errors.New("the connection was severed (the test ended its session)")
+
+// A connection's life under sever.
+const (
+	alive    = iota
+	severing // sever marked it; its next call ends the session
+	severed  // its session ended; every call fails
+)
 
 // hookedDB opens a pool on the backend's driver whose statements pass through on. dsn overrides
 // the backend's (SQLite files are per test).
@@ -200,8 +252,27 @@ type hookConn struct {
 	h       *hooks
 	session int64
 
-	mu    sync.Mutex
-	phase phase // of the last statement that carried one: commits and rollbacks have no context
+	mu      sync.Mutex
+	phase   phase // of the last statement that carried one: commits and rollbacks have no context
+	severed int   // alive, severing or severed
+}
+
+// dead fails a call of a severed connection. The first call after sever ends the session as a
+// server would, rolling back what it had open (database/sql serialises the calls of one
+// connection, so the rollback runs alone on it).
+func (c *hookConn) dead() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	switch c.severed {
+	case alive:
+		return nil
+	case severing:
+		if e, ok := c.inner.(driver.ExecerContext); ok {
+			e.ExecContext(context.Background(), "ROLLBACK", nil) // nothing open: an error, ignored
+		}
+		c.severed = severed
+	}
+	return errSevered
 }
 
 // enter records ctx's phase as the connection's current one and returns it.
@@ -231,6 +302,9 @@ func (c *hookConn) Prepare(query string) (driver.Stmt, error) {
 }
 
 func (c *hookConn) PrepareContext(ctx context.Context, query string) (driver.Stmt, error) {
+	if err := c.dead(); err != nil {
+		return nil, err
+	}
 	c.event(c.enter(ctx), "prepare", query, false)
 	var (
 		s   driver.Stmt
@@ -259,6 +333,9 @@ func (c *hookConn) Begin() (driver.Tx, error) {
 }
 
 func (c *hookConn) BeginTx(ctx context.Context, opts driver.TxOptions) (driver.Tx, error) {
+	if err := c.dead(); err != nil {
+		return nil, err
+	}
 	p := c.enter(ctx)
 	c.event(p, "begin", "", false)
 	var (
@@ -283,6 +360,9 @@ func (c *hookConn) ExecContext(ctx context.Context, query string, args []driver.
 	if !ok {
 		return nil, driver.ErrSkip // database/sql prepares the statement instead
 	}
+	if err := c.dead(); err != nil {
+		return nil, err
+	}
 	p := c.enter(ctx)
 	c.event(p, "exec", query, false)
 	res, err := e.ExecContext(ctx, query, args)
@@ -297,6 +377,9 @@ func (c *hookConn) QueryContext(ctx context.Context, query string, args []driver
 	if !ok {
 		return nil, driver.ErrSkip
 	}
+	if err := c.dead(); err != nil {
+		return nil, err
+	}
 	p := c.enter(ctx)
 	c.event(p, "query", query, false)
 	rows, err := q.QueryContext(ctx, query, args)
@@ -307,6 +390,9 @@ func (c *hookConn) QueryContext(ctx context.Context, query string, args []driver
 }
 
 func (c *hookConn) Ping(ctx context.Context) error {
+	if err := c.dead(); err != nil {
+		return driver.ErrBadConn
+	}
 	if p, ok := c.inner.(driver.Pinger); ok {
 		return p.Ping(ctx)
 	}
@@ -314,6 +400,9 @@ func (c *hookConn) Ping(ctx context.Context) error {
 }
 
 func (c *hookConn) ResetSession(ctx context.Context) error {
+	if err := c.dead(); err != nil {
+		return driver.ErrBadConn // as a driver's liveness check finds a closed socket
+	}
 	if r, ok := c.inner.(driver.SessionResetter); ok {
 		return r.ResetSession(ctx)
 	}
@@ -321,6 +410,12 @@ func (c *hookConn) ResetSession(ctx context.Context) error {
 }
 
 func (c *hookConn) IsValid() bool {
+	c.mu.Lock()
+	severed := c.severed != alive
+	c.mu.Unlock()
+	if severed {
+		return false
+	}
 	if v, ok := c.inner.(driver.Validator); ok {
 		return v.IsValid()
 	}
@@ -340,6 +435,12 @@ type hookTx struct {
 }
 
 func (t *hookTx) Commit() error {
+	if err := t.conn.dead(); err != nil {
+		return err
+	}
+	if err := t.conn.h.refused("commit"); err != nil {
+		return err
+	}
 	p := t.conn.current()
 	t.conn.event(p, "commit", "", false)
 	err := t.inner.Commit()
@@ -350,6 +451,12 @@ func (t *hookTx) Commit() error {
 }
 
 func (t *hookTx) Rollback() error {
+	if err := t.conn.dead(); err != nil {
+		return err
+	}
+	if err := t.conn.h.refused("rollback"); err != nil {
+		return err
+	}
 	t.conn.event(t.conn.current(), "rollback", "", false)
 	return t.inner.Rollback()
 }
@@ -372,6 +479,9 @@ func (s *hookStmt) Query(args []driver.Value) (driver.Rows, error) {
 }
 
 func (s *hookStmt) ExecContext(ctx context.Context, args []driver.NamedValue) (driver.Result, error) {
+	if err := s.conn.dead(); err != nil {
+		return nil, err
+	}
 	p := s.conn.enter(ctx)
 	s.conn.event(p, "exec", s.query, false)
 	var (
@@ -391,6 +501,9 @@ func (s *hookStmt) ExecContext(ctx context.Context, args []driver.NamedValue) (d
 }
 
 func (s *hookStmt) QueryContext(ctx context.Context, args []driver.NamedValue) (driver.Rows, error) {
+	if err := s.conn.dead(); err != nil {
+		return nil, err
+	}
 	p := s.conn.enter(ctx)
 	s.conn.event(p, "query", s.query, false)
 	var (

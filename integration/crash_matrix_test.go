@@ -279,28 +279,55 @@ func crashOne(t *testing.T, c cell, db *sql.DB, tbl inbox.Table, who int, spec c
 		t.Errorf("child %d did not start within 30 s: %s", who, stderr.String())
 		return
 	}
-	// The batch goes in while the child may already be stopped inside a claim: on SQLite that
+	// A batch goes in while the child may already be stopped inside a claim: on SQLite that
 	// claim holds the write lock, and the INSERT waits for the kill.
-	published := make(chan error, 1)
-	go func() {
-		msgs := make([]inbox.Message, batch)
-		for i := range msgs {
-			msgs[i] = inbox.Message{Queue: "q"}
-		}
-		published <- inbox.Enqueue(context.Background(), db, c.b.dialect, tbl, msgs...)
-	}()
-	select {
-	case <-stopped:
-		at := kill()
-		log.mu.Lock()
-		log.kills = append(log.kills, crashKill{who: who, at: at, point: spec.Point})
-		log.mu.Unlock()
-	case <-time.After(30 * time.Second):
-		kill()
-		t.Errorf("child %d (%+v) did not reach its kill point within 30 s: %s", who, spec, stderr.String())
+	var (
+		publishing sync.WaitGroup
+		pubMu      sync.Mutex
+		pubErrs    []error
+	)
+	publish := func() {
+		publishing.Go(func() {
+			msgs := make([]inbox.Message, batch)
+			for i := range msgs {
+				msgs[i] = inbox.Message{Queue: "q"}
+			}
+			if err := inbox.Enqueue(context.Background(), db, c.b.dialect, tbl, msgs...); err != nil {
+				pubMu.Lock()
+				pubErrs = append(pubErrs, err)
+				pubMu.Unlock()
+			}
+		})
 	}
-	if err := <-published; err != nil {
-		t.Errorf("publishing child %d's batch: %v", who, err)
+	publish()
+	// The other consumers drain the same queue, and on a loaded machine they may take every row
+	// of the batch before the child has reached the Nth event of its point (a slow start, its
+	// claims waiting on SQLite's write lock). So while the child runs, another batch goes in
+	// every few seconds: it always has rows to reach its point with. Every row is checked at
+	// the end all the same.
+	topUp := time.NewTicker(3 * time.Second)
+	deadline := time.After(30 * time.Second)
+wait:
+	for {
+		select {
+		case <-stopped:
+			at := kill()
+			log.mu.Lock()
+			log.kills = append(log.kills, crashKill{who: who, at: at, point: spec.Point})
+			log.mu.Unlock()
+			break wait
+		case <-topUp.C:
+			publish()
+		case <-deadline:
+			kill()
+			t.Errorf("child %d (%+v) did not reach its kill point within 30 s: %s", who, spec, stderr.String())
+			break wait
+		}
+	}
+	topUp.Stop()
+	publishing.Wait()
+	for _, err := range pubErrs {
+		t.Errorf("publishing child %d's rows: %v", who, err)
 	}
 	if strings.Contains(stderr.String(), "DATA RACE") || strings.Contains(stderr.String(), "panic:") {
 		t.Errorf("child %d: %s", who, stderr.String())

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net"
@@ -11,6 +12,7 @@ import (
 	"os/exec"
 	"os/user"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -838,4 +840,452 @@ func TestFaultsSQLiteLeaseExtendInterrupted(t *testing.T) {
 	if n := c.sideCounts(t, db, side)[c.ids(t, db, tbl, "")[0]]; n != 0 {
 		t.Errorf("the handler's write landed %d times though its delivery was dropped, which rolls it back", n)
 	}
+}
+
+// killLoopPlan is how hard the kill loop runs: CI's short run, or the one make reliability runs
+// (INBOX_RELIABILITY=long).
+type killLoopPlan struct {
+	rows  int           // published before the consumers start
+	kills time.Duration // how long the kills go on
+	every time.Duration // between two rounds of kills
+}
+
+func killLoopPlanFromEnv() killLoopPlan {
+	if os.Getenv("INBOX_RELIABILITY") == "long" {
+		return killLoopPlan{rows: 5000, kills: 20 * time.Second, every: 200 * time.Millisecond}
+	}
+	return killLoopPlan{rows: 300, kills: 2 * time.Second, every: 200 * time.Millisecond}
+}
+
+// killLoopStall is how long the drain after the kills may go without a row settling before the
+// rows left are counted stranded.
+const killLoopStall = 5 * time.Second
+
+// killLoopResult is one line of the kill loop's table.
+type killLoopResult struct {
+	cell, unit string
+	rows       int
+	rounds     int           // rounds of kills
+	killed     int           // sessions killed (SQLite: connections severed)
+	left       int           // rows unsettled when the kills stopped
+	drained    time.Duration // from the end of the kills until the last row settled
+	stranded   int           // rows unsettled when the drain stalled
+	leaked     int           // server transactions open on the pools once the consumers stopped
+	lost       int           // rows settled without a delivery
+	twice      int           // rows delivered more than once
+	errors     int           // ERROR and WARN lines the consumers logged
+}
+
+// TestKillLoop kills every server session of two consumers' pools (pg_terminate_backend,
+// KILL CONNECTION) every 200 ms while the consumers, four workers each, drain the table, on
+// every cell, claiming single rows and batches of 16. When the kills stop, the consumers must
+// settle every row they have not yet: a row still unsettled once no row has settled for
+// killLoopStall is stranded. Then the consumers stop, and a transaction still open on a session
+// of their pools is leaked. No row may be stranded, no transaction leaked, and no row lost
+// (settled without ever reaching a handler); rows delivered twice are counted, as the forms
+// allow them after a fault.
+//
+// SQLite has no server sessions: there the test severs every connection of the two pools
+// instead (hooks.sever), which ends its session at its next call, rolling back what it has
+// open, and fails that call and every later one, as a killed connection would.
+func TestKillLoop(t *testing.T) {
+	plan := killLoopPlanFromEnv()
+	var (
+		mu      sync.Mutex
+		results []killLoopResult
+	)
+	var tests []subtest
+	for _, c := range cells(t) {
+		for _, batch := range []int{0, 16} {
+			unit := "single"
+			if batch > 0 {
+				unit = fmt.Sprintf("batch%d", batch)
+			}
+			tests = append(tests, subtest{c.name() + "-" + unit, func(t *testing.T) {
+				r := killLoopCell(t, c, batch, plan)
+				r.cell, r.unit = c.name(), unit
+				mu.Lock()
+				results = append(results, r)
+				mu.Unlock()
+			}})
+		}
+	}
+	runConcurrently(t, 4, tests)
+	slices.SortFunc(results, func(a, b killLoopResult) int { return strings.Compare(a.cell+a.unit, b.cell+b.unit) })
+	var b strings.Builder
+	fmt.Fprintf(&b, "kill loop: every session of 2 consumers × 4 workers killed every %v for %v (SQLite: connections severed), %d rows\n", plan.every, plan.kills, plan.rows)
+	fmt.Fprintf(&b, "%-18s %-7s %5s %6s %6s %5s %8s %8s %6s %4s %5s %6s\n",
+		"cell", "unit", "rows", "rounds", "killed", "left", "drained", "stranded", "leaked", "lost", "twice", "logged")
+	for _, r := range results {
+		fmt.Fprintf(&b, "%-18s %-7s %5d %6d %6d %5d %8s %8d %6d %4d %5d %6d\n",
+			r.cell, r.unit, r.rows, r.rounds, r.killed, r.left, r.drained.Round(10*time.Millisecond), r.stranded, r.leaked, r.lost, r.twice, r.errors)
+	}
+	b.WriteString("left: unsettled when the kills stopped; drained: from then until the last row settled; stranded: unsettled once no row settled for 5 s;\n")
+	b.WriteString("leaked: server transactions still open on the pools' connections once the consumers stopped; twice: rows delivered more than once\n")
+	t.Log("\n" + b.String())
+}
+
+// killLoopCell runs the kill loop on one cell, claiming single rows (batch 0) or batches.
+func killLoopCell(t *testing.T, c cell, batch int, plan killLoopPlan) killLoopResult {
+	dsn := c.dsn(t)
+	admin := c.openDSN(t, dsn, 2)
+	tbl := fullTable(tableName(t))
+	c.b.createTable(t, admin, tbl)
+	msgs := make([]inbox.Message, plan.rows)
+	for i := range msgs {
+		msgs[i] = inbox.Message{Queue: "q"}
+	}
+	c.publish(t, admin, tbl, msgs...)
+
+	// The handlers take long enough that the drain, unhindered, would last most of the kills,
+	// but a fraction of the time between two rounds of kills, so that deliveries settle between
+	// them.
+	const consumers, workers = 2, 4
+	units := plan.rows
+	if batch > 0 {
+		units = (plan.rows + batch - 1) / batch
+	}
+	pace := min(plan.kills*4/5*consumers*workers/time.Duration(units), plan.every/4)
+
+	var (
+		mu         sync.Mutex
+		deliveries = map[int64]int{}
+	)
+	deliver := func(ds ...*inbox.Delivery) {
+		mu.Lock()
+		for _, d := range ds {
+			deliveries[d.ID]++
+		}
+		mu.Unlock()
+		time.Sleep(pace)
+	}
+	logs := &countingLog{}
+	var (
+		pools []*hooks
+		stops []func()
+	)
+	for range consumers {
+		db, h, err := hookedDB(c.b, dsn, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		db.SetMaxOpenConns(workers + 2)
+		db.SetMaxIdleConns(workers + 2)
+		t.Cleanup(func() { db.Close() })
+		pools = append(pools, h)
+		cfg := &inbox.Config{
+			Queue: "q", Workers: workers, PollInterval: cellPoll,
+			Logger: slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelWarn})),
+		}
+		var cons *inbox.Consumer
+		if batch > 0 {
+			cons = inbox.NewBatchConsumer(db, c.newForm(t, tbl).(inbox.BatchForm), batch,
+				inbox.BatchHandlerFunc(func(ctx context.Context, ds []*inbox.Delivery) []outcome.Outcome {
+					deliver(ds...)
+					outs := make([]outcome.Outcome, len(ds))
+					for i := range outs {
+						outs[i] = outcome.Ack()
+					}
+					return outs
+				}), cfg)
+		} else {
+			cons = inbox.NewConsumer(db, c.newForm(t, tbl), inbox.HandlerFunc(func(ctx context.Context, d *inbox.Delivery) outcome.Outcome {
+				deliver(d)
+				return outcome.Ack()
+			}), cfg)
+		}
+		stops = append(stops, startConsumer(t, cons))
+	}
+
+	var r killLoopResult
+	r.rows = plan.rows
+	tick := time.NewTicker(plan.every)
+	for end := time.Now().Add(plan.kills); time.Now().Before(end); {
+		<-tick.C
+		r.rounds++
+		for _, h := range pools {
+			if c.b.name == "sqlite" {
+				r.killed += h.sever()
+			} else {
+				r.killed += c.killSessions(t, admin, h.sessions())
+			}
+		}
+	}
+	tick.Stop()
+
+	unprocessed := c.q(t, tbl.ProcessedAt) + " IS NULL"
+	unsettled := func() int {
+		return count(t, admin, "SELECT COUNT(*) FROM "+c.q(t, tbl.Name)+" WHERE "+unprocessed)
+	}
+	stopped := time.Now()
+	r.left = unsettled()
+	left, progress := r.left, stopped
+	for left > 0 && time.Since(progress) < killLoopStall {
+		time.Sleep(50 * time.Millisecond)
+		if n := unsettled(); n < left {
+			left, progress = n, time.Now()
+		}
+	}
+	r.drained, r.stranded = progress.Sub(stopped), left
+	if left > 0 {
+		var sessions []int64
+		for _, h := range pools {
+			sessions = append(sessions, h.sessions()...)
+		}
+		open := c.openTransactions(t, admin, sessions)
+		if len(open) == 0 {
+			open = []string{"(none)"}
+		}
+		t.Errorf("%d rows stranded: still unsettled %v after the kills stopped, none settled for %v; the server's open transactions of the consumers' sessions:\n%s",
+			left, time.Since(stopped).Round(time.Second), killLoopStall, strings.Join(open, "\n"))
+		t.Logf("the consumers' last log lines:\n%s", logs.last())
+	}
+
+	// Stopped, the consumers hold nothing: a transaction still open on a session of their pools
+	// was left there by a claim, settlement or release that ended it in Go only.
+	for _, stop := range stops {
+		stop()
+	}
+	if c.b.name == "mysql" || c.b.name == "mariadb" {
+		// information_schema.innodb_trx shows a cache that InnoDB refreshes every 100 ms.
+		time.Sleep(time.Second)
+	}
+	var sessions []int64
+	for _, h := range pools {
+		sessions = append(sessions, h.sessions()...)
+	}
+	if open := c.openTransactions(t, admin, sessions); len(open) > 0 {
+		r.leaked = len(open)
+		t.Errorf("%d server transactions open on the pools' idle connections after the consumers stopped:\n%s", len(open), strings.Join(open, "\n"))
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	for _, id := range c.ids(t, admin, tbl, "NOT ("+unprocessed+")") {
+		if deliveries[id] == 0 {
+			r.lost++
+		}
+	}
+	if r.lost > 0 {
+		t.Errorf("%d rows settled without ever reaching a handler", r.lost)
+	}
+	for _, n := range deliveries {
+		if n > 1 {
+			r.twice++
+		}
+	}
+	r.errors = logs.count()
+	return r
+}
+
+// killSessions kills the server sessions ids from admin without waiting for them to go, and
+// returns how many the server killed (the others were gone already).
+func (c cell) killSessions(t *testing.T, admin *sql.DB, ids []int64) int {
+	t.Helper()
+	if len(ids) == 0 {
+		return 0
+	}
+	ctx := context.Background()
+	if c.b.name == "postgres" {
+		list := make([]string, len(ids))
+		for i, id := range ids {
+			list[i] = strconv.FormatInt(id, 10)
+		}
+		// pg_terminate_backend of a session already gone answers false, with a warning.
+		return count(t, admin, "SELECT COUNT(*) FROM unnest(ARRAY["+strings.Join(list, ", ")+"]::int[]) AS pid WHERE pg_terminate_backend(pid)")
+	}
+	n := 0
+	for _, id := range ids {
+		_, err := admin.ExecContext(ctx, fmt.Sprintf("KILL CONNECTION %d", id))
+		switch {
+		case err == nil:
+			n++
+		case !strings.Contains(err.Error(), "Unknown thread"):
+			t.Errorf("KILL CONNECTION %d: %v", id, err)
+		}
+	}
+	return n
+}
+
+// openTransactions describes the server transactions open on sessions, one line each (none on
+// SQLite, which has no server sessions): on
+// MySQL and MariaDB from information_schema.innodb_trx and the process list, on Postgres from
+// pg_stat_activity.
+func (c cell) openTransactions(t *testing.T, admin *sql.DB, sessions []int64) []string {
+	t.Helper()
+	if len(sessions) == 0 {
+		return nil
+	}
+	list := make([]string, len(sessions))
+	for i, id := range sessions {
+		list[i] = strconv.FormatInt(id, 10)
+	}
+	var query string
+	switch c.b.name {
+	case "sqlite":
+		return nil // no server sessions: SQLite rolls back what a closed connection had open
+	case "postgres":
+		query = "SELECT CONCAT_WS(' | ', 'pid ' || pid, state, 'since ' || xact_start, LEFT(query, 200)) FROM pg_stat_activity WHERE xact_start IS NOT NULL AND pid IN (" + strings.Join(list, ", ") + ")"
+	default:
+		query = "SELECT CONCAT_WS(' | ', CONCAT('session ', t.trx_mysql_thread_id), t.trx_state, t.trx_isolation_level, CONCAT('started ', t.trx_started), CONCAT(t.trx_rows_locked, ' rows locked'), CONCAT('command ', p.COMMAND), IFNULL(LEFT(t.trx_query, 200), 'no statement running'))" +
+			" FROM information_schema.innodb_trx t LEFT JOIN information_schema.PROCESSLIST p ON p.ID = t.trx_mysql_thread_id WHERE t.trx_mysql_thread_id IN (" + strings.Join(list, ", ") + ")"
+	}
+	rows, err := admin.Query(query)
+	if err != nil {
+		return []string{fmt.Sprintf("(listing the open transactions: %v)", err)}
+	}
+	defer rows.Close()
+	var out []string
+	for rows.Next() {
+		var line string
+		if err := rows.Scan(&line); err != nil {
+			return append(out, fmt.Sprintf("(reading the open transactions: %v)", err))
+		}
+		out = append(out, line)
+	}
+	return out
+}
+
+// countingLog counts the lines a logger writes and keeps the last few.
+type countingLog struct {
+	mu    sync.Mutex
+	n     int
+	lines []string
+}
+
+func (l *countingLog) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.n++
+	l.lines = append(l.lines, strings.TrimSpace(string(p)))
+	if len(l.lines) > 10 {
+		l.lines = l.lines[1:]
+	}
+	return len(p), nil
+}
+
+func (l *countingLog) count() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.n
+}
+
+func (l *countingLog) last() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return strings.Join(l.lines, "\n")
+}
+
+// TestFaultsFailedEndDiscardsConnection makes one COMMIT or ROLLBACK of each form fail before it
+// reaches the server, on every server cell, as a driver's does when it cannot send it while it
+// still takes its connection for a good one (hooks.refuseNext). The server's transaction is
+// then still open, holding the row it locked, and database/sql would return its connection to
+// the pool, where nothing ends it until the pool closes. The form must discard that connection,
+// which ends the session and the transaction with it: within a few seconds another consumer
+// claims the row, and no transaction is left open on the pool's sessions.
+func TestFaultsFailedEndDiscardsConnection(t *testing.T) {
+	refused := errors.New("write: broken pipe (the test kept the statement from the server)")
+	cases := []struct {
+		name, form    string
+		transactional bool
+		end           string // "commit" or "rollback": the one refused
+		claimFirst    bool   // claim the row before arming the refusal
+		run           func(ctx context.Context, f inbox.Form, d *inbox.Delivery) error
+	}{
+		{"rowlock-settle", "rowlock", false, "commit", true, func(ctx context.Context, f inbox.Form, d *inbox.Delivery) error {
+			return f.Settle(ctx, d, outcome.Ack())
+		}},
+		{"rowlock-release", "rowlock", false, "rollback", true, func(ctx context.Context, f inbox.Form, d *inbox.Delivery) error {
+			return f.Release(ctx, d)
+		}},
+		{"lease-claim", "lease", false, "commit", false, func(ctx context.Context, f inbox.Form, _ *inbox.Delivery) error {
+			ds, err := f.Claim(ctx, 1)
+			if len(ds) > 0 {
+				return fmt.Errorf("the claim whose COMMIT failed returned %d rows", len(ds))
+			}
+			return err
+		}},
+		{"lease-tx-settle", "lease", true, "commit", true, func(ctx context.Context, f inbox.Form, d *inbox.Delivery) error {
+			return f.Settle(ctx, d, outcome.Ack())
+		}},
+		{"advisory-tx-settle", "advisory", true, "commit", true, func(ctx context.Context, f inbox.Form, d *inbox.Delivery) error {
+			return f.Settle(ctx, d, outcome.Ack())
+		}},
+		{"advisory-tx-release", "advisory", true, "rollback", true, func(ctx context.Context, f inbox.Form, d *inbox.Delivery) error {
+			return f.Release(ctx, d)
+		}},
+	}
+	var tests []subtest
+	for _, c := range cells(t) {
+		for _, tc := range cases {
+			// The lease form claims in a transaction on MySQL and MariaDB only; on Postgres in
+			// one statement.
+			if c.form != tc.form || c.b.name == "sqlite" || tc.name == "lease-claim" && c.b.name == "postgres" {
+				continue
+			}
+			tests = append(tests, subtest{c.b.name + "-" + tc.name, func(t *testing.T) {
+				ctx := context.Background()
+				dsn := c.dsn(t)
+				admin := c.openDSN(t, dsn, 2)
+				tbl := fullTable(tableName(t))
+				c.b.createTable(t, admin, tbl)
+				c.publish(t, admin, tbl, inbox.Message{Queue: "q"})
+
+				db, pool, err := hookedDB(c.b, dsn, nil)
+				if err != nil {
+					t.Fatal(err)
+				}
+				db.SetMaxOpenConns(4)
+				t.Cleanup(func() { db.Close() })
+				f := c.newForm(t, tbl)
+				q := inbox.Queue{Name: "q", Transactional: tc.transactional, Logger: testLogger(t)}
+				if _, err := f.Open(ctx, db, q); err != nil {
+					t.Fatal(err)
+				}
+				defer f.Close()
+				var d *inbox.Delivery
+				if tc.claimFirst {
+					ds, err := f.Claim(ctx, 1)
+					if err != nil || len(ds) != 1 {
+						t.Fatalf("Claim: %d rows, %v; want the row", len(ds), err)
+					}
+					d = ds[0]
+				}
+				pool.refuseNext(tc.end, refused)
+				err = tc.run(ctx, f, d)
+				if pool.refused(tc.end) != nil {
+					t.Fatalf("the %s ran no %s", tc.name, tc.end)
+				}
+				t.Logf("%s: %v", tc.name, err) // a release may well return nil: its row is back
+
+				// Another consumer, on a pool of its own, takes the row once the transaction has
+				// ended (on the lease form, once the claim's lease has run out).
+				other := c.newForm(t, tbl)
+				if _, err := other.Open(ctx, c.openDSN(t, dsn, 4), inbox.Queue{Name: "q", Logger: testLogger(t)}); err != nil {
+					t.Fatal(err)
+				}
+				defer other.Close()
+				deadline := time.Now().Add(cellLease + 5*time.Second)
+				for {
+					claimCtx, cancel := context.WithTimeout(ctx, 2*time.Second)
+					ds, err := other.Claim(claimCtx, 1)
+					cancel()
+					if len(ds) == 1 {
+						other.Release(ctx, ds[0])
+						break
+					}
+					if time.Now().After(deadline) {
+						time.Sleep(time.Second) // information_schema.innodb_trx is a cache InnoDB refreshes every 100 ms
+						t.Fatalf("the row was not claimable %v after the failed %s (last claim: %v); the server's open transactions of the pool's sessions:\n%s",
+							cellLease+5*time.Second, tc.end, err, strings.Join(c.openTransactions(t, admin, pool.sessions()), "\n"))
+					}
+					time.Sleep(100 * time.Millisecond)
+				}
+				time.Sleep(time.Second)
+				if open := c.openTransactions(t, admin, pool.sessions()); len(open) > 0 {
+					t.Errorf("transactions still open on the pool's sessions after the failed %s:\n%s", tc.end, strings.Join(open, "\n"))
+				}
+			}})
+		}
+	}
+	runConcurrently(t, 4, tests)
 }

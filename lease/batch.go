@@ -183,7 +183,7 @@ func (f *Form[D]) ackBatchInTx(ctx context.Context, b *binding, h *hold, first *
 		return errors.Join(err, rollback(tx, f.t.Name, first.ID), fmt.Errorf("inbox: table %q: the handler's writes for the batch %v were rolled back", f.t.Name, h.batch), b.giveBack(ctx, h, first.ID))
 	}
 	if err := tx.Commit(); err != nil {
-		return fmt.Errorf("inbox: table %q, batch %v: committing the handler's writes with the ack failed: %w; neither landed, and the rows return when their lease runs out", f.t.Name, h.batch, err)
+		return fmt.Errorf("inbox: table %q, batch %v: committing the handler's writes with the ack failed: %w; %s", f.t.Name, h.batch, err, landed(err, "the rows return"))
 	}
 	return nil
 }

@@ -124,13 +124,13 @@ func (f *Form[D]) claimInTx(ctx context.Context, b *binding, max int, now, token
 	if err != nil {
 		return nil, err
 	}
-	tx, err := b.db.BeginTx(ctx, &sql.TxOptions{Isolation: sql.LevelReadCommitted})
+	tx, err := claimLevel.Begin(ctx, b.db)
 	if err != nil {
 		return nil, err
 	}
 	defer func() {
 		if err != nil {
-			tx.Rollback()
+			tx.Rollback() // after a failed Commit it does nothing
 		}
 	}()
 	args := f.pickArgs(b, max, now)
@@ -153,11 +153,18 @@ func (f *Form[D]) claimInTx(ctx context.Context, b *binding, max int, now, token
 		return nil, err
 	}
 	if err = tx.Commit(); err != nil {
+		if errors.Is(err, inbox.ErrCommitUnknown) {
+			err = fmt.Errorf("%w; if the claim committed, its rows return when their lease runs out", err)
+		}
 		return nil, err
 	}
 	counted(b, ds)
 	return ds, nil
 }
+
+// claimLevel opens the MySQL and MariaDB claim's transaction at READ COMMITTED, whatever the
+// dialect's level (which is the handlers' transactions').
+var claimLevel = dialect.MySQL[isolation.ReadCommitted]{}
 
 // counted adds the attempt the stamp counted to deliveries read before it.
 func counted(b *binding, ds []*inbox.Delivery) {

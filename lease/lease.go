@@ -3,7 +3,9 @@
 // by. All four databases.
 //
 // No connection is held while a handler runs (except in transactional mode, where the
-// handler's transaction holds one). The consumer extends each lease every half lease, so a
+// handler's transaction holds one). Every transaction the form opens (the MySQL and MariaDB
+// claim's, the handlers') runs on a connection pinned for it, which a failed COMMIT or ROLLBACK
+// discards (dialect.Tx), so none stays open on a pooled connection. The consumer extends each lease every half lease, so a
 // handler may run far longer than its lease; a consumer that stops extending (a crash, a
 // partition) loses the row when its lease runs out, and another consumer claims it again. The
 // first holder's settlement then changes nothing and fails with inbox.ErrLeaseLost: delivery is

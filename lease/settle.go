@@ -115,7 +115,8 @@ func padded(ids []int64, size int) []any {
 // ended it under the handler, inbox.ErrTransactionEnded), Settle settles nothing, whatever the
 // outcome: it rolls the transaction back and clears the lease, so the row is claimable again at
 // once. A settlement whose statement or commit fails returns that error and leaves the row
-// leased until its lease runs out.
+// leased until its lease runs out, unless its COMMIT's outcome is unknown (the error wraps
+// inbox.ErrCommitUnknown), when the ack may have landed.
 //
 // The delivery's hold ends with Settle, whatever it returns.
 func (f *Form[D]) Settle(ctx context.Context, d *inbox.Delivery, o outcome.Outcome) error {
@@ -188,17 +189,27 @@ func (f *Form[D]) ackInTx(ctx context.Context, b *binding, tx dialect.Tx, h *hol
 		return errors.Join(err, rollback(tx, f.t.Name, d.ID))
 	}
 	if err := tx.Commit(); err != nil {
-		return fmt.Errorf("inbox: table %q, row %d: committing the handler's writes with the ack failed: %w; neither landed, and the row returns when its lease runs out", f.t.Name, d.ID, err)
+		return fmt.Errorf("inbox: table %q, row %d: committing the handler's writes with the ack failed: %w; %s", f.t.Name, d.ID, err, landed(err, "the row returns"))
 	}
 	return nil
 }
 
-// execIn runs a prepared statement inside tx: rebound to the transaction where tx is an
-// *sql.Tx, and by its text on SQLite's pinned connection (SQLite prepares in process, so
-// nothing is lost).
+// landed says what a failed COMMIT of the handler's writes with an ack means: neither landed,
+// and the rows return when their lease runs out; or, when the COMMIT's outcome is unknown, both
+// landed or neither did.
+func landed(err error, rows string) string {
+	if errors.Is(err, inbox.ErrCommitUnknown) {
+		return "both landed or neither did, and if neither, " + rows + " when the lease runs out"
+	}
+	return "neither landed, and " + rows + " when the lease runs out"
+}
+
+// execIn runs a prepared statement inside tx: rebound to the transaction where database/sql
+// can, and by its text on SQLite's pinned connection (SQLite prepares in process, so nothing is
+// lost).
 func execIn(ctx context.Context, tx dialect.Tx, s *sql.Stmt, query string, args ...any) (sql.Result, error) {
-	if stx, ok := tx.(*sql.Tx); ok {
-		return stx.StmtContext(ctx, s).ExecContext(ctx, args...)
+	if bound := tx.StmtContext(ctx, s); bound != nil {
+		return bound.ExecContext(ctx, args...)
 	}
 	return tx.ExecContext(ctx, query, args...)
 }

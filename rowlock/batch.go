@@ -92,8 +92,9 @@ func (f *Form[D]) batchClaim(ctx context.Context, n int) (*sql.Stmt, error) {
 // the settlements; otherwise they are rolled back to the savepoint first, and each Ack is
 // settled as a Retry, since its writes did not land.
 //
-// A failure rolls the transaction back, so every row is unchanged and claimable again; a
-// failed COMMIT is returned as it is (the server rolled the transaction back).
+// A failure rolls the transaction back, so every row is unchanged and claimable again; so does
+// a failed COMMIT, unless its outcome is unknown (the error wraps inbox.ErrCommitUnknown), when
+// the rows may be settled instead.
 func (f *Form[D]) SettleBatch(ctx context.Context, ds []*inbox.Delivery, os []outcome.Outcome) error {
 	if err := f.enter(); err != nil {
 		return err
@@ -138,7 +139,7 @@ func (f *Form[D]) SettleBatch(ctx context.Context, ds []*inbox.Delivery, os []ou
 		}
 	}
 	if err := h.tx.Commit(); err != nil {
-		return fmt.Errorf("inbox: table %q, queue %q: committing the settlement of the batch of %s: %w", f.t.Name, f.q.Name, rowsOf(ds), err)
+		return f.commitFailed(ds, "the settlement", err)
 	}
 	return nil
 }

@@ -10,7 +10,11 @@
 // it, so a row and its outcome change together. When the process dies or its connection is
 // cut, the database rolls the transaction back and the row is claimable again at once; that
 // costs no attempt, since a row's attempt column only moves when a Retry or RetryAfter commits
-// (a delivery reads it plus one: the first delivery reads 1).
+// (a delivery reads it plus one: the first delivery reads 1). Each transaction runs on a
+// connection pinned for it (dialect.Tx): a claim, settlement or release whose COMMIT or
+// ROLLBACK fails discards that connection, which ends the transaction with its session, so no
+// transaction outlives its delivery on a pooled connection holding rows no one will claim. A
+// COMMIT whose answer never came (inbox.ErrCommitUnknown) may have settled its rows.
 //
 // # What it costs
 //
@@ -32,9 +36,10 @@
 // for the rows other batches hold. A batch of n rows thus costs one claim and one commit where
 // single deliveries cost n of each. In exchange every row of a batch stays locked until the
 // batch settles, and a batch settles or returns whole: a failed settlement statement or COMMIT
-// returns every row of the batch, unchanged. In transactional mode the batch's rows share its transaction: the
-// handler's writes commit only when every outcome is Ack; otherwise they roll back, the other
-// outcomes settle, and the Acks are retried.
+// returns every row of the batch, unchanged (a COMMIT whose answer never came may have settled
+// them all). In transactional mode the batch's rows share its transaction: the handler's writes
+// commit only when every outcome is Ack; otherwise they roll back, the other outcomes settle,
+// and the Acks are retried.
 //
 // # Isolation levels
 //
@@ -139,7 +144,7 @@ type Form[D Dialect] struct {
 // hold is a claim's open transaction and the rows it holds: one delivery's (Claim), or a
 // batch's (ClaimBatch).
 type hold struct {
-	tx     *sql.Tx
+	tx     dialect.Tx
 	cancel context.CancelFunc // ends the context the transaction was begun with
 	ds     []*inbox.Delivery
 	batch  bool
@@ -323,18 +328,11 @@ func (f *Form[D]) claimTx(ctx context.Context, claim *sql.Stmt, batch bool) ([]*
 	// finish), so it gets a context of its own, tied to ctx only until the claim is done.
 	holdCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	stop := context.AfterFunc(ctx, cancel)
-	begun, err := f.d.Begin(holdCtx, f.db)
+	tx, err := f.d.Begin(holdCtx, f.db)
 	if err != nil {
 		stop()
 		cancel()
 		return nil, fmt.Errorf("beginning the claim's transaction (level %s): %w", f.d.Level(), err)
-	}
-	tx, ok := begun.(*sql.Tx)
-	if !ok {
-		stop()
-		begun.Rollback()
-		cancel()
-		return nil, fmt.Errorf("%w: dialect %s began a %T, not an *sql.Tx: the row lock form runs on Postgres, MySQL and MariaDB only", inbox.ErrDialect, f.d.Name(), begun)
 	}
 	abandon := func(err error) ([]*inbox.Delivery, error) {
 		stop()
@@ -470,9 +468,10 @@ func (h *hold) rollback() error {
 // in autocommit, on a row another consumer may hold by then. Ack commits the handler's writes
 // with the settlement; every other outcome rolls them back to the savepoint first.
 //
-// A failure rolls the transaction back, so the row is unchanged and claimable again; a failed
-// COMMIT is returned as it is. A delivery of a batch is refused and stays held: a batch
-// settles whole, with SettleBatch.
+// A failure rolls the transaction back, so the row is unchanged and claimable again; so does a
+// failed COMMIT, unless its outcome is unknown (the connection broke after the COMMIT was sent:
+// the error wraps inbox.ErrCommitUnknown), when the row may be settled instead. A delivery of a
+// batch is refused and stays held: a batch settles whole, with SettleBatch.
 func (f *Form[D]) Settle(ctx context.Context, d *inbox.Delivery, o outcome.Outcome) error {
 	if err := f.enter(); err != nil {
 		return err
@@ -501,9 +500,20 @@ func (f *Form[D]) Settle(ctx context.Context, d *inbox.Delivery, o outcome.Outco
 		return f.fail(h, h.ds, "the "+what+" statement", err)
 	}
 	if err := h.tx.Commit(); err != nil {
-		return fmt.Errorf("inbox: table %q, queue %q: committing the %s of row %d: %w", f.t.Name, f.q.Name, what, d.ID, err)
+		return f.commitFailed(h.ds, "the "+what, err)
 	}
 	return nil
+}
+
+// commitFailed describes the settlement of ds whose COMMIT failed: the rows are unchanged and
+// back in the queue, unless the COMMIT's outcome is unknown (the connection broke after it was
+// sent), when they may be settled instead. Either way the transaction's connection was
+// discarded, so nothing of it stays open.
+func (f *Form[D]) commitFailed(ds []*inbox.Delivery, what string, err error) error {
+	if errors.Is(err, inbox.ErrCommitUnknown) {
+		return fmt.Errorf("inbox: table %q, queue %q: committing %s of %s: %w; %s either settled or back in the queue", f.t.Name, f.q.Name, what, rowsOf(ds), err, isBack(ds))
+	}
+	return fmt.Errorf("inbox: table %q, queue %q: committing %s of %s: %w; %s unchanged and back in the queue", f.t.Name, f.q.Name, what, rowsOf(ds), err, isBack(ds))
 }
 
 // settlement is the statement that applies o to d's row, its name and its arguments; a nil

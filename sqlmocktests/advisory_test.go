@@ -408,6 +408,53 @@ func TestAdvisoryTransactional(t *testing.T) {
 	}
 }
 
+// TestAdvisoryTransactionEnds: in transactional mode a COMMIT or a ROLLBACK of the delivery's
+// transaction that fails closes the delivery's connection, which ends the transaction and
+// releases the lock with the session, instead of releasing the lock on it and returning it to
+// the pool. The error says what became of the row.
+func TestAdvisoryTransactionEnds(t *testing.T) {
+	broken := errors.New("write: broken pipe")
+	for _, d := range advisoryDialects() {
+		claim := func(m *advisoryMock, id int64) *inbox.Delivery {
+			m.expectCandidates("q", 1+4, id)
+			m.expectLock(id, true)
+			m.expectTake("q", id, 1, true)
+			m.mock.ExpectBegin()
+			return m.claim(t, 1)[0]
+		}
+		t.Run(d.name+"/commit", func(t *testing.T) {
+			m := newAdvisoryMock(t, d, advisoryFull, inbox.Queue{Name: "q", Transactional: true})
+			dv := claim(m, 7)
+			m.mock.ExpectExec(m.sql.ack).WithArgs(sqlmock.AnyArg(), int64(7)).WillReturnResult(sqlmock.NewResult(0, 1))
+			m.mock.ExpectCommit().WillReturnError(broken)
+			m.mock.ExpectClose()
+			err := m.form.Settle(context.Background(), dv, outcome.Ack())
+			if !errors.Is(err, broken) || !errors.Is(err, inbox.ErrCommitUnknown) || !strings.Contains(err.Error(), "either settled with the handler's writes or back in the queue") {
+				t.Fatalf("Settle = %v; want the COMMIT's error, its outcome unknown, saying where the row stands", err)
+			}
+			if err := m.mock.ExpectationsWereMet(); err != nil {
+				t.Fatalf("the connection of the failed COMMIT was not closed: %v", err)
+			}
+		})
+		t.Run(d.name+"/rollback", func(t *testing.T) {
+			m := newAdvisoryMock(t, d, advisoryFull, inbox.Queue{Name: "q", Transactional: true})
+			dv := claim(m, 8)
+			m.mock.ExpectRollback().WillReturnError(broken)
+			m.mock.ExpectClose()
+			err := m.form.Settle(context.Background(), dv, outcome.Drop())
+			if err == nil || !strings.Contains(err.Error(), "back in the queue") {
+				t.Fatalf("Settle = %v; want an error saying the row is back in the queue, unsettled", err)
+			}
+			if err := m.mock.ExpectationsWereMet(); err != nil {
+				t.Fatalf("the connection of the failed ROLLBACK was not closed: %v", err)
+			}
+			if !strings.Contains(m.warnings.String(), "closed its connection") {
+				t.Fatalf("logs %q: want a warning that the connection was closed", m.warnings.String())
+			}
+		})
+	}
+}
+
 // TestAdvisoryUnconfirmedUnlockClosesConnection: an unlock the server answers with false (0, or
 // NULL) or with an error closes the connection rather than returning it to the pool with a lock
 // that may still stand.

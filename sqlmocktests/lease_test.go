@@ -444,17 +444,6 @@ func TestLeaseTransactionalSequence(t *testing.T) {
 				t.Errorf("transactional ack of a lost lease: %v, want ErrLeaseLost", err)
 			}
 
-			// A failed commit: its error, and nothing more (the row stays leased until expiry).
-			token = nil
-			expectClaim(m, c, st, true, &token, leaseClaimed{10, 1})
-			expectBegin(m, c)
-			m.mock.ExpectExec(st.ack).WithArgs(int64(10), leaseSame{&token}).WillReturnResult(leaseResult(1))
-			expectCommit(m, c, errors.New("disk I/O error"))
-			err = f.Settle(ctx, claimOne(t, f, 10, 1), outcome.Ack())
-			if err == nil || !strings.Contains(err.Error(), "disk I/O error") || !strings.Contains(err.Error(), `"jobs", row 10`) {
-				t.Errorf("ack whose commit failed: %v, want the commit's error naming the table and row", err)
-			}
-
 			// Release: rolled back, and the lease cleared.
 			token = nil
 			expectClaim(m, c, st, true, &token, leaseClaimed{11, 1})
@@ -463,6 +452,25 @@ func TestLeaseTransactionalSequence(t *testing.T) {
 			m.mock.ExpectExec(st.retry).WithArgs(int64(11), leaseSame{&token}).WillReturnResult(leaseResult(1))
 			if err := f.Release(ctx, claimOne(t, f, 11, 1)); err != nil {
 				t.Fatal(err)
+			}
+
+			// A failed commit: its error, and nothing more (the row stays leased until expiry).
+			// On the servers the connection is discarded, since the COMMIT's outcome is unknown;
+			// on SQLite the ROLLBACK after it leaves the connection clean.
+			token = nil
+			expectClaim(m, c, st, true, &token, leaseClaimed{10, 1})
+			expectBegin(m, c)
+			m.mock.ExpectExec(st.ack).WithArgs(int64(10), leaseSame{&token}).WillReturnResult(leaseResult(1))
+			expectCommit(m, c, errors.New("disk I/O error"))
+			if c.name != "sqlite" {
+				m.mock.ExpectClose()
+			}
+			err = f.Settle(ctx, claimOne(t, f, 10, 1), outcome.Ack())
+			if err == nil || !strings.Contains(err.Error(), "disk I/O error") || !strings.Contains(err.Error(), `"jobs", row 10`) {
+				t.Errorf("ack whose commit failed: %v, want the commit's error naming the table and row", err)
+			}
+			if unknown := errors.Is(err, inbox.ErrCommitUnknown); unknown != (c.name != "sqlite") {
+				t.Errorf("ack whose commit failed: %v: wraps ErrCommitUnknown %v, want it only on the servers", err, unknown)
 			}
 
 			if err := f.Close(); err != nil {
@@ -488,6 +496,62 @@ func TestLeaseTransactionalSequence(t *testing.T) {
 				if len(levels) != 10 {
 					t.Errorf("%d transactions begun, want 10 (a claim and a handler's for each of 5 rows)", len(levels))
 				}
+			}
+		})
+	}
+}
+
+// TestLeaseClaimTransactionEnds: on MySQL and MariaDB the claim runs in a transaction; a
+// COMMIT or a ROLLBACK of it that fails discards its connection rather than returning it to
+// the pool with the claim's row locks held, and a COMMIT whose outcome is unknown says that
+// the rows, if it committed, return when their lease runs out.
+func TestLeaseClaimTransactionEnds(t *testing.T) {
+	broken := errors.New("write: broken pipe")
+	for _, c := range leaseCases {
+		if !c.mysqlFamily() {
+			continue
+		}
+		st := c.jobs
+		claimed := func() *sqlmock.Rows {
+			return sqlmock.NewRows([]string{"id", "payload", "attempt"}).AddRow(int64(7), []byte("payload"), int64(0))
+		}
+		t.Run(c.name+"/commit", func(t *testing.T) {
+			m := newRecorder(t, 1)
+			expectOpen(m, c, st, "jobs")
+			m.mock.ExpectBegin()
+			m.mock.ExpectQuery(st.claim).WillReturnRows(claimed())
+			m.mock.ExpectExec(st.stamp).WillReturnResult(leaseResult(1))
+			m.mock.ExpectCommit().WillReturnError(broken)
+			m.mock.ExpectClose()
+			f := lease.New(c.d, leaseJobs, nil)
+			if _, err := f.Open(context.Background(), m.db, inbox.Queue{}); err != nil {
+				t.Fatal(err)
+			}
+			ds, err := f.Claim(context.Background(), 1)
+			if len(ds) != 0 || !errors.Is(err, broken) || !errors.Is(err, inbox.ErrCommitUnknown) || !strings.Contains(err.Error(), "lease runs out") {
+				t.Fatalf("Claim = %v, %v; want no rows and the COMMIT's error, its outcome unknown, saying when the rows return", ds, err)
+			}
+			if err := m.mock.ExpectationsWereMet(); err != nil {
+				t.Fatalf("the connection of the failed COMMIT was not discarded: %v", err)
+			}
+		})
+		t.Run(c.name+"/rollback", func(t *testing.T) {
+			m := newRecorder(t, 1)
+			expectOpen(m, c, st, "jobs")
+			m.mock.ExpectBegin()
+			m.mock.ExpectQuery(st.claim).WillReturnRows(claimed())
+			m.mock.ExpectExec(st.stamp).WillReturnError(errors.New("Error 1205 (HY000): Lock wait timeout exceeded; try restarting transaction"))
+			m.mock.ExpectRollback().WillReturnError(broken)
+			m.mock.ExpectClose()
+			f := lease.New(c.d, leaseJobs, nil)
+			if _, err := f.Open(context.Background(), m.db, inbox.Queue{}); err != nil {
+				t.Fatal(err)
+			}
+			if ds, err := f.Claim(context.Background(), 1); len(ds) != 0 || err == nil {
+				t.Fatalf("Claim = %v, %v; want no rows and the stamp's error", ds, err)
+			}
+			if err := m.mock.ExpectationsWereMet(); err != nil {
+				t.Fatalf("the connection of the failed ROLLBACK was not discarded: %v", err)
 			}
 		})
 	}

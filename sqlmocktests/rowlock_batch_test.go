@@ -501,6 +501,7 @@ func TestRowlockBatchFailures(t *testing.T) {
 						m.mock.ExpectExec(dc.full.retry).WithArgs(int64(2)).WillReturnResult(sqlmock.NewResult(0, 1))
 					}
 					m.mock.ExpectCommit().WillReturnError(broken)
+					m.mock.ExpectClose() // its outcome unknown, the connection is discarded
 				} else {
 					m.mock.ExpectExec(first).WithArgs(firstArgs...).WillReturnError(broken)
 					m.mock.ExpectRollback()
@@ -513,6 +514,9 @@ func TestRowlockBatchFailures(t *testing.T) {
 				err := bf.SettleBatch(context.Background(), ds, []outcome.Outcome{outcome.Retry(), outcome.Retry()})
 				if !errors.Is(err, broken) || !strings.Contains(err.Error(), `"jobs"`) {
 					t.Fatalf("SettleBatch = %v; want the failure, naming the table", err)
+				}
+				if errors.Is(err, inbox.ErrCommitUnknown) != commit {
+					t.Errorf("SettleBatch = %v; want ErrCommitUnknown only where the COMMIT failed", err)
 				}
 				if err := bf.ReleaseBatch(context.Background(), ds); !errors.Is(err, inbox.ErrClosed) {
 					t.Errorf("ReleaseBatch after the failed settlement: %v, want ErrClosed", err)

@@ -434,23 +434,98 @@ func TestRowlockRelease(t *testing.T) {
 	}
 }
 
-// TestRowlockFailedCommit: a COMMIT that fails is returned to the caller.
+// TestRowlockFailedCommit: a COMMIT that fails is returned to the caller and its connection is
+// discarded (closed, not returned to the pool), whatever the failure. When the connection broke
+// the error says the outcome is unknown (inbox.ErrCommitUnknown); when the server refused the
+// COMMIT (a deadlock, a serialization failure) it says the row is unchanged and back.
 func TestRowlockFailedCommit(t *testing.T) {
 	for _, dc := range rowlockDialects {
-		t.Run(dc.name, func(t *testing.T) {
+		refused := error(rowlockSQLState{"40001"})
+		if !strings.HasPrefix(dc.name, "postgres") {
+			refused = errors.New("Error 1213 (40001): Deadlock found when trying to get lock; try restarting transaction")
+		}
+		for _, tc := range []struct {
+			name    string
+			err     error
+			unknown bool
+		}{
+			{"broken", errors.New("connection reset by peer"), true},
+			{"refused", refused, false},
+		} {
+			t.Run(dc.name+"/"+tc.name, func(t *testing.T) {
+				m := newRecorder(t, 0)
+				rowlockExpectOpen(m, dc, dc.full)
+				rowlockExpectClaimFull(m, dc, 4)
+				m.mock.ExpectExec(dc.full.ack).WithArgs(rowlockTimeNear{time.Now()}, int64(4)).WillReturnResult(sqlmock.NewResult(0, 1))
+				m.mock.ExpectCommit().WillReturnError(tc.err)
+				m.mock.ExpectClose()
+
+				f := dc.form(rowlockFullTable)
+				rowlockOpen(t, m, f, inbox.Queue{Name: rowlockQueue})
+				d := rowlockClaimOne(t, f)
+				err := f.Settle(context.Background(), d, outcome.Ack())
+				if !errors.Is(err, tc.err) || !strings.Contains(err.Error(), `"jobs"`) || !strings.Contains(err.Error(), "row 4") {
+					t.Fatalf("Settle = %v; want the commit's error, naming the table and the row", err)
+				}
+				if errors.Is(err, inbox.ErrCommitUnknown) != tc.unknown {
+					t.Errorf("Settle = %v: wraps ErrCommitUnknown %v, want %v", err, !tc.unknown, tc.unknown)
+				}
+				if want := map[bool]string{true: "either settled or back in the queue", false: "unchanged and back in the queue"}[tc.unknown]; !strings.Contains(err.Error(), want) {
+					t.Errorf("Settle = %v; want it to say %q", err, want)
+				}
+				if err := m.mock.ExpectationsWereMet(); err != nil {
+					t.Fatalf("the connection of the failed COMMIT was not discarded: %v", err)
+				}
+				if err := f.Close(); err != nil {
+					t.Fatal(err)
+				}
+			})
+		}
+	}
+}
+
+// TestRowlockFailedRollback: a ROLLBACK that fails discards its connection, which ends the
+// session and the transaction with it, rather than returning it to the pool with the claim's
+// row locks still held: after a claim that found no row, and at Release.
+func TestRowlockFailedRollback(t *testing.T) {
+	broken := errors.New("write: broken pipe")
+	for _, dc := range rowlockDialects {
+		t.Run(dc.name+"/claim", func(t *testing.T) {
 			m := newRecorder(t, 0)
 			rowlockExpectOpen(m, dc, dc.full)
-			rowlockExpectClaimFull(m, dc, 4)
-			m.mock.ExpectExec(dc.full.ack).WithArgs(rowlockTimeNear{time.Now()}, int64(4)).WillReturnResult(sqlmock.NewResult(0, 1))
-			lost := errors.New("connection reset by peer")
-			m.mock.ExpectCommit().WillReturnError(lost)
+			m.mock.ExpectBegin()
+			m.mock.ExpectQuery(dc.full.claim).WithArgs(rowlockTimeNear{time.Now()}, rowlockQueue).
+				WillReturnRows(sqlmock.NewRows([]string{"id", "payload", "attempt", "grp", "headers"}))
+			m.mock.ExpectRollback().WillReturnError(broken)
+			m.mock.ExpectClose()
+
+			f := dc.form(rowlockFullTable)
+			rowlockOpen(t, m, f, inbox.Queue{Name: rowlockQueue})
+			if ds, err := f.Claim(context.Background(), 1); err != nil || len(ds) != 0 {
+				t.Fatalf("Claim = %v, %v; want none, no error", ds, err)
+			}
+			if err := m.mock.ExpectationsWereMet(); err != nil {
+				t.Fatalf("the connection of the failed ROLLBACK was not discarded: %v", err)
+			}
+			if err := f.Close(); err != nil {
+				t.Fatal(err)
+			}
+		})
+		t.Run(dc.name+"/release", func(t *testing.T) {
+			m := newRecorder(t, 0)
+			rowlockExpectOpen(m, dc, dc.full)
+			rowlockExpectClaimFull(m, dc, 5)
+			m.mock.ExpectRollback().WillReturnError(broken)
+			m.mock.ExpectClose()
 
 			f := dc.form(rowlockFullTable)
 			rowlockOpen(t, m, f, inbox.Queue{Name: rowlockQueue})
 			d := rowlockClaimOne(t, f)
-			err := f.Settle(context.Background(), d, outcome.Ack())
-			if !errors.Is(err, lost) || !strings.Contains(err.Error(), `"jobs"`) {
-				t.Fatalf("Settle = %v; want the commit's error, naming the table", err)
+			if err := f.Release(context.Background(), d); !errors.Is(err, broken) || !strings.Contains(err.Error(), "row 5") {
+				t.Fatalf("Release = %v; want the rollback's error, naming the row", err)
+			}
+			if err := m.mock.ExpectationsWereMet(); err != nil {
+				t.Fatalf("the connection of the failed ROLLBACK was not discarded: %v", err)
 			}
 			if err := f.Close(); err != nil {
 				t.Fatal(err)

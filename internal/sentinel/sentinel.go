@@ -13,4 +13,5 @@ var (
 	AlreadyConsuming = errors.New("inbox: already consuming")
 	TransactionHeld  = errors.New("inbox: transaction held")
 	TransactionEnded = errors.New("inbox: transaction ended")
+	CommitUnknown    = errors.New("inbox: commit outcome unknown")
 )

@@ -1,0 +1,206 @@
+package dialect
+
+import (
+	"context"
+	"database/sql"
+	"database/sql/driver"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/sqlinbox/inbox/internal/sentinel"
+)
+
+// begin pins a connection of db and begins d's transaction on it; the transaction gives the
+// connection back to the pool when it ends.
+func begin(ctx context.Context, d Dialect, db *sql.DB) (Tx, error) {
+	conn, err := db.Conn(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return beginOn(ctx, d, conn, true)
+}
+
+// BeginOn opens a transaction at d's level on conn, a connection the caller pinned and keeps
+// (the advisory form's, whose session holds its locks). When the transaction ends well, conn
+// stays the caller's. When it cannot begin, or its Commit or Rollback fails (see Tx), conn is
+// discarded, which ends its session and everything the session held: the caller must not use
+// it again, only close it.
+//
+// database/sql rolls a transaction back when the context it began with ends: a transaction
+// that outlives the call that opens it needs a context of its own.
+func BeginOn(ctx context.Context, d Dialect, conn *sql.Conn) (Tx, error) {
+	return beginOn(ctx, d, conn, false)
+}
+
+func beginOn(ctx context.Context, d Dialect, conn *sql.Conn, owned bool) (Tx, error) {
+	if d.Name() == "sqlite" {
+		if _, err := conn.ExecContext(ctx, sqliteBegin(d.Level())); err != nil {
+			// SQLite answers BEGIN in process: a BEGIN that failed opened nothing.
+			if owned {
+				conn.Close()
+			}
+			return nil, err
+		}
+		return &sqliteTx{pin: pin{conn: conn, owned: owned}}, nil
+	}
+	tx, err := conn.BeginTx(ctx, TxOptions(d))
+	if err != nil {
+		// Whether the server began a transaction before the error is not known.
+		Discard(conn)
+		return nil, err
+	}
+	return &serverTx{pin: pin{conn: conn, owned: owned}, tx: tx}, nil
+}
+
+// Discard closes conn and the session behind it instead of returning it to the pool, which
+// ends whatever the session had open (a transaction, its locks, session locks). Closing conn
+// after it does nothing.
+func Discard(conn *sql.Conn) {
+	conn.Raw(func(any) error { return driver.ErrBadConn })
+	conn.Close()
+}
+
+// pin is a transaction's connection and how it lets go of it.
+type pin struct {
+	conn  *sql.Conn
+	owned bool // the transaction pinned conn itself, and returns it to the pool when it ends
+	ended bool // Commit or Rollback ran
+}
+
+// end marks the transaction ended and lets go of its connection: discarded when the end
+// failed or its outcome is unknown (clean false), returned to the pool when the transaction
+// owns it.
+func (p *pin) end(clean bool) {
+	p.ended = true
+	switch {
+	case !clean:
+		Discard(p.conn)
+	case p.owned:
+		p.conn.Close()
+	}
+}
+
+// serverTx is a transaction on Postgres, MySQL or MariaDB: an *sql.Tx begun on a pinned
+// connection, so that a failed end can discard the connection. (Begun on the pool, an *sql.Tx
+// whose ROLLBACK fails goes back to the pool unless the driver reports driver.ErrBadConn or an
+// invalid connection, and its session may still have the transaction open.)
+type serverTx struct {
+	pin
+	tx *sql.Tx
+}
+
+func (t *serverTx) ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error) {
+	return t.tx.ExecContext(ctx, query, args...)
+}
+
+func (t *serverTx) QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error) {
+	return t.tx.QueryContext(ctx, query, args...)
+}
+
+func (t *serverTx) QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row {
+	return t.tx.QueryRowContext(ctx, query, args...)
+}
+
+func (t *serverTx) StmtContext(ctx context.Context, s *sql.Stmt) *sql.Stmt {
+	return t.tx.StmtContext(ctx, s)
+}
+
+// Commit commits; a failed COMMIT discards the connection and says whether the transaction
+// may have committed (inbox.ErrCommitUnknown) or was rolled back.
+func (t *serverTx) Commit() error {
+	if t.ended {
+		return sql.ErrTxDone
+	}
+	err := t.tx.Commit()
+	t.end(err == nil)
+	return commitError(err)
+}
+
+// Rollback rolls back; a connection whose ROLLBACK fails is discarded, which rolls the
+// transaction back with the session.
+func (t *serverTx) Rollback() error {
+	if t.ended {
+		return sql.ErrTxDone
+	}
+	err := t.tx.Rollback()
+	t.end(err == nil)
+	switch {
+	case errors.Is(err, sql.ErrTxDone):
+		// database/sql rolled back when the transaction's context ended, and kept the
+		// connection whether or not that ROLLBACK succeeded.
+		return errors.New("the transaction had been rolled back already, when the context it began with ended; its connection was closed, in case that rollback failed")
+	case err != nil:
+		return fmt.Errorf("%w (the connection was closed, which rolls the transaction back)", err)
+	}
+	return nil
+}
+
+// commitError describes a failed COMMIT, its connection discarded: wrapping
+// inbox.ErrCommitUnknown unless the transaction is known to have rolled back.
+func commitError(err error) error {
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, sql.ErrTxDone):
+		return fmt.Errorf("the transaction was rolled back before the COMMIT, when its context ended: %w", err)
+	case rolledBack(err):
+		return fmt.Errorf("COMMIT failed and the transaction was rolled back: %w", err)
+	}
+	return fmt.Errorf("%w: the connection failed after the COMMIT was sent, so it may have committed or not (%w); the connection was closed", sentinel.CommitUnknown, err)
+}
+
+// rolledBack reports whether a COMMIT that failed with err is known not to have committed:
+// it was never sent (driver.ErrBadConn, which a driver returns only when nothing reached the
+// server; a context that had ended), or the server answered it with an error other than its
+// session ending (a deadlock or a serialization failure: an SQLSTATE outside the classes 08
+// connection exception, 57 operator intervention and 70 interruption, or a MySQL error number
+// other than a killed session's). Anything else, a connection that broke while the COMMIT was
+// under way above all, leaves the outcome unknown.
+func rolledBack(err error) bool {
+	if errors.Is(err, driver.ErrBadConn) || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return true
+	}
+	var coded interface{ SQLState() string }
+	if errors.As(err, &coded) {
+		return !sessionEnded(coded.SQLState())
+	}
+	number, state, ok := mysqlError(err.Error())
+	if !ok {
+		return false
+	}
+	switch number {
+	case 1927, 3169, 4031: // the connection was killed; the session was killed; idle too long
+		return false
+	}
+	return !sessionEnded(state)
+}
+
+// sessionEnded reports whether an SQLSTATE says the session ended rather than the statement
+// failed.
+func sessionEnded(state string) bool {
+	return strings.HasPrefix(state, "08") || strings.HasPrefix(state, "57") || strings.HasPrefix(state, "70")
+}
+
+// mysqlError reads the error number and SQLSTATE of a server error as go-sql-driver/mysql
+// prints it: "Error 1213 (40001): Deadlock found …" (the SQLSTATE may be missing).
+func mysqlError(msg string) (number int, state string, ok bool) {
+	rest, found := strings.CutPrefix(msg, "Error ")
+	if !found {
+		return 0, "", false
+	}
+	end := 0
+	for end < len(rest) && rest[end] >= '0' && rest[end] <= '9' {
+		end++
+	}
+	if end == 0 {
+		return 0, "", false
+	}
+	number, _ = strconv.Atoi(rest[:end])
+	rest = rest[end:]
+	if len(rest) >= 8 && rest[:2] == " (" && rest[7] == ')' {
+		state = rest[2:7]
+	}
+	return number, state, true
+}
