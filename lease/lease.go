@@ -46,6 +46,7 @@ import (
 
 	"github.com/sqlinbox/inbox"
 	"github.com/sqlinbox/inbox/dialect"
+	"github.com/sqlinbox/inbox/internal/sqlitewriter"
 	"github.com/sqlinbox/inbox/internal/stmt"
 )
 
@@ -116,7 +117,7 @@ type binding struct {
 
 	acks, retries *merger // Postgres and SQLite: settlements that arrive together share a statement
 
-	writer *sync.Mutex // SQLite: this process's one writer to the database (see sqliteWriter)
+	writer *sync.Mutex // SQLite: this process's one writer to the database (see package sqlitewriter)
 
 	listedMu sync.Mutex
 	listed   map[listKey]*sql.Stmt // statements over an id list: by statement and list length
@@ -204,7 +205,7 @@ func (f *Form[D]) Open(ctx context.Context, db *sql.DB, q inbox.Queue) (inbox.Pl
 		return inbox.Plan{}, err
 	}
 	if f.d.Name() == "sqlite" {
-		b.writer = sqliteWriter(db)
+		b.writer = sqlitewriter.For(db)
 	}
 	if b.sql.ackPairs != nil {
 		b.acks = newMerger(b, "ack", b.sql.ackPairs, b.ack, func() []any {
@@ -335,19 +336,6 @@ func (f *Form[D]) bound() (*binding, error) {
 		return nil, fmt.Errorf("%w: table %q: the lease form is not open: Open it (a Consumer does) before claiming or settling", inbox.ErrClosed, f.t.Name)
 	}
 	return f.b, nil
-}
-
-// sqliteWriters holds a lock per SQLite database (per *sql.DB) that this process's lease forms
-// take around each statement they run outside a transaction. SQLite lets one connection write
-// at a time, and a writer that finds the database locked sleeps in the busy handler, in steps
-// that grow to 100 ms, however soon the lock is free: claims and settlements of one process
-// that queue here instead run back to back. Writers in other processes still meet the busy
-// timeout.
-var sqliteWriters sync.Map // *sql.DB → *sync.Mutex
-
-func sqliteWriter(db *sql.DB) *sync.Mutex {
-	mu, _ := sqliteWriters.LoadOrStore(db, &sync.Mutex{})
-	return mu.(*sync.Mutex)
 }
 
 // writeTries bounds how often a guarded statement runs when the database reports a transient
