@@ -568,7 +568,12 @@ func (r *run) deliver(ctx context.Context, ops *detached, s *slot, u []*Delivery
 	ops.end()
 	switch {
 	case errors.Is(err, ErrLeaseLost):
-		r.log.Warn("inbox: lease lost before settlement; the row was not changed and another consumer may hold it", "ids", ids(u), "err", err)
+		lost := ids(u)
+		var batch *LeaseLostError
+		if errors.As(err, &batch) {
+			lost = batch.IDs
+		}
+		r.log.Warn("inbox: lease lost before settlement; these rows were not changed and another consumer may hold them", "ids", lost, "err", err)
 	case err != nil:
 		r.log.Error("inbox: settlement failed; the rows return to the queue by their form's rule", "ids", ids(u), "err", err)
 	}
