@@ -83,7 +83,10 @@ const DefaultLease = 30 * time.Second
 // write one token into every row of the batch; extensions and settlements then name the
 // batch's ids (WHERE id IN (…) AND locked_until = token), one statement per kind of outcome,
 // so a batch of 16 acked rows costs one claim and one DELETE. A row whose lease ran out and
-// was taken no longer matches the token: it is left alone and reported, and the others settle.
+// was taken no longer matches the token: it is left alone, and the others settle; the error, an
+// *inbox.LeaseLostError, names exactly the rows left alone. To know them, each settlement
+// returns the ids it changed (RETURNING) on Postgres and SQLite, and on MySQL and MariaDB runs
+// in a transaction, committed when it changed every row it names (otherwise see SettleBatch).
 type Form[D dialect.Dialect] struct {
 	d   D
 	t   inbox.Table
