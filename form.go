@@ -57,6 +57,10 @@ type Plan struct {
 	// HoldsConnection says each delivery in work holds a pooled connection until it settles,
 	// so the consumer keeps its deliveries to the pool's size less one.
 	HoldsConnection bool
+	// OwnConnection says the form keeps one pooled connection of its own from Open to Close, on
+	// which its statements run when the pool has none to spare, so that they never wait behind
+	// the handlers' (the lease form). The consumer counts it in the pool's budget.
+	OwnConnection bool
 	// SerialClaims says claims must not run side by side (SQLite: one writer): the consumer
 	// keeps one claim in flight. It does so too where deliveries hold no connection and it
 	// claims single rows, since each claim then takes a row for every worker waiting.

@@ -217,13 +217,15 @@ func (f *Form[D]) settleInTx(ctx context.Context, b *binding, h *hold, what stri
 	}
 	return b.written(ctx, func() error {
 		clear(changed)
-		tx, err := b.db.BeginTx(ctx, nil)
+		tx, done, err := b.begin(ctx, nil)
 		if err != nil {
 			return err
 		}
 		n, err := run(tx, ids)
 		if err == nil && n == int64(len(ids)) {
-			if err := tx.Commit(); err != nil {
+			err = tx.Commit()
+			done()
+			if err != nil {
 				return err
 			}
 			for _, id := range ids {
@@ -231,16 +233,19 @@ func (f *Form[D]) settleInTx(ctx context.Context, b *binding, h *hold, what stri
 			}
 			return nil
 		}
-		if err := errors.Join(err, tx.Rollback()); err != nil {
+		err = errors.Join(err, tx.Rollback())
+		done()
+		if err != nil {
 			return err
 		}
 		held, err := b.listStmt(ctx, "held", b.sql.heldIn, h.size)
 		if err != nil {
 			return err
 		}
-		if tx, err = b.db.BeginTx(ctx, nil); err != nil {
+		if tx, done, err = b.begin(ctx, nil); err != nil {
 			return err
 		}
+		defer done()
 		rows, err := tx.StmtContext(ctx, held).QueryContext(ctx, append(padded(ids, h.size), token)...)
 		if err == nil {
 			err = scanIDs(rows, changed)

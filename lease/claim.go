@@ -124,10 +124,11 @@ func (f *Form[D]) claimInTx(ctx context.Context, b *binding, max int, now, token
 	if err != nil {
 		return nil, err
 	}
-	tx, err := b.db.BeginTx(ctx, &sql.TxOptions{Isolation: sql.LevelReadCommitted})
+	tx, done, err := b.begin(ctx, &sql.TxOptions{Isolation: sql.LevelReadCommitted})
 	if err != nil {
 		return nil, err
 	}
+	defer done()
 	defer func() {
 		if err != nil {
 			tx.Rollback()
@@ -157,6 +158,17 @@ func (f *Form[D]) claimInTx(ctx context.Context, b *binding, max int, now, token
 	}
 	counted(b, ds)
 	return ds, nil
+}
+
+// begin opens a transaction outside the handlers' (the MySQL and MariaDB claim) on the pool or,
+// when it has no connection to spare, on the form's own connection; done must be called once
+// the transaction has ended.
+func (b *binding) begin(ctx context.Context, opts *sql.TxOptions) (tx *sql.Tx, done func(), err error) {
+	if b.own.spare() {
+		tx, err = b.db.BeginTx(ctx, opts)
+		return tx, func() {}, err
+	}
+	return b.own.begin(ctx, opts)
 }
 
 // counted adds the attempt the stamp counted to deliveries read before it.
@@ -238,10 +250,12 @@ func (b *binding) listStmt(ctx context.Context, what string, query func(n int) s
 	if s := b.listed[key]; s != nil {
 		return s, nil
 	}
-	s, err := b.st.Prepare(ctx, b.db, what, query(n))
+	text := query(n)
+	s, err := b.st.Prepare(ctx, b.db, what, text)
 	if err != nil {
 		return nil, err
 	}
 	b.listed[key] = s
+	b.texts[s] = text
 	return s, nil
 }

@@ -30,6 +30,16 @@
 // that meets a transient conflict (SQLITE_BUSY, a deadlock) runs again, a few times: the token
 // guard makes that safe.
 //
+// # The pool
+//
+// database/sql hands a freed connection to any request waiting for one, picked at random, so
+// handlers that take every connection of the pool could keep an extension waiting until its
+// lease ran out. Where the pool is bounded (and has two connections or more), the form keeps
+// one connection of its own from Open to Close (inbox.Plan.OwnConnection): its statements run
+// on the pool, side by side, while the pool has a connection to spare, and on its own
+// connection, one at a time, while it has none. SQLite's claims (and the claim a settlement
+// fuses with) still take their connection from the pool.
+//
 // The lease column holds a timestamp: TIMESTAMPTZ on Postgres, DATETIME(6) on MySQL and
 // MariaDB (the token is compared to the microsecond, so the column must keep them), TEXT on
 // SQLite. It is NULL while no one holds the row.
@@ -121,10 +131,12 @@ type binding struct {
 	acks, retries *merger // Postgres and SQLite: settlements that arrive together share a statement
 
 	writer *sync.Mutex // SQLite: this process's one writer to the database (see package sqlitewriter)
+	own    *ownConn    // nil where the pool is unbounded or has a single connection
 
 	listedMu sync.Mutex
 	listed   map[listKey]*sql.Stmt // statements over an id list: by statement and list length
 	stamps   map[int]string        // SQLite: the claim's stamp by its number of ids
+	texts    map[*sql.Stmt]string  // every prepared statement's text, for the own connection
 
 	holdsMu sync.Mutex
 	holds   map[*hold]int64 // holds not yet ended, by row id: Close gives them back
@@ -198,10 +210,16 @@ func (f *Form[D]) Open(ctx context.Context, db *sql.DB, q inbox.Queue) (inbox.Pl
 		sql:    build(st, col),
 		listed: map[listKey]*sql.Stmt{},
 		stamps: map[int]string{},
+		texts:  map[*sql.Stmt]string{},
 		holds:  map[*hold]int64{},
 	}
 	if b.log == nil {
 		b.log = slog.New(slog.DiscardHandler)
+	}
+	// Taken before the statements are prepared, so that they are prepared on another
+	// connection, which the pool's statements then find them on.
+	if b.own, err = keepOwn(ctx, db); err != nil {
+		return inbox.Plan{}, fmt.Errorf("inbox: table %q, queue %q: taking the form's own connection from the pool: %w", f.t.Name, q.Name, err)
 	}
 	if err := b.prepare(ctx); err != nil {
 		b.closeStatements()
@@ -230,6 +248,7 @@ func (f *Form[D]) Open(ctx context.Context, db *sql.DB, q inbox.Queue) (inbox.Pl
 		Table:           f.t.Name,
 		ExtendEvery:     lease / 2,
 		HoldsConnection: q.Transactional,
+		OwnConnection:   b.own != nil,
 		SerialClaims:    f.d.Name() == "sqlite",
 	}, nil
 }
@@ -245,7 +264,9 @@ func (b *binding) prepare(ctx context.Context) error {
 			return nil
 		}
 		var s *sql.Stmt
-		s, err = b.st.Prepare(ctx, b.db, what, query)
+		if s, err = b.st.Prepare(ctx, b.db, what, query); err == nil {
+			b.texts[s] = query
+		}
 		return s
 	}
 	if b.st.D.Name() == "sqlite" {
@@ -288,8 +309,9 @@ func (b *binding) checkPrecision(ctx context.Context, column string) error {
 // that is not a time).
 const precisionQuery = "SELECT DATETIME_PRECISION FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = ? AND COLUMN_NAME = ?"
 
+// closeStatements frees the prepared statements and gives the own connection back.
 func (b *binding) closeStatements() error {
-	var errs []error
+	errs := []error{b.own.close()}
 	for _, s := range []*sql.Stmt{b.claim, b.extend, b.ack, b.retry, b.retryAfter} {
 		if s != nil {
 			errs = append(errs, s.Close())
@@ -346,14 +368,26 @@ func (f *Form[D]) bound() (*binding, error) {
 // it again is safe: the token guard lets it change a row only while the lease holds.
 const writeTries = 5
 
-// exec runs one of the binding's statements outside a transaction, under the SQLite writer
-// lock, and again after a transient conflict.
+// exec runs one of the binding's statements outside a transaction, on the pool or, when it
+// has no connection to spare, on the form's own connection, under the SQLite writer lock, and
+// again after a transient conflict.
 func (b *binding) exec(ctx context.Context, s *sql.Stmt, args ...any) (res sql.Result, err error) {
 	err = b.written(ctx, func() (err error) {
-		res, err = s.ExecContext(ctx, args...)
+		if b.own.spare() {
+			res, err = s.ExecContext(ctx, args...)
+		} else {
+			res, err = b.own.exec(ctx, b.textOf(s), args)
+		}
 		return err
 	})
 	return res, err
+}
+
+// textOf is the text of one of the binding's prepared statements.
+func (b *binding) textOf(s *sql.Stmt) string {
+	b.listedMu.Lock()
+	defer b.listedMu.Unlock()
+	return b.texts[s]
 }
 
 // written runs write under the SQLite writer lock, and again after a transient conflict, up to
@@ -383,11 +417,15 @@ func (b *binding) write() (unlock func()) {
 	return b.writer.Unlock
 }
 
-// query runs one of the binding's statements that return rows outside a transaction, under the
-// SQLite writer lock until read holds the rows read and closed (SQLite writes as the rows are
-// stepped through), and again after a transient conflict that came before any row.
+// query runs one of the binding's statements that return rows outside a transaction, on the
+// pool or the form's own connection as exec does, under the SQLite writer lock until read holds
+// the rows read and closed (SQLite writes as the rows are stepped through), and again after a
+// transient conflict that came before any row.
 func (b *binding) query(ctx context.Context, s *sql.Stmt, args []any, read func(*sql.Rows) error) error {
 	return b.written(ctx, func() error {
+		if !b.own.spare() {
+			return b.own.query(ctx, b.textOf(s), args, read)
+		}
 		rows, err := s.QueryContext(ctx, args...)
 		if err != nil {
 			return err
