@@ -275,6 +275,7 @@ func (b *binding) prepare(ctx context.Context) error {
 		for _, s := range []*sql.Stmt{prep("claim", b.sql.claim), prep("claim stamp", b.sql.stamp(1))} {
 			if s != nil {
 				s.Close()
+				delete(b.texts, s)
 			}
 		}
 	} else {
