@@ -84,7 +84,8 @@ type BatchForm interface {
 	// In transactional mode the handler's writes commit with the settlements only when every
 	// outcome is Ack; otherwise they roll back and each row settles by its outcome, an Ack as a
 	// Retry (its writes did not land). A row the batch no longer holds is left unchanged and
-	// reported with ErrLeaseLost; the other rows settle.
+	// reported with ErrLeaseLost (the lease form's *LeaseLostError names those rows); the other
+	// rows settle.
 	SettleBatch(ctx context.Context, ds []*Delivery, os []outcome.Outcome) error
 	// ReleaseBatch gives the rows of one ClaimBatch back without an outcome and ends the hold.
 	ReleaseBatch(ctx context.Context, ds []*Delivery) error
