@@ -34,11 +34,12 @@
 //
 // database/sql hands a freed connection to any request waiting for one, picked at random, so
 // handlers that take every connection of the pool could keep an extension waiting until its
-// lease ran out. Where the pool is bounded (and has two connections or more), the form keeps
-// one connection of its own from Open to Close (inbox.Plan.OwnConnection): its statements run
-// on the pool, side by side, while the pool has a connection to spare, and on its own
-// connection, one at a time, while it has none. SQLite's claims (and the claim a settlement
-// fuses with) still take their connection from the pool.
+// lease ran out. Where the pool is bounded and has room (two connections or more, three in
+// transactional mode), the form keeps one connection of its own from Open to Close
+// (inbox.Plan.OwnConnection), which the consumer counts in its budget: its statements run on
+// the pool, side by side, while the pool has a connection to spare, and on its own connection,
+// one at a time, while it has none. SQLite's claims (and the claim a settlement fuses with)
+// still take their connection from the pool.
 //
 // The lease column holds a timestamp: TIMESTAMPTZ on Postgres, DATETIME(6) on MySQL and
 // MariaDB (the token is compared to the microsecond, so the column must keep them), TEXT on
@@ -131,7 +132,7 @@ type binding struct {
 	acks, retries *merger // Postgres and SQLite: settlements that arrive together share a statement
 
 	writer *sync.Mutex // SQLite: this process's one writer to the database (see package sqlitewriter)
-	own    *ownConn    // nil where the pool is unbounded or has a single connection
+	own    *ownConn    // nil where the pool is unbounded or too small to keep one (keepOwn)
 
 	listedMu sync.Mutex
 	listed   map[listKey]*sql.Stmt // statements over an id list: by statement and list length
@@ -218,7 +219,7 @@ func (f *Form[D]) Open(ctx context.Context, db *sql.DB, q inbox.Queue) (inbox.Pl
 	}
 	// Taken before the statements are prepared, so that they are prepared on another
 	// connection, which the pool's statements then find them on.
-	if b.own, err = keepOwn(ctx, db); err != nil {
+	if b.own, err = keepOwn(ctx, db, q.Transactional); err != nil {
 		return inbox.Plan{}, fmt.Errorf("inbox: table %q, queue %q: taking the form's own connection from the pool: %w", f.t.Name, q.Name, err)
 	}
 	if err := b.prepare(ctx); err != nil {

@@ -24,9 +24,14 @@ type ownConn struct {
 }
 
 // keepOwn takes the form's own connection from db, where the pool is bounded and has room for
-// it beside another connection; otherwise it returns nil, and every statement runs on the pool.
-func keepOwn(ctx context.Context, db *sql.DB) (*ownConn, error) {
-	if db.Stats().MaxOpenConnections < 2 {
+// it beside one connection for the application and, in transactional mode, one for a delivery's
+// transaction; otherwise it returns nil, and every statement runs on the pool.
+func keepOwn(ctx context.Context, db *sql.DB, transactional bool) (*ownConn, error) {
+	room := 2
+	if transactional {
+		room = 3
+	}
+	if db.Stats().MaxOpenConnections < room {
 		return nil, nil
 	}
 	conn, err := db.Conn(ctx)
