@@ -23,8 +23,9 @@ type Config struct {
 	Queue string
 	// Workers is how many handlers run at once. Default 1. Where the form holds a connection
 	// per delivery (row lock, advisory, and every form in transactional mode), the consumer
-	// runs at most the pool's MaxOpenConns less one, so the application always has a
-	// connection; it says so in the log when it runs fewer than asked.
+	// runs at most the pool's MaxOpenConns less one (less two for the lease form, which keeps a
+	// connection of its own), so the application always has a connection; it says so in the log
+	// when it runs fewer than asked.
 	Workers int
 	// PollInterval bounds how long a worker waits after a claim that found nothing, or failed,
 	// before it claims again: each wait is drawn anew, uniformly from PollInterval/2 up to (not
@@ -168,6 +169,10 @@ func (d *detached) stop() {
 // or another consumer of the same queue in this process (ErrAlreadyConsuming) fails Run at
 // once. A database that cannot be reached, at startup or later, is logged and tried again within
 // each PollInterval; Run keeps going and picks up again when it returns.
+//
+// While it runs, Run watches the pool: when every connection has been in use for 5 s with
+// requests waiting for one (the handlers', the application's or its own), it says so in the log
+// once, naming MaxOpenConns, and again when the pool has a connection to spare.
 func (c *Consumer) Run(ctx context.Context) error {
 	plan, closeForm, unqueue, err := c.open(ctx)
 	if err != nil || plan == nil {
@@ -182,9 +187,16 @@ func (c *Consumer) Run(ctx context.Context) error {
 		if max < 2 {
 			return fmt.Errorf("inbox: queue %q of table %q: the pool allows %d connection, which leaves none for the application: raise db.SetMaxOpenConns to at least 2", c.cfg.Queue, plan.Table, max)
 		}
-		if plan.HoldsConnection && workers > max-1 {
-			log.Warn("inbox: running fewer workers than configured: each delivery in work holds a pooled connection, and one stays free for the application", "workers", workers, "running", max-1, "max_open_conns", max)
-			workers = max - 1
+		deliveries := max - 1 // connections deliveries may hold: one stays free for the application
+		if plan.OwnConnection {
+			deliveries--
+		}
+		if plan.HoldsConnection && deliveries < 1 {
+			return fmt.Errorf("inbox: queue %q of table %q: the pool allows %d connections: the form keeps one for its own statements and one stays free for the application, which leaves none for a delivery in work to hold: raise db.SetMaxOpenConns to at least 3", c.cfg.Queue, plan.Table, max)
+		}
+		if plan.HoldsConnection && workers > deliveries {
+			log.Warn("inbox: running fewer workers than configured: each delivery in work holds a pooled connection, and one stays free for the application", "workers", workers, "running", deliveries, "max_open_conns", max, "form_keeps", plan.OwnConnection)
+			workers = deliveries
 		}
 		claimSlots = min(workers, max-1)
 	}
@@ -227,6 +239,12 @@ func (c *Consumer) Run(ctx context.Context) error {
 	} else {
 		close(unclaimableDone)
 	}
+	stopWatch, watchDone := make(chan struct{}), make(chan struct{})
+	go r.watchPool(stopWatch, watchDone)
+	defer func() {
+		close(stopWatch)
+		<-watchDone
+	}()
 
 	<-ctx.Done()
 	// Everything after the handlers' shutdown timeout gives rows back and closes the form, which
@@ -612,7 +630,12 @@ func (r *run) deliver(ctx context.Context, ops *detached, s *slot, u []*Delivery
 	ops.end()
 	switch {
 	case errors.Is(err, ErrLeaseLost):
-		r.log.Warn("inbox: lease lost before settlement; the row was not changed and another consumer may hold it", "ids", ids(u), "err", err)
+		lost := ids(u)
+		var batch *LeaseLostError
+		if errors.As(err, &batch) {
+			lost = batch.IDs
+		}
+		r.log.Warn("inbox: lease lost before settlement; these rows were not changed and another consumer may hold them", "ids", lost, "err", err)
 	case errors.Is(err, ErrCommitUnknown):
 		r.log.Error("inbox: settlement outcome unknown: its COMMIT was sent and no answer came back; the rows are settled, or else return to the queue by their form's rule", "ids", ids(u), "err", err)
 	case err != nil:
@@ -764,6 +787,95 @@ func (r *run) extend(ctx context.Context, done chan<- struct{}) {
 			s.mu.Unlock()
 		}
 	}
+}
+
+// poolLook is how often the consumer looks at its pool, and poolWaitLimit how long every
+// connection must have been in use, with requests waiting for one, before it says so.
+const (
+	poolLook      = time.Second
+	poolWaitLimit = 5 * time.Second
+)
+
+// watchPool looks at the pool every poolLook until stop is closed, and logs a warning once per
+// episode (see poolWatch) that lasts poolWaitLimit, and the end of an episode it warned of.
+// database/sql counts a wait when it begins, so a wait that never ends still shows.
+func (r *run) watchPool(stop <-chan struct{}, done chan<- struct{}) {
+	defer close(done)
+	ticker := time.NewTicker(poolLook)
+	defer ticker.Stop()
+	var w poolWatch
+	prev := r.c.db.Stats()
+	for {
+		select {
+		case <-stop:
+			return
+		case now := <-ticker.C:
+			s := r.c.db.Stats()
+			switch say, lasted := w.look(now, prev, s); say {
+			case poolStarved:
+				r.log.Warn("inbox: every connection of the pool has been in use for "+lasted.Round(time.Second).String()+" with requests waiting for one: raise db.SetMaxOpenConns (max_open_conns) to the connections the consumer holds (consumer_holds) plus every one its handlers and the rest of the application take from db at once (a handler that holds a query open while it runs another takes two)",
+					"max_open_conns", s.MaxOpenConnections, "in_use", s.InUse, "waits", s.WaitCount-w.base, "consumer_holds", r.holds())
+			case poolEased:
+				r.log.Info("inbox: the pool has a connection to spare again", "after", lasted.Round(time.Second))
+			}
+			prev = s
+		}
+	}
+}
+
+// holds is how many pooled connections the consumer may hold at once: one per delivery in work
+// where deliveries hold one, or one for its statements, and the form's own.
+func (r *run) holds() int {
+	n := 1
+	if r.plan.HoldsConnection {
+		n = len(r.slots)
+	}
+	if r.plan.OwnConnection {
+		n++
+	}
+	return n
+}
+
+// poolWatch follows the episodes in which the pool has no connection to spare and requests wait
+// for one: each begins at a look that finds the pool full and a wait begun since the look
+// before, and ends at the first look that finds a connection to spare.
+type poolWatch struct {
+	since  time.Time // the first look of the episode; zero between episodes
+	base   int64     // the pool's WaitCount at the look before the episode
+	warned bool
+}
+
+type poolLookout int
+
+const (
+	poolFine    poolLookout = iota
+	poolStarved             // the episode has lasted poolWaitLimit with waits: warn, once
+	poolEased               // an episode that was warned of has ended
+)
+
+// look takes the pool's stats s at now, prev being the stats of the look before, and returns
+// what to say and how long the episode has lasted.
+func (w *poolWatch) look(now time.Time, prev, s sql.DBStats) (poolLookout, time.Duration) {
+	if s.MaxOpenConnections <= 0 || s.InUse < s.MaxOpenConnections {
+		lasted, eased := now.Sub(w.since), w.warned
+		w.since, w.warned = time.Time{}, false
+		if eased {
+			return poolEased, lasted
+		}
+		return poolFine, 0
+	}
+	if w.since.IsZero() {
+		if s.WaitCount == prev.WaitCount {
+			return poolFine, 0 // full, and no request has begun to wait
+		}
+		w.since, w.base = now, prev.WaitCount
+	}
+	lasted := now.Sub(w.since)
+	if !w.warned && lasted >= poolWaitLimit {
+		w.warned = true
+		return poolStarved, lasted
+	}
+	return poolFine, lasted
 }
 
 // shutdown waits for the workers within the shutdown timeout, then cancels the handlers'

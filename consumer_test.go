@@ -454,6 +454,39 @@ func TestConsumerKeepsAConnectionForTheApplication(t *testing.T) {
 	}
 }
 
+// TestConsumerCountsTheFormsOwnConnection: a form that keeps a connection of its own (the
+// lease form) and holds one per delivery (in transactional mode) leaves the consumer the pool's
+// size less two for deliveries; a pool of two leaves none, and Run says so.
+func TestConsumerCountsTheFormsOwnConnection(t *testing.T) {
+	ids := make([]int64, 40)
+	for i := range ids {
+		ids[i] = int64(i + 1)
+	}
+	f := newFakeForm("jobs", ids...)
+	f.plan.HoldsConnection, f.plan.OwnConnection = true, true
+	var inWork, most atomic.Int32
+	h := HandlerFunc(func(ctx context.Context, d *Delivery) outcome.Outcome {
+		n := inWork.Add(1)
+		for m := most.Load(); n > m && !most.CompareAndSwap(m, n); m = most.Load() {
+		}
+		time.Sleep(5 * time.Millisecond)
+		inWork.Add(-1)
+		return outcome.Ack()
+	})
+	c := NewConsumer(noDB(5), f, h, &Config{Workers: 8, PollInterval: 10 * time.Millisecond})
+	if err := runUntil(t, c, func() bool { return f.settledCount() == len(ids) }); err != nil {
+		t.Fatal(err)
+	}
+	if most.Load() != 3 {
+		t.Fatalf("%d deliveries in work at most with a pool of 5 and the form keeping one; want 3", most.Load())
+	}
+	two := newFakeForm("jobs")
+	two.plan.HoldsConnection, two.plan.OwnConnection = true, true
+	if err := NewConsumer(noDB(2), two, h, nil).Run(context.Background()); err == nil || !strings.Contains(err.Error(), "SetMaxOpenConns to at least 3") {
+		t.Fatalf("a pool of two with the form keeping one: Run returned %v, want an error naming SetMaxOpenConns and 3", err)
+	}
+}
+
 func TestPublishWakesIdleConsumers(t *testing.T) {
 	f := newFakeForm("wake_jobs")
 	var handled atomic.Int32

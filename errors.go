@@ -1,6 +1,10 @@
 package inbox
 
-import "github.com/sqlinbox/inbox/internal/sentinel"
+import (
+	"fmt"
+
+	"github.com/sqlinbox/inbox/internal/sentinel"
+)
 
 // The library's sentinel errors. Errors returned by the library wrap them with where (queue,
 // table, column, statement) and what to change; test for them with errors.Is.
@@ -35,3 +39,20 @@ var (
 	// fails with it may have settled its rows: if it did not, they return by the form's rule.
 	ErrCommitUnknown = sentinel.CommitUnknown
 )
+
+// LeaseLostError is the ErrLeaseLost of a lease batch's settlement that found rows of the batch
+// no longer held: IDs are the rows whose outcome it did not apply, in the batch's order, and
+// every other row of the batch settled. (Outside transactional mode a row whose lease ran out
+// but that no one else had taken still settles; in transactional mode a batch whose outcomes are
+// all Ack settles whole or not at all, so IDs are then every row.) It matches ErrLeaseLost.
+type LeaseLostError struct {
+	Table string  // the table
+	IDs   []int64 // the rows left unchanged, which another consumer may hold now
+}
+
+func (e *LeaseLostError) Error() string {
+	return fmt.Sprintf("%v: table %q: rows %v of the batch were not changed: the lease on them ran out before the settlement and they may be another consumer's now; any other row of the batch settled (a handler that outlives its lease needs it extended: the consumer does so every half lease; raise lease.Config.Lease if extensions cannot keep up)", ErrLeaseLost, e.Table, e.IDs)
+}
+
+// Unwrap returns ErrLeaseLost.
+func (e *LeaseLostError) Unwrap() error { return ErrLeaseLost }

@@ -60,6 +60,10 @@ type Plan struct {
 	// HoldsConnection says each delivery in work holds a pooled connection until it settles,
 	// so the consumer keeps its deliveries to the pool's size less one.
 	HoldsConnection bool
+	// OwnConnection says the form keeps one pooled connection of its own from Open to Close, on
+	// which its statements run when the pool has none to spare, so that they never wait behind
+	// the handlers' (the lease form). The consumer counts it in the pool's budget.
+	OwnConnection bool
 	// SerialClaims says claims must not run side by side (SQLite: one writer): the consumer
 	// keeps one claim in flight. It does so too where deliveries hold no connection and it
 	// claims single rows, since each claim then takes a row for every worker waiting.
@@ -83,7 +87,8 @@ type BatchForm interface {
 	// In transactional mode the handler's writes commit with the settlements only when every
 	// outcome is Ack; otherwise they roll back and each row settles by its outcome, an Ack as a
 	// Retry (its writes did not land). A row the batch no longer holds is left unchanged and
-	// reported with ErrLeaseLost; the other rows settle.
+	// reported with ErrLeaseLost (the lease form's *LeaseLostError names those rows); the other
+	// rows settle.
 	SettleBatch(ctx context.Context, ds []*Delivery, os []outcome.Outcome) error
 	// ReleaseBatch gives the rows of one ClaimBatch back without an outcome and ends the hold.
 	ReleaseBatch(ctx context.Context, ds []*Delivery) error

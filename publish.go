@@ -4,12 +4,15 @@ import (
 	"context"
 	"database/sql"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/sqlinbox/inbox/dialect"
+	"github.com/sqlinbox/inbox/internal/sqlitewriter"
+	"github.com/sqlinbox/inbox/isolation"
 )
 
 // Message is one row to publish.
@@ -40,8 +43,8 @@ func JSONMessage[T any](queue string, v T) (Message, error) {
 	return Message{Queue: queue, Payload: payload}, nil
 }
 
-// EnqueueJSON publishes one row for each value, its payload v encoded with encoding/json, in
-// one statement.
+// EnqueueJSON publishes one row for each value, its payload v encoded with encoding/json, all
+// or nothing, as Enqueue does.
 func EnqueueJSON[T any](ctx context.Context, db *sql.DB, d dialect.Dialect, t Table, queue string, vs ...T) error {
 	msgs := make([]Message, len(vs))
 	for i, v := range vs {
@@ -53,11 +56,15 @@ func EnqueueJSON[T any](ctx context.Context, db *sql.DB, d dialect.Dialect, t Ta
 	return Enqueue(ctx, db, d, t, msgs...)
 }
 
-// Enqueue publishes msgs as rows of t: all of them in one INSERT (a very large batch in a few,
-// each of at most maxBatchRows rows), committed when it returns. It then wakes the consumers
-// of t in this process, so they claim at once rather than at their next poll.
+// Enqueue publishes msgs as rows of t, all or nothing: in one INSERT, or where there are more
+// rows than one statement takes (maxBatchRows, 1,000) in one transaction of several, committed
+// when it returns. When it fails, no row landed (but for a COMMIT cut off by a lost connection,
+// whose outcome the database alone knows). On SQLite it writes under this process's writer lock
+// for db, which the lease form's claims and settlements take too, so that they queue in turn
+// rather than in SQLite's busy handler. It then wakes the consumers of t in this process, so
+// they claim at once rather than at their next poll.
 func Enqueue(ctx context.Context, db *sql.DB, d dialect.Dialect, t Table, msgs ...Message) error {
-	if err := insert(ctx, db, d, t, msgs); err != nil {
+	if err := publish(ctx, db, d, t, msgs); err != nil {
 		return err
 	}
 	wake(t.Name)
@@ -66,9 +73,50 @@ func Enqueue(ctx context.Context, db *sql.DB, d dialect.Dialect, t Table, msgs .
 
 // EnqueueTx publishes msgs as rows of t inside tx: they commit or roll back with the caller's
 // own writes. Consumers see them at their next claim after the commit (a transaction cannot
-// wake them, since it does not know when it commits).
+// wake them, since it does not know when it commits). When it fails after more than one
+// statement's worth of rows, MySQL, MariaDB and SQLite keep the rows of the statements before
+// the one that failed in tx: roll tx back rather than commit it.
 func EnqueueTx(ctx context.Context, tx Tx, d dialect.Dialect, t Table, msgs ...Message) error {
 	return insert(ctx, tx, d, t, msgs)
+}
+
+// publish runs Enqueue's statements: alone where one statement takes every row, in a
+// transaction otherwise.
+func publish(ctx context.Context, db *sql.DB, d dialect.Dialect, t Table, msgs []Message) error {
+	if d.Name() == "sqlite" {
+		w := sqlitewriter.For(db)
+		w.Lock()
+		defer w.Unlock()
+	}
+	if len(msgs) <= maxBatchRows {
+		return insert(ctx, db, d, t, msgs)
+	}
+	var tx dialect.Tx
+	var err error
+	if d.Name() == "sqlite" {
+		// IMMEDIATE takes the write lock at BEGIN, where the busy timeout waits for another
+		// process's writer.
+		tx, err = dialect.SQLite[isolation.Immediate]{}.Begin(ctx, db)
+	} else {
+		tx, err = db.BeginTx(ctx, nil)
+	}
+	if err != nil {
+		return fmt.Errorf("inbox: publishing %d rows to table %q: beginning the transaction: %w; nothing was published", len(msgs), t.Name, err)
+	}
+	if err := insert(ctx, tx, d, t, msgs); err != nil {
+		return errors.Join(fmt.Errorf("%w; nothing was published (the publish's transaction rolled back)", err), rollbackIfOpen(tx))
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("inbox: publishing %d rows to table %q: COMMIT failed: %w; nothing was published, unless the connection failed after the database committed", len(msgs), t.Name, err)
+	}
+	return nil
+}
+
+func rollbackIfOpen(tx dialect.Tx) error {
+	if err := tx.Rollback(); err != nil && !errors.Is(err, sql.ErrTxDone) {
+		return fmt.Errorf("inbox: rolling back the publish: %w", err)
+	}
+	return nil
 }
 
 // maxBatchRows bounds the rows of one INSERT, keeping it under Postgres's 65,535 parameters and
@@ -106,6 +154,7 @@ func insert(ctx context.Context, ex execer, d dialect.Dialect, t Table, msgs []M
 		}
 	}
 	now := time.Now()
+	total, done := len(msgs), 0
 	for len(msgs) > 0 {
 		batch := msgs[:min(len(msgs), maxBatchRows)]
 		msgs = msgs[len(batch):]
@@ -137,8 +186,12 @@ func insert(ctx context.Context, ex execer, d dialect.Dialect, t Table, msgs []M
 			args = append(args, row...)
 		}
 		if _, err := ex.ExecContext(ctx, b.String(), args...); err != nil {
-			return fmt.Errorf("inbox: publishing %d row(s) to table %q: %w", len(batch), t.Name, err)
+			if total == len(batch) {
+				return fmt.Errorf("inbox: publishing %d row(s) to table %q: %w", total, t.Name, err)
+			}
+			return fmt.Errorf("inbox: publishing %d rows to table %q: the statement of rows %d to %d: %w", total, t.Name, done+1, done+len(batch), err)
 		}
+		done += len(batch)
 	}
 	return nil
 }

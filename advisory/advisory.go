@@ -152,14 +152,14 @@ func (f *Form[D]) Open(ctx context.Context, db *sql.DB, q inbox.Queue) (inbox.Pl
 		return inbox.Plan{}, fmt.Errorf("%w: the advisory form over table %q is already open: build one form per consumer", inbox.ErrAlreadyConsuming, f.t.Raw.Name)
 	}
 	if err := f.d.Allows("advisory"); err != nil {
-		return inbox.Plan{}, err
+		return inbox.Plan{}, fmt.Errorf("table %q, queue %q: %w", f.t.Raw.Name, q.Name, err)
 	}
 	if err := f.d.CheckServer(ctx, db); err != nil {
-		return inbox.Plan{}, err
+		return inbox.Plan{}, fmt.Errorf("table %q, queue %q: %w", f.t.Raw.Name, q.Name, err)
 	}
 	if f.d.Name() == "postgres" {
 		if err := checkHashTextExtended(ctx, db); err != nil {
-			return inbox.Plan{}, err
+			return inbox.Plan{}, fmt.Errorf("table %q, queue %q: %w", f.t.Raw.Name, q.Name, err)
 		}
 	}
 	if err := schema.Verify(ctx, db, f.d, f.t.Raw, ""); err != nil {

@@ -4,7 +4,10 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"fmt"
+	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -110,6 +113,80 @@ func TestLeaseBatchLostLeaseSettlesTheRest(t *testing.T) {
 			}
 			if n := count(t, db, "SELECT COUNT(*) FROM "+quoted(t, b, tbl.Name)); n != 1 {
 				t.Fatalf("%d rows left, want 1: the rows still holding the batch's token settle, the taken one stays", n)
+			}
+			leaseSettle(t, theirs, taken, outcome.Ack())
+		})
+	}
+}
+
+// TestLeaseBatchLostRowsNamed: of a batch whose lease ran out, another consumer takes two rows
+// (one to be acked, one retried) and leaves two. The settlement changes the two left (their
+// token still holds) and names exactly the two taken, in its text and in a
+// *inbox.LeaseLostError, which still matches ErrLeaseLost.
+func TestLeaseBatchLostRowsNamed(t *testing.T) {
+	for _, b := range backends(t, true) {
+		t.Run(b.name, func(t *testing.T) {
+			ctx := context.Background()
+			db, tbl, mine, theirs := leaseBatchContended(t, b)
+			leasePublish(t, b, db, tbl, inbox.Message{Payload: []byte("p")})
+			ds := leaseClaimBatch(t, mine, 16, 4)
+			time.Sleep(1200 * time.Millisecond)
+			taken := leaseClaim(t, theirs, 2, 2)
+			lost := []int64{ds[0].ID, ds[1].ID}
+			if got := leaseIDs(taken); !slices.Equal(got, lost) {
+				t.Fatalf("the other consumer took %v, want %v", got, lost)
+			}
+			err := mine.SettleBatch(ctx, ds, []outcome.Outcome{outcome.Ack(), outcome.Retry(), outcome.Ack(), outcome.Retry()})
+			if !errors.Is(err, inbox.ErrLeaseLost) {
+				t.Fatalf("SettleBatch with two rows taken by another consumer: %v, want ErrLeaseLost", err)
+			}
+			if !strings.Contains(err.Error(), fmt.Sprint(lost)) {
+				t.Errorf("the error does not name the rows not changed, %v: %v", lost, err)
+			}
+			var lle *inbox.LeaseLostError
+			if !errors.As(err, &lle) || !slices.Equal(lle.IDs, lost) || lle.Table != tbl.Name {
+				t.Errorf("errors.As(%v): %+v, want a *inbox.LeaseLostError of table %q with IDs %v", err, lle, tbl.Name, lost)
+			}
+			name := quoted(t, b, tbl.Name)
+			if n := count(t, db, "SELECT COUNT(*) FROM "+name+" WHERE id = "+strconv.FormatInt(ds[2].ID, 10)); n != 0 {
+				t.Errorf("row %d, acked under a token still held, is still there", ds[2].ID)
+			}
+			if n := count(t, db, "SELECT COUNT(*) FROM "+name+" WHERE locked_until IS NULL AND id = "+strconv.FormatInt(ds[3].ID, 10)); n != 1 {
+				t.Errorf("row %d, retried under a token still held, still holds a lease", ds[3].ID)
+			}
+			for _, d := range taken {
+				leaseSettle(t, theirs, d, outcome.Ack())
+			}
+		})
+	}
+}
+
+// TestLeaseBatchTransactionalLostRowsNamed: in transactional mode a batch of acks settles whole
+// or not at all, so when another consumer took one of its rows, none settles and the
+// *inbox.LeaseLostError names every row of the batch.
+func TestLeaseBatchTransactionalLostRowsNamed(t *testing.T) {
+	for _, b := range backends(t, true) {
+		t.Run(b.name, func(t *testing.T) {
+			ctx := context.Background()
+			db := b.open(t, 0)
+			tbl := withAttempt(tableName(t))
+			b.createTable(t, db, tbl)
+			for range 3 {
+				leasePublish(t, b, db, tbl, inbox.Message{Payload: []byte("p")})
+			}
+			cfg := &lease.Config{Lease: time.Second}
+			mine := leaseForm(t, b, db, tbl, cfg, inbox.Queue{Transactional: true})
+			theirs := leaseForm(t, b, db, tbl, cfg, inbox.Queue{})
+			ds := leaseClaimBatch(t, mine, 16, 3)
+			time.Sleep(1200 * time.Millisecond)
+			taken := leaseClaim(t, theirs, 1, 1)[0]
+			err := mine.SettleBatch(ctx, ds, []outcome.Outcome{outcome.Ack(), outcome.Ack(), outcome.Ack()})
+			var lle *inbox.LeaseLostError
+			if !errors.Is(err, inbox.ErrLeaseLost) || !errors.As(err, &lle) || !slices.Equal(lle.IDs, leaseIDs(ds)) {
+				t.Fatalf("SettleBatch of acks with a row taken: %v (%+v), want a *inbox.LeaseLostError naming every row, %v", err, lle, leaseIDs(ds))
+			}
+			if n := count(t, db, "SELECT COUNT(*) FROM "+quoted(t, b, tbl.Name)); n != 3 {
+				t.Fatalf("%d rows left, want all 3: a transactional batch of acks settles whole or not at all", n)
 			}
 			leaseSettle(t, theirs, taken, outcome.Ack())
 		})

@@ -187,3 +187,39 @@ func TestEnqueueToATableOfIDsOnly(t *testing.T) {
 		})
 	}
 }
+
+// TestEnqueueIsAllOrNothing publishes more rows than one statement takes, with a duplicate id in
+// the third statement's rows: the publish fails, says nothing was published, and no row landed.
+func TestEnqueueIsAllOrNothing(t *testing.T) {
+	for _, b := range backends(t, true) {
+		t.Run(b.name, func(t *testing.T) {
+			db := b.open(t, 0)
+			tbl := minimalTable(tableName(t))
+			tbl.IDGenerated = false
+			b.createTable(t, db, tbl)
+			const n = 2500 // three statements: 1,000, 1,000 and 500 rows
+			msgs := make([]inbox.Message, n)
+			for i := range msgs {
+				msgs[i] = inbox.Message{ID: int64(i + 1), Payload: []byte(fmt.Sprint(i))}
+			}
+			msgs[2400].ID = 1 // refused by the third statement
+			err := inbox.Enqueue(context.Background(), db, b.dialect, tbl, msgs...)
+			if err == nil {
+				t.Fatal("a publish with a duplicate id succeeded")
+			}
+			if got := count(t, db, "SELECT COUNT(*) FROM "+quoted(t, b, tbl.Name)); got != 0 {
+				t.Fatalf("%d rows landed from a publish that failed (%v), want none", got, err)
+			}
+			if !strings.Contains(err.Error(), "nothing was published") {
+				t.Fatalf("the error does not say that nothing was published: %v", err)
+			}
+			msgs[2400].ID = n + 1
+			if err := inbox.Enqueue(context.Background(), db, b.dialect, tbl, msgs...); err != nil {
+				t.Fatal(err)
+			}
+			if got := count(t, db, "SELECT COUNT(*) FROM "+quoted(t, b, tbl.Name)); got != n {
+				t.Fatalf("%d rows after the publish, want %d", got, n)
+			}
+		})
+	}
+}

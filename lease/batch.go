@@ -56,13 +56,18 @@ func (f *Form[D]) ClaimBatch(ctx context.Context, max int) ([]*inbox.Delivery, e
 
 // SettleBatch applies os[i] to ds[i], the deliveries of one ClaimBatch, while the batch's lease
 // holds, with one guarded statement per kind of outcome: Ack and Drop as Settle's ack, Retry as
-// its retry, and one statement per distinct RetryAfter delay. A row whose lease ran out is left
-// unchanged and reported with inbox.ErrLeaseLost; the others settle.
+// its retry, and one statement per distinct RetryAfter delay. A row another consumer took after
+// its lease ran out is left unchanged, and the others settle: the error is then an
+// *inbox.LeaseLostError naming exactly the rows left unchanged (it matches inbox.ErrLeaseLost).
+// On Postgres and SQLite each statement returns the ids it changed; on MySQL and MariaDB it runs
+// in a transaction, committed when it changed every row of its kind, and otherwise rolled back
+// and run again over the rows it first locks as still held.
 //
 // In transactional mode, when every outcome is Ack the ack runs inside the batch's transaction
 // and commits with the handler's writes; if a row's lease ran out meanwhile, neither lands and
 // the rows still held are given back. Otherwise the transaction is rolled back and each row
-// settles by its outcome outside it, an Ack as a Retry, since its writes did not land. When the
+// settles by its outcome outside it, an Ack as a Retry, since its writes did not land. If a row's lease ran out,
+// the *inbox.LeaseLostError names every row. When the
 // transaction cannot settle (inbox.ErrTransactionHeld, inbox.ErrTransactionEnded), nothing is
 // settled and the rows are given back, as Settle does.
 //
@@ -125,42 +130,154 @@ func (f *Form[D]) SettleBatch(ctx context.Context, ds []*inbox.Delivery, os []ou
 		}
 	}
 	var errs []error
-	token := f.d.Time(h.token)
+	unchanged := map[int64]bool{}
+	settle := func(what string, head []any, ids []int64) {
+		changed, err := f.settleRows(ctx, b, h, what, head, ids)
+		if err != nil {
+			errs = append(errs, err)
+			return
+		}
+		for _, id := range ids {
+			if !changed[id] {
+				unchanged[id] = true
+			}
+		}
+	}
 	if len(acks) > 0 {
 		var head []any
 		if b.st.Q.ProcessedAt != "" {
 			head = []any{f.d.Time(time.Now())}
 		}
-		errs = append(errs, f.settleRows(ctx, b, h, "ack", head, acks, token))
+		settle("ack", head, acks)
 	}
 	if len(retries) > 0 {
-		errs = append(errs, f.settleRows(ctx, b, h, "retry", nil, retries, token))
+		settle("retry", nil, retries)
 	}
 	for _, delay := range slices.Sorted(maps.Keys(delayed)) {
-		errs = append(errs, f.settleRows(ctx, b, h, "retry after", []any{f.d.Time(time.Now().Add(delay))}, delayed[delay], token))
+		settle("retry after", []any{f.d.Time(time.Now().Add(delay))}, delayed[delay])
+	}
+	if len(unchanged) > 0 {
+		lost := &inbox.LeaseLostError{Table: f.t.Name}
+		for _, d := range ds {
+			if unchanged[d.ID] {
+				lost.IDs = append(lost.IDs, d.ID)
+			}
+		}
+		errs = append(errs, lost)
 	}
 	return errors.Join(errs...)
 }
 
-// settleRows runs statement what over ids, a part of h's batch: head, the ids padded to the
-// batch's size, then the token. Rows it did not change are reported with ErrLeaseLost.
-func (f *Form[D]) settleRows(ctx context.Context, b *binding, h *hold, what string, head []any, ids []int64, token any) error {
+// settleRows runs statement what over ids, a part of h's batch, guarded by the batch's token
+// (arguments: head, the ids padded to the batch's size, the token), and returns the ids it
+// changed. Its error says it changed none.
+func (f *Form[D]) settleRows(ctx context.Context, b *binding, h *hold, what string, head []any, ids []int64) (map[int64]bool, error) {
+	changed := make(map[int64]bool, len(ids))
+	token := f.d.Time(h.token)
+	_, _, list := b.byName(what)
+	var err error
+	if b.sql.heldIn != nil {
+		err = f.settleInTx(ctx, b, h, what, head, ids, token, changed)
+	} else {
+		var s *sql.Stmt
+		s, err = b.listStmt(ctx, what+" returning", func(n int) string { return list(n) + b.sql.returning }, h.size)
+		if err == nil {
+			err = b.query(ctx, s, append(append(head, padded(ids, h.size)...), token), func(rows *sql.Rows) error {
+				return scanIDs(rows, changed)
+			})
+		}
+	}
+	if err != nil {
+		return nil, fmt.Errorf("inbox: table %q, rows %v: %s: %w; they were not changed, and return when their lease runs out", f.t.Name, ids, what, err)
+	}
+	return changed, nil
+}
+
+// settleInTx runs statement what over ids in a transaction (MySQL and MariaDB, whose statements
+// cannot return the ids they changed) and records the ids it changed: when it changed every
+// row, COMMIT; otherwise it rolls back, locks the rows that still hold the token (heldIn), and
+// runs the statement again over those alone. A transient conflict runs it all again.
+func (f *Form[D]) settleInTx(ctx context.Context, b *binding, h *hold, what string, head []any, ids []int64, token any, changed map[int64]bool) error {
 	s, _, err := b.statement(ctx, h, what)
 	if err != nil {
-		return fmt.Errorf("inbox: table %q, rows %v: %s: %w", f.t.Name, ids, what, err)
+		return err
 	}
-	res, err := b.exec(ctx, s, append(append(head, padded(ids, h.size)...), token)...)
-	var n int64
-	if err == nil {
-		n, err = res.RowsAffected()
+	run := func(tx dialect.Tx, ids []int64) (int64, error) {
+		res, err := tx.StmtContext(ctx, s).ExecContext(ctx, append(append(head[:len(head):len(head)], padded(ids, h.size)...), token)...)
+		if err != nil {
+			return 0, err
+		}
+		return res.RowsAffected()
 	}
-	if err != nil {
-		return fmt.Errorf("inbox: table %q, rows %v: %s: %w; they return when their lease runs out", f.t.Name, ids, what, err)
+	return b.written(ctx, func() error {
+		clear(changed)
+		tx, done, err := b.begin(ctx)
+		if err != nil {
+			return err
+		}
+		n, err := run(tx, ids)
+		if err == nil && n == int64(len(ids)) {
+			err = tx.Commit()
+			done()
+			if err != nil {
+				return err
+			}
+			for _, id := range ids {
+				changed[id] = true
+			}
+			return nil
+		}
+		err = errors.Join(err, tx.Rollback())
+		done()
+		if err != nil {
+			return err
+		}
+		held, err := b.listStmt(ctx, "held", b.sql.heldIn, h.size)
+		if err != nil {
+			return err
+		}
+		if tx, done, err = b.begin(ctx); err != nil {
+			return err
+		}
+		defer done()
+		rows, err := tx.StmtContext(ctx, held).QueryContext(ctx, append(padded(ids, h.size), token)...)
+		if err == nil {
+			err = scanIDs(rows, changed)
+		}
+		if err == nil && len(changed) > 0 {
+			var still []int64
+			for _, id := range ids {
+				if changed[id] {
+					still = append(still, id)
+				}
+			}
+			if n, err = run(tx, still); err == nil && n != int64(len(still)) {
+				err = fmt.Errorf("the statement changed %d of the %d rows it had locked", n, len(still))
+			}
+		}
+		if err == nil {
+			err = tx.Commit()
+		} else {
+			err = errors.Join(err, tx.Rollback())
+		}
+		if err != nil {
+			clear(changed)
+		}
+		return err
+	})
+}
+
+// scanIDs reads the ids rows return into ids and closes rows.
+func scanIDs(rows *sql.Rows, ids map[int64]bool) error {
+	defer rows.Close()
+	for rows.Next() {
+		var id int64
+		if err := rows.Scan(&id); err != nil {
+			return err
+		}
+		ids[id] = true
 	}
-	if lost := int64(len(ids)) - n; lost > 0 {
-		return fmt.Errorf("%w: table %q: %d of the rows %v: the lease ran out before the %s and they may be another consumer's now; they were not changed (raise lease.Config.Lease if extensions cannot keep up)", inbox.ErrLeaseLost, f.t.Name, lost, ids, what)
-	}
-	return nil
+	return rows.Err()
 }
 
 // ackBatchInTx runs the batch's guarded ack inside its transaction and commits both. When a row
@@ -175,8 +292,15 @@ func (f *Form[D]) ackBatchInTx(ctx context.Context, b *binding, h *hold, first *
 		}
 		args = append(append(args, h.idArgs(first.ID)...), f.d.Time(h.current()))
 		var res sql.Result
-		res, err = execIn(ctx, tx, s, text, args...)
-		_, err = f.guarded(res, err, first, h, "ack")
+		if res, err = execIn(ctx, tx, s, text, args...); err == nil {
+			var n int64
+			if n, err = res.RowsAffected(); err == nil && n < int64(len(h.batch)) {
+				err = errors.Join(&inbox.LeaseLostError{Table: f.t.Name, IDs: slices.Clone(h.batch)},
+					fmt.Errorf("inbox: table %q: the lease of %d of the batch's rows ran out before the ack, so none of them settled", f.t.Name, int64(len(h.batch))-n))
+			} else if err != nil {
+				err = fmt.Errorf("inbox: table %q, batch %v: ack: %w", f.t.Name, h.batch, err)
+			}
+		}
 	}
 	if err != nil {
 		h.txToken = time.Time{}

@@ -124,10 +124,11 @@ func (f *Form[D]) claimInTx(ctx context.Context, b *binding, max int, now, token
 	if err != nil {
 		return nil, err
 	}
-	tx, err := claimLevel.Begin(ctx, b.db)
+	tx, done, err := b.begin(ctx)
 	if err != nil {
 		return nil, err
 	}
+	defer done()
 	defer func() {
 		if err != nil {
 			tx.Rollback() // after a failed Commit it does nothing
@@ -165,6 +166,19 @@ func (f *Form[D]) claimInTx(ctx context.Context, b *binding, max int, now, token
 // claimLevel opens the MySQL and MariaDB claim's transaction at READ COMMITTED, whatever the
 // dialect's level (which is the handlers' transactions').
 var claimLevel = dialect.MySQL[isolation.ReadCommitted]{}
+
+// begin opens a transaction outside the handlers' (the MySQL and MariaDB claim, and the batch
+// settlement that must tell which rows it changed), at READ COMMITTED, on a pinned connection
+// of the pool or, when the pool has none to spare, on the form's own connection; done must be
+// called once the transaction has ended. A transaction whose end fails discards its
+// connection (dialect.Begin, dialect.BeginOn); the own connection then takes another.
+func (b *binding) begin(ctx context.Context) (tx dialect.Tx, done func(), err error) {
+	if b.own.spare() {
+		tx, err = claimLevel.Begin(ctx, b.db)
+		return tx, func() {}, err
+	}
+	return b.own.begin(ctx)
+}
 
 // counted adds the attempt the stamp counted to deliveries read before it.
 func counted(b *binding, ds []*inbox.Delivery) {
@@ -245,10 +259,12 @@ func (b *binding) listStmt(ctx context.Context, what string, query func(n int) s
 	if s := b.listed[key]; s != nil {
 		return s, nil
 	}
-	s, err := b.st.Prepare(ctx, b.db, what, query(n))
+	text := query(n)
+	s, err := b.st.Prepare(ctx, b.db, what, text)
 	if err != nil {
 		return nil, err
 	}
 	b.listed[key] = s
+	b.texts[s] = text
 	return s, nil
 }

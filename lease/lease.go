@@ -35,6 +35,17 @@
 // that meets a transient conflict (SQLITE_BUSY, a deadlock) runs again, a few times: the token
 // guard makes that safe.
 //
+// # The pool
+//
+// database/sql hands a freed connection to any request waiting for one, picked at random, so
+// handlers that take every connection of the pool could keep an extension waiting until its
+// lease ran out. Where the pool is bounded and has room (two connections or more, three in
+// transactional mode), the form keeps one connection of its own from Open to Close
+// (inbox.Plan.OwnConnection), which the consumer counts in its budget: its statements run on
+// the pool, side by side, while the pool has a connection to spare, and on its own connection,
+// one at a time, while it has none. SQLite's claims (and the claim a settlement fuses with)
+// still take their connection from the pool.
+//
 // The lease column holds a timestamp: TIMESTAMPTZ on Postgres, DATETIME(6) on MySQL and
 // MariaDB, TEXT on SQLite. The token is compared to the microsecond, so the column must keep
 // them: Open refuses TIMESTAMPTZ(0) or (3), TIMESTAMP(0), DATETIME or DATETIME(3), naming the
@@ -54,6 +65,7 @@ import (
 	"github.com/sqlinbox/inbox"
 	"github.com/sqlinbox/inbox/dialect"
 	"github.com/sqlinbox/inbox/internal/schema"
+	"github.com/sqlinbox/inbox/internal/sqlitewriter"
 	"github.com/sqlinbox/inbox/internal/stmt"
 )
 
@@ -90,7 +102,10 @@ const DefaultLease = 30 * time.Second
 // write one token into every row of the batch; extensions and settlements then name the
 // batch's ids (WHERE id IN (…) AND locked_until = token), one statement per kind of outcome,
 // so a batch of 16 acked rows costs one claim and one DELETE. A row whose lease ran out and
-// was taken no longer matches the token: it is left alone and reported, and the others settle.
+// was taken no longer matches the token: it is left alone, and the others settle; the error, an
+// *inbox.LeaseLostError, names exactly the rows left alone. To know them, each settlement
+// returns the ids it changed (RETURNING) on Postgres and SQLite, and on MySQL and MariaDB runs
+// in a transaction, committed when it changed every row it names (otherwise see SettleBatch).
 type Form[D dialect.Dialect] struct {
 	d   D
 	t   inbox.Table
@@ -124,11 +139,13 @@ type binding struct {
 
 	acks, retries *merger // Postgres and SQLite: settlements that arrive together share a statement
 
-	writer *sync.Mutex // SQLite: this process's one writer to the database (see sqliteWriter)
+	writer *sync.Mutex // SQLite: this process's one writer to the database (see package sqlitewriter)
+	own    *ownConn    // nil where the pool is unbounded or too small to keep one (keepOwn)
 
 	listedMu sync.Mutex
 	listed   map[listKey]*sql.Stmt // statements over an id list: by statement and list length
 	stamps   map[int]string        // SQLite: the claim's stamp by its number of ids
+	texts    map[*sql.Stmt]string  // every prepared statement's text, for the own connection
 
 	holdsMu sync.Mutex
 	holds   map[*hold]int64 // holds not yet ended, by row id: Close gives them back
@@ -170,7 +187,7 @@ func (f *Form[D]) Open(ctx context.Context, db *sql.DB, q inbox.Queue) (inbox.Pl
 		return inbox.Plan{}, fmt.Errorf("%w: table %q: this lease form is already open: build one form per consumer", inbox.ErrAlreadyConsuming, f.t.Name)
 	}
 	if err := f.d.Allows("lease"); err != nil {
-		return inbox.Plan{}, err
+		return inbox.Plan{}, fmt.Errorf("table %q, queue %q: %w", f.t.Name, q.Name, err)
 	}
 	lease := f.cfg.Lease
 	if lease == 0 {
@@ -195,7 +212,7 @@ func (f *Form[D]) Open(ctx context.Context, db *sql.DB, q inbox.Queue) (inbox.Pl
 		return inbox.Plan{}, fmt.Errorf("%w: table %q, lease column: %v", inbox.ErrSchema, f.t.Name, err)
 	}
 	if err := f.d.CheckServer(ctx, db); err != nil {
-		return inbox.Plan{}, fmt.Errorf("table %q: %w", f.t.Name, err)
+		return inbox.Plan{}, fmt.Errorf("table %q, queue %q: %w", f.t.Name, q.Name, err)
 	}
 	if err := schema.Verify(ctx, db, f.d, f.t, column); err != nil {
 		return inbox.Plan{}, err
@@ -206,17 +223,23 @@ func (f *Form[D]) Open(ctx context.Context, db *sql.DB, q inbox.Queue) (inbox.Pl
 		sql:    build(st, col),
 		listed: map[listKey]*sql.Stmt{},
 		stamps: map[int]string{},
+		texts:  map[*sql.Stmt]string{},
 		holds:  map[*hold]int64{},
 	}
 	if b.log == nil {
 		b.log = slog.New(slog.DiscardHandler)
+	}
+	// Taken before the statements are prepared, so that they are prepared on another
+	// connection, which the pool's statements then find them on.
+	if b.own, err = keepOwn(ctx, db, q.Transactional); err != nil {
+		return inbox.Plan{}, fmt.Errorf("inbox: table %q, queue %q: taking the form's own connection from the pool: %w", f.t.Name, q.Name, err)
 	}
 	if err := b.prepare(ctx); err != nil {
 		b.closeStatements()
 		return inbox.Plan{}, err
 	}
 	if f.d.Name() == "sqlite" {
-		b.writer = sqliteWriter(db)
+		b.writer = sqlitewriter.For(db)
 	}
 	if b.sql.ackPairs != nil {
 		b.acks = newMerger(b, "ack", b.sql.ackPairs, b.ack, func() []any {
@@ -232,6 +255,7 @@ func (f *Form[D]) Open(ctx context.Context, db *sql.DB, q inbox.Queue) (inbox.Pl
 		Table:           f.t.Name,
 		ExtendEvery:     lease / 2,
 		HoldsConnection: q.Transactional,
+		OwnConnection:   b.own != nil,
 		SerialClaims:    f.d.Name() == "sqlite",
 	}, nil
 }
@@ -245,7 +269,9 @@ func (b *binding) prepare(ctx context.Context) error {
 			return nil
 		}
 		var s *sql.Stmt
-		s, err = b.st.Prepare(ctx, b.db, what, query)
+		if s, err = b.st.Prepare(ctx, b.db, what, query); err == nil {
+			b.texts[s] = query
+		}
 		return s
 	}
 	if b.st.D.Name() == "sqlite" {
@@ -254,6 +280,7 @@ func (b *binding) prepare(ctx context.Context) error {
 		for _, s := range []*sql.Stmt{prep("claim", b.sql.claim), prep("claim stamp", b.sql.stamp(1))} {
 			if s != nil {
 				s.Close()
+				delete(b.texts, s)
 			}
 		}
 	} else {
@@ -269,8 +296,9 @@ func (b *binding) prepare(ctx context.Context) error {
 	return err
 }
 
+// closeStatements frees the prepared statements and gives the own connection back.
 func (b *binding) closeStatements() error {
-	var errs []error
+	errs := []error{b.own.close()}
 	for _, s := range []*sql.Stmt{b.claim, b.extend, b.ack, b.retry, b.retryAfter} {
 		if s != nil {
 			errs = append(errs, s.Close())
@@ -335,32 +363,31 @@ func (f *Form[D]) bound() (*binding, error) {
 	return f.b, nil
 }
 
-// sqliteWriters holds a lock per SQLite database (per *sql.DB) that this process's lease forms
-// take around each statement they run outside a transaction. SQLite lets one connection write
-// at a time, and a writer that finds the database locked sleeps in the busy handler, in steps
-// that grow to 100 ms, however soon the lock is free: claims and settlements of one process
-// that queue here instead run back to back. Writers in other processes still meet the busy
-// timeout.
-var sqliteWriters sync.Map // *sql.DB → *sync.Mutex
-
-func sqliteWriter(db *sql.DB) *sync.Mutex {
-	mu, _ := sqliteWriters.LoadOrStore(db, &sync.Mutex{})
-	return mu.(*sync.Mutex)
-}
-
 // writeTries bounds how often a guarded statement runs when the database reports a transient
 // conflict (dialect.Dialect.Retryable: SQLITE_BUSY, a deadlock, a lock wait timeout). Running
 // it again is safe: the token guard lets it change a row only while the lease holds.
 const writeTries = 5
 
-// exec runs one of the binding's statements outside a transaction, under the SQLite writer
-// lock, and again after a transient conflict.
+// exec runs one of the binding's statements outside a transaction, on the pool or, when it
+// has no connection to spare, on the form's own connection, under the SQLite writer lock, and
+// again after a transient conflict.
 func (b *binding) exec(ctx context.Context, s *sql.Stmt, args ...any) (res sql.Result, err error) {
 	err = b.written(ctx, func() (err error) {
-		res, err = s.ExecContext(ctx, args...)
+		if b.own.spare() {
+			res, err = s.ExecContext(ctx, args...)
+		} else {
+			res, err = b.own.exec(ctx, b.textOf(s), args)
+		}
 		return err
 	})
 	return res, err
+}
+
+// textOf is the text of one of the binding's prepared statements.
+func (b *binding) textOf(s *sql.Stmt) string {
+	b.listedMu.Lock()
+	defer b.listedMu.Unlock()
+	return b.texts[s]
 }
 
 // written runs write under the SQLite writer lock, and again after a transient conflict, up to
@@ -390,11 +417,15 @@ func (b *binding) write() (unlock func()) {
 	return b.writer.Unlock
 }
 
-// query runs one of the binding's statements that return rows outside a transaction, under the
-// SQLite writer lock until read holds the rows read and closed (SQLite writes as the rows are
-// stepped through), and again after a transient conflict that came before any row.
+// query runs one of the binding's statements that return rows outside a transaction, on the
+// pool or the form's own connection as exec does, under the SQLite writer lock until read holds
+// the rows read and closed (SQLite writes as the rows are stepped through), and again after a
+// transient conflict that came before any row.
 func (b *binding) query(ctx context.Context, s *sql.Stmt, args []any, read func(*sql.Rows) error) error {
 	return b.written(ctx, func() error {
+		if !b.own.spare() {
+			return b.own.query(ctx, b.textOf(s), args, read)
+		}
 		rows, err := s.QueryContext(ctx, args...)
 		if err != nil {
 			return err

@@ -64,24 +64,26 @@ func (f *Form[D]) Extend(ctx context.Context, d *inbox.Delivery) error {
 // statement returns the prepared statement what ("extend", "ack", "retry" or "retry after")
 // over h's rows, with its text: the single-row statement, or the one over the batch's ids.
 func (b *binding) statement(ctx context.Context, h *hold, what string) (*sql.Stmt, string, error) {
-	var single *sql.Stmt
-	var text string
-	var list func(int) string
-	switch what {
-	case "extend":
-		single, text, list = b.extend, b.sql.extend, b.sql.extendIn
-	case "ack":
-		single, text, list = b.ack, b.sql.ack, b.sql.ackIn
-	case "retry":
-		single, text, list = b.retry, b.sql.retry, b.sql.retryIn
-	default:
-		single, text, list = b.retryAfter, b.sql.retryAfter, b.sql.retryAfterIn
-	}
+	single, text, list := b.byName(what)
 	if h.batch == nil {
 		return single, text, nil
 	}
 	s, err := b.listStmt(ctx, what, list, h.size)
 	return s, list(h.size), err
+}
+
+// byName returns statement what ("extend", "ack", "retry" or "retry after"): the prepared
+// single-row statement, its text, and the text over n ids.
+func (b *binding) byName(what string) (*sql.Stmt, string, func(n int) string) {
+	switch what {
+	case "extend":
+		return b.extend, b.sql.extend, b.sql.extendIn
+	case "ack":
+		return b.ack, b.sql.ack, b.sql.ackIn
+	case "retry":
+		return b.retry, b.sql.retry, b.sql.retryIn
+	}
+	return b.retryAfter, b.sql.retryAfter, b.sql.retryAfterIn
 }
 
 // idArgs are the id arguments of h's statements: the row's id, or the batch's ids padded to

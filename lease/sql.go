@@ -34,6 +34,13 @@ type statements struct {
 	// the ids they changed (Postgres and SQLite; nil elsewhere). Arguments: now (the ack with
 	// processed_at only), then an id and its token per row.
 	ackPairs, retryPairs func(n int) string
+
+	// returning ends a batch's settlement so that it returns the ids it changed (Postgres and
+	// SQLite; empty elsewhere).
+	returning string
+	// heldIn locks those of n ids whose row still holds the token and returns their ids (MySQL
+	// and MariaDB, whose settlements cannot return them). Arguments: n ids, token.
+	heldIn func(n int) string
 }
 
 // build writes the statements for table st with lease column col (quoted).
@@ -78,7 +85,12 @@ func build(st *stmt.Table, col string) statements {
 		s.retryAfter = s.retryAfterIn(0)
 	}
 	s.extend, s.ack, s.retry = s.extendIn(0), s.ackIn(0), s.retryIn(0)
-	if st.D.Name() == "postgres" || st.D.Name() == "sqlite" {
+	if st.D.Name() != "postgres" && st.D.Name() != "sqlite" {
+		s.heldIn = func(n int) string {
+			return "SELECT " + q.ID + " FROM " + q.Name + guard(st, st.Params(), col, n) + " FOR UPDATE"
+		}
+	} else {
+		s.returning = " RETURNING " + q.ID
 		s.ackPairs = func(n int) string {
 			p := st.Params()
 			if q.ProcessedAt != "" {

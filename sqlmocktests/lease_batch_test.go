@@ -3,6 +3,7 @@ package sqlmocktests
 import (
 	"context"
 	"database/sql/driver"
+	"errors"
 	"strconv"
 	"strings"
 	"testing"
@@ -27,6 +28,32 @@ func inList(c leaseCase, single string, n int) string {
 		ids[i] = "$" + strconv.Itoa(k+i)
 	}
 	return single[:at] + `"id" IN (` + strings.Join(ids, ", ") + `) AND "locked_until" = $` + strconv.Itoa(k+n)
+}
+
+// leaseBatchSettle returns what expects one statement of a batch's settlement that changes the
+// rows changed, each of the ids it names: on Postgres and SQLite the statement returning the ids
+// it changed; on MySQL and MariaDB the statement in a transaction, committed.
+func leaseBatchSettle(m *recorder, c leaseCase, prepare func(string)) func(query string, args []driver.Value, changed ...int64) {
+	return func(query string, args []driver.Value, changed ...int64) {
+		if c.mysqlFamily() {
+			prepare(query)
+			m.mock.ExpectBegin()
+			m.mock.ExpectExec(query).WithArgs(args...).WillReturnResult(leaseResult(int64(len(changed))))
+			m.mock.ExpectCommit()
+			return
+		}
+		if c.name == "postgres" {
+			query += ` RETURNING "id"`
+		} else {
+			query += " RETURNING `id`"
+		}
+		prepare(query)
+		rows := m.mock.NewRows([]string{"id"})
+		for _, id := range changed {
+			rows.AddRow(id)
+		}
+		m.mock.ExpectQuery(query).WithArgs(args...).WillReturnRows(rows)
+	}
 }
 
 // TestLeaseBatchSequence pins a batch's statements: one claim of up to 4 rows under one token
@@ -62,12 +89,9 @@ func TestLeaseBatchSequence(t *testing.T) {
 			extend := inList(c, st.extend, 4)
 			prepare(extend)
 			m.mock.ExpectExec(extend).WithArgs(append(append([]driver.Value{leaseTime{want: time.Now().Add(lease.DefaultLease), into: &extended}}, ids...), leaseSame{&claimed})...).WillReturnResult(leaseResult(3))
-			ack := inList(c, st.ack, 4)
-			prepare(ack)
-			m.mock.ExpectExec(ack).WithArgs(int64(7), int64(9), int64(9), int64(9), leaseSame{&extended}).WillReturnResult(leaseResult(2))
-			retryAfter := inList(c, st.retryAfter, 4)
-			prepare(retryAfter)
-			m.mock.ExpectExec(retryAfter).WithArgs(leaseTime{want: time.Now().Add(time.Minute)}, int64(8), int64(8), int64(8), int64(8), leaseSame{&extended}).WillReturnResult(leaseResult(1))
+			settle := leaseBatchSettle(m, c, prepare)
+			settle(inList(c, st.ack, 4), []driver.Value{int64(7), int64(9), int64(9), int64(9), leaseSame{&extended}}, 7, 9)
+			settle(inList(c, st.retryAfter, 4), []driver.Value{leaseTime{want: time.Now().Add(time.Minute)}, int64(8), int64(8), int64(8), int64(8), leaseSame{&extended}}, 8)
 
 			ds, err := f.ClaimBatch(ctx, 4)
 			if err != nil {
@@ -86,6 +110,73 @@ func TestLeaseBatchSequence(t *testing.T) {
 				t.Fatal(err)
 			}
 			if err := m.mock.ExpectationsWereMet(); err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+}
+
+// TestLeaseBatchLostSequence pins how a batch's settlement learns which rows it changed when a
+// row's lease was lost (row 9, to be acked): on Postgres and SQLite from the statement's
+// RETURNING; on MySQL and MariaDB the statement changes fewer rows than it names, so its
+// transaction rolls back, the rows still holding the token are locked and read, and the
+// statement runs again over those alone. The error names row 9 alone.
+func TestLeaseBatchLostSequence(t *testing.T) {
+	for _, c := range leaseCases {
+		t.Run(c.name, func(t *testing.T) {
+			ctx := context.Background()
+			m := newRecorder(t, 1)
+			st := c.jobs
+			expectOpen(m, c, st, "jobs")
+			f := lease.New(c.d, leaseJobs, nil)
+			if _, err := f.Open(ctx, m.db, inbox.Queue{}); err != nil {
+				t.Fatal(err)
+			}
+			batch := st
+			if c.mysqlFamily() {
+				batch.stamp = strings.Replace(st.stamp, "IN (?)", "IN (?, ?, ?, ?)", 1)
+				m.mock.ExpectPrepare(batch.stamp).WillBeClosed()
+			}
+			var claimed driver.Value
+			expectClaimOf(m, c, batch, 4, true, &claimed, leaseClaimed{7, 1}, leaseClaimed{8, 1}, leaseClaimed{9, 1})
+			prepare := func(query string) {
+				m.mock.ExpectPrepare(query).WillBeClosed()
+				if c.name == "sqlite" {
+					m.mock.ExpectQuery("EXPLAIN " + query).WithArgs(make([]driver.Value, strings.Count(query, "?"))...).
+						WillReturnRows(m.mock.NewRows([]string{"addr", "opcode"}))
+				}
+			}
+			ack, retry := inList(c, st.ack, 4), inList(c, st.retry, 4)
+			acks := []driver.Value{int64(7), int64(9), int64(9), int64(9), leaseSame{&claimed}}
+			if c.mysqlFamily() {
+				held := "SELECT `id` FROM `jobs` WHERE `id` IN (?, ?, ?, ?) AND `locked_until` = ? FOR UPDATE"
+				prepare(ack)
+				m.mock.ExpectBegin()
+				m.mock.ExpectExec(ack).WithArgs(acks...).WillReturnResult(leaseResult(1))
+				m.mock.ExpectRollback()
+				prepare(held)
+				m.mock.ExpectBegin()
+				m.mock.ExpectQuery(held).WithArgs(acks...).WillReturnRows(m.mock.NewRows([]string{"id"}).AddRow(int64(7)))
+				m.mock.ExpectExec(ack).WithArgs(int64(7), int64(7), int64(7), int64(7), leaseSame{&claimed}).WillReturnResult(leaseResult(1))
+				m.mock.ExpectCommit()
+			} else {
+				leaseBatchSettle(m, c, prepare)(ack, acks, 7)
+			}
+			leaseBatchSettle(m, c, prepare)(retry, []driver.Value{int64(8), int64(8), int64(8), int64(8), leaseSame{&claimed}}, 8)
+
+			ds, err := f.ClaimBatch(ctx, 4)
+			if err != nil || len(ds) != 3 {
+				t.Fatalf("ClaimBatch: %v, %v", ds, err)
+			}
+			err = f.SettleBatch(ctx, ds, []outcome.Outcome{outcome.Ack(), outcome.Retry(), outcome.Ack()})
+			var lost *inbox.LeaseLostError
+			if !errors.Is(err, inbox.ErrLeaseLost) || !errors.As(err, &lost) || len(lost.IDs) != 1 || lost.IDs[0] != 9 || lost.Table != "jobs" {
+				t.Fatalf("SettleBatch: %v (%+v), want a *inbox.LeaseLostError of table jobs naming row 9 alone", err, lost)
+			}
+			if !strings.Contains(err.Error(), "rows [9]") {
+				t.Errorf("the error does not name row 9: %v", err)
+			}
+			if err := f.Close(); err != nil {
 				t.Fatal(err)
 			}
 		})

@@ -1,0 +1,242 @@
+package integration
+
+import (
+	"context"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/sqlinbox/inbox"
+	"github.com/sqlinbox/inbox/lease"
+	"github.com/sqlinbox/inbox/outcome"
+)
+
+// poolBackends are the servers of the pool tests: Postgres and MariaDB.
+func poolBackends(t *testing.T) []backend {
+	var bs []backend
+	for _, b := range backends(t, false) {
+		if b.name == "postgres" || b.name == "mariadb" {
+			bs = append(bs, b)
+		}
+	}
+	return bs
+}
+
+// poolWaitLogged reports whether log has the consumer's line about waiting on the pool, naming
+// MaxOpenConns and its value.
+func poolWaitLogged(log string, maxOpen int) bool {
+	for _, line := range strings.Split(log, "\n") {
+		if strings.Contains(line, "SetMaxOpenConns") && strings.Contains(line, "max_open_conns="+strconv.Itoa(maxOpen)) {
+			return true
+		}
+	}
+	return false
+}
+
+// TestPoolWaitLoggedHoldingForms: in the row lock and advisory forms each delivery in work holds
+// a pooled connection, so with the pool at the consumer's budget (workers + 1) handlers that
+// each take two connections from db wait for one for good. The consumer says so in the log,
+// naming MaxOpenConns, and Run still returns at its shutdown timeout.
+func TestPoolWaitLoggedHoldingForms(t *testing.T) {
+	for _, form := range []string{"rowlock", "advisory"} {
+		for _, b := range poolBackends(t) {
+			t.Run(form+"/"+b.name, func(t *testing.T) {
+				const workers = 2
+				db := b.open(t, workers+1)
+				tbl := fullTable(tableName(t))
+				b.createTable(t, db, tbl)
+				leasePublish(t, b, db, tbl, inbox.Message{Payload: []byte("a")}, inbox.Message{Payload: []byte("b")})
+
+				var mu sync.Mutex
+				started := 0
+				allIn := make(chan struct{}) // closed once both deliveries are in work, each holding its connection
+				h := inbox.HandlerFunc(func(ctx context.Context, d *inbox.Delivery) outcome.Outcome {
+					mu.Lock()
+					if started++; started == workers {
+						close(allIn)
+					}
+					mu.Unlock()
+					select {
+					case <-allIn:
+					case <-ctx.Done():
+						return outcome.Retry()
+					}
+					first, err := db.Conn(ctx)
+					if err != nil {
+						return outcome.Retry()
+					}
+					defer first.Close()
+					second, err := db.Conn(ctx)
+					if err != nil {
+						return outcome.Retry()
+					}
+					second.Close()
+					return outcome.Ack()
+				})
+				var log logBuffer
+				c := cell{b: b, form: form}
+				stop := runConsumer(t, db, c.newForm(t, tbl), h, &inbox.Config{Workers: workers, ShutdownTimeout: time.Second, Logger: log.Logger()})
+				deadline := time.Now().Add(30 * time.Second)
+				for !poolWaitLogged(log.String(), workers+1) {
+					if time.Now().After(deadline) {
+						t.Fatalf("30 s with handlers waiting on a pool of %d and no line naming MaxOpenConns in the log:\n%s", workers+1, log.String())
+					}
+					time.Sleep(100 * time.Millisecond)
+				}
+				stop()
+				t.Log(log.String())
+			})
+		}
+	}
+}
+
+// TestPoolLeaseKeepsItsLease: with the pool at the budget of a lease consumer of two workers
+// (three connections), one handler holds two connections from db for eight leases while the
+// other holds one and waits for another. The consumer's own statements do not wait behind them:
+// the leases are extended all along (no row's lease runs out, no extension fails), both rows are
+// acked, each delivered once, and the consumer logs the handlers' wait naming MaxOpenConns.
+func TestPoolLeaseKeepsItsLease(t *testing.T) {
+	for _, b := range poolBackends(t) {
+		t.Run(b.name, func(t *testing.T) {
+			const workers = 2
+			db := b.open(t, workers+1)
+			watch := b.open(t, 2) // another process's view of the table
+			tbl := fullTable(tableName(t))
+			b.createTable(t, db, tbl)
+			leasePublish(t, b, db, tbl, inbox.Message{Payload: []byte("a")}, inbox.Message{Payload: []byte("b")})
+			name := quoted(t, b, tbl.Name)
+
+			var (
+				mu        sync.Mutex
+				started   int
+				delivered = map[int64]int{}
+			)
+			holding := make(chan struct{}) // closed once the first handler holds two connections
+			h := inbox.HandlerFunc(func(ctx context.Context, d *inbox.Delivery) outcome.Outcome {
+				mu.Lock()
+				started++
+				first := started == 1
+				delivered[d.ID]++
+				mu.Unlock()
+				if !first {
+					select {
+					case <-holding:
+					case <-ctx.Done():
+						return outcome.Retry()
+					}
+				}
+				a, err := db.Conn(ctx)
+				if err != nil {
+					return outcome.Retry()
+				}
+				defer a.Close()
+				b, err := db.Conn(ctx)
+				if err != nil {
+					return outcome.Retry()
+				}
+				defer b.Close()
+				if first {
+					close(holding)
+					time.Sleep(8 * time.Second)
+				}
+				return outcome.Ack()
+			})
+			var log logBuffer
+			stop := runConsumer(t, db, lease.New(b.dialect, tbl, &lease.Config{Lease: time.Second}), h,
+				&inbox.Config{Workers: workers, Logger: log.Logger()})
+
+			<-holding
+			expired := "SELECT COUNT(*) FROM " + name + " WHERE processed_at IS NULL AND (locked_until IS NULL OR locked_until < " + b.dialect.Placeholder(1) + ")"
+			for i := range 12 { // six seconds of the eight the first handler holds its connections
+				time.Sleep(500 * time.Millisecond)
+				if n := count(t, watch, expired, b.dialect.Time(time.Now())); n != 0 {
+					t.Fatalf("%d rows in work with their lease run out, %v into the handlers' wait:\n%s", n, time.Duration(i+1)*500*time.Millisecond, log.String())
+				}
+			}
+			deadline := time.Now().Add(60 * time.Second)
+			for count(t, watch, "SELECT COUNT(*) FROM "+name+" WHERE processed_at IS NULL") != 0 {
+				if time.Now().After(deadline) {
+					mu.Lock()
+					t.Fatalf("60 s and the rows are not both acked (deliveries %v, pool %+v):\n%s", delivered, db.Stats(), log.String())
+				}
+				time.Sleep(100 * time.Millisecond)
+			}
+			stop()
+			mu.Lock()
+			defer mu.Unlock()
+			for id, n := range delivered {
+				if n != 1 {
+					t.Errorf("row %d delivered %d times, want once", id, n)
+				}
+			}
+			out := log.String()
+			for _, bad := range []string{"extending a hold failed", "lease lost"} {
+				if strings.Contains(out, bad) {
+					t.Errorf("the log says %q:\n%s", bad, out)
+				}
+			}
+			if !poolWaitLogged(out, workers+1) {
+				t.Errorf("no line naming MaxOpenConns in the log of a consumer whose handler waited 8 s on the pool:\n%s", out)
+			}
+		})
+	}
+}
+
+// TestPoolLeaseOwnConnectionReplaced: the lease form's own connection, killed from the server's
+// side and left idle for a second, is found dead before a statement is sent on it and replaced
+// from the pool, as a pooled connection handed out again would be: with the pool's other
+// connections taken, so that the form's statements run on its own, an extension and the ack
+// after it succeed.
+func TestPoolLeaseOwnConnectionReplaced(t *testing.T) {
+	for _, b := range poolBackends(t) {
+		t.Run(b.name, func(t *testing.T) {
+			ctx := context.Background()
+			c := cell{b: b, form: "lease"}
+			admin := b.open(t, 2)
+			db, hooks, err := hookedDB(b, b.dsn, func(hookEvent) {})
+			if err != nil {
+				t.Fatal(err)
+			}
+			db.SetMaxOpenConns(3)
+			t.Cleanup(func() { db.Close() })
+			tbl := withAttempt(tableName(t))
+			b.createTable(t, admin, tbl)
+			leasePublish(t, b, admin, tbl, inbox.Message{Payload: []byte("p")})
+			f := leaseForm(t, b, db, tbl, nil, inbox.Queue{})
+			d := leaseClaim(t, f, 1, 1)[0]
+
+			sessions := hooks.sessions()
+			if len(sessions) < 2 {
+				t.Fatalf("the pool has %d connections open after Open and a claim, want the form's own and another", len(sessions))
+			}
+			for _, id := range sessions {
+				if err := c.killSession(ctx, admin, id); err != nil {
+					t.Fatal(err)
+				}
+			}
+			// pgx checks a connection handed out again once it has been idle for a second; the
+			// MySQL driver at every hand-out.
+			time.Sleep(1100 * time.Millisecond)
+			for range 2 {
+				conn, err := db.Conn(ctx)
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer conn.Close()
+			}
+			ctx, cancel := context.WithTimeout(ctx, 10*time.Second) // a statement waiting on the pool would wait for good
+			defer cancel()
+			if err := f.Extend(ctx, d); err != nil {
+				t.Fatalf("the extension after the own connection was killed: %v", err)
+			}
+			if err := f.Settle(ctx, d, outcome.Ack()); err != nil {
+				t.Fatalf("the ack after the own connection was killed: %v", err)
+			}
+			if n := count(t, admin, "SELECT COUNT(*) FROM "+quoted(t, b, tbl.Name)); n != 0 {
+				t.Fatalf("%d rows left after the ack, want none", n)
+			}
+		})
+	}
+}
