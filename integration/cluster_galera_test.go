@@ -57,10 +57,15 @@ func TestClusterGalera(t *testing.T) {
 					return
 				}
 				// The lease form's token is a write: two claims of one row on two nodes
-				// conflict at commit (certification, 1213) and one of them fails, so each row
-				// is handled once and its side effects land once, as on one server.
-				if got.twice > 0 || got.overlapped > 0 || got.dupSettled > 0 || got.dupEffects > 0 || got.noEffect > 0 {
-					t.Errorf("the lease form on three nodes: %s; want every row handled, settled and written once", got)
+				// conflict at commit (certification, 1213) and one of them fails, so no row is
+				// in work twice at once and each settles once. Outside transactional mode a
+				// guarded settlement that fails certification runs again, so each row is
+				// handled once; in transactional mode the Ack's COMMIT that fails
+				// certification rolls the handler's writes back, and the row is handled
+				// again, its side effects landing once all the same.
+				twice := got.twice > 0 && !w.transactional
+				if got.lost > 0 || twice || got.overlapped > 0 || got.dupSettled > 0 || got.dupEffects > 0 || got.noEffect > 0 {
+					t.Errorf("the lease form on three nodes: %s; want every row settled and written once, and handled once outside transactional mode", got)
 				}
 			}})
 		}
