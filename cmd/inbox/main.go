@@ -1,11 +1,17 @@
-// Command inbox is the library's command-line tool. Today it runs the demo: a queue in a
-// database table, drained by a consumer.
+// Command inbox is the library's command-line tool.
 //
-//	go run ./cmd/inbox demo                      # embedded SQLite, no server needed
-//	go run ./cmd/inbox demo -n 20000 -workers 8
-//	go run ./cmd/inbox demo -dsn 'postgres://postgres@127.0.0.1:5432/test?sslmode=disable'
-//	go run ./cmd/inbox demo -dsn 'mysql://root@tcp(127.0.0.1:3306)/test'
-//	go run ./cmd/inbox version
+//	go install github.com/sqlinbox/inbox/cmd/inbox@latest   # or, in a checkout: go run ./cmd/inbox
+//
+//	inbox demo                      # a queue in an embedded SQLite file, no server needed
+//	inbox demo -n 20000 -workers 8
+//	inbox demo -dsn 'postgres://postgres@127.0.0.1:5432/test?sslmode=disable'
+//	inbox demo -dsn 'mariadb://root@tcp(127.0.0.1:3306)/test'
+//	inbox version
+//
+// Every command that reaches a database takes it from -dsn, or else from $INBOX_DSN; the DSN's
+// scheme picks the driver and the dialect (inbox -h lists them), and no output shows its
+// password. inbox exits with 0 when the command succeeded, 1 when it failed, and 2 when the
+// command line is wrong; errors go to standard error.
 //
 // The benchmarks are commands of the bench/ module: go run ./bench/cmd/throughput and
 // go run ./bench/cmd/peers.
@@ -13,60 +19,200 @@ package main
 
 import (
 	"context"
+	"errors"
+	"flag"
 	"fmt"
+	"io"
 	"os"
 	"os/signal"
-	"runtime"
-	"runtime/debug"
+	"sort"
+	"strings"
+	"sync"
+	"syscall"
 )
 
-const usage = `usage: inbox <command> [flags]
-
-commands:
-  demo      publish messages to a table and drain them with a lease consumer (inbox demo -h)
-  version   print the versions of this command, the library and Go
-`
-
-func main() {
-	if len(os.Args) < 2 {
-		fmt.Fprint(os.Stderr, usage)
-		os.Exit(2)
-	}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
-	defer stop()
-	var err error
-	switch os.Args[1] {
-	case "demo":
-		err = demo(ctx, os.Args[2:])
-	case "version":
-		fmt.Println(version())
-	case "-h", "-help", "--help", "help":
-		fmt.Print(usage)
-		return
-	default:
-		fmt.Fprintf(os.Stderr, "inbox: unknown command %q\n%s", os.Args[1], usage)
-		os.Exit(2)
-	}
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "inbox:", err)
-		os.Exit(1)
-	}
+// A command is one of inbox's subcommands, in a file of its own. run gets the arguments after
+// the command's name.
+type command struct {
+	name, summary string
+	run           func(ctx context.Context, s *session, args []string) error
 }
 
-// version names the command's module version, the library's it was built with, and Go's, as the
-// build recorded them: "(devel)" for a build from a checkout.
-func version() string {
-	cmd, lib := "unknown", "unknown"
-	if bi, ok := debug.ReadBuildInfo(); ok {
-		cmd = bi.Main.Version
-		for _, m := range bi.Deps {
-			if m.Path == "github.com/sqlinbox/inbox" {
-				lib = m.Version
-				if m.Replace != nil {
-					lib += " (replaced by " + m.Replace.Path + ")"
-				}
-			}
+// commands are the subcommands, in the order the usage lists them.
+var commands = []command{
+	{"demo", "publish messages to a table of its own and drain them with a lease consumer", demo},
+	{"version", "print the versions of this command, the library and Go", version},
+}
+
+func usage(w io.Writer) {
+	fmt.Fprint(w, "usage: inbox <command> [flags]\n\ncommands:\n")
+	for _, c := range commands {
+		fmt.Fprintf(w, "  %-9s %s\n", c.name, c.summary)
+	}
+	fmt.Fprint(w, "\n'inbox <command> -h' lists a command's flags.\n\n", dsnHelp)
+}
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr, os.Getenv)
+	stop()
+	os.Exit(code)
+}
+
+// run runs the command args[0] names with the rest of args, and returns the exit status: 0
+// when it succeeded, 1 when it failed, 2 when the command line is wrong, 130 when it was
+// interrupted.
+func run(ctx context.Context, args []string, stdout, stderr io.Writer, getenv func(string) string) int {
+	s := &session{stdout: &scrubber{w: stdout}, stderr: &scrubber{w: stderr}, getenv: getenv}
+	if len(args) == 0 {
+		usage(s.stderr)
+		return 2
+	}
+	switch args[0] {
+	case "help", "-h", "-help", "--help":
+		usage(s.stdout)
+		return 0
+	}
+	for _, c := range commands {
+		if c.name != args[0] {
+			continue
+		}
+		err := c.run(ctx, s, args[1:])
+		var bad usageError
+		switch {
+		case err == nil, errors.Is(err, flag.ErrHelp):
+			return 0
+		case errors.Is(err, errFlags):
+			return 2 // the flag package has printed what is wrong, and the usage
+		case errors.As(err, &bad):
+			fmt.Fprintf(s.stderr, "inbox %s: %v\n'inbox %s -h' lists its flags.\n", c.name, err, c.name)
+			return 2
+		case ctx.Err() != nil && errors.Is(err, context.Canceled):
+			fmt.Fprintf(s.stderr, "inbox %s: interrupted\n", c.name)
+			return 130
+		default:
+			fmt.Fprintf(s.stderr, "inbox %s: %v\n", c.name, err)
+			return 1
 		}
 	}
-	return fmt.Sprintf("inbox %s, library github.com/sqlinbox/inbox %s, %s", cmd, lib, runtime.Version())
+	fmt.Fprintf(s.stderr, "inbox: unknown command %q\n\n", args[0])
+	usage(s.stderr)
+	return 2
+}
+
+// A session is what a command runs with: its output streams, which hide the password of every
+// DSN the session has parsed, and the environment.
+type session struct {
+	stdout, stderr *scrubber
+	getenv         func(string) string
+}
+
+// flags returns the flag set of command name, printing its usage (head, then the flags) and
+// its errors to standard error.
+func (s *session) flags(name, head string) *flag.FlagSet {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.SetOutput(s.stderr)
+	fs.Usage = func() {
+		fmt.Fprintf(s.stderr, "usage: inbox %s [flags]\n\n%s\n\nflags:\n", name, strings.TrimSpace(head))
+		fs.PrintDefaults()
+		if fs.Lookup("dsn") != nil {
+			fmt.Fprint(s.stderr, "\n", dsnHelp)
+		}
+	}
+	return fs
+}
+
+// parse parses args into fs; a command takes no arguments besides its flags.
+func (s *session) parse(fs *flag.FlagSet, args []string) error {
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return err
+		}
+		return errFlags
+	}
+	if fs.NArg() > 0 {
+		return usagef("unexpected argument %q", fs.Arg(0))
+	}
+	return nil
+}
+
+// dsnFlag registers -dsn, the database of every command that reaches one (see session.target).
+func dsnFlag(fs *flag.FlagSet, fallback string) *string {
+	return fs.String("dsn", "", "the database, by a DSN (below); default $INBOX_DSN, or else "+fallback)
+}
+
+// target parses the DSN a command was given (its -dsn flag, or else $INBOX_DSN) and hides its
+// password in the session's output from now on, whether it parses or not. An empty DSN returns
+// ok false. A DSN that does not parse is a usage error.
+func (s *session) target(flagValue string) (t target, ok bool, err error) {
+	dsn := flagValue
+	if dsn == "" {
+		dsn = s.getenv("INBOX_DSN")
+	}
+	if dsn == "" {
+		return target{}, false, nil
+	}
+	t, err = parseDSN(dsn)
+	t.fromEnv = flagValue == ""
+	s.stdout.hide(t.secrets...)
+	s.stderr.hide(t.secrets...)
+	if err != nil {
+		if t.fromEnv {
+			err = fmt.Errorf("$INBOX_DSN: %w", err)
+		}
+		return t, false, usageError{err}
+	}
+	return t, true, nil
+}
+
+// usageError is a mistake in the command line: run prints it and exits with 2.
+type usageError struct{ err error }
+
+func (e usageError) Error() string { return e.err.Error() }
+func (e usageError) Unwrap() error { return e.err }
+
+func usagef(format string, args ...any) error { return usageError{fmt.Errorf(format, args...)} }
+
+// errFlags is a command line the flag package refused, and has said why.
+var errFlags = errors.New("bad flags")
+
+// A scrubber writes to w with every secret it was told to hide replaced by xxxxx. Each Write is
+// scrubbed alone, so a secret split across two writes would pass: every line here is written
+// whole. Writes are serialized, since the consumer's logger writes from its own goroutines.
+type scrubber struct {
+	mu      sync.Mutex
+	w       io.Writer
+	secrets []string
+	r       *strings.Replacer
+}
+
+// hide adds secrets to those the scrubber replaces.
+func (s *scrubber) hide(secrets ...string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, x := range secrets {
+		if x != "" {
+			s.secrets = append(s.secrets, x)
+		}
+	}
+	// The longest first, so that a secret containing another is replaced whole.
+	sort.SliceStable(s.secrets, func(i, j int) bool { return len(s.secrets[i]) > len(s.secrets[j]) })
+	pairs := make([]string, 0, 2*len(s.secrets))
+	for _, x := range s.secrets {
+		pairs = append(pairs, x, hidden)
+	}
+	s.r = strings.NewReplacer(pairs...)
+}
+
+func (s *scrubber) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	text := string(p)
+	if s.r != nil {
+		text = s.r.Replace(text)
+	}
+	if _, err := io.WriteString(s.w, text); err != nil {
+		return 0, err
+	}
+	return len(p), nil
 }
