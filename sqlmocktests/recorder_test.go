@@ -45,6 +45,15 @@ func newRecorder(t *testing.T, maxOpen int) *recorder {
 	m.db = sql.OpenDB(recorderConnector{drv: base.Driver(), dsn: dsn, m: m})
 	m.db.SetMaxOpenConns(maxOpen)
 	t.Cleanup(func() {
+		// A transaction rolled back in the background (a settlement refused while the
+		// handler's statement ran) returns its connection, and closes the statements left on
+		// it, a moment after its ROLLBACK; the expectations are read once that is done.
+		for deadline := time.Now().Add(5 * time.Second); m.db.Stats().InUse > 0; time.Sleep(time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Errorf("%d connections still in use when the test ended: a transaction was left open", m.db.Stats().InUse)
+				break
+			}
+		}
 		m.db.Close()
 		base.Close()
 		if err := mock.ExpectationsWereMet(); err != nil {
