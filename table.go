@@ -19,6 +19,8 @@ import (
 //	Priority     integer, NOT NULL DEFAULT 0
 //	RetryAfter   timestamp, NULL
 //	Headers      text holding a JSON object of strings, NULL
+//	DeadAt       timestamp, NULL
+//	LastError    text, NULL
 //
 // Timestamps are written in UTC to the microsecond; on SQLite as fixed-width text (see
 // dialect.SQLiteTimeLayout). Every form checks the types at Open and fails with ErrSchema,
@@ -57,6 +59,13 @@ type Table struct {
 	RetryAfter string
 	// Headers names the column that carries a JSON object of string headers with the row.
 	Headers string
+	// DeadAt names the column stamped when a row dies: it failed permanently, or ran out of
+	// attempts. Claims pass over a dead row, which is kept to be inspected and requeued. Without
+	// it a row that dies is dropped, and the consumer logs it with its last error.
+	DeadAt string
+	// LastError names the column that keeps the text of the error of a row's last failed
+	// delivery (bounded in length), for inspection.
+	LastError string
 }
 
 // Validate reports a description that cannot work whatever the database: no table name, no id
@@ -114,6 +123,7 @@ func (t *Table) roles() []role {
 	return []role{
 		{"ID", &t.ID}, {"Payload", &t.Payload}, {"Attempt", &t.Attempt},
 		{"ProcessedAt", &t.ProcessedAt}, {"Group", &t.Group}, {"Priority", &t.Priority},
-		{"RetryAfter", &t.RetryAfter}, {"Headers", &t.Headers},
+		{"RetryAfter", &t.RetryAfter}, {"Headers", &t.Headers}, {"DeadAt", &t.DeadAt},
+		{"LastError", &t.LastError},
 	}
 }

@@ -45,7 +45,7 @@ func postgresNeeds(r Role) string {
 	switch r {
 	case ID, Attempt, Priority:
 		return "an integer type (SMALLINT, INTEGER or BIGINT)"
-	case ProcessedAt, RetryAfter:
+	case ProcessedAt, RetryAfter, DeadAt:
 		return "a timestamp (TIMESTAMPTZ, or TIMESTAMP)"
 	case Lease:
 		return "a timestamp that keeps microseconds (TIMESTAMPTZ or TIMESTAMP, with no precision below 6)"
@@ -63,7 +63,7 @@ func postgresFits(r Role, c Column, _ bool) string {
 		if !slices.Contains(postgresIntegers, c.Base) {
 			return "not an integer type"
 		}
-	case ProcessedAt, RetryAfter, Lease:
+	case ProcessedAt, RetryAfter, DeadAt, Lease:
 		if !slices.Contains(postgresTimes, c.Base) {
 			return "not a timestamp"
 		}
@@ -78,7 +78,7 @@ func postgresFits(r Role, c Column, _ bool) string {
 		if !slices.Contains(postgresTexts, c.Base) && !slices.Contains(postgresJSON, c.Base) && c.Base != "bytea" {
 			return "neither bytes nor text"
 		}
-	case Headers:
+	case Headers, LastError:
 		if !slices.Contains(postgresTexts, c.Base) && !slices.Contains(postgresJSON, c.Base) {
 			return "not text"
 		}
@@ -94,7 +94,7 @@ func postgresType(r Role, c Column) string {
 		return "BIGINT"
 	case Attempt, Priority:
 		return "INTEGER"
-	case ProcessedAt, RetryAfter, Lease:
+	case ProcessedAt, RetryAfter, DeadAt, Lease:
 		if c.Base == "timestamp" {
 			return "TIMESTAMP"
 		}
@@ -122,7 +122,7 @@ func postgresFix(table, col string, r Role, c Column) string {
 func postgresAdd(table, col string, r Role) string {
 	def := map[Role]string{
 		ID: "BIGSERIAL PRIMARY KEY", Attempt: "INTEGER NOT NULL DEFAULT 0", Priority: "INTEGER NOT NULL DEFAULT 0",
-		Group: "TEXT NOT NULL DEFAULT ''", Payload: "BYTEA", Headers: "TEXT",
+		Group: "TEXT NOT NULL DEFAULT ''", Payload: "BYTEA", Headers: "TEXT", LastError: "TEXT",
 	}[r]
 	if def == "" {
 		def = "TIMESTAMPTZ"
@@ -143,7 +143,7 @@ func mysqlNeeds(r Role) string {
 	switch r {
 	case ID, Attempt, Priority:
 		return "an integer type (INT, BIGINT, …)"
-	case ProcessedAt, RetryAfter:
+	case ProcessedAt, RetryAfter, DeadAt:
 		return "a time (DATETIME(6), or TIMESTAMP)"
 	case Lease:
 		return "a time that keeps microseconds (DATETIME(6), or TIMESTAMP(6))"
@@ -161,7 +161,7 @@ func mysqlFits(r Role, c Column, _ bool) string {
 		if !slices.Contains(mysqlIntegers, c.Base) {
 			return "not an integer type"
 		}
-	case ProcessedAt, RetryAfter, Lease:
+	case ProcessedAt, RetryAfter, DeadAt, Lease:
 		if !slices.Contains(mysqlTimes, c.Base) {
 			return "not a time"
 		}
@@ -176,7 +176,7 @@ func mysqlFits(r Role, c Column, _ bool) string {
 		if !slices.Contains(mysqlTexts, c.Base) && !slices.Contains(mysqlBinaries, c.Base) && c.Base != "json" {
 			return "neither bytes nor text"
 		}
-	case Headers:
+	case Headers, LastError:
 		if !slices.Contains(mysqlTexts, c.Base) && c.Base != "json" {
 			return "not text"
 		}
@@ -200,7 +200,7 @@ func mysqlFix(table, col string, r Role, c Column) string {
 		}
 	case Attempt, Priority:
 		def = "INT" + null + " DEFAULT 0"
-	case ProcessedAt, RetryAfter, Lease:
+	case ProcessedAt, RetryAfter, DeadAt, Lease:
 		def = "DATETIME(6)" + null
 		if c.Base == "timestamp" {
 			def = "TIMESTAMP(6)" + null
@@ -218,7 +218,7 @@ func mysqlFix(table, col string, r Role, c Column) string {
 func mysqlAdd(table, col string, r Role) string {
 	def := map[Role]string{
 		ID: "BIGINT AUTO_INCREMENT PRIMARY KEY", Attempt: "INT NOT NULL DEFAULT 0", Priority: "INT NOT NULL DEFAULT 0",
-		Group: "VARCHAR(191) NOT NULL DEFAULT ''", Payload: "LONGBLOB", Headers: "TEXT",
+		Group: "VARCHAR(191) NOT NULL DEFAULT ''", Payload: "LONGBLOB", Headers: "TEXT", LastError: "TEXT",
 	}[r]
 	if def == "" {
 		def = "DATETIME(6) NULL"

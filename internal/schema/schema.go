@@ -35,11 +35,13 @@ const (
 	Priority
 	RetryAfter
 	Headers
+	DeadAt
+	LastError
 	Lease
 )
 
 func (r Role) String() string {
-	return [...]string{"ID", "Payload", "Attempt", "ProcessedAt", "Group", "Priority", "RetryAfter", "Headers", "lease column"}[r]
+	return [...]string{"ID", "Payload", "Attempt", "ProcessedAt", "Group", "Priority", "RetryAfter", "Headers", "DeadAt", "LastError", "lease column"}[r]
 }
 
 // Named is a column a description names, by its role.
@@ -55,7 +57,7 @@ func Describe(t inbox.Table, lease string) []Named {
 	for _, n := range []Named{
 		{ID, t.ID}, {Payload, t.Payload}, {Attempt, t.Attempt}, {ProcessedAt, t.ProcessedAt},
 		{Group, t.Group}, {Priority, t.Priority}, {RetryAfter, t.RetryAfter}, {Headers, t.Headers},
-		{Lease, lease},
+		{DeadAt, t.DeadAt}, {LastError, t.LastError}, {Lease, lease},
 	} {
 		if n.Column != "" {
 			out = append(out, n)

@@ -31,6 +31,8 @@ type Table struct {
 	Priority    string
 	RetryAfter  string
 	Headers     string
+	DeadAt      string
+	LastError   string
 }
 
 // SQL builds the statements over one table on one database.
