@@ -84,7 +84,7 @@ func (f *Form[D]) claimRows(ctx context.Context, b *binding, max int) ([]*inbox.
 	case b.sql.stamp == nil:
 		ds, err = f.claimInOne(ctx, b, max, now, token)
 	case f.d.Name() == "sqlite":
-		ds, err = f.claimSQLite(ctx, b, max, now, token)
+		ds, token, err = f.claimSQLite(ctx, b, max)
 	default:
 		ds, err = f.claimInTx(ctx, b, max, now, token)
 	}
@@ -192,13 +192,17 @@ func counted(b *binding, ds []*inbox.Delivery) {
 // claimSQLite claims in a write transaction (beginWrite), under the SQLite writer lock, and
 // again after a transient conflict (another process held the database past the busy timeout).
 // The transaction runs on a pinned connection, so its statements run by their text (the driver
-// compiles a statement at every run, prepared or not).
-func (f *Form[D]) claimSQLite(ctx context.Context, b *binding, max int, now, token time.Time) (ds []*inbox.Delivery, err error) {
+// compiles a statement at every run, prepared or not). The clock is read once the transaction
+// holds the write lock: BEGIN IMMEDIATE waits up to the busy timeout for another writer, and a
+// token read before that wait would leave the rows less than their lease, or none at all.
+func (f *Form[D]) claimSQLite(ctx context.Context, b *binding, max int) (ds []*inbox.Delivery, token time.Time, err error) {
 	err = b.written(ctx, func() error {
 		tx, err := beginWrite(ctx, b.db)
 		if err != nil {
 			return err
 		}
+		now := time.Now()
+		token = tokenAt(now.Add(b.lease))
 		if ds, err = f.pick(ctx, b, tx, max, now, token); err != nil {
 			return errors.Join(err, tx.Rollback())
 		}
@@ -207,7 +211,7 @@ func (f *Form[D]) claimSQLite(ctx context.Context, b *binding, max int, now, tok
 		}
 		return err
 	})
-	return ds, err
+	return ds, token, err
 }
 
 // beginWrite opens the form's own write transactions on SQLite (a claim, and a settlement with

@@ -55,15 +55,34 @@ func (m *merger) settle(ctx context.Context, id int64, token time.Time) error {
 		case m.turn <- struct{}{}:
 		}
 		m.mu.Lock()
-		n := min(len(m.queue), mergeMax)
-		group := append([]*mergeRow(nil), m.queue[:n]...)
-		m.queue = append(m.queue[:0], m.queue[n:]...)
+		group := m.take()
 		m.mu.Unlock()
 		if len(group) > 0 {
 			m.run(ctx, group)
 		}
 		<-m.turn
 	}
+}
+
+// take removes from the queue the rows of the next statement: at most mergeMax, each id once.
+// The statement reports the ids it changed, so two settlements of one row (a row claimed again
+// after its lease ran out, by another worker of this consumer) must not share one: the one that
+// changed nothing would read as settled. The later waits for the next statement.
+func (m *merger) take() []*mergeRow {
+	var group []*mergeRow
+	seen := make(map[int64]bool, min(len(m.queue), mergeMax))
+	rest := m.queue[:0]
+	for _, r := range m.queue {
+		if len(group) == mergeMax || seen[r.id] {
+			rest = append(rest, r)
+			continue
+		}
+		seen[r.id] = true
+		group = append(group, r)
+	}
+	clear(m.queue[len(rest):])
+	m.queue = rest
+	return group
 }
 
 // run settles group in one statement, padded to a power of two rows so that few statements are
