@@ -12,7 +12,9 @@ import (
 // statement, and so does every row past mergeMax.
 func TestMergerTakesEachRowOnce(t *testing.T) {
 	t0 := time.Unix(1700000000, 0)
-	row := func(id int64, s int) *mergeRow { return &mergeRow{id: id, token: t0.Add(time.Duration(s) * time.Second)} }
+	row := func(id int64, s int) *mergeRow {
+		return &mergeRow{id: id, token: t0.Add(time.Duration(s) * time.Second)}
+	}
 	m := &merger{queue: []*mergeRow{row(1, 0), row(2, 0), row(1, 1), row(3, 0), row(2, 1)}}
 
 	ids := func(rs []*mergeRow) (out []int64) {
