@@ -48,6 +48,11 @@ type Config struct {
 	Transactional bool
 	// Logger receives the consumer's and the form's logs. Nil discards them.
 	Logger *slog.Logger
+	// Clock is what the forms read the time from, for every time they write or compare (lease
+	// expiries, retry_after, processed_at). Nil: this host's clock. A *DatabaseClock follows the
+	// database server's clock instead, so that consumers on hosts whose clocks disagree agree on
+	// leases; Run syncs it first. Enqueue's Delay counts from the publishing host's clock.
+	Clock Clock
 	// UndecodablePayload settles a delivery whose payload the JSON adapter could not decode. The
 	// zero value means outcome.Drop(). The consumer logs every such payload.
 	UndecodablePayload outcome.Outcome
@@ -280,11 +285,17 @@ func (c *Consumer) open(ctx context.Context) (plan *Plan, closeForm, unqueue fun
 	if err := claimForm(c.form); err != nil {
 		return nil, nil, nil, err
 	}
-	q := Queue{Name: c.cfg.Queue, Transactional: c.cfg.Transactional, Logger: c.log}
+	q := Queue{Name: c.cfg.Queue, Transactional: c.cfg.Transactional, Logger: c.log, Clock: c.cfg.Clock}
 	for {
 		plan, err := c.form.Open(ctx, c.db, q)
 		if err == nil {
 			unqueue, err := claimQueue(c.db, plan.Table, c.cfg.Queue)
+			if s, ok := c.cfg.Clock.(interface{ Sync(context.Context) error }); ok && err == nil {
+				if err = s.Sync(ctx); err != nil {
+					unqueue()
+					err = fmt.Errorf("inbox: queue %q of table %q: %w", c.cfg.Queue, plan.Table, err)
+				}
+			}
 			if err != nil {
 				c.form.Close()
 				releaseForm(c.form)

@@ -48,6 +48,8 @@ type Queue struct {
 	Transactional bool
 	// Logger receives the form's warnings; never nil once the consumer opens the form.
 	Logger *slog.Logger
+	// Clock is what the form reads the time from (Queue.Now); nil: this host's clock.
+	Clock Clock
 }
 
 // Plan is what an opened form tells the consumer about driving it.

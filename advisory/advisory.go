@@ -237,7 +237,7 @@ func (f *Form[D]) Claim(ctx context.Context, max int) ([]*inbox.Delivery, error)
 	}
 	defer f.busy.Done()
 
-	now := f.d.Time(time.Now())
+	now := f.d.Time(f.q.Now())
 	cands, err := f.selectCandidates(ctx, now, max+candidateSlack)
 	if err != nil {
 		return nil, err
@@ -370,7 +370,7 @@ func (f *Form[D]) FindUnclaimable(ctx context.Context) ([]inbox.Unclaimable, err
 	f.mu.Lock()
 	db, queue := f.db, f.q.Name
 	f.mu.Unlock()
-	return f.t.FindUnclaimable(ctx, db, queue, time.Now())
+	return f.t.FindUnclaimable(ctx, db, queue, f.q.Now())
 }
 
 // Extend does nothing: a lock holds for as long as its session. d may be any delivery of a
@@ -540,14 +540,14 @@ func (f *Form[D]) settle(ctx context.Context, ex execer, d *inbox.Delivery, o ou
 	case outcome.KindAck, outcome.KindDrop:
 		query, args = f.s.ack, []any{d.ID}
 		if f.t.Q.ProcessedAt != "" {
-			args = []any{f.d.Time(time.Now()), d.ID}
+			args = []any{f.d.Time(f.q.Now()), d.ID}
 		}
 	case outcome.KindRetryAfter:
 		if f.s.retryAfter == "" {
 			f.log.Warn("inbox: RetryAfter on a table without a RetryAfter column: the row is retried at once; add the column to delay retries", "table", f.t.Raw.Name, "id", d.ID)
 			return nil
 		}
-		query, args = f.s.retryAfter, []any{f.d.Time(time.Now().Add(o.Delay())), d.ID}
+		query, args = f.s.retryAfter, []any{f.d.Time(f.q.Now().Add(o.Delay())), d.ID}
 	default:
 		// Retry, and the zero outcome: the take counted the attempt, and releasing the lock
 		// hands the row back.

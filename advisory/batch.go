@@ -30,7 +30,7 @@ func (f *Form[D]) ClaimBatch(ctx context.Context, max int) ([]*inbox.Delivery, e
 	}
 	defer f.busy.Done()
 
-	now := f.d.Time(time.Now())
+	now := f.d.Time(f.q.Now())
 	cands, err := f.selectCandidates(ctx, now, max+candidateSlack)
 	if err != nil || len(cands) == 0 {
 		return nil, err
@@ -195,7 +195,7 @@ func (f *Form[D]) commitBatch(ctx context.Context, h *hold, ds []*inbox.Delivery
 // settleMany runs through ex the statements that settle ds[i] by os[i]: one for the Acks and
 // Drops, one per distinct RetryAfter delay. A statement that fails does not stop the others.
 func (f *Form[D]) settleMany(ctx context.Context, ex execer, ds []*inbox.Delivery, os []outcome.Outcome) error {
-	now := time.Now()
+	now := f.q.Now()
 	var acks []any
 	var delays []time.Duration // in order of first appearance
 	later := map[time.Duration][]any{}

@@ -117,6 +117,11 @@ type Caps struct {
 	// run.
 	Advisory Floor
 
+	// ClockQuery reads the server's clock, in UTC, as text of the layout
+	// "2006-01-02 15:04:05.999999" (SQLite's to the millisecond): what inbox.DatabaseClock
+	// measures its offset by.
+	ClockQuery string
+
 	// ConflictCodes are the SQLSTATE codes of the transient conflicts worth running a
 	// statement again for, as a driver's error reports them by a SQLState method (pgx,
 	// lib/pq): 40001 (serialization failure) and 40P01 (deadlock) on Postgres. Empty where the
@@ -175,6 +180,7 @@ var (
 		PredicateLockLevels: []string{"serializable"},
 		Server:              Floor{9, 5, 0, "SKIP LOCKED"},
 		Advisory:            Floor{11, 0, 0, "hashtextextended"},
+		ClockQuery:          "SELECT to_char(clock_timestamp() AT TIME ZONE 'UTC', 'YYYY-MM-DD HH24:MI:SS.US')",
 		ConflictCodes:       []string{"40001", "40P01"},
 		ConflictMarks:       []string{"SQLSTATE 40001", "SQLSTATE 40P01"},
 	}
@@ -193,6 +199,7 @@ var (
 		IDListSettles:     true,
 		LazyCompile:       true,
 		Server:            Floor{3, 35, 0, "RETURNING"},
+		ClockQuery:        "SELECT strftime('%Y-%m-%d %H:%M:%f', 'now')",
 		ConflictMarks:     []string{"SQLITE_BUSY", "database is locked"},
 	}
 )
@@ -209,6 +216,7 @@ func mysqlFamilyCaps(server Floor) Caps {
 		LockNameMaxChars:     64,
 		DefaultReadCommitted: true,
 		Server:               server,
+		ClockQuery:           "SELECT DATE_FORMAT(UTC_TIMESTAMP(6), '%Y-%m-%d %H:%i:%s.%f')",
 		ConflictMarks:        []string{"Error 1213", "Error 1205"},
 	}
 }

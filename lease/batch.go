@@ -146,7 +146,7 @@ func (f *Form[D]) SettleBatch(ctx context.Context, ds []*inbox.Delivery, os []ou
 	if len(acks) > 0 {
 		var head []any
 		if b.st.Q.ProcessedAt != "" {
-			head = []any{f.d.Time(time.Now())}
+			head = []any{f.d.Time(b.q.Now())}
 		}
 		settle("ack", head, acks)
 	}
@@ -154,7 +154,7 @@ func (f *Form[D]) SettleBatch(ctx context.Context, ds []*inbox.Delivery, os []ou
 		settle("retry", nil, retries)
 	}
 	for _, delay := range slices.Sorted(maps.Keys(delayed)) {
-		settle("retry after", []any{f.d.Time(time.Now().Add(delay))}, delayed[delay])
+		settle("retry after", []any{f.d.Time(b.q.Now().Add(delay))}, delayed[delay])
 	}
 	if len(unchanged) > 0 {
 		lost := &inbox.LeaseLostError{Table: f.t.Name}
@@ -288,7 +288,7 @@ func (f *Form[D]) ackBatchInTx(ctx context.Context, b *binding, h *hold, first *
 	if err == nil {
 		var args []any
 		if b.st.Q.ProcessedAt != "" {
-			args = []any{f.d.Time(time.Now())}
+			args = []any{f.d.Time(b.q.Now())}
 		}
 		args = append(append(args, h.idArgs(first.ID)...), f.d.Time(h.current()))
 		var res sql.Result

@@ -76,7 +76,7 @@ func (f *Form[D]) keepRows(ctx context.Context, b *binding, ds []*inbox.Delivery
 
 // claimRows claims at most max rows under one token, read from the clock once, and commits.
 func (f *Form[D]) claimRows(ctx context.Context, b *binding, max int) ([]*inbox.Delivery, time.Time, error) {
-	now := time.Now()
+	now := b.q.Now()
 	token := tokenAt(now.Add(b.lease))
 	var ds []*inbox.Delivery
 	var err error
@@ -201,7 +201,7 @@ func (f *Form[D]) claimSQLite(ctx context.Context, b *binding, max int) (ds []*i
 		if err != nil {
 			return err
 		}
-		now := time.Now()
+		now := b.q.Now()
 		token = tokenAt(now.Add(b.lease))
 		if ds, err = f.pick(ctx, b, tx, max, now, token); err != nil {
 			return errors.Join(err, tx.Rollback())

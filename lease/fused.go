@@ -67,7 +67,7 @@ func (f *Form[D]) settleAndClaimInTx(ctx context.Context, b *binding, d *inbox.D
 		return nil, token, nil, errors.Join(err, tx.Rollback())
 	}
 	_, settled = f.guarded(res, nil, d, h, what)
-	now := time.Now()
+	now := b.q.Now()
 	token = tokenAt(now.Add(b.lease))
 	ds, err = f.pick(ctx, b, tx, max, now, token)
 	if err == nil {

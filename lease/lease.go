@@ -20,8 +20,9 @@
 // for it, and fail after the busy timeout, but no other consumer can claim the row meanwhile
 // either, so the lease still holds when the Ack commits.
 //
-// Expiries are computed on the host's clock and compared with it: the hosts that consume one
-// table need clocks that agree to well within a lease.
+// Expiries are computed on the queue's clock (inbox.Queue.Clock) and compared with it: by
+// default the host's, so the hosts that consume one table need clocks that agree to well within
+// a lease, unless their consumers follow the database's clock (inbox.DatabaseClock).
 //
 // # Commits, shared
 //
@@ -244,7 +245,7 @@ func (f *Form[D]) Open(ctx context.Context, db *sql.DB, q inbox.Queue) (inbox.Pl
 	if b.sql.ackPairs != nil {
 		b.acks = newMerger(b, "ack", b.sql.ackPairs, b.ack, func() []any {
 			if b.st.Q.ProcessedAt != "" {
-				return []any{f.d.Time(time.Now())}
+				return []any{f.d.Time(b.q.Now())}
 			}
 			return nil
 		})
@@ -352,7 +353,7 @@ func (f *Form[D]) FindUnclaimable(ctx context.Context) ([]inbox.Unclaimable, err
 	if err != nil {
 		return nil, err
 	}
-	return b.st.FindUnclaimable(ctx, b.db, b.q.Name, time.Now())
+	return b.st.FindUnclaimable(ctx, b.db, b.q.Name, b.q.Now())
 }
 
 // bound returns the binding while the form is open; the caller holds f.mu for reading.

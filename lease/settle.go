@@ -33,7 +33,7 @@ func (f *Form[D]) Extend(ctx context.Context, d *inbox.Delivery) error {
 	// A new token always differs from the old, even when the clock stood still or stepped
 	// back: MySQL counts only rows an UPDATE changed, and the guard must tell holders apart.
 	held := h.current()
-	next := tokenAt(time.Now().Add(b.lease))
+	next := tokenAt(b.q.Now().Add(b.lease))
 	if !next.After(held) {
 		next = held.Add(time.Microsecond)
 	}
@@ -166,7 +166,7 @@ func (f *Form[D]) settlement(b *binding, d *inbox.Delivery, h *hold, o outcome.O
 		return b.ack, b.sql.ack, f.ackArgs(b, d, h.token), o.String()
 	case outcome.KindRetryAfter:
 		if b.retryAfter != nil {
-			return b.retryAfter, b.sql.retryAfter, []any{f.d.Time(time.Now().Add(o.Delay())), d.ID, f.d.Time(h.token)}, o.String()
+			return b.retryAfter, b.sql.retryAfter, []any{f.d.Time(b.q.Now().Add(o.Delay())), d.ID, f.d.Time(h.token)}, o.String()
 		}
 		b.noRetryAfter(d.ID, o.Delay())
 		return b.retry, b.sql.retry, []any{d.ID, f.d.Time(h.token)}, o.String()
@@ -178,7 +178,7 @@ func (f *Form[D]) settlement(b *binding, d *inbox.Delivery, h *hold, o outcome.O
 // (now, id, token).
 func (f *Form[D]) ackArgs(b *binding, d *inbox.Delivery, token time.Time) []any {
 	if b.st.Q.ProcessedAt != "" {
-		return []any{f.d.Time(time.Now()), d.ID, f.d.Time(token)}
+		return []any{f.d.Time(b.q.Now()), d.ID, f.d.Time(token)}
 	}
 	return []any{d.ID, f.d.Time(token)}
 }

@@ -216,7 +216,7 @@ func (f *Form[D]) batchSettlements(ctx context.Context, ds []*inbox.Delivery, os
 		out = append(out, batchSettlement{what: what, stmt: s, args: args})
 		return nil
 	}
-	now := time.Now()
+	now := f.q.Now()
 	if acks {
 		var err error
 		if f.t.ProcessedAt != "" {

@@ -342,7 +342,7 @@ func (f *Form[D]) claimTx(ctx context.Context, claim *sql.Stmt, batch bool) ([]*
 		return nil, err
 	}
 
-	now := f.d.Time(time.Now())
+	now := f.d.Time(f.q.Now())
 	rows, err := tx.StmtContext(ctx, claim).QueryContext(ctx, f.st.DueArgs(nil, now, f.q.Name)...)
 	if err != nil {
 		return abandon(err)
@@ -523,12 +523,12 @@ func (f *Form[D]) settlement(d *inbox.Delivery, o outcome.Outcome) (string, *sql
 	switch o.Kind() {
 	case outcome.KindAck, outcome.KindDrop:
 		if f.t.ProcessedAt != "" {
-			return "ack", f.ack, []any{f.d.Time(time.Now()), d.ID}
+			return "ack", f.ack, []any{f.d.Time(f.q.Now()), d.ID}
 		}
 		return "ack", f.ack, []any{d.ID}
 	case outcome.KindRetryAfter:
 		if f.retryAfter != nil {
-			return "retry after", f.retryAfter, []any{f.d.Time(time.Now().Add(o.Delay())), d.ID}
+			return "retry after", f.retryAfter, []any{f.d.Time(f.q.Now().Add(o.Delay())), d.ID}
 		}
 		f.log.Warn("inbox: RetryAfter on a table without a retry_after column retries at once: add the column and name it in inbox.Table.RetryAfter",
 			"table", f.t.Name, "queue", f.q.Name, "id", d.ID, "delay", o.Delay())
@@ -559,7 +559,7 @@ func (f *Form[D]) FindUnclaimable(ctx context.Context) ([]inbox.Unclaimable, err
 		return nil, err
 	}
 	defer f.busy.Done()
-	return f.st.FindUnclaimable(ctx, f.db, f.q.Name, time.Now())
+	return f.st.FindUnclaimable(ctx, f.db, f.q.Name, f.q.Now())
 }
 
 // Extend does nothing: the claim's transaction holds the row, or the batch's rows, for as long
