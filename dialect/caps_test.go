@@ -27,18 +27,21 @@ var capsCases = []struct {
 		ConcatOperator: true, TextType: "TEXT", Locks: dialect.HashedLocks, IDListSettles: true,
 		SnapshotLevels: []string{"repeatable read", "serializable"}, PredicateLockLevels: []string{"serializable"},
 		Server: dialect.Floor{Major: 9, Minor: 5, Needs: "SKIP LOCKED"}, Advisory: dialect.Floor{Major: 11, Needs: "hashtextextended"},
+		ClockQuery:    "SELECT to_char(clock_timestamp() AT TIME ZONE 'UTC', 'YYYY-MM-DD HH24:MI:SS.US')",
 		ConflictCodes: []string{"40001", "40P01"}, ConflictMarks: []string{"SQLSTATE 40001", "SQLSTATE 40P01"},
 	}},
 	{"mysql", []string{"default", "read uncommitted", "read committed", "repeatable read", "serializable"}, dialect.Caps{
 		Quote: '`', MaxNameChars: 64, IDOnlyValue: "DEFAULT", SkipLocked: true, TextType: "CHAR",
 		Locks: dialect.NamedLocks, LockNameMaxChars: 64, DefaultReadCommitted: true,
 		Server:        dialect.Floor{Major: 8, Patch: 1, Needs: "SKIP LOCKED"},
+		ClockQuery:    "SELECT DATE_FORMAT(UTC_TIMESTAMP(6), '%Y-%m-%d %H:%i:%s.%f')",
 		ConflictMarks: []string{"Error 1213", "Error 1205"},
 	}},
 	{"mariadb", []string{"default", "read uncommitted", "read committed", "repeatable read", "serializable"}, dialect.Caps{
 		Quote: '`', MaxNameChars: 64, IDOnlyValue: "DEFAULT", SkipLocked: true, TextType: "CHAR",
 		Locks: dialect.NamedLocks, LockNameMaxChars: 64, DefaultReadCommitted: true,
 		Server:        dialect.Floor{Major: 10, Minor: 6, Needs: "SKIP LOCKED"},
+		ClockQuery:    "SELECT DATE_FORMAT(UTC_TIMESTAMP(6), '%Y-%m-%d %H:%i:%s.%f')",
 		ConflictMarks: []string{"Error 1213", "Error 1205"},
 	}},
 	{"sqlite", []string{"default", "deferred", "immediate", "exclusive"}, dialect.Caps{
@@ -46,6 +49,7 @@ var capsCases = []struct {
 		ConcatOperator: true, TextType: "TEXT", OneWriter: true, BeginsByStatement: true,
 		IDListSettles: true, LazyCompile: true,
 		Server:        dialect.Floor{Major: 3, Minor: 35, Needs: "RETURNING"},
+		ClockQuery:    "SELECT strftime('%Y-%m-%d %H:%M:%f', 'now')",
 		ConflictMarks: []string{"SQLITE_BUSY", "database is locked"},
 	}},
 }
