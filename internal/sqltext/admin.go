@@ -18,7 +18,7 @@ type Admin struct {
 func (s SQL) Admin(lease string) Admin { return Admin{s: s, lease: lease} }
 
 // Stats counts the table's rows by state, per queue (one row in all when the table has no
-// group), in queue order. Its columns, in order: the queue (” without a group); the rows due
+// group), in queue order. Its columns, in order: the queue (empty without a group); the rows due
 // now; delayed (retry_after ahead); in work (the lease column ahead; 0 without one); retrying
 // (due or delayed, attempt above 0; 0 without an attempt column); dead; processed; the
 // earliest retry_after of a due row (NULL without a due row that has one); the due rows
@@ -95,8 +95,8 @@ func (a Admin) Stats() (query string, nows int) {
 }
 
 // Dead lists dead rows, newest first (dead_at, then id, descending), up to a limit. Its
-// columns, in order: id, queue (” without a group), attempt (0 without the column, or where
-// it is NULL), dead_at, last error (” without the column, or where it is NULL). It binds, in
+// columns, in order: id, queue (empty without a group), attempt (0 without the column, or where
+// it is NULL), dead_at, last error (empty without the column, or where it is NULL). It binds, in
 // order: the queue's name when byQueue; when after, the cursor's dead_at twice and its id (the
 // rows after it in that order); the limit.
 func (a Admin) Dead(byQueue, after bool) string {
