@@ -77,6 +77,10 @@ func (s *session) operate(ctx context.Context, dsn string, f *tableFlags) (*sql.
 }
 
 func (s *session) operateOn(ctx context.Context, t target, f *tableFlags) (*sql.DB, *admin.Admin, error) {
+	// The description is checked before connecting: a mistyped flag is a usage error.
+	if _, err := admin.Schema(t.dialect, f.table(), *f.lease); err != nil {
+		return nil, nil, usagef("%v", err)
+	}
 	db, err := open(ctx, t, 2)
 	if err != nil {
 		return nil, nil, err
@@ -84,7 +88,7 @@ func (s *session) operateOn(ctx context.Context, t target, f *tableFlags) (*sql.
 	a, err := admin.New(db, t.dialect, f.table(), *f.lease)
 	if err != nil {
 		db.Close()
-		return nil, nil, usagef("%v", err)
+		return nil, nil, err
 	}
 	return db, a, nil
 }
