@@ -6,6 +6,10 @@
 //	inbox demo -n 20000 -workers 8
 //	inbox demo -dsn 'postgres://postgres@127.0.0.1:5432/test?sslmode=disable'
 //	inbox demo -dsn 'mariadb://root@tcp(127.0.0.1:3306)/test'
+//	inbox schema -db postgres       # the CREATE TABLE a description needs (-apply, -check)
+//	inbox stats -watch 2s           # rows by state, per queue
+//	inbox dead list                 # dead rows, newest first; dead requeue, dead purge
+//	inbox purge -processed-before 7d
 //	inbox version
 //
 // Every command that reaches a database takes it from -dsn, or else from $INBOX_DSN; the DSN's
@@ -41,6 +45,10 @@ type command struct {
 // commands are the subcommands, in the order the usage lists them.
 var commands = []command{
 	{"demo", "publish messages to a table of its own and drain them with a lease consumer", demo},
+	{"schema", "print, create (-apply) or check (-check) the table a description needs", schemaCommand},
+	{"stats", "count a table's rows by state, per queue (-watch, -json)", statsCommand},
+	{"dead", "list, requeue or purge dead rows", deadCommand},
+	{"purge", "delete processed rows older than an age (-processed-before 7d)", purgeCommand},
 	{"version", "print the versions of this command, the library and Go", version},
 }
 

@@ -120,12 +120,9 @@ func postgresFix(table, col string, r Role, c Column) string {
 }
 
 func postgresAdd(table, col string, r Role) string {
-	def := map[Role]string{
-		ID: "BIGSERIAL PRIMARY KEY", Attempt: "INTEGER NOT NULL DEFAULT 0", Priority: "INTEGER NOT NULL DEFAULT 0",
-		Group: "TEXT NOT NULL DEFAULT ''", Payload: "BYTEA", Headers: "TEXT", LastError: "TEXT",
-	}[r]
-	if def == "" {
-		def = "TIMESTAMPTZ"
+	def := postgresDefinitions[r]
+	if r == ID {
+		def = "BIGSERIAL PRIMARY KEY"
 	}
 	return "ALTER TABLE " + table + " ADD COLUMN " + col + " " + def
 }
@@ -216,12 +213,9 @@ func mysqlFix(table, col string, r Role, c Column) string {
 }
 
 func mysqlAdd(table, col string, r Role) string {
-	def := map[Role]string{
-		ID: "BIGINT AUTO_INCREMENT PRIMARY KEY", Attempt: "INT NOT NULL DEFAULT 0", Priority: "INT NOT NULL DEFAULT 0",
-		Group: "VARCHAR(191) NOT NULL DEFAULT ''", Payload: "LONGBLOB", Headers: "TEXT", LastError: "TEXT",
-	}[r]
-	if def == "" {
-		def = "DATETIME(6) NULL"
+	def := mysqlDefinitions[r]
+	if r == ID {
+		def = "BIGINT AUTO_INCREMENT PRIMARY KEY"
 	}
 	return "ALTER TABLE " + table + " ADD COLUMN " + col + " " + def
 }

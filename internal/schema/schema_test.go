@@ -132,7 +132,7 @@ func TestCheckReportsEveryColumnInOrderAndTheMissingOnes(t *testing.T) {
 	if strings.Join(got, " ") != strings.Join(want, " ") {
 		t.Errorf("Check: %v, want %v", got, want)
 	}
-	if rs[2].Fix != `ALTER TABLE "jobs" ADD COLUMN "attempt" INTEGER NOT NULL DEFAULT 0` {
+	if rs[2].Fix != `ALTER TABLE "jobs" ADD COLUMN "attempt" INT NOT NULL DEFAULT 0` {
 		t.Errorf("the fix of a missing attempt column: %q", rs[2].Fix)
 	}
 	if s := rs[1].String(); s != `column "payload" (Payload) is bytea: fits` {

@@ -40,6 +40,9 @@ func TestGoldens(t *testing.T) {
 			}
 		}
 	}
+	for _, path := range adminGoldens(t) {
+		rendered[path] = true
+	}
 	files, err := filepath.Glob(filepath.Join(golden.Dir(), "*", "*.sql"))
 	if err != nil || len(files) == 0 {
 		t.Fatalf("no golden files under %s (%v)", golden.Dir(), err)

@@ -232,8 +232,11 @@ func Match(t testing.TB, form, dialect, shape string, entries []Entry) {
 
 // formPackage is the package whose golden test writes form's files.
 func formPackage(form string) string {
-	if form == "publish" {
+	switch form {
+	case "publish":
 		return "." // the root package
+	case "admin":
+		return "./internal/sqltext" // the operating statements have no form
 	}
 	return "./" + form
 }

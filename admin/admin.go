@@ -1,0 +1,443 @@
+// Package admin operates an inbox table from outside a consumer: it prints the table a
+// description needs (Schema) and checks an existing one against it (Check), counts the rows in
+// each state per queue (Stats), and lists, requeues and purges dead rows and purges processed
+// ones. The inbox command's schema, stats, dead and purge subcommands are built on it.
+//
+// Every statement it runs is safe while consumers run: the counts only read, and the changes
+// touch dead rows (DeadAt set) and processed rows (ProcessedAt set) only, which no claim takes,
+// so no row a consumer holds. A change is a loop of statements of at most 1,000 rows each,
+// each committed on its own: one interrupted leaves the rows it has not reached as they were.
+package admin
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"math"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/sqlinbox/inbox"
+	"github.com/sqlinbox/inbox/dialect"
+	"github.com/sqlinbox/inbox/internal/schema"
+	"github.com/sqlinbox/inbox/internal/sqltext"
+)
+
+// chunk is the most rows one statement changes.
+const chunk = 1000
+
+// Admin operates one table on one database.
+type Admin struct {
+	db    *sql.DB
+	d     dialect.Dialect
+	t     inbox.Table
+	lease string
+	sql   sqltext.Admin
+}
+
+// New returns the operator of the table t describes on db, whose database d speaks. lease
+// names the lease form's column (lease.Config.Column, locked_until by default there), or is
+// empty for a table no lease form consumes: Schema and Check then leave it out, and Stats
+// cannot tell the rows in work. It fails, wrapping inbox.ErrSchema, on a description the forms
+// would refuse (no name or id, a column named twice, a name the database would not keep).
+func New(db *sql.DB, d dialect.Dialect, t inbox.Table, lease string) (*Admin, error) {
+	q, err := t.Quote(d)
+	if err != nil {
+		return nil, err
+	}
+	var quotedLease string
+	if lease != "" {
+		if quotedLease, err = d.Quote(lease); err != nil {
+			return nil, fmt.Errorf("%w: table %q, lease column: %v", inbox.ErrSchema, t.Name, err)
+		}
+	}
+	return &Admin{db: db, d: d, t: t, lease: lease, sql: sqltext.New(d.Caps(), sqltext.Table(q)).Admin(quotedLease)}, nil
+}
+
+// Schema returns the statements that create the table t describes on d's database, with the
+// lease form's column when lease is not empty: the CREATE TABLE with every role's column typed
+// as the README recommends, then, on Postgres and SQLite, the claim index (partial, over the
+// rows neither processed nor dead); on MySQL and MariaDB the claim index is part of the CREATE
+// TABLE, its equality columns first. A table whose claim orders by id alone gets no index: its
+// primary key serves. It fails, wrapping inbox.ErrSchema, as New does.
+func Schema(d dialect.Dialect, t inbox.Table, lease string) ([]string, error) {
+	return schema.Create(d, t, lease)
+}
+
+// Schema returns the statements that create the operator's table (see the function Schema).
+func (a *Admin) Schema() ([]string, error) { return schema.Create(a.d, a.t, a.lease) }
+
+// needs refuses, wrapping inbox.ErrSchema, a call that needs a role the description lacks.
+func (a *Admin) needs(call, role, column string) error {
+	if column != "" {
+		return nil
+	}
+	return fmt.Errorf("%w: table %q: %s needs the %s role, which the description lacks: add the column (admin.Schema prints its definition) and name it in inbox.Table.%s", inbox.ErrSchema, a.t.Name, call, role, role)
+}
+
+// Unknown is a count or an age the table cannot tell (see Stats).
+const Unknown = -1
+
+// Stats are the rows of one queue by state. A pending row is neither processed nor dead; the
+// pending rows are due, delayed or in work, and those of them delivered before are retrying
+// too.
+type Stats struct {
+	Queue string `json:"queue"` // the group value; empty for a table without a Group column
+	// Due rows may be claimed now. Without a lease column they include the rows in work (the
+	// row lock and advisory forms hold rows by locks, which a table does not show).
+	Due int64 `json:"due"`
+	// Delayed rows wait for their retry_after; 0 without a RetryAfter column.
+	Delayed int64 `json:"delayed"`
+	// InWork rows are held by a lease (the lease column ahead); Unknown without a lease column.
+	InWork int64 `json:"in_work"`
+	// Retrying rows are due or delayed after a delivery (attempt above 0); Unknown without an
+	// Attempt column.
+	Retrying int64 `json:"retrying"`
+	// Dead rows are kept with DeadAt set; 0 without a DeadAt column, where dead rows are not kept.
+	Dead int64 `json:"dead"`
+	// Processed rows are kept with ProcessedAt set; 0 without a ProcessedAt column, where they
+	// are deleted.
+	Processed int64 `json:"processed"`
+	// OldestDue is how long the longest-waiting due row has been due, since its retry_after; 0
+	// when no row is due; Unknown when a due row has no retry_after (it was never delayed, and
+	// the table keeps no time of its publishing), and without a RetryAfter column.
+	OldestDue time.Duration `json:"oldest_due_ns"`
+}
+
+// Stats counts the table's rows by state, per queue in queue order (one Stats for a table
+// without a Group column), in one statement that reads every row of the table: on a large
+// table, ask it seldom. Time is the host's clock, as the forms' claims take it.
+func (a *Admin) Stats(ctx context.Context) ([]Stats, error) {
+	query, nows := a.sql.Stats()
+	now := time.Now()
+	args := make([]any, nows)
+	for i := range args {
+		args[i] = a.d.Time(now)
+	}
+	rows, err := a.db.QueryContext(ctx, query, args...)
+	if err != nil {
+		return nil, fmt.Errorf("inbox: table %q: counting rows: %w", a.t.Name, err)
+	}
+	defer rows.Close()
+	var out []Stats
+	for rows.Next() {
+		var s Stats
+		var oldest any
+		var undated int64
+		if err := rows.Scan(&s.Queue, &s.Due, &s.Delayed, &s.InWork, &s.Retrying, &s.Dead, &s.Processed, &oldest, &undated); err != nil {
+			return nil, fmt.Errorf("inbox: table %q: counting rows: %w", a.t.Name, err)
+		}
+		if a.lease == "" {
+			s.InWork = Unknown
+		}
+		if a.t.Attempt == "" {
+			s.Retrying = Unknown
+		}
+		switch {
+		case s.Due == 0:
+		case undated > 0 || a.t.RetryAfter == "":
+			s.OldestDue = Unknown
+		default:
+			since, err := readTime(oldest)
+			if err != nil {
+				return nil, fmt.Errorf("inbox: table %q, column %q: %w", a.t.Name, a.t.RetryAfter, err)
+			}
+			s.OldestDue = max(now.Sub(since), 0)
+		}
+		out = append(out, s)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("inbox: table %q: counting rows: %w", a.t.Name, err)
+	}
+	return out, nil
+}
+
+// timeLayouts are the texts a driver may hand a timestamp back as: MySQL's and MariaDB's
+// DATETIME without the driver's parseTime, and SQLite's text (dialect.SQLiteTimeLayout).
+var timeLayouts = []string{"2006-01-02 15:04:05.999999999", time.RFC3339Nano}
+
+// readTime reads a timestamp as the driver scanned it into an any: a time.Time, or its text in
+// UTC.
+func readTime(v any) (time.Time, error) {
+	var text string
+	switch v := v.(type) {
+	case time.Time:
+		return v.UTC(), nil
+	case []byte:
+		text = string(v)
+	case string:
+		text = v
+	default:
+		return time.Time{}, fmt.Errorf("a timestamp read as %T, not a time", v)
+	}
+	for _, layout := range timeLayouts {
+		if t, err := time.ParseInLocation(layout, text, time.UTC); err == nil {
+			return t.UTC(), nil
+		}
+	}
+	return time.Time{}, fmt.Errorf("%q is not a timestamp in the library's layout", text)
+}
+
+// A Selection names rows for Dead, Requeue, PurgeDead and PurgeProcessed: All, a Queue, or
+// IDs. The zero Selection names none, and is refused.
+type Selection struct {
+	all     bool
+	byQueue bool
+	queue   string
+	ids     []int64
+}
+
+// All selects every row, of every queue.
+func All() Selection { return Selection{all: true} }
+
+// Queue selects the rows of one queue (tables with a Group column).
+func Queue(name string) Selection { return Selection{byQueue: true, queue: name} }
+
+// IDs selects the rows of these ids.
+func IDs(ids ...int64) Selection { return Selection{ids: ids} }
+
+func (s Selection) String() string {
+	switch {
+	case s.all:
+		return "every queue"
+	case s.byQueue:
+		return fmt.Sprintf("queue %q", s.queue)
+	}
+	return fmt.Sprintf("ids %v", s.ids)
+}
+
+// check refuses a selection that names nothing, or a queue of a table without a Group column.
+func (a *Admin) check(call string, sel Selection) error {
+	switch {
+	case !sel.all && !sel.byQueue && sel.ids == nil:
+		return fmt.Errorf("inbox: table %q: %s was given no rows: select them with admin.All(), admin.Queue(name) or admin.IDs(ids...)", a.t.Name, call)
+	case sel.byQueue && a.t.Group == "":
+		return fmt.Errorf("inbox: table %q: %s of queue %q: the description has no Group column, so the table is one queue: select with admin.All()", a.t.Name, call, sel.queue)
+	}
+	return nil
+}
+
+// DeadRow is a dead row as Dead lists it.
+type DeadRow struct {
+	ID        int64     `json:"id"`
+	Queue     string    `json:"queue"`      // empty without a Group column
+	Attempt   int       `json:"attempt"`    // the deliveries it had; 0 without an Attempt column
+	DeadAt    time.Time `json:"dead_at"`    // when it died, in UTC
+	LastError string    `json:"last_error"` // its last failure's text; empty without a LastError column
+}
+
+// Cursor is where a page of Dead ends: the next page starts after it. The zero Cursor starts at
+// the newest dead row.
+type Cursor struct {
+	DeadAt time.Time
+	ID     int64
+}
+
+// Cursor is the cursor of the page that ends with r.
+func (r DeadRow) Cursor() Cursor { return Cursor{DeadAt: r.DeadAt, ID: r.ID} }
+
+// String writes the cursor as ParseCursor reads it: dead_at (RFC 3339, to the nanosecond), a
+// slash, the id.
+func (c Cursor) String() string {
+	return c.DeadAt.UTC().Format(time.RFC3339Nano) + "/" + strconv.FormatInt(c.ID, 10)
+}
+
+// ParseCursor reads a cursor as Cursor.String writes it.
+func ParseCursor(s string) (Cursor, error) {
+	at, id, ok := strings.Cut(s, "/")
+	t, err := time.Parse(time.RFC3339Nano, at)
+	n, nerr := strconv.ParseInt(id, 10, 64)
+	if !ok || err != nil || nerr != nil {
+		return Cursor{}, fmt.Errorf("cursor %q: write it as its page printed it, dead_at/id (2006-01-02T15:04:05.999999Z/42)", s)
+	}
+	return Cursor{DeadAt: t, ID: n}, nil
+}
+
+// Dead lists up to limit dead rows of sel, newest first (by dead_at, then id), after the
+// cursor; pass the last row's Cursor for the next page. Rows that die meanwhile are newer than
+// every cursor, so they never shift a later page: they show on a listing from the zero Cursor.
+// An IDs selection lists those of the ids that are dead. It needs the DeadAt role.
+func (a *Admin) Dead(ctx context.Context, sel Selection, after Cursor, limit int) ([]DeadRow, error) {
+	if err := a.needs("Dead", "DeadAt", a.t.DeadAt); err != nil {
+		return nil, err
+	}
+	if err := a.check("Dead", sel); err != nil {
+		return nil, err
+	}
+	if limit <= 0 {
+		return nil, fmt.Errorf("inbox: table %q: Dead with a limit of %d: give a limit above 0", a.t.Name, limit)
+	}
+	if sel.ids != nil {
+		return a.deadByID(ctx, sel.ids, after, limit)
+	}
+	var args []any
+	if sel.byQueue {
+		args = append(args, sel.queue)
+	}
+	started := after != Cursor{}
+	if started {
+		at := a.d.Time(after.DeadAt)
+		args = append(args, at, at, after.ID)
+	}
+	rows, err := a.db.QueryContext(ctx, a.sql.Dead(sel.byQueue, started), append(args, limit)...)
+	if err != nil {
+		return nil, fmt.Errorf("inbox: table %q: listing the dead rows of %s: %w", a.t.Name, sel, err)
+	}
+	defer rows.Close()
+	var out []DeadRow
+	for rows.Next() {
+		var r DeadRow
+		var at any
+		if err := rows.Scan(&r.ID, &r.Queue, &r.Attempt, &at, &r.LastError); err != nil {
+			return nil, fmt.Errorf("inbox: table %q: listing dead rows: %w", a.t.Name, err)
+		}
+		if r.DeadAt, err = readTime(at); err != nil {
+			return nil, fmt.Errorf("inbox: table %q, row %d, column %q: %w", a.t.Name, r.ID, a.t.DeadAt, err)
+		}
+		out = append(out, r)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("inbox: table %q: listing dead rows: %w", a.t.Name, err)
+	}
+	return out, nil
+}
+
+// deadByID lists the dead rows among ids, newest first, a page of Dead over every queue read
+// until it has them: the ids are few, as a person types them.
+func (a *Admin) deadByID(ctx context.Context, ids []int64, after Cursor, limit int) ([]DeadRow, error) {
+	want := map[int64]bool{}
+	for _, id := range ids {
+		want[id] = true
+	}
+	var out []DeadRow
+	for len(out) < limit {
+		page, err := a.Dead(ctx, All(), after, chunk)
+		if err != nil {
+			return nil, err
+		}
+		for _, r := range page {
+			if want[r.ID] && len(out) < limit {
+				out = append(out, r)
+			}
+		}
+		if len(page) < chunk {
+			break
+		}
+		after = page[len(page)-1].Cursor()
+	}
+	return out, nil
+}
+
+// Requeue puts the dead rows of sel back in their queue, and returns how many it requeued:
+// DeadAt and RetryAfter are cleared, so each is due at once, and Attempt is reset to 0, so each
+// gets the attempt limit's every attempt again; LastError is kept until a failure replaces it.
+// An id that is not of a dead row is left alone. It needs the DeadAt role.
+func (a *Admin) Requeue(ctx context.Context, sel Selection) (int64, error) {
+	if err := a.needs("Requeue", "DeadAt", a.t.DeadAt); err != nil {
+		return 0, err
+	}
+	return a.change(ctx, "Requeue", sel, sqltext.DeadRows, nil, a.sql.Requeue)
+}
+
+// PurgeDead deletes the dead rows of sel, and returns how many it deleted. An id that is not of
+// a dead row is left alone. It needs the DeadAt role.
+func (a *Admin) PurgeDead(ctx context.Context, sel Selection) (int64, error) {
+	if err := a.needs("PurgeDead", "DeadAt", a.t.DeadAt); err != nil {
+		return 0, err
+	}
+	return a.change(ctx, "PurgeDead", sel, sqltext.DeadRows, nil, func(n int) string { return a.sql.Purge(sqltext.DeadRows, n) })
+}
+
+// PurgeProcessed deletes the rows of sel processed more than olderThan ago (by ProcessedAt, on
+// the host's clock), and returns how many it deleted. It needs the ProcessedAt role.
+func (a *Admin) PurgeProcessed(ctx context.Context, sel Selection, olderThan time.Duration) (int64, error) {
+	if err := a.needs("PurgeProcessed", "ProcessedAt", a.t.ProcessedAt); err != nil {
+		return 0, err
+	}
+	if olderThan < 0 {
+		return 0, fmt.Errorf("inbox: table %q: PurgeProcessed of rows processed %v ago: give an age of 0 or more", a.t.Name, olderThan)
+	}
+	return a.change(ctx, "PurgeProcessed", sel, sqltext.ProcessedRows, a.d.Time(time.Now().Add(-olderThan)),
+		func(n int) string { return a.sql.Purge(sqltext.ProcessedRows, n) })
+}
+
+// change runs the statement build makes over the ids of the rows of kind k that sel names, at
+// most chunk ids a statement, and returns the rows changed. An IDs selection is taken as it
+// is; otherwise the ids are picked a chunk at a time in id order. before is the time before
+// which a processed row was processed (ProcessedRows), bound after the ids.
+func (a *Admin) change(ctx context.Context, call string, sel Selection, k sqltext.Kept, before any, build func(n int) string) (int64, error) {
+	if err := a.check(call, sel); err != nil {
+		return 0, err
+	}
+	var total int64
+	run := func(ids []int64) error {
+		args := make([]any, 0, len(ids)+1)
+		for _, id := range ids {
+			args = append(args, id)
+		}
+		if before != nil {
+			args = append(args, before)
+		}
+		res, err := a.db.ExecContext(ctx, build(len(ids)), args...)
+		if err != nil {
+			return err
+		}
+		n, err := res.RowsAffected()
+		total += n
+		return err
+	}
+	fail := func(err error) (int64, error) {
+		return total, fmt.Errorf("inbox: table %q: %s of %s, after %d rows: %w", a.t.Name, call, sel, total, err)
+	}
+	if sel.ids != nil {
+		for ids := range slices.Chunk(sel.ids, chunk) {
+			if err := run(ids); err != nil {
+				return fail(err)
+			}
+		}
+		return total, nil
+	}
+	pick := a.sql.Pick(k, sel.byQueue)
+	for last := int64(math.MinInt64); ; {
+		var args []any
+		if before != nil {
+			args = append(args, before)
+		}
+		if sel.byQueue {
+			args = append(args, sel.queue)
+		}
+		ids, err := a.readIDs(ctx, pick, append(args, last, chunk)...)
+		if err != nil {
+			return fail(err)
+		}
+		if len(ids) == 0 {
+			return total, nil
+		}
+		if err := run(ids); err != nil {
+			return fail(err)
+		}
+		if len(ids) < chunk {
+			return total, nil
+		}
+		last = ids[len(ids)-1]
+	}
+}
+
+func (a *Admin) readIDs(ctx context.Context, query string, args ...any) ([]int64, error) {
+	rows, err := a.db.QueryContext(ctx, query, args...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var ids []int64
+	for rows.Next() {
+		var id int64
+		if err := rows.Scan(&id); err != nil {
+			return nil, err
+		}
+		ids = append(ids, id)
+	}
+	return ids, rows.Err()
+}

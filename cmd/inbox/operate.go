@@ -1,0 +1,454 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/sqlinbox/inbox/admin"
+)
+
+const schemaHead = `Prints the statements that create the table the flags describe, with the claim index the
+README recommends: for the database of -dsn (or $INBOX_DSN), or else of -db. -apply runs them
+on that database. -check compares the table there with the description instead, column by
+column (missing, or of a type that does not fit its role) and the claim index, prints the
+statement that fixes each problem, and exits with 1 when there is one.`
+
+func schemaCommand(ctx context.Context, s *session, args []string) error {
+	fs := s.flags("schema", schemaHead)
+	dsn := dsnFlag(fs, "none (then -db)")
+	db := fs.String("db", "", "the database to print for without connecting: postgres, mysql, mariadb or sqlite")
+	apply := fs.Bool("apply", false, "create the table on the database")
+	check := fs.Bool("check", false, "check the table on the database against the description")
+	asJSON := fs.Bool("json", false, "with -check, print the check as JSON")
+	tf := addTableFlags(fs)
+	if err := s.parse(fs, args); err != nil {
+		return err
+	}
+	if *apply && *check {
+		return usagef("-apply and -check: give one")
+	}
+	t, ok, err := s.target(*dsn)
+	if err != nil {
+		return err
+	}
+	if !ok {
+		if *apply || *check {
+			return usagef("no database: give -dsn, or set $INBOX_DSN")
+		}
+		if *db == "" {
+			return usagef("no database: give -dsn (or set $INBOX_DSN), or -db to print for one")
+		}
+		d, err := dialectNamed(*db)
+		if err != nil {
+			return err
+		}
+		stmts, err := admin.Schema(d, tf.table(), *tf.lease)
+		if err != nil {
+			return usagef("%v", err)
+		}
+		fmt.Fprint(s.stdout, statements(stmts))
+		return nil
+	}
+	if *db != "" {
+		return usagef("-db and a DSN: the DSN names the database")
+	}
+	conn, a, err := s.operateOn(ctx, t, tf)
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	switch {
+	case *check:
+		return printCheck(ctx, s, a, *asJSON)
+	case *apply:
+		stmts, err := a.Schema()
+		if err != nil {
+			return err
+		}
+		for _, st := range stmts {
+			if _, err := conn.ExecContext(ctx, st); err != nil {
+				return fmt.Errorf("creating table %s in %s: %s: %w", *tf.name, t.shown, st, err)
+			}
+		}
+		fmt.Fprintf(s.stdout, "created table %s in %s:\n%s", *tf.name, t.shown, statements(stmts))
+		return nil
+	}
+	stmts, err := a.Schema()
+	if err != nil {
+		return err
+	}
+	fmt.Fprint(s.stdout, statements(stmts))
+	return nil
+}
+
+// statements writes statements as a script: each ends with a semicolon and a line break.
+func statements(stmts []string) string { return strings.Join(stmts, ";\n") + ";\n" }
+
+// errCheck is a check that found problems, which it has printed.
+var errCheck = errors.New("the table does not match its description")
+
+func printCheck(ctx context.Context, s *session, a *admin.Admin, asJSON bool) error {
+	c, err := a.Check(ctx)
+	if err != nil {
+		return err
+	}
+	if asJSON {
+		b, _ := json.MarshalIndent(c, "", "  ")
+		fmt.Fprintf(s.stdout, "%s\n", b)
+	} else {
+		if !c.Found {
+			fmt.Fprintf(s.stdout, "table %s: not found (inbox schema -apply creates it)\n", c.Table)
+		}
+		for _, col := range c.Columns {
+			mark := "ok   "
+			if !col.OK() {
+				mark = "WRONG"
+			}
+			fmt.Fprintf(s.stdout, "%s %s\n", mark, col)
+		}
+		switch {
+		case len(c.Index.Columns) == 0:
+			fmt.Fprintf(s.stdout, "ok    claim index: none needed, the claim orders by id\n")
+		case c.Index.OK():
+			fmt.Fprintf(s.stdout, "ok    claim index (%s): %s\n", strings.Join(c.Index.Columns, ", "), c.Index.Found)
+		default:
+			fmt.Fprintf(s.stdout, "WRONG claim index (%s) is missing: %s\n", strings.Join(c.Index.Columns, ", "), c.Index.Fix)
+		}
+	}
+	if !c.OK() {
+		return fmt.Errorf("table %s: %w (above)", c.Table, errCheck)
+	}
+	return nil
+}
+
+const statsHead = `Prints, per queue, the table's rows by state: due now, delayed (retry_after ahead), in work
+(held by a lease; "unknown" without a lease column: the row lock and advisory forms hold rows
+by locks, and their rows in work count as due), retrying (due or delayed after a delivery),
+dead, processed, and how long the longest-waiting due row has been due ("unknown" when a due
+row was never delayed: the table keeps no publishing time). One statement, which reads the
+whole table.`
+
+func statsCommand(ctx context.Context, s *session, args []string) error {
+	fs := s.flags("stats", statsHead)
+	dsn := dsnFlag(fs, "none")
+	watch := fs.Duration("watch", 0, "print again every this long, in place, until interrupted (0: once)")
+	asJSON := fs.Bool("json", false, "print each count as a line of JSON (unknown counts are null)")
+	tf := addTableFlags(fs)
+	if err := s.parse(fs, args); err != nil {
+		return err
+	}
+	if *watch < 0 {
+		return usagef("-watch %v: give 0 or more", *watch)
+	}
+	db, a, err := s.operate(ctx, *dsn, tf)
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	for {
+		stats, err := a.Stats(ctx)
+		if err != nil {
+			if *watch > 0 && ctx.Err() != nil {
+				return nil
+			}
+			return err
+		}
+		if *asJSON {
+			printStatsJSON(s, stats)
+		} else {
+			if *watch > 0 {
+				fmt.Fprint(s.stdout, "\x1b[H\x1b[2J") // home and clear: print in place
+				fmt.Fprintf(s.stdout, "table %s, %s (every %v)\n\n", *tf.name, time.Now().Format(time.DateTime), *watch)
+			}
+			printStats(s, stats)
+		}
+		if *watch == 0 {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(*watch):
+		}
+	}
+}
+
+// shown is a count as the table prints it.
+func shown(n int64) string {
+	if n == admin.Unknown {
+		return "unknown"
+	}
+	return strconv.FormatInt(n, 10)
+}
+
+func printStats(s *session, stats []admin.Stats) {
+	var b strings.Builder
+	w := tabwriter.NewWriter(&b, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(w, "queue\tdue\tdelayed\tin work\tretrying\tdead\tprocessed\toldest due\t")
+	for _, st := range stats {
+		oldest := "-"
+		switch {
+		case st.OldestDue == admin.Unknown:
+			oldest = "unknown"
+		case st.Due > 0:
+			oldest = st.OldestDue.Round(time.Second).String()
+		}
+		queue := st.Queue
+		if queue == "" {
+			queue = `""`
+		}
+		fmt.Fprintf(w, "%s\t%d\t%d\t%s\t%s\t%d\t%d\t%s\t\n", queue, st.Due, st.Delayed, shown(st.InWork), shown(st.Retrying), st.Dead, st.Processed, oldest)
+	}
+	w.Flush()
+	fmt.Fprint(s.stdout, b.String())
+	if len(stats) == 0 {
+		fmt.Fprintln(s.stdout, "(no rows)")
+	}
+}
+
+// jsonStats is a queue's counts as -json prints them: an unknown count is null.
+type jsonStats struct {
+	Queue     string   `json:"queue"`
+	Due       int64    `json:"due"`
+	Delayed   int64    `json:"delayed"`
+	InWork    *int64   `json:"in_work"`
+	Retrying  *int64   `json:"retrying"`
+	Dead      int64    `json:"dead"`
+	Processed int64    `json:"processed"`
+	OldestDue *float64 `json:"oldest_due_seconds"`
+	At        string   `json:"at"`
+}
+
+func printStatsJSON(s *session, stats []admin.Stats) {
+	known := func(n int64) *int64 {
+		if n == admin.Unknown {
+			return nil
+		}
+		return &n
+	}
+	at := time.Now().UTC().Format(time.RFC3339)
+	for _, st := range stats {
+		j := jsonStats{Queue: st.Queue, Due: st.Due, Delayed: st.Delayed, InWork: known(st.InWork), Retrying: known(st.Retrying), Dead: st.Dead, Processed: st.Processed, At: at}
+		if st.OldestDue != admin.Unknown {
+			secs := st.OldestDue.Seconds()
+			j.OldestDue = &secs
+		}
+		b, _ := json.Marshal(j)
+		fmt.Fprintf(s.stdout, "%s\n", b)
+	}
+}
+
+const deadHead = `Lists, requeues or purges the table's dead rows (DeadAt set):
+
+  inbox dead list [-queue q] [-limit 50] [-after cursor] [-json]
+      newest first; a full page ends with the -after that prints the next
+  inbox dead requeue (-ids 1,2,3 | -queue q | -all)
+      back in the queue, due at once, attempt reset to 0 (the last error is kept)
+  inbox dead purge (-ids 1,2,3 | -queue q | -all)
+      deleted`
+
+func deadCommand(ctx context.Context, s *session, args []string) error {
+	if len(args) == 0 || args[0] == "-h" || args[0] == "-help" || args[0] == "--help" {
+		fmt.Fprintf(s.stderr, "usage: inbox dead list|requeue|purge [flags]\n\n%s\n\n'inbox dead <list|requeue|purge> -h' lists the flags.\n", deadHead)
+		if len(args) == 0 {
+			return usagef("name list, requeue or purge")
+		}
+		return flag.ErrHelp
+	}
+	sub, args := args[0], args[1:]
+	fs := s.flags("dead "+sub, deadHead)
+	dsn := dsnFlag(fs, "none")
+	sel := addSelectionFlags(fs, sub != "list")
+	tf := addTableFlags(fs)
+	var limit *int
+	var after, asJSON = new(string), new(bool)
+	switch sub {
+	case "list":
+		limit = fs.Int("limit", 50, "the most rows to list")
+		after = fs.String("after", "", "list the rows after this cursor, as the previous page printed it")
+		asJSON = fs.Bool("json", false, "print each row as a line of JSON")
+	case "requeue", "purge":
+	default:
+		return usagef("dead %q: name list, requeue or purge", sub)
+	}
+	if err := s.parse(fs, args); err != nil {
+		return err
+	}
+	selection, err := sel.selection()
+	if err != nil {
+		return err
+	}
+	var cursor admin.Cursor
+	if *after != "" {
+		if cursor, err = admin.ParseCursor(*after); err != nil {
+			return usagef("-after: %v", err)
+		}
+	}
+	db, a, err := s.operate(ctx, *dsn, tf)
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	switch sub {
+	case "requeue":
+		n, err := a.Requeue(ctx, selection)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(s.stdout, "requeued %d dead rows of %s (attempts reset to 0)\n", n, selection)
+		return nil
+	case "purge":
+		n, err := a.PurgeDead(ctx, selection)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(s.stdout, "purged %d dead rows of %s\n", n, selection)
+		return nil
+	}
+	if *limit <= 0 {
+		return usagef("-limit %d: give 1 or more", *limit)
+	}
+	rows, err := a.Dead(ctx, selection, cursor, *limit)
+	if err != nil {
+		return err
+	}
+	if *asJSON {
+		for _, r := range rows {
+			b, _ := json.Marshal(r)
+			fmt.Fprintf(s.stdout, "%s\n", b)
+		}
+		return nil
+	}
+	var b strings.Builder
+	w := tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(w, "id\tqueue\tattempt\tdead at\tlast error")
+	for _, r := range rows {
+		fmt.Fprintf(w, "%d\t%s\t%d\t%s\t%s\n", r.ID, r.Queue, r.Attempt, r.DeadAt.Format("2006-01-02 15:04:05.000000Z"), oneLine(r.LastError))
+	}
+	w.Flush()
+	fmt.Fprint(s.stdout, b.String())
+	if len(rows) == *limit {
+		fmt.Fprintf(s.stdout, "next page: -after %s\n", rows[len(rows)-1].Cursor())
+	}
+	return nil
+}
+
+// oneLine is an error's text on one line, cut at 120 characters.
+func oneLine(text string) string {
+	text = strings.Join(strings.Fields(text), " ")
+	if r := []rune(text); len(r) > 120 {
+		return string(r[:119]) + "…"
+	}
+	return text
+}
+
+const purgeHead = `Deletes the processed rows (ProcessedAt set) processed longer ago than -processed-before,
+of every queue or of -queue, a thousand rows a statement.`
+
+func purgeCommand(ctx context.Context, s *session, args []string) error {
+	fs := s.flags("purge", purgeHead)
+	dsn := dsnFlag(fs, "none")
+	before := fs.String("processed-before", "", "the age past which a processed row is deleted: 7d, 36h, 90m (required)")
+	sel := addSelectionFlags(fs, false)
+	tf := addTableFlags(fs)
+	if err := s.parse(fs, args); err != nil {
+		return err
+	}
+	if *before == "" {
+		return usagef("-processed-before: give the age past which processed rows go (7d, say)")
+	}
+	age, err := parseAge(*before)
+	if err != nil {
+		return usagef("-processed-before %q: %v", *before, err)
+	}
+	selection, err := sel.selection()
+	if err != nil {
+		return err
+	}
+	db, a, err := s.operate(ctx, *dsn, tf)
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	n, err := a.PurgeProcessed(ctx, selection, age)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(s.stdout, "purged %d rows of %s processed before %s\n", n, selection, time.Now().Add(-age).UTC().Format(time.RFC3339))
+	return nil
+}
+
+// parseAge reads a duration as time.ParseDuration does, and also in days: 7d.
+func parseAge(s string) (time.Duration, error) {
+	if days, ok := strings.CutSuffix(s, "d"); ok {
+		n, err := strconv.ParseFloat(days, 64)
+		if err != nil || n < 0 {
+			return 0, errors.New("write a number of days (7d) or a duration (36h, 90m)")
+		}
+		return time.Duration(n * float64(24*time.Hour)), nil
+	}
+	d, err := time.ParseDuration(s)
+	if err != nil || d < 0 {
+		return 0, errors.New("write a number of days (7d) or a duration (36h, 90m)")
+	}
+	return d, nil
+}
+
+// selectionFlags are -queue, and for the commands that change dead rows -ids and -all, which
+// select the rows a command takes: exactly one where required, otherwise every queue unless
+// -queue.
+type selectionFlags struct {
+	queue    *string
+	queueSet bool
+	ids      *string
+	all      *bool
+	required bool
+}
+
+func addSelectionFlags(fs *flag.FlagSet, changes bool) *selectionFlags {
+	f := &selectionFlags{queue: new(string), ids: new(string), all: new(bool), required: changes}
+	fs.Func("queue", "the rows of this queue (its group value) only", func(v string) error {
+		*f.queue, f.queueSet = v, true
+		return nil
+	})
+	if changes {
+		f.ids = fs.String("ids", "", "the rows of these ids, comma-separated")
+		f.all = fs.Bool("all", false, "every dead row, of every queue")
+	}
+	return f
+}
+
+func (f *selectionFlags) selection() (admin.Selection, error) {
+	given := 0
+	for _, set := range []bool{f.queueSet, *f.ids != "", *f.all} {
+		if set {
+			given++
+		}
+	}
+	switch {
+	case given > 1:
+		return admin.Selection{}, usagef("-ids, -queue and -all: give one")
+	case given == 0 && f.required:
+		return admin.Selection{}, usagef("no rows selected: give -ids, -queue or -all")
+	case f.queueSet:
+		return admin.Queue(*f.queue), nil
+	case *f.ids != "":
+		var ids []int64
+		for _, field := range strings.Split(*f.ids, ",") {
+			id, err := strconv.ParseInt(strings.TrimSpace(field), 10, 64)
+			if err != nil {
+				return admin.Selection{}, usagef("-ids %q: write ids as 1,2,3", *f.ids)
+			}
+			ids = append(ids, id)
+		}
+		return admin.IDs(ids...), nil
+	}
+	return admin.All(), nil
+}

@@ -1,0 +1,103 @@
+package main
+
+import (
+	"context"
+	"database/sql"
+	"flag"
+
+	"github.com/sqlinbox/inbox"
+	"github.com/sqlinbox/inbox/admin"
+	"github.com/sqlinbox/inbox/dialect"
+)
+
+// tableFlags are the flags that describe a table by its columns' roles, for the commands that
+// operate one. Their defaults are the README's table; an empty value (-headers=) says the
+// table has no column for that role.
+type tableFlags struct {
+	name, lease *string
+	generated   *bool
+	roles       []struct {
+		column *string
+		set    func(t *inbox.Table, column string)
+	}
+}
+
+func addTableFlags(fs *flag.FlagSet) *tableFlags {
+	f := &tableFlags{
+		name:      fs.String("table", "jobs", "the table's name"),
+		generated: fs.Bool("id-generated", true, "the database assigns the id (false: publishers give it)"),
+		lease:     fs.String("lease", "locked_until", "the lease form's column; empty (-lease=) for a table no lease form consumes"),
+	}
+	for _, r := range []struct {
+		flag, column, role string
+		set                func(t *inbox.Table, column string)
+	}{
+		{"id", "id", "ID", func(t *inbox.Table, c string) { t.ID = c }},
+		{"payload", "payload", "Payload", func(t *inbox.Table, c string) { t.Payload = c }},
+		{"attempt", "attempt", "Attempt", func(t *inbox.Table, c string) { t.Attempt = c }},
+		{"processed-at", "processed_at", "ProcessedAt", func(t *inbox.Table, c string) { t.ProcessedAt = c }},
+		{"group", "queue", "Group", func(t *inbox.Table, c string) { t.Group = c }},
+		{"priority", "priority", "Priority", func(t *inbox.Table, c string) { t.Priority = c }},
+		{"retry-after", "retry_after", "RetryAfter", func(t *inbox.Table, c string) { t.RetryAfter = c }},
+		{"headers", "headers", "Headers", func(t *inbox.Table, c string) { t.Headers = c }},
+		{"dead-at", "dead_at", "DeadAt", func(t *inbox.Table, c string) { t.DeadAt = c }},
+		{"last-error", "last_error", "LastError", func(t *inbox.Table, c string) { t.LastError = c }},
+	} {
+		usage := "the " + r.role + " role's column"
+		if r.role != "ID" {
+			usage += "; empty (-" + r.flag + "=) when the table has none"
+		}
+		f.roles = append(f.roles, struct {
+			column *string
+			set    func(t *inbox.Table, column string)
+		}{fs.String(r.flag, r.column, usage), r.set})
+	}
+	return f
+}
+
+// table is the description the flags give.
+func (f *tableFlags) table() inbox.Table {
+	t := inbox.Table{Name: *f.name, IDGenerated: *f.generated}
+	for _, r := range f.roles {
+		r.set(&t, *r.column)
+	}
+	return t
+}
+
+// operate opens the database a command names and the operator of its table.
+func (s *session) operate(ctx context.Context, dsn string, f *tableFlags) (*sql.DB, *admin.Admin, error) {
+	t, ok, err := s.target(dsn)
+	if err != nil {
+		return nil, nil, err
+	}
+	if !ok {
+		return nil, nil, usagef("no database: give -dsn, or set $INBOX_DSN")
+	}
+	return s.operateOn(ctx, t, f)
+}
+
+func (s *session) operateOn(ctx context.Context, t target, f *tableFlags) (*sql.DB, *admin.Admin, error) {
+	// The description is checked before connecting: a mistyped flag is a usage error.
+	if _, err := admin.Schema(t.dialect, f.table(), *f.lease); err != nil {
+		return nil, nil, usagef("%v", err)
+	}
+	db, err := open(ctx, t, 2)
+	if err != nil {
+		return nil, nil, err
+	}
+	a, err := admin.New(db, t.dialect, f.table(), *f.lease)
+	if err != nil {
+		db.Close()
+		return nil, nil, err
+	}
+	return db, a, nil
+}
+
+// dialectNamed is the dialect of a database named as -db names it.
+func dialectNamed(name string) (dialect.Dialect, error) {
+	d, err := dialect.Parse(name, "")
+	if err != nil {
+		return nil, usagef("-db %q: name postgres, mysql, mariadb or sqlite", name)
+	}
+	return d, nil
+}

@@ -1,0 +1,142 @@
+package schema
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/sqlinbox/inbox"
+	"github.com/sqlinbox/inbox/dialect"
+)
+
+// Definitions of the columns the README gives each role, by database; the id's is that of an
+// id the publisher gives (see definition for a generated one).
+var (
+	postgresDefinitions = map[Role]string{
+		ID: "BIGINT PRIMARY KEY", Payload: "BYTEA", Attempt: "INT NOT NULL DEFAULT 0", Priority: "INT NOT NULL DEFAULT 0",
+		Group: "TEXT NOT NULL DEFAULT ''", Headers: "TEXT", LastError: "TEXT",
+		ProcessedAt: "TIMESTAMPTZ", RetryAfter: "TIMESTAMPTZ", DeadAt: "TIMESTAMPTZ", Lease: "TIMESTAMPTZ",
+	}
+	mysqlDefinitions = map[Role]string{
+		ID: "BIGINT PRIMARY KEY", Payload: "LONGBLOB", Attempt: "INT NOT NULL DEFAULT 0", Priority: "INT NOT NULL DEFAULT 0",
+		Group: "VARCHAR(191) NOT NULL DEFAULT ''", Headers: "TEXT", LastError: "TEXT",
+		ProcessedAt: "DATETIME(6) NULL", RetryAfter: "DATETIME(6) NULL", DeadAt: "DATETIME(6) NULL", Lease: "DATETIME(6) NULL",
+	}
+)
+
+// definition is the column definition the README gives role r on d's database: its type, and
+// for the integers and the group NOT NULL with a default. generated says the database assigns
+// the id (on SQLite an INTEGER PRIMARY KEY is the rowid, assigned when not given, either way).
+func definition(d dialect.Dialect, r Role, generated bool) string {
+	switch d.Name() {
+	case "postgres":
+		if r == ID && generated {
+			return "BIGSERIAL PRIMARY KEY"
+		}
+		return postgresDefinitions[r]
+	case "sqlite":
+		return sqliteDefinition(r)
+	}
+	if r == ID && generated {
+		return "BIGINT AUTO_INCREMENT PRIMARY KEY"
+	}
+	return mysqlDefinitions[r]
+}
+
+// Create returns the statements that create the table t describes on d's database, with the
+// lease form's column when lease is not empty: the CREATE TABLE, every column typed as the
+// README says, and, where the claim orders by more than the id, the claim index (see
+// ClaimIndex), which on MySQL and MariaDB is part of the CREATE TABLE. It fails, wrapping
+// inbox.ErrSchema, on a description Validate refuses or a name the database would not keep.
+func Create(d dialect.Dialect, t inbox.Table, lease string) ([]string, error) {
+	q, err := t.Quote(d)
+	if err != nil {
+		return nil, err
+	}
+	var cols []string
+	for _, n := range Describe(t, lease) {
+		col, err := d.Quote(n.Column)
+		if err != nil {
+			return nil, fmt.Errorf("%w: table %q, %s column: %v", inbox.ErrSchema, t.Name, n.Role, err)
+		}
+		cols = append(cols, col+" "+definition(d, n.Role, t.IDGenerated))
+	}
+	index, err := ClaimIndex(d, t)
+	if err != nil {
+		return nil, err
+	}
+	if index.Name != "" && d.Name() != "postgres" && d.Name() != "sqlite" {
+		cols = append(cols, "INDEX "+index.quoted+" ("+strings.Join(index.quotedColumns, ", ")+")")
+		index = Index{}
+	}
+	out := []string{"CREATE TABLE " + q.Name + " (\n    " + strings.Join(cols, ",\n    ") + "\n)"}
+	if index.Name != "" {
+		out = append(out, index.Create)
+	}
+	return out, nil
+}
+
+// Index is the claim index of a table: an index whose columns are the claim's equality columns
+// (group; on MySQL and MariaDB also processed_at and dead_at, which the claim asks to be NULL)
+// and then the claim order (priority, retry_after, id), each where the table has it. On
+// Postgres and SQLite it is partial, over the rows neither processed nor dead.
+type Index struct {
+	Name    string   // the table's name and "_claim"; empty when the claim orders by the id alone, which the primary key serves
+	Columns []string // unquoted, in order
+	Create  string   // the CREATE INDEX statement
+
+	quoted        string
+	quotedColumns []string
+}
+
+// ClaimIndex returns the claim index of the table t describes on d's database.
+func ClaimIndex(d dialect.Dialect, t inbox.Table) (Index, error) {
+	var cols []string
+	switch d.Name() {
+	case "postgres", "sqlite":
+		cols = []string{t.Group, t.Priority, t.RetryAfter, t.ID}
+	default:
+		cols = []string{t.Group, t.ProcessedAt, t.DeadAt, t.Priority, t.RetryAfter, t.ID}
+	}
+	var ix Index
+	for _, c := range cols {
+		if c == "" {
+			continue
+		}
+		q, err := d.Quote(c)
+		if err != nil {
+			return Index{}, fmt.Errorf("%w: table %q, column %q: %v", inbox.ErrSchema, t.Name, c, err)
+		}
+		ix.Columns = append(ix.Columns, c)
+		col := q
+		if c == t.RetryAfter && d.Caps().NullsLast {
+			col += " NULLS FIRST" // the claim takes a row never delayed first
+		}
+		ix.quotedColumns = append(ix.quotedColumns, col)
+	}
+	if len(ix.Columns) == 1 {
+		return Index{}, nil
+	}
+	ix.Name = t.Name + "_claim"
+	var err error
+	if ix.quoted, err = d.Quote(ix.Name); err != nil {
+		return Index{}, fmt.Errorf("%w: table %q: its claim index's name: %v (name the table shorter)", inbox.ErrSchema, t.Name, err)
+	}
+	table, err := d.Quote(t.Name)
+	if err != nil {
+		return Index{}, fmt.Errorf("%w: table name: %v", inbox.ErrSchema, err)
+	}
+	ix.Create = "CREATE INDEX " + ix.quoted + " ON " + table + " (" + strings.Join(ix.quotedColumns, ", ") + ")"
+	if d.Name() == "postgres" || d.Name() == "sqlite" {
+		var where []string
+		for _, c := range []string{t.ProcessedAt, t.DeadAt} {
+			if c != "" {
+				q, _ := d.Quote(c) // quoted above, by Describe's columns
+				where = append(where, q+" IS NULL")
+			}
+		}
+		if len(where) > 0 {
+			ix.Create += " WHERE " + strings.Join(where, " AND ")
+		}
+	}
+	return ix, nil
+}

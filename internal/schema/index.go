@@ -1,0 +1,80 @@
+package schema
+
+import (
+	"context"
+	"database/sql"
+	"slices"
+	"strings"
+
+	"github.com/sqlinbox/inbox/dialect"
+)
+
+// Catalog queries of a table's indexes: a row per index column, by index and position.
+const (
+	postgresIndexes = `SELECT ic.relname, a.attname FROM pg_catalog.pg_class c ` +
+		`JOIN pg_catalog.pg_index x ON x.indrelid = c.oid ` +
+		`JOIN pg_catalog.pg_class ic ON ic.oid = x.indexrelid ` +
+		`CROSS JOIN LATERAL unnest(x.indkey) WITH ORDINALITY AS k(attnum, n) ` +
+		`JOIN pg_catalog.pg_attribute a ON a.attrelid = c.oid AND a.attnum = k.attnum ` +
+		`WHERE c.relname = $1 AND pg_catalog.pg_table_is_visible(c.oid) ORDER BY ic.relname, k.n`
+	mysqlIndexes = "SELECT INDEX_NAME, COLUMN_NAME FROM information_schema.STATISTICS " +
+		"WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = ? ORDER BY INDEX_NAME, SEQ_IN_INDEX"
+	sqliteIndexes = `SELECT il.name, ii.name FROM pragma_index_list(?) AS il, pragma_index_info(il.name) AS ii ORDER BY il.name, ii.seqno`
+)
+
+// ReadIndexes reads the indexes of the table named name from the catalog of d's database: the
+// columns of each, in order, by the index's name. An index on an expression lists only its
+// plain columns.
+func ReadIndexes(ctx context.Context, db *sql.DB, d dialect.Dialect, name string) (map[string][]string, error) {
+	query := mysqlIndexes
+	switch d.Name() {
+	case "postgres":
+		query = postgresIndexes
+	case "sqlite":
+		query = sqliteIndexes
+	}
+	rows, err := db.QueryContext(ctx, query, name)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	out := map[string][]string{}
+	for rows.Next() {
+		var index string
+		var column sql.NullString // SQLite names no column of an expression
+		if err := rows.Scan(&index, &column); err != nil {
+			return nil, err
+		}
+		if column.Valid {
+			out[index] = append(out[index], column.String)
+		}
+	}
+	return out, rows.Err()
+}
+
+// Serving returns the name of an index among indexes whose columns begin with want's, in
+// order (as written on Postgres, in any case elsewhere), or "" when there is none.
+func Serving(d dialect.Dialect, indexes map[string][]string, want Index) string {
+	names := make([]string, 0, len(indexes))
+	for name := range indexes {
+		names = append(names, name)
+	}
+	slices.Sort(names)
+	for _, name := range names {
+		cols := indexes[name]
+		if len(cols) < len(want.Columns) {
+			continue
+		}
+		match := true
+		for i, c := range want.Columns {
+			if cols[i] != c && (d.Name() == "postgres" || !strings.EqualFold(cols[i], c)) {
+				match = false
+				break
+			}
+		}
+		if match {
+			return name
+		}
+	}
+	return ""
+}
