@@ -117,6 +117,14 @@ type Caps struct {
 	// run.
 	Advisory Floor
 
+	// StatementLostCodes are the SQLSTATE codes with which a server refuses a prepared
+	// statement of the connection's own rather than the statement's text: 26000 (it does not
+	// exist) and 42P05 (it exists already) on Postgres, which a pooler in transaction mode
+	// causes when it moves a client to another server connection (PgBouncer before 1.21).
+	// Preparing (internal/stmt Prepare) reports them as the connection's failure, not as the
+	// schema's.
+	StatementLostCodes []string
+
 	// ClockQuery reads the server's clock, in UTC, as text of the layout
 	// "2006-01-02 15:04:05.999999" (SQLite's to the millisecond): what inbox.DatabaseClock
 	// measures its offset by.
@@ -180,6 +188,7 @@ var (
 		PredicateLockLevels: []string{"serializable"},
 		Server:              Floor{9, 5, 0, "SKIP LOCKED"},
 		Advisory:            Floor{11, 0, 0, "hashtextextended"},
+		StatementLostCodes:  []string{"26000", "42P05"},
 		ClockQuery:          "SELECT to_char(clock_timestamp() AT TIME ZONE 'UTC', 'YYYY-MM-DD HH24:MI:SS.US')",
 		ConflictCodes:       []string{"40001", "40P01"},
 		ConflictMarks:       []string{"SQLSTATE 40001", "SQLSTATE 40P01"},

@@ -964,3 +964,23 @@ func TestRowlockTransactionEndedWhileRowsWereRead(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestRowlockOpenStatementLost: a prepare refused for the connection's own prepared statement
+// (42P05, as PgBouncer in transaction pooling causes) is the connection's failure, not
+// ErrSchema: the error says so and names the pooler, and a consumer would try again.
+func TestRowlockOpenStatementLost(t *testing.T) {
+	dc := rowlockPostgres
+	m := newRecorder(t, 0)
+	m.mock.ExpectQuery(dc.version).WillReturnRows(sqlmock.NewRows([]string{"v"}).AddRow(dc.versionAnswer))
+	expectColumns(m.mock, dc.db(), rowlockFullTable, "")
+	for range 2 {
+		m.mock.ExpectPrepare(dc.full.claim).WillReturnError(rowlockSQLState{"42P05"})
+	}
+	m.mock.ExpectPing()
+
+	f := dc.form(rowlockFullTable)
+	_, err := f.Open(context.Background(), m.db, inbox.Queue{Name: rowlockQueue})
+	if err == nil || errors.Is(err, inbox.ErrSchema) || !strings.Contains(err.Error(), "PgBouncer") || !strings.Contains(err.Error(), "claim statement") {
+		t.Fatalf("Open = %v; want a connection failure naming the claim statement and the pooler, not ErrSchema", err)
+	}
+}

@@ -313,7 +313,8 @@ func (t *Table) Order(alias string) string {
 // startup it means a table or column the server does not have. A connection cut under the
 // first try (a killed backend, a restarting server) is not taken for that: a refused statement
 // is refused again on a second try, and when the server cannot be reached the error is the
-// connection's, not ErrSchema, so a consumer tries again.
+// connection's, not ErrSchema, so a consumer tries again. So is a refusal of the connection's
+// own prepared statement (Caps.StatementLostCodes), which a pooler causes.
 //
 // SQLite drivers compile a statement only when it first runs, so on SQLite Prepare also has it
 // compiled by EXPLAIN, which fails on a missing table or column without running anything.
@@ -325,6 +326,10 @@ func (t *Table) Prepare(ctx context.Context, db *sql.DB, what, query string) (*s
 	if err != nil {
 		if pingErr := db.PingContext(ctx); pingErr != nil {
 			return nil, fmt.Errorf("inbox: table %q: preparing the %s statement: %w", t.Raw.Name, what, errors.Join(err, pingErr))
+		}
+		var coded interface{ SQLState() string }
+		if errors.As(err, &coded) && slices.Contains(t.D.Caps().StatementLostCodes, coded.SQLState()) {
+			return nil, fmt.Errorf("inbox: table %q: preparing the %s statement: %w; the server lost or already held a prepared statement of this connection, which a pooler in transaction mode causes (PgBouncer before 1.21): connect directly or through session pooling (see docs/clusters.md)", t.Raw.Name, what, err)
 		}
 		return nil, fmt.Errorf("%w: table %q: the %s statement does not prepare: %v; create the table and columns the description names, or fix the description (statement: %s)", inbox.ErrSchema, t.Raw.Name, what, err, query)
 	}
