@@ -157,6 +157,9 @@ func (f *Form[D]) Open(ctx context.Context, db *sql.DB, q inbox.Queue) (inbox.Pl
 	if err := f.d.CheckServer(ctx, db); err != nil {
 		return inbox.Plan{}, fmt.Errorf("table %q, queue %q: %w", f.t.Raw.Name, q.Name, err)
 	}
+	if err := dialect.CheckGalera(ctx, f.d, db, "advisory"); err != nil {
+		return inbox.Plan{}, fmt.Errorf("table %q, queue %q: %w", f.t.Raw.Name, q.Name, err)
+	}
 	if f.d.Name() == "postgres" {
 		if err := checkHashTextExtended(ctx, db); err != nil {
 			return inbox.Plan{}, fmt.Errorf("table %q, queue %q: %w", f.t.Raw.Name, q.Name, err)

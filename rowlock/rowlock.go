@@ -170,6 +170,9 @@ func (f *Form[D]) Open(ctx context.Context, db *sql.DB, q inbox.Queue) (inbox.Pl
 	if err := f.d.CheckServer(ctx, db); err != nil {
 		return inbox.Plan{}, fmt.Errorf("table %q, queue %q: %w", f.t.Name, q.Name, err)
 	}
+	if err := dialect.CheckGalera(ctx, f.d, db, "rowlock"); err != nil {
+		return inbox.Plan{}, fmt.Errorf("table %q, queue %q: %w", f.t.Name, q.Name, err)
+	}
 	st, err := stmt.New(f.d, f.t)
 	if err != nil {
 		return inbox.Plan{}, err

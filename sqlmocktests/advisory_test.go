@@ -102,6 +102,11 @@ func advisoryDialects() []advisoryDialect {
 	version := func(v string) func(sqlmock.Sqlmock) {
 		return func(m sqlmock.Sqlmock) {
 			m.ExpectQuery("SELECT VERSION()").WillReturnRows(sqlmock.NewRows([]string{"VERSION()"}).AddRow(v))
+			if strings.Contains(v, "MariaDB") {
+				expectNotGalera(m, "mariadb")
+			} else {
+				expectNotGalera(m, "mysql")
+			}
 		}
 	}
 	return []advisoryDialect{
@@ -529,6 +534,7 @@ func TestAdvisoryOpenSchemaError(t *testing.T) {
 		t.Fatal(err)
 	}
 	mock.ExpectQuery("SELECT VERSION()").WillReturnRows(sqlmock.NewRows([]string{"v"}).AddRow("8.0.36"))
+	expectNotGalera(mock, "mysql")
 	expectColumns(mock, "mysql", advisoryFull, "")
 	for range 2 { // a refused statement is refused again: it is the schema, not the connection
 		mock.ExpectPrepare("SELECT CONCAT('jobs-', COALESCE(CAST(`account` AS CHAR), '')) FROM `jobs` WHERE 1 = 0").

@@ -540,7 +540,7 @@ func TestLeaseClaimTransactionEnds(t *testing.T) {
 			expectOpen(m, c, st, "jobs")
 			m.mock.ExpectBegin()
 			m.mock.ExpectQuery(st.claim).WillReturnRows(claimed())
-			m.mock.ExpectExec(st.stamp).WillReturnError(errors.New("Error 1205 (HY000): Lock wait timeout exceeded; try restarting transaction"))
+			m.mock.ExpectExec(st.stamp).WillReturnError(errors.New("Error 1317 (70100): Query execution was interrupted"))
 			m.mock.ExpectRollback().WillReturnError(broken)
 			m.mock.ExpectClose()
 			f := lease.New(c.d, leaseJobs, nil)
@@ -709,6 +709,41 @@ func TestLeaseTransactionEnded(t *testing.T) {
 			}
 			if err := f.Close(); err != nil {
 				t.Fatal(err)
+			}
+		})
+	}
+}
+
+// TestLeaseClaimRetriesConflicts: on MySQL and MariaDB a claim whose transaction meets a
+// conflict (a deadlock; on a Galera node, a certification failure at COMMIT, 1213) changed
+// nothing and is claimed again at once, and the row reaches the caller without an error.
+func TestLeaseClaimRetriesConflicts(t *testing.T) {
+	for _, c := range leaseCases {
+		if !c.mysqlFamily() {
+			continue
+		}
+		t.Run(c.name, func(t *testing.T) {
+			st := c.jobs
+			m := newRecorder(t, 1)
+			expectOpen(m, c, st, "jobs")
+			claimed := func() *sqlmock.Rows {
+				return sqlmock.NewRows([]string{"id", "payload", "attempt"}).AddRow(int64(7), []byte("payload"), int64(0))
+			}
+			m.mock.ExpectBegin()
+			m.mock.ExpectQuery(st.claim).WillReturnRows(claimed())
+			m.mock.ExpectExec(st.stamp).WillReturnError(errors.New("Error 1213 (40001): Deadlock found when trying to get lock; try restarting transaction"))
+			m.mock.ExpectRollback()
+			m.mock.ExpectBegin()
+			m.mock.ExpectQuery(st.claim).WillReturnRows(claimed())
+			m.mock.ExpectExec(st.stamp).WillReturnResult(leaseResult(1))
+			m.mock.ExpectCommit()
+			f := lease.New(c.d, leaseJobs, nil)
+			if _, err := f.Open(context.Background(), m.db, inbox.Queue{}); err != nil {
+				t.Fatal(err)
+			}
+			ds, err := f.Claim(context.Background(), 1)
+			if err != nil || len(ds) != 1 || ds[0].ID != 7 || ds[0].Attempt != 1 {
+				t.Fatalf("Claim = %v, %v; want row 7 at attempt 1 after the conflict", ds, err)
 			}
 		})
 	}

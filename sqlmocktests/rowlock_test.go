@@ -14,6 +14,7 @@ import (
 	"github.com/DATA-DOG/go-sqlmock"
 
 	"github.com/sqlinbox/inbox"
+	"github.com/sqlinbox/inbox/advisory"
 	"github.com/sqlinbox/inbox/dialect"
 	"github.com/sqlinbox/inbox/isolation"
 	"github.com/sqlinbox/inbox/outcome"
@@ -106,6 +107,9 @@ const rowlockQueue = "emails"
 // preparation of every statement in st (the full or the minimal table's), each closed by Close.
 func rowlockExpectOpen(m *recorder, dc rowlockDialect, st rowlockStatements) {
 	m.mock.ExpectQuery(dc.version).WillReturnRows(sqlmock.NewRows([]string{"v"}).AddRow(dc.versionAnswer))
+	if db := dc.db(); db == "mysql" || db == "mariadb" {
+		expectNotGalera(m.mock, db)
+	}
 	tbl := rowlockFullTable
 	if st == dc.minimal {
 		tbl = rowlockMinimalTable
@@ -982,5 +986,34 @@ func TestRowlockOpenStatementLost(t *testing.T) {
 	_, err := f.Open(context.Background(), m.db, inbox.Queue{Name: rowlockQueue})
 	if err == nil || errors.Is(err, inbox.ErrSchema) || !strings.Contains(err.Error(), "PgBouncer") || !strings.Contains(err.Error(), "claim statement") {
 		t.Fatalf("Open = %v; want a connection failure naming the claim statement and the pooler, not ErrSchema", err)
+	}
+}
+
+// TestOpenRefusesGalera: on a node of a Galera cluster the row lock and advisory forms are
+// refused at Open with ErrDialect naming the lease form, before anything is prepared.
+func TestOpenRefusesGalera(t *testing.T) {
+	forms := map[string]func() (inbox.Form, error){
+		"rowlock": func() (inbox.Form, error) {
+			return rowlock.New(dialect.MariaDB[isolation.Default]{}, rowlockFullTable), nil
+		},
+		"advisory": func() (inbox.Form, error) {
+			return advisory.New(dialect.MariaDB[isolation.Default]{}, rowlockFullTable, "jobs-{id}")
+		},
+	}
+	for name, build := range forms {
+		t.Run(name, func(t *testing.T) {
+			m := newRecorder(t, 0)
+			m.mock.ExpectQuery("SELECT VERSION()").WillReturnRows(sqlmock.NewRows([]string{"v"}).AddRow("10.11.6-MariaDB-0+deb12u1"))
+			m.mock.ExpectQuery("SHOW GLOBAL VARIABLES LIKE 'wsrep_on'").WillReturnRows(sqlmock.NewRows([]string{"Variable_name", "Value"}).AddRow("wsrep_on", "ON"))
+			m.mock.ExpectQuery("SHOW GLOBAL STATUS LIKE 'wsrep_cluster_size'").WillReturnRows(sqlmock.NewRows([]string{"Variable_name", "Value"}).AddRow("wsrep_cluster_size", "3"))
+			f, err := build()
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, err = f.Open(context.Background(), m.db, inbox.Queue{Name: rowlockQueue})
+			if !errors.Is(err, inbox.ErrDialect) || !strings.Contains(err.Error(), "Galera") || !strings.Contains(err.Error(), "lease form") || !strings.Contains(err.Error(), `"jobs"`) {
+				t.Fatalf("Open = %v; want ErrDialect naming Galera, the lease form and the table", err)
+			}
+		})
 	}
 }

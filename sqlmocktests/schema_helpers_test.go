@@ -85,3 +85,16 @@ func expectColumns(mock sqlmock.Sqlmock, db string, tbl inbox.Table, lease strin
 		mock.ExpectQuery(schemaMySQLColumns).WithArgs(tbl.Name).WillReturnRows(rows)
 	}
 }
+
+// expectNotGalera expects the Galera check the row lock and advisory forms make at Open on
+// MySQL and MariaDB, answered as a server without Galera: MySQL has no wsrep_on variable,
+// MariaDB has it OFF. db is "postgres", "mysql", "mariadb" or "sqlite"; the others ask nothing.
+func expectNotGalera(mock sqlmock.Sqlmock, db string) {
+	q := mock.ExpectQuery("SHOW GLOBAL VARIABLES LIKE 'wsrep_on'")
+	switch db {
+	case "mysql":
+		q.WillReturnRows(sqlmock.NewRows([]string{"Variable_name", "Value"}))
+	case "mariadb":
+		q.WillReturnRows(sqlmock.NewRows([]string{"Variable_name", "Value"}).AddRow("wsrep_on", "OFF"))
+	}
+}
