@@ -23,6 +23,7 @@ import (
 	"github.com/sqlinbox/inbox/dialect"
 	"github.com/sqlinbox/inbox/internal/schema"
 	"github.com/sqlinbox/inbox/internal/sqltext"
+	"github.com/sqlinbox/inbox/internal/stmt"
 )
 
 // chunk is the most rows one statement changes.
@@ -408,7 +409,7 @@ func (a *Admin) change(ctx context.Context, call string, sel Selection, k sqltex
 		if sel.byQueue {
 			args = append(args, sel.queue)
 		}
-		ids, err := a.readIDs(ctx, pick, append(args, last, chunk)...)
+		ids, err := stmt.ReadIDs(ctx, a.db, pick, append(args, last, chunk)...)
 		if err != nil {
 			return fail(err)
 		}
@@ -423,21 +424,4 @@ func (a *Admin) change(ctx context.Context, call string, sel Selection, k sqltex
 		}
 		last = ids[len(ids)-1]
 	}
-}
-
-func (a *Admin) readIDs(ctx context.Context, query string, args ...any) ([]int64, error) {
-	rows, err := a.db.QueryContext(ctx, query, args...)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	var ids []int64
-	for rows.Next() {
-		var id int64
-		if err := rows.Scan(&id); err != nil {
-			return nil, err
-		}
-		ids = append(ids, id)
-	}
-	return ids, rows.Err()
 }

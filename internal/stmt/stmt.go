@@ -254,7 +254,7 @@ func (t *Table) unclaimableSearches(queue string, now time.Time) []unclaimableSe
 func (t *Table) FindUnclaimable(ctx context.Context, db *sql.DB, queue string, now time.Time) ([]inbox.Unclaimable, error) {
 	var out []inbox.Unclaimable
 	for _, s := range t.unclaimableSearches(queue, now) {
-		ids, err := t.readIDs(ctx, db, s.query, s.args)
+		ids, err := ReadIDs(ctx, db, s.query, s.args...)
 		if err != nil {
 			return nil, fmt.Errorf("inbox: table %q, queue %q: searching for unclaimable rows: %w (statement: %s)", t.Raw.Name, queue, err, s.query)
 		}
@@ -269,7 +269,8 @@ func (t *Table) FindUnclaimable(ctx context.Context, db *sql.DB, queue string, n
 	return out, nil
 }
 
-func (t *Table) readIDs(ctx context.Context, db *sql.DB, query string, args []any) ([]int64, error) {
+// ReadIDs runs query on db and returns the ids its rows hold, one column each.
+func ReadIDs(ctx context.Context, db *sql.DB, query string, args ...any) ([]int64, error) {
 	rows, err := db.QueryContext(ctx, query, args...)
 	if err != nil {
 		return nil, err
