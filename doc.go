@@ -39,7 +39,7 @@
 //
 // # Quick start
 //
-//	jobs := inbox.Table{Name: "jobs", ID: "id", IDGenerated: true, Payload: "payload", Attempt: "attempt"}
+//	jobs := inbox.Table{Name: "jobs", ID: "id", IDGenerated: true, Payload: "payload", Attempt: "attempt", RetryAfter: "retry_after"}
 //	d := dialect.Postgres[isolation.ReadCommitted]{}
 //
 //	// Publish, alone or inside your own transaction (EnqueueTx).
@@ -53,6 +53,9 @@
 //		return outcome.Ack()
 //	}), &inbox.Config{Workers: 4})
 //	err = c.Run(ctx) // until ctx is done, then a graceful shutdown
+//
+// The package's Example is this as a complete program, and the README's Quick start one that
+// runs on SQLite.
 //
 // # Claimable rows
 //
