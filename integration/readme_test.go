@@ -20,15 +20,15 @@ import (
 	"time"
 )
 
-// A goBlock is one ```go block of the README: its text and the line its first line of code is
-// on.
+// A goBlock is one ```go block of a Markdown file: its text and where it stands.
 type goBlock struct {
-	line    int
-	code    string
+	file    string // the Markdown file's name
+	line    int    // the line of the block's first line of code
 	section string // the heading above it
+	code    string
 }
 
-// readmeGoBlocks returns every ```go block of the README at path.
+// readmeGoBlocks returns every ```go block of the Markdown file at path.
 func readmeGoBlocks(t *testing.T, path string) []goBlock {
 	t.Helper()
 	text, err := os.ReadFile(path)
@@ -56,7 +56,7 @@ func readmeGoBlocks(t *testing.T, path string) []goBlock {
 			fence = line[:len(line)-len(info)]
 			lang := strings.Fields(info)
 			if len(lang) > 0 && lang[0] == "go" {
-				in = &goBlock{line: i + 2, section: section}
+				in = &goBlock{file: filepath.Base(path), line: i + 2, section: section}
 			}
 		case strings.HasPrefix(line, "#"):
 			section = strings.TrimSpace(strings.TrimLeft(line, "#"))
@@ -92,27 +92,55 @@ func goVet(t *testing.T, b goBlock, src string) (string, bool) {
 	return "", true
 }
 
-// positions turns the positions in file, which holds b's code, into positions in the README.
+// positions turns the positions in file, which holds b's code, into positions in the Markdown
+// file.
 func (b goBlock) positions(file string, out []byte) string {
 	return regexp.MustCompile(regexp.QuoteMeta(file)+`:(\d+)`).ReplaceAllStringFunc(string(out), func(pos string) string {
 		n, _ := strconv.Atoi(pos[len(file)+1:])
-		return fmt.Sprintf("README.md:%d", b.line+n-1)
+		return fmt.Sprintf("%s:%d", b.file, b.line+n-1)
 	})
 }
 
-// TestReadmeGoBlocksCompile checks every ```go block of the README: each is a complete Go file
-// (a package clause, its imports, declarations), so that it can be pasted as it is, and it
-// passes go vet. A line marked "// does not compile" shows a compile error: the block compiles
-// without the marked lines, and fails with each one of them.
+// TestReadmeGoBlocksCompile checks every ```go block of the README (see blockFaults).
 func TestReadmeGoBlocksCompile(t *testing.T) {
 	blocks := readmeGoBlocks(t, "../README.md")
 	if len(blocks) == 0 {
 		t.Fatal("README.md has no ```go block")
 	}
+	for _, fault := range blockFaults(t, blocks) {
+		t.Error(fault)
+	}
+}
+
+// TestReadmeCheckFindsFaults runs the README's check on a file of faulty blocks, each of which
+// it must report, and a block it must pass.
+func TestReadmeCheckFindsFaults(t *testing.T) {
+	faults := blockFaults(t, readmeGoBlocks(t, "testdata/readme/faults.md"))
+	want := []string{
+		"faults.md:4 (A fragment): the ```go block is not a complete Go file",
+		"faults.md:19:9: undefined: issue",
+		"faults.md:32 (A line that compiles though marked): the line marked \"// does not compile\" compiles: _ = outcome.Drop()",
+	}
+	if len(faults) != len(want) {
+		t.Fatalf("found %d faults, want %d:\n%s", len(faults), len(want), strings.Join(faults, "\n"))
+	}
+	for i, w := range want {
+		if !strings.Contains(faults[i], w) {
+			t.Errorf("fault %d: %s\nwant it to say %q", i, faults[i], w)
+		}
+	}
+}
+
+// blockFaults checks each block: it is a complete Go file (a package clause, its imports,
+// declarations), so that it can be pasted as it is, and it passes go vet. A line marked
+// "// does not compile" shows a compile error: the block compiles without the marked lines,
+// and fails with each one of them. It returns what is wrong, each where it is.
+func blockFaults(t *testing.T, blocks []goBlock) []string {
+	var faults []string
 	for _, b := range blocks {
-		where := fmt.Sprintf("README.md:%d (%s)", b.line, b.section)
+		where := fmt.Sprintf("%s:%d (%s)", b.file, b.line, b.section)
 		if _, err := parser.ParseFile(token.NewFileSet(), "block.go", b.code, parser.PackageClauseOnly); err != nil {
-			t.Errorf("%s: the ```go block is not a complete Go file (%v): start it with its package clause and imports, and declare what it uses, so that it compiles as pasted", where, err)
+			faults = append(faults, fmt.Sprintf("%s: the ```go block is not a complete Go file (%v): start it with its package clause and imports, and declare what it uses, so that it compiles as pasted", where, err))
 			continue
 		}
 		lines := strings.Split(b.code, "\n")
@@ -133,15 +161,16 @@ func TestReadmeGoBlocksCompile(t *testing.T) {
 			return strings.Join(kept, "\n")
 		}
 		if out, ok := goVet(t, b, without(-1)); !ok {
-			t.Errorf("%s: the ```go block does not compile, or go vet finds fault with it:\n%s", where, out)
+			faults = append(faults, fmt.Sprintf("%s: the ```go block does not compile, or go vet finds fault with it:\n%s", where, out))
 			continue
 		}
 		for _, i := range marked {
 			if _, ok := goVet(t, b, without(i)); ok {
-				t.Errorf("README.md:%d (%s): the line marked %q compiles: %s", b.line+i, b.section, doesNotCompile, strings.TrimSpace(lines[i]))
+				faults = append(faults, fmt.Sprintf("%s:%d (%s): the line marked %q compiles: %s", b.file, b.line+i, b.section, doesNotCompile, strings.TrimSpace(lines[i])))
 			}
 		}
 	}
+	return faults
 }
 
 // TestReadmeQuickStartRuns builds the README's Quick start as it stands and runs it in a
