@@ -21,7 +21,8 @@ type Delivery struct {
 	// Attempt counts the row's deliveries, this one included: the first delivery reads 1. It is
 	// 0 where the table has no attempt column.
 	Attempt int
-	// Group is the row's queue name; empty where the table has no group column.
+	// Group is the row's queue, read from the queue column (Table.Group); empty where the table
+	// has none.
 	Group string
 	// Headers are the row's headers; nil where the table has no headers column or the row holds
 	// none.

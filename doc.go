@@ -39,7 +39,7 @@
 //
 // # Quick start
 //
-//	jobs := inbox.Table{Name: "jobs", ID: "id", IDGenerated: true, Payload: "payload", Attempt: "attempt"}
+//	jobs := inbox.Table{Name: "jobs", ID: "id", IDGenerated: true, Payload: "payload", Attempt: "attempt", RetryAfter: "retry_after"}
 //	d := dialect.Postgres[isolation.ReadCommitted]{}
 //
 //	// Publish, alone or inside your own transaction (EnqueueTx).
@@ -54,13 +54,16 @@
 //	}), &inbox.Config{Workers: 4})
 //	err = c.Run(ctx) // until ctx is done, then a graceful shutdown
 //
+// The package's Example is this as a complete program, and the README's Quick start one that
+// runs on SQLite.
+//
 // # Claimable rows
 //
 // A claim takes a row when it is not processed (processed_at NULL), due (retry_after NULL or
-// past), of the consumer's queue (its group value equal to Config.Queue) and not held (the
+// past), of the consumer's queue (its queue column equal to Config.Queue) and not held (the
 // lease form: locked_until NULL or past), each where the table has the column; in claim order,
 // priority, retry_after (a row never delayed first), id. Some rows never become claimable by
-// themselves: a NULL group value, which no queue matches; a retry_after more than 100 years
+// themselves: a NULL in the queue column, which no queue matches; a retry_after more than 100 years
 // ahead (9999-12-31, Postgres's infinity), which is a way of writing never, since no backoff and
 // no row parked for a date to come waits that long; and on SQLite a retry_after that is not a
 // time in dialect.SQLiteTimeLayout, which compares as text. A consumer searches its queue for

@@ -41,8 +41,8 @@ type Form interface {
 
 // Queue is what a consumer asks of the form it opens.
 type Queue struct {
-	// Name is the queue: the value of the table's group column that the form claims. Ignored
-	// where the table has no group column.
+	// Name is the queue the form claims from, a value of the table's queue column
+	// (Table.Group). Ignored where the table has none.
 	Name string
 	// Transactional asks for a transaction per delivery, lent to the handler as Delivery.Tx.
 	Transactional bool

@@ -19,7 +19,8 @@ import (
 type Message struct {
 	// ID is the row's id; required where the table's id is not generated, ignored where it is.
 	ID int64
-	// Queue is the row's group value; ignored where the table has no group column.
+	// Queue is the row's queue, written to the queue column (Table.Group); ignored where the
+	// table has none.
 	Queue string
 	// Payload is the row's payload; ignored where the table has no payload column.
 	Payload []byte

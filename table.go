@@ -26,10 +26,10 @@ import (
 // dialect.SQLiteTimeLayout). Every form checks the types at Open and fails with ErrSchema,
 // naming the column, its type, the type it needs and the ALTER TABLE that fixes it, where a type
 // breaks the form: an id, attempt or priority that is not an integer, a timestamp column that
-// is not a timestamp, a lease column without microseconds, a group that is not text, a payload
+// is not a timestamp, a lease column without microseconds, a queue column that is not text, a payload
 // that is neither bytes nor text, headers that are not text. On SQLite, outside a STRICT table,
 // a timestamp column of any declared type holds the library's text unchanged; an integer role
-// needs INTEGER affinity, and a group or payload TEXT or BLOB affinity (the others turn text
+// needs INTEGER affinity, and a queue or payload column TEXT or BLOB affinity (the others turn text
 // that looks like a number into a number).
 type Table struct {
 	// Name is the table's name, quoted as one identifier (no schema prefix).
@@ -49,8 +49,8 @@ type Table struct {
 	// ProcessedAt names the column that Ack and Drop stamp instead of deleting the row; claims
 	// pass over stamped rows.
 	ProcessedAt string
-	// Group names the column that holds a row's queue name; a consumer claims only the rows of
-	// its queue. Without it the table is one queue.
+	// Group names the queue column, which holds the name of a row's queue; a consumer claims
+	// only the rows of its Config.Queue. Without it the table is one queue.
 	Group string
 	// Priority names the column claims order by first, smaller first. Without it claims go by id.
 	Priority string

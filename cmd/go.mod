@@ -1,6 +1,6 @@
 module github.com/sqlinbox/inbox/cmd
 
-go 1.26
+go 1.25.0
 
 require (
 	github.com/glebarez/go-sqlite v1.23.0

@@ -1,6 +1,6 @@
 module github.com/sqlinbox/inbox/integration
 
-go 1.26
+go 1.25.0
 
 replace github.com/sqlinbox/inbox => ../
 

@@ -279,7 +279,7 @@ func TestNullAttemptReadsAsNeverDelivered(t *testing.T) {
 }
 
 // TestUnclaimableRowsAreReported: a consumer logs, once, the rows of its queue that no claim
-// takes as they stand: a NULL group value, a retry_after more than a century ahead (Postgres:
+// takes as they stand: a NULL queue, a retry_after more than a century ahead (Postgres:
 // infinity too), and on SQLite a retry_after that is not a time in the library's layout. A row
 // of another queue is not its to report, and a good row is consumed meanwhile.
 func TestUnclaimableRowsAreReported(t *testing.T) {
@@ -308,7 +308,7 @@ func TestUnclaimableRowsAreReported(t *testing.T) {
 			}
 			good := insert("'q'", "NULL")
 			want := map[string][]int64{
-				"group column": {insert("NULL", "NULL")},
+				"queue column": {insert("NULL", "NULL")},
 				"100 years":    {insert("'q'", never)},
 			}
 			other := insert("'other'", never)

@@ -60,15 +60,15 @@
 //
 // On MySQL and MariaDB the claim must find its row through an index in claim order, or the
 // SKIP LOCKED select sorts the table and reads (and, above read committed, locks) far more
-// rows than it returns. Index the group, processed_at, priority, retry_after and id columns,
+// rows than it returns. Index the queue, processed_at, priority, retry_after and id columns,
 // each where the table has it, in that order:
 //
 //	CREATE INDEX jobs_claim ON jobs (queue, processed_at, priority, retry_after, id);
 //
-// processed_at belongs right after the group: the claim asks for processed_at IS NULL, which
+// processed_at belongs right after the queue: the claim asks for processed_at IS NULL, which
 // the index then answers directly, whereas an index without it makes every claim step over
 // all the processed rows kept in the table (draining 4,000 rows with 16 workers took 26 s
-// without it and 3 s with it on MariaDB 10.11). On Postgres a partial index on (group,
+// without it and 3 s with it on MariaDB 10.11). On Postgres a partial index on (queue,
 // priority, retry_after, id) WHERE processed_at IS NULL serves the same purpose.
 package rowlock
 

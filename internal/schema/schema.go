@@ -8,7 +8,7 @@
 // README shows: an id, attempt or priority that is not an integer; a processed_at, retry_after
 // or lease column that is not a timestamp (on SQLite, one that cannot hold the library's text);
 // a lease column that drops microseconds, since the lease token is compared to the microsecond;
-// a group that is not text; a payload that is neither bytes nor text; headers that are not
+// a queue column that is not text; a payload that is neither bytes nor text; headers that are not
 // text.
 package schema
 

@@ -198,7 +198,7 @@ type unclaimableSearch struct {
 }
 
 // unclaimableSearches lists the searches for the kinds of row of queue that no claim takes as
-// they stand, at now (see inbox.Unclaimable): a NULL group, a retry_after more than farYears
+// they stand, at now (see inbox.Unclaimable): a NULL queue, a retry_after more than farYears
 // ahead, and on SQLite a retry_after that is not text in the library's layout. Each is a
 // SELECT of ids, bounded by a LIMIT, over the rows a claim would consider (not processed, of
 // the queue): the claim index's leading columns.
@@ -216,7 +216,7 @@ func (t *Table) unclaimableSearches(queue string, now time.Time) []unclaimableSe
 	var out []unclaimableSearch
 	if q.Group != "" {
 		out = append(out, unclaimableSearch{
-			why:   fmt.Sprintf("the group column %q is NULL, which no consumer's queue matches: set it to the queue that should run the row", t.Raw.Group),
+			why:   fmt.Sprintf("the queue column %q is NULL, which no consumer's queue matches: set it to the queue that should run the row", t.Raw.Group),
 			query: "SELECT " + q.ID + " FROM " + q.Name + " WHERE " + pending + q.Group + " IS NULL" + limit,
 		})
 	}
