@@ -46,6 +46,10 @@ type Claim struct {
 	Duration time.Duration
 	// Err is the claim's error; the consumer claims again after a pause.
 	Err error
+	// Concurrent is how many other claims of the consumer were in flight as this one returned.
+	// A claim that found no row while another was taking rows says little of the queue: the
+	// rows it skipped were being claimed.
+	Concurrent int
 }
 
 // Unit is a unit of work handed to the handler, as Observer.Handling reports it.
@@ -102,7 +106,7 @@ func (r *run) now() time.Time {
 }
 
 // observeClaim reports a claim of ds that began at began, and stamps the rows with the time it
-// returned.
+// returned. The caller holds the claim's slot.
 func (r *run) observeClaim(ctx context.Context, ds []*Delivery, began time.Time, err error) {
 	obs := r.c.cfg.Observer
 	if obs == nil {
@@ -112,7 +116,8 @@ func (r *run) observeClaim(ctx context.Context, ds []*Delivery, began time.Time,
 	for _, d := range ds {
 		d.claimed = now
 	}
-	obs.Claimed(ctx, Claim{Queue: r.c.cfg.Queue, Form: r.plan.Form, Table: r.plan.Table, Rows: len(ds), Duration: now.Sub(began), Err: err})
+	obs.Claimed(ctx, Claim{Queue: r.c.cfg.Queue, Form: r.plan.Form, Table: r.plan.Table, Rows: len(ds), Duration: now.Sub(began), Err: err,
+		Concurrent: len(r.claimSlots) - 1}) // this claim holds a slot until it is reported
 }
 
 // observeHandling reports unit u before its handler runs and returns the handler's context and
