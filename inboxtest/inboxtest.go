@@ -10,6 +10,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"strings"
 	"sync"
 	"time"
@@ -187,11 +188,7 @@ func (w *watch) inWork() int {
 func (w *watch) result() Drained {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	got := Drained{Settled: make(map[outcome.Kind]int, len(w.got.Settled)), Failed: w.got.Failed}
-	for k, v := range w.got.Settled {
-		got.Settled[k] = v
-	}
-	return got
+	return Drained{Settled: maps.Clone(w.got.Settled), Failed: w.got.Failed}
 }
 
 // Enqueued reads back the rows of queue in table t that are not processed (every row, where

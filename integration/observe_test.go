@@ -101,16 +101,6 @@ func (e *expected) give(d *inbox.Delivery) (outcome.Outcome, bool) {
 	return o, ok
 }
 
-func (e *expected) total() int {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	n := 0
-	for _, v := range e.settled {
-		n += v
-	}
-	return n
-}
-
 // TestObserver: on every form × database, single and in batches, the observer is told of as
 // many rows claimed as handled, and of each settlement by the outcome the consumer applied for
 // what the handler returned, with the context it gave the handler.

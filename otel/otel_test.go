@@ -55,6 +55,24 @@ func providers() (*tracetest.InMemoryExporter, *sdktrace.TracerProvider, *sdkmet
 	return spans, tp, reader, mp
 }
 
+// publishTraced publishes a row of queue q for each payload inside a span "publish", which it
+// returns ended.
+func publishTraced(t *testing.T, db *sql.DB, tp trace.TracerProvider, payloads ...string) trace.Span {
+	t.Helper()
+	ctx, publish := tp.Tracer("test").Start(context.Background(), "publish")
+	defer publish.End()
+	var msgs []inbox.Message
+	for _, p := range payloads {
+		m := inbox.Message{Queue: "q", Payload: []byte(p)}
+		inboxotel.Inject(ctx, &m)
+		msgs = append(msgs, m)
+	}
+	if err := inbox.Enqueue(ctx, db, sqliteD, jobs, msgs...); err != nil {
+		t.Fatal(err)
+	}
+	return publish
+}
+
 // consume runs c until the in-memory exporter holds n spans, then stops it.
 func consume(t *testing.T, c *inbox.Consumer, spans *tracetest.InMemoryExporter, n int) {
 	t.Helper()
@@ -80,18 +98,7 @@ func consume(t *testing.T, c *inbox.Consumer, spans *tracetest.InMemoryExporter,
 func TestSpansLinkToThePublisherAndCarryTheOutcome(t *testing.T) {
 	db := openSQLite(t)
 	spans, tp, reader, mp := providers()
-	ctx, publish := tp.Tracer("test").Start(context.Background(), "publish")
-	var msgs []inbox.Message
-	for _, p := range []string{"ack", "retry", "drop"} {
-		m := inbox.Message{Queue: "q", Payload: []byte(p)}
-		inboxotel.Inject(ctx, &m)
-		msgs = append(msgs, m)
-	}
-	if err := inbox.Enqueue(ctx, db, sqliteD, jobs, msgs...); err != nil {
-		t.Fatal(err)
-	}
-	publish.End()
-
+	publish := publishTraced(t, db, tp, "ack", "retry", "drop")
 	obs, err := inboxotel.NewObserver(&inboxotel.Config{TracerProvider: tp, MeterProvider: mp})
 	if err != nil {
 		t.Fatal(err)
@@ -162,17 +169,7 @@ func TestSpansLinkToThePublisherAndCarryTheOutcome(t *testing.T) {
 func TestBatchSpansAreChildrenOfTheBatchsSpan(t *testing.T) {
 	db := openSQLite(t)
 	spans, tp, _, mp := providers()
-	ctx, publish := tp.Tracer("test").Start(context.Background(), "publish")
-	var msgs []inbox.Message
-	for range 3 {
-		m := inbox.Message{Queue: "q", Payload: []byte("x")}
-		inboxotel.Inject(ctx, &m)
-		msgs = append(msgs, m)
-	}
-	if err := inbox.Enqueue(ctx, db, sqliteD, jobs, msgs...); err != nil {
-		t.Fatal(err)
-	}
-	publish.End()
+	publish := publishTraced(t, db, tp, "x", "x", "x")
 	obs, err := inboxotel.NewObserver(&inboxotel.Config{TracerProvider: tp, MeterProvider: mp})
 	if err != nil {
 		t.Fatal(err)
