@@ -24,6 +24,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/sqlinbox/inbox"
@@ -82,6 +83,39 @@ type Observer struct {
 	failed   metric.Int64Counter
 	handler  metric.Float64Histogram
 	settling metric.Float64Histogram
+
+	mu   sync.RWMutex
+	sets map[attrKey]metric.MeasurementOption // the metrics' attribute sets, made once each
+}
+
+// attrKey names one attribute set of the metrics; an empty field is not an attribute.
+type attrKey struct {
+	queue, form, table string
+	outcome            outcome.Kind
+	errorType          string
+}
+
+// attrs returns the attribute set k names, made at its first use: a measurement then costs no
+// allocation for its attributes.
+func (o *Observer) attrs(k attrKey) metric.MeasurementOption {
+	o.mu.RLock()
+	opt, ok := o.sets[k]
+	o.mu.RUnlock()
+	if ok {
+		return opt
+	}
+	kvs := []attribute.KeyValue{AttrQueue.String(k.queue), AttrForm.String(k.form), AttrTable.String(k.table)}
+	if k.outcome != outcome.KindNone {
+		kvs = append(kvs, AttrOutcome.String(outcomeName(k.outcome)))
+	}
+	if k.errorType != "" {
+		kvs = append(kvs, AttrError.String(k.errorType))
+	}
+	opt = metric.WithAttributeSet(attribute.NewSet(kvs...))
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.sets[k] = opt
+	return opt
 }
 
 var _ inbox.Observer = (*Observer)(nil)
@@ -106,7 +140,7 @@ func NewObserver(cfg *Config) (*Observer, error) {
 	if c.MeterProvider == nil {
 		c.MeterProvider = otel.GetMeterProvider()
 	}
-	o := &Observer{tracer: c.TracerProvider.Tracer(ScopeName), meter: c.MeterProvider.Meter(ScopeName)}
+	o := &Observer{tracer: c.TracerProvider.Tracer(ScopeName), meter: c.MeterProvider.Meter(ScopeName), sets: map[attrKey]metric.MeasurementOption{}}
 	var err, e error
 	o.settled, e = o.meter.Int64Counter("inbox.settled", metric.WithUnit("{message}"),
 		metric.WithDescription("Rows settled, by outcome; with error.type, rows whose settlement failed."))
@@ -129,7 +163,7 @@ func NewObserver(cfg *Config) (*Observer, error) {
 // Claimed counts a failed claim.
 func (o *Observer) Claimed(ctx context.Context, c inbox.Claim) {
 	if c.Err != nil {
-		o.failed.Add(ctx, 1, metric.WithAttributes(AttrQueue.String(c.Queue), AttrForm.String(c.Form), AttrTable.String(c.Table), AttrError.String(errorType(c.Err))))
+		o.failed.Add(ctx, 1, o.attrs(attrKey{queue: c.Queue, form: c.Form, table: c.Table, errorType: errorType(c.Err)}))
 	}
 }
 
@@ -169,19 +203,17 @@ func (o *Observer) Handling(ctx context.Context, u inbox.Unit) context.Context {
 
 // Settled ends the unit's spans with their outcomes and records the metrics.
 func (o *Observer) Settled(ctx context.Context, st inbox.Settlement) {
-	attrs := []attribute.KeyValue{AttrQueue.String(st.Queue), AttrForm.String(st.Form), AttrTable.String(st.Table)}
+	where := attrKey{queue: st.Queue, form: st.Form, table: st.Table}
 	if st.HandlerDuration > 0 {
-		o.handler.Record(ctx, st.HandlerDuration.Seconds(), metric.WithAttributes(attrs...))
+		o.handler.Record(ctx, st.HandlerDuration.Seconds(), o.attrs(where))
 	}
 	if st.Err != nil {
-		attrs = append(attrs, AttrError.String(errorType(st.Err)))
+		where.errorType = errorType(st.Err)
 	}
-	o.settling.Record(ctx, st.SettleDuration.Seconds(), metric.WithAttributes(attrs...))
-	n := len(attrs)
-	attrs = append(attrs, attribute.KeyValue{})
+	o.settling.Record(ctx, st.SettleDuration.Seconds(), o.attrs(where))
 	for _, out := range st.Outcomes {
-		attrs[n] = AttrOutcome.String(outcomeName(out))
-		o.settled.Add(ctx, 1, metric.WithAttributes(attrs...))
+		where.outcome = out.Kind()
+		o.settled.Add(ctx, 1, o.attrs(where))
 	}
 
 	s, _ := ctx.Value(spansKey{}).(*spans)
@@ -189,7 +221,7 @@ func (o *Observer) Settled(ctx context.Context, st inbox.Settlement) {
 		return
 	}
 	end := func(span trace.Span, d *inbox.Delivery, out outcome.Outcome) {
-		span.SetAttributes(AttrOutcome.String(outcomeName(out)))
+		span.SetAttributes(AttrOutcome.String(outcomeName(out.Kind())))
 		if err := d.DecodeError(); err != nil {
 			span.RecordError(err)
 		}
@@ -246,7 +278,7 @@ func (o *Observer) WatchQueue(queue, table string, stats StatsFunc) (metric.Regi
 
 // publisher returns a link to the span that published d, where its headers carry one.
 func publisher(d *inbox.Delivery) []trace.Link {
-	if d.Headers == nil {
+	if d.Headers["traceparent"] == "" {
 		return nil
 	}
 	sc := trace.SpanContextFromContext(traceContext.Extract(context.Background(), propagation.MapCarrier(d.Headers)))
@@ -268,8 +300,8 @@ func destination(queue, table string) string {
 	return queue
 }
 
-func outcomeName(o outcome.Outcome) string {
-	return strings.ReplaceAll(o.Kind().String(), " ", "_")
+func outcomeName(k outcome.Kind) string {
+	return strings.ReplaceAll(k.String(), " ", "_")
 }
 
 // errorType names an error of the library by its sentinel, "other" otherwise.
