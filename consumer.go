@@ -683,10 +683,10 @@ func ids(u []*Delivery) []int64 {
 	return out
 }
 
-// handle calls the handler on u with ctx and returns an outcome per delivery: a panic and a missing
-// outcome become Retry, and a row whose data does not decode (as the form or the JSON adapter
-// found) takes Config.UndecodablePayload. Rows the form found undecodable never reach the
-// handler.
+// handle calls the handler on u with ctx and returns an outcome per delivery: a panic and a
+// missing outcome become Retry, and a row whose data does not decode (as the form or the JSON
+// adapter found) takes Config.UndecodablePayload. Rows the form found undecodable never reach
+// the handler.
 func (r *run) handle(ctx context.Context, s *slot, u []*Delivery) []outcome.Outcome {
 	// The worker's buffers: a delivery costs the consumer no allocation of its own.
 	s.outs = slices.Grow(s.outs[:0], len(u))[:len(u)]
