@@ -23,6 +23,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -88,6 +89,8 @@ type Observer struct {
 	sets map[attrKey]metric.MeasurementOption // the metrics' attribute sets, made once each
 }
 
+var _ inbox.Observer = (*Observer)(nil)
+
 // attrKey names one attribute set of the metrics; an empty field is not an attribute.
 type attrKey struct {
 	queue, form, table string
@@ -118,8 +121,6 @@ func (o *Observer) attrs(k attrKey) metric.MeasurementOption {
 	return opt
 }
 
-var _ inbox.Observer = (*Observer)(nil)
-
 // NewObserver returns an Observer reporting to cfg's providers. Its instruments:
 //
 //	inbox.settled            counter, {message}   rows settled, by queue, form and outcome
@@ -128,7 +129,8 @@ var _ inbox.Observer = (*Observer)(nil)
 //	inbox.settle.duration    histogram, s         how long each settlement took, by error.type when it failed
 //
 // A settlement that failed counts its rows in inbox.settled with error.type set: their outcome
-// was not applied.
+// was not applied (of a lease batch's, the rows its *inbox.LeaseLostError names; the others
+// settled). Their spans end with an error status.
 func NewObserver(cfg *Config) (*Observer, error) {
 	var c Config
 	if cfg != nil {
@@ -207,12 +209,17 @@ func (o *Observer) Settled(ctx context.Context, st inbox.Settlement) {
 	if st.HandlerDuration > 0 {
 		o.handler.Record(ctx, st.HandlerDuration.Seconds(), o.attrs(where))
 	}
+	failure := ""
 	if st.Err != nil {
-		where.errorType = errorType(st.Err)
+		failure = errorType(st.Err)
 	}
+	where.errorType = failure
 	o.settling.Record(ctx, st.SettleDuration.Seconds(), o.attrs(where))
-	for _, out := range st.Outcomes {
-		where.outcome = out.Kind()
+	for i, out := range st.Outcomes {
+		where.outcome, where.errorType = out.Kind(), ""
+		if failed(st, st.Deliveries[i].ID) {
+			where.errorType = failure
+		}
 		o.settled.Add(ctx, 1, o.attrs(where))
 	}
 
@@ -225,9 +232,9 @@ func (o *Observer) Settled(ctx context.Context, st inbox.Settlement) {
 		if err := d.DecodeError(); err != nil {
 			span.RecordError(err)
 		}
-		if st.Err != nil {
+		if failed(st, d.ID) {
 			span.RecordError(st.Err)
-			span.SetStatus(codes.Error, "settlement failed: "+errorType(st.Err))
+			span.SetStatus(codes.Error, "settlement failed: "+failure)
 		}
 		span.End()
 	}
@@ -240,9 +247,19 @@ func (o *Observer) Settled(ctx context.Context, st inbox.Settlement) {
 	}
 	if st.Err != nil {
 		s.unit.RecordError(st.Err)
-		s.unit.SetStatus(codes.Error, "settlement failed: "+errorType(st.Err))
+		s.unit.SetStatus(codes.Error, "settlement failed: "+failure)
 	}
 	s.unit.End()
+}
+
+// failed reports whether the settlement st left row id unchanged: every row of a settlement
+// that failed, but those a lease batch's *inbox.LeaseLostError does not name.
+func failed(st inbox.Settlement, id int64) bool {
+	var lost *inbox.LeaseLostError
+	if errors.As(st.Err, &lost) {
+		return slices.Contains(lost.IDs, id)
+	}
+	return st.Err != nil
 }
 
 // StatsFunc reads a queue's depth (rows due now) and the age of its oldest due row (zero when

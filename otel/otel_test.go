@@ -236,6 +236,37 @@ func TestFailedSettlementsAreErrors(t *testing.T) {
 	}
 }
 
+// TestALeaseBatchFailsOnlyTheRowsItLost: a lease batch's *inbox.LeaseLostError names the rows
+// left unchanged; the others settled, and are counted and traced so.
+func TestALeaseBatchFailsOnlyTheRowsItLost(t *testing.T) {
+	spans, tp, reader, mp := providers()
+	obs, err := inboxotel.NewObserver(&inboxotel.Config{TracerProvider: tp, MeterProvider: mp})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ds := []*inbox.Delivery{{ID: 1, Attempt: 1}, {ID: 2, Attempt: 1}}
+	u := inbox.Unit{Queue: "q", Form: "lease", Table: "jobs", Deliveries: ds, Claimed: time.Now()}
+	ctx := obs.Handling(context.Background(), u)
+	obs.Settled(ctx, inbox.Settlement{Queue: "q", Form: "lease", Table: "jobs", Deliveries: ds,
+		Outcomes: []outcome.Outcome{outcome.Ack(), outcome.Ack()}, Err: &inbox.LeaseLostError{Table: "jobs", IDs: []int64{2}}})
+	failedSpans := map[int64]bool{}
+	for _, s := range spans.GetSpans() {
+		if id := attr(s.Attributes, inboxotel.AttrID); id.Type() != attribute.INVALID {
+			failedSpans[id.AsInt64()] = s.Status.Code == codes.Error
+		}
+	}
+	if len(failedSpans) != 2 || failedSpans[1] || !failedSpans[2] {
+		t.Errorf("error status by row %v, want row 2's span only", failedSpans)
+	}
+	var rm metricdata.ResourceMetrics
+	if err := reader.Collect(context.Background(), &rm); err != nil {
+		t.Fatal(err)
+	}
+	if byError := sums(t, rm, "inbox.settled", inboxotel.AttrError); byError["lease_lost"] != 1 || byError[""] != 1 {
+		t.Errorf("inbox.settled by error.type %v, want one lease_lost and one settled", byError)
+	}
+}
+
 // TestWatchQueueReadsTheStatsAtEachCollection: the gauges report what the stats function
 // returns when the reader collects.
 func TestWatchQueueReadsTheStatsAtEachCollection(t *testing.T) {
