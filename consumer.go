@@ -56,6 +56,9 @@ type Config struct {
 	// UndecodablePayload settles a delivery whose payload the JSON adapter could not decode. The
 	// zero value means outcome.Drop(). The consumer logs every such payload.
 	UndecodablePayload outcome.Outcome
+	// Observer is told of every claim, every unit handed to the handler and its settlement
+	// (metrics, traces), and gives the handler its context. Nil: nothing is told.
+	Observer Observer
 }
 
 // Consumer claims rows of one queue through a form and runs a handler for each row, or for each
@@ -413,8 +416,9 @@ type slot struct {
 	abandoned bool        // shutdown gave inWork's rows back; the worker must not settle them
 	exited    chan struct{}
 
-	outs []outcome.Outcome  // the worker's outcomes of its unit in work, reused
-	one  [1]outcome.Outcome // a single handler's outcome, reused
+	outs    []outcome.Outcome  // the worker's outcomes of its unit in work, reused
+	applied []outcome.Outcome  // the outcomes a transactional batch applies, for the observer
+	one     [1]outcome.Outcome // a single handler's outcome, reused
 
 	// The worker's handler context, a child of the run's, which the extender cancels when it
 	// finds the hold of the unit in work lost. Replaced only once cancelled, so that a delivery
@@ -569,6 +573,7 @@ func (c *Consumer) pollWait() time.Duration {
 // done, so that no row is left half claimed.
 func (r *run) claim(ops *detached) ([]*Delivery, error) {
 	cctx := ops.begin()
+	began := r.now()
 	var ds []*Delivery
 	var err error
 	if r.c.batches != nil {
@@ -580,6 +585,7 @@ func (r *run) claim(ops *detached) ([]*Delivery, error) {
 		}
 		ds, err = r.c.form.Claim(cctx, n)
 	}
+	r.observeClaim(cctx, ds, began, err)
 	ops.end()
 	<-r.claimSlots
 	r.noteClaim(err)
@@ -612,17 +618,20 @@ func (r *run) deliver(ctx context.Context, ops *detached, s *slot, u []*Delivery
 	s.inWork = u
 	s.mu.Unlock()
 
-	outs := r.handle(s, u)
+	hctx, began := r.observeHandling(s.ctx, u)
+	outs := r.handle(hctx, s, u)
 
 	s.mu.Lock()
 	if s.abandoned {
 		s.mu.Unlock()
+		r.observeSettled(hctx, s, u, outs, began, r.now(), errAbandoned)
 		return nil, false
 	}
 	s.inWork = nil
 	s.mu.Unlock()
 
 	sctx := ops.begin()
+	settling := r.now()
 	var err error
 	var next []*Delivery
 	switch {
@@ -631,6 +640,7 @@ func (r *run) deliver(ctx context.Context, ops *detached, s *slot, u []*Delivery
 	case mayClaim && r.fuse(ctx):
 		var claimErr error
 		next, err, claimErr = r.settleClaimer.SettleAndClaim(sctx, u[0], outs[0], 1)
+		r.observeClaim(sctx, next, settling, claimErr)
 		<-r.claimSlots
 		r.noteClaim(claimErr)
 	default:
@@ -638,6 +648,7 @@ func (r *run) deliver(ctx context.Context, ops *detached, s *slot, u []*Delivery
 		err = r.c.form.Settle(sctx, u[0], outs[0])
 		r.settling.Add(-1)
 	}
+	r.observeSettled(hctx, s, u, outs, began, settling, err)
 	ops.end()
 	switch {
 	case errors.Is(err, ErrLeaseLost):
@@ -683,11 +694,11 @@ func ids(u []*Delivery) []int64 {
 	return out
 }
 
-// handle calls the handler on u and returns an outcome per delivery: a panic and a missing
-// outcome become Retry, and a row whose data does not decode (as the form or the JSON adapter
-// found) takes Config.UndecodablePayload. Rows the form found undecodable never reach the
-// handler.
-func (r *run) handle(s *slot, u []*Delivery) []outcome.Outcome {
+// handle calls the handler on u with ctx and returns an outcome per delivery: a panic and a
+// missing outcome become Retry, and a row whose data does not decode (as the form or the JSON
+// adapter found) takes Config.UndecodablePayload. Rows the form found undecodable never reach
+// the handler.
+func (r *run) handle(ctx context.Context, s *slot, u []*Delivery) []outcome.Outcome {
 	// The worker's buffers: a delivery costs the consumer no allocation of its own.
 	s.outs = slices.Grow(s.outs[:0], len(u))[:len(u)]
 	outs := s.outs
@@ -701,7 +712,7 @@ func (r *run) handle(s *slot, u []*Delivery) []outcome.Outcome {
 	}
 	var got []outcome.Outcome
 	if len(pass) > 0 {
-		got = r.call(s, pass)
+		got = r.call(ctx, s, pass)
 		if len(got) > len(pass) {
 			r.log.Error("inbox: the batch handler returned more outcomes than rows; the extra ones are ignored", "rows", len(pass), "outcomes", len(got), "ids", ids(pass))
 		}
@@ -728,8 +739,8 @@ func (r *run) handle(s *slot, u []*Delivery) []outcome.Outcome {
 	return outs
 }
 
-// call runs the handler on the deliveries, turning a panic into a Retry of each.
-func (r *run) call(s *slot, ds []*Delivery) (outs []outcome.Outcome) {
+// call runs the handler on the deliveries with ctx, turning a panic into a Retry of each.
+func (r *run) call(ctx context.Context, s *slot, ds []*Delivery) (outs []outcome.Outcome) {
 	defer func() {
 		if p := recover(); p != nil {
 			r.log.Error("inbox: handler panicked; its rows will be retried", "ids", ids(ds), "panic", p, "stack", string(debug.Stack()))
@@ -740,9 +751,9 @@ func (r *run) call(s *slot, ds []*Delivery) (outs []outcome.Outcome) {
 		}
 	}()
 	if r.c.bh != nil {
-		return r.c.bh.HandleBatch(s.ctx, ds)
+		return r.c.bh.HandleBatch(ctx, ds)
 	}
-	s.one[0] = r.c.h.Handle(s.ctx, ds[0])
+	s.one[0] = r.c.h.Handle(ctx, ds[0])
 	return s.one[:]
 }
 

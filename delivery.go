@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/sqlinbox/inbox/dialect"
 )
@@ -46,7 +47,8 @@ type Delivery struct {
 	Hold any
 
 	lent      *loan
-	decodeErr error // why the row's data does not decode, when it does not
+	decodeErr error     // why the row's data does not decode, when it does not
+	claimed   time.Time // when its claim returned, where the consumer has an Observer
 }
 
 // Undecodable is for forms and handler adapters: it records that the row's data (its payload

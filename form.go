@@ -57,6 +57,9 @@ type Plan struct {
 	// Table is the table's name, as the description gives it (publishes to it wake its
 	// consumers).
 	Table string
+	// Form names the form in what the consumer tells its Observer: "rowlock", "lease",
+	// "advisory".
+	Form string
 	// ExtendEvery is how often the consumer calls Extend on each delivery in work; zero: never.
 	ExtendEvery time.Duration
 	// HoldsConnection says each delivery in work holds a pooled connection until it settles,

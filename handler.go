@@ -15,6 +15,12 @@ import (
 // out and another consumer may hold the row now), with a cause wrapping ErrLeaseLost
 // (context.Cause(ctx) says so): the row's settlement can no longer change it, and the work is
 // another consumer's.
+//
+// Middleware is a func(Handler) Handler whose handler calls the one it wraps (BatchHandler
+// likewise); no option is needed. It sees what the wrapped handler returned, before the
+// consumer turns a zero outcome into Retry (a panic passes through it unless it recovers), and
+// after the inner handler returns Delivery.DecodeError says whether an adapter (JSON) found the
+// payload undecodable. What the consumer then applies is Config.Observer's to see.
 type Handler interface {
 	Handle(ctx context.Context, d *Delivery) outcome.Outcome
 }

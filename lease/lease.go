@@ -254,6 +254,7 @@ func (f *Form[D]) Open(ctx context.Context, db *sql.DB, q inbox.Queue) (inbox.Pl
 	f.b = b
 	return inbox.Plan{
 		Table:           f.t.Name,
+		Form:            "lease",
 		ExtendEvery:     lease / 2,
 		HoldsConnection: q.Transactional,
 		OwnConnection:   b.own != nil,

@@ -1,0 +1,66 @@
+package inboxtest_test
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"time"
+
+	"github.com/sqlinbox/inbox"
+	"github.com/sqlinbox/inbox/dialect"
+	"github.com/sqlinbox/inbox/inboxtest"
+	"github.com/sqlinbox/inbox/isolation"
+	"github.com/sqlinbox/inbox/lease"
+	"github.com/sqlinbox/inbox/outcome"
+)
+
+// The handler's outcome, as the consumer would settle the row, for a payload and an attempt.
+func ExampleHandle() {
+	type order struct{ ID int }
+	h := inbox.JSON(func(ctx context.Context, d *inbox.Delivery, o order) outcome.Outcome {
+		if d.Attempt < 3 {
+			return outcome.RetryAfter(time.Duration(d.Attempt) * time.Minute)
+		}
+		return outcome.Ack()
+	})
+	ctx := context.Background()
+	fmt.Println(inboxtest.Handle(ctx, h, inboxtest.JSONDelivery(order{ID: 7}, 1)).Outcome)
+	fmt.Println(inboxtest.Handle(ctx, h, inboxtest.JSONDelivery(order{ID: 7}, 3)).Outcome)
+	r := inboxtest.Handle(ctx, h, inboxtest.Delivery([]byte(`{"ID": "seven"}`), 1))
+	fmt.Println(r.Outcome, r.DecodeErr != nil)
+	// Output:
+	// retry after 1m0s
+	// ack
+	// drop true
+}
+
+var (
+	db   *sql.DB
+	jobs = inbox.Table{Name: "jobs", ID: "id", IDGenerated: true, Payload: "payload", Attempt: "attempt", Group: "grp"}
+	d    = dialect.SQLite[isolation.Immediate]{}
+)
+
+// A consumer run in a test until its queue has no row due, and what it settled.
+func ExampleDrain() {
+	ctx := context.Background()
+	h := inbox.HandlerFunc(func(ctx context.Context, d *inbox.Delivery) outcome.Outcome { return outcome.Ack() })
+	got, err := inboxtest.Drain(ctx, 10*time.Second, func(obs inbox.Observer) *inbox.Consumer {
+		return inbox.NewConsumer(db, lease.New(d, jobs, nil), h, &inbox.Config{Queue: "emails", Observer: obs})
+	})
+	if err != nil {
+		panic(err) // t.Fatal(err) in a test
+	}
+	fmt.Println(got.Settled[outcome.KindAck], "acked")
+}
+
+// What the code under test enqueued, read back as messages.
+func ExampleEnqueued() {
+	ctx := context.Background()
+	msgs, err := inboxtest.Enqueued(ctx, db, d, jobs, "emails")
+	if err != nil {
+		panic(err) // t.Fatal(err) in a test
+	}
+	for _, m := range msgs {
+		fmt.Printf("%d %s\n", m.ID, m.Payload)
+	}
+}

@@ -1,0 +1,261 @@
+// Package inboxtest helps test the handlers of an application that uses
+// github.com/sqlinbox/inbox: run a handler on a delivery and see the outcome the consumer would
+// settle it by (Handle, HandleBatch); run a consumer until its queue has no row due (Drain);
+// read back what was enqueued (Enqueued). It imports the standard library only.
+package inboxtest
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"maps"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/sqlinbox/inbox"
+	"github.com/sqlinbox/inbox/dialect"
+	"github.com/sqlinbox/inbox/outcome"
+)
+
+// Result is what became of one delivery handed to a handler.
+type Result struct {
+	// Outcome is what the consumer settles the row by: the handler's outcome, Retry where the
+	// handler panicked or returned none (the zero outcome), and Drop, the default of
+	// inbox.Config.UndecodablePayload, where the row does not decode (DecodeErr).
+	Outcome outcome.Outcome
+	// Returned is the outcome the handler returned for the row; zero where it returned none or
+	// panicked.
+	Returned outcome.Outcome
+	// Panic is the value the handler panicked with; nil where it did not.
+	Panic any
+	// DecodeErr is why the row does not decode, as the handler recorded it through
+	// Delivery.Undecodable (inbox.JSON and inbox.JSONBatch do); nil where it decodes.
+	DecodeErr error
+}
+
+// Delivery returns a delivery of payload at attempt, as a consumer hands it to a handler (the
+// first delivery is attempt 1), with id 1 and no transaction. Set its other fields (Headers,
+// Group, Tx) as the test needs.
+func Delivery(payload []byte, attempt int) *inbox.Delivery {
+	return &inbox.Delivery{ID: 1, Payload: payload, Attempt: attempt}
+}
+
+// JSONDelivery returns a delivery whose payload is v encoded with encoding/json, as
+// inbox.JSONMessage publishes it, at attempt. It panics if v does not encode.
+func JSONDelivery(v any, attempt int) *inbox.Delivery {
+	payload, err := json.Marshal(v)
+	if err != nil {
+		panic(fmt.Sprintf("inboxtest: encoding a %T payload: %v", v, err))
+	}
+	return Delivery(payload, attempt)
+}
+
+// Handle runs h on d with ctx, as a consumer does, and returns what became of it.
+func Handle(ctx context.Context, h inbox.Handler, d *inbox.Delivery) Result {
+	var r Result
+	func() {
+		defer func() { r.Panic = recover() }()
+		r.Returned = h.Handle(ctx, d)
+	}()
+	return settle(r, d)
+}
+
+// HandleBatch runs h on ds with ctx, as a batch consumer does, and returns what became of each
+// (the result at index i is ds[i]'s). A panic retries every row of the batch; a row missing
+// from a short slice of outcomes is retried; outcomes beyond the batch are ignored.
+func HandleBatch(ctx context.Context, h inbox.BatchHandler, ds []*inbox.Delivery) []Result {
+	rs := make([]Result, len(ds))
+	var outs []outcome.Outcome
+	var p any
+	func() {
+		defer func() { p = recover() }()
+		outs = h.HandleBatch(ctx, ds)
+	}()
+	for i, d := range ds {
+		rs[i].Panic = p
+		if p == nil && i < len(outs) {
+			rs[i].Returned = outs[i]
+		}
+		rs[i] = settle(rs[i], d)
+	}
+	return rs
+}
+
+// settle fills in the outcome the consumer settles d by, r holding what the handler did.
+func settle(r Result, d *inbox.Delivery) Result {
+	r.DecodeErr = d.DecodeError()
+	switch {
+	case r.DecodeErr != nil:
+		r.Outcome = outcome.Drop()
+	case r.Panic != nil, r.Returned.Kind() == outcome.KindNone:
+		r.Outcome = outcome.Retry()
+	default:
+		r.Outcome = r.Returned
+	}
+	return r
+}
+
+// Drained is what Drain saw the consumer settle.
+type Drained struct {
+	// Settled counts the rows settled, by the outcome applied.
+	Settled map[outcome.Kind]int
+	// Failed counts the rows whose settlement failed (the observer's Settlement.Err).
+	Failed int
+}
+
+// Drain builds a consumer with newConsumer, which must set the observer it is given as the
+// consumer's inbox.Config.Observer, runs it until its queue has no row due, stops it, and says
+// what it settled. The queue is drained once a claim that began after every settlement so far
+// found no row due while no other claim ran and no claimed row was in work; rows delayed
+// (RetryAfter) past then stay in the table. Drain fails when timeout passes first, when ctx is done, or when Run fails.
+//
+// To keep an observer of your own, call it from a wrapper of the one newConsumer is given.
+func Drain(ctx context.Context, timeout time.Duration, newConsumer func(inbox.Observer) *inbox.Consumer) (Drained, error) {
+	w := &watch{drained: make(chan struct{}), got: Drained{Settled: map[outcome.Kind]int{}}}
+	c := newConsumer(w)
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	errc := make(chan error, 1)
+	go func() { errc <- c.Run(ctx) }()
+	limit := time.NewTimer(timeout)
+	defer limit.Stop()
+	var err error
+	select {
+	case <-w.drained:
+	case err = <-errc:
+		if err == nil {
+			err = ctx.Err()
+		}
+		return w.result(), fmt.Errorf("inboxtest: the consumer stopped before its queue was drained: %w", err)
+	case <-limit.C:
+		err = fmt.Errorf("inboxtest: the queue was not drained within %v: %d rows claimed and not settled", timeout, w.inWork())
+	}
+	cancel()
+	if runErr := <-errc; runErr != nil {
+		err = errors.Join(err, runErr)
+	}
+	return w.result(), err
+}
+
+// watch is Drain's observer: it counts the rows claimed and not yet settled, and notes when
+// the queue is drained.
+type watch struct {
+	mu          sync.Mutex
+	working     int       // rows claimed and not settled
+	lastSettled time.Time // when the last settlement was reported
+	got         Drained
+	drained     chan struct{}
+	closed      bool
+}
+
+func (w *watch) Claimed(_ context.Context, c inbox.Claim) {
+	now := time.Now()
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.working += c.Rows
+	began := now.Add(-c.Duration)
+	if c.Err == nil && c.Rows == 0 && c.Concurrent == 0 && w.working == 0 && began.After(w.lastSettled) && !w.closed {
+		w.closed = true
+		close(w.drained)
+	}
+}
+
+func (w *watch) Handling(ctx context.Context, _ inbox.Unit) context.Context { return ctx }
+
+func (w *watch) Settled(_ context.Context, s inbox.Settlement) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.working -= len(s.Deliveries)
+	w.lastSettled = time.Now()
+	if s.Err != nil {
+		w.got.Failed += len(s.Deliveries)
+		return
+	}
+	for _, o := range s.Outcomes {
+		w.got.Settled[o.Kind()]++
+	}
+}
+
+func (w *watch) inWork() int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.working
+}
+
+func (w *watch) result() Drained {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return Drained{Settled: maps.Clone(w.got.Settled), Failed: w.got.Failed}
+}
+
+// Enqueued reads back the rows of queue in table t that are not processed (every row, where
+// t has no ProcessedAt column), in id order, as messages: ID, Queue, Payload, Priority and
+// Headers, each where t has the column. Delay is not read back. queue is ignored where t has
+// no Group column.
+func Enqueued(ctx context.Context, db *sql.DB, d dialect.Dialect, t inbox.Table, queue string) ([]inbox.Message, error) {
+	q, err := t.Quote(d)
+	if err != nil {
+		return nil, err
+	}
+	cols := []string{q.ID}
+	for _, c := range []string{q.Payload, q.Group, q.Priority, q.Headers} {
+		if c != "" {
+			cols = append(cols, c)
+		}
+	}
+	var where []string
+	var args []any
+	if q.Group != "" {
+		where, args = append(where, q.Group+" = "+d.Placeholder(1)), append(args, queue)
+	}
+	if q.ProcessedAt != "" {
+		where = append(where, q.ProcessedAt+" IS NULL")
+	}
+	query := "SELECT " + strings.Join(cols, ", ") + " FROM " + q.Name
+	if len(where) > 0 {
+		query += " WHERE " + strings.Join(where, " AND ")
+	}
+	query += " ORDER BY " + q.ID
+	rows, err := db.QueryContext(ctx, query, args...)
+	if err != nil {
+		return nil, fmt.Errorf("inboxtest: reading the rows of table %q: %w", t.Name, err)
+	}
+	defer rows.Close()
+	var msgs []inbox.Message
+	for rows.Next() {
+		var m inbox.Message
+		var group sql.NullString
+		var priority sql.NullInt64
+		var headers []byte
+		dest := []any{&m.ID}
+		if t.Payload != "" {
+			dest = append(dest, &m.Payload)
+		}
+		if t.Group != "" {
+			dest = append(dest, &group)
+		}
+		if t.Priority != "" {
+			dest = append(dest, &priority)
+		}
+		if t.Headers != "" {
+			dest = append(dest, &headers)
+		}
+		if err := rows.Scan(dest...); err != nil {
+			return nil, fmt.Errorf("inboxtest: reading the rows of table %q: %w", t.Name, err)
+		}
+		m.Queue, m.Priority = group.String, int(priority.Int64)
+		if len(headers) > 0 {
+			if err := json.Unmarshal(headers, &m.Headers); err != nil {
+				return nil, fmt.Errorf("inboxtest: table %q, row %d: its headers (column %q) are not a JSON object of strings: %w", t.Name, m.ID, t.Headers, err)
+			}
+		}
+		msgs = append(msgs, m)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("inboxtest: reading the rows of table %q: %w", t.Name, err)
+	}
+	return msgs, nil
+}

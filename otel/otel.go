@@ -1,0 +1,341 @@
+// Package inboxotel reports a github.com/sqlinbox/inbox consumer to OpenTelemetry: a span per
+// delivery from its claim to its settlement, linked to the span that published the row; a
+// counter of settled rows per outcome; histograms of handler and settlement durations; and,
+// from a function of yours, gauges of a queue's depth and the age of its oldest due row.
+//
+// It is a module of its own (github.com/sqlinbox/inbox/otel), so that the library itself stays
+// standard-library only. Publish with Inject to carry the publisher's trace context in the
+// row's headers (the table needs a Headers column; without one, spans have no link), and set
+// an Observer as the consumer's inbox.Config.Observer:
+//
+//	m := inbox.Message{Queue: "invoices", Payload: payload}
+//	inboxotel.Inject(ctx, &m)
+//	err := inbox.Enqueue(ctx, db, d, jobs, m)
+//
+//	obs, err := inboxotel.NewObserver(nil) // the global tracer and meter providers
+//	c := inbox.NewConsumer(db, form, h, &inbox.Config{Queue: "invoices", Observer: obs})
+//
+// The handler's context carries the delivery's span (a batch handler's, the batch's span,
+// whose children are its deliveries' spans), so spans the handler starts are its children.
+package inboxotel
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/sqlinbox/inbox"
+	"github.com/sqlinbox/inbox/outcome"
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/trace"
+)
+
+// ScopeName is the instrumentation scope of the tracer and the meter.
+const ScopeName = "github.com/sqlinbox/inbox/otel"
+
+// The attributes set on spans and metrics.
+const (
+	AttrQueue   = attribute.Key("inbox.queue")   // Config.Queue (empty where the table is one queue)
+	AttrForm    = attribute.Key("inbox.form")    // "rowlock", "lease", "advisory"
+	AttrTable   = attribute.Key("inbox.table")   // the table's name
+	AttrOutcome = attribute.Key("inbox.outcome") // "ack", "drop", "retry", "retry_after"
+	AttrAttempt = attribute.Key("inbox.attempt") // Delivery.Attempt (spans only)
+	AttrID      = attribute.Key("messaging.message.id")
+	AttrError   = attribute.Key("error.type") // why a settlement or a claim failed (see errorType)
+)
+
+// traceContext carries trace context in a row's headers: W3C traceparent and tracestate.
+var traceContext = propagation.TraceContext{}
+
+// Inject puts ctx's span context in m's headers (W3C traceparent and tracestate), for the
+// consumer's span to link to. It leaves m alone when ctx carries no span.
+func Inject(ctx context.Context, m *inbox.Message) {
+	if !trace.SpanContextFromContext(ctx).IsValid() {
+		return
+	}
+	if m.Headers == nil {
+		m.Headers = map[string]string{}
+	}
+	traceContext.Inject(ctx, propagation.MapCarrier(m.Headers))
+}
+
+// Config configures an Observer. A nil *Config, and every nil field, takes the default.
+type Config struct {
+	// TracerProvider starts the spans. Default: otel.GetTracerProvider().
+	TracerProvider trace.TracerProvider
+	// MeterProvider makes the instruments. Default: otel.GetMeterProvider().
+	MeterProvider metric.MeterProvider
+}
+
+// Observer is an inbox.Observer reporting to OpenTelemetry. One Observer may serve any
+// number of consumers; the attributes tell their queues apart.
+type Observer struct {
+	tracer   trace.Tracer
+	meter    metric.Meter
+	settled  metric.Int64Counter
+	failed   metric.Int64Counter
+	handler  metric.Float64Histogram
+	settling metric.Float64Histogram
+
+	mu   sync.RWMutex
+	sets map[attrKey]metric.MeasurementOption // the metrics' attribute sets, made once each
+}
+
+var _ inbox.Observer = (*Observer)(nil)
+
+// attrKey names one attribute set of the metrics; an empty field is not an attribute.
+type attrKey struct {
+	queue, form, table string
+	outcome            outcome.Kind
+	errorType          string
+}
+
+// attrs returns the attribute set k names, made at its first use: a measurement then costs no
+// allocation for its attributes.
+func (o *Observer) attrs(k attrKey) metric.MeasurementOption {
+	o.mu.RLock()
+	opt, ok := o.sets[k]
+	o.mu.RUnlock()
+	if ok {
+		return opt
+	}
+	kvs := []attribute.KeyValue{AttrQueue.String(k.queue), AttrForm.String(k.form), AttrTable.String(k.table)}
+	if k.outcome != outcome.KindNone {
+		kvs = append(kvs, AttrOutcome.String(outcomeName(k.outcome)))
+	}
+	if k.errorType != "" {
+		kvs = append(kvs, AttrError.String(k.errorType))
+	}
+	opt = metric.WithAttributeSet(attribute.NewSet(kvs...))
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.sets[k] = opt
+	return opt
+}
+
+// NewObserver returns an Observer reporting to cfg's providers. Its instruments:
+//
+//	inbox.settled            counter, {message}   rows settled, by queue, form and outcome
+//	inbox.claim.failures     counter, {claim}     claims that failed, by queue, form and error.type
+//	inbox.handler.duration   histogram, s         how long each handler call ran (a batch's: once)
+//	inbox.settle.duration    histogram, s         how long each settlement took, by error.type when it failed
+//
+// A settlement that failed counts its rows in inbox.settled with error.type set: their outcome
+// was not applied (of a lease batch's, the rows its *inbox.LeaseLostError names; the others
+// settled). Their spans end with an error status.
+func NewObserver(cfg *Config) (*Observer, error) {
+	var c Config
+	if cfg != nil {
+		c = *cfg
+	}
+	if c.TracerProvider == nil {
+		c.TracerProvider = otel.GetTracerProvider()
+	}
+	if c.MeterProvider == nil {
+		c.MeterProvider = otel.GetMeterProvider()
+	}
+	o := &Observer{tracer: c.TracerProvider.Tracer(ScopeName), meter: c.MeterProvider.Meter(ScopeName), sets: map[attrKey]metric.MeasurementOption{}}
+	var err, e error
+	o.settled, e = o.meter.Int64Counter("inbox.settled", metric.WithUnit("{message}"),
+		metric.WithDescription("Rows settled, by outcome; with error.type, rows whose settlement failed."))
+	err = errors.Join(err, e)
+	o.failed, e = o.meter.Int64Counter("inbox.claim.failures", metric.WithUnit("{claim}"),
+		metric.WithDescription("Claims that failed."))
+	err = errors.Join(err, e)
+	o.handler, e = o.meter.Float64Histogram("inbox.handler.duration", metric.WithUnit("s"),
+		metric.WithDescription("How long a handler call ran."))
+	err = errors.Join(err, e)
+	o.settling, e = o.meter.Float64Histogram("inbox.settle.duration", metric.WithUnit("s"),
+		metric.WithDescription("How long a settlement took."))
+	err = errors.Join(err, e)
+	if err != nil {
+		return nil, fmt.Errorf("inboxotel: making the instruments: %w", err)
+	}
+	return o, nil
+}
+
+// Claimed counts a failed claim.
+func (o *Observer) Claimed(ctx context.Context, c inbox.Claim) {
+	if c.Err != nil {
+		o.failed.Add(ctx, 1, o.attrs(attrKey{queue: c.Queue, form: c.Form, table: c.Table, errorType: errorType(c.Err)}))
+	}
+}
+
+// spans are a unit's spans, carried from Handling to Settled in the handler's context.
+type spans struct {
+	unit trace.Span   // the handler's span: the delivery's, or the batch's
+	rows []trace.Span // a batch's deliveries' spans, children of unit; nil for one delivery
+}
+
+type spansKey struct{}
+
+// Handling starts the unit's spans at its claim, links each to its publisher's span, and puts
+// the unit's span in the handler's context.
+func (o *Observer) Handling(ctx context.Context, u inbox.Unit) context.Context {
+	common := []attribute.KeyValue{AttrQueue.String(u.Queue), AttrForm.String(u.Form), AttrTable.String(u.Table)}
+	name := "process " + destination(u.Queue, u.Table)
+	start := trace.WithTimestamp(u.Claimed)
+	if len(u.Deliveries) == 1 {
+		d := u.Deliveries[0]
+		ctx, span := o.tracer.Start(ctx, name, trace.WithSpanKind(trace.SpanKindConsumer), start,
+			trace.WithLinks(publisher(d)...), trace.WithAttributes(append(common, deliveryAttrs(d)...)...))
+		return context.WithValue(ctx, spansKey{}, &spans{unit: span})
+	}
+	var links []trace.Link
+	for _, d := range u.Deliveries {
+		links = append(links, publisher(d)...)
+	}
+	ctx, batch := o.tracer.Start(ctx, name, trace.WithSpanKind(trace.SpanKindConsumer), start, trace.WithLinks(links...),
+		trace.WithAttributes(append(common, attribute.Int("messaging.batch.message_count", len(u.Deliveries)))...))
+	s := &spans{unit: batch, rows: make([]trace.Span, len(u.Deliveries))}
+	for i, d := range u.Deliveries {
+		_, s.rows[i] = o.tracer.Start(ctx, name, trace.WithSpanKind(trace.SpanKindConsumer), start,
+			trace.WithLinks(publisher(d)...), trace.WithAttributes(append(common, deliveryAttrs(d)...)...))
+	}
+	return context.WithValue(ctx, spansKey{}, s)
+}
+
+// Settled ends the unit's spans with their outcomes and records the metrics.
+func (o *Observer) Settled(ctx context.Context, st inbox.Settlement) {
+	where := attrKey{queue: st.Queue, form: st.Form, table: st.Table}
+	if st.HandlerDuration > 0 {
+		o.handler.Record(ctx, st.HandlerDuration.Seconds(), o.attrs(where))
+	}
+	failure := ""
+	if st.Err != nil {
+		failure = errorType(st.Err)
+	}
+	where.errorType = failure
+	o.settling.Record(ctx, st.SettleDuration.Seconds(), o.attrs(where))
+	for i, out := range st.Outcomes {
+		where.outcome, where.errorType = out.Kind(), ""
+		if failed(st, st.Deliveries[i].ID) {
+			where.errorType = failure
+		}
+		o.settled.Add(ctx, 1, o.attrs(where))
+	}
+
+	s, _ := ctx.Value(spansKey{}).(*spans)
+	if s == nil {
+		return
+	}
+	end := func(span trace.Span, d *inbox.Delivery, out outcome.Outcome) {
+		span.SetAttributes(AttrOutcome.String(outcomeName(out.Kind())))
+		if err := d.DecodeError(); err != nil {
+			span.RecordError(err)
+		}
+		if failed(st, d.ID) {
+			span.RecordError(st.Err)
+			span.SetStatus(codes.Error, "settlement failed: "+failure)
+		}
+		span.End()
+	}
+	if s.rows == nil {
+		end(s.unit, st.Deliveries[0], st.Outcomes[0])
+		return
+	}
+	for i, span := range s.rows {
+		end(span, st.Deliveries[i], st.Outcomes[i])
+	}
+	if st.Err != nil {
+		s.unit.RecordError(st.Err)
+		s.unit.SetStatus(codes.Error, "settlement failed: "+failure)
+	}
+	s.unit.End()
+}
+
+// failed reports whether the settlement st left row id unchanged: every row of a settlement
+// that failed, but those a lease batch's *inbox.LeaseLostError does not name.
+func failed(st inbox.Settlement, id int64) bool {
+	var lost *inbox.LeaseLostError
+	if errors.As(st.Err, &lost) {
+		return slices.Contains(lost.IDs, id)
+	}
+	return st.Err != nil
+}
+
+// StatsFunc reads a queue's depth (rows due now) and the age of its oldest due row (zero when
+// none is due). inbox.Admin's stats, or a query of your own, can serve.
+type StatsFunc func(ctx context.Context) (depth int64, oldest time.Duration, err error)
+
+// WatchQueue registers two gauges read from stats at each collection, with queue and table
+// as attributes: inbox.queue.depth ({message}) and inbox.queue.oldest_age (s). A collection
+// at which stats fails records neither and returns its error to the SDK (which hands it to
+// otel's error handler). Unregister the returned registration when the queue goes.
+func (o *Observer) WatchQueue(queue, table string, stats StatsFunc) (metric.Registration, error) {
+	depth, err := o.meter.Int64ObservableGauge("inbox.queue.depth", metric.WithUnit("{message}"),
+		metric.WithDescription("Rows of the queue due now."))
+	if err != nil {
+		return nil, fmt.Errorf("inboxotel: queue %q: making inbox.queue.depth: %w", queue, err)
+	}
+	oldest, err := o.meter.Float64ObservableGauge("inbox.queue.oldest_age", metric.WithUnit("s"),
+		metric.WithDescription("How long the queue's oldest due row has been due."))
+	if err != nil {
+		return nil, fmt.Errorf("inboxotel: queue %q: making inbox.queue.oldest_age: %w", queue, err)
+	}
+	attrs := metric.WithAttributes(AttrQueue.String(queue), AttrTable.String(table))
+	return o.meter.RegisterCallback(func(ctx context.Context, m metric.Observer) error {
+		n, age, err := stats(ctx)
+		if err != nil {
+			return fmt.Errorf("inboxotel: queue %q of table %q: reading its stats: %w", queue, table, err)
+		}
+		m.ObserveInt64(depth, n, attrs)
+		m.ObserveFloat64(oldest, age.Seconds(), attrs)
+		return nil
+	}, depth, oldest)
+}
+
+// publisher returns a link to the span that published d, where its headers carry one.
+func publisher(d *inbox.Delivery) []trace.Link {
+	if d.Headers["traceparent"] == "" {
+		return nil
+	}
+	sc := trace.SpanContextFromContext(traceContext.Extract(context.Background(), propagation.MapCarrier(d.Headers)))
+	if !sc.IsValid() {
+		return nil
+	}
+	return []trace.Link{{SpanContext: sc}}
+}
+
+func deliveryAttrs(d *inbox.Delivery) []attribute.KeyValue {
+	return []attribute.KeyValue{AttrID.Int64(d.ID), AttrAttempt.Int(d.Attempt)}
+}
+
+// destination names a span's queue: the queue, or the table where it is one queue.
+func destination(queue, table string) string {
+	if queue == "" {
+		return table
+	}
+	return queue
+}
+
+func outcomeName(k outcome.Kind) string {
+	return strings.ReplaceAll(k.String(), " ", "_")
+}
+
+// errorType names an error of the library by its sentinel, "other" otherwise.
+func errorType(err error) string {
+	for _, s := range []struct {
+		err  error
+		name string
+	}{
+		{inbox.ErrLeaseLost, "lease_lost"},
+		{inbox.ErrClosed, "closed"},
+		{inbox.ErrTransactionHeld, "transaction_held"},
+		{inbox.ErrTransactionEnded, "transaction_ended"},
+		{inbox.ErrCommitUnknown, "commit_unknown"},
+	} {
+		if errors.Is(err, s.err) {
+			return s.name
+		}
+	}
+	return "other"
+}
