@@ -62,11 +62,16 @@ func checkSQLite(ctx context.Context, db *sql.DB) error {
 }
 
 // versionError explains a version query that failed: when the server answers SELECT VERSION()
-// or SELECT sqlite_version() it is another database than the dialect's (ErrDialect); otherwise
-// the query's own error stands (the server cannot be reached, say).
+// or SELECT sqlite_version() as another database than the dialect's, ErrDialect; otherwise the
+// query's own error stands (the server cannot be reached, or the connection was cut under the
+// query: Postgres answers SELECT VERSION() too, and a MySQL server that answers it now only
+// failed the first time).
 func versionError(ctx context.Context, db *sql.DB, want string, err error) error {
 	var version string
 	if db.QueryRowContext(ctx, "SELECT VERSION()").Scan(&version) == nil {
+		if strings.Contains(version, "PostgreSQL") == (want == "Postgres") {
+			return fmt.Errorf("inbox: reading the %s server version: %w", want, err)
+		}
 		return dialectError("the dialect is %s, but the server is %s: use the dialect of the server", want, version)
 	}
 	if db.QueryRowContext(ctx, "SELECT sqlite_version()").Scan(&version) == nil {
