@@ -379,7 +379,15 @@ func TestRowlockTransactionHeld(t *testing.T) {
 			if n := c.rows(t, c.q(t, "processed_at")+" IS NULL AND "+c.q(t, "attempt")+" = 0"); n != 1 {
 				t.Fatal("the row changed, though the settlement failed")
 			}
-			again := rowlockClaimOne(t, f)
+			// The transaction is rolled back in the background once the handler's statement is
+			// done, so the row is claimable a moment after it.
+			var again *inbox.Delivery
+			waitFor(t, 10*time.Second, "the row to be claimable again", func() bool {
+				if ds := rowlockClaim(t, f, 1); len(ds) == 1 {
+					again = ds[0]
+				}
+				return again != nil
+			})
 			if again.ID != d.ID || again.Attempt != 1 {
 				t.Fatalf("claim after the failed settlement got row %d attempt %d, want row %d attempt 1", again.ID, again.Attempt, d.ID)
 			}
