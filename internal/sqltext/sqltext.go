@@ -33,6 +33,7 @@ type Table struct {
 	Headers     string
 	DeadAt      string
 	LastError   string
+	Columns     []string // the application's own columns a delivery reads (inbox.Table.Columns)
 }
 
 // SQL builds the statements over one table on one database.
@@ -73,11 +74,12 @@ func (p *Params) list(n int) string {
 }
 
 // Columns is the select list of a delivery: id, then payload, attempt, group and headers where
-// the table has them, each prefixed with alias and a dot when alias is not empty.
+// the table has them, then the application's own columns in the description's order, each
+// prefixed with alias and a dot when alias is not empty.
 func (s SQL) Columns(alias string) string {
 	prefix := dotted(alias)
 	cols := []string{prefix + s.t.ID}
-	for _, c := range []string{s.t.Payload, s.t.Attempt, s.t.Group, s.t.Headers} {
+	for _, c := range append([]string{s.t.Payload, s.t.Attempt, s.t.Group, s.t.Headers}, s.t.Columns...) {
 		if c != "" {
 			cols = append(cols, prefix+c)
 		}

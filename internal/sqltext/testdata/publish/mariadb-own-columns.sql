@@ -1,0 +1,5 @@
+-- insert(1)
+INSERT INTO `jobs` (`payload`, `queue`, `priority`, `headers`, `retry_after`) VALUES (?, ?, ?, ?, ?)
+
+-- insert(3)
+INSERT INTO `jobs` (`payload`, `queue`, `priority`, `headers`, `retry_after`) VALUES (?, ?, ?, ?, ?), (?, ?, ?, ?, ?), (?, ?, ?, ?, ?)
