@@ -94,8 +94,8 @@ func (t Table) Validate() error {
 		seen[*c.name] = c.role
 	}
 	for _, c := range t.Columns {
-		if err := t.ownColumn(c); err != nil {
-			return fmt.Errorf("%w: table %q: inbox.Table.Columns: %v", ErrSchema, t.Name, err)
+		if err := t.ownColumn("inbox.Table.Columns", c); err != nil {
+			return fmt.Errorf("%w: table %q: %v", ErrSchema, t.Name, err)
 		}
 		if seen[c] == "Columns" {
 			return fmt.Errorf("%w: table %q: inbox.Table.Columns names %q twice: name each column once", ErrSchema, t.Name, c)
@@ -105,16 +105,16 @@ func (t Table) Validate() error {
 	return nil
 }
 
-// ownColumn refuses name as a column of the application's own (in Table.Columns or
+// ownColumn refuses name as a column of the application's own, in field (Table.Columns or
 // Message.Columns): empty, or the column of one of t's roles, which the library reads and
-// writes itself.
-func (t Table) ownColumn(name string) error {
+// writes by its role.
+func (t Table) ownColumn(field, name string) error {
 	if name == "" {
-		return fmt.Errorf("an empty column name")
+		return fmt.Errorf("%s names an empty column", field)
 	}
 	for _, c := range t.roles() {
 		if *c.name == name {
-			return fmt.Errorf("column %q is the %s column, which the library reads and writes itself: leave it out, or describe it as a role of its own", name, c.role)
+			return fmt.Errorf("%s names column %q, the table's %s column, which the library reads and writes by its role: leave it out of %s", field, name, c.role, field)
 		}
 	}
 	return nil
