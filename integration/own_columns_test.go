@@ -226,3 +226,27 @@ func TestAdvisoryKeyOfOwnColumn(t *testing.T) {
 		})
 	}
 }
+
+// TestEnqueueIDsIsAllOrNothing: on every database, EnqueueIDs whose third message names a
+// column the table lacks fails, and the rows of the first two, written by statements before
+// it, are rolled back with it.
+func TestEnqueueIDsIsAllOrNothing(t *testing.T) {
+	for _, b := range backends(t, true) {
+		t.Run(b.name, func(t *testing.T) {
+			db := b.open(t, 0)
+			tbl := ownTable(t, b, db, true)
+			msgs := []inbox.Message{
+				{Columns: map[string]any{"account": "a"}},
+				{Columns: map[string]any{"account": "b"}},
+				{Columns: map[string]any{"no_such_column": "c"}},
+			}
+			ids, err := inbox.EnqueueIDs(context.Background(), db, b.dialect, tbl, msgs...)
+			if err == nil {
+				t.Fatalf("EnqueueIDs = %v, nil; want an error naming the failed statement", ids)
+			}
+			if got := count(t, db, "SELECT COUNT(*) FROM "+quoted(t, b, tbl.Name)); got != 0 {
+				t.Fatalf("%d rows after a failed EnqueueIDs, want 0 (%v)", got, err)
+			}
+		})
+	}
+}
