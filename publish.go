@@ -64,9 +64,9 @@ func EnqueueJSON[T any](ctx context.Context, db *sql.DB, d dialect.Dialect, t Ta
 	return Enqueue(ctx, db, d, t, msgs...)
 }
 
-// Enqueue publishes msgs as rows of t, all or nothing: in one INSERT, or where there are more
-// rows than one statement takes (maxBatchRows, 1,000) in one transaction of several, committed
-// when it returns. When it fails, no row landed (but for a COMMIT cut off by a lost connection,
+// Enqueue publishes msgs as rows of t, all or nothing: in one INSERT, or where one statement
+// does not take them all (more than maxBatchRows, 1,000, or messages that set different
+// Columns) in one transaction of several, committed when it returns. When it fails, no row landed (but for a COMMIT cut off by a lost connection,
 // whose outcome the database alone knows). On SQLite it writes under this process's writer lock
 // for db, which the lease form's claims and settlements take too, so that they queue in turn
 // rather than in SQLite's busy handler. It then wakes the consumers of t in this process, so
@@ -99,9 +99,10 @@ func EnqueueIDs(ctx context.Context, db *sql.DB, d dialect.Dialect, t Table, msg
 
 // EnqueueTx publishes msgs as rows of t inside tx: they commit or roll back with the caller's
 // own writes. Consumers see them at their next claim after the commit (a transaction cannot
-// wake them, since it does not know when it commits). When it fails after more than one
-// statement's worth of rows, MySQL, MariaDB and SQLite keep the rows of the statements before
-// the one that failed in tx: roll tx back rather than commit it.
+// wake them, since it does not know when it commits). When it fails at its second statement or
+// later (more than maxBatchRows messages, or messages that set different Columns), MySQL,
+// MariaDB and SQLite keep the rows of the statements before the one that failed in tx: roll tx
+// back rather than commit it.
 func EnqueueTx(ctx context.Context, tx Tx, d dialect.Dialect, t Table, msgs ...Message) error {
 	sts, err := statements(d, t, msgs, false)
 	if err != nil {
