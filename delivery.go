@@ -49,6 +49,43 @@ type Delivery struct {
 	lent      *loan
 	decodeErr error     // why the row's data does not decode, when it does not
 	claimed   time.Time // when its claim returned, where the consumer has an Observer
+
+	// The application's own columns the claim read (Table.Columns): the table's name, the
+	// columns' names as described and their values in that order.
+	ownTable  string
+	ownNames  []string
+	ownValues []any
+}
+
+// SetColumns is for forms: it records the values of the application's own columns of table
+// (names, as Table.Columns describes them) that the claim read with d's row, in that order,
+// for Column to read. The form shares names between deliveries; values becomes d's.
+func (d *Delivery) SetColumns(table string, names []string, values []any) {
+	d.ownTable, d.ownNames, d.ownValues = table, names, values
+}
+
+// Column returns the value of the application's own column name (one of Table.Columns), read
+// with d's row by its claim, converted to T as Rows.Scan converts a column into a *T: text reads
+// as a string or []byte on every driver (MySQL's returns text as bytes), a number as int64 or a
+// string, text holding a number as int64, and T may be an sql.Scanner. A NULL reads as T's
+// zero value; ask for a pointer (*string) or an sql.Null[string] to tell it apart. It fails
+// naming the table and the column where name is not one of Table.Columns or the value does not
+// convert to T.
+func Column[T any](d *Delivery, name string) (T, error) {
+	var v sql.Null[T]
+	for i, n := range d.ownNames {
+		if n != name {
+			continue
+		}
+		if err := v.Scan(d.ownValues[i]); err != nil {
+			return v.V, fmt.Errorf("inbox: table %q, row %d, column %q: %w", d.ownTable, d.ID, name, err)
+		}
+		return v.V, nil
+	}
+	if d.ownNames == nil {
+		return v.V, fmt.Errorf("inbox: row %d: column %q is not read with the row, since the table's description names no Columns: name it in inbox.Table.Columns", d.ID, name)
+	}
+	return v.V, fmt.Errorf("inbox: table %q, row %d: column %q is not read with the row (Table.Columns names %s): add it to inbox.Table.Columns", d.ownTable, d.ID, name, strings.Join(d.ownNames, ", "))
 }
 
 // Undecodable is for forms and handler adapters: it records that the row's data (its payload

@@ -6,12 +6,14 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"strings"
+	"maps"
+	"slices"
 	"sync"
 	"time"
 
 	"github.com/sqlinbox/inbox/dialect"
 	"github.com/sqlinbox/inbox/internal/sqlitewriter"
+	"github.com/sqlinbox/inbox/internal/sqltext"
 	"github.com/sqlinbox/inbox/isolation"
 )
 
@@ -32,6 +34,12 @@ type Message struct {
 	// Delay hides the row from claims for this long (it sets retry_after); it needs the table's
 	// RetryAfter column.
 	Delay time.Duration
+	// Columns sets the application's own columns of the row, those with no role, by name: any
+	// column of the table, named in Table.Columns or not (an advisory key's column, say), each
+	// value one the driver takes as an argument. A column a role names is refused. The messages
+	// of one Enqueue are written in order, one INSERT for each run of consecutive messages that
+	// set the same columns (a column a message leaves out takes its default).
+	Columns map[string]any
 }
 
 // JSONMessage returns a message for queue whose payload is v encoded with encoding/json, for
@@ -57,43 +65,69 @@ func EnqueueJSON[T any](ctx context.Context, db *sql.DB, d dialect.Dialect, t Ta
 	return Enqueue(ctx, db, d, t, msgs...)
 }
 
-// Enqueue publishes msgs as rows of t, all or nothing: in one INSERT, or where there are more
-// rows than one statement takes (maxBatchRows, 1,000) in one transaction of several, committed
-// when it returns. When it fails, no row landed (but for a COMMIT cut off by a lost connection,
+// Enqueue publishes msgs as rows of t, all or nothing: in one INSERT, or where one statement
+// does not take them all (more than maxBatchRows, 1,000, or messages that set different
+// Columns) in one transaction of several, committed when it returns. When it fails, no row landed (but for a COMMIT cut off by a lost connection,
 // whose outcome the database alone knows). On SQLite it writes under this process's writer lock
 // for db, which the lease form's claims and settlements take too, so that they queue in turn
 // rather than in SQLite's busy handler. It then wakes the consumers of t in this process, so
 // they claim at once rather than at their next poll.
 func Enqueue(ctx context.Context, db *sql.DB, d dialect.Dialect, t Table, msgs ...Message) error {
-	if err := publish(ctx, db, d, t, msgs); err != nil {
+	if err := publish(ctx, db, d, t, msgs, nil); err != nil {
 		return err
 	}
 	wake(t.Name)
 	return nil
 }
 
+// EnqueueIDs publishes msgs as Enqueue does, all or nothing, and returns the ids of their rows,
+// in the order of msgs. Where the table's id is generated, each message is a one-row INSERT of
+// its own (all in one transaction where there are several), which hands back its id: RETURNING
+// on Postgres and SQLite, LastInsertId on MySQL and MariaDB. No multi-row INSERT tells which id
+// went to which row on every database: Postgres leaves the order of RETURNING rows unspecified,
+// SQLite documents it as arbitrary, and under MySQL's interleaved auto-increment lock mode (8.0's
+// default, innodb_autoinc_lock_mode = 2) the ids of one statement need not be consecutive, so
+// LAST_INSERT_ID, the first of them, does not give the others. It costs a round trip per
+// message: publish bulk rows whose ids are not needed with Enqueue.
+func EnqueueIDs(ctx context.Context, db *sql.DB, d dialect.Dialect, t Table, msgs ...Message) ([]int64, error) {
+	ids := make([]int64, len(msgs))
+	if err := publish(ctx, db, d, t, msgs, ids); err != nil {
+		return nil, err
+	}
+	wake(t.Name)
+	return ids, nil
+}
+
 // EnqueueTx publishes msgs as rows of t inside tx: they commit or roll back with the caller's
 // own writes. Consumers see them at their next claim after the commit (a transaction cannot
-// wake them, since it does not know when it commits). When it fails after more than one
-// statement's worth of rows, MySQL, MariaDB and SQLite keep the rows of the statements before
-// the one that failed in tx: roll tx back rather than commit it.
+// wake them, since it does not know when it commits). When it fails at its second statement or
+// later (more than maxBatchRows messages, or messages that set different Columns), MySQL,
+// MariaDB and SQLite keep the rows of the statements before the one that failed in tx: roll tx
+// back rather than commit it.
 func EnqueueTx(ctx context.Context, tx Tx, d dialect.Dialect, t Table, msgs ...Message) error {
-	return insert(ctx, tx, d, t, msgs)
+	sts, err := statements(d, t, msgs, false)
+	if err != nil {
+		return err
+	}
+	return insert(ctx, tx, d, t, msgs, sts, nil)
 }
 
 // publish runs Enqueue's statements: alone where one statement takes every row, in a
-// transaction otherwise.
-func publish(ctx context.Context, db *sql.DB, d dialect.Dialect, t Table, msgs []Message) error {
+// transaction otherwise. Where ids is not nil it receives the rows' ids, as insert says.
+func publish(ctx context.Context, db *sql.DB, d dialect.Dialect, t Table, msgs []Message, ids []int64) error {
+	sts, err := statements(d, t, msgs, ids != nil)
+	if err != nil {
+		return err
+	}
 	if d.Name() == "sqlite" {
 		w := sqlitewriter.For(db)
 		w.Lock()
 		defer w.Unlock()
 	}
-	if len(msgs) <= maxBatchRows {
-		return insert(ctx, db, d, t, msgs)
+	if len(sts) <= 1 {
+		return insert(ctx, db, d, t, msgs, sts, ids)
 	}
 	var tx dialect.Tx
-	var err error
 	if d.Name() == "sqlite" {
 		// IMMEDIATE takes the write lock at BEGIN, where the busy timeout waits for another
 		// process's writer.
@@ -104,7 +138,7 @@ func publish(ctx context.Context, db *sql.DB, d dialect.Dialect, t Table, msgs [
 	if err != nil {
 		return fmt.Errorf("inbox: publishing %d rows to table %q: beginning the transaction: %w; nothing was published", len(msgs), t.Name, err)
 	}
-	if err := insert(ctx, tx, d, t, msgs); err != nil {
+	if err := insert(ctx, tx, d, t, msgs, sts, ids); err != nil {
 		return errors.Join(fmt.Errorf("%w; nothing was published (the publish's transaction rolled back)", err), rollbackIfOpen(tx))
 	}
 	if err := tx.Commit(); err != nil {
@@ -126,73 +160,120 @@ const maxBatchRows = 1000
 
 type execer interface {
 	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
+	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
 }
 
-func insert(ctx context.Context, ex execer, d dialect.Dialect, t Table, msgs []Message) error {
+// statement is one INSERT of a publish: its text, its arguments, and the messages it writes,
+// msgs[first:first+rows].
+type statement struct {
+	query       string
+	args        []any
+	first, rows int
+	own         []string // the own columns (Message.Columns) its rows set, quoted
+}
+
+// statements are the INSERTs that publish msgs to t: as many rows in each as maxBatchRows
+// allows, a statement apart for each run of consecutive messages that set the same own columns
+// (Message.Columns), so that the rows keep the messages' order; with ids set, a statement per
+// message that hands back its generated id. It builds them all before any runs, so that a
+// message it refuses sends nothing.
+func statements(d dialect.Dialect, t Table, msgs []Message, ids bool) ([]statement, error) {
 	if len(msgs) == 0 {
-		return nil
+		return nil, nil
 	}
 	q, err := t.Quote(d)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	var cols []string
-	if !t.IDGenerated {
-		cols = append(cols, q.ID)
-	}
-	for _, c := range []string{q.Payload, q.Group, q.Priority, q.Headers, q.RetryAfter} {
-		if c != "" {
-			cols = append(cols, c)
-		}
-	}
-	// A table whose only column is its generated id gets one value per row all the same: the
-	// id's default (NULL on SQLite, which assigns the rowid then).
-	idOnly := ""
-	if len(cols) == 0 {
-		cols, idOnly = []string{q.ID}, "DEFAULT"
-		if d.Name() == "sqlite" {
-			idOnly = "NULL"
-		}
-	}
+	perRow := ids && t.IDGenerated
+	var out []statement
+	var names []string // the own columns of the last statement, as named
 	now := time.Now()
-	total, done := len(msgs), 0
-	for len(msgs) > 0 {
-		batch := msgs[:min(len(msgs), maxBatchRows)]
-		msgs = msgs[len(batch):]
-		var b strings.Builder
-		b.WriteString("INSERT INTO " + q.Name + " (" + strings.Join(cols, ", ") + ") VALUES ")
-		args := make([]any, 0, len(batch)*len(cols))
-		n := 0
-		for i, m := range batch {
-			if i > 0 {
-				b.WriteString(", ")
-			}
-			if idOnly != "" {
-				b.WriteString("(" + idOnly + ")")
-				continue
-			}
-			row, err := rowArgs(t, d, m, now)
-			if err != nil {
-				return err
-			}
-			b.WriteByte('(')
-			for j := range row {
-				if j > 0 {
-					b.WriteString(", ")
+	for i, m := range msgs {
+		set, err := ownColumns(t, m)
+		if err != nil {
+			return nil, err
+		}
+		if i == 0 || perRow || out[len(out)-1].rows == maxBatchRows || !slices.Equal(set, names) {
+			st := statement{first: i, own: make([]string, len(set))}
+			for j, n := range set {
+				if st.own[j], err = d.Quote(n); err != nil {
+					return nil, fmt.Errorf("%w: table %q, Message.Columns: %v", ErrSchema, t.Name, err)
 				}
-				n++
-				b.WriteString(d.Placeholder(n))
 			}
-			b.WriteByte(')')
-			args = append(args, row...)
+			out, names = append(out, st), set
 		}
-		if _, err := ex.ExecContext(ctx, b.String(), args...); err != nil {
-			if total == len(batch) {
-				return fmt.Errorf("inbox: publishing %d row(s) to table %q: %w", total, t.Name, err)
+		row, err := rowArgs(t, d, m, now)
+		if err != nil {
+			return nil, err
+		}
+		for _, n := range set {
+			row = append(row, m.Columns[n])
+		}
+		st := &out[len(out)-1]
+		st.rows++
+		st.args = append(st.args, row...)
+	}
+	s := sqltext.New(d.Caps(), sqltext.Table(q))
+	for i := range out {
+		if perRow {
+			out[i].query = s.InsertID(out[i].own)
+		} else {
+			out[i].query = s.Insert(out[i].rows, out[i].own)
+		}
+	}
+	return out, nil
+}
+
+// ownColumns are the names of the own columns m sets (Message.Columns), sorted; it refuses a
+// name that is empty or one of t's roles.
+func ownColumns(t Table, m Message) ([]string, error) {
+	if len(m.Columns) == 0 {
+		return nil, nil
+	}
+	names := slices.Sorted(maps.Keys(m.Columns))
+	for _, n := range names {
+		if err := t.ownColumn("Message.Columns", n); err != nil {
+			return nil, fmt.Errorf("%w: table %q: %v", ErrSchema, t.Name, err)
+		}
+	}
+	return names, nil
+}
+
+// insert publishes msgs through ex by their statements, sts. Where ids is not nil it has a
+// place for each message, and receives each row's id: the message's own where the table's id is
+// not generated, otherwise the id its one-row statement hands back.
+func insert(ctx context.Context, ex execer, d dialect.Dialect, t Table, msgs []Message, sts []statement, ids []int64) error {
+	fail := func(st statement, err error) error {
+		if len(sts) == 1 {
+			return fmt.Errorf("inbox: publishing %d row(s) to table %q: %w", len(msgs), t.Name, err)
+		}
+		return fmt.Errorf("inbox: publishing %d rows to table %q: the statement of rows %d to %d: %w", len(msgs), t.Name, st.first+1, st.first+st.rows, err)
+	}
+	for _, st := range sts {
+		switch {
+		case ids != nil && t.IDGenerated && d.Caps().Returning:
+			if err := ex.QueryRowContext(ctx, st.query, st.args...).Scan(&ids[st.first]); err != nil {
+				return fail(st, err)
 			}
-			return fmt.Errorf("inbox: publishing %d rows to table %q: the statement of rows %d to %d: %w", total, t.Name, done+1, done+len(batch), err)
+		case ids != nil && t.IDGenerated:
+			res, err := ex.ExecContext(ctx, st.query, st.args...)
+			if err == nil {
+				ids[st.first], err = res.LastInsertId()
+			}
+			if err != nil {
+				return fail(st, err)
+			}
+		default:
+			if _, err := ex.ExecContext(ctx, st.query, st.args...); err != nil {
+				return fail(st, err)
+			}
 		}
-		done += len(batch)
+	}
+	if ids != nil && !t.IDGenerated {
+		for i, m := range msgs {
+			ids[i] = m.ID
+		}
 	}
 	return nil
 }

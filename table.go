@@ -66,6 +66,12 @@ type Table struct {
 	// LastError names the column that keeps the text of the error of a row's last failed
 	// delivery (bounded in length), for inspection.
 	LastError string
+
+	// Columns names the application's own columns, those with no role, that every claim reads
+	// with the row (in the same statement), so that a handler reads them with Column. They may
+	// be of any type the driver scans. Publishing sets such columns by Message.Columns whether
+	// or not they are named here, and an advisory key template reads its columns by itself.
+	Columns []string
 }
 
 // Validate reports a description that cannot work whatever the database: no table name, no id
@@ -86,6 +92,30 @@ func (t Table) Validate() error {
 			return fmt.Errorf("%w: table %q: column %q is named for both %s and %s: give each role its own column", ErrSchema, t.Name, *c.name, other, c.role)
 		}
 		seen[*c.name] = c.role
+	}
+	for _, c := range t.Columns {
+		if err := t.ownColumn("inbox.Table.Columns", c); err != nil {
+			return fmt.Errorf("%w: table %q: %v", ErrSchema, t.Name, err)
+		}
+		if seen[c] == "Columns" {
+			return fmt.Errorf("%w: table %q: inbox.Table.Columns names %q twice: name each column once", ErrSchema, t.Name, c)
+		}
+		seen[c] = "Columns"
+	}
+	return nil
+}
+
+// ownColumn refuses name as a column of the application's own, in field (Table.Columns or
+// Message.Columns): empty, or the column of one of t's roles, which the library reads and
+// writes by its role.
+func (t Table) ownColumn(field, name string) error {
+	if name == "" {
+		return fmt.Errorf("%s names an empty column", field)
+	}
+	for _, c := range t.roles() {
+		if *c.name == name {
+			return fmt.Errorf("%s names column %q, the table's %s column, which the library reads and writes by its role: leave it out of %s", field, name, c.role, field)
+		}
 	}
 	return nil
 }
@@ -108,6 +138,14 @@ func (t Table) Quote(d dialect.Dialect) (Table, error) {
 		}
 		if *c.name, err = d.Quote(*c.name); err != nil {
 			return Table{}, fmt.Errorf("%w: table %q, %s column: %v", ErrSchema, t.Name, c.role, err)
+		}
+	}
+	if len(t.Columns) > 0 {
+		q.Columns = make([]string, len(t.Columns))
+		for i, c := range t.Columns {
+			if q.Columns[i], err = d.Quote(c); err != nil {
+				return Table{}, fmt.Errorf("%w: table %q, column %q of Columns: %v", ErrSchema, t.Name, c, err)
+			}
 		}
 	}
 	return q, nil

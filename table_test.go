@@ -2,6 +2,7 @@ package inbox_test
 
 import (
 	"errors"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -31,6 +32,9 @@ func TestTableValidate(t *testing.T) {
 		{"no id", inbox.Table{Name: "jobs", Payload: "payload"}, []string{`"jobs"`, "ID"}},
 		{"id twice", inbox.Table{Name: "jobs", ID: "id", Attempt: "id"}, []string{`"jobs"`, `"id"`, "ID", "Attempt"}},
 		{"one column for two roles", inbox.Table{Name: "jobs", ID: "id", RetryAfter: "at", ProcessedAt: "at"}, []string{`"jobs"`, `"at"`, "ProcessedAt", "RetryAfter"}},
+		{"an own column that is a role's", inbox.Table{Name: "jobs", ID: "id", Priority: "prio", Columns: []string{"account", "prio"}}, []string{`"jobs"`, `"prio"`, "Priority", "Columns"}},
+		{"an own column twice", inbox.Table{Name: "jobs", ID: "id", Columns: []string{"account", "account"}}, []string{`"jobs"`, `"account"`, "twice"}},
+		{"an empty own column", inbox.Table{Name: "jobs", ID: "id", Columns: []string{""}}, []string{`"jobs"`, "empty", "Columns"}},
 	}
 	for _, tt := range tests {
 		err := tt.table.Validate()
@@ -50,14 +54,17 @@ func TestTableQuote(t *testing.T) {
 	pg := dialect.Postgres[isolation.Default]{}
 	my := dialect.MySQL[isolation.Default]{}
 
-	tbl := inbox.Table{Name: "jobs", ID: "id", IDGenerated: true, Payload: `pay"load`, Group: "queue"}
+	tbl := inbox.Table{Name: "jobs", ID: "id", IDGenerated: true, Payload: `pay"load`, Group: "queue", Columns: []string{"account", `a"b`}}
 	q, err := tbl.Quote(pg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := inbox.Table{Name: `"jobs"`, ID: `"id"`, IDGenerated: true, Payload: `"pay""load"`, Group: `"queue"`}
-	if q != want {
+	want := inbox.Table{Name: `"jobs"`, ID: `"id"`, IDGenerated: true, Payload: `"pay""load"`, Group: `"queue"`, Columns: []string{`"account"`, `"a""b"`}}
+	if !reflect.DeepEqual(q, want) {
 		t.Errorf("Quote(postgres) = %+v, want %+v", q, want)
+	}
+	if tbl.Columns[0] != "account" {
+		t.Errorf("Quote changed the description's Columns: %q", tbl.Columns)
 	}
 	if q, err = tbl.Quote(my); err != nil || q.Payload != "`pay\"load`" || q.Attempt != "" {
 		t.Errorf("Quote(mysql) = %+v, %v: want backticks, absent roles left empty", q, err)
@@ -75,6 +82,7 @@ func TestTableQuote(t *testing.T) {
 		{"long column", pg, inbox.Table{Name: "jobs", ID: "id", Headers: long}, []string{`"jobs"`, "Headers", long}},
 		{"NUL in a column", my, inbox.Table{Name: "jobs", ID: "id", Group: "g\x00"}, []string{`"jobs"`, "Group"}},
 		{"long column on MySQL", my, inbox.Table{Name: "jobs", ID: "id", Priority: long + "c"}, []string{`"jobs"`, "Priority"}},
+		{"long own column", pg, inbox.Table{Name: "jobs", ID: "id", Columns: []string{long}}, []string{`"jobs"`, "Columns", long}},
 	}
 	for _, tt := range tests {
 		_, err := tt.table.Quote(tt.d)

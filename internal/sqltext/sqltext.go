@@ -33,6 +33,7 @@ type Table struct {
 	Headers     string
 	DeadAt      string
 	LastError   string
+	Columns     []string // the application's own columns a delivery reads (inbox.Table.Columns)
 }
 
 // SQL builds the statements over one table on one database.
@@ -73,11 +74,12 @@ func (p *Params) list(n int) string {
 }
 
 // Columns is the select list of a delivery: id, then payload, attempt, group and headers where
-// the table has them, each prefixed with alias and a dot when alias is not empty.
+// the table has them, then the application's own columns in the description's order, each
+// prefixed with alias and a dot when alias is not empty.
 func (s SQL) Columns(alias string) string {
 	prefix := dotted(alias)
 	cols := []string{prefix + s.t.ID}
-	for _, c := range []string{s.t.Payload, s.t.Attempt, s.t.Group, s.t.Headers} {
+	for _, c := range append([]string{s.t.Payload, s.t.Attempt, s.t.Group, s.t.Headers}, s.t.Columns...) {
 		if c != "" {
 			cols = append(cols, prefix+c)
 		}
@@ -128,14 +130,16 @@ func (s SQL) Order(alias string) string {
 
 // Insert publishes rows rows in one statement. Each row binds, in order: its id (unless the
 // table's id is generated), payload, group, priority, headers and retry_after, each where the
-// table has the column. A table whose only column is its generated id binds nothing: each row
-// is the value that has the database assign the id (dialect.Caps.IDOnlyValue).
-func (s SQL) Insert(rows int) string {
+// table has the column, then the value of each of own, the application's own columns (quoted)
+// that every row of the statement sets. A table whose only column is its generated id, and no
+// own column, binds nothing: each row is the value that has the database assign the id
+// (dialect.Caps.IDOnlyValue).
+func (s SQL) Insert(rows int, own []string) string {
 	var cols []string
 	if !s.t.IDGenerated {
 		cols = append(cols, s.t.ID)
 	}
-	for _, c := range []string{s.t.Payload, s.t.Group, s.t.Priority, s.t.Headers, s.t.RetryAfter} {
+	for _, c := range append([]string{s.t.Payload, s.t.Group, s.t.Priority, s.t.Headers, s.t.RetryAfter}, own...) {
 		if c != "" {
 			cols = append(cols, c)
 		}
@@ -151,6 +155,17 @@ func (s SQL) Insert(rows int) string {
 		values[i] = row()
 	}
 	return "INSERT INTO " + s.t.Name + " (" + strings.Join(cols, ", ") + ") VALUES " + strings.Join(values, ", ")
+}
+
+// InsertID publishes one row, bound as Insert binds a row, and hands back the id the database
+// gave it: by RETURNING where the database has it (Caps.Returning), otherwise by the driver's
+// LastInsertId, which MySQL and MariaDB report for the row of a one-row INSERT. Where the id is
+// not generated the row carries it, and InsertID is Insert's.
+func (s SQL) InsertID(own []string) string {
+	if s.c.Returning && s.t.IDGenerated {
+		return s.Insert(1, own) + " RETURNING " + s.t.ID
+	}
+	return s.Insert(1, own)
 }
 
 func dotted(alias string) string {

@@ -26,7 +26,7 @@ func TestGoldens(t *testing.T) {
 			s, lease, key := quoted(t, dl.D, sh)
 			forms := map[string][]golden.Entry{
 				"lease":   leaseEntries(c, s.Lease(lease)),
-				"publish": publishEntries(s),
+				"publish": publishEntries(s, own(t, dl.D, sh)),
 			}
 			if c.SkipLocked {
 				forms["rowlock"] = rowLockEntries(c, s.RowLock())
@@ -52,6 +52,16 @@ func TestGoldens(t *testing.T) {
 			t.Errorf("%s: no builder renders this golden file; delete it, or build its statements", f)
 		}
 	}
+}
+
+// own is shape sh's own columns quoted for d: the golden publishing sets each of them.
+func own(t testing.TB, d dialect.Dialect, sh golden.Shape) []string {
+	t.Helper()
+	q, err := inbox.Table(sh.Table).Quote(d)
+	if err != nil {
+		t.Fatalf("%s, %s: %v", d.Name(), sh.Name, err)
+	}
+	return q.Columns
 }
 
 // quoted is shape sh on dialect d: its statements' builder, its lease column and its key, every
@@ -140,10 +150,11 @@ func advisoryEntries(a sqltext.Advisory) []golden.Entry {
 	return e
 }
 
-func publishEntries(s sqltext.SQL) []golden.Entry {
+func publishEntries(s sqltext.SQL, own []string) []golden.Entry {
 	var e entries
-	e.add("insert(1)", s.Insert(1))
-	e.add("insert(3)", s.Insert(3))
+	e.add("insert(1)", s.Insert(1, own))
+	e.add("insert(3)", s.Insert(3, own))
+	e.add("insertID", s.InsertID(own))
 	return e
 }
 
@@ -274,7 +285,7 @@ func FuzzNamesStayQuoted(f *testing.F) {
 func all(t *testing.T, d dialect.Dialect, sh golden.Shape) []golden.Entry {
 	c := d.Caps()
 	s, lease, key := quoted(t, d, sh)
-	out := append(leaseEntries(c, s.Lease(lease)), publishEntries(s)...)
+	out := append(leaseEntries(c, s.Lease(lease)), publishEntries(s, own(t, d, sh))...)
 	if c.SkipLocked {
 		out = append(out, rowLockEntries(c, s.RowLock())...)
 	}

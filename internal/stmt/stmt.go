@@ -52,14 +52,15 @@ func (p *Params) Next() string {
 }
 
 // Columns is the select list Scan reads, each column prefixed with alias and a dot when alias
-// is not empty: id, then payload, attempt, group and headers where the table has them.
+// is not empty: id, then payload, attempt, group and headers where the table has them, then the
+// application's own columns (inbox.Table.Columns) in the description's order.
 func (t *Table) Columns(alias string) string {
 	prefix := ""
 	if alias != "" {
 		prefix = alias + "."
 	}
 	cols := []string{prefix + t.Q.ID}
-	for _, c := range []string{t.Q.Payload, t.Q.Attempt, t.Q.Group, t.Q.Headers} {
+	for _, c := range append([]string{t.Q.Payload, t.Q.Attempt, t.Q.Group, t.Q.Headers}, t.Q.Columns...) {
 		if c != "" {
 			cols = append(cols, prefix+c)
 		}
@@ -95,11 +96,19 @@ type scanned struct {
 	dest           [5]any
 }
 
-// ScanOne reads one row of the Columns list through scan (a Rows.Scan or Row.Scan).
+// ScanOne reads one row of the Columns list through scan (a Rows.Scan or Row.Scan). The
+// application's own columns, where the description names any, are scanned into one slice of
+// values the delivery keeps (inbox.Column reads them); a table without them costs nothing more.
 func (t *Table) ScanOne(scan func(...any) error) (*inbox.Delivery, error) {
 	s := &scanned{}
 	d, attempt, group, headers := &s.d, &s.attempt, &s.group, &s.headers
-	dest := append(s.dest[:0], &d.ID)
+	dest, vals := s.dest[:0], []any(nil)
+	if n := len(t.Q.Columns); n > 0 {
+		// One allocation holds the values, then the destinations that point at them.
+		buf := make([]any, n+len(s.dest)+n)
+		vals, dest = buf[:n:n], buf[n:n]
+	}
+	dest = append(dest, &d.ID)
 	if t.Q.Payload != "" {
 		dest = append(dest, &d.Payload)
 	}
@@ -112,8 +121,14 @@ func (t *Table) ScanOne(scan func(...any) error) (*inbox.Delivery, error) {
 	if t.Q.Headers != "" {
 		dest = append(dest, headers)
 	}
+	for i := range vals {
+		dest = append(dest, &vals[i])
+	}
 	if err := scan(dest...); err != nil {
 		return nil, err
+	}
+	if len(vals) > 0 {
+		d.SetColumns(t.Raw.Name, t.Raw.Columns, vals)
 	}
 	d.Attempt = int(attempt.Int64)
 	d.Group = group.String

@@ -77,8 +77,8 @@ func (s Shape) Template() string {
 
 // Shapes are the table descriptions the golden files cover: every role; id and payload only
 // (the id given by the publisher); no attempt column; processed_at without a group; a
-// generated id alone; and every role under names that hold both kinds of quote, spaces and
-// reserved words.
+// generated id alone; every role under names that hold both kinds of quote, spaces and
+// reserved words; and every role with two of the application's own columns.
 var Shapes = []Shape{
 	{
 		Name: "all-roles",
@@ -120,6 +120,14 @@ var Shapes = []Shape{
 			Headers: "select"},
 		Lease: "locked `until` \"now\"",
 		Key:   []sqltext.KeyPart{{Text: "odd "}, {Column: "group"}, {Text: ":"}, {Column: `id "x"`}},
+	},
+	{
+		Name: "own-columns",
+		Table: sqltext.Table{Name: "jobs", ID: "id", IDGenerated: true, Payload: "payload", Attempt: "attempt",
+			ProcessedAt: "processed_at", Group: "queue", Priority: "priority", RetryAfter: "retry_after", Headers: "headers",
+			Columns: []string{"account", "region"}},
+		Lease: "locked_until",
+		Key:   []sqltext.KeyPart{{Text: "accounts-"}, {Column: "account"}},
 	},
 }
 

@@ -3,3 +3,6 @@ INSERT INTO `jobs` (`id`) VALUES (DEFAULT)
 
 -- insert(3)
 INSERT INTO `jobs` (`id`) VALUES (DEFAULT), (DEFAULT), (DEFAULT)
+
+-- insertID
+INSERT INTO `jobs` (`id`) VALUES (DEFAULT)

@@ -3,3 +3,6 @@ INSERT INTO `jobs` (`payload`, `queue`, `priority`, `headers`, `retry_after`) VA
 
 -- insert(3)
 INSERT INTO `jobs` (`payload`, `queue`, `priority`, `headers`, `retry_after`) VALUES (?, ?, ?, ?, ?), (?, ?, ?, ?, ?), (?, ?, ?, ?, ?)
+
+-- insertID
+INSERT INTO `jobs` (`payload`, `queue`, `priority`, `headers`, `retry_after`) VALUES (?, ?, ?, ?, ?)

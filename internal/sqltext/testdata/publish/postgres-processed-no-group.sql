@@ -3,3 +3,6 @@ INSERT INTO "jobs" ("payload", "retry_after") VALUES ($1, $2)
 
 -- insert(3)
 INSERT INTO "jobs" ("payload", "retry_after") VALUES ($1, $2), ($3, $4), ($5, $6)
+
+-- insertID
+INSERT INTO "jobs" ("payload", "retry_after") VALUES ($1, $2) RETURNING "id"

@@ -3,3 +3,6 @@ INSERT INTO `jobs` (`id`) VALUES (NULL)
 
 -- insert(3)
 INSERT INTO `jobs` (`id`) VALUES (NULL), (NULL), (NULL)
+
+-- insertID
+INSERT INTO `jobs` (`id`) VALUES (NULL) RETURNING `id`

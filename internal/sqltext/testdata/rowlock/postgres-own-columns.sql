@@ -1,0 +1,29 @@
+-- claim
+SELECT "id", "payload", "attempt", "queue", "headers", "account", "region" FROM "jobs" WHERE "processed_at" IS NULL AND ("retry_after" IS NULL OR "retry_after" <= $1) AND "queue" = $2 ORDER BY "priority", "retry_after" NULLS FIRST, "id" LIMIT 1 FOR UPDATE SKIP LOCKED
+
+-- claim(3)
+SELECT "id", "payload", "attempt", "queue", "headers", "account", "region" FROM "jobs" WHERE "processed_at" IS NULL AND ("retry_after" IS NULL OR "retry_after" <= $1) AND "queue" = $2 ORDER BY "priority", "retry_after" NULLS FIRST, "id" LIMIT 3 FOR UPDATE SKIP LOCKED
+
+-- ack
+UPDATE "jobs" SET "processed_at" = $1 WHERE "id" = $2
+
+-- retry
+UPDATE "jobs" SET "attempt" = COALESCE("attempt", 0) + 1 WHERE "id" = $1
+
+-- retryAfter
+UPDATE "jobs" SET "retry_after" = $1, "attempt" = COALESCE("attempt", 0) + 1 WHERE "id" = $2
+
+-- ackIn(3)
+UPDATE "jobs" SET "processed_at" = $1 WHERE "id" IN ($2, $3, $4)
+
+-- retryIn(3)
+UPDATE "jobs" SET "attempt" = COALESCE("attempt", 0) + 1 WHERE "id" IN ($1, $2, $3)
+
+-- retryAfterIn(3)
+UPDATE "jobs" SET "retry_after" = $1, "attempt" = COALESCE("attempt", 0) + 1 WHERE "id" IN ($2, $3, $4)
+
+-- savepoint
+SAVEPOINT inbox_handler
+
+-- rollbackToSavepoint
+ROLLBACK TO SAVEPOINT inbox_handler
