@@ -12,6 +12,7 @@ import (
 
 	"github.com/sqlinbox/inbox/dialect"
 	"github.com/sqlinbox/inbox/internal/sqlitewriter"
+	"github.com/sqlinbox/inbox/internal/sqltext"
 	"github.com/sqlinbox/inbox/isolation"
 )
 
@@ -62,7 +63,8 @@ func EnqueueJSON[T any](ctx context.Context, db *sql.DB, d dialect.Dialect, t Ta
 // whose outcome the database alone knows). On SQLite it writes under this process's writer lock
 // for db, which the lease form's claims and settlements take too, so that they queue in turn
 // rather than in SQLite's busy handler. It then wakes the consumers of t in this process, so
-// they claim at once rather than at their next poll.
+// they claim at once rather than at their next poll; on Postgres its last statement also
+// notifies t's channel (NotifyChannel), which wakes consumers elsewhere that listen to it.
 func Enqueue(ctx context.Context, db *sql.DB, d dialect.Dialect, t Table, msgs ...Message) error {
 	if err := publish(ctx, db, d, t, msgs); err != nil {
 		return err
@@ -72,8 +74,9 @@ func Enqueue(ctx context.Context, db *sql.DB, d dialect.Dialect, t Table, msgs .
 }
 
 // EnqueueTx publishes msgs as rows of t inside tx: they commit or roll back with the caller's
-// own writes. Consumers see them at their next claim after the commit (a transaction cannot
-// wake them, since it does not know when it commits). When it fails after more than one
+// own writes. On Postgres its last statement notifies t's channel (NotifyChannel), which
+// Postgres delivers at tx's commit to the consumers that listen to it (a rollback wakes no one);
+// elsewhere consumers see the rows at their next claim after the commit. When it fails after more than one
 // statement's worth of rows, MySQL, MariaDB and SQLite keep the rows of the statements before
 // the one that failed in tx: roll tx back rather than commit it.
 func EnqueueTx(ctx context.Context, tx Tx, d dialect.Dialect, t Table, msgs ...Message) error {
@@ -131,6 +134,12 @@ func insert(ctx context.Context, ex execer, d dialect.Dialect, t Table, msgs []M
 	if len(msgs) == 0 {
 		return nil
 	}
+	// Postgres: the last statement notifies the table's channel, in the statement itself, which
+	// costs no round trip (docs/benchmarks.md measures it).
+	notify := ""
+	if d.Name() == "postgres" {
+		notify = NotifyChannel(t.Name)
+	}
 	q, err := t.Quote(d)
 	if err != nil {
 		return err
@@ -185,7 +194,12 @@ func insert(ctx context.Context, ex execer, d dialect.Dialect, t Table, msgs []M
 			b.WriteByte(')')
 			args = append(args, row...)
 		}
-		if _, err := ex.ExecContext(ctx, b.String(), args...); err != nil {
+		query := b.String()
+		if notify != "" && len(msgs) == 0 {
+			query = sqltext.Notifying(query, d.Placeholder(len(args)+1))
+			args = append(args, notify)
+		}
+		if _, err := ex.ExecContext(ctx, query, args...); err != nil {
 			if total == len(batch) {
 				return fmt.Errorf("inbox: publishing %d row(s) to table %q: %w", total, t.Name, err)
 			}

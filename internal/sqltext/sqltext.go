@@ -130,7 +130,16 @@ func (s SQL) Order(alias string) string {
 // table's id is generated), payload, group, priority, headers and retry_after, each where the
 // table has the column. A table whose only column is its generated id binds nothing: each row
 // is the value that has the database assign the id (dialect.Caps.IDOnlyValue).
-func (s SQL) Insert(rows int) string {
+func (s SQL) Insert(rows int) string { return s.insert(s.Params(), rows) }
+
+// InsertNotifying is Insert that also notifies a channel (Notifying), bound after the rows.
+func (s SQL) InsertNotifying(rows int) string {
+	p := s.Params()
+	insert := s.insert(p, rows)
+	return Notifying(insert, p.Next())
+}
+
+func (s SQL) insert(p *Params, rows int) string {
 	var cols []string
 	if !s.t.IDGenerated {
 		cols = append(cols, s.t.ID)
@@ -140,7 +149,6 @@ func (s SQL) Insert(rows int) string {
 			cols = append(cols, c)
 		}
 	}
-	p := s.Params()
 	row := func() string { return "(" + p.list(len(cols)) + ")" }
 	if len(cols) == 0 {
 		cols = []string{s.t.ID}

@@ -1,5 +1,5 @@
 -- insert(1)
-INSERT INTO "jobs" ("payload", "queue", "priority", "headers", "retry_after") VALUES ($1, $2, $3, $4, $5)
+WITH published AS (INSERT INTO "jobs" ("payload", "queue", "priority", "headers", "retry_after") VALUES ($1, $2, $3, $4, $5)) SELECT pg_notify($6, '')
 
 -- insert(3)
-INSERT INTO "jobs" ("payload", "queue", "priority", "headers", "retry_after") VALUES ($1, $2, $3, $4, $5), ($6, $7, $8, $9, $10), ($11, $12, $13, $14, $15)
+WITH published AS (INSERT INTO "jobs" ("payload", "queue", "priority", "headers", "retry_after") VALUES ($1, $2, $3, $4, $5), ($6, $7, $8, $9, $10), ($11, $12, $13, $14, $15)) SELECT pg_notify($16, '')

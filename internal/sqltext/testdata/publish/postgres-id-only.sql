@@ -1,5 +1,5 @@
 -- insert(1)
-INSERT INTO "jobs" ("id") VALUES (DEFAULT)
+WITH published AS (INSERT INTO "jobs" ("id") VALUES (DEFAULT)) SELECT pg_notify($1, '')
 
 -- insert(3)
-INSERT INTO "jobs" ("id") VALUES (DEFAULT), (DEFAULT), (DEFAULT)
+WITH published AS (INSERT INTO "jobs" ("id") VALUES (DEFAULT), (DEFAULT), (DEFAULT)) SELECT pg_notify($1, '')
