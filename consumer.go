@@ -536,9 +536,14 @@ func (r *run) next(ctx context.Context, ops *detached, timer *time.Timer) (unit,
 		return u, nil
 	default:
 	}
+	// Taken before the claim: a publish that lands after the claim looked wakes this worker.
+	woken := r.notified()
 	ds, err := r.claim(ops)
+	if err != nil {
+		woken = nil
+	}
 	if err != nil || len(ds) == 0 {
-		return r.idle(ctx, ops, timer, err == nil), nil
+		return r.idle(ctx, ops, timer, woken), nil
 	}
 	if r.c.batches != nil {
 		return ds, nil
@@ -556,14 +561,13 @@ func (r *run) next(ctx context.Context, ops *detached, timer *time.Timer) (unit,
 	return ds[:1:1], rest
 }
 
-// idle waits a poll wait, or until ctx is done, a publish wakes the consumer (when wakeable)
-// or another worker hands a row over, which it returns. After a claim that found nothing
-// (wakeable) it waits no longer than until the queue's next delayed row falls due.
-func (r *run) idle(ctx context.Context, ops *detached, timer *time.Timer, wakeable bool) []*Delivery {
-	var woken <-chan struct{}
+// idle waits a poll wait, or until ctx is done, woken is closed (a publish since the claim,
+// where it is not nil) or another worker hands a row over, which it returns. After a claim
+// that found nothing (woken not nil) it waits no longer than until the queue's next delayed row
+// falls due.
+func (r *run) idle(ctx context.Context, ops *detached, timer *time.Timer, woken <-chan struct{}) []*Delivery {
 	wait := r.c.pollWait()
-	if wakeable {
-		woken = r.notified()
+	if woken != nil {
 		if r.due != nil {
 			until, ok := r.due.until(ops.begin())
 			ops.end()
