@@ -63,8 +63,8 @@ func EnqueueJSON[T any](ctx context.Context, db *sql.DB, d dialect.Dialect, t Ta
 // whose outcome the database alone knows). On SQLite it writes under this process's writer lock
 // for db, which the lease form's claims and settlements take too, so that they queue in turn
 // rather than in SQLite's busy handler. It then wakes the consumers of t in this process, so
-// they claim at once rather than at their next poll; on Postgres its last statement also
-// notifies t's channel (NotifyChannel), which wakes consumers elsewhere that listen to it.
+// they claim at once rather than at their next poll; on Postgres, where t.Notify is set, its
+// last statement also notifies t's channel, which wakes consumers elsewhere that listen to it.
 func Enqueue(ctx context.Context, db *sql.DB, d dialect.Dialect, t Table, msgs ...Message) error {
 	if err := publish(ctx, db, d, t, msgs); err != nil {
 		return err
@@ -74,9 +74,10 @@ func Enqueue(ctx context.Context, db *sql.DB, d dialect.Dialect, t Table, msgs .
 }
 
 // EnqueueTx publishes msgs as rows of t inside tx: they commit or roll back with the caller's
-// own writes. On Postgres its last statement notifies t's channel (NotifyChannel), which
-// Postgres delivers at tx's commit to the consumers that listen to it (a rollback wakes no one);
-// elsewhere consumers see the rows at their next claim after the commit. When it fails after more than one
+// own writes. On Postgres, where t.Notify is set, its last statement notifies t's channel,
+// which Postgres delivers at tx's commit to the consumers that listen (a rollback wakes no one);
+// otherwise consumers see the rows at their next claim after the commit (or their Waker's
+// wake-up). When it fails after more than one
 // statement's worth of rows, MySQL, MariaDB and SQLite keep the rows of the statements before
 // the one that failed in tx: roll tx back rather than commit it.
 func EnqueueTx(ctx context.Context, tx Tx, d dialect.Dialect, t Table, msgs ...Message) error {
@@ -134,10 +135,10 @@ func insert(ctx context.Context, ex execer, d dialect.Dialect, t Table, msgs []M
 	if len(msgs) == 0 {
 		return nil
 	}
-	// Postgres: the last statement notifies the table's channel, in the statement itself, which
-	// costs no round trip (docs/benchmarks.md measures it).
+	// The last statement notifies the table's channel, in the statement itself, which costs no
+	// round trip.
 	notify := ""
-	if d.Name() == "postgres" {
+	if t.Notify && d.Name() == "postgres" {
 		notify = NotifyChannel(t.Name)
 	}
 	q, err := t.Quote(d)

@@ -19,19 +19,27 @@ func TestGoldenStatements(t *testing.T) {
 	for _, dl := range golden.Dialects {
 		for _, sh := range golden.Shapes {
 			var e []golden.Entry
-			for _, n := range []int{1, 3} {
+			tbl := Table(sh.Table)
+			for _, n := range []int{1, 3, -1, -3} { // negative: n rows, notifying (Postgres)
+				name := fmt.Sprintf("insert(%d)", n)
+				if n < 0 {
+					if dl.Name != "postgres" {
+						continue
+					}
+					n, tbl.Notify, name = -n, true, fmt.Sprintf("insert(%d) notifying", -n)
+				}
 				msgs := make([]Message, n)
 				for i := range msgs {
 					msgs[i].ID = int64(i + 1)
 				}
 				var rec insertRecorder
-				if err := insert(context.Background(), &rec, dl.D, Table(sh.Table), msgs); err != nil {
+				if err := insert(context.Background(), &rec, dl.D, tbl, msgs); err != nil {
 					t.Fatalf("%s, %s: %v", dl.Name, sh.Name, err)
 				}
 				if len(rec.queries) != 1 {
 					t.Fatalf("%s, %s: publishing %d rows ran %d statements, want 1", dl.Name, sh.Name, n, len(rec.queries))
 				}
-				e = append(e, golden.Entry{Name: fmt.Sprintf("insert(%d)", n), SQL: rec.queries[0]})
+				e = append(e, golden.Entry{Name: name, SQL: rec.queries[0]})
 			}
 			golden.Pin(t, "publish", dl.Name, sh.Name, e)
 		}

@@ -93,14 +93,14 @@ func (r *recordingTx) QueryRowContext(context.Context, string, ...any) *sql.Row 
 
 func TestEnqueueTxStatements(t *testing.T) {
 	ctx := context.Background()
-	tbl := Table{Name: "jobs", ID: "id", IDGenerated: true, Payload: "payload", Group: "grp"}
+	tbl := Table{Name: "jobs", ID: "id", IDGenerated: true, Payload: "payload", Group: "grp", Notify: true}
 	msgs := []Message{{Queue: "a", Payload: []byte("1")}, {Queue: "b", Payload: []byte("2")}}
 
 	var pg recordingTx
 	if err := EnqueueTx(ctx, &pg, dialect.Postgres[isolation.Default]{}, tbl, msgs...); err != nil {
 		t.Fatal(err)
 	}
-	// On Postgres the one statement notifies the table's channel too (at tx's commit).
+	// Asked to (Notify), the one statement on Postgres notifies the table's channel too.
 	want := []string{`WITH published AS (INSERT INTO "jobs" ("payload", "grp") VALUES ($1, $2), ($3, $4)) SELECT pg_notify($5, '')`}
 	if !slices.Equal(pg.queries, want) {
 		t.Errorf("Postgres statements %q, want %q", pg.queries, want)

@@ -66,6 +66,14 @@ type Table struct {
 	// LastError names the column that keeps the text of the error of a row's last failed
 	// delivery (bounded in length), for inspection.
 	LastError string
+
+	// Notify has Enqueue and EnqueueTx notify the table's channel on Postgres (NotifyChannel),
+	// in the INSERT's own statement, which wakes consumers in other processes that listen
+	// (pgnotify.Listener) at the publish's commit. It costs each publish about 0.2 ms alone and
+	// more with publishers side by side, whose notifying commits Postgres takes one at a time
+	// (docs/benchmarks.md): ask for it where a consumer listens. Other databases have no
+	// notifications and ignore it.
+	Notify bool
 }
 
 // Validate reports a description that cannot work whatever the database: no table name, no id

@@ -25,7 +25,8 @@ type Waker interface {
 
 // NotifyChannel is the Postgres notification channel of the table named table (as described):
 // "inbox." and the name, or where that is longer than Postgres's 63 bytes, its first 54 bytes, a
-// dot and 8 hex digits of a hash of the whole. Enqueue and EnqueueTx notify it on Postgres.
+// dot and 8 hex digits of a hash of the whole. Enqueue and EnqueueTx notify it on Postgres
+// where Table.Notify is set.
 func NotifyChannel(table string) string { return sqltext.Channel(table) }
 
 // DataVersionWaker is a Waker for SQLite: every Every it reads PRAGMA data_version, a number

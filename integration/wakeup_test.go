@@ -69,6 +69,7 @@ func TestNotifyWakesAConsumerOnAnotherPool(t *testing.T) {
 	b := backends(t, false)[0]
 	pub, cons := b.open(t, 4), b.open(t, 4)
 	tbl := minimalTable(tableName(t))
+	tbl.Notify = true
 	b.createTable(t, pub, tbl)
 
 	var handled atomic.Int32

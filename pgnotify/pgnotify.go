@@ -1,7 +1,9 @@
 // Package pgnotify wakes consumers of a Postgres inbox table when a row is published, in any
-// process: Enqueue and EnqueueTx notify the table's channel (inbox.NotifyChannel) in their own
-// statement, which Postgres delivers at the publishing transaction's commit, and a Listener set
-// as the consumer's Config.Wakeups listens to it on a connection of its own.
+// process: where the table's description sets Notify, Enqueue and EnqueueTx notify the table's
+// channel (inbox.NotifyChannel) in their own statement, which Postgres delivers at the
+// publishing transaction's commit, and a Listener set as the consumer's Config.Wakeups listens
+// to it on a connection of its own. Publishers and consumers share the description, Notify
+// included.
 //
 // It is a module of its own, so that the library stays free of drivers: it listens through
 // github.com/jackc/pgx/v5.

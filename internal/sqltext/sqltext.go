@@ -33,6 +33,7 @@ type Table struct {
 	Headers     string
 	DeadAt      string
 	LastError   string
+	Notify      bool // Postgres: the publish notifies the table's channel (InsertNotifying)
 }
 
 // SQL builds the statements over one table on one database.

@@ -150,15 +150,15 @@ func advisoryEntries(a sqltext.Advisory) []golden.Entry {
 	return e
 }
 
-// On Postgres (notifying) the publish also notifies the table's channel.
+// On Postgres (notifying) a publish to a table with Notify set also notifies its channel.
 func publishEntries(s sqltext.SQL, notifying bool) []golden.Entry {
 	var e entries
-	insert := s.Insert
+	e.add("insert(1)", s.Insert(1))
+	e.add("insert(3)", s.Insert(3))
 	if notifying {
-		insert = s.InsertNotifying
+		e.add("insert(1) notifying", s.InsertNotifying(1))
+		e.add("insert(3) notifying", s.InsertNotifying(3))
 	}
-	e.add("insert(1)", insert(1))
-	e.add("insert(3)", insert(3))
 	return e
 }
 

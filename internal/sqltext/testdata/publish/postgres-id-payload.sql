@@ -1,5 +1,11 @@
 -- insert(1)
-WITH published AS (INSERT INTO "jobs" ("id", "payload") VALUES ($1, $2)) SELECT pg_notify($3, '')
+INSERT INTO "jobs" ("id", "payload") VALUES ($1, $2)
 
 -- insert(3)
+INSERT INTO "jobs" ("id", "payload") VALUES ($1, $2), ($3, $4), ($5, $6)
+
+-- insert(1) notifying
+WITH published AS (INSERT INTO "jobs" ("id", "payload") VALUES ($1, $2)) SELECT pg_notify($3, '')
+
+-- insert(3) notifying
 WITH published AS (INSERT INTO "jobs" ("id", "payload") VALUES ($1, $2), ($3, $4), ($5, $6)) SELECT pg_notify($7, '')
