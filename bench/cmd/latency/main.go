@@ -5,7 +5,7 @@
 // due. The consumer runs in this process; each cell starts this program again as its publisher
 // (-publish). The consumer polls at the default PollInterval (1 s) in every cell.
 //
-//	go run ./bench/cmd/latency [-rows 500] [-rate 100] [-postgres DSN]
+//	go run ./bench/cmd/latency [-rows 500] [-rate 100] [-postgres DSN] [-only substring]
 package main
 
 import (
@@ -42,6 +42,7 @@ var (
 	publish  = flag.String("publish", "", "internal: publish as a child process to driver:dsn")
 	table    = flag.String("table", "", "internal: the child's table")
 	delay    = flag.Duration("delay", 0, "internal: the child's Delay")
+	only     = flag.String("only", "", "run only the cells whose database, wake-up or measure contains this")
 	notify   = flag.Bool("notify", false, "internal: the child's Table.Notify")
 	interval = time.Second
 )
@@ -61,8 +62,10 @@ func main() {
 	defer os.RemoveAll(dir)
 	sqlitePath := filepath.Join(dir, "latency.db")
 	sqliteDSN := "file:" + sqlitePath + "?_pragma=journal_mode(WAL)&_pragma=busy_timeout(5000)&_pragma=synchronous(NORMAL)"
-	if err := notifyCost(*pgDSN); err != nil {
-		log.Fatal(err)
+	if *only == "" {
+		if err := notifyCost(*pgDSN); err != nil {
+			log.Fatal(err)
+		}
 	}
 	fmt.Printf("rows %d per cell at %d/s, published by another process; PollInterval %v; lease form, 4 workers\n\n", *rows, *rate, interval)
 	fmt.Println("| database | wake-up | measure | p50 | p99 | max | rows |")
@@ -78,7 +81,7 @@ func main() {
 	}
 	for _, c := range cells {
 		for _, m := range []string{"enqueue to handler", "Delay 200ms, lateness", "RetryAfter 200ms, lateness"} {
-			if c.wake == "poll only" && m != "enqueue to handler" {
+			if c.wake == "poll only" && m != "enqueue to handler" || !strings.Contains(c.db+" "+c.wake+" "+m, *only) {
 				continue
 			}
 			lat, err := cell(c.driver, c.dsn, c.d, c.wake != "poll only", m)
