@@ -25,8 +25,9 @@ fmt-check: ## fail when a file is not gofmt-formatted
 vet: ## go vet on every module
 	go vet $(PKGS)
 
-bench: ## throughput beside raw SQL loops, latency, then the peers (River, gue, goqite); about an hour
+bench: ## throughput beside raw SQL loops, latency (also across processes), then the peers (River, gue, goqite); about an hour
 	go run ./bench/cmd/throughput -plot docs/benchmarks.svg
+	go run ./bench/cmd/latency
 	go run ./bench/cmd/peers
 
 .PHONY: reliability
