@@ -67,24 +67,26 @@ func main() {
 			log.Fatal(err)
 		}
 	}
-	fmt.Printf("rows %d per cell at %d/s, published by another process; PollInterval %v; lease form, 4 workers\n\n", *rows, *rate, interval)
+	fmt.Printf("rows %d per cell at %d/s, published by another process but in the first cell of each database; PollInterval %v; lease form, 4 workers\n\n", *rows, *rate, interval)
 	fmt.Println("| database | wake-up | measure | p50 | p99 | max | rows |")
 	fmt.Println("|---|---|---|--:|--:|--:|--:|")
 	cells := []struct {
 		db, wake, driver, dsn string
 		d                     dialect.Dialect
 	}{
+		{"Postgres", inProcess, "pgx", *pgDSN, dialect.Postgres[isolation.Default]{}},
 		{"Postgres", "poll only", "pgx", *pgDSN, dialect.Postgres[isolation.Default]{}},
 		{"Postgres", "LISTEN/NOTIFY", "pgx", *pgDSN, dialect.Postgres[isolation.Default]{}},
+		{"SQLite", inProcess, "sqlite", sqliteDSN, dialect.SQLite[isolation.Default]{}},
 		{"SQLite", "poll only", "sqlite", sqliteDSN, dialect.SQLite[isolation.Default]{}},
 		{"SQLite", "data_version every 5 ms", "sqlite", sqliteDSN, dialect.SQLite[isolation.Default]{}},
 	}
 	for _, c := range cells {
 		for _, m := range []string{"enqueue to handler", "Delay 200ms, lateness", "RetryAfter 200ms, lateness"} {
-			if c.wake == "poll only" && m != "enqueue to handler" || !strings.Contains(c.db+" "+c.wake+" "+m, *only) {
+			if (c.wake == "poll only" || c.wake == inProcess) && m != "enqueue to handler" || !strings.Contains(c.db+" "+c.wake+" "+m, *only) {
 				continue
 			}
-			lat, err := cell(c.driver, c.dsn, c.d, c.wake != "poll only", m)
+			lat, err := cell(c.driver, c.dsn, c.d, c.wake, m)
 			if err != nil {
 				log.Fatalf("%s, %s, %s: %v", c.db, c.wake, m, err)
 			}
@@ -94,9 +96,14 @@ func main() {
 	}
 }
 
-// cell runs one consumer here and one publisher in a child process, and returns the latency of
-// each row: from its publishing (or its due time) to its handler's start.
-func cell(driver, dsn string, d dialect.Dialect, wake bool, measure string) ([]time.Duration, error) {
+// inProcess is the cell that publishes from this process, whose Enqueue wakes the consumer
+// without the database: the baseline of the wake-ups across processes.
+const inProcess = "none: published in this process"
+
+// cell runs one consumer here and one publisher in a child process (or in this process), and
+// returns the latency of each row: from its publishing (or its due time) to its handler's start.
+func cell(driver, dsn string, d dialect.Dialect, mode, measure string) ([]time.Duration, error) {
+	wake := mode != "poll only" && mode != inProcess
 	db, err := sql.Open(driver, dsn)
 	if err != nil {
 		return nil, err
@@ -165,7 +172,12 @@ func cell(driver, dsn string, d dialect.Dialect, wake bool, measure string) ([]t
 	}
 	pub := exec.Command(os.Args[0], args...)
 	pub.Stdout, pub.Stderr = os.Stdout, os.Stderr
-	if err := pub.Run(); err != nil {
+	if mode == inProcess {
+		err = publishRows(driver, dsn, name, *rows, *rate, 0, false)
+	} else {
+		err = pub.Run()
+	}
+	if err != nil {
 		cancel()
 		return nil, fmt.Errorf("the publisher: %w", err)
 	}
@@ -182,9 +194,15 @@ func cell(driver, dsn string, d dialect.Dialect, wake bool, measure string) ([]t
 	return lat, nil
 }
 
-// child publishes -rows rows at -rate per second, each payload its publishing time.
+// child publishes -rows rows at -rate per second to -table, as -publish, -delay and -notify say.
 func child() error {
 	driver, dsn, _ := strings.Cut(*publish, ":")
+	return publishRows(driver, dsn, *table, *rows, *rate, *delay, *notify)
+}
+
+// publishRows publishes rows rows at rate per second to table through a pool of its own, each
+// payload its publishing time.
+func publishRows(driver, dsn, table string, rows, rate int, delay time.Duration, notify bool) error {
 	db, err := sql.Open(driver, dsn)
 	if err != nil {
 		return err
@@ -194,13 +212,13 @@ func child() error {
 	if driver == "sqlite" {
 		d = dialect.SQLite[isolation.Default]{}
 	}
-	tbl := inbox.Table{Name: *table, ID: "id", IDGenerated: true, Payload: "payload", Attempt: "attempt", RetryAfter: "retry_after", Notify: *notify}
-	tick := time.NewTicker(time.Second / time.Duration(*rate))
+	tbl := inbox.Table{Name: table, ID: "id", IDGenerated: true, Payload: "payload", Attempt: "attempt", RetryAfter: "retry_after", Notify: notify}
+	tick := time.NewTicker(time.Second / time.Duration(rate))
 	defer tick.Stop()
-	for range *rows {
+	for range rows {
 		<-tick.C
 		payload := binary.BigEndian.AppendUint64(nil, uint64(time.Now().UnixNano()))
-		if err := inbox.Enqueue(context.Background(), db, d, tbl, inbox.Message{Payload: payload, Delay: *delay}); err != nil {
+		if err := inbox.Enqueue(context.Background(), db, d, tbl, inbox.Message{Payload: payload, Delay: delay}); err != nil {
 			return err
 		}
 	}
