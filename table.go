@@ -69,10 +69,10 @@ type Table struct {
 
 	// Notify has Enqueue and EnqueueTx notify the table's channel on Postgres (NotifyChannel),
 	// in the INSERT's own statement, which wakes consumers in other processes that listen
-	// (pgnotify.Listener) at the publish's commit. It costs a publish little alone, and up to
-	// half again with four publishers side by side, whose notifying commits Postgres takes one
-	// at a time (docs/benchmarks.md): ask for it where a consumer listens. Other databases have
-	// no notifications and ignore it.
+	// (pgnotify.Listener) at the publish's commit. It costs a publish little alone, and 44% to
+	// 116% more with four publishers side by side, whose notifying commits Postgres takes one at
+	// a time (docs/benchmarks.md): ask for it where a consumer listens. Other databases have no
+	// notifications and ignore it.
 	Notify bool
 }
 
