@@ -1,5 +1,5 @@
 # Every module of the workspace (go.work): the library, and the modules that hold drivers.
-PKGS := ./... ./bench/... ./cmd/... ./integration/... ./otel/... ./sqlmocktests/...
+PKGS := ./... ./bench/... ./cmd/... ./integration/... ./otel/... ./pgnotify/... ./sqlmocktests/...
 
 .DEFAULT_GOAL := help
 .PHONY: help test test/integration lint fmt-check vet bench
@@ -25,8 +25,9 @@ fmt-check: ## fail when a file is not gofmt-formatted
 vet: ## go vet on every module
 	go vet $(PKGS)
 
-bench: ## throughput beside raw SQL loops, latency, then the peers (River, gue, goqite); about an hour
+bench: ## throughput beside raw SQL loops, latency (also across processes), then the peers (River, gue, goqite); about an hour
 	go run ./bench/cmd/throughput -plot docs/benchmarks.svg
+	go run ./bench/cmd/latency
 	go run ./bench/cmd/peers
 
 .PHONY: reliability

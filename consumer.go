@@ -31,8 +31,13 @@ type Config struct {
 	// before it claims again: each wait is drawn anew, uniformly from PollInterval/2 up to (not
 	// including) PollInterval, so that workers that went idle together do not poll together but
 	// spread their claims over the interval. A publish through this library in the same process
-	// wakes the table's consumers at once. Default 1 s.
+	// wakes the table's consumers at once, and so does Wakeups where set. Where the table has a
+	// RetryAfter column, a worker whose claim found nothing asks when the queue's next delayed
+	// row falls due, and claims then where that comes before its poll. Default 1 s.
 	PollInterval time.Duration
+	// Wakeups wakes idle workers when another process publishes: pgnotify.Listener on
+	// Postgres, DataVersionWaker on SQLite. Nil: rows other processes publish wait for a poll.
+	Wakeups Waker
 	// ShutdownTimeout is how long Run lets handlers in work finish once its context is done.
 	// Then it cancels their context and abandons them: each abandoned row returns to the queue
 	// by its form's rule (at once for the row lock and advisory forms, or in transactional mode
@@ -224,6 +229,10 @@ func (c *Consumer) Run(ctx context.Context) error {
 		notify:     make(chan struct{}),
 		slots:      make([]*slot, workers),
 	}
+	if r.due, err = newDueWatch(c.db, *plan, c.cfg.Queue, c.cfg.Clock); err != nil {
+		closeForm()
+		return err
+	}
 	if sc, ok := c.form.(SettleClaimer); ok && c.batches == nil && !plan.HoldsConnection {
 		r.settleClaimer = sc
 	}
@@ -233,6 +242,15 @@ func (c *Consumer) Run(ctx context.Context) error {
 	wakeups := make(chan struct{}, 1)
 	defer listen(plan.Table, wakeups)()
 	go r.relayWakeups(ctx, wakeups)
+	wakerDone := make(chan struct{})
+	if w := c.cfg.Wakeups; w != nil {
+		go func() {
+			defer close(wakerDone)
+			w.Watch(ctx, plan.Table, log, r.wakeAll)
+		}()
+	} else {
+		close(wakerDone)
+	}
 
 	for i := range r.slots {
 		s := &slot{exited: make(chan struct{})}
@@ -265,6 +283,7 @@ func (c *Consumer) Run(ctx context.Context) error {
 		r.shutdown()
 		<-extendDone
 		<-unclaimableDone
+		<-wakerDone
 		closeForm()
 	}()
 	grace := time.NewTimer(c.cfg.ShutdownTimeout + shutdownGrace)
@@ -407,6 +426,7 @@ type run struct {
 	slots []*slot
 
 	settleClaimer SettleClaimer // the form, where a worker's settlement may claim its next row
+	due           *dueWatch     // when the next delayed row falls due; nil without a RetryAfter column
 }
 
 // slot is one worker's state, shared with the extender and with shutdown.
@@ -520,9 +540,14 @@ func (r *run) next(ctx context.Context, ops *detached, timer *time.Timer) (unit,
 		return u, nil
 	default:
 	}
+	// Taken before the claim: a publish that lands after the claim looked wakes this worker.
+	woken := r.notified()
 	ds, err := r.claim(ops)
+	if err != nil {
+		woken = nil
+	}
 	if err != nil || len(ds) == 0 {
-		return r.idle(ctx, timer, err == nil), nil
+		return r.idle(ctx, ops, timer, woken), nil
 	}
 	if r.c.batches != nil {
 		return ds, nil
@@ -540,16 +565,24 @@ func (r *run) next(ctx context.Context, ops *detached, timer *time.Timer) (unit,
 	return ds[:1:1], rest
 }
 
-// idle waits a poll wait, or until ctx is done, a publish wakes the consumer (when wakeable)
-// or another worker hands a row over, which it returns.
-func (r *run) idle(ctx context.Context, timer *time.Timer, wakeable bool) []*Delivery {
-	var woken <-chan struct{}
-	if wakeable {
-		woken = r.notified()
+// idle waits a poll wait, or until ctx is done, woken is closed (a publish since the claim,
+// where it is not nil) or another worker hands a row over, which it returns. After a claim
+// that found nothing (woken not nil) it waits no longer than until the queue's next delayed row
+// falls due.
+func (r *run) idle(ctx context.Context, ops *detached, timer *time.Timer, woken <-chan struct{}) []*Delivery {
+	wait := r.c.pollWait()
+	if woken != nil {
+		if r.due != nil {
+			until, ok := r.due.until(ops.begin())
+			ops.end()
+			if ok && until < wait {
+				wait = max(until, 0)
+			}
+		}
 	}
 	r.waiting.Add(1)
 	defer r.waiting.Add(-1)
-	timer.Reset(r.c.pollWait())
+	timer.Reset(wait)
 	defer timer.Stop() // since Go 1.23 a stopped timer delivers no stale tick
 	select {
 	case u := <-r.handoff:

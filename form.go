@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/sqlinbox/inbox/dialect"
 	"github.com/sqlinbox/inbox/outcome"
 )
 
@@ -73,6 +74,12 @@ type Plan struct {
 	// keeps one claim in flight. It does so too where deliveries hold no connection and it
 	// claims single rows, since each claim then takes a row for every worker waiting.
 	SerialClaims bool
+	// Dialect and Described are the form's database and its table as described. From them the
+	// consumer asks, after a claim that found nothing, when the queue's next delayed row falls
+	// due (where the table has a RetryAfter column), and waits until then where that comes
+	// before its next poll. A form that leaves them zero is polled.
+	Dialect   dialect.Dialect
+	Described Table
 }
 
 // BatchForm is a form that also claims rows in batches: the rows of one batch share one hold

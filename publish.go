@@ -67,11 +67,13 @@ func EnqueueJSON[T any](ctx context.Context, db *sql.DB, d dialect.Dialect, t Ta
 
 // Enqueue publishes msgs as rows of t, all or nothing: in one INSERT, or where one statement
 // does not take them all (more than maxBatchRows, 1,000, or messages that set different
-// Columns) in one transaction of several, committed when it returns. When it fails, no row landed (but for a COMMIT cut off by a lost connection,
-// whose outcome the database alone knows). On SQLite it writes under this process's writer lock
-// for db, which the lease form's claims and settlements take too, so that they queue in turn
-// rather than in SQLite's busy handler. It then wakes the consumers of t in this process, so
-// they claim at once rather than at their next poll.
+// Columns) in one transaction of several, committed when it returns. When it fails, no row
+// landed (but for a COMMIT cut off by a lost connection, whose outcome the database alone
+// knows). On SQLite it writes under this process's writer lock for db, which the lease form's
+// claims and settlements take too, so that they queue in turn rather than in SQLite's busy
+// handler. It then wakes the consumers of t in this process, so they claim at once rather than
+// at their next poll; on Postgres, where t.Notify is set, its last statement also notifies t's
+// channel, which wakes consumers elsewhere that listen to it.
 func Enqueue(ctx context.Context, db *sql.DB, d dialect.Dialect, t Table, msgs ...Message) error {
 	if err := publish(ctx, db, d, t, msgs, nil); err != nil {
 		return err
@@ -99,8 +101,10 @@ func EnqueueIDs(ctx context.Context, db *sql.DB, d dialect.Dialect, t Table, msg
 }
 
 // EnqueueTx publishes msgs as rows of t inside tx: they commit or roll back with the caller's
-// own writes. Consumers see them at their next claim after the commit (a transaction cannot
-// wake them, since it does not know when it commits). When it fails at its second statement or
+// own writes. On Postgres, where t.Notify is set, its last statement notifies t's channel,
+// which Postgres delivers at tx's commit to the consumers that listen (a rollback wakes no one);
+// otherwise consumers see the rows at their next claim after the commit (or their Waker's
+// wake-up). When it fails at its second statement or
 // later (more than maxBatchRows messages, or messages that set different Columns), MySQL,
 // MariaDB and SQLite keep the rows of the statements before the one that failed in tx: roll tx
 // back rather than commit it.
@@ -170,6 +174,7 @@ type statement struct {
 	args        []any
 	first, rows int
 	own         []string // the own columns (Message.Columns) its rows set, quoted
+	notify      bool     // it only notifies the table's channel (after one-row INSERTs)
 }
 
 // statements are the INSERTs that publish msgs to t: as many rows in each as maxBatchRows
@@ -222,6 +227,18 @@ func statements(d dialect.Dialect, t Table, msgs []Message, ids bool) ([]stateme
 			out[i].query = s.Insert(out[i].rows, out[i].own)
 		}
 	}
+	if t.Notify && d.Name() == "postgres" {
+		// The last statement notifies the table's channel, in the statement itself where it
+		// returns nothing (no round trip more), and after it where it returns an id.
+		channel := NotifyChannel(t.Name)
+		if perRow {
+			out = append(out, statement{query: sqltext.Notify, args: []any{channel}, notify: true})
+		} else {
+			last := &out[len(out)-1]
+			last.query = sqltext.Notifying(last.query, d.Placeholder(len(last.args)+1))
+			last.args = append(last.args, channel)
+		}
+	}
 	return out, nil
 }
 
@@ -252,6 +269,10 @@ func insert(ctx context.Context, ex execer, d dialect.Dialect, t Table, msgs []M
 	}
 	for _, st := range sts {
 		switch {
+		case st.notify:
+			if _, err := ex.ExecContext(ctx, st.query, st.args...); err != nil {
+				return fmt.Errorf("inbox: publishing %d row(s) to table %q: notifying its channel: %w", len(msgs), t.Name, err)
+			}
 		case ids != nil && t.IDGenerated && d.Caps().Returning:
 			if err := ex.QueryRowContext(ctx, st.query, st.args...).Scan(&ids[st.first]); err != nil {
 				return fail(st, err)

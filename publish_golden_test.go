@@ -16,7 +16,9 @@ func TestGoldenStatements(t *testing.T) {
 	for _, dl := range golden.Dialects {
 		for _, sh := range golden.Shapes {
 			var e []golden.Entry
-			build := func(name string, n int, ids bool) {
+			build := func(name string, n int, ids, notify bool) {
+				tbl := Table(sh.Table)
+				tbl.Notify = notify
 				msgs := make([]Message, n)
 				for i := range msgs {
 					msgs[i].ID = int64(i + 1)
@@ -27,7 +29,7 @@ func TestGoldenStatements(t *testing.T) {
 						msgs[i].Columns[c] = i
 					}
 				}
-				sts, err := statements(dl.D, Table(sh.Table), msgs, ids)
+				sts, err := statements(dl.D, tbl, msgs, ids)
 				if err != nil {
 					t.Fatalf("%s, %s: %v", dl.Name, sh.Name, err)
 				}
@@ -36,9 +38,13 @@ func TestGoldenStatements(t *testing.T) {
 				}
 				e = append(e, golden.Entry{Name: name, SQL: sts[0].query})
 			}
-			build("insert(1)", 1, false)
-			build("insert(3)", 3, false)
-			build("insertID", 1, true)
+			build("insert(1)", 1, false, false)
+			build("insert(3)", 3, false, false)
+			build("insertID", 1, true, false)
+			if dl.Name == "postgres" {
+				build("insert(1) notifying", 1, false, true)
+				build("insert(3) notifying", 3, false, true)
+			}
 			golden.Pin(t, "publish", dl.Name, sh.Name, e)
 		}
 	}

@@ -93,18 +93,19 @@ func (r *recordingTx) QueryRowContext(context.Context, string, ...any) *sql.Row 
 
 func TestEnqueueTxStatements(t *testing.T) {
 	ctx := context.Background()
-	tbl := Table{Name: "jobs", ID: "id", IDGenerated: true, Payload: "payload", Group: "grp"}
+	tbl := Table{Name: "jobs", ID: "id", IDGenerated: true, Payload: "payload", Group: "grp", Notify: true}
 	msgs := []Message{{Queue: "a", Payload: []byte("1")}, {Queue: "b", Payload: []byte("2")}}
 
 	var pg recordingTx
 	if err := EnqueueTx(ctx, &pg, dialect.Postgres[isolation.Default]{}, tbl, msgs...); err != nil {
 		t.Fatal(err)
 	}
-	want := []string{`INSERT INTO "jobs" ("payload", "grp") VALUES ($1, $2), ($3, $4)`}
+	// Asked to (Notify), the one statement on Postgres notifies the table's channel too.
+	want := []string{`WITH published AS (INSERT INTO "jobs" ("payload", "grp") VALUES ($1, $2), ($3, $4)) SELECT pg_notify($5, '')`}
 	if !slices.Equal(pg.queries, want) {
 		t.Errorf("Postgres statements %q, want %q", pg.queries, want)
 	}
-	if wantArgs := []any{[]byte("1"), "a", []byte("2"), "b"}; len(pg.args) != 1 || !equalArgs(pg.args[0], wantArgs) {
+	if wantArgs := []any{[]byte("1"), "a", []byte("2"), "b", "inbox.jobs"}; len(pg.args) != 1 || !equalArgs(pg.args[0], wantArgs) {
 		t.Errorf("Postgres arguments %#v, want %#v", pg.args, wantArgs)
 	}
 
@@ -117,16 +118,17 @@ func TestEnqueueTxStatements(t *testing.T) {
 		t.Errorf("MySQL statements %q, want %q", my.queries, want)
 	}
 
-	// A batch over maxBatchRows goes in several statements, none over the limit.
+	// A batch over maxBatchRows goes in several statements, none over the limit; the last
+	// notifies, once.
 	var big recordingTx
 	many := make([]Message, maxBatchRows+1)
 	if err := EnqueueTx(ctx, &big, dialect.Postgres[isolation.Default]{}, tbl, many...); err != nil {
 		t.Fatal(err)
 	}
-	if len(big.queries) != 2 || len(big.args[0]) != 2*maxBatchRows || len(big.args[1]) != 2 {
-		t.Errorf("%d messages went in %d statements with %d and %d arguments, want %d and 2", len(many), len(big.queries), len(big.args[0]), len(big.args[1]), 2*maxBatchRows)
+	if len(big.queries) != 2 || len(big.args[0]) != 2*maxBatchRows || len(big.args[1]) != 3 {
+		t.Errorf("%d messages went in %d statements with %d and %d arguments, want %d and 3", len(many), len(big.queries), len(big.args[0]), len(big.args[1]), 2*maxBatchRows)
 	}
-	if !strings.HasSuffix(big.queries[1], "VALUES ($1, $2)") {
+	if strings.Contains(big.queries[0], "pg_notify") || !strings.HasSuffix(big.queries[1], "VALUES ($1, $2)) SELECT pg_notify($3, '')") {
 		t.Errorf("the second statement numbers its parameters from 1: %s", big.queries[1])
 	}
 

@@ -72,6 +72,13 @@ type Table struct {
 	// be of any type the driver scans. Publishing sets such columns by Message.Columns whether
 	// or not they are named here, and an advisory key template reads its columns by itself.
 	Columns []string
+	// Notify has Enqueue and EnqueueTx notify the table's channel on Postgres (NotifyChannel),
+	// in the INSERT's own statement, which wakes consumers in other processes that listen
+	// (pgnotify.Listener) at the publish's commit. It costs a publish little alone, and 44% to
+	// 116% more with four publishers side by side, whose notifying commits Postgres takes one at
+	// a time (docs/benchmarks.md): ask for it where a consumer listens. Other databases have no
+	// notifications and ignore it.
+	Notify bool
 }
 
 // Validate reports a description that cannot work whatever the database: no table name, no id

@@ -196,7 +196,7 @@ func (f *Form[D]) Open(ctx context.Context, db *sql.DB, q inbox.Queue) (inbox.Pl
 	f.open, f.db, f.q, f.log, f.candidates = true, db, q, log, candidates
 	f.held = map[*hold]struct{}{}
 	f.mu.Unlock()
-	return inbox.Plan{Table: f.t.Raw.Name, Form: "advisory", HoldsConnection: true}, nil
+	return inbox.Plan{Table: f.t.Raw.Name, Form: "advisory", HoldsConnection: true, Dialect: f.d, Described: f.t.Raw}, nil
 }
 
 // checkHashTextExtended refuses a Postgres server older than 11, which lacks hashtextextended.

@@ -4,6 +4,8 @@ go 1.26.0
 
 replace github.com/sqlinbox/inbox => ../
 
+replace github.com/sqlinbox/inbox/pgnotify => ../pgnotify
+
 require (
 	github.com/glebarez/go-sqlite v1.23.0
 	github.com/go-sql-driver/mysql v1.10.1
@@ -13,6 +15,7 @@ require (
 	github.com/riverqueue/river/riverdriver/riverpgxv5 v0.51.2
 	github.com/riverqueue/river/riverdriver/riversqlite v0.51.2
 	github.com/sqlinbox/inbox v0.0.0-00010101000000-000000000000
+	github.com/sqlinbox/inbox/pgnotify v0.0.0-00010101000000-000000000000
 	github.com/vgarvardt/gue/v5 v5.8.0
 	maragu.dev/goqite v0.4.0
 )

@@ -4,12 +4,15 @@ go 1.25.0
 
 replace github.com/sqlinbox/inbox => ../
 
+replace github.com/sqlinbox/inbox/pgnotify => ../pgnotify
+
 require (
 	github.com/glebarez/go-sqlite v1.23.0
 	github.com/go-sql-driver/mysql v1.10.1
 	github.com/jackc/pgx/v5 v5.12.0
 	github.com/ory/dockertest/v3 v3.12.0
 	github.com/sqlinbox/inbox v0.0.0-00010101000000-000000000000
+	github.com/sqlinbox/inbox/pgnotify v0.0.0-00010101000000-000000000000
 )
 
 require (

@@ -259,6 +259,8 @@ func (f *Form[D]) Open(ctx context.Context, db *sql.DB, q inbox.Queue) (inbox.Pl
 		HoldsConnection: q.Transactional,
 		OwnConnection:   b.own != nil,
 		SerialClaims:    f.d.Name() == "sqlite",
+		Dialect:         f.d,
+		Described:       f.t,
 	}, nil
 }
 

@@ -196,7 +196,7 @@ func (f *Form[D]) Open(ctx context.Context, db *sql.DB, q inbox.Queue) (inbox.Pl
 	f.batchClaims = map[int]*sql.Stmt{}
 	f.batchSettles = map[settleKey]*sql.Stmt{}
 	f.open = true
-	return inbox.Plan{Table: f.t.Name, Form: "rowlock", HoldsConnection: true}, nil
+	return inbox.Plan{Table: f.t.Name, Form: "rowlock", HoldsConnection: true, Dialect: f.d, Described: f.t}, nil
 }
 
 // prepare prepares the form's statements on db, or none of them.

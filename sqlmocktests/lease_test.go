@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"database/sql/driver"
 	"errors"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -231,8 +232,8 @@ func TestLeaseSequence(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			want := inbox.Plan{Table: "jobs", Form: "lease", ExtendEvery: 15 * time.Second, SerialClaims: c.name == "sqlite"}
-			if plan != want {
+			want := inbox.Plan{Table: "jobs", Form: "lease", ExtendEvery: 15 * time.Second, SerialClaims: c.name == "sqlite", Dialect: c.d, Described: leaseJobs}
+			if !reflect.DeepEqual(plan, want) {
 				t.Errorf("plan %+v, want %+v", plan, want)
 			}
 

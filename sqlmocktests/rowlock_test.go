@@ -826,6 +826,11 @@ func TestRowlockConsumerPanic(t *testing.T) {
 					m.mock.ExpectQuery(st.claim).WithoutArgs().WillReturnRows(sqlmock.NewRows([]string{"id", "payload"}))
 				}
 				m.mock.ExpectRollback()
+				if full {
+					// After the claim that found nothing: when the next delayed row falls due.
+					m.mock.ExpectQuery(rowlockNextDue(dc)).WithArgs(rowlockTimeNear{time.Now()}, rowlockQueue).
+						WillReturnRows(sqlmock.NewRows([]string{"min"}).AddRow(nil))
+				}
 				rollbacks := 1 // the claim that finds nothing
 				if !full {
 					rollbacks = 2 // and the retry, with no attempt to count
@@ -1016,4 +1021,13 @@ func TestOpenRefusesGalera(t *testing.T) {
 			}
 		})
 	}
+}
+
+// rowlockNextDue is the consumer's query for when the full table's next delayed row of the
+// queue falls due, after a claim that found nothing.
+func rowlockNextDue(dc rowlockDialect) string {
+	if strings.HasPrefix(dc.name, "postgres") {
+		return `SELECT MIN("retry_after") FROM "jobs" WHERE "processed_at" IS NULL AND "retry_after" > $1 AND "grp" = $2`
+	}
+	return "SELECT MIN(`retry_after`) FROM `jobs` WHERE `processed_at` IS NULL AND `retry_after` > ? AND `grp` = ?"
 }

@@ -34,6 +34,7 @@ type Table struct {
 	DeadAt      string
 	LastError   string
 	Columns     []string // the application's own columns a delivery reads (inbox.Table.Columns)
+	Notify      bool     // Postgres: the publish notifies the table's channel (InsertNotifying)
 }
 
 // SQL builds the statements over one table on one database.
@@ -134,7 +135,16 @@ func (s SQL) Order(alias string) string {
 // that every row of the statement sets. A table whose only column is its generated id, and no
 // own column, binds nothing: each row is the value that has the database assign the id
 // (dialect.Caps.IDOnlyValue).
-func (s SQL) Insert(rows int, own []string) string {
+func (s SQL) Insert(rows int, own []string) string { return s.insert(s.Params(), rows, own) }
+
+// InsertNotifying is Insert that also notifies a channel (Notifying), bound after the rows.
+func (s SQL) InsertNotifying(rows int, own []string) string {
+	p := s.Params()
+	insert := s.insert(p, rows, own)
+	return Notifying(insert, p.Next())
+}
+
+func (s SQL) insert(p *Params, rows int, own []string) string {
 	var cols []string
 	if !s.t.IDGenerated {
 		cols = append(cols, s.t.ID)
@@ -144,7 +154,6 @@ func (s SQL) Insert(rows int, own []string) string {
 			cols = append(cols, c)
 		}
 	}
-	p := s.Params()
 	row := func() string { return "(" + p.list(len(cols)) + ")" }
 	if len(cols) == 0 {
 		cols = []string{s.t.ID}

@@ -243,8 +243,8 @@ func formPackage(form string) string {
 	switch form {
 	case "publish":
 		return "." // the root package
-	case "admin":
-		return "./internal/sqltext" // the operating statements have no form
+	case "admin", "wakeup":
+		return "./internal/sqltext" // the operating and wake-up statements have no form
 	}
 	return "./" + form
 }

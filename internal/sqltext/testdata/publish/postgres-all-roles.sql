@@ -6,3 +6,9 @@ INSERT INTO "jobs" ("payload", "queue", "priority", "headers", "retry_after") VA
 
 -- insertID
 INSERT INTO "jobs" ("payload", "queue", "priority", "headers", "retry_after") VALUES ($1, $2, $3, $4, $5) RETURNING "id"
+
+-- insert(1) notifying
+WITH published AS (INSERT INTO "jobs" ("payload", "queue", "priority", "headers", "retry_after") VALUES ($1, $2, $3, $4, $5)) SELECT pg_notify($6, '')
+
+-- insert(3) notifying
+WITH published AS (INSERT INTO "jobs" ("payload", "queue", "priority", "headers", "retry_after") VALUES ($1, $2, $3, $4, $5), ($6, $7, $8, $9, $10), ($11, $12, $13, $14, $15)) SELECT pg_notify($16, '')

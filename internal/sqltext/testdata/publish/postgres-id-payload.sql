@@ -6,3 +6,9 @@ INSERT INTO "jobs" ("id", "payload") VALUES ($1, $2), ($3, $4), ($5, $6)
 
 -- insertID
 INSERT INTO "jobs" ("id", "payload") VALUES ($1, $2)
+
+-- insert(1) notifying
+WITH published AS (INSERT INTO "jobs" ("id", "payload") VALUES ($1, $2)) SELECT pg_notify($3, '')
+
+-- insert(3) notifying
+WITH published AS (INSERT INTO "jobs" ("id", "payload") VALUES ($1, $2), ($3, $4), ($5, $6)) SELECT pg_notify($7, '')

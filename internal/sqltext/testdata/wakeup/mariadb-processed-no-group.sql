@@ -1,0 +1,2 @@
+-- next-due
+SELECT MIN(`retry_after`) FROM `jobs` WHERE `processed_at` IS NULL AND `retry_after` > ?

@@ -1,0 +1,2 @@
+-- next-due
+SELECT MIN(`retry after`) FROM `select ``from`` "where"` WHERE `processed "at"` IS NULL AND `retry after` > ? AND `group` = ?

@@ -1,0 +1,2 @@
+-- data-version
+PRAGMA data_version
