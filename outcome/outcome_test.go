@@ -4,8 +4,8 @@ import (
 	"errors"
 	"strings"
 	"testing"
-	"unicode/utf8"
 	"time"
+	"unicode/utf8"
 
 	"github.com/sqlinbox/inbox/outcome"
 )
