@@ -48,6 +48,14 @@ type Queue struct {
 	Transactional bool
 	// Logger receives the form's warnings; never nil once the consumer opens the form.
 	Logger *slog.Logger
+	// Backoff, when set, is what a settlement that failed leaves instead: given the delivery
+	// and the settlement's error, it returns the outcome (a Retry, RetryAfter or Fail carrying
+	// that error) the form then applies, under the hold it still has or through a guarded
+	// statement that passes over a row another consumer holds, so that a settlement that can
+	// never commit counts its attempts and backs off like a retry. It is not called for a lost
+	// hold, ErrClosed, ErrTransactionHeld, ErrTransactionEnded or ErrCommitUnknown. Nil (a
+	// form driven without a consumer): a failed settlement leaves the row as it was.
+	Backoff func(d *Delivery, err error) outcome.Outcome
 }
 
 // Plan is what an opened form tells the consumer about driving it.
@@ -68,6 +76,17 @@ type Plan struct {
 	// keeps one claim in flight. It does so too where deliveries hold no connection and it
 	// claims single rows, since each claim then takes a row for every worker waiting.
 	SerialClaims bool
+	// Lifecycle says which columns of the failure lifecycle the table has.
+	Lifecycle Lifecycle
+}
+
+// Lifecycle says which of the columns a row's failures are kept in the table has, so that a
+// consumer knows what its retry policy and attempt limit can do there.
+type Lifecycle struct {
+	Attempt    bool // attempts are counted: the attempt limit applies
+	RetryAfter bool // a retry can be delayed
+	DeadAt     bool // a dying row is kept, stamped; without it, it is dropped
+	LastError  bool // a failure's text is kept
 }
 
 // BatchForm is a form that also claims rows in batches: the rows of one batch share one hold

@@ -127,3 +127,8 @@ func (t *Table) roles() []role {
 		{"LastError", &t.LastError},
 	}
 }
+
+// Lifecycle says which of the failure lifecycle's roles t names.
+func (t Table) Lifecycle() Lifecycle {
+	return Lifecycle{Attempt: t.Attempt != "", RetryAfter: t.RetryAfter != "", DeadAt: t.DeadAt != "", LastError: t.LastError != ""}
+}
