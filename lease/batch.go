@@ -5,7 +5,6 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"maps"
 	"slices"
 	"time"
 
@@ -106,9 +105,13 @@ func (f *Form[D]) SettleBatch(ctx context.Context, ds []*inbox.Delivery, os []ou
 	}
 
 	var acks, retries []int64
-	delayed := map[time.Duration][]int64{}
+	var stamps []stampKey // of the rows retried after a delay or failed, in the order first met
+	stamped := map[stampKey][]int64{}
 	for i, o := range os {
 		id := ds[i].ID
+		if o.Kind() == outcome.KindFail && b.dead == nil {
+			o = outcome.Drop() // without a dead_at column a failed row is dropped
+		}
 		switch o.Kind() {
 		case outcome.KindAck:
 			if b.q.Transactional {
@@ -118,9 +121,19 @@ func (f *Form[D]) SettleBatch(ctx context.Context, ds []*inbox.Delivery, os []ou
 			acks = append(acks, id)
 		case outcome.KindDrop:
 			acks = append(acks, id)
-		case outcome.KindRetryAfter:
-			if b.retryAfter != nil {
-				delayed[o.Delay()] = append(delayed[o.Delay()], id)
+		case outcome.KindRetryAfter, outcome.KindFail:
+			if b.retryAfter != nil || o.Kind() == outcome.KindFail {
+				k := stampKey{what: "retry after", delay: o.Delay()}
+				if o.Kind() == outcome.KindFail {
+					k.what = "fail"
+				}
+				if b.st.Q.LastError != "" {
+					k.lastError = o.LastError()
+				}
+				if stamped[k] == nil {
+					stamps = append(stamps, k)
+				}
+				stamped[k] = append(stamped[k], id)
 				continue
 			}
 			b.noRetryAfter(id, o.Delay())
@@ -131,10 +144,17 @@ func (f *Form[D]) SettleBatch(ctx context.Context, ds []*inbox.Delivery, os []ou
 	}
 	var errs []error
 	unchanged := map[int64]bool{}
+	byID := make(map[int64]*inbox.Delivery, len(ds))
+	for _, d := range ds {
+		byID[d.ID] = d
+	}
 	settle := func(what string, head []any, ids []int64) {
 		changed, err := f.settleRows(ctx, b, h, what, head, ids)
 		if err != nil {
 			errs = append(errs, err)
+			for _, id := range ids {
+				errs = append(errs, f.backOff(ctx, b, h, byID[id], err))
+			}
 			return
 		}
 		for _, id := range ids {
@@ -153,8 +173,12 @@ func (f *Form[D]) SettleBatch(ctx context.Context, ds []*inbox.Delivery, os []ou
 	if len(retries) > 0 {
 		settle("retry", nil, retries)
 	}
-	for _, delay := range slices.Sorted(maps.Keys(delayed)) {
-		settle("retry after", []any{f.d.Time(time.Now().Add(delay))}, delayed[delay])
+	for _, k := range stamps {
+		head := []any{f.d.Time(time.Now().Add(k.delay))}
+		if b.st.Q.LastError != "" {
+			head = append(head, k.lastError)
+		}
+		settle(k.what, head, stamped[k])
 	}
 	if len(unchanged) > 0 {
 		lost := &inbox.LeaseLostError{Table: f.t.Name}
@@ -351,4 +375,12 @@ func deliveryIDs(ds []*inbox.Delivery) []int64 {
 		ids[i] = d.ID
 	}
 	return ids
+}
+
+// stampKey groups the rows of a batch that one stamping statement settles: a retry after of
+// one delay, or a fail, with one last error.
+type stampKey struct {
+	what      string // "retry after" or "fail"
+	delay     time.Duration
+	lastError any // the text, or nil
 }
