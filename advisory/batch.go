@@ -291,7 +291,6 @@ type stampKey struct {
 	lastError any // the text, or nil
 }
 
-
 // ReleaseBatch gives the rows of one ClaimBatch back without an outcome: it rolls the handler's
 // transaction back (in transactional mode), releases every key of the batch and gives the
 // connection back. The rows are claimable at once, their attempts counted (once the handler's
