@@ -231,7 +231,7 @@ func TestLeaseSequence(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			want := inbox.Plan{Table: "jobs", ExtendEvery: 15 * time.Second, SerialClaims: c.name == "sqlite"}
+			want := inbox.Plan{Table: "jobs", ExtendEvery: 15 * time.Second, SerialClaims: c.name == "sqlite", Lifecycle: leaseJobs.Lifecycle()}
 			if plan != want {
 				t.Errorf("plan %+v, want %+v", plan, want)
 			}

@@ -1,0 +1,217 @@
+package sqlmocktests
+
+import (
+	"context"
+	"database/sql/driver"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/DATA-DOG/go-sqlmock"
+
+	"github.com/sqlinbox/inbox"
+	"github.com/sqlinbox/inbox/dialect"
+	"github.com/sqlinbox/inbox/internal/sqltext"
+	"github.com/sqlinbox/inbox/isolation"
+	"github.com/sqlinbox/inbox/outcome"
+	"github.com/sqlinbox/inbox/rowlock"
+)
+
+// lifecycleTable is the full table with the failure lifecycle's columns, dead_at and
+// last_error.
+var lifecycleTable = func() inbox.Table {
+	t := rowlockFullTable
+	t.DeadAt, t.LastError = "dead_at", "last_error"
+	return t
+}()
+
+// lifecycleSQL is the statement builder of lifecycleTable on d: the tests take the text they
+// expect from internal/sqltext, whose goldens pin it.
+func lifecycleSQL(t *testing.T, d dialect.Dialect) sqltext.SQL {
+	t.Helper()
+	q, err := lifecycleTable.Quote(d)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return sqltext.New(d.Caps(), sqltext.Table(q))
+}
+
+// textHas matches a bound last error holding want.
+type textHas struct{ want string }
+
+func (a textHas) Match(v driver.Value) bool {
+	s, ok := v.(string)
+	return ok && strings.Contains(s, a.want)
+}
+
+// refusedFK is the error a foreign key's refusal of an ack's DELETE (or UPDATE) gives.
+var refusedFK = errors.New(`pq: update or delete on table "jobs" violates foreign key constraint "notes_job_fkey" on table "notes"`)
+
+// lifecycleBackoff is the consumer's back-off as a test gives the form: a retry after an hour,
+// the settlement's error its reason.
+func lifecycleBackoff(d *inbox.Delivery, err error) outcome.Outcome {
+	return outcome.RetryAfter(time.Hour).WithError(fmt.Errorf("settlement failed: %w", err))
+}
+
+// lifecycleRowlock is a row lock dialect for the lifecycle tests: its case, and the dialect.
+type lifecycleRowlock struct {
+	dc rowlockDialect
+	d  rowlock.Dialect
+}
+
+var lifecycleRowlocks = []lifecycleRowlock{
+	{rowlockPostgres, dialect.Postgres[isolation.Default]{}},
+	{rowlockMySQL, dialect.MySQL[isolation.Default]{}},
+}
+
+// rowlockLifecycleOpen opens the row lock form over lifecycleTable, expecting its server check,
+// catalog query and statements.
+func rowlockLifecycleOpen(t *testing.T, m *recorder, c lifecycleRowlock, backoff bool) (inbox.Form, sqltext.RowLock) {
+	t.Helper()
+	r := lifecycleSQL(t, c.d).RowLock()
+	m.mock.ExpectQuery(c.dc.version).WillReturnRows(sqlmock.NewRows([]string{"v"}).AddRow(c.dc.versionAnswer))
+	expectColumns(m.mock, c.dc.db(), lifecycleTable, "")
+	for _, k := range []outcome.Kind{outcome.KindAck, outcome.KindRetry, outcome.KindRetryAfter, outcome.KindFail} {
+		if k == outcome.KindAck {
+			m.mock.ExpectPrepare(r.Claim(1)).WillBeClosed()
+		}
+		m.mock.ExpectPrepare(r.Settle(k, sqltext.ByID())).WillBeClosed()
+	}
+	f := rowlock.New(c.d, lifecycleTable)
+	q := inbox.Queue{Name: rowlockQueue}
+	if backoff {
+		q.Backoff = lifecycleBackoff
+	}
+	if _, err := f.Open(context.Background(), m.db, q); err != nil {
+		t.Fatalf("Open: %v", err)
+	}
+	return f, r
+}
+
+// rowlockLifecycleClaim expects a claim (of n rows, ids from 5) whose statement passes over dead
+// rows, answering attempt 2 (the deliveries read 3).
+func rowlockLifecycleClaim(m *recorder, r sqltext.RowLock, n int) {
+	rows := sqlmock.NewRows([]string{"id", "payload", "attempt", "grp", "headers"})
+	for i := range n {
+		rows.AddRow(int64(5+i), []byte("{}"), int64(2), rowlockQueue, nil)
+	}
+	m.mock.ExpectBegin()
+	m.mock.ExpectQuery(r.Claim(n)).WithArgs(rowlockTimeNear{time.Now()}, rowlockQueue).WillReturnRows(rows)
+}
+
+// TestRowlockLifecycle pins, per dialect, the claim that passes over dead rows, a Fail that
+// stamps dead_at and last_error, a RetryAfter that keeps its last error, and a failed ack's
+// back-off: the transaction rolls back, a new one locks the row again (SKIP LOCKED, guarded by
+// the attempt the claim read) and retries it after the policy's delay, the settlement's error
+// as its last; for a single row and for a batch.
+func TestRowlockLifecycle(t *testing.T) {
+	boom := errors.New("boom")
+	for _, c := range lifecycleRowlocks {
+		t.Run(c.dc.name+"/fail", func(t *testing.T) {
+			m := newRecorder(t, 1)
+			f, r := rowlockLifecycleOpen(t, m, c, true)
+			if !strings.Contains(r.Claim(1), "dead_at") {
+				t.Fatalf("the claim does not pass over dead rows: %s", r.Claim(1))
+			}
+			rowlockLifecycleClaim(m, r, 1)
+			m.mock.ExpectExec(r.Settle(outcome.KindFail, sqltext.ByID())).
+				WithArgs(rowlockTimeNear{time.Now()}, "boom", int64(5)).WillReturnResult(sqlmock.NewResult(0, 1))
+			m.mock.ExpectCommit()
+			rowlockLifecycleClaim(m, r, 1)
+			m.mock.ExpectExec(r.Settle(outcome.KindRetryAfter, sqltext.ByID())).
+				WithArgs(rowlockTimeNear{time.Now().Add(time.Minute)}, "boom", int64(5)).WillReturnResult(sqlmock.NewResult(0, 1))
+			m.mock.ExpectCommit()
+			ctx := context.Background()
+			if err := f.Settle(ctx, rowlockClaimOne(t, f), outcome.Fail(boom)); err != nil {
+				t.Fatalf("Settle(Fail): %v", err)
+			}
+			if err := f.Settle(ctx, rowlockClaimOne(t, f), outcome.RetryAfter(time.Minute).WithError(boom)); err != nil {
+				t.Fatalf("Settle(RetryAfter): %v", err)
+			}
+			f.Close()
+		})
+		t.Run(c.dc.name+"/failed ack backs off", func(t *testing.T) {
+			m := newRecorder(t, 1)
+			f, r := rowlockLifecycleOpen(t, m, c, true)
+			rowlockLifecycleClaim(m, r, 1)
+			m.mock.ExpectExec(r.Settle(outcome.KindAck, sqltext.ByID())).
+				WithArgs(rowlockTimeNear{time.Now()}, int64(5)).WillReturnError(refusedFK)
+			m.mock.ExpectRollback()
+			m.mock.ExpectBegin()
+			m.mock.ExpectQuery(r.Relock()).WithArgs(int64(5), int64(2)).WillReturnRows(sqlmock.NewRows([]string{"id"}).AddRow(int64(5)))
+			m.mock.ExpectExec(r.Settle(outcome.KindRetryAfter, sqltext.ByID())).
+				WithArgs(rowlockTimeNear{time.Now().Add(time.Hour)}, textHas{"foreign key"}, int64(5)).WillReturnResult(sqlmock.NewResult(0, 1))
+			m.mock.ExpectCommit()
+			err := f.Settle(context.Background(), rowlockClaimOne(t, f), outcome.Ack())
+			if !errors.Is(err, refusedFK) {
+				t.Fatalf("Settle = %v, want the ack's error", err)
+			}
+			f.Close()
+		})
+		t.Run(c.dc.name+"/batch", func(t *testing.T) {
+			// On Postgres a batch's settlements over id lists are prepared at their first run,
+			// while the batch's transaction holds a connection: on a second connection, then
+			// again on the transaction's (see rowlockExpectBatchGroups).
+			inLists := c.dc.db() == "postgres"
+			pool := 1
+			if inLists {
+				pool = 0
+			}
+			m := newRecorder(t, pool)
+			f, r := rowlockLifecycleOpen(t, m, c, true)
+			bf := f.(inbox.BatchForm)
+			m.mock.ExpectPrepare(r.Claim(2)).WillBeClosed()
+			rowlockLifecycleClaim(m, r, 2)
+			if inLists {
+				m.mock.ExpectPrepare(r.Settle(outcome.KindAck, sqltext.ByIDs(2))).WillBeClosed()
+				m.mock.ExpectPrepare(r.Settle(outcome.KindFail, sqltext.ByIDs(2))).WillBeClosed()
+				m.mock.ExpectPrepare(r.Settle(outcome.KindAck, sqltext.ByIDs(2))).WillBeClosed()
+				m.mock.ExpectExec(r.Settle(outcome.KindAck, sqltext.ByIDs(2))).
+					WithArgs(rowlockTimeNear{time.Now()}, int64(6), int64(6)).WillReturnResult(sqlmock.NewResult(0, 1))
+				m.mock.ExpectPrepare(r.Settle(outcome.KindFail, sqltext.ByIDs(2))).WillBeClosed()
+				m.mock.ExpectExec(r.Settle(outcome.KindFail, sqltext.ByIDs(2))).
+					WithArgs(rowlockTimeNear{time.Now()}, "boom", int64(5), int64(5)).WillReturnResult(sqlmock.NewResult(0, 1))
+			} else {
+				m.mock.ExpectExec(r.Settle(outcome.KindAck, sqltext.ByID())).
+					WithArgs(rowlockTimeNear{time.Now()}, int64(6)).WillReturnResult(sqlmock.NewResult(0, 1))
+				m.mock.ExpectExec(r.Settle(outcome.KindFail, sqltext.ByID())).
+					WithArgs(rowlockTimeNear{time.Now()}, "boom", int64(5)).WillReturnResult(sqlmock.NewResult(0, 1))
+			}
+			m.mock.ExpectCommit()
+			// The second batch's ack is refused: both rows back off in one transaction.
+			rowlockLifecycleClaim(m, r, 2)
+			ack := r.Settle(outcome.KindAck, sqltext.ByID())
+			args := []driver.Value{rowlockTimeNear{time.Now()}, int64(5)}
+			if inLists {
+				ack, args = r.Settle(outcome.KindAck, sqltext.ByIDs(2)), []driver.Value{rowlockTimeNear{time.Now()}, int64(5), int64(6)}
+			}
+			m.mock.ExpectExec(ack).WithArgs(args...).WillReturnError(refusedFK)
+			m.mock.ExpectRollback()
+			m.mock.ExpectBegin()
+			for _, id := range []int64{5, 6} {
+				m.mock.ExpectQuery(r.Relock()).WithArgs(id, int64(2)).WillReturnRows(sqlmock.NewRows([]string{"id"}).AddRow(id))
+				m.mock.ExpectExec(r.Settle(outcome.KindRetryAfter, sqltext.ByID())).
+					WithArgs(rowlockTimeNear{time.Now().Add(time.Hour)}, textHas{"foreign key"}, id).WillReturnResult(sqlmock.NewResult(0, 1))
+			}
+			m.mock.ExpectCommit()
+
+			ctx := context.Background()
+			ds, err := bf.ClaimBatch(ctx, 2)
+			if err != nil || len(ds) != 2 {
+				t.Fatalf("ClaimBatch = %d rows, %v", len(ds), err)
+			}
+			if err := bf.SettleBatch(ctx, ds, []outcome.Outcome{outcome.Fail(boom), outcome.Ack()}); err != nil {
+				t.Fatalf("SettleBatch: %v", err)
+			}
+			if ds, err = bf.ClaimBatch(ctx, 2); err != nil || len(ds) != 2 {
+				t.Fatalf("ClaimBatch = %d rows, %v", len(ds), err)
+			}
+			if err := bf.SettleBatch(ctx, ds, []outcome.Outcome{outcome.Ack(), outcome.Ack()}); !errors.Is(err, refusedFK) {
+				t.Fatalf("SettleBatch = %v, want the ack's error", err)
+			}
+			f.Close()
+		})
+	}
+}
