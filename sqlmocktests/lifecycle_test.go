@@ -15,6 +15,7 @@ import (
 	"github.com/sqlinbox/inbox/dialect"
 	"github.com/sqlinbox/inbox/internal/sqltext"
 	"github.com/sqlinbox/inbox/isolation"
+	"github.com/sqlinbox/inbox/lease"
 	"github.com/sqlinbox/inbox/outcome"
 	"github.com/sqlinbox/inbox/rowlock"
 )
@@ -212,6 +213,140 @@ func TestRowlockLifecycle(t *testing.T) {
 				t.Fatalf("SettleBatch = %v, want the ack's error", err)
 			}
 			f.Close()
+		})
+	}
+}
+
+// TestLeaseLifecycle pins, on MySQL, the lease form's Fail (dead_at and last_error under the
+// token) and a refused ack's back-off, run under the same token: the row is still leased, so
+// the retry after needs no other guard.
+func TestLeaseLifecycle(t *testing.T) {
+	c := leaseCases[1]
+	tbl := leaseJobs
+	tbl.DeadAt, tbl.LastError = "dead_at", "last_error"
+	q, err := tbl.Quote(c.d)
+	if err != nil {
+		t.Fatal(err)
+	}
+	col, _ := c.d.Quote("locked_until")
+	l := sqltext.New(c.d.Caps(), sqltext.Table(q)).Lease(col)
+	st := leaseStatements{claim: l.Claim(), stamp: l.Stamp(1), extend: l.Extend(sqltext.ByIDAndToken()),
+		ack: l.Settle(outcome.KindAck, sqltext.ByIDAndToken()), retry: l.Settle(outcome.KindRetry, sqltext.ByIDAndToken()),
+		retryAfter: l.Settle(outcome.KindRetryAfter, sqltext.ByIDAndToken())}
+	fail := l.Settle(outcome.KindFail, sqltext.ByIDAndToken())
+	if !strings.Contains(st.claim, "`dead_at` IS NULL") {
+		t.Fatalf("the claim does not pass over dead rows: %s", st.claim)
+	}
+
+	m := newRecorder(t, 1)
+	m.mock.ExpectQuery(c.version).WillReturnRows(sqlmock.NewRows([]string{"version"}).AddRow(c.answer))
+	expectColumns(m.mock, c.name, tbl, "locked_until")
+	for _, s := range []string{st.claim, st.stamp, st.extend, st.ack, st.retry, st.retryAfter, fail} {
+		m.mock.ExpectPrepare(s).WillBeClosed()
+	}
+	f := lease.New(c.d, tbl, nil)
+	if _, err := f.Open(context.Background(), m.db, inbox.Queue{Backoff: lifecycleBackoff}); err != nil {
+		t.Fatalf("Open: %v", err)
+	}
+	var token driver.Value
+	expectClaim(m, c, st, true, &token, leaseClaimed{7, 3})
+	m.mock.ExpectExec(st.ack).WithArgs(int64(7), leaseSame{&token}).WillReturnError(refusedFK)
+	m.mock.ExpectExec(st.retryAfter).WithArgs(leaseTime{want: time.Now().Add(time.Hour)}, textHas{"foreign key"}, int64(7), leaseSame{&token}).
+		WillReturnResult(leaseResult(1))
+	var token2 driver.Value
+	expectClaim(m, c, st, true, &token2, leaseClaimed{8, 1})
+	m.mock.ExpectExec(fail).WithArgs(leaseTime{want: time.Now()}, "boom", int64(8), leaseSame{&token2}).WillReturnResult(leaseResult(1))
+
+	ctx := context.Background()
+	if err := f.Settle(ctx, claimOne(t, f, 7, 3), outcome.Ack()); !errors.Is(err, refusedFK) {
+		t.Fatalf("Settle = %v, want the ack's error", err)
+	}
+	if err := f.Settle(ctx, claimOne(t, f, 8, 1), outcome.Fail(errors.New("boom"))); err != nil {
+		t.Fatalf("Settle(Fail): %v", err)
+	}
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestAdvisoryLifecycle pins, per dialect, the advisory form's claim past dead rows, its Fail
+// (dead_at and last_error on the locked connection) and a refused ack's back-off, run on the
+// same connection while the lock still holds the row, before the unlock.
+func TestAdvisoryLifecycle(t *testing.T) {
+	tbl := advisoryFull
+	tbl.DeadAt, tbl.LastError = "dead_at", "last_error"
+	for _, d := range advisoryDialects() {
+		t.Run(d.name, func(t *testing.T) {
+			f, err := d.form(tbl)
+			if err != nil {
+				t.Fatal(err)
+			}
+			dl := dialect.Dialect(dialect.Postgres[isolation.Default]{})
+			if d.name != "postgres" {
+				dl = dialect.MySQL[isolation.Default]{}
+			}
+			q, err := tbl.Quote(dl)
+			if err != nil {
+				t.Fatal(err)
+			}
+			a := sqltext.New(dl.Caps(), sqltext.Table(q)).Advisory([]sqltext.KeyPart{{Text: "jobs-"}, {Column: q.ID}})
+			if !strings.Contains(a.Candidates(), "dead_at") || !strings.Contains(a.Take(), "dead_at") {
+				t.Fatalf("the candidates or the take do not pass over dead rows:\n%s\n%s", a.Candidates(), a.Take())
+			}
+			sql := advisorySQL{keyCheck: a.KeyCheck(), candidates: a.Candidates(), lock: a.Lock(), unlock: a.Unlock(), take: a.Take(),
+				read: a.Read(), ack: a.Settle(outcome.KindAck, sqltext.ByID()), retryAfter: a.Settle(outcome.KindRetryAfter, sqltext.ByID()),
+				takeIsQuery: a.Read() == ""}
+			fail := a.Settle(outcome.KindFail, sqltext.ByID())
+
+			db, mock, err := sqlmock.New(sqlmock.QueryMatcherOption(sqlmock.QueryMatcherEqual))
+			if err != nil {
+				t.Fatal(err)
+			}
+			db.SetMaxOpenConns(2)
+			m := &advisoryMock{mock: mock, d: d, sql: sql, form: f}
+			d.server(mock)
+			expectColumns(mock, d.name, tbl, "")
+			mock.ExpectPrepare(sql.keyCheck).WillBeClosed()
+			mock.ExpectPrepare(sql.candidates)
+			for _, s := range []string{sql.lock, sql.unlock, sql.take, sql.read, sql.ack, sql.retryAfter, fail} {
+				if s != "" {
+					mock.ExpectPrepare(s).WillBeClosed()
+				}
+			}
+			if _, err := f.Open(context.Background(), db, inbox.Queue{Name: "q", Backoff: lifecycleBackoff}); err != nil {
+				t.Fatal(err)
+			}
+			defer func() {
+				f.Close()
+				db.Close()
+				if err := mock.ExpectationsWereMet(); err != nil {
+					t.Error(err)
+				}
+			}()
+
+			// A refused ack backs the row off on its connection, then the key is released.
+			m.expectCandidates("q", 1+4, 7)
+			m.expectLock(7, true)
+			m.expectTake("q", 7, 3, true)
+			mock.ExpectExec(sql.ack).WithArgs(sqlmock.AnyArg(), int64(7)).WillReturnError(refusedFK)
+			mock.ExpectExec(sql.retryAfter).WithArgs(advisoryTimeNear(time.Now().Add(time.Hour)), textHas{"foreign key"}, int64(7)).
+				WillReturnResult(sqlmock.NewResult(0, 1))
+			m.expectUnlock(7).WillReturnRows(m.unlockAnswers(true))
+			ds := m.claim(t, 1)
+			if err := f.Settle(context.Background(), ds[0], outcome.Ack()); !errors.Is(err, refusedFK) {
+				t.Fatalf("Settle = %v, want the ack's error", err)
+			}
+
+			// Fail stamps dead_at with its reason.
+			m.expectCandidates("q", 1+4, 8)
+			m.expectLock(8, true)
+			m.expectTake("q", 8, 1, true)
+			mock.ExpectExec(fail).WithArgs(advisoryTimeNear(time.Now()), "boom", int64(8)).WillReturnResult(sqlmock.NewResult(0, 1))
+			m.expectUnlock(8).WillReturnRows(m.unlockAnswers(true))
+			ds = m.claim(t, 1)
+			if err := f.Settle(context.Background(), ds[0], outcome.Fail(errors.New("boom"))); err != nil {
+				t.Fatalf("Settle(Fail): %v", err)
+			}
 		})
 	}
 }
