@@ -188,11 +188,12 @@ func (f *Form[D]) commitBatch(ctx context.Context, h *hold, ds []*inbox.Delivery
 			return err
 		}
 		// Rolled back, the locks still held on the connection: back the rows off there.
+		errs := []error{err}
 		for _, d := range ds {
-			err = errors.Join(err, f.backOff(ctx, h.conn, d, err))
+			errs = append(errs, f.backOff(ctx, h.conn, d, err))
 		}
 		f.unlock(ctx, h)
-		return err
+		return errors.Join(errs...)
 	}
 	if err := h.tx.Commit(); err != nil {
 		return fmt.Errorf("inbox: table %q: committing the settlement of rows %v with the handler's writes: %w; %s", f.t.Raw.Name, ids(ds), err, lockGone(committed(err, "the rows are")))

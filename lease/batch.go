@@ -10,6 +10,7 @@ import (
 
 	"github.com/sqlinbox/inbox"
 	"github.com/sqlinbox/inbox/dialect"
+	"github.com/sqlinbox/inbox/internal/sentinel"
 	"github.com/sqlinbox/inbox/outcome"
 )
 
@@ -96,7 +97,7 @@ func (f *Form[D]) SettleBatch(ctx context.Context, ds []*inbox.Delivery, os []ou
 		tx := h.tx
 		h.tx = nil
 		if allAck {
-			return f.ackBatchInTx(ctx, b, h, ds[0], tx)
+			return f.ackBatchInTx(ctx, b, h, ds, tx)
 		}
 		if err := tx.Rollback(); err != nil {
 			b.log.Warn("inbox: rolling back the batch's transaction failed; settling its rows anyway", "table", f.t.Name, "ids", h.batch, "err", err)
@@ -307,7 +308,8 @@ func scanIDs(rows *sql.Rows, ids map[int64]bool) error {
 // ackBatchInTx runs the batch's guarded ack inside its transaction and commits both. When a row
 // of the batch is no longer held, the handler's writes roll back and the rows still held are
 // given back.
-func (f *Form[D]) ackBatchInTx(ctx context.Context, b *binding, h *hold, first *inbox.Delivery, tx dialect.Tx) error {
+func (f *Form[D]) ackBatchInTx(ctx context.Context, b *binding, h *hold, ds []*inbox.Delivery, tx dialect.Tx) error {
+	first := ds[0]
 	s, text, err := b.statement(ctx, h, "ack")
 	if err == nil {
 		var args []any
@@ -328,7 +330,17 @@ func (f *Form[D]) ackBatchInTx(ctx context.Context, b *binding, h *hold, first *
 	}
 	if err != nil {
 		h.txToken = time.Time{}
-		return errors.Join(err, rollback(tx, f.t.Name, first.ID), fmt.Errorf("inbox: table %q: the handler's writes for the batch %v were rolled back", f.t.Name, h.batch), b.giveBack(ctx, h, first.ID))
+		err = errors.Join(err, rollback(tx, f.t.Name, first.ID), fmt.Errorf("inbox: table %q: the handler's writes for the batch %v were rolled back", f.t.Name, h.batch))
+		if b.q.Backoff == nil || !sentinel.BacksOff(err) {
+			return errors.Join(err, b.giveBack(ctx, h, first.ID))
+		}
+		// Still leased: back every row off under the batch's token rather than give it back
+		// to be claimed at once.
+		errs := []error{err}
+		for _, d := range ds {
+			errs = append(errs, f.backOff(ctx, b, h, d, err))
+		}
+		return errors.Join(errs...)
 	}
 	if err := tx.Commit(); err != nil {
 		return fmt.Errorf("inbox: table %q, batch %v: committing the handler's writes with the ack failed: %w; %s", f.t.Name, h.batch, err, landed(err, "the rows return"))

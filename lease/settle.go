@@ -236,10 +236,14 @@ func (f *Form[D]) ackArgs(b *binding, d *inbox.Delivery, token time.Time) []any 
 func (f *Form[D]) ackInTx(ctx context.Context, b *binding, tx dialect.Tx, h *hold, d *inbox.Delivery) error {
 	res, err := execIn(ctx, tx, b.ack, b.sql.ack, f.ackArgs(b, d, h.current())...)
 	if _, err := f.guarded(res, err, d, h, "ack"); err != nil {
-		return errors.Join(err, rollback(tx, f.t.Name, d.ID))
+		err = errors.Join(err, rollback(tx, f.t.Name, d.ID))
+		h.txToken = time.Time{} // rolled back with the transaction: the claim's token holds
+		return errors.Join(err, f.backOff(ctx, b, h, d, err))
 	}
 	if err := tx.Commit(); err != nil {
-		return fmt.Errorf("inbox: table %q, row %d: committing the handler's writes with the ack failed: %w; %s", f.t.Name, d.ID, err, landed(err, "the row returns"))
+		err = fmt.Errorf("inbox: table %q, row %d: committing the handler's writes with the ack failed: %w; %s", f.t.Name, d.ID, err, landed(err, "the row returns"))
+		h.txToken = time.Time{}
+		return errors.Join(err, f.backOff(ctx, b, h, d, err))
 	}
 	return nil
 }
