@@ -350,3 +350,79 @@ func TestAdvisoryLifecycle(t *testing.T) {
 		})
 	}
 }
+
+// TestLeaseBatchLifecycle pins, per dialect, a lease batch's Fail (dead_at and last_error over
+// the batch's id list, under its token) and the back-off of a row whose ack the database
+// refuses, run under the same token with the single row's retry after.
+func TestLeaseBatchLifecycle(t *testing.T) {
+	tbl := leaseJobs
+	tbl.DeadAt, tbl.LastError = "dead_at", "last_error"
+	for _, c := range leaseCases {
+		t.Run(c.name, func(t *testing.T) {
+			q, err := tbl.Quote(c.d)
+			if err != nil {
+				t.Fatal(err)
+			}
+			col, _ := c.d.Quote("locked_until")
+			l := sqltext.New(c.d.Caps(), sqltext.Table(q)).Lease(col)
+			st := leaseStatements{claim: l.Claim(), stamp: l.Stamp(1), extend: l.Extend(sqltext.ByIDAndToken()),
+				ack: l.Settle(outcome.KindAck, sqltext.ByIDAndToken()), retry: l.Settle(outcome.KindRetry, sqltext.ByIDAndToken()),
+				retryAfter: l.Settle(outcome.KindRetryAfter, sqltext.ByIDAndToken())}
+			m := newRecorder(t, 1)
+			prepare := func(query string) {
+				m.mock.ExpectPrepare(query).WillBeClosed()
+				if c.name == "sqlite" {
+					m.mock.ExpectQuery("EXPLAIN " + query).WithArgs(make([]driver.Value, strings.Count(query, "?"))...).
+						WillReturnRows(m.mock.NewRows([]string{"addr", "opcode"}))
+				}
+			}
+			m.mock.ExpectQuery(c.version).WillReturnRows(sqlmock.NewRows([]string{"version"}).AddRow(c.answer))
+			expectColumns(m.mock, c.name, tbl, "locked_until")
+			for _, s := range []string{st.claim, st.stamp, st.extend, st.ack, st.retry, st.retryAfter, l.Settle(outcome.KindFail, sqltext.ByIDAndToken())} {
+				if s != "" {
+					prepare(s)
+				}
+			}
+			f := lease.New(c.d, tbl, nil)
+			if _, err := f.Open(context.Background(), m.db, inbox.Queue{Backoff: lifecycleBackoff}); err != nil {
+				t.Fatalf("Open: %v", err)
+			}
+			batch := st
+			if c.mysqlFamily() {
+				batch.stamp = l.Stamp(4)
+				m.mock.ExpectPrepare(batch.stamp).WillBeClosed()
+			}
+			var token driver.Value
+			expectClaimOf(m, c, batch, 4, true, &token, leaseClaimed{7, 1}, leaseClaimed{8, 2})
+
+			ackIn := l.Settle(outcome.KindAck, sqltext.ByIDsAndToken(4))
+			ackArgs := []driver.Value{int64(8), int64(8), int64(8), int64(8), leaseSame{&token}}
+			if c.mysqlFamily() {
+				prepare(ackIn)
+				m.mock.ExpectBegin()
+				m.mock.ExpectExec(ackIn).WithArgs(ackArgs...).WillReturnError(refusedFK)
+				m.mock.ExpectRollback()
+			} else {
+				returning := ackIn + " RETURNING " + q.ID
+				prepare(returning)
+				m.mock.ExpectQuery(returning).WithArgs(ackArgs...).WillReturnError(refusedFK)
+			}
+			m.mock.ExpectExec(st.retryAfter).WithArgs(leaseTime{want: time.Now().Add(time.Hour)}, textHas{"foreign key"}, int64(8), leaseSame{&token}).
+				WillReturnResult(leaseResult(1))
+			leaseBatchSettle(m, c, prepare)(l.Settle(outcome.KindFail, sqltext.ByIDsAndToken(4)),
+				[]driver.Value{leaseTime{want: time.Now()}, "boom", int64(7), int64(7), int64(7), int64(7), leaseSame{&token}}, 7)
+
+			ctx := context.Background()
+			ds, err := f.ClaimBatch(ctx, 4)
+			if err != nil || len(ds) != 2 {
+				t.Fatalf("ClaimBatch = %d rows, %v", len(ds), err)
+			}
+			if err := f.SettleBatch(ctx, ds, []outcome.Outcome{outcome.Fail(errors.New("boom")), outcome.Ack()}); !errors.Is(err, refusedFK) {
+				t.Fatalf("SettleBatch = %v, want the ack's error", err)
+			}
+			if err := f.Close(); err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+}
