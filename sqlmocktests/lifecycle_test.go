@@ -269,71 +269,78 @@ func TestLeaseLifecycle(t *testing.T) {
 	}
 }
 
-// TestAdvisoryLifecycle pins, per dialect, the advisory form's claim past dead rows, its Fail
-// (dead_at and last_error on the locked connection) and a refused ack's back-off, run on the
-// same connection while the lock still holds the row, before the unlock.
-func TestAdvisoryLifecycle(t *testing.T) {
+// advisoryLifecycleOpen opens dialect d's advisory form over the full table with dead_at and
+// last_error, the consumer's back-off given, on a mock expecting its checks and statements (taken
+// from internal/sqltext); it checks the expectations when the test ends.
+func advisoryLifecycleOpen(t *testing.T, d advisoryDialect) (*advisoryMock, sqltext.Advisory) {
+	t.Helper()
 	tbl := advisoryFull
 	tbl.DeadAt, tbl.LastError = "dead_at", "last_error"
+	f, err := d.form(tbl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dl := dialect.Dialect(dialect.Postgres[isolation.Default]{})
+	if d.name != "postgres" {
+		dl = dialect.MySQL[isolation.Default]{}
+	}
+	q, err := tbl.Quote(dl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := sqltext.New(dl.Caps(), sqltext.Table(q)).Advisory([]sqltext.KeyPart{{Text: "jobs-"}, {Column: q.ID}})
+	if !strings.Contains(a.Candidates(), "dead_at") || !strings.Contains(a.Take(), "dead_at") {
+		t.Fatalf("the candidates or the take do not pass over dead rows:\n%s\n%s", a.Candidates(), a.Take())
+	}
+	sql := advisorySQL{keyCheck: a.KeyCheck(), candidates: a.Candidates(), lock: a.Lock(), unlock: a.Unlock(), take: a.Take(),
+		read: a.Read(), ack: a.Settle(outcome.KindAck, sqltext.ByID()), retryAfter: a.Settle(outcome.KindRetryAfter, sqltext.ByID()),
+		takeIsQuery: a.Read() == ""}
+	db, mock, err := sqlmock.New(sqlmock.QueryMatcherOption(sqlmock.QueryMatcherEqual))
+	if err != nil {
+		t.Fatal(err)
+	}
+	db.SetMaxOpenConns(2)
+	m := &advisoryMock{mock: mock, d: d, sql: sql, form: f}
+	d.server(mock)
+	expectColumns(mock, d.name, tbl, "")
+	mock.ExpectPrepare(sql.keyCheck).WillBeClosed()
+	mock.ExpectPrepare(sql.candidates)
+	for _, s := range []string{sql.lock, sql.unlock, sql.take, sql.read, sql.ack, sql.retryAfter, a.Settle(outcome.KindFail, sqltext.ByID())} {
+		if s != "" {
+			mock.ExpectPrepare(s).WillBeClosed()
+		}
+	}
+	if _, err := f.Open(context.Background(), db, inbox.Queue{Name: "q", Backoff: lifecycleBackoff}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		f.Close()
+		db.Close()
+		if err := mock.ExpectationsWereMet(); err != nil {
+			t.Error(err)
+		}
+	})
+	return m, a
+}
+
+// TestAdvisoryLifecycle pins, per dialect, the advisory form's claim past dead rows, its Fail
+// (dead_at and last_error on the locked connection) and a refused ack's back-off, run on the
+// same connection while the lock still holds the row, before the unlock; for a single row and
+// for a batch.
+func TestAdvisoryLifecycle(t *testing.T) {
 	for _, d := range advisoryDialects() {
 		t.Run(d.name, func(t *testing.T) {
-			f, err := d.form(tbl)
-			if err != nil {
-				t.Fatal(err)
-			}
-			dl := dialect.Dialect(dialect.Postgres[isolation.Default]{})
-			if d.name != "postgres" {
-				dl = dialect.MySQL[isolation.Default]{}
-			}
-			q, err := tbl.Quote(dl)
-			if err != nil {
-				t.Fatal(err)
-			}
-			a := sqltext.New(dl.Caps(), sqltext.Table(q)).Advisory([]sqltext.KeyPart{{Text: "jobs-"}, {Column: q.ID}})
-			if !strings.Contains(a.Candidates(), "dead_at") || !strings.Contains(a.Take(), "dead_at") {
-				t.Fatalf("the candidates or the take do not pass over dead rows:\n%s\n%s", a.Candidates(), a.Take())
-			}
-			sql := advisorySQL{keyCheck: a.KeyCheck(), candidates: a.Candidates(), lock: a.Lock(), unlock: a.Unlock(), take: a.Take(),
-				read: a.Read(), ack: a.Settle(outcome.KindAck, sqltext.ByID()), retryAfter: a.Settle(outcome.KindRetryAfter, sqltext.ByID()),
-				takeIsQuery: a.Read() == ""}
-			fail := a.Settle(outcome.KindFail, sqltext.ByID())
-
-			db, mock, err := sqlmock.New(sqlmock.QueryMatcherOption(sqlmock.QueryMatcherEqual))
-			if err != nil {
-				t.Fatal(err)
-			}
-			db.SetMaxOpenConns(2)
-			m := &advisoryMock{mock: mock, d: d, sql: sql, form: f}
-			d.server(mock)
-			expectColumns(mock, d.name, tbl, "")
-			mock.ExpectPrepare(sql.keyCheck).WillBeClosed()
-			mock.ExpectPrepare(sql.candidates)
-			for _, s := range []string{sql.lock, sql.unlock, sql.take, sql.read, sql.ack, sql.retryAfter, fail} {
-				if s != "" {
-					mock.ExpectPrepare(s).WillBeClosed()
-				}
-			}
-			if _, err := f.Open(context.Background(), db, inbox.Queue{Name: "q", Backoff: lifecycleBackoff}); err != nil {
-				t.Fatal(err)
-			}
-			defer func() {
-				f.Close()
-				db.Close()
-				if err := mock.ExpectationsWereMet(); err != nil {
-					t.Error(err)
-				}
-			}()
-
+			m, a := advisoryLifecycleOpen(t, d)
 			// A refused ack backs the row off on its connection, then the key is released.
 			m.expectCandidates("q", 1+4, 7)
 			m.expectLock(7, true)
 			m.expectTake("q", 7, 3, true)
-			mock.ExpectExec(sql.ack).WithArgs(sqlmock.AnyArg(), int64(7)).WillReturnError(refusedFK)
-			mock.ExpectExec(sql.retryAfter).WithArgs(advisoryTimeNear(time.Now().Add(time.Hour)), textHas{"foreign key"}, int64(7)).
+			m.mock.ExpectExec(m.sql.ack).WithArgs(sqlmock.AnyArg(), int64(7)).WillReturnError(refusedFK)
+			m.mock.ExpectExec(m.sql.retryAfter).WithArgs(advisoryTimeNear(time.Now().Add(time.Hour)), textHas{"foreign key"}, int64(7)).
 				WillReturnResult(sqlmock.NewResult(0, 1))
 			m.expectUnlock(7).WillReturnRows(m.unlockAnswers(true))
 			ds := m.claim(t, 1)
-			if err := f.Settle(context.Background(), ds[0], outcome.Ack()); !errors.Is(err, refusedFK) {
+			if err := m.form.Settle(context.Background(), ds[0], outcome.Ack()); !errors.Is(err, refusedFK) {
 				t.Fatalf("Settle = %v, want the ack's error", err)
 			}
 
@@ -341,11 +348,32 @@ func TestAdvisoryLifecycle(t *testing.T) {
 			m.expectCandidates("q", 1+4, 8)
 			m.expectLock(8, true)
 			m.expectTake("q", 8, 1, true)
-			mock.ExpectExec(fail).WithArgs(advisoryTimeNear(time.Now()), "boom", int64(8)).WillReturnResult(sqlmock.NewResult(0, 1))
+			m.mock.ExpectExec(a.Settle(outcome.KindFail, sqltext.ByID())).WithArgs(advisoryTimeNear(time.Now()), "boom", int64(8)).WillReturnResult(sqlmock.NewResult(0, 1))
 			m.expectUnlock(8).WillReturnRows(m.unlockAnswers(true))
 			ds = m.claim(t, 1)
-			if err := f.Settle(context.Background(), ds[0], outcome.Fail(errors.New("boom"))); err != nil {
+			if err := m.form.Settle(context.Background(), ds[0], outcome.Fail(errors.New("boom"))); err != nil {
 				t.Fatalf("Settle(Fail): %v", err)
+			}
+		})
+		t.Run(d.name+"/batch", func(t *testing.T) {
+			m, a := advisoryLifecycleOpen(t, d)
+			m.expectCandidates("q", 2+4, 7, 8)
+			for _, id := range []int64{7, 8} {
+				m.expectLock(id, true)
+				m.expectTake("q", id, 2, true)
+			}
+			ds := m.claimBatch(t, 2)
+			// The acks' statement is refused: its row backs off on the batch's connection; the
+			// fail's statement still runs; then the keys are released.
+			m.mock.ExpectExec(a.Settle(outcome.KindAck, sqltext.ByIDs(1))).WithArgs(sqlmock.AnyArg(), int64(8)).WillReturnError(refusedFK)
+			m.mock.ExpectExec(m.sql.retryAfter).WithArgs(advisoryTimeNear(time.Now().Add(time.Hour)), textHas{"foreign key"}, int64(8)).
+				WillReturnResult(sqlmock.NewResult(0, 1))
+			m.mock.ExpectExec(a.Settle(outcome.KindFail, sqltext.ByIDs(1))).WithArgs(advisoryTimeNear(time.Now()), "boom", int64(7)).
+				WillReturnResult(sqlmock.NewResult(0, 1))
+			m.expectUnlockMany(2, 7, 8)
+			err := m.batchForm(t).SettleBatch(context.Background(), ds, []outcome.Outcome{outcome.Fail(errors.New("boom")), outcome.Ack()})
+			if !errors.Is(err, refusedFK) {
+				t.Fatalf("SettleBatch = %v, want the ack's error", err)
 			}
 		})
 	}
