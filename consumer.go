@@ -64,6 +64,17 @@ type Config struct {
 	// Observer is told of every claim, every unit handed to the handler and its settlement
 	// (metrics, traces), and gives the handler its context. Nil: nothing is told.
 	Observer Observer
+	// Retry is the retry policy: how long a row waits after a Retry, the zero outcome, a panic,
+	// a handler's error (Func) or a failed settlement. An explicit outcome.RetryAfter keeps its
+	// own delay. Nil: ExponentialBackoff{Base: time.Second, Max: time.Hour}. A policy that
+	// delays needs the table's RetryAfter column: without one Run refuses it (ErrSchema) unless
+	// it is RetryAtOnce.
+	Retry RetryPolicy
+	// MaxAttempts is the attempt limit: a row delivered MaxAttempts times whose outcome would
+	// retry it dies instead (stamped dead_at, with its last error, or dropped and logged where
+	// the table has no DeadAt column). Zero: DefaultMaxAttempts (25); negative: no limit. Where
+	// the table has no Attempt column attempts are not counted, and there is no limit.
+	MaxAttempts int
 }
 
 // Consumer claims rows of one queue through a form and runs a handler for each row, or for each
@@ -78,6 +89,9 @@ type Consumer struct {
 	batches   BatchForm // set by NewBatchConsumer: the form, claiming batches
 	bh        BatchHandler
 	batchSize int
+
+	life          lifecycle   // the table's lifecycle columns, as the form's plan said at Run
+	warnedNoDelay atomic.Bool // a RetryAfter on a table without retry_after was logged
 }
 
 // NewConsumer returns a consumer of the rows form claims from db, handled one at a time by h.
@@ -111,6 +125,12 @@ func (c *Consumer) configure(cfg *Config) {
 	}
 	if c.cfg.UndecodablePayload.Kind() == outcome.KindNone {
 		c.cfg.UndecodablePayload = outcome.Drop()
+	}
+	if c.cfg.Retry == nil {
+		c.cfg.Retry = ExponentialBackoff{}
+	}
+	if c.cfg.MaxAttempts == 0 {
+		c.cfg.MaxAttempts = DefaultMaxAttempts
 	}
 	c.log = c.cfg.Logger
 	if c.log == nil {
@@ -193,6 +213,11 @@ func (c *Consumer) Run(ctx context.Context) error {
 	}
 	defer unqueue()
 	log := c.log.With("queue", c.cfg.Queue, "table", plan.Table)
+	if !plan.Described.lifecycle().RetryAfter && c.cfg.Retry != RetryAtOnce {
+		closeForm()
+		return fmt.Errorf("%w: queue %q of table %q: the retry policy delays retries, and the table has no RetryAfter column to hold a row until then: add a nullable timestamp column (retry_after) and name it in inbox.Table.RetryAfter, or retry at once with Config.Retry = inbox.RetryAtOnce", ErrSchema, c.cfg.Queue, plan.Table)
+	}
+	c.life = plan.Described.lifecycle()
 
 	workers := c.cfg.Workers
 	claimSlots := workers
@@ -228,6 +253,7 @@ func (c *Consumer) Run(ctx context.Context) error {
 		handoff:    make(chan []*Delivery, workers),
 		notify:     make(chan struct{}),
 		slots:      make([]*slot, workers),
+		failed:     map[failureKey]struct{}{},
 	}
 	if r.due, err = newDueWatch(c.db, *plan, c.cfg.Queue, c.cfg.Clock); err != nil {
 		closeForm()
@@ -307,7 +333,7 @@ func (c *Consumer) open(ctx context.Context) (plan *Plan, closeForm, unqueue fun
 	if err := claimForm(c.form); err != nil {
 		return nil, nil, nil, err
 	}
-	q := Queue{Name: c.cfg.Queue, Transactional: c.cfg.Transactional, Logger: c.log, Clock: c.cfg.Clock}
+	q := Queue{Name: c.cfg.Queue, Transactional: c.cfg.Transactional, Logger: c.log, Clock: c.cfg.Clock, Backoff: c.backoff}
 	for {
 		plan, err := c.form.Open(ctx, c.db, q)
 		if err == nil {
@@ -427,6 +453,9 @@ type run struct {
 
 	settleClaimer SettleClaimer // the form, where a worker's settlement may claim its next row
 	due           *dueWatch     // when the next delayed row falls due; nil without a RetryAfter column
+
+	failedMu sync.Mutex
+	failed   map[failureKey]struct{} // failed settlements logged at ERROR
 }
 
 // slot is one worker's state, shared with the extender and with shutdown.
@@ -693,15 +722,115 @@ func (r *run) deliver(ctx context.Context, ops *detached, s *slot, u []*Delivery
 		r.log.Warn("inbox: lease lost before settlement; these rows were not changed and another consumer may hold them", "ids", lost, "err", err)
 	case errors.Is(err, ErrCommitUnknown):
 		r.log.Error("inbox: settlement outcome unknown: its COMMIT was sent and no answer came back; the rows are settled, or else return to the queue by their form's rule", "ids", ids(u), "err", err)
-	case err != nil:
+	case errors.Is(err, ErrClosed), errors.Is(err, ErrTransactionHeld), errors.Is(err, ErrTransactionEnded):
 		r.log.Error("inbox: settlement failed; the rows return to the queue by their form's rule", "ids", ids(u), "err", err)
+	case err != nil:
+		r.settleFailed(u, err)
 	}
-	for i, o := range outs {
-		if err == nil && o.Kind() == outcome.KindDrop {
-			r.log.Info("inbox: message dropped", "id", u[i].ID, "attempt", u[i].Attempt)
+	if err == nil {
+		for i, o := range outs {
+			r.settled(u[i], o)
 		}
 	}
 	return next, true
+}
+
+// settled logs what ends a row's life in the queue other than an Ack: a Drop with its reason,
+// a row dead.
+func (r *run) settled(d *Delivery, o outcome.Outcome) {
+	switch o.Kind() {
+	case outcome.KindDrop:
+		why := "dropped by the handler"
+		if o.Err() != nil {
+			why = o.Err().Error()
+		}
+		r.log.Info("inbox: message dropped", "id", d.ID, "attempt", d.Attempt, "reason", why)
+	case outcome.KindFail:
+		r.log.Warn("inbox: row is dead: it stays in the table, stamped dead_at, and is never claimed again", "id", d.ID, "attempt", d.Attempt, "last_error", o.Err())
+	}
+}
+
+// settleFailed logs a settlement that failed for a reason of its own (a statement the database
+// refused): the form backed its rows off by the retry policy. The same error for the same rows
+// is logged once at ERROR, and again at DEBUG, so that a settlement that can never commit says
+// why once and does not fill the log.
+func (r *run) settleFailed(u []*Delivery, err error) {
+	msg := "inbox: settlement failed; the rows back off by the retry policy, their attempt counted, and the error kept as their last"
+	key := failureKey{u[0].ID, err.Error()}
+	r.failedMu.Lock()
+	_, seen := r.failed[key]
+	if !seen {
+		if len(r.failed) >= failuresKept {
+			clear(r.failed)
+		}
+		r.failed[key] = struct{}{}
+	}
+	r.failedMu.Unlock()
+	if seen {
+		r.log.Debug(msg, "ids", ids(u), "err", err)
+		return
+	}
+	r.log.Error(msg+" (said once per row and error)", "ids", ids(u), "err", err)
+}
+
+// failureKey names a failed settlement: its first row and its error's text.
+type failureKey struct {
+	id  int64
+	err string
+}
+
+// failuresKept bounds the failed settlements a run remembers having logged.
+const failuresKept = 1024
+
+// errNoOutcome is the reason of a row whose handler gave no outcome.
+var errNoOutcome = errors.New("the handler gave the row no outcome")
+
+// resolve applies the retry policy and the attempt limit to o, the outcome of d, and returns
+// what the form is to apply: a retry becomes a RetryAfter by the policy (a Retry at once where
+// the table has no retry_after column, which an explicit RetryAfter then is too, logged once
+// per consumer); a retry past the attempt limit becomes a Fail with "attempt n of m: <reason>";
+// a Fail on a table without dead_at becomes a Drop, logged at ERROR. Ack and Drop pass as they
+// are, and cost nothing.
+func (c *Consumer) resolve(d *Delivery, o outcome.Outcome) outcome.Outcome {
+	switch o.Kind() {
+	case outcome.KindAck, outcome.KindDrop:
+		return o
+	case outcome.KindNone:
+		o = outcome.Retry().WithError(errNoOutcome)
+	}
+	if o.Kind() != outcome.KindFail && c.life.Attempt && c.cfg.MaxAttempts > 0 && d.Attempt >= c.cfg.MaxAttempts {
+		why := o.Err()
+		if why == nil {
+			why = errors.New("retried by the handler")
+		}
+		o = outcome.Fail(fmt.Errorf("attempt %d of %d: %w", d.Attempt, c.cfg.MaxAttempts, why))
+	}
+	switch o.Kind() {
+	case outcome.KindFail:
+		if !c.life.DeadAt {
+			c.log.Error("inbox: row dies and is dropped, since the table has no DeadAt column: name one (a nullable timestamp) in inbox.Table.DeadAt to keep dead rows", "queue", c.cfg.Queue, "id", d.ID, "attempt", d.Attempt, "last_error", o.Err())
+			return outcome.Drop().WithError(o.Err())
+		}
+	case outcome.KindRetry:
+		if c.life.RetryAfter {
+			return outcome.RetryAfter(c.cfg.Retry.Delay(d.Attempt)).WithError(o.Err())
+		}
+	case outcome.KindRetryAfter:
+		if !c.life.RetryAfter {
+			if !c.warnedNoDelay.Swap(true) {
+				c.log.Warn("inbox: RetryAfter on a table without a retry_after column retries at once (said once per consumer): add the column and name it in inbox.Table.RetryAfter", "queue", c.cfg.Queue, "id", d.ID, "delay", o.Delay())
+			}
+			return outcome.Retry().WithError(o.Err())
+		}
+	}
+	return o
+}
+
+// backoff is what a form applies to d when its settlement failed with err (Queue.Backoff): a
+// retry by the policy, or a Fail past the attempt limit, with the settlement's error as the
+// row's last.
+func (c *Consumer) backoff(d *Delivery, err error) outcome.Outcome {
+	return c.resolve(d, outcome.Retry().WithError(fmt.Errorf("settlement failed: %w", err)))
 }
 
 // fuse reports whether a worker that settles should claim its next row in the same call, and
@@ -763,23 +892,31 @@ func (r *run) handle(ctx context.Context, s *slot, u []*Delivery) []outcome.Outc
 		case d.decodeErr != nil:
 			r.log.Error("inbox: row does not decode", "id", d.ID, "err", d.decodeErr, "outcome", r.c.cfg.UndecodablePayload.String())
 			o = r.c.cfg.UndecodablePayload
+			if o.Err() == nil {
+				o = o.WithError(d.decodeErr)
+			}
 		case o.Kind() == outcome.KindNone:
 			r.log.Error("inbox: the handler gave the row no outcome (the zero outcome.Outcome, or none in a batch's short slice); the row will be retried", "id", d.ID)
-			o = outcome.Retry()
 		}
-		outs[i] = o
+		outs[i] = r.c.resolve(d, o)
 	}
 	return outs
 }
 
-// call runs the handler on the deliveries with ctx, turning a panic into a Retry of each.
+// stackMax bounds, in bytes, the stack a panic's log line carries.
+const stackMax = 8 << 10
+
+// call runs the handler on the deliveries with ctx, turning a panic into a Retry of each, with
+// the panic as its reason. The panic is logged once, with its stack cut to stackMax bytes.
 func (r *run) call(ctx context.Context, s *slot, ds []*Delivery) (outs []outcome.Outcome) {
 	defer func() {
 		if p := recover(); p != nil {
-			r.log.Error("inbox: handler panicked; its rows will be retried", "ids", ids(ds), "panic", p, "stack", string(debug.Stack()))
+			stack := outcome.Truncate(string(debug.Stack()), stackMax)
+			r.log.Error("inbox: handler panicked; its rows will be retried by the retry policy", "ids", ids(ds), "attempt", ds[0].Attempt, "panic", p, "stack", stack)
+			why := fmt.Errorf("handler panicked: %v", p)
 			outs = make([]outcome.Outcome, len(ds))
 			for i := range outs {
-				outs[i] = outcome.Retry()
+				outs[i] = outcome.Retry().WithError(why)
 			}
 		}
 	}()

@@ -26,7 +26,7 @@ type allocFreeForm struct {
 
 func newAllocFreeForm(rows int) *allocFreeForm {
 	ds := make([]Delivery, rows)
-	f := &allocFreeForm{plan: Plan{Table: "alloc_jobs"}, rows: make([]*Delivery, rows), want: int64(rows), done: make(chan struct{})}
+	f := &allocFreeForm{plan: Plan{Table: "alloc_jobs", Described: Table{RetryAfter: "retry_after"}}, rows: make([]*Delivery, rows), want: int64(rows), done: make(chan struct{})}
 	for i := range ds {
 		ds[i] = Delivery{ID: int64(i + 1), Attempt: 1}
 		f.rows[i] = &ds[i]

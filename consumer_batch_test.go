@@ -2,6 +2,7 @@ package inbox
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"sync"
 	"testing"
@@ -101,9 +102,10 @@ func TestBatchConsumerSettlesEachRowByItsOwnOutcome(t *testing.T) {
 			if len(got) != 1 {
 				t.Fatalf("row %d settled %v, want once", id, got)
 			}
-			want := map[int64]outcome.Kind{0: outcome.KindDrop, 1: outcome.KindRetryAfter, 2: outcome.KindAck, 3: outcome.KindRetry}[id%4]
+			// A retry, and a missing outcome, retry by the default policy: after a delay.
+			want := map[int64]outcome.Kind{0: outcome.KindDrop, 1: outcome.KindRetryAfter, 2: outcome.KindAck, 3: outcome.KindRetryAfter}[id%4]
 			if short || id%4 == 3 {
-				short, want = true, outcome.KindRetry
+				short, want = true, outcome.KindRetryAfter
 			}
 			if got[0].Kind() != want {
 				t.Fatalf("row %d (batch %v) settled %v, want %v", id, b, got[0], want)
@@ -167,8 +169,8 @@ func TestBatchConsumerRetriesEveryRowOfAPanickedBatch(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, id := range []int64{1, 2, 3} {
-		if s := f.settled[id]; len(s) != 1 || s[0].Kind() != outcome.KindRetry {
-			t.Fatalf("row %d settled %v, want one retry", id, s)
+		if s := f.settled[id]; len(s) != 1 || s[0].Kind() != outcome.KindRetryAfter || s[0].Delay() <= 0 || !strings.Contains(fmt.Sprint(s[0].Err()), "boom") {
+			t.Fatalf("row %d settled %v, want one retry after the policy's delay, the panic its reason", id, s)
 		}
 	}
 }

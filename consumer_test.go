@@ -41,7 +41,7 @@ type fakeForm struct {
 
 func newFakeForm(table string, ids ...int64) *fakeForm {
 	return &fakeForm{
-		plan: Plan{Table: table}, rows: ids,
+		plan: Plan{Table: table, Described: Table{RetryAfter: "retry_after"}}, rows: ids,
 		settled: map[int64][]outcome.Outcome{}, extended: map[int64]int{}, extending: map[int64]bool{},
 		opened: make(chan struct{}),
 	}
@@ -246,8 +246,8 @@ func TestConsumerTurnsPanicsAndMissingOutcomesIntoRetry(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, id := range []int64{1, 2} {
-		if got := f.settled[id]; len(got) != 1 || got[0].Kind() != outcome.KindRetry {
-			t.Fatalf("row %d settled %v, want one retry", id, got)
+		if got := f.settled[id]; len(got) != 1 || got[0].Kind() != outcome.KindRetryAfter || got[0].Delay() <= 0 || got[0].Err() == nil {
+			t.Fatalf("row %d settled %v, want one retry after the policy's delay, with its reason", id, got)
 		}
 	}
 	out := logs.String()
@@ -264,7 +264,7 @@ func TestJSONHandlerSettlesUndecodablePayloadsByPolicy(t *testing.T) {
 	for _, tc := range []struct {
 		policy outcome.Outcome
 		want   outcome.Kind
-	}{{outcome.Outcome{}, outcome.KindDrop}, {outcome.Retry(), outcome.KindRetry}} {
+	}{{outcome.Outcome{}, outcome.KindDrop}, {outcome.Retry(), outcome.KindRetryAfter}} {
 		f := newFakeForm("jobs", 1)
 		f.Claim(context.Background(), 0) // nothing; the row is replaced below with a bad payload
 		var called atomic.Bool

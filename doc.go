@@ -39,7 +39,8 @@
 //
 // # Quick start
 //
-//	jobs := inbox.Table{Name: "jobs", ID: "id", IDGenerated: true, Payload: "payload", Attempt: "attempt", RetryAfter: "retry_after"}
+//	jobs := inbox.Table{Name: "jobs", ID: "id", IDGenerated: true, Payload: "payload", Attempt: "attempt",
+//		RetryAfter: "retry_after", DeadAt: "dead_at", LastError: "last_error"}
 //	d := dialect.Postgres[isolation.ReadCommitted]{}
 //
 //	// Publish, alone or inside your own transaction (EnqueueTx).
@@ -59,11 +60,12 @@
 //
 // # Claimable rows
 //
-// A claim takes a row when it is not processed (processed_at NULL), due (retry_after NULL or
-// past), of the consumer's queue (its queue column equal to Config.Queue) and not held (the
-// lease form: locked_until NULL or past), each where the table has the column; in claim order,
-// priority, retry_after (a row never delayed first), id. Some rows never become claimable by
-// themselves: a NULL in the queue column, which no queue matches; a retry_after more than 100 years
+// A claim takes a row when it is not processed (processed_at NULL), not dead (dead_at NULL),
+// due (retry_after NULL or past), of the consumer's queue (its queue column equal to
+// Config.Queue) and not held (the lease form: locked_until NULL or past), each where the table
+// has the column; in claim order, priority, retry_after (a row never delayed first), id. Some
+// rows never become claimable by themselves: a NULL in the queue column, which no queue
+// matches; a retry_after more than 100 years
 // ahead (9999-12-31, Postgres's infinity), which is a way of writing never, since no backoff and
 // no row parked for a date to come waits that long; and on SQLite a retry_after that is not a
 // time in dialect.SQLiteTimeLayout, which compares as text. A consumer searches its queue for
@@ -77,6 +79,8 @@
 // lock form's transaction, the lease form's unexpired lease, the advisory form's lock. A crash
 // never loses a row: it returns to the queue at once (row lock, advisory) or when its lease runs
 // out (lease). Delivery is at least once: a handler that ran but whose settlement did not commit
-// runs again. In transactional mode the handler's own writes commit in the same transaction as
+// runs again. A row that keeps failing retries by Config.Retry and dies past
+// Config.MaxAttempts: stamped dead_at with its last error, kept in its table, never claimed
+// again (see the README's section on retries). In transactional mode the handler's own writes commit in the same transaction as
 // the row's settlement, so its effects happen exactly once with the row's Ack.
 package inbox

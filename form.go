@@ -51,6 +51,14 @@ type Queue struct {
 	Logger *slog.Logger
 	// Clock is what the form reads the time from (Queue.Now); nil: this host's clock.
 	Clock Clock
+	// Backoff, when set, is what a settlement that failed leaves instead: given the delivery
+	// and the settlement's error, it returns the outcome (a Retry, RetryAfter or Fail carrying
+	// that error) the form then applies, under the hold it still has or through a guarded
+	// statement that passes over a row another consumer holds, so that a settlement that can
+	// never commit counts its attempts and backs off like a retry. It is not called for a lost
+	// hold, ErrClosed, ErrTransactionHeld, ErrTransactionEnded or ErrCommitUnknown. Nil (a
+	// form driven without a consumer): a failed settlement leaves the row as it was.
+	Backoff func(d *Delivery, err error) outcome.Outcome
 }
 
 // Plan is what an opened form tells the consumer about driving it.
@@ -77,7 +85,9 @@ type Plan struct {
 	// Dialect and Described are the form's database and its table as described. From them the
 	// consumer asks, after a claim that found nothing, when the queue's next delayed row falls
 	// due (where the table has a RetryAfter column), and waits until then where that comes
-	// before its next poll. A form that leaves them zero is polled.
+	// before its next poll. A form that leaves them zero is polled. Described also says which
+	// columns of the failure lifecycle the table has (Attempt, RetryAfter, DeadAt, LastError):
+	// what the consumer's retry policy and attempt limit can do there.
 	Dialect   dialect.Dialect
 	Described Table
 }

@@ -97,3 +97,16 @@ func JSONBatch[T any](f func(ctx context.Context, ds []*Delivery, vs []T) []outc
 		return outs
 	})
 }
+
+// Func adapts a handler that returns an error to Handler, the way Go handlers are often
+// written: nil acks the row, and an error retries it by the consumer's policy, unless it is
+// marked by Permanent (the row dies at once) or RetryIn (it retries after the delay given); see
+// Result. The error's text is kept in last_error where the table has the column.
+func Func(f func(ctx context.Context, d *Delivery) error) Handler {
+	return HandlerFunc(func(ctx context.Context, d *Delivery) outcome.Outcome { return Result(f(ctx, d)) })
+}
+
+// JSONFunc is JSON for a function that returns an error, settled as Func settles it.
+func JSONFunc[T any](f func(ctx context.Context, d *Delivery, v T) error) Handler {
+	return JSON(func(ctx context.Context, d *Delivery, v T) outcome.Outcome { return Result(f(ctx, d, v)) })
+}

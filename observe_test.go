@@ -65,7 +65,8 @@ func (r *recorder) settledCount() int {
 }
 
 // TestObserverSeesTheOutcomesApplied: the observer is told of each row's outcome as the form
-// applied it (a panic and a zero outcome as Retry, an undecodable row by UndecodablePayload),
+// applied it (a panic and a zero outcome as a Retry the retry policy delays, an undecodable row
+// by UndecodablePayload),
 // once per row, with the context it gave the handler.
 func TestObserverSeesTheOutcomesApplied(t *testing.T) {
 	f := newFakeForm("jobs", 1, 2, 3, 4, 5)
@@ -92,7 +93,7 @@ func TestObserverSeesTheOutcomesApplied(t *testing.T) {
 	if err := runUntil(t, c, func() bool { return rec.settledCount() == 5 }); err != nil {
 		t.Fatal(err)
 	}
-	want := map[int64]outcome.Kind{1: outcome.KindRetry, 2: outcome.KindRetry, 3: outcome.KindDrop, 4: outcome.KindRetryAfter, 5: outcome.KindAck}
+	want := map[int64]outcome.Kind{1: outcome.KindRetryAfter, 2: outcome.KindRetryAfter, 3: outcome.KindDrop, 4: outcome.KindRetryAfter, 5: outcome.KindAck}
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	for id, kind := range want {

@@ -172,3 +172,16 @@ func (t *Table) roles() []role {
 		{"LastError", &t.LastError},
 	}
 }
+
+// lifecycle says which of the columns a row's failures are kept in the table has, so that a
+// consumer knows what its retry policy and attempt limit can do there.
+type lifecycle struct {
+	Attempt    bool // attempts are counted: the attempt limit applies
+	RetryAfter bool // a retry can be delayed
+	DeadAt     bool // a dying row is kept, stamped; without it, it is dropped
+	LastError  bool // a failure's text is kept
+}
+
+func (t Table) lifecycle() lifecycle {
+	return lifecycle{Attempt: t.Attempt != "", RetryAfter: t.RetryAfter != "", DeadAt: t.DeadAt != "", LastError: t.LastError != ""}
+}

@@ -70,6 +70,7 @@ import (
 	"github.com/sqlinbox/inbox"
 	"github.com/sqlinbox/inbox/dialect"
 	"github.com/sqlinbox/inbox/internal/schema"
+	"github.com/sqlinbox/inbox/internal/sentinel"
 	"github.com/sqlinbox/inbox/internal/stmt"
 	"github.com/sqlinbox/inbox/outcome"
 )
@@ -421,7 +422,9 @@ func (f *Form[D]) Settle(ctx context.Context, d *inbox.Delivery, o outcome.Outco
 			return fmt.Errorf("inbox: table %q: rolling back the transaction of row %d failed, so it was not settled (%s); it is back in the queue", f.t.Raw.Name, d.ID, o)
 		}
 	}
-	err = f.settle(ctx, h.conn, d, o)
+	if err = f.settle(ctx, h.conn, d, o); err != nil {
+		err = errors.Join(err, f.backOff(ctx, h.conn, d, err))
+	}
 	f.unlock(ctx, h)
 	return err
 }
@@ -430,7 +433,13 @@ func (f *Form[D]) Settle(ctx context.Context, d *inbox.Delivery, o outcome.Outco
 // releases the lock.
 func (f *Form[D]) commit(ctx context.Context, h *hold, o outcome.Outcome) error {
 	if err := f.settle(ctx, h.tx, h.ds[0], o); err != nil {
-		f.giveBack(ctx, h)
+		if !sentinel.BacksOff(err) || f.q.Backoff == nil || !f.rollback(h) {
+			f.giveBack(ctx, h)
+			return err
+		}
+		// Rolled back, the lock still held on the connection: back the row off there.
+		err = errors.Join(err, f.backOff(ctx, h.conn, h.ds[0], err))
+		f.unlock(ctx, h)
 		return err
 	}
 	if err := h.tx.Commit(); err != nil {
@@ -539,18 +548,24 @@ func (f *Form[D]) settle(ctx context.Context, ex execer, d *inbox.Delivery, o ou
 		query string
 		args  []any
 	)
-	switch o.Kind() {
+	k := o.Kind()
+	if k == outcome.KindFail && f.s.dead == "" {
+		k = outcome.KindDrop // without a dead_at column a failed row is dropped
+	}
+	switch k {
 	case outcome.KindAck, outcome.KindDrop:
 		query, args = f.s.ack, []any{d.ID}
 		if f.t.Q.ProcessedAt != "" {
 			args = []any{f.d.Time(f.q.Now()), d.ID}
 		}
+	case outcome.KindFail:
+		query, args = f.s.dead, append(f.stampArgs(f.q.Now(), o.LastError()), d.ID)
 	case outcome.KindRetryAfter:
 		if f.s.retryAfter == "" {
 			f.log.Warn("inbox: RetryAfter on a table without a RetryAfter column: the row is retried at once; add the column to delay retries", "table", f.t.Raw.Name, "id", d.ID)
 			return nil
 		}
-		query, args = f.s.retryAfter, []any{f.d.Time(f.q.Now().Add(o.Delay())), d.ID}
+		query, args = f.s.retryAfter, append(f.stampArgs(f.q.Now().Add(o.Delay()), o.LastError()), d.ID)
 	default:
 		// Retry, and the zero outcome: the take counted the attempt, and releasing the lock
 		// hands the row back.
@@ -558,6 +573,30 @@ func (f *Form[D]) settle(ctx context.Context, ex execer, d *inbox.Delivery, o ou
 	}
 	if _, err := ex.ExecContext(ctx, query, args...); err != nil {
 		return fmt.Errorf("inbox: table %q: settling row %d (%s): %w; the row returns to the queue", f.t.Raw.Name, d.ID, o, err)
+	}
+	return nil
+}
+
+// stampArgs are the leading arguments of a retry after or a fail: the time it stamps, then the
+// last error where the table has the column.
+func (f *Form[D]) stampArgs(at time.Time, lastError any) []any {
+	if f.t.Q.LastError != "" {
+		return []any{f.d.Time(at), lastError}
+	}
+	return []any{f.d.Time(at)}
+}
+
+// backOff applies the consumer's back-off (inbox.Queue.Backoff) to d's row through ex, the
+// delivery's connection, when its settlement failed with err for a reason of its own (a
+// statement the database refused): the lock still holds the row, so a settlement that can
+// never commit counts its attempts (the take counted this one) and waits like a retry. It
+// returns the back-off's own failure, if any.
+func (f *Form[D]) backOff(ctx context.Context, ex execer, d *inbox.Delivery, err error) error {
+	if f.q.Backoff == nil || ctx.Err() != nil || !sentinel.BacksOff(err) {
+		return nil
+	}
+	if berr := f.settle(ctx, ex, d, f.q.Backoff(d, err)); berr != nil {
+		return fmt.Errorf("inbox: table %q, row %d: backing the row off after its failed settlement: %w", f.t.Raw.Name, d.ID, berr)
 	}
 	return nil
 }

@@ -8,6 +8,7 @@ import (
 
 	"github.com/sqlinbox/inbox"
 	"github.com/sqlinbox/inbox/dialect"
+	"github.com/sqlinbox/inbox/internal/sentinel"
 	"github.com/sqlinbox/inbox/outcome"
 )
 
@@ -173,7 +174,7 @@ func (f *Form[D]) SettleBatch(ctx context.Context, ds []*inbox.Delivery, os []ou
 		}
 		os = retried
 	}
-	err = f.settleMany(ctx, h.conn, ds, os)
+	err = f.settleMany(ctx, h.conn, ds, os, true)
 	f.unlock(ctx, h)
 	return err
 }
@@ -181,9 +182,18 @@ func (f *Form[D]) SettleBatch(ctx context.Context, ds []*inbox.Delivery, os []ou
 // commitBatch settles a batch of Acks in the handler's transaction and commits the two together,
 // then releases the batch's keys.
 func (f *Form[D]) commitBatch(ctx context.Context, h *hold, ds []*inbox.Delivery, os []outcome.Outcome) error {
-	if err := f.settleMany(ctx, h.tx, ds, os); err != nil {
-		f.giveBack(ctx, h)
-		return err
+	if err := f.settleMany(ctx, h.tx, ds, os, false); err != nil {
+		if !sentinel.BacksOff(err) || f.q.Backoff == nil || !f.rollback(h) {
+			f.giveBack(ctx, h)
+			return err
+		}
+		// Rolled back, the locks still held on the connection: back the rows off there.
+		errs := []error{err}
+		for _, d := range ds {
+			errs = append(errs, f.backOff(ctx, h.conn, d, err))
+		}
+		f.unlock(ctx, h)
+		return errors.Join(errs...)
 	}
 	if err := h.tx.Commit(); err != nil {
 		return fmt.Errorf("inbox: table %q: committing the settlement of rows %v with the handler's writes: %w; %s", f.t.Raw.Name, ids(ds), err, lockGone(committed(err, "the rows are")))
@@ -193,51 +203,93 @@ func (f *Form[D]) commitBatch(ctx context.Context, h *hold, ds []*inbox.Delivery
 }
 
 // settleMany runs through ex the statements that settle ds[i] by os[i]: one for the Acks and
-// Drops, one per distinct RetryAfter delay. A statement that fails does not stop the others.
-func (f *Form[D]) settleMany(ctx context.Context, ex execer, ds []*inbox.Delivery, os []outcome.Outcome) error {
+// Drops, one per distinct RetryAfter delay and last error, one per distinct Fail's last error.
+// A statement that fails does not stop the others; with backOff, the rows of a statement that
+// failed are backed off by the consumer's policy (see backOff).
+func (f *Form[D]) settleMany(ctx context.Context, ex execer, ds []*inbox.Delivery, os []outcome.Outcome, backOff bool) error {
 	now := f.q.Now()
 	var acks []any
-	var delays []time.Duration // in order of first appearance
-	later := map[time.Duration][]any{}
+	var stamps []stampKey // in order of first appearance
+	later := map[stampKey][]any{}
+	byID := make(map[int64]*inbox.Delivery, len(ds))
 	for i, o := range os {
-		switch o.Kind() {
+		byID[ds[i].ID] = ds[i]
+		k := o.Kind()
+		if k == outcome.KindFail && f.s.dead == "" {
+			k = outcome.KindDrop // without a dead_at column a failed row is dropped
+		}
+		switch k {
 		case outcome.KindAck, outcome.KindDrop:
 			acks = append(acks, ds[i].ID)
-		case outcome.KindRetryAfter:
-			if _, ok := later[o.Delay()]; !ok {
-				delays = append(delays, o.Delay())
+		case outcome.KindRetryAfter, outcome.KindFail:
+			key := stampKey{fail: k == outcome.KindFail, delay: o.Delay()}
+			if f.t.Q.LastError != "" {
+				key.lastError = o.LastError()
 			}
-			later[o.Delay()] = append(later[o.Delay()], ds[i].ID)
+			if _, ok := later[key]; !ok {
+				stamps = append(stamps, key)
+			}
+			later[key] = append(later[key], ds[i].ID)
 		}
 		// Retry, and the zero outcome: the take counted the attempt, and releasing the key hands
 		// the row back.
 	}
 	var errs []error
+	failed := func(rows []any, err error) {
+		errs = append(errs, err)
+		if !backOff {
+			return
+		}
+		for _, id := range rows {
+			if berr := f.backOff(ctx, ex, byID[id.(int64)], err); berr != nil {
+				errs = append(errs, berr)
+			}
+		}
+	}
 	if len(acks) > 0 {
 		args := acks
 		if f.t.Q.ProcessedAt != "" {
 			args = append([]any{f.d.Time(now)}, acks...)
 		}
 		if _, err := ex.ExecContext(ctx, f.s.ackMany(len(acks)), args...); err != nil {
-			errs = append(errs, fmt.Errorf("inbox: table %q: settling rows %v (ack or drop): %w; the rows return to the queue", f.t.Raw.Name, acks, err))
+			failed(acks, fmt.Errorf("inbox: table %q: settling rows %v (ack or drop): %w; the rows return to the queue", f.t.Raw.Name, acks, err))
 		}
 	}
-	if len(delays) > 0 && f.s.retryAfter == "" {
+	if f.s.retryAfter == "" {
 		var rows []any
-		for _, d := range delays {
-			rows = append(rows, later[d]...)
+		kept := stamps[:0]
+		for _, k := range stamps {
+			if k.fail {
+				kept = append(kept, k)
+				continue
+			}
+			rows = append(rows, later[k]...)
 		}
-		f.log.Warn("inbox: RetryAfter on a table without a RetryAfter column: the rows are retried at once; add the column to delay retries", "table", f.t.Raw.Name, "ids", rows)
-		delays = nil
+		if len(rows) > 0 {
+			f.log.Warn("inbox: RetryAfter on a table without a RetryAfter column: the rows are retried at once; add the column to delay retries", "table", f.t.Raw.Name, "ids", rows)
+		}
+		stamps = kept
 	}
-	for _, d := range delays {
-		rows := later[d]
-		args := append([]any{f.d.Time(now.Add(d))}, rows...)
-		if _, err := ex.ExecContext(ctx, f.s.retryAfterMany(len(rows)), args...); err != nil {
-			errs = append(errs, fmt.Errorf("inbox: table %q: settling rows %v (retry after %s): %w; the rows return to the queue", f.t.Raw.Name, rows, d, err))
+	for _, k := range stamps {
+		rows := later[k]
+		col, what := f.t.Q.RetryAfter, "retry after "+k.delay.String()
+		if k.fail {
+			col, what = f.t.Q.DeadAt, "fail"
+		}
+		args := append(f.stampArgs(now.Add(k.delay), k.lastError), rows...)
+		if _, err := ex.ExecContext(ctx, f.s.stampMany(col, len(rows)), args...); err != nil {
+			failed(rows, fmt.Errorf("inbox: table %q: settling rows %v (%s): %w; the rows return to the queue", f.t.Raw.Name, rows, what, err))
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// stampKey groups the rows of a batch that one stamping statement settles: a retry after of
+// one delay, or a fail, with one last error.
+type stampKey struct {
+	fail      bool
+	delay     time.Duration
+	lastError any // the text, or nil
 }
 
 // ReleaseBatch gives the rows of one ClaimBatch back without an outcome: it rolls the handler's

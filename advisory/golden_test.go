@@ -39,11 +39,17 @@ func TestGoldenStatements(t *testing.T) {
 			if s.retryAfter != "" {
 				e = append(e, golden.Entry{Name: "retryAfter", SQL: s.retryAfter})
 			}
+			if s.dead != "" {
+				e = append(e, golden.Entry{Name: "fail", SQL: s.dead})
+			}
 			e = append(e,
 				golden.Entry{Name: "unlockMany(3)", SQL: s.unlockMany(3)},
 				golden.Entry{Name: "ackMany(3)", SQL: s.ackMany(3)})
 			if s.retryAfter != "" {
-				e = append(e, golden.Entry{Name: "retryAfterMany(3)", SQL: s.retryAfterMany(3)})
+				e = append(e, golden.Entry{Name: "retryAfterMany(3)", SQL: s.stampMany(s.t.Q.RetryAfter, 3)})
+			}
+			if s.dead != "" {
+				e = append(e, golden.Entry{Name: "failMany(3)", SQL: s.stampMany(s.t.Q.DeadAt, 3)})
 			}
 			golden.Pin(t, "advisory", dl.Name, sh.Name, e)
 		}

@@ -26,12 +26,13 @@ type statements struct {
 	// ack settles an Ack or a Drop (argument: id, after the processed_at stamp where the table
 	// has that column).
 	ack string
-	// retryAfter sets retry_after (arguments: time, id); empty where the table has no such
-	// column.
-	retryAfter string
+	// retryAfter sets retry_after (arguments: time, the last error where the table has the
+	// column, id); empty where the table has no such column. dead stamps dead_at, binding as
+	// retryAfter does; empty where the table has no such column.
+	retryAfter, dead string
 
 	// t and postgres write the statements of a batch, whose length depends on the batch's size
-	// (unlockMany, ackMany, retryAfterMany).
+	// (unlockMany, ackMany, stampMany).
 	t        *stmt.Table
 	postgres bool
 }
@@ -87,8 +88,10 @@ func buildStatements(t *stmt.Table, postgres bool, parts []keyPart) statements {
 		s.ack = "DELETE FROM " + q.Name + " WHERE " + q.ID + " = " + p.Next()
 	}
 	if q.RetryAfter != "" {
-		p = t.Params()
-		s.retryAfter = "UPDATE " + q.Name + " SET " + q.RetryAfter + " = " + p.Next() + " WHERE " + q.ID + " = " + p.Next()
+		s.retryAfter = s.stampMany(q.RetryAfter, 0)
+	}
+	if q.DeadAt != "" {
+		s.dead = s.stampMany(q.DeadAt, 0)
 	}
 	return s
 }
@@ -118,6 +121,9 @@ func (s statements) named() [][2]string {
 	out = append(out, [2]string{"ack", s.ack})
 	if s.retryAfter != "" {
 		out = append(out, [2]string{"retry after", s.retryAfter})
+	}
+	if s.dead != "" {
+		out = append(out, [2]string{"fail", s.dead})
 	}
 	return out
 }
@@ -149,11 +155,19 @@ func (s statements) ackMany(n int) string {
 	return "DELETE FROM " + q.Name + " WHERE " + idIn(q.ID, p, n)
 }
 
-// retryAfterMany sets retry_after on n rows (arguments: time, then the n ids); the table must
-// have the column.
-func (s statements) retryAfterMany(n int) string {
+// stampMany stamps col (retry_after or dead_at, quoted) on n rows, and the last error where the
+// table has the column (arguments: time, the last error, then the n ids); n = 0 is one row,
+// by id = ?.
+func (s statements) stampMany(col string, n int) string {
 	q, p := s.t.Q, s.t.Params()
-	return "UPDATE " + q.Name + " SET " + q.RetryAfter + " = " + p.Next() + " WHERE " + idIn(q.ID, p, n)
+	set := col + " = " + p.Next()
+	if q.LastError != "" {
+		set += ", " + q.LastError + " = " + p.Next()
+	}
+	if n == 0 {
+		return "UPDATE " + q.Name + " SET " + set + " WHERE " + q.ID + " = " + p.Next()
+	}
+	return "UPDATE " + q.Name + " SET " + set + " WHERE " + idIn(q.ID, p, n)
 }
 
 // idIn is "id IN (…)" over the next n parameters of p.

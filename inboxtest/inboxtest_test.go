@@ -90,7 +90,7 @@ type memForm struct {
 }
 
 func (f *memForm) Open(context.Context, *sql.DB, inbox.Queue) (inbox.Plan, error) {
-	return inbox.Plan{Table: "mem", Form: "mem"}, nil
+	return inbox.Plan{Table: "mem", Form: "mem", Described: inbox.Table{Name: "mem", ID: "id", RetryAfter: "retry_after"}}, nil
 }
 
 func (f *memForm) Claim(_ context.Context, max int) ([]*inbox.Delivery, error) {
@@ -147,13 +147,14 @@ func TestDrainRunsTheConsumerUntilNoRowIsDue(t *testing.T) {
 		return outcome.Ack()
 	})
 	got, err := inboxtest.Drain(context.Background(), 10*time.Second, func(obs inbox.Observer) *inbox.Consumer {
-		return inbox.NewConsumer(noDB(), f, h, &inbox.Config{Workers: 2, Observer: obs, PollInterval: 10 * time.Millisecond})
+		return inbox.NewConsumer(noDB(), f, h, &inbox.Config{Workers: 2, Observer: obs, PollInterval: 10 * time.Millisecond, Retry: inbox.RetryAtOnce})
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got.Settled[outcome.KindAck] != 3 || got.Settled[outcome.KindRetry] != 1 || got.Failed != 0 {
-		t.Fatalf("drained %+v, want 3 acks and 1 retry", got)
+	// The Retry is settled as the retry policy's RetryAfter (at once: RetryAtOnce).
+	if got.Settled[outcome.KindAck] != 3 || got.Settled[outcome.KindRetryAfter] != 1 || got.Failed != 0 {
+		t.Fatalf("drained %+v, want 3 acks and 1 retry after", got)
 	}
 	if a, _ := attempts.Load(int64(2)); a != 2 {
 		t.Fatalf("row 2 last handled at attempt %v, want 2", a)

@@ -146,6 +146,8 @@ func (b backend) createTable(t *testing.T, db *sql.DB, tbl inbox.Table) {
 	add(tbl.Priority, "INT NOT NULL DEFAULT 0")
 	add(tbl.RetryAfter, ts)
 	add(tbl.Headers, text)
+	add(tbl.DeadAt, ts)
+	add(tbl.LastError, text)
 	add("locked_until", ts)
 	drop := "DROP TABLE IF EXISTS " + q(tbl.Name)
 	mustExec(t, db, drop)

@@ -77,7 +77,7 @@ func Example_invoices() {
 		}
 		return outcome.Ack()
 	})
-	consumer := inbox.NewConsumer(db, rowlock.New(pg, jobs), issue, &inbox.Config{Queue: "invoices", Workers: 4})
+	consumer := inbox.NewConsumer(db, rowlock.New(pg, jobs), issue, &inbox.Config{Queue: "invoices", Workers: 4, Retry: inbox.RetryAtOnce})
 	if err := consumer.Run(run); err != nil {
 		fmt.Println(err)
 		return

@@ -118,7 +118,7 @@ func Example_withdrawal() {
 		},
 	}))
 	consumer := inbox.NewConsumer(db, lease.New(wallet, withdrawalJobs, nil), inbox.JSON(withdraw(log)),
-		&inbox.Config{Queue: "withdrawals", Transactional: true})
+		&inbox.Config{Queue: "withdrawals", Transactional: true, Retry: inbox.RetryAtOnce})
 	runCtx, stop := context.WithCancel(ctx)
 	done := make(chan error, 1)
 	go func() { done <- consumer.Run(runCtx) }()
@@ -192,7 +192,7 @@ func TestWithdrawalsNeverOverdraw(t *testing.T) {
 	})
 	for _, db := range dbs {
 		c := inbox.NewConsumer(db, lease.New(wallet, withdrawalJobs, nil), h, &inbox.Config{
-			Queue: "withdrawals", Workers: 4, Transactional: true,
+			Queue: "withdrawals", Workers: 4, Transactional: true, Retry: inbox.RetryAtOnce,
 			PollInterval: 20 * time.Millisecond, Logger: leaseTestLogger(t),
 		})
 		startConsumer(t, c)

@@ -5,12 +5,12 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"maps"
 	"slices"
 	"time"
 
 	"github.com/sqlinbox/inbox"
 	"github.com/sqlinbox/inbox/dialect"
+	"github.com/sqlinbox/inbox/internal/sentinel"
 	"github.com/sqlinbox/inbox/outcome"
 )
 
@@ -97,7 +97,7 @@ func (f *Form[D]) SettleBatch(ctx context.Context, ds []*inbox.Delivery, os []ou
 		tx := h.tx
 		h.tx = nil
 		if allAck {
-			return f.ackBatchInTx(ctx, b, h, ds[0], tx)
+			return f.ackBatchInTx(ctx, b, h, ds, tx)
 		}
 		if err := tx.Rollback(); err != nil {
 			b.log.Warn("inbox: rolling back the batch's transaction failed; settling its rows anyway", "table", f.t.Name, "ids", h.batch, "err", err)
@@ -106,9 +106,13 @@ func (f *Form[D]) SettleBatch(ctx context.Context, ds []*inbox.Delivery, os []ou
 	}
 
 	var acks, retries []int64
-	delayed := map[time.Duration][]int64{}
+	var stamps []stampKey // of the rows retried after a delay or failed, in the order first met
+	stamped := map[stampKey][]int64{}
 	for i, o := range os {
 		id := ds[i].ID
+		if o.Kind() == outcome.KindFail && b.dead == nil {
+			o = outcome.Drop() // without a dead_at column a failed row is dropped
+		}
 		switch o.Kind() {
 		case outcome.KindAck:
 			if b.q.Transactional {
@@ -118,9 +122,19 @@ func (f *Form[D]) SettleBatch(ctx context.Context, ds []*inbox.Delivery, os []ou
 			acks = append(acks, id)
 		case outcome.KindDrop:
 			acks = append(acks, id)
-		case outcome.KindRetryAfter:
-			if b.retryAfter != nil {
-				delayed[o.Delay()] = append(delayed[o.Delay()], id)
+		case outcome.KindRetryAfter, outcome.KindFail:
+			if b.retryAfter != nil || o.Kind() == outcome.KindFail {
+				k := stampKey{what: "retry after", delay: o.Delay()}
+				if o.Kind() == outcome.KindFail {
+					k.what = "fail"
+				}
+				if b.st.Q.LastError != "" {
+					k.lastError = o.LastError()
+				}
+				if stamped[k] == nil {
+					stamps = append(stamps, k)
+				}
+				stamped[k] = append(stamped[k], id)
 				continue
 			}
 			b.noRetryAfter(id, o.Delay())
@@ -131,10 +145,17 @@ func (f *Form[D]) SettleBatch(ctx context.Context, ds []*inbox.Delivery, os []ou
 	}
 	var errs []error
 	unchanged := map[int64]bool{}
+	byID := make(map[int64]*inbox.Delivery, len(ds))
+	for _, d := range ds {
+		byID[d.ID] = d
+	}
 	settle := func(what string, head []any, ids []int64) {
 		changed, err := f.settleRows(ctx, b, h, what, head, ids)
 		if err != nil {
 			errs = append(errs, err)
+			for _, id := range ids {
+				errs = append(errs, f.backOff(ctx, b, h, byID[id], err))
+			}
 			return
 		}
 		for _, id := range ids {
@@ -153,8 +174,12 @@ func (f *Form[D]) SettleBatch(ctx context.Context, ds []*inbox.Delivery, os []ou
 	if len(retries) > 0 {
 		settle("retry", nil, retries)
 	}
-	for _, delay := range slices.Sorted(maps.Keys(delayed)) {
-		settle("retry after", []any{f.d.Time(b.q.Now().Add(delay))}, delayed[delay])
+	for _, k := range stamps {
+		head := []any{f.d.Time(b.q.Now().Add(k.delay))}
+		if b.st.Q.LastError != "" {
+			head = append(head, k.lastError)
+		}
+		settle(k.what, head, stamped[k])
 	}
 	if len(unchanged) > 0 {
 		lost := &inbox.LeaseLostError{Table: f.t.Name}
@@ -283,7 +308,8 @@ func scanIDs(rows *sql.Rows, ids map[int64]bool) error {
 // ackBatchInTx runs the batch's guarded ack inside its transaction and commits both. When a row
 // of the batch is no longer held, the handler's writes roll back and the rows still held are
 // given back.
-func (f *Form[D]) ackBatchInTx(ctx context.Context, b *binding, h *hold, first *inbox.Delivery, tx dialect.Tx) error {
+func (f *Form[D]) ackBatchInTx(ctx context.Context, b *binding, h *hold, ds []*inbox.Delivery, tx dialect.Tx) error {
+	first := ds[0]
 	s, text, err := b.statement(ctx, h, "ack")
 	if err == nil {
 		var args []any
@@ -304,7 +330,17 @@ func (f *Form[D]) ackBatchInTx(ctx context.Context, b *binding, h *hold, first *
 	}
 	if err != nil {
 		h.txToken = time.Time{}
-		return errors.Join(err, rollback(tx, f.t.Name, first.ID), fmt.Errorf("inbox: table %q: the handler's writes for the batch %v were rolled back", f.t.Name, h.batch), b.giveBack(ctx, h, first.ID))
+		err = errors.Join(err, rollback(tx, f.t.Name, first.ID), fmt.Errorf("inbox: table %q: the handler's writes for the batch %v were rolled back", f.t.Name, h.batch))
+		if b.q.Backoff == nil || !sentinel.BacksOff(err) {
+			return errors.Join(err, b.giveBack(ctx, h, first.ID))
+		}
+		// Still leased: back every row off under the batch's token rather than give it back
+		// to be claimed at once.
+		errs := []error{err}
+		for _, d := range ds {
+			errs = append(errs, f.backOff(ctx, b, h, d, err))
+		}
+		return errors.Join(errs...)
 	}
 	if err := tx.Commit(); err != nil {
 		return fmt.Errorf("inbox: table %q, batch %v: committing the handler's writes with the ack failed: %w; %s", f.t.Name, h.batch, err, landed(err, "the rows return"))
@@ -351,4 +387,12 @@ func deliveryIDs(ds []*inbox.Delivery) []int64 {
 		ids[i] = d.ID
 	}
 	return ids
+}
+
+// stampKey groups the rows of a batch that one stamping statement settles: a retry after of
+// one delay, or a fail, with one last error.
+type stampKey struct {
+	what      string // "retry after" or "fail"
+	delay     time.Duration
+	lastError any // the text, or nil
 }

@@ -44,6 +44,7 @@ func (f *Form[D]) SettleAndClaim(ctx context.Context, d *inbox.Delivery, o outco
 		// The transaction changed nothing: settle and claim apart.
 		res, err := b.exec(ctx, s, args...)
 		_, settled = f.guarded(res, err, d, h, what)
+		settled = f.backedOff(ctx, b, h, d, settled)
 		if ds, token, claimErr = f.claimRows(ctx, b, max); claimErr != nil {
 			return nil, settled, claimErr
 		}

@@ -36,12 +36,18 @@ func TestGoldenStatements(t *testing.T) {
 			if s.retryAfter != "" {
 				e = append(e, golden.Entry{Name: "retryAfter", SQL: s.retryAfter})
 			}
+			if s.dead != "" {
+				e = append(e, golden.Entry{Name: "fail", SQL: s.dead})
+			}
 			e = append(e,
 				golden.Entry{Name: "extendIn(3)", SQL: s.extendIn(3)},
 				golden.Entry{Name: "ackIn(3)", SQL: s.ackIn(3)},
 				golden.Entry{Name: "retryIn(3)", SQL: s.retryIn(3)})
 			if s.retryAfterIn != nil {
 				e = append(e, golden.Entry{Name: "retryAfterIn(3)", SQL: s.retryAfterIn(3)})
+			}
+			if s.deadIn != nil {
+				e = append(e, golden.Entry{Name: "failIn(3)", SQL: s.deadIn(3)})
 			}
 			if s.ackPairs != nil {
 				e = append(e, golden.Entry{Name: "ackPairs(2)", SQL: s.ackPairs(2)}, golden.Entry{Name: "retryPairs(2)", SQL: s.retryPairs(2)})

@@ -136,7 +136,7 @@ type binding struct {
 	lease time.Duration
 	sql   statements
 
-	claim, extend, ack, retry, retryAfter *sql.Stmt // claim nil on SQLite, retryAfter without the column
+	claim, extend, ack, retry, retryAfter, dead *sql.Stmt // claim nil on SQLite; retryAfter, dead without their column
 
 	acks, retries *merger // Postgres and SQLite: settlements that arrive together share a statement
 
@@ -297,13 +297,14 @@ func (b *binding) prepare(ctx context.Context) error {
 	b.ack = prep("ack", b.sql.ack)
 	b.retry = prep("retry", b.sql.retry)
 	b.retryAfter = prep("retry after", b.sql.retryAfter)
+	b.dead = prep("fail", b.sql.dead)
 	return err
 }
 
 // closeStatements frees the prepared statements and gives the own connection back.
 func (b *binding) closeStatements() error {
 	errs := []error{b.own.close()}
-	for _, s := range []*sql.Stmt{b.claim, b.extend, b.ack, b.retry, b.retryAfter} {
+	for _, s := range []*sql.Stmt{b.claim, b.extend, b.ack, b.retry, b.retryAfter, b.dead} {
 		if s != nil {
 			errs = append(errs, s.Close())
 		}

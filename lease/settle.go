@@ -9,6 +9,7 @@ import (
 
 	"github.com/sqlinbox/inbox"
 	"github.com/sqlinbox/inbox/dialect"
+	"github.com/sqlinbox/inbox/internal/sentinel"
 	"github.com/sqlinbox/inbox/outcome"
 )
 
@@ -82,6 +83,8 @@ func (b *binding) byName(what string) (*sql.Stmt, string, func(n int) string) {
 		return b.ack, b.sql.ack, b.sql.ackIn
 	case "retry":
 		return b.retry, b.sql.retry, b.sql.retryIn
+	case "fail":
+		return b.dead, b.sql.dead, b.sql.deadIn
 	}
 	return b.retryAfter, b.sql.retryAfter, b.sql.retryAfterIn
 }
@@ -147,31 +150,76 @@ func (f *Form[D]) Settle(ctx context.Context, d *inbox.Delivery, o outcome.Outco
 	}
 
 	switch k := o.Kind(); {
-	case b.acks != nil && (k == outcome.KindAck || k == outcome.KindDrop):
-		return b.acks.settle(ctx, d.ID, h.token)
+	case b.acks != nil && (k == outcome.KindAck || k == outcome.KindDrop || k == outcome.KindFail && b.dead == nil):
+		return f.backedOff(ctx, b, h, d, b.acks.settle(ctx, d.ID, h.token))
 	case b.retries != nil && (k == outcome.KindRetry || k == outcome.KindNone):
-		return b.retries.settle(ctx, d.ID, h.token)
+		return f.backedOff(ctx, b, h, d, b.retries.settle(ctx, d.ID, h.token))
 	}
 	s, _, args, what := f.settlement(b, d, h, o)
 	res, err := b.exec(ctx, s, args...)
 	_, err = f.guarded(res, err, d, h, what)
-	return err
+	return f.backedOff(ctx, b, h, d, err)
+}
+
+// backedOff returns err, the settlement's, joined with the failure of the back-off it leads to.
+func (f *Form[D]) backedOff(ctx context.Context, b *binding, h *hold, d *inbox.Delivery, err error) error {
+	if err == nil {
+		return nil
+	}
+	return errors.Join(err, f.backOff(ctx, b, h, d, err))
+}
+
+// backOff applies the consumer's back-off (inbox.Queue.Backoff) to d's row when its settlement
+// failed with err for a reason of its own (a statement the database refused): the row is still
+// leased under h's token, so the back-off runs under the same guard, and a settlement that can
+// never commit counts its attempts and waits like a retry. It returns the back-off's own
+// failure, if any.
+func (f *Form[D]) backOff(ctx context.Context, b *binding, h *hold, d *inbox.Delivery, err error) error {
+	if b.q.Backoff == nil || ctx.Err() != nil || !sentinel.BacksOff(err) {
+		return nil
+	}
+	s, _, args, what := f.settlement(b, d, h, b.q.Backoff(d, err))
+	res, berr := b.exec(ctx, s, args...)
+	if berr == nil {
+		var n int64
+		if n, berr = res.RowsAffected(); berr == nil && n == 0 {
+			berr = lostLease(f.t.Name, fmt.Sprintf("row %d", d.ID), what)
+		}
+	}
+	if berr != nil {
+		return fmt.Errorf("inbox: table %q, row %d: backing the row off after its failed settlement: %w", f.t.Name, d.ID, berr)
+	}
+	return nil
 }
 
 // settlement is the statement (prepared, and its text) that applies o to d's row under h's
 // token outside a transaction, its arguments, and what it does.
 func (f *Form[D]) settlement(b *binding, d *inbox.Delivery, h *hold, o outcome.Outcome) (*sql.Stmt, string, []any, string) {
 	switch o.Kind() {
+	case outcome.KindFail:
+		if b.dead != nil {
+			return b.dead, b.sql.dead, append(f.stampArgs(b, b.q.Now(), o), d.ID, f.d.Time(h.token)), o.String()
+		}
+		fallthrough
 	case outcome.KindAck, outcome.KindDrop:
 		return b.ack, b.sql.ack, f.ackArgs(b, d, h.token), o.String()
 	case outcome.KindRetryAfter:
 		if b.retryAfter != nil {
-			return b.retryAfter, b.sql.retryAfter, []any{f.d.Time(b.q.Now().Add(o.Delay())), d.ID, f.d.Time(h.token)}, o.String()
+			return b.retryAfter, b.sql.retryAfter, append(f.stampArgs(b, b.q.Now().Add(o.Delay()), o), d.ID, f.d.Time(h.token)), o.String()
 		}
 		b.noRetryAfter(d.ID, o.Delay())
 		return b.retry, b.sql.retry, []any{d.ID, f.d.Time(h.token)}, o.String()
 	}
 	return b.retry, b.sql.retry, []any{d.ID, f.d.Time(h.token)}, "retry"
+}
+
+// stampArgs are the leading arguments of a retry after or a fail: the time it stamps, then o's
+// last error where the table has the column.
+func (f *Form[D]) stampArgs(b *binding, at time.Time, o outcome.Outcome) []any {
+	if b.st.Q.LastError != "" {
+		return []any{f.d.Time(at), o.LastError()}
+	}
+	return []any{f.d.Time(at)}
 }
 
 // ackArgs are the ack statement's arguments: DELETE (id, token) or the processed_at stamp
@@ -188,10 +236,14 @@ func (f *Form[D]) ackArgs(b *binding, d *inbox.Delivery, token time.Time) []any 
 func (f *Form[D]) ackInTx(ctx context.Context, b *binding, tx dialect.Tx, h *hold, d *inbox.Delivery) error {
 	res, err := execIn(ctx, tx, b.ack, b.sql.ack, f.ackArgs(b, d, h.current())...)
 	if _, err := f.guarded(res, err, d, h, "ack"); err != nil {
-		return errors.Join(err, rollback(tx, f.t.Name, d.ID))
+		err = errors.Join(err, rollback(tx, f.t.Name, d.ID))
+		h.txToken = time.Time{} // rolled back with the transaction: the claim's token holds
+		return errors.Join(err, f.backOff(ctx, b, h, d, err))
 	}
 	if err := tx.Commit(); err != nil {
-		return fmt.Errorf("inbox: table %q, row %d: committing the handler's writes with the ack failed: %w; %s", f.t.Name, d.ID, err, landed(err, "the row returns"))
+		err = fmt.Errorf("inbox: table %q, row %d: committing the handler's writes with the ack failed: %w; %s", f.t.Name, d.ID, err, landed(err, "the row returns"))
+		h.txToken = time.Time{}
+		return errors.Join(err, f.backOff(ctx, b, h, d, err))
 	}
 	return nil
 }

@@ -14,7 +14,8 @@ import (
 //	extend       new token, id, token
 //	ack          DELETE: id, token; with processed_at: now, id, token
 //	retry        id, token (also Release)
-//	retryAfter   due time, id, token
+//	retryAfter   due time, last error (where the table has the column), id, token
+//	dead         now, last error (where the table has the column), id, token
 //	…In(n)       as above, with n ids in the place of the id
 //
 // where due… are stmt.Table.DueArgs (now, queue, each where the table has the column).
@@ -25,10 +26,11 @@ type statements struct {
 	ack        string
 	retry      string
 	retryAfter string // empty where the table has no retry_after column
+	dead       string // empty where the table has no dead_at column
 
 	// The same statements over a batch's n ids, where a single row's take one: the id
 	// arguments are n ids (id IN (…)).
-	extendIn, ackIn, retryIn, retryAfterIn func(n int) string
+	extendIn, ackIn, retryIn, retryAfterIn, deadIn func(n int) string
 
 	// ackPairs and retryPairs settle n rows of different holders in one statement and return
 	// the ids they changed (Postgres and SQLite; nil elsewhere). Arguments: now (the ack with
@@ -80,9 +82,16 @@ func build(st *stmt.Table, col string) statements {
 	if q.RetryAfter != "" {
 		s.retryAfterIn = func(n int) string {
 			p := st.Params()
-			return "UPDATE " + q.Name + " SET " + q.RetryAfter + " = " + p.Next() + ", " + col + " = NULL" + guard(st, p, col, n)
+			return "UPDATE " + q.Name + " SET " + stamped(st, p, q.RetryAfter) + ", " + col + " = NULL" + guard(st, p, col, n)
 		}
 		s.retryAfter = s.retryAfterIn(0)
+	}
+	if q.DeadAt != "" {
+		s.deadIn = func(n int) string {
+			p := st.Params()
+			return "UPDATE " + q.Name + " SET " + stamped(st, p, q.DeadAt) + ", " + col + " = NULL" + guard(st, p, col, n)
+		}
+		s.dead = s.deadIn(0)
 	}
 	s.extend, s.ack, s.retry = s.extendIn(0), s.ackIn(0), s.retryIn(0)
 	if st.D.Name() != "postgres" && st.D.Name() != "sqlite" {
@@ -103,6 +112,16 @@ func build(st *stmt.Table, col string) statements {
 		}
 	}
 	return s
+}
+
+// stamped is the SET assignment of a time to col, then of the last error where the table keeps
+// it: the head of a retry after and of a fail.
+func stamped(st *stmt.Table, p *stmt.Params, col string) string {
+	set := col + " = " + p.Next()
+	if st.Q.LastError != "" {
+		set += ", " + st.Q.LastError + " = " + p.Next()
+	}
+	return set
 }
 
 // pairs is the WHERE clause of a statement settling n rows, each under its own token, and the

@@ -26,7 +26,7 @@ import (
 
 var (
 	sqliteD = dialect.SQLite[isolation.Immediate]{}
-	jobs    = inbox.Table{Name: "jobs", ID: "id", IDGenerated: true, Payload: "payload", Attempt: "attempt", Group: "grp", Headers: "headers"}
+	jobs    = inbox.Table{Name: "jobs", ID: "id", IDGenerated: true, Payload: "payload", Attempt: "attempt", Group: "grp", Headers: "headers", RetryAfter: "retry_after"}
 )
 
 // openSQLite opens a SQLite file of the test's with the jobs table in it.
@@ -39,7 +39,7 @@ func openSQLite(t *testing.T) *sql.DB {
 	}
 	t.Cleanup(func() { db.Close() })
 	db.SetMaxOpenConns(4)
-	_, err = db.Exec("CREATE TABLE jobs (id INTEGER PRIMARY KEY, payload BLOB, attempt INT NOT NULL DEFAULT 0, grp TEXT NOT NULL DEFAULT '', headers TEXT, locked_until TEXT)")
+	_, err = db.Exec("CREATE TABLE jobs (id INTEGER PRIMARY KEY, payload BLOB, attempt INT NOT NULL DEFAULT 0, grp TEXT NOT NULL DEFAULT '', headers TEXT, retry_after TEXT, locked_until TEXT)")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -140,8 +140,9 @@ func TestSpansLinkToThePublisherAndCarryTheOutcome(t *testing.T) {
 			t.Errorf("span of form %q, want lease", f)
 		}
 	}
-	if outcomes["ack"] != 2 || outcomes["retry"] != 1 || outcomes["drop"] != 1 {
-		t.Errorf("outcomes on spans %v, want 2 ack, 1 retry, 1 drop", outcomes)
+	// The handler's Retry is settled as the retry policy's RetryAfter.
+	if outcomes["ack"] != 2 || outcomes["retry_after"] != 1 || outcomes["drop"] != 1 {
+		t.Errorf("outcomes on spans %v, want 2 ack, 1 retry_after, 1 drop", outcomes)
 	}
 	for _, s := range got {
 		if s.Name == "handler work" {
@@ -156,8 +157,8 @@ func TestSpansLinkToThePublisherAndCarryTheOutcome(t *testing.T) {
 		t.Fatal(err)
 	}
 	settled := sums(t, rm, "inbox.settled", inboxotel.AttrOutcome)
-	if settled["ack"] != 2 || settled["retry"] != 1 || settled["drop"] != 1 {
-		t.Errorf("inbox.settled %v, want 2 ack, 1 retry, 1 drop", settled)
+	if settled["ack"] != 2 || settled["retry_after"] != 1 || settled["drop"] != 1 {
+		t.Errorf("inbox.settled %v, want 2 ack, 1 retry_after, 1 drop", settled)
 	}
 	if n := histogramCount(t, rm, "inbox.handler.duration"); n != 4 {
 		t.Errorf("inbox.handler.duration counted %d handler calls, want 4", n)

@@ -11,16 +11,27 @@
 //	             attempt column: roll back)    counted the attempt)          the attempt)
 //	RetryAfter   set retry_after, attempt + 1, set retry_after, clear the    set retry_after, then
 //	             commit                        lease                         unlock
+//	Fail         set dead_at, attempt + 1,     set dead_at, clear the lease  set dead_at, then
+//	             commit                                                      unlock
 //
-// Ack and Drop change the row alike; they differ in what they say: Ack means the work is done,
-// Drop that the message is given up (the consumer logs it). Where the table has no retry_after
-// column, RetryAfter retries at once and the consumer logs a warning. In transactional mode Ack
-// commits the handler's writes with the settlement, and every other outcome rolls them back.
+// Retry, RetryAfter and Fail also store their error (WithError) in the last_error column where
+// the table has one. Ack and Drop change the row alike; they differ in what they say: Ack means
+// the work is done, Drop that the message is given up (the consumer logs it, with its reason).
+// Fail kills the row: it stays in the table, stamped dead_at, and no claim takes it again;
+// where the table has no dead_at column a failed row is dropped instead, and the consumer logs
+// it at ERROR.
+//
+// A consumer applies its retry policy before a form sees an outcome: a Retry becomes a
+// RetryAfter by the policy's delay, and a retry past the attempt limit becomes a Fail (see
+// inbox.Config.Retry and inbox.Config.MaxAttempts). Where the table has no retry_after column,
+// RetryAfter retries at once and the consumer logs a warning. In transactional mode Ack commits
+// the handler's writes with the settlement, and every other outcome rolls them back.
 package outcome
 
 import (
 	"fmt"
 	"time"
+	"unicode/utf8"
 )
 
 // Kind is what an Outcome does.
@@ -34,9 +45,10 @@ const (
 	KindDrop
 	KindRetry
 	KindRetryAfter
+	KindFail
 )
 
-var kindNames = [...]string{"none", "ack", "drop", "retry", "retry after"}
+var kindNames = [...]string{"none", "ack", "drop", "retry", "retry after", "fail"}
 
 func (k Kind) String() string {
 	if int(k) < len(kindNames) {
@@ -45,10 +57,13 @@ func (k Kind) String() string {
 	return fmt.Sprintf("Kind(%d)", k)
 }
 
-// Outcome is what to do with a delivered row. Build one with Ack, Drop, Retry or RetryAfter.
+// Outcome is what to do with a delivered row. Build one with Ack, Drop, Retry, RetryAfter or
+// Fail, and attach a reason with WithError. It is a small value: building and returning one
+// allocates nothing.
 type Outcome struct {
 	kind  Kind
 	delay time.Duration
+	err   error
 }
 
 // Ack settles the row as handled: it is deleted, or stamped processed_at where the table has
@@ -66,6 +81,21 @@ func RetryAfter(d time.Duration) Outcome {
 	return Outcome{kind: KindRetryAfter, delay: max(d, 0)}
 }
 
+// Fail kills the row at once, for err: it is stamped dead_at and never claimed again, and err's
+// text is kept in last_error, where the table has those columns (without dead_at the row is
+// dropped, and the consumer logs it with err).
+func Fail(err error) Outcome { return Outcome{kind: KindFail, err: err} }
+
+// WithError returns o carrying err as its reason: the text a Retry, RetryAfter or Fail stores in
+// last_error, and that the consumer logs with a Drop.
+func (o Outcome) WithError(err error) Outcome {
+	o.err = err
+	return o
+}
+
+// Err is o's reason, given by Fail or WithError; nil when it has none.
+func (o Outcome) Err() error { return o.err }
+
 // Kind reports what o does.
 func (o Outcome) Kind() Kind { return o.kind }
 
@@ -80,4 +110,28 @@ func (o Outcome) String() string {
 		return "retry after " + o.delay.String()
 	}
 	return o.kind.String()
+}
+
+// LastErrorMax bounds, in bytes, the text an outcome's error leaves in last_error.
+const LastErrorMax = 2000
+
+// LastError is the text o's error leaves in the last_error column: the error's text, cut to at
+// most LastErrorMax bytes on a UTF-8 boundary; nil (NULL) when o has no error.
+func (o Outcome) LastError() any {
+	if o.err == nil {
+		return nil
+	}
+	return Truncate(o.err.Error(), LastErrorMax)
+}
+
+// Truncate cuts s to at most n bytes, never inside a UTF-8 sequence.
+func Truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	i := n
+	for i > 0 && !utf8.RuneStart(s[i]) {
+		i--
+	}
+	return s[:i]
 }

@@ -1,8 +1,11 @@
 package outcome_test
 
 import (
+	"errors"
+	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/sqlinbox/inbox/outcome"
 )
@@ -48,5 +51,27 @@ func TestKindString(t *testing.T) {
 		if got := k.String(); got != want {
 			t.Errorf("Kind(%d).String() = %q, want %q", uint8(k), got, want)
 		}
+	}
+}
+
+func TestFailAndErrors(t *testing.T) {
+	boom := errors.New("boom")
+	if o := outcome.Fail(boom); o.Kind() != outcome.KindFail || o.Err() != boom || o.Settles() || o.String() != "fail" {
+		t.Errorf("Fail(boom) = %v, err %v", o, o.Err())
+	}
+	o := outcome.RetryAfter(time.Second).WithError(boom)
+	if o.Kind() != outcome.KindRetryAfter || o.Delay() != time.Second || o.Err() != boom {
+		t.Errorf("RetryAfter(1s).WithError(boom) = %v, err %v", o, o.Err())
+	}
+	if got := outcome.Retry().LastError(); got != nil {
+		t.Errorf("LastError of an outcome without an error = %v, want nil (NULL)", got)
+	}
+	if got := o.LastError(); got != "boom" {
+		t.Errorf("LastError = %v, want boom", got)
+	}
+	long := strings.Repeat("é", outcome.LastErrorMax) // 2 bytes each
+	got := outcome.Fail(errors.New("x" + long)).LastError().(string)
+	if len(got) > outcome.LastErrorMax || !utf8.ValidString(got) || len(got) < outcome.LastErrorMax-1 {
+		t.Errorf("LastError of a long error: %d bytes, valid UTF-8 %v; want at most %d, cut on a rune", len(got), utf8.ValidString(got), outcome.LastErrorMax)
 	}
 }

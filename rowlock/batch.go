@@ -135,11 +135,11 @@ func (f *Form[D]) SettleBatch(ctx context.Context, ds []*inbox.Delivery, os []ou
 	}
 	for _, s := range stmts {
 		if _, err := h.tx.StmtContext(ctx, s.stmt).ExecContext(ctx, s.args...); err != nil {
-			return f.fail(h, ds, "the "+s.what+" statement", err)
+			return f.backOff(ctx, ds, f.fail(h, ds, "the "+s.what+" statement", err))
 		}
 	}
 	if err := h.tx.Commit(); err != nil {
-		return f.commitFailed(ds, "the settlement", err)
+		return f.backOff(ctx, ds, f.commitFailed(ds, "the settlement", err))
 	}
 	return nil
 }
@@ -160,11 +160,11 @@ type batchSettlement struct {
 func (f *Form[D]) batchSettlements(ctx context.Context, ds []*inbox.Delivery, os []outcome.Outcome, n int, ackAsRetry bool) ([]batchSettlement, error) {
 	var (
 		acks, retries bool
-		delays        []time.Duration // of the rows retried after a delay, in the order first met
-		unscheduled   []int64         // RetryAfter rows retried at once, for want of a column
+		stamps        []stampKey // of the rows retried after a delay or failed, in the order first met
+		unscheduled   []int64    // RetryAfter rows retried at once, for want of a column
 	)
 	for i, o := range os {
-		switch f.settlesAs(o, ackAsRetry) {
+		switch what := f.settlesAs(o, ackAsRetry); what {
 		case "ack":
 			acks = true
 		case "retry":
@@ -173,8 +173,8 @@ func (f *Form[D]) batchSettlements(ctx context.Context, ds []*inbox.Delivery, os
 				unscheduled = append(unscheduled, ds[i].ID)
 			}
 		default:
-			if !slices.Contains(delays, o.Delay()) {
-				delays = append(delays, o.Delay())
+			if k := f.stampOf(what, o); !slices.Contains(stamps, k) {
+				stamps = append(stamps, k)
 			}
 		}
 	}
@@ -184,13 +184,13 @@ func (f *Form[D]) batchSettlements(ctx context.Context, ds []*inbox.Delivery, os
 	}
 
 	var out []batchSettlement
-	// add settles the rows that settle as what (after delay, for a retry after), binding lead
-	// before the ids: on Postgres with one prepared statement over their ids padded to n, or
-	// else with one, the single row's statement, per row.
-	add := func(what string, one *sql.Stmt, delay time.Duration, lead ...any) error {
+	// add settles the rows that settle as what (with stamp k, for a retry after or a fail),
+	// binding lead before the ids: on Postgres with one prepared statement over their ids
+	// padded to n, or else with one, the single row's statement, per row.
+	add := func(what string, one *sql.Stmt, k stampKey, lead ...any) error {
 		var args []any
 		for i, o := range os {
-			if f.settlesAs(o, ackAsRetry) != what || what == "retry after" && o.Delay() != delay {
+			if f.settlesAs(o, ackAsRetry) != what || k.what != "" && f.stampOf(what, o) != k {
 				continue
 			}
 			if !f.inLists() {
@@ -220,38 +220,60 @@ func (f *Form[D]) batchSettlements(ctx context.Context, ds []*inbox.Delivery, os
 	if acks {
 		var err error
 		if f.t.ProcessedAt != "" {
-			err = add("ack", f.ack, 0, f.d.Time(now))
+			err = add("ack", f.ack, stampKey{}, f.d.Time(now))
 		} else {
-			err = add("ack", f.ack, 0)
+			err = add("ack", f.ack, stampKey{})
 		}
 		if err != nil {
 			return nil, err
 		}
 	}
 	if retries && f.retry != nil {
-		if err := add("retry", f.retry, 0); err != nil {
+		if err := add("retry", f.retry, stampKey{}); err != nil {
 			return nil, err
 		}
 	}
-	for _, delay := range delays {
-		if err := add("retry after", f.retryAfter, delay, f.d.Time(now.Add(delay))); err != nil {
+	for _, k := range stamps {
+		one := f.retryAfter
+		if k.what == "fail" {
+			one = f.dead
+		}
+		if err := add(k.what, one, k, f.stampArgs(now.Add(k.delay), k.lastError)...); err != nil {
 			return nil, err
 		}
 	}
 	return out, nil
 }
 
-// settlesAs names how a batch's row settles with outcome o: "ack" for Ack and Drop, "retry
-// after" for RetryAfter where the table has a retry_after column, "retry" for the rest (and,
-// with ackAsRetry, for Ack).
+// settlesAs names how a batch's row settles with outcome o: "ack" for Ack and Drop (and Fail
+// where the table has no dead_at column), "fail" for Fail, "retry after" for RetryAfter where
+// the table has a retry_after column, "retry" for the rest (and, with ackAsRetry, for Ack).
 func (f *Form[D]) settlesAs(o outcome.Outcome, ackAsRetry bool) string {
 	switch k := o.Kind(); {
-	case k == outcome.KindDrop, k == outcome.KindAck && !ackAsRetry:
+	case k == outcome.KindFail && f.dead != nil:
+		return "fail"
+	case k == outcome.KindDrop, k == outcome.KindFail, k == outcome.KindAck && !ackAsRetry:
 		return "ack"
 	case k == outcome.KindRetryAfter && f.retryAfter != nil:
 		return "retry after"
 	}
 	return "retry"
+}
+
+// stampKey groups the rows of a batch that one stamping statement settles: a retry after of
+// one delay, or a fail, with one last error.
+type stampKey struct {
+	what      string // "retry after" or "fail"
+	delay     time.Duration
+	lastError any // the text, or nil
+}
+
+func (f *Form[D]) stampOf(what string, o outcome.Outcome) stampKey {
+	k := stampKey{what: what, delay: o.Delay()}
+	if f.t.LastError != "" {
+		k.lastError = o.LastError()
+	}
+	return k
 }
 
 // inLists reports whether a batch's rows of one outcome settle with one statement over an id
@@ -289,8 +311,9 @@ func (f *Form[D]) batchSettle(ctx context.Context, what string, n int) (*sql.Stm
 
 // settleQuery is the text of the settlement what of one row (n = 0: WHERE id = ?) or of a
 // batch's rows over an id IN list of n placeholders: the ack (a DELETE, or an UPDATE of
-// processed_at that binds its time first), the retry, or the retry after (which binds its time
-// first).
+// processed_at that binds its time first), the retry, the retry after or the fail (which bind
+// the time of retry_after or dead_at first, then the last error where the table has the
+// column).
 func settleQuery(st *stmt.Table, what string, n int) string {
 	t := st.Q
 	p := st.Params()
@@ -304,7 +327,14 @@ func settleQuery(st *stmt.Table, what string, n int) string {
 	case "retry":
 		head = "UPDATE " + t.Name + " SET " + stmt.NextAttempt(t.Attempt)
 	default:
-		set := t.RetryAfter + " = " + p.Next()
+		col := t.RetryAfter
+		if what == "fail" {
+			col = t.DeadAt
+		}
+		set := col + " = " + p.Next()
+		if t.LastError != "" {
+			set += ", " + t.LastError + " = " + p.Next()
+		}
 		if t.Attempt != "" {
 			set += ", " + stmt.NextAttempt(t.Attempt)
 		}

@@ -37,6 +37,11 @@ func TestGoldenStatements(t *testing.T) {
 			if st.Q.RetryAfter != "" {
 				e = append(e, golden.Entry{Name: "retryAfter", SQL: settleQuery(st, "retry after", 0)})
 			}
+			fail := "ack"
+			if st.Q.DeadAt != "" {
+				fail = "fail"
+			}
+			e = append(e, golden.Entry{Name: "fail", SQL: settleQuery(st, fail, 0)}, golden.Entry{Name: "relock", SQL: relockQuery(st)})
 			if f.inLists() {
 				e = append(e, golden.Entry{Name: "ackIn(3)", SQL: settleQuery(st, "ack", 3)})
 				if st.Q.Attempt != "" {
@@ -45,6 +50,7 @@ func TestGoldenStatements(t *testing.T) {
 				if st.Q.RetryAfter != "" {
 					e = append(e, golden.Entry{Name: "retryAfterIn(3)", SQL: settleQuery(st, "retry after", 3)})
 				}
+				e = append(e, golden.Entry{Name: "failIn(3)", SQL: settleQuery(st, fail, 3)})
 			}
 			e = append(e,
 				golden.Entry{Name: "savepoint", SQL: "SAVEPOINT " + savepoint},

@@ -87,6 +87,7 @@ import (
 	"github.com/sqlinbox/inbox"
 	"github.com/sqlinbox/inbox/dialect"
 	"github.com/sqlinbox/inbox/internal/schema"
+	"github.com/sqlinbox/inbox/internal/sentinel"
 	"github.com/sqlinbox/inbox/internal/stmt"
 	"github.com/sqlinbox/inbox/outcome"
 )
@@ -138,8 +139,8 @@ type Form[D Dialect] struct {
 	q   inbox.Queue
 	log *slog.Logger
 	// The prepared statements: claim and ack always; retry where the table has an attempt
-	// column; retryAfter where it has a retry_after column.
-	claim, ack, retry, retryAfter *sql.Stmt
+	// column; retryAfter where it has a retry_after column; dead where it has a dead_at column.
+	claim, ack, retry, retryAfter, dead *sql.Stmt
 }
 
 // hold is a claim's open transaction and the rows it holds: one delivery's (Claim), or a
@@ -224,17 +225,20 @@ func (f *Form[D]) prepare(ctx context.Context, db *sql.DB, st *stmt.Table) (err 
 	claim := prep("claim", claimQuery(st, 1))
 
 	ack := prep("ack", settleQuery(st, "ack", 0))
-	var retry, retryAfter *sql.Stmt
+	var retry, retryAfter, dead *sql.Stmt
 	if t.Attempt != "" {
 		retry = prep("retry", settleQuery(st, "retry", 0))
 	}
 	if t.RetryAfter != "" {
 		retryAfter = prep("retry after", settleQuery(st, "retry after", 0))
 	}
+	if t.DeadAt != "" {
+		dead = prep("fail", settleQuery(st, "fail", 0))
+	}
 	if err != nil {
 		return err
 	}
-	f.claim, f.ack, f.retry, f.retryAfter = claim, ack, retry, retryAfter
+	f.claim, f.ack, f.retry, f.retryAfter, f.dead = claim, ack, retry, retryAfter, dead
 	return nil
 }
 
@@ -501,12 +505,69 @@ func (f *Form[D]) Settle(ctx context.Context, d *inbox.Delivery, o outcome.Outco
 		}
 	}
 	if _, err := h.tx.StmtContext(ctx, s).ExecContext(ctx, args...); err != nil {
-		return f.fail(h, h.ds, "the "+what+" statement", err)
+		return f.backOff(ctx, h.ds, f.fail(h, h.ds, "the "+what+" statement", err))
 	}
 	if err := h.tx.Commit(); err != nil {
-		return f.commitFailed(h.ds, "the "+what, err)
+		return f.backOff(ctx, h.ds, f.commitFailed(h.ds, "the "+what, err))
 	}
 	return nil
+}
+
+// backOff applies the consumer's back-off (inbox.Queue.Backoff) to the rows of ds, whose
+// settlement failed with err and whose transaction has rolled back, so that a settlement that
+// can never commit (a foreign key refusing the ack's DELETE) counts its attempts and waits like
+// a retry. The claim's lock is gone with its transaction, so the back-off runs in a
+// transaction of its own that locks each row again, passing over a row another transaction
+// locks (SKIP LOCKED) or whose attempt has moved since this claim (another consumer claimed
+// and settled it meanwhile); only the failure path pays for it. It returns err, joined with the
+// back-off's own failure; nothing is backed off after a COMMIT whose outcome is unknown.
+func (f *Form[D]) backOff(ctx context.Context, ds []*inbox.Delivery, err error) error {
+	if f.q.Backoff == nil || ctx.Err() != nil || !sentinel.BacksOff(err) {
+		return err
+	}
+	tx, berr := f.d.Begin(ctx, f.db)
+	if berr != nil {
+		return errors.Join(err, fmt.Errorf("inbox: table %q, queue %q: backing %s off: %w", f.t.Name, f.q.Name, rowsOf(ds), berr))
+	}
+	lock := relockQuery(f.st)
+	for _, d := range ds {
+		what, s, args := f.settlement(d, f.q.Backoff(d, err))
+		if s == nil {
+			continue // a retry without an attempt column: the row as it was is the retry
+		}
+		largs := []any{d.ID}
+		if f.t.Attempt != "" {
+			largs = append(largs, d.Attempt-1)
+		}
+		var id int64
+		switch lerr := tx.QueryRowContext(ctx, lock, largs...).Scan(&id); {
+		case errors.Is(lerr, sql.ErrNoRows):
+			continue // another consumer has the row, or had it
+		case lerr != nil:
+			tx.Rollback()
+			return errors.Join(err, fmt.Errorf("inbox: table %q, queue %q: backing row %d off: locking it again: %w", f.t.Name, f.q.Name, d.ID, lerr))
+		}
+		if _, serr := tx.StmtContext(ctx, s).ExecContext(ctx, args...); serr != nil {
+			tx.Rollback()
+			return errors.Join(err, fmt.Errorf("inbox: table %q, queue %q: backing row %d off: the %s statement: %w", f.t.Name, f.q.Name, d.ID, what, serr))
+		}
+	}
+	if cerr := tx.Commit(); cerr != nil {
+		return errors.Join(err, fmt.Errorf("inbox: table %q, queue %q: backing %s off: committing: %w", f.t.Name, f.q.Name, rowsOf(ds), cerr))
+	}
+	return err
+}
+
+// relockQuery locks one row again for a back-off, unless another transaction holds it or its
+// attempt has moved: it binds the id, then the attempt the claim read, where the table counts
+// attempts.
+func relockQuery(st *stmt.Table) string {
+	t, p := st.Q, st.Params()
+	q := "SELECT " + t.ID + " FROM " + t.Name + " WHERE " + t.ID + " = " + p.Next()
+	if t.Attempt != "" {
+		q += " AND COALESCE(" + t.Attempt + ", 0) = " + p.Next()
+	}
+	return q + " FOR UPDATE SKIP LOCKED"
 }
 
 // commitFailed describes the settlement of ds whose COMMIT failed: the rows are unchanged and
@@ -524,6 +585,11 @@ func (f *Form[D]) commitFailed(ds []*inbox.Delivery, what string, err error) err
 // statement means the transaction is to be rolled back instead.
 func (f *Form[D]) settlement(d *inbox.Delivery, o outcome.Outcome) (string, *sql.Stmt, []any) {
 	switch o.Kind() {
+	case outcome.KindFail:
+		if f.dead != nil {
+			return "fail", f.dead, append(f.stampArgs(f.q.Now(), o.LastError()), d.ID)
+		}
+		fallthrough
 	case outcome.KindAck, outcome.KindDrop:
 		if f.t.ProcessedAt != "" {
 			return "ack", f.ack, []any{f.d.Time(f.q.Now()), d.ID}
@@ -531,7 +597,7 @@ func (f *Form[D]) settlement(d *inbox.Delivery, o outcome.Outcome) (string, *sql
 		return "ack", f.ack, []any{d.ID}
 	case outcome.KindRetryAfter:
 		if f.retryAfter != nil {
-			return "retry after", f.retryAfter, []any{f.d.Time(f.q.Now().Add(o.Delay())), d.ID}
+			return "retry after", f.retryAfter, append(f.stampArgs(f.q.Now().Add(o.Delay()), o.LastError()), d.ID)
 		}
 		f.log.Warn("inbox: RetryAfter on a table without a retry_after column retries at once: add the column and name it in inbox.Table.RetryAfter",
 			"table", f.t.Name, "queue", f.q.Name, "id", d.ID, "delay", o.Delay())
@@ -540,6 +606,15 @@ func (f *Form[D]) settlement(d *inbox.Delivery, o outcome.Outcome) (string, *sql
 		return "retry", nil, nil
 	}
 	return "retry", f.retry, []any{d.ID}
+}
+
+// stampArgs are the leading arguments of a retry after or a fail: the time it stamps, then the
+// last error where the table has the column.
+func (f *Form[D]) stampArgs(at time.Time, lastError any) []any {
+	if f.t.LastError != "" {
+		return []any{f.d.Time(at), lastError}
+	}
+	return []any{f.d.Time(at)}
 }
 
 // rollback ends h (see end) and reports a rollback that failed.
@@ -612,7 +687,7 @@ func (f *Form[D]) Close() error {
 		}
 	}
 	f.busy.Wait()
-	for _, s := range []*sql.Stmt{f.claim, f.ack, f.retry, f.retryAfter} {
+	for _, s := range []*sql.Stmt{f.claim, f.ack, f.retry, f.retryAfter, f.dead} {
 		if s != nil {
 			errs = append(errs, s.Close())
 		}
@@ -623,6 +698,6 @@ func (f *Form[D]) Close() error {
 	for _, s := range f.batchSettles {
 		errs = append(errs, s.Close())
 	}
-	f.claim, f.ack, f.retry, f.retryAfter, f.batchClaims, f.batchSettles = nil, nil, nil, nil, nil, nil
+	f.claim, f.ack, f.retry, f.retryAfter, f.dead, f.batchClaims, f.batchSettles = nil, nil, nil, nil, nil, nil, nil
 	return errors.Join(errs...)
 }

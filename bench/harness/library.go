@@ -64,7 +64,8 @@ func (c Consumer) Build(t *Target) (Runner, error) {
 	if handle == nil {
 		handle = func([]byte) {}
 	}
-	cfg := &inbox.Config{Workers: c.Workers, PollInterval: c.Poll, Logger: logger}
+	// Every row acks: the retry policy never runs, and the bench table has no retry_after.
+	cfg := &inbox.Config{Workers: c.Workers, PollInterval: c.Poll, Logger: logger, Retry: inbox.RetryAtOnce}
 	if c.Batch <= 1 {
 		if c.counts != nil {
 			counted := &countedForm{f, c.counts}

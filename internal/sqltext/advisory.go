@@ -145,7 +145,10 @@ func (a Advisory) Read() string {
 // connection that holds their keys:
 //
 //	Ack, Drop          DELETE, or SET processed_at = ?; binds the time first where it stamps
-//	RetryAfter         SET retry_after = ?; binds the time first
+//	RetryAfter         SET retry_after = ? (and last_error = ?); binds the time first, then the
+//	                   last error where the table has the column
+//	Fail               SET dead_at = ? (and last_error = ?), binding as RetryAfter does; as
+//	                   Ack on a table without a dead_at column
 //
 // then g's ids. It is empty for a retry (the take counted the attempt, and releasing the key
 // hands the row back) and for a RetryAfter on a table without a retry_after column, which the
@@ -153,7 +156,12 @@ func (a Advisory) Read() string {
 func (a Advisory) Settle(k outcome.Kind, g Guard) string {
 	t, p := a.s.t, a.s.Params()
 	var head string
+	if k == outcome.KindFail && t.DeadAt == "" {
+		k = outcome.KindAck
+	}
 	switch k {
+	case outcome.KindFail:
+		head = "UPDATE " + t.Name + " SET " + a.s.stamp(t.DeadAt, p)
 	case outcome.KindAck, outcome.KindDrop:
 		head = "DELETE FROM " + t.Name
 		if t.ProcessedAt != "" {
@@ -163,7 +171,7 @@ func (a Advisory) Settle(k outcome.Kind, g Guard) string {
 		if t.RetryAfter == "" {
 			return ""
 		}
-		head = "UPDATE " + t.Name + " SET " + t.RetryAfter + " = " + p.Next()
+		head = "UPDATE " + t.Name + " SET " + a.s.stamp(t.RetryAfter, p)
 	default:
 		return ""
 	}

@@ -75,15 +75,24 @@ func (l Lease) Extend(g Guard) string {
 //	Ack, Drop          DELETE, or SET processed_at = ?, lease = NULL; binds the time first
 //	                   where it stamps
 //	Retry, none        SET lease = NULL (also a release: the claim counted the attempt)
-//	RetryAfter         SET retry_after = ?, lease = NULL; binds the time first
+//	RetryAfter         SET retry_after = ? (and last_error = ?), lease = NULL; binds the time
+//	                   first, then the last error where the table has the column
+//	Fail               SET dead_at = ? (and last_error = ?), lease = NULL, binding as
+//	                   RetryAfter does
 //
 // then g's arguments: ByIDAndToken for a row, ByIDsAndToken for a batch, ByPairs for the rows of
 // several holders at once (it returns the ids it changed). It is empty for a RetryAfter on a
-// table without a retry_after column, which the form settles as a retry.
+// table without a retry_after column, which the form settles as a retry, and for a Fail on a
+// table without a dead_at column, which it settles as a Drop.
 func (l Lease) Settle(k outcome.Kind, g Guard) string {
 	t, p := l.s.t, l.s.Params()
 	var head string
 	switch k {
+	case outcome.KindFail:
+		if t.DeadAt == "" {
+			return ""
+		}
+		head = "UPDATE " + t.Name + " SET " + l.s.stamp(t.DeadAt, p) + ", " + l.col + " = NULL"
 	case outcome.KindAck, outcome.KindDrop:
 		head = "DELETE FROM " + t.Name
 		if t.ProcessedAt != "" {
@@ -93,7 +102,7 @@ func (l Lease) Settle(k outcome.Kind, g Guard) string {
 		if t.RetryAfter == "" {
 			return ""
 		}
-		head = "UPDATE " + t.Name + " SET " + t.RetryAfter + " = " + p.Next() + ", " + l.col + " = NULL"
+		head = "UPDATE " + t.Name + " SET " + l.s.stamp(t.RetryAfter, p) + ", " + l.col + " = NULL"
 	default:
 		head = "UPDATE " + t.Name + " SET " + l.col + " = NULL"
 	}

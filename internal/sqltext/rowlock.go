@@ -26,7 +26,10 @@ func (r RowLock) Claim(n int) string {
 //
 //	Ack, Drop          DELETE, or SET processed_at = ?; binds the time first where it stamps
 //	Retry, none        SET attempt = attempt + 1
-//	RetryAfter         SET retry_after = ? (and attempt = attempt + 1); binds the time first
+//	RetryAfter         SET retry_after = ? (and last_error = ?, attempt = attempt + 1); binds
+//	                   the time first, then the last error where the table has the column
+//	Fail               SET dead_at = ? (and last_error = ?, attempt = attempt + 1), binding as
+//	                   RetryAfter does; as Ack on a table without a dead_at column
 //
 // then g's ids. It is empty where the outcome changes nothing in the row: a retry on a table
 // without an attempt column (rolling the claim back is the retry), and a RetryAfter on a table
@@ -34,17 +37,22 @@ func (r RowLock) Claim(n int) string {
 func (r RowLock) Settle(k outcome.Kind, g Guard) string {
 	t, p := r.s.t, r.s.Params()
 	var head string
+	if k == outcome.KindFail && t.DeadAt == "" {
+		k = outcome.KindAck
+	}
 	switch k {
 	case outcome.KindAck, outcome.KindDrop:
 		head = "DELETE FROM " + t.Name
 		if t.ProcessedAt != "" {
 			head = "UPDATE " + t.Name + " SET " + t.ProcessedAt + " = " + p.Next()
 		}
+	case outcome.KindFail:
+		head = "UPDATE " + t.Name + " SET " + r.s.stamp(t.DeadAt, p) + attemptCounted(t, ", ")
 	case outcome.KindRetryAfter:
 		if t.RetryAfter == "" {
 			return ""
 		}
-		head = "UPDATE " + t.Name + " SET " + t.RetryAfter + " = " + p.Next() + attemptCounted(t, ", ")
+		head = "UPDATE " + t.Name + " SET " + r.s.stamp(t.RetryAfter, p) + attemptCounted(t, ", ")
 	default:
 		if t.Attempt == "" {
 			return ""
@@ -52,6 +60,19 @@ func (r RowLock) Settle(k outcome.Kind, g Guard) string {
 		head = "UPDATE " + t.Name + " SET " + attemptCounted(t, "")
 	}
 	return head + r.s.where(g, p, "")
+}
+
+// Relock locks one row again after its settlement failed and rolled back, for the back-off that
+// follows in a transaction of its own: it passes over the row when another transaction holds it
+// or its attempt has moved since the claim. It binds the id, then the attempt the claim read
+// where the table counts attempts.
+func (r RowLock) Relock() string {
+	t, p := r.s.t, r.s.Params()
+	q := "SELECT " + t.ID + " FROM " + t.Name + " WHERE " + t.ID + " = " + p.Next()
+	if t.Attempt != "" {
+		q += " AND COALESCE(" + t.Attempt + ", 0) = " + p.Next()
+	}
+	return q + " FOR UPDATE SKIP LOCKED"
 }
 
 // Savepoint marks, in transactional mode, where the handler's writes begin inside the claim's
@@ -71,4 +92,14 @@ func attemptCounted(t Table, sep string) string {
 		return ""
 	}
 	return sep + t.Attempt + " = COALESCE(" + t.Attempt + ", 0) + 1"
+}
+
+// stamp is the SET assignment of a time to col, then of the last error where the table keeps
+// it: the head of a RetryAfter's and a Fail's settlement. It binds the time, then the text.
+func (s SQL) stamp(col string, p *Params) string {
+	set := col + " = " + p.Next()
+	if s.t.LastError != "" {
+		set += ", " + s.t.LastError + " = " + p.Next()
+	}
+	return set
 }

@@ -89,7 +89,7 @@ func (s SQL) Columns(alias string) string {
 }
 
 // Due is the predicate of a claimable row, its columns prefixed as Columns prefixes them: not
-// processed, due (retry_after passed) and of the queue, each where the table has the column;
+// processed, not dead, due (retry_after passed) and of the queue, each where the table has the column;
 // "1 = 1" where it has none of them. It binds, in order: now (where the table has retry_after),
 // then the queue's name (where it has a group).
 func (s SQL) Due(p *Params, alias string) string {
@@ -97,6 +97,9 @@ func (s SQL) Due(p *Params, alias string) string {
 	var conds []string
 	if s.t.ProcessedAt != "" {
 		conds = append(conds, prefix+s.t.ProcessedAt+" IS NULL")
+	}
+	if s.t.DeadAt != "" {
+		conds = append(conds, prefix+s.t.DeadAt+" IS NULL")
 	}
 	if s.t.RetryAfter != "" {
 		conds = append(conds, "("+prefix+s.t.RetryAfter+" IS NULL OR "+prefix+s.t.RetryAfter+" <= "+p.Next()+")")

@@ -33,7 +33,7 @@ func TestGoldens(t *testing.T) {
 				forms["rowlock"] = rowLockEntries(c, s.RowLock())
 			}
 			if c.Locks != dialect.NoSessionLocks {
-				forms["advisory"] = advisoryEntries(s.Advisory(key))
+				forms["advisory"] = advisoryEntries(s.Advisory(key), sh.Table.DeadAt != "")
 			}
 			for form, e := range forms {
 				switch {
@@ -114,10 +114,13 @@ func rowLockEntries(c *dialect.Caps, r sqltext.RowLock) []golden.Entry {
 	e.add("ack", r.Settle(outcome.KindAck, sqltext.ByID()))
 	e.add("retry", r.Settle(outcome.KindRetry, sqltext.ByID()))
 	e.add("retryAfter", r.Settle(outcome.KindRetryAfter, sqltext.ByID()))
+	e.add("fail", r.Settle(outcome.KindFail, sqltext.ByID()))
+	e.add("relock", r.Relock())
 	if c.IDListSettles {
 		e.add("ackIn(3)", r.Settle(outcome.KindAck, sqltext.ByIDs(3)))
 		e.add("retryIn(3)", r.Settle(outcome.KindRetry, sqltext.ByIDs(3)))
 		e.add("retryAfterIn(3)", r.Settle(outcome.KindRetryAfter, sqltext.ByIDs(3)))
+		e.add("failIn(3)", r.Settle(outcome.KindFail, sqltext.ByIDs(3)))
 	}
 	e.add("savepoint", r.Savepoint())
 	e.add("rollbackToSavepoint", r.RollbackToSavepoint())
@@ -133,10 +136,12 @@ func leaseEntries(c *dialect.Caps, l sqltext.Lease) []golden.Entry {
 	e.add("ack", l.Settle(outcome.KindAck, sqltext.ByIDAndToken()))
 	e.add("retry", l.Settle(outcome.KindRetry, sqltext.ByIDAndToken()))
 	e.add("retryAfter", l.Settle(outcome.KindRetryAfter, sqltext.ByIDAndToken()))
+	e.add("fail", l.Settle(outcome.KindFail, sqltext.ByIDAndToken()))
 	e.add("extendIn(3)", l.Extend(sqltext.ByIDsAndToken(3)))
 	e.add("ackIn(3)", l.Settle(outcome.KindAck, sqltext.ByIDsAndToken(3)))
 	e.add("retryIn(3)", l.Settle(outcome.KindRetry, sqltext.ByIDsAndToken(3)))
 	e.add("retryAfterIn(3)", l.Settle(outcome.KindRetryAfter, sqltext.ByIDsAndToken(3)))
+	e.add("failIn(3)", l.Settle(outcome.KindFail, sqltext.ByIDsAndToken(3)))
 	if c.Returning {
 		e.add("ackPairs(2)", l.Settle(outcome.KindAck, sqltext.ByPairs(2)))
 		e.add("retryPairs(2)", l.Settle(outcome.KindRetry, sqltext.ByPairs(2)))
@@ -144,7 +149,7 @@ func leaseEntries(c *dialect.Caps, l sqltext.Lease) []golden.Entry {
 	return e
 }
 
-func advisoryEntries(a sqltext.Advisory) []golden.Entry {
+func advisoryEntries(a sqltext.Advisory, dead bool) []golden.Entry {
 	var e entries
 	e.add("keyCheck", a.KeyCheck())
 	e.add("candidates", a.Candidates())
@@ -154,9 +159,15 @@ func advisoryEntries(a sqltext.Advisory) []golden.Entry {
 	e.add("read", a.Read())
 	e.add("ack", a.Settle(outcome.KindAck, sqltext.ByID()))
 	e.add("retryAfter", a.Settle(outcome.KindRetryAfter, sqltext.ByID()))
+	if dead {
+		e.add("fail", a.Settle(outcome.KindFail, sqltext.ByID()))
+	}
 	e.add("unlockMany(3)", a.UnlockMany(3))
 	e.add("ackMany(3)", a.Settle(outcome.KindAck, sqltext.ByIDs(3)))
 	e.add("retryAfterMany(3)", a.Settle(outcome.KindRetryAfter, sqltext.ByIDs(3)))
+	if dead {
+		e.add("failMany(3)", a.Settle(outcome.KindFail, sqltext.ByIDs(3)))
+	}
 	return e
 }
 
@@ -306,7 +317,7 @@ func all(t *testing.T, d dialect.Dialect, sh golden.Shape) []golden.Entry {
 		out = append(out, rowLockEntries(c, s.RowLock())...)
 	}
 	if c.Locks != dialect.NoSessionLocks {
-		out = append(out, advisoryEntries(s.Advisory(key))...)
+		out = append(out, advisoryEntries(s.Advisory(key), sh.Table.DeadAt != "")...)
 	}
 	return out
 }

@@ -151,7 +151,8 @@ func NextAttempt(attempt string) string {
 	return attempt + " = COALESCE(" + attempt + ", 0) + 1"
 }
 
-// Due is the predicate of a claimable row, with alias as Columns takes it: not processed, due
+// Due is the predicate of a claimable row, with alias as Columns takes it: not processed, not
+// dead, due
 // (retry_after passed) and of the queue, each where the table has the column. DueArgs appends
 // its arguments in the order Due placed them.
 func (t *Table) Due(p *Params, alias string) string {
@@ -162,6 +163,9 @@ func (t *Table) Due(p *Params, alias string) string {
 	var conds []string
 	if t.Q.ProcessedAt != "" {
 		conds = append(conds, prefix+t.Q.ProcessedAt+" IS NULL")
+	}
+	if t.Q.DeadAt != "" {
+		conds = append(conds, prefix+t.Q.DeadAt+" IS NULL")
 	}
 	if t.Q.RetryAfter != "" {
 		conds = append(conds, "("+prefix+t.Q.RetryAfter+" IS NULL OR "+prefix+t.Q.RetryAfter+" <= "+p.Next()+")")
@@ -223,6 +227,9 @@ func (t *Table) unclaimableSearches(queue string, now time.Time) []unclaimableSe
 	pending := ""
 	if q.ProcessedAt != "" {
 		pending = q.ProcessedAt + " IS NULL AND "
+	}
+	if q.DeadAt != "" {
+		pending += q.DeadAt + " IS NULL AND "
 	}
 	done := "delete it"
 	if q.ProcessedAt != "" {

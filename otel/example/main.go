@@ -49,10 +49,10 @@ func run(ctx context.Context, w io.Writer) error {
 	}
 	defer db.Close()
 	db.SetMaxOpenConns(4)
-	if _, err := db.ExecContext(ctx, `CREATE TABLE jobs (id INTEGER PRIMARY KEY, payload BLOB, attempt INT NOT NULL DEFAULT 0, grp TEXT NOT NULL DEFAULT '', headers TEXT, locked_until TEXT)`); err != nil {
+	if _, err := db.ExecContext(ctx, `CREATE TABLE jobs (id INTEGER PRIMARY KEY, payload BLOB, attempt INT NOT NULL DEFAULT 0, grp TEXT NOT NULL DEFAULT '', headers TEXT, retry_after TEXT, locked_until TEXT)`); err != nil {
 		return err
 	}
-	jobs := inbox.Table{Name: "jobs", ID: "id", IDGenerated: true, Payload: "payload", Attempt: "attempt", Group: "grp", Headers: "headers"}
+	jobs := inbox.Table{Name: "jobs", ID: "id", IDGenerated: true, Payload: "payload", Attempt: "attempt", Group: "grp", Headers: "headers", RetryAfter: "retry_after"}
 	d := dialect.SQLite[isolation.Immediate]{}
 
 	spanOut, err := stdouttrace.New(stdouttrace.WithWriter(w), stdouttrace.WithPrettyPrint())
@@ -100,7 +100,12 @@ func run(ctx context.Context, w io.Writer) error {
 	c := inbox.NewConsumer(db, lease.New(d, jobs, nil), h, &inbox.Config{Queue: "invoices", Observer: obs})
 	go func() { errc <- c.Run(cctx) }()
 	for range 3 {
-		<-handled
+		select {
+		case <-handled:
+		case err := <-errc: // the consumer stopped before handling the rows
+			stop()
+			return fmt.Errorf("the consumer stopped: %w", err)
+		}
 	}
 	stop()
 	if err := <-errc; err != nil {

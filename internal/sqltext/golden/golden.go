@@ -83,7 +83,8 @@ var Shapes = []Shape{
 	{
 		Name: "all-roles",
 		Table: sqltext.Table{Name: "jobs", ID: "id", IDGenerated: true, Payload: "payload", Attempt: "attempt",
-			ProcessedAt: "processed_at", Group: "queue", Priority: "priority", RetryAfter: "retry_after", Headers: "headers"},
+			ProcessedAt: "processed_at", Group: "queue", Priority: "priority", RetryAfter: "retry_after", Headers: "headers",
+			DeadAt: "dead_at", LastError: "last_error"},
 		Lease: "locked_until",
 		Key:   []sqltext.KeyPart{{Text: "jobs-"}, {Column: "queue"}, {Text: ":"}, {Column: "id"}},
 	},

@@ -2,7 +2,7 @@
 SELECT 'jobs-' || COALESCE(CAST("queue" AS TEXT), '') || ':' || COALESCE(CAST("id" AS TEXT), '') FROM "jobs" WHERE 1 = 0
 
 -- candidates
-SELECT c."id", c.inbox_key FROM (SELECT "id", 'jobs-' || COALESCE(CAST("queue" AS TEXT), '') || ':' || COALESCE(CAST("id" AS TEXT), '') AS inbox_key FROM "jobs" WHERE "processed_at" IS NULL AND ("retry_after" IS NULL OR "retry_after" <= $1) AND "queue" = $2 ORDER BY "priority", "retry_after" NULLS FIRST, "id" OFFSET 0) c WHERE pg_try_advisory_xact_lock_shared(hashtextextended(c.inbox_key, 0)) LIMIT $3
+SELECT c."id", c.inbox_key FROM (SELECT "id", 'jobs-' || COALESCE(CAST("queue" AS TEXT), '') || ':' || COALESCE(CAST("id" AS TEXT), '') AS inbox_key FROM "jobs" WHERE "processed_at" IS NULL AND "dead_at" IS NULL AND ("retry_after" IS NULL OR "retry_after" <= $1) AND "queue" = $2 ORDER BY "priority", "retry_after" NULLS FIRST, "id" OFFSET 0) c WHERE pg_try_advisory_xact_lock_shared(hashtextextended(c.inbox_key, 0)) LIMIT $3
 
 -- lock
 SELECT pg_try_advisory_lock(hashtextextended($1, 0))
@@ -11,13 +11,16 @@ SELECT pg_try_advisory_lock(hashtextextended($1, 0))
 SELECT pg_advisory_unlock(hashtextextended($1, 0))
 
 -- take
-UPDATE "jobs" SET "attempt" = COALESCE("attempt", 0) + 1 WHERE "id" = $1 AND ('jobs-' || COALESCE(CAST("queue" AS TEXT), '') || ':' || COALESCE(CAST("id" AS TEXT), '')) = $2 AND "processed_at" IS NULL AND ("retry_after" IS NULL OR "retry_after" <= $3) AND "queue" = $4 RETURNING "id", "payload", "attempt", "queue", "headers"
+UPDATE "jobs" SET "attempt" = COALESCE("attempt", 0) + 1 WHERE "id" = $1 AND ('jobs-' || COALESCE(CAST("queue" AS TEXT), '') || ':' || COALESCE(CAST("id" AS TEXT), '')) = $2 AND "processed_at" IS NULL AND "dead_at" IS NULL AND ("retry_after" IS NULL OR "retry_after" <= $3) AND "queue" = $4 RETURNING "id", "payload", "attempt", "queue", "headers"
 
 -- ack
 UPDATE "jobs" SET "processed_at" = $1 WHERE "id" = $2
 
 -- retryAfter
-UPDATE "jobs" SET "retry_after" = $1 WHERE "id" = $2
+UPDATE "jobs" SET "retry_after" = $1, "last_error" = $2 WHERE "id" = $3
+
+-- fail
+UPDATE "jobs" SET "dead_at" = $1, "last_error" = $2 WHERE "id" = $3
 
 -- unlockMany(3)
 SELECT COUNT(*) FROM (VALUES (CAST($1 AS TEXT)), (CAST($2 AS TEXT)), (CAST($3 AS TEXT))) AS k(v) WHERE pg_advisory_unlock(hashtextextended(k.v, 0))
@@ -26,4 +29,7 @@ SELECT COUNT(*) FROM (VALUES (CAST($1 AS TEXT)), (CAST($2 AS TEXT)), (CAST($3 AS
 UPDATE "jobs" SET "processed_at" = $1 WHERE "id" IN ($2, $3, $4)
 
 -- retryAfterMany(3)
-UPDATE "jobs" SET "retry_after" = $1 WHERE "id" IN ($2, $3, $4)
+UPDATE "jobs" SET "retry_after" = $1, "last_error" = $2 WHERE "id" IN ($3, $4, $5)
+
+-- failMany(3)
+UPDATE "jobs" SET "dead_at" = $1, "last_error" = $2 WHERE "id" IN ($3, $4, $5)

@@ -1,5 +1,5 @@
 -- claim
-SELECT `id`, `payload`, `attempt`, `queue`, `headers` FROM `jobs` WHERE `processed_at` IS NULL AND (`retry_after` IS NULL OR `retry_after` <= ?) AND `queue` = ? AND (`locked_until` IS NULL OR `locked_until` < ?) ORDER BY `priority`, `retry_after`, `id` LIMIT ? FOR UPDATE SKIP LOCKED
+SELECT `id`, `payload`, `attempt`, `queue`, `headers` FROM `jobs` WHERE `processed_at` IS NULL AND `dead_at` IS NULL AND (`retry_after` IS NULL OR `retry_after` <= ?) AND `queue` = ? AND (`locked_until` IS NULL OR `locked_until` < ?) ORDER BY `priority`, `retry_after`, `id` LIMIT ? FOR UPDATE SKIP LOCKED
 
 -- stamp(1)
 UPDATE `jobs` SET `locked_until` = ?, `attempt` = COALESCE(`attempt`, 0) + 1 WHERE `id` IN (?)
@@ -17,7 +17,10 @@ UPDATE `jobs` SET `processed_at` = ?, `locked_until` = NULL WHERE `id` = ? AND `
 UPDATE `jobs` SET `locked_until` = NULL WHERE `id` = ? AND `locked_until` = ?
 
 -- retryAfter
-UPDATE `jobs` SET `retry_after` = ?, `locked_until` = NULL WHERE `id` = ? AND `locked_until` = ?
+UPDATE `jobs` SET `retry_after` = ?, `last_error` = ?, `locked_until` = NULL WHERE `id` = ? AND `locked_until` = ?
+
+-- fail
+UPDATE `jobs` SET `dead_at` = ?, `last_error` = ?, `locked_until` = NULL WHERE `id` = ? AND `locked_until` = ?
 
 -- extendIn(3)
 UPDATE `jobs` SET `locked_until` = ? WHERE `id` IN (?, ?, ?) AND `locked_until` = ?
@@ -29,4 +32,7 @@ UPDATE `jobs` SET `processed_at` = ?, `locked_until` = NULL WHERE `id` IN (?, ?,
 UPDATE `jobs` SET `locked_until` = NULL WHERE `id` IN (?, ?, ?) AND `locked_until` = ?
 
 -- retryAfterIn(3)
-UPDATE `jobs` SET `retry_after` = ?, `locked_until` = NULL WHERE `id` IN (?, ?, ?) AND `locked_until` = ?
+UPDATE `jobs` SET `retry_after` = ?, `last_error` = ?, `locked_until` = NULL WHERE `id` IN (?, ?, ?) AND `locked_until` = ?
+
+-- failIn(3)
+UPDATE `jobs` SET `dead_at` = ?, `last_error` = ?, `locked_until` = NULL WHERE `id` IN (?, ?, ?) AND `locked_until` = ?

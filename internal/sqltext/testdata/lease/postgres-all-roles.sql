@@ -1,5 +1,5 @@
 -- claim
-WITH inbox_lease_pick AS (SELECT "id" FROM "jobs" WHERE "processed_at" IS NULL AND ("retry_after" IS NULL OR "retry_after" <= $1) AND "queue" = $2 AND ("locked_until" IS NULL OR "locked_until" < $3) ORDER BY "priority", "retry_after" NULLS FIRST, "id" LIMIT $4 FOR UPDATE SKIP LOCKED), inbox_lease_claimed AS (UPDATE "jobs" SET "locked_until" = $5, "attempt" = COALESCE("attempt", 0) + 1 FROM inbox_lease_pick WHERE "jobs"."id" = inbox_lease_pick."id" RETURNING "jobs"."id", "jobs"."payload", "jobs"."attempt", "jobs"."queue", "jobs"."headers", "jobs"."priority", "jobs"."retry_after") SELECT "id", "payload", "attempt", "queue", "headers" FROM inbox_lease_claimed ORDER BY "priority", "retry_after" NULLS FIRST, "id"
+WITH inbox_lease_pick AS (SELECT "id" FROM "jobs" WHERE "processed_at" IS NULL AND "dead_at" IS NULL AND ("retry_after" IS NULL OR "retry_after" <= $1) AND "queue" = $2 AND ("locked_until" IS NULL OR "locked_until" < $3) ORDER BY "priority", "retry_after" NULLS FIRST, "id" LIMIT $4 FOR UPDATE SKIP LOCKED), inbox_lease_claimed AS (UPDATE "jobs" SET "locked_until" = $5, "attempt" = COALESCE("attempt", 0) + 1 FROM inbox_lease_pick WHERE "jobs"."id" = inbox_lease_pick."id" RETURNING "jobs"."id", "jobs"."payload", "jobs"."attempt", "jobs"."queue", "jobs"."headers", "jobs"."priority", "jobs"."retry_after") SELECT "id", "payload", "attempt", "queue", "headers" FROM inbox_lease_claimed ORDER BY "priority", "retry_after" NULLS FIRST, "id"
 
 -- extend
 UPDATE "jobs" SET "locked_until" = $1 WHERE "id" = $2 AND "locked_until" = $3
@@ -11,7 +11,10 @@ UPDATE "jobs" SET "processed_at" = $1, "locked_until" = NULL WHERE "id" = $2 AND
 UPDATE "jobs" SET "locked_until" = NULL WHERE "id" = $1 AND "locked_until" = $2
 
 -- retryAfter
-UPDATE "jobs" SET "retry_after" = $1, "locked_until" = NULL WHERE "id" = $2 AND "locked_until" = $3
+UPDATE "jobs" SET "retry_after" = $1, "last_error" = $2, "locked_until" = NULL WHERE "id" = $3 AND "locked_until" = $4
+
+-- fail
+UPDATE "jobs" SET "dead_at" = $1, "last_error" = $2, "locked_until" = NULL WHERE "id" = $3 AND "locked_until" = $4
 
 -- extendIn(3)
 UPDATE "jobs" SET "locked_until" = $1 WHERE "id" IN ($2, $3, $4) AND "locked_until" = $5
@@ -23,7 +26,10 @@ UPDATE "jobs" SET "processed_at" = $1, "locked_until" = NULL WHERE "id" IN ($2, 
 UPDATE "jobs" SET "locked_until" = NULL WHERE "id" IN ($1, $2, $3) AND "locked_until" = $4
 
 -- retryAfterIn(3)
-UPDATE "jobs" SET "retry_after" = $1, "locked_until" = NULL WHERE "id" IN ($2, $3, $4) AND "locked_until" = $5
+UPDATE "jobs" SET "retry_after" = $1, "last_error" = $2, "locked_until" = NULL WHERE "id" IN ($3, $4, $5) AND "locked_until" = $6
+
+-- failIn(3)
+UPDATE "jobs" SET "dead_at" = $1, "last_error" = $2, "locked_until" = NULL WHERE "id" IN ($3, $4, $5) AND "locked_until" = $6
 
 -- ackPairs(2)
 UPDATE "jobs" SET "processed_at" = $1, "locked_until" = NULL WHERE ("id" = $2 AND "locked_until" = $3) OR ("id" = $4 AND "locked_until" = $5) RETURNING "id"

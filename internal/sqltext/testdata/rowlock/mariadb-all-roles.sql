@@ -1,8 +1,8 @@
 -- claim
-SELECT `id`, `payload`, `attempt`, `queue`, `headers` FROM `jobs` WHERE `processed_at` IS NULL AND (`retry_after` IS NULL OR `retry_after` <= ?) AND `queue` = ? ORDER BY `priority`, `retry_after`, `id` LIMIT 1 FOR UPDATE SKIP LOCKED
+SELECT `id`, `payload`, `attempt`, `queue`, `headers` FROM `jobs` WHERE `processed_at` IS NULL AND `dead_at` IS NULL AND (`retry_after` IS NULL OR `retry_after` <= ?) AND `queue` = ? ORDER BY `priority`, `retry_after`, `id` LIMIT 1 FOR UPDATE SKIP LOCKED
 
 -- claim(3)
-SELECT `id`, `payload`, `attempt`, `queue`, `headers` FROM `jobs` WHERE `processed_at` IS NULL AND (`retry_after` IS NULL OR `retry_after` <= ?) AND `queue` = ? ORDER BY `priority`, `retry_after`, `id` LIMIT 3 FOR UPDATE SKIP LOCKED
+SELECT `id`, `payload`, `attempt`, `queue`, `headers` FROM `jobs` WHERE `processed_at` IS NULL AND `dead_at` IS NULL AND (`retry_after` IS NULL OR `retry_after` <= ?) AND `queue` = ? ORDER BY `priority`, `retry_after`, `id` LIMIT 3 FOR UPDATE SKIP LOCKED
 
 -- ack
 UPDATE `jobs` SET `processed_at` = ? WHERE `id` = ?
@@ -11,7 +11,13 @@ UPDATE `jobs` SET `processed_at` = ? WHERE `id` = ?
 UPDATE `jobs` SET `attempt` = COALESCE(`attempt`, 0) + 1 WHERE `id` = ?
 
 -- retryAfter
-UPDATE `jobs` SET `retry_after` = ?, `attempt` = COALESCE(`attempt`, 0) + 1 WHERE `id` = ?
+UPDATE `jobs` SET `retry_after` = ?, `last_error` = ?, `attempt` = COALESCE(`attempt`, 0) + 1 WHERE `id` = ?
+
+-- fail
+UPDATE `jobs` SET `dead_at` = ?, `last_error` = ?, `attempt` = COALESCE(`attempt`, 0) + 1 WHERE `id` = ?
+
+-- relock
+SELECT `id` FROM `jobs` WHERE `id` = ? AND COALESCE(`attempt`, 0) = ? FOR UPDATE SKIP LOCKED
 
 -- savepoint
 SAVEPOINT inbox_handler

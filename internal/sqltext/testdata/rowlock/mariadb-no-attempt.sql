@@ -10,6 +10,12 @@ UPDATE `jobs` SET `processed_at` = ? WHERE `id` = ?
 -- retryAfter
 UPDATE `jobs` SET `retry_after` = ? WHERE `id` = ?
 
+-- fail
+UPDATE `jobs` SET `processed_at` = ? WHERE `id` = ?
+
+-- relock
+SELECT `id` FROM `jobs` WHERE `id` = ? FOR UPDATE SKIP LOCKED
+
 -- savepoint
 SAVEPOINT inbox_handler
 

@@ -13,6 +13,12 @@ UPDATE `jobs` SET `attempt` = COALESCE(`attempt`, 0) + 1 WHERE `id` = ?
 -- retryAfter
 UPDATE `jobs` SET `retry_after` = ?, `attempt` = COALESCE(`attempt`, 0) + 1 WHERE `id` = ?
 
+-- fail
+UPDATE `jobs` SET `processed_at` = ? WHERE `id` = ?
+
+-- relock
+SELECT `id` FROM `jobs` WHERE `id` = ? AND COALESCE(`attempt`, 0) = ? FOR UPDATE SKIP LOCKED
+
 -- savepoint
 SAVEPOINT inbox_handler
 

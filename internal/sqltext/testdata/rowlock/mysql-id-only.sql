@@ -7,6 +7,12 @@ SELECT `id` FROM `jobs` WHERE 1 = 1 ORDER BY `id` LIMIT 3 FOR UPDATE SKIP LOCKED
 -- ack
 DELETE FROM `jobs` WHERE `id` = ?
 
+-- fail
+DELETE FROM `jobs` WHERE `id` = ?
+
+-- relock
+SELECT `id` FROM `jobs` WHERE `id` = ? FOR UPDATE SKIP LOCKED
+
 -- savepoint
 SAVEPOINT inbox_handler
 

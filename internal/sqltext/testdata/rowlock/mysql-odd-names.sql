@@ -13,6 +13,12 @@ UPDATE `select ``from`` "where"` SET `order` = COALESCE(`order`, 0) + 1 WHERE `i
 -- retryAfter
 UPDATE `select ``from`` "where"` SET `retry after` = ?, `order` = COALESCE(`order`, 0) + 1 WHERE `id "x"` = ?
 
+-- fail
+UPDATE `select ``from`` "where"` SET `processed "at"` = ? WHERE `id "x"` = ?
+
+-- relock
+SELECT `id "x"` FROM `select ``from`` "where"` WHERE `id "x"` = ? AND COALESCE(`order`, 0) = ? FOR UPDATE SKIP LOCKED
+
 -- savepoint
 SAVEPOINT inbox_handler
 

@@ -1,8 +1,8 @@
 -- claim
-SELECT "id", "payload", "attempt", "queue", "headers" FROM "jobs" WHERE "processed_at" IS NULL AND ("retry_after" IS NULL OR "retry_after" <= $1) AND "queue" = $2 ORDER BY "priority", "retry_after" NULLS FIRST, "id" LIMIT 1 FOR UPDATE SKIP LOCKED
+SELECT "id", "payload", "attempt", "queue", "headers" FROM "jobs" WHERE "processed_at" IS NULL AND "dead_at" IS NULL AND ("retry_after" IS NULL OR "retry_after" <= $1) AND "queue" = $2 ORDER BY "priority", "retry_after" NULLS FIRST, "id" LIMIT 1 FOR UPDATE SKIP LOCKED
 
 -- claim(3)
-SELECT "id", "payload", "attempt", "queue", "headers" FROM "jobs" WHERE "processed_at" IS NULL AND ("retry_after" IS NULL OR "retry_after" <= $1) AND "queue" = $2 ORDER BY "priority", "retry_after" NULLS FIRST, "id" LIMIT 3 FOR UPDATE SKIP LOCKED
+SELECT "id", "payload", "attempt", "queue", "headers" FROM "jobs" WHERE "processed_at" IS NULL AND "dead_at" IS NULL AND ("retry_after" IS NULL OR "retry_after" <= $1) AND "queue" = $2 ORDER BY "priority", "retry_after" NULLS FIRST, "id" LIMIT 3 FOR UPDATE SKIP LOCKED
 
 -- ack
 UPDATE "jobs" SET "processed_at" = $1 WHERE "id" = $2
@@ -11,7 +11,13 @@ UPDATE "jobs" SET "processed_at" = $1 WHERE "id" = $2
 UPDATE "jobs" SET "attempt" = COALESCE("attempt", 0) + 1 WHERE "id" = $1
 
 -- retryAfter
-UPDATE "jobs" SET "retry_after" = $1, "attempt" = COALESCE("attempt", 0) + 1 WHERE "id" = $2
+UPDATE "jobs" SET "retry_after" = $1, "last_error" = $2, "attempt" = COALESCE("attempt", 0) + 1 WHERE "id" = $3
+
+-- fail
+UPDATE "jobs" SET "dead_at" = $1, "last_error" = $2, "attempt" = COALESCE("attempt", 0) + 1 WHERE "id" = $3
+
+-- relock
+SELECT "id" FROM "jobs" WHERE "id" = $1 AND COALESCE("attempt", 0) = $2 FOR UPDATE SKIP LOCKED
 
 -- ackIn(3)
 UPDATE "jobs" SET "processed_at" = $1 WHERE "id" IN ($2, $3, $4)
@@ -20,7 +26,10 @@ UPDATE "jobs" SET "processed_at" = $1 WHERE "id" IN ($2, $3, $4)
 UPDATE "jobs" SET "attempt" = COALESCE("attempt", 0) + 1 WHERE "id" IN ($1, $2, $3)
 
 -- retryAfterIn(3)
-UPDATE "jobs" SET "retry_after" = $1, "attempt" = COALESCE("attempt", 0) + 1 WHERE "id" IN ($2, $3, $4)
+UPDATE "jobs" SET "retry_after" = $1, "last_error" = $2, "attempt" = COALESCE("attempt", 0) + 1 WHERE "id" IN ($3, $4, $5)
+
+-- failIn(3)
+UPDATE "jobs" SET "dead_at" = $1, "last_error" = $2, "attempt" = COALESCE("attempt", 0) + 1 WHERE "id" IN ($3, $4, $5)
 
 -- savepoint
 SAVEPOINT inbox_handler

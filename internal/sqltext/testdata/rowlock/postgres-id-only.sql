@@ -7,7 +7,16 @@ SELECT "id" FROM "jobs" WHERE 1 = 1 ORDER BY "id" LIMIT 3 FOR UPDATE SKIP LOCKED
 -- ack
 DELETE FROM "jobs" WHERE "id" = $1
 
+-- fail
+DELETE FROM "jobs" WHERE "id" = $1
+
+-- relock
+SELECT "id" FROM "jobs" WHERE "id" = $1 FOR UPDATE SKIP LOCKED
+
 -- ackIn(3)
+DELETE FROM "jobs" WHERE "id" IN ($1, $2, $3)
+
+-- failIn(3)
 DELETE FROM "jobs" WHERE "id" IN ($1, $2, $3)
 
 -- savepoint

@@ -10,11 +10,20 @@ UPDATE "jobs" SET "processed_at" = $1 WHERE "id" = $2
 -- retryAfter
 UPDATE "jobs" SET "retry_after" = $1 WHERE "id" = $2
 
+-- fail
+UPDATE "jobs" SET "processed_at" = $1 WHERE "id" = $2
+
+-- relock
+SELECT "id" FROM "jobs" WHERE "id" = $1 FOR UPDATE SKIP LOCKED
+
 -- ackIn(3)
 UPDATE "jobs" SET "processed_at" = $1 WHERE "id" IN ($2, $3, $4)
 
 -- retryAfterIn(3)
 UPDATE "jobs" SET "retry_after" = $1 WHERE "id" IN ($2, $3, $4)
+
+-- failIn(3)
+UPDATE "jobs" SET "processed_at" = $1 WHERE "id" IN ($2, $3, $4)
 
 -- savepoint
 SAVEPOINT inbox_handler

@@ -13,6 +13,12 @@ UPDATE "select `from` ""where""" SET "order" = COALESCE("order", 0) + 1 WHERE "i
 -- retryAfter
 UPDATE "select `from` ""where""" SET "retry after" = $1, "order" = COALESCE("order", 0) + 1 WHERE "id ""x""" = $2
 
+-- fail
+UPDATE "select `from` ""where""" SET "processed ""at""" = $1 WHERE "id ""x""" = $2
+
+-- relock
+SELECT "id ""x""" FROM "select `from` ""where""" WHERE "id ""x""" = $1 AND COALESCE("order", 0) = $2 FOR UPDATE SKIP LOCKED
+
 -- ackIn(3)
 UPDATE "select `from` ""where""" SET "processed ""at""" = $1 WHERE "id ""x""" IN ($2, $3, $4)
 
@@ -21,6 +27,9 @@ UPDATE "select `from` ""where""" SET "order" = COALESCE("order", 0) + 1 WHERE "i
 
 -- retryAfterIn(3)
 UPDATE "select `from` ""where""" SET "retry after" = $1, "order" = COALESCE("order", 0) + 1 WHERE "id ""x""" IN ($2, $3, $4)
+
+-- failIn(3)
+UPDATE "select `from` ""where""" SET "processed ""at""" = $1 WHERE "id ""x""" IN ($2, $3, $4)
 
 -- savepoint
 SAVEPOINT inbox_handler

@@ -13,6 +13,12 @@ UPDATE "jobs" SET "attempt" = COALESCE("attempt", 0) + 1 WHERE "id" = $1
 -- retryAfter
 UPDATE "jobs" SET "retry_after" = $1, "attempt" = COALESCE("attempt", 0) + 1 WHERE "id" = $2
 
+-- fail
+UPDATE "jobs" SET "processed_at" = $1 WHERE "id" = $2
+
+-- relock
+SELECT "id" FROM "jobs" WHERE "id" = $1 AND COALESCE("attempt", 0) = $2 FOR UPDATE SKIP LOCKED
+
 -- ackIn(3)
 UPDATE "jobs" SET "processed_at" = $1 WHERE "id" IN ($2, $3, $4)
 
@@ -21,6 +27,9 @@ UPDATE "jobs" SET "attempt" = COALESCE("attempt", 0) + 1 WHERE "id" IN ($1, $2, 
 
 -- retryAfterIn(3)
 UPDATE "jobs" SET "retry_after" = $1, "attempt" = COALESCE("attempt", 0) + 1 WHERE "id" IN ($2, $3, $4)
+
+-- failIn(3)
+UPDATE "jobs" SET "processed_at" = $1 WHERE "id" IN ($2, $3, $4)
 
 -- savepoint
 SAVEPOINT inbox_handler
