@@ -554,12 +554,18 @@ func (f *Form[D]) backOff(ctx context.Context, ds []*inbox.Delivery, err error) 
 	return err
 }
 
-// relockQuery locks one row again for a back-off, unless another transaction holds it or its
+// relockQuery locks one row again for a back-off, unless another transaction holds it, it was
+// settled after all (processed or dead: a COMMIT reported failed may have landed) or its
 // attempt has moved: it binds the id, then the attempt the claim read, where the table counts
 // attempts.
 func relockQuery(st *stmt.Table) string {
 	t, p := st.Q, st.Params()
 	q := "SELECT " + t.ID + " FROM " + t.Name + " WHERE " + t.ID + " = " + p.Next()
+	for _, c := range []string{t.ProcessedAt, t.DeadAt} {
+		if c != "" {
+			q += " AND " + c + " IS NULL"
+		}
+	}
 	if t.Attempt != "" {
 		q += " AND COALESCE(" + t.Attempt + ", 0) = " + p.Next()
 	}
