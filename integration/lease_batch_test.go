@@ -311,7 +311,7 @@ func TestLeaseBatchConsumersDrain(t *testing.T) {
 					}
 					return outs
 				})
-				cfg := &inbox.Config{Workers: 4, PollInterval: 20 * time.Millisecond, Logger: leaseTestLogger(t), Transactional: transactional}
+				cfg := &inbox.Config{Retry: inbox.RetryAtOnce, Workers: 4, PollInterval: 20 * time.Millisecond, Logger: leaseTestLogger(t), Transactional: transactional}
 				leaseDrain(t, b, db1, tbl, 3*time.Minute, "the table to drain",
 					inbox.NewBatchConsumer(db1, lease.New(b.dialect, tbl, nil), 16, h, cfg),
 					inbox.NewBatchConsumer(db2, lease.New(b.dialect, tbl, nil), 16, h, cfg))

@@ -584,7 +584,7 @@ func TestLeaseConsumerLongHandler(t *testing.T) {
 				time.Sleep(3 * time.Second)
 				return outcome.Ack()
 			})
-			cfg := &inbox.Config{Workers: 2, PollInterval: 50 * time.Millisecond, Logger: leaseTestLogger(t)}
+			cfg := &inbox.Config{Retry: inbox.RetryAtOnce, Workers: 2, PollInterval: 50 * time.Millisecond, Logger: leaseTestLogger(t)}
 			lc := &lease.Config{Lease: time.Second}
 			leaseDrain(t, b, db1, tbl, 20*time.Second, "the slow handler's ack",
 				inbox.NewConsumer(db1, lease.New(b.dialect, tbl, lc), h, cfg),
@@ -617,7 +617,7 @@ func TestLeaseConsumersDrain(t *testing.T) {
 				mu.Unlock()
 				return outcome.Ack()
 			})
-			cfg := &inbox.Config{Workers: 4, PollInterval: 20 * time.Millisecond, Logger: leaseTestLogger(t)}
+			cfg := &inbox.Config{Retry: inbox.RetryAtOnce, Workers: 4, PollInterval: 20 * time.Millisecond, Logger: leaseTestLogger(t)}
 			leaseDrain(t, b, db1, tbl, 3*time.Minute, "the table to drain",
 				inbox.NewConsumer(db1, lease.New(b.dialect, tbl, nil), h, cfg),
 				inbox.NewConsumer(db2, lease.New(b.dialect, tbl, nil), h, cfg))
@@ -729,7 +729,7 @@ func TestLeaseLostCancelsTheHandler(t *testing.T) {
 					return outcome.Ack()
 				})
 				stopFirst := startConsumer(t, inbox.NewConsumer(db1, lease.New(b.dialect, tbl, cfg), first,
-					&inbox.Config{Queue: "q", Transactional: transactional, PollInterval: cellPoll, Logger: leaseTestLogger(t)}))
+					&inbox.Config{Retry: inbox.RetryAtOnce, Queue: "q", Transactional: transactional, PollInterval: cellPoll, Logger: leaseTestLogger(t)}))
 				id := <-started
 
 				// The lease runs out (as when the first consumer's extensions stall), and a second
@@ -742,7 +742,7 @@ func TestLeaseLostCancelsTheHandler(t *testing.T) {
 					return outcome.Ack()
 				})
 				stopSecond := startConsumer(t, inbox.NewConsumer(db2, lease.New(b.dialect, tbl, cfg), second,
-					&inbox.Config{Queue: "q", PollInterval: cellPoll, Logger: leaseTestLogger(t)}))
+					&inbox.Config{Retry: inbox.RetryAtOnce, Queue: "q", PollInterval: cellPoll, Logger: leaseTestLogger(t)}))
 
 				select {
 				case err := <-cause:

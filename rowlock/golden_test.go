@@ -5,6 +5,7 @@ import (
 
 	"github.com/sqlinbox/inbox"
 	"github.com/sqlinbox/inbox/dialect"
+	"github.com/sqlinbox/inbox/internal/sqltext"
 	"github.com/sqlinbox/inbox/internal/sqltext/golden"
 	"github.com/sqlinbox/inbox/internal/stmt"
 )
@@ -41,7 +42,7 @@ func TestGoldenStatements(t *testing.T) {
 			if st.Q.DeadAt != "" {
 				fail = "fail"
 			}
-			e = append(e, golden.Entry{Name: "fail", SQL: settleQuery(st, fail, 0)}, golden.Entry{Name: "relock", SQL: relockQuery(st)})
+			e = append(e, golden.Entry{Name: "fail", SQL: settleQuery(st, fail, 0)}, golden.Entry{Name: "relock", SQL: sqltext.New(dl.D.Caps(), sqltext.Table(st.Q)).RowLock().Relock()})
 			if f.inLists() {
 				e = append(e, golden.Entry{Name: "ackIn(3)", SQL: settleQuery(st, "ack", 3)})
 				if st.Q.Attempt != "" {

@@ -88,6 +88,7 @@ import (
 	"github.com/sqlinbox/inbox/dialect"
 	"github.com/sqlinbox/inbox/internal/schema"
 	"github.com/sqlinbox/inbox/internal/sentinel"
+	"github.com/sqlinbox/inbox/internal/sqltext"
 	"github.com/sqlinbox/inbox/internal/stmt"
 	"github.com/sqlinbox/inbox/outcome"
 )
@@ -529,7 +530,7 @@ func (f *Form[D]) backOff(ctx context.Context, ds []*inbox.Delivery, err error) 
 	if berr != nil {
 		return errors.Join(err, fmt.Errorf("inbox: table %q, queue %q: backing %s off: %w", f.t.Name, f.q.Name, rowsOf(ds), berr))
 	}
-	lock := relockQuery(f.st)
+	lock := sqltext.New(f.d.Caps(), sqltext.Table(f.st.Q)).RowLock().Relock()
 	for _, d := range ds {
 		what, s, args := f.settlement(d, f.q.Backoff(d, err))
 		if s == nil {
@@ -556,18 +557,6 @@ func (f *Form[D]) backOff(ctx context.Context, ds []*inbox.Delivery, err error) 
 		return errors.Join(err, fmt.Errorf("inbox: table %q, queue %q: backing %s off: committing: %w", f.t.Name, f.q.Name, rowsOf(ds), cerr))
 	}
 	return err
-}
-
-// relockQuery locks one row again for a back-off, unless another transaction holds it or its
-// attempt has moved: it binds the id, then the attempt the claim read, where the table counts
-// attempts.
-func relockQuery(st *stmt.Table) string {
-	t, p := st.Q, st.Params()
-	q := "SELECT " + t.ID + " FROM " + t.Name + " WHERE " + t.ID + " = " + p.Next()
-	if t.Attempt != "" {
-		q += " AND COALESCE(" + t.Attempt + ", 0) = " + p.Next()
-	}
-	return q + " FOR UPDATE SKIP LOCKED"
 }
 
 // commitFailed describes the settlement of ds whose COMMIT failed: the rows are unchanged and

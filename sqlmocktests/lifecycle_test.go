@@ -220,14 +220,18 @@ func TestRowlockLifecycle(t *testing.T) {
 	}
 }
 
-// TestLeaseLifecycle pins, on MySQL, the lease form's Fail (dead_at and last_error under the
-// token) and a refused ack's back-off, run under the same token: the row is still leased, so
-// the retry after needs no other guard.
-func TestLeaseLifecycle(t *testing.T) {
-	c := leaseCases[1]
-	tbl := leaseJobs
-	tbl.DeadAt, tbl.LastError = "dead_at", "last_error"
-	q, err := tbl.Quote(c.d)
+// leaseLifecycleTable is the lease tests' jobs table with dead_at and last_error.
+var leaseLifecycleTable = func() inbox.Table {
+	t := leaseJobs
+	t.DeadAt, t.LastError = "dead_at", "last_error"
+	return t
+}()
+
+// leaseLifecycleSQL is the lease form's statement builder over leaseLifecycleTable on c's
+// database, the table quoted, and the statements Open prepares first.
+func leaseLifecycleSQL(t *testing.T, c leaseCase) (sqltext.Lease, inbox.Table, leaseStatements) {
+	t.Helper()
+	q, err := leaseLifecycleTable.Quote(c.d)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -236,6 +240,16 @@ func TestLeaseLifecycle(t *testing.T) {
 	st := leaseStatements{claim: l.Claim(), stamp: l.Stamp(1), extend: l.Extend(sqltext.ByIDAndToken()),
 		ack: l.Settle(outcome.KindAck, sqltext.ByIDAndToken()), retry: l.Settle(outcome.KindRetry, sqltext.ByIDAndToken()),
 		retryAfter: l.Settle(outcome.KindRetryAfter, sqltext.ByIDAndToken())}
+	return l, q, st
+}
+
+// TestLeaseLifecycle pins, on MySQL, the lease form's Fail (dead_at and last_error under the
+// token) and a refused ack's back-off, run under the same token: the row is still leased, so
+// the retry after needs no other guard.
+func TestLeaseLifecycle(t *testing.T) {
+	c := leaseCases[1]
+	tbl := leaseLifecycleTable
+	l, _, st := leaseLifecycleSQL(t, c)
 	fail := l.Settle(outcome.KindFail, sqltext.ByIDAndToken())
 	if !strings.Contains(st.claim, "`dead_at` IS NULL") {
 		t.Fatalf("the claim does not pass over dead rows: %s", st.claim)
@@ -386,19 +400,10 @@ func TestAdvisoryLifecycle(t *testing.T) {
 // the batch's id list, under its token) and the back-off of a row whose ack the database
 // refuses, run under the same token with the single row's retry after.
 func TestLeaseBatchLifecycle(t *testing.T) {
-	tbl := leaseJobs
-	tbl.DeadAt, tbl.LastError = "dead_at", "last_error"
+	tbl := leaseLifecycleTable
 	for _, c := range leaseCases {
 		t.Run(c.name, func(t *testing.T) {
-			q, err := tbl.Quote(c.d)
-			if err != nil {
-				t.Fatal(err)
-			}
-			col, _ := c.d.Quote("locked_until")
-			l := sqltext.New(c.d.Caps(), sqltext.Table(q)).Lease(col)
-			st := leaseStatements{claim: l.Claim(), stamp: l.Stamp(1), extend: l.Extend(sqltext.ByIDAndToken()),
-				ack: l.Settle(outcome.KindAck, sqltext.ByIDAndToken()), retry: l.Settle(outcome.KindRetry, sqltext.ByIDAndToken()),
-				retryAfter: l.Settle(outcome.KindRetryAfter, sqltext.ByIDAndToken())}
+			l, q, st := leaseLifecycleSQL(t, c)
 			m := newRecorder(t, 1)
 			prepare := func(query string) {
 				m.mock.ExpectPrepare(query).WillBeClosed()

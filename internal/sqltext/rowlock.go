@@ -63,12 +63,17 @@ func (r RowLock) Settle(k outcome.Kind, g Guard) string {
 }
 
 // Relock locks one row again after its settlement failed and rolled back, for the back-off that
-// follows in a transaction of its own: it passes over the row when another transaction holds it
-// or its attempt has moved since the claim. It binds the id, then the attempt the claim read
-// where the table counts attempts.
+// follows in a transaction of its own: it passes over the row when another transaction holds
+// it, it was settled after all (processed or dead) or its attempt has moved since the claim. It
+// binds the id, then the attempt the claim read where the table counts attempts.
 func (r RowLock) Relock() string {
 	t, p := r.s.t, r.s.Params()
 	q := "SELECT " + t.ID + " FROM " + t.Name + " WHERE " + t.ID + " = " + p.Next()
+	for _, c := range []string{t.ProcessedAt, t.DeadAt} {
+		if c != "" {
+			q += " AND " + c + " IS NULL"
+		}
+	}
 	if t.Attempt != "" {
 		q += " AND COALESCE(" + t.Attempt + ", 0) = " + p.Next()
 	}

@@ -14,7 +14,7 @@ UPDATE `jobs` SET `retry_after` = ? WHERE `id` = ?
 UPDATE `jobs` SET `processed_at` = ? WHERE `id` = ?
 
 -- relock
-SELECT `id` FROM `jobs` WHERE `id` = ? FOR UPDATE SKIP LOCKED
+SELECT `id` FROM `jobs` WHERE `id` = ? AND `processed_at` IS NULL FOR UPDATE SKIP LOCKED
 
 -- savepoint
 SAVEPOINT inbox_handler

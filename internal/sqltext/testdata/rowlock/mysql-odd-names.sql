@@ -17,7 +17,7 @@ UPDATE `select ``from`` "where"` SET `retry after` = ?, `order` = COALESCE(`orde
 UPDATE `select ``from`` "where"` SET `processed "at"` = ? WHERE `id "x"` = ?
 
 -- relock
-SELECT `id "x"` FROM `select ``from`` "where"` WHERE `id "x"` = ? AND COALESCE(`order`, 0) = ? FOR UPDATE SKIP LOCKED
+SELECT `id "x"` FROM `select ``from`` "where"` WHERE `id "x"` = ? AND `processed "at"` IS NULL AND COALESCE(`order`, 0) = ? FOR UPDATE SKIP LOCKED
 
 -- savepoint
 SAVEPOINT inbox_handler

@@ -17,7 +17,7 @@ UPDATE "select `from` ""where""" SET "retry after" = $1, "order" = COALESCE("ord
 UPDATE "select `from` ""where""" SET "processed ""at""" = $1 WHERE "id ""x""" = $2
 
 -- relock
-SELECT "id ""x""" FROM "select `from` ""where""" WHERE "id ""x""" = $1 AND COALESCE("order", 0) = $2 FOR UPDATE SKIP LOCKED
+SELECT "id ""x""" FROM "select `from` ""where""" WHERE "id ""x""" = $1 AND "processed ""at""" IS NULL AND COALESCE("order", 0) = $2 FOR UPDATE SKIP LOCKED
 
 -- ackIn(3)
 UPDATE "select `from` ""where""" SET "processed ""at""" = $1 WHERE "id ""x""" IN ($2, $3, $4)
