@@ -17,7 +17,7 @@ UPDATE `jobs` SET `retry_after` = ?, `attempt` = COALESCE(`attempt`, 0) + 1 WHER
 UPDATE `jobs` SET `processed_at` = ? WHERE `id` = ?
 
 -- relock
-SELECT `id` FROM `jobs` WHERE `id` = ? AND COALESCE(`attempt`, 0) = ? FOR UPDATE SKIP LOCKED
+SELECT `id` FROM `jobs` WHERE `id` = ? AND `processed_at` IS NULL AND COALESCE(`attempt`, 0) = ? FOR UPDATE SKIP LOCKED
 
 -- savepoint
 SAVEPOINT inbox_handler

@@ -17,7 +17,7 @@ UPDATE "jobs" SET "retry_after" = $1, "attempt" = COALESCE("attempt", 0) + 1 WHE
 UPDATE "jobs" SET "processed_at" = $1 WHERE "id" = $2
 
 -- relock
-SELECT "id" FROM "jobs" WHERE "id" = $1 AND COALESCE("attempt", 0) = $2 FOR UPDATE SKIP LOCKED
+SELECT "id" FROM "jobs" WHERE "id" = $1 AND "processed_at" IS NULL AND COALESCE("attempt", 0) = $2 FOR UPDATE SKIP LOCKED
 
 -- ackIn(3)
 UPDATE "jobs" SET "processed_at" = $1 WHERE "id" IN ($2, $3, $4)
