@@ -5,7 +5,8 @@ import (
 	"hash/fnv"
 )
 
-// NextDue is the earliest retry_after of the queue's rows that are not due yet, or NULL when
+// NextDue is the earliest retry_after of the queue's live rows (not processed, not dead) that
+// are not due yet, or NULL when
 // none is delayed; empty where the table has no retry_after column. It binds, in order: now,
 // then the queue's name (where the table has a group).
 func (s SQL) NextDue() string {
@@ -15,6 +16,9 @@ func (s SQL) NextDue() string {
 	}
 	p := s.Params()
 	conds := t.RetryAfter + " > " + p.Next()
+	if t.DeadAt != "" {
+		conds = t.DeadAt + " IS NULL AND " + conds
+	}
 	if t.ProcessedAt != "" {
 		conds = t.ProcessedAt + " IS NULL AND " + conds
 	}
