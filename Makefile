@@ -29,6 +29,11 @@ bench: ## throughput beside raw SQL loops, latency, then the peers (River, gue, 
 	go run ./bench/cmd/throughput -plot docs/benchmarks.svg
 	go run ./bench/cmd/peers
 
+.PHONY: scale
+scale: ## many consumer processes and a table that grows (bench/cmd/scale, docs/benchmarks.md); about an hour
+	go run ./bench/cmd/scale -own-postgres -db postgres procs drain history queues sustained
+	go run ./bench/cmd/scale -db mariadb procs drain history queues
+
 .PHONY: reliability
 # Every run runs whatever the others' results; the target fails if any does. The long kill loop
 # runs without -race: under the race detector the pure-Go SQLite driver drains a few rows a

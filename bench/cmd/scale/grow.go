@@ -2,7 +2,9 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -23,31 +25,38 @@ func runDrain(ctx context.Context, cfg *config, t *harness.Target, forms []strin
 	n := cfg.drainN
 	fmt.Fprintf(w, "A long drain, %s: %d rows, %d workers, %d rounds, msgs/s median (min–max); at p %%: over the %d rows around the p %%th\n\n",
 		harness.Label(t.Name), n, cfg.workers, cfg.rounds, window(n))
-	fmt.Fprintln(w, "| database | form | batch | whole drain | at 1 % | at 50 % | at 99 % |")
-	fmt.Fprintln(w, "|---|---|--:|--:|--:|--:|--:|")
+	fmt.Fprintln(w, "| database | form | batch | whole drain | at 1 % | at 50 % | at 99 % | claim reads at 1, 50, 99 % |")
+	fmt.Fprintln(w, "|---|---|--:|--:|--:|--:|--:|--:|")
 	for _, form := range forms {
 		for _, batch := range cfg.batches {
 			var whole []float64
 			at := make([][]float64, len(marks))
+			reads := make([][]float64, len(marks))
 			for round := 1; round <= cfg.rounds; round++ {
 				if err := t.Prefill(ctx, table, n); err != nil {
 					return err
 				}
-				m := newMarks(n)
+				m := newMarks(n, func() (int64, error) { return claimReads(ctx, t, table, "1 = 1") })
 				r, err := harness.DrainLibrary(ctx, t, harness.Consumer{Form: form, Table: table, Workers: cfg.workers,
 					Batch: batch, Poll: cfg.poll, Handle: func([]byte) { m.handled() }}, int64(n))
+				m.wg.Wait()
+				if err == nil {
+					err = errors.Join(m.readErr...)
+				}
 				if err != nil {
 					return fmt.Errorf("%s, batch %d: %w", form, batch, err)
 				}
 				whole = append(whole, r.Rate)
 				for i := range marks {
 					at[i] = append(at[i], m.rate(i))
+					reads[i] = append(reads[i], float64(m.reads[i]))
 				}
-				progress("%s drain %s batch %d, round %d: %.0f msgs/s; at %v %%: %.0f, %.0f, %.0f",
-					t.Name, form, batch, round, r.Rate, marks, m.rate(0), m.rate(1), m.rate(2))
+				progress("%s drain %s batch %d, round %d: %.0f msgs/s; at %v %%: %.0f, %.0f, %.0f; claim reads %v",
+					t.Name, form, batch, round, r.Rate, marks, m.rate(0), m.rate(1), m.rate(2), m.reads)
 			}
-			fmt.Fprintf(w, "| %s | %s | %d | %s | %s | %s | %s |\n", harness.Label(t.Name), form, batch,
-				harness.Spread(whole), harness.Spread(at[0]), harness.Spread(at[1]), harness.Spread(at[2]))
+			fmt.Fprintf(w, "| %s | %s | %d | %s | %s | %s | %s | %s, %s, %s |\n", harness.Label(t.Name), form, batch,
+				harness.Spread(whole), harness.Spread(at[0]), harness.Spread(at[1]), harness.Spread(at[2]),
+				readsCell(reads[0]), readsCell(reads[1]), readsCell(reads[2]))
 		}
 	}
 	fmt.Fprintln(w)
@@ -64,10 +73,17 @@ type drainMarks struct {
 	lo, hi []int64
 	from   []atomic.Int64 // Unix nanoseconds when row lo[i] was handled
 	to     []atomic.Int64
+	// reads are claimReads at each mark, counted beside the drain when its window is half
+	// through (read once every measuring goroutine is done: wg).
+	reads   []int64
+	readErr []error
+	wg      sync.WaitGroup
+	measure func() (int64, error)
 }
 
-func newMarks(n int) *drainMarks {
-	m := &drainMarks{from: make([]atomic.Int64, len(marks)), to: make([]atomic.Int64, len(marks))}
+func newMarks(n int, measure func() (int64, error)) *drainMarks {
+	m := &drainMarks{from: make([]atomic.Int64, len(marks)), to: make([]atomic.Int64, len(marks)),
+		reads: make([]int64, len(marks)), readErr: make([]error, len(marks)), measure: measure}
 	half := int64(window(n) / 2)
 	for _, p := range marks {
 		center := int64(n) * int64(p) / 100
@@ -82,6 +98,9 @@ func (m *drainMarks) handled() {
 	for i := range m.lo {
 		if k == m.lo[i] {
 			m.from[i].Store(time.Now().UnixNano())
+		}
+		if k == (m.lo[i]+m.hi[i])/2 {
+			m.wg.Go(func() { m.reads[i], m.readErr[i] = m.measure() })
 		}
 		if k == m.hi[i] {
 			m.to[i].Store(time.Now().UnixNano())
@@ -106,14 +125,14 @@ func runHistory(ctx context.Context, cfg *config, t *harness.Target, forms []str
 		return err
 	}
 	m := cfg.historyRows
-	emptyRun := func(form string, batch int) (float64, error) {
+	emptyRun := func(form string, batch int) (drained, error) {
 		if err := emptyTable(ctx, t, table); err != nil {
-			return 0, err
+			return drained{}, err
 		}
 		return fillAndDrain(ctx, cfg, t, harness.Consumer{Form: form, Table: table, Batch: batch, History: true}, rows{from: 1, to: m})
 	}
 	next := cfg.historyN + 1
-	fullRun := func(form string, batch int) (float64, error) {
+	fullRun := func(form string, batch int) (drained, error) {
 		r := rows{from: next, to: next + m - 1}
 		next += m
 		return fillAndDrain(ctx, cfg, t, harness.Consumer{Form: form, Table: table, Batch: batch, History: true}, r)
@@ -146,7 +165,7 @@ func runQueues(ctx context.Context, cfg *config, t *harness.Target, forms []stri
 		return err
 	}
 	m := cfg.historyRows
-	drain := func(form string, batch int) (float64, error) {
+	drain := func(form string, batch int) (drained, error) {
 		return fillAndDrain(ctx, cfg, t, harness.Consumer{Form: form, Table: table, Batch: batch, Queue: queue}, rows{from: 1, to: m, queue: queue})
 	}
 	others := (cfg.queues - 1) * cfg.queueRows
@@ -161,9 +180,9 @@ func runQueues(ctx context.Context, cfg *config, t *harness.Target, forms []stri
 		title: fmt.Sprintf("One queue among many, %s: %d rows of one queue drained a round, %d workers, %d rounds, msgs/s median (min–max)",
 			harness.Label(t.Name), m, cfg.workers, cfg.rounds),
 		before: "the queue alone", after: fmt.Sprintf("among %d queues (%s rows)", cfg.queues, harness.Thousands(float64(others+m))),
-		runBefore: func(form string, batch int) (float64, error) {
+		runBefore: func(form string, batch int) (drained, error) {
 			if err := emptyTable(ctx, t, table); err != nil {
-				return 0, err
+				return drained{}, err
 			}
 			return drain(form, batch)
 		},
@@ -175,15 +194,16 @@ func runQueues(ctx context.Context, cfg *config, t *harness.Target, forms []stri
 // the table (between), and prints both and their ratio.
 type compared struct {
 	title, before, after string
-	runBefore, runAfter  func(form string, batch int) (float64, error)
+	runBefore, runAfter  func(form string, batch int) (drained, error)
 	between              func() error
 }
 
 func compare(ctx context.Context, cfg *config, t *harness.Target, forms []string, c compared) error {
 	type cell struct {
-		form          string
-		batch         int
-		before, after []float64
+		form                    string
+		batch                   int
+		before, after           []float64
+		readsBefore, readsAfter []float64
 	}
 	var cells []*cell
 	for _, form := range forms {
@@ -191,52 +211,78 @@ func compare(ctx context.Context, cfg *config, t *harness.Target, forms []string
 			cells = append(cells, &cell{form: form, batch: batch})
 		}
 	}
-	measure := func(run func(string, int) (float64, error), which string, rates func(*cell) *[]float64) error {
+	measure := func(run func(string, int) (drained, error), which string, after bool) error {
 		for round := 1; round <= cfg.rounds; round++ {
 			for _, cl := range cells {
 				r, err := run(cl.form, cl.batch)
 				if err != nil {
 					return fmt.Errorf("%s, batch %d, %s: %w", cl.form, cl.batch, which, err)
 				}
-				*rates(cl) = append(*rates(cl), r)
-				progress("%s %s batch %d, %s, round %d: %.0f msgs/s", t.Name, cl.form, cl.batch, which, round, r)
+				if after {
+					cl.after, cl.readsAfter = append(cl.after, r.rate), append(cl.readsAfter, float64(r.reads))
+				} else {
+					cl.before, cl.readsBefore = append(cl.before, r.rate), append(cl.readsBefore, float64(r.reads))
+				}
+				progress("%s %s batch %d, %s, round %d: %.0f msgs/s, claim reads %d", t.Name, cl.form, cl.batch, which, round, r.rate, r.reads)
 			}
 		}
 		return nil
 	}
-	if err := measure(c.runBefore, c.before, func(cl *cell) *[]float64 { return &cl.before }); err != nil {
+	if err := measure(c.runBefore, c.before, false); err != nil {
 		return err
 	}
 	if err := c.between(); err != nil {
 		return err
 	}
-	if err := measure(c.runAfter, c.after, func(cl *cell) *[]float64 { return &cl.after }); err != nil {
+	if err := measure(c.runAfter, c.after, true); err != nil {
 		return err
 	}
 	w := cfg.out
-	fmt.Fprintf(w, "%s\n\n| database | form | batch | %s | %s | after/before |\n|---|---|--:|--:|--:|--:|\n", c.title, c.before, c.after)
+	fmt.Fprintf(w, "%s\n\n| database | form | batch | %s | %s | after/before | claim reads, before and after |\n|---|---|--:|--:|--:|--:|--:|\n", c.title, c.before, c.after)
 	for _, cl := range cells {
 		ratio := "–"
 		if b := harness.Median(cl.before); b > 0 {
 			ratio = fmt.Sprintf("%.2f", harness.Median(cl.after)/b)
 		}
-		fmt.Fprintf(w, "| %s | %s | %d | %s | %s | %s |\n", harness.Label(t.Name), cl.form, cl.batch, harness.Spread(cl.before), harness.Spread(cl.after), ratio)
+		fmt.Fprintf(w, "| %s | %s | %d | %s | %s | %s | %s, %s |\n", harness.Label(t.Name), cl.form, cl.batch, harness.Spread(cl.before), harness.Spread(cl.after), ratio,
+			readsCell(cl.readsBefore), readsCell(cl.readsAfter))
 	}
 	fmt.Fprintln(w)
 	return nil
 }
 
-// fillAndDrain inserts rows r, analyzes the table and drains them through consumer c.
-func fillAndDrain(ctx context.Context, cfg *config, t *harness.Target, c harness.Consumer, r rows) (float64, error) {
+// drained is one drain of the history or queues scenario: its rate, and the claim reads
+// (claimReads) before it.
+type drained struct {
+	rate  float64
+	reads int64
+}
+
+// fillAndDrain inserts rows r, analyzes the table, counts a claim's reads and drains the rows
+// through consumer c.
+func fillAndDrain(ctx context.Context, cfg *config, t *harness.Target, c harness.Consumer, r rows) (drained, error) {
+	var d drained
 	if err := insertRows(ctx, t, c.Table, r); err != nil {
-		return 0, err
+		return d, err
 	}
 	if err := analyze(ctx, t, c.Table); err != nil {
-		return 0, err
+		return d, err
+	}
+	where := "1 = 1"
+	switch {
+	case c.History:
+		where = harness.HistoryColumn + " IS NULL"
+	case c.Queue != "":
+		where = harness.QueueColumn + " = '" + c.Queue + "'"
+	}
+	var err error
+	if d.reads, err = claimReads(ctx, t, c.Table, where); err != nil {
+		return d, err
 	}
 	c.Workers, c.Poll = cfg.workers, cfg.poll
-	d, err := harness.DrainLibrary(ctx, t, c, int64(r.to-r.from+1))
-	return d.Rate, err
+	l, err := harness.DrainLibrary(ctx, t, c, int64(r.to-r.from+1))
+	d.rate = l.Rate
+	return d, err
 }
 
 // createTable drops and creates a table of the bench table's columns (harness.Table) and, with
