@@ -17,6 +17,7 @@ import (
 	"os/signal"
 	"slices"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/sqlinbox/inbox/bench/harness"
@@ -152,7 +153,7 @@ func parseFlags(args []string) (*config, error) {
 const childEnv = "INBOX_SCALE_CHILD"
 
 func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM) // the own Postgres stops either way
 	defer stop()
 	var err error
 	if os.Getenv(childEnv) == "1" {
