@@ -108,14 +108,7 @@ func (t *Target) Prefill(ctx context.Context, name string, n int) error {
 	if err != nil {
 		return err
 	}
-	empty, analyze := "TRUNCATE TABLE "+q, "ANALYZE "+q
-	switch t.Name {
-	case "sqlite":
-		empty = "DELETE FROM " + q
-	case "mysql", "mariadb":
-		analyze = "ANALYZE TABLE " + q
-	}
-	if _, err := t.DB.ExecContext(ctx, empty); err != nil {
+	if err := t.Empty(ctx, name); err != nil {
 		return err
 	}
 	tx, err := t.DB.BeginTx(ctx, nil)
@@ -143,7 +136,34 @@ func (t *Target) Prefill(ctx context.Context, name string, n int) error {
 	if err := tx.Commit(); err != nil {
 		return err
 	}
-	rows, err := t.DB.QueryContext(ctx, analyze) // MySQL answers ANALYZE TABLE with a result set
+	return t.Analyze(ctx, name)
+}
+
+// Empty deletes every row of the table called name.
+func (t *Target) Empty(ctx context.Context, name string) error {
+	q, err := t.D.Quote(name)
+	if err != nil {
+		return err
+	}
+	s := "TRUNCATE TABLE " + q
+	if t.Name == "sqlite" {
+		s = "DELETE FROM " + q
+	}
+	_, err = t.DB.ExecContext(ctx, s)
+	return err
+}
+
+// Analyze has the database update the statistics of the table called name.
+func (t *Target) Analyze(ctx context.Context, name string) error {
+	q, err := t.D.Quote(name)
+	if err != nil {
+		return err
+	}
+	s := "ANALYZE " + q
+	if t.Name == "mysql" || t.Name == "mariadb" {
+		s = "ANALYZE TABLE " + q
+	}
+	rows, err := t.DB.QueryContext(ctx, s) // MySQL answers ANALYZE TABLE with a result set
 	if err != nil {
 		return err
 	}

@@ -126,7 +126,7 @@ func runHistory(ctx context.Context, cfg *config, t *harness.Target, forms []str
 	}
 	m := cfg.historyRows
 	emptyRun := func(form string, batch int) (drained, error) {
-		if err := emptyTable(ctx, t, table); err != nil {
+		if err := t.Empty(ctx, table); err != nil {
 			return drained{}, err
 		}
 		return fillAndDrain(ctx, cfg, t, harness.Consumer{Form: form, Table: table, Batch: batch, History: true}, rows{from: 1, to: m})
@@ -138,7 +138,7 @@ func runHistory(ctx context.Context, cfg *config, t *harness.Target, forms []str
 		return fillAndDrain(ctx, cfg, t, harness.Consumer{Form: form, Table: table, Batch: batch, History: true}, r)
 	}
 	fill := func() error {
-		if err := emptyTable(ctx, t, table); err != nil {
+		if err := t.Empty(ctx, table); err != nil {
 			return err
 		}
 		progress("%s: inserting %d processed rows", t.Name, cfg.historyN)
@@ -170,7 +170,7 @@ func runQueues(ctx context.Context, cfg *config, t *harness.Target, forms []stri
 	}
 	others := (cfg.queues - 1) * cfg.queueRows
 	fill := func() error {
-		if err := emptyTable(ctx, t, table); err != nil {
+		if err := t.Empty(ctx, table); err != nil {
 			return err
 		}
 		progress("%s: inserting %d rows in %d queues", t.Name, others, cfg.queues-1)
@@ -181,7 +181,7 @@ func runQueues(ctx context.Context, cfg *config, t *harness.Target, forms []stri
 			harness.Label(t.Name), m, cfg.workers, cfg.rounds),
 		before: "the queue alone", after: fmt.Sprintf("among %d queues (%s rows)", cfg.queues, harness.Thousands(float64(others+m))),
 		runBefore: func(form string, batch int) (drained, error) {
-			if err := emptyTable(ctx, t, table); err != nil {
+			if err := t.Empty(ctx, table); err != nil {
 				return drained{}, err
 			}
 			return drain(form, batch)
@@ -265,7 +265,7 @@ func fillAndDrain(ctx context.Context, cfg *config, t *harness.Target, c harness
 	if err := insertRows(ctx, t, c.Table, r); err != nil {
 		return d, err
 	}
-	if err := analyze(ctx, t, c.Table); err != nil {
+	if err := t.Analyze(ctx, c.Table); err != nil {
 		return d, err
 	}
 	where := "1 = 1"
@@ -298,31 +298,26 @@ func createTable(ctx context.Context, t *harness.Target, name string, history bo
 		return err
 	}
 	var columns, index string
-	switch t.Name {
-	case "postgres":
-		columns = "id BIGSERIAL PRIMARY KEY, payload BYTEA, attempt INT NOT NULL DEFAULT 0, locked_until TIMESTAMPTZ"
-		if history {
-			columns += ", processed_at TIMESTAMPTZ"
-			index = "CREATE INDEX " + idx + " ON " + q + " (id) WHERE processed_at IS NULL"
-		} else {
-			columns += ", queue TEXT NOT NULL"
-			index = "CREATE INDEX " + idx + " ON " + q + " (queue, id)"
-		}
-	case "sqlite":
-		columns = "id INTEGER PRIMARY KEY, payload BLOB, attempt INTEGER NOT NULL DEFAULT 0, locked_until TEXT"
-		if history {
-			columns += ", processed_at TEXT"
-			index = "CREATE INDEX " + idx + " ON " + q + " (id) WHERE processed_at IS NULL"
-		} else {
-			columns += ", queue TEXT NOT NULL"
-			index = "CREATE INDEX " + idx + " ON " + q + " (queue, id)"
-		}
-	default:
+	if t.Name == "mysql" || t.Name == "mariadb" {
 		columns = "id BIGINT AUTO_INCREMENT PRIMARY KEY, payload LONGBLOB, attempt INT NOT NULL DEFAULT 0, locked_until DATETIME(6) NULL"
 		if history {
 			columns += ", processed_at DATETIME(6) NULL, INDEX " + idx + " (processed_at, id)"
 		} else {
 			columns += ", queue VARCHAR(191) NOT NULL, INDEX " + idx + " (queue, id)"
+		}
+	} else {
+		timestamp := "TIMESTAMPTZ"
+		columns = "id BIGSERIAL PRIMARY KEY, payload BYTEA, attempt INT NOT NULL DEFAULT 0"
+		if t.Name == "sqlite" {
+			columns, timestamp = "id INTEGER PRIMARY KEY, payload BLOB, attempt INTEGER NOT NULL DEFAULT 0", "TEXT"
+		}
+		columns += ", locked_until " + timestamp
+		if history {
+			columns += ", processed_at " + timestamp
+			index = "CREATE INDEX " + idx + " ON " + q + " (id) WHERE processed_at IS NULL"
+		} else {
+			columns += ", queue TEXT NOT NULL"
+			index = "CREATE INDEX " + idx + " ON " + q + " (queue, id)"
 		}
 	}
 	for _, s := range []string{"DROP TABLE IF EXISTS " + q, "CREATE TABLE " + q + " (" + columns + ")", index} {
@@ -390,35 +385,4 @@ func insertRows(ctx context.Context, t *harness.Target, table string, r rows) er
 		}
 	}
 	return nil
-}
-
-// emptyTable deletes every row of table.
-func emptyTable(ctx context.Context, t *harness.Target, table string) error {
-	q, err := t.D.Quote(table)
-	if err != nil {
-		return err
-	}
-	s := "TRUNCATE TABLE " + q
-	if t.Name == "sqlite" {
-		s = "DELETE FROM " + q
-	}
-	_, err = t.DB.ExecContext(ctx, s)
-	return err
-}
-
-// analyze has the database update table's statistics.
-func analyze(ctx context.Context, t *harness.Target, table string) error {
-	q, err := t.D.Quote(table)
-	if err != nil {
-		return err
-	}
-	s := "ANALYZE " + q
-	if t.Name == "mysql" || t.Name == "mariadb" {
-		s = "ANALYZE TABLE " + q
-	}
-	rs, err := t.DB.QueryContext(ctx, s) // MySQL answers ANALYZE TABLE with a result set
-	if err != nil {
-		return err
-	}
-	return rs.Close()
 }
