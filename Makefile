@@ -30,9 +30,16 @@ bench: ## throughput beside raw SQL loops, latency, then the peers (River, gue, 
 	go run ./bench/cmd/peers
 
 .PHONY: scale
-scale: ## many consumer processes and a table that grows (bench/cmd/scale, docs/benchmarks.md); about an hour
-	go run ./bench/cmd/scale -own-postgres -db postgres procs drain history queues sustained
-	go run ./bench/cmd/scale -db mariadb procs drain history queues
+scale: ## many consumer processes and a table that grows, as docs/benchmarks.md quotes them (bench/cmd/scale); about 75 minutes
+	go run ./bench/cmd/scale -own-postgres -db postgres -n 10000 -rounds 3 procs
+	go run ./bench/cmd/scale -own-postgres -db postgres -forms rowlock,lease -batch 16 -rounds 3 drain
+	go run ./bench/cmd/scale -own-postgres -db postgres -forms advisory -batch 16 -rounds 1 -drain-n 250000 drain
+	go run ./bench/cmd/scale -own-postgres -db postgres -batch 1,16 -rounds 2 history queues
+	go run ./bench/cmd/scale -own-postgres -db postgres -sustain-for 10m sustained
+	go run ./bench/cmd/scale -db mariadb -n 10000 -rounds 3 procs
+	go run ./bench/cmd/scale -db mariadb -forms rowlock,lease -batch 16 -rounds 1 drain
+	go run ./bench/cmd/scale -db mariadb -forms advisory -batch 16 -rounds 1 -drain-n 100000 drain
+	go run ./bench/cmd/scale -db mariadb -batch 1,16 -rounds 3 history queues
 
 .PHONY: reliability
 # Every run runs whatever the others' results; the target fails if any does. The long kill loop
