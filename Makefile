@@ -30,6 +30,18 @@ bench: ## throughput beside raw SQL loops, latency (also across processes), then
 	go run ./bench/cmd/latency
 	go run ./bench/cmd/peers
 
+.PHONY: scale
+scale: ## many consumer processes and a table that grows, as docs/benchmarks.md quotes them (bench/cmd/scale); about 75 minutes
+	go run ./bench/cmd/scale -own-postgres -db postgres -n 10000 -rounds 3 procs
+	go run ./bench/cmd/scale -own-postgres -db postgres -forms rowlock,lease -batch 16 -rounds 3 drain
+	go run ./bench/cmd/scale -own-postgres -db postgres -forms advisory -batch 16 -rounds 1 -drain-n 250000 drain
+	go run ./bench/cmd/scale -own-postgres -db postgres -batch 1,16 -rounds 2 history queues
+	go run ./bench/cmd/scale -own-postgres -db postgres -sustain-for 10m sustained
+	go run ./bench/cmd/scale -db mariadb -n 10000 -rounds 3 procs
+	go run ./bench/cmd/scale -db mariadb -forms rowlock,lease -batch 16 -rounds 1 drain
+	go run ./bench/cmd/scale -db mariadb -forms advisory -batch 16 -rounds 1 -drain-n 100000 drain
+	go run ./bench/cmd/scale -db mariadb -batch 1,16 -rounds 3 history queues
+
 .PHONY: reliability
 # Every run runs whatever the others' results; the target fails if any does. The long kill loop
 # runs without -race: under the race detector the pure-Go SQLite driver drains a few rows a

@@ -30,7 +30,7 @@ type LibraryDrain struct {
 }
 
 // DrainLibrary drains the want rows prefilled in c's table through the consumer c describes,
-// with the drain check: the table empty, every row handled once. A settlement that fails (a
+// with the drain check: no row of c's queue left unsettled, every row handled once. A settlement that fails (a
 // deadlock on MySQL or MariaDB, say) gives its rows back and the drain goes on until the table is
 // empty, the rows handled again counted in the Note. A failed drain check is a *CheckError.
 func DrainLibrary(ctx context.Context, t *Target, c Consumer, want int64) (LibraryDrain, error) {
@@ -66,7 +66,7 @@ func DrainLibrary(ctx context.Context, t *Target, c Consumer, want int64) (Libra
 		// The failed settlement's rows come back and settle later, or some of them settled
 		// after all (a lease lost on part of a batch): the table says when every row is gone.
 		for {
-			left, err := t.Remaining(ctx, c.Table)
+			left, err := c.left(ctx, t)
 			if err != nil {
 				stop()
 				<-errc
@@ -106,7 +106,11 @@ func DrainLibrary(ctx context.Context, t *Target, c Consumer, want int64) (Libra
 		n = want
 	default:
 	}
-	if err := t.CheckDrained(ctx, c.Table, n, want); err != nil {
+	left, err := c.left(ctx, t)
+	if err != nil {
+		return round, err
+	}
+	if err := Check(c.Table, left, n, want); err != nil {
 		return round, err
 	}
 	round.Rate = float64(want) / settled.Sub(firstClaim).Seconds()

@@ -85,3 +85,14 @@ func TestFlagLists(t *testing.T) {
 		t.Errorf("Names(postgres,oracle) = %v, want an error naming -db and oracle", err)
 	}
 }
+
+func TestSeqReadsPayload(t *testing.T) {
+	for _, seq := range []int{1, 42, 1000000} {
+		if got := Seq(Payload(seq)); got != seq {
+			t.Errorf("Seq(Payload(%d)) = %d", seq, got)
+		}
+	}
+	if got := Seq([]byte(`{"other":1}`)); got != 0 {
+		t.Errorf("Seq of a payload without seq = %d, want 0", got)
+	}
+}

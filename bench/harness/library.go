@@ -34,6 +34,12 @@ type Consumer struct {
 	Poll time.Duration
 	// Handle, when not nil, is called with each row's payload before its Ack.
 	Handle func(payload []byte)
+	// History says the table keeps its processed rows: it has HistoryColumn, which Ack stamps
+	// instead of deleting the row.
+	History bool
+	// Queue, when not empty, is the queue the consumer claims: the table has QueueColumn, its
+	// group column.
+	Queue string
 
 	counts *drainCounts // set by DrainLibrary
 }
@@ -45,7 +51,7 @@ type Runner interface {
 
 // Build builds a fresh form (a form serves one consumer at a time) and the consumer on t.
 func (c Consumer) Build(t *Target) (Runner, error) {
-	tbl := Table(c.Table)
+	tbl := c.table()
 	var f inbox.Form
 	switch c.Form {
 	case "rowlock":
@@ -65,7 +71,7 @@ func (c Consumer) Build(t *Target) (Runner, error) {
 		handle = func([]byte) {}
 	}
 	// Every row acks: the retry policy never runs, and the bench table has no retry_after.
-	cfg := &inbox.Config{Workers: c.Workers, PollInterval: c.Poll, Logger: logger, Retry: inbox.RetryAtOnce}
+	cfg := &inbox.Config{Workers: c.Workers, PollInterval: c.Poll, Queue: c.Queue, Logger: logger, Retry: inbox.RetryAtOnce}
 	if c.Batch <= 1 {
 		if c.counts != nil {
 			counted := &countedForm{f, c.counts}
@@ -97,10 +103,14 @@ func (c Consumer) Build(t *Target) (Runner, error) {
 	}), cfg), nil
 }
 
-// Enqueue publishes one row with payload into the bench table called table, through the
+// Enqueue publishes a row for each payload into the bench table called table, through the
 // library (which wakes this process's consumers of the table at once).
-func Enqueue(ctx context.Context, t *Target, table string, payload []byte) error {
-	return inbox.Enqueue(ctx, t.DB, t.D, Table(table), inbox.Message{Payload: payload})
+func Enqueue(ctx context.Context, t *Target, table string, payloads ...[]byte) error {
+	msgs := make([]inbox.Message, len(payloads))
+	for i, p := range payloads {
+		msgs[i].Payload = p
+	}
+	return inbox.Enqueue(ctx, t.DB, t.D, Table(table), msgs...)
 }
 
 // logger shows the library's warnings and errors: a bench run that logs them is not a clean

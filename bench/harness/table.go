@@ -1,6 +1,7 @@
 package harness
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"strconv"
@@ -18,6 +19,45 @@ const LeaseColumn = "locked_until"
 // row and a claim takes the rows in id order.
 func Table(name string) inbox.Table {
 	return inbox.Table{Name: name, ID: "id", IDGenerated: true, Payload: "payload", Attempt: "attempt"}
+}
+
+// HistoryColumn and QueueColumn are the processed_at and group columns of a bench table that
+// keeps its processed rows (Consumer.History) or holds several queues (Consumer.Queue).
+const (
+	HistoryColumn = "processed_at"
+	QueueColumn   = "queue"
+)
+
+// table is the bench table c drains.
+func (c Consumer) table() inbox.Table {
+	tbl := Table(c.Table)
+	if c.History {
+		tbl.ProcessedAt = HistoryColumn
+	}
+	if c.Queue != "" {
+		tbl.Group = QueueColumn
+	}
+	return tbl
+}
+
+// left counts the rows of c's table that c's consumer has still to settle: those of its queue
+// not yet stamped processed.
+func (c Consumer) left(ctx context.Context, t *Target) (int64, error) {
+	q, err := t.D.Quote(c.Table)
+	if err != nil {
+		return 0, err
+	}
+	query, args := "SELECT COUNT(*) FROM "+q+" WHERE 1 = 1", []any{}
+	if c.History {
+		query += " AND " + HistoryColumn + " IS NULL"
+	}
+	if c.Queue != "" {
+		query += " AND " + QueueColumn + " = " + t.D.Placeholder(1)
+		args = append(args, c.Queue)
+	}
+	var n int64
+	err = t.DB.QueryRowContext(ctx, query, args...).Scan(&n)
+	return n, err
 }
 
 // CreateTable drops and creates the bench table called name.
@@ -49,6 +89,17 @@ func Payload(seq int) []byte {
 	return []byte(`{"seq":` + strconv.Itoa(seq) + `,"account":"acct-` + strconv.Itoa(seq%50) + `","amount_cents":` + strconv.Itoa(100+seq%9900) + `}`)
 }
 
+// Seq reads the seq of a payload written by Payload; 0 for any other.
+func Seq(payload []byte) int {
+	rest, ok := bytes.CutPrefix(payload, []byte(`{"seq":`))
+	if !ok {
+		return 0
+	}
+	digits, _, _ := bytes.Cut(rest, []byte(","))
+	seq, _ := strconv.Atoi(string(digits))
+	return seq
+}
+
 // Prefill empties the bench table called name and inserts n rows (Payload(1) to Payload(n)) in
 // one transaction, a thousand per statement, then has the database analyze the table. It keeps
 // no more than one statement's rows in memory, so a million rows cost what a thousand do.
@@ -57,14 +108,7 @@ func (t *Target) Prefill(ctx context.Context, name string, n int) error {
 	if err != nil {
 		return err
 	}
-	empty, analyze := "TRUNCATE TABLE "+q, "ANALYZE "+q
-	switch t.Name {
-	case "sqlite":
-		empty = "DELETE FROM " + q
-	case "mysql", "mariadb":
-		analyze = "ANALYZE TABLE " + q
-	}
-	if _, err := t.DB.ExecContext(ctx, empty); err != nil {
+	if err := t.Empty(ctx, name); err != nil {
 		return err
 	}
 	tx, err := t.DB.BeginTx(ctx, nil)
@@ -92,7 +136,34 @@ func (t *Target) Prefill(ctx context.Context, name string, n int) error {
 	if err := tx.Commit(); err != nil {
 		return err
 	}
-	rows, err := t.DB.QueryContext(ctx, analyze) // MySQL answers ANALYZE TABLE with a result set
+	return t.Analyze(ctx, name)
+}
+
+// Empty deletes every row of the table called name.
+func (t *Target) Empty(ctx context.Context, name string) error {
+	q, err := t.D.Quote(name)
+	if err != nil {
+		return err
+	}
+	s := "TRUNCATE TABLE " + q
+	if t.Name == "sqlite" {
+		s = "DELETE FROM " + q
+	}
+	_, err = t.DB.ExecContext(ctx, s)
+	return err
+}
+
+// Analyze has the database update the statistics of the table called name.
+func (t *Target) Analyze(ctx context.Context, name string) error {
+	q, err := t.D.Quote(name)
+	if err != nil {
+		return err
+	}
+	s := "ANALYZE " + q
+	if t.Name == "mysql" || t.Name == "mariadb" {
+		s = "ANALYZE TABLE " + q
+	}
+	rows, err := t.DB.QueryContext(ctx, s) // MySQL answers ANALYZE TABLE with a result set
 	if err != nil {
 		return err
 	}
