@@ -69,7 +69,8 @@ func checkSQLite(ctx context.Context, db *sql.DB) error {
 func versionError(ctx context.Context, db *sql.DB, want string, err error) error {
 	var version string
 	if db.QueryRowContext(ctx, "SELECT VERSION()").Scan(&version) == nil {
-		if strings.Contains(version, "PostgreSQL") == (want == "Postgres") {
+		postgres := strings.Contains(version, "PostgreSQL")
+		if (want == "Postgres" && postgres) || (want == "MySQL or MariaDB" && !postgres) {
 			return fmt.Errorf("inbox: reading the %s server version: %w", want, err)
 		}
 		return dialectError("the dialect is %s, but the server is %s: use the dialect of the server", want, version)

@@ -50,13 +50,14 @@ func TestInboxtest(t *testing.T) {
 				return outcome.Ack()
 			})
 			drained, err := inboxtest.Drain(ctx, time.Minute, func(obs inbox.Observer) *inbox.Consumer {
-				return inbox.NewConsumer(db, c.newForm(t, tbl), h, &inbox.Config{Queue: "q", Workers: 2, Observer: obs, PollInterval: cellPoll, Logger: testLogger(t)})
+				return inbox.NewConsumer(db, c.newForm(t, tbl), h, &inbox.Config{Queue: "q", Workers: 2, Observer: obs, PollInterval: cellPoll, Logger: testLogger(t), Retry: inbox.RetryAtOnce})
 			})
 			if err != nil {
 				t.Fatal(err)
 			}
-			if drained.Settled[outcome.KindAck] != 3 || drained.Settled[outcome.KindRetry] != 1 || drained.Failed != 0 {
-				t.Errorf("drained %+v, want 3 acks and 1 retry", drained)
+			// The Retry is settled as the retry policy's RetryAfter, at once (RetryAtOnce).
+			if drained.Settled[outcome.KindAck] != 3 || drained.Settled[outcome.KindRetryAfter] != 1 || drained.Failed != 0 {
+				t.Errorf("drained %+v, want 3 acks and 1 retry after", drained)
 			}
 			if left, err := inboxtest.Enqueued(ctx, db, c.b.dialect, tbl, "q"); err != nil || len(left) != 0 {
 				t.Errorf("after Drain, queue q holds %+v (%v), want nothing", left, err)

@@ -85,11 +85,11 @@ func (e *expected) give(d *inbox.Delivery) (outcome.Outcome, bool) {
 		case "drop":
 			o, kind = outcome.Drop(), outcome.KindDrop
 		case "retry":
-			o, kind = outcome.Retry(), outcome.KindRetry
+			o, kind = outcome.Retry(), outcome.KindRetryAfter
 		case "zero":
-			o, kind = outcome.Outcome{}, outcome.KindRetry
+			o, kind = outcome.Outcome{}, outcome.KindRetryAfter
 		case "panic":
-			kind, ok = outcome.KindRetry, false
+			kind, ok = outcome.KindRetryAfter, false
 		case "undecodable":
 			d.Undecodable(errors.New("the test says so"))
 			kind = outcome.KindDrop
@@ -128,7 +128,7 @@ func TestObserver(t *testing.T) {
 				c.publish(t, db, tbl, msgs...)
 				obs := newTally(c.form)
 				want := &expected{settled: map[outcome.Kind]int{}}
-				cfg := &inbox.Config{Queue: "q", Workers: 2, Observer: obs, PollInterval: cellPoll, Logger: testLogger(t)}
+				cfg := &inbox.Config{Queue: "q", Workers: 2, Observer: obs, PollInterval: cellPoll, Logger: testLogger(t), Retry: inbox.RetryAtOnce}
 				var stop func()
 				if batch {
 					h := inbox.BatchHandlerFunc(func(ctx context.Context, ds []*inbox.Delivery) []outcome.Outcome {
@@ -224,7 +224,7 @@ func TestObserverTransactionalBatch(t *testing.T) {
 				}
 				return outs
 			})
-			cfg := &inbox.Config{Queue: "q", Workers: 2, Transactional: true, Observer: obs, PollInterval: cellPoll, Logger: testLogger(t)}
+			cfg := &inbox.Config{Queue: "q", Workers: 2, Transactional: true, Observer: obs, PollInterval: cellPoll, Logger: testLogger(t), Retry: inbox.RetryAtOnce}
 			stop := startConsumer(t, inbox.NewBatchConsumer(db, c.newForm(t, tbl).(inbox.BatchForm), 4, h, cfg))
 			processed := c.q(t, tbl.ProcessedAt) + " IS NOT NULL"
 			waitFor(t, time.Minute, "every row to settle", func() bool { return len(c.ids(t, db, tbl, processed)) == len(msgs) })

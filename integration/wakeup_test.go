@@ -78,7 +78,7 @@ func TestNotifyWakesAConsumerOnAnotherPool(t *testing.T) {
 		return outcome.Ack()
 	})
 	w := &countingWaker{Waker: &pgnotify.Listener{ConnString: b.dsn}}
-	stop := runConsumer(t, cons, lease.New(b.dialect, tbl, nil), h, &inbox.Config{PollInterval: longPoll, Wakeups: w})
+	stop := runConsumer(t, cons, lease.New(b.dialect, tbl, nil), h, &inbox.Config{PollInterval: longPoll, Wakeups: w, Retry: inbox.RetryAtOnce})
 	defer stop()
 	waitWoken(t, "the listener's first wake-up, once it listens", func() bool { return w.wakes.Load() == 1 })
 
@@ -124,7 +124,7 @@ func TestDataVersionWakesAConsumerOnAnotherPool(t *testing.T) {
 		return outcome.Ack()
 	})
 	w := &countingWaker{Waker: &inbox.DataVersionWaker{DB: cons}}
-	stop := runConsumer(t, cons, lease.New(b.dialect, tbl, nil), h, &inbox.Config{PollInterval: longPoll, Wakeups: w})
+	stop := runConsumer(t, cons, lease.New(b.dialect, tbl, nil), h, &inbox.Config{PollInterval: longPoll, Wakeups: w, Retry: inbox.RetryAtOnce})
 	defer stop()
 	waitWoken(t, "the waker's first read", func() bool { return w.wakes.Load() >= 1 })
 	for i := int32(1); i <= 3; i++ {
