@@ -19,7 +19,7 @@ import (
 // Config configures a Consumer. A nil *Config, and every zero field, takes the default.
 type Config struct {
 	// Queue is the queue the consumer claims from, a value of the table's queue column
-	// (Table.Group). It is ignored where the table has none (the table is one queue).
+	// (Table.Queue). It is ignored where the table has none (the table is one queue).
 	Queue string
 	// Workers is how many handlers run at once. Default 1. Where the form holds a connection
 	// per delivery (row lock, advisory, and every form in transactional mode), the consumer

@@ -22,9 +22,9 @@ type Delivery struct {
 	// Attempt counts the row's deliveries, this one included: the first delivery reads 1. It is
 	// 0 where the table has no attempt column.
 	Attempt int
-	// Group is the row's queue, read from the queue column (Table.Group); empty where the table
+	// Queue is the row's queue, read from the queue column (Table.Queue); empty where the table
 	// has none.
-	Group string
+	Queue string
 	// Headers are the row's headers; nil where the table has no headers column or the row holds
 	// none.
 	Headers map[string]string

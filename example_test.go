@@ -104,7 +104,7 @@ func ExampleEnqueue() {
 	}
 	defer db.Close()
 	jobs := inbox.Table{Name: "jobs", ID: "id", IDGenerated: true, Payload: "payload",
-		Group: "queue", Priority: "priority", Headers: "headers", RetryAfter: "retry_after"}
+		Queue: "queue", Priority: "priority", Headers: "headers", RetryAfter: "retry_after"}
 
 	err = inbox.Enqueue(ctx, db, dialect.MySQL[isolation.ReadCommitted]{}, jobs, inbox.Message{
 		Queue:    "invoices",
@@ -155,7 +155,7 @@ func ExampleNewBatchConsumer() {
 		log.Fatal(err)
 	}
 	defer db.Close()
-	jobs := inbox.Table{Name: "jobs", ID: "id", IDGenerated: true, Payload: "payload", Group: "queue"}
+	jobs := inbox.Table{Name: "jobs", ID: "id", IDGenerated: true, Payload: "payload", Queue: "queue"}
 	d := dialect.MariaDB[isolation.ReadCommitted]{}
 
 	c := inbox.NewBatchConsumer(db, lease.New(d, jobs, nil), 100,

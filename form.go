@@ -43,7 +43,7 @@ type Form interface {
 // Queue is what a consumer asks of the form it opens.
 type Queue struct {
 	// Name is the queue the form claims from, a value of the table's queue column
-	// (Table.Group). Ignored where the table has none.
+	// (Table.Queue). Ignored where the table has none.
 	Name string
 	// Transactional asks for a transaction per delivery, lent to the handler as Delivery.Tx.
 	Transactional bool

@@ -21,7 +21,7 @@ import (
 type Message struct {
 	// ID is the row's id; required where the table's id is not generated, ignored where it is.
 	ID int64
-	// Queue is the row's queue, written to the queue column (Table.Group); ignored where the
+	// Queue is the row's queue, written to the queue column (Table.Queue); ignored where the
 	// table has none.
 	Queue string
 	// Payload is the row's payload; ignored where the table has no payload column.
@@ -311,7 +311,7 @@ func rowArgs(t Table, d dialect.Dialect, m Message, now time.Time) ([]any, error
 	if t.Payload != "" {
 		row = append(row, m.Payload)
 	}
-	if t.Group != "" {
+	if t.Queue != "" {
 		row = append(row, m.Queue)
 	}
 	if t.Priority != "" {

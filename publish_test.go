@@ -16,7 +16,7 @@ import (
 func TestRowArgs(t *testing.T) {
 	now := time.Date(2025, 3, 4, 5, 6, 7, 123456789, time.UTC)
 	full := Table{
-		Name: "jobs", ID: "id", Payload: "payload", Attempt: "attempt", Group: "grp",
+		Name: "jobs", ID: "id", Payload: "payload", Attempt: "attempt", Queue: "grp",
 		Priority: "priority", RetryAfter: "retry_after", Headers: "headers",
 	}
 	m := Message{ID: 7, Queue: "mail", Payload: []byte("hi"), Priority: 2, Headers: map[string]string{"k": "v"}, Delay: time.Second}
@@ -93,7 +93,7 @@ func (r *recordingTx) QueryRowContext(context.Context, string, ...any) *sql.Row 
 
 func TestEnqueueTxStatements(t *testing.T) {
 	ctx := context.Background()
-	tbl := Table{Name: "jobs", ID: "id", IDGenerated: true, Payload: "payload", Group: "grp", Notify: true}
+	tbl := Table{Name: "jobs", ID: "id", IDGenerated: true, Payload: "payload", Queue: "grp", Notify: true}
 	msgs := []Message{{Queue: "a", Payload: []byte("1")}, {Queue: "b", Payload: []byte("2")}}
 
 	var pg recordingTx

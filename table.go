@@ -49,9 +49,9 @@ type Table struct {
 	// ProcessedAt names the column that Ack and Drop stamp instead of deleting the row; claims
 	// pass over stamped rows.
 	ProcessedAt string
-	// Group names the queue column, which holds the name of a row's queue; a consumer claims
+	// Queue names the queue column, which holds the name of a row's queue; a consumer claims
 	// only the rows of its Config.Queue. Without it the table is one queue.
-	Group string
+	Queue string
 	// Priority names the column claims order by first, smaller first. Without it claims go by id.
 	Priority string
 	// RetryAfter names the column that outcome.RetryAfter sets and claims wait for. Without it
@@ -167,7 +167,7 @@ type role struct {
 func (t *Table) roles() []role {
 	return []role{
 		{"ID", &t.ID}, {"Payload", &t.Payload}, {"Attempt", &t.Attempt},
-		{"ProcessedAt", &t.ProcessedAt}, {"Group", &t.Group}, {"Priority", &t.Priority},
+		{"ProcessedAt", &t.ProcessedAt}, {"Queue", &t.Queue}, {"Priority", &t.Priority},
 		{"RetryAfter", &t.RetryAfter}, {"Headers", &t.Headers}, {"DeadAt", &t.DeadAt},
 		{"LastError", &t.LastError},
 	}

@@ -14,7 +14,7 @@ import (
 func TestTableValidate(t *testing.T) {
 	full := inbox.Table{
 		Name: "jobs", ID: "id", Payload: "payload", Attempt: "attempt", ProcessedAt: "processed_at",
-		Group: "grp", Priority: "priority", RetryAfter: "retry_after", Headers: "headers",
+		Queue: "grp", Priority: "priority", RetryAfter: "retry_after", Headers: "headers",
 	}
 	if err := full.Validate(); err != nil {
 		t.Errorf("a table with every role: %v", err)
@@ -54,12 +54,12 @@ func TestTableQuote(t *testing.T) {
 	pg := dialect.Postgres[isolation.Default]{}
 	my := dialect.MySQL[isolation.Default]{}
 
-	tbl := inbox.Table{Name: "jobs", ID: "id", IDGenerated: true, Payload: `pay"load`, Group: "queue", Columns: []string{"account", `a"b`}}
+	tbl := inbox.Table{Name: "jobs", ID: "id", IDGenerated: true, Payload: `pay"load`, Queue: "queue", Columns: []string{"account", `a"b`}}
 	q, err := tbl.Quote(pg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := inbox.Table{Name: `"jobs"`, ID: `"id"`, IDGenerated: true, Payload: `"pay""load"`, Group: `"queue"`, Columns: []string{`"account"`, `"a""b"`}}
+	want := inbox.Table{Name: `"jobs"`, ID: `"id"`, IDGenerated: true, Payload: `"pay""load"`, Queue: `"queue"`, Columns: []string{`"account"`, `"a""b"`}}
 	if !reflect.DeepEqual(q, want) {
 		t.Errorf("Quote(postgres) = %+v, want %+v", q, want)
 	}
@@ -80,7 +80,7 @@ func TestTableQuote(t *testing.T) {
 		{"invalid description", pg, inbox.Table{Name: "jobs"}, []string{`"jobs"`, "ID"}},
 		{"long table name", pg, inbox.Table{Name: long, ID: "id"}, []string{"table name", long}},
 		{"long column", pg, inbox.Table{Name: "jobs", ID: "id", Headers: long}, []string{`"jobs"`, "Headers", long}},
-		{"NUL in a column", my, inbox.Table{Name: "jobs", ID: "id", Group: "g\x00"}, []string{`"jobs"`, "Group"}},
+		{"NUL in a column", my, inbox.Table{Name: "jobs", ID: "id", Queue: "g\x00"}, []string{`"jobs"`, "Queue"}},
 		{"long column on MySQL", my, inbox.Table{Name: "jobs", ID: "id", Priority: long + "c"}, []string{`"jobs"`, "Priority"}},
 		{"long own column", pg, inbox.Table{Name: "jobs", ID: "id", Columns: []string{long}}, []string{`"jobs"`, "Columns", long}},
 	}

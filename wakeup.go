@@ -118,7 +118,7 @@ func newDueWatch(db *sql.DB, plan Plan, queue string, clock Clock) (*dueWatch, e
 		return nil, err
 	}
 	w := &dueWatch{db: db, d: plan.Dialect, query: sqltext.New(plan.Dialect.Caps(), sqltext.Table(q)).NextDue(), clock: clock}
-	if plan.Described.Group != "" {
+	if plan.Described.Queue != "" {
 		w.args = []any{queue}
 	}
 	if w.clock == nil {

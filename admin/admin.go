@@ -85,7 +85,7 @@ const Unknown = -1
 // pending rows are due, delayed or in work, and those of them delivered before are retrying
 // too.
 type Stats struct {
-	Queue string `json:"queue"` // the group value; empty for a table without a Group column
+	Queue string `json:"queue"` // the queue column's value; empty for a table without a Queue column
 	// Due rows may be claimed now. Without a lease column they include the rows in work (the
 	// row lock and advisory forms hold rows by locks, which a table does not show).
 	Due int64 `json:"due"`
@@ -108,7 +108,7 @@ type Stats struct {
 }
 
 // Stats counts the table's rows by state, per queue in queue order (one Stats for a table
-// without a Group column), in one statement that reads every row of the table: on a large
+// without a Queue column), in one statement that reads every row of the table: on a large
 // table, ask it seldom. Time is the host's clock, as the forms' claims take it.
 func (a *Admin) Stats(ctx context.Context) ([]Stats, error) {
 	query, nows := a.sql.Stats()
@@ -193,7 +193,7 @@ type Selection struct {
 // All selects every row, of every queue.
 func All() Selection { return Selection{all: true} }
 
-// Queue selects the rows of one queue (tables with a Group column).
+// Queue selects the rows of one queue (tables with a Queue column).
 func Queue(name string) Selection { return Selection{byQueue: true, queue: name} }
 
 // IDs selects the rows of these ids.
@@ -209,13 +209,13 @@ func (s Selection) String() string {
 	return fmt.Sprintf("ids %v", s.ids)
 }
 
-// check refuses a selection that names nothing, or a queue of a table without a Group column.
+// check refuses a selection that names nothing, or a queue of a table without a Queue column.
 func (a *Admin) check(call string, sel Selection) error {
 	switch {
 	case !sel.all && !sel.byQueue && sel.ids == nil:
 		return fmt.Errorf("inbox: table %q: %s was given no rows: select them with admin.All(), admin.Queue(name) or admin.IDs(ids...)", a.t.Name, call)
-	case sel.byQueue && a.t.Group == "":
-		return fmt.Errorf("inbox: table %q: %s of queue %q: the description has no Group column, so the table is one queue: select with admin.All()", a.t.Name, call, sel.queue)
+	case sel.byQueue && a.t.Queue == "":
+		return fmt.Errorf("inbox: table %q: %s of queue %q: the description has no Queue column, so the table is one queue: select with admin.All()", a.t.Name, call, sel.queue)
 	}
 	return nil
 }
@@ -223,7 +223,7 @@ func (a *Admin) check(call string, sel Selection) error {
 // DeadRow is a dead row as Dead lists it.
 type DeadRow struct {
 	ID        int64     `json:"id"`
-	Queue     string    `json:"queue"`      // empty without a Group column
+	Queue     string    `json:"queue"`      // empty without a Queue column
 	Attempt   int       `json:"attempt"`    // the deliveries it had; 0 without an Attempt column
 	DeadAt    time.Time `json:"dead_at"`    // when it died, in UTC
 	LastError string    `json:"last_error"` // its last failure's text; empty without a LastError column

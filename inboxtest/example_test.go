@@ -36,7 +36,7 @@ func ExampleHandle() {
 
 var (
 	db   *sql.DB
-	jobs = inbox.Table{Name: "jobs", ID: "id", IDGenerated: true, Payload: "payload", Attempt: "attempt", Group: "grp"}
+	jobs = inbox.Table{Name: "jobs", ID: "id", IDGenerated: true, Payload: "payload", Attempt: "attempt", Queue: "grp"}
 	d    = dialect.SQLite[isolation.Immediate]{}
 )
 

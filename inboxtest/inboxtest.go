@@ -194,22 +194,22 @@ func (w *watch) result() Drained {
 // Enqueued reads back the rows of queue in table t that are not processed (every row, where
 // t has no ProcessedAt column), in id order, as messages: ID, Queue, Payload, Priority and
 // Headers, each where t has the column. Delay is not read back. queue is ignored where t has
-// no Group column.
+// no Queue column.
 func Enqueued(ctx context.Context, db *sql.DB, d dialect.Dialect, t inbox.Table, queue string) ([]inbox.Message, error) {
 	q, err := t.Quote(d)
 	if err != nil {
 		return nil, err
 	}
 	cols := []string{q.ID}
-	for _, c := range []string{q.Payload, q.Group, q.Priority, q.Headers} {
+	for _, c := range []string{q.Payload, q.Queue, q.Priority, q.Headers} {
 		if c != "" {
 			cols = append(cols, c)
 		}
 	}
 	var where []string
 	var args []any
-	if q.Group != "" {
-		where, args = append(where, q.Group+" = "+d.Placeholder(1)), append(args, queue)
+	if q.Queue != "" {
+		where, args = append(where, q.Queue+" = "+d.Placeholder(1)), append(args, queue)
 	}
 	if q.ProcessedAt != "" {
 		where = append(where, q.ProcessedAt+" IS NULL")
@@ -234,7 +234,7 @@ func Enqueued(ctx context.Context, db *sql.DB, d dialect.Dialect, t inbox.Table,
 		if t.Payload != "" {
 			dest = append(dest, &m.Payload)
 		}
-		if t.Group != "" {
+		if t.Queue != "" {
 			dest = append(dest, &group)
 		}
 		if t.Priority != "" {

@@ -68,7 +68,7 @@ func insertRows(t *testing.T, b backend, db *sql.DB, tbl inbox.Table, now time.T
 	for i := range p {
 		p[i] = b.dialect.Placeholder(i + 1)
 	}
-	insert := fmt.Sprintf("INSERT INTO %s (%s, %s, %s, %s, %s, %s, %s) VALUES (%s)", q(tbl.Name), q(tbl.Group), q(tbl.Attempt),
+	insert := fmt.Sprintf("INSERT INTO %s (%s, %s, %s, %s, %s, %s, %s) VALUES (%s)", q(tbl.Name), q(tbl.Queue), q(tbl.Attempt),
 		q(tbl.RetryAfter), q("locked_until"), q(tbl.DeadAt), q(tbl.ProcessedAt), q(tbl.LastError), strings.Join(p, ", "))
 	var ids []int64
 	for _, r := range rows {
@@ -303,7 +303,7 @@ func TestAdminPurgeProcessedTakesOnlyOldRowsInBoundedStatements(t *testing.T) {
 					values[i] = "('a', " + b.dialect.Placeholder(i+1) + ")"
 					args[i] = old
 				}
-				mustExec(t, db, "INSERT INTO "+q(tbl.Name)+" ("+q(tbl.Group)+", "+q(tbl.ProcessedAt)+") VALUES "+strings.Join(values, ", "), args...)
+				mustExec(t, db, "INSERT INTO "+q(tbl.Name)+" ("+q(tbl.Queue)+", "+q(tbl.ProcessedAt)+") VALUES "+strings.Join(values, ", "), args...)
 			}
 			now := time.Now()
 			insertRows(t, b, db, tbl, now,
@@ -348,7 +348,7 @@ func TestAdminRefusesWhatTheDescriptionLacks(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := full.Requeue(ctx, admin.Queue("a")); err == nil || !strings.Contains(err.Error(), "no Group column") {
+	if _, err := full.Requeue(ctx, admin.Queue("a")); err == nil || !strings.Contains(err.Error(), "no Queue column") {
 		t.Errorf("requeue by queue without a group: %v", err)
 	}
 	if _, err := full.Requeue(ctx, admin.Selection{}); err == nil || !strings.Contains(err.Error(), "given no rows") {

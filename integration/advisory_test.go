@@ -97,8 +97,8 @@ func TestAdvisoryOutcomes(t *testing.T) {
 				t.Fatalf("claimed %v, want the queue's 4 rows", advisoryIDs(ds))
 			}
 			for i, d := range ds {
-				if want := fmt.Sprintf("m%d", i+1); string(d.Payload) != want || d.Attempt != 1 || d.Group != "q" {
-					t.Fatalf("delivery %d: payload %q attempt %d group %q; want %q, 1, q (claim order)", i, d.Payload, d.Attempt, d.Group, want)
+				if want := fmt.Sprintf("m%d", i+1); string(d.Payload) != want || d.Attempt != 1 || d.Queue != "q" {
+					t.Fatalf("delivery %d: payload %q attempt %d group %q; want %q, 1, q (claim order)", i, d.Payload, d.Attempt, d.Queue, want)
 				}
 			}
 

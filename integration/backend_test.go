@@ -99,7 +99,7 @@ func tableName(t *testing.T) string {
 func fullTable(name string) inbox.Table {
 	return inbox.Table{
 		Name: name, ID: "id", IDGenerated: true, Payload: "payload", Attempt: "attempt",
-		ProcessedAt: "processed_at", Group: "grp", Priority: "priority",
+		ProcessedAt: "processed_at", Queue: "grp", Priority: "priority",
 		RetryAfter: "retry_after", Headers: "headers",
 	}
 }
@@ -142,7 +142,7 @@ func (b backend) createTable(t *testing.T, db *sql.DB, tbl inbox.Table) {
 	add(tbl.Payload, blob)
 	add(tbl.Attempt, "INT NOT NULL DEFAULT 0")
 	add(tbl.ProcessedAt, ts)
-	add(tbl.Group, key+" NOT NULL DEFAULT ''")
+	add(tbl.Queue, key+" NOT NULL DEFAULT ''")
 	add(tbl.Priority, "INT NOT NULL DEFAULT 0")
 	add(tbl.RetryAfter, ts)
 	add(tbl.Headers, text)
@@ -157,7 +157,7 @@ func (b backend) createTable(t *testing.T, db *sql.DB, tbl inbox.Table) {
 		// processed_at IS NULL), then the claim order, so a claim reads only its queue's
 		// pending rows and locks no others.
 		var order []string
-		for _, c := range []string{tbl.Group, tbl.ProcessedAt, tbl.Priority, tbl.RetryAfter, tbl.ID} {
+		for _, c := range []string{tbl.Queue, tbl.ProcessedAt, tbl.Priority, tbl.RetryAfter, tbl.ID} {
 			if c != "" {
 				order = append(order, q(c))
 			}

@@ -105,7 +105,7 @@ func badNullAndEmpty(t *testing.T, c cell) {
 	db := c.openDBs(t, 1, 8)[0]
 	tbl := fullTable(tableName(t))
 	c.b.createTable(t, db, tbl)
-	mustExec(t, db, "INSERT INTO "+c.q(t, tbl.Name)+" ("+c.q(t, tbl.Payload)+", "+c.q(t, tbl.Group)+") VALUES (NULL, 'q')")
+	mustExec(t, db, "INSERT INTO "+c.q(t, tbl.Name)+" ("+c.q(t, tbl.Payload)+", "+c.q(t, tbl.Queue)+") VALUES (NULL, 'q')")
 	c.publish(t, db, tbl, inbox.Message{Queue: "q", Payload: []byte{}})
 	c.publish(t, db, tbl, inbox.Message{Queue: "q"}) // no payload given
 	ids := c.ids(t, db, tbl, "")
@@ -241,7 +241,7 @@ func oddTable(t *testing.T) inbox.Table {
 		Payload:     "select",
 		Attempt:     "group by",
 		ProcessedAt: "it's done",
-		Group:       "group",
+		Queue:       "group",
 		Priority:    "order",
 		RetryAfter:  `retry "after"`,
 		Headers:     "h; DROP TABLE x; --",
@@ -285,7 +285,7 @@ func badOddNames(t *testing.T, c cell) {
 	if !slices.Equal(got, []string{"b", "b", "av'\"`", "c"}) {
 		t.Errorf("delivered %q, want b, b, a (with its headers), c in priority order", got)
 	}
-	if n := len(c.ids(t, db, tbl, c.q(t, tbl.Group)+" = 'other' AND "+c.q(t, tbl.ProcessedAt)+" IS NULL")); n != 1 {
+	if n := len(c.ids(t, db, tbl, c.q(t, tbl.Queue)+" = 'other' AND "+c.q(t, tbl.ProcessedAt)+" IS NULL")); n != 1 {
 		t.Errorf("the other queue's row: %d left unprocessed, want 1", n)
 	}
 }
@@ -303,7 +303,7 @@ func badMissingSchema(t *testing.T, c cell) {
 		"payload":      func(t *inbox.Table) { t.Payload = "no_such_payload" },
 		"attempt":      func(t *inbox.Table) { t.Attempt = "no_such_attempt" },
 		"processed_at": func(t *inbox.Table) { t.ProcessedAt = "no_such_processed_at" },
-		"group":        func(t *inbox.Table) { t.Group = "no_such_group" },
+		"group":        func(t *inbox.Table) { t.Queue = "no_such_group" },
 		"priority":     func(t *inbox.Table) { t.Priority = "no_such_priority" },
 		"retry_after":  func(t *inbox.Table) { t.RetryAfter = "no_such_retry_after" },
 		"headers":      func(t *inbox.Table) { t.Headers = "no_such_headers" },

@@ -349,7 +349,7 @@ func (r *delivered) start(d *inbox.Delivery) {
 		r.errs = append(r.errs, fmt.Sprintf("row %d delivered while its handler still ran", d.ID))
 	}
 	r.active[d.ID] = true
-	r.byID[d.ID] = append(r.byID[d.ID], seen{attempt: d.Attempt, at: time.Now(), group: d.Group})
+	r.byID[d.ID] = append(r.byID[d.ID], seen{attempt: d.Attempt, at: time.Now(), group: d.Queue})
 	r.order = append(r.order, d.ID)
 }
 
@@ -592,7 +592,7 @@ func conformGroups(t *testing.T, c cell) {
 		defer rec.end(d)
 		return outcome.Ack()
 	})
-	grp := c.q(t, tbl.Group)
+	grp := c.q(t, tbl.Queue)
 	stop := runConsumer(t, db, c.newForm(t, tbl), h, &inbox.Config{Queue: "a", Workers: 2})
 	waitFor(t, 20*time.Second, "queue a to be drained", func() bool {
 		return len(c.ids(t, db, tbl, grp+" = 'a' AND "+c.q(t, tbl.ProcessedAt)+" IS NULL")) == 0

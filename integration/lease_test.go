@@ -316,8 +316,8 @@ func TestLeaseOrder(t *testing.T) {
 				t.Errorf("queue a claimed %v, want %v (priority, then id; the delayed row and queue b's left)", got, want)
 			}
 			for _, d := range ds {
-				if d.Group != "a" {
-					t.Errorf("row %d of group %q claimed by queue a", d.ID, d.Group)
+				if d.Queue != "a" {
+					t.Errorf("row %d of group %q claimed by queue a", d.ID, d.Queue)
 				}
 			}
 			other := leaseForm(t, b, db, tbl, nil, inbox.Queue{Name: "b"})

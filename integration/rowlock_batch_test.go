@@ -147,7 +147,7 @@ func TestRowlockBatchOutcomes(t *testing.T) {
 				t.Fatalf("ClaimBatch(10) claimed %d rows, want the 5", len(ds))
 			}
 			for i, d := range ds {
-				if d.Attempt != 1 || string(d.Payload) != fmt.Sprint(i) || d.Group != "q" {
+				if d.Attempt != 1 || string(d.Payload) != fmt.Sprint(i) || d.Queue != "q" {
 					t.Fatalf("delivery %d = %+v; want attempt 1, payload %d, group q, in claim order", i, d, i)
 				}
 			}

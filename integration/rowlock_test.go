@@ -128,7 +128,7 @@ func TestRowlockOutcomes(t *testing.T) {
 			for _, o := range []outcome.Outcome{outcome.Ack(), outcome.Drop()} {
 				c.publish(t, inbox.Message{Queue: "q", Payload: []byte("p"), Headers: map[string]string{"k": "v"}})
 				d := rowlockClaimOne(t, f)
-				if d.Attempt != 1 || d.Group != "q" || string(d.Payload) != "p" || d.Headers["k"] != "v" {
+				if d.Attempt != 1 || d.Queue != "q" || string(d.Payload) != "p" || d.Headers["k"] != "v" {
 					t.Fatalf("delivery = %+v; want attempt 1, group q, payload p, header k=v", d)
 				}
 				rowlockSettle(t, f, d, o)

@@ -222,7 +222,7 @@ func TestNullAttemptReadsAsNeverDelivered(t *testing.T) {
 					db := c.openDBs(t, 1, 8)[0]
 					nullable := map[string]string{"attempt": "INT NULL"}
 					tbl := schemaCreate(t, c.b, db, tableName(t), nullable, false)
-					mustExec(t, db, "INSERT INTO "+c.q(t, tbl.Name)+" ("+c.q(t, tbl.Payload)+", "+c.q(t, tbl.Attempt)+", "+c.q(t, tbl.Group)+") VALUES ("+c.ph(1)+", NULL, 'q')", []byte("x"))
+					mustExec(t, db, "INSERT INTO "+c.q(t, tbl.Name)+" ("+c.q(t, tbl.Payload)+", "+c.q(t, tbl.Attempt)+", "+c.q(t, tbl.Queue)+") VALUES ("+c.ph(1)+", NULL, 'q')", []byte("x"))
 					var (
 						mu       sync.Mutex
 						attempts []int
@@ -302,7 +302,7 @@ func TestUnclaimableRowsAreReported(t *testing.T) {
 			insert := func(grp, retryAfter string) int64 {
 				t.Helper()
 				before := c.ids(t, db, tbl, "")
-				mustExec(t, db, "INSERT INTO "+c.q(t, tbl.Name)+" ("+c.q(t, tbl.Payload)+", "+c.q(t, tbl.Group)+", "+c.q(t, tbl.RetryAfter)+") VALUES ("+c.ph(1)+", "+grp+", "+retryAfter+")", []byte("x"))
+				mustExec(t, db, "INSERT INTO "+c.q(t, tbl.Name)+" ("+c.q(t, tbl.Payload)+", "+c.q(t, tbl.Queue)+", "+c.q(t, tbl.RetryAfter)+") VALUES ("+c.ph(1)+", "+grp+", "+retryAfter+")", []byte("x"))
 				after := c.ids(t, db, tbl, "")
 				return after[len(before)]
 			}

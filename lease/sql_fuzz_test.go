@@ -20,7 +20,7 @@ func FuzzStatements(f *testing.F) {
 	f.Add(`a"b`, "`id`", "?", "x y", "'", `""`, "a``b", "; DROP TABLE t; --", "$1", "ü")
 	f.Fuzz(func(t *testing.T, name, id, payload, attempt, processed, group, priority, retryAfter, headers, leaseCol string) {
 		tbl := inbox.Table{Name: name, ID: id, IDGenerated: true, Payload: payload, Attempt: attempt,
-			ProcessedAt: processed, Group: group, Priority: priority, RetryAfter: retryAfter, Headers: headers}
+			ProcessedAt: processed, Queue: group, Priority: priority, RetryAfter: retryAfter, Headers: headers}
 		// The same roles under plain names: an empty name leaves its role out in both.
 		as := func(fuzzed, plain string) string {
 			if fuzzed == "" {
@@ -29,7 +29,7 @@ func FuzzStatements(f *testing.F) {
 			return plain
 		}
 		plain := inbox.Table{Name: "t", ID: "c0", IDGenerated: true, Payload: as(payload, "c1"), Attempt: as(attempt, "c2"),
-			ProcessedAt: as(processed, "c3"), Group: as(group, "c4"), Priority: as(priority, "c5"), RetryAfter: as(retryAfter, "c6"), Headers: as(headers, "c7")}
+			ProcessedAt: as(processed, "c3"), Queue: as(group, "c4"), Priority: as(priority, "c5"), RetryAfter: as(retryAfter, "c6"), Headers: as(headers, "c7")}
 		names := []string{name, id, payload, attempt, processed, group, priority, retryAfter, headers, leaseCol}
 		for _, d := range []dialect.Dialect{dialect.Postgres[isolation.Default]{}, dialect.MySQL[isolation.Default]{}, dialect.SQLite[isolation.Default]{}} {
 			st, err := stmt.New(d, tbl)

@@ -26,7 +26,7 @@ import (
 
 var (
 	sqliteD = dialect.SQLite[isolation.Immediate]{}
-	jobs    = inbox.Table{Name: "jobs", ID: "id", IDGenerated: true, Payload: "payload", Attempt: "attempt", Group: "grp", Headers: "headers", RetryAfter: "retry_after"}
+	jobs    = inbox.Table{Name: "jobs", ID: "id", IDGenerated: true, Payload: "payload", Attempt: "attempt", Queue: "grp", Headers: "headers", RetryAfter: "retry_after"}
 )
 
 // openSQLite opens a SQLite file of the test's with the jobs table in it.

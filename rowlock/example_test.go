@@ -29,11 +29,11 @@ func ExampleNew() {
 	db.SetMaxOpenConns(9)
 
 	jobs := inbox.Table{Name: "jobs", ID: "id", IDGenerated: true, Payload: "payload",
-		Group: "queue", ProcessedAt: "processed_at"}
+		Queue: "queue", ProcessedAt: "processed_at"}
 	form := rowlock.New(dialect.MySQL[isolation.ReadCommitted]{}, jobs)
 
 	c := inbox.NewConsumer(db, form, inbox.HandlerFunc(func(ctx context.Context, dl *inbox.Delivery) outcome.Outcome {
-		log.Printf("job %d of queue %s: %s", dl.ID, dl.Group, dl.Payload)
+		log.Printf("job %d of queue %s: %s", dl.ID, dl.Queue, dl.Payload)
 		return outcome.Ack() // stamps processed_at and commits
 	}), &inbox.Config{Queue: "emails", Workers: 8})
 	if err := c.Run(ctx); err != nil {

@@ -22,7 +22,7 @@ import (
 // advisoryFull has every role the advisory form uses; advisoryMinimal an id and a payload.
 var (
 	advisoryFull = inbox.Table{Name: "jobs", ID: "id", Payload: "payload", Attempt: "attempt",
-		ProcessedAt: "done_at", Group: "queue", RetryAfter: "retry_after"}
+		ProcessedAt: "done_at", Queue: "queue", RetryAfter: "retry_after"}
 	advisoryMinimal = inbox.Table{Name: "jobs", ID: "id", Payload: "payload"}
 )
 
@@ -294,7 +294,7 @@ func TestAdvisorySequence(t *testing.T) {
 				m.expectLock(7, true)
 				m.expectTake("q", 7, 3, true)
 				ds := m.claim(t, 1)
-				if len(ds) != 1 || ds[0].ID != 7 || ds[0].Attempt != 3 || ds[0].Group != "q" || string(ds[0].Payload) != "p" {
+				if len(ds) != 1 || ds[0].ID != 7 || ds[0].Attempt != 3 || ds[0].Queue != "q" || string(ds[0].Payload) != "p" {
 					t.Fatalf("claimed %+v, want row 7 as read by the take", ds)
 				}
 				oc.settle(m, 7)

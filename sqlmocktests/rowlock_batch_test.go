@@ -201,7 +201,7 @@ func TestRowlockBatchSettles(t *testing.T) {
 				for range 2 {
 					ds := rowlockClaimBatch(t, f, 8, 7)
 					for i, d := range ds {
-						if d.ID != int64(i+1) || d.Attempt != i+1 || d.Group != rowlockQueue {
+						if d.ID != int64(i+1) || d.Attempt != i+1 || d.Queue != rowlockQueue {
 							t.Fatalf("delivery %d = %+v; want id %d, attempt %d (read %d, plus this delivery), group %s", i, d, i+1, i+1, i, rowlockQueue)
 						}
 						if d.Hold != ds[0].Hold {

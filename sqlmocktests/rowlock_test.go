@@ -95,7 +95,7 @@ var (
 var (
 	rowlockFullTable = inbox.Table{
 		Name: "jobs", ID: "id", IDGenerated: true, Payload: "payload", Attempt: "attempt",
-		ProcessedAt: "processed_at", Group: "grp", Priority: "priority", RetryAfter: "retry_after",
+		ProcessedAt: "processed_at", Queue: "grp", Priority: "priority", RetryAfter: "retry_after",
 		Headers: "headers",
 	}
 	rowlockMinimalTable = inbox.Table{Name: "jobs", ID: "id", IDGenerated: true, Payload: "payload"}
@@ -219,7 +219,7 @@ func TestRowlockSettles(t *testing.T) {
 					f := dc.form(rowlockFullTable)
 					rowlockOpen(t, m, f, inbox.Queue{Name: rowlockQueue, Transactional: transactional})
 					d := rowlockClaimOne(t, f)
-					if d.ID != 7 || d.Attempt != 3 || d.Group != rowlockQueue || d.Headers["trace"] != "t1" || string(d.Payload) != `{"to":"a@example.com"}` {
+					if d.ID != 7 || d.Attempt != 3 || d.Queue != rowlockQueue || d.Headers["trace"] != "t1" || string(d.Payload) != `{"to":"a@example.com"}` {
 						t.Fatalf("delivery = %+v; want id 7, attempt 3 (read 2, plus this delivery), group, headers and payload of the row", d)
 					}
 					if (d.Tx != nil) != transactional {
@@ -262,7 +262,7 @@ func TestRowlockMinimalTable(t *testing.T) {
 			f := dc.form(rowlockMinimalTable)
 			rowlockOpen(t, m, f, inbox.Queue{Name: rowlockQueue})
 			d := rowlockClaimOne(t, f)
-			if d.ID != 11 || d.Attempt != 0 || d.Group != "" || string(d.Payload) != "hello" {
+			if d.ID != 11 || d.Attempt != 0 || d.Queue != "" || string(d.Payload) != "hello" {
 				t.Fatalf("delivery = %+v; want id 11, attempt 0 (no column), payload hello", d)
 			}
 			if err := f.Settle(context.Background(), d, outcome.Ack()); err != nil {

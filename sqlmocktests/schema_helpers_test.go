@@ -50,7 +50,7 @@ func expectColumns(mock sqlmock.Sqlmock, db string, tbl inbox.Table, lease strin
 	add(tbl.Payload, col{pg: "bytea", pgBase: "bytea", my: "longblob", myBase: "longblob", sqlite: "BLOB"})
 	add(tbl.Attempt, integer)
 	add(tbl.ProcessedAt, timestamp)
-	add(tbl.Group, col{pg: "text", pgBase: "text", my: "varchar(191)", myBase: "varchar", sqlite: "TEXT", notNullOnAll: true})
+	add(tbl.Queue, col{pg: "text", pgBase: "text", my: "varchar(191)", myBase: "varchar", sqlite: "TEXT", notNullOnAll: true})
 	add(tbl.Priority, integer)
 	add(tbl.RetryAfter, timestamp)
 	add(tbl.Headers, col{pg: "text", pgBase: "text", my: "text", myBase: "text", sqlite: "TEXT"})

@@ -38,7 +38,7 @@ type Consumer struct {
 	// instead of deleting the row.
 	History bool
 	// Queue, when not empty, is the queue the consumer claims: the table has QueueColumn, its
-	// group column.
+	// queue column.
 	Queue string
 
 	counts *drainCounts // set by DrainLibrary

@@ -21,7 +21,7 @@ func Table(name string) inbox.Table {
 	return inbox.Table{Name: name, ID: "id", IDGenerated: true, Payload: "payload", Attempt: "attempt"}
 }
 
-// HistoryColumn and QueueColumn are the processed_at and group columns of a bench table that
+// HistoryColumn and QueueColumn are the processed_at and queue columns of a bench table that
 // keeps its processed rows (Consumer.History) or holds several queues (Consumer.Queue).
 const (
 	HistoryColumn = "processed_at"
@@ -35,7 +35,7 @@ func (c Consumer) table() inbox.Table {
 		tbl.ProcessedAt = HistoryColumn
 	}
 	if c.Queue != "" {
-		tbl.Group = QueueColumn
+		tbl.Queue = QueueColumn
 	}
 	return tbl
 }

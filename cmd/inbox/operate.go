@@ -414,7 +414,7 @@ type selectionFlags struct {
 
 func addSelectionFlags(fs *flag.FlagSet, changes bool) *selectionFlags {
 	f := &selectionFlags{queue: new(string), ids: new(string), all: new(bool), required: changes}
-	fs.Func("queue", "the rows of this queue (its group value) only", func(v string) error {
+	fs.Func("queue", "the rows of this queue (its queue column's value) only", func(v string) error {
 		*f.queue, f.queueSet = v, true
 		return nil
 	})

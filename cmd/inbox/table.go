@@ -36,7 +36,7 @@ func addTableFlags(fs *flag.FlagSet) *tableFlags {
 		{"payload", "payload", "Payload", func(t *inbox.Table, c string) { t.Payload = c }},
 		{"attempt", "attempt", "Attempt", func(t *inbox.Table, c string) { t.Attempt = c }},
 		{"processed-at", "processed_at", "ProcessedAt", func(t *inbox.Table, c string) { t.ProcessedAt = c }},
-		{"group", "queue", "Group", func(t *inbox.Table, c string) { t.Group = c }},
+		{"queue-column", "queue", "Queue", func(t *inbox.Table, c string) { t.Queue = c }},
 		{"priority", "priority", "Priority", func(t *inbox.Table, c string) { t.Priority = c }},
 		{"retry-after", "retry_after", "RetryAfter", func(t *inbox.Table, c string) { t.RetryAfter = c }},
 		{"headers", "headers", "Headers", func(t *inbox.Table, c string) { t.Headers = c }},

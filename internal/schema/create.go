@@ -13,18 +13,18 @@ import (
 var (
 	postgresDefinitions = map[Role]string{
 		ID: "BIGINT PRIMARY KEY", Payload: "BYTEA", Attempt: "INT NOT NULL DEFAULT 0", Priority: "INT NOT NULL DEFAULT 0",
-		Group: "TEXT NOT NULL DEFAULT ''", Headers: "TEXT", LastError: "TEXT",
+		Queue: "TEXT NOT NULL DEFAULT ''", Headers: "TEXT", LastError: "TEXT",
 		ProcessedAt: "TIMESTAMPTZ", RetryAfter: "TIMESTAMPTZ", DeadAt: "TIMESTAMPTZ", Lease: "TIMESTAMPTZ",
 	}
 	mysqlDefinitions = map[Role]string{
 		ID: "BIGINT PRIMARY KEY", Payload: "LONGBLOB", Attempt: "INT NOT NULL DEFAULT 0", Priority: "INT NOT NULL DEFAULT 0",
-		Group: "VARCHAR(191) NOT NULL DEFAULT ''", Headers: "TEXT", LastError: "TEXT",
+		Queue: "VARCHAR(191) NOT NULL DEFAULT ''", Headers: "TEXT", LastError: "TEXT",
 		ProcessedAt: "DATETIME(6) NULL", RetryAfter: "DATETIME(6) NULL", DeadAt: "DATETIME(6) NULL", Lease: "DATETIME(6) NULL",
 	}
 )
 
 // definition is the column definition the README gives role r on d's database: its type, and
-// for the integers and the group NOT NULL with a default. generated says the database assigns
+// for the integers and the queue column NOT NULL with a default. generated says the database assigns
 // the id (on SQLite an INTEGER PRIMARY KEY is the rowid, assigned when not given, either way).
 func definition(d dialect.Dialect, r Role, generated bool) string {
 	switch d.Name() {
@@ -93,9 +93,9 @@ func ClaimIndex(d dialect.Dialect, t inbox.Table) (Index, error) {
 	var cols []string
 	switch d.Name() {
 	case "postgres", "sqlite":
-		cols = []string{t.Group, t.Priority, t.RetryAfter, t.ID}
+		cols = []string{t.Queue, t.Priority, t.RetryAfter, t.ID}
 	default:
-		cols = []string{t.Group, t.ProcessedAt, t.DeadAt, t.Priority, t.RetryAfter, t.ID}
+		cols = []string{t.Queue, t.ProcessedAt, t.DeadAt, t.Priority, t.RetryAfter, t.ID}
 	}
 	var ix Index
 	for _, c := range cols {

@@ -49,7 +49,7 @@ func postgresNeeds(r Role) string {
 		return "a timestamp (TIMESTAMPTZ, or TIMESTAMP)"
 	case Lease:
 		return "a timestamp that keeps microseconds (TIMESTAMPTZ or TIMESTAMP, with no precision below 6)"
-	case Group:
+	case Queue:
 		return "a text type (TEXT, VARCHAR or CHAR)"
 	case Payload:
 		return "bytes or text (BYTEA, TEXT, VARCHAR, JSON or JSONB)"
@@ -70,7 +70,7 @@ func postgresFits(r Role, c Column, _ bool) string {
 		if r == Lease && c.Precision < 6 {
 			return lossyLease(c.Precision)
 		}
-	case Group:
+	case Queue:
 		if !slices.Contains(postgresTexts, c.Base) {
 			return "not a text type"
 		}
@@ -144,7 +144,7 @@ func mysqlNeeds(r Role) string {
 		return "a time (DATETIME(6), or TIMESTAMP)"
 	case Lease:
 		return "a time that keeps microseconds (DATETIME(6), or TIMESTAMP(6))"
-	case Group:
+	case Queue:
 		return "a string type (VARCHAR, CHAR or TEXT)"
 	case Payload:
 		return "bytes or text (LONGBLOB, BLOB, VARBINARY, TEXT, JSON, …)"
@@ -165,7 +165,7 @@ func mysqlFits(r Role, c Column, _ bool) string {
 		if r == Lease && c.Precision < 6 {
 			return lossyLease(c.Precision)
 		}
-	case Group:
+	case Queue:
 		if !slices.Contains(mysqlTexts, c.Base) && c.Base != "binary" && c.Base != "varbinary" {
 			return "not a string type"
 		}
@@ -202,7 +202,7 @@ func mysqlFix(table, col string, r Role, c Column) string {
 		if c.Base == "timestamp" {
 			def = "TIMESTAMP(6)" + null
 		}
-	case Group:
+	case Queue:
 		def = "VARCHAR(191)" + null + " DEFAULT ''"
 	case Payload:
 		def = "LONGBLOB" + null
@@ -234,7 +234,7 @@ func sqliteNeeds(r Role) string {
 	switch r {
 	case ID, Attempt, Priority:
 		return "INTEGER affinity (a declared type containing INT, such as INTEGER)"
-	case Group:
+	case Queue:
 		return "TEXT (or no declared type)"
 	case Payload:
 		return "BLOB or TEXT (or no declared type)"
@@ -248,7 +248,7 @@ func sqliteFits(r Role, c Column, strict bool) string {
 		if c.Affinity != "INTEGER" {
 			return "not of INTEGER affinity: SQLite keeps text in it as text, which compares and sorts as text"
 		}
-	case Group, Payload:
+	case Queue, Payload:
 		if strict {
 			ok := []string{"TEXT", "ANY"}
 			if r == Payload {
@@ -274,7 +274,7 @@ func sqliteDefinition(r Role) string {
 		return "INTEGER PRIMARY KEY"
 	case Attempt, Priority:
 		return "INTEGER NOT NULL DEFAULT 0"
-	case Group:
+	case Queue:
 		return "TEXT NOT NULL DEFAULT ''"
 	case Payload:
 		return "BLOB"

@@ -31,7 +31,7 @@ const (
 	Payload
 	Attempt
 	ProcessedAt
-	Group
+	Queue
 	Priority
 	RetryAfter
 	Headers
@@ -41,7 +41,7 @@ const (
 )
 
 func (r Role) String() string {
-	return [...]string{"ID", "Payload", "Attempt", "ProcessedAt", "Group", "Priority", "RetryAfter", "Headers", "DeadAt", "LastError", "lease column"}[r]
+	return [...]string{"ID", "Payload", "Attempt", "ProcessedAt", "Queue", "Priority", "RetryAfter", "Headers", "DeadAt", "LastError", "lease column"}[r]
 }
 
 // Named is a column a description names, by its role.
@@ -56,7 +56,7 @@ func Describe(t inbox.Table, lease string) []Named {
 	var out []Named
 	for _, n := range []Named{
 		{ID, t.ID}, {Payload, t.Payload}, {Attempt, t.Attempt}, {ProcessedAt, t.ProcessedAt},
-		{Group, t.Group}, {Priority, t.Priority}, {RetryAfter, t.RetryAfter}, {Headers, t.Headers},
+		{Queue, t.Queue}, {Priority, t.Priority}, {RetryAfter, t.RetryAfter}, {Headers, t.Headers},
 		{DeadAt, t.DeadAt}, {LastError, t.LastError}, {Lease, lease},
 	} {
 		if n.Column != "" {

@@ -49,8 +49,8 @@ func (a Admin) Stats() (query string, nows int) {
 	}
 	count := func(cond string) string { return "COUNT(CASE WHEN " + cond + " THEN 1 END)" }
 	group := "''"
-	if t.Group != "" {
-		group = t.Group
+	if t.Queue != "" {
+		group = t.Queue
 	}
 	cols := []string{group}
 	if t.RetryAfter != "" {
@@ -88,8 +88,8 @@ func (a Admin) Stats() (query string, nows int) {
 		cols = append(cols, "NULL", count(when(free()...)))
 	}
 	query = "SELECT " + strings.Join(cols, ", ") + " FROM " + t.Name
-	if t.Group != "" {
-		query += " GROUP BY " + t.Group + " ORDER BY " + t.Group
+	if t.Queue != "" {
+		query += " GROUP BY " + t.Queue + " ORDER BY " + t.Queue
 	}
 	return query, nows
 }
@@ -103,8 +103,8 @@ func (a Admin) Dead(byQueue, after bool) string {
 	t := a.s.t
 	p := a.s.Params()
 	cols := []string{t.ID, "''", "0", t.DeadAt, "''"}
-	if t.Group != "" {
-		cols[1] = t.Group
+	if t.Queue != "" {
+		cols[1] = t.Queue
 	}
 	if t.Attempt != "" {
 		cols[2] = "COALESCE(" + t.Attempt + ", 0)"
@@ -114,7 +114,7 @@ func (a Admin) Dead(byQueue, after bool) string {
 	}
 	conds := []string{t.DeadAt + " IS NOT NULL"}
 	if byQueue {
-		conds = append(conds, t.Group+" = "+p.Next())
+		conds = append(conds, t.Queue+" = "+p.Next())
 	}
 	if after {
 		conds = append(conds, "("+t.DeadAt+" < "+p.Next()+" OR "+t.DeadAt+" = "+p.Next()+" AND "+t.ID+" < "+p.Next()+")")
@@ -149,7 +149,7 @@ func (a Admin) Pick(k Kept, byQueue bool) string {
 	p := a.s.Params()
 	conds := []string{a.kept(p, k)}
 	if byQueue {
-		conds = append(conds, t.Group+" = "+p.Next())
+		conds = append(conds, t.Queue+" = "+p.Next())
 	}
 	conds = append(conds, t.ID+" > "+p.Next())
 	return "SELECT " + t.ID + " FROM " + t.Name + " WHERE " + strings.Join(conds, " AND ") + " ORDER BY " + t.ID + " LIMIT " + p.Next()

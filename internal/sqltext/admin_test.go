@@ -14,7 +14,7 @@ var adminShapes = []golden.Shape{
 	{
 		Name: "all-roles",
 		Table: sqltext.Table{Name: "jobs", ID: "id", IDGenerated: true, Payload: "payload", Attempt: "attempt",
-			ProcessedAt: "processed_at", Group: "queue", Priority: "priority", RetryAfter: "retry_after", Headers: "headers",
+			ProcessedAt: "processed_at", Queue: "queue", Priority: "priority", RetryAfter: "retry_after", Headers: "headers",
 			DeadAt: "dead_at", LastError: "last_error"},
 		Lease: "locked_until",
 	},
@@ -23,7 +23,7 @@ var adminShapes = []golden.Shape{
 	{
 		Name: "odd-names",
 		Table: sqltext.Table{Name: "select `from` \"where\"", ID: `id "x"`, IDGenerated: true, Attempt: "order",
-			ProcessedAt: `processed "at"`, Group: "group", RetryAfter: "retry after", DeadAt: "dead `at`", LastError: `"error"`},
+			ProcessedAt: `processed "at"`, Queue: "group", RetryAfter: "retry after", DeadAt: "dead `at`", LastError: `"error"`},
 		Lease: "locked `until` \"now\"",
 	},
 }
@@ -42,11 +42,11 @@ func adminGoldens(t *testing.T) []string {
 			if sh.Table.DeadAt != "" {
 				e.add("dead", a.Dead(false, false))
 				e.add("dead(after)", a.Dead(false, true))
-				if sh.Table.Group != "" {
+				if sh.Table.Queue != "" {
 					e.add("dead(queue, after)", a.Dead(true, true))
 				}
 				e.add("pickDead", a.Pick(sqltext.DeadRows, false))
-				if sh.Table.Group != "" {
+				if sh.Table.Queue != "" {
 					e.add("pickDead(queue)", a.Pick(sqltext.DeadRows, true))
 				}
 				e.add("requeue(3)", a.Requeue(3))
@@ -54,7 +54,7 @@ func adminGoldens(t *testing.T) []string {
 			}
 			if sh.Table.ProcessedAt != "" {
 				e.add("pickProcessed", a.Pick(sqltext.ProcessedRows, false))
-				if sh.Table.Group != "" {
+				if sh.Table.Queue != "" {
 					e.add("pickProcessed(queue)", a.Pick(sqltext.ProcessedRows, true))
 				}
 				e.add("purgeProcessed(3)", a.Purge(sqltext.ProcessedRows, 3))

@@ -27,7 +27,7 @@ type Table struct {
 	Payload     string
 	Attempt     string
 	ProcessedAt string
-	Group       string
+	Queue       string
 	Priority    string
 	RetryAfter  string
 	Headers     string
@@ -80,7 +80,7 @@ func (p *Params) list(n int) string {
 func (s SQL) Columns(alias string) string {
 	prefix := dotted(alias)
 	cols := []string{prefix + s.t.ID}
-	for _, c := range append([]string{s.t.Payload, s.t.Attempt, s.t.Group, s.t.Headers}, s.t.Columns...) {
+	for _, c := range append([]string{s.t.Payload, s.t.Attempt, s.t.Queue, s.t.Headers}, s.t.Columns...) {
 		if c != "" {
 			cols = append(cols, prefix+c)
 		}
@@ -104,8 +104,8 @@ func (s SQL) Due(p *Params, alias string) string {
 	if s.t.RetryAfter != "" {
 		conds = append(conds, "("+prefix+s.t.RetryAfter+" IS NULL OR "+prefix+s.t.RetryAfter+" <= "+p.Next()+")")
 	}
-	if s.t.Group != "" {
-		conds = append(conds, prefix+s.t.Group+" = "+p.Next())
+	if s.t.Queue != "" {
+		conds = append(conds, prefix+s.t.Queue+" = "+p.Next())
 	}
 	if len(conds) == 0 {
 		return "1 = 1"
@@ -152,7 +152,7 @@ func (s SQL) insert(p *Params, rows int, own []string) string {
 	if !s.t.IDGenerated {
 		cols = append(cols, s.t.ID)
 	}
-	for _, c := range append([]string{s.t.Payload, s.t.Group, s.t.Priority, s.t.Headers, s.t.RetryAfter}, own...) {
+	for _, c := range append([]string{s.t.Payload, s.t.Queue, s.t.Priority, s.t.Headers, s.t.RetryAfter}, own...) {
 		if c != "" {
 			cols = append(cols, c)
 		}

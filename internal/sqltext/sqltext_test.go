@@ -259,13 +259,13 @@ func FuzzNamesStayQuoted(f *testing.F) {
 		}
 		fuzzed := golden.Shape{
 			Table: sqltext.Table{Name: name, ID: id, IDGenerated: true, Payload: payload, Attempt: attempt, ProcessedAt: processed,
-				Group: group, Priority: priority, RetryAfter: retryAfter, Headers: headers},
+				Queue: group, Priority: priority, RetryAfter: retryAfter, Headers: headers},
 			Lease: leaseCol,
 			Key:   []sqltext.KeyPart{{Text: "k-"}, {Column: keyCol}},
 		}
 		plain := golden.Shape{
 			Table: sqltext.Table{Name: "t", ID: "c0", IDGenerated: true, Payload: as(payload, "c1"), Attempt: as(attempt, "c2"),
-				ProcessedAt: as(processed, "c3"), Group: as(group, "c4"), Priority: as(priority, "c5"), RetryAfter: as(retryAfter, "c6"),
+				ProcessedAt: as(processed, "c3"), Queue: as(group, "c4"), Priority: as(priority, "c5"), RetryAfter: as(retryAfter, "c6"),
 				Headers: as(headers, "c7")},
 			Lease: "c8",
 			Key:   []sqltext.KeyPart{{Text: "k-"}, {Column: "c9"}},

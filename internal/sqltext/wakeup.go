@@ -22,8 +22,8 @@ func (s SQL) NextDue() string {
 	if t.ProcessedAt != "" {
 		conds = t.ProcessedAt + " IS NULL AND " + conds
 	}
-	if t.Group != "" {
-		conds += " AND " + t.Group + " = " + p.Next()
+	if t.Queue != "" {
+		conds += " AND " + t.Queue + " = " + p.Next()
 	}
 	return "SELECT MIN(" + t.RetryAfter + ") FROM " + t.Name + " WHERE " + conds
 }

@@ -60,7 +60,7 @@ func (t *Table) Columns(alias string) string {
 		prefix = alias + "."
 	}
 	cols := []string{prefix + t.Q.ID}
-	for _, c := range append([]string{t.Q.Payload, t.Q.Attempt, t.Q.Group, t.Q.Headers}, t.Q.Columns...) {
+	for _, c := range append([]string{t.Q.Payload, t.Q.Attempt, t.Q.Queue, t.Q.Headers}, t.Q.Columns...) {
 		if c != "" {
 			cols = append(cols, prefix+c)
 		}
@@ -115,7 +115,7 @@ func (t *Table) ScanOne(scan func(...any) error) (*inbox.Delivery, error) {
 	if t.Q.Attempt != "" {
 		dest = append(dest, attempt)
 	}
-	if t.Q.Group != "" {
+	if t.Q.Queue != "" {
 		dest = append(dest, group)
 	}
 	if t.Q.Headers != "" {
@@ -131,7 +131,7 @@ func (t *Table) ScanOne(scan func(...any) error) (*inbox.Delivery, error) {
 		d.SetColumns(t.Raw.Name, t.Raw.Columns, vals)
 	}
 	d.Attempt = int(attempt.Int64)
-	d.Group = group.String
+	d.Queue = group.String
 	if headers.Valid && headers.String != "" {
 		if err := json.Unmarshal([]byte(headers.String), &d.Headers); err != nil {
 			// One bad row must not fail every claim of its queue: it is delivered, and the
@@ -170,8 +170,8 @@ func (t *Table) Due(p *Params, alias string) string {
 	if t.Q.RetryAfter != "" {
 		conds = append(conds, "("+prefix+t.Q.RetryAfter+" IS NULL OR "+prefix+t.Q.RetryAfter+" <= "+p.Next()+")")
 	}
-	if t.Q.Group != "" {
-		conds = append(conds, prefix+t.Q.Group+" = "+p.Next())
+	if t.Q.Queue != "" {
+		conds = append(conds, prefix+t.Q.Queue+" = "+p.Next())
 	}
 	if len(conds) == 0 {
 		return "1 = 1"
@@ -185,7 +185,7 @@ func (t *Table) DueArgs(args []any, now any, queue string) []any {
 	if t.Q.RetryAfter != "" {
 		args = append(args, now)
 	}
-	if t.Q.Group != "" {
+	if t.Q.Queue != "" {
 		args = append(args, queue)
 	}
 	return args
@@ -236,10 +236,10 @@ func (t *Table) unclaimableSearches(queue string, now time.Time) []unclaimableSe
 		done = "stamp " + strconv.Quote(t.Raw.ProcessedAt) + " (or delete the row)"
 	}
 	var out []unclaimableSearch
-	if q.Group != "" {
+	if q.Queue != "" {
 		out = append(out, unclaimableSearch{
-			why:   fmt.Sprintf("the queue column %q is NULL, which no consumer's queue matches: set it to the queue that should run the row", t.Raw.Group),
-			query: "SELECT " + q.ID + " FROM " + q.Name + " WHERE " + pending + q.Group + " IS NULL" + limit,
+			why:   fmt.Sprintf("the queue column %q is NULL, which no consumer's queue matches: set it to the queue that should run the row", t.Raw.Queue),
+			query: "SELECT " + q.ID + " FROM " + q.Name + " WHERE " + pending + q.Queue + " IS NULL" + limit,
 		})
 	}
 	if q.RetryAfter == "" {
@@ -247,8 +247,8 @@ func (t *Table) unclaimableSearches(queue string, now time.Time) []unclaimableSe
 	}
 	p := t.Params()
 	ofQueue, args := "", []any{}
-	if q.Group != "" {
-		ofQueue = q.Group + " = " + p.Next() + " AND "
+	if q.Queue != "" {
+		ofQueue = q.Queue + " = " + p.Next() + " AND "
 		args = append(args, queue)
 	}
 	far := "SELECT " + q.ID + " FROM " + q.Name + " WHERE " + pending + ofQueue + q.RetryAfter + " > " + p.Next()

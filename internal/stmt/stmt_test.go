@@ -16,7 +16,7 @@ import (
 // through.
 func TestScanOneAllocatesOnePerRow(t *testing.T) {
 	st, err := stmt.New(dialect.Postgres[isolation.Default]{}, inbox.Table{
-		Name: "jobs", ID: "id", Payload: "payload", Attempt: "attempt", Group: "queue", Headers: "headers",
+		Name: "jobs", ID: "id", Payload: "payload", Attempt: "attempt", Queue: "queue", Headers: "headers",
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -36,7 +36,7 @@ func TestScanOneAllocatesOnePerRow(t *testing.T) {
 			t.Fatal(err)
 		}
 	})
-	if d.ID != 7 || string(d.Payload) != `{"n":1}` || d.Attempt != 2 || d.Group != "emails" || d.Headers != nil {
+	if d.ID != 7 || string(d.Payload) != `{"n":1}` || d.Attempt != 2 || d.Queue != "emails" || d.Headers != nil {
 		t.Fatalf("scanned %+v, want row 7 of queue emails at attempt 2 with its payload and no headers", d)
 	}
 	if allocs != 1 {

@@ -52,7 +52,7 @@ func run(ctx context.Context, w io.Writer) error {
 	if _, err := db.ExecContext(ctx, `CREATE TABLE jobs (id INTEGER PRIMARY KEY, payload BLOB, attempt INT NOT NULL DEFAULT 0, grp TEXT NOT NULL DEFAULT '', headers TEXT, retry_after TEXT, locked_until TEXT)`); err != nil {
 		return err
 	}
-	jobs := inbox.Table{Name: "jobs", ID: "id", IDGenerated: true, Payload: "payload", Attempt: "attempt", Group: "grp", Headers: "headers", RetryAfter: "retry_after"}
+	jobs := inbox.Table{Name: "jobs", ID: "id", IDGenerated: true, Payload: "payload", Attempt: "attempt", Queue: "grp", Headers: "headers", RetryAfter: "retry_after"}
 	d := dialect.SQLite[isolation.Immediate]{}
 
 	spanOut, err := stdouttrace.New(stdouttrace.WithWriter(w), stdouttrace.WithPrettyPrint())

@@ -83,7 +83,7 @@ var Shapes = []Shape{
 	{
 		Name: "all-roles",
 		Table: sqltext.Table{Name: "jobs", ID: "id", IDGenerated: true, Payload: "payload", Attempt: "attempt",
-			ProcessedAt: "processed_at", Group: "queue", Priority: "priority", RetryAfter: "retry_after", Headers: "headers",
+			ProcessedAt: "processed_at", Queue: "queue", Priority: "priority", RetryAfter: "retry_after", Headers: "headers",
 			DeadAt: "dead_at", LastError: "last_error"},
 		Lease: "locked_until",
 		Key:   []sqltext.KeyPart{{Text: "jobs-"}, {Column: "queue"}, {Text: ":"}, {Column: "id"}},
@@ -97,7 +97,7 @@ var Shapes = []Shape{
 	{
 		Name: "no-attempt",
 		Table: sqltext.Table{Name: "jobs", ID: "id", IDGenerated: true, Payload: "payload",
-			ProcessedAt: "processed_at", Group: "queue", Priority: "priority", RetryAfter: "retry_after", Headers: "headers"},
+			ProcessedAt: "processed_at", Queue: "queue", Priority: "priority", RetryAfter: "retry_after", Headers: "headers"},
 		Lease: "locked_until",
 		Key:   []sqltext.KeyPart{{Text: "jobs-"}, {Column: "id"}},
 	},
@@ -117,7 +117,7 @@ var Shapes = []Shape{
 	{
 		Name: "odd-names",
 		Table: sqltext.Table{Name: "select `from` \"where\"", ID: `id "x"`, IDGenerated: true, Payload: "`payload` data",
-			Attempt: "order", ProcessedAt: `processed "at"`, Group: "group", Priority: "`priority`", RetryAfter: "retry after",
+			Attempt: "order", ProcessedAt: `processed "at"`, Queue: "group", Priority: "`priority`", RetryAfter: "retry after",
 			Headers: "select"},
 		Lease: "locked `until` \"now\"",
 		Key:   []sqltext.KeyPart{{Text: "odd "}, {Column: "group"}, {Text: ":"}, {Column: `id "x"`}},
@@ -125,7 +125,7 @@ var Shapes = []Shape{
 	{
 		Name: "own-columns",
 		Table: sqltext.Table{Name: "jobs", ID: "id", IDGenerated: true, Payload: "payload", Attempt: "attempt",
-			ProcessedAt: "processed_at", Group: "queue", Priority: "priority", RetryAfter: "retry_after", Headers: "headers",
+			ProcessedAt: "processed_at", Queue: "queue", Priority: "priority", RetryAfter: "retry_after", Headers: "headers",
 			Columns: []string{"account", "region"}},
 		Lease: "locked_until",
 		Key:   []sqltext.KeyPart{{Text: "accounts-"}, {Column: "account"}},
