@@ -110,3 +110,17 @@ func Func(f func(ctx context.Context, d *Delivery) error) Handler {
 func JSONFunc[T any](f func(ctx context.Context, d *Delivery, v T) error) Handler {
 	return JSON(func(ctx context.Context, d *Delivery, v T) outcome.Outcome { return Result(f(ctx, d, v)) })
 }
+
+// JSONBatchFunc is JSONBatch for a function that returns an error per row (errs[i] is ds[i]'s),
+// each settled as Func settles it: nil acks. A short slice leaves the rows past its end without
+// an outcome, which the consumer retries and logs, as for JSONBatch.
+func JSONBatchFunc[T any](f func(ctx context.Context, ds []*Delivery, vs []T) []error) BatchHandler {
+	return JSONBatch(func(ctx context.Context, ds []*Delivery, vs []T) []outcome.Outcome {
+		errs := f(ctx, ds, vs)
+		outs := make([]outcome.Outcome, len(errs))
+		for i, err := range errs {
+			outs[i] = Result(err)
+		}
+		return outs
+	})
+}

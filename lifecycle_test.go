@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -161,5 +162,36 @@ func TestBackoffOfAFailedSettlement(t *testing.T) {
 	}
 	if o := c.backoff(&Delivery{ID: 1, Attempt: 5}, refused); o.Kind() != outcome.KindFail || !errors.Is(o.Err(), refused) {
 		t.Errorf("backoff at the limit = %v (err %v), want a Fail", o, o.Err())
+	}
+}
+
+// TestJSONBatchFunc: each row's error settles it as Func would, a row that does not decode never
+// reaches the function, and a short slice leaves the rest without an outcome.
+func TestJSONBatchFunc(t *testing.T) {
+	type job struct{ N int }
+	boom := errors.New("boom")
+	var got []int
+	h := JSONBatchFunc(func(ctx context.Context, ds []*Delivery, vs []job) []error {
+		for _, v := range vs {
+			got = append(got, v.N)
+		}
+		return []error{nil, Permanent(boom)}
+	})
+	ds := []*Delivery{{ID: 1, Payload: []byte(`{"N":1}`)}, {ID: 2, Payload: []byte(`not json`)}, {ID: 3, Payload: []byte(`{"N":3}`)}, {ID: 4, Payload: []byte(`{"N":4}`)}}
+	outs := h.HandleBatch(context.Background(), ds)
+	want := []outcome.Kind{outcome.KindAck, outcome.KindNone, outcome.KindFail, outcome.KindNone}
+	if len(outs) != len(want) {
+		t.Fatalf("%d outcomes, want %d", len(outs), len(want))
+	}
+	for i, k := range want {
+		if outs[i].Kind() != k {
+			t.Errorf("row %d: %v, want %v", ds[i].ID, outs[i], k)
+		}
+	}
+	if ds[1].DecodeError() == nil || !slices.Equal(got, []int{1, 3, 4}) {
+		t.Errorf("decoded %v, row 2's decode error %v; want rows 1, 3, 4 and an error for row 2", got, ds[1].DecodeError())
+	}
+	if !errors.Is(outs[2].Err(), boom) {
+		t.Errorf("row 3's reason %v, want boom", outs[2].Err())
 	}
 }
