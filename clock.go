@@ -97,9 +97,9 @@ func (c *DatabaseClock) sync(ctx context.Context) error {
 			break
 		}
 		t1 := host.Now()
-		server, perr := time.Parse("2006-01-02 15:04:05.999999", text)
+		server, perr := dialect.ScannedTime(text)
 		if perr != nil {
-			err = fmt.Errorf("the server's time %q does not parse: %w", text, perr)
+			err = fmt.Errorf("the server's time: %w", perr)
 			break
 		}
 		if trip := t1.Sub(t0); bestTrip < 0 || trip < bestTrip {

@@ -3,7 +3,6 @@ package inbox
 import (
 	"context"
 	"database/sql"
-	"fmt"
 	"log/slog"
 	"time"
 
@@ -135,34 +134,9 @@ func (w *dueWatch) until(ctx context.Context) (time.Duration, bool) {
 	if err := w.db.QueryRowContext(ctx, w.query, append([]any{w.d.Time(now)}, w.args...)...).Scan(&due); err != nil || due == nil {
 		return 0, false
 	}
-	t, err := readTime(due)
+	t, err := dialect.ScannedTime(due)
 	if err != nil {
 		return 0, false
 	}
 	return t.Sub(now), true
-}
-
-// timeLayouts are the texts a driver may hand a timestamp back as: MySQL's and MariaDB's
-// DATETIME without the driver's parseTime, and SQLite's text (dialect.SQLiteTimeLayout).
-var timeLayouts = []string{"2006-01-02 15:04:05.999999999", time.RFC3339Nano}
-
-// readTime reads a timestamp the library wrote (in UTC) as the driver scanned it into an any.
-func readTime(v any) (time.Time, error) {
-	var text string
-	switch v := v.(type) {
-	case time.Time:
-		return v, nil
-	case []byte:
-		text = string(v)
-	case string:
-		text = v
-	default:
-		return time.Time{}, fmt.Errorf("a timestamp read as %T", v)
-	}
-	for _, layout := range timeLayouts {
-		if t, err := time.ParseInLocation(layout, text, time.UTC); err == nil {
-			return t, nil
-		}
-	}
-	return time.Time{}, fmt.Errorf("%q is not a timestamp", text)
 }

@@ -141,7 +141,7 @@ func (a *Admin) Stats(ctx context.Context) ([]Stats, error) {
 		case undated > 0 || a.t.RetryAfter == "":
 			s.OldestDue = Unknown
 		default:
-			since, err := readTime(oldest)
+			since, err := dialect.ScannedTime(oldest)
 			if err != nil {
 				return nil, fmt.Errorf("inbox: table %q, column %q: %w", a.t.Name, a.t.RetryAfter, err)
 			}
@@ -153,32 +153,6 @@ func (a *Admin) Stats(ctx context.Context) ([]Stats, error) {
 		return nil, fmt.Errorf("inbox: table %q: counting rows: %w", a.t.Name, err)
 	}
 	return out, nil
-}
-
-// timeLayouts are the texts a driver may hand a timestamp back as: MySQL's and MariaDB's
-// DATETIME without the driver's parseTime, and SQLite's text (dialect.SQLiteTimeLayout).
-var timeLayouts = []string{"2006-01-02 15:04:05.999999999", time.RFC3339Nano}
-
-// readTime reads a timestamp as the driver scanned it into an any: a time.Time, or its text in
-// UTC.
-func readTime(v any) (time.Time, error) {
-	var text string
-	switch v := v.(type) {
-	case time.Time:
-		return v.UTC(), nil
-	case []byte:
-		text = string(v)
-	case string:
-		text = v
-	default:
-		return time.Time{}, fmt.Errorf("a timestamp read as %T, not a time", v)
-	}
-	for _, layout := range timeLayouts {
-		if t, err := time.ParseInLocation(layout, text, time.UTC); err == nil {
-			return t.UTC(), nil
-		}
-	}
-	return time.Time{}, fmt.Errorf("%q is not a timestamp in the library's layout", text)
 }
 
 // A Selection names rows for Dead, Requeue, PurgeDead and PurgeProcessed: All, a Queue, or
@@ -294,7 +268,7 @@ func (a *Admin) Dead(ctx context.Context, sel Selection, after Cursor, limit int
 		if err := rows.Scan(&r.ID, &r.Queue, &r.Attempt, &at, &r.LastError); err != nil {
 			return nil, fmt.Errorf("inbox: table %q: listing dead rows: %w", a.t.Name, err)
 		}
-		if r.DeadAt, err = readTime(at); err != nil {
+		if r.DeadAt, err = dialect.ScannedTime(at); err != nil {
 			return nil, fmt.Errorf("inbox: table %q, row %d, column %q: %w", a.t.Name, r.ID, a.t.DeadAt, err)
 		}
 		out = append(out, r)

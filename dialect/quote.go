@@ -47,3 +47,30 @@ func serverTime(t time.Time) any { return t.UTC().Truncate(time.Microsecond) }
 const SQLiteTimeLayout = "2006-01-02 15:04:05.000000"
 
 func sqliteTime(t time.Time) any { return t.UTC().Format(SQLiteTimeLayout) }
+
+// scannedLayouts are the texts a driver may hand a timestamp back as: MySQL's and MariaDB's
+// DATETIME without the driver's parseTime, SQLite's text (SQLiteTimeLayout), and a server
+// clock's reading (Caps.ClockQuery).
+var scannedLayouts = []string{"2006-01-02 15:04:05.999999999", time.RFC3339Nano}
+
+// ScannedTime reads a timestamp as a driver scanned it into an any: a time.Time, or its text,
+// taken as UTC.
+func ScannedTime(v any) (time.Time, error) {
+	var text string
+	switch v := v.(type) {
+	case time.Time:
+		return v.UTC(), nil
+	case []byte:
+		text = string(v)
+	case string:
+		text = v
+	default:
+		return time.Time{}, fmt.Errorf("a timestamp read as %T, not a time", v)
+	}
+	for _, layout := range scannedLayouts {
+		if t, err := time.ParseInLocation(layout, text, time.UTC); err == nil {
+			return t.UTC(), nil
+		}
+	}
+	return time.Time{}, fmt.Errorf("%q is not a timestamp in the library's layout", text)
+}
