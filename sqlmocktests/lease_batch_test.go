@@ -65,11 +65,7 @@ func TestLeaseBatchSequence(t *testing.T) {
 			ctx := context.Background()
 			m := newRecorder(t, 1)
 			st := c.jobs
-			expectOpen(m, c, st, "jobs")
-			f := lease.New(c.d, leaseJobs, nil)
-			if _, err := f.Open(ctx, m.db, inbox.Queue{}); err != nil {
-				t.Fatal(err)
-			}
+			f := openLease(t, m, c, st)
 			batch := st
 			if c.mysqlFamily() {
 				batch.stamp = strings.Replace(st.stamp, "IN (?)", "IN (?, ?, ?, ?)", 1)
@@ -127,11 +123,7 @@ func TestLeaseBatchLostSequence(t *testing.T) {
 			ctx := context.Background()
 			m := newRecorder(t, 1)
 			st := c.jobs
-			expectOpen(m, c, st, "jobs")
-			f := lease.New(c.d, leaseJobs, nil)
-			if _, err := f.Open(ctx, m.db, inbox.Queue{}); err != nil {
-				t.Fatal(err)
-			}
+			f := openLease(t, m, c, st)
 			batch := st
 			if c.mysqlFamily() {
 				batch.stamp = strings.Replace(st.stamp, "IN (?)", "IN (?, ?, ?, ?)", 1)

@@ -9,7 +9,6 @@ import (
 
 	"github.com/DATA-DOG/go-sqlmock"
 
-	"github.com/sqlinbox/inbox"
 	"github.com/sqlinbox/inbox/lease"
 	"github.com/sqlinbox/inbox/outcome"
 )
@@ -27,11 +26,7 @@ func TestLeaseSettleAndClaimSQLite(t *testing.T) {
 	ctx := context.Background()
 	m := newRecorder(t, 2)
 	st := c.jobs
-	expectOpen(m, c, st, "jobs")
-	f := lease.New(c.d, leaseJobs, nil)
-	if _, err := f.Open(ctx, m.db, inbox.Queue{}); err != nil {
-		t.Fatal(err)
-	}
+	f := openLease(t, m, c, st)
 	claimRows := func(id int64) *sqlmock.Rows {
 		return sqlmock.NewRows([]string{"id", "payload", "attempt"}).AddRow(id, []byte("payload"), int64(0))
 	}

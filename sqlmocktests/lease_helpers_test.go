@@ -1,10 +1,14 @@
 package sqlmocktests
 
 import (
+	"context"
 	"database/sql/driver"
+	"testing"
 	"time"
 
+	"github.com/sqlinbox/inbox"
 	"github.com/sqlinbox/inbox/dialect"
+	"github.com/sqlinbox/inbox/lease"
 )
 
 // leaseTime matches a bound timestamp within a few seconds of want (the form reads the host
@@ -47,4 +51,16 @@ func (a leaseSame) Match(v driver.Value) bool {
 		return ok && t.Equal(want)
 	}
 	return *a.v != nil && v == *a.v
+}
+
+// openLease expects the lease form's Open over the jobs table with statements st (expectOpen),
+// and opens a form of case c on the mock with no queue name.
+func openLease(t *testing.T, m *recorder, c leaseCase, st leaseStatements) *lease.Form[dialect.Dialect] {
+	t.Helper()
+	expectOpen(m, c, st, "jobs")
+	f := lease.New(c.d, leaseJobs, nil)
+	if _, err := f.Open(context.Background(), m.db, inbox.Queue{}); err != nil {
+		t.Fatal(err)
+	}
+	return f
 }

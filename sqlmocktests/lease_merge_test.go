@@ -11,7 +11,6 @@ import (
 	"github.com/DATA-DOG/go-sqlmock"
 
 	"github.com/sqlinbox/inbox"
-	"github.com/sqlinbox/inbox/lease"
 	"github.com/sqlinbox/inbox/outcome"
 )
 
@@ -32,11 +31,7 @@ func TestLeaseMergesSettlementsThatArriveTogether(t *testing.T) {
 			ctx := context.Background()
 			m := newRecorder(t, 4)
 			st := c.jobs
-			expectOpen(m, c, st, "jobs")
-			f := lease.New(c.d, leaseJobs, nil)
-			if _, err := f.Open(ctx, m.db, inbox.Queue{}); err != nil {
-				t.Fatal(err)
-			}
+			f := openLease(t, m, c, st)
 			var token driver.Value
 			expectClaimOf(m, c, st, 3, true, &token, leaseClaimed{7, 1}, leaseClaimed{8, 1}, leaseClaimed{9, 1})
 			ds, err := f.Claim(ctx, 3)
