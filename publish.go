@@ -227,7 +227,7 @@ func statements(d dialect.Dialect, t Table, msgs []Message, ids bool) ([]stateme
 			out[i].query = s.Insert(out[i].rows, out[i].own)
 		}
 	}
-	if t.Notify && d.Name() == "postgres" {
+	if t.Notify && d.Caps().Notifies {
 		// The last statement notifies the table's channel, in the statement itself where it
 		// returns nothing (no round trip more), and after it where it returns an id.
 		channel := NotifyChannel(t.Name)

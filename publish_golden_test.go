@@ -41,7 +41,7 @@ func TestGoldenStatements(t *testing.T) {
 			build("insert(1)", 1, false, false)
 			build("insert(3)", 3, false, false)
 			build("insertID", 1, true, false)
-			if dl.Name == "postgres" {
+			if dl.D.Caps().Notifies {
 				build("insert(1) notifying", 1, false, true)
 				build("insert(3) notifying", 3, false, true)
 			}

@@ -125,6 +125,11 @@ type Caps struct {
 	// schema's.
 	StatementLostCodes []string
 
+	// Notifies says the database delivers a notification sent inside a transaction to its
+	// listeners when that transaction commits (Postgres: pg_notify, LISTEN): publishing to a
+	// table with inbox.Table.Notify set sends one. Elsewhere Notify is ignored.
+	Notifies bool
+
 	// ClockQuery reads the server's clock, in UTC, as text of the layout
 	// "2006-01-02 15:04:05.999999" (SQLite's to the millisecond): what inbox.DatabaseClock
 	// measures its offset by.
@@ -189,6 +194,7 @@ var (
 		Server:              Floor{9, 5, 0, "SKIP LOCKED"},
 		Advisory:            Floor{11, 0, 0, "hashtextextended"},
 		StatementLostCodes:  []string{"26000", "42P05"},
+		Notifies:            true,
 		ClockQuery:          "SELECT to_char(clock_timestamp() AT TIME ZONE 'UTC', 'YYYY-MM-DD HH24:MI:SS.US')",
 		ConflictCodes:       []string{"40001", "40P01"},
 		ConflictMarks:       []string{"SQLSTATE 40001", "SQLSTATE 40P01"},

@@ -27,9 +27,9 @@ var capsCases = []struct {
 		ConcatOperator: true, TextType: "TEXT", Locks: dialect.HashedLocks, IDListSettles: true,
 		SnapshotLevels: []string{"repeatable read", "serializable"}, PredicateLockLevels: []string{"serializable"},
 		Server: dialect.Floor{Major: 9, Minor: 5, Needs: "SKIP LOCKED"}, Advisory: dialect.Floor{Major: 11, Needs: "hashtextextended"},
-		StatementLostCodes: []string{"26000", "42P05"},
-		ClockQuery:         "SELECT to_char(clock_timestamp() AT TIME ZONE 'UTC', 'YYYY-MM-DD HH24:MI:SS.US')",
-		ConflictCodes:      []string{"40001", "40P01"}, ConflictMarks: []string{"SQLSTATE 40001", "SQLSTATE 40P01"},
+		StatementLostCodes: []string{"26000", "42P05"}, Notifies: true,
+		ClockQuery:    "SELECT to_char(clock_timestamp() AT TIME ZONE 'UTC', 'YYYY-MM-DD HH24:MI:SS.US')",
+		ConflictCodes: []string{"40001", "40P01"}, ConflictMarks: []string{"SQLSTATE 40001", "SQLSTATE 40P01"},
 	}},
 	{"mysql", []string{"default", "read uncommitted", "read committed", "repeatable read", "serializable"}, dialect.Caps{
 		Quote: '`', MaxNameChars: 64, IDOnlyValue: "DEFAULT", SkipLocked: true, TextType: "CHAR",

@@ -26,7 +26,7 @@ func TestGoldens(t *testing.T) {
 			s, lease, key := quoted(t, dl.D, sh)
 			forms := map[string][]golden.Entry{
 				"lease":   leaseEntries(c, s.Lease(lease)),
-				"publish": publishEntries(s, own(t, dl.D, sh), dl.Name == "postgres"),
+				"publish": publishEntries(s, own(t, dl.D, sh), dl.D.Caps().Notifies),
 				"wakeup":  wakeupEntries(s, dl.Name),
 			}
 			if c.SkipLocked {
@@ -311,7 +311,7 @@ func FuzzNamesStayQuoted(f *testing.F) {
 func all(t *testing.T, d dialect.Dialect, sh golden.Shape) []golden.Entry {
 	c := d.Caps()
 	s, lease, key := quoted(t, d, sh)
-	out := append(leaseEntries(c, s.Lease(lease)), publishEntries(s, own(t, d, sh), d.Name() == "postgres")...)
+	out := append(leaseEntries(c, s.Lease(lease)), publishEntries(s, own(t, d, sh), d.Caps().Notifies)...)
 	out = append(out, wakeupEntries(s, d.Name())...)
 	if c.SkipLocked {
 		out = append(out, rowLockEntries(c, s.RowLock())...)
