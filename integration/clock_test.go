@@ -22,6 +22,7 @@ func (s skewedClock) Now() time.Time { return time.Now().Add(time.Duration(s)) }
 // skew. The first case shows the test can tell.
 func TestClockSkew(t *testing.T) {
 	const skew = 10 * time.Second
+	var tests []subtest
 	for _, c := range cells(t) {
 		if c.form != "lease" {
 			continue
@@ -31,7 +32,7 @@ func TestClockSkew(t *testing.T) {
 			if database {
 				name = c.b.name + "/database clock"
 			}
-			t.Run(name, func(t *testing.T) {
+			tests = append(tests, subtest{name, func(t *testing.T) {
 				dbs := c.openDBs(t, 2, 6)
 				tbl := fullTable(tableName(t))
 				c.b.createTable(t, dbs[0], tbl)
@@ -93,7 +94,8 @@ func TestClockSkew(t *testing.T) {
 				if held.Load() == 0 || delayed.Load() == 0 {
 					t.Errorf("with its host's clock, the skewed consumer took the held row %d times and the delayed row %d times; want both taken early (the test cannot tell otherwise)", held.Load(), delayed.Load())
 				}
-			})
+			}})
 		}
 	}
+	runConcurrently(t, 4, tests) // each cell waits 3 s on its own tables
 }
