@@ -88,6 +88,10 @@ func (c *DatabaseClock) Sync(ctx context.Context) error {
 
 func (c *DatabaseClock) sync(ctx context.Context) error {
 	host := c.host()
+	if c.DB == nil || c.Dialect == nil {
+		c.next.Store(host.Now().Add(clockRetry).UnixNano())
+		return fmt.Errorf("inbox: a DatabaseClock needs the database whose clock it follows: set its DB and Dialect")
+	}
 	best, bestTrip := time.Duration(0), time.Duration(-1)
 	var err error
 	for range 3 {
