@@ -152,13 +152,13 @@ func (f *Form[D]) Open(ctx context.Context, db *sql.DB, q inbox.Queue) (inbox.Pl
 	if open {
 		return inbox.Plan{}, fmt.Errorf("%w: the advisory form over table %q is already open: build one form per consumer", inbox.ErrAlreadyConsuming, f.t.Raw.Name)
 	}
-	if err := f.d.Allows("advisory"); err != nil {
+	if err := f.d.Allows(dialect.AdvisoryForm); err != nil {
 		return inbox.Plan{}, fmt.Errorf("table %q, queue %q: %w", f.t.Raw.Name, q.Name, err)
 	}
 	if err := f.d.CheckServer(ctx, db); err != nil {
 		return inbox.Plan{}, fmt.Errorf("table %q, queue %q: %w", f.t.Raw.Name, q.Name, err)
 	}
-	if err := dialect.CheckGalera(ctx, f.d, db, "advisory"); err != nil {
+	if err := dialect.CheckGalera(ctx, f.d, db, dialect.AdvisoryForm); err != nil {
 		return inbox.Plan{}, fmt.Errorf("table %q, queue %q: %w", f.t.Raw.Name, q.Name, err)
 	}
 	if f.d.Name() == "postgres" {

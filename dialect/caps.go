@@ -4,8 +4,11 @@ package dialect
 // question the forms and the statement builders (internal/sqltext) would otherwise ask of a
 // dialect's name. Each database has one record, shared by its levels and modes, and returned by
 // its dialect's Caps method; it is never to be modified. The level-dependent facts are sets of
-// level names, as Dialect.Level gives them.
+// levels, as Dialect.Level gives them.
 type Caps struct {
+	// Title is the database's name in messages: Postgres, MySQL, MariaDB, SQLite.
+	Title string
+
 	// Quote is the identifier quote: '"' on Postgres, '`' on MySQL, MariaDB and SQLite. Every
 	// name is written inside it with inner quotes doubled (Dialect.Quote).
 	Quote byte
@@ -99,13 +102,13 @@ type Caps struct {
 	// rows, by the snapshot its first statement took (Postgres: repeatable read,
 	// serializable). The lease form refuses transactional mode at them: the handler's
 	// transaction would not see the lease extended, and its Ack would find the lease lost.
-	SnapshotLevels []string
+	SnapshotLevels []Level
 	// PredicateLockLevels are the levels at which a COMMIT fails with a serialization failure
 	// when rows the transaction read were changed by another transaction meanwhile (Postgres:
 	// serializable, whose predicate locks cover what a claim's scan read). The row lock form's
 	// settlements then fail whenever another worker settled a row the claim met, and its rows
 	// are delivered again: Open warns.
-	PredicateLockLevels []string
+	PredicateLockLevels []Level
 
 	// Server is the oldest server the library runs on (Dialect.CheckServer refuses an older
 	// one with inbox.ErrServerTooOld): Postgres 9.5, MySQL 8.0.1 and MariaDB 10.6 (SKIP
@@ -146,6 +149,12 @@ type Caps struct {
 	// Dialect.Retryable recognises every code and mark; the forms run a conflicted claim, or a
 	// guarded statement, again.
 	ConflictMarks []string
+
+	// Clusters says the server may be a node of a Galera cluster (MySQL and MariaDB with the
+	// wsrep provider: MariaDB Galera Cluster, Percona XtraDB Cluster), whose row locks and
+	// GET_LOCK locks are each node's own: Galera asks the server, and CheckGalera refuses the
+	// forms that hold rows by those locks.
+	Clusters bool
 }
 
 // LockFamily is a database's kind of session advisory locks.
@@ -177,6 +186,7 @@ type Floor struct {
 // The records of the four databases.
 var (
 	postgresCaps = Caps{
+		Title:               "Postgres",
 		Quote:               '"',
 		MaxNameBytes:        63,
 		NumberedParams:      true,
@@ -189,8 +199,8 @@ var (
 		TextType:            "TEXT",
 		Locks:               HashedLocks,
 		IDListSettles:       true,
-		SnapshotLevels:      []string{"repeatable read", "serializable"},
-		PredicateLockLevels: []string{"serializable"},
+		SnapshotLevels:      []Level{LevelRepeatableRead, LevelSerializable},
+		PredicateLockLevels: []Level{LevelSerializable},
 		Server:              Floor{9, 5, 0, "SKIP LOCKED"},
 		Advisory:            Floor{11, 0, 0, "hashtextextended"},
 		StatementLostCodes:  []string{"26000", "42P05"},
@@ -199,9 +209,10 @@ var (
 		ConflictCodes:       []string{"40001", "40P01"},
 		ConflictMarks:       []string{"SQLSTATE 40001", "SQLSTATE 40P01"},
 	}
-	mysqlCaps   = mysqlFamilyCaps(Floor{8, 0, 1, "SKIP LOCKED"})
-	mariadbCaps = mysqlFamilyCaps(Floor{10, 6, 0, "SKIP LOCKED"})
+	mysqlCaps   = mysqlFamilyCaps("MySQL", Floor{8, 0, 1, "SKIP LOCKED"})
+	mariadbCaps = mysqlFamilyCaps("MariaDB", Floor{10, 6, 0, "SKIP LOCKED"})
 	sqliteCaps  = Caps{
+		Title:             "SQLite",
 		Quote:             '`',
 		TimeLayout:        SQLiteTimeLayout,
 		IDOnlyValue:       "NULL",
@@ -219,9 +230,11 @@ var (
 	}
 )
 
-// mysqlFamilyCaps is the record of MySQL and MariaDB, which differ in their oldest server.
-func mysqlFamilyCaps(server Floor) Caps {
+// mysqlFamilyCaps is the record of MySQL and MariaDB, which differ in their name and their
+// oldest server.
+func mysqlFamilyCaps(title string, server Floor) Caps {
 	return Caps{
+		Title:                title,
 		Quote:                '`',
 		MaxNameChars:         64,
 		IDOnlyValue:          "DEFAULT",
@@ -233,6 +246,7 @@ func mysqlFamilyCaps(server Floor) Caps {
 		Server:               server,
 		ClockQuery:           "SELECT DATE_FORMAT(UTC_TIMESTAMP(6), '%Y-%m-%d %H:%i:%s.%f')",
 		ConflictMarks:        []string{"Error 1213", "Error 1205"},
+		Clusters:             true,
 	}
 }
 

@@ -22,31 +22,31 @@ var capsCases = []struct {
 	want   dialect.Caps
 }{
 	{"postgres", []string{"default", "read committed", "repeatable read", "serializable"}, dialect.Caps{
-		Quote: '"', MaxNameBytes: 63, NumberedParams: true,
+		Title: "Postgres", Quote: '"', MaxNameBytes: 63, NumberedParams: true,
 		IDOnlyValue: "DEFAULT", NullsLast: true, Returning: true, UpdateFrom: true, SkipLocked: true,
 		ConcatOperator: true, TextType: "TEXT", Locks: dialect.HashedLocks, IDListSettles: true,
-		SnapshotLevels: []string{"repeatable read", "serializable"}, PredicateLockLevels: []string{"serializable"},
+		SnapshotLevels: []dialect.Level{dialect.LevelRepeatableRead, dialect.LevelSerializable}, PredicateLockLevels: []dialect.Level{dialect.LevelSerializable},
 		Server: dialect.Floor{Major: 9, Minor: 5, Needs: "SKIP LOCKED"}, Advisory: dialect.Floor{Major: 11, Needs: "hashtextextended"},
 		StatementLostCodes: []string{"26000", "42P05"}, Notifies: true,
 		ClockQuery:    "SELECT to_char(clock_timestamp() AT TIME ZONE 'UTC', 'YYYY-MM-DD HH24:MI:SS.US')",
 		ConflictCodes: []string{"40001", "40P01"}, ConflictMarks: []string{"SQLSTATE 40001", "SQLSTATE 40P01"},
 	}},
 	{"mysql", []string{"default", "read uncommitted", "read committed", "repeatable read", "serializable"}, dialect.Caps{
-		Quote: '`', MaxNameChars: 64, IDOnlyValue: "DEFAULT", SkipLocked: true, TextType: "CHAR",
+		Title: "MySQL", Quote: '`', MaxNameChars: 64, IDOnlyValue: "DEFAULT", SkipLocked: true, TextType: "CHAR",
 		Locks: dialect.NamedLocks, LockNameMaxChars: 64, DefaultReadCommitted: true,
 		Server:        dialect.Floor{Major: 8, Patch: 1, Needs: "SKIP LOCKED"},
 		ClockQuery:    "SELECT DATE_FORMAT(UTC_TIMESTAMP(6), '%Y-%m-%d %H:%i:%s.%f')",
-		ConflictMarks: []string{"Error 1213", "Error 1205"},
+		ConflictMarks: []string{"Error 1213", "Error 1205"}, Clusters: true,
 	}},
 	{"mariadb", []string{"default", "read uncommitted", "read committed", "repeatable read", "serializable"}, dialect.Caps{
-		Quote: '`', MaxNameChars: 64, IDOnlyValue: "DEFAULT", SkipLocked: true, TextType: "CHAR",
+		Title: "MariaDB", Quote: '`', MaxNameChars: 64, IDOnlyValue: "DEFAULT", SkipLocked: true, TextType: "CHAR",
 		Locks: dialect.NamedLocks, LockNameMaxChars: 64, DefaultReadCommitted: true,
 		Server:        dialect.Floor{Major: 10, Minor: 6, Needs: "SKIP LOCKED"},
 		ClockQuery:    "SELECT DATE_FORMAT(UTC_TIMESTAMP(6), '%Y-%m-%d %H:%i:%s.%f')",
-		ConflictMarks: []string{"Error 1213", "Error 1205"},
+		ConflictMarks: []string{"Error 1213", "Error 1205"}, Clusters: true,
 	}},
 	{"sqlite", []string{"default", "deferred", "immediate", "exclusive"}, dialect.Caps{
-		Quote: '`', TimeLayout: dialect.SQLiteTimeLayout, IDOnlyValue: "NULL", Returning: true,
+		Title: "SQLite", Quote: '`', TimeLayout: dialect.SQLiteTimeLayout, IDOnlyValue: "NULL", Returning: true,
 		ConcatOperator: true, TextType: "TEXT", OneWriter: true, BeginsByStatement: true,
 		IDListSettles: true, LazyCompile: true,
 		Server:        dialect.Floor{Major: 3, Minor: 35, Needs: "RETURNING"},
@@ -172,18 +172,18 @@ func TestCapsAgreeWithTheDialect(t *testing.T) {
 				}
 			}
 
-			if err := d.Allows("rowlock"); (err == nil) != c.SkipLocked {
+			if err := d.Allows(dialect.RowLockForm); (err == nil) != c.SkipLocked {
 				t.Errorf("Allows(rowlock) = %v with SkipLocked %v", err, c.SkipLocked)
 			}
-			if err := d.Allows("advisory"); (err == nil) != (c.Locks != dialect.NoSessionLocks) {
+			if err := d.Allows(dialect.AdvisoryForm); (err == nil) != (c.Locks != dialect.NoSessionLocks) {
 				t.Errorf("Allows(advisory) = %v with Locks %v", err, c.Locks)
 			}
 			if (c.Locks == dialect.NamedLocks) != (c.LockNameMaxChars > 0) {
 				t.Errorf("Locks %v with LockNameMaxChars %d: named locks need a limit, others have none", c.Locks, c.LockNameMaxChars)
 			}
 
-			for _, level := range append(append([]string(nil), c.SnapshotLevels...), c.PredicateLockLevels...) {
-				if _, err := dialect.Parse(tc.name, level); err != nil {
+			for _, level := range append(append([]dialect.Level(nil), c.SnapshotLevels...), c.PredicateLockLevels...) {
+				if _, err := dialect.Parse(tc.name, string(level)); err != nil {
 					t.Errorf("a level-dependent fact names %q, which %s does not open: %v", level, tc.name, err)
 				}
 			}

@@ -19,6 +19,7 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"strconv"
 	"time"
 
 	"github.com/sqlinbox/inbox/internal/sentinel"
@@ -29,9 +30,8 @@ import (
 type Dialect interface {
 	// Name is "postgres", "mysql", "mariadb" or "sqlite".
 	Name() string
-	// Level is the declared level or mode: "default", "read uncommitted", "read committed",
-	// "repeatable read", "serializable", "deferred", "immediate" or "exclusive".
-	Level() string
+	// Level is the declared level or mode, as the dialect's isolation marker names it.
+	Level() Level
 	// Quote returns ident quoted for the database, inner quotes doubled. It refuses an empty
 	// name, a name with a NUL byte, and a name longer than the database keeps.
 	Quote(ident string) (string, error)
@@ -47,10 +47,10 @@ type Dialect interface {
 	// CheckServer fails with an error wrapping inbox.ErrServerTooOld when the server is older
 	// than the library supports, and with inbox.ErrDialect when it is another database.
 	CheckServer(ctx context.Context, db *sql.DB) error
-	// Allows reports whether the form ("rowlock", "lease" or "advisory") runs on this dialect.
-	// The compile-time dialects have checked it already and return nil; a Runtime dialect
-	// returns an error wrapping inbox.ErrDialect for a pair its database cannot run.
-	Allows(form string) error
+	// Allows reports whether the form runs on this dialect. The compile-time dialects have
+	// checked it already and return nil; a Runtime dialect returns an error wrapping
+	// inbox.ErrDialect for a pair its database cannot run.
+	Allows(form Form) error
 	// Retryable reports whether err is a transient conflict worth running the statement again:
 	// a serialization failure (Postgres 40001), a deadlock (MySQL 1213) or a lock wait timeout
 	// (MySQL 1205), or SQLITE_BUSY.
@@ -90,6 +90,29 @@ type Tx interface {
 	StmtContext(ctx context.Context, s *sql.Stmt) *sql.Stmt
 	Commit() error
 	Rollback() error
+}
+
+// Form is one of the library's forms, as a dialect is asked about it (Allows, CheckGalera).
+type Form uint8
+
+// The forms: packages rowlock, lease and advisory.
+const (
+	RowLockForm Form = iota + 1
+	LeaseForm
+	AdvisoryForm
+)
+
+// String names the form as its package does: "rowlock", "lease", "advisory".
+func (f Form) String() string {
+	switch f {
+	case RowLockForm:
+		return "rowlock"
+	case LeaseForm:
+		return "lease"
+	case AdvisoryForm:
+		return "advisory"
+	}
+	return "form(" + strconv.Itoa(int(f)) + ")"
 }
 
 // SkipLocked is the capability of the row lock form: SELECT … FOR UPDATE SKIP LOCKED.

@@ -10,10 +10,10 @@ import (
 
 // Galera reports whether the server behind db is a node of a Galera cluster (MariaDB Galera
 // Cluster, Percona XtraDB Cluster: the server has wsrep_on ON), and how many nodes the cluster
-// has now (wsrep_cluster_size); nodes is 0 when it is not one. Only a MySQL or MariaDB dialect
-// asks the server; on Postgres and SQLite nodes is 0.
+// has now (wsrep_cluster_size); nodes is 0 when it is not one. Only a dialect whose server may
+// be one (Caps.Clusters: MySQL, MariaDB) asks the server; elsewhere nodes is 0.
 func Galera(ctx context.Context, d Dialect, db *sql.DB) (nodes int, err error) {
-	if d.Name() != "mysql" && d.Name() != "mariadb" {
+	if !d.Caps().Clusters {
 		return 0, nil
 	}
 	var name, on string
@@ -42,9 +42,9 @@ func Galera(ctx context.Context, d Dialect, db *sql.DB) (nodes int, err error) {
 // (SKIP LOCKED does not skip a row another node locks) or the same key, and run its handler
 // on both; only writes meet, at commit (certification, error 1213). The lease form's claim is
 // such a write, so its claims of one row on two nodes conflict and one fails: it runs on
-// Galera. form is "rowlock", "lease" or "advisory".
-func CheckGalera(ctx context.Context, d Dialect, db *sql.DB, form string) error {
-	if form != "rowlock" && form != "advisory" {
+// Galera.
+func CheckGalera(ctx context.Context, d Dialect, db *sql.DB, form Form) error {
+	if form == LeaseForm {
 		return nil
 	}
 	nodes, err := Galera(ctx, d, db)
@@ -52,7 +52,7 @@ func CheckGalera(ctx context.Context, d Dialect, db *sql.DB, form string) error 
 		return err
 	}
 	what := "row locks (SELECT … FOR UPDATE SKIP LOCKED) are each node's own, so consumers on two nodes take the same row"
-	if form == "advisory" {
+	if form == AdvisoryForm {
 		what = "GET_LOCK locks are each node's own, so consumers on two nodes hold the same key"
 	}
 	return dialectError("the %s form does not run on a Galera cluster (wsrep_on is ON, %d nodes): %s and run its handler twice; use the lease form, whose claims of one row on two nodes conflict at commit", form, nodes, what)

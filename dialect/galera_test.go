@@ -14,13 +14,13 @@ import (
 func TestCheckGaleraAsksOnlyMySQLFamilyServers(t *testing.T) {
 	cases := []struct {
 		d    dialect.Dialect
-		form string
+		form dialect.Form
 	}{
-		{dialect.Postgres[isolation.Default]{}, "rowlock"},
-		{dialect.Postgres[isolation.Default]{}, "advisory"},
-		{dialect.SQLite[isolation.Default]{}, "lease"},
-		{dialect.MariaDB[isolation.Default]{}, "lease"},
-		{dialect.MySQL[isolation.Default]{}, "lease"},
+		{dialect.Postgres[isolation.Default]{}, dialect.RowLockForm},
+		{dialect.Postgres[isolation.Default]{}, dialect.AdvisoryForm},
+		{dialect.SQLite[isolation.Default]{}, dialect.LeaseForm},
+		{dialect.MariaDB[isolation.Default]{}, dialect.LeaseForm},
+		{dialect.MySQL[isolation.Default]{}, dialect.LeaseForm},
 	}
 	for _, c := range cases {
 		f := &fakeDB{}

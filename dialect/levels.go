@@ -23,26 +23,42 @@ type SQLiteOpens interface {
 	isolation.Default | isolation.Deferred | isolation.Immediate | isolation.Exclusive
 }
 
-// levelName is the name of the marker L.
-func levelName[L any]() string {
+// Level is the isolation level, or on SQLite the transaction mode, a dialect declares: the
+// value of its marker (Dialect.Level). It prints as the level's name.
+type Level string
+
+// The levels and modes, one per marker of package isolation.
+const (
+	LevelDefault         Level = "default"
+	LevelReadUncommitted Level = "read uncommitted"
+	LevelReadCommitted   Level = "read committed"
+	LevelRepeatableRead  Level = "repeatable read"
+	LevelSerializable    Level = "serializable"
+	LevelDeferred        Level = "deferred"
+	LevelImmediate       Level = "immediate"
+	LevelExclusive       Level = "exclusive"
+)
+
+// levelOf is the level of the marker L.
+func levelOf[L any]() Level {
 	var l L
 	switch any(l).(type) {
 	case isolation.ReadUncommitted:
-		return "read uncommitted"
+		return LevelReadUncommitted
 	case isolation.ReadCommitted:
-		return "read committed"
+		return LevelReadCommitted
 	case isolation.RepeatableRead:
-		return "repeatable read"
+		return LevelRepeatableRead
 	case isolation.Serializable:
-		return "serializable"
+		return LevelSerializable
 	case isolation.Deferred:
-		return "deferred"
+		return LevelDeferred
 	case isolation.Immediate:
-		return "immediate"
+		return LevelImmediate
 	case isolation.Exclusive:
-		return "exclusive"
+		return LevelExclusive
 	}
-	return "default"
+	return LevelDefault
 }
 
 // TxOptions returns the options a transaction of d's level begins with through
@@ -51,39 +67,40 @@ func levelName[L any]() string {
 // connection it already holds (*sql.Conn.BeginTx) rather than through d.Begin. SQLite modes
 // have no TxOptions: it returns nil for them.
 func TxOptions(d Dialect) *sql.TxOptions {
-	if d.Name() == "sqlite" {
+	c := d.Caps()
+	if c.BeginsByStatement {
 		return nil
 	}
-	return txOptions(d.Level(), d.Name() != "postgres")
+	return txOptions(d.Level(), c.DefaultReadCommitted)
 }
 
-// txOptions maps a level name to the options database/sql begins with; mysqlFamily turns the
-// default into READ COMMITTED.
-func txOptions(level string, mysqlFamily bool) *sql.TxOptions {
+// txOptions maps a level to the options database/sql begins with; defaultReadCommitted turns
+// the default into READ COMMITTED (Caps.DefaultReadCommitted).
+func txOptions(level Level, defaultReadCommitted bool) *sql.TxOptions {
 	switch level {
-	case "read uncommitted":
+	case LevelReadUncommitted:
 		return &sql.TxOptions{Isolation: sql.LevelReadUncommitted}
-	case "read committed":
+	case LevelReadCommitted:
 		return &sql.TxOptions{Isolation: sql.LevelReadCommitted}
-	case "repeatable read":
+	case LevelRepeatableRead:
 		return &sql.TxOptions{Isolation: sql.LevelRepeatableRead}
-	case "serializable":
+	case LevelSerializable:
 		return &sql.TxOptions{Isolation: sql.LevelSerializable}
 	}
-	if mysqlFamily {
+	if defaultReadCommitted {
 		return &sql.TxOptions{Isolation: sql.LevelReadCommitted}
 	}
 	return nil
 }
 
-// sqliteBegin maps a SQLite mode name to its BEGIN statement.
-func sqliteBegin(mode string) string {
+// sqliteBegin maps a SQLite mode to its BEGIN statement.
+func sqliteBegin(mode Level) string {
 	switch mode {
-	case "deferred":
+	case LevelDeferred:
 		return "BEGIN DEFERRED"
-	case "immediate":
+	case LevelImmediate:
 		return "BEGIN IMMEDIATE"
-	case "exclusive":
+	case LevelExclusive:
 		return "BEGIN EXCLUSIVE"
 	}
 	return "BEGIN"

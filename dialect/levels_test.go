@@ -52,7 +52,7 @@ func TestLevelMapping(t *testing.T) {
 			if got := tt.d.Name(); got != tt.name {
 				t.Errorf("Name() = %q, want %q", got, tt.name)
 			}
-			if got := tt.d.Level(); got != tt.level {
+			if got := tt.d.Level(); got != dialect.Level(tt.level) {
 				t.Errorf("Level() = %q, want %q", got, tt.level)
 			}
 			f := &fakeDB{}

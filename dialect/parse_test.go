@@ -42,7 +42,7 @@ func TestParse(t *testing.T) {
 			t.Errorf("Parse(%q, %q): %v", tt.name, tt.level, err)
 			continue
 		}
-		if d.Name() != tt.wantName || d.Level() != tt.wantLevel {
+		if d.Name() != tt.wantName || d.Level() != dialect.Level(tt.wantLevel) {
 			t.Errorf("Parse(%q, %q) = %s at %s, want %s at %s", tt.name, tt.level, d.Name(), d.Level(), tt.wantName, tt.wantLevel)
 		}
 	}
@@ -83,19 +83,19 @@ func TestRuntimeAllows(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		for _, form := range []string{"rowlock", "advisory"} {
+		for _, form := range []dialect.Form{dialect.RowLockForm, dialect.AdvisoryForm} {
 			err := d.Allows(form)
 			if !errors.Is(err, inbox.ErrDialect) {
 				t.Errorf("SQLite at %s allows %s: %v, want an error wrapping inbox.ErrDialect", level, form, err)
 				continue
 			}
-			for _, m := range []string{form, "SQLite", level, "lease"} {
+			for _, m := range []string{form.String(), "SQLite", level, "lease"} {
 				if !strings.Contains(err.Error(), m) {
 					t.Errorf("SQLite at %s, %s: %q does not name %q", level, form, err, m)
 				}
 			}
 		}
-		if err := d.Allows("lease"); err != nil {
+		if err := d.Allows(dialect.LeaseForm); err != nil {
 			t.Errorf("SQLite at %s refuses the lease form: %v", level, err)
 		}
 	}
@@ -104,7 +104,7 @@ func TestRuntimeAllows(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		for _, form := range []string{"rowlock", "lease", "advisory"} {
+		for _, form := range []dialect.Form{dialect.RowLockForm, dialect.LeaseForm, dialect.AdvisoryForm} {
 			if err := d.Allows(form); err != nil {
 				t.Errorf("%s refuses the %s form: %v", name, form, err)
 			}
@@ -112,7 +112,7 @@ func TestRuntimeAllows(t *testing.T) {
 	}
 	// The typed dialects were checked by the compiler.
 	for _, d := range []dialect.Dialect{dialect.SQLite[isolation.Default]{}, dialect.Postgres[isolation.Default]{}} {
-		if err := d.Allows("lease"); err != nil {
+		if err := d.Allows(dialect.LeaseForm); err != nil {
 			t.Errorf("%s: Allows(lease) = %v", d.Name(), err)
 		}
 	}
@@ -144,7 +144,7 @@ func TestDetect(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := d.Allows("rowlock"); !errors.Is(err, inbox.ErrDialect) {
+		if err := d.Allows(dialect.RowLockForm); !errors.Is(err, inbox.ErrDialect) {
 			t.Errorf("Allows(rowlock) on a detected SQLite = %v, want inbox.ErrDialect", err)
 		}
 	})

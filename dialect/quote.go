@@ -8,10 +8,10 @@ import (
 	"unicode/utf8"
 )
 
-// quote quotes ident for the named database: double quotes on Postgres, backticks elsewhere,
-// inner quotes doubled. Postgres keeps 63 bytes of a name and MySQL and MariaDB 64 characters;
-// a longer name is refused rather than silently truncated by the server.
-func quote(db, ident string) (string, error) {
+// quote quotes ident for the database c describes: inside c.Quote, inner
+// quotes doubled. A name longer than the database keeps (c.MaxNameBytes, c.MaxNameChars) is
+// refused rather than silently truncated by the server.
+func quote(c *Caps, ident string) (string, error) {
 	switch {
 	case ident == "":
 		return "", fmt.Errorf("inbox: empty identifier: name the table or column")
@@ -19,19 +19,13 @@ func quote(db, ident string) (string, error) {
 		return "", fmt.Errorf("inbox: identifier %q holds a NUL byte: no database accepts it in a name", ident)
 	case !utf8.ValidString(ident):
 		return "", fmt.Errorf("inbox: identifier %q is not valid UTF-8", ident)
+	case c.MaxNameBytes > 0 && len(ident) > c.MaxNameBytes:
+		return "", fmt.Errorf("inbox: identifier %q is %d bytes; %s keeps %d: shorten the name", ident, len(ident), c.Title, c.MaxNameBytes)
 	}
-	q := "`"
-	switch db {
-	case "postgres":
-		if len(ident) > 63 {
-			return "", fmt.Errorf("inbox: identifier %q is %d bytes; Postgres keeps 63: shorten the name", ident, len(ident))
-		}
-		q = `"`
-	case "mysql", "mariadb":
-		if n := utf8.RuneCountInString(ident); n > 64 {
-			return "", fmt.Errorf("inbox: identifier %q is %d characters; %s keeps 64: shorten the name", ident, n, db)
-		}
+	if n := utf8.RuneCountInString(ident); c.MaxNameChars > 0 && n > c.MaxNameChars {
+		return "", fmt.Errorf("inbox: identifier %q is %d characters; %s keeps %d: shorten the name", ident, n, c.Title, c.MaxNameChars)
 	}
+	q := string(c.Quote)
 	return q + strings.ReplaceAll(ident, q, q+q) + q, nil
 }
 

@@ -16,11 +16,16 @@ type Runtime struct {
 	Dialect
 }
 
-// Allows refuses the row lock and advisory forms on SQLite, which has neither row locks nor
-// session locks.
-func (r Runtime) Allows(form string) error {
-	if r.Name() == "sqlite" && (form == "rowlock" || form == "advisory") {
-		return dialectError("the %s form does not run on SQLite (level %s), which has no row or session locks: use the lease form", form, r.Level())
+// Allows refuses a form whose capability the database lacks: the row lock form without SKIP
+// LOCKED (Caps.SkipLocked), the advisory form without session locks (Caps.Locks): both on
+// SQLite.
+func (r Runtime) Allows(form Form) error {
+	c := r.Caps()
+	switch {
+	case form == RowLockForm && !c.SkipLocked:
+		return dialectError("the rowlock form does not run on %s (level %s), which has no row locks to skip (SELECT … FOR UPDATE SKIP LOCKED): use the lease form", c.Title, r.Level())
+	case form == AdvisoryForm && c.Locks == NoSessionLocks:
+		return dialectError("the advisory form does not run on %s (level %s), which has no session locks: use the lease form", c.Title, r.Level())
 	}
 	return nil
 }

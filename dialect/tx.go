@@ -35,7 +35,7 @@ func BeginOn(ctx context.Context, d Dialect, conn *sql.Conn) (Tx, error) {
 }
 
 func beginOn(ctx context.Context, d Dialect, conn *sql.Conn, owned bool) (Tx, error) {
-	if d.Name() == "sqlite" {
+	if d.Caps().BeginsByStatement {
 		if _, err := conn.ExecContext(ctx, sqliteBegin(d.Level())); err != nil {
 			// SQLite answers BEGIN in process: a BEGIN that failed opened nothing.
 			if owned {

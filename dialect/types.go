@@ -10,7 +10,7 @@ import (
 type Postgres[L PostgresOpens] struct{ postgres }
 
 // Level names L.
-func (Postgres[L]) Level() string { return levelName[L]() }
+func (Postgres[L]) Level() Level { return levelOf[L]() }
 
 // Begin pins a connection and opens a plain BEGIN on it by default, and the declared level
 // through sql.TxOptions.
@@ -21,7 +21,7 @@ func (d Postgres[L]) Begin(ctx context.Context, db *sql.DB) (Tx, error) { return
 type MySQL[L MySQLOpens] struct{ mysql }
 
 // Level names L.
-func (MySQL[L]) Level() string { return levelName[L]() }
+func (MySQL[L]) Level() Level { return levelOf[L]() }
 
 // Begin pins a connection and opens the transaction on it at READ COMMITTED by default and at
 // the declared level otherwise.
@@ -31,7 +31,7 @@ func (d MySQL[L]) Begin(ctx context.Context, db *sql.DB) (Tx, error) { return be
 type MariaDB[L MySQLOpens] struct{ mariadb }
 
 // Level names L.
-func (MariaDB[L]) Level() string { return levelName[L]() }
+func (MariaDB[L]) Level() Level { return levelOf[L]() }
 
 // Begin pins a connection and opens the transaction on it at READ COMMITTED by default and at
 // the declared level otherwise.
@@ -43,7 +43,7 @@ func (d MariaDB[L]) Begin(ctx context.Context, db *sql.DB) (Tx, error) { return 
 type SQLite[M SQLiteOpens] struct{ sqlite }
 
 // Level names M.
-func (SQLite[M]) Level() string { return levelName[M]() }
+func (SQLite[M]) Level() Level { return levelOf[M]() }
 
 // Begin pins a connection and issues BEGIN, BEGIN DEFERRED, BEGIN IMMEDIATE or BEGIN EXCLUSIVE
 // on it. The connection goes back to the pool only after COMMIT or ROLLBACK; one whose ROLLBACK
@@ -63,10 +63,10 @@ func (mysql) Name() string    { return "mysql" }
 func (mariadb) Name() string  { return "mariadb" }
 func (sqlite) Name() string   { return "sqlite" }
 
-func (postgres) Quote(ident string) (string, error) { return quote("postgres", ident) }
-func (mysql) Quote(ident string) (string, error)    { return quote("mysql", ident) }
-func (mariadb) Quote(ident string) (string, error)  { return quote("mariadb", ident) }
-func (sqlite) Quote(ident string) (string, error)   { return quote("sqlite", ident) }
+func (postgres) Quote(ident string) (string, error) { return quote(&postgresCaps, ident) }
+func (mysql) Quote(ident string) (string, error)    { return quote(&mysqlCaps, ident) }
+func (mariadb) Quote(ident string) (string, error)  { return quote(&mariadbCaps, ident) }
+func (sqlite) Quote(ident string) (string, error)   { return quote(&sqliteCaps, ident) }
 
 func (postgres) Placeholder(n int) string { return dollar(n) }
 func (mysql) Placeholder(int) string      { return "?" }
@@ -89,10 +89,10 @@ func (mariadb) CheckServer(ctx context.Context, db *sql.DB) error {
 }
 func (sqlite) CheckServer(ctx context.Context, db *sql.DB) error { return checkSQLite(ctx, db) }
 
-func (postgres) Allows(string) error { return nil }
-func (mysql) Allows(string) error    { return nil }
-func (mariadb) Allows(string) error  { return nil }
-func (sqlite) Allows(string) error   { return nil }
+func (postgres) Allows(Form) error { return nil }
+func (mysql) Allows(Form) error    { return nil }
+func (mariadb) Allows(Form) error  { return nil }
+func (sqlite) Allows(Form) error   { return nil }
 
 func (postgres) Retryable(err error) bool { return retryable(err) }
 func (mysql) Retryable(err error) bool    { return retryable(err) }

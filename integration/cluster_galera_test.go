@@ -132,7 +132,7 @@ func TestGaleraNotDetected(t *testing.T) {
 			if err != nil || nodes != 0 {
 				t.Errorf("dialect.Galera: %d nodes, %v; want 0", nodes, err)
 			}
-			for _, form := range []string{"rowlock", "lease", "advisory"} {
+			for _, form := range []dialect.Form{dialect.RowLockForm, dialect.LeaseForm, dialect.AdvisoryForm} {
 				if err := dialect.CheckGalera(context.Background(), b.dialect, db, form); err != nil {
 					t.Errorf("CheckGalera, %s form: %v", form, err)
 				}
@@ -161,12 +161,12 @@ func galeraFacts(t *testing.T, c cell, g *galera, admin *sql.DB, pools []*sql.DB
 		if err != nil || nodes != 3 {
 			t.Errorf("dialect.Galera: %d nodes, %v; want 3", nodes, err)
 		}
-		for _, form := range []string{"rowlock", "lease", "advisory"} {
+		for _, form := range []dialect.Form{dialect.RowLockForm, dialect.LeaseForm, dialect.AdvisoryForm} {
 			err := dialect.CheckGalera(ctx, c.b.dialect, pools[1], form)
 			switch {
-			case form == "lease" && err != nil:
+			case form == dialect.LeaseForm && err != nil:
 				t.Errorf("CheckGalera refuses the lease form: %v", err)
-			case form != "lease" && !errors.Is(err, inbox.ErrDialect):
+			case form != dialect.LeaseForm && !errors.Is(err, inbox.ErrDialect):
 				t.Errorf("CheckGalera on the %s form: %v, want an error wrapping inbox.ErrDialect", form, err)
 			case err != nil:
 				t.Logf("CheckGalera, %s form: %v", form, err)

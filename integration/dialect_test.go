@@ -126,7 +126,7 @@ func TestSQLiteModeTakesTheWriteLock(t *testing.T) {
 		{dialect.SQLite[isolation.Default]{}, false},
 	}
 	for _, tt := range tests {
-		t.Run(tt.d.Level(), func(t *testing.T) {
+		t.Run(string(tt.d.Level()), func(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 			defer cancel()
 			first, second := sqliteFile(t)

@@ -492,7 +492,7 @@ func TestLeaseTransactionalStrictPostgres(t *testing.T) {
 			b.createTable(t, db, tbl)
 			for _, d := range []dialect.Dialect{dialect.Postgres[isolation.RepeatableRead]{}, dialect.Postgres[isolation.Serializable]{}} {
 				_, err := lease.New(d, tbl, nil).Open(context.Background(), db, inbox.Queue{Transactional: true})
-				if !errors.Is(err, inbox.ErrDialect) || !strings.Contains(err.Error(), tbl.Name) || !strings.Contains(err.Error(), d.Level()) {
+				if !errors.Is(err, inbox.ErrDialect) || !strings.Contains(err.Error(), tbl.Name) || !strings.Contains(err.Error(), string(d.Level())) {
 					t.Errorf("transactional lease at %s: %v, want ErrDialect naming the table and the level", d.Level(), err)
 				}
 				f := lease.New(d, tbl, nil)

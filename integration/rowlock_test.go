@@ -420,7 +420,7 @@ func TestRowlockStrictLevels(t *testing.T) {
 	}
 	for _, b := range backends(t, false) {
 		for _, d := range levels[b.name] {
-			t.Run(b.name+"/"+d.Level(), func(t *testing.T) {
+			t.Run(b.name+"/"+string(d.Level()), func(t *testing.T) {
 				c := rowlockSetup(t, b, 0, true)
 				exactlyOnce := b.name != "postgres" || d.Level() != "serializable"
 				rowlockDrain(t, c, d, 1000, exactlyOnce)

@@ -187,7 +187,7 @@ func (f *Form[D]) Open(ctx context.Context, db *sql.DB, q inbox.Queue) (inbox.Pl
 	if f.b != nil {
 		return inbox.Plan{}, fmt.Errorf("%w: table %q: this lease form is already open: build one form per consumer", inbox.ErrAlreadyConsuming, f.t.Name)
 	}
-	if err := f.d.Allows("lease"); err != nil {
+	if err := f.d.Allows(dialect.LeaseForm); err != nil {
 		return inbox.Plan{}, fmt.Errorf("table %q, queue %q: %w", f.t.Name, q.Name, err)
 	}
 	lease := f.cfg.Lease

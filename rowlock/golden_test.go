@@ -18,7 +18,7 @@ import (
 func TestGoldenStatements(t *testing.T) {
 	for _, dl := range golden.Dialects {
 		d := dialect.Runtime{Dialect: dl.D}
-		if d.Allows("rowlock") != nil {
+		if d.Allows(dialect.RowLockForm) != nil {
 			continue
 		}
 		f := &Form[dialect.Runtime]{d: d}

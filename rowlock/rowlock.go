@@ -167,13 +167,13 @@ func (f *Form[D]) Open(ctx context.Context, db *sql.DB, q inbox.Queue) (inbox.Pl
 	if f.open {
 		return inbox.Plan{}, fmt.Errorf("%w: table %q: the row lock form is open already (queue %q): a form serves one consumer at a time, so build one per consumer", inbox.ErrAlreadyConsuming, f.t.Name, f.q.Name)
 	}
-	if err := f.d.Allows("rowlock"); err != nil {
+	if err := f.d.Allows(dialect.RowLockForm); err != nil {
 		return inbox.Plan{}, fmt.Errorf("table %q, queue %q: %w", f.t.Name, q.Name, err)
 	}
 	if err := f.d.CheckServer(ctx, db); err != nil {
 		return inbox.Plan{}, fmt.Errorf("table %q, queue %q: %w", f.t.Name, q.Name, err)
 	}
-	if err := dialect.CheckGalera(ctx, f.d, db, "rowlock"); err != nil {
+	if err := dialect.CheckGalera(ctx, f.d, db, dialect.RowLockForm); err != nil {
 		return inbox.Plan{}, fmt.Errorf("table %q, queue %q: %w", f.t.Name, q.Name, err)
 	}
 	st, err := stmt.New(f.d, f.t)

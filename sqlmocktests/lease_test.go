@@ -570,7 +570,7 @@ func TestLeaseOpenRefusals(t *testing.T) {
 		m := newRecorder(t, 1) // no expectations: nothing may run
 		for _, d := range []dialect.Dialect{dialect.Postgres[isolation.RepeatableRead]{}, dialect.Postgres[isolation.Serializable]{}} {
 			_, err := lease.New(d, leaseJobs, nil).Open(ctx, m.db, inbox.Queue{Transactional: true})
-			if !errors.Is(err, inbox.ErrDialect) || !strings.Contains(err.Error(), `"jobs"`) || !strings.Contains(err.Error(), d.Level()) || !strings.Contains(err.Error(), "isolation.ReadCommitted") {
+			if !errors.Is(err, inbox.ErrDialect) || !strings.Contains(err.Error(), `"jobs"`) || !strings.Contains(err.Error(), string(d.Level())) || !strings.Contains(err.Error(), "isolation.ReadCommitted") {
 				t.Errorf("%s: %v, want ErrDialect naming the table, the level and what to use", d.Level(), err)
 			}
 		}
