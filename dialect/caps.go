@@ -146,8 +146,8 @@ type Caps struct {
 	// ConflictMarks are the same conflicts as the drivers' error texts name them: "SQLSTATE
 	// 40001" and "SQLSTATE 40P01" on Postgres; "Error 1213" (deadlock) and "Error 1205" (lock
 	// wait timeout) on MySQL and MariaDB; "SQLITE_BUSY" and "database is locked" on SQLite.
-	// Dialect.Retryable recognises every code and mark; the forms run a conflicted claim, or a
-	// guarded statement, again.
+	// Dialect.Retryable recognises these codes and marks, and no others; the forms run a
+	// conflicted claim, or a guarded statement, again.
 	ConflictMarks []string
 
 	// Clusters says the server may be a node of a Galera cluster (MySQL and MariaDB with the

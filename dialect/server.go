@@ -6,6 +6,7 @@ import (
 	"database/sql/driver"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -109,19 +110,16 @@ func atLeast(version string, major, minor, patch int) bool {
 // retryable recognises transient conflicts by the driver's SQLSTATE where the error exposes it
 // (pgx, lib/pq) and by the server's error number in the message otherwise (go-sql-driver/mysql
 // prints "Error 1213 (40001): …"; SQLite drivers print SQLITE_BUSY).
-func retryable(err error) bool {
+func retryable(c *Caps, err error) bool {
 	if err == nil || errors.Is(err, driver.ErrBadConn) {
 		return false
 	}
 	var coded interface{ SQLState() string }
-	if errors.As(err, &coded) {
-		switch coded.SQLState() {
-		case "40001", "40P01":
-			return true
-		}
+	if errors.As(err, &coded) && slices.Contains(c.ConflictCodes, coded.SQLState()) {
+		return true
 	}
 	msg := err.Error()
-	for _, mark := range []string{"SQLSTATE 40001", "SQLSTATE 40P01", "Error 1213", "Error 1205", "SQLITE_BUSY", "database is locked"} {
+	for _, mark := range c.ConflictMarks {
 		if strings.Contains(msg, mark) {
 			return true
 		}

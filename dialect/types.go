@@ -94,10 +94,10 @@ func (mysql) Allows(Form) error    { return nil }
 func (mariadb) Allows(Form) error  { return nil }
 func (sqlite) Allows(Form) error   { return nil }
 
-func (postgres) Retryable(err error) bool { return retryable(err) }
-func (mysql) Retryable(err error) bool    { return retryable(err) }
-func (mariadb) Retryable(err error) bool  { return retryable(err) }
-func (sqlite) Retryable(err error) bool   { return retryable(err) }
+func (postgres) Retryable(err error) bool { return retryable(&postgresCaps, err) }
+func (mysql) Retryable(err error) bool    { return retryable(&mysqlCaps, err) }
+func (mariadb) Retryable(err error) bool  { return retryable(&mariadbCaps, err) }
+func (sqlite) Retryable(err error) bool   { return retryable(&sqliteCaps, err) }
 
 // RowLocks reports that Postgres takes the row lock form.
 func (postgres) RowLocks() SkipLocked { return SkipLocked{} }
