@@ -14,7 +14,6 @@ import (
 	"github.com/sqlinbox/inbox/dialect"
 	"github.com/sqlinbox/inbox/internal/sqlitewriter"
 	"github.com/sqlinbox/inbox/internal/sqltext"
-	"github.com/sqlinbox/inbox/isolation"
 )
 
 // Message is one row to publish.
@@ -123,7 +122,7 @@ func publish(ctx context.Context, db *sql.DB, d dialect.Dialect, t Table, msgs [
 	if err != nil {
 		return err
 	}
-	if d.Name() == "sqlite" {
+	if d.Caps().OneWriter {
 		w := sqlitewriter.For(db)
 		w.Lock()
 		defer w.Unlock()
@@ -131,14 +130,7 @@ func publish(ctx context.Context, db *sql.DB, d dialect.Dialect, t Table, msgs [
 	if len(sts) <= 1 {
 		return insert(ctx, db, d, t, msgs, sts, ids)
 	}
-	var tx dialect.Tx
-	if d.Name() == "sqlite" {
-		// IMMEDIATE takes the write lock at BEGIN, where the busy timeout waits for another
-		// process's writer.
-		tx, err = dialect.SQLite[isolation.Immediate]{}.Begin(ctx, db)
-	} else {
-		tx, err = db.BeginTx(ctx, nil)
-	}
+	tx, err := dialect.BeginWrite(ctx, d, db)
 	if err != nil {
 		return fmt.Errorf("inbox: publishing %d rows to table %q: beginning the transaction: %w; nothing was published", len(msgs), t.Name, err)
 	}

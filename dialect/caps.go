@@ -150,6 +150,21 @@ type Caps struct {
 	// conflicted claim, or a guarded statement, again.
 	ConflictMarks []string
 
+	// Catalog is how the database describes its tables and which types it has: what the schema
+	// checks (Open, inbox schema -check) read a table's columns and indexes from, the type rules
+	// they judge each column by, and the types the DDL they print is written in. A database
+	// that speaks another's catalog takes its value (CockroachDB and YugabyteDB Postgres's, TiDB
+	// MySQL's).
+	Catalog Catalog
+	// PartialIndexes says an index may cover only the rows a WHERE clause selects (Postgres,
+	// SQLite): the claim index then covers the rows neither processed nor dead. Elsewhere the
+	// index leads with processed_at and dead_at, which the claim asks to be NULL, and the DDL
+	// declares it inside CREATE TABLE.
+	PartialIndexes bool
+	// CaseSensitiveNames says two quoted names that differ only in case name two columns
+	// (Postgres); elsewhere they name one, and the catalog is searched without regard to case.
+	CaseSensitiveNames bool
+
 	// Clusters says the server may be a node of a Galera cluster (MySQL and MariaDB with the
 	// wsrep provider: MariaDB Galera Cluster, Percona XtraDB Cluster), whose row locks and
 	// GET_LOCK locks are each node's own: Galera asks the server, and CheckGalera refuses the
@@ -172,6 +187,20 @@ const (
 	// held elsewhere is found by IS_USED_LOCK. A name over LockNameMaxChars is replaced by its
 	// SHA-1.
 	NamedLocks
+)
+
+// Catalog is a family of database catalogs and type systems (Caps.Catalog).
+type Catalog uint8
+
+const (
+	// PostgresCatalog: pg_catalog, and Postgres's types (BIGINT, BYTEA, TIMESTAMPTZ, …).
+	PostgresCatalog Catalog = iota + 1
+	// MySQLCatalog: information_schema, and MySQL's types (BIGINT, LONGBLOB, DATETIME(6), …),
+	// which MariaDB shares.
+	MySQLCatalog
+	// SQLiteCatalog: the table_info and index_list pragmas, and SQLite's type affinities and
+	// STRICT tables.
+	SQLiteCatalog
 )
 
 // Floor is the oldest release of a database that runs something, and what that release
@@ -208,6 +237,9 @@ var (
 		ClockQuery:          "SELECT to_char(clock_timestamp() AT TIME ZONE 'UTC', 'YYYY-MM-DD HH24:MI:SS.US')",
 		ConflictCodes:       []string{"40001", "40P01"},
 		ConflictMarks:       []string{"SQLSTATE 40001", "SQLSTATE 40P01"},
+		Catalog:             PostgresCatalog,
+		PartialIndexes:      true,
+		CaseSensitiveNames:  true,
 	}
 	mysqlCaps   = mysqlFamilyCaps("MySQL", Floor{8, 0, 1, "SKIP LOCKED"})
 	mariadbCaps = mysqlFamilyCaps("MariaDB", Floor{10, 6, 0, "SKIP LOCKED"})
@@ -227,6 +259,8 @@ var (
 		Server:            Floor{3, 35, 0, "RETURNING"},
 		ClockQuery:        "SELECT strftime('%Y-%m-%d %H:%M:%f', 'now')",
 		ConflictMarks:     []string{"SQLITE_BUSY", "database is locked"},
+		Catalog:           SQLiteCatalog,
+		PartialIndexes:    true,
 	}
 )
 
@@ -246,6 +280,7 @@ func mysqlFamilyCaps(title string, server Floor) Caps {
 		Server:               server,
 		ClockQuery:           "SELECT DATE_FORMAT(UTC_TIMESTAMP(6), '%Y-%m-%d %H:%i:%s.%f')",
 		ConflictMarks:        []string{"Error 1213", "Error 1205"},
+		Catalog:              MySQLCatalog,
 		Clusters:             true,
 	}
 }

@@ -30,20 +30,21 @@ var capsCases = []struct {
 		StatementLostCodes: []string{"26000", "42P05"}, Notifies: true,
 		ClockQuery:    "SELECT to_char(clock_timestamp() AT TIME ZONE 'UTC', 'YYYY-MM-DD HH24:MI:SS.US')",
 		ConflictCodes: []string{"40001", "40P01"}, ConflictMarks: []string{"SQLSTATE 40001", "SQLSTATE 40P01"},
+		Catalog: dialect.PostgresCatalog, PartialIndexes: true, CaseSensitiveNames: true,
 	}},
 	{"mysql", []string{"default", "read uncommitted", "read committed", "repeatable read", "serializable"}, dialect.Caps{
 		Title: "MySQL", Quote: '`', MaxNameChars: 64, IDOnlyValue: "DEFAULT", SkipLocked: true, TextType: "CHAR",
 		Locks: dialect.NamedLocks, LockNameMaxChars: 64, DefaultReadCommitted: true,
 		Server:        dialect.Floor{Major: 8, Patch: 1, Needs: "SKIP LOCKED"},
 		ClockQuery:    "SELECT DATE_FORMAT(UTC_TIMESTAMP(6), '%Y-%m-%d %H:%i:%s.%f')",
-		ConflictMarks: []string{"Error 1213", "Error 1205"}, Clusters: true,
+		ConflictMarks: []string{"Error 1213", "Error 1205"}, Catalog: dialect.MySQLCatalog, Clusters: true,
 	}},
 	{"mariadb", []string{"default", "read uncommitted", "read committed", "repeatable read", "serializable"}, dialect.Caps{
 		Title: "MariaDB", Quote: '`', MaxNameChars: 64, IDOnlyValue: "DEFAULT", SkipLocked: true, TextType: "CHAR",
 		Locks: dialect.NamedLocks, LockNameMaxChars: 64, DefaultReadCommitted: true,
 		Server:        dialect.Floor{Major: 10, Minor: 6, Needs: "SKIP LOCKED"},
 		ClockQuery:    "SELECT DATE_FORMAT(UTC_TIMESTAMP(6), '%Y-%m-%d %H:%i:%s.%f')",
-		ConflictMarks: []string{"Error 1213", "Error 1205"}, Clusters: true,
+		ConflictMarks: []string{"Error 1213", "Error 1205"}, Catalog: dialect.MySQLCatalog, Clusters: true,
 	}},
 	{"sqlite", []string{"default", "deferred", "immediate", "exclusive"}, dialect.Caps{
 		Title: "SQLite", Quote: '`', TimeLayout: dialect.SQLiteTimeLayout, IDOnlyValue: "NULL", Returning: true,
@@ -52,6 +53,7 @@ var capsCases = []struct {
 		Server:        dialect.Floor{Major: 3, Minor: 35, Needs: "RETURNING"},
 		ClockQuery:    "SELECT strftime('%Y-%m-%d %H:%M:%f', 'now')",
 		ConflictMarks: []string{"SQLITE_BUSY", "database is locked"},
+		Catalog:       dialect.SQLiteCatalog, PartialIndexes: true,
 	}},
 }
 

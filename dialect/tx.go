@@ -22,6 +22,35 @@ func begin(ctx context.Context, d Dialect, db *sql.DB) (Tx, error) {
 	return beginOn(ctx, d, conn, true)
 }
 
+// BeginWrite opens a transaction on db that is to write, at the database's default level
+// whatever d declares: on a database with one writer (Caps.OneWriter) it takes the write lock as
+// it begins (BEGIN IMMEDIATE), so that the busy timeout waits for another process's writer
+// there rather than the first write failing; elsewhere it is db.BeginTx with no options.
+// Publishing (inbox.Enqueue) writes its rows in one.
+func BeginWrite(ctx context.Context, d Dialect, db *sql.DB) (Tx, error) {
+	if d.Caps().OneWriter {
+		conn, err := db.Conn(ctx)
+		if err != nil {
+			return nil, err
+		}
+		return beginByStatement(ctx, conn, sqliteBegin(LevelImmediate), true)
+	}
+	return db.BeginTx(ctx, nil)
+}
+
+// beginByStatement opens a transaction on conn with begin, a BEGIN statement (SQLite's), and
+// closes conn when it fails and owned says the connection is the transaction's.
+func beginByStatement(ctx context.Context, conn *sql.Conn, begin string, owned bool) (Tx, error) {
+	if _, err := conn.ExecContext(ctx, begin); err != nil {
+		// SQLite answers BEGIN in process: a BEGIN that failed opened nothing.
+		if owned {
+			conn.Close()
+		}
+		return nil, err
+	}
+	return &sqliteTx{pin: pin{conn: conn, owned: owned}}, nil
+}
+
 // BeginOn opens a transaction at d's level on conn, a connection the caller pinned and keeps
 // (the advisory form's, whose session holds its locks). When the transaction ends well, conn
 // stays the caller's. When it cannot begin, or its Commit or Rollback fails (see Tx), conn is
@@ -36,14 +65,7 @@ func BeginOn(ctx context.Context, d Dialect, conn *sql.Conn) (Tx, error) {
 
 func beginOn(ctx context.Context, d Dialect, conn *sql.Conn, owned bool) (Tx, error) {
 	if d.Caps().BeginsByStatement {
-		if _, err := conn.ExecContext(ctx, sqliteBegin(d.Level())); err != nil {
-			// SQLite answers BEGIN in process: a BEGIN that failed opened nothing.
-			if owned {
-				conn.Close()
-			}
-			return nil, err
-		}
-		return &sqliteTx{pin: pin{conn: conn, owned: owned}}, nil
+		return beginByStatement(ctx, conn, sqliteBegin(d.Level()), owned)
 	}
 	tx, err := conn.BeginTx(ctx, TxOptions(d))
 	if err != nil {

@@ -64,10 +64,10 @@ func Read(ctx context.Context, db *sql.DB, d dialect.Dialect, name string) (Tabl
 	var cols []Column
 	var strict bool
 	var err error
-	switch d.Name() {
-	case "postgres":
+	switch d.Caps().Catalog {
+	case dialect.PostgresCatalog:
 		cols, err = readPostgres(ctx, db, name)
-	case "sqlite":
+	case dialect.SQLiteCatalog:
 		cols, strict, err = readSQLite(ctx, db, name)
 	default:
 		cols, err = readMySQL(ctx, db, name)

@@ -27,13 +27,13 @@ var (
 // for the integers and the queue column NOT NULL with a default. generated says the database assigns
 // the id (on SQLite an INTEGER PRIMARY KEY is the rowid, assigned when not given, either way).
 func definition(d dialect.Dialect, r Role, generated bool) string {
-	switch d.Name() {
-	case "postgres":
+	switch d.Caps().Catalog {
+	case dialect.PostgresCatalog:
 		if r == ID && generated {
 			return "BIGSERIAL PRIMARY KEY"
 		}
 		return postgresDefinitions[r]
-	case "sqlite":
+	case dialect.SQLiteCatalog:
 		return sqliteDefinition(r)
 	}
 	if r == ID && generated {
@@ -64,7 +64,7 @@ func Create(d dialect.Dialect, t inbox.Table, lease string) ([]string, error) {
 	if err != nil {
 		return nil, err
 	}
-	if index.Name != "" && d.Name() != "postgres" && d.Name() != "sqlite" {
+	if index.Name != "" && !d.Caps().PartialIndexes {
 		cols = append(cols, "INDEX "+index.quoted+" ("+strings.Join(index.quotedColumns, ", ")+")")
 		index = Index{}
 	}
@@ -90,12 +90,9 @@ type Index struct {
 
 // ClaimIndex returns the claim index of the table t describes on d's database.
 func ClaimIndex(d dialect.Dialect, t inbox.Table) (Index, error) {
-	var cols []string
-	switch d.Name() {
-	case "postgres", "sqlite":
+	cols := []string{t.Queue, t.ProcessedAt, t.DeadAt, t.Priority, t.RetryAfter, t.ID}
+	if d.Caps().PartialIndexes {
 		cols = []string{t.Queue, t.Priority, t.RetryAfter, t.ID}
-	default:
-		cols = []string{t.Queue, t.ProcessedAt, t.DeadAt, t.Priority, t.RetryAfter, t.ID}
 	}
 	var ix Index
 	for _, c := range cols {
@@ -126,7 +123,7 @@ func ClaimIndex(d dialect.Dialect, t inbox.Table) (Index, error) {
 		return Index{}, fmt.Errorf("%w: table name: %v", inbox.ErrSchema, err)
 	}
 	ix.Create = "CREATE INDEX " + ix.quoted + " ON " + table + " (" + strings.Join(ix.quotedColumns, ", ") + ")"
-	if d.Name() == "postgres" || d.Name() == "sqlite" {
+	if d.Caps().PartialIndexes {
 		var where []string
 		for _, c := range []string{t.ProcessedAt, t.DeadAt} {
 			if c != "" {

@@ -27,10 +27,10 @@ const (
 // plain columns.
 func ReadIndexes(ctx context.Context, db *sql.DB, d dialect.Dialect, name string) (map[string][]string, error) {
 	query := mysqlIndexes
-	switch d.Name() {
-	case "postgres":
+	switch d.Caps().Catalog {
+	case dialect.PostgresCatalog:
 		query = postgresIndexes
-	case "sqlite":
+	case dialect.SQLiteCatalog:
 		query = sqliteIndexes
 	}
 	rows, err := db.QueryContext(ctx, query, name)
@@ -67,7 +67,7 @@ func Serving(d dialect.Dialect, indexes map[string][]string, want Index) string 
 		}
 		match := true
 		for i, c := range want.Columns {
-			if cols[i] != c && (d.Name() == "postgres" || !strings.EqualFold(cols[i], c)) {
+			if cols[i] != c && (d.Caps().CaseSensitiveNames || !strings.EqualFold(cols[i], c)) {
 				match = false
 				break
 			}

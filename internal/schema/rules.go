@@ -18,10 +18,10 @@ type rules struct {
 }
 
 func rulesOf(d dialect.Dialect) rules {
-	switch d.Name() {
-	case "postgres":
+	switch d.Caps().Catalog {
+	case dialect.PostgresCatalog:
 		return rules{postgresNeeds, postgresFits, postgresFix, postgresAdd}
-	case "sqlite":
+	case dialect.SQLiteCatalog:
 		return rules{sqliteNeeds, sqliteFits, sqliteFix, sqliteAdd}
 	}
 	return rules{mysqlNeeds, mysqlFits, mysqlFix, mysqlAdd}

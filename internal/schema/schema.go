@@ -106,7 +106,7 @@ func Check(d dialect.Dialect, tbl Table, cols []Named) []Result {
 	out := make([]Result, len(cols))
 	for i, n := range cols {
 		r := Result{Named: n, Needs: rules.needs(n.Role)}
-		c, ok := tbl.column(n.Column, d.Name() == "postgres")
+		c, ok := tbl.column(n.Column, d.Caps().CaseSensitiveNames)
 		col, _ := d.Quote(n.Column)
 		if !ok {
 			r.Problem = "is missing"

@@ -218,7 +218,8 @@ type unclaimableSearch struct {
 
 // unclaimableSearches lists the searches for the kinds of row of queue that no claim takes as
 // they stand, at now (see inbox.Unclaimable): a NULL queue, a retry_after more than farYears
-// ahead, and on SQLite a retry_after that is not text in the library's layout. Each is a
+// ahead, and where timestamps are text (Caps.TimeLayout: SQLite, whose GLOB and typeof the
+// search uses) a retry_after that is not text in the library's layout. Each is a
 // SELECT of ids, bounded by a LIMIT, over the rows a claim would consider (not processed, of
 // the queue): the claim index's leading columns.
 func (t *Table) unclaimableSearches(queue string, now time.Time) []unclaimableSearch {
@@ -252,7 +253,8 @@ func (t *Table) unclaimableSearches(queue string, now time.Time) []unclaimableSe
 		args = append(args, queue)
 	}
 	far := "SELECT " + q.ID + " FROM " + q.Name + " WHERE " + pending + ofQueue + q.RetryAfter + " > " + p.Next()
-	if t.D.Name() == "sqlite" {
+	textTimes := t.D.Caps().TimeLayout != ""
+	if textTimes {
 		far += " AND " + q.RetryAfter + " GLOB '" + sqliteLayoutGlob + "'"
 	}
 	out = append(out, unclaimableSearch{
@@ -260,7 +262,7 @@ func (t *Table) unclaimableSearches(queue string, now time.Time) []unclaimableSe
 		query: far + limit,
 		args:  append(args, t.D.Time(now.AddDate(farYears, 0, 0))),
 	})
-	if t.D.Name() == "sqlite" {
+	if textTimes {
 		out = append(out, unclaimableSearch{
 			why: fmt.Sprintf("retry_after (column %q) is not a time in the library's layout (%s, UTC), so it compares as text and may never come due: rewrite it in that layout, or set it to NULL to run the row",
 				t.Raw.RetryAfter, dialect.SQLiteTimeLayout),
@@ -323,7 +325,7 @@ func (t *Table) Order(alias string) string {
 	}
 	if t.Q.RetryAfter != "" {
 		col := prefix + t.Q.RetryAfter
-		if t.D.Name() == "postgres" {
+		if t.D.Caps().NullsLast {
 			col += " NULLS FIRST"
 		}
 		cols = append(cols, col)
@@ -362,7 +364,7 @@ func (t *Table) Prepare(ctx context.Context, db *sql.DB, what, query string) (*s
 // compile prepares query once (and on SQLite compiles it with EXPLAIN).
 func (t *Table) compile(ctx context.Context, db *sql.DB, query string) (*sql.Stmt, error) {
 	s, err := db.PrepareContext(ctx, query)
-	if err == nil && t.D.Name() == "sqlite" {
+	if err == nil && t.D.Caps().LazyCompile {
 		if err = explain(ctx, db, query); err != nil {
 			s.Close()
 			return nil, err
