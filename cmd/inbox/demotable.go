@@ -62,12 +62,12 @@ func runOf(mark string) string {
 // with) of the demo's table's name, and the mark it carries ("" for none).
 func (o *demoOwned) lookup(ctx context.Context) (exists bool, mark string, err error) {
 	var rows *sql.Rows
-	switch o.d.Name() {
-	case "postgres":
+	switch o.d.Caps().Catalog {
+	case dialect.PostgresCatalog:
 		// to_regclass resolves the name as the unqualified CREATE TABLE and DROP TABLE do, along
 		// the search path; it finds views, sequences and indexes too.
 		rows, err = o.db.QueryContext(ctx, `SELECT COALESCE(obj_description(to_regclass($1), 'pg_class'), '') WHERE to_regclass($1) IS NOT NULL`, o.quoted)
-	case "sqlite":
+	case dialect.SQLiteCatalog:
 		rows, err = o.db.QueryContext(ctx, `SELECT COALESCE(sql, '') FROM sqlite_master WHERE name = ? COLLATE NOCASE`, o.name)
 	default:
 		rows, err = o.db.QueryContext(ctx, `SELECT table_comment FROM information_schema.tables WHERE table_schema = DATABASE() AND table_name = ?`, o.name)
@@ -82,7 +82,7 @@ func (o *demoOwned) lookup(ctx context.Context) (exists bool, mark string, err e
 			return false, "", err
 		}
 		exists = true
-		if o.d.Name() == "sqlite" {
+		if o.d.Caps().Catalog == dialect.SQLiteCatalog {
 			if _, after, ok := strings.Cut(text, "-- "+markPrefix); ok {
 				line, _, _ := strings.Cut(after, "\n")
 				text = markPrefix + line
@@ -122,8 +122,8 @@ func (o *demoOwned) create(ctx context.Context, w io.Writer, where string) error
 // transaction, so that the table never exists without it.
 func (o *demoOwned) createMarked(ctx context.Context) error {
 	literal := "'" + strings.ReplaceAll(o.mark, "'", "''") + "'"
-	switch o.d.Name() {
-	case "postgres":
+	switch o.d.Caps().Catalog {
+	case dialect.PostgresCatalog:
 		tx, err := o.db.BeginTx(ctx, nil)
 		if err != nil {
 			return err
@@ -138,7 +138,7 @@ func (o *demoOwned) createMarked(ctx context.Context) error {
 			return err
 		}
 		return tx.Commit()
-	case "sqlite":
+	case dialect.SQLiteCatalog:
 		_, err := o.db.ExecContext(ctx, `CREATE TABLE `+o.quoted+` ( -- `+o.mark+`
 			id INTEGER PRIMARY KEY, payload BLOB, attempt INTEGER NOT NULL DEFAULT 0, processed_at TEXT,
 			priority INTEGER NOT NULL DEFAULT 0, retry_after TEXT, locked_until TEXT)`)
