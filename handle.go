@@ -1,0 +1,255 @@
+package inbox
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"runtime/debug"
+	"slices"
+
+	"github.com/sqlinbox/inbox/outcome"
+)
+
+// deliver runs the handler on unit u and settles its outcomes on a detached context. When the
+// worker would claim next (mayClaim) and the form can, the settlement claims the worker's next
+// row with it, which deliver returns. It reports false when shutdown abandoned the unit, and the
+// worker must stop.
+func (r *run) deliver(ctx context.Context, ops *detached, s *slot, u []*Delivery, mayClaim bool) ([]*Delivery, bool) {
+	s.mu.Lock()
+	if s.ctx == nil || s.ctx.Err() != nil {
+		s.ctx, s.cancel = context.WithCancelCause(r.handlerCtx)
+	}
+	s.inWork = u
+	s.mu.Unlock()
+
+	hctx, began := r.observeHandling(s.ctx, u)
+	outs := r.handle(hctx, s, u)
+
+	s.mu.Lock()
+	if s.abandoned {
+		s.mu.Unlock()
+		r.observeSettled(hctx, s, u, outs, began, r.now(), errAbandoned)
+		return nil, false
+	}
+	s.inWork = nil
+	s.mu.Unlock()
+
+	sctx := ops.begin()
+	settling := r.now()
+	var err error
+	var next []*Delivery
+	switch {
+	case r.c.batches != nil:
+		err = r.c.batches.SettleBatch(sctx, u, outs)
+	case mayClaim && r.fuse(ctx):
+		var claimErr error
+		next, err, claimErr = r.settleClaimer.SettleAndClaim(sctx, u[0], outs[0], 1)
+		r.observeClaim(sctx, next, settling, claimErr)
+		<-r.claimSlots
+		r.noteClaim(claimErr)
+	default:
+		r.settling.Add(1)
+		err = r.c.form.Settle(sctx, u[0], outs[0])
+		r.settling.Add(-1)
+	}
+	r.observeSettled(hctx, s, u, outs, began, settling, err)
+	ops.end()
+	switch {
+	case errors.Is(err, ErrLeaseLost):
+		lost := ids(u)
+		var batch *LeaseLostError
+		if errors.As(err, &batch) {
+			lost = batch.IDs
+		}
+		r.log.Warn("inbox: lease lost before settlement; these rows were not changed and another consumer may hold them", "ids", lost, "err", err)
+	case errors.Is(err, ErrCommitUnknown):
+		r.log.Error("inbox: settlement outcome unknown: its COMMIT was sent and no answer came back; the rows are settled, or else return to the queue by their form's rule", "ids", ids(u), "err", err)
+	case errors.Is(err, ErrClosed), errors.Is(err, ErrTransactionHeld), errors.Is(err, ErrTransactionEnded):
+		r.log.Error("inbox: settlement failed; the rows return to the queue by their form's rule", "ids", ids(u), "err", err)
+	case err != nil:
+		r.settleFailed(u, err)
+	}
+	if err == nil {
+		for i, o := range outs {
+			r.settled(u[i], o)
+		}
+	}
+	return next, true
+}
+
+// settled logs what ends a row's life in the queue other than an Ack: a Drop with its reason,
+// a row dead.
+func (r *run) settled(d *Delivery, o outcome.Outcome) {
+	switch o.Kind() {
+	case outcome.KindDrop:
+		why := "dropped by the handler"
+		if o.Err() != nil {
+			why = o.Err().Error()
+		}
+		r.log.Info("inbox: message dropped", "id", d.ID, "attempt", d.Attempt, "reason", why)
+	case outcome.KindFail:
+		r.log.Warn("inbox: row is dead: it stays in the table, stamped dead_at, and is never claimed again", "id", d.ID, "attempt", d.Attempt, "last_error", o.Err())
+	}
+}
+
+// settleFailed logs a settlement that failed for a reason of its own (a statement the database
+// refused): the form backed its rows off by the retry policy. The same error for the same rows
+// is logged once at ERROR, and again at DEBUG, so that a settlement that can never commit says
+// why once and does not fill the log.
+func (r *run) settleFailed(u []*Delivery, err error) {
+	msg := "inbox: settlement failed; the rows back off by the retry policy, their attempt counted, and the error kept as their last"
+	key := failureKey{u[0].ID, err.Error()}
+	r.failedMu.Lock()
+	_, seen := r.failed[key]
+	if !seen {
+		if len(r.failed) >= failuresKept {
+			clear(r.failed)
+		}
+		r.failed[key] = struct{}{}
+	}
+	r.failedMu.Unlock()
+	if seen {
+		r.log.Debug(msg, "ids", ids(u), "err", err)
+		return
+	}
+	r.log.Error(msg+" (said once per row and error)", "ids", ids(u), "err", err)
+}
+
+// failureKey names a failed settlement: its first row and its error's text.
+type failureKey struct {
+	id  int64
+	err string
+}
+
+// failuresKept bounds the failed settlements a run remembers having logged.
+const failuresKept = 1024
+
+// errNoOutcome is the reason of a row whose handler gave no outcome.
+var errNoOutcome = errors.New("the handler gave the row no outcome")
+
+// resolve applies the retry policy and the attempt limit to o, the outcome of d, and returns
+// what the form is to apply: a retry becomes a RetryAfter by the policy (a Retry at once where
+// the table has no retry_after column, which an explicit RetryAfter then is too, logged once
+// per consumer); a retry past the attempt limit becomes a Fail with "attempt n of m: <reason>";
+// a Fail on a table without dead_at becomes a Drop, logged at ERROR. Ack and Drop pass as they
+// are, and cost nothing.
+func (c *Consumer) resolve(d *Delivery, o outcome.Outcome) outcome.Outcome {
+	switch o.Kind() {
+	case outcome.KindAck, outcome.KindDrop:
+		return o
+	case outcome.KindNone:
+		o = outcome.Retry().WithError(errNoOutcome)
+	}
+	if o.Kind() != outcome.KindFail && c.life.Attempt && c.cfg.MaxAttempts > 0 && d.Attempt >= c.cfg.MaxAttempts {
+		why := o.Err()
+		if why == nil {
+			why = errors.New("retried by the handler")
+		}
+		o = outcome.Fail(fmt.Errorf("attempt %d of %d: %w", d.Attempt, c.cfg.MaxAttempts, why))
+	}
+	switch o.Kind() {
+	case outcome.KindFail:
+		if !c.life.DeadAt {
+			c.log.Error("inbox: row dies and is dropped, since the table has no DeadAt column: name one (a nullable timestamp) in inbox.Table.DeadAt to keep dead rows", "queue", c.cfg.Queue, "id", d.ID, "attempt", d.Attempt, "last_error", o.Err())
+			return outcome.Drop().WithError(o.Err())
+		}
+	case outcome.KindRetry:
+		if c.life.RetryAfter {
+			return outcome.RetryAfter(c.cfg.Retry.Delay(d.Attempt)).WithError(o.Err())
+		}
+	case outcome.KindRetryAfter:
+		if !c.life.RetryAfter {
+			if !c.warnedNoDelay.Swap(true) {
+				c.log.Warn("inbox: RetryAfter on a table without a retry_after column retries at once (said once per consumer): add the column and name it in inbox.Table.RetryAfter", "queue", c.cfg.Queue, "id", d.ID, "delay", o.Delay())
+			}
+			return outcome.Retry().WithError(o.Err())
+		}
+	}
+	return o
+}
+
+// backoff is what a form applies to d when its settlement failed with err (Queue.Backoff): a
+// retry by the policy, or a Fail past the attempt limit, with the settlement's error as the
+// row's last.
+func (c *Consumer) backoff(d *Delivery, err error) outcome.Outcome {
+	return c.resolve(d, outcome.Retry().WithError(fmt.Errorf("settlement failed: %w", err)))
+}
+
+func ids(u []*Delivery) []int64 {
+	out := make([]int64, len(u))
+	for i, d := range u {
+		out[i] = d.ID
+	}
+	return out
+}
+
+// handle calls the handler on u with ctx and returns an outcome per delivery: a panic and a
+// missing outcome become Retry, and a row whose data does not decode (as the form or the JSON
+// adapter found) takes Config.UndecodablePayload. Rows the form found undecodable never reach
+// the handler.
+func (r *run) handle(ctx context.Context, s *slot, u []*Delivery) []outcome.Outcome {
+	// The worker's buffers: a delivery costs the consumer no allocation of its own.
+	s.outs = slices.Grow(s.outs[:0], len(u))[:len(u)]
+	outs := s.outs
+	pass := u
+	for i, d := range u {
+		if d.decodeErr != nil && len(pass) == len(u) {
+			pass = append([]*Delivery(nil), u[:i]...)
+		} else if d.decodeErr == nil && len(pass) < len(u) {
+			pass = append(pass, d)
+		}
+	}
+	var got []outcome.Outcome
+	if len(pass) > 0 {
+		got = r.call(ctx, s, pass)
+		if len(got) > len(pass) {
+			r.log.Error("inbox: the batch handler returned more outcomes than rows; the extra ones are ignored", "rows", len(pass), "outcomes", len(got), "ids", ids(pass))
+		}
+	}
+	j := 0
+	for i, d := range u {
+		var o outcome.Outcome
+		if j < len(pass) && pass[j] == d {
+			if j < len(got) {
+				o = got[j]
+			}
+			j++
+		}
+		switch {
+		case d.decodeErr != nil:
+			r.log.Error("inbox: row does not decode", "id", d.ID, "err", d.decodeErr, "outcome", r.c.cfg.UndecodablePayload.String())
+			o = r.c.cfg.UndecodablePayload
+			if o.Err() == nil {
+				o = o.WithError(d.decodeErr)
+			}
+		case o.Kind() == outcome.KindNone:
+			r.log.Error("inbox: the handler gave the row no outcome (the zero outcome.Outcome, or none in a batch's short slice); the row will be retried", "id", d.ID)
+		}
+		outs[i] = r.c.resolve(d, o)
+	}
+	return outs
+}
+
+// stackMax bounds, in bytes, the stack a panic's log line carries.
+const stackMax = 8 << 10
+
+// call runs the handler on the deliveries with ctx, turning a panic into a Retry of each, with
+// the panic as its reason. The panic is logged once, with its stack cut to stackMax bytes.
+func (r *run) call(ctx context.Context, s *slot, ds []*Delivery) (outs []outcome.Outcome) {
+	defer func() {
+		if p := recover(); p != nil {
+			stack := outcome.Truncate(string(debug.Stack()), stackMax)
+			r.log.Error("inbox: handler panicked; its rows will be retried by the retry policy", "ids", ids(ds), "attempt", ds[0].Attempt, "panic", p, "stack", stack)
+			why := fmt.Errorf("handler panicked: %v", p)
+			outs = make([]outcome.Outcome, len(ds))
+			for i := range outs {
+				outs[i] = outcome.Retry().WithError(why)
+			}
+		}
+	}()
+	if r.c.bh != nil {
+		return r.c.bh.HandleBatch(ctx, ds)
+	}
+	s.one[0] = r.c.h.Handle(ctx, ds[0])
+	return s.one[:]
+}

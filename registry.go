@@ -1,0 +1,56 @@
+package inbox
+
+import (
+	"database/sql"
+	"fmt"
+	"sync"
+)
+
+// consuming records the forms and queues consumed in this process.
+var consuming struct {
+	sync.Mutex
+	forms  map[Form]bool
+	queues map[queueKey]bool
+}
+
+type queueKey struct {
+	db           *sql.DB
+	table, queue string
+}
+
+func claimForm(f Form) error {
+	consuming.Lock()
+	defer consuming.Unlock()
+	if consuming.forms[f] {
+		return fmt.Errorf("%w: this form value is already opened by a running consumer: build one form per consumer", ErrAlreadyConsuming)
+	}
+	if consuming.forms == nil {
+		consuming.forms = map[Form]bool{}
+	}
+	consuming.forms[f] = true
+	return nil
+}
+
+func releaseForm(f Form) {
+	consuming.Lock()
+	defer consuming.Unlock()
+	delete(consuming.forms, f)
+}
+
+func claimQueue(db *sql.DB, table, queue string) (stop func(), err error) {
+	key := queueKey{db, table, queue}
+	consuming.Lock()
+	defer consuming.Unlock()
+	if consuming.queues[key] {
+		return nil, fmt.Errorf("%w: queue %q of table %q already has a consumer in this process: run one consumer with more Workers", ErrAlreadyConsuming, queue, table)
+	}
+	if consuming.queues == nil {
+		consuming.queues = map[queueKey]bool{}
+	}
+	consuming.queues[key] = true
+	return func() {
+		consuming.Lock()
+		defer consuming.Unlock()
+		delete(consuming.queues, key)
+	}, nil
+}
