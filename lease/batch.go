@@ -199,13 +199,12 @@ func (f *Form[D]) SettleBatch(ctx context.Context, ds []*inbox.Delivery, os []ou
 func (f *Form[D]) settleRows(ctx context.Context, b *binding, h *hold, what string, head []any, ids []int64) (map[int64]bool, error) {
 	changed := make(map[int64]bool, len(ids))
 	token := f.d.Time(h.token)
-	_, _, list := b.byName(what)
 	var err error
-	if b.sql.heldIn != nil {
+	if !f.d.Caps().Returning {
 		err = f.settleInTx(ctx, b, h, what, head, ids, token, changed)
 	} else {
 		var s *sql.Stmt
-		s, err = b.listStmt(ctx, what+" returning", func(n int) string { return list(n) + b.sql.returning }, h.size)
+		s, err = b.listStmt(ctx, what+" returning", func(n int) string { return b.sql.SettleReturning(kindOf(what), n) }, h.size)
 		if err == nil {
 			err = b.query(ctx, s, append(append(head, padded(ids, h.size)...), token), func(rows *sql.Rows) error {
 				return scanIDs(rows, changed)
@@ -257,7 +256,7 @@ func (f *Form[D]) settleInTx(ctx context.Context, b *binding, h *hold, what stri
 		if err != nil {
 			return err
 		}
-		held, err := b.listStmt(ctx, "held", b.sql.heldIn, h.size)
+		held, err := b.listStmt(ctx, "held", b.sql.Held, h.size)
 		if err != nil {
 			return err
 		}

@@ -29,7 +29,7 @@ func (f *Form[D]) Claim(ctx context.Context, max int) ([]*inbox.Delivery, error)
 	if max < 1 {
 		return nil, nil
 	}
-	if b.q.Transactional && f.d.Name() == "sqlite" {
+	if b.q.Transactional && f.d.Caps().OneWriter {
 		// Each delivery's transaction would wait for the write lock of the one before it
 		// (at once in immediate and exclusive mode), which this claim holds until its
 		// handler has run: one at a time.
@@ -84,10 +84,10 @@ func (f *Form[D]) claimRows(ctx context.Context, b *binding, max int) ([]*inbox.
 	token := tokenAt(now.Add(b.lease))
 	var ds []*inbox.Delivery
 	var err error
-	switch {
-	case b.sql.stamp == nil:
+	switch caps := f.d.Caps(); {
+	case caps.UpdateFrom:
 		ds, err = f.claimInOne(ctx, b, max, now, token)
-	case f.d.Name() == "sqlite":
+	case caps.OneWriter:
 		ds, token, err = f.claimSQLite(ctx, b, max)
 	default:
 		ds, err = f.claimInTx(ctx, b, max, now, token)
@@ -137,7 +137,7 @@ func (f *Form[D]) claimInOne(ctx context.Context, b *binding, max int, now, toke
 // it returns, skipping rows other claims hold, and the UPDATE stamps them. The SELECT reads
 // each attempt under the lock, so the attempt written is the one read plus one.
 func (f *Form[D]) claimInTx(ctx context.Context, b *binding, max int, now, token time.Time) (ds []*inbox.Delivery, err error) {
-	stamp, err := b.listStmt(ctx, "claim stamp", b.sql.stamp, max)
+	stamp, err := b.listStmt(ctx, "claim stamp", b.sql.Stamp, max)
 	if err != nil {
 		return nil, err
 	}
@@ -243,7 +243,7 @@ func beginWrite(ctx context.Context, db *sql.DB) (dialect.Tx, error) {
 // pick runs the SQLite claim inside tx: the SELECT of at most max rows in claim order, then the
 // stamp of the rows it read. The attempts of ds count this delivery only once tx commits.
 func (f *Form[D]) pick(ctx context.Context, b *binding, tx dialect.Tx, max int, now, token time.Time) ([]*inbox.Delivery, error) {
-	rows, err := tx.QueryContext(ctx, b.sql.claim, f.pickArgs(b, max, now)...)
+	rows, err := tx.QueryContext(ctx, b.claimText, f.pickArgs(b, max, now)...)
 	if err != nil {
 		return nil, err
 	}

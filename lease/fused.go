@@ -20,7 +20,7 @@ var _ inbox.SettleClaimer = (*Form[dialect.Dialect])(nil)
 // and the claim run apart, as they would otherwise. Elsewhere they always run apart.
 func (f *Form[D]) SettleAndClaim(ctx context.Context, d *inbox.Delivery, o outcome.Outcome, max int) (claimed []*inbox.Delivery, settled, claimErr error) {
 	f.mu.RLock()
-	fused := f.b != nil && !f.b.q.Transactional && f.d.Name() == "sqlite" && max > 0
+	fused := f.b != nil && !f.b.q.Transactional && f.d.Caps().OneWriter && max > 0
 	f.mu.RUnlock()
 	if !fused {
 		settled = f.Settle(ctx, d, o)
@@ -38,8 +38,8 @@ func (f *Form[D]) SettleAndClaim(ctx context.Context, d *inbox.Delivery, o outco
 	}
 	defer b.end(h)
 
-	s, text, args, what := f.settlement(b, d, h, o)
-	ds, token, settled, err := f.settleAndClaimInTx(ctx, b, d, h, text, args, what, max)
+	s, args, what := f.settlement(b, d, h, o)
+	ds, token, settled, err := f.settleAndClaimInTx(ctx, b, d, h, b.textOf(s), args, what, max)
 	if err != nil {
 		// The transaction changed nothing: settle and claim apart.
 		res, err := b.exec(ctx, s, args...)

@@ -60,6 +60,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 	"time"
 
@@ -67,7 +68,9 @@ import (
 	"github.com/sqlinbox/inbox/dialect"
 	"github.com/sqlinbox/inbox/internal/schema"
 	"github.com/sqlinbox/inbox/internal/sqlitewriter"
+	"github.com/sqlinbox/inbox/internal/sqltext"
 	"github.com/sqlinbox/inbox/internal/stmt"
+	"github.com/sqlinbox/inbox/outcome"
 )
 
 // Config tunes the lease form. The zero value (or nil) takes the defaults.
@@ -134,7 +137,9 @@ type binding struct {
 	log   *slog.Logger
 	st    *stmt.Table
 	lease time.Duration
-	sql   statements
+	sql   sqltext.Lease
+	// claimText is the claim's text: SQLite's claim runs it by its text (see prepare).
+	claimText string
 
 	claim, extend, ack, retry, retryAfter, dead *sql.Stmt // claim nil on SQLite; retryAfter, dead without their column
 
@@ -146,7 +151,7 @@ type binding struct {
 	listedMu sync.Mutex
 	listed   map[listKey]*sql.Stmt // statements over an id list: by statement and list length
 	stamps   map[int]string        // SQLite: the claim's stamp by its number of ids
-	texts    map[*sql.Stmt]string  // every prepared statement's text, for the own connection
+	texts    map[*sql.Stmt]string  // every prepared statement's text, for where it runs by its text
 
 	holdsMu sync.Mutex
 	holds   map[*hold]int64 // holds not yet ended, by row id: Close gives them back
@@ -197,7 +202,8 @@ func (f *Form[D]) Open(ctx context.Context, db *sql.DB, q inbox.Queue) (inbox.Pl
 	if lease < time.Second || lease%time.Second != 0 {
 		return inbox.Plan{}, fmt.Errorf("inbox: table %q: lease %v is not a whole number of seconds of at least 1s: set lease.Config.Lease to one (or leave it zero for %v)", f.t.Name, f.cfg.Lease, DefaultLease)
 	}
-	if q.Transactional && f.d.Name() == "postgres" && (f.d.Level() == "repeatable read" || f.d.Level() == "serializable") {
+	caps := f.d.Caps()
+	if q.Transactional && slices.Contains(caps.SnapshotLevels, f.d.Level()) {
 		return inbox.Plan{}, fmt.Errorf("%w: table %q: the lease form on Postgres at %s cannot run in transactional mode: the handler's transaction keeps the snapshot of its first statement and would not see the lease extended, so its Ack would find the lease lost; use isolation.ReadCommitted (or isolation.Default), or turn Transactional off", inbox.ErrDialect, f.t.Name, f.d.Level())
 	}
 	column := f.cfg.Column
@@ -221,7 +227,7 @@ func (f *Form[D]) Open(ctx context.Context, db *sql.DB, q inbox.Queue) (inbox.Pl
 
 	b := &binding{
 		db: db, q: q, log: q.Logger, st: st, lease: lease,
-		sql:    build(st, col),
+		sql:    sqltext.New(caps, sqltext.Table(st.Q)).Lease(col),
 		listed: map[listKey]*sql.Stmt{},
 		stamps: map[int]string{},
 		texts:  map[*sql.Stmt]string{},
@@ -239,17 +245,17 @@ func (f *Form[D]) Open(ctx context.Context, db *sql.DB, q inbox.Queue) (inbox.Pl
 		b.closeStatements()
 		return inbox.Plan{}, err
 	}
-	if f.d.Name() == "sqlite" {
+	if caps.OneWriter {
 		b.writer = sqlitewriter.For(db)
 	}
-	if b.sql.ackPairs != nil {
-		b.acks = newMerger(b, "ack", b.sql.ackPairs, b.ack, func() []any {
+	if caps.Returning {
+		b.acks = newMerger(b, "ack", outcome.KindAck, b.ack, func() []any {
 			if b.st.Q.ProcessedAt != "" {
 				return []any{f.d.Time(b.q.Now())}
 			}
 			return nil
 		})
-		b.retries = newMerger(b, "retry", b.sql.retryPairs, b.retry, func() []any { return nil })
+		b.retries = newMerger(b, "retry", outcome.KindRetry, b.retry, func() []any { return nil })
 	}
 	f.b = b
 	return inbox.Plan{
@@ -258,7 +264,7 @@ func (f *Form[D]) Open(ctx context.Context, db *sql.DB, q inbox.Queue) (inbox.Pl
 		ExtendEvery:     lease / 2,
 		HoldsConnection: q.Transactional,
 		OwnConnection:   b.own != nil,
-		SerialClaims:    f.d.Name() == "sqlite",
+		SerialClaims:    caps.OneWriter,
 		Dialect:         f.d,
 		Described:       f.t,
 	}, nil
@@ -278,26 +284,28 @@ func (b *binding) prepare(ctx context.Context) error {
 		}
 		return s
 	}
-	if b.st.D.Name() == "sqlite" {
+	b.claimText = b.sql.Claim()
+	if b.st.D.Caps().BeginsByStatement {
 		// The claim runs inside a transaction on a pinned connection, where a statement the
 		// pool prepared cannot run: preparing it here only checks it against the schema.
-		for _, s := range []*sql.Stmt{prep("claim", b.sql.claim), prep("claim stamp", b.sql.stamp(1))} {
+		for _, s := range []*sql.Stmt{prep("claim", b.claimText), prep("claim stamp", b.sql.Stamp(1))} {
 			if s != nil {
 				s.Close()
 				delete(b.texts, s)
 			}
 		}
 	} else {
-		b.claim = prep("claim", b.sql.claim)
-		if b.sql.stamp != nil {
-			b.listed[listKey{"claim stamp", 1}] = prep("claim stamp", b.sql.stamp(1))
+		b.claim = prep("claim", b.claimText)
+		if stamp := b.sql.Stamp(1); stamp != "" {
+			b.listed[listKey{"claim stamp", 1}] = prep("claim stamp", stamp)
 		}
 	}
-	b.extend = prep("extend", b.sql.extend)
-	b.ack = prep("ack", b.sql.ack)
-	b.retry = prep("retry", b.sql.retry)
-	b.retryAfter = prep("retry after", b.sql.retryAfter)
-	b.dead = prep("fail", b.sql.dead)
+	one := sqltext.ByIDAndToken()
+	b.extend = prep("extend", b.sql.Extend(one))
+	b.ack = prep("ack", b.sql.Settle(outcome.KindAck, one))
+	b.retry = prep("retry", b.sql.Settle(outcome.KindRetry, one))
+	b.retryAfter = prep("retry after", b.sql.Settle(outcome.KindRetryAfter, one))
+	b.dead = prep("fail", b.sql.Settle(outcome.KindFail, one))
 	return err
 }
 
@@ -449,7 +457,7 @@ func (b *binding) stampText(n int) string {
 	defer b.listedMu.Unlock()
 	text, ok := b.stamps[n]
 	if !ok {
-		text = b.sql.stamp(n)
+		text = b.sql.Stamp(n)
 		b.stamps[n] = text
 	}
 	return text

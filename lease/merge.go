@@ -6,6 +6,9 @@ import (
 	"fmt"
 	"sync"
 	"time"
+
+	"github.com/sqlinbox/inbox/internal/sqltext"
+	"github.com/sqlinbox/inbox/outcome"
 )
 
 // mergeMax bounds the rows one merged settlement takes; more wait for the next.
@@ -21,7 +24,7 @@ type merger struct {
 	b    *binding
 	what string             // "ack" or "retry"
 	head func() []any       // the arguments before the rows' (the ack's processed_at)
-	list func(n int) string // the statement over n rows
+	list func(n int) string // the statement over n rows (sqltext.ByPairs)
 	one  *sql.Stmt          // the single-row statement, for a row alone
 
 	turn chan struct{} // holds a token while a statement of this kind runs
@@ -36,7 +39,10 @@ type mergeRow struct {
 	done  chan error // receives the row's result once
 }
 
-func newMerger(b *binding, what string, list func(int) string, one *sql.Stmt, head func() []any) *merger {
+// newMerger merges the settlements of kind k (outcome.KindAck or outcome.KindRetry), which
+// single rows settle by one.
+func newMerger(b *binding, what string, k outcome.Kind, one *sql.Stmt, head func() []any) *merger {
+	list := func(n int) string { return b.sql.Settle(k, sqltext.ByPairs(n)) }
 	return &merger{b: b, what: what, list: list, one: one, head: head, turn: make(chan struct{}, 1)}
 }
 

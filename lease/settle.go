@@ -10,6 +10,7 @@ import (
 	"github.com/sqlinbox/inbox"
 	"github.com/sqlinbox/inbox/dialect"
 	"github.com/sqlinbox/inbox/internal/sentinel"
+	"github.com/sqlinbox/inbox/internal/sqltext"
 	"github.com/sqlinbox/inbox/outcome"
 )
 
@@ -43,7 +44,7 @@ func (f *Form[D]) Extend(ctx context.Context, d *inbox.Delivery) error {
 		return fmt.Errorf("inbox: table %q, row %d: extension: %w", f.t.Name, d.ID, err)
 	}
 	args := append(append([]any{f.d.Time(next)}, h.idArgs(d.ID)...), f.d.Time(held))
-	if h.tx != nil && f.d.Name() == "sqlite" {
+	if h.tx != nil && f.d.Caps().OneWriter {
 		// Not cancelled: SQLite rolls the whole transaction back when a write in it is
 		// interrupted. A lock it cannot take fails the extension after the busy timeout with
 		// SQLITE_BUSY instead, which leaves the transaction as it was.
@@ -62,31 +63,53 @@ func (f *Form[D]) Extend(ctx context.Context, d *inbox.Delivery) error {
 	return err
 }
 
-// statement returns the prepared statement what ("extend", "ack", "retry" or "retry after")
-// over h's rows, with its text: the single-row statement, or the one over the batch's ids.
+// statement returns the prepared statement what ("extend", "ack", "retry", "retry after" or
+// "fail") over h's rows, with its text: the single-row statement, or the one over the batch's
+// ids.
 func (b *binding) statement(ctx context.Context, h *hold, what string) (*sql.Stmt, string, error) {
-	single, text, list := b.byName(what)
 	if h.batch == nil {
-		return single, text, nil
+		s := b.single(what)
+		return s, b.textOf(s), nil
 	}
-	s, err := b.listStmt(ctx, what, list, h.size)
-	return s, list(h.size), err
+	s, err := b.listStmt(ctx, what, func(n int) string { return b.text(what, sqltext.ByIDsAndToken(n)) }, h.size)
+	return s, b.textOf(s), err
 }
 
-// byName returns statement what ("extend", "ack", "retry" or "retry after"): the prepared
-// single-row statement, its text, and the text over n ids.
-func (b *binding) byName(what string) (*sql.Stmt, string, func(n int) string) {
+// single returns the prepared single-row statement what ("extend", "ack", "retry", "retry
+// after" or "fail"); nil for a retry after or a fail the table has no column for.
+func (b *binding) single(what string) *sql.Stmt {
 	switch what {
 	case "extend":
-		return b.extend, b.sql.extend, b.sql.extendIn
+		return b.extend
 	case "ack":
-		return b.ack, b.sql.ack, b.sql.ackIn
+		return b.ack
 	case "retry":
-		return b.retry, b.sql.retry, b.sql.retryIn
+		return b.retry
 	case "fail":
-		return b.dead, b.sql.dead, b.sql.deadIn
+		return b.dead
 	}
-	return b.retryAfter, b.sql.retryAfter, b.sql.retryAfterIn
+	return b.retryAfter
+}
+
+// text is the text of statement what over the rows g names.
+func (b *binding) text(what string, g sqltext.Guard) string {
+	if what == "extend" {
+		return b.sql.Extend(g)
+	}
+	return b.sql.Settle(kindOf(what), g)
+}
+
+// kindOf is the outcome settlement what ("ack", "retry", "retry after" or "fail") settles by.
+func kindOf(what string) outcome.Kind {
+	switch what {
+	case "ack":
+		return outcome.KindAck
+	case "retry":
+		return outcome.KindRetry
+	case "fail":
+		return outcome.KindFail
+	}
+	return outcome.KindRetryAfter
 }
 
 // idArgs are the id arguments of h's statements: the row's id, or the batch's ids padded to
@@ -155,7 +178,7 @@ func (f *Form[D]) Settle(ctx context.Context, d *inbox.Delivery, o outcome.Outco
 	case b.retries != nil && (k == outcome.KindRetry || k == outcome.KindNone):
 		return f.backedOff(ctx, b, h, d, b.retries.settle(ctx, d.ID, h.token))
 	}
-	s, _, args, what := f.settlement(b, d, h, o)
+	s, args, what := f.settlement(b, d, h, o)
 	res, err := b.exec(ctx, s, args...)
 	_, err = f.guarded(res, err, d, h, what)
 	return f.backedOff(ctx, b, h, d, err)
@@ -178,7 +201,7 @@ func (f *Form[D]) backOff(ctx context.Context, b *binding, h *hold, d *inbox.Del
 	if b.q.Backoff == nil || ctx.Err() != nil || !sentinel.BacksOff(err) {
 		return nil
 	}
-	s, _, args, what := f.settlement(b, d, h, b.q.Backoff(d, err))
+	s, args, what := f.settlement(b, d, h, b.q.Backoff(d, err))
 	res, berr := b.exec(ctx, s, args...)
 	if berr == nil {
 		var n int64
@@ -192,25 +215,25 @@ func (f *Form[D]) backOff(ctx context.Context, b *binding, h *hold, d *inbox.Del
 	return nil
 }
 
-// settlement is the statement (prepared, and its text) that applies o to d's row under h's
-// token outside a transaction, its arguments, and what it does.
-func (f *Form[D]) settlement(b *binding, d *inbox.Delivery, h *hold, o outcome.Outcome) (*sql.Stmt, string, []any, string) {
+// settlement is the prepared statement that applies o to d's row under h's token outside a
+// transaction, its arguments, and what it does.
+func (f *Form[D]) settlement(b *binding, d *inbox.Delivery, h *hold, o outcome.Outcome) (*sql.Stmt, []any, string) {
 	switch o.Kind() {
 	case outcome.KindFail:
 		if b.dead != nil {
-			return b.dead, b.sql.dead, append(f.stampArgs(b, b.q.Now(), o), d.ID, f.d.Time(h.token)), o.String()
+			return b.dead, append(f.stampArgs(b, b.q.Now(), o), d.ID, f.d.Time(h.token)), o.String()
 		}
 		fallthrough
 	case outcome.KindAck, outcome.KindDrop:
-		return b.ack, b.sql.ack, f.ackArgs(b, d, h.token), o.String()
+		return b.ack, f.ackArgs(b, d, h.token), o.String()
 	case outcome.KindRetryAfter:
 		if b.retryAfter != nil {
-			return b.retryAfter, b.sql.retryAfter, append(f.stampArgs(b, b.q.Now().Add(o.Delay()), o), d.ID, f.d.Time(h.token)), o.String()
+			return b.retryAfter, append(f.stampArgs(b, b.q.Now().Add(o.Delay()), o), d.ID, f.d.Time(h.token)), o.String()
 		}
 		b.noRetryAfter(d.ID, o.Delay())
-		return b.retry, b.sql.retry, []any{d.ID, f.d.Time(h.token)}, o.String()
+		return b.retry, []any{d.ID, f.d.Time(h.token)}, o.String()
 	}
-	return b.retry, b.sql.retry, []any{d.ID, f.d.Time(h.token)}, "retry"
+	return b.retry, []any{d.ID, f.d.Time(h.token)}, "retry"
 }
 
 // stampArgs are the leading arguments of a retry after or a fail: the time it stamps, then o's
@@ -234,7 +257,7 @@ func (f *Form[D]) ackArgs(b *binding, d *inbox.Delivery, token time.Time) []any 
 // ackInTx runs the guarded ack inside the handler's transaction and commits both; a lost lease
 // rolls the handler's writes back with it.
 func (f *Form[D]) ackInTx(ctx context.Context, b *binding, tx dialect.Tx, h *hold, d *inbox.Delivery) error {
-	res, err := execIn(ctx, tx, b.ack, b.sql.ack, f.ackArgs(b, d, h.current())...)
+	res, err := execIn(ctx, tx, b.ack, b.textOf(b.ack), f.ackArgs(b, d, h.current())...)
 	if _, err := f.guarded(res, err, d, h, "ack"); err != nil {
 		err = errors.Join(err, rollback(tx, f.t.Name, d.ID))
 		h.txToken = time.Time{} // rolled back with the transaction: the claim's token holds

@@ -109,6 +109,34 @@ func (l Lease) Settle(k outcome.Kind, g Guard) string {
 	return head + l.s.where(g, p, l.col)
 }
 
+// SettleReturning is Settle over a batch's n rows (ByIDsAndToken(n)) that returns the ids it
+// changed: the batch's settlement where the database has RETURNING (dialect.Caps.Returning), so
+// that it tells which rows were still held. It binds as Settle does, and is empty where Settle
+// is. It panics where the database has no RETURNING.
+func (l Lease) SettleReturning(k outcome.Kind, n int) string {
+	if !l.s.c.Returning {
+		panic("sqltext: a settlement returning its ids needs RETURNING, which the database lacks")
+	}
+	settle := l.Settle(k, ByIDsAndToken(n))
+	if settle == "" {
+		return ""
+	}
+	return settle + " RETURNING " + l.s.t.ID
+}
+
+// Held locks those of n rows whose lease still holds the token and returns their ids:
+// SELECT id … WHERE id IN (…) AND lease = ? FOR UPDATE. Where the database has no RETURNING
+// (MySQL, MariaDB), a batch's settlement that changed fewer rows than it names is run again, in
+// a transaction, over the rows this finds. It binds n ids, then the token. It is empty where the
+// database has RETURNING, whose settlements return the ids they changed (SettleReturning).
+func (l Lease) Held(n int) string {
+	if l.s.c.Returning {
+		return ""
+	}
+	t, p := l.s.t, l.s.Params()
+	return "SELECT " + t.ID + " FROM " + t.Name + l.s.where(ByIDsAndToken(n), p, l.col) + " FOR UPDATE"
+}
+
 // free is the predicate of a row no lease holds: never leased, released, or run out by now.
 func (l Lease) free(now string) string {
 	return "(" + l.col + " IS NULL OR " + l.col + " < " + now + ")"

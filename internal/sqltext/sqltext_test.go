@@ -16,8 +16,9 @@ import (
 
 // TestGoldens builds, through the package's builders, every statement of every golden file and
 // checks that each file holds exactly that text: the files are the statements the forms and
-// publishing build today (their own golden tests write and check them), so the builders build
-// the same SQL, byte for byte. A golden file no builder renders fails too.
+// publishing build today (their own golden tests write and check them, but for the lease form
+// and the wake-ups, which run these builders' text and whose files this test writes), so the
+// builders build the same SQL, byte for byte. A golden file no builder renders fails too.
 func TestGoldens(t *testing.T) {
 	rendered := map[string]bool{}
 	for _, dl := range golden.Dialects {
@@ -39,9 +40,9 @@ func TestGoldens(t *testing.T) {
 				switch {
 				case len(e) == 0:
 					continue
-				case form == "wakeup":
-					// The consumer runs these as this package builds them: their builders are
-					// their source, and -update writes them here.
+				case form == "wakeup" || form == "lease":
+					// The consumer and the lease form run these as this package builds them:
+					// their builders are their source, and -update writes them here.
 					golden.Pin(t, form, dl.Name, sh.Name, e)
 				default:
 					golden.Match(t, form, dl.Name, sh.Name, e)
@@ -145,7 +146,12 @@ func leaseEntries(c *dialect.Caps, l sqltext.Lease) []golden.Entry {
 	if c.Returning {
 		e.add("ackPairs(2)", l.Settle(outcome.KindAck, sqltext.ByPairs(2)))
 		e.add("retryPairs(2)", l.Settle(outcome.KindRetry, sqltext.ByPairs(2)))
+		e.add("ackIn(3) returning", l.SettleReturning(outcome.KindAck, 3))
+		e.add("retryIn(3) returning", l.SettleReturning(outcome.KindRetry, 3))
+		e.add("retryAfterIn(3) returning", l.SettleReturning(outcome.KindRetryAfter, 3))
+		e.add("failIn(3) returning", l.SettleReturning(outcome.KindFail, 3))
 	}
+	e.add("heldIn(3)", l.Held(3))
 	return e
 }
 
@@ -226,12 +232,13 @@ func TestGuardsAFormCannotTake(t *testing.T) {
 	my, myLease, _ := quoted(t, dialect.MySQL[isolation.Default]{}, golden.Shapes[0])
 	lite, _, liteKey := quoted(t, dialect.SQLite[isolation.Default]{}, golden.Shapes[0])
 	for name, build := range map[string]func(){
-		"the row lock form by id and token": func() { s.RowLock().Settle(outcome.KindAck, sqltext.ByIDAndToken()) },
-		"the advisory form by pairs":        func() { s.Advisory(key).Settle(outcome.KindAck, sqltext.ByPairs(2)) },
-		"the lease form by id alone":        func() { s.Lease(lease).Settle(outcome.KindAck, sqltext.ByID()) },
-		"a lease extension by an id list":   func() { s.Lease(lease).Extend(sqltext.ByIDs(3)) },
-		"pairs on MySQL, without RETURNING": func() { my.Lease(myLease).Settle(outcome.KindAck, sqltext.ByPairs(2)) },
-		"advisory statements on SQLite":     func() { lite.Advisory(liteKey) },
+		"the row lock form by id and token":  func() { s.RowLock().Settle(outcome.KindAck, sqltext.ByIDAndToken()) },
+		"the advisory form by pairs":         func() { s.Advisory(key).Settle(outcome.KindAck, sqltext.ByPairs(2)) },
+		"the lease form by id alone":         func() { s.Lease(lease).Settle(outcome.KindAck, sqltext.ByID()) },
+		"a lease extension by an id list":    func() { s.Lease(lease).Extend(sqltext.ByIDs(3)) },
+		"pairs on MySQL, without RETURNING":  func() { my.Lease(myLease).Settle(outcome.KindAck, sqltext.ByPairs(2)) },
+		"a batch returning its ids on MySQL": func() { my.Lease(myLease).SettleReturning(outcome.KindAck, 3) },
+		"advisory statements on SQLite":      func() { lite.Advisory(liteKey) },
 	} {
 		func() {
 			defer func() {

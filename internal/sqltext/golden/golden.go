@@ -13,9 +13,10 @@
 //	DELETE FROM "jobs" WHERE "id" = $1
 //
 // The form packages' golden tests write them from the statements the forms build today
-// (go test ./lease ./rowlock ./advisory . -run TestGolden -update) and otherwise check that
-// the forms still build them; internal/sqltext's test checks that its builders build the same
-// text, byte for byte.
+// (go test ./rowlock ./advisory . -run TestGolden -update) and otherwise check that the forms
+// still build them; internal/sqltext's test checks that its builders build the same text, byte
+// for byte. The lease form runs internal/sqltext's statements, so that test writes its files,
+// as it writes those of the operating and wake-up statements.
 package golden
 
 import (
@@ -209,7 +210,7 @@ func Match(t testing.TB, form, dialect, shape string, entries []Entry) {
 	}
 	want, err := os.ReadFile(path)
 	if errors.Is(err, os.ErrNotExist) {
-		t.Errorf("%s: no golden file; write it with go test %s -run TestGoldenStatements -update", path, formPackage(form))
+		t.Errorf("%s: no golden file; write it with go test %s -run TestGolden -update", path, formPackage(form))
 		return
 	}
 	if err != nil {
@@ -236,7 +237,7 @@ func Match(t testing.TB, form, dialect, shape string, entries []Entry) {
 		}
 		return
 	}
-	t.Errorf("%s: the file differs from its entries in its layout: rewrite it with go test %s -run TestGoldenStatements -update", path, formPackage(form))
+	t.Errorf("%s: the file differs from its entries in its layout: rewrite it with go test %s -run TestGolden -update", path, formPackage(form))
 }
 
 // formPackage is the package whose golden test writes form's files.
@@ -244,8 +245,8 @@ func formPackage(form string) string {
 	switch form {
 	case "publish":
 		return "." // the root package
-	case "admin", "wakeup":
-		return "./internal/sqltext" // the operating and wake-up statements have no form
+	case "admin", "wakeup", "lease":
+		return "./internal/sqltext" // their statements are internal/sqltext's own
 	}
 	return "./" + form
 }

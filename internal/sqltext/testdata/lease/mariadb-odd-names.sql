@@ -30,3 +30,6 @@ UPDATE `select ``from`` "where"` SET `locked ``until`` "now"` = NULL WHERE `id "
 
 -- retryAfterIn(3)
 UPDATE `select ``from`` "where"` SET `retry after` = ?, `locked ``until`` "now"` = NULL WHERE `id "x"` IN (?, ?, ?) AND `locked ``until`` "now"` = ?
+
+-- heldIn(3)
+SELECT `id "x"` FROM `select ``from`` "where"` WHERE `id "x"` IN (?, ?, ?) AND `locked ``until`` "now"` = ? FOR UPDATE

@@ -36,3 +36,6 @@ UPDATE `jobs` SET `retry_after` = ?, `last_error` = ?, `locked_until` = NULL WHE
 
 -- failIn(3)
 UPDATE `jobs` SET `dead_at` = ?, `last_error` = ?, `locked_until` = NULL WHERE `id` IN (?, ?, ?) AND `locked_until` = ?
+
+-- heldIn(3)
+SELECT `id` FROM `jobs` WHERE `id` IN (?, ?, ?) AND `locked_until` = ? FOR UPDATE

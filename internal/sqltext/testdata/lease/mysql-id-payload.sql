@@ -24,3 +24,6 @@ DELETE FROM `jobs` WHERE `id` IN (?, ?, ?) AND `locked_until` = ?
 
 -- retryIn(3)
 UPDATE `jobs` SET `locked_until` = NULL WHERE `id` IN (?, ?, ?) AND `locked_until` = ?
+
+-- heldIn(3)
+SELECT `id` FROM `jobs` WHERE `id` IN (?, ?, ?) AND `locked_until` = ? FOR UPDATE

@@ -30,3 +30,6 @@ UPDATE `jobs` SET `locked_until` = NULL WHERE `id` IN (?, ?, ?) AND `locked_unti
 
 -- retryAfterIn(3)
 UPDATE `jobs` SET `retry_after` = ?, `locked_until` = NULL WHERE `id` IN (?, ?, ?) AND `locked_until` = ?
+
+-- heldIn(3)
+SELECT `id` FROM `jobs` WHERE `id` IN (?, ?, ?) AND `locked_until` = ? FOR UPDATE

@@ -24,3 +24,9 @@ DELETE FROM "jobs" WHERE ("id" = $1 AND "locked_until" = $2) OR ("id" = $3 AND "
 
 -- retryPairs(2)
 UPDATE "jobs" SET "locked_until" = NULL WHERE ("id" = $1 AND "locked_until" = $2) OR ("id" = $3 AND "locked_until" = $4) RETURNING "id"
+
+-- ackIn(3) returning
+DELETE FROM "jobs" WHERE "id" IN ($1, $2, $3) AND "locked_until" = $4 RETURNING "id"
+
+-- retryIn(3) returning
+UPDATE "jobs" SET "locked_until" = NULL WHERE "id" IN ($1, $2, $3) AND "locked_until" = $4 RETURNING "id"

@@ -30,3 +30,12 @@ UPDATE "jobs" SET "processed_at" = $1, "locked_until" = NULL WHERE ("id" = $2 AN
 
 -- retryPairs(2)
 UPDATE "jobs" SET "locked_until" = NULL WHERE ("id" = $1 AND "locked_until" = $2) OR ("id" = $3 AND "locked_until" = $4) RETURNING "id"
+
+-- ackIn(3) returning
+UPDATE "jobs" SET "processed_at" = $1, "locked_until" = NULL WHERE "id" IN ($2, $3, $4) AND "locked_until" = $5 RETURNING "id"
+
+-- retryIn(3) returning
+UPDATE "jobs" SET "locked_until" = NULL WHERE "id" IN ($1, $2, $3) AND "locked_until" = $4 RETURNING "id"
+
+-- retryAfterIn(3) returning
+UPDATE "jobs" SET "retry_after" = $1, "locked_until" = NULL WHERE "id" IN ($2, $3, $4) AND "locked_until" = $5 RETURNING "id"

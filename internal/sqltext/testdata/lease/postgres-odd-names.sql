@@ -30,3 +30,12 @@ UPDATE "select `from` ""where""" SET "processed ""at""" = $1, "locked `until` ""
 
 -- retryPairs(2)
 UPDATE "select `from` ""where""" SET "locked `until` ""now""" = NULL WHERE ("id ""x""" = $1 AND "locked `until` ""now""" = $2) OR ("id ""x""" = $3 AND "locked `until` ""now""" = $4) RETURNING "id ""x"""
+
+-- ackIn(3) returning
+UPDATE "select `from` ""where""" SET "processed ""at""" = $1, "locked `until` ""now""" = NULL WHERE "id ""x""" IN ($2, $3, $4) AND "locked `until` ""now""" = $5 RETURNING "id ""x"""
+
+-- retryIn(3) returning
+UPDATE "select `from` ""where""" SET "locked `until` ""now""" = NULL WHERE "id ""x""" IN ($1, $2, $3) AND "locked `until` ""now""" = $4 RETURNING "id ""x"""
+
+-- retryAfterIn(3) returning
+UPDATE "select `from` ""where""" SET "retry after" = $1, "locked `until` ""now""" = NULL WHERE "id ""x""" IN ($2, $3, $4) AND "locked `until` ""now""" = $5 RETURNING "id ""x"""

@@ -42,3 +42,15 @@ UPDATE `jobs` SET `processed_at` = ?, `locked_until` = NULL WHERE (`id` = ? AND 
 
 -- retryPairs(2)
 UPDATE `jobs` SET `locked_until` = NULL WHERE (`id` = ? AND `locked_until` = ?) OR (`id` = ? AND `locked_until` = ?) RETURNING `id`
+
+-- ackIn(3) returning
+UPDATE `jobs` SET `processed_at` = ?, `locked_until` = NULL WHERE `id` IN (?, ?, ?) AND `locked_until` = ? RETURNING `id`
+
+-- retryIn(3) returning
+UPDATE `jobs` SET `locked_until` = NULL WHERE `id` IN (?, ?, ?) AND `locked_until` = ? RETURNING `id`
+
+-- retryAfterIn(3) returning
+UPDATE `jobs` SET `retry_after` = ?, `last_error` = ?, `locked_until` = NULL WHERE `id` IN (?, ?, ?) AND `locked_until` = ? RETURNING `id`
+
+-- failIn(3) returning
+UPDATE `jobs` SET `dead_at` = ?, `last_error` = ?, `locked_until` = NULL WHERE `id` IN (?, ?, ?) AND `locked_until` = ? RETURNING `id`

@@ -30,3 +30,9 @@ DELETE FROM `jobs` WHERE (`id` = ? AND `locked_until` = ?) OR (`id` = ? AND `loc
 
 -- retryPairs(2)
 UPDATE `jobs` SET `locked_until` = NULL WHERE (`id` = ? AND `locked_until` = ?) OR (`id` = ? AND `locked_until` = ?) RETURNING `id`
+
+-- ackIn(3) returning
+DELETE FROM `jobs` WHERE `id` IN (?, ?, ?) AND `locked_until` = ? RETURNING `id`
+
+-- retryIn(3) returning
+UPDATE `jobs` SET `locked_until` = NULL WHERE `id` IN (?, ?, ?) AND `locked_until` = ? RETURNING `id`

@@ -36,3 +36,12 @@ UPDATE `select ``from`` "where"` SET `processed "at"` = ?, `locked ``until`` "no
 
 -- retryPairs(2)
 UPDATE `select ``from`` "where"` SET `locked ``until`` "now"` = NULL WHERE (`id "x"` = ? AND `locked ``until`` "now"` = ?) OR (`id "x"` = ? AND `locked ``until`` "now"` = ?) RETURNING `id "x"`
+
+-- ackIn(3) returning
+UPDATE `select ``from`` "where"` SET `processed "at"` = ?, `locked ``until`` "now"` = NULL WHERE `id "x"` IN (?, ?, ?) AND `locked ``until`` "now"` = ? RETURNING `id "x"`
+
+-- retryIn(3) returning
+UPDATE `select ``from`` "where"` SET `locked ``until`` "now"` = NULL WHERE `id "x"` IN (?, ?, ?) AND `locked ``until`` "now"` = ? RETURNING `id "x"`
+
+-- retryAfterIn(3) returning
+UPDATE `select ``from`` "where"` SET `retry after` = ?, `locked ``until`` "now"` = NULL WHERE `id "x"` IN (?, ?, ?) AND `locked ``until`` "now"` = ? RETURNING `id "x"`

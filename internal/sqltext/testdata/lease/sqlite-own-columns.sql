@@ -36,3 +36,12 @@ UPDATE `jobs` SET `processed_at` = ?, `locked_until` = NULL WHERE (`id` = ? AND 
 
 -- retryPairs(2)
 UPDATE `jobs` SET `locked_until` = NULL WHERE (`id` = ? AND `locked_until` = ?) OR (`id` = ? AND `locked_until` = ?) RETURNING `id`
+
+-- ackIn(3) returning
+UPDATE `jobs` SET `processed_at` = ?, `locked_until` = NULL WHERE `id` IN (?, ?, ?) AND `locked_until` = ? RETURNING `id`
+
+-- retryIn(3) returning
+UPDATE `jobs` SET `locked_until` = NULL WHERE `id` IN (?, ?, ?) AND `locked_until` = ? RETURNING `id`
+
+-- retryAfterIn(3) returning
+UPDATE `jobs` SET `retry_after` = ?, `locked_until` = NULL WHERE `id` IN (?, ?, ?) AND `locked_until` = ? RETURNING `id`
