@@ -86,7 +86,7 @@ var (
 // asks, its statements, and how its server answers a lock (true/false, or 1/0).
 type advisoryDialect struct {
 	name      string
-	form      func(inbox.Table) (inbox.Form, error)
+	form      func(inbox.Table) inbox.Form
 	server    func(sqlmock.Sqlmock)
 	full, min advisorySQL
 	yes, no   driver.Value
@@ -111,16 +111,16 @@ func advisoryDialects() []advisoryDialect {
 	}
 	return []advisoryDialect{
 		{name: "postgres", server: pgServer, full: advisoryPGFull, min: advisoryPGMinimal, yes: true, no: false,
-			form: func(t inbox.Table) (inbox.Form, error) {
-				return advisory.New(dialect.Postgres[isolation.Default]{}, t, "jobs-{id}")
+			form: func(t inbox.Table) inbox.Form {
+				return advisory.New(dialect.Postgres[isolation.Default]{}, t, &advisory.Config{Key: "jobs-{id}"})
 			}},
 		{name: "mysql", server: version("8.0.36"), full: advisoryMyFull, min: advisoryMyMinimal, yes: int64(1), no: int64(0),
-			form: func(t inbox.Table) (inbox.Form, error) {
-				return advisory.New(dialect.MySQL[isolation.Default]{}, t, "jobs-{id}")
+			form: func(t inbox.Table) inbox.Form {
+				return advisory.New(dialect.MySQL[isolation.Default]{}, t, &advisory.Config{Key: "jobs-{id}"})
 			}},
 		{name: "mariadb", server: version("10.11.19-MariaDB"), full: advisoryMyFull, min: advisoryMyMinimal, yes: int64(1), no: int64(0),
-			form: func(t inbox.Table) (inbox.Form, error) {
-				return advisory.New(dialect.MariaDB[isolation.Default]{}, t, "jobs-{id}")
+			form: func(t inbox.Table) inbox.Form {
+				return advisory.New(dialect.MariaDB[isolation.Default]{}, t, &advisory.Config{Key: "jobs-{id}"})
 			}},
 	}
 }
@@ -151,10 +151,7 @@ func newAdvisoryMock(t *testing.T, d advisoryDialect, tbl inbox.Table, q inbox.Q
 	if tbl.Attempt == "" {
 		m.sql = d.min
 	}
-	m.form, err = d.form(tbl)
-	if err != nil {
-		t.Fatal(err)
-	}
+	m.form = d.form(tbl)
 	d.server(mock)
 	expectColumns(mock, d.name, tbl, "")
 	mock.ExpectPrepare(m.sql.keyCheck).WillBeClosed()
@@ -529,10 +526,7 @@ func TestAdvisoryOpenSchemaError(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer db.Close()
-	f, err := advisory.New(dialect.MySQL[isolation.Default]{}, advisoryFull, "jobs-{account}")
-	if err != nil {
-		t.Fatal(err)
-	}
+	f := advisory.New(dialect.MySQL[isolation.Default]{}, advisoryFull, &advisory.Config{Key: "jobs-{account}"})
 	mock.ExpectQuery("SELECT VERSION()").WillReturnRows(sqlmock.NewRows([]string{"v"}).AddRow("8.0.36"))
 	expectNotGalera(mock, "mysql")
 	expectColumns(mock, "mysql", advisoryFull, "")
@@ -570,10 +564,7 @@ func TestAdvisoryOpenRefusesRuntimeSQLite(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	f, err := advisory.New(d, advisoryFull, "jobs-{id}")
-	if err != nil {
-		t.Fatal(err)
-	}
+	f := advisory.New(d, advisoryFull, &advisory.Config{Key: "jobs-{id}"})
 	if _, err := f.Open(context.Background(), db, inbox.Queue{}); !errors.Is(err, inbox.ErrDialect) || !strings.Contains(err.Error(), "advisory") {
 		t.Fatalf("Open: %v, want ErrDialect naming the advisory form", err)
 	}
