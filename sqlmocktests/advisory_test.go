@@ -543,6 +543,45 @@ func TestAdvisoryOpenSchemaError(t *testing.T) {
 	}
 }
 
+// TestAdvisoryOpenRefusesBadTemplate: a key template the form cannot render fails Open before
+// any round trip to the server (the mock expects nothing, and no connection is opened), naming
+// the table and the template and saying what to change; a column name the database would not
+// keep wraps ErrSchema. The form is left closed: a second Open fails the same way.
+func TestAdvisoryOpenRefusesBadTemplate(t *testing.T) {
+	long := strings.Repeat("x", 70)
+	for _, d := range []advisory.Dialect{dialect.Postgres[isolation.Default]{}, dialect.MySQL[isolation.Default]{}, dialect.MariaDB[isolation.Default]{}} {
+		for _, c := range []struct {
+			key, says string
+			schema    bool
+		}{
+			{key: "jobs-{id", says: "is not closed by '}': write columns as {column}"},
+			{key: "jobs-id}", says: "closes no '{': write columns as {column}"},
+			{key: "jobs-{}", says: "empty braces at byte 5: name a column inside them"},
+			{key: "it's-{id}", says: "leave them out of the key"},
+			{key: "jobs-{" + long + "}", says: `column "` + long + `"`, schema: true},
+		} {
+			t.Run(d.Name()+"/"+c.key, func(t *testing.T) {
+				m := newRecorder(t, 0)
+				f := advisory.New(d, advisoryFull, &advisory.Config{Key: c.key})
+				for range 2 {
+					_, err := f.Open(context.Background(), m.db, inbox.Queue{Name: "q"})
+					if err == nil || errors.Is(err, inbox.ErrSchema) != c.schema {
+						t.Fatalf("Open: %v, want the template refused (ErrSchema: %v)", err, c.schema)
+					}
+					for _, want := range []string{`table "jobs": advisory key template ` + fmt.Sprintf("%q", c.key), c.says} {
+						if strings.Count(err.Error(), want) != 1 {
+							t.Errorf("Open: %v\nwant it to say %q once", err, want)
+						}
+					}
+				}
+				if n := m.db.Stats().OpenConnections; n != 0 {
+					t.Errorf("Open refused the template after opening %d connections, want none", n)
+				}
+			})
+		}
+	}
+}
+
 // advisoryTimeNear matches a bound timestamp within a second of want.
 type advisoryTimeNear time.Time
 
