@@ -12,10 +12,12 @@
 //	-- ack
 //	DELETE FROM "jobs" WHERE "id" = $1
 //
-// The form packages' golden tests write them from the statements the forms build today
-// (go test ./lease ./rowlock ./advisory . -run TestGolden -update) and otherwise check that
-// the forms still build them; internal/sqltext's test checks that its builders build the same
-// text, byte for byte.
+// The lease form's and publishing's golden tests write their files from the statements they
+// build today (go test ./lease . -run TestGoldenStatements -update) and otherwise check that
+// they still build them; internal/sqltext's TestGoldens checks that its builders build the same
+// text, byte for byte. The other files' statements are run as internal/sqltext builds them
+// (the row lock and advisory forms', the wake-ups', the operating statements'), so TestGoldens
+// writes those (go test ./internal/sqltext -run TestGoldens -update).
 package golden
 
 import (
@@ -60,19 +62,6 @@ type Shape struct {
 	Table sqltext.Table // the columns by role, unquoted; it converts to inbox.Table
 	Lease string        // the lease form's column
 	Key   []sqltext.KeyPart
-}
-
-// Template is the shape's advisory key as a template ("jobs-{queue}:{id}"), for advisory.New.
-func (s Shape) Template() string {
-	var b strings.Builder
-	for _, p := range s.Key {
-		if p.Column != "" {
-			b.WriteString("{" + p.Column + "}")
-			continue
-		}
-		b.WriteString(p.Text)
-	}
-	return b.String()
 }
 
 // Shapes are the table descriptions the golden files cover: every role; id and payload only
@@ -209,7 +198,7 @@ func Match(t testing.TB, form, dialect, shape string, entries []Entry) {
 	}
 	want, err := os.ReadFile(path)
 	if errors.Is(err, os.ErrNotExist) {
-		t.Errorf("%s: no golden file; write it with go test %s -run TestGoldenStatements -update", path, formPackage(form))
+		t.Errorf("%s: no golden file; write it with %s", path, writer(form))
 		return
 	}
 	if err != nil {
@@ -236,16 +225,16 @@ func Match(t testing.TB, form, dialect, shape string, entries []Entry) {
 		}
 		return
 	}
-	t.Errorf("%s: the file differs from its entries in its layout: rewrite it with go test %s -run TestGoldenStatements -update", path, formPackage(form))
+	t.Errorf("%s: the file differs from its entries in its layout: rewrite it with %s", path, writer(form))
 }
 
-// formPackage is the package whose golden test writes form's files.
-func formPackage(form string) string {
+// writer is the go test command that writes form's files.
+func writer(form string) string {
 	switch form {
 	case "publish":
-		return "." // the root package
-	case "admin", "wakeup":
-		return "./internal/sqltext" // the operating and wake-up statements have no form
+		return "go test . -run TestGoldenStatements -update" // the root package
+	case "lease":
+		return "go test ./lease -run TestGoldenStatements -update"
 	}
-	return "./" + form
+	return "go test ./internal/sqltext -run TestGoldens -update"
 }
