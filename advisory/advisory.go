@@ -5,13 +5,14 @@
 //
 // # Keys
 //
-// The key is a template of text and columns, such as "jobs-{id}" or "accounts-{account}". Rows
-// whose keys match are never in work at once, and go into work in claim order: a key over an
-// account column runs each account's rows one at a time while other accounts run in parallel. A
-// column inside braces may be any column of the table, not only one the description names by
-// role (an account column has no role); a column the table lacks fails Open with
-// inbox.ErrSchema. A NULL column renders as empty text. The template's text may not hold quotes,
-// backslashes or NUL bytes.
+// The key (Config.Key) is a template of text and columns, such as "jobs-{id}" or
+// "accounts-{account}"; without one it is the table's name, a dash and its id column, one lock
+// per row. Rows whose keys match are never in work at once, and go into work in claim order: a
+// key over an account column runs each account's rows one at a time while other accounts run
+// in parallel. A column inside braces may be any column of the table, not only one the
+// description names by role (an account column has no role); a column the table lacks fails
+// Open with inbox.ErrSchema. A NULL column renders as empty text. The template's text may not
+// hold quotes, backslashes or NUL bytes.
 //
 // Keys are database-wide: Postgres advisory locks span the database, and MySQL and MariaDB
 // locks span the server (the form prefixes each lock name with the database's name). Start the
@@ -64,6 +65,7 @@ import (
 	"fmt"
 	"log/slog"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -71,6 +73,7 @@ import (
 	"github.com/sqlinbox/inbox/dialect"
 	"github.com/sqlinbox/inbox/internal/schema"
 	"github.com/sqlinbox/inbox/internal/sentinel"
+	"github.com/sqlinbox/inbox/internal/sqltext"
 	"github.com/sqlinbox/inbox/internal/stmt"
 	"github.com/sqlinbox/inbox/outcome"
 )
@@ -95,9 +98,8 @@ const closeTimeout = 5 * time.Second
 // inbox.Form); one consumer opens it at a time.
 type Form[D Dialect] struct {
 	d        D
-	t        *stmt.Table
-	template string
-	s        statements
+	table    inbox.Table // as described: for messages, and the roles it names
+	template string      // the key template, Config.Key or its default; Open parses it
 
 	life sync.Mutex // serialises Open and Close
 
@@ -109,6 +111,40 @@ type Form[D Dialect] struct {
 	candidates *sql.Stmt
 	held       map[*hold]struct{} // deliveries in work, not yet settling
 	busy       sync.WaitGroup     // claims and settlements in flight
+
+	// Set by Open before it opens the form; read by the claims and settlements it admits.
+	t *stmt.Table
+	s statements
+}
+
+// statements is the text of the form's statements over its table, as internal/sqltext writes
+// them: those of one row built once by Open, those of a batch by its size.
+type statements struct {
+	a                        sqltext.Advisory
+	lock, unlock, take, read string // read is empty where take returns the row
+	ack, retryAfter, dead    string // retryAfter and dead are empty where the table lacks the column
+}
+
+func newStatements(a sqltext.Advisory, t inbox.Table) statements {
+	s := statements{a: a, lock: a.Lock(), unlock: a.Unlock(), take: a.Take(), read: a.Read(),
+		ack: a.Settle(outcome.KindAck, sqltext.ByID())}
+	if t.RetryAfter != "" {
+		s.retryAfter = a.Settle(outcome.KindRetryAfter, sqltext.ByID())
+	}
+	if t.DeadAt != "" {
+		s.dead = a.Settle(outcome.KindFail, sqltext.ByID())
+	}
+	return s
+}
+
+// Config configures the advisory form. A nil *Config, and the zero Config, take the defaults.
+type Config struct {
+	// Key is the template of each row's key (see Keys in the package documentation), such as
+	// "accounts-{account}": text, and columns inside braces. Empty: "<table>-{<id>}", the
+	// table's name, a dash and its id column ("jobs-{id}"), one lock per row; a quote,
+	// backslash, brace or NUL byte of the table's name, which a template's text cannot hold,
+	// is written as an underscore.
+	Key string
 }
 
 // hold is the hold of one claim's rows: the pinned connection that holds their keys' locks, and
@@ -123,26 +159,34 @@ type hold struct {
 	batch bool
 }
 
-// New returns the advisory form over table t, locking each row on the key the template key
-// renders (see the package documentation). It fails, naming the template, on an empty template,
-// unbalanced or empty braces, or text a SQL literal cannot carry; and, wrapping inbox.ErrSchema,
-// on a description t.Validate refuses or a name the database would not keep.
-func New[D Dialect](d D, t inbox.Table, key string) (*Form[D], error) {
-	st, err := stmt.New(d, t)
-	if err != nil {
-		return nil, err
+// New returns the advisory form over table t, locking each row on the key cfg.Key renders (see
+// Config). It never fails: Open checks the description and the key template.
+func New[D Dialect](d D, t inbox.Table, cfg *Config) *Form[D] {
+	key := defaultKey(t)
+	if cfg != nil && cfg.Key != "" {
+		key = cfg.Key
 	}
-	parts, err := parseKey(d, t.Name, key)
-	if err != nil {
-		return nil, err
-	}
-	return &Form[D]{d: d, t: st, template: key, s: buildStatements(st, d.Name() == "postgres", parts)}, nil
+	return &Form[D]{d: d, table: t, template: key}
 }
 
-// Open checks the form against db (the dialect's pair, the server's version, the type of every
-// column the description names, the key template and every statement the form runs, prepared
-// on the server) and binds it to queue q until Close. A missing table or column, including one
-// the key names, or a column whose type breaks its role, fails with inbox.ErrSchema.
+// defaultKey is Config.Key's default for table t: "<table>-{<id>}".
+func defaultKey(t inbox.Table) string {
+	name := strings.Map(func(r rune) rune {
+		if strings.ContainsRune("'\\{}\x00", r) {
+			return '_'
+		}
+		return r
+	}, t.Name)
+	return name + "-{" + t.ID + "}"
+}
+
+// Open checks the form against db and binds it to queue q until Close. Before any round trip
+// to the server it checks the description (wrapping inbox.ErrSchema, one t.Validate refuses or
+// a name the database would not keep) and the key template (naming the table and the template:
+// unbalanced or empty braces, text a SQL literal cannot carry); then the dialect's pair, the
+// server's version, the type of every column the description names, the key template and
+// every statement the form runs, prepared on the server. A missing table or column, including
+// one the key names, or a column whose type breaks its role, fails with inbox.ErrSchema.
 func (f *Form[D]) Open(ctx context.Context, db *sql.DB, q inbox.Queue) (inbox.Plan, error) {
 	f.life.Lock()
 	defer f.life.Unlock()
@@ -150,44 +194,58 @@ func (f *Form[D]) Open(ctx context.Context, db *sql.DB, q inbox.Queue) (inbox.Pl
 	open := f.open
 	f.mu.Unlock()
 	if open {
-		return inbox.Plan{}, fmt.Errorf("%w: the advisory form over table %q is already open: build one form per consumer", inbox.ErrAlreadyConsuming, f.t.Raw.Name)
+		return inbox.Plan{}, fmt.Errorf("%w: the advisory form over table %q is already open: build one form per consumer", inbox.ErrAlreadyConsuming, f.table.Name)
 	}
-	if err := f.d.Allows(dialect.AdvisoryForm); err != nil {
-		return inbox.Plan{}, fmt.Errorf("table %q, queue %q: %w", f.t.Raw.Name, q.Name, err)
-	}
-	if err := f.d.CheckServer(ctx, db); err != nil {
-		return inbox.Plan{}, fmt.Errorf("table %q, queue %q: %w", f.t.Raw.Name, q.Name, err)
-	}
-	if err := dialect.CheckGalera(ctx, f.d, db, dialect.AdvisoryForm); err != nil {
-		return inbox.Plan{}, fmt.Errorf("table %q, queue %q: %w", f.t.Raw.Name, q.Name, err)
-	}
-	if f.d.Name() == "postgres" {
-		if err := checkHashTextExtended(ctx, db); err != nil {
-			return inbox.Plan{}, fmt.Errorf("table %q, queue %q: %w", f.t.Raw.Name, q.Name, err)
-		}
-	}
-	if err := schema.Verify(ctx, db, f.d, f.t.Raw, ""); err != nil {
+	st, err := stmt.New(f.d, f.table)
+	if err != nil {
 		return inbox.Plan{}, err
 	}
-	keyCheck, err := f.t.Prepare(ctx, db, fmt.Sprintf("key template %q (the table must have every column it names)", f.template), f.s.keyCheck)
+	key, err := parseKey(f.d, f.table.Name, f.template)
+	if err != nil {
+		return inbox.Plan{}, err
+	}
+	if err := f.d.Allows(dialect.AdvisoryForm); err != nil {
+		return inbox.Plan{}, fmt.Errorf("table %q, queue %q: %w", f.table.Name, q.Name, err)
+	}
+	a := sqltext.New(f.d.Caps(), sqltext.Table(st.Q)).Advisory(key)
+	if err := f.d.CheckServer(ctx, db); err != nil {
+		return inbox.Plan{}, fmt.Errorf("table %q, queue %q: %w", f.table.Name, q.Name, err)
+	}
+	if err := dialect.CheckGalera(ctx, f.d, db, dialect.AdvisoryForm); err != nil {
+		return inbox.Plan{}, fmt.Errorf("table %q, queue %q: %w", f.table.Name, q.Name, err)
+	}
+	if f.d.Caps().Locks == dialect.HashedLocks {
+		// Hashed locks hash each key with hashtextextended, which Postgres has since 11.
+		if err := checkHashTextExtended(ctx, db); err != nil {
+			return inbox.Plan{}, fmt.Errorf("table %q, queue %q: %w", f.table.Name, q.Name, err)
+		}
+	}
+	if err := schema.Verify(ctx, db, f.d, f.table, ""); err != nil {
+		return inbox.Plan{}, err
+	}
+	keyCheck, err := st.Prepare(ctx, db, fmt.Sprintf("key template %q (the table must have every column it names)", f.template), a.KeyCheck())
 	if err != nil {
 		return inbox.Plan{}, err
 	}
 	keyCheck.Close()
-	var candidates *sql.Stmt
-	for _, n := range f.s.named() {
-		s, err := f.t.Prepare(ctx, db, n[0], n[1])
+	candidates, err := st.Prepare(ctx, db, "candidates", a.Candidates())
+	if err != nil {
+		return inbox.Plan{}, err
+	}
+	// The other statements run by their text on a pinned connection: prepared here only to
+	// check them against the table.
+	s := newStatements(a, f.table)
+	for _, n := range [][2]string{{"lock", s.lock}, {"unlock", s.unlock}, {"take", s.take}, {"read", s.read},
+		{"ack", s.ack}, {"retry after", s.retryAfter}, {"fail", s.dead}} {
+		if n[1] == "" {
+			continue
+		}
+		p, err := st.Prepare(ctx, db, n[0], n[1])
 		if err != nil {
-			if candidates != nil {
-				candidates.Close()
-			}
+			candidates.Close()
 			return inbox.Plan{}, err
 		}
-		if n[0] == "candidates" {
-			candidates = s
-		} else {
-			s.Close()
-		}
+		p.Close()
 	}
 	log := q.Logger
 	if log == nil {
@@ -195,9 +253,10 @@ func (f *Form[D]) Open(ctx context.Context, db *sql.DB, q inbox.Queue) (inbox.Pl
 	}
 	f.mu.Lock()
 	f.open, f.db, f.q, f.log, f.candidates = true, db, q, log, candidates
+	f.t, f.s = st, s
 	f.held = map[*hold]struct{}{}
 	f.mu.Unlock()
-	return inbox.Plan{Table: f.t.Raw.Name, Form: "advisory", HoldsConnection: true, Dialect: f.d, Described: f.t.Raw}, nil
+	return inbox.Plan{Table: f.table.Name, Form: "advisory", HoldsConnection: true, Dialect: f.d, Described: f.table}, nil
 }
 
 // checkHashTextExtended refuses a Postgres server older than 11, which lacks hashtextextended.
@@ -217,7 +276,7 @@ func (f *Form[D]) enter() error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if !f.open {
-		return fmt.Errorf("%w: the advisory form over table %q is not open", inbox.ErrClosed, f.t.Raw.Name)
+		return fmt.Errorf("%w: the advisory form over table %q is not open", inbox.ErrClosed, f.table.Name)
 	}
 	f.busy.Add(1)
 	return nil
@@ -262,7 +321,7 @@ func (f *Form[D]) Claim(ctx context.Context, max int) ([]*inbox.Delivery, error)
 			if len(out) == 0 {
 				return nil, err
 			}
-			f.log.Warn("inbox: advisory claim stopped early; returning the rows it took", "table", f.t.Raw.Name, "queue", f.q.Name, "taken", len(out), "err", err)
+			f.log.Warn("inbox: advisory claim stopped early; returning the rows it took", "table", f.table.Name, "queue", f.q.Name, "taken", len(out), "err", err)
 			break
 		}
 		if d != nil {
@@ -276,19 +335,19 @@ func (f *Form[D]) selectCandidates(ctx context.Context, now any, limit int) ([]c
 	args := append(f.t.DueArgs(nil, now, f.q.Name), limit)
 	rows, err := f.candidates.QueryContext(ctx, args...)
 	if err != nil {
-		return nil, fmt.Errorf("inbox: table %q, queue %q: selecting advisory candidates: %w", f.t.Raw.Name, f.q.Name, err)
+		return nil, fmt.Errorf("inbox: table %q, queue %q: selecting advisory candidates: %w", f.table.Name, f.q.Name, err)
 	}
 	defer rows.Close()
 	var out []candidate
 	for rows.Next() {
 		var c candidate
 		if err := rows.Scan(&c.id, &c.key); err != nil {
-			return nil, fmt.Errorf("inbox: table %q: reading advisory candidates: %w", f.t.Raw.Name, err)
+			return nil, fmt.Errorf("inbox: table %q: reading advisory candidates: %w", f.table.Name, err)
 		}
 		out = append(out, c)
 	}
 	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("inbox: table %q, queue %q: selecting advisory candidates: %w", f.t.Raw.Name, f.q.Name, err)
+		return nil, fmt.Errorf("inbox: table %q, queue %q: selecting advisory candidates: %w", f.table.Name, f.q.Name, err)
 	}
 	return out, nil
 }
@@ -299,14 +358,14 @@ func (f *Form[D]) selectCandidates(ctx context.Context, now any, limit int) ([]c
 func (f *Form[D]) take(ctx context.Context, c candidate, now any) (*inbox.Delivery, error) {
 	conn, err := f.db.Conn(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("inbox: table %q: pinning a connection for row %d: %w", f.t.Raw.Name, c.id, err)
+		return nil, fmt.Errorf("inbox: table %q: pinning a connection for row %d: %w", f.table.Name, c.id, err)
 	}
 	locked, err := confirmed(conn.QueryRowContext(ctx, f.s.lock, c.key))
 	if err != nil {
 		// The server may have taken the lock before the error; only ending the session is sure
 		// to release it.
 		dialect.Discard(conn)
-		return nil, fmt.Errorf("inbox: table %q: locking key %q of row %d: %w", f.t.Raw.Name, c.key, c.id, err)
+		return nil, fmt.Errorf("inbox: table %q: locking key %q of row %d: %w", f.table.Name, c.key, c.id, err)
 	}
 	if !locked {
 		conn.Close()
@@ -322,7 +381,7 @@ func (f *Form[D]) take(ctx context.Context, c candidate, now any) (*inbox.Delive
 		// database/sql rolls a transaction back when its context ends; this one outlives the
 		// claim.
 		if h.tx, err = dialect.BeginOn(context.WithoutCancel(ctx), f.d, conn); err != nil {
-			return nil, fmt.Errorf("inbox: table %q: beginning the transaction of row %d: %w; %s", f.t.Raw.Name, c.id, err, lockGone("the row is back in the queue, its attempt counted"))
+			return nil, fmt.Errorf("inbox: table %q: beginning the transaction of row %d: %w; %s", f.table.Name, c.id, err, lockGone("the row is back in the queue, its attempt counted"))
 		}
 	}
 	h.ds = []*inbox.Delivery{d}
@@ -341,8 +400,8 @@ func (f *Form[D]) takeRow(ctx context.Context, conn *sql.Conn, c candidate, now 
 		d   *inbox.Delivery
 		err error
 	)
-	if f.s.takeReturns {
-		d, err = f.t.ScanRow(conn.QueryRowContext(ctx, f.s.take, args...))
+	if f.s.read == "" {
+		d, err = f.t.ScanOne(conn.QueryRowContext(ctx, f.s.take, args...).Scan)
 	} else {
 		var res sql.Result
 		var n int64
@@ -352,14 +411,14 @@ func (f *Form[D]) takeRow(ctx context.Context, conn *sql.Conn, c candidate, now 
 			}
 		}
 		if err == nil {
-			d, err = f.t.ScanRow(conn.QueryRowContext(ctx, f.s.read, c.id))
+			d, err = f.t.ScanOne(conn.QueryRowContext(ctx, f.s.read, c.id).Scan)
 		}
 	}
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, nil
 	}
 	if err != nil {
-		return nil, fmt.Errorf("inbox: table %q: taking row %d: %w", f.t.Raw.Name, c.id, err)
+		return nil, fmt.Errorf("inbox: table %q: taking row %d: %w", f.table.Name, c.id, err)
 	}
 	return d, nil
 }
@@ -419,7 +478,7 @@ func (f *Form[D]) Settle(ctx context.Context, d *inbox.Delivery, o outcome.Outco
 		}
 		if !f.rollback(h) {
 			// The connection is gone, and with it the lock: the row is back, unsettled.
-			return fmt.Errorf("inbox: table %q: rolling back the transaction of row %d failed, so it was not settled (%s); it is back in the queue", f.t.Raw.Name, d.ID, o)
+			return fmt.Errorf("inbox: table %q: rolling back the transaction of row %d failed, so it was not settled (%s); it is back in the queue", f.table.Name, d.ID, o)
 		}
 	}
 	if err = f.settle(ctx, h.conn, d, o); err != nil {
@@ -443,7 +502,7 @@ func (f *Form[D]) commit(ctx context.Context, h *hold, o outcome.Outcome) error 
 		return err
 	}
 	if err := h.tx.Commit(); err != nil {
-		return fmt.Errorf("inbox: table %q: committing the settlement of row %d with the handler's writes: %w; %s", f.t.Raw.Name, h.ds[0].ID, err, lockGone(committed(err, "the row is")))
+		return fmt.Errorf("inbox: table %q: committing the settlement of row %d with the handler's writes: %w; %s", f.table.Name, h.ds[0].ID, err, lockGone(committed(err, "the row is")))
 	}
 	f.unlock(ctx, h)
 	return nil
@@ -521,7 +580,7 @@ func (f *Form[D]) giveBack(ctx context.Context, h *hold) {
 func (f *Form[D]) begin(d *inbox.Delivery) (*hold, error) {
 	h, _ := d.Hold.(*hold)
 	if h != nil && h.batch {
-		return nil, fmt.Errorf("inbox: table %q, row %d: the delivery belongs to a batch of %d rows, which share one hold: settle it with SettleBatch or give it back with ReleaseBatch, together with the rest of its batch; nothing changed", f.t.Raw.Name, d.ID, len(h.ds))
+		return nil, fmt.Errorf("inbox: table %q, row %d: the delivery belongs to a batch of %d rows, which share one hold: settle it with SettleBatch or give it back with ReleaseBatch, together with the rest of its batch; nothing changed", f.table.Name, d.ID, len(h.ds))
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -534,7 +593,7 @@ func (f *Form[D]) begin(d *inbox.Delivery) (*hold, error) {
 }
 
 func (f *Form[D]) ended(d *inbox.Delivery) error {
-	return fmt.Errorf("%w: table %q, row %d: the delivery's advisory lock was already released (the form was closed, or the delivery was settled or released before); nothing changed, and the row is back in the queue unless it was settled", inbox.ErrClosed, f.t.Raw.Name, d.ID)
+	return fmt.Errorf("%w: table %q, row %d: the delivery's advisory lock was already released (the form was closed, or the delivery was settled or released before); nothing changed, and the row is back in the queue unless it was settled", inbox.ErrClosed, f.table.Name, d.ID)
 }
 
 // execer is the delivery's connection, or its transaction.
@@ -549,20 +608,20 @@ func (f *Form[D]) settle(ctx context.Context, ex execer, d *inbox.Delivery, o ou
 		args  []any
 	)
 	k := o.Kind()
-	if k == outcome.KindFail && f.s.dead == "" {
+	if k == outcome.KindFail && f.table.DeadAt == "" {
 		k = outcome.KindDrop // without a dead_at column a failed row is dropped
 	}
 	switch k {
 	case outcome.KindAck, outcome.KindDrop:
 		query, args = f.s.ack, []any{d.ID}
-		if f.t.Q.ProcessedAt != "" {
+		if f.table.ProcessedAt != "" {
 			args = []any{f.d.Time(f.q.Now()), d.ID}
 		}
 	case outcome.KindFail:
 		query, args = f.s.dead, append(f.stampArgs(f.q.Now(), o.LastError()), d.ID)
 	case outcome.KindRetryAfter:
-		if f.s.retryAfter == "" {
-			f.log.Warn("inbox: RetryAfter on a table without a RetryAfter column: the row is retried at once; add the column to delay retries", "table", f.t.Raw.Name, "id", d.ID)
+		if f.table.RetryAfter == "" {
+			f.log.Warn("inbox: RetryAfter on a table without a RetryAfter column: the row is retried at once; add the column to delay retries", "table", f.table.Name, "id", d.ID)
 			return nil
 		}
 		query, args = f.s.retryAfter, append(f.stampArgs(f.q.Now().Add(o.Delay()), o.LastError()), d.ID)
@@ -572,7 +631,7 @@ func (f *Form[D]) settle(ctx context.Context, ex execer, d *inbox.Delivery, o ou
 		return nil
 	}
 	if _, err := ex.ExecContext(ctx, query, args...); err != nil {
-		return fmt.Errorf("inbox: table %q: settling row %d (%s): %w; the row returns to the queue", f.t.Raw.Name, d.ID, o, err)
+		return fmt.Errorf("inbox: table %q: settling row %d (%s): %w; the row returns to the queue", f.table.Name, d.ID, o, err)
 	}
 	return nil
 }
@@ -580,7 +639,7 @@ func (f *Form[D]) settle(ctx context.Context, ex execer, d *inbox.Delivery, o ou
 // stampArgs are the leading arguments of a retry after or a fail: the time it stamps, then the
 // last error where the table has the column.
 func (f *Form[D]) stampArgs(at time.Time, lastError any) []any {
-	if f.t.Q.LastError != "" {
+	if f.table.LastError != "" {
 		return []any{f.d.Time(at), lastError}
 	}
 	return []any{f.d.Time(at)}
@@ -596,7 +655,7 @@ func (f *Form[D]) backOff(ctx context.Context, ex execer, d *inbox.Delivery, err
 		return nil
 	}
 	if berr := f.settle(ctx, ex, d, f.q.Backoff(d, err)); berr != nil {
-		return fmt.Errorf("inbox: table %q, row %d: backing the row off after its failed settlement: %w", f.t.Raw.Name, d.ID, berr)
+		return fmt.Errorf("inbox: table %q, row %d: backing the row off after its failed settlement: %w", f.table.Name, d.ID, berr)
 	}
 	return nil
 }
@@ -606,7 +665,7 @@ func (f *Form[D]) backOff(ctx context.Context, ex execer, d *inbox.Delivery, err
 // the locks with the session).
 func (f *Form[D]) rollback(h *hold) bool {
 	if err := h.tx.Rollback(); err != nil {
-		f.log.Warn("inbox: rolling back a delivery's transaction failed; closed its connection, which releases its lock", "table", f.t.Raw.Name, "ids", ids(h.ds), "err", err)
+		f.log.Warn("inbox: rolling back a delivery's transaction failed; closed its connection, which releases its lock", "table", f.table.Name, "ids", ids(h.ds), "err", err)
 		return false
 	}
 	return true
@@ -626,10 +685,10 @@ func (f *Form[D]) unlock(ctx context.Context, h *hold) {
 	if err == nil {
 		// The session did not hold its locks: something between the library and the server
 		// swapped sessions (PgBouncer in transaction pooling), and the keys were not protected.
-		f.log.Warn("inbox: the server did not confirm an advisory unlock; closed the connection. The session had lost its lock: do not run the advisory form through a transaction-pooling proxy", "table", f.t.Raw.Name, "keys", h.keys)
+		f.log.Warn("inbox: the server did not confirm an advisory unlock; closed the connection. The session had lost its lock: do not run the advisory form through a transaction-pooling proxy", "table", f.table.Name, "keys", h.keys)
 		return
 	}
-	f.log.Warn("inbox: releasing an advisory lock failed; closed the connection, which releases it", "table", f.t.Raw.Name, "keys", h.keys, "err", err)
+	f.log.Warn("inbox: releasing an advisory lock failed; closed the connection, which releases it", "table", f.table.Name, "keys", h.keys, "err", err)
 }
 
 // releaseKeys releases the lock of each of keys once on conn, in one statement, and reports
@@ -645,7 +704,7 @@ func (f *Form[D]) releaseKeys(ctx context.Context, conn *sql.Conn, keys []string
 		args[i] = k
 	}
 	var n int
-	if err := conn.QueryRowContext(ctx, f.s.unlockMany(len(keys)), args...).Scan(&n); err != nil {
+	if err := conn.QueryRowContext(ctx, f.s.a.UnlockMany(len(keys)), args...).Scan(&n); err != nil {
 		return false, err
 	}
 	return n == len(keys), nil

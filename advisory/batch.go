@@ -9,6 +9,7 @@ import (
 	"github.com/sqlinbox/inbox"
 	"github.com/sqlinbox/inbox/dialect"
 	"github.com/sqlinbox/inbox/internal/sentinel"
+	"github.com/sqlinbox/inbox/internal/sqltext"
 	"github.com/sqlinbox/inbox/outcome"
 )
 
@@ -38,7 +39,7 @@ func (f *Form[D]) ClaimBatch(ctx context.Context, max int) ([]*inbox.Delivery, e
 	}
 	conn, err := f.db.Conn(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("inbox: table %q: pinning a connection for a batch: %w", f.t.Raw.Name, err)
+		return nil, fmt.Errorf("inbox: table %q: pinning a connection for a batch: %w", f.table.Name, err)
 	}
 	h := &hold{conn: conn, batch: true}
 	// fail ends the session, and with it every lock the batch took: the lock state after a failed
@@ -62,7 +63,7 @@ func (f *Form[D]) ClaimBatch(ctx context.Context, max int) ([]*inbox.Delivery, e
 		tried[c.key] = true
 		locked, err := confirmed(conn.QueryRowContext(ctx, f.s.lock, c.key))
 		if err != nil {
-			return fail(fmt.Errorf("inbox: table %q: locking key %q of row %d for a batch: %w", f.t.Raw.Name, c.key, c.id, err))
+			return fail(fmt.Errorf("inbox: table %q: locking key %q of row %d for a batch: %w", f.table.Name, c.key, c.id, err))
 		}
 		if !locked {
 			continue
@@ -78,7 +79,7 @@ func (f *Form[D]) ClaimBatch(ctx context.Context, max int) ([]*inbox.Delivery, e
 				err = errors.New("the server did not confirm the release, so the session had lost its lock: do not run the advisory form through a transaction-pooling proxy")
 			}
 			if err != nil {
-				return fail(fmt.Errorf("inbox: table %q: releasing key %q of row %d, passed over: %w", f.t.Raw.Name, c.key, c.id, err))
+				return fail(fmt.Errorf("inbox: table %q: releasing key %q of row %d, passed over: %w", f.table.Name, c.key, c.id, err))
 			}
 			continue
 		}
@@ -92,7 +93,7 @@ func (f *Form[D]) ClaimBatch(ctx context.Context, max int) ([]*inbox.Delivery, e
 		// database/sql rolls a transaction back when its context ends; this one outlives the
 		// claim.
 		if h.tx, err = dialect.BeginOn(context.WithoutCancel(ctx), f.d, conn); err != nil {
-			return nil, fmt.Errorf("inbox: table %q: beginning the transaction of the batch of rows %v: %w; %s", f.t.Raw.Name, ids(h.ds), err, lockGone("the rows are back in the queue, their attempts counted"))
+			return nil, fmt.Errorf("inbox: table %q: beginning the transaction of the batch of rows %v: %w; %s", f.table.Name, ids(h.ds), err, lockGone("the rows are back in the queue, their attempts counted"))
 		}
 	}
 	if err := f.keep(ctx, h); err != nil {
@@ -108,7 +109,7 @@ func (f *Form[D]) keep(ctx context.Context, h *hold) error {
 		d.Hold = h
 	}
 	if h.tx != nil {
-		inbox.LendTx(h.tx, f.d, f.t.Raw.Name, h.ds...)
+		inbox.LendTx(h.tx, f.d, f.table.Name, h.ds...)
 	}
 	f.mu.Lock()
 	open := f.open
@@ -118,7 +119,7 @@ func (f *Form[D]) keep(ctx context.Context, h *hold) error {
 	f.mu.Unlock()
 	if !open {
 		f.giveBack(context.WithoutCancel(ctx), h)
-		return fmt.Errorf("%w: the advisory form over table %q closed during the claim; rows %v are back in the queue", inbox.ErrClosed, f.t.Raw.Name, ids(h.ds))
+		return fmt.Errorf("%w: the advisory form over table %q closed during the claim; rows %v are back in the queue", inbox.ErrClosed, f.table.Name, ids(h.ds))
 	}
 	return nil
 }
@@ -141,7 +142,7 @@ func (f *Form[D]) keep(ctx context.Context, h *hold) error {
 // attempts counted; the other statements still run.
 func (f *Form[D]) SettleBatch(ctx context.Context, ds []*inbox.Delivery, os []outcome.Outcome) error {
 	if len(os) != len(ds) {
-		return fmt.Errorf("inbox: table %q: settling a batch of %d rows with %d outcomes: give one outcome per delivery; nothing changed", f.t.Raw.Name, len(ds), len(os))
+		return fmt.Errorf("inbox: table %q: settling a batch of %d rows with %d outcomes: give one outcome per delivery; nothing changed", f.table.Name, len(ds), len(os))
 	}
 	h, err := f.beginBatch(ds)
 	if err != nil || h == nil {
@@ -162,7 +163,7 @@ func (f *Form[D]) SettleBatch(ctx context.Context, ds []*inbox.Delivery, os []ou
 		}
 		if !f.rollback(h) {
 			// The connection is gone, and with it the locks: the rows are back, unsettled.
-			return fmt.Errorf("inbox: table %q: rolling back the transaction of the batch of rows %v failed, so it was not settled; its rows are back in the queue", f.t.Raw.Name, ids(ds))
+			return fmt.Errorf("inbox: table %q: rolling back the transaction of the batch of rows %v failed, so it was not settled; its rows are back in the queue", f.table.Name, ids(ds))
 		}
 		// The handler's writes did not land: an Ack is retried, so that they are made again.
 		retried := make([]outcome.Outcome, len(os))
@@ -196,7 +197,7 @@ func (f *Form[D]) commitBatch(ctx context.Context, h *hold, ds []*inbox.Delivery
 		return errors.Join(errs...)
 	}
 	if err := h.tx.Commit(); err != nil {
-		return fmt.Errorf("inbox: table %q: committing the settlement of rows %v with the handler's writes: %w; %s", f.t.Raw.Name, ids(ds), err, lockGone(committed(err, "the rows are")))
+		return fmt.Errorf("inbox: table %q: committing the settlement of rows %v with the handler's writes: %w; %s", f.table.Name, ids(ds), err, lockGone(committed(err, "the rows are")))
 	}
 	f.unlock(ctx, h)
 	return nil
@@ -215,15 +216,15 @@ func (f *Form[D]) settleMany(ctx context.Context, ex execer, ds []*inbox.Deliver
 	for i, o := range os {
 		byID[ds[i].ID] = ds[i]
 		k := o.Kind()
-		if k == outcome.KindFail && f.s.dead == "" {
+		if k == outcome.KindFail && f.table.DeadAt == "" {
 			k = outcome.KindDrop // without a dead_at column a failed row is dropped
 		}
 		switch k {
 		case outcome.KindAck, outcome.KindDrop:
 			acks = append(acks, ds[i].ID)
 		case outcome.KindRetryAfter, outcome.KindFail:
-			key := stampKey{fail: k == outcome.KindFail, delay: o.Delay()}
-			if f.t.Q.LastError != "" {
+			key := stampKey{kind: k, delay: o.Delay()}
+			if f.table.LastError != "" {
 				key.lastError = o.LastError()
 			}
 			if _, ok := later[key]; !ok {
@@ -248,37 +249,37 @@ func (f *Form[D]) settleMany(ctx context.Context, ex execer, ds []*inbox.Deliver
 	}
 	if len(acks) > 0 {
 		args := acks
-		if f.t.Q.ProcessedAt != "" {
+		if f.table.ProcessedAt != "" {
 			args = append([]any{f.d.Time(now)}, acks...)
 		}
-		if _, err := ex.ExecContext(ctx, f.s.ackMany(len(acks)), args...); err != nil {
-			failed(acks, fmt.Errorf("inbox: table %q: settling rows %v (ack or drop): %w; the rows return to the queue", f.t.Raw.Name, acks, err))
+		if _, err := ex.ExecContext(ctx, f.s.a.Settle(outcome.KindAck, sqltext.ByIDs(len(acks))), args...); err != nil {
+			failed(acks, fmt.Errorf("inbox: table %q: settling rows %v (ack or drop): %w; the rows return to the queue", f.table.Name, acks, err))
 		}
 	}
-	if f.s.retryAfter == "" {
+	if f.table.RetryAfter == "" {
 		var rows []any
 		kept := stamps[:0]
 		for _, k := range stamps {
-			if k.fail {
+			if k.kind == outcome.KindFail {
 				kept = append(kept, k)
 				continue
 			}
 			rows = append(rows, later[k]...)
 		}
 		if len(rows) > 0 {
-			f.log.Warn("inbox: RetryAfter on a table without a RetryAfter column: the rows are retried at once; add the column to delay retries", "table", f.t.Raw.Name, "ids", rows)
+			f.log.Warn("inbox: RetryAfter on a table without a RetryAfter column: the rows are retried at once; add the column to delay retries", "table", f.table.Name, "ids", rows)
 		}
 		stamps = kept
 	}
 	for _, k := range stamps {
 		rows := later[k]
-		col, what := f.t.Q.RetryAfter, "retry after "+k.delay.String()
-		if k.fail {
-			col, what = f.t.Q.DeadAt, "fail"
+		what := "retry after " + k.delay.String()
+		if k.kind == outcome.KindFail {
+			what = "fail"
 		}
 		args := append(f.stampArgs(now.Add(k.delay), k.lastError), rows...)
-		if _, err := ex.ExecContext(ctx, f.s.stampMany(col, len(rows)), args...); err != nil {
-			failed(rows, fmt.Errorf("inbox: table %q: settling rows %v (%s): %w; the rows return to the queue", f.t.Raw.Name, rows, what, err))
+		if _, err := ex.ExecContext(ctx, f.s.a.Settle(k.kind, sqltext.ByIDs(len(rows))), args...); err != nil {
+			failed(rows, fmt.Errorf("inbox: table %q: settling rows %v (%s): %w; the rows return to the queue", f.table.Name, rows, what, err))
 		}
 	}
 	return errors.Join(errs...)
@@ -287,7 +288,7 @@ func (f *Form[D]) settleMany(ctx context.Context, ex execer, ds []*inbox.Deliver
 // stampKey groups the rows of a batch that one stamping statement settles: a retry after of
 // one delay, or a fail, with one last error.
 type stampKey struct {
-	fail      bool
+	kind      outcome.Kind // RetryAfter or Fail
 	delay     time.Duration
 	lastError any // the text, or nil
 }
@@ -316,20 +317,20 @@ func (f *Form[D]) beginBatch(ds []*inbox.Delivery) (*hold, error) {
 	}
 	h, _ := ds[0].Hold.(*hold)
 	if h != nil && !h.batch {
-		return nil, fmt.Errorf("inbox: table %q, row %d: the delivery was claimed alone, not in a batch: settle it with Settle or give it back with Release; nothing changed", f.t.Raw.Name, ds[0].ID)
+		return nil, fmt.Errorf("inbox: table %q, row %d: the delivery was claimed alone, not in a batch: settle it with Settle or give it back with Release; nothing changed", f.table.Name, ds[0].ID)
 	}
 	for _, d := range ds[1:] {
 		if d.Hold != ds[0].Hold {
-			return nil, fmt.Errorf("inbox: table %q: rows %d and %d are of different claims: settle or give back each batch on its own; nothing changed", f.t.Raw.Name, ds[0].ID, d.ID)
+			return nil, fmt.Errorf("inbox: table %q: rows %d and %d are of different claims: settle or give back each batch on its own; nothing changed", f.table.Name, ds[0].ID, d.ID)
 		}
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if _, ok := f.held[h]; !ok {
-		return nil, fmt.Errorf("%w: table %q, rows %v: the batch's advisory locks were already released (the form was closed, or the batch was settled or released before); nothing changed, and the rows are back in the queue unless they were settled", inbox.ErrClosed, f.t.Raw.Name, ids(ds))
+		return nil, fmt.Errorf("%w: table %q, rows %v: the batch's advisory locks were already released (the form was closed, or the batch was settled or released before); nothing changed, and the rows are back in the queue unless they were settled", inbox.ErrClosed, f.table.Name, ids(ds))
 	}
 	if len(ds) != len(h.ds) {
-		return nil, fmt.Errorf("inbox: table %q: %d of the %d rows of a batch given: settle or give back the whole batch at once; nothing changed", f.t.Raw.Name, len(ds), len(h.ds))
+		return nil, fmt.Errorf("inbox: table %q: %d of the %d rows of a batch given: settle or give back the whole batch at once; nothing changed", f.table.Name, len(ds), len(h.ds))
 	}
 	delete(f.held, h)
 	f.busy.Add(1)

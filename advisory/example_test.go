@@ -28,10 +28,7 @@ func ExampleNew() {
 	db.SetMaxOpenConns(9) // each delivery in work pins a connection: eight workers and one spare
 
 	transfers := inbox.Table{Name: "transfers", ID: "id", IDGenerated: true, Payload: "payload"}
-	form, err := advisory.New(dialect.Postgres[isolation.ReadCommitted]{}, transfers, "transfers-{account}")
-	if err != nil {
-		log.Fatal(err) // a malformed template
-	}
+	form := advisory.New(dialect.Postgres[isolation.ReadCommitted]{}, transfers, &advisory.Config{Key: "transfers-{account}"})
 
 	c := inbox.NewConsumer(db, form, inbox.HandlerFunc(func(ctx context.Context, dl *inbox.Delivery) outcome.Outcome {
 		log.Printf("transfer %d: %s", dl.ID, dl.Payload)

@@ -6,38 +6,29 @@ import (
 
 	"github.com/sqlinbox/inbox"
 	"github.com/sqlinbox/inbox/dialect"
+	"github.com/sqlinbox/inbox/internal/sqltext"
 )
 
-// keyPart is one piece of a key template: literal text, or a column (quoted) whose value the
-// key renders.
-type keyPart struct {
-	text   string
-	column string
-}
-
 // parseKey splits a template such as "jobs-{id}" into its text and its columns, each column
-// quoted for d. It refuses an empty template, unbalanced or empty braces, text the SQL literal
-// could not carry as it is, and a column name the database would not keep.
-func parseKey(d dialect.Dialect, table, tmpl string) ([]keyPart, error) {
+// quoted for d, as internal/sqltext renders a key. It refuses unbalanced or empty braces, text
+// the SQL literal could not carry as it is, and a column name the database would not keep.
+func parseKey(d dialect.Dialect, table, tmpl string) ([]sqltext.KeyPart, error) {
 	bad := func(format string, args ...any) error {
 		return fmt.Errorf("inbox: table %q: advisory key template %q: "+format, append([]any{table, tmpl}, args...)...)
 	}
-	if tmpl == "" {
-		return nil, bad("empty: name a key such as %q", table+"-{id}")
-	}
-	var parts []keyPart
+	var parts []sqltext.KeyPart
 	rest := tmpl
 	for rest != "" {
 		open := strings.IndexAny(rest, "{}")
 		if open < 0 {
-			parts = append(parts, keyPart{text: rest})
+			parts = append(parts, sqltext.KeyPart{Text: rest})
 			break
 		}
 		if rest[open] == '}' {
 			return nil, bad("'}' at byte %d closes no '{': write columns as {column}", len(tmpl)-len(rest)+open)
 		}
 		if open > 0 {
-			parts = append(parts, keyPart{text: rest[:open]})
+			parts = append(parts, sqltext.KeyPart{Text: rest[:open]})
 		}
 		end := strings.IndexAny(rest[open+1:], "{}")
 		if end < 0 || rest[open+1+end] == '{' {
@@ -51,34 +42,13 @@ func parseKey(d dialect.Dialect, table, tmpl string) ([]keyPart, error) {
 		if err != nil {
 			return nil, fmt.Errorf("%w: table %q: advisory key template %q, column %q: %v", inbox.ErrSchema, table, tmpl, name, err)
 		}
-		parts = append(parts, keyPart{column: q})
+		parts = append(parts, sqltext.KeyPart{Column: q})
 		rest = rest[open+1+end+1:]
 	}
 	for _, p := range parts {
-		if strings.ContainsAny(p.text, "'\\\x00") {
+		if strings.ContainsAny(p.Text, "'\\\x00") {
 			return nil, bad("its text holds a quote, a backslash or a NUL byte, which a SQL literal would need escaped differently by server and mode: leave them out of the key")
 		}
 	}
 	return parts, nil
-}
-
-// keySQL renders the key of the row in scope as a SQL text expression: Postgres joins the pieces
-// with ||, MySQL and MariaDB with CONCAT. A NULL column renders as empty text, so that every row
-// has a key.
-func keySQL(postgres bool, parts []keyPart) string {
-	pieces := make([]string, len(parts))
-	for i, p := range parts {
-		switch {
-		case p.column == "":
-			pieces[i] = "'" + p.text + "'"
-		case postgres:
-			pieces[i] = "COALESCE(CAST(" + p.column + " AS TEXT), '')"
-		default:
-			pieces[i] = "COALESCE(CAST(" + p.column + " AS CHAR), '')"
-		}
-	}
-	if postgres {
-		return strings.Join(pieces, " || ")
-	}
-	return "CONCAT(" + strings.Join(pieces, ", ") + ")"
 }

@@ -129,10 +129,7 @@ func advisoryCrashHold(t *testing.T, name string) {
 	}
 	db.SetMaxOpenConns(advisoryCrashRows + 2)
 	tbl := fullTable(os.Getenv(advisoryCrashTable))
-	f, err := advisory.New(d, tbl, tbl.Name+"-{id}")
-	if err != nil {
-		t.Fatal(err)
-	}
+	f := advisory.New(d, tbl, &advisory.Config{Key: tbl.Name + "-{id}"})
 	h := inbox.HandlerFunc(func(ctx context.Context, d *inbox.Delivery) outcome.Outcome {
 		fmt.Printf("held %d\n", d.ID)
 		time.Sleep(time.Hour) // a sleeper, not a bare block, so the runtime sees no deadlock

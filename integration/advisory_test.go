@@ -12,7 +12,6 @@ import (
 
 	"github.com/sqlinbox/inbox"
 	"github.com/sqlinbox/inbox/advisory"
-	"github.com/sqlinbox/inbox/dialect"
 	"github.com/sqlinbox/inbox/outcome"
 )
 
@@ -20,19 +19,11 @@ import (
 // the backend).
 func advisoryForm(t *testing.T, b backend, tbl inbox.Table, key string) inbox.Form {
 	t.Helper()
-	f, err := advisoryNew(b.dialect, tbl, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return f
-}
-
-func advisoryNew(d dialect.Dialect, tbl inbox.Table, key string) (inbox.Form, error) {
-	ad, ok := d.(advisory.Dialect)
+	d, ok := b.dialect.(advisory.Dialect)
 	if !ok {
-		return nil, fmt.Errorf("dialect %s takes no advisory form", d.Name())
+		t.Fatalf("dialect %s takes no advisory form", b.dialect.Name())
 	}
-	return advisory.New(ad, tbl, key)
+	return advisory.New(d, tbl, &advisory.Config{Key: key})
 }
 
 // advisoryOpen opens f on db for queue q, closing it when the test ends.
@@ -251,15 +242,15 @@ func TestAdvisoryKeyTemplate(t *testing.T) {
 	for _, b := range backends(t, false) {
 		t.Run(b.name, func(t *testing.T) {
 			tbl := fullTable(tableName(t))
-			for _, key := range []string{"", "jobs-{id", "jobs-id}", "jobs-{}", "jobs-{{id}}", "it's-{id}", `a\b-{id}`, "jobs-{" + strings.Repeat("x", 70) + "}"} {
-				_, err := advisoryNew(b.dialect, tbl, key)
+			db := b.open(t, 0)
+			b.createTable(t, db, tbl)
+			for _, key := range []string{"jobs-{id", "jobs-id}", "jobs-{}", "jobs-{{id}}", "it's-{id}", `a\b-{id}`, "jobs-{" + strings.Repeat("x", 70) + "}"} {
+				_, err := advisoryForm(t, b, tbl, key).Open(context.Background(), db, inbox.Queue{Name: "q"})
 				if err == nil || !strings.Contains(err.Error(), fmt.Sprintf("%q", key)) {
 					t.Errorf("template %q: %v, want an error naming the template", key, err)
 				}
 			}
 
-			db := b.open(t, 0)
-			b.createTable(t, db, tbl)
 			f := advisoryForm(t, b, tbl, tbl.Name+"-{account}")
 			_, err := f.Open(context.Background(), db, inbox.Queue{Name: "q"})
 			if !errors.Is(err, inbox.ErrSchema) || !strings.Contains(err.Error(), tbl.Name+"-{account}") || !strings.Contains(err.Error(), "account") {

@@ -105,26 +105,11 @@ func (c cell) newFormLease(t testing.TB, tbl inbox.Table, d time.Duration) inbox
 	case "lease":
 		return lease.New(c.b.dialect, tbl, &lease.Config{Lease: d})
 	case "advisory":
-		f, err := advisory.New(c.b.dialect.(advisory.Dialect), tbl, advisoryKey(tbl))
-		if err != nil {
-			t.Fatalf("advisory.New: %v", err)
-		}
-		return f
+		// The default key: one per row, the table's name as far as a key's text carries it.
+		return advisory.New(c.b.dialect.(advisory.Dialect), tbl, nil)
 	}
 	t.Fatalf("unknown form %q", c.form)
 	return nil
-}
-
-// advisoryKey is the suite's key template: one key per row, prefixed with the table's name as
-// far as a key's text may carry it.
-func advisoryKey(tbl inbox.Table) string {
-	prefix := strings.Map(func(r rune) rune {
-		if r == '\'' || r == '\\' || r == '{' || r == '}' || r == 0 {
-			return '_'
-		}
-		return r
-	}, tbl.Name)
-	return prefix + "-{" + tbl.ID + "}"
 }
 
 // returnBound is how long after a crash a held row may take to be claimable again, by the

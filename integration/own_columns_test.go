@@ -175,10 +175,7 @@ func TestAdvisoryKeyOfOwnColumn(t *testing.T) {
 			if err := inbox.Enqueue(context.Background(), db, b.dialect, tbl, msgs...); err != nil {
 				t.Fatal(err)
 			}
-			f, err := advisory.New(b.dialect.(advisory.Dialect), tbl, advisoryKey(tbl)[:len(advisoryKey(tbl))-len("{id}")]+"{account}")
-			if err != nil {
-				t.Fatal(err)
-			}
+			f := advisory.New(b.dialect.(advisory.Dialect), tbl, &advisory.Config{Key: tbl.Name + "-{account}"})
 			accounts := map[int64]string{}
 			rows, err := db.Query("SELECT id, account FROM " + quoted(t, b, tbl.Name))
 			if err != nil {

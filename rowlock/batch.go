@@ -6,11 +6,10 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/sqlinbox/inbox"
-	"github.com/sqlinbox/inbox/internal/stmt"
+	"github.com/sqlinbox/inbox/internal/sqltext"
 	"github.com/sqlinbox/inbox/outcome"
 )
 
@@ -58,7 +57,7 @@ func (f *Form[D]) batchClaim(ctx context.Context, n int) (*sql.Stmt, error) {
 	if s := f.batchClaims[n]; s != nil {
 		return s, nil
 	}
-	s, err := f.st.Prepare(ctx, f.db, fmt.Sprintf("batch claim (LIMIT %d)", n), claimQuery(f.st, n))
+	s, err := f.st.Prepare(ctx, f.db, fmt.Sprintf("batch claim (LIMIT %d)", n), f.text.Claim(n))
 	if err != nil {
 		return nil, err
 	}
@@ -129,13 +128,13 @@ func (f *Form[D]) SettleBatch(ctx context.Context, ds []*inbox.Delivery, os []ou
 		return f.rollback(h)
 	}
 	if f.q.Transactional && !writesLand {
-		if _, err := h.tx.ExecContext(ctx, "ROLLBACK TO SAVEPOINT "+savepoint); err != nil {
+		if _, err := h.tx.ExecContext(ctx, f.text.RollbackToSavepoint()); err != nil {
 			return f.fail(h, ds, "rolling back the handler's writes", err)
 		}
 	}
 	for _, s := range stmts {
 		if _, err := h.tx.StmtContext(ctx, s.stmt).ExecContext(ctx, s.args...); err != nil {
-			return f.backOff(ctx, ds, f.fail(h, ds, "the "+s.what+" statement", err))
+			return f.backOff(ctx, ds, f.fail(h, ds, "the "+s.kind.String()+" statement", err))
 		}
 	}
 	if err := h.tx.Commit(); err != nil {
@@ -144,10 +143,11 @@ func (f *Form[D]) SettleBatch(ctx context.Context, ds []*inbox.Delivery, os []ou
 	return nil
 }
 
-// batchSettlement is one statement of a batch's settlement and its arguments: one of the
-// form's prepared statements for a single row, or a batch statement over an id IN list.
+// batchSettlement is one statement of a batch's settlement, the kind it settles as and its
+// arguments: one of the form's prepared statements for a single row, or a batch statement over
+// an id IN list.
 type batchSettlement struct {
-	what string
+	kind outcome.Kind
 	stmt *sql.Stmt
 	args []any
 }
@@ -164,17 +164,17 @@ func (f *Form[D]) batchSettlements(ctx context.Context, ds []*inbox.Delivery, os
 		unscheduled   []int64    // RetryAfter rows retried at once, for want of a column
 	)
 	for i, o := range os {
-		switch what := f.settlesAs(o, ackAsRetry); what {
-		case "ack":
+		switch k := f.settlesAs(o, ackAsRetry); k {
+		case outcome.KindAck:
 			acks = true
-		case "retry":
+		case outcome.KindRetry:
 			retries = true
 			if o.Kind() == outcome.KindRetryAfter {
 				unscheduled = append(unscheduled, ds[i].ID)
 			}
 		default:
-			if k := f.stampOf(what, o); !slices.Contains(stamps, k) {
-				stamps = append(stamps, k)
+			if sk := f.stampOf(k, o); !slices.Contains(stamps, sk) {
+				stamps = append(stamps, sk)
 			}
 		}
 	}
@@ -184,17 +184,21 @@ func (f *Form[D]) batchSettlements(ctx context.Context, ds []*inbox.Delivery, os
 	}
 
 	var out []batchSettlement
-	// add settles the rows that settle as what (with stamp k, for a retry after or a fail),
-	// binding lead before the ids: on Postgres with one prepared statement over their ids
-	// padded to n, or else with one, the single row's statement, per row.
-	add := func(what string, one *sql.Stmt, k stampKey, lead ...any) error {
+	// add settles the rows that settle as kind k (with stamp sk, for a retry after or a
+	// fail), binding lead before the ids: where the database settles by id list
+	// (Caps.IDListSettles) with one prepared statement over their ids padded to n, or else
+	// with one, the single row's statement, per row. InnoDB may take an IN list through a scan
+	// that locks every row it reads, waiting for the rows other batches hold: on MariaDB 10.11
+	// batch consumers draining a table deadlocked and timed out that way.
+	inLists := f.d.Caps().IDListSettles
+	add := func(k outcome.Kind, one *sql.Stmt, sk stampKey, lead ...any) error {
 		var args []any
 		for i, o := range os {
-			if f.settlesAs(o, ackAsRetry) != what || k.what != "" && f.stampOf(what, o) != k {
+			if f.settlesAs(o, ackAsRetry) != k || sk.kind != outcome.KindNone && f.stampOf(k, o) != sk {
 				continue
 			}
-			if !f.inLists() {
-				out = append(out, batchSettlement{what: what, stmt: one, args: append(slices.Clip(lead), ds[i].ID)})
+			if !inLists {
+				out = append(out, batchSettlement{kind: k, stmt: one, args: append(slices.Clip(lead), ds[i].ID)})
 				continue
 			}
 			if args == nil {
@@ -209,145 +213,95 @@ func (f *Form[D]) batchSettlements(ctx context.Context, ds []*inbox.Delivery, os
 		for len(args) < cap(args) {
 			args = append(args, args[len(args)-1]) // IN ignores the repeats
 		}
-		s, err := f.batchSettle(ctx, what, n)
+		s, err := f.batchSettle(ctx, k, n)
 		if err != nil {
 			return err
 		}
-		out = append(out, batchSettlement{what: what, stmt: s, args: args})
+		out = append(out, batchSettlement{kind: k, stmt: s, args: args})
 		return nil
 	}
 	now := f.q.Now()
 	if acks {
 		var err error
 		if f.t.ProcessedAt != "" {
-			err = add("ack", f.ack, stampKey{}, f.d.Time(now))
+			err = add(outcome.KindAck, f.ack, stampKey{}, f.d.Time(now))
 		} else {
-			err = add("ack", f.ack, stampKey{})
+			err = add(outcome.KindAck, f.ack, stampKey{})
 		}
 		if err != nil {
 			return nil, err
 		}
 	}
 	if retries && f.retry != nil {
-		if err := add("retry", f.retry, stampKey{}); err != nil {
+		if err := add(outcome.KindRetry, f.retry, stampKey{}); err != nil {
 			return nil, err
 		}
 	}
-	for _, k := range stamps {
+	for _, sk := range stamps {
 		one := f.retryAfter
-		if k.what == "fail" {
+		if sk.kind == outcome.KindFail {
 			one = f.dead
 		}
-		if err := add(k.what, one, k, f.stampArgs(now.Add(k.delay), k.lastError)...); err != nil {
+		if err := add(sk.kind, one, sk, f.stampArgs(now.Add(sk.delay), sk.lastError)...); err != nil {
 			return nil, err
 		}
 	}
 	return out, nil
 }
 
-// settlesAs names how a batch's row settles with outcome o: "ack" for Ack and Drop (and Fail
-// where the table has no dead_at column), "fail" for Fail, "retry after" for RetryAfter where
-// the table has a retry_after column, "retry" for the rest (and, with ackAsRetry, for Ack).
-func (f *Form[D]) settlesAs(o outcome.Outcome, ackAsRetry bool) string {
+// settlesAs is the kind a batch's row settles as with outcome o: Ack for Ack and Drop (and Fail
+// where the table has no dead_at column), Fail for Fail, RetryAfter for RetryAfter where the
+// table has a retry_after column, Retry for the rest (and, with ackAsRetry, for Ack).
+func (f *Form[D]) settlesAs(o outcome.Outcome, ackAsRetry bool) outcome.Kind {
 	switch k := o.Kind(); {
 	case k == outcome.KindFail && f.dead != nil:
-		return "fail"
+		return outcome.KindFail
 	case k == outcome.KindDrop, k == outcome.KindFail, k == outcome.KindAck && !ackAsRetry:
-		return "ack"
+		return outcome.KindAck
 	case k == outcome.KindRetryAfter && f.retryAfter != nil:
-		return "retry after"
+		return outcome.KindRetryAfter
 	}
-	return "retry"
+	return outcome.KindRetry
 }
 
 // stampKey groups the rows of a batch that one stamping statement settles: a retry after of
 // one delay, or a fail, with one last error.
 type stampKey struct {
-	what      string // "retry after" or "fail"
+	kind      outcome.Kind // RetryAfter or Fail
 	delay     time.Duration
 	lastError any // the text, or nil
 }
 
-func (f *Form[D]) stampOf(what string, o outcome.Outcome) stampKey {
-	k := stampKey{what: what, delay: o.Delay()}
+func (f *Form[D]) stampOf(k outcome.Kind, o outcome.Outcome) stampKey {
+	sk := stampKey{kind: k, delay: o.Delay()}
 	if f.t.LastError != "" {
-		k.lastError = o.LastError()
+		sk.lastError = o.LastError()
 	}
-	return k
+	return sk
 }
 
-// inLists reports whether a batch's rows of one outcome settle with one statement over an id
-// IN list: on Postgres. On MySQL and MariaDB InnoDB's optimizer takes an IN list through a scan
-// whenever it thinks the table small, and a scanning DELETE (at read committed; any scanning
-// statement above it) locks every row it reads, waiting for the rows other batches hold until
-// they settle: on MariaDB 10.11 batch consumers draining a table deadlocked and timed out that
-// way. There each row settles with its own statement on its id, as a single delivery does; the
-// batch still shares one claim and one commit.
-func (f *Form[D]) inLists() bool { return f.d.Name() == "postgres" }
-
-// settleKey names a batch settlement statement: its kind ("ack", "retry" or "retry after") and
-// the length of its id list.
+// settleKey names a batch settlement statement: the kind it settles as (Ack, Retry,
+// RetryAfter or Fail) and the length of its id list.
 type settleKey struct {
-	what string
+	kind outcome.Kind
 	n    int
 }
 
-// batchSettle returns the batch settlement statement what over an id IN list of n
+// batchSettle returns the batch settlement statement of kind k over an id IN list of n
 // placeholders, preparing it at the first call.
-func (f *Form[D]) batchSettle(ctx context.Context, what string, n int) (*sql.Stmt, error) {
+func (f *Form[D]) batchSettle(ctx context.Context, k outcome.Kind, n int) (*sql.Stmt, error) {
 	f.batchMu.Lock()
 	defer f.batchMu.Unlock()
-	key := settleKey{what, n}
+	key := settleKey{k, n}
 	if s := f.batchSettles[key]; s != nil {
 		return s, nil
 	}
-	s, err := f.st.Prepare(ctx, f.db, fmt.Sprintf("batch %s (%d ids)", what, n), settleQuery(f.st, what, n))
+	s, err := f.st.Prepare(ctx, f.db, fmt.Sprintf("batch %s (%d ids)", k, n), f.text.Settle(k, sqltext.ByIDs(n)))
 	if err != nil {
 		return nil, err
 	}
 	f.batchSettles[key] = s
 	return s, nil
-}
-
-// settleQuery is the text of the settlement what of one row (n = 0: WHERE id = ?) or of a
-// batch's rows over an id IN list of n placeholders: the ack (a DELETE, or an UPDATE of
-// processed_at that binds its time first), the retry, the retry after or the fail (which bind
-// the time of retry_after or dead_at first, then the last error where the table has the
-// column).
-func settleQuery(st *stmt.Table, what string, n int) string {
-	t := st.Q
-	p := st.Params()
-	var head string
-	switch what {
-	case "ack":
-		head = "DELETE FROM " + t.Name
-		if t.ProcessedAt != "" {
-			head = "UPDATE " + t.Name + " SET " + t.ProcessedAt + " = " + p.Next()
-		}
-	case "retry":
-		head = "UPDATE " + t.Name + " SET " + stmt.NextAttempt(t.Attempt)
-	default:
-		col := t.RetryAfter
-		if what == "fail" {
-			col = t.DeadAt
-		}
-		set := col + " = " + p.Next()
-		if t.LastError != "" {
-			set += ", " + t.LastError + " = " + p.Next()
-		}
-		if t.Attempt != "" {
-			set += ", " + stmt.NextAttempt(t.Attempt)
-		}
-		head = "UPDATE " + t.Name + " SET " + set
-	}
-	if n == 0 {
-		return head + " WHERE " + t.ID + " = " + p.Next()
-	}
-	marks := make([]string, n)
-	for i := range marks {
-		marks[i] = p.Next()
-	}
-	return head + " WHERE " + t.ID + " IN (" + strings.Join(marks, ", ") + ")"
 }
 
 // ReleaseBatch rolls the batch's transaction back: its rows are claimable again at once, with

@@ -80,6 +80,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -105,10 +106,6 @@ type Dialect interface {
 // claimTries bounds how often Claim runs a claim that failed with a transient conflict
 // (Dialect.Retryable) before it reports the failure.
 const claimTries = 10
-
-// savepoint marks, in transactional mode, where the handler's writes begin: every outcome but
-// Ack rolls back to it, keeping the claim's row lock.
-const savepoint = "inbox_handler"
 
 // Form is the row lock form over one table. Build it with New and hand it to a consumer, which
 // opens it; its methods are safe for concurrent use.
@@ -136,10 +133,11 @@ type Form[D Dialect] struct {
 	batchSettles map[settleKey]*sql.Stmt
 
 	// Set by Open, read-only until Close.
-	db  *sql.DB
-	st  *stmt.Table
-	q   inbox.Queue
-	log *slog.Logger
+	db   *sql.DB
+	st   *stmt.Table
+	text sqltext.RowLock // the text of every statement the form runs
+	q    inbox.Queue
+	log  *slog.Logger
 	// The prepared statements: claim and ack always; retry where the table has an attempt
 	// column; retryAfter where it has a retry_after column; dead where it has a dead_at column.
 	claim, ack, retry, retryAfter, dead *sql.Stmt
@@ -183,15 +181,16 @@ func (f *Form[D]) Open(ctx context.Context, db *sql.DB, q inbox.Queue) (inbox.Pl
 	if err := schema.Verify(ctx, db, f.d, f.t, ""); err != nil {
 		return inbox.Plan{}, err
 	}
-	if err := f.prepare(ctx, db, st); err != nil {
+	text := sqltext.New(f.d.Caps(), sqltext.Table(st.Q)).RowLock()
+	if err := f.prepare(ctx, db, st, text); err != nil {
 		return inbox.Plan{}, err
 	}
-	f.db, f.st, f.q = db, st, q
+	f.db, f.st, f.text, f.q = db, st, text, q
 	f.log = q.Logger
 	if f.log == nil {
 		f.log = slog.New(slog.DiscardHandler)
 	}
-	if f.d.Name() == "postgres" && f.d.Level() == "serializable" {
+	if slices.Contains(f.d.Caps().PredicateLockLevels, f.d.Level()) {
 		f.log.Warn("inbox: the row lock form on Postgres at serializable: concurrent settlements fail with serialization errors and their rows are delivered again; take read committed",
 			"table", f.t.Name, "queue", q.Name)
 	}
@@ -202,8 +201,8 @@ func (f *Form[D]) Open(ctx context.Context, db *sql.DB, q inbox.Queue) (inbox.Pl
 	return inbox.Plan{Table: f.t.Name, Form: "rowlock", HoldsConnection: true, Dialect: f.d, Described: f.t}, nil
 }
 
-// prepare prepares the form's statements on db, or none of them.
-func (f *Form[D]) prepare(ctx context.Context, db *sql.DB, st *stmt.Table) (err error) {
+// prepare prepares the form's statements, as r writes them, on db, or none of them.
+func (f *Form[D]) prepare(ctx context.Context, db *sql.DB, st *stmt.Table, r sqltext.RowLock) (err error) {
 	t := st.Q
 	var prepared []*sql.Stmt
 	defer func() {
@@ -224,31 +223,25 @@ func (f *Form[D]) prepare(ctx context.Context, db *sql.DB, st *stmt.Table) (err 
 		return s
 	}
 
-	claim := prep("claim", claimQuery(st, 1))
+	settle := func(k outcome.Kind) *sql.Stmt { return prep(k.String(), r.Settle(k, sqltext.ByID())) }
 
-	ack := prep("ack", settleQuery(st, "ack", 0))
+	claim := prep("claim", r.Claim(1))
+	ack := settle(outcome.KindAck)
 	var retry, retryAfter, dead *sql.Stmt
 	if t.Attempt != "" {
-		retry = prep("retry", settleQuery(st, "retry", 0))
+		retry = settle(outcome.KindRetry)
 	}
 	if t.RetryAfter != "" {
-		retryAfter = prep("retry after", settleQuery(st, "retry after", 0))
+		retryAfter = settle(outcome.KindRetryAfter)
 	}
 	if t.DeadAt != "" {
-		dead = prep("fail", settleQuery(st, "fail", 0))
+		dead = settle(outcome.KindFail)
 	}
 	if err != nil {
 		return err
 	}
 	f.claim, f.ack, f.retry, f.retryAfter, f.dead = claim, ack, retry, retryAfter, dead
 	return nil
-}
-
-// claimQuery selects and locks up to n due rows in claim order, passing over the rows other
-// transactions hold.
-func claimQuery(st *stmt.Table, n int) string {
-	return "SELECT " + st.Columns("") + " FROM " + st.Q.Name + " WHERE " + st.Due(st.Params(), "") +
-		" ORDER BY " + st.Order("") + " LIMIT " + strconv.Itoa(n) + " FOR UPDATE SKIP LOCKED"
 }
 
 // enter admits a call while the form is open; the caller must call f.busy.Done.
@@ -367,7 +360,7 @@ func (f *Form[D]) claimTx(ctx context.Context, claim *sql.Stmt, batch bool) ([]*
 		}
 	}
 	if f.q.Transactional {
-		if _, err := tx.ExecContext(ctx, "SAVEPOINT "+savepoint); err != nil {
+		if _, err := tx.ExecContext(ctx, f.text.Savepoint()); err != nil {
 			return abandon(fmt.Errorf("%s: SAVEPOINT for the handler's writes: %w", rowsOf(ds), err))
 		}
 		inbox.LendTx(tx, f.d, f.t.Name, ds...)
@@ -496,21 +489,21 @@ func (f *Form[D]) Settle(ctx context.Context, d *inbox.Delivery, o outcome.Outco
 	if err := h.takeBack(); err != nil {
 		return errors.Join(fmt.Errorf("inbox: table %q, queue %q: settling row %d (%s): nothing settled, the row is back in the queue: %w", f.t.Name, f.q.Name, d.ID, o, err), f.rollback(h))
 	}
-	what, s, args := f.settlement(d, o)
+	k, s, args := f.settlement(d, o)
 	if s == nil {
 		// Retry without an attempt column: the row as it was is the retry.
 		return f.rollback(h)
 	}
 	if f.q.Transactional && o.Kind() != outcome.KindAck {
-		if _, err := h.tx.ExecContext(ctx, "ROLLBACK TO SAVEPOINT "+savepoint); err != nil {
-			return f.fail(h, h.ds, "rolling back the handler's writes for "+what, err)
+		if _, err := h.tx.ExecContext(ctx, f.text.RollbackToSavepoint()); err != nil {
+			return f.fail(h, h.ds, "rolling back the handler's writes for "+k.String(), err)
 		}
 	}
 	if _, err := h.tx.StmtContext(ctx, s).ExecContext(ctx, args...); err != nil {
-		return f.backOff(ctx, h.ds, f.fail(h, h.ds, "the "+what+" statement", err))
+		return f.backOff(ctx, h.ds, f.fail(h, h.ds, "the "+k.String()+" statement", err))
 	}
 	if err := h.tx.Commit(); err != nil {
-		return f.backOff(ctx, h.ds, f.commitFailed(h.ds, "the "+what, err))
+		return f.backOff(ctx, h.ds, f.commitFailed(h.ds, "the "+k.String(), err))
 	}
 	return nil
 }
@@ -531,9 +524,9 @@ func (f *Form[D]) backOff(ctx context.Context, ds []*inbox.Delivery, err error) 
 	if berr != nil {
 		return errors.Join(err, fmt.Errorf("inbox: table %q, queue %q: backing %s off: %w", f.t.Name, f.q.Name, rowsOf(ds), berr))
 	}
-	lock := sqltext.New(f.d.Caps(), sqltext.Table(f.st.Q)).RowLock().Relock()
+	lock := f.text.Relock()
 	for _, d := range ds {
-		what, s, args := f.settlement(d, f.q.Backoff(d, err))
+		k, s, args := f.settlement(d, f.q.Backoff(d, err))
 		if s == nil {
 			continue // a retry without an attempt column: the row as it was is the retry
 		}
@@ -551,7 +544,7 @@ func (f *Form[D]) backOff(ctx context.Context, ds []*inbox.Delivery, err error) 
 		}
 		if _, serr := tx.StmtContext(ctx, s).ExecContext(ctx, args...); serr != nil {
 			tx.Rollback()
-			return errors.Join(err, fmt.Errorf("inbox: table %q, queue %q: backing row %d off: the %s statement: %w", f.t.Name, f.q.Name, d.ID, what, serr))
+			return errors.Join(err, fmt.Errorf("inbox: table %q, queue %q: backing row %d off: the %s statement: %w", f.t.Name, f.q.Name, d.ID, k, serr))
 		}
 	}
 	if cerr := tx.Commit(); cerr != nil {
@@ -571,31 +564,28 @@ func (f *Form[D]) commitFailed(ds []*inbox.Delivery, what string, err error) err
 	return fmt.Errorf("inbox: table %q, queue %q: committing %s of %s: %w; %s unchanged and back in the queue", f.t.Name, f.q.Name, what, rowsOf(ds), err, isBack(ds))
 }
 
-// settlement is the statement that applies o to d's row, its name and its arguments; a nil
-// statement means the transaction is to be rolled back instead.
-func (f *Form[D]) settlement(d *inbox.Delivery, o outcome.Outcome) (string, *sql.Stmt, []any) {
+// settlement is the statement that applies o to d's row, the kind it settles as and its
+// arguments; a nil statement means the transaction is to be rolled back instead.
+func (f *Form[D]) settlement(d *inbox.Delivery, o outcome.Outcome) (outcome.Kind, *sql.Stmt, []any) {
 	switch o.Kind() {
 	case outcome.KindFail:
 		if f.dead != nil {
-			return "fail", f.dead, append(f.stampArgs(f.q.Now(), o.LastError()), d.ID)
+			return outcome.KindFail, f.dead, append(f.stampArgs(f.q.Now(), o.LastError()), d.ID)
 		}
 		fallthrough
 	case outcome.KindAck, outcome.KindDrop:
 		if f.t.ProcessedAt != "" {
-			return "ack", f.ack, []any{f.d.Time(f.q.Now()), d.ID}
+			return outcome.KindAck, f.ack, []any{f.d.Time(f.q.Now()), d.ID}
 		}
-		return "ack", f.ack, []any{d.ID}
+		return outcome.KindAck, f.ack, []any{d.ID}
 	case outcome.KindRetryAfter:
 		if f.retryAfter != nil {
-			return "retry after", f.retryAfter, append(f.stampArgs(f.q.Now().Add(o.Delay()), o.LastError()), d.ID)
+			return outcome.KindRetryAfter, f.retryAfter, append(f.stampArgs(f.q.Now().Add(o.Delay()), o.LastError()), d.ID)
 		}
 		f.log.Warn("inbox: RetryAfter on a table without a retry_after column retries at once: add the column and name it in inbox.Table.RetryAfter",
 			"table", f.t.Name, "queue", f.q.Name, "id", d.ID, "delay", o.Delay())
 	}
-	if f.retry == nil {
-		return "retry", nil, nil
-	}
-	return "retry", f.retry, []any{d.ID}
+	return outcome.KindRetry, f.retry, []any{d.ID}
 }
 
 // stampArgs are the leading arguments of a retry after or a fail: the time it stamps, then the

@@ -86,7 +86,7 @@ var (
 // asks, its statements, and how its server answers a lock (true/false, or 1/0).
 type advisoryDialect struct {
 	name      string
-	form      func(inbox.Table) (inbox.Form, error)
+	form      func(inbox.Table) inbox.Form
 	server    func(sqlmock.Sqlmock)
 	full, min advisorySQL
 	yes, no   driver.Value
@@ -111,16 +111,16 @@ func advisoryDialects() []advisoryDialect {
 	}
 	return []advisoryDialect{
 		{name: "postgres", server: pgServer, full: advisoryPGFull, min: advisoryPGMinimal, yes: true, no: false,
-			form: func(t inbox.Table) (inbox.Form, error) {
-				return advisory.New(dialect.Postgres[isolation.Default]{}, t, "jobs-{id}")
+			form: func(t inbox.Table) inbox.Form {
+				return advisory.New(dialect.Postgres[isolation.Default]{}, t, &advisory.Config{Key: "jobs-{id}"})
 			}},
 		{name: "mysql", server: version("8.0.36"), full: advisoryMyFull, min: advisoryMyMinimal, yes: int64(1), no: int64(0),
-			form: func(t inbox.Table) (inbox.Form, error) {
-				return advisory.New(dialect.MySQL[isolation.Default]{}, t, "jobs-{id}")
+			form: func(t inbox.Table) inbox.Form {
+				return advisory.New(dialect.MySQL[isolation.Default]{}, t, &advisory.Config{Key: "jobs-{id}"})
 			}},
 		{name: "mariadb", server: version("10.11.19-MariaDB"), full: advisoryMyFull, min: advisoryMyMinimal, yes: int64(1), no: int64(0),
-			form: func(t inbox.Table) (inbox.Form, error) {
-				return advisory.New(dialect.MariaDB[isolation.Default]{}, t, "jobs-{id}")
+			form: func(t inbox.Table) inbox.Form {
+				return advisory.New(dialect.MariaDB[isolation.Default]{}, t, &advisory.Config{Key: "jobs-{id}"})
 			}},
 	}
 }
@@ -151,10 +151,7 @@ func newAdvisoryMock(t *testing.T, d advisoryDialect, tbl inbox.Table, q inbox.Q
 	if tbl.Attempt == "" {
 		m.sql = d.min
 	}
-	m.form, err = d.form(tbl)
-	if err != nil {
-		t.Fatal(err)
-	}
+	m.form = d.form(tbl)
 	d.server(mock)
 	expectColumns(mock, d.name, tbl, "")
 	mock.ExpectPrepare(m.sql.keyCheck).WillBeClosed()
@@ -529,10 +526,7 @@ func TestAdvisoryOpenSchemaError(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer db.Close()
-	f, err := advisory.New(dialect.MySQL[isolation.Default]{}, advisoryFull, "jobs-{account}")
-	if err != nil {
-		t.Fatal(err)
-	}
+	f := advisory.New(dialect.MySQL[isolation.Default]{}, advisoryFull, &advisory.Config{Key: "jobs-{account}"})
 	mock.ExpectQuery("SELECT VERSION()").WillReturnRows(sqlmock.NewRows([]string{"v"}).AddRow("8.0.36"))
 	expectNotGalera(mock, "mysql")
 	expectColumns(mock, "mysql", advisoryFull, "")
@@ -546,6 +540,45 @@ func TestAdvisoryOpenSchemaError(t *testing.T) {
 	}
 	if err := mock.ExpectationsWereMet(); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestAdvisoryOpenRefusesBadTemplate: a key template the form cannot render fails Open before
+// any round trip to the server (the mock expects nothing, and no connection is opened), naming
+// the table and the template and saying what to change; a column name the database would not
+// keep wraps ErrSchema. The form is left closed: a second Open fails the same way.
+func TestAdvisoryOpenRefusesBadTemplate(t *testing.T) {
+	long := strings.Repeat("x", 70)
+	for _, d := range []advisory.Dialect{dialect.Postgres[isolation.Default]{}, dialect.MySQL[isolation.Default]{}, dialect.MariaDB[isolation.Default]{}} {
+		for _, c := range []struct {
+			key, says string
+			schema    bool
+		}{
+			{key: "jobs-{id", says: "is not closed by '}': write columns as {column}"},
+			{key: "jobs-id}", says: "closes no '{': write columns as {column}"},
+			{key: "jobs-{}", says: "empty braces at byte 5: name a column inside them"},
+			{key: "it's-{id}", says: "leave them out of the key"},
+			{key: "jobs-{" + long + "}", says: `column "` + long + `"`, schema: true},
+		} {
+			t.Run(d.Name()+"/"+c.key, func(t *testing.T) {
+				m := newRecorder(t, 0)
+				f := advisory.New(d, advisoryFull, &advisory.Config{Key: c.key})
+				for range 2 {
+					_, err := f.Open(context.Background(), m.db, inbox.Queue{Name: "q"})
+					if err == nil || errors.Is(err, inbox.ErrSchema) != c.schema {
+						t.Fatalf("Open: %v, want the template refused (ErrSchema: %v)", err, c.schema)
+					}
+					for _, want := range []string{`table "jobs": advisory key template ` + fmt.Sprintf("%q", c.key), c.says} {
+						if strings.Count(err.Error(), want) != 1 {
+							t.Errorf("Open: %v\nwant it to say %q once", err, want)
+						}
+					}
+				}
+				if n := m.db.Stats().OpenConnections; n != 0 {
+					t.Errorf("Open refused the template after opening %d connections, want none", n)
+				}
+			})
+		}
 	}
 }
 
@@ -570,10 +603,7 @@ func TestAdvisoryOpenRefusesRuntimeSQLite(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	f, err := advisory.New(d, advisoryFull, "jobs-{id}")
-	if err != nil {
-		t.Fatal(err)
-	}
+	f := advisory.New(d, advisoryFull, &advisory.Config{Key: "jobs-{id}"})
 	if _, err := f.Open(context.Background(), db, inbox.Queue{}); !errors.Is(err, inbox.ErrDialect) || !strings.Contains(err.Error(), "advisory") {
 		t.Fatalf("Open: %v, want ErrDialect naming the advisory form", err)
 	}

@@ -293,10 +293,7 @@ func advisoryLifecycleOpen(t *testing.T, d advisoryDialect) (*advisoryMock, sqlt
 	t.Helper()
 	tbl := advisoryFull
 	tbl.DeadAt, tbl.LastError = "dead_at", "last_error"
-	f, err := d.form(tbl)
-	if err != nil {
-		t.Fatal(err)
-	}
+	f := d.form(tbl)
 	dl := dialect.Dialect(dialect.Postgres[isolation.Default]{})
 	if d.name != "postgres" {
 		dl = dialect.MySQL[isolation.Default]{}

@@ -29,13 +29,7 @@ func TestOpenErrorsNameTableAndQueueOnce(t *testing.T) {
 	oldMySQL := func(m *recorder) {
 		m.mock.ExpectQuery("SELECT VERSION()").WillReturnRows(sqlmock.NewRows([]string{"version"}).AddRow("5.7.44"))
 	}
-	advisoryForm := func(d advisory.Dialect) inbox.Form {
-		f, err := advisory.New(d, tbl, "jobs-{id}")
-		if err != nil {
-			t.Fatal(err)
-		}
-		return f
-	}
+	advisoryForm := func(d advisory.Dialect) inbox.Form { return advisory.New(d, tbl, &advisory.Config{Key: "jobs-{id}"}) }
 	for _, c := range []struct {
 		name   string
 		form   inbox.Form

@@ -1000,25 +1000,17 @@ func TestRowlockOpenStatementLost(t *testing.T) {
 // TestOpenRefusesGalera: on a node of a Galera cluster the row lock and advisory forms are
 // refused at Open with ErrDialect naming the lease form, before anything is prepared.
 func TestOpenRefusesGalera(t *testing.T) {
-	forms := map[string]func() (inbox.Form, error){
-		"rowlock": func() (inbox.Form, error) {
-			return rowlock.New(dialect.MariaDB[isolation.Default]{}, rowlockFullTable), nil
-		},
-		"advisory": func() (inbox.Form, error) {
-			return advisory.New(dialect.MariaDB[isolation.Default]{}, rowlockFullTable, "jobs-{id}")
-		},
+	forms := map[string]inbox.Form{
+		"rowlock":  rowlock.New(dialect.MariaDB[isolation.Default]{}, rowlockFullTable),
+		"advisory": advisory.New(dialect.MariaDB[isolation.Default]{}, rowlockFullTable, nil),
 	}
-	for name, build := range forms {
+	for name, f := range forms {
 		t.Run(name, func(t *testing.T) {
 			m := newRecorder(t, 0)
 			m.mock.ExpectQuery("SELECT VERSION()").WillReturnRows(sqlmock.NewRows([]string{"v"}).AddRow("10.11.6-MariaDB-0+deb12u1"))
 			m.mock.ExpectQuery("SHOW GLOBAL VARIABLES LIKE 'wsrep_on'").WillReturnRows(sqlmock.NewRows([]string{"Variable_name", "Value"}).AddRow("wsrep_on", "ON"))
 			m.mock.ExpectQuery("SHOW GLOBAL STATUS LIKE 'wsrep_cluster_size'").WillReturnRows(sqlmock.NewRows([]string{"Variable_name", "Value"}).AddRow("wsrep_cluster_size", "3"))
-			f, err := build()
-			if err != nil {
-				t.Fatal(err)
-			}
-			_, err = f.Open(context.Background(), m.db, inbox.Queue{Name: rowlockQueue})
+			_, err := f.Open(context.Background(), m.db, inbox.Queue{Name: rowlockQueue})
 			if !errors.Is(err, inbox.ErrDialect) || !strings.Contains(err.Error(), "Galera") || !strings.Contains(err.Error(), "lease form") || !strings.Contains(err.Error(), `"jobs"`) {
 				t.Fatalf("Open = %v; want ErrDialect naming Galera, the lease form and the table", err)
 			}

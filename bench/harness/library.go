@@ -59,10 +59,7 @@ func (c Consumer) Build(t *Target) (Runner, error) {
 	case "lease":
 		f = lease.New(t.D, tbl, &lease.Config{})
 	case "advisory":
-		var err error
-		if f, err = advisory.New(t.D, tbl, tbl.Name+"-{id}"); err != nil {
-			return nil, err
-		}
+		f = advisory.New(t.D, tbl, nil)
 	default:
 		return nil, fmt.Errorf("unknown form %q", c.Form)
 	}

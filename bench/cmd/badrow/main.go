@@ -199,10 +199,7 @@ func drain(ctx context.Context, t *harness.Target, form string, w, n int, bad st
 	case "lease":
 		f = lease.New(t.D, tbl, nil)
 	default:
-		var err error
-		if f, err = advisory.New(t.D, tbl, table+"-{id}"); err != nil {
-			return 0, 0, err
-		}
+		f = advisory.New(t.D, tbl, nil)
 	}
 	var good, badRuns atomic.Int64
 	done := make(chan struct{})

@@ -12,11 +12,12 @@
 //	-- ack
 //	DELETE FROM "jobs" WHERE "id" = $1
 //
-// The form packages' golden tests write them from the statements the forms build today
-// (go test ./rowlock ./advisory . -run TestGolden -update) and otherwise check that the forms
-// still build them; internal/sqltext's test checks that its builders build the same text, byte
-// for byte. The lease form runs internal/sqltext's statements, so that test writes its files,
-// as it writes those of the operating and wake-up statements.
+// Publishing's golden test writes its files from the statements it builds today
+// (go test . -run TestGoldenStatements -update) and otherwise checks that it still builds
+// them; internal/sqltext's TestGoldens checks that its builders build the same text, byte for
+// byte. Every other file's statements (the forms', the wake-ups', the operating statements')
+// are run as internal/sqltext builds them, so TestGoldens writes those
+// (go test ./internal/sqltext -run TestGoldens -update).
 package golden
 
 import (
@@ -61,19 +62,6 @@ type Shape struct {
 	Table sqltext.Table // the columns by role, unquoted; it converts to inbox.Table
 	Lease string        // the lease form's column
 	Key   []sqltext.KeyPart
-}
-
-// Template is the shape's advisory key as a template ("jobs-{queue}:{id}"), for advisory.New.
-func (s Shape) Template() string {
-	var b strings.Builder
-	for _, p := range s.Key {
-		if p.Column != "" {
-			b.WriteString("{" + p.Column + "}")
-			continue
-		}
-		b.WriteString(p.Text)
-	}
-	return b.String()
 }
 
 // Shapes are the table descriptions the golden files cover: every role; id and payload only
@@ -210,7 +198,7 @@ func Match(t testing.TB, form, dialect, shape string, entries []Entry) {
 	}
 	want, err := os.ReadFile(path)
 	if errors.Is(err, os.ErrNotExist) {
-		t.Errorf("%s: no golden file; write it with go test %s -run TestGolden -update", path, formPackage(form))
+		t.Errorf("%s: no golden file; write it with %s", path, writer(form))
 		return
 	}
 	if err != nil {
@@ -237,16 +225,14 @@ func Match(t testing.TB, form, dialect, shape string, entries []Entry) {
 		}
 		return
 	}
-	t.Errorf("%s: the file differs from its entries in its layout: rewrite it with go test %s -run TestGolden -update", path, formPackage(form))
+	t.Errorf("%s: the file differs from its entries in its layout: rewrite it with %s", path, writer(form))
 }
 
-// formPackage is the package whose golden test writes form's files.
-func formPackage(form string) string {
+// writer is the go test command that writes form's files.
+func writer(form string) string {
 	switch form {
 	case "publish":
-		return "." // the root package
-	case "admin", "wakeup", "lease":
-		return "./internal/sqltext" // their statements are internal/sqltext's own
+		return "go test . -run TestGoldenStatements -update" // the root package
 	}
-	return "./" + form
+	return "go test ./internal/sqltext -run TestGoldens -update"
 }

@@ -9,5 +9,5 @@ import (
 )
 
 func main() {
-	advisory.New(dialect.SQLite[isolation.Default]{}, inbox.Table{Name: "jobs", ID: "id"}, "jobs-{id}")
+	advisory.New(dialect.SQLite[isolation.Default]{}, inbox.Table{Name: "jobs", ID: "id"}, nil)
 }

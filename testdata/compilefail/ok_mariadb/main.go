@@ -13,13 +13,13 @@ var jobs = inbox.Table{Name: "jobs", ID: "id"}
 
 func main() {
 	rowlock.New(dialect.MariaDB[isolation.Default]{}, jobs)
-	advisory.New(dialect.MariaDB[isolation.Default]{}, jobs, "jobs-{id}")
+	advisory.New(dialect.MariaDB[isolation.Default]{}, jobs, nil)
 	rowlock.New(dialect.MariaDB[isolation.ReadUncommitted]{}, jobs)
-	advisory.New(dialect.MariaDB[isolation.ReadUncommitted]{}, jobs, "jobs-{id}")
+	advisory.New(dialect.MariaDB[isolation.ReadUncommitted]{}, jobs, nil)
 	rowlock.New(dialect.MariaDB[isolation.ReadCommitted]{}, jobs)
-	advisory.New(dialect.MariaDB[isolation.ReadCommitted]{}, jobs, "jobs-{id}")
+	advisory.New(dialect.MariaDB[isolation.ReadCommitted]{}, jobs, nil)
 	rowlock.New(dialect.MariaDB[isolation.RepeatableRead]{}, jobs)
-	advisory.New(dialect.MariaDB[isolation.RepeatableRead]{}, jobs, "jobs-{id}")
+	advisory.New(dialect.MariaDB[isolation.RepeatableRead]{}, jobs, nil)
 	rowlock.New(dialect.MariaDB[isolation.Serializable]{}, jobs)
-	advisory.New(dialect.MariaDB[isolation.Serializable]{}, jobs, "jobs-{id}")
+	advisory.New(dialect.MariaDB[isolation.Serializable]{}, jobs, nil)
 }

@@ -13,13 +13,13 @@ var jobs = inbox.Table{Name: "jobs", ID: "id"}
 
 func main() {
 	rowlock.New(dialect.MySQL[isolation.Default]{}, jobs)
-	advisory.New(dialect.MySQL[isolation.Default]{}, jobs, "jobs-{id}")
+	advisory.New(dialect.MySQL[isolation.Default]{}, jobs, nil)
 	rowlock.New(dialect.MySQL[isolation.ReadUncommitted]{}, jobs)
-	advisory.New(dialect.MySQL[isolation.ReadUncommitted]{}, jobs, "jobs-{id}")
+	advisory.New(dialect.MySQL[isolation.ReadUncommitted]{}, jobs, nil)
 	rowlock.New(dialect.MySQL[isolation.ReadCommitted]{}, jobs)
-	advisory.New(dialect.MySQL[isolation.ReadCommitted]{}, jobs, "jobs-{id}")
+	advisory.New(dialect.MySQL[isolation.ReadCommitted]{}, jobs, nil)
 	rowlock.New(dialect.MySQL[isolation.RepeatableRead]{}, jobs)
-	advisory.New(dialect.MySQL[isolation.RepeatableRead]{}, jobs, "jobs-{id}")
+	advisory.New(dialect.MySQL[isolation.RepeatableRead]{}, jobs, nil)
 	rowlock.New(dialect.MySQL[isolation.Serializable]{}, jobs)
-	advisory.New(dialect.MySQL[isolation.Serializable]{}, jobs, "jobs-{id}")
+	advisory.New(dialect.MySQL[isolation.Serializable]{}, jobs, nil)
 }

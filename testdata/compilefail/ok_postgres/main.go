@@ -13,11 +13,11 @@ var jobs = inbox.Table{Name: "jobs", ID: "id"}
 
 func main() {
 	rowlock.New(dialect.Postgres[isolation.Default]{}, jobs)
-	advisory.New(dialect.Postgres[isolation.Default]{}, jobs, "jobs-{id}")
+	advisory.New(dialect.Postgres[isolation.Default]{}, jobs, nil)
 	rowlock.New(dialect.Postgres[isolation.ReadCommitted]{}, jobs)
-	advisory.New(dialect.Postgres[isolation.ReadCommitted]{}, jobs, "jobs-{id}")
+	advisory.New(dialect.Postgres[isolation.ReadCommitted]{}, jobs, nil)
 	rowlock.New(dialect.Postgres[isolation.RepeatableRead]{}, jobs)
-	advisory.New(dialect.Postgres[isolation.RepeatableRead]{}, jobs, "jobs-{id}")
+	advisory.New(dialect.Postgres[isolation.RepeatableRead]{}, jobs, nil)
 	rowlock.New(dialect.Postgres[isolation.Serializable]{}, jobs)
-	advisory.New(dialect.Postgres[isolation.Serializable]{}, jobs, "jobs-{id}")
+	advisory.New(dialect.Postgres[isolation.Serializable]{}, jobs, nil)
 }

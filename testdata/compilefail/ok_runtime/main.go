@@ -15,5 +15,5 @@ func main() {
 	}
 	jobs := inbox.Table{Name: "jobs", ID: "id"}
 	rowlock.New(d, jobs)
-	advisory.New(d, jobs, "jobs-{id}")
+	advisory.New(d, jobs, nil)
 }
