@@ -26,9 +26,10 @@ func TestGoldens(t *testing.T) {
 		for _, sh := range golden.Shapes {
 			s, lease, key := quoted(t, dl.D, sh)
 			forms := map[string][]golden.Entry{
-				"lease":   leaseEntries(c, s.Lease(lease)),
-				"publish": publishEntries(s, own(t, dl.D, sh), dl.D.Caps().Notifies),
-				"wakeup":  wakeupEntries(s, dl.Name),
+				"lease":       leaseEntries(c, s.Lease(lease)),
+				"publish":     publishEntries(s, own(t, dl.D, sh), dl.D.Caps().Notifies),
+				"wakeup":      wakeupEntries(s, dl.Name),
+				"unclaimable": unclaimableEntries(s.Unclaimable(1001)),
 			}
 			if c.SkipLocked {
 				forms["rowlock"] = rowLockEntries(c, s.RowLock())
@@ -337,5 +338,13 @@ func wakeupEntries(s sqltext.SQL, dialect string) []golden.Entry {
 	if dialect == "sqlite" {
 		e.add("data-version", sqltext.DataVersion)
 	}
+	return e
+}
+
+func unclaimableEntries(u sqltext.Unclaimable) []golden.Entry {
+	var e entries
+	e.add("null-queue", u.NullQueue())
+	e.add("far-ahead", u.FarAhead())
+	e.add("bad-layout", u.BadLayout())
 	return e
 }

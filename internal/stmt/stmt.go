@@ -1,7 +1,8 @@
-// Package stmt builds the SQL the forms share: the delivery's select list and its scan, the
-// predicate of a claimable row and the searches for rows that can never be claimed, the claim
-// order, the count of an attempt, and preparing a statement at startup with an error that names
-// the table and the statement.
+// Package stmt runs what the forms share around their statements, whose text internal/sqltext
+// builds: reading a delivery from a claimed row (Scan, ScanOne, in the order of
+// sqltext.SQL.Columns), the arguments of a claimable row's predicate (DueArgs), the searches
+// for rows no claim takes (FindUnclaimable), and preparing a statement at startup with an error
+// that names the table and the statement (Prepare).
 package stmt
 
 import (
@@ -18,6 +19,7 @@ import (
 	"github.com/sqlinbox/inbox"
 	"github.com/sqlinbox/inbox/dialect"
 	"github.com/sqlinbox/inbox/internal/sqlshape"
+	"github.com/sqlinbox/inbox/internal/sqltext"
 )
 
 // Table is a table description with its names quoted for one dialect.
@@ -36,38 +38,6 @@ func New(d dialect.Dialect, t inbox.Table) (*Table, error) {
 	return &Table{D: d, Raw: t, Q: q}, nil
 }
 
-// Params numbers a statement's parameters ($1, $2, … on Postgres; ? elsewhere).
-type Params struct {
-	d dialect.Dialect
-	n int
-}
-
-// Params starts numbering a statement's parameters from 1.
-func (t *Table) Params() *Params { return &Params{d: t.D} }
-
-// Next returns the next parameter's placeholder.
-func (p *Params) Next() string {
-	p.n++
-	return p.d.Placeholder(p.n)
-}
-
-// Columns is the select list Scan reads, each column prefixed with alias and a dot when alias
-// is not empty: id, then payload, attempt, group and headers where the table has them, then the
-// application's own columns (inbox.Table.Columns) in the description's order.
-func (t *Table) Columns(alias string) string {
-	prefix := ""
-	if alias != "" {
-		prefix = alias + "."
-	}
-	cols := []string{prefix + t.Q.ID}
-	for _, c := range append([]string{t.Q.Payload, t.Q.Attempt, t.Q.Queue, t.Q.Headers}, t.Q.Columns...) {
-		if c != "" {
-			cols = append(cols, prefix+c)
-		}
-	}
-	return strings.Join(cols, ", ")
-}
-
 // Scan reads rows of the Columns list into deliveries and closes rows.
 func (t *Table) Scan(rows *sql.Rows) ([]*inbox.Delivery, error) {
 	defer rows.Close()
@@ -80,11 +50,6 @@ func (t *Table) Scan(rows *sql.Rows) ([]*inbox.Delivery, error) {
 		out = append(out, d)
 	}
 	return out, rows.Err()
-}
-
-// ScanRow reads one row of the Columns list; it returns sql.ErrNoRows when there is none.
-func (t *Table) ScanRow(row *sql.Row) (*inbox.Delivery, error) {
-	return t.ScanOne(row.Scan)
 }
 
 // scanned is a delivery and the scratch its row is scanned through, allocated together: a
@@ -143,43 +108,7 @@ func (t *Table) ScanOne(scan func(...any) error) (*inbox.Delivery, error) {
 	return d, nil
 }
 
-// NextAttempt is the SET clause that counts one more delivery in the attempt column attempt
-// (quoted). A NULL attempt counts as 0, a row never delivered: its first delivery reads 1 in
-// every form, and the statement changes the row, which MySQL and MariaDB count only when a
-// value changes (NULL + 1 is NULL, and a take that changed nothing would find no row).
-func NextAttempt(attempt string) string {
-	return attempt + " = COALESCE(" + attempt + ", 0) + 1"
-}
-
-// Due is the predicate of a claimable row, with alias as Columns takes it: not processed, not
-// dead, due
-// (retry_after passed) and of the queue, each where the table has the column. DueArgs appends
-// its arguments in the order Due placed them.
-func (t *Table) Due(p *Params, alias string) string {
-	prefix := ""
-	if alias != "" {
-		prefix = alias + "."
-	}
-	var conds []string
-	if t.Q.ProcessedAt != "" {
-		conds = append(conds, prefix+t.Q.ProcessedAt+" IS NULL")
-	}
-	if t.Q.DeadAt != "" {
-		conds = append(conds, prefix+t.Q.DeadAt+" IS NULL")
-	}
-	if t.Q.RetryAfter != "" {
-		conds = append(conds, "("+prefix+t.Q.RetryAfter+" IS NULL OR "+prefix+t.Q.RetryAfter+" <= "+p.Next()+")")
-	}
-	if t.Q.Queue != "" {
-		conds = append(conds, prefix+t.Q.Queue+" = "+p.Next())
-	}
-	if len(conds) == 0 {
-		return "1 = 1"
-	}
-	return strings.Join(conds, " AND ")
-}
-
-// DueArgs appends to args the arguments of Due: now (the claim's one reading of the clock, as
+// DueArgs appends to args the arguments of sqltext.SQL.Due: now (the claim's one reading of the clock, as
 // the dialect binds it) and the queue name.
 func (t *Table) DueArgs(args []any, now any, queue string) []any {
 	if t.Q.RetryAfter != "" {
@@ -206,9 +135,6 @@ const unclaimableLimit = 1000
 // unclaimableIDs is how many ids a report of unclaimable rows names.
 const unclaimableIDs = 5
 
-// sqliteLayoutGlob matches text in dialect.SQLiteTimeLayout.
-const sqliteLayoutGlob = "[0-9][0-9][0-9][0-9]-[0-9][0-9]-[0-9][0-9] [0-9][0-9]:[0-9][0-9]:[0-9][0-9].[0-9][0-9][0-9][0-9][0-9][0-9]"
-
 // unclaimableSearch is one search for a kind of unclaimable row: its statement and arguments.
 type unclaimableSearch struct {
 	why   string
@@ -223,52 +149,35 @@ type unclaimableSearch struct {
 // SELECT of ids, bounded by a LIMIT, over the rows a claim would consider (not processed, of
 // the queue): the claim index's leading columns.
 func (t *Table) unclaimableSearches(queue string, now time.Time) []unclaimableSearch {
-	q := t.Q
-	limit := " LIMIT " + strconv.Itoa(unclaimableLimit+1)
-	pending := ""
-	if q.ProcessedAt != "" {
-		pending = q.ProcessedAt + " IS NULL AND "
-	}
-	if q.DeadAt != "" {
-		pending += q.DeadAt + " IS NULL AND "
+	u := sqltext.New(t.D.Caps(), sqltext.Table(t.Q)).Unclaimable(unclaimableLimit + 1)
+	var ofQueue []any
+	if t.Q.Queue != "" {
+		ofQueue = []any{queue}
 	}
 	done := "delete it"
-	if q.ProcessedAt != "" {
+	if t.Q.ProcessedAt != "" {
 		done = "stamp " + strconv.Quote(t.Raw.ProcessedAt) + " (or delete the row)"
 	}
 	var out []unclaimableSearch
-	if q.Queue != "" {
+	if q := u.NullQueue(); q != "" {
 		out = append(out, unclaimableSearch{
 			why:   fmt.Sprintf("the queue column %q is NULL, which no consumer's queue matches: set it to the queue that should run the row", t.Raw.Queue),
-			query: "SELECT " + q.ID + " FROM " + q.Name + " WHERE " + pending + q.Queue + " IS NULL" + limit,
+			query: q,
 		})
 	}
-	if q.RetryAfter == "" {
-		return out
+	if q := u.FarAhead(); q != "" {
+		out = append(out, unclaimableSearch{
+			why:   fmt.Sprintf("retry_after (column %q) is more than %d years ahead, a way of writing never: set it to NULL to run the row, or %s to end it", t.Raw.RetryAfter, farYears, done),
+			query: q,
+			args:  append(ofQueue[:len(ofQueue):len(ofQueue)], t.D.Time(now.AddDate(farYears, 0, 0))),
+		})
 	}
-	p := t.Params()
-	ofQueue, args := "", []any{}
-	if q.Queue != "" {
-		ofQueue = q.Queue + " = " + p.Next() + " AND "
-		args = append(args, queue)
-	}
-	far := "SELECT " + q.ID + " FROM " + q.Name + " WHERE " + pending + ofQueue + q.RetryAfter + " > " + p.Next()
-	textTimes := t.D.Caps().TimeLayout != ""
-	if textTimes {
-		far += " AND " + q.RetryAfter + " GLOB '" + sqliteLayoutGlob + "'"
-	}
-	out = append(out, unclaimableSearch{
-		why:   fmt.Sprintf("retry_after (column %q) is more than %d years ahead, a way of writing never: set it to NULL to run the row, or %s to end it", t.Raw.RetryAfter, farYears, done),
-		query: far + limit,
-		args:  append(args, t.D.Time(now.AddDate(farYears, 0, 0))),
-	})
-	if textTimes {
+	if q := u.BadLayout(); q != "" {
 		out = append(out, unclaimableSearch{
 			why: fmt.Sprintf("retry_after (column %q) is not a time in the library's layout (%s, UTC), so it compares as text and may never come due: rewrite it in that layout, or set it to NULL to run the row",
-				t.Raw.RetryAfter, dialect.SQLiteTimeLayout),
-			query: "SELECT " + q.ID + " FROM " + q.Name + " WHERE " + pending + ofQueue + q.RetryAfter + " IS NOT NULL AND (typeof(" + q.RetryAfter +
-				") <> 'text' OR " + q.RetryAfter + " NOT GLOB '" + sqliteLayoutGlob + "')" + limit,
-			args: args[:len(args):len(args)],
+				t.Raw.RetryAfter, t.D.Caps().TimeLayout),
+			query: q,
+			args:  ofQueue,
 		})
 	}
 	return out
@@ -309,28 +218,6 @@ func ReadIDs(ctx context.Context, db *sql.DB, query string, args ...any) ([]int6
 		ids = append(ids, id)
 	}
 	return ids, rows.Err()
-}
-
-// Order is the claim order: priority, retry_after, id, each where the table has it. A row never
-// delayed (retry_after NULL) comes before a delayed one that is due, on every database: MySQL,
-// MariaDB and SQLite sort NULL first by themselves; Postgres is told to.
-func (t *Table) Order(alias string) string {
-	prefix := ""
-	if alias != "" {
-		prefix = alias + "."
-	}
-	var cols []string
-	if t.Q.Priority != "" {
-		cols = append(cols, prefix+t.Q.Priority)
-	}
-	if t.Q.RetryAfter != "" {
-		col := prefix + t.Q.RetryAfter
-		if t.D.Caps().NullsLast {
-			col += " NULLS FIRST"
-		}
-		cols = append(cols, col)
-	}
-	return strings.Join(append(cols, prefix+t.Q.ID), ", ")
 }
 
 // Prepare prepares query on db for the statement named what ("claim", "ack", …). A statement

@@ -7,6 +7,7 @@ import (
 
 	"github.com/sqlinbox/inbox"
 	"github.com/sqlinbox/inbox/dialect"
+	"github.com/sqlinbox/inbox/internal/sqltext"
 	"github.com/sqlinbox/inbox/internal/stmt"
 	"github.com/sqlinbox/inbox/isolation"
 )
@@ -54,7 +55,7 @@ func TestScanOneOwnColumns(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got, want := st.Columns(""), "`id`, `attempt`, `account`, `region`"; got != want {
+	if got, want := sqltext.New(st.D.Caps(), sqltext.Table(st.Q)).Columns(""), "`id`, `attempt`, `account`, `region`"; got != want {
 		t.Fatalf("Columns = %s, want %s", got, want)
 	}
 	acme := any([]byte("acme")) // MySQL's driver returns text as bytes

@@ -1,0 +1,5 @@
+-- null-queue
+SELECT `id "x"` FROM `select ``from`` "where"` WHERE `processed "at"` IS NULL AND `group` IS NULL LIMIT 1001
+
+-- far-ahead
+SELECT `id "x"` FROM `select ``from`` "where"` WHERE `processed "at"` IS NULL AND `group` = ? AND `retry after` > ? LIMIT 1001

@@ -1,0 +1,80 @@
+package sqltext
+
+import "strconv"
+
+// textTimeGlob matches text in dialect.SQLiteTimeLayout, the layout of a timestamp stored as
+// text: SQLite's GLOB pattern.
+const textTimeGlob = "[0-9][0-9][0-9][0-9]-[0-9][0-9]-[0-9][0-9] [0-9][0-9]:[0-9][0-9]:[0-9][0-9].[0-9][0-9][0-9][0-9][0-9][0-9]"
+
+// Unclaimable builds the searches for rows of a queue that no claim takes as they stand
+// (inbox.Unclaimable). Each is a SELECT of ids over the rows a claim would consider (neither
+// processed nor dead, of the queue: the claim index's leading columns), bounded by a LIMIT of
+// limit, and each is empty where the table lacks the column it searches.
+type Unclaimable struct {
+	s     SQL
+	limit string
+}
+
+// Unclaimable returns the searches over the table, each reading at most limit ids.
+func (s SQL) Unclaimable(limit int) Unclaimable {
+	return Unclaimable{s, " LIMIT " + strconv.Itoa(limit)}
+}
+
+// NullQueue finds the rows whose queue column is NULL, which no consumer's queue matches. It
+// binds nothing.
+func (u Unclaimable) NullQueue() string {
+	t := u.s.t
+	if t.Queue == "" {
+		return ""
+	}
+	return "SELECT " + t.ID + " FROM " + t.Name + " WHERE " + u.pending() + t.Queue + " IS NULL" + u.limit
+}
+
+// FarAhead finds the rows of the queue whose retry_after lies after a time. Where timestamps
+// are text (dialect.Caps.TimeLayout) it passes over text not in the layout, which BadLayout
+// finds. It binds the queue's name (where the table has a queue column), then the time.
+func (u Unclaimable) FarAhead() string {
+	t, p := u.s.t, u.s.Params()
+	if t.RetryAfter == "" {
+		return ""
+	}
+	q := "SELECT " + t.ID + " FROM " + t.Name + " WHERE " + u.pending() + u.ofQueue(p) + t.RetryAfter + " > " + p.Next()
+	if u.s.c.TimeLayout != "" {
+		q += " AND " + t.RetryAfter + " GLOB '" + textTimeGlob + "'"
+	}
+	return q + u.limit
+}
+
+// BadLayout finds, where timestamps are text (dialect.Caps.TimeLayout: SQLite), the rows of the
+// queue whose retry_after is not text in the layout, which compares as text and may never come
+// due. It binds the queue's name (where the table has a queue column). Empty elsewhere.
+func (u Unclaimable) BadLayout() string {
+	t, p := u.s.t, u.s.Params()
+	if t.RetryAfter == "" || u.s.c.TimeLayout == "" {
+		return ""
+	}
+	return "SELECT " + t.ID + " FROM " + t.Name + " WHERE " + u.pending() + u.ofQueue(p) + t.RetryAfter + " IS NOT NULL AND (typeof(" + t.RetryAfter +
+		") <> 'text' OR " + t.RetryAfter + " NOT GLOB '" + textTimeGlob + "')" + u.limit
+}
+
+// pending is the head of a search's WHERE clause: neither processed nor dead, where the table
+// has those columns, each followed by AND.
+func (u Unclaimable) pending() string {
+	t, w := u.s.t, ""
+	if t.ProcessedAt != "" {
+		w = t.ProcessedAt + " IS NULL AND "
+	}
+	if t.DeadAt != "" {
+		w += t.DeadAt + " IS NULL AND "
+	}
+	return w
+}
+
+// ofQueue is the condition on the queue's name, followed by AND, where the table has a queue
+// column.
+func (u Unclaimable) ofQueue(p *Params) string {
+	if u.s.t.Queue == "" {
+		return ""
+	}
+	return u.s.t.Queue + " = " + p.Next() + " AND "
+}
