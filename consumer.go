@@ -46,7 +46,7 @@ func NewBatchConsumer(db *sql.DB, form BatchForm, size int, h BatchHandler, cfg 
 // Run opens the form, then claims and handles rows until ctx is done; then it stops claiming,
 // lets the handlers in work finish within Config.ShutdownTimeout, and returns nil.
 //
-// Where the form is an UnclaimableFinder, Run also searches the queue for rows that no claim
+// Where the form offers it (Plan.FindUnclaimable), Run also searches the queue for rows that no claim
 // takes (see the package documentation on claimable rows) at its start and then every ten
 // minutes, and logs them, once for as long as they stay as they are.
 //
@@ -112,8 +112,8 @@ func (c *Consumer) Run(ctx context.Context) error {
 		closeForm()
 		return err
 	}
-	if sc, ok := c.form.(SettleClaimer); ok && c.batches == nil && !plan.HoldsConnection {
-		r.settleClaimer = sc
+	if c.batches == nil && !plan.HoldsConnection {
+		r.settleAndClaim = plan.SettleAndClaim
 	}
 	r.handlerCtx, r.cancelHandlers = context.WithCancel(context.WithoutCancel(ctx))
 	defer r.cancelHandlers()
@@ -139,8 +139,8 @@ func (c *Consumer) Run(ctx context.Context) error {
 	extendDone := make(chan struct{})
 	go r.extend(ctx, extendDone)
 	unclaimableDone := make(chan struct{})
-	if f, ok := c.form.(UnclaimableFinder); ok {
-		go watchUnclaimable(ctx, f, log, unclaimableDone)
+	if plan.FindUnclaimable != nil {
+		go watchUnclaimable(ctx, plan.FindUnclaimable, log, unclaimableDone)
 	} else {
 		close(unclaimableDone)
 	}

@@ -718,7 +718,13 @@ type settleClaimForm struct {
 	fused atomic.Int32
 }
 
-func (f *settleClaimForm) SettleAndClaim(ctx context.Context, d *Delivery, o outcome.Outcome, max int) ([]*Delivery, error, error) {
+func (f *settleClaimForm) Open(ctx context.Context, db *sql.DB, q Queue) (Plan, error) {
+	plan, err := f.fakeForm.Open(ctx, db, q)
+	plan.SettleAndClaim = f.settleAndClaim
+	return plan, err
+}
+
+func (f *settleClaimForm) settleAndClaim(ctx context.Context, d *Delivery, o outcome.Outcome, max int) ([]*Delivery, error, error) {
 	f.fused.Add(1)
 	settleErr := f.Settle(ctx, d, o)
 	ds, claimErr := f.Claim(ctx, max)

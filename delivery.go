@@ -42,10 +42,7 @@ type Delivery struct {
 	// itself.
 	Tx Tx
 
-	// Hold is the claiming form's handle on the row (a transaction, a lease token, a locked
-	// connection). It belongs to the form; handlers leave it alone.
-	Hold any
-
+	hold      any // the claiming form's handle on the row (SetHold, HoldOf)
 	lent      *loan
 	decodeErr error     // why the row's data does not decode, when it does not
 	claimed   time.Time // when its claim returned, where the consumer has an Observer
@@ -60,8 +57,20 @@ type Delivery struct {
 // SetColumns is for forms: it records the values of the application's own columns of table
 // (names, as Table.Columns describes them) that the claim read with d's row, in that order,
 // for Column to read. The form shares names between deliveries; values becomes d's.
-func (d *Delivery) SetColumns(table string, names []string, values []any) {
+func SetColumns(d *Delivery, table string, names []string, values []any) {
 	d.ownTable, d.ownNames, d.ownValues = table, names, values
+}
+
+// SetHold is for forms: it records h, the claiming form's handle on d's row (a transaction, a
+// lease token, a locked connection), which HoldOf gives back when the delivery returns to the
+// form. Handlers never see it.
+func SetHold(d *Delivery, h any) { d.hold = h }
+
+// HoldOf is for forms: it returns the handle SetHold recorded on d as an H, and whether there is
+// one of that type (a delivery another form claimed has none).
+func HoldOf[H any](d *Delivery) (H, bool) {
+	h, ok := d.hold.(H)
+	return h, ok
 }
 
 // Column returns the value of the application's own column name (one of Table.Columns), read
@@ -126,7 +135,7 @@ func LendTx(tx dialect.Tx, dl dialect.Dialect, table string, ds ...*Delivery) {
 // Rollback waits for the statement running on it, which may run for as long as the handler
 // likes, so the form rolls such a transaction back in the background. Every call after the
 // first, for any delivery of the loan, returns the first call's error.
-func (d *Delivery) TakeBackTx() error {
+func TakeBackTx(d *Delivery) error {
 	if d.lent == nil {
 		return nil
 	}

@@ -90,6 +90,23 @@ type Plan struct {
 	// what the consumer's retry policy and attempt limit can do there.
 	Dialect   dialect.Dialect
 	Described Table
+
+	// The form's optional abilities, each nil where the form does not offer it for this
+	// binding.
+
+	// SettleAndClaim settles d by o, as Settle does, and claims at most max rows, as Claim does,
+	// in one transaction, where that saves a commit (the lease form on SQLite outside
+	// transactional mode: one writer commits one transaction at a time). It returns the rows
+	// claimed, the settlement's error and the claim's. A consumer of single rows calls it when a
+	// worker that settles would claim next and no other worker is waiting or settling, whose
+	// rows the separate statements would share.
+	SettleAndClaim func(ctx context.Context, d *Delivery, o outcome.Outcome, max int) (claimed []*Delivery, settleErr, claimErr error)
+	// FindUnclaimable returns each kind of unclaimable row the open form's queue has (see
+	// Unclaimable), with at least one row; none when every row can be claimed. The forms of
+	// this module offer it. A consumer searches at Run's start and then every ten minutes, and
+	// logs what it finds when that changed since its last search. Each search is a few bounded
+	// reads of their own (at most 1,001 ids each), which take no lock that a claim waits for.
+	FindUnclaimable func(ctx context.Context) ([]Unclaimable, error)
 }
 
 // BatchForm is a form that also claims rows in batches: the rows of one batch share one hold
@@ -114,15 +131,4 @@ type BatchForm interface {
 	SettleBatch(ctx context.Context, ds []*Delivery, os []outcome.Outcome) error
 	// ReleaseBatch gives the rows of one ClaimBatch back without an outcome and ends the hold.
 	ReleaseBatch(ctx context.Context, ds []*Delivery) error
-}
-
-// SettleClaimer is a form that can settle a delivery and claim the next rows in one
-// transaction, where that saves a commit (the lease form on SQLite, whose one writer commits
-// one transaction at a time). A consumer of single rows uses it when a worker that settles would
-// claim next and no other worker is waiting or settling, whose rows the separate statements
-// would share.
-type SettleClaimer interface {
-	// SettleAndClaim settles d by o, as Settle does, and claims at most max rows, as Claim
-	// does: it returns the rows claimed, the settlement's error and the claim's.
-	SettleAndClaim(ctx context.Context, d *Delivery, o outcome.Outcome, max int) (claimed []*Delivery, settleErr, claimErr error)
 }

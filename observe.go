@@ -42,7 +42,7 @@ type Claim struct {
 	// Rows is how many rows the claim took.
 	Rows int
 	// Duration is how long the claim took. A claim made in one call with a settlement (a form
-	// that is a SettleClaimer) reports the duration of both.
+	// that offers Plan.SettleAndClaim) reports the duration of both.
 	Duration time.Duration
 	// Err is the claim's error; the consumer claims again after a pause.
 	Err error
@@ -80,7 +80,7 @@ type Settlement struct {
 	// HandlerDuration is how long the handler ran (zero where no row reached it).
 	HandlerDuration time.Duration
 	// SettleDuration is how long the settlement took. A settlement made in one call with the
-	// worker's next claim (a form that is a SettleClaimer) reports the duration of both.
+	// worker's next claim (a form that offers Plan.SettleAndClaim) reports the duration of both.
 	SettleDuration time.Duration
 	// Err is nil when every outcome was applied. Otherwise no outcome was, save in a lease
 	// batch whose error is a *LeaseLostError: it names the rows left unchanged, and the others

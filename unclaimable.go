@@ -21,16 +21,6 @@ type Unclaimable struct {
 	IDs []int64
 }
 
-// UnclaimableFinder is a form that can search its queue for unclaimable rows: the forms of this
-// module are. A consumer searches at Run's start and then every ten minutes, and logs what it
-// finds when that changed since its last search. Each search is a few bounded reads of their
-// own (at most 1,001 ids each), which take no lock that a claim waits for.
-type UnclaimableFinder interface {
-	// FindUnclaimable returns each kind of unclaimable row the open form's queue has, with
-	// at least one row; none when every row can be claimed.
-	FindUnclaimable(ctx context.Context) ([]Unclaimable, error)
-}
-
 // unclaimableEvery is how long a consumer waits between searches for unclaimable rows;
 // unclaimableTimeout bounds each search.
 var (
@@ -38,10 +28,10 @@ var (
 	unclaimableTimeout = 30 * time.Second
 )
 
-// watchUnclaimable searches f's queue for unclaimable rows at once and then every
+// watchUnclaimable searches a queue with find for unclaimable rows at once and then every
 // unclaimableEvery until ctx ends, and logs each kind whose count changed since the last search
 // that succeeded: a warning for a kind found, a line at info for a kind gone.
-func watchUnclaimable(ctx context.Context, f UnclaimableFinder, log *slog.Logger, done chan<- struct{}) {
+func watchUnclaimable(ctx context.Context, find func(context.Context) ([]Unclaimable, error), log *slog.Logger, done chan<- struct{}) {
 	defer close(done)
 	reported := map[string]int{} // rows of each kind, as last logged
 	timer := time.NewTimer(0)
@@ -53,7 +43,7 @@ func watchUnclaimable(ctx context.Context, f UnclaimableFinder, log *slog.Logger
 		case <-timer.C:
 		}
 		search, cancel := context.WithTimeout(ctx, unclaimableTimeout)
-		found, err := f.FindUnclaimable(search)
+		found, err := find(search)
 		cancel()
 		timer.Reset(unclaimableEvery)
 		if err != nil {

@@ -2,6 +2,7 @@ package inbox
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"strings"
 	"sync"
@@ -28,7 +29,13 @@ type finding struct {
 	err   error
 }
 
-func (f *findingForm) FindUnclaimable(ctx context.Context) ([]Unclaimable, error) {
+func (f *findingForm) Open(ctx context.Context, db *sql.DB, q Queue) (Plan, error) {
+	plan, err := f.fakeForm.Open(ctx, db, q)
+	plan.FindUnclaimable = f.find
+	return plan, err
+}
+
+func (f *findingForm) find(ctx context.Context) ([]Unclaimable, error) {
 	f.mu.Lock()
 	f.searching = true
 	next := f.script[min(f.searches, len(f.script)-1)]
@@ -101,7 +108,7 @@ func TestUnclaimableRowsAreLoggedOnceUntilTheyChange(t *testing.T) {
 	}
 }
 
-// TestFormsWithoutUnclaimableSearchesRunAsBefore: a form that is no UnclaimableFinder is driven
+// TestFormsWithoutUnclaimableSearchesRunAsBefore: a form whose plan offers no FindUnclaimable is driven
 // as ever, and nothing is said of unclaimable rows.
 func TestFormsWithoutUnclaimableSearchesRunAsBefore(t *testing.T) {
 	f := newFakeForm("jobs", 1, 2)

@@ -256,7 +256,7 @@ func (f *Form[D]) Open(ctx context.Context, db *sql.DB, q inbox.Queue) (inbox.Pl
 	f.t, f.s = st, s
 	f.held = map[*hold]struct{}{}
 	f.mu.Unlock()
-	return inbox.Plan{Table: f.table.Name, Form: "advisory", HoldsConnection: true, Dialect: f.d, Described: f.table}, nil
+	return inbox.Plan{Table: f.table.Name, Form: "advisory", HoldsConnection: true, Dialect: f.d, Described: f.table, FindUnclaimable: f.FindUnclaimable}, nil
 }
 
 // checkHashTextExtended refuses a Postgres server older than 11, which lacks hashtextextended.
@@ -440,7 +440,7 @@ func (f *Form[D]) FindUnclaimable(ctx context.Context) ([]inbox.Unclaimable, err
 // batch, which holds all of the batch's rows. It fails with inbox.ErrClosed when the hold has
 // already ended.
 func (f *Form[D]) Extend(ctx context.Context, d *inbox.Delivery) error {
-	h, _ := d.Hold.(*hold)
+	h, _ := inbox.HoldOf[*hold](d)
 	f.mu.Lock()
 	_, ok := f.held[h]
 	f.mu.Unlock()
@@ -545,7 +545,7 @@ func (f *Form[D]) Release(ctx context.Context, d *inbox.Delivery) error {
 func (h *hold) takeBack() error {
 	var first error
 	for _, d := range h.ds {
-		if err := d.TakeBackTx(); err != nil && first == nil {
+		if err := inbox.TakeBackTx(d); err != nil && first == nil {
 			first = err
 		}
 	}
@@ -578,7 +578,7 @@ func (f *Form[D]) giveBack(ctx context.Context, h *hold) {
 
 // begin takes d's hold out of the held set for its settlement or release, counted in flight.
 func (f *Form[D]) begin(d *inbox.Delivery) (*hold, error) {
-	h, _ := d.Hold.(*hold)
+	h, _ := inbox.HoldOf[*hold](d)
 	if h != nil && h.batch {
 		return nil, fmt.Errorf("inbox: table %q, row %d: the delivery belongs to a batch of %d rows, which share one hold: settle it with SettleBatch or give it back with ReleaseBatch, together with the rest of its batch; nothing changed", f.table.Name, d.ID, len(h.ds))
 	}

@@ -106,7 +106,7 @@ func (f *Form[D]) ClaimBatch(ctx context.Context, max int) ([]*inbox.Delivery, e
 // that Close gives it back; if the form closed during the claim, it gives h back instead.
 func (f *Form[D]) keep(ctx context.Context, h *hold) error {
 	for _, d := range h.ds {
-		d.Hold = h
+		inbox.SetHold(d, h)
 	}
 	if h.tx != nil {
 		inbox.LendTx(h.tx, f.d, f.table.Name, h.ds...)
@@ -315,12 +315,12 @@ func (f *Form[D]) beginBatch(ds []*inbox.Delivery) (*hold, error) {
 	if len(ds) == 0 {
 		return nil, nil
 	}
-	h, _ := ds[0].Hold.(*hold)
+	h, _ := inbox.HoldOf[*hold](ds[0])
 	if h != nil && !h.batch {
 		return nil, fmt.Errorf("inbox: table %q, row %d: the delivery was claimed alone, not in a batch: settle it with Settle or give it back with Release; nothing changed", f.table.Name, ds[0].ID)
 	}
 	for _, d := range ds[1:] {
-		if d.Hold != ds[0].Hold {
+		if dh, _ := inbox.HoldOf[*hold](d); dh != h {
 			return nil, fmt.Errorf("inbox: table %q: rows %d and %d are of different claims: settle or give back each batch on its own; nothing changed", f.table.Name, ds[0].ID, d.ID)
 		}
 	}

@@ -59,9 +59,10 @@ func TestLeaseBatchOutcomes(t *testing.T) {
 			}
 			f := leaseForm(t, b, db, tbl, nil, inbox.Queue{})
 			ds := leaseClaimBatch(t, f, 16, 6)
+			batch, _ := inbox.HoldOf[any](ds[0])
 			for _, d := range ds {
-				if d.Attempt != 1 || d.Hold != ds[0].Hold {
-					t.Fatalf("row %d: attempt %d, hold shared %v; want attempt 1 and one hold for the batch", d.ID, d.Attempt, d.Hold == ds[0].Hold)
+				if h, _ := inbox.HoldOf[any](d); d.Attempt != 1 || h != batch {
+					t.Fatalf("row %d: attempt %d, hold shared %v; want attempt 1 and one hold for the batch", d.ID, d.Attempt, h == batch)
 				}
 			}
 			if err := f.Settle(ctx, ds[0], outcome.Ack()); err == nil {

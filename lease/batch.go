@@ -34,7 +34,7 @@ func (f *Form[D]) ClaimBatch(ctx context.Context, max int) ([]*inbox.Delivery, e
 	h := &hold{token: token, batch: make([]int64, len(ds)), size: max}
 	for i, d := range ds {
 		h.batch[i] = d.ID
-		d.Hold = h
+		inbox.SetHold(d, h)
 	}
 	b.holdsMu.Lock()
 	b.holds[h] = ds[0].ID
@@ -371,7 +371,8 @@ func (f *Form[D]) lockBatch(ds []*inbox.Delivery) (*binding, *hold, func(), erro
 	}
 	ok := h.batch != nil && len(ds) == len(h.batch)
 	for i, d := range ds {
-		ok = ok && d.Hold == h && d.ID == h.batch[i]
+		dh, _ := inbox.HoldOf[*hold](d)
+		ok = ok && dh == h && d.ID == h.batch[i]
 	}
 	if !ok {
 		unlock()

@@ -49,7 +49,7 @@ func (f *Form[D]) keepRows(ctx context.Context, b *binding, ds []*inbox.Delivery
 	b.holdsMu.Lock()
 	for i, d := range ds {
 		holds[i] = &hold{token: token}
-		d.Hold = holds[i]
+		inbox.SetHold(d, holds[i])
 		b.holds[holds[i]] = d.ID
 	}
 	b.holdsMu.Unlock()

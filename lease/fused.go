@@ -7,14 +7,12 @@ import (
 	"time"
 
 	"github.com/sqlinbox/inbox"
-	"github.com/sqlinbox/inbox/dialect"
 	"github.com/sqlinbox/inbox/outcome"
 )
 
-var _ inbox.SettleClaimer = (*Form[dialect.Dialect])(nil)
-
-// SettleAndClaim settles d by o, as Settle does, and claims at most max rows, as Claim does. On
-// SQLite, outside transactional mode, both run in one transaction, so that a worker that
+// SettleAndClaim settles d by o, as Settle does, and claims at most max rows, as Claim does: the
+// form's inbox.Plan.SettleAndClaim where the database has one writer and the binding is not
+// transactional. On SQLite, outside transactional mode, both run in one transaction, so that a worker that
 // settles a row and claims the next pays for one commit, not two (SQLite commits one writer at
 // a time, so a lone worker's rate is its commits'). If that transaction fails, the settlement
 // and the claim run apart, as they would otherwise. Elsewhere they always run apart.

@@ -258,7 +258,7 @@ func (f *Form[D]) Open(ctx context.Context, db *sql.DB, q inbox.Queue) (inbox.Pl
 		b.retries = newMerger(b, "retry", outcome.KindRetry, b.retry, func() []any { return nil })
 	}
 	f.b = b
-	return inbox.Plan{
+	plan := inbox.Plan{
 		Table:           f.t.Name,
 		Form:            "lease",
 		ExtendEvery:     lease / 2,
@@ -267,7 +267,12 @@ func (f *Form[D]) Open(ctx context.Context, db *sql.DB, q inbox.Queue) (inbox.Pl
 		SerialClaims:    caps.OneWriter,
 		Dialect:         f.d,
 		Described:       f.t,
-	}, nil
+		FindUnclaimable: f.FindUnclaimable,
+	}
+	if caps.OneWriter && !q.Transactional {
+		plan.SettleAndClaim = f.SettleAndClaim
+	}
+	return plan, nil
 }
 
 // prepare prepares every statement the binding runs; a failure names the statement and wraps

@@ -323,7 +323,7 @@ func (b *binding) takeBack(h *hold) error {
 	if h.lent == nil {
 		return nil
 	}
-	err := h.lent.TakeBackTx()
+	err := inbox.TakeBackTx(h.lent)
 	if tx := h.tx; tx != nil && errors.Is(err, inbox.ErrTransactionHeld) {
 		h.tx, h.txToken = nil, time.Time{}
 		table, id := b.st.Raw.Name, h.lent.ID
@@ -431,7 +431,7 @@ func (f *Form[D]) holdOf(d *inbox.Delivery) (*binding, *hold, error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	h, ok := d.Hold.(*hold)
+	h, ok := inbox.HoldOf[*hold](d)
 	if !ok {
 		return nil, nil, fmt.Errorf("inbox: table %q, row %d: the delivery was not claimed by this lease form", f.t.Name, d.ID)
 	}

@@ -329,7 +329,7 @@ func (f *Form[D]) ReleaseBatch(_ context.Context, ds []*inbox.Delivery) error {
 // ReleaseBatch and Close ends it. ds must be the whole batch, as ClaimBatch returned it (in any
 // order); anything else is refused and leaves the hold as it was.
 func (f *Form[D]) takeBatch(ds []*inbox.Delivery) (*hold, error) {
-	h, _ := ds[0].Hold.(*hold)
+	h, _ := inbox.HoldOf[*hold](ds[0])
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if _, ok := f.holds[h]; !ok {
@@ -341,7 +341,7 @@ func (f *Form[D]) takeBatch(ds []*inbox.Delivery) (*hold, error) {
 	whole := len(ds) == len(h.ds)
 	seen := make(map[*inbox.Delivery]bool, len(ds))
 	for _, d := range ds {
-		if d.Hold != h || seen[d] {
+		if dh, _ := inbox.HoldOf[*hold](d); dh != h || seen[d] {
 			whole = false
 			break
 		}

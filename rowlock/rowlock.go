@@ -198,7 +198,7 @@ func (f *Form[D]) Open(ctx context.Context, db *sql.DB, q inbox.Queue) (inbox.Pl
 	f.batchClaims = map[int]*sql.Stmt{}
 	f.batchSettles = map[settleKey]*sql.Stmt{}
 	f.open = true
-	return inbox.Plan{Table: f.t.Name, Form: "rowlock", HoldsConnection: true, Dialect: f.d, Described: f.t}, nil
+	return inbox.Plan{Table: f.t.Name, Form: "rowlock", HoldsConnection: true, Dialect: f.d, Described: f.t, FindUnclaimable: f.FindUnclaimable}, nil
 }
 
 // prepare prepares the form's statements, as r writes them, on db, or none of them.
@@ -372,7 +372,7 @@ func (f *Form[D]) claimTx(ctx context.Context, claim *sql.Stmt, batch bool) ([]*
 
 	h := &hold{tx: tx, cancel: cancel, ds: ds, batch: batch}
 	for _, d := range ds {
-		d.Hold = h
+		inbox.SetHold(d, h)
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -408,7 +408,7 @@ func isBack(ds []*inbox.Delivery) string {
 // take removes d's hold from the form, so that exactly one of Settle, Release and Close ends it.
 // A delivery of a batch is refused and stays held: its batch settles whole.
 func (f *Form[D]) take(d *inbox.Delivery) (*hold, error) {
-	h, _ := d.Hold.(*hold)
+	h, _ := inbox.HoldOf[*hold](d)
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if _, ok := f.holds[h]; !ok {
@@ -426,7 +426,7 @@ func (f *Form[D]) take(d *inbox.Delivery) (*hold, error) {
 func (h *hold) takeBack() error {
 	var first error
 	for _, d := range h.ds {
-		if err := d.TakeBackTx(); err != nil && first == nil {
+		if err := inbox.TakeBackTx(d); err != nil && first == nil {
 			first = err
 		}
 	}

@@ -125,8 +125,9 @@ func TestAdvisoryBatchSequence(t *testing.T) {
 			if got := fmt.Sprint(advisoryBatchIDs(ds)); got != "[7 8 9 10 11 12]" {
 				t.Fatalf("claimed %s, want rows 7 to 12 (row 13 is beyond the batch)", got)
 			}
+			first, _ := inbox.HoldOf[any](ds[0])
 			for _, dv := range ds {
-				if dv.Hold != ds[0].Hold || dv.Attempt != 2 || dv.Tx != nil {
+				if h, _ := inbox.HoldOf[any](dv); h != first || dv.Attempt != 2 || dv.Tx != nil {
 					t.Fatalf("delivery %+v: want one hold for the batch, the take's attempt, no transaction", dv)
 				}
 			}

@@ -233,6 +233,13 @@ func TestLeaseSequence(t *testing.T) {
 				t.Fatal(err)
 			}
 			want := inbox.Plan{Table: "jobs", Form: "lease", ExtendEvery: 15 * time.Second, SerialClaims: c.name == "sqlite", Dialect: c.d, Described: leaseJobs}
+			if plan.FindUnclaimable == nil {
+				t.Error("the plan offers no search for unclaimable rows")
+			}
+			if fused := plan.SettleAndClaim != nil; fused != (c.name == "sqlite") {
+				t.Errorf("the plan offers SettleAndClaim: %v; want it on SQLite only", fused)
+			}
+			plan.FindUnclaimable, plan.SettleAndClaim = nil, nil
 			if !reflect.DeepEqual(plan, want) {
 				t.Errorf("plan %+v, want %+v", plan, want)
 			}

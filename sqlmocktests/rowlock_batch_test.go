@@ -200,11 +200,12 @@ func TestRowlockBatchSettles(t *testing.T) {
 				rowlockOpen(t, m, f, inbox.Queue{Name: rowlockQueue, Transactional: c.transactional})
 				for range 2 {
 					ds := rowlockClaimBatch(t, f, 8, 7)
+					first, _ := inbox.HoldOf[any](ds[0])
 					for i, d := range ds {
 						if d.ID != int64(i+1) || d.Attempt != i+1 || d.Queue != rowlockQueue {
 							t.Fatalf("delivery %d = %+v; want id %d, attempt %d (read %d, plus this delivery), group %s", i, d, i+1, i+1, i, rowlockQueue)
 						}
-						if d.Hold != ds[0].Hold {
+						if h, _ := inbox.HoldOf[any](d); h != first {
 							t.Fatalf("delivery %d has a hold of its own; a batch shares one", i)
 						}
 						if (d.Tx != nil) != c.transactional {

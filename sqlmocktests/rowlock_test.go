@@ -138,15 +138,16 @@ func rowlockExpectClaimMinimal(m *recorder, dc rowlockDialect, id int64) {
 		WillReturnRows(sqlmock.NewRows([]string{"id", "payload"}).AddRow(id, []byte("hello")))
 }
 
-func rowlockOpen(t *testing.T, m *recorder, f inbox.Form, q inbox.Queue) {
+func rowlockOpen(t *testing.T, m *recorder, f inbox.Form, q inbox.Queue) inbox.Plan {
 	t.Helper()
 	plan, err := f.Open(context.Background(), m.db, q)
 	if err != nil {
 		t.Fatalf("Open: %v", err)
 	}
-	if plan.Table != "jobs" || !plan.HoldsConnection || plan.ExtendEvery != 0 || plan.SerialClaims {
-		t.Fatalf("plan = %+v; want table jobs, holding a connection, no extension, parallel claims", plan)
+	if plan.Table != "jobs" || !plan.HoldsConnection || plan.ExtendEvery != 0 || plan.SerialClaims || plan.SettleAndClaim != nil || plan.FindUnclaimable == nil {
+		t.Fatalf("plan = %+v; want table jobs, holding a connection, no extension, parallel claims, a search for unclaimable rows and no settle-and-claim", plan)
 	}
+	return plan
 }
 
 func rowlockClaimOne(t *testing.T, f inbox.Form) *inbox.Delivery {
@@ -844,10 +845,7 @@ func TestRowlockConsumerPanic(t *testing.T) {
 					}
 					panic("handler bug")
 				})
-				// The form is wrapped to hide its search for unclaimable rows, whose reads run
-				// beside the claims in no fixed order (TestUnclaimableSearchesAreBoundedReads pins
-				// them).
-				form := struct{ inbox.Form }{dc.form(tbl)}
+				form := withoutSearch{dc.form(tbl)}
 				cfg := &inbox.Config{Queue: rowlockQueue, Transactional: true, PollInterval: time.Hour, ShutdownTimeout: time.Second}
 				if !full {
 					cfg.Retry = inbox.RetryAtOnce // the minimal table has no retry_after column
@@ -1025,4 +1023,14 @@ func rowlockNextDue(dc rowlockDialect) string {
 		return `SELECT MIN("retry_after") FROM "jobs" WHERE "processed_at" IS NULL AND "retry_after" > $1 AND "grp" = $2`
 	}
 	return "SELECT MIN(`retry_after`) FROM `jobs` WHERE `processed_at` IS NULL AND `retry_after` > ? AND `grp` = ?"
+}
+
+// withoutSearch is a form whose plan offers no search for unclaimable rows, whose reads run
+// beside the claims in no fixed order (TestUnclaimableSearchesAreBoundedReads pins them).
+type withoutSearch struct{ inbox.Form }
+
+func (f withoutSearch) Open(ctx context.Context, db *sql.DB, q inbox.Queue) (inbox.Plan, error) {
+	plan, err := f.Form.Open(ctx, db, q)
+	plan.FindUnclaimable = nil
+	return plan, err
 }

@@ -39,7 +39,7 @@ func TestUnclaimableSearchesAreBoundedReads(t *testing.T) {
 			m := newRecorder(t, 1)
 			rowlockExpectOpen(m, dc, dc.full)
 			f := dc.form(rowlockFullTable)
-			rowlockOpen(t, m, f, inbox.Queue{Name: rowlockQueue})
+			plan := rowlockOpen(t, m, f, inbox.Queue{Name: rowlockQueue})
 			defer f.Close()
 			nullGroup := `SELECT "id" FROM "jobs" WHERE "processed_at" IS NULL AND "grp" IS NULL LIMIT 1001`
 			far := `SELECT "id" FROM "jobs" WHERE "processed_at" IS NULL AND "grp" = $1 AND "retry_after" > $2 LIMIT 1001`
@@ -50,7 +50,7 @@ func TestUnclaimableSearchesAreBoundedReads(t *testing.T) {
 			m.mock.ExpectQuery(nullGroup).WithoutArgs().WillReturnRows(idRows(many...))
 			m.mock.ExpectQuery(far).WithArgs(rowlockQueue, rowlockTimeNear{time.Now().AddDate(100, 0, 0)}).WillReturnRows(idRows(4, 3))
 
-			found, err := f.(inbox.UnclaimableFinder).FindUnclaimable(context.Background())
+			found, err := plan.FindUnclaimable(context.Background())
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -71,7 +71,8 @@ func TestUnclaimableSearchesAreBoundedReads(t *testing.T) {
 		m := newRecorder(t, 1)
 		expectOpen(m, c, c.jobs, "jobs")
 		f := lease.New(c.d, leaseJobs, nil)
-		if _, err := f.Open(context.Background(), m.db, inbox.Queue{}); err != nil {
+		plan, err := f.Open(context.Background(), m.db, inbox.Queue{})
+		if err != nil {
 			t.Fatal(err)
 		}
 		defer f.Close()
@@ -79,7 +80,7 @@ func TestUnclaimableSearchesAreBoundedReads(t *testing.T) {
 		layout := "SELECT `id` FROM `jobs` WHERE `retry_after` IS NOT NULL AND (typeof(`retry_after`) <> 'text' OR `retry_after` NOT GLOB " + layoutGlob + ") LIMIT 1001"
 		m.mock.ExpectQuery(far).WithArgs(leaseTime{want: time.Now().AddDate(100, 0, 0)}).WillReturnRows(idRows())
 		m.mock.ExpectQuery(layout).WithoutArgs().WillReturnRows(idRows(8))
-		found, err := f.FindUnclaimable(context.Background())
+		found, err := plan.FindUnclaimable(context.Background())
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -2,6 +2,7 @@ package harness
 
 import (
 	"context"
+	"database/sql"
 	"fmt"
 	"log/slog"
 	"os"
@@ -71,12 +72,7 @@ func (c Consumer) Build(t *Target) (Runner, error) {
 	cfg := &inbox.Config{Workers: c.Workers, PollInterval: c.Poll, Queue: c.Queue, Logger: logger, Retry: inbox.RetryAtOnce}
 	if c.Batch <= 1 {
 		if c.counts != nil {
-			counted := &countedForm{f, c.counts}
-			if sc, ok := f.(inbox.SettleClaimer); ok {
-				f = &countedSettleClaimForm{counted, sc}
-			} else {
-				f = counted
-			}
+			f = &countedForm{f, c.counts}
 		}
 		return inbox.NewConsumer(t.DB, f, inbox.HandlerFunc(func(ctx context.Context, d *inbox.Delivery) outcome.Outcome {
 			handle(d.Payload)
@@ -127,21 +123,21 @@ func (f *countedForm) Claim(ctx context.Context, max int) ([]*inbox.Delivery, er
 	return ds, err
 }
 
+// Open counts the claims and settlements of the form's settle-and-claim too, where it offers one.
+func (f *countedForm) Open(ctx context.Context, db *sql.DB, q inbox.Queue) (inbox.Plan, error) {
+	plan, err := f.Form.Open(ctx, db, q)
+	if sc := plan.SettleAndClaim; sc != nil {
+		plan.SettleAndClaim = func(ctx context.Context, d *inbox.Delivery, o outcome.Outcome, max int) ([]*inbox.Delivery, error, error) {
+			ds, settleErr, claimErr := sc(ctx, d, o, max)
+			f.counts.claimed(len(ds), claimErr)
+			return ds, f.counts.settledRows(1, settleErr), claimErr
+		}
+	}
+	return plan, err
+}
+
 func (f *countedForm) Settle(ctx context.Context, d *inbox.Delivery, o outcome.Outcome) error {
 	return f.counts.settledRows(1, f.Form.Settle(ctx, d, o))
-}
-
-// countedSettleClaimForm is countedForm over a form that settles a row and claims the next in
-// one call (inbox.SettleClaimer), which the consumer would not see through countedForm.
-type countedSettleClaimForm struct {
-	*countedForm
-	sc inbox.SettleClaimer
-}
-
-func (f *countedSettleClaimForm) SettleAndClaim(ctx context.Context, d *inbox.Delivery, o outcome.Outcome, max int) ([]*inbox.Delivery, error, error) {
-	ds, settleErr, claimErr := f.sc.SettleAndClaim(ctx, d, o, max)
-	f.counts.claimed(len(ds), claimErr)
-	return ds, f.counts.settledRows(1, settleErr), claimErr
 }
 
 // countedBatchForm counts the claims and settlements of a batch consumer.

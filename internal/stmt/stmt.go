@@ -93,7 +93,7 @@ func (t *Table) ScanOne(scan func(...any) error) (*inbox.Delivery, error) {
 		return nil, err
 	}
 	if len(vals) > 0 {
-		d.SetColumns(t.Raw.Name, t.Raw.Columns, vals)
+		inbox.SetColumns(d, t.Raw.Name, t.Raw.Columns, vals)
 	}
 	d.Attempt = int(attempt.Int64)
 	d.Queue = group.String
