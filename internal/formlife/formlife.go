@@ -1,7 +1,6 @@
-// Package formlife is the life of a form between Open and Close, the one shape the row lock,
-// advisory and lease forms share: one binding at a time, calls admitted only while it stands,
-// the holds in work that Close gives back, and Close waiting for the calls in flight before the
-// form frees what they use.
+// Package formlife is the life of a form (inbox.Form) between Open and Close: one binding at a
+// time, calls admitted only while it stands, the holds in work that Close gives back, and Close
+// waiting for the calls in flight before the form frees what they use.
 //
 // A form keeps its own binding (the database, the queue, its statements) in fields of its own:
 // Open's bind writes them before the form opens, and Close's free after every call has left, so
@@ -102,10 +101,10 @@ func (l *Life[H]) Kept(h H) bool {
 
 // Take admits a call that ends the hold h (a settlement, a release), so that exactly one of
 // those calls and Close ends it. While the form is open and keeps h it runs check (nil: none),
-// under the lock, and unless check refuses, forgets h and admits the call, which Leave ends.
-// It reports whether the form kept h, and returns the closed error on a form that is not open,
-// or check's refusal, which leaves h kept and the call not admitted. It allocates nothing but
-// what check does.
+// under the lock, where it may read the binding, and unless check refuses, forgets h and admits
+// the call, which Leave ends. It reports whether the form kept h, and returns the closed error
+// on a form that is not open, or check's refusal, which leaves h kept and the call not
+// admitted. It allocates nothing but what check does.
 func (l *Life[H]) Take(h H, check func() error) (kept bool, err error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
