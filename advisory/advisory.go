@@ -66,11 +66,11 @@ import (
 	"log/slog"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/sqlinbox/inbox"
 	"github.com/sqlinbox/inbox/dialect"
+	"github.com/sqlinbox/inbox/internal/formlife"
 	"github.com/sqlinbox/inbox/internal/schema"
 	"github.com/sqlinbox/inbox/internal/sentinel"
 	"github.com/sqlinbox/inbox/internal/sqltext"
@@ -101,20 +101,18 @@ type Form[D Dialect] struct {
 	table    inbox.Table // as described: for messages, and the roles it names
 	template string      // the key template, Config.Key or its default; Open parses it
 
-	life sync.Mutex // serialises Open and Close
+	// life admits calls between Open and Close and keeps the holds in work, not yet settling,
+	// which Close gives back before it frees the statements.
+	life *formlife.Life[*hold]
 
-	mu         sync.Mutex // guards the fields below
-	open       bool
+	// Set by Open before it opens the form; read by the calls it admits. Close frees the
+	// candidate select once no call uses it.
 	db         *sql.DB
 	q          inbox.Queue
 	log        *slog.Logger
 	candidates *sql.Stmt
-	held       map[*hold]struct{} // deliveries in work, not yet settling
-	busy       sync.WaitGroup     // claims and settlements in flight
-
-	// Set by Open before it opens the form; read by the claims and settlements it admits.
-	t *stmt.Table
-	s statements
+	t          *stmt.Table
+	s          statements
 }
 
 // statements is the text of the form's statements over its table, as internal/sqltext writes
@@ -166,7 +164,8 @@ func New[D Dialect](d D, t inbox.Table, cfg *Config) *Form[D] {
 	if cfg != nil && cfg.Key != "" {
 		key = cfg.Key
 	}
-	return &Form[D]{d: d, table: t, template: key}
+	closed := fmt.Errorf("%w: the advisory form over table %q is not open", inbox.ErrClosed, t.Name)
+	return &Form[D]{d: d, table: t, template: key, life: formlife.New[*hold](closed)}
 }
 
 // defaultKey is Config.Key's default for table t: "<table>-{<id>}".
@@ -188,49 +187,52 @@ func defaultKey(t inbox.Table) string {
 // every statement the form runs, prepared on the server. A missing table or column, including
 // one the key names, or a column whose type breaks its role, fails with inbox.ErrSchema.
 func (f *Form[D]) Open(ctx context.Context, db *sql.DB, q inbox.Queue) (inbox.Plan, error) {
-	f.life.Lock()
-	defer f.life.Unlock()
-	f.mu.Lock()
-	open := f.open
-	f.mu.Unlock()
-	if open {
-		return inbox.Plan{}, fmt.Errorf("%w: the advisory form over table %q is already open: build one form per consumer", inbox.ErrAlreadyConsuming, f.table.Name)
+	already := func() error {
+		return fmt.Errorf("%w: the advisory form over table %q is already open: build one form per consumer", inbox.ErrAlreadyConsuming, f.table.Name)
 	}
+	if err := f.life.Open(already, func() error { return f.bind(ctx, db, q) }); err != nil {
+		return inbox.Plan{}, err
+	}
+	return inbox.Plan{Table: f.table.Name, Form: "advisory", HoldsConnection: true, Dialect: f.d, Described: f.table, FindUnclaimable: f.FindUnclaimable}, nil
+}
+
+// bind checks the form against db and binds it to q, as Open says.
+func (f *Form[D]) bind(ctx context.Context, db *sql.DB, q inbox.Queue) error {
 	st, err := stmt.New(f.d, f.table)
 	if err != nil {
-		return inbox.Plan{}, err
+		return err
 	}
 	key, err := parseKey(f.d, f.table.Name, f.template)
 	if err != nil {
-		return inbox.Plan{}, err
+		return err
 	}
 	if err := f.d.Allows(dialect.AdvisoryForm); err != nil {
-		return inbox.Plan{}, fmt.Errorf("table %q, queue %q: %w", f.table.Name, q.Name, err)
+		return fmt.Errorf("table %q, queue %q: %w", f.table.Name, q.Name, err)
 	}
 	a := sqltext.New(f.d.Caps(), sqltext.Table(st.Q)).Advisory(key)
 	if err := f.d.CheckServer(ctx, db); err != nil {
-		return inbox.Plan{}, fmt.Errorf("table %q, queue %q: %w", f.table.Name, q.Name, err)
+		return fmt.Errorf("table %q, queue %q: %w", f.table.Name, q.Name, err)
 	}
 	if err := dialect.CheckGalera(ctx, f.d, db, dialect.AdvisoryForm); err != nil {
-		return inbox.Plan{}, fmt.Errorf("table %q, queue %q: %w", f.table.Name, q.Name, err)
+		return fmt.Errorf("table %q, queue %q: %w", f.table.Name, q.Name, err)
 	}
 	if f.d.Caps().Locks == dialect.HashedLocks {
 		// Hashed locks hash each key with hashtextextended, which Postgres has since 11.
 		if err := checkHashTextExtended(ctx, db); err != nil {
-			return inbox.Plan{}, fmt.Errorf("table %q, queue %q: %w", f.table.Name, q.Name, err)
+			return fmt.Errorf("table %q, queue %q: %w", f.table.Name, q.Name, err)
 		}
 	}
 	if err := schema.Verify(ctx, db, f.d, f.table, ""); err != nil {
-		return inbox.Plan{}, err
+		return err
 	}
 	keyCheck, err := st.Prepare(ctx, db, fmt.Sprintf("key template %q (the table must have every column it names)", f.template), a.KeyCheck())
 	if err != nil {
-		return inbox.Plan{}, err
+		return err
 	}
 	keyCheck.Close()
 	candidates, err := st.Prepare(ctx, db, "candidates", a.Candidates())
 	if err != nil {
-		return inbox.Plan{}, err
+		return err
 	}
 	// The other statements run by their text on a pinned connection: prepared here only to
 	// check them against the table.
@@ -243,7 +245,7 @@ func (f *Form[D]) Open(ctx context.Context, db *sql.DB, q inbox.Queue) (inbox.Pl
 		p, err := st.Prepare(ctx, db, n[0], n[1])
 		if err != nil {
 			candidates.Close()
-			return inbox.Plan{}, err
+			return err
 		}
 		p.Close()
 	}
@@ -251,12 +253,9 @@ func (f *Form[D]) Open(ctx context.Context, db *sql.DB, q inbox.Queue) (inbox.Pl
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	f.mu.Lock()
-	f.open, f.db, f.q, f.log, f.candidates = true, db, q, log, candidates
+	f.db, f.q, f.log, f.candidates = db, q, log, candidates
 	f.t, f.s = st, s
-	f.held = map[*hold]struct{}{}
-	f.mu.Unlock()
-	return inbox.Plan{Table: f.table.Name, Form: "advisory", HoldsConnection: true, Dialect: f.d, Described: f.table, FindUnclaimable: f.FindUnclaimable}, nil
+	return nil
 }
 
 // checkHashTextExtended refuses a Postgres server older than 11, which lacks hashtextextended.
@@ -268,17 +267,6 @@ func checkHashTextExtended(ctx context.Context, db *sql.DB) error {
 	if n, _ := strconv.Atoi(num); n < 110000 {
 		return fmt.Errorf("%w: Postgres %s; the advisory form needs 11 or later (hashtextextended): upgrade the server, or take the row lock or lease form", inbox.ErrServerTooOld, num)
 	}
-	return nil
-}
-
-// enter counts a claim or settlement in flight, unless the form is not open.
-func (f *Form[D]) enter() error {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if !f.open {
-		return fmt.Errorf("%w: the advisory form over table %q is not open", inbox.ErrClosed, f.table.Name)
-	}
-	f.busy.Add(1)
 	return nil
 }
 
@@ -295,10 +283,10 @@ func (f *Form[D]) Claim(ctx context.Context, max int) ([]*inbox.Delivery, error)
 	if max <= 0 {
 		return nil, nil
 	}
-	if err := f.enter(); err != nil {
+	if err := f.life.Enter(); err != nil {
 		return nil, err
 	}
-	defer f.busy.Done()
+	defer f.life.Leave()
 
 	now := f.d.Time(f.q.Now())
 	cands, err := f.selectCandidates(ctx, now, max+candidateSlack)
@@ -426,25 +414,18 @@ func (f *Form[D]) takeRow(ctx context.Context, conn *sql.Conn, c candidate, now 
 // FindUnclaimable searches the queue for rows that no claim takes as they stand (see
 // inbox.Unclaimable), with reads of their own that lock nothing.
 func (f *Form[D]) FindUnclaimable(ctx context.Context) ([]inbox.Unclaimable, error) {
-	if err := f.enter(); err != nil {
+	if err := f.life.Enter(); err != nil {
 		return nil, err
 	}
-	defer f.busy.Done()
-	f.mu.Lock()
-	db, queue := f.db, f.q.Name
-	f.mu.Unlock()
-	return f.t.FindUnclaimable(ctx, db, queue, f.q.Now())
+	defer f.life.Leave()
+	return f.t.FindUnclaimable(ctx, f.db, f.q.Name, f.q.Now())
 }
 
 // Extend does nothing: a lock holds for as long as its session. d may be any delivery of a
 // batch, which holds all of the batch's rows. It fails with inbox.ErrClosed when the hold has
 // already ended.
 func (f *Form[D]) Extend(ctx context.Context, d *inbox.Delivery) error {
-	h, _ := inbox.HoldOf[*hold](d)
-	f.mu.Lock()
-	_, ok := f.held[h]
-	f.mu.Unlock()
-	if !ok {
+	if h, _ := inbox.HoldOf[*hold](d); !f.life.Kept(h) {
 		return f.ended(d)
 	}
 	return nil
@@ -467,7 +448,7 @@ func (f *Form[D]) Settle(ctx context.Context, d *inbox.Delivery, o outcome.Outco
 	if err != nil {
 		return err
 	}
-	defer f.busy.Done()
+	defer f.life.Leave()
 	if h.tx != nil {
 		if err := h.takeBack(); err != nil {
 			f.giveBack(ctx, h)
@@ -535,7 +516,7 @@ func (f *Form[D]) Release(ctx context.Context, d *inbox.Delivery) error {
 	if err != nil {
 		return err
 	}
-	defer f.busy.Done()
+	defer f.life.Leave()
 	f.giveBack(ctx, h)
 	return nil
 }
@@ -557,18 +538,16 @@ func (h *hold) takeBack() error {
 // rolled back, and the locks released, once that statement is done, without waiting for it
 // here: database/sql's Rollback waits for it, and the handler may run it for as long as it
 // likes (a handler abandoned at shutdown, a goroutine it left behind). Such a give-back is
-// counted in f.busy, so Close waits for it.
+// counted among the calls in flight (formlife.Life.Go), so Close waits for it.
 func (f *Form[D]) giveBack(ctx context.Context, h *hold) {
 	if h.tx != nil && errors.Is(h.takeBack(), inbox.ErrTransactionHeld) {
-		f.busy.Add(1)
-		go func() {
-			defer f.busy.Done()
+		f.life.Go(func() {
 			if f.rollback(h) {
 				ctx, cancel := context.WithTimeout(context.Background(), closeTimeout)
 				defer cancel()
 				f.unlock(ctx, h)
 			}
-		}()
+		})
 		return
 	}
 	if h.tx == nil || f.rollback(h) {
@@ -576,19 +555,17 @@ func (f *Form[D]) giveBack(ctx context.Context, h *hold) {
 	}
 }
 
-// begin takes d's hold out of the held set for its settlement or release, counted in flight.
+// begin takes d's hold from the form for its settlement or release, so that exactly one of
+// them and Close ends it, and admits the call, which the caller ends with f.life.Leave.
 func (f *Form[D]) begin(d *inbox.Delivery) (*hold, error) {
 	h, _ := inbox.HoldOf[*hold](d)
 	if h != nil && h.batch {
 		return nil, fmt.Errorf("inbox: table %q, row %d: the delivery belongs to a batch of %d rows, which share one hold: settle it with SettleBatch or give it back with ReleaseBatch, together with the rest of its batch; nothing changed", f.table.Name, d.ID, len(h.ds))
 	}
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if _, ok := f.held[h]; !ok {
+	// A closed form keeps no holds: its lock was released at Close.
+	if kept, _ := f.life.Take(h, nil); !kept {
 		return nil, f.ended(d)
 	}
-	delete(f.held, h)
-	f.busy.Add(1)
 	return h, nil
 }
 
@@ -725,27 +702,14 @@ func confirmed(row *sql.Row) (bool, error) {
 // statement is done) and waits for the claims, settlements and give-backs in flight; a settlement after it fails
 // with inbox.ErrClosed. The form can be opened again.
 func (f *Form[D]) Close() error {
-	f.life.Lock()
-	defer f.life.Unlock()
-	f.mu.Lock()
-	if !f.open {
-		f.mu.Unlock()
-		return nil
-	}
-	f.open = false
-	held := f.held
-	f.held = nil
-	f.mu.Unlock()
-
-	for h := range held {
+	return f.life.Close(func(h *hold) error {
 		ctx, cancel := context.WithTimeout(context.Background(), closeTimeout)
+		defer cancel()
 		f.giveBack(ctx, h)
-		cancel()
-	}
-	f.busy.Wait()
-	err := f.candidates.Close()
-	f.mu.Lock()
-	f.db, f.candidates = nil, nil
-	f.mu.Unlock()
-	return err
+		return nil
+	}, func() error {
+		err := f.candidates.Close()
+		f.db, f.candidates = nil, nil
+		return err
+	})
 }

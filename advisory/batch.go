@@ -27,10 +27,10 @@ func (f *Form[D]) ClaimBatch(ctx context.Context, max int) ([]*inbox.Delivery, e
 	if max <= 0 {
 		return nil, nil
 	}
-	if err := f.enter(); err != nil {
+	if err := f.life.Enter(); err != nil {
 		return nil, err
 	}
-	defer f.busy.Done()
+	defer f.life.Leave()
 
 	now := f.d.Time(f.q.Now())
 	cands, err := f.selectCandidates(ctx, now, max+candidateSlack)
@@ -111,13 +111,7 @@ func (f *Form[D]) keep(ctx context.Context, h *hold) error {
 	if h.tx != nil {
 		inbox.LendTx(h.tx, f.d, f.table.Name, h.ds...)
 	}
-	f.mu.Lock()
-	open := f.open
-	if open {
-		f.held[h] = struct{}{}
-	}
-	f.mu.Unlock()
-	if !open {
+	if !f.life.Keep(h) {
 		f.giveBack(context.WithoutCancel(ctx), h)
 		return fmt.Errorf("%w: the advisory form over table %q closed during the claim; rows %v are back in the queue", inbox.ErrClosed, f.table.Name, ids(h.ds))
 	}
@@ -148,7 +142,7 @@ func (f *Form[D]) SettleBatch(ctx context.Context, ds []*inbox.Delivery, os []ou
 	if err != nil || h == nil {
 		return err
 	}
-	defer f.busy.Done()
+	defer f.life.Leave()
 	if h.tx != nil {
 		if err := h.takeBack(); err != nil {
 			f.giveBack(ctx, h)
@@ -304,13 +298,14 @@ func (f *Form[D]) ReleaseBatch(ctx context.Context, ds []*inbox.Delivery) error 
 	if err != nil || h == nil {
 		return err
 	}
-	defer f.busy.Done()
+	defer f.life.Leave()
 	f.giveBack(ctx, h)
 	return nil
 }
 
-// beginBatch takes the hold of batch ds out of the held set for its settlement or release,
-// counted in flight; nil for no deliveries. ds must be every delivery of one ClaimBatch.
+// beginBatch takes the hold of batch ds from the form for its settlement or release, as begin
+// does, and admits the call; nil, not admitted, for no deliveries. ds must be every delivery of
+// one ClaimBatch.
 func (f *Form[D]) beginBatch(ds []*inbox.Delivery) (*hold, error) {
 	if len(ds) == 0 {
 		return nil, nil
@@ -324,16 +319,18 @@ func (f *Form[D]) beginBatch(ds []*inbox.Delivery) (*hold, error) {
 			return nil, fmt.Errorf("inbox: table %q: rows %d and %d are of different claims: settle or give back each batch on its own; nothing changed", f.table.Name, ds[0].ID, d.ID)
 		}
 	}
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if _, ok := f.held[h]; !ok {
+	switch kept, err := f.life.Take(h, func() error {
+		if len(ds) != len(h.ds) {
+			return fmt.Errorf("inbox: table %q: %d of the %d rows of a batch given: settle or give back the whole batch at once; nothing changed", f.table.Name, len(ds), len(h.ds))
+		}
+		return nil
+	}); {
+	case !kept:
+		// A closed form keeps no holds: its locks were released at Close.
 		return nil, fmt.Errorf("%w: table %q, rows %v: the batch's advisory locks were already released (the form was closed, or the batch was settled or released before); nothing changed, and the rows are back in the queue unless they were settled", inbox.ErrClosed, f.table.Name, ids(ds))
+	case err != nil:
+		return nil, err
 	}
-	if len(ds) != len(h.ds) {
-		return nil, fmt.Errorf("inbox: table %q: %d of the %d rows of a batch given: settle or give back the whole batch at once; nothing changed", f.table.Name, len(ds), len(h.ds))
-	}
-	delete(f.held, h)
-	f.busy.Add(1)
 	return h, nil
 }
 

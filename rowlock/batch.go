@@ -25,10 +25,10 @@ var _ inbox.BatchForm = (*Form[Dialect])(nil)
 //
 // In transactional mode every delivery's Tx is the batch's transaction, behind one savepoint.
 func (f *Form[D]) ClaimBatch(ctx context.Context, max int) ([]*inbox.Delivery, error) {
-	if err := f.enter(); err != nil {
+	if err := f.life.Enter(); err != nil {
 		return nil, err
 	}
-	defer f.busy.Done()
+	defer f.life.Leave()
 	if max < 1 {
 		return nil, nil
 	}
@@ -95,20 +95,22 @@ func (f *Form[D]) batchClaim(ctx context.Context, n int) (*sql.Stmt, error) {
 // a failed COMMIT, unless its outcome is unknown (the error wraps inbox.ErrCommitUnknown), when
 // the rows may be settled instead.
 func (f *Form[D]) SettleBatch(ctx context.Context, ds []*inbox.Delivery, os []outcome.Outcome) error {
-	if err := f.enter(); err != nil {
-		return err
-	}
-	defer f.busy.Done()
-	if len(os) != len(ds) {
-		return fmt.Errorf("inbox: table %q, queue %q: SettleBatch of %d deliveries with %d outcomes: give one outcome per delivery; nothing settled, the batch is still held", f.t.Name, f.q.Name, len(ds), len(os))
-	}
-	if len(ds) == 0 {
+	if len(os) != len(ds) || len(ds) == 0 {
+		// Nothing to take; a closed form still refuses the call first.
+		if err := f.life.Enter(); err != nil {
+			return err
+		}
+		defer f.life.Leave()
+		if len(os) != len(ds) {
+			return fmt.Errorf("inbox: table %q, queue %q: SettleBatch of %d deliveries with %d outcomes: give one outcome per delivery; nothing settled, the batch is still held", f.t.Name, f.q.Name, len(ds), len(os))
+		}
 		return nil
 	}
 	h, err := f.takeBatch(ds)
 	if err != nil {
 		return err
 	}
+	defer f.life.Leave()
 	defer h.cancel()
 
 	if err := h.takeBack(); err != nil {
@@ -308,48 +310,53 @@ func (f *Form[D]) batchSettle(ctx context.Context, k outcome.Kind, n int) (*sql.
 // their attempt counts unchanged. In transactional mode a transaction a statement of the
 // handler's still runs on is rolled back once that statement is done, as Release does.
 func (f *Form[D]) ReleaseBatch(_ context.Context, ds []*inbox.Delivery) error {
-	if err := f.enter(); err != nil {
-		return err
-	}
-	defer f.busy.Done()
 	if len(ds) == 0 {
-		return nil
+		// Nothing to give back; a closed form still refuses the call.
+		err := f.life.Enter()
+		if err == nil {
+			f.life.Leave()
+		}
+		return err
 	}
 	h, err := f.takeBatch(ds)
 	if err != nil {
 		return err
 	}
+	defer f.life.Leave()
 	if err := h.end(); err != nil {
 		return fmt.Errorf("inbox: table %q, queue %q: releasing the batch of %s: %w", f.t.Name, f.q.Name, rowsOf(ds), err)
 	}
 	return nil
 }
 
-// takeBatch removes the hold of the batch ds from the form, so that exactly one of SettleBatch,
-// ReleaseBatch and Close ends it. ds must be the whole batch, as ClaimBatch returned it (in any
-// order); anything else is refused and leaves the hold as it was.
+// takeBatch takes the hold of the batch ds from the form, so that exactly one of SettleBatch,
+// ReleaseBatch and Close ends it, and admits the call, which the caller ends with f.life.Leave.
+// ds must be the whole batch, as ClaimBatch returned it (in any order); anything else is refused
+// and leaves the hold as it was.
 func (f *Form[D]) takeBatch(ds []*inbox.Delivery) (*hold, error) {
 	h, _ := inbox.HoldOf[*hold](ds[0])
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if _, ok := f.holds[h]; !ok {
+	switch kept, err := f.life.Take(h, func() error {
+		if !h.batch {
+			return fmt.Errorf("inbox: table %q, queue %q: delivery %d was claimed alone, by Claim: settle it with Settle and give it back with Release", f.t.Name, f.q.Name, ds[0].ID)
+		}
+		whole := len(ds) == len(h.ds)
+		seen := make(map[*inbox.Delivery]bool, len(ds))
+		for _, d := range ds {
+			if dh, _ := inbox.HoldOf[*hold](d); dh != h || seen[d] {
+				whole = false
+				break
+			}
+			seen[d] = true
+		}
+		if !whole {
+			return fmt.Errorf("inbox: table %q, queue %q: the deliveries given (%s) are not the batch ClaimBatch returned (%s): settle or give back a batch whole, each delivery once", f.t.Name, f.q.Name, rowsOf(ds), rowsOf(h.ds))
+		}
+		return nil
+	}); {
+	case err != nil:
+		return nil, err
+	case !kept:
 		return nil, fmt.Errorf("%w: table %q: the batch of %s is not held by this form (settled, released, or given back at Close); its rows are back in the queue or settled", inbox.ErrClosed, f.t.Name, rowsOf(ds))
 	}
-	if !h.batch {
-		return nil, fmt.Errorf("inbox: table %q, queue %q: delivery %d was claimed alone, by Claim: settle it with Settle and give it back with Release", f.t.Name, f.q.Name, ds[0].ID)
-	}
-	whole := len(ds) == len(h.ds)
-	seen := make(map[*inbox.Delivery]bool, len(ds))
-	for _, d := range ds {
-		if dh, _ := inbox.HoldOf[*hold](d); dh != h || seen[d] {
-			whole = false
-			break
-		}
-		seen[d] = true
-	}
-	if !whole {
-		return nil, fmt.Errorf("inbox: table %q, queue %q: the deliveries given (%s) are not the batch ClaimBatch returned (%s): settle or give back a batch whole, each delivery once", f.t.Name, f.q.Name, rowsOf(ds), rowsOf(h.ds))
-	}
-	delete(f.holds, h)
 	return h, nil
 }

@@ -88,6 +88,7 @@ import (
 
 	"github.com/sqlinbox/inbox"
 	"github.com/sqlinbox/inbox/dialect"
+	"github.com/sqlinbox/inbox/internal/formlife"
 	"github.com/sqlinbox/inbox/internal/schema"
 	"github.com/sqlinbox/inbox/internal/sentinel"
 	"github.com/sqlinbox/inbox/internal/sqltext"
@@ -119,10 +120,9 @@ type Form[D Dialect] struct {
 	d D
 	t inbox.Table
 
-	mu    sync.Mutex
-	open  bool               // between Open and Close
-	holds map[*hold]struct{} // transactions of the deliveries and batches in work
-	busy  sync.WaitGroup     // calls in progress; Close waits for them before freeing statements
+	// life admits calls between Open and Close and keeps the holds in work: the transactions
+	// of the deliveries and batches, which Close gives back before it frees the statements.
+	life *formlife.Life[*hold]
 
 	// The batch claim statements by batch size, each prepared at the first ClaimBatch of its
 	// size, and on Postgres the batch settlement statements by kind and batch size, each
@@ -132,7 +132,8 @@ type Form[D Dialect] struct {
 	batchClaims  map[int]*sql.Stmt
 	batchSettles map[settleKey]*sql.Stmt
 
-	// Set by Open, read-only until Close.
+	// Set by Open, read-only until Close; the statements are freed by Close once no call uses
+	// them.
 	db   *sql.DB
 	st   *stmt.Table
 	text sqltext.RowLock // the text of every statement the form runs
@@ -153,37 +154,46 @@ type hold struct {
 }
 
 // New returns the row lock form over table t.
-func New[D Dialect](d D, t inbox.Table) *Form[D] { return &Form[D]{d: d, t: t} }
+func New[D Dialect](d D, t inbox.Table) *Form[D] {
+	closed := fmt.Errorf("%w: table %q: the row lock form is not open: open it (a consumer does) before claiming or settling, and not after Close", inbox.ErrClosed, t.Name)
+	return &Form[D]{d: d, t: t, life: formlife.New[*hold](closed)}
+}
 
 // Open checks the dialect and the server, checks the type of every column the description
 // names, and prepares every statement the form runs against the table (a missing table or
 // column, or a column whose type breaks its role, fails with inbox.ErrSchema naming the table
 // and the statement or the column). The plan it returns says each delivery in work holds a pooled connection.
 func (f *Form[D]) Open(ctx context.Context, db *sql.DB, q inbox.Queue) (inbox.Plan, error) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if f.open {
-		return inbox.Plan{}, fmt.Errorf("%w: table %q: the row lock form is open already (queue %q): a form serves one consumer at a time, so build one per consumer", inbox.ErrAlreadyConsuming, f.t.Name, f.q.Name)
+	already := func() error {
+		return fmt.Errorf("%w: table %q: the row lock form is open already (queue %q): a form serves one consumer at a time, so build one per consumer", inbox.ErrAlreadyConsuming, f.t.Name, f.q.Name)
 	}
+	if err := f.life.Open(already, func() error { return f.bind(ctx, db, q) }); err != nil {
+		return inbox.Plan{}, err
+	}
+	return inbox.Plan{Table: f.t.Name, Form: "rowlock", HoldsConnection: true, Dialect: f.d, Described: f.t, FindUnclaimable: f.FindUnclaimable}, nil
+}
+
+// bind checks the form against db and binds it to q, as Open says.
+func (f *Form[D]) bind(ctx context.Context, db *sql.DB, q inbox.Queue) error {
 	if err := f.d.Allows(dialect.RowLockForm); err != nil {
-		return inbox.Plan{}, fmt.Errorf("table %q, queue %q: %w", f.t.Name, q.Name, err)
+		return fmt.Errorf("table %q, queue %q: %w", f.t.Name, q.Name, err)
 	}
 	if err := f.d.CheckServer(ctx, db); err != nil {
-		return inbox.Plan{}, fmt.Errorf("table %q, queue %q: %w", f.t.Name, q.Name, err)
+		return fmt.Errorf("table %q, queue %q: %w", f.t.Name, q.Name, err)
 	}
 	if err := dialect.CheckGalera(ctx, f.d, db, dialect.RowLockForm); err != nil {
-		return inbox.Plan{}, fmt.Errorf("table %q, queue %q: %w", f.t.Name, q.Name, err)
+		return fmt.Errorf("table %q, queue %q: %w", f.t.Name, q.Name, err)
 	}
 	st, err := stmt.New(f.d, f.t)
 	if err != nil {
-		return inbox.Plan{}, err
+		return err
 	}
 	if err := schema.Verify(ctx, db, f.d, f.t, ""); err != nil {
-		return inbox.Plan{}, err
+		return err
 	}
 	text := sqltext.New(f.d.Caps(), sqltext.Table(st.Q)).RowLock()
 	if err := f.prepare(ctx, db, st, text); err != nil {
-		return inbox.Plan{}, err
+		return err
 	}
 	f.db, f.st, f.text, f.q = db, st, text, q
 	f.log = q.Logger
@@ -194,11 +204,9 @@ func (f *Form[D]) Open(ctx context.Context, db *sql.DB, q inbox.Queue) (inbox.Pl
 		f.log.Warn("inbox: the row lock form on Postgres at serializable: concurrent settlements fail with serialization errors and their rows are delivered again; take read committed",
 			"table", f.t.Name, "queue", q.Name)
 	}
-	f.holds = map[*hold]struct{}{}
 	f.batchClaims = map[int]*sql.Stmt{}
 	f.batchSettles = map[settleKey]*sql.Stmt{}
-	f.open = true
-	return inbox.Plan{Table: f.t.Name, Form: "rowlock", HoldsConnection: true, Dialect: f.d, Described: f.t, FindUnclaimable: f.FindUnclaimable}, nil
+	return nil
 }
 
 // prepare prepares the form's statements, as r writes them, on db, or none of them.
@@ -244,17 +252,6 @@ func (f *Form[D]) prepare(ctx context.Context, db *sql.DB, st *stmt.Table, r sql
 	return nil
 }
 
-// enter admits a call while the form is open; the caller must call f.busy.Done.
-func (f *Form[D]) enter() error {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if !f.open {
-		return fmt.Errorf("%w: table %q: the row lock form is not open: open it (a consumer does) before claiming or settling, and not after Close", inbox.ErrClosed, f.t.Name)
-	}
-	f.busy.Add(1)
-	return nil
-}
-
 // Claim claims up to max due rows of the queue in claim order, one transaction per row, opened
 // at the dialect's level and held until the delivery settles. It stops at the first claim that
 // finds no row. A transient conflict (a serialization failure, a deadlock, a lock wait timeout)
@@ -263,10 +260,10 @@ func (f *Form[D]) enter() error {
 //
 // In transactional mode each delivery's Tx is its claim's transaction, behind a savepoint.
 func (f *Form[D]) Claim(ctx context.Context, max int) ([]*inbox.Delivery, error) {
-	if err := f.enter(); err != nil {
+	if err := f.life.Enter(); err != nil {
 		return nil, err
 	}
-	defer f.busy.Done()
+	defer f.life.Leave()
 	var out []*inbox.Delivery
 	for len(out) < max {
 		d, err := f.claimRetrying(ctx)
@@ -374,14 +371,11 @@ func (f *Form[D]) claimTx(ctx context.Context, claim *sql.Stmt, batch bool) ([]*
 	for _, d := range ds {
 		inbox.SetHold(d, h)
 	}
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if !f.open {
+	if !f.life.Keep(h) {
 		// Close ran meanwhile and did not see this hold.
 		h.end()
 		return nil, fmt.Errorf("%w: table %q: the form closed during the claim; %s back in the queue", inbox.ErrClosed, f.t.Name, isBack(ds))
 	}
-	f.holds[h] = struct{}{}
 	return ds, nil
 }
 
@@ -405,19 +399,22 @@ func isBack(ds []*inbox.Delivery) string {
 	return rowsOf(ds) + " are"
 }
 
-// take removes d's hold from the form, so that exactly one of Settle, Release and Close ends it.
-// A delivery of a batch is refused and stays held: its batch settles whole.
+// take takes d's hold from the form, so that exactly one of Settle, Release and Close ends it,
+// and admits the call, which the caller ends with f.life.Leave. A delivery of a batch is refused
+// and stays held: its batch settles whole.
 func (f *Form[D]) take(d *inbox.Delivery) (*hold, error) {
 	h, _ := inbox.HoldOf[*hold](d)
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if _, ok := f.holds[h]; !ok {
+	switch kept, err := f.life.Take(h, func() error {
+		if h.batch {
+			return fmt.Errorf("inbox: table %q, queue %q: delivery %d belongs to a batch of %d rows that one transaction holds: settle the batch with SettleBatch and give it back with ReleaseBatch, not row by row", f.t.Name, f.q.Name, d.ID, len(h.ds))
+		}
+		return nil
+	}); {
+	case err != nil:
+		return nil, err
+	case !kept:
 		return nil, fmt.Errorf("%w: table %q: delivery %d is not held by this form (settled, released, or given back at Close); its row is back in the queue or settled", inbox.ErrClosed, f.t.Name, d.ID)
 	}
-	if h.batch {
-		return nil, fmt.Errorf("inbox: table %q, queue %q: delivery %d belongs to a batch of %d rows that one transaction holds: settle the batch with SettleBatch and give it back with ReleaseBatch, not row by row", f.t.Name, f.q.Name, d.ID, len(h.ds))
-	}
-	delete(f.holds, h)
 	return h, nil
 }
 
@@ -476,14 +473,11 @@ func (h *hold) rollback() error {
 // the error wraps inbox.ErrCommitUnknown), when the row may be settled instead. A delivery of a
 // batch is refused and stays held: a batch settles whole, with SettleBatch.
 func (f *Form[D]) Settle(ctx context.Context, d *inbox.Delivery, o outcome.Outcome) error {
-	if err := f.enter(); err != nil {
-		return err
-	}
-	defer f.busy.Done()
 	h, err := f.take(d)
 	if err != nil {
 		return err
 	}
+	defer f.life.Leave()
 	defer h.cancel()
 
 	if err := h.takeBack(); err != nil {
@@ -613,10 +607,10 @@ func (f *Form[D]) fail(h *hold, ds []*inbox.Delivery, what string, err error) er
 // FindUnclaimable searches the queue for rows that no claim takes as they stand (see
 // inbox.Unclaimable), with reads of their own that lock nothing.
 func (f *Form[D]) FindUnclaimable(ctx context.Context) ([]inbox.Unclaimable, error) {
-	if err := f.enter(); err != nil {
+	if err := f.life.Enter(); err != nil {
 		return nil, err
 	}
-	defer f.busy.Done()
+	defer f.life.Leave()
 	return f.st.FindUnclaimable(ctx, f.db, f.q.Name, f.q.Now())
 }
 
@@ -630,14 +624,11 @@ func (f *Form[D]) Extend(context.Context, *inbox.Delivery) error { return nil }
 // Release does not wait for it. A delivery of a batch is refused and stays held: a batch
 // is given back whole, with ReleaseBatch.
 func (f *Form[D]) Release(_ context.Context, d *inbox.Delivery) error {
-	if err := f.enter(); err != nil {
-		return err
-	}
-	defer f.busy.Done()
 	h, err := f.take(d)
 	if err != nil {
 		return err
 	}
+	defer f.life.Leave()
 	if err := h.end(); err != nil {
 		return fmt.Errorf("inbox: table %q, queue %q: releasing row %d: %w", f.t.Name, f.q.Name, d.ID, err)
 	}
@@ -650,23 +641,17 @@ func (f *Form[D]) Release(_ context.Context, d *inbox.Delivery) error {
 // statements. Later calls fail with inbox.ErrClosed. Closing a form that is not open does
 // nothing.
 func (f *Form[D]) Close() error {
-	f.mu.Lock()
-	if !f.open {
-		f.mu.Unlock()
-		return nil
-	}
-	f.open = false
-	holds := f.holds
-	f.holds = nil
-	f.mu.Unlock()
-
-	var errs []error
-	for h := range holds {
+	return f.life.Close(func(h *hold) error {
 		if err := h.end(); err != nil {
-			errs = append(errs, fmt.Errorf("inbox: table %q: rolling back %s at Close: %w", f.t.Name, rowsOf(h.ds), err))
+			return fmt.Errorf("inbox: table %q: rolling back %s at Close: %w", f.t.Name, rowsOf(h.ds), err)
 		}
-	}
-	f.busy.Wait()
+		return nil
+	}, f.free)
+}
+
+// free frees the prepared statements, once no call uses them.
+func (f *Form[D]) free() error {
+	var errs []error
 	for _, s := range []*sql.Stmt{f.claim, f.ack, f.retry, f.retryAfter, f.dead} {
 		if s != nil {
 			errs = append(errs, s.Close())
