@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/DATA-DOG/go-sqlmock"
 	"github.com/sqlinbox/inbox"
 	"github.com/sqlinbox/inbox/dialect"
 	"github.com/sqlinbox/inbox/isolation"
@@ -532,6 +533,10 @@ func TestLeaseClaimRetriesConflicts(t *testing.T) {
 			ds, err := f.Claim(context.Background(), 1)
 			if err != nil || len(ds) != 1 || ds[0].ID != 7 || ds[0].Attempt != 1 {
 				t.Fatalf("Claim = %v, %v; want row 7 at attempt 1 after the conflict", ds, err)
+			}
+			fx.mock.ExpectExec(fx.sql("retry")).WithArgs(int64(7), sqlmock.AnyArg()).WillReturnResult(changed(1)) // Close gives the row back
+			if err := f.Close(); err != nil {
+				t.Fatal(err)
 			}
 		})
 	}

@@ -56,11 +56,12 @@ func newRecorder(t *testing.T, maxOpen int) *recorder {
 				break
 			}
 		}
-		m.db.Close()
-		base.Close()
+		// Before the pool closes: closing its connections closes every statement left on them.
 		if err := mock.ExpectationsWereMet(); err != nil {
 			t.Error(err)
 		}
+		m.db.Close()
+		base.Close()
 		for _, u := range m.unexpected {
 			t.Errorf("unexpected call: %s", u)
 		}

@@ -718,6 +718,9 @@ func TestRowlockTransactionEnded(t *testing.T) {
 				if err != nil || settled != nil {
 					t.Fatalf("after an error that leaves the transaction open: the next statement %v, Settle %v; want both to succeed", err, settled)
 				}
+				if err := f.Close(); err != nil {
+					t.Fatal(err)
+				}
 				return
 			}
 			if !errors.Is(err, inbox.ErrTransactionEnded) || !errors.Is(err, errDeadlock) || !strings.Contains(err.Error(), `"jobs", row 6`) {
