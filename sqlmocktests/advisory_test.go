@@ -251,9 +251,7 @@ func TestAdvisoryTransactionEnds(t *testing.T) {
 			if !errors.Is(err, broken) || !errors.Is(err, inbox.ErrCommitUnknown) || !strings.Contains(err.Error(), "either settled with the handler's writes or back in the queue") {
 				t.Fatalf("Settle = %v; want the COMMIT's error, its outcome unknown, saying where the row stands", err)
 			}
-			if err := fx.mock.ExpectationsWereMet(); err != nil {
-				t.Fatalf("the connection of the failed COMMIT was not closed: %v", err)
-			}
+			fx.checkDiscarded(t, "the failed COMMIT")
 		})
 		t.Run(c.name+"/rollback", func(t *testing.T) {
 			fx, f := openAdvisory(t, c, fullShape, inbox.Queue{Name: "q", Transactional: true})
@@ -266,12 +264,7 @@ func TestAdvisoryTransactionEnds(t *testing.T) {
 			if err == nil || !strings.Contains(err.Error(), "back in the queue") {
 				t.Fatalf("Settle = %v; want an error saying the row is back in the queue, unsettled", err)
 			}
-			if err := fx.mock.ExpectationsWereMet(); err != nil {
-				t.Fatalf("the connection of the failed ROLLBACK was not closed: %v", err)
-			}
-			if !fx.warned("closed its connection") {
-				t.Fatalf("logs %q: want a warning that the connection was closed", fx.logs.String())
-			}
+			fx.checkDiscarded(t, "the failed ROLLBACK", "closed its connection")
 		})
 	}
 }
@@ -299,19 +292,14 @@ func TestAdvisoryUnconfirmedUnlockClosesConnection(t *testing.T) {
 				if err := f.Settle(context.Background(), dv, outcome.Ack()); err != nil {
 					t.Fatalf("the settlement was applied, so Settle should succeed: %v", err)
 				}
-				if err := fx.mock.ExpectationsWereMet(); err != nil {
-					t.Fatal(err)
-				}
-				if !fx.warned("closed the connection") {
-					t.Fatalf("logs %q: want a warning that the connection was closed", fx.logs.String())
-				}
+				fx.checkDiscarded(t, "the unconfirmed unlock", "closed the connection")
 			})
 		}
 	}
 }
 
-// TestAdvisoryCloseReleasesHolds: Close unlocks every delivery still in work, and a settlement
-// after it fails with ErrClosed, running nothing.
+// TestAdvisoryCloseReleasesHolds: Close unlocks every delivery still in work, and a settlement,
+// a release or a claim after it fails with ErrClosed, running nothing.
 func TestAdvisoryCloseReleasesHolds(t *testing.T) {
 	for _, c := range advisoryCases {
 		t.Run(c.name, func(t *testing.T) {
@@ -319,15 +307,7 @@ func TestAdvisoryCloseReleasesHolds(t *testing.T) {
 			fx.expectAdvisoryClaim(1, 1, 7)
 			dv := advisoryClaim(t, f, 1)[0]
 			fx.expectUnlock(7).WillReturnRows(fx.unlocked(true))
-			if err := f.Close(); err != nil {
-				t.Fatal(err)
-			}
-			if err := f.Settle(context.Background(), dv, outcome.Ack()); !errors.Is(err, inbox.ErrClosed) {
-				t.Fatalf("Settle after Close: %v, want ErrClosed", err)
-			}
-			if _, err := f.Claim(context.Background(), 1); !errors.Is(err, inbox.ErrClosed) {
-				t.Fatalf("Claim after Close: %v, want ErrClosed", err)
-			}
+			checkClosed(t, f, dv)
 			fx.noWarnings(t)
 		})
 	}
@@ -418,22 +398,10 @@ func TestAdvisoryTransactionEnded(t *testing.T) {
 			fx.expectAdvisoryClaim(1, 1, 7)
 			fx.mock.ExpectBegin()
 			dv := advisoryClaim(t, f, 1)[0]
-			fx.mock.ExpectExec("UPDATE accounts SET balance = 0").WillReturnError(errDeadlock)
-			if c.db == "mariadb" {
-				expectInTransaction(fx.recorder, 0)
-			}
+			fx.expectDeadlock()
 			fx.mock.ExpectRollback()
 			fx.expectUnlock(7).WillReturnRows(fx.unlocked(true))
-			ctx := context.Background()
-			if _, err := dv.Tx.ExecContext(ctx, "UPDATE accounts SET balance = 0"); !errors.Is(err, errDeadlock) {
-				t.Fatalf("the failing statement: %v, want the deadlock", err)
-			}
-			if _, err := dv.Tx.ExecContext(ctx, "INSERT INTO audit VALUES (7)"); !errors.Is(err, inbox.ErrTransactionEnded) {
-				t.Errorf("the statement after the deadlock: %v, want ErrTransactionEnded", err)
-			}
-			if err := f.Settle(ctx, dv, outcome.Ack()); !errors.Is(err, inbox.ErrTransactionEnded) {
-				t.Errorf("Settle = %v, want ErrTransactionEnded", err)
-			}
+			checkTransactionEnded(t, dv.Tx, func() error { return f.Settle(context.Background(), dv, outcome.Ack()) })
 			fx.noWarnings(t)
 		})
 	}

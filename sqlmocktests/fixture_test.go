@@ -14,6 +14,7 @@ import (
 	"github.com/sqlinbox/inbox/advisory"
 	"github.com/sqlinbox/inbox/dialect"
 	"github.com/sqlinbox/inbox/lease"
+	"github.com/sqlinbox/inbox/outcome"
 	"github.com/sqlinbox/inbox/rowlock"
 )
 
@@ -181,12 +182,74 @@ func (fx *fixture) expectRollback() {
 	fx.mock.ExpectRollback()
 }
 
+// checkDiscarded checks at once that every expectation was met, the mock's ExpectClose among
+// them: the form closed the connection that what left in doubt, rather than return it to the
+// pool; and, where warning is given, that the form warned so, in those words.
+func (fx *fixture) checkDiscarded(t *testing.T, what string, warning ...string) {
+	t.Helper()
+	if err := fx.mock.ExpectationsWereMet(); err != nil {
+		t.Fatalf("the connection of %s was not discarded: %v", what, err)
+	}
+	if len(warning) > 0 && !fx.warned(warning...) {
+		t.Fatalf("logs %q: want a warning that the connection was closed", fx.logs.String())
+	}
+}
+
+// checkClosed closes f and checks that it then refuses, with ErrClosed and running nothing, d's
+// settlement and release and a claim.
+func checkClosed(t *testing.T, f inbox.Form, d *inbox.Delivery) {
+	t.Helper()
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if err := f.Settle(ctx, d, outcome.Ack()); !errors.Is(err, inbox.ErrClosed) {
+		t.Errorf("Settle after Close: %v, want ErrClosed", err)
+	}
+	if err := f.Release(ctx, d); !errors.Is(err, inbox.ErrClosed) {
+		t.Errorf("Release after Close: %v, want ErrClosed", err)
+	}
+	if _, err := f.Claim(ctx, 1); !errors.Is(err, inbox.ErrClosed) {
+		t.Errorf("Claim after Close: %v, want ErrClosed", err)
+	}
+}
+
+// handlerDeadlock is the handler's statement the tests' database fails with a deadlock.
+const handlerDeadlock = "UPDATE accounts SET balance = 0"
+
+// expectDeadlock expects handlerDeadlock, failed with a deadlock, which ended its transaction:
+// the MariaDB dialect then asks whether the transaction stands, and hears it does not.
+func (fx *fixture) expectDeadlock() {
+	fx.mock.ExpectExec(handlerDeadlock).WillReturnError(errDeadlock)
+	if fx.c.db == "mariadb" {
+		expectInTransaction(fx.recorder, 0)
+	}
+}
+
+// checkTransactionEnded runs handlerDeadlock on tx (expectDeadlock), which must fail with the
+// deadlock; then another statement, which tx must refuse with ErrTransactionEnded without
+// running it; then settle, an Ack, which must fail with ErrTransactionEnded too (an Ack would
+// otherwise run in autocommit).
+func checkTransactionEnded(t *testing.T, tx inbox.Tx, settle func() error) {
+	t.Helper()
+	ctx := context.Background()
+	if _, err := tx.ExecContext(ctx, handlerDeadlock); !errors.Is(err, errDeadlock) {
+		t.Fatalf("the failing statement: %v, want the deadlock", err)
+	}
+	if _, err := tx.ExecContext(ctx, "INSERT INTO audit VALUES (7)"); !errors.Is(err, inbox.ErrTransactionEnded) {
+		t.Errorf("the statement after the deadlock: %v, want ErrTransactionEnded", err)
+	}
+	if err := settle(); !errors.Is(err, inbox.ErrTransactionEnded) {
+		t.Errorf("Settle = %v, want ErrTransactionEnded", err)
+	}
+}
+
 // checkSettleWhileHeld runs a statement of the handler's on tx, which the mock delays, and
 // settles with settle while it runs: settle must fail with ErrTransactionHeld at once, without
 // waiting for the statement, and the transaction must be rolled back once the statement ends.
 func (fx *fixture) checkSettleWhileHeld(t *testing.T, tx inbox.Tx, settle func() error) {
 	t.Helper()
-	const stmt = "UPDATE accounts SET balance = 0"
+	const stmt = "UPDATE accounts SET balance = 1"
 	fx.mock.ExpectExec(stmt).WillDelayFor(300 * time.Millisecond).WillReturnResult(changed(1))
 	fx.mock.ExpectRollback()
 	started := fx.whenExec(stmt)

@@ -353,9 +353,7 @@ func TestLeaseClaimTransactionEnds(t *testing.T) {
 			if len(ds) != 0 || !errors.Is(err, broken) || !errors.Is(err, inbox.ErrCommitUnknown) || !strings.Contains(err.Error(), "lease runs out") {
 				t.Fatalf("Claim = %v, %v; want no rows and the COMMIT's error, its outcome unknown, saying when the rows return", ds, err)
 			}
-			if err := fx.mock.ExpectationsWereMet(); err != nil {
-				t.Fatalf("the connection of the failed COMMIT was not discarded: %v", err)
-			}
+			fx.checkDiscarded(t, "the failed COMMIT")
 		})
 		t.Run(c.name+"/rollback", func(t *testing.T) {
 			fx, f := openLease(t, c, fullShape, 1, inbox.Queue{})
@@ -367,9 +365,7 @@ func TestLeaseClaimTransactionEnds(t *testing.T) {
 			if ds, err := f.Claim(context.Background(), 1); len(ds) != 0 || err == nil {
 				t.Fatalf("Claim = %v, %v; want no rows and the stamp's error", ds, err)
 			}
-			if err := fx.mock.ExpectationsWereMet(); err != nil {
-				t.Fatalf("the connection of the failed ROLLBACK was not discarded: %v", err)
-			}
+			fx.checkDiscarded(t, "the failed ROLLBACK")
 		})
 	}
 }
@@ -488,23 +484,12 @@ func TestLeaseTransactionEnded(t *testing.T) {
 			var token driver.Value
 			fx.expectLeaseClaim(1, &token, leaseRow(7, 1))
 			fx.expectBegin()
-			fx.mock.ExpectExec("UPDATE accounts SET balance = 0").WillReturnError(errDeadlock)
-			if c.db == "mariadb" {
-				expectInTransaction(fx.recorder, 0)
-			}
+			fx.expectDeadlock()
 			fx.expectRollback()
 			fx.mock.ExpectExec(fx.sql("retry")).WithArgs(int64(7), sameValue{&token}).WillReturnResult(changed(1))
 
 			d := claimOne(t, f, 7, 1)
-			if _, err := d.Tx.ExecContext(ctx, "UPDATE accounts SET balance = 0"); !errors.Is(err, errDeadlock) {
-				t.Fatalf("the failing statement: %v, want the deadlock", err)
-			}
-			if _, err := d.Tx.ExecContext(ctx, "INSERT INTO side (n) VALUES (1)"); !errors.Is(err, inbox.ErrTransactionEnded) {
-				t.Errorf("the statement after the deadlock: %v, want ErrTransactionEnded", err)
-			}
-			if err := f.Settle(ctx, d, outcome.Ack()); !errors.Is(err, inbox.ErrTransactionEnded) {
-				t.Errorf("Settle = %v, want ErrTransactionEnded", err)
-			}
+			checkTransactionEnded(t, d.Tx, func() error { return f.Settle(ctx, d, outcome.Ack()) })
 			if err := f.Close(); err != nil {
 				t.Fatal(err)
 			}

@@ -358,9 +358,7 @@ func TestRowlockFailedCommit(t *testing.T) {
 				if want := map[bool]string{true: "either settled or back in the queue", false: "unchanged and back in the queue"}[tc.unknown]; !strings.Contains(err.Error(), want) {
 					t.Errorf("Settle = %v; want it to say %q", err, want)
 				}
-				if err := fx.mock.ExpectationsWereMet(); err != nil {
-					t.Fatalf("the connection of the failed COMMIT was not discarded: %v", err)
-				}
+				fx.checkDiscarded(t, "the failed COMMIT")
 				if err := f.Close(); err != nil {
 					t.Fatal(err)
 				}
@@ -384,9 +382,7 @@ func TestRowlockFailedRollback(t *testing.T) {
 			if ds, err := f.Claim(context.Background(), 1); err != nil || len(ds) != 0 {
 				t.Fatalf("Claim = %v, %v; want none, no error", ds, err)
 			}
-			if err := fx.mock.ExpectationsWereMet(); err != nil {
-				t.Fatalf("the connection of the failed ROLLBACK was not discarded: %v", err)
-			}
+			fx.checkDiscarded(t, "the failed ROLLBACK")
 			if err := f.Close(); err != nil {
 				t.Fatal(err)
 			}
@@ -401,9 +397,7 @@ func TestRowlockFailedRollback(t *testing.T) {
 			if err := f.Release(context.Background(), d); !errors.Is(err, broken) || !strings.Contains(err.Error(), "row 5") {
 				t.Fatalf("Release = %v; want the rollback's error, naming the row", err)
 			}
-			if err := fx.mock.ExpectationsWereMet(); err != nil {
-				t.Fatalf("the connection of the failed ROLLBACK was not discarded: %v", err)
-			}
+			fx.checkDiscarded(t, "the failed ROLLBACK")
 			if err := f.Close(); err != nil {
 				t.Fatal(err)
 			}
@@ -521,19 +515,7 @@ func TestRowlockCloseRollsBackHolds(t *testing.T) {
 	fx.expectRowlockClaim("claim", rowlockRow(8))
 	fx.mock.ExpectRollback()
 
-	d := rowlockClaimOne(t, f)
-	if err := f.Close(); err != nil {
-		t.Fatal(err)
-	}
-	if err := f.Settle(context.Background(), d, outcome.Ack()); !errors.Is(err, inbox.ErrClosed) {
-		t.Errorf("Settle after Close: %v, want ErrClosed", err)
-	}
-	if _, err := f.Claim(context.Background(), 1); !errors.Is(err, inbox.ErrClosed) {
-		t.Errorf("Claim after Close: %v, want ErrClosed", err)
-	}
-	if err := f.Release(context.Background(), d); !errors.Is(err, inbox.ErrClosed) {
-		t.Errorf("Release after Close: %v, want ErrClosed", err)
-	}
+	checkClosed(t, f, rowlockClaimOne(t, f))
 }
 
 // TestRowlockOpenSchemaError: a statement that does not prepare fails Open with ErrSchema
