@@ -5,6 +5,7 @@ import (
 	"database/sql/driver"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -15,53 +16,61 @@ import (
 	"github.com/sqlinbox/inbox/outcome"
 )
 
-// advisoryBatchSQL is the exact text of the batch statements on the full table, whose length
-// depends on how many rows or keys they cover.
-type advisoryBatchSQL struct {
-	ackIn, retryAfterIn, unlockMany func(n int) string
+// The advisory form settles a batch's rows of one kind by their ids and releases its keys in
+// one statement, each over as many as there are: the golden files hold those statements over
+// three, and the tests resize them.
+
+// many is the golden file's statement name+"(3)" over n ids: its id list, the last thing in it,
+// resized.
+func (fx *fixture) many(name string, n int) string {
+	fx.st.t.Helper()
+	s := fx.sql(name + "(3)")
+	at := strings.LastIndex(s, " IN (")
+	if at < 0 || !strings.HasSuffix(s, ")") {
+		fx.st.t.Fatalf("%s: %s(3) does not end in its id list: %s", fx.st.path, name, s)
+	}
+	first, _, _ := strings.Cut(s[at+len(" IN ("):len(s)-1], ", ")
+	ps := make([]string, n)
+	for i := range ps {
+		ps[i] = first // "?"
+		if k, err := strconv.Atoi(strings.TrimPrefix(first, "$")); err == nil {
+			ps[i] = "$" + strconv.Itoa(k+i)
+		}
+	}
+	return s[:at] + " IN (" + strings.Join(ps, ", ") + ")"
 }
 
-func advisoryBatchStatements(name string) advisoryBatchSQL {
-	if name == "postgres" {
-		params := func(from, n int) string {
-			ps := make([]string, n)
-			for i := range ps {
-				ps[i] = fmt.Sprintf("$%d", from+i)
+// unlockMany is the golden file's release of three keys, resized to n keys.
+func (fx *fixture) unlockMany(n int) string {
+	fx.st.t.Helper()
+	keys := func(n int) string {
+		if fx.c.db == "postgres" {
+			ks := make([]string, n)
+			for i := range ks {
+				ks[i] = fmt.Sprintf("(CAST($%d AS TEXT))", i+1)
 			}
-			return strings.Join(ps, ", ")
+			return strings.Join(ks, ", ")
 		}
-		return advisoryBatchSQL{
-			ackIn:        func(n int) string { return `UPDATE "jobs" SET "done_at" = $1 WHERE "id" IN (` + params(2, n) + `)` },
-			retryAfterIn: func(n int) string { return `UPDATE "jobs" SET "retry_after" = $1 WHERE "id" IN (` + params(2, n) + `)` },
-			unlockMany: func(n int) string {
-				rows := make([]string, n)
-				for i := range rows {
-					rows[i] = fmt.Sprintf("(CAST($%d AS TEXT))", i+1)
-				}
-				return "SELECT COUNT(*) FROM (VALUES " + strings.Join(rows, ", ") + ") AS k(v) WHERE pg_advisory_unlock(hashtextextended(k.v, 0))"
-			},
-		}
+		return strings.Repeat("SELECT CONCAT(DATABASE(), '.', ?) AS n UNION ALL ", n-1) + "SELECT CONCAT(DATABASE(), '.', ?) AS n"
 	}
-	in := func(n int) string { return "(?" + strings.Repeat(", ?", n-1) + ")" }
-	return advisoryBatchSQL{
-		ackIn:        func(n int) string { return "UPDATE `jobs` SET `done_at` = ? WHERE `id` IN " + in(n) },
-		retryAfterIn: func(n int) string { return "UPDATE `jobs` SET `retry_after` = ? WHERE `id` IN " + in(n) },
-		unlockMany: func(n int) string {
-			return "SELECT COUNT(*) FROM (SELECT CONCAT(DATABASE(), '.', ?) AS n" + strings.Repeat(" UNION ALL SELECT CONCAT(DATABASE(), '.', ?) AS n", n-1) +
-				") AS k WHERE RELEASE_LOCK(IF(CHAR_LENGTH(n) > 64, SHA1(n), n)) = 1"
-		},
+	s := fx.sql("unlockMany(3)")
+	if !strings.Contains(s, keys(3)) {
+		fx.st.t.Fatalf("%s: unlockMany(3) lists its keys otherwise than as %s: %s", fx.st.path, keys(3), s)
 	}
+	return strings.Replace(s, keys(3), keys(n), 1)
 }
 
-// TestAdvisoryBatchStatementText pins the batch statements' text for a few sizes, so that the
-// sequences below test the form against statements written out by hand.
+// TestAdvisoryBatchStatementText pins the resizing of the batch statements for two rows, so
+// that the sequences below test the form against statements written out.
 func TestAdvisoryBatchStatementText(t *testing.T) {
-	pg, my := advisoryBatchStatements("postgres"), advisoryBatchStatements("mysql")
+	pg := newFixture(t, "advisory", onPostgres, fullShape, 0, inbox.Queue{})
+	my := newFixture(t, "advisory", onMySQL, fullShape, 0, inbox.Queue{})
 	for got, want := range map[string]string{
-		pg.ackIn(2):      `UPDATE "jobs" SET "done_at" = $1 WHERE "id" IN ($2, $3)`,
-		pg.unlockMany(2): `SELECT COUNT(*) FROM (VALUES (CAST($1 AS TEXT)), (CAST($2 AS TEXT))) AS k(v) WHERE pg_advisory_unlock(hashtextextended(k.v, 0))`,
-		my.ackIn(2):      "UPDATE `jobs` SET `done_at` = ? WHERE `id` IN (?, ?)",
-		my.unlockMany(2): "SELECT COUNT(*) FROM (SELECT CONCAT(DATABASE(), '.', ?) AS n UNION ALL SELECT CONCAT(DATABASE(), '.', ?) AS n) AS k WHERE RELEASE_LOCK(IF(CHAR_LENGTH(n) > 64, SHA1(n), n)) = 1",
+		pg.many("ackMany", 2):        `UPDATE "jobs" SET "processed_at" = $1 WHERE "id" IN ($2, $3)`,
+		pg.many("retryAfterMany", 1): `UPDATE "jobs" SET "retry_after" = $1, "last_error" = $2 WHERE "id" IN ($3)`,
+		pg.unlockMany(2):             `SELECT COUNT(*) FROM (VALUES (CAST($1 AS TEXT)), (CAST($2 AS TEXT))) AS k(v) WHERE pg_advisory_unlock(hashtextextended(k.v, 0))`,
+		my.many("ackMany", 2):        "UPDATE `jobs` SET `processed_at` = ? WHERE `id` IN (?, ?)",
+		my.unlockMany(2):             "SELECT COUNT(*) FROM (SELECT CONCAT(DATABASE(), '.', ?) AS n UNION ALL SELECT CONCAT(DATABASE(), '.', ?) AS n) AS k WHERE RELEASE_LOCK(IF(CHAR_LENGTH(n) > 64, SHA1(n), n)) = 1",
 	} {
 		if got != want {
 			t.Errorf("got  %s\nwant %s", got, want)
@@ -69,18 +78,9 @@ func TestAdvisoryBatchStatementText(t *testing.T) {
 	}
 }
 
-func (m *advisoryMock) batchForm(t *testing.T) inbox.BatchForm {
+func advisoryClaimBatch(t *testing.T, f inbox.BatchForm, max int) []*inbox.Delivery {
 	t.Helper()
-	bf, ok := m.form.(inbox.BatchForm)
-	if !ok {
-		t.Fatalf("%T does not implement inbox.BatchForm", m.form)
-	}
-	return bf
-}
-
-func (m *advisoryMock) claimBatch(t *testing.T, max int) []*inbox.Delivery {
-	t.Helper()
-	ds, err := m.batchForm(t).ClaimBatch(context.Background(), max)
+	ds, err := f.ClaimBatch(context.Background(), max)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -89,12 +89,12 @@ func (m *advisoryMock) claimBatch(t *testing.T, max int) []*inbox.Delivery {
 
 // expectUnlockMany expects the one statement that releases the keys of rows ids, answering
 // that released of them were released.
-func (m *advisoryMock) expectUnlockMany(released int, ids ...int64) {
+func (fx *fixture) expectUnlockMany(released int, ids ...int64) {
 	args := make([]driver.Value, len(ids))
 	for i, id := range ids {
-		args[i] = fmt.Sprintf("jobs-%d", id)
+		args[i] = fx.key(id)
 	}
-	m.mock.ExpectQuery(advisoryBatchStatements(m.d.name).unlockMany(len(ids))).WithArgs(args...).
+	fx.mock.ExpectQuery(fx.unlockMany(len(ids))).WithArgs(args...).
 		WillReturnRows(sqlmock.NewRows([]string{"count"}).AddRow(int64(released)))
 }
 
@@ -104,24 +104,27 @@ func (m *advisoryMock) expectUnlockMany(released int, ids ...int64) {
 // the Ack and the Drop, one per RetryAfter delay, none for the Retry, then one release of every
 // key.
 func TestAdvisoryBatchSequence(t *testing.T) {
-	for _, d := range advisoryDialects() {
-		t.Run(d.name, func(t *testing.T) {
-			m := newAdvisoryMock(t, d, advisoryFull, inbox.Queue{Name: "q"})
-			b := advisoryBatchStatements(d.name)
-			m.mock.ExpectQuery(m.sql.candidates).WithArgs(sqlmock.AnyArg(), "q", 6+4).WillReturnRows(
-				sqlmock.NewRows([]string{"id", "inbox_key"}).
-					AddRow(5, "jobs-5").AddRow(6, "jobs-6").AddRow(7, "jobs-7").AddRow(70, "jobs-7").
-					AddRow(8, "jobs-8").AddRow(9, "jobs-9").AddRow(10, "jobs-10").AddRow(11, "jobs-11").AddRow(12, "jobs-12").
-					AddRow(13, "jobs-13"))
-			m.expectLock(5, false)
-			m.expectLock(6, true)
-			m.expectTake("q", 6, 0, false)
-			m.expectUnlock(6).WillReturnRows(m.unlockAnswers(true))
-			for _, id := range []int64{7, 8, 9, 10, 11, 12} {
-				m.expectLock(id, true)
-				m.expectTake("q", id, 2, true)
+	for _, c := range advisoryCases {
+		t.Run(c.name, func(t *testing.T) {
+			fx, f := openAdvisory(t, c, fullShape, inbox.Queue{Name: "q"})
+			candidates := sqlmock.NewRows([]string{"id", "inbox_key"})
+			for _, id := range []int64{5, 6, 7, 70, 8, 9, 10, 11, 12, 13} {
+				key := fx.key(id)
+				if id == 70 {
+					key = fx.key(7)
+				}
+				candidates.AddRow(id, key)
 			}
-			ds := m.claimBatch(t, 6)
+			fx.mock.ExpectQuery(fx.sql("candidates")).WithArgs(sqlmock.AnyArg(), "q", 6+4).WillReturnRows(candidates)
+			fx.expectLock(5, false)
+			fx.expectLock(6, true)
+			fx.expectTake(6, 0, false)
+			fx.expectUnlock(6).WillReturnRows(fx.unlocked(true))
+			for _, id := range []int64{7, 8, 9, 10, 11, 12} {
+				fx.expectLock(id, true)
+				fx.expectTake(id, 2, true)
+			}
+			ds := advisoryClaimBatch(t, f, 6)
 			if got := fmt.Sprint(advisoryBatchIDs(ds)); got != "[7 8 9 10 11 12]" {
 				t.Fatalf("claimed %s, want rows 7 to 12 (row 13 is beyond the batch)", got)
 			}
@@ -132,36 +135,35 @@ func TestAdvisoryBatchSequence(t *testing.T) {
 				}
 			}
 
-			bf := m.batchForm(t)
-			if err := bf.Extend(context.Background(), ds[3]); err != nil {
+			if err := f.Extend(context.Background(), ds[3]); err != nil {
 				t.Fatalf("Extend on a delivery of the batch: %v", err)
 			}
-			if err := bf.Settle(context.Background(), ds[0], outcome.Ack()); err == nil || !strings.Contains(err.Error(), "SettleBatch") {
+			if err := f.Settle(context.Background(), ds[0], outcome.Ack()); err == nil || !strings.Contains(err.Error(), "SettleBatch") {
 				t.Fatalf("Settle on a delivery of a batch: %v, want an error pointing to SettleBatch", err)
 			}
-			if err := bf.Release(context.Background(), ds[0]); err == nil || !strings.Contains(err.Error(), "ReleaseBatch") {
+			if err := f.Release(context.Background(), ds[0]); err == nil || !strings.Contains(err.Error(), "ReleaseBatch") {
 				t.Fatalf("Release on a delivery of a batch: %v, want an error pointing to ReleaseBatch", err)
 			}
-			if err := bf.SettleBatch(context.Background(), ds[:2], []outcome.Outcome{outcome.Ack(), outcome.Ack()}); err == nil || !strings.Contains(err.Error(), "whole batch") {
+			if err := f.SettleBatch(context.Background(), ds[:2], []outcome.Outcome{outcome.Ack(), outcome.Ack()}); err == nil || !strings.Contains(err.Error(), "whole batch") {
 				t.Fatalf("SettleBatch on part of a batch: %v, want an error asking for the whole batch", err)
 			}
 
 			now := time.Now()
-			m.mock.ExpectExec(b.ackIn(2)).WithArgs(advisoryTimeNear(now), int64(7), int64(9)).WillReturnResult(sqlmock.NewResult(0, 2))
-			m.mock.ExpectExec(b.retryAfterIn(2)).WithArgs(advisoryTimeNear(now.Add(time.Minute)), int64(8), int64(11)).WillReturnResult(sqlmock.NewResult(0, 2))
-			m.mock.ExpectExec(b.retryAfterIn(1)).WithArgs(advisoryTimeNear(now.Add(time.Hour)), int64(10)).WillReturnResult(sqlmock.NewResult(0, 1))
-			m.expectUnlockMany(6, 7, 8, 9, 10, 11, 12)
+			fx.mock.ExpectExec(fx.many("ackMany", 2)).WithArgs(c.near(now), int64(7), int64(9)).WillReturnResult(changed(2))
+			fx.mock.ExpectExec(fx.many("retryAfterMany", 2)).WithArgs(c.near(now.Add(time.Minute)), nil, int64(8), int64(11)).WillReturnResult(changed(2))
+			fx.mock.ExpectExec(fx.many("retryAfterMany", 1)).WithArgs(c.near(now.Add(time.Hour)), nil, int64(10)).WillReturnResult(changed(1))
+			fx.expectUnlockMany(6, 7, 8, 9, 10, 11, 12)
 			os := []outcome.Outcome{outcome.Ack(), outcome.RetryAfter(time.Minute), outcome.Drop(), outcome.RetryAfter(time.Hour), outcome.RetryAfter(time.Minute), outcome.Retry()}
-			if err := bf.SettleBatch(context.Background(), ds, os); err != nil {
+			if err := f.SettleBatch(context.Background(), ds, os); err != nil {
 				t.Fatal(err)
 			}
-			if err := bf.Extend(context.Background(), ds[0]); !errors.Is(err, inbox.ErrClosed) {
+			if err := f.Extend(context.Background(), ds[0]); !errors.Is(err, inbox.ErrClosed) {
 				t.Fatalf("Extend after the batch settled: %v, want ErrClosed", err)
 			}
-			if err := bf.SettleBatch(context.Background(), ds, os); !errors.Is(err, inbox.ErrClosed) {
+			if err := f.SettleBatch(context.Background(), ds, os); !errors.Is(err, inbox.ErrClosed) {
 				t.Fatalf("settling a batch twice: %v, want ErrClosed", err)
 			}
-			m.noWarnings(t)
+			fx.noWarnings(t)
 		})
 	}
 }
@@ -169,28 +171,23 @@ func TestAdvisoryBatchSequence(t *testing.T) {
 // TestAdvisoryBatchRetryRunsNothing: a batch of Retries runs no settlement statement, only the
 // release of its keys; ReleaseBatch does the same.
 func TestAdvisoryBatchRetryRunsNothing(t *testing.T) {
-	for _, d := range advisoryDialects() {
-		t.Run(d.name, func(t *testing.T) {
-			m := newAdvisoryMock(t, d, advisoryFull, inbox.Queue{Name: "q"})
-			bf := m.batchForm(t)
+	for _, c := range advisoryCases {
+		t.Run(c.name, func(t *testing.T) {
+			fx, f := openAdvisory(t, c, fullShape, inbox.Queue{Name: "q"})
 			for _, settle := range []func([]*inbox.Delivery) error{
 				func(ds []*inbox.Delivery) error {
-					return bf.SettleBatch(context.Background(), ds, []outcome.Outcome{outcome.Retry(), {}})
+					return f.SettleBatch(context.Background(), ds, []outcome.Outcome{outcome.Retry(), {}})
 				},
-				func(ds []*inbox.Delivery) error { return bf.ReleaseBatch(context.Background(), ds) },
+				func(ds []*inbox.Delivery) error { return f.ReleaseBatch(context.Background(), ds) },
 			} {
-				m.expectCandidates("q", 2+4, 7, 8)
-				m.expectLock(7, true)
-				m.expectTake("q", 7, 1, true)
-				m.expectLock(8, true)
-				m.expectTake("q", 8, 1, true)
-				ds := m.claimBatch(t, 2)
-				m.expectUnlockMany(2, 7, 8)
+				fx.expectAdvisoryClaim(2, 1, 7, 8)
+				ds := advisoryClaimBatch(t, f, 2)
+				fx.expectUnlockMany(2, 7, 8)
 				if err := settle(ds); err != nil {
 					t.Fatal(err)
 				}
 			}
-			m.noWarnings(t)
+			fx.noWarnings(t)
 		})
 	}
 }
@@ -198,26 +195,18 @@ func TestAdvisoryBatchRetryRunsNothing(t *testing.T) {
 // TestAdvisoryBatchMinimalTable pins a batch on a table without processed_at or retry_after:
 // Ack and Drop delete in one statement, and RetryAfter runs none, with a warning.
 func TestAdvisoryBatchMinimalTable(t *testing.T) {
-	for _, d := range advisoryDialects() {
-		t.Run(d.name, func(t *testing.T) {
-			m := newAdvisoryMock(t, d, advisoryMinimal, inbox.Queue{})
-			m.expectCandidates("", 3+4, 7, 8, 9)
-			for _, id := range []int64{7, 8, 9} {
-				m.expectLock(id, true)
-				m.expectTake("", id, 0, true)
-			}
-			ds := m.claimBatch(t, 3)
-			del := "DELETE FROM `jobs` WHERE `id` IN (?, ?)"
-			if d.name == "postgres" {
-				del = `DELETE FROM "jobs" WHERE "id" IN ($1, $2)`
-			}
-			m.mock.ExpectExec(del).WithArgs(int64(7), int64(9)).WillReturnResult(sqlmock.NewResult(0, 2))
-			m.expectUnlockMany(3, 7, 8, 9)
-			if err := m.batchForm(t).SettleBatch(context.Background(), ds, []outcome.Outcome{outcome.Ack(), outcome.RetryAfter(time.Minute), outcome.Drop()}); err != nil {
+	for _, c := range advisoryCases {
+		t.Run(c.name, func(t *testing.T) {
+			fx, f := openAdvisory(t, c, minimalShape, inbox.Queue{})
+			fx.expectAdvisoryClaim(3, 0, 7, 8, 9)
+			ds := advisoryClaimBatch(t, f, 3)
+			fx.mock.ExpectExec(fx.many("ackMany", 2)).WithArgs(int64(7), int64(9)).WillReturnResult(changed(2))
+			fx.expectUnlockMany(3, 7, 8, 9)
+			if err := f.SettleBatch(context.Background(), ds, []outcome.Outcome{outcome.Ack(), outcome.RetryAfter(time.Minute), outcome.Drop()}); err != nil {
 				t.Fatal(err)
 			}
-			if w := m.warnings.String(); !strings.Contains(w, "RetryAfter column") || !strings.Contains(w, "8") {
-				t.Fatalf("RetryAfter without the column: logs %q, want a warning naming row 8", w)
+			if !fx.warned("RetryAfter column", "8") {
+				t.Fatalf("RetryAfter without the column: logs %q, want a warning naming row 8", fx.logs.String())
 			}
 		})
 	}
@@ -228,19 +217,13 @@ func TestAdvisoryBatchMinimalTable(t *testing.T) {
 // the keys are released; a batch with any other outcome rolls back, then settles on the
 // connection with its Acks retried.
 func TestAdvisoryBatchTransactional(t *testing.T) {
-	for _, d := range advisoryDialects() {
-		t.Run(d.name, func(t *testing.T) {
-			m := newAdvisoryMock(t, d, advisoryFull, inbox.Queue{Name: "q", Transactional: true})
-			b := advisoryBatchStatements(d.name)
-			bf := m.batchForm(t)
+	for _, c := range advisoryCases {
+		t.Run(c.name, func(t *testing.T) {
+			fx, f := openAdvisory(t, c, fullShape, inbox.Queue{Name: "q", Transactional: true})
 			claim := func(ids ...int64) []*inbox.Delivery {
-				m.expectCandidates("q", len(ids)+4, ids...)
-				for _, id := range ids {
-					m.expectLock(id, true)
-					m.expectTake("q", id, 1, true)
-				}
-				m.mock.ExpectBegin()
-				ds := m.claimBatch(t, len(ids))
+				fx.expectAdvisoryClaim(len(ids), 1, ids...)
+				fx.mock.ExpectBegin()
+				ds := advisoryClaimBatch(t, f, len(ids))
 				for _, dv := range ds {
 					if dv.Tx == nil {
 						t.Fatal("no transaction lent in transactional mode")
@@ -250,14 +233,14 @@ func TestAdvisoryBatchTransactional(t *testing.T) {
 			}
 
 			ds := claim(7, 8)
-			m.mock.ExpectExec("INSERT INTO audit VALUES (8)").WillReturnResult(sqlmock.NewResult(0, 1))
+			fx.mock.ExpectExec("INSERT INTO audit VALUES (8)").WillReturnResult(changed(1))
 			if _, err := ds[1].Tx.ExecContext(context.Background(), "INSERT INTO audit VALUES (8)"); err != nil {
 				t.Fatal(err)
 			}
-			m.mock.ExpectExec(b.ackIn(2)).WithArgs(sqlmock.AnyArg(), int64(7), int64(8)).WillReturnResult(sqlmock.NewResult(0, 2))
-			m.mock.ExpectCommit()
-			m.expectUnlockMany(2, 7, 8)
-			if err := bf.SettleBatch(context.Background(), ds, []outcome.Outcome{outcome.Ack(), outcome.Ack()}); err != nil {
+			fx.mock.ExpectExec(fx.many("ackMany", 2)).WithArgs(sqlmock.AnyArg(), int64(7), int64(8)).WillReturnResult(changed(2))
+			fx.mock.ExpectCommit()
+			fx.expectUnlockMany(2, 7, 8)
+			if err := f.SettleBatch(context.Background(), ds, []outcome.Outcome{outcome.Ack(), outcome.Ack()}); err != nil {
 				t.Fatal(err)
 			}
 			if _, err := ds[0].Tx.ExecContext(context.Background(), "INSERT INTO audit VALUES (7)"); !errors.Is(err, inbox.ErrTransactionHeld) {
@@ -265,13 +248,13 @@ func TestAdvisoryBatchTransactional(t *testing.T) {
 			}
 
 			ds = claim(9, 10, 11)
-			m.mock.ExpectRollback()
-			m.mock.ExpectExec(b.ackIn(1)).WithArgs(sqlmock.AnyArg(), int64(11)).WillReturnResult(sqlmock.NewResult(0, 1))
-			m.expectUnlockMany(3, 9, 10, 11)
-			if err := bf.SettleBatch(context.Background(), ds, []outcome.Outcome{outcome.Ack(), outcome.Retry(), outcome.Drop()}); err != nil {
+			fx.mock.ExpectRollback()
+			fx.mock.ExpectExec(fx.many("ackMany", 1)).WithArgs(sqlmock.AnyArg(), int64(11)).WillReturnResult(changed(1))
+			fx.expectUnlockMany(3, 9, 10, 11)
+			if err := f.SettleBatch(context.Background(), ds, []outcome.Outcome{outcome.Ack(), outcome.Retry(), outcome.Drop()}); err != nil {
 				t.Fatal(err)
 			}
-			m.noWarnings(t)
+			fx.noWarnings(t)
 		})
 	}
 }
@@ -280,26 +263,17 @@ func TestAdvisoryBatchTransactional(t *testing.T) {
 // server confirms only in part closes the connection rather than returning it to the pool with
 // a lock that may still stand.
 func TestAdvisoryBatchUnconfirmedUnlockClosesConnection(t *testing.T) {
-	for _, d := range advisoryDialects() {
-		t.Run(d.name, func(t *testing.T) {
-			m := newAdvisoryMock(t, d, advisoryFull, inbox.Queue{Name: "q"})
-			m.expectCandidates("q", 2+4, 7, 8)
-			m.expectLock(7, true)
-			m.expectTake("q", 7, 1, true)
-			m.expectLock(8, true)
-			m.expectTake("q", 8, 1, true)
-			ds := m.claimBatch(t, 2)
-			m.expectUnlockMany(1, 7, 8)
-			m.mock.ExpectClose()
-			if err := m.batchForm(t).ReleaseBatch(context.Background(), ds); err != nil {
+	for _, c := range advisoryCases {
+		t.Run(c.name, func(t *testing.T) {
+			fx, f := openAdvisory(t, c, fullShape, inbox.Queue{Name: "q"})
+			fx.expectAdvisoryClaim(2, 1, 7, 8)
+			ds := advisoryClaimBatch(t, f, 2)
+			fx.expectUnlockMany(1, 7, 8)
+			fx.mock.ExpectClose()
+			if err := f.ReleaseBatch(context.Background(), ds); err != nil {
 				t.Fatal(err)
 			}
-			if err := m.mock.ExpectationsWereMet(); err != nil {
-				t.Fatal(err)
-			}
-			if !strings.Contains(m.warnings.String(), "closed the connection") {
-				t.Fatalf("logs %q: want a warning that the connection was closed", m.warnings.String())
-			}
+			fx.checkDiscarded(t, "the release confirmed in part", "closed the connection")
 		})
 	}
 }
@@ -307,21 +281,19 @@ func TestAdvisoryBatchUnconfirmedUnlockClosesConnection(t *testing.T) {
 // TestAdvisoryBatchClaimFailureClosesConnection: a lock that fails after a row of the batch was
 // taken closes the batch's connection, which gives that row back, and the claim fails.
 func TestAdvisoryBatchClaimFailureClosesConnection(t *testing.T) {
-	for _, d := range advisoryDialects() {
-		t.Run(d.name, func(t *testing.T) {
-			m := newAdvisoryMock(t, d, advisoryFull, inbox.Queue{Name: "q"})
-			m.expectCandidates("q", 2+4, 7, 8)
-			m.expectLock(7, true)
-			m.expectTake("q", 7, 1, true)
-			m.mock.ExpectQuery(m.sql.lock).WithArgs("jobs-8").WillReturnError(errors.New("connection reset"))
-			m.mock.ExpectClose()
-			ds, err := m.batchForm(t).ClaimBatch(context.Background(), 2)
-			if len(ds) != 0 || err == nil || !strings.Contains(err.Error(), "jobs-8") || !strings.Contains(err.Error(), "[7]") {
+	for _, c := range advisoryCases {
+		t.Run(c.name, func(t *testing.T) {
+			fx, f := openAdvisory(t, c, fullShape, inbox.Queue{Name: "q"})
+			fx.expectCandidates(2+4, 7, 8)
+			fx.expectLock(7, true)
+			fx.expectTake(7, 1, true)
+			fx.mock.ExpectQuery(fx.sql("lock")).WithArgs(fx.key(8)).WillReturnError(errors.New("connection reset"))
+			fx.mock.ExpectClose()
+			ds, err := f.ClaimBatch(context.Background(), 2)
+			if len(ds) != 0 || err == nil || !strings.Contains(err.Error(), fx.key(8)) || !strings.Contains(err.Error(), "[7]") {
 				t.Fatalf("ClaimBatch: %v, %v; want no rows and an error naming the key and the row given back", advisoryBatchIDs(ds), err)
 			}
-			if err := m.mock.ExpectationsWereMet(); err != nil {
-				t.Fatal(err)
-			}
+			fx.checkDiscarded(t, "the failed lock")
 		})
 	}
 }
@@ -329,23 +301,19 @@ func TestAdvisoryBatchClaimFailureClosesConnection(t *testing.T) {
 // TestAdvisoryBatchCloseReleasesHolds: Close releases a batch still in work with one statement,
 // and its settlement then fails with ErrClosed, running nothing.
 func TestAdvisoryBatchCloseReleasesHolds(t *testing.T) {
-	for _, d := range advisoryDialects() {
-		t.Run(d.name, func(t *testing.T) {
-			m := newAdvisoryMock(t, d, advisoryFull, inbox.Queue{Name: "q"})
-			m.expectCandidates("q", 2+4, 7, 8)
-			m.expectLock(7, true)
-			m.expectTake("q", 7, 1, true)
-			m.expectLock(8, true)
-			m.expectTake("q", 8, 1, true)
-			ds := m.claimBatch(t, 2)
-			m.expectUnlockMany(2, 7, 8)
-			if err := m.form.Close(); err != nil {
+	for _, c := range advisoryCases {
+		t.Run(c.name, func(t *testing.T) {
+			fx, f := openAdvisory(t, c, fullShape, inbox.Queue{Name: "q"})
+			fx.expectAdvisoryClaim(2, 1, 7, 8)
+			ds := advisoryClaimBatch(t, f, 2)
+			fx.expectUnlockMany(2, 7, 8)
+			if err := f.Close(); err != nil {
 				t.Fatal(err)
 			}
-			if err := m.batchForm(t).SettleBatch(context.Background(), ds, []outcome.Outcome{outcome.Ack(), outcome.Ack()}); !errors.Is(err, inbox.ErrClosed) {
+			if err := f.SettleBatch(context.Background(), ds, []outcome.Outcome{outcome.Ack(), outcome.Ack()}); !errors.Is(err, inbox.ErrClosed) {
 				t.Fatalf("SettleBatch after Close: %v, want ErrClosed", err)
 			}
-			m.noWarnings(t)
+			fx.noWarnings(t)
 		})
 	}
 }

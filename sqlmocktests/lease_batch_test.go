@@ -4,92 +4,68 @@ import (
 	"context"
 	"database/sql/driver"
 	"errors"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/sqlinbox/inbox"
+	"github.com/sqlinbox/inbox/dialect"
 	"github.com/sqlinbox/inbox/lease"
 	"github.com/sqlinbox/inbox/outcome"
 )
 
-// inList rewrites a single-row statement's "id = p" into "id IN (…)" over n ids, renumbering
-// Postgres placeholders after it.
-func inList(c leaseCase, single string, n int) string {
-	if c.name != "postgres" {
-		return strings.Replace(single, "`id` = ?", "`id` IN ("+strings.Repeat("?, ", n-1)+"?)", 1)
+// openLeaseBatch opens the lease form over the full table on c's database for batches of three
+// (the golden files' lists are of three): on MySQL and MariaDB the first batch claim prepares
+// the stamp of three ids.
+func openLeaseBatch(t *testing.T, c dbCase, q inbox.Queue) (*fixture, *lease.Form[dialect.Dialect]) {
+	t.Helper()
+	fx, f := openLease(t, c, fullShape, 1, q)
+	if c.mysqlFamily() {
+		fx.mock.ExpectPrepare(fx.sql("stamp(3)")).WillBeClosed()
 	}
-	// In the guard "id" = $k AND "locked_until" = $k+1: k ids, then the token.
-	at := strings.Index(single, `"id" = $`)
-	k := int(single[at+len(`"id" = $`)] - '0')
-	ids := make([]string, n)
-	for i := range ids {
-		ids[i] = "$" + strconv.Itoa(k+i)
-	}
-	return single[:at] + `"id" IN (` + strings.Join(ids, ", ") + `) AND "locked_until" = $` + strconv.Itoa(k+n)
+	return fx, f
 }
 
-// leaseBatchSettle returns what expects one statement of a batch's settlement that changes the
-// rows changed, each of the ids it names: on Postgres and SQLite the statement returning the ids
-// it changed; on MySQL and MariaDB the statement in a transaction, committed.
-func leaseBatchSettle(m *recorder, c leaseCase, prepare func(string)) func(query string, args []driver.Value, changed ...int64) {
-	return func(query string, args []driver.Value, changed ...int64) {
-		if c.mysqlFamily() {
-			prepare(query)
-			m.mock.ExpectBegin()
-			m.mock.ExpectExec(query).WithArgs(args...).WillReturnResult(leaseResult(int64(len(changed))))
-			m.mock.ExpectCommit()
-			return
-		}
-		if c.name == "postgres" {
-			query += ` RETURNING "id"`
-		} else {
-			query += " RETURNING `id`"
-		}
-		prepare(query)
-		rows := m.mock.NewRows([]string{"id"})
-		for _, id := range changed {
-			rows.AddRow(id)
-		}
-		m.mock.ExpectQuery(query).WithArgs(args...).WillReturnRows(rows)
+// expectLeaseBatchSettle expects one statement of a batch's settlement, query over the batch's
+// id list with args, prepared at its first run, that changes rows ids: on Postgres and
+// SQLite query returning the ids it changed; on MySQL and MariaDB query in a transaction,
+// committed.
+func (fx *fixture) expectLeaseBatchSettle(query string, args []driver.Value, ids ...int64) {
+	if fx.c.mysqlFamily() {
+		fx.expectPrepare(query)
+		fx.mock.ExpectBegin()
+		fx.mock.ExpectExec(query).WithArgs(args...).WillReturnResult(changed(int64(len(ids))))
+		fx.mock.ExpectCommit()
+		return
 	}
+	col, _ := fx.c.d.Quote(fx.sh.table.ID)
+	query += " RETURNING " + col
+	fx.expectPrepare(query)
+	rows := fx.mock.NewRows([]string{"id"})
+	for _, id := range ids {
+		rows.AddRow(id)
+	}
+	fx.mock.ExpectQuery(query).WithArgs(args...).WillReturnRows(rows)
 }
 
-// TestLeaseBatchSequence pins a batch's statements: one claim of up to 4 rows under one token
-// (on MySQL and MariaDB a stamp over 4 ids), one extension of every row, then one guarded
-// statement per kind of outcome over an id list padded to the batch's size.
+// TestLeaseBatchSequence pins a batch's statements: one claim of up to 3 rows under one token
+// (on MySQL and MariaDB a stamp over 3 ids), one extension of every row, then one guarded
+// statement per kind of outcome over an id list padded to the batch's size; and a short batch,
+// whose stamp on MySQL and MariaDB repeats its last id to that size, as its settlement does.
 func TestLeaseBatchSequence(t *testing.T) {
 	for _, c := range leaseCases {
 		t.Run(c.name, func(t *testing.T) {
 			ctx := context.Background()
-			m := newRecorder(t, 1)
-			st := c.jobs
-			f := openLease(t, m, c, st)
-			batch := st
-			if c.mysqlFamily() {
-				batch.stamp = strings.Replace(st.stamp, "IN (?)", "IN (?, ?, ?, ?)", 1)
-				m.mock.ExpectPrepare(batch.stamp).WillBeClosed()
-			}
+			fx, f := openLeaseBatch(t, c, inbox.Queue{})
 			var claimed, extended driver.Value
-			expectClaimOf(m, c, batch, 4, true, &claimed, leaseClaimed{7, 1}, leaseClaimed{8, 1}, leaseClaimed{9, 3})
+			fx.expectLeaseClaim(3, &claimed, leaseRow(7, 1), leaseRow(8, 1), leaseRow(9, 3))
+			extend := fx.sql("extendIn(3)")
+			fx.expectPrepare(extend)
+			fx.mock.ExpectExec(extend).WithArgs(c.token(time.Now().Add(lease.DefaultLease), &extended), int64(7), int64(8), int64(9), sameValue{&claimed}).WillReturnResult(changed(3))
+			fx.expectLeaseBatchSettle(fx.sql("ackIn(3)"), []driver.Value{c.near(time.Now()), int64(7), int64(9), int64(9), sameValue{&extended}}, 7, 9)
+			fx.expectLeaseBatchSettle(fx.sql("retryAfterIn(3)"), []driver.Value{c.near(time.Now().Add(time.Minute)), nil, int64(8), int64(8), int64(8), sameValue{&extended}}, 8)
 
-			ids := []driver.Value{int64(7), int64(8), int64(9), int64(9)}
-			prepare := func(query string) {
-				m.mock.ExpectPrepare(query).WillBeClosed()
-				if c.name == "sqlite" {
-					m.mock.ExpectQuery("EXPLAIN " + query).WithArgs(make([]driver.Value, strings.Count(query, "?"))...).
-						WillReturnRows(m.mock.NewRows([]string{"addr", "opcode"}))
-				}
-			}
-			extend := inList(c, st.extend, 4)
-			prepare(extend)
-			m.mock.ExpectExec(extend).WithArgs(append(append([]driver.Value{leaseTime{want: time.Now().Add(lease.DefaultLease), into: &extended}}, ids...), leaseSame{&claimed})...).WillReturnResult(leaseResult(3))
-			settle := leaseBatchSettle(m, c, prepare)
-			settle(inList(c, st.ack, 4), []driver.Value{int64(7), int64(9), int64(9), int64(9), leaseSame{&extended}}, 7, 9)
-			settle(inList(c, st.retryAfter, 4), []driver.Value{leaseTime{want: time.Now().Add(time.Minute)}, int64(8), int64(8), int64(8), int64(8), leaseSame{&extended}}, 8)
-
-			ds, err := f.ClaimBatch(ctx, 4)
+			ds, err := f.ClaimBatch(ctx, 3)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -102,10 +78,20 @@ func TestLeaseBatchSequence(t *testing.T) {
 			if err := f.SettleBatch(ctx, ds, []outcome.Outcome{outcome.Ack(), outcome.RetryAfter(time.Minute), outcome.Drop()}); err != nil {
 				t.Fatal(err)
 			}
+
+			var token driver.Value
+			fx.expectLeaseClaim(3, &token, leaseRow(10, 1))
+			fx.expectLeaseBatchSettle(fx.sql("retryIn(3)"), []driver.Value{int64(10), int64(10), int64(10), sameValue{&token}}, 10)
+			if ds, err = f.ClaimBatch(ctx, 3); err != nil || len(ds) != 1 {
+				t.Fatalf("the short batch: %v, %v; want row 10 alone", ds, err)
+			}
+			if err := f.SettleBatch(ctx, ds, []outcome.Outcome{outcome.Retry()}); err != nil {
+				t.Fatal(err)
+			}
 			if err := f.Close(); err != nil {
 				t.Fatal(err)
 			}
-			if err := m.mock.ExpectationsWereMet(); err != nil {
+			if err := fx.mock.ExpectationsWereMet(); err != nil {
 				t.Fatal(err)
 			}
 		})
@@ -121,42 +107,28 @@ func TestLeaseBatchLostSequence(t *testing.T) {
 	for _, c := range leaseCases {
 		t.Run(c.name, func(t *testing.T) {
 			ctx := context.Background()
-			m := newRecorder(t, 1)
-			st := c.jobs
-			f := openLease(t, m, c, st)
-			batch := st
-			if c.mysqlFamily() {
-				batch.stamp = strings.Replace(st.stamp, "IN (?)", "IN (?, ?, ?, ?)", 1)
-				m.mock.ExpectPrepare(batch.stamp).WillBeClosed()
-			}
+			fx, f := openLeaseBatch(t, c, inbox.Queue{})
 			var claimed driver.Value
-			expectClaimOf(m, c, batch, 4, true, &claimed, leaseClaimed{7, 1}, leaseClaimed{8, 1}, leaseClaimed{9, 1})
-			prepare := func(query string) {
-				m.mock.ExpectPrepare(query).WillBeClosed()
-				if c.name == "sqlite" {
-					m.mock.ExpectQuery("EXPLAIN " + query).WithArgs(make([]driver.Value, strings.Count(query, "?"))...).
-						WillReturnRows(m.mock.NewRows([]string{"addr", "opcode"}))
-				}
-			}
-			ack, retry := inList(c, st.ack, 4), inList(c, st.retry, 4)
-			acks := []driver.Value{int64(7), int64(9), int64(9), int64(9), leaseSame{&claimed}}
+			fx.expectLeaseClaim(3, &claimed, leaseRow(7, 1), leaseRow(8, 1), leaseRow(9, 1))
+			ack := fx.sql("ackIn(3)")
+			now := c.near(time.Now())
 			if c.mysqlFamily() {
-				held := "SELECT `id` FROM `jobs` WHERE `id` IN (?, ?, ?, ?) AND `locked_until` = ? FOR UPDATE"
-				prepare(ack)
-				m.mock.ExpectBegin()
-				m.mock.ExpectExec(ack).WithArgs(acks...).WillReturnResult(leaseResult(1))
-				m.mock.ExpectRollback()
-				prepare(held)
-				m.mock.ExpectBegin()
-				m.mock.ExpectQuery(held).WithArgs(acks...).WillReturnRows(m.mock.NewRows([]string{"id"}).AddRow(int64(7)))
-				m.mock.ExpectExec(ack).WithArgs(int64(7), int64(7), int64(7), int64(7), leaseSame{&claimed}).WillReturnResult(leaseResult(1))
-				m.mock.ExpectCommit()
+				held := fx.sql("heldIn(3)")
+				fx.expectPrepare(ack)
+				fx.mock.ExpectBegin()
+				fx.mock.ExpectExec(ack).WithArgs(now, int64(7), int64(9), int64(9), sameValue{&claimed}).WillReturnResult(changed(1))
+				fx.mock.ExpectRollback()
+				fx.expectPrepare(held)
+				fx.mock.ExpectBegin()
+				fx.mock.ExpectQuery(held).WithArgs(int64(7), int64(9), int64(9), sameValue{&claimed}).WillReturnRows(fx.mock.NewRows([]string{"id"}).AddRow(int64(7)))
+				fx.mock.ExpectExec(ack).WithArgs(now, int64(7), int64(7), int64(7), sameValue{&claimed}).WillReturnResult(changed(1))
+				fx.mock.ExpectCommit()
 			} else {
-				leaseBatchSettle(m, c, prepare)(ack, acks, 7)
+				fx.expectLeaseBatchSettle(ack, []driver.Value{now, int64(7), int64(9), int64(9), sameValue{&claimed}}, 7)
 			}
-			leaseBatchSettle(m, c, prepare)(retry, []driver.Value{int64(8), int64(8), int64(8), int64(8), leaseSame{&claimed}}, 8)
+			fx.expectLeaseBatchSettle(fx.sql("retryIn(3)"), []driver.Value{int64(8), int64(8), int64(8), sameValue{&claimed}}, 8)
 
-			ds, err := f.ClaimBatch(ctx, 4)
+			ds, err := f.ClaimBatch(ctx, 3)
 			if err != nil || len(ds) != 3 {
 				t.Fatalf("ClaimBatch: %v, %v", ds, err)
 			}

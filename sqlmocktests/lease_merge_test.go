@@ -18,22 +18,15 @@ import (
 // another ack's statement runs share the next statement, which returns the ids it deleted; a
 // row it did not delete (its lease was taken) reports ErrLeaseLost, and the other settles.
 func TestLeaseMergesSettlementsThatArriveTogether(t *testing.T) {
-	merged := map[string]string{
-		"postgres": `DELETE FROM "jobs" WHERE ("id" = $1 AND "locked_until" = $2) OR ("id" = $3 AND "locked_until" = $4) RETURNING "id"`,
-		"sqlite":   "DELETE FROM `jobs` WHERE (`id` = ? AND `locked_until` = ?) OR (`id` = ? AND `locked_until` = ?) RETURNING `id`",
-	}
 	for _, c := range leaseCases {
-		query, ok := merged[c.name]
-		if !ok {
+		if c.mysqlFamily() {
 			continue // MySQL and MariaDB cannot return the rows a DELETE changed: one per row
 		}
 		t.Run(c.name, func(t *testing.T) {
 			ctx := context.Background()
-			m := newRecorder(t, 4)
-			st := c.jobs
-			f := openLease(t, m, c, st)
+			fx, f := openLease(t, c, minimalShape, 4, inbox.Queue{})
 			var token driver.Value
-			expectClaimOf(m, c, st, 3, true, &token, leaseClaimed{7, 1}, leaseClaimed{8, 1}, leaseClaimed{9, 1})
+			fx.expectLeaseClaim(3, &token, leaseRow(7, 0), leaseRow(8, 0), leaseRow(9, 0))
 			ds, err := f.Claim(ctx, 3)
 			if err != nil || len(ds) != 3 {
 				t.Fatalf("Claim: %v, %v", ds, err)
@@ -41,15 +34,13 @@ func TestLeaseMergesSettlementsThatArriveTogether(t *testing.T) {
 
 			// The first ack runs alone and slowly; the two that arrive meanwhile wait for it,
 			// then share one statement.
-			m.mock.ExpectExec(st.ack).WithArgs(int64(7), leaseSame{&token}).WillDelayFor(time.Second).WillReturnResult(leaseResult(1))
-			m.mock.ExpectPrepare(query).WillBeClosed()
-			if c.name == "sqlite" {
-				m.mock.ExpectQuery("EXPLAIN " + query).WithArgs(make([]driver.Value, 4)...).WillReturnRows(sqlmock.NewRows([]string{"addr", "opcode"}))
-			}
-			m.mock.ExpectQuery(query).WithArgs(sqlmock.AnyArg(), leaseSame{&token}, sqlmock.AnyArg(), leaseSame{&token}).
+			fx.mock.ExpectExec(fx.sql("ack")).WithArgs(int64(7), sameValue{&token}).WillDelayFor(time.Second).WillReturnResult(changed(1))
+			merged := fx.sql("ackPairs(2)")
+			fx.expectPrepare(merged)
+			fx.mock.ExpectQuery(merged).WithArgs(sqlmock.AnyArg(), sameValue{&token}, sqlmock.AnyArg(), sameValue{&token}).
 				WillReturnRows(sqlmock.NewRows([]string{"id"}).AddRow(int64(8)))
 
-			running := m.whenExec(st.ack)
+			running := fx.whenExec(fx.sql("ack"))
 			first := make(chan error, 1)
 			go func() { first <- f.Settle(ctx, ds[0], outcome.Ack()) }()
 			select {
@@ -86,7 +77,7 @@ func TestLeaseMergesSettlementsThatArriveTogether(t *testing.T) {
 			if err := f.Close(); err != nil {
 				t.Fatal(err)
 			}
-			if err := m.mock.ExpectationsWereMet(); err != nil {
+			if err := fx.mock.ExpectationsWereMet(); err != nil {
 				t.Fatal(err)
 			}
 		})

@@ -6,8 +6,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/DATA-DOG/go-sqlmock"
-
 	"github.com/sqlinbox/inbox"
 	"github.com/sqlinbox/inbox/lease"
 	"github.com/sqlinbox/inbox/outcome"
@@ -19,49 +17,37 @@ import (
 // extensions and the ack run on the form's own connection, each prepared there once by its
 // text; Close frees them.
 func TestLeaseOwnConnection(t *testing.T) {
-	for _, c := range leaseCases {
-		if c.name != "postgres" && c.name != "mysql" {
-			continue
-		}
+	for _, c := range []dbCase{onPostgres, onMySQL} {
 		t.Run(c.name, func(t *testing.T) {
 			ctx := context.Background()
-			m := newRecorder(t, 2)
-			st := c.jobs
-			expectOpen(m, c, st, "jobs")
-			f := lease.New(c.d, leaseJobs, nil)
-			plan, err := f.Open(ctx, m.db, inbox.Queue{})
-			if err != nil {
-				t.Fatal(err)
+			fx, f := openLease(t, c, fullShape, 2, inbox.Queue{})
+			if !fx.plan.OwnConnection {
+				t.Fatalf("plan %+v on a pool of two, want OwnConnection", fx.plan)
 			}
-			if !plan.OwnConnection {
-				t.Fatalf("plan %+v on a pool of two, want OwnConnection", plan)
-			}
-			app, err := m.db.Conn(ctx) // the pool's other connection
+			app, err := fx.db.Conn(ctx) // the pool's other connection
 			if err != nil {
 				t.Fatal(err)
 			}
 
 			now := time.Now()
 			var claimed, extended, again driver.Value
-			rows := sqlmock.NewRows([]string{"id", "payload", "attempt"})
-			if c.name == "postgres" {
-				m.mock.ExpectPrepare(st.claim).WillBeClosed()
-				m.mock.ExpectQuery(st.claim).WithArgs(leaseTime{want: now}, leaseTime{want: now}, int64(1), leaseTime{want: now.Add(lease.DefaultLease), into: &claimed}).
-					WillReturnRows(rows.AddRow(int64(7), []byte("p"), int64(1)))
+			claim, tok := fx.sql("claim"), c.token(now.Add(lease.DefaultLease), &claimed)
+			if c.db == "postgres" {
+				fx.mock.ExpectPrepare(claim).WillBeClosed()
+				fx.mock.ExpectQuery(claim).WithArgs(append(fx.leaseClaimArgs(now, 1), tok)...).WillReturnRows(fullShape.claimed("", leaseRow(7, 1)))
 			} else {
-				m.mock.ExpectBegin()
-				m.mock.ExpectPrepare(st.claim).WillBeClosed()
-				m.mock.ExpectQuery(st.claim).WithArgs(leaseTime{want: now}, leaseTime{want: now}, int64(1)).
-					WillReturnRows(rows.AddRow(int64(7), []byte("p"), int64(0)))
-				m.mock.ExpectPrepare(st.stamp).WillBeClosed()
-				m.mock.ExpectExec(st.stamp).WithArgs(leaseTime{want: now.Add(lease.DefaultLease), into: &claimed}, int64(7)).WillReturnResult(leaseResult(1))
-				m.mock.ExpectCommit()
+				fx.mock.ExpectBegin()
+				fx.mock.ExpectPrepare(claim).WillBeClosed()
+				fx.mock.ExpectQuery(claim).WithArgs(fx.leaseClaimArgs(now, 1)...).WillReturnRows(fullShape.claimed("", leaseRow(7, 0)))
+				fx.mock.ExpectPrepare(fx.sql("stamp(1)")).WillBeClosed()
+				fx.mock.ExpectExec(fx.sql("stamp(1)")).WithArgs(tok, int64(7)).WillReturnResult(changed(1))
+				fx.mock.ExpectCommit()
 			}
-			m.mock.ExpectPrepare(st.extend).WillBeClosed()
-			m.mock.ExpectExec(st.extend).WithArgs(leaseTime{want: now.Add(lease.DefaultLease), into: &extended}, int64(7), leaseSame{&claimed}).WillReturnResult(leaseResult(1))
-			m.mock.ExpectExec(st.extend).WithArgs(leaseTime{want: now.Add(lease.DefaultLease), into: &again}, int64(7), leaseSame{&extended}).WillReturnResult(leaseResult(1))
-			m.mock.ExpectPrepare(st.ack).WillBeClosed()
-			m.mock.ExpectExec(st.ack).WithArgs(int64(7), leaseSame{&again}).WillReturnResult(leaseResult(1))
+			fx.mock.ExpectPrepare(fx.sql("extend")).WillBeClosed()
+			fx.mock.ExpectExec(fx.sql("extend")).WithArgs(c.token(now.Add(lease.DefaultLease), &extended), int64(7), sameValue{&claimed}).WillReturnResult(changed(1))
+			fx.mock.ExpectExec(fx.sql("extend")).WithArgs(c.token(now.Add(lease.DefaultLease), &again), int64(7), sameValue{&extended}).WillReturnResult(changed(1))
+			fx.mock.ExpectPrepare(fx.sql("ack")).WillBeClosed()
+			fx.mock.ExpectExec(fx.sql("ack")).WithArgs(c.near(now), int64(7), sameValue{&again}).WillReturnResult(changed(1))
 
 			d := claimOne(t, f, 7, 1)
 			for range 2 {
@@ -76,7 +62,7 @@ func TestLeaseOwnConnection(t *testing.T) {
 			if err := f.Close(); err != nil {
 				t.Fatal(err)
 			}
-			if err := m.mock.ExpectationsWereMet(); err != nil {
+			if err := fx.mock.ExpectationsWereMet(); err != nil {
 				t.Fatal(err)
 			}
 		})

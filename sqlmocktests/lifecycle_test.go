@@ -5,47 +5,17 @@ import (
 	"database/sql/driver"
 	"errors"
 	"fmt"
-	"strings"
 	"testing"
 	"time"
 
 	"github.com/DATA-DOG/go-sqlmock"
 
 	"github.com/sqlinbox/inbox"
-	"github.com/sqlinbox/inbox/dialect"
-	"github.com/sqlinbox/inbox/internal/sqltext"
-	"github.com/sqlinbox/inbox/isolation"
-	"github.com/sqlinbox/inbox/lease"
 	"github.com/sqlinbox/inbox/outcome"
-	"github.com/sqlinbox/inbox/rowlock"
 )
 
-// lifecycleTable is the full table with the failure lifecycle's columns, dead_at and
-// last_error.
-var lifecycleTable = func() inbox.Table {
-	t := rowlockFullTable
-	t.DeadAt, t.LastError = "dead_at", "last_error"
-	return t
-}()
-
-// lifecycleSQL is the statement builder of lifecycleTable on d: the tests take the text they
-// expect from internal/sqltext, whose goldens pin it.
-func lifecycleSQL(t *testing.T, d dialect.Dialect) sqltext.SQL {
-	t.Helper()
-	q, err := lifecycleTable.Quote(d)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return sqltext.New(d.Caps(), sqltext.Table(q))
-}
-
-// textHas matches a bound last error holding want.
-type textHas struct{ want string }
-
-func (a textHas) Match(v driver.Value) bool {
-	s, ok := v.(string)
-	return ok && strings.Contains(s, a.want)
-}
+// The failure lifecycle's tests run over the full table, which has dead_at and last_error:
+// its claims pass over dead rows, Fail stamps both, and a RetryAfter keeps its last error.
 
 // refusedFK is the error a foreign key's refusal of an ack's DELETE (or UPDATE) gives.
 var refusedFK = errors.New(`pq: update or delete on table "jobs" violates foreign key constraint "notes_job_fkey" on table "notes"`)
@@ -56,53 +26,14 @@ func lifecycleBackoff(d *inbox.Delivery, err error) outcome.Outcome {
 	return outcome.RetryAfter(time.Hour).WithError(fmt.Errorf("settlement failed: %w", err))
 }
 
-// lifecycleRowlock is a row lock dialect for the lifecycle tests: its case, and the dialect.
-type lifecycleRowlock struct {
-	dc rowlockDialect
-	d  rowlock.Dialect
-}
-
-var lifecycleRowlocks = []lifecycleRowlock{
-	{rowlockPostgres, dialect.Postgres[isolation.Default]{}},
-	{rowlockMySQL, dialect.MySQL[isolation.Default]{}},
-}
-
-// rowlockLifecycleOpen opens the row lock form over lifecycleTable, expecting its server check,
-// catalog query and statements.
-func rowlockLifecycleOpen(t *testing.T, m *recorder, c lifecycleRowlock, backoff bool) (inbox.Form, sqltext.RowLock) {
-	t.Helper()
-	r := lifecycleSQL(t, c.d).RowLock()
-	m.mock.ExpectQuery(c.dc.version).WillReturnRows(sqlmock.NewRows([]string{"v"}).AddRow(c.dc.versionAnswer))
-	if db := c.dc.db(); db == "mysql" || db == "mariadb" {
-		expectNotGalera(m.mock, db)
+// lifecycleRows are the rows a lifecycle claim of n returns: ids from 5, at attempt 2 (the
+// deliveries read 3).
+func lifecycleRows(n int) []row {
+	rows := make([]row, n)
+	for i := range rows {
+		rows[i] = row{id: int64(5 + i), attempt: 2, payload: []byte("{}")}
 	}
-	expectColumns(m.mock, c.dc.db(), lifecycleTable, "")
-	for _, k := range []outcome.Kind{outcome.KindAck, outcome.KindRetry, outcome.KindRetryAfter, outcome.KindFail} {
-		if k == outcome.KindAck {
-			m.mock.ExpectPrepare(r.Claim(1)).WillBeClosed()
-		}
-		m.mock.ExpectPrepare(r.Settle(k, sqltext.ByID())).WillBeClosed()
-	}
-	f := rowlock.New(c.d, lifecycleTable)
-	q := inbox.Queue{Name: rowlockQueue}
-	if backoff {
-		q.Backoff = lifecycleBackoff
-	}
-	if _, err := f.Open(context.Background(), m.db, q); err != nil {
-		t.Fatalf("Open: %v", err)
-	}
-	return f, r
-}
-
-// rowlockLifecycleClaim expects a claim (of n rows, ids from 5) whose statement passes over dead
-// rows, answering attempt 2 (the deliveries read 3).
-func rowlockLifecycleClaim(m *recorder, r sqltext.RowLock, n int) {
-	rows := sqlmock.NewRows([]string{"id", "payload", "attempt", "grp", "headers"})
-	for i := range n {
-		rows.AddRow(int64(5+i), []byte("{}"), int64(2), rowlockQueue, nil)
-	}
-	m.mock.ExpectBegin()
-	m.mock.ExpectQuery(r.Claim(n)).WithArgs(rowlockTimeNear{time.Now()}, rowlockQueue).WillReturnRows(rows)
+	return rows
 }
 
 // TestRowlockLifecycle pins, per dialect, the claim that passes over dead rows, a Fail that
@@ -112,21 +43,16 @@ func rowlockLifecycleClaim(m *recorder, r sqltext.RowLock, n int) {
 // as its last; for a single row and for a batch.
 func TestRowlockLifecycle(t *testing.T) {
 	boom := errors.New("boom")
-	for _, c := range lifecycleRowlocks {
-		t.Run(c.dc.name+"/fail", func(t *testing.T) {
-			m := newRecorder(t, 1)
-			f, r := rowlockLifecycleOpen(t, m, c, true)
-			if !strings.Contains(r.Claim(1), "dead_at") {
-				t.Fatalf("the claim does not pass over dead rows: %s", r.Claim(1))
-			}
-			rowlockLifecycleClaim(m, r, 1)
-			m.mock.ExpectExec(r.Settle(outcome.KindFail, sqltext.ByID())).
-				WithArgs(rowlockTimeNear{time.Now()}, "boom", int64(5)).WillReturnResult(sqlmock.NewResult(0, 1))
-			m.mock.ExpectCommit()
-			rowlockLifecycleClaim(m, r, 1)
-			m.mock.ExpectExec(r.Settle(outcome.KindRetryAfter, sqltext.ByID())).
-				WithArgs(rowlockTimeNear{time.Now().Add(time.Minute)}, "boom", int64(5)).WillReturnResult(sqlmock.NewResult(0, 1))
-			m.mock.ExpectCommit()
+	q := inbox.Queue{Name: rowlockQueue, Backoff: lifecycleBackoff}
+	for _, c := range []dbCase{onPostgres, onMySQL} {
+		t.Run(c.name+"/fail", func(t *testing.T) {
+			fx, f := openRowlock(t, c, fullShape, 1, q)
+			fx.expectRowlockClaim("claim", lifecycleRows(1)...)
+			fx.mock.ExpectExec(fx.sql("fail")).WithArgs(c.near(time.Now()), "boom", int64(5)).WillReturnResult(changed(1))
+			fx.mock.ExpectCommit()
+			fx.expectRowlockClaim("claim", lifecycleRows(1)...)
+			fx.mock.ExpectExec(fx.sql("retryAfter")).WithArgs(c.near(time.Now().Add(time.Minute)), "boom", int64(5)).WillReturnResult(changed(1))
+			fx.mock.ExpectCommit()
 			ctx := context.Background()
 			if err := f.Settle(ctx, rowlockClaimOne(t, f), outcome.Fail(boom)); err != nil {
 				t.Fatalf("Settle(Fail): %v", err)
@@ -136,83 +62,61 @@ func TestRowlockLifecycle(t *testing.T) {
 			}
 			f.Close()
 		})
-		t.Run(c.dc.name+"/failed ack backs off", func(t *testing.T) {
-			m := newRecorder(t, 1)
-			f, r := rowlockLifecycleOpen(t, m, c, true)
-			rowlockLifecycleClaim(m, r, 1)
-			m.mock.ExpectExec(r.Settle(outcome.KindAck, sqltext.ByID())).
-				WithArgs(rowlockTimeNear{time.Now()}, int64(5)).WillReturnError(refusedFK)
-			m.mock.ExpectRollback()
-			m.mock.ExpectBegin()
-			m.mock.ExpectQuery(r.Relock()).WithArgs(int64(5), int64(2)).WillReturnRows(sqlmock.NewRows([]string{"id"}).AddRow(int64(5)))
-			m.mock.ExpectExec(r.Settle(outcome.KindRetryAfter, sqltext.ByID())).
-				WithArgs(rowlockTimeNear{time.Now().Add(time.Hour)}, textHas{"foreign key"}, int64(5)).WillReturnResult(sqlmock.NewResult(0, 1))
-			m.mock.ExpectCommit()
+		t.Run(c.name+"/failed ack backs off", func(t *testing.T) {
+			fx, f := openRowlock(t, c, fullShape, 1, q)
+			fx.expectRowlockClaim("claim", lifecycleRows(1)...)
+			fx.mock.ExpectExec(fx.sql("ack")).WithArgs(c.near(time.Now()), int64(5)).WillReturnError(refusedFK)
+			fx.mock.ExpectRollback()
+			fx.mock.ExpectBegin()
+			fx.mock.ExpectQuery(fx.sql("relock")).WithArgs(int64(5), int64(2)).WillReturnRows(fx.mock.NewRows([]string{"id"}).AddRow(int64(5)))
+			fx.mock.ExpectExec(fx.sql("retryAfter")).WithArgs(c.near(time.Now().Add(time.Hour)), textHas{"foreign key"}, int64(5)).WillReturnResult(changed(1))
+			fx.mock.ExpectCommit()
 			err := f.Settle(context.Background(), rowlockClaimOne(t, f), outcome.Ack())
 			if !errors.Is(err, refusedFK) {
 				t.Fatalf("Settle = %v, want the ack's error", err)
 			}
 			f.Close()
 		})
-		t.Run(c.dc.name+"/batch", func(t *testing.T) {
-			// On Postgres a batch's settlements over id lists are prepared at their first run,
-			// while the batch's transaction holds a connection: on a second connection, then
-			// again on the transaction's (see rowlockExpectBatchGroups).
-			inLists := c.dc.db() == "postgres"
+		t.Run(c.name+"/batch", func(t *testing.T) {
+			// Where a batch settles by id lists its statements are prepared at their first
+			// run, while the batch's transaction holds a connection: on a second connection,
+			// then again on the transaction's (see expectRowlockBatchGroups).
 			pool := 1
-			if inLists {
+			if c.d.Caps().IDListSettles {
 				pool = 0
 			}
-			m := newRecorder(t, pool)
-			f, r := rowlockLifecycleOpen(t, m, c, true)
-			bf := f.(inbox.BatchForm)
-			m.mock.ExpectPrepare(r.Claim(2)).WillBeClosed()
-			rowlockLifecycleClaim(m, r, 2)
-			if inLists {
-				m.mock.ExpectPrepare(r.Settle(outcome.KindAck, sqltext.ByIDs(2))).WillBeClosed()
-				m.mock.ExpectPrepare(r.Settle(outcome.KindFail, sqltext.ByIDs(2))).WillBeClosed()
-				m.mock.ExpectPrepare(r.Settle(outcome.KindAck, sqltext.ByIDs(2))).WillBeClosed()
-				m.mock.ExpectExec(r.Settle(outcome.KindAck, sqltext.ByIDs(2))).
-					WithArgs(rowlockTimeNear{time.Now()}, int64(6), int64(6)).WillReturnResult(sqlmock.NewResult(0, 1))
-				m.mock.ExpectPrepare(r.Settle(outcome.KindFail, sqltext.ByIDs(2))).WillBeClosed()
-				m.mock.ExpectExec(r.Settle(outcome.KindFail, sqltext.ByIDs(2))).
-					WithArgs(rowlockTimeNear{time.Now()}, "boom", int64(5), int64(5)).WillReturnResult(sqlmock.NewResult(0, 1))
-			} else {
-				m.mock.ExpectExec(r.Settle(outcome.KindAck, sqltext.ByID())).
-					WithArgs(rowlockTimeNear{time.Now()}, int64(6)).WillReturnResult(sqlmock.NewResult(0, 1))
-				m.mock.ExpectExec(r.Settle(outcome.KindFail, sqltext.ByID())).
-					WithArgs(rowlockTimeNear{time.Now()}, "boom", int64(5)).WillReturnResult(sqlmock.NewResult(0, 1))
+			fx, f := openRowlock(t, c, fullShape, pool, q)
+			fx.mock.ExpectPrepare(fx.sql("claim(3)")).WillBeClosed()
+			fx.expectRowlockClaim("claim(3)", lifecycleRows(3)...)
+			groups := []rowlockBatchGroup{
+				{"ack", []driver.Value{c.near(time.Now())}, []int64{6, 7}},
+				{"fail", []driver.Value{c.near(time.Now()), "boom"}, []int64{5}},
 			}
-			m.mock.ExpectCommit()
-			// The second batch's ack is refused: both rows back off in one transaction.
-			rowlockLifecycleClaim(m, r, 2)
-			ack := r.Settle(outcome.KindAck, sqltext.ByID())
-			args := []driver.Value{rowlockTimeNear{time.Now()}, int64(5)}
-			if inLists {
-				ack, args = r.Settle(outcome.KindAck, sqltext.ByIDs(2)), []driver.Value{rowlockTimeNear{time.Now()}, int64(5), int64(6)}
+			fx.expectRowlockBatchPrepares(groups)
+			fx.expectRowlockBatchGroups(groups, true)
+			fx.mock.ExpectCommit()
+			// The second batch's ack is refused: its rows back off in one transaction.
+			fx.expectRowlockClaim("claim(3)", lifecycleRows(3)...)
+			ack, args := fx.sql("ack"), []driver.Value{c.near(time.Now()), int64(5)}
+			if fx.inLists() {
+				ack, args = fx.sql("ackIn(3)"), []driver.Value{c.near(time.Now()), int64(5), int64(6), int64(7)}
 			}
-			m.mock.ExpectExec(ack).WithArgs(args...).WillReturnError(refusedFK)
-			m.mock.ExpectRollback()
-			m.mock.ExpectBegin()
-			for _, id := range []int64{5, 6} {
-				m.mock.ExpectQuery(r.Relock()).WithArgs(id, int64(2)).WillReturnRows(sqlmock.NewRows([]string{"id"}).AddRow(id))
-				m.mock.ExpectExec(r.Settle(outcome.KindRetryAfter, sqltext.ByID())).
-					WithArgs(rowlockTimeNear{time.Now().Add(time.Hour)}, textHas{"foreign key"}, id).WillReturnResult(sqlmock.NewResult(0, 1))
+			fx.mock.ExpectExec(ack).WithArgs(args...).WillReturnError(refusedFK)
+			fx.mock.ExpectRollback()
+			fx.mock.ExpectBegin()
+			for _, id := range []int64{5, 6, 7} {
+				fx.mock.ExpectQuery(fx.sql("relock")).WithArgs(id, int64(2)).WillReturnRows(fx.mock.NewRows([]string{"id"}).AddRow(id))
+				fx.mock.ExpectExec(fx.sql("retryAfter")).WithArgs(c.near(time.Now().Add(time.Hour)), textHas{"foreign key"}, id).WillReturnResult(changed(1))
 			}
-			m.mock.ExpectCommit()
+			fx.mock.ExpectCommit()
 
 			ctx := context.Background()
-			ds, err := bf.ClaimBatch(ctx, 2)
-			if err != nil || len(ds) != 2 {
-				t.Fatalf("ClaimBatch = %d rows, %v", len(ds), err)
-			}
-			if err := bf.SettleBatch(ctx, ds, []outcome.Outcome{outcome.Fail(boom), outcome.Ack()}); err != nil {
+			ds := rowlockClaimBatch(t, f, 3, 3)
+			if err := f.SettleBatch(ctx, ds, []outcome.Outcome{outcome.Fail(boom), outcome.Ack(), outcome.Ack()}); err != nil {
 				t.Fatalf("SettleBatch: %v", err)
 			}
-			if ds, err = bf.ClaimBatch(ctx, 2); err != nil || len(ds) != 2 {
-				t.Fatalf("ClaimBatch = %d rows, %v", len(ds), err)
-			}
-			if err := bf.SettleBatch(ctx, ds, []outcome.Outcome{outcome.Ack(), outcome.Ack()}); !errors.Is(err, refusedFK) {
+			ds = rowlockClaimBatch(t, f, 3, 3)
+			if err := f.SettleBatch(ctx, ds, []outcome.Outcome{outcome.Ack(), outcome.Ack(), outcome.Ack()}); !errors.Is(err, refusedFK) {
 				t.Fatalf("SettleBatch = %v, want the ack's error", err)
 			}
 			f.Close()
@@ -220,59 +124,20 @@ func TestRowlockLifecycle(t *testing.T) {
 	}
 }
 
-// leaseLifecycleTable is the lease tests' jobs table with dead_at and last_error.
-var leaseLifecycleTable = func() inbox.Table {
-	t := leaseJobs
-	t.DeadAt, t.LastError = "dead_at", "last_error"
-	return t
-}()
-
-// leaseLifecycleSQL is the lease form's statement builder over leaseLifecycleTable on c's
-// database, the table quoted, and the statements Open prepares first.
-func leaseLifecycleSQL(t *testing.T, c leaseCase) (sqltext.Lease, inbox.Table, leaseStatements) {
-	t.Helper()
-	q, err := leaseLifecycleTable.Quote(c.d)
-	if err != nil {
-		t.Fatal(err)
-	}
-	col, _ := c.d.Quote("locked_until")
-	l := sqltext.New(c.d.Caps(), sqltext.Table(q)).Lease(col)
-	st := leaseStatements{claim: l.Claim(), stamp: l.Stamp(1), extend: l.Extend(sqltext.ByIDAndToken()),
-		ack: l.Settle(outcome.KindAck, sqltext.ByIDAndToken()), retry: l.Settle(outcome.KindRetry, sqltext.ByIDAndToken()),
-		retryAfter: l.Settle(outcome.KindRetryAfter, sqltext.ByIDAndToken())}
-	return l, q, st
-}
-
 // TestLeaseLifecycle pins, on MySQL, the lease form's Fail (dead_at and last_error under the
 // token) and a refused ack's back-off, run under the same token: the row is still leased, so
 // the retry after needs no other guard.
 func TestLeaseLifecycle(t *testing.T) {
-	c := leaseCases[1]
-	tbl := leaseLifecycleTable
-	l, _, st := leaseLifecycleSQL(t, c)
-	fail := l.Settle(outcome.KindFail, sqltext.ByIDAndToken())
-	if !strings.Contains(st.claim, "`dead_at` IS NULL") {
-		t.Fatalf("the claim does not pass over dead rows: %s", st.claim)
-	}
-
-	m := newRecorder(t, 1)
-	m.mock.ExpectQuery(c.version).WillReturnRows(sqlmock.NewRows([]string{"version"}).AddRow(c.answer))
-	expectColumns(m.mock, c.name, tbl, "locked_until")
-	for _, s := range []string{st.claim, st.stamp, st.extend, st.ack, st.retry, st.retryAfter, fail} {
-		m.mock.ExpectPrepare(s).WillBeClosed()
-	}
-	f := lease.New(c.d, tbl, nil)
-	if _, err := f.Open(context.Background(), m.db, inbox.Queue{Backoff: lifecycleBackoff}); err != nil {
-		t.Fatalf("Open: %v", err)
-	}
+	c := onMySQL
+	fx, f := openLease(t, c, fullShape, 1, inbox.Queue{Backoff: lifecycleBackoff})
 	var token driver.Value
-	expectClaim(m, c, st, true, &token, leaseClaimed{7, 3})
-	m.mock.ExpectExec(st.ack).WithArgs(int64(7), leaseSame{&token}).WillReturnError(refusedFK)
-	m.mock.ExpectExec(st.retryAfter).WithArgs(leaseTime{want: time.Now().Add(time.Hour)}, textHas{"foreign key"}, int64(7), leaseSame{&token}).
-		WillReturnResult(leaseResult(1))
+	fx.expectLeaseClaim(1, &token, leaseRow(7, 3))
+	fx.mock.ExpectExec(fx.sql("ack")).WithArgs(c.near(time.Now()), int64(7), sameValue{&token}).WillReturnError(refusedFK)
+	fx.mock.ExpectExec(fx.sql("retryAfter")).WithArgs(c.near(time.Now().Add(time.Hour)), textHas{"foreign key"}, int64(7), sameValue{&token}).
+		WillReturnResult(changed(1))
 	var token2 driver.Value
-	expectClaim(m, c, st, true, &token2, leaseClaimed{8, 1})
-	m.mock.ExpectExec(fail).WithArgs(leaseTime{want: time.Now()}, "boom", int64(8), leaseSame{&token2}).WillReturnResult(leaseResult(1))
+	fx.expectLeaseClaim(1, &token2, leaseRow(8, 1))
+	fx.mock.ExpectExec(fx.sql("fail")).WithArgs(c.near(time.Now()), "boom", int64(8), sameValue{&token2}).WillReturnResult(changed(1))
 
 	ctx := context.Background()
 	if err := f.Settle(ctx, claimOne(t, f, 7, 3), outcome.Ack()); !errors.Is(err, refusedFK) {
@@ -286,106 +151,47 @@ func TestLeaseLifecycle(t *testing.T) {
 	}
 }
 
-// advisoryLifecycleOpen opens dialect d's advisory form over the full table with dead_at and
-// last_error, the consumer's back-off given, on a mock expecting its checks and statements (taken
-// from internal/sqltext); it checks the expectations when the test ends.
-func advisoryLifecycleOpen(t *testing.T, d advisoryDialect) (*advisoryMock, sqltext.Advisory) {
-	t.Helper()
-	tbl := advisoryFull
-	tbl.DeadAt, tbl.LastError = "dead_at", "last_error"
-	f := d.form(tbl)
-	dl := dialect.Dialect(dialect.Postgres[isolation.Default]{})
-	if d.name != "postgres" {
-		dl = dialect.MySQL[isolation.Default]{}
-	}
-	q, err := tbl.Quote(dl)
-	if err != nil {
-		t.Fatal(err)
-	}
-	a := sqltext.New(dl.Caps(), sqltext.Table(q)).Advisory([]sqltext.KeyPart{{Text: "jobs-"}, {Column: q.ID}})
-	if !strings.Contains(a.Candidates(), "dead_at") || !strings.Contains(a.Take(), "dead_at") {
-		t.Fatalf("the candidates or the take do not pass over dead rows:\n%s\n%s", a.Candidates(), a.Take())
-	}
-	sql := advisorySQL{keyCheck: a.KeyCheck(), candidates: a.Candidates(), lock: a.Lock(), unlock: a.Unlock(), take: a.Take(),
-		read: a.Read(), ack: a.Settle(outcome.KindAck, sqltext.ByID()), retryAfter: a.Settle(outcome.KindRetryAfter, sqltext.ByID()),
-		takeIsQuery: a.Read() == ""}
-	db, mock, err := sqlmock.New(sqlmock.QueryMatcherOption(sqlmock.QueryMatcherEqual))
-	if err != nil {
-		t.Fatal(err)
-	}
-	db.SetMaxOpenConns(2)
-	m := &advisoryMock{mock: mock, d: d, sql: sql, form: f}
-	d.server(mock)
-	expectColumns(mock, d.name, tbl, "")
-	mock.ExpectPrepare(sql.keyCheck).WillBeClosed()
-	mock.ExpectPrepare(sql.candidates)
-	for _, s := range []string{sql.lock, sql.unlock, sql.take, sql.read, sql.ack, sql.retryAfter, a.Settle(outcome.KindFail, sqltext.ByID())} {
-		if s != "" {
-			mock.ExpectPrepare(s).WillBeClosed()
-		}
-	}
-	if _, err := f.Open(context.Background(), db, inbox.Queue{Name: "q", Backoff: lifecycleBackoff}); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		f.Close()
-		db.Close()
-		if err := mock.ExpectationsWereMet(); err != nil {
-			t.Error(err)
-		}
-	})
-	return m, a
-}
-
 // TestAdvisoryLifecycle pins, per dialect, the advisory form's claim past dead rows, its Fail
 // (dead_at and last_error on the locked connection) and a refused ack's back-off, run on the
 // same connection while the lock still holds the row, before the unlock; for a single row and
 // for a batch.
 func TestAdvisoryLifecycle(t *testing.T) {
-	for _, d := range advisoryDialects() {
-		t.Run(d.name, func(t *testing.T) {
-			m, a := advisoryLifecycleOpen(t, d)
+	q := inbox.Queue{Name: "q", Backoff: lifecycleBackoff}
+	for _, c := range advisoryCases {
+		t.Run(c.name, func(t *testing.T) {
+			fx, f := openAdvisory(t, c, fullShape, q)
 			// A refused ack backs the row off on its connection, then the key is released.
-			m.expectCandidates("q", 1+4, 7)
-			m.expectLock(7, true)
-			m.expectTake("q", 7, 3, true)
-			m.mock.ExpectExec(m.sql.ack).WithArgs(sqlmock.AnyArg(), int64(7)).WillReturnError(refusedFK)
-			m.mock.ExpectExec(m.sql.retryAfter).WithArgs(advisoryTimeNear(time.Now().Add(time.Hour)), textHas{"foreign key"}, int64(7)).
-				WillReturnResult(sqlmock.NewResult(0, 1))
-			m.expectUnlock(7).WillReturnRows(m.unlockAnswers(true))
-			ds := m.claim(t, 1)
-			if err := m.form.Settle(context.Background(), ds[0], outcome.Ack()); !errors.Is(err, refusedFK) {
+			fx.expectAdvisoryClaim(1, 3, 7)
+			fx.mock.ExpectExec(fx.sql("ack")).WithArgs(sqlmock.AnyArg(), int64(7)).WillReturnError(refusedFK)
+			fx.mock.ExpectExec(fx.sql("retryAfter")).WithArgs(c.near(time.Now().Add(time.Hour)), textHas{"foreign key"}, int64(7)).
+				WillReturnResult(changed(1))
+			fx.expectUnlock(7).WillReturnRows(fx.unlocked(true))
+			ds := advisoryClaim(t, f, 1)
+			if err := f.Settle(context.Background(), ds[0], outcome.Ack()); !errors.Is(err, refusedFK) {
 				t.Fatalf("Settle = %v, want the ack's error", err)
 			}
 
 			// Fail stamps dead_at with its reason.
-			m.expectCandidates("q", 1+4, 8)
-			m.expectLock(8, true)
-			m.expectTake("q", 8, 1, true)
-			m.mock.ExpectExec(a.Settle(outcome.KindFail, sqltext.ByID())).WithArgs(advisoryTimeNear(time.Now()), "boom", int64(8)).WillReturnResult(sqlmock.NewResult(0, 1))
-			m.expectUnlock(8).WillReturnRows(m.unlockAnswers(true))
-			ds = m.claim(t, 1)
-			if err := m.form.Settle(context.Background(), ds[0], outcome.Fail(errors.New("boom"))); err != nil {
+			fx.expectAdvisoryClaim(1, 1, 8)
+			fx.mock.ExpectExec(fx.sql("fail")).WithArgs(c.near(time.Now()), "boom", int64(8)).WillReturnResult(changed(1))
+			fx.expectUnlock(8).WillReturnRows(fx.unlocked(true))
+			ds = advisoryClaim(t, f, 1)
+			if err := f.Settle(context.Background(), ds[0], outcome.Fail(errors.New("boom"))); err != nil {
 				t.Fatalf("Settle(Fail): %v", err)
 			}
 		})
-		t.Run(d.name+"/batch", func(t *testing.T) {
-			m, a := advisoryLifecycleOpen(t, d)
-			m.expectCandidates("q", 2+4, 7, 8)
-			for _, id := range []int64{7, 8} {
-				m.expectLock(id, true)
-				m.expectTake("q", id, 2, true)
-			}
-			ds := m.claimBatch(t, 2)
+		t.Run(c.name+"/batch", func(t *testing.T) {
+			fx, f := openAdvisory(t, c, fullShape, q)
+			fx.expectAdvisoryClaim(2, 2, 7, 8)
+			ds := advisoryClaimBatch(t, f, 2)
 			// The acks' statement is refused: its row backs off on the batch's connection; the
 			// fail's statement still runs; then the keys are released.
-			m.mock.ExpectExec(a.Settle(outcome.KindAck, sqltext.ByIDs(1))).WithArgs(sqlmock.AnyArg(), int64(8)).WillReturnError(refusedFK)
-			m.mock.ExpectExec(m.sql.retryAfter).WithArgs(advisoryTimeNear(time.Now().Add(time.Hour)), textHas{"foreign key"}, int64(8)).
-				WillReturnResult(sqlmock.NewResult(0, 1))
-			m.mock.ExpectExec(a.Settle(outcome.KindFail, sqltext.ByIDs(1))).WithArgs(advisoryTimeNear(time.Now()), "boom", int64(7)).
-				WillReturnResult(sqlmock.NewResult(0, 1))
-			m.expectUnlockMany(2, 7, 8)
-			err := m.batchForm(t).SettleBatch(context.Background(), ds, []outcome.Outcome{outcome.Fail(errors.New("boom")), outcome.Ack()})
+			fx.mock.ExpectExec(fx.many("ackMany", 1)).WithArgs(sqlmock.AnyArg(), int64(8)).WillReturnError(refusedFK)
+			fx.mock.ExpectExec(fx.sql("retryAfter")).WithArgs(c.near(time.Now().Add(time.Hour)), textHas{"foreign key"}, int64(8)).
+				WillReturnResult(changed(1))
+			fx.mock.ExpectExec(fx.many("failMany", 1)).WithArgs(c.near(time.Now()), "boom", int64(7)).WillReturnResult(changed(1))
+			fx.expectUnlockMany(2, 7, 8)
+			err := f.SettleBatch(context.Background(), ds, []outcome.Outcome{outcome.Fail(errors.New("boom")), outcome.Ack()})
 			if !errors.Is(err, refusedFK) {
 				t.Fatalf("SettleBatch = %v, want the ack's error", err)
 			}
@@ -394,63 +200,41 @@ func TestAdvisoryLifecycle(t *testing.T) {
 }
 
 // TestLeaseBatchLifecycle pins, per dialect, a lease batch's Fail (dead_at and last_error over
-// the batch's id list, under its token) and the back-off of a row whose ack the database
+// the batch's id list, under its token) and the back-off of the rows whose ack the database
 // refuses, run under the same token with the single row's retry after.
 func TestLeaseBatchLifecycle(t *testing.T) {
-	tbl := leaseLifecycleTable
 	for _, c := range leaseCases {
 		t.Run(c.name, func(t *testing.T) {
-			l, q, st := leaseLifecycleSQL(t, c)
-			m := newRecorder(t, 1)
-			prepare := func(query string) {
-				m.mock.ExpectPrepare(query).WillBeClosed()
-				if c.name == "sqlite" {
-					m.mock.ExpectQuery("EXPLAIN " + query).WithArgs(make([]driver.Value, strings.Count(query, "?"))...).
-						WillReturnRows(m.mock.NewRows([]string{"addr", "opcode"}))
-				}
-			}
-			m.mock.ExpectQuery(c.version).WillReturnRows(sqlmock.NewRows([]string{"version"}).AddRow(c.answer))
-			expectColumns(m.mock, c.name, tbl, "locked_until")
-			for _, s := range []string{st.claim, st.stamp, st.extend, st.ack, st.retry, st.retryAfter, l.Settle(outcome.KindFail, sqltext.ByIDAndToken())} {
-				if s != "" {
-					prepare(s)
-				}
-			}
-			f := lease.New(c.d, tbl, nil)
-			if _, err := f.Open(context.Background(), m.db, inbox.Queue{Backoff: lifecycleBackoff}); err != nil {
-				t.Fatalf("Open: %v", err)
-			}
-			batch := st
-			if c.mysqlFamily() {
-				batch.stamp = l.Stamp(4)
-				m.mock.ExpectPrepare(batch.stamp).WillBeClosed()
-			}
+			fx, f := openLeaseBatch(t, c, inbox.Queue{Backoff: lifecycleBackoff})
 			var token driver.Value
-			expectClaimOf(m, c, batch, 4, true, &token, leaseClaimed{7, 1}, leaseClaimed{8, 2})
+			fx.expectLeaseClaim(3, &token, leaseRow(7, 1), leaseRow(8, 2), leaseRow(9, 2))
 
-			ackIn := l.Settle(outcome.KindAck, sqltext.ByIDsAndToken(4))
-			ackArgs := []driver.Value{int64(8), int64(8), int64(8), int64(8), leaseSame{&token}}
+			ackIn := fx.sql("ackIn(3)")
+			ackArgs := []driver.Value{c.near(time.Now()), int64(8), int64(9), int64(9), sameValue{&token}}
 			if c.mysqlFamily() {
-				prepare(ackIn)
-				m.mock.ExpectBegin()
-				m.mock.ExpectExec(ackIn).WithArgs(ackArgs...).WillReturnError(refusedFK)
-				m.mock.ExpectRollback()
+				fx.expectPrepare(ackIn)
+				fx.mock.ExpectBegin()
+				fx.mock.ExpectExec(ackIn).WithArgs(ackArgs...).WillReturnError(refusedFK)
+				fx.mock.ExpectRollback()
 			} else {
-				returning := ackIn + " RETURNING " + q.ID
-				prepare(returning)
-				m.mock.ExpectQuery(returning).WithArgs(ackArgs...).WillReturnError(refusedFK)
+				col, _ := c.d.Quote(fullShape.table.ID)
+				returning := ackIn + " RETURNING " + col
+				fx.expectPrepare(returning)
+				fx.mock.ExpectQuery(returning).WithArgs(ackArgs...).WillReturnError(refusedFK)
 			}
-			m.mock.ExpectExec(st.retryAfter).WithArgs(leaseTime{want: time.Now().Add(time.Hour)}, textHas{"foreign key"}, int64(8), leaseSame{&token}).
-				WillReturnResult(leaseResult(1))
-			leaseBatchSettle(m, c, prepare)(l.Settle(outcome.KindFail, sqltext.ByIDsAndToken(4)),
-				[]driver.Value{leaseTime{want: time.Now()}, "boom", int64(7), int64(7), int64(7), int64(7), leaseSame{&token}}, 7)
+			for _, id := range []int64{8, 9} {
+				fx.mock.ExpectExec(fx.sql("retryAfter")).WithArgs(c.near(time.Now().Add(time.Hour)), textHas{"foreign key"}, id, sameValue{&token}).
+					WillReturnResult(changed(1))
+			}
+			fx.expectLeaseBatchSettle(fx.sql("failIn(3)"),
+				[]driver.Value{c.near(time.Now()), "boom", int64(7), int64(7), int64(7), sameValue{&token}}, 7)
 
 			ctx := context.Background()
-			ds, err := f.ClaimBatch(ctx, 4)
-			if err != nil || len(ds) != 2 {
+			ds, err := f.ClaimBatch(ctx, 3)
+			if err != nil || len(ds) != 3 {
 				t.Fatalf("ClaimBatch = %d rows, %v", len(ds), err)
 			}
-			if err := f.SettleBatch(ctx, ds, []outcome.Outcome{outcome.Fail(errors.New("boom")), outcome.Ack()}); !errors.Is(err, refusedFK) {
+			if err := f.SettleBatch(ctx, ds, []outcome.Outcome{outcome.Fail(errors.New("boom")), outcome.Ack(), outcome.Ack()}); !errors.Is(err, refusedFK) {
 				t.Fatalf("SettleBatch = %v, want the ack's error", err)
 			}
 			if err := f.Close(); err != nil {

@@ -6,8 +6,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/DATA-DOG/go-sqlmock"
-
 	"github.com/sqlinbox/inbox"
 	"github.com/sqlinbox/inbox/advisory"
 	"github.com/sqlinbox/inbox/dialect"
@@ -21,15 +19,15 @@ import (
 // library's "inbox:" prefix once, in every form.
 func TestOpenErrorsNameTableAndQueueOnce(t *testing.T) {
 	const queue = "billing"
-	tbl := inbox.Table{Name: "jobs", ID: "id", IDGenerated: true, Payload: "payload"}
+	tbl := minimalShape.table
 	runtimeSQLite, err := dialect.Parse("sqlite", "")
 	if err != nil {
 		t.Fatal(err)
 	}
-	oldMySQL := func(m *recorder) {
-		m.mock.ExpectQuery("SELECT VERSION()").WillReturnRows(sqlmock.NewRows([]string{"version"}).AddRow("5.7.44"))
+	oldMySQL := func(m *recorder) { expectVersion(m, "mysql", "5.7.44") }
+	advisoryForm := func(d advisory.Dialect) inbox.Form {
+		return advisory.New(d, tbl, &advisory.Config{Key: minimalShape.key})
 	}
-	advisoryForm := func(d advisory.Dialect) inbox.Form { return advisory.New(d, tbl, &advisory.Config{Key: "jobs-{id}"}) }
 	for _, c := range []struct {
 		name   string
 		form   inbox.Form
@@ -42,8 +40,8 @@ func TestOpenErrorsNameTableAndQueueOnce(t *testing.T) {
 		{"lease on MySQL 5.7", lease.New(dialect.MySQL[isolation.Default]{}, tbl, nil), oldMySQL, inbox.ErrServerTooOld},
 		{"advisory on MySQL 5.7", advisoryForm(dialect.MySQL[isolation.Default]{}), oldMySQL, inbox.ErrServerTooOld},
 		{"advisory on Postgres 10", advisoryForm(dialect.Postgres[isolation.Default]{}), func(m *recorder) {
-			m.mock.ExpectQuery("SHOW server_version_num").WillReturnRows(sqlmock.NewRows([]string{"v"}).AddRow("100023"))
-			m.mock.ExpectQuery("SHOW server_version_num").WillReturnRows(sqlmock.NewRows([]string{"v"}).AddRow("100023"))
+			expectVersion(m, "postgres", "100023")
+			expectVersion(m, "postgres", "100023")
 		}, inbox.ErrServerTooOld},
 	} {
 		t.Run(c.name, func(t *testing.T) {

@@ -9,49 +9,40 @@ import (
 	"github.com/DATA-DOG/go-sqlmock"
 
 	"github.com/sqlinbox/inbox"
-	"github.com/sqlinbox/inbox/dialect"
-	"github.com/sqlinbox/inbox/isolation"
 )
 
 // TestEnqueueIDsStatements pins EnqueueIDs' statement sequence: on Postgres one INSERT …
 // RETURNING per message, on MySQL one INSERT per message whose LastInsertId is the row's id,
 // each inside one transaction, the messages' own columns bound after the roles'; a statement
-// that fails rolls the transaction back and returns no ids.
+// that fails rolls the transaction back and returns no ids. The first message sets the own
+// columns of the golden shape that has them; the second sets none, and is written as the full
+// shape's, which has the same roles and no own columns.
 func TestEnqueueIDsStatements(t *testing.T) {
-	tbl := inbox.Table{Name: "jobs", ID: "id", IDGenerated: true, Payload: "payload"}
+	ownShape := goldenShape("own-columns")
 	msgs := []inbox.Message{
-		{Payload: []byte("a"), Columns: map[string]any{"account": "acme"}},
+		{Payload: []byte("a"), Columns: map[string]any{"account": "acme", "region": "eu"}},
 		{Payload: []byte("b")},
 	}
-	for _, tc := range []struct {
-		name      string
-		d         dialect.Dialect
-		first     string
-		second    string
-		returning bool
-	}{
-		{"postgres", dialect.Postgres[isolation.Default]{}, `INSERT INTO "jobs" ("payload", "account") VALUES ($1, $2) RETURNING "id"`, `INSERT INTO "jobs" ("payload") VALUES ($1) RETURNING "id"`, true},
-		{"mysql", dialect.MySQL[isolation.Default]{}, "INSERT INTO `jobs` (`payload`, `account`) VALUES (?, ?)", "INSERT INTO `jobs` (`payload`) VALUES (?)", false},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
+	for _, c := range []dbCase{onPostgres, onMySQL} {
+		t.Run(c.name, func(t *testing.T) {
+			first := goldenSQL(t, "publish", c.db, ownShape).of("insertID")
+			second := goldenSQL(t, "publish", c.db, fullShape).of("insertID")
+			returning := c.db == "postgres"
 			for _, fail := range []bool{false, true} {
-				db, mock, err := sqlmock.New(sqlmock.QueryMatcherOption(sqlmock.QueryMatcherEqual))
-				if err != nil {
-					t.Fatal(err)
-				}
-				mock.ExpectBegin()
+				m := newRecorder(t, 0)
+				m.mock.ExpectBegin()
 				boom := errors.New("boom")
-				if tc.returning {
-					mock.ExpectQuery(tc.first).WithArgs([]byte("a"), "acme").WillReturnRows(sqlmock.NewRows([]string{"id"}).AddRow(int64(41)))
-					q := mock.ExpectQuery(tc.second).WithArgs([]byte("b"))
+				if returning {
+					m.mock.ExpectQuery(first).WithArgs([]byte("a"), "", 0, nil, nil, "acme", "eu").WillReturnRows(sqlmock.NewRows([]string{"id"}).AddRow(int64(41)))
+					q := m.mock.ExpectQuery(second).WithArgs([]byte("b"), "", 0, nil, nil)
 					if fail {
 						q.WillReturnError(boom)
 					} else {
 						q.WillReturnRows(sqlmock.NewRows([]string{"id"}).AddRow(int64(44)))
 					}
 				} else {
-					mock.ExpectExec(tc.first).WithArgs([]byte("a"), "acme").WillReturnResult(sqlmock.NewResult(41, 1))
-					e := mock.ExpectExec(tc.second).WithArgs([]byte("b"))
+					m.mock.ExpectExec(first).WithArgs([]byte("a"), "", 0, nil, nil, "acme", "eu").WillReturnResult(sqlmock.NewResult(41, 1))
+					e := m.mock.ExpectExec(second).WithArgs([]byte("b"), "", 0, nil, nil)
 					if fail {
 						e.WillReturnError(boom)
 					} else {
@@ -59,21 +50,20 @@ func TestEnqueueIDsStatements(t *testing.T) {
 					}
 				}
 				if fail {
-					mock.ExpectRollback()
+					m.mock.ExpectRollback()
 				} else {
-					mock.ExpectCommit()
+					m.mock.ExpectCommit()
 				}
-				ids, err := inbox.EnqueueIDs(context.Background(), db, tc.d, tbl, msgs...)
+				ids, err := inbox.EnqueueIDs(context.Background(), m.db, c.d, ownShape.table, msgs...)
 				switch {
 				case fail && (!errors.Is(err, boom) || ids != nil):
 					t.Errorf("a failed second INSERT: EnqueueIDs = %v, %v; want no ids and the statement's error", ids, err)
 				case !fail && (err != nil || !slices.Equal(ids, []int64{41, 44})):
 					t.Errorf("EnqueueIDs = %v, %v; want [41 44]", ids, err)
 				}
-				if err := mock.ExpectationsWereMet(); err != nil {
+				if err := m.mock.ExpectationsWereMet(); err != nil {
 					t.Error(err)
 				}
-				db.Close()
 			}
 		})
 	}

@@ -1,153 +1,56 @@
 package sqlmocktests
 
 import (
-	"bytes"
 	"context"
 	"database/sql"
 	"database/sql/driver"
 	"errors"
-	"log/slog"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/DATA-DOG/go-sqlmock"
-
 	"github.com/sqlinbox/inbox"
-	"github.com/sqlinbox/inbox/advisory"
 	"github.com/sqlinbox/inbox/dialect"
 	"github.com/sqlinbox/inbox/isolation"
 	"github.com/sqlinbox/inbox/outcome"
 	"github.com/sqlinbox/inbox/rowlock"
 )
 
-// rowlockStatements are the statements the row lock form prepares for one table and dialect;
-// retry and retryAfter are empty where the table lacks the column.
-type rowlockStatements struct {
-	claim, ack, retry, retryAfter string
-}
-
-// rowlockDialect is one dialect at one level, with what its server answers and the statements
-// expected for the full and the minimal table.
-type rowlockDialect struct {
-	name          string
-	form          func(inbox.Table) inbox.Form
-	level         sql.IsolationLevel // what the claim's transaction must be begun with
-	version       string             // CheckServer's query
-	versionAnswer string
-	full, minimal rowlockStatements
-}
-
 var (
-	rowlockPostgresFull = rowlockStatements{
-		claim:      `SELECT "id", "payload", "attempt", "grp", "headers" FROM "jobs" WHERE "processed_at" IS NULL AND ("retry_after" IS NULL OR "retry_after" <= $1) AND "grp" = $2 ORDER BY "priority", "retry_after" NULLS FIRST, "id" LIMIT 1 FOR UPDATE SKIP LOCKED`,
-		ack:        `UPDATE "jobs" SET "processed_at" = $1 WHERE "id" = $2`,
-		retry:      `UPDATE "jobs" SET "attempt" = COALESCE("attempt", 0) + 1 WHERE "id" = $1`,
-		retryAfter: `UPDATE "jobs" SET "retry_after" = $1, "attempt" = COALESCE("attempt", 0) + 1 WHERE "id" = $2`,
-	}
-	rowlockPostgresMinimal = rowlockStatements{
-		claim: `SELECT "id", "payload" FROM "jobs" WHERE 1 = 1 ORDER BY "id" LIMIT 1 FOR UPDATE SKIP LOCKED`,
-		ack:   `DELETE FROM "jobs" WHERE "id" = $1`,
-	}
-	rowlockMySQLFull = rowlockStatements{
-		claim:      "SELECT `id`, `payload`, `attempt`, `grp`, `headers` FROM `jobs` WHERE `processed_at` IS NULL AND (`retry_after` IS NULL OR `retry_after` <= ?) AND `grp` = ? ORDER BY `priority`, `retry_after`, `id` LIMIT 1 FOR UPDATE SKIP LOCKED",
-		ack:        "UPDATE `jobs` SET `processed_at` = ? WHERE `id` = ?",
-		retry:      "UPDATE `jobs` SET `attempt` = COALESCE(`attempt`, 0) + 1 WHERE `id` = ?",
-		retryAfter: "UPDATE `jobs` SET `retry_after` = ?, `attempt` = COALESCE(`attempt`, 0) + 1 WHERE `id` = ?",
-	}
-	rowlockMySQLMinimal = rowlockStatements{
-		claim: "SELECT `id`, `payload` FROM `jobs` WHERE 1 = 1 ORDER BY `id` LIMIT 1 FOR UPDATE SKIP LOCKED",
-		ack:   "DELETE FROM `jobs` WHERE `id` = ?",
-	}
-)
+	// pgRepeatableRead and mariadbSerializable declare a level, which the claim's transaction
+	// begins at.
+	pgRepeatableRead    = dbCase{name: "postgres repeatable read", db: "postgres", d: dialect.Postgres[isolation.RepeatableRead]{}, level: sql.LevelRepeatableRead}
+	mariadbSerializable = dbCase{name: "mariadb serializable", db: "mariadb", d: dialect.MariaDB[isolation.Serializable]{}, level: sql.LevelSerializable}
 
-// db is the database the dialect runs on: "postgres", "mysql" or "mariadb".
-func (dc rowlockDialect) db() string { return strings.Fields(dc.name)[0] }
-
-func rowlockForm[D rowlock.Dialect](d D) func(inbox.Table) inbox.Form {
-	return func(t inbox.Table) inbox.Form { return rowlock.New(d, t) }
-}
-
-var (
-	rowlockPostgres = rowlockDialect{
-		name: "postgres", form: rowlockForm(dialect.Postgres[isolation.Default]{}), level: sql.LevelDefault,
-		version: "SHOW server_version_num", versionAnswer: "150004",
-		full: rowlockPostgresFull, minimal: rowlockPostgresMinimal,
-	}
-	rowlockPostgresRepeatableRead = rowlockDialect{
-		name: "postgres repeatable read", form: rowlockForm(dialect.Postgres[isolation.RepeatableRead]{}), level: sql.LevelRepeatableRead,
-		version: "SHOW server_version_num", versionAnswer: "150004",
-		full: rowlockPostgresFull, minimal: rowlockPostgresMinimal,
-	}
-	rowlockMySQL = rowlockDialect{
-		name: "mysql", form: rowlockForm(dialect.MySQL[isolation.Default]{}), level: sql.LevelReadCommitted,
-		version: "SELECT VERSION()", versionAnswer: "8.0.36",
-		full: rowlockMySQLFull, minimal: rowlockMySQLMinimal,
-	}
-	rowlockMariaDB = rowlockDialect{
-		name: "mariadb serializable", form: rowlockForm(dialect.MariaDB[isolation.Serializable]{}), level: sql.LevelSerializable,
-		version: "SELECT VERSION()", versionAnswer: "10.11.6-MariaDB-0+deb12u1",
-		full: rowlockMySQLFull, minimal: rowlockMySQLMinimal,
-	}
-	rowlockDialects = []rowlockDialect{rowlockPostgres, rowlockPostgresRepeatableRead, rowlockMySQL, rowlockMariaDB}
-)
-
-var (
-	rowlockFullTable = inbox.Table{
-		Name: "jobs", ID: "id", IDGenerated: true, Payload: "payload", Attempt: "attempt",
-		ProcessedAt: "processed_at", Queue: "grp", Priority: "priority", RetryAfter: "retry_after",
-		Headers: "headers",
-	}
-	rowlockMinimalTable = inbox.Table{Name: "jobs", ID: "id", IDGenerated: true, Payload: "payload"}
+	rowlockCases = []dbCase{onPostgres, pgRepeatableRead, onMySQL, mariadbSerializable}
 )
 
 const rowlockQueue = "emails"
 
-// rowlockExpectOpen expects the server check, the catalog query of the table's columns, and the
-// preparation of every statement in st (the full or the minimal table's), each closed by Close.
-func rowlockExpectOpen(m *recorder, dc rowlockDialect, st rowlockStatements) {
-	m.mock.ExpectQuery(dc.version).WillReturnRows(sqlmock.NewRows([]string{"v"}).AddRow(dc.versionAnswer))
-	if db := dc.db(); db == "mysql" || db == "mariadb" {
-		expectNotGalera(m.mock, db)
-	}
-	tbl := rowlockFullTable
-	if st == dc.minimal {
-		tbl = rowlockMinimalTable
-	}
-	expectColumns(m.mock, dc.db(), tbl, "")
-	for _, q := range []string{st.claim, st.ack, st.retry, st.retryAfter} {
-		if q != "" {
-			m.mock.ExpectPrepare(q).WillBeClosed()
-		}
-	}
+// rowlockRow is the row a row lock test claims: row id at attempt 2 (its delivery reads 3),
+// with a payload and headers.
+func rowlockRow(id int64) row {
+	return row{id: id, attempt: 2, payload: []byte(`{"to":"a@example.com"}`), headers: `{"trace":"t1"}`}
 }
 
-// rowlockExpectClaimFull expects a claim's transaction and its select on the full table,
-// answered by row id with attempt 2.
-func rowlockExpectClaimFull(m *recorder, dc rowlockDialect, id int64) {
-	m.mock.ExpectBegin()
-	m.mock.ExpectQuery(dc.full.claim).
-		WithArgs(rowlockTimeNear{time.Now()}, rowlockQueue).
-		WillReturnRows(sqlmock.NewRows([]string{"id", "payload", "attempt", "grp", "headers"}).
-			AddRow(id, []byte(`{"to":"a@example.com"}`), int64(2), rowlockQueue, `{"trace":"t1"}`))
+// rowlockClaimArgs are a claim's arguments over fx's table: now for retry_after, and the queue,
+// where the table has them.
+func (fx *fixture) rowlockClaimArgs() []driver.Value {
+	var args []driver.Value
+	if fx.sh.table.RetryAfter != "" {
+		args = append(args, fx.c.near(time.Now()))
+	}
+	if fx.sh.table.Queue != "" {
+		args = append(args, fx.q.Name)
+	}
+	return args
 }
 
-func rowlockExpectClaimMinimal(m *recorder, dc rowlockDialect, id int64) {
-	m.mock.ExpectBegin()
-	m.mock.ExpectQuery(dc.minimal.claim).WithoutArgs().
-		WillReturnRows(sqlmock.NewRows([]string{"id", "payload"}).AddRow(id, []byte("hello")))
-}
-
-func rowlockOpen(t *testing.T, m *recorder, f inbox.Form, q inbox.Queue) inbox.Plan {
-	t.Helper()
-	plan, err := f.Open(context.Background(), m.db, q)
-	if err != nil {
-		t.Fatalf("Open: %v", err)
-	}
-	if plan.Table != "jobs" || !plan.HoldsConnection || plan.ExtendEvery != 0 || plan.SerialClaims || plan.SettleAndClaim != nil || plan.FindUnclaimable == nil {
-		t.Fatalf("plan = %+v; want table jobs, holding a connection, no extension, parallel claims, a search for unclaimable rows and no settle-and-claim", plan)
-	}
-	return plan
+// expectRowlockClaim expects a claim's transaction and its SELECT, the golden file's statement
+// named claim ("claim", or "claim(3)" for a batch of three), answered with rows.
+func (fx *fixture) expectRowlockClaim(claim string, rows ...row) {
+	fx.mock.ExpectBegin()
+	fx.expectQuery(fx.sql(claim), fx.rowlockClaimArgs()...).WillReturnRows(fx.sh.claimed(fx.q.Name, rows...))
 }
 
 func rowlockClaimOne(t *testing.T, f inbox.Form) *inbox.Delivery {
@@ -162,15 +65,16 @@ func rowlockClaimOne(t *testing.T, f inbox.Form) *inbox.Delivery {
 	return ds[0]
 }
 
-func rowlockCheckLevels(t *testing.T, m *recorder, dc rowlockDialect, n int) {
+// checkLevels checks that n transactions were begun, each at the case's level.
+func (fx *fixture) checkLevels(t *testing.T, n int) {
 	t.Helper()
-	levels := m.Levels()
+	levels := fx.Levels()
 	if len(levels) != n {
 		t.Fatalf("%d transactions begun, want %d", len(levels), n)
 	}
 	for i, l := range levels {
-		if l != dc.level {
-			t.Errorf("transaction %d begun at %v, want %v (the dialect's level)", i+1, l, dc.level)
+		if l != fx.c.level {
+			t.Errorf("transaction %d begun at %v, want %v (the dialect's level)", i+1, l, fx.c.level)
 		}
 	}
 }
@@ -181,47 +85,42 @@ func rowlockCheckLevels(t *testing.T, m *recorder, dc rowlockDialect, n int) {
 func TestRowlockSettles(t *testing.T) {
 	outcomes := []struct {
 		o     outcome.Outcome
-		stmt  func(rowlockStatements) string
-		args  func(id int64) []driver.Value
+		stmt  string // the settlement's name in the golden file
+		args  func(c dbCase, id int64) []driver.Value
 		keeps bool // the handler's writes commit
 	}{
-		{outcome.Ack(), func(s rowlockStatements) string { return s.ack },
-			func(id int64) []driver.Value { return []driver.Value{rowlockTimeNear{time.Now()}, id} }, true},
-		{outcome.Drop(), func(s rowlockStatements) string { return s.ack },
-			func(id int64) []driver.Value { return []driver.Value{rowlockTimeNear{time.Now()}, id} }, false},
-		{outcome.Retry(), func(s rowlockStatements) string { return s.retry },
-			func(id int64) []driver.Value { return []driver.Value{id} }, false},
-		{outcome.RetryAfter(time.Hour), func(s rowlockStatements) string { return s.retryAfter },
-			func(id int64) []driver.Value { return []driver.Value{rowlockTimeNear{time.Now().Add(time.Hour)}, id} }, false},
-		{outcome.Outcome{}, func(s rowlockStatements) string { return s.retry },
-			func(id int64) []driver.Value { return []driver.Value{id} }, false},
+		{outcome.Ack(), "ack", func(c dbCase, id int64) []driver.Value { return []driver.Value{c.near(time.Now()), id} }, true},
+		{outcome.Drop(), "ack", func(c dbCase, id int64) []driver.Value { return []driver.Value{c.near(time.Now()), id} }, false},
+		{outcome.Retry(), "retry", func(_ dbCase, id int64) []driver.Value { return []driver.Value{id} }, false},
+		{outcome.RetryAfter(time.Hour), "retryAfter",
+			func(c dbCase, id int64) []driver.Value {
+				return []driver.Value{c.near(time.Now().Add(time.Hour)), nil, id}
+			}, false},
+		{outcome.Outcome{}, "retry", func(_ dbCase, id int64) []driver.Value { return []driver.Value{id} }, false},
 	}
-	for _, dc := range rowlockDialects {
+	for _, c := range rowlockCases {
 		for _, oc := range outcomes {
 			for _, transactional := range []bool{false, true} {
-				name := dc.name + "/" + oc.o.String()
+				name := c.name + "/" + oc.o.String()
 				if transactional {
 					name += "/transactional"
 				}
 				t.Run(name, func(t *testing.T) {
-					m := newRecorder(t, 0)
-					rowlockExpectOpen(m, dc, dc.full)
-					rowlockExpectClaimFull(m, dc, 7)
+					fx, f := openRowlock(t, c, fullShape, 0, inbox.Queue{Name: rowlockQueue, Transactional: transactional})
+					fx.expectRowlockClaim("claim", rowlockRow(7))
 					if transactional {
-						m.mock.ExpectExec("SAVEPOINT inbox_handler").WillReturnResult(sqlmock.NewResult(0, 0))
-						m.mock.ExpectExec("INSERT INTO notes (body) VALUES ('sent')").WillReturnResult(sqlmock.NewResult(1, 1))
+						fx.mock.ExpectExec(fx.sql("savepoint")).WillReturnResult(changed(0))
+						fx.mock.ExpectExec("INSERT INTO notes (body) VALUES ('sent')").WillReturnResult(changed(1))
 						if !oc.keeps {
-							m.mock.ExpectExec("ROLLBACK TO SAVEPOINT inbox_handler").WillReturnResult(sqlmock.NewResult(0, 0))
+							fx.mock.ExpectExec(fx.sql("rollbackToSavepoint")).WillReturnResult(changed(0))
 						}
 					}
-					m.mock.ExpectExec(oc.stmt(dc.full)).WithArgs(oc.args(7)...).WillReturnResult(sqlmock.NewResult(0, 1))
-					m.mock.ExpectCommit()
+					fx.mock.ExpectExec(fx.sql(oc.stmt)).WithArgs(oc.args(c, 7)...).WillReturnResult(changed(1))
+					fx.mock.ExpectCommit()
 
-					f := dc.form(rowlockFullTable)
-					rowlockOpen(t, m, f, inbox.Queue{Name: rowlockQueue, Transactional: transactional})
 					d := rowlockClaimOne(t, f)
 					if d.ID != 7 || d.Attempt != 3 || d.Queue != rowlockQueue || d.Headers["trace"] != "t1" || string(d.Payload) != `{"to":"a@example.com"}` {
-						t.Fatalf("delivery = %+v; want id 7, attempt 3 (read 2, plus this delivery), group, headers and payload of the row", d)
+						t.Fatalf("delivery = %+v; want id 7, attempt 3 (read 2, plus this delivery), queue, headers and payload of the row", d)
 					}
 					if (d.Tx != nil) != transactional {
 						t.Fatalf("delivery Tx = %v; want one exactly in transactional mode", d.Tx)
@@ -242,7 +141,7 @@ func TestRowlockSettles(t *testing.T) {
 					if err := f.Close(); err != nil {
 						t.Fatalf("Close: %v", err)
 					}
-					rowlockCheckLevels(t, m, dc, 1)
+					fx.checkLevels(t, 1)
 				})
 			}
 		}
@@ -252,19 +151,16 @@ func TestRowlockSettles(t *testing.T) {
 // TestRowlockMinimalTable pins what changes without the optional columns: Ack deletes, Retry
 // rolls back (there is no attempt to count), RetryAfter rolls back and warns, naming the table.
 func TestRowlockMinimalTable(t *testing.T) {
-	for _, dc := range []rowlockDialect{rowlockPostgres, rowlockMySQL} {
-		t.Run(dc.name+"/ack deletes", func(t *testing.T) {
-			m := newRecorder(t, 0)
-			rowlockExpectOpen(m, dc, dc.minimal)
-			rowlockExpectClaimMinimal(m, dc, 11)
-			m.mock.ExpectExec(dc.minimal.ack).WithArgs(int64(11)).WillReturnResult(sqlmock.NewResult(0, 1))
-			m.mock.ExpectCommit()
+	for _, c := range []dbCase{onPostgres, onMySQL} {
+		t.Run(c.name+"/ack deletes", func(t *testing.T) {
+			fx, f := openRowlock(t, c, minimalShape, 0, inbox.Queue{Name: rowlockQueue})
+			fx.expectRowlockClaim("claim", rowlockRow(11))
+			fx.mock.ExpectExec(fx.sql("ack")).WithArgs(int64(11)).WillReturnResult(changed(1))
+			fx.mock.ExpectCommit()
 
-			f := dc.form(rowlockMinimalTable)
-			rowlockOpen(t, m, f, inbox.Queue{Name: rowlockQueue})
 			d := rowlockClaimOne(t, f)
-			if d.ID != 11 || d.Attempt != 0 || d.Queue != "" || string(d.Payload) != "hello" {
-				t.Fatalf("delivery = %+v; want id 11, attempt 0 (no column), payload hello", d)
+			if d.ID != 11 || d.Attempt != 0 || d.Queue != "" || string(d.Payload) != `{"to":"a@example.com"}` {
+				t.Fatalf("delivery = %+v; want id 11, attempt 0 (no column), no queue, the row's payload", d)
 			}
 			if err := f.Settle(context.Background(), d, outcome.Ack()); err != nil {
 				t.Fatal(err)
@@ -274,15 +170,11 @@ func TestRowlockMinimalTable(t *testing.T) {
 			}
 		})
 		for _, o := range []outcome.Outcome{outcome.Retry(), outcome.RetryAfter(time.Minute)} {
-			t.Run(dc.name+"/"+o.String()+" rolls back", func(t *testing.T) {
-				m := newRecorder(t, 0)
-				rowlockExpectOpen(m, dc, dc.minimal)
-				rowlockExpectClaimMinimal(m, dc, 12)
-				m.mock.ExpectRollback()
+			t.Run(c.name+"/"+o.String()+" rolls back", func(t *testing.T) {
+				fx, f := openRowlock(t, c, minimalShape, 0, inbox.Queue{Name: rowlockQueue})
+				fx.expectRowlockClaim("claim", rowlockRow(12))
+				fx.mock.ExpectRollback()
 
-				var logs bytes.Buffer
-				f := dc.form(rowlockMinimalTable)
-				rowlockOpen(t, m, f, inbox.Queue{Name: rowlockQueue, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
 				d := rowlockClaimOne(t, f)
 				if err := f.Settle(context.Background(), d, o); err != nil {
 					t.Fatal(err)
@@ -290,9 +182,8 @@ func TestRowlockMinimalTable(t *testing.T) {
 				if err := f.Close(); err != nil {
 					t.Fatal(err)
 				}
-				warned := strings.Contains(logs.String(), "level=WARN") && strings.Contains(logs.String(), "table=jobs")
-				if wantWarning := o.Kind() == outcome.KindRetryAfter; warned != wantWarning {
-					t.Errorf("warning naming the table logged: %v, want %v; log:\n%s", warned, wantWarning, logs.String())
+				if warned, want := fx.warned("table=jobs"), o.Kind() == outcome.KindRetryAfter; warned != want {
+					t.Errorf("warning naming the table logged: %v, want %v; log:\n%s", warned, want, fx.logs.String())
 				}
 			})
 		}
@@ -300,25 +191,30 @@ func TestRowlockMinimalTable(t *testing.T) {
 }
 
 // TestRowlockRetryAfterWithoutRetryAfterColumn: with an attempt column but no retry_after
-// column, RetryAfter counts the attempt like Retry and warns.
+// column, RetryAfter counts the attempt like Retry and warns. No golden shape has an attempt
+// column without retry_after: the statements are written out here.
 func TestRowlockRetryAfterWithoutRetryAfterColumn(t *testing.T) {
-	dc := rowlockPostgres
 	tbl := inbox.Table{Name: "jobs", ID: "id", Attempt: "attempt"}
 	m := newRecorder(t, 0)
-	m.mock.ExpectQuery(dc.version).WillReturnRows(sqlmock.NewRows([]string{"v"}).AddRow(dc.versionAnswer))
-	expectColumns(m.mock, dc.db(), tbl, "")
+	expectVersion(m, "postgres", "")
+	expectColumns(m, "postgres", tbl, "")
 	claim := `SELECT "id", "attempt" FROM "jobs" WHERE 1 = 1 ORDER BY "id" LIMIT 1 FOR UPDATE SKIP LOCKED`
+	retry := `UPDATE "jobs" SET "attempt" = COALESCE("attempt", 0) + 1 WHERE "id" = $1`
 	m.mock.ExpectPrepare(claim).WillBeClosed()
 	m.mock.ExpectPrepare(`DELETE FROM "jobs" WHERE "id" = $1`).WillBeClosed()
-	m.mock.ExpectPrepare(`UPDATE "jobs" SET "attempt" = COALESCE("attempt", 0) + 1 WHERE "id" = $1`).WillBeClosed()
+	m.mock.ExpectPrepare(retry).WillBeClosed()
 	m.mock.ExpectBegin()
-	m.mock.ExpectQuery(claim).WithoutArgs().WillReturnRows(sqlmock.NewRows([]string{"id", "attempt"}).AddRow(int64(5), int64(0)))
-	m.mock.ExpectExec(`UPDATE "jobs" SET "attempt" = COALESCE("attempt", 0) + 1 WHERE "id" = $1`).WithArgs(int64(5)).WillReturnResult(sqlmock.NewResult(0, 1))
+	m.mock.ExpectQuery(claim).WithoutArgs().WillReturnRows(m.mock.NewRows([]string{"id", "attempt"}).AddRow(int64(5), int64(0)))
+	m.mock.ExpectExec(retry).WithArgs(int64(5)).WillReturnResult(changed(1))
 	m.mock.ExpectCommit()
 
-	var logs bytes.Buffer
-	f := dc.form(tbl)
-	rowlockOpen(t, m, f, inbox.Queue{Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+	var logs logBuffer
+	f := onPostgres.rowlockForm(tbl)
+	plan, err := f.Open(context.Background(), m.db, inbox.Queue{Logger: logs.Logger()})
+	if err != nil {
+		t.Fatalf("Open: %v", err)
+	}
+	checkRowlockPlan(t, plan)
 	d := rowlockClaimOne(t, f)
 	if d.Attempt != 1 {
 		t.Errorf("first delivery reads attempt %d, want 1", d.Attempt)
@@ -336,17 +232,12 @@ func TestRowlockRetryAfterWithoutRetryAfterColumn(t *testing.T) {
 
 // TestRowlockNoRow: a claim that finds nothing rolls its transaction back and returns none.
 func TestRowlockNoRow(t *testing.T) {
-	for _, dc := range rowlockDialects {
-		t.Run(dc.name, func(t *testing.T) {
-			m := newRecorder(t, 0)
-			rowlockExpectOpen(m, dc, dc.full)
-			m.mock.ExpectBegin()
-			m.mock.ExpectQuery(dc.full.claim).WithArgs(rowlockTimeNear{time.Now()}, rowlockQueue).
-				WillReturnRows(sqlmock.NewRows([]string{"id", "payload", "attempt", "grp", "headers"}))
-			m.mock.ExpectRollback()
+	for _, c := range rowlockCases {
+		t.Run(c.name, func(t *testing.T) {
+			fx, f := openRowlock(t, c, fullShape, 0, inbox.Queue{Name: rowlockQueue})
+			fx.expectRowlockClaim("claim")
+			fx.mock.ExpectRollback()
 
-			f := dc.form(rowlockFullTable)
-			rowlockOpen(t, m, f, inbox.Queue{Name: rowlockQueue})
 			ds, err := f.Claim(context.Background(), 4)
 			if err != nil || len(ds) != 0 {
 				t.Fatalf("Claim = %v, %v; want none, no error", ds, err)
@@ -354,7 +245,7 @@ func TestRowlockNoRow(t *testing.T) {
 			if err := f.Close(); err != nil {
 				t.Fatal(err)
 			}
-			rowlockCheckLevels(t, m, dc, 1)
+			fx.checkLevels(t, 1)
 		})
 	}
 }
@@ -363,27 +254,22 @@ func TestRowlockNoRow(t *testing.T) {
 // first that finds none. Each transaction holds its own connection, so the claim statement is
 // prepared again on each new one.
 func TestRowlockClaimSeveral(t *testing.T) {
-	dc := rowlockPostgres
-	m := newRecorder(t, 0)
-	rowlockExpectOpen(m, dc, dc.full)
-	rowlockExpectClaimFull(m, dc, 1)
-	m.mock.ExpectBegin()
-	m.mock.ExpectPrepare(dc.full.claim)
-	m.mock.ExpectQuery(dc.full.claim).WithArgs(rowlockTimeNear{time.Now()}, rowlockQueue).
-		WillReturnRows(sqlmock.NewRows([]string{"id", "payload", "attempt", "grp", "headers"}).AddRow(int64(2), nil, int64(0), rowlockQueue, nil))
-	m.mock.ExpectBegin()
-	m.mock.ExpectPrepare(dc.full.claim)
-	m.mock.ExpectQuery(dc.full.claim).WithArgs(rowlockTimeNear{time.Now()}, rowlockQueue).
-		WillReturnRows(sqlmock.NewRows([]string{"id", "payload", "attempt", "grp", "headers"}))
-	m.mock.ExpectRollback()
+	fx, f := openRowlock(t, onPostgres, fullShape, 0, inbox.Queue{Name: rowlockQueue})
+	claim := fx.sql("claim")
+	fx.expectRowlockClaim("claim", rowlockRow(1))
+	fx.mock.ExpectBegin()
+	fx.mock.ExpectPrepare(claim)
+	fx.expectQuery(claim, fx.rowlockClaimArgs()...).WillReturnRows(fullShape.claimed(rowlockQueue, row{id: 2}))
+	fx.mock.ExpectBegin()
+	fx.mock.ExpectPrepare(claim)
+	fx.expectQuery(claim, fx.rowlockClaimArgs()...).WillReturnRows(fullShape.claimed(rowlockQueue))
+	fx.mock.ExpectRollback()
 	// Settling the second delivery prepares the ack statement on its connection.
-	m.mock.ExpectPrepare(dc.full.ack)
-	m.mock.ExpectExec(dc.full.ack).WithArgs(rowlockTimeNear{time.Now()}, int64(2)).WillReturnResult(sqlmock.NewResult(0, 1))
-	m.mock.ExpectCommit()
-	m.mock.ExpectRollback() // Release of the first
+	fx.mock.ExpectPrepare(fx.sql("ack"))
+	fx.mock.ExpectExec(fx.sql("ack")).WithArgs(onPostgres.near(time.Now()), int64(2)).WillReturnResult(changed(1))
+	fx.mock.ExpectCommit()
+	fx.mock.ExpectRollback() // Release of the first
 
-	f := dc.form(rowlockFullTable)
-	rowlockOpen(t, m, f, inbox.Queue{Name: rowlockQueue})
 	ds, err := f.Claim(context.Background(), 3)
 	if err != nil {
 		t.Fatal(err)
@@ -403,22 +289,19 @@ func TestRowlockClaimSeveral(t *testing.T) {
 	if err := f.Close(); err != nil {
 		t.Fatal(err)
 	}
-	rowlockCheckLevels(t, m, dc, 3)
+	fx.checkLevels(t, 3)
 }
 
 // TestRowlockRelease: Release rolls back (no attempt counted); the delivery is then no longer
 // held, and the handler's Tx refuses further statements.
 func TestRowlockRelease(t *testing.T) {
-	for _, dc := range rowlockDialects {
-		t.Run(dc.name, func(t *testing.T) {
-			m := newRecorder(t, 0)
-			rowlockExpectOpen(m, dc, dc.full)
-			rowlockExpectClaimFull(m, dc, 3)
-			m.mock.ExpectExec("SAVEPOINT inbox_handler").WillReturnResult(sqlmock.NewResult(0, 0))
-			m.mock.ExpectRollback()
+	for _, c := range rowlockCases {
+		t.Run(c.name, func(t *testing.T) {
+			fx, f := openRowlock(t, c, fullShape, 0, inbox.Queue{Name: rowlockQueue, Transactional: true})
+			fx.expectRowlockClaim("claim", rowlockRow(3))
+			fx.mock.ExpectExec(fx.sql("savepoint")).WillReturnResult(changed(0))
+			fx.mock.ExpectRollback()
 
-			f := dc.form(rowlockFullTable)
-			rowlockOpen(t, m, f, inbox.Queue{Name: rowlockQueue, Transactional: true})
 			d := rowlockClaimOne(t, f)
 			if err := f.Release(context.Background(), d); err != nil {
 				t.Fatalf("Release: %v", err)
@@ -444,10 +327,10 @@ func TestRowlockRelease(t *testing.T) {
 // the error says the outcome is unknown (inbox.ErrCommitUnknown); when the server refused the
 // COMMIT (a deadlock, a serialization failure) it says the row is unchanged and back.
 func TestRowlockFailedCommit(t *testing.T) {
-	for _, dc := range rowlockDialects {
-		refused := error(rowlockSQLState{"40001"})
-		if !strings.HasPrefix(dc.name, "postgres") {
-			refused = errors.New("Error 1213 (40001): Deadlock found when trying to get lock; try restarting transaction")
+	for _, c := range rowlockCases {
+		refused := error(sqlState{"40001"})
+		if c.mysqlFamily() {
+			refused = errDeadlock
 		}
 		for _, tc := range []struct {
 			name    string
@@ -457,16 +340,13 @@ func TestRowlockFailedCommit(t *testing.T) {
 			{"broken", errors.New("connection reset by peer"), true},
 			{"refused", refused, false},
 		} {
-			t.Run(dc.name+"/"+tc.name, func(t *testing.T) {
-				m := newRecorder(t, 0)
-				rowlockExpectOpen(m, dc, dc.full)
-				rowlockExpectClaimFull(m, dc, 4)
-				m.mock.ExpectExec(dc.full.ack).WithArgs(rowlockTimeNear{time.Now()}, int64(4)).WillReturnResult(sqlmock.NewResult(0, 1))
-				m.mock.ExpectCommit().WillReturnError(tc.err)
-				m.mock.ExpectClose()
+			t.Run(c.name+"/"+tc.name, func(t *testing.T) {
+				fx, f := openRowlock(t, c, fullShape, 0, inbox.Queue{Name: rowlockQueue})
+				fx.expectRowlockClaim("claim", rowlockRow(4))
+				fx.mock.ExpectExec(fx.sql("ack")).WithArgs(c.near(time.Now()), int64(4)).WillReturnResult(changed(1))
+				fx.mock.ExpectCommit().WillReturnError(tc.err)
+				fx.mock.ExpectClose()
 
-				f := dc.form(rowlockFullTable)
-				rowlockOpen(t, m, f, inbox.Queue{Name: rowlockQueue})
 				d := rowlockClaimOne(t, f)
 				err := f.Settle(context.Background(), d, outcome.Ack())
 				if !errors.Is(err, tc.err) || !strings.Contains(err.Error(), `"jobs"`) || !strings.Contains(err.Error(), "row 4") {
@@ -478,9 +358,7 @@ func TestRowlockFailedCommit(t *testing.T) {
 				if want := map[bool]string{true: "either settled or back in the queue", false: "unchanged and back in the queue"}[tc.unknown]; !strings.Contains(err.Error(), want) {
 					t.Errorf("Settle = %v; want it to say %q", err, want)
 				}
-				if err := m.mock.ExpectationsWereMet(); err != nil {
-					t.Fatalf("the connection of the failed COMMIT was not discarded: %v", err)
-				}
+				fx.checkDiscarded(t, "the failed COMMIT")
 				if err := f.Close(); err != nil {
 					t.Fatal(err)
 				}
@@ -494,44 +372,32 @@ func TestRowlockFailedCommit(t *testing.T) {
 // row locks still held: after a claim that found no row, and at Release.
 func TestRowlockFailedRollback(t *testing.T) {
 	broken := errors.New("write: broken pipe")
-	for _, dc := range rowlockDialects {
-		t.Run(dc.name+"/claim", func(t *testing.T) {
-			m := newRecorder(t, 0)
-			rowlockExpectOpen(m, dc, dc.full)
-			m.mock.ExpectBegin()
-			m.mock.ExpectQuery(dc.full.claim).WithArgs(rowlockTimeNear{time.Now()}, rowlockQueue).
-				WillReturnRows(sqlmock.NewRows([]string{"id", "payload", "attempt", "grp", "headers"}))
-			m.mock.ExpectRollback().WillReturnError(broken)
-			m.mock.ExpectClose()
+	for _, c := range rowlockCases {
+		t.Run(c.name+"/claim", func(t *testing.T) {
+			fx, f := openRowlock(t, c, fullShape, 0, inbox.Queue{Name: rowlockQueue})
+			fx.expectRowlockClaim("claim")
+			fx.mock.ExpectRollback().WillReturnError(broken)
+			fx.mock.ExpectClose()
 
-			f := dc.form(rowlockFullTable)
-			rowlockOpen(t, m, f, inbox.Queue{Name: rowlockQueue})
 			if ds, err := f.Claim(context.Background(), 1); err != nil || len(ds) != 0 {
 				t.Fatalf("Claim = %v, %v; want none, no error", ds, err)
 			}
-			if err := m.mock.ExpectationsWereMet(); err != nil {
-				t.Fatalf("the connection of the failed ROLLBACK was not discarded: %v", err)
-			}
+			fx.checkDiscarded(t, "the failed ROLLBACK")
 			if err := f.Close(); err != nil {
 				t.Fatal(err)
 			}
 		})
-		t.Run(dc.name+"/release", func(t *testing.T) {
-			m := newRecorder(t, 0)
-			rowlockExpectOpen(m, dc, dc.full)
-			rowlockExpectClaimFull(m, dc, 5)
-			m.mock.ExpectRollback().WillReturnError(broken)
-			m.mock.ExpectClose()
+		t.Run(c.name+"/release", func(t *testing.T) {
+			fx, f := openRowlock(t, c, fullShape, 0, inbox.Queue{Name: rowlockQueue})
+			fx.expectRowlockClaim("claim", rowlockRow(5))
+			fx.mock.ExpectRollback().WillReturnError(broken)
+			fx.mock.ExpectClose()
 
-			f := dc.form(rowlockFullTable)
-			rowlockOpen(t, m, f, inbox.Queue{Name: rowlockQueue})
 			d := rowlockClaimOne(t, f)
 			if err := f.Release(context.Background(), d); !errors.Is(err, broken) || !strings.Contains(err.Error(), "row 5") {
 				t.Fatalf("Release = %v; want the rollback's error, naming the row", err)
 			}
-			if err := m.mock.ExpectationsWereMet(); err != nil {
-				t.Fatalf("the connection of the failed ROLLBACK was not discarded: %v", err)
-			}
+			fx.checkDiscarded(t, "the failed ROLLBACK")
 			if err := f.Close(); err != nil {
 				t.Fatal(err)
 			}
@@ -542,16 +408,12 @@ func TestRowlockFailedRollback(t *testing.T) {
 // TestRowlockFailedSettlement: a settlement statement that fails rolls the transaction back
 // and is returned; nothing is committed.
 func TestRowlockFailedSettlement(t *testing.T) {
-	dc := rowlockMySQL
-	m := newRecorder(t, 0)
-	rowlockExpectOpen(m, dc, dc.full)
-	rowlockExpectClaimFull(m, dc, 4)
+	fx, f := openRowlock(t, onMySQL, fullShape, 0, inbox.Queue{Name: rowlockQueue})
+	fx.expectRowlockClaim("claim", rowlockRow(4))
 	broken := errors.New("Error 1146 (42S02): Table 'test.jobs' doesn't exist")
-	m.mock.ExpectExec(dc.full.retry).WithArgs(int64(4)).WillReturnError(broken)
-	m.mock.ExpectRollback()
+	fx.mock.ExpectExec(fx.sql("retry")).WithArgs(int64(4)).WillReturnError(broken)
+	fx.mock.ExpectRollback()
 
-	f := dc.form(rowlockFullTable)
-	rowlockOpen(t, m, f, inbox.Queue{Name: rowlockQueue})
 	d := rowlockClaimOne(t, f)
 	if err := f.Settle(context.Background(), d, outcome.Retry()); !errors.Is(err, broken) {
 		t.Fatalf("Settle = %v; want the statement's error", err)
@@ -565,28 +427,24 @@ func TestRowlockFailedSettlement(t *testing.T) {
 // 40001), a deadlock (1213) or a lock wait timeout (1205) is rolled back and run again inside
 // Claim; the caller sees the row, not the failure.
 func TestRowlockClaimRetriesConflicts(t *testing.T) {
-	cases := []struct {
-		dc       rowlockDialect
+	for _, tc := range []struct {
+		c        dbCase
 		conflict error
 	}{
-		{rowlockPostgresRepeatableRead, rowlockSQLState{"40001"}},
-		{rowlockMySQL, errors.New("Error 1213 (40001): Deadlock found when trying to get lock; try restarting transaction")},
-		{rowlockMariaDB, errors.New("Error 1205 (HY000): Lock wait timeout exceeded; try restarting transaction")},
-	}
-	for _, c := range cases {
-		t.Run(c.dc.name, func(t *testing.T) {
-			m := newRecorder(t, 0)
-			rowlockExpectOpen(m, c.dc, c.dc.full)
+		{pgRepeatableRead, sqlState{"40001"}},
+		{onMySQL, errDeadlock},
+		{mariadbSerializable, errors.New("Error 1205 (HY000): Lock wait timeout exceeded; try restarting transaction")},
+	} {
+		t.Run(tc.c.name, func(t *testing.T) {
+			fx, f := openRowlock(t, tc.c, fullShape, 0, inbox.Queue{Name: rowlockQueue})
 			for range 2 {
-				m.mock.ExpectBegin()
-				m.mock.ExpectQuery(c.dc.full.claim).WithArgs(rowlockTimeNear{time.Now()}, rowlockQueue).WillReturnError(c.conflict)
-				m.mock.ExpectRollback()
+				fx.mock.ExpectBegin()
+				fx.expectQuery(fx.sql("claim"), fx.rowlockClaimArgs()...).WillReturnError(tc.conflict)
+				fx.mock.ExpectRollback()
 			}
-			rowlockExpectClaimFull(m, c.dc, 9)
-			m.mock.ExpectRollback()
+			fx.expectRowlockClaim("claim", rowlockRow(9))
+			fx.mock.ExpectRollback()
 
-			f := c.dc.form(rowlockFullTable)
-			rowlockOpen(t, m, f, inbox.Queue{Name: rowlockQueue})
 			d := rowlockClaimOne(t, f)
 			if d.ID != 9 {
 				t.Fatalf("claimed row %d, want 9", d.ID)
@@ -597,7 +455,7 @@ func TestRowlockClaimRetriesConflicts(t *testing.T) {
 			if err := f.Close(); err != nil {
 				t.Fatal(err)
 			}
-			rowlockCheckLevels(t, m, c.dc, 3)
+			fx.checkLevels(t, 3)
 		})
 	}
 }
@@ -605,42 +463,30 @@ func TestRowlockClaimRetriesConflicts(t *testing.T) {
 // TestRowlockClaimReportsPersistentConflicts: the retries are bounded, and an error that is
 // not a transient conflict is reported at once.
 func TestRowlockClaimReportsPersistentConflicts(t *testing.T) {
-	dc := rowlockPostgresRepeatableRead
-	t.Run("conflicts", func(t *testing.T) {
-		m := newRecorder(t, 0)
-		rowlockExpectOpen(m, dc, dc.full)
-		conflict := rowlockSQLState{"40001"}
-		for range 10 {
-			m.mock.ExpectBegin()
-			m.mock.ExpectQuery(dc.full.claim).WithArgs(rowlockTimeNear{time.Now()}, rowlockQueue).WillReturnError(conflict)
-			m.mock.ExpectRollback()
-		}
-		f := dc.form(rowlockFullTable)
-		rowlockOpen(t, m, f, inbox.Queue{Name: rowlockQueue})
-		ds, err := f.Claim(context.Background(), 1)
-		if !errors.As(err, new(rowlockSQLState)) || len(ds) != 0 || !strings.Contains(err.Error(), `"jobs"`) || !strings.Contains(err.Error(), rowlockQueue) {
-			t.Fatalf("Claim = %v, %v; want the conflict, naming table and queue, after the retries", ds, err)
-		}
-		if err := f.Close(); err != nil {
-			t.Fatal(err)
-		}
-	})
-	t.Run("other error", func(t *testing.T) {
-		m := newRecorder(t, 0)
-		rowlockExpectOpen(m, dc, dc.full)
-		broken := rowlockSQLState{"42703"}
-		m.mock.ExpectBegin()
-		m.mock.ExpectQuery(dc.full.claim).WithArgs(rowlockTimeNear{time.Now()}, rowlockQueue).WillReturnError(broken)
-		m.mock.ExpectRollback()
-		f := dc.form(rowlockFullTable)
-		rowlockOpen(t, m, f, inbox.Queue{Name: rowlockQueue})
-		if _, err := f.Claim(context.Background(), 1); !errors.Is(err, broken) {
-			t.Fatalf("Claim = %v; want the error at once", err)
-		}
-		if err := f.Close(); err != nil {
-			t.Fatal(err)
-		}
-	})
+	for _, tc := range []struct {
+		name  string
+		err   error
+		tries int
+	}{
+		{"conflicts", sqlState{"40001"}, 10},
+		{"other error", sqlState{"42703"}, 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			fx, f := openRowlock(t, pgRepeatableRead, fullShape, 0, inbox.Queue{Name: rowlockQueue})
+			for range tc.tries {
+				fx.mock.ExpectBegin()
+				fx.expectQuery(fx.sql("claim"), fx.rowlockClaimArgs()...).WillReturnError(tc.err)
+				fx.mock.ExpectRollback()
+			}
+			ds, err := f.Claim(context.Background(), 1)
+			if !errors.Is(err, tc.err) || len(ds) != 0 || !strings.Contains(err.Error(), `"jobs"`) || !strings.Contains(err.Error(), rowlockQueue) {
+				t.Fatalf("Claim = %v, %v; want the error, naming table and queue, after %d tries", ds, err, tc.tries)
+			}
+			if err := f.Close(); err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
 }
 
 // TestRowlockTransactionHeld: a statement of the handler's still running on the delivery's
@@ -648,39 +494,13 @@ func TestRowlockClaimReportsPersistentConflicts(t *testing.T) {
 // without waiting for that statement; the transaction is rolled back after that statement
 // ends, and no settlement statement runs.
 func TestRowlockTransactionHeld(t *testing.T) {
-	for _, dc := range []rowlockDialect{rowlockPostgres, rowlockMySQL} {
-		t.Run(dc.name, func(t *testing.T) {
-			m := newRecorder(t, 0)
-			rowlockExpectOpen(m, dc, dc.full)
-			rowlockExpectClaimFull(m, dc, 6)
-			m.mock.ExpectExec("SAVEPOINT inbox_handler").WillReturnResult(sqlmock.NewResult(0, 0))
-			m.mock.ExpectExec("UPDATE accounts SET balance = 0").WillDelayFor(300 * time.Millisecond).WillReturnResult(sqlmock.NewResult(0, 1))
-			m.mock.ExpectRollback()
-
-			f := dc.form(rowlockFullTable)
-			rowlockOpen(t, m, f, inbox.Queue{Name: rowlockQueue, Transactional: true})
+	for _, c := range []dbCase{onPostgres, onMySQL} {
+		t.Run(c.name, func(t *testing.T) {
+			fx, f := openRowlock(t, c, fullShape, 0, inbox.Queue{Name: rowlockQueue, Transactional: true})
+			fx.expectRowlockClaim("claim", rowlockRow(6))
+			fx.mock.ExpectExec(fx.sql("savepoint")).WillReturnResult(changed(0))
 			d := rowlockClaimOne(t, f)
-			started := m.whenExec("UPDATE accounts SET balance = 0")
-			leftBehind := make(chan error, 1)
-			go func() {
-				_, err := d.Tx.ExecContext(context.Background(), "UPDATE accounts SET balance = 0")
-				leftBehind <- err
-			}()
-			<-started
-			rolledBack := m.whenRollbacks(1)
-			err := f.Settle(context.Background(), d, outcome.Ack())
-			if !errors.Is(err, inbox.ErrTransactionHeld) {
-				t.Fatalf("Settle = %v; want ErrTransactionHeld", err)
-			}
-			select {
-			case <-leftBehind:
-				t.Error("Settle returned only after the handler's statement")
-			default:
-			}
-			if err := <-leftBehind; err != nil {
-				t.Fatalf("the handler's statement: %v", err)
-			}
-			<-rolledBack
+			fx.checkSettleWhileHeld(t, d.Tx, func() error { return f.Settle(context.Background(), d, outcome.Ack()) })
 			if err := f.Close(); err != nil {
 				t.Fatal(err)
 			}
@@ -691,46 +511,29 @@ func TestRowlockTransactionHeld(t *testing.T) {
 // TestRowlockCloseRollsBackHolds: Close rolls back the transactions still held and frees the
 // statements; later calls fail with ErrClosed.
 func TestRowlockCloseRollsBackHolds(t *testing.T) {
-	dc := rowlockMariaDB
-	m := newRecorder(t, 0)
-	rowlockExpectOpen(m, dc, dc.full)
-	rowlockExpectClaimFull(m, dc, 8)
-	m.mock.ExpectRollback()
+	fx, f := openRowlock(t, mariadbSerializable, fullShape, 0, inbox.Queue{Name: rowlockQueue})
+	fx.expectRowlockClaim("claim", rowlockRow(8))
+	fx.mock.ExpectRollback()
 
-	f := dc.form(rowlockFullTable)
-	rowlockOpen(t, m, f, inbox.Queue{Name: rowlockQueue})
-	d := rowlockClaimOne(t, f)
-	if err := f.Close(); err != nil {
-		t.Fatal(err)
-	}
-	if err := f.Settle(context.Background(), d, outcome.Ack()); !errors.Is(err, inbox.ErrClosed) {
-		t.Errorf("Settle after Close: %v, want ErrClosed", err)
-	}
-	if _, err := f.Claim(context.Background(), 1); !errors.Is(err, inbox.ErrClosed) {
-		t.Errorf("Claim after Close: %v, want ErrClosed", err)
-	}
-	if err := f.Release(context.Background(), d); !errors.Is(err, inbox.ErrClosed) {
-		t.Errorf("Release after Close: %v, want ErrClosed", err)
-	}
+	checkClosed(t, f, rowlockClaimOne(t, f))
 }
 
 // TestRowlockOpenSchemaError: a statement that does not prepare fails Open with ErrSchema
 // naming the table and the statement, and the statements prepared before it are closed.
 func TestRowlockOpenSchemaError(t *testing.T) {
-	dc := rowlockPostgres
-	m := newRecorder(t, 0)
-	m.mock.ExpectQuery(dc.version).WillReturnRows(sqlmock.NewRows([]string{"v"}).AddRow(dc.versionAnswer))
-	withoutAttempt := rowlockFullTable
+	fx := newFixture(t, "rowlock", onPostgres, fullShape, 0, inbox.Queue{Name: rowlockQueue})
+	expectVersion(fx.recorder, "postgres", "")
+	withoutAttempt := fullShape.table
 	withoutAttempt.Attempt = ""
-	expectColumns(m.mock, dc.db(), withoutAttempt, "") // a missing column is the statements' to name
-	m.mock.ExpectPrepare(dc.full.claim).WillBeClosed()
-	m.mock.ExpectPrepare(dc.full.ack).WillBeClosed()
+	expectColumns(fx.recorder, "postgres", withoutAttempt, "") // a missing column is the statements' to name
+	fx.mock.ExpectPrepare(fx.sql("claim")).WillBeClosed()
+	fx.mock.ExpectPrepare(fx.sql("ack")).WillBeClosed()
 	for range 2 { // a refused statement is refused again: it is the schema, not the connection
-		m.mock.ExpectPrepare(dc.full.retry).WillReturnError(errors.New(`ERROR: column "attempt" does not exist (SQLSTATE 42703)`))
+		fx.mock.ExpectPrepare(fx.sql("retry")).WillReturnError(errors.New(`ERROR: column "attempt" does not exist (SQLSTATE 42703)`))
 	}
 
-	f := dc.form(rowlockFullTable)
-	_, err := f.Open(context.Background(), m.db, inbox.Queue{Name: rowlockQueue})
+	f := onPostgres.rowlockForm(fullShape.table)
+	_, err := f.Open(context.Background(), fx.db, fx.q)
 	if !errors.Is(err, inbox.ErrSchema) || !strings.Contains(err.Error(), `"jobs"`) || !strings.Contains(err.Error(), "retry statement") {
 		t.Fatalf("Open = %v; want ErrSchema naming the table and the retry statement", err)
 	}
@@ -742,10 +545,9 @@ func TestRowlockOpenSchemaError(t *testing.T) {
 // TestRowlockOpenRefusesServer: a server older than SKIP LOCKED fails Open with
 // ErrServerTooOld before anything is prepared.
 func TestRowlockOpenRefusesServer(t *testing.T) {
-	dc := rowlockMySQL
 	m := newRecorder(t, 0)
-	m.mock.ExpectQuery(dc.version).WillReturnRows(sqlmock.NewRows([]string{"v"}).AddRow("5.7.44"))
-	f := dc.form(rowlockFullTable)
+	expectVersion(m, "mysql", "5.7.44")
+	f := onMySQL.rowlockForm(fullShape.table)
 	if _, err := f.Open(context.Background(), m.db, inbox.Queue{Name: rowlockQueue}); !errors.Is(err, inbox.ErrServerTooOld) {
 		t.Fatalf("Open = %v; want ErrServerTooOld", err)
 	}
@@ -759,7 +561,7 @@ func TestRowlockOpenRefusesRuntimeSQLite(t *testing.T) {
 		t.Fatal(err)
 	}
 	m := newRecorder(t, 0)
-	f := rowlock.New(d, rowlockFullTable)
+	f := rowlock.New(d, fullShape.table)
 	if _, err := f.Open(context.Background(), m.db, inbox.Queue{Name: rowlockQueue}); !errors.Is(err, inbox.ErrDialect) {
 		t.Fatalf("Open = %v; want ErrDialect", err)
 	}
@@ -768,25 +570,22 @@ func TestRowlockOpenRefusesRuntimeSQLite(t *testing.T) {
 // TestRowlockWarnsPostgresSerializable: Open warns that Postgres at serializable redelivers
 // rows whose settlements fail, and names the table; read committed opens without a warning.
 func TestRowlockWarnsPostgresSerializable(t *testing.T) {
-	for _, c := range []struct {
-		form func(inbox.Table) inbox.Form
+	for _, tc := range []struct {
+		c    dbCase
 		warn bool
 	}{
-		{rowlockForm(dialect.Postgres[isolation.Serializable]{}), true},
-		{rowlockForm(dialect.Postgres[isolation.ReadCommitted]{}), false},
+		{dbCase{name: "serializable", db: "postgres", d: dialect.Postgres[isolation.Serializable]{}}, true},
+		{dbCase{name: "read committed", db: "postgres", d: dialect.Postgres[isolation.ReadCommitted]{}}, false},
 	} {
-		m := newRecorder(t, 0)
-		rowlockExpectOpen(m, rowlockPostgres, rowlockPostgres.minimal)
-		var logs bytes.Buffer
-		f := c.form(rowlockMinimalTable)
-		rowlockOpen(t, m, f, inbox.Queue{Logger: slog.New(slog.NewTextHandler(&logs, nil))})
-		if err := f.Close(); err != nil {
-			t.Fatal(err)
-		}
-		warned := strings.Contains(logs.String(), "level=WARN") && strings.Contains(logs.String(), "table=jobs")
-		if warned != c.warn {
-			t.Errorf("warning logged: %v, want %v; log:\n%s", warned, c.warn, logs.String())
-		}
+		t.Run(tc.c.name, func(t *testing.T) {
+			fx, f := openRowlock(t, tc.c, minimalShape, 0, inbox.Queue{})
+			if err := f.Close(); err != nil {
+				t.Fatal(err)
+			}
+			if warned := fx.warned("table=jobs"); warned != tc.warn {
+				t.Errorf("warning logged: %v, want %v; log:\n%s", warned, tc.warn, fx.logs.String())
+			}
+		})
 	}
 }
 
@@ -795,49 +594,36 @@ func TestRowlockWarnsPostgresSerializable(t *testing.T) {
 // rolled back to the savepoint and the attempt counted; without an attempt column the claim's
 // transaction is simply rolled back.
 func TestRowlockConsumerPanic(t *testing.T) {
-	for _, dc := range rowlockDialects {
-		for _, full := range []bool{true, false} {
-			name := dc.name + "/minimal"
-			if full {
-				name = dc.name + "/full"
-			}
-			t.Run(name, func(t *testing.T) {
-				m := newRecorder(t, 0)
-				tbl, st := rowlockMinimalTable, dc.minimal
+	for _, c := range rowlockCases {
+		for _, sh := range []shape{fullShape, minimalShape} {
+			t.Run(c.name+"/"+sh.name, func(t *testing.T) {
+				full := sh.table.Attempt != ""
+				fx := newFixture(t, "rowlock", c, sh, 0, inbox.Queue{Name: rowlockQueue})
+				fx.expectOpen()
+				fx.expectRowlockClaim("claim", rowlockRow(5))
+				fx.mock.ExpectExec(fx.sql("savepoint")).WillReturnResult(changed(0))
+				fx.mock.ExpectExec("INSERT INTO notes (body) VALUES ('half done')").WillReturnResult(changed(1))
 				if full {
-					tbl, st = rowlockFullTable, dc.full
-				}
-				rowlockExpectOpen(m, dc, st)
-				if full {
-					rowlockExpectClaimFull(m, dc, 5)
-					m.mock.ExpectExec("SAVEPOINT inbox_handler").WillReturnResult(sqlmock.NewResult(0, 0))
-					m.mock.ExpectExec("INSERT INTO notes (body) VALUES ('half done')").WillReturnResult(sqlmock.NewResult(1, 1))
-					m.mock.ExpectExec("ROLLBACK TO SAVEPOINT inbox_handler").WillReturnResult(sqlmock.NewResult(0, 0))
-					// The panic retries by the policy: after a delay, where the table has retry_after.
-					m.mock.ExpectExec(st.retryAfter).WithArgs(rowlockTimeNear{time.Now()}, int64(5)).WillReturnResult(sqlmock.NewResult(0, 1))
-					m.mock.ExpectCommit()
-					m.mock.ExpectBegin()
-					m.mock.ExpectQuery(st.claim).WithArgs(rowlockTimeNear{time.Now()}, rowlockQueue).
-						WillReturnRows(sqlmock.NewRows([]string{"id", "payload", "attempt", "grp", "headers"}))
+					fx.mock.ExpectExec(fx.sql("rollbackToSavepoint")).WillReturnResult(changed(0))
+					// The panic retries by the policy: after a delay, where the table has
+					// retry_after, the panic its last error.
+					fx.mock.ExpectExec(fx.sql("retryAfter")).WithArgs(c.near(time.Now()), textHas{"handler bug"}, int64(5)).WillReturnResult(changed(1))
+					fx.mock.ExpectCommit()
 				} else {
-					rowlockExpectClaimMinimal(m, dc, 5)
-					m.mock.ExpectExec("SAVEPOINT inbox_handler").WillReturnResult(sqlmock.NewResult(0, 0))
-					m.mock.ExpectExec("INSERT INTO notes (body) VALUES ('half done')").WillReturnResult(sqlmock.NewResult(1, 1))
-					m.mock.ExpectRollback()
-					m.mock.ExpectBegin()
-					m.mock.ExpectQuery(st.claim).WithoutArgs().WillReturnRows(sqlmock.NewRows([]string{"id", "payload"}))
+					fx.mock.ExpectRollback()
 				}
-				m.mock.ExpectRollback()
+				fx.expectRowlockClaim("claim")
+				fx.mock.ExpectRollback()
 				if full {
 					// After the claim that found nothing: when the next delayed row falls due.
-					m.mock.ExpectQuery(rowlockNextDue(dc)).WithArgs(rowlockTimeNear{time.Now()}, rowlockQueue).
-						WillReturnRows(sqlmock.NewRows([]string{"min"}).AddRow(nil))
+					nextDue := goldenSQL(t, "wakeup", c.db, sh).of("next-due")
+					fx.mock.ExpectQuery(nextDue).WithArgs(c.near(time.Now()), rowlockQueue).WillReturnRows(fx.mock.NewRows([]string{"min"}).AddRow(nil))
 				}
 				rollbacks := 1 // the claim that finds nothing
 				if !full {
 					rollbacks = 2 // and the retry, with no attempt to count
 				}
-				settled := m.whenRollbacks(rollbacks)
+				settled := fx.whenRollbacks(rollbacks)
 
 				h := inbox.HandlerFunc(func(ctx context.Context, d *inbox.Delivery) outcome.Outcome {
 					if _, err := d.Tx.ExecContext(ctx, "INSERT INTO notes (body) VALUES ('half done')"); err != nil {
@@ -845,12 +631,12 @@ func TestRowlockConsumerPanic(t *testing.T) {
 					}
 					panic("handler bug")
 				})
-				form := withoutSearch{dc.form(tbl)}
+				form := withoutSearch{c.rowlockForm(sh.table)}
 				cfg := &inbox.Config{Queue: rowlockQueue, Transactional: true, PollInterval: time.Hour, ShutdownTimeout: time.Second}
 				if !full {
 					cfg.Retry = inbox.RetryAtOnce // the minimal table has no retry_after column
 				}
-				cons := inbox.NewConsumer(m.db, form, h, cfg)
+				cons := inbox.NewConsumer(fx.db, form, h, cfg)
 				ctx, cancel := context.WithCancel(context.Background())
 				ran := make(chan error, 1)
 				go func() { ran <- cons.Run(ctx) }()
@@ -874,42 +660,35 @@ func TestRowlockConsumerPanic(t *testing.T) {
 // statement and no COMMIT, which would run in autocommit. The MySQL dialect judges by the error
 // number; the MariaDB dialect asks the server, and goes on when the transaction still stands.
 func TestRowlockTransactionEnded(t *testing.T) {
-	deadlock := errors.New("Error 1213 (40001): Deadlock found when trying to get lock; try restarting transaction")
 	duplicate := errors.New("Error 1062 (23000): Duplicate entry '1' for key 'PRIMARY'")
-	inTransaction := func(m *recorder, in int) {
-		m.mock.ExpectQuery("SELECT @@in_transaction").WillReturnRows(sqlmock.NewRows([]string{"@@in_transaction"}).AddRow(in))
-	}
 	for _, tc := range []struct {
 		name  string
-		dc    rowlockDialect
+		c     dbCase
 		fails error
 		probe int // MariaDB's answer to @@in_transaction; -1: not asked
 		ended bool
 	}{
-		{"mysql deadlock", rowlockMySQL, deadlock, -1, true},
-		{"mysql duplicate key", rowlockMySQL, duplicate, -1, false},
-		{"mariadb deadlock", rowlockMariaDB, deadlock, 0, true},
-		{"mariadb duplicate key", rowlockMariaDB, duplicate, 1, false},
+		{"mysql deadlock", onMySQL, errDeadlock, -1, true},
+		{"mysql duplicate key", onMySQL, duplicate, -1, false},
+		{"mariadb deadlock", mariadbSerializable, errDeadlock, 0, true},
+		{"mariadb duplicate key", mariadbSerializable, duplicate, 1, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			m := newRecorder(t, 0)
-			rowlockExpectOpen(m, tc.dc, tc.dc.full)
-			rowlockExpectClaimFull(m, tc.dc, 6)
-			m.mock.ExpectExec("SAVEPOINT inbox_handler").WillReturnResult(sqlmock.NewResult(0, 0))
-			m.mock.ExpectExec("UPDATE accounts SET balance = 0").WillReturnError(tc.fails)
+			fx, f := openRowlock(t, tc.c, fullShape, 0, inbox.Queue{Name: rowlockQueue, Transactional: true})
+			fx.expectRowlockClaim("claim", rowlockRow(6))
+			fx.mock.ExpectExec(fx.sql("savepoint")).WillReturnResult(changed(0))
+			fx.mock.ExpectExec("UPDATE accounts SET balance = 0").WillReturnError(tc.fails)
 			if tc.probe >= 0 {
-				inTransaction(m, tc.probe)
+				expectInTransaction(fx.recorder, tc.probe)
 			}
 			if tc.ended {
-				m.mock.ExpectRollback()
+				fx.mock.ExpectRollback()
 			} else {
-				m.mock.ExpectExec("INSERT INTO audit VALUES (6)").WillReturnResult(sqlmock.NewResult(0, 1))
-				m.mock.ExpectExec(tc.dc.full.ack).WithArgs(rowlockTimeNear{time.Now()}, int64(6)).WillReturnResult(sqlmock.NewResult(0, 1))
-				m.mock.ExpectCommit()
+				fx.mock.ExpectExec("INSERT INTO audit VALUES (6)").WillReturnResult(changed(1))
+				fx.mock.ExpectExec(fx.sql("ack")).WithArgs(tc.c.near(time.Now()), int64(6)).WillReturnResult(changed(1))
+				fx.mock.ExpectCommit()
 			}
 
-			f := tc.dc.form(rowlockFullTable)
-			rowlockOpen(t, m, f, inbox.Queue{Name: rowlockQueue, Transactional: true})
 			d := rowlockClaimOne(t, f)
 			ctx := context.Background()
 			if _, err := d.Tx.ExecContext(ctx, "UPDATE accounts SET balance = 0"); !errors.Is(err, tc.fails) {
@@ -921,13 +700,16 @@ func TestRowlockTransactionEnded(t *testing.T) {
 				if err != nil || settled != nil {
 					t.Fatalf("after an error that leaves the transaction open: the next statement %v, Settle %v; want both to succeed", err, settled)
 				}
+				if err := f.Close(); err != nil {
+					t.Fatal(err)
+				}
 				return
 			}
-			if !errors.Is(err, inbox.ErrTransactionEnded) || !errors.Is(err, deadlock) || !strings.Contains(err.Error(), `"jobs", row 6`) {
+			if !errors.Is(err, inbox.ErrTransactionEnded) || !errors.Is(err, errDeadlock) || !strings.Contains(err.Error(), `"jobs", row 6`) {
 				t.Errorf("the statement after the deadlock: %v; want ErrTransactionEnded wrapping the deadlock, naming table and row", err)
 			}
-			var row int
-			if err := d.Tx.QueryRowContext(ctx, "SELECT 1").Scan(&row); err == nil {
+			var n int
+			if err := d.Tx.QueryRowContext(ctx, "SELECT 1").Scan(&n); err == nil {
 				t.Error("a QueryRow after the deadlock succeeded; want it refused")
 			}
 			if !errors.Is(settled, inbox.ErrTransactionEnded) {
@@ -945,23 +727,18 @@ func TestRowlockTransactionEnded(t *testing.T) {
 // delivery's transaction asks the server before the next statement, refuses it once the
 // transaction is over, and the settlement fails having run only a ROLLBACK.
 func TestRowlockTransactionEndedWhileRowsWereRead(t *testing.T) {
-	dc := rowlockMariaDB
-	m := newRecorder(t, 0)
-	rowlockExpectOpen(m, dc, dc.full)
-	rowlockExpectClaimFull(m, dc, 6)
-	m.mock.ExpectExec("SAVEPOINT inbox_handler").WillReturnResult(sqlmock.NewResult(0, 0))
-	deadlock := errors.New("Error 1213 (40001): Deadlock found when trying to get lock; try restarting transaction")
-	m.mock.ExpectQuery("SELECT balance FROM accounts WHERE id = 1 FOR UPDATE").
-		WillReturnRows(sqlmock.NewRows([]string{"balance"}).AddRow(1).RowError(0, deadlock))
-	m.mock.ExpectQuery("SELECT @@in_transaction").WillReturnRows(sqlmock.NewRows([]string{"@@in_transaction"}).AddRow(0))
-	m.mock.ExpectRollback()
+	fx, f := openRowlock(t, mariadbSerializable, fullShape, 0, inbox.Queue{Name: rowlockQueue, Transactional: true})
+	fx.expectRowlockClaim("claim", rowlockRow(6))
+	fx.mock.ExpectExec(fx.sql("savepoint")).WillReturnResult(changed(0))
+	fx.mock.ExpectQuery("SELECT balance FROM accounts WHERE id = 1 FOR UPDATE").
+		WillReturnRows(fx.mock.NewRows([]string{"balance"}).AddRow(1).RowError(0, errDeadlock))
+	expectInTransaction(fx.recorder, 0)
+	fx.mock.ExpectRollback()
 
-	f := dc.form(rowlockFullTable)
-	rowlockOpen(t, m, f, inbox.Queue{Name: rowlockQueue, Transactional: true})
 	d := rowlockClaimOne(t, f)
 	ctx := context.Background()
 	var balance int
-	if err := d.Tx.QueryRowContext(ctx, "SELECT balance FROM accounts WHERE id = 1 FOR UPDATE").Scan(&balance); !errors.Is(err, deadlock) {
+	if err := d.Tx.QueryRowContext(ctx, "SELECT balance FROM accounts WHERE id = 1 FOR UPDATE").Scan(&balance); !errors.Is(err, errDeadlock) {
 		t.Fatalf("the locking read: %v, want the deadlock", err)
 	}
 	if _, err := d.Tx.ExecContext(ctx, "UPDATE accounts SET balance = 2 WHERE id = 1"); !errors.Is(err, inbox.ErrTransactionEnded) {
@@ -979,17 +756,14 @@ func TestRowlockTransactionEndedWhileRowsWereRead(t *testing.T) {
 // (42P05, as PgBouncer in transaction pooling causes) is the connection's failure, not
 // ErrSchema: the error says so and names the pooler, and a consumer would try again.
 func TestRowlockOpenStatementLost(t *testing.T) {
-	dc := rowlockPostgres
-	m := newRecorder(t, 0)
-	m.mock.ExpectQuery(dc.version).WillReturnRows(sqlmock.NewRows([]string{"v"}).AddRow(dc.versionAnswer))
-	expectColumns(m.mock, dc.db(), rowlockFullTable, "")
+	fx := newFixture(t, "rowlock", onPostgres, fullShape, 0, inbox.Queue{Name: rowlockQueue})
+	fx.expectServer()
 	for range 2 {
-		m.mock.ExpectPrepare(dc.full.claim).WillReturnError(rowlockSQLState{"42P05"})
+		fx.mock.ExpectPrepare(fx.sql("claim")).WillReturnError(sqlState{"42P05"})
 	}
-	m.mock.ExpectPing()
+	fx.mock.ExpectPing()
 
-	f := dc.form(rowlockFullTable)
-	_, err := f.Open(context.Background(), m.db, inbox.Queue{Name: rowlockQueue})
+	_, err := onPostgres.rowlockForm(fullShape.table).Open(context.Background(), fx.db, fx.q)
 	if err == nil || errors.Is(err, inbox.ErrSchema) || !strings.Contains(err.Error(), "PgBouncer") || !strings.Contains(err.Error(), "claim statement") {
 		t.Fatalf("Open = %v; want a connection failure naming the claim statement and the pooler, not ErrSchema", err)
 	}
@@ -999,30 +773,21 @@ func TestRowlockOpenStatementLost(t *testing.T) {
 // refused at Open with ErrDialect naming the lease form, before anything is prepared.
 func TestOpenRefusesGalera(t *testing.T) {
 	forms := map[string]inbox.Form{
-		"rowlock":  rowlock.New(dialect.MariaDB[isolation.Default]{}, rowlockFullTable),
-		"advisory": advisory.New(dialect.MariaDB[isolation.Default]{}, rowlockFullTable, nil),
+		"rowlock":  onMariaDB.rowlockForm(fullShape.table),
+		"advisory": onMariaDB.advisoryForm(fullShape.table, fullShape.key),
 	}
 	for name, f := range forms {
 		t.Run(name, func(t *testing.T) {
 			m := newRecorder(t, 0)
-			m.mock.ExpectQuery("SELECT VERSION()").WillReturnRows(sqlmock.NewRows([]string{"v"}).AddRow("10.11.6-MariaDB-0+deb12u1"))
-			m.mock.ExpectQuery("SHOW GLOBAL VARIABLES LIKE 'wsrep_on'").WillReturnRows(sqlmock.NewRows([]string{"Variable_name", "Value"}).AddRow("wsrep_on", "ON"))
-			m.mock.ExpectQuery("SHOW GLOBAL STATUS LIKE 'wsrep_cluster_size'").WillReturnRows(sqlmock.NewRows([]string{"Variable_name", "Value"}).AddRow("wsrep_cluster_size", "3"))
+			expectVersion(m, "mariadb", "")
+			m.mock.ExpectQuery("SHOW GLOBAL VARIABLES LIKE 'wsrep_on'").WillReturnRows(m.mock.NewRows([]string{"Variable_name", "Value"}).AddRow("wsrep_on", "ON"))
+			m.mock.ExpectQuery("SHOW GLOBAL STATUS LIKE 'wsrep_cluster_size'").WillReturnRows(m.mock.NewRows([]string{"Variable_name", "Value"}).AddRow("wsrep_cluster_size", "3"))
 			_, err := f.Open(context.Background(), m.db, inbox.Queue{Name: rowlockQueue})
 			if !errors.Is(err, inbox.ErrDialect) || !strings.Contains(err.Error(), "Galera") || !strings.Contains(err.Error(), "lease form") || !strings.Contains(err.Error(), `"jobs"`) {
 				t.Fatalf("Open = %v; want ErrDialect naming Galera, the lease form and the table", err)
 			}
 		})
 	}
-}
-
-// rowlockNextDue is the consumer's query for when the full table's next delayed row of the
-// queue falls due, after a claim that found nothing.
-func rowlockNextDue(dc rowlockDialect) string {
-	if strings.HasPrefix(dc.name, "postgres") {
-		return `SELECT MIN("retry_after") FROM "jobs" WHERE "processed_at" IS NULL AND "retry_after" > $1 AND "grp" = $2`
-	}
-	return "SELECT MIN(`retry_after`) FROM `jobs` WHERE `processed_at` IS NULL AND `retry_after` > ? AND `grp` = ?"
 }
 
 // withoutSearch is a form whose plan offers no search for unclaimable rows, whose reads run

@@ -27,7 +27,8 @@ const (
 // expectColumns expects the catalog query of Open on database db ("postgres", "mysql",
 // "mariadb" or "sqlite") and answers it with a column of the README's type for each column tbl
 // names, and for lease, the lease column, when it is not empty.
-func expectColumns(mock sqlmock.Sqlmock, db string, tbl inbox.Table, lease string) {
+func expectColumns(m *recorder, db string, tbl inbox.Table, lease string) {
+	mock := m.mock
 	type col struct {
 		name         string
 		pg, pgBase   string
@@ -53,7 +54,10 @@ func expectColumns(mock sqlmock.Sqlmock, db string, tbl inbox.Table, lease strin
 	add(tbl.Queue, col{pg: "text", pgBase: "text", my: "varchar(191)", myBase: "varchar", sqlite: "TEXT", notNullOnAll: true})
 	add(tbl.Priority, integer)
 	add(tbl.RetryAfter, timestamp)
-	add(tbl.Headers, col{pg: "text", pgBase: "text", my: "text", myBase: "text", sqlite: "TEXT"})
+	text := col{pg: "text", pgBase: "text", my: "text", myBase: "text", sqlite: "TEXT"}
+	add(tbl.Headers, text)
+	add(tbl.DeadAt, timestamp)
+	add(tbl.LastError, text)
 	add(lease, timestamp)
 
 	switch db {
@@ -83,18 +87,5 @@ func expectColumns(mock sqlmock.Sqlmock, db string, tbl inbox.Table, lease strin
 			rows.AddRow(c.name, c.my, c.myBase, c.myPrecision, nullable, extra)
 		}
 		mock.ExpectQuery(schemaMySQLColumns).WithArgs(tbl.Name).WillReturnRows(rows)
-	}
-}
-
-// expectNotGalera expects the Galera check the row lock and advisory forms make at Open on
-// MySQL and MariaDB, answered as a server without Galera: MySQL has no wsrep_on variable,
-// MariaDB has it OFF. db is "postgres", "mysql", "mariadb" or "sqlite"; the others ask nothing.
-func expectNotGalera(mock sqlmock.Sqlmock, db string) {
-	q := mock.ExpectQuery("SHOW GLOBAL VARIABLES LIKE 'wsrep_on'")
-	switch db {
-	case "mysql":
-		q.WillReturnRows(sqlmock.NewRows([]string{"Variable_name", "Value"}))
-	case "mariadb":
-		q.WillReturnRows(sqlmock.NewRows([]string{"Variable_name", "Value"}).AddRow("wsrep_on", "OFF"))
 	}
 }
