@@ -170,6 +170,22 @@ type Caps struct {
 	// GET_LOCK locks are each node's own: Galera asks the server, and CheckGalera refuses the
 	// forms that hold rows by those locks.
 	Clusters bool
+
+	// Durability per statement.
+
+	// UnflushedCommit is a condition, always true, that a statement's WHERE clause carries so
+	// that the transaction it runs in commits without waiting for the disk: on Postgres
+	// (SELECT set_config('synchronous_commit', 'off', true)) = 'off', which turns
+	// synchronous_commit off for that transaction alone (an autocommit statement's own; a
+	// pooler in transaction mode keeps it to the transaction too). The server evaluates the
+	// uncorrelated subquery once, before it reads a row (an InitPlan in a one-time filter), so
+	// a statement that matches no row sets it as well. A server crash may then forget the
+	// commit, unless a later commit waited for the disk (the log is one sequence).
+	// The lease form's claims and extensions carry it, and its acks outside transactional mode
+	// where inbox.Queue.UnflushedAcks asks (internal/sqltext Lease). Empty where durability is
+	// not set per transaction: MySQL and MariaDB (innodb_flush_log_at_trx_commit is the
+	// server's), SQLite (synchronous is the connection's).
+	UnflushedCommit string
 }
 
 // LockFamily is a database's kind of session advisory locks.
@@ -240,6 +256,7 @@ var (
 		Catalog:             PostgresCatalog,
 		PartialIndexes:      true,
 		CaseSensitiveNames:  true,
+		UnflushedCommit:     "(SELECT set_config('synchronous_commit', 'off', true)) = 'off'",
 	}
 	mysqlCaps   = mysqlFamilyCaps("MySQL", Floor{8, 0, 1, "SKIP LOCKED"})
 	mariadbCaps = mysqlFamilyCaps("MariaDB", Floor{10, 6, 0, "SKIP LOCKED"})

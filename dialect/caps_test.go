@@ -31,6 +31,7 @@ var capsCases = []struct {
 		ClockQuery:    "SELECT to_char(clock_timestamp() AT TIME ZONE 'UTC', 'YYYY-MM-DD HH24:MI:SS.US')",
 		ConflictCodes: []string{"40001", "40P01"}, ConflictMarks: []string{"SQLSTATE 40001", "SQLSTATE 40P01"},
 		Catalog: dialect.PostgresCatalog, PartialIndexes: true, CaseSensitiveNames: true,
+		UnflushedCommit: "(SELECT set_config('synchronous_commit', 'off', true)) = 'off'",
 	}},
 	{"mysql", []string{"default", "read uncommitted", "read committed", "repeatable read", "serializable"}, dialect.Caps{
 		Title: "MySQL", Quote: '`', MaxNameChars: 64, IDOnlyValue: "DEFAULT", SkipLocked: true, TextType: "CHAR",

@@ -111,22 +111,34 @@ func (f *Form[D]) claimRows(ctx context.Context, b *binding, max int) ([]*inbox.
 	return ds, token, nil
 }
 
-// pickArgs are the arguments of the claim's pick of at most max rows due and free at now: the
-// due arguments, now again (the lease ran out), and max. Postgres's one-statement claim takes
-// the token after them.
+// pickArgs are the arguments of the claim's pick of at most max rows due and free at now:
+// freeArgs, then max.
 func (f *Form[D]) pickArgs(b *binding, max int, now time.Time) []any {
+	return append(f.freeArgs(b, now), max)
+}
+
+// freeArgs are the arguments that select the rows due and free at now: the due arguments, then
+// now again (the lease ran out). Postgres's one-statement claim, whose limit is in its text,
+// takes the token after them.
+func (f *Form[D]) freeArgs(b *binding, now time.Time) []any {
 	at := f.d.Time(now)
-	return append(b.st.DueArgs(nil, at, b.q.Name), at, max)
+	return append(b.st.DueArgs(nil, at, b.q.Name), at)
 }
 
 // tokenAt is the token for an expiry at t: as the database keeps it, UTC to the microsecond.
 func tokenAt(t time.Time) time.Time { return t.UTC().Truncate(time.Microsecond) }
 
-// claimInOne claims with one statement (Postgres).
+// claimInOne claims with one statement (Postgres), the claim of max rows, whose limit is in its
+// text: one statement per size is prepared, the first time it is asked for. A consumer asks
+// for 1 up to its workers, or its batch size.
 func (f *Form[D]) claimInOne(ctx context.Context, b *binding, max int, now, token time.Time) ([]*inbox.Delivery, error) {
-	args := append(f.pickArgs(b, max, now), f.d.Time(token))
+	claim, err := b.listStmt(ctx, "claim", b.sql.Claim, max)
+	if err != nil {
+		return nil, err
+	}
+	args := append(f.freeArgs(b, now), f.d.Time(token))
 	var ds []*inbox.Delivery
-	err := b.query(ctx, b.claim, args, func(rows *sql.Rows) (err error) {
+	err = b.query(ctx, claim, args, func(rows *sql.Rows) (err error) {
 		ds, err = b.st.Scan(rows)
 		return err
 	})

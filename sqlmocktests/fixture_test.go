@@ -30,6 +30,8 @@ type fixture struct {
 	q    inbox.Queue
 	plan inbox.Plan
 	logs logBuffer
+	// claims are the sizes of the lease claims prepared after Open on Postgres (leaseClaimSQL).
+	claims map[int]bool
 }
 
 // newFixture is a fixture of form over sh on c's database on a new mock of at most maxOpen

@@ -38,7 +38,7 @@ func leaseRow(id, attempt int64) row {
 
 // leaseClaimArgs are the arguments of a lease claim of at most max rows at now, but the token
 // Postgres's claim writes: now for retry_after and the queue where the table has them, now
-// for the lease, and max.
+// for the lease, and max, except on Postgres, whose claim has its limit in its text.
 func (fx *fixture) leaseClaimArgs(now time.Time, max int) []driver.Value {
 	var args []driver.Value
 	if fx.sh.table.RetryAfter != "" {
@@ -47,7 +47,29 @@ func (fx *fixture) leaseClaimArgs(now time.Time, max int) []driver.Value {
 	if fx.sh.table.Queue != "" {
 		args = append(args, fx.q.Name)
 	}
-	return append(args, fx.c.near(now), int64(max))
+	args = append(args, fx.c.near(now))
+	if fx.c.db == "postgres" {
+		return args
+	}
+	return append(args, int64(max))
+}
+
+// leaseClaimSQL is the claim of at most max rows: on Postgres, whose claim has its limit in its
+// text, the golden file's claim(max) where max is not 1, expected prepared when first asked for
+// (Open prepares the claim of one row).
+func (fx *fixture) leaseClaimSQL(max int) string {
+	if fx.c.db != "postgres" || max == 1 {
+		return fx.sql("claim")
+	}
+	query := fx.sql(fmt.Sprintf("claim(%d)", max))
+	if !fx.claims[max] {
+		if fx.claims == nil {
+			fx.claims = map[int]bool{}
+		}
+		fx.claims[max] = true
+		fx.expectPrepare(query)
+	}
+	return query
 }
 
 // expectLeaseClaim expects a claim of at most max rows returning rows, and records the token it
@@ -60,7 +82,7 @@ func (fx *fixture) expectLeaseClaim(max int, token *driver.Value, rows ...row) {
 	args := fx.leaseClaimArgs(now, max)
 	tok := fx.c.token(now.Add(lease.DefaultLease), token)
 	if fx.c.db == "postgres" {
-		fx.mock.ExpectQuery(fx.sql("claim")).WithArgs(append(args, tok)...).WillReturnRows(fx.sh.claimed(fx.q.Name, rows...))
+		fx.mock.ExpectQuery(fx.leaseClaimSQL(max)).WithArgs(append(args, tok)...).WillReturnRows(fx.sh.claimed(fx.q.Name, rows...))
 		return
 	}
 	read := make([]row, len(rows))

@@ -37,7 +37,11 @@ func ByPairs(n int) Guard { return Guard{ids: n, token: true, pairs: true} }
 // the quoted lease column, empty for a form without one. It panics on a guard the form cannot
 // take: a token without a lease column, a lease statement without its token, pairs without
 // RETURNING. Those are the form's mistakes, never the user's.
-func (s SQL) where(g Guard, p *Params, lease string) string {
+func (s SQL) where(g Guard, p *Params, lease string) string { return s.whereAnd(g, p, lease, "") }
+
+// whereAnd is where with cond, a condition that binds nothing, ANDed to g's condition where cond
+// is not empty.
+func (s SQL) whereAnd(g Guard, p *Params, lease, cond string) string {
 	switch {
 	case g.token && lease == "":
 		panic("sqltext: a token guard on a form that holds its rows without a lease column")
@@ -47,19 +51,27 @@ func (s SQL) where(g Guard, p *Params, lease string) string {
 		panic("sqltext: a settlement by pairs needs RETURNING, which the database lacks")
 	}
 	id := s.t.ID
+	also := ""
+	if cond != "" {
+		also = " AND " + cond
+	}
 	switch {
 	case g.pairs:
 		or := make([]string, g.ids)
 		for i := range or {
 			or[i] = "(" + id + " = " + p.Next() + " AND " + lease + " = " + p.Next() + ")"
 		}
-		return " WHERE " + strings.Join(or, " OR ") + " RETURNING " + id
+		pairs := strings.Join(or, " OR ")
+		if cond != "" {
+			pairs = "(" + pairs + ")"
+		}
+		return " WHERE " + pairs + also + " RETURNING " + id
 	case g.ids == 0 && g.token:
-		return " WHERE " + id + " = " + p.Next() + " AND " + lease + " = " + p.Next()
+		return " WHERE " + id + " = " + p.Next() + " AND " + lease + " = " + p.Next() + also
 	case g.ids == 0:
-		return " WHERE " + id + " = " + p.Next()
+		return " WHERE " + id + " = " + p.Next() + also
 	case g.token:
-		return " WHERE " + id + " IN (" + p.list(g.ids) + ") AND " + lease + " = " + p.Next()
+		return " WHERE " + id + " IN (" + p.list(g.ids) + ") AND " + lease + " = " + p.Next() + also
 	}
-	return " WHERE " + id + " IN (" + p.list(g.ids) + ")"
+	return " WHERE " + id + " IN (" + p.list(g.ids) + ")" + also
 }

@@ -1,33 +1,60 @@
 package sqltext
 
-import "github.com/sqlinbox/inbox/outcome"
+import (
+	"strconv"
+
+	"github.com/sqlinbox/inbox/outcome"
+)
 
 // Lease builds the lease form's statements: a claim writes an expiry (the token) into the lease
 // column and commits; every later statement of the holder is guarded by that token
 // (ByIDAndToken, ByIDsAndToken, ByPairs).
+//
+// Where the database sets durability per statement (dialect.Caps.UnflushedCommit: Postgres),
+// the claim and the extension commit without waiting for the disk: a server crash may forget
+// them, and the row is then claimable again (a lost claim) or returns when the older lease runs
+// out (a lost extension), a second delivery at worst, which at-least-once delivery allows. The
+// settlements wait for it, unless the builder is Unflushed.
 type Lease struct {
-	s   SQL
-	col string
+	s         SQL
+	col       string
+	unflushed bool // the settlements too carry Caps.UnflushedCommit
 }
 
 // Lease returns the lease form's statements over the table, with lease column column (quoted).
-func (s SQL) Lease(column string) Lease { return Lease{s, column} }
+func (s SQL) Lease(column string) Lease { return Lease{s: s, col: column} }
 
-// Claim is the claim of at most a given number of due rows no lease holds, in claim order.
+// Unflushed returns the builder whose settlements, like its claim and extension, commit without
+// waiting for the disk where the database sets durability per statement
+// (dialect.Caps.UnflushedCommit); elsewhere it builds what l builds. A form settles with it only
+// where losing the settlement in a server crash costs no more than a second delivery, and never
+// inside the handler's transaction, whose writes are the user's.
+func (l Lease) Unflushed() Lease {
+	l.unflushed = true
+	return l
+}
+
+// Claim is the claim of at most n due rows no lease holds, in claim order.
 //
 // Where an UPDATE joins a WITH query (dialect.Caps.UpdateFrom) it is the whole claim, one
 // statement that picks the rows (SKIP LOCKED), stamps them with the token, counts their
 // attempt, and returns the Columns in claim order (the outer SELECT restores the order, which
-// UPDATE … RETURNING does not keep). It binds Due's arguments, now (a lease that ran out is
-// free), the limit, then the token.
+// UPDATE … RETURNING does not keep). Its LIMIT is n, in its text: Postgres estimates a bound
+// LIMIT at a tenth of the table, and with that estimate the generic plan of the prepared claim
+// costs more than a custom one, so the server would plan every execution again; with the
+// limit in the text it plans the statement once and keeps that plan, at the price of one
+// prepared statement per claim size. It binds Due's arguments, now (a lease that ran out is
+// free), then the token.
 //
 // Elsewhere it is the claim's pick, which Stamp follows in the same transaction: a SELECT of
 // the Columns, locking them (SKIP LOCKED) where the database has row locks; with one writer
 // (SQLite) no other claim can take the rows between the two. It binds Due's arguments, now,
-// then the limit. (On SQLite one UPDATE … WHERE id IN (SELECT …) RETURNING would do both, but
-// SQLite builds temporary tables for the subquery and the RETURNING at every run, which cost a
-// single-row claim more than twice what the SELECT and the UPDATE by id do.)
-func (l Lease) Claim() string {
+// then the limit, and n is not used: MySQL and MariaDB optimise a prepared statement at every
+// execution anyway, and SQLite's claim runs by its text. (On SQLite one UPDATE … WHERE id IN
+// (SELECT …) RETURNING would do both, but SQLite builds temporary tables for the subquery and
+// the RETURNING at every run, which cost a single-row claim more than twice what the SELECT and
+// the UPDATE by id do.)
+func (l Lease) Claim(n int) string {
 	s, t := l.s, l.s.t
 	p := s.Params()
 	due := s.Due(p, "")
@@ -35,8 +62,12 @@ func (l Lease) Claim() string {
 		return "SELECT " + s.Columns("") + " FROM " + t.Name + " WHERE " + due + " AND " + l.free(p.Next()) +
 			" ORDER BY " + s.Order("") + " LIMIT " + p.Next() + l.skipLocked()
 	}
-	pick := "SELECT " + t.ID + " FROM " + t.Name + " WHERE " + due + " AND " + l.free(p.Next()) +
-		" ORDER BY " + s.Order("") + " LIMIT " + p.Next() + l.skipLocked()
+	free := l.free(p.Next())
+	if cond := l.unflushedIf(true); cond != "" {
+		free += " AND " + cond
+	}
+	pick := "SELECT " + t.ID + " FROM " + t.Name + " WHERE " + due + " AND " + free +
+		" ORDER BY " + s.Order("") + " LIMIT " + strconv.Itoa(n) + l.skipLocked()
 	returning := s.Columns(t.Name)
 	for _, c := range []string{t.Priority, t.RetryAfter} {
 		if c != "" {
@@ -67,7 +98,7 @@ func (l Lease) Stamp(n int) string {
 // batch) while the old one holds. It binds the new token, then g's id or ids and the old token.
 func (l Lease) Extend(g Guard) string {
 	t, p := l.s.t, l.s.Params()
-	return "UPDATE " + t.Name + " SET " + l.col + " = " + p.Next() + l.s.where(g, p, l.col)
+	return "UPDATE " + t.Name + " SET " + l.col + " = " + p.Next() + l.s.whereAnd(g, p, l.col, l.unflushedIf(true))
 }
 
 // Settle applies an outcome of kind k to the rows g names while their lease holds, clearing it:
@@ -83,7 +114,8 @@ func (l Lease) Extend(g Guard) string {
 // then g's arguments: ByIDAndToken for a row, ByIDsAndToken for a batch, ByPairs for the rows of
 // several holders at once (it returns the ids it changed). It is empty for a RetryAfter on a
 // table without a retry_after column, which the form settles as a retry, and for a Fail on a
-// table without a dead_at column, which it settles as a Drop.
+// table without a dead_at column, which it settles as a Drop. It waits for the disk unless the
+// builder is Unflushed.
 func (l Lease) Settle(k outcome.Kind, g Guard) string {
 	t, p := l.s.t, l.s.Params()
 	var head string
@@ -106,7 +138,7 @@ func (l Lease) Settle(k outcome.Kind, g Guard) string {
 	default:
 		head = "UPDATE " + t.Name + " SET " + l.col + " = NULL"
 	}
-	return head + l.s.where(g, p, l.col)
+	return head + l.s.whereAnd(g, p, l.col, l.unflushedIf(l.unflushed))
 }
 
 // SettleReturning is Settle over a batch's n rows (ByIDsAndToken(n)) that returns the ids it
@@ -135,6 +167,16 @@ func (l Lease) Held(n int) string {
 	}
 	t, p := l.s.t, l.s.Params()
 	return "SELECT " + t.ID + " FROM " + t.Name + l.s.where(ByIDsAndToken(n), p, l.col) + " FOR UPDATE"
+}
+
+// unflushedIf is the database's condition that its statement's transaction commits without
+// waiting for the disk (dialect.Caps.UnflushedCommit) where asked and the database has one;
+// otherwise empty.
+func (l Lease) unflushedIf(asked bool) string {
+	if !asked {
+		return ""
+	}
+	return l.s.c.UnflushedCommit
 }
 
 // free is the predicate of a row no lease holds: never leased, released, or run out by now.

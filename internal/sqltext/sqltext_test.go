@@ -131,7 +131,10 @@ func rowLockEntries(c *dialect.Caps, r sqltext.RowLock) []golden.Entry {
 
 func leaseEntries(c *dialect.Caps, l sqltext.Lease) []golden.Entry {
 	var e entries
-	e.add("claim", l.Claim())
+	e.add("claim", l.Claim(1))
+	if c.UpdateFrom {
+		e.add("claim(3)", l.Claim(3)) // the limit in its text; the pick binds it
+	}
 	e.add("stamp(1)", l.Stamp(1))
 	e.add("stamp(3)", l.Stamp(3))
 	e.add("extend", l.Extend(sqltext.ByIDAndToken()))
@@ -153,6 +156,12 @@ func leaseEntries(c *dialect.Caps, l sqltext.Lease) []golden.Entry {
 		e.add("failIn(3) returning", l.SettleReturning(outcome.KindFail, 3))
 	}
 	e.add("heldIn(3)", l.Held(3))
+	if c.UnflushedCommit != "" {
+		u := l.Unflushed()
+		e.add("ack unflushed", u.Settle(outcome.KindAck, sqltext.ByIDAndToken()))
+		e.add("ackPairs(2) unflushed", u.Settle(outcome.KindAck, sqltext.ByPairs(2)))
+		e.add("ackIn(3) returning unflushed", u.SettleReturning(outcome.KindAck, 3))
+	}
 	return e
 }
 

@@ -285,7 +285,7 @@ func newRawLeaseOneStatement(ctx context.Context, t *harness.Target, s *statemen
 	l := &rawLeaseOneStatement{t: t}
 	ls := s.Lease(s.lease)
 	var err error
-	l.claim = l.prepare(ctx, t.DB, ls.Claim(), &err)
+	l.claim = l.prepare(ctx, t.DB, ls.Claim(batch), &err)
 	l.ack = l.prepare(ctx, t.DB, leaseAck(ls, batch), &err)
 	if err != nil {
 		l.stmts.close()
@@ -304,7 +304,7 @@ func leaseAck(ls sqltext.Lease, n int) string {
 func (l *rawLeaseOneStatement) step(ctx context.Context, batch int, handle func()) (int, error) {
 	now := time.Now()
 	token := leaseToken(now)
-	got, err := scanDeliveries(l.claim.QueryContext(ctx, l.t.D.Time(now), batch, l.t.D.Time(token)))
+	got, err := scanDeliveries(l.claim.QueryContext(ctx, l.t.D.Time(now), l.t.D.Time(token))) // the limit is in the claim's text
 	if err != nil || len(got) == 0 {
 		return 0, err
 	}
@@ -372,7 +372,7 @@ func newRawLeasePicked(ctx context.Context, t *harness.Target, s *statements, ba
 	}
 	ls := s.Lease(s.lease)
 	var err error
-	l.claim = l.prepare(ctx, t.DB, ls.Claim(), &err)
+	l.claim = l.prepare(ctx, t.DB, ls.Claim(batch), &err) // the pick binds its limit
 	l.stamp = l.prepare(ctx, t.DB, ls.Stamp(batch), &err)
 	l.ack = l.prepare(ctx, t.DB, leaseAck(ls, batch), &err)
 	if err != nil {

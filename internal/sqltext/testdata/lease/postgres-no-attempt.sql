@@ -1,8 +1,11 @@
 -- claim
-WITH inbox_lease_pick AS (SELECT "id" FROM "jobs" WHERE "processed_at" IS NULL AND ("retry_after" IS NULL OR "retry_after" <= $1) AND "queue" = $2 AND ("locked_until" IS NULL OR "locked_until" < $3) ORDER BY "priority", "retry_after" NULLS FIRST, "id" LIMIT $4 FOR UPDATE SKIP LOCKED), inbox_lease_claimed AS (UPDATE "jobs" SET "locked_until" = $5 FROM inbox_lease_pick WHERE "jobs"."id" = inbox_lease_pick."id" RETURNING "jobs"."id", "jobs"."payload", "jobs"."queue", "jobs"."headers", "jobs"."priority", "jobs"."retry_after") SELECT "id", "payload", "queue", "headers" FROM inbox_lease_claimed ORDER BY "priority", "retry_after" NULLS FIRST, "id"
+WITH inbox_lease_pick AS (SELECT "id" FROM "jobs" WHERE "processed_at" IS NULL AND ("retry_after" IS NULL OR "retry_after" <= $1) AND "queue" = $2 AND ("locked_until" IS NULL OR "locked_until" < $3) AND (SELECT set_config('synchronous_commit', 'off', true)) = 'off' ORDER BY "priority", "retry_after" NULLS FIRST, "id" LIMIT 1 FOR UPDATE SKIP LOCKED), inbox_lease_claimed AS (UPDATE "jobs" SET "locked_until" = $4 FROM inbox_lease_pick WHERE "jobs"."id" = inbox_lease_pick."id" RETURNING "jobs"."id", "jobs"."payload", "jobs"."queue", "jobs"."headers", "jobs"."priority", "jobs"."retry_after") SELECT "id", "payload", "queue", "headers" FROM inbox_lease_claimed ORDER BY "priority", "retry_after" NULLS FIRST, "id"
+
+-- claim(3)
+WITH inbox_lease_pick AS (SELECT "id" FROM "jobs" WHERE "processed_at" IS NULL AND ("retry_after" IS NULL OR "retry_after" <= $1) AND "queue" = $2 AND ("locked_until" IS NULL OR "locked_until" < $3) AND (SELECT set_config('synchronous_commit', 'off', true)) = 'off' ORDER BY "priority", "retry_after" NULLS FIRST, "id" LIMIT 3 FOR UPDATE SKIP LOCKED), inbox_lease_claimed AS (UPDATE "jobs" SET "locked_until" = $4 FROM inbox_lease_pick WHERE "jobs"."id" = inbox_lease_pick."id" RETURNING "jobs"."id", "jobs"."payload", "jobs"."queue", "jobs"."headers", "jobs"."priority", "jobs"."retry_after") SELECT "id", "payload", "queue", "headers" FROM inbox_lease_claimed ORDER BY "priority", "retry_after" NULLS FIRST, "id"
 
 -- extend
-UPDATE "jobs" SET "locked_until" = $1 WHERE "id" = $2 AND "locked_until" = $3
+UPDATE "jobs" SET "locked_until" = $1 WHERE "id" = $2 AND "locked_until" = $3 AND (SELECT set_config('synchronous_commit', 'off', true)) = 'off'
 
 -- ack
 UPDATE "jobs" SET "processed_at" = $1, "locked_until" = NULL WHERE "id" = $2 AND "locked_until" = $3
@@ -14,7 +17,7 @@ UPDATE "jobs" SET "locked_until" = NULL WHERE "id" = $1 AND "locked_until" = $2
 UPDATE "jobs" SET "retry_after" = $1, "locked_until" = NULL WHERE "id" = $2 AND "locked_until" = $3
 
 -- extendIn(3)
-UPDATE "jobs" SET "locked_until" = $1 WHERE "id" IN ($2, $3, $4) AND "locked_until" = $5
+UPDATE "jobs" SET "locked_until" = $1 WHERE "id" IN ($2, $3, $4) AND "locked_until" = $5 AND (SELECT set_config('synchronous_commit', 'off', true)) = 'off'
 
 -- ackIn(3)
 UPDATE "jobs" SET "processed_at" = $1, "locked_until" = NULL WHERE "id" IN ($2, $3, $4) AND "locked_until" = $5
@@ -39,3 +42,12 @@ UPDATE "jobs" SET "locked_until" = NULL WHERE "id" IN ($1, $2, $3) AND "locked_u
 
 -- retryAfterIn(3) returning
 UPDATE "jobs" SET "retry_after" = $1, "locked_until" = NULL WHERE "id" IN ($2, $3, $4) AND "locked_until" = $5 RETURNING "id"
+
+-- ack unflushed
+UPDATE "jobs" SET "processed_at" = $1, "locked_until" = NULL WHERE "id" = $2 AND "locked_until" = $3 AND (SELECT set_config('synchronous_commit', 'off', true)) = 'off'
+
+-- ackPairs(2) unflushed
+UPDATE "jobs" SET "processed_at" = $1, "locked_until" = NULL WHERE (("id" = $2 AND "locked_until" = $3) OR ("id" = $4 AND "locked_until" = $5)) AND (SELECT set_config('synchronous_commit', 'off', true)) = 'off' RETURNING "id"
+
+-- ackIn(3) returning unflushed
+UPDATE "jobs" SET "processed_at" = $1, "locked_until" = NULL WHERE "id" IN ($2, $3, $4) AND "locked_until" = $5 AND (SELECT set_config('synchronous_commit', 'off', true)) = 'off' RETURNING "id"
