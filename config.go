@@ -43,6 +43,15 @@ type Config struct {
 	// level: Ack commits the handler's writes with the settlement, every other outcome rolls
 	// them back.
 	Transactional bool
+	// UnflushedAcks has an Ack outside transactional mode commit without waiting for the disk
+	// (Postgres: synchronous_commit off for that statement alone); a Drop, which settles as an
+	// Ack does, too. A server crash may then forget the last acks, whose rows are delivered
+	// again once their lease runs out: a second delivery, which at-least-once delivery allows,
+	// for a commit's flush saved per message. Every other outcome, and every settlement in
+	// transactional mode (which commits the handler's writes), still waits. Default false:
+	// every settlement waits. The lease form on Postgres honours it; the row lock and advisory
+	// forms, MySQL, MariaDB and SQLite wait whatever it says.
+	UnflushedAcks bool
 	// Logger receives the consumer's and the form's logs. Nil discards them.
 	Logger *slog.Logger
 	// Clock is what the forms read the time from, for every time they write or compare (lease

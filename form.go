@@ -47,6 +47,10 @@ type Queue struct {
 	Name string
 	// Transactional asks for a transaction per delivery, lent to the handler as Delivery.Tx.
 	Transactional bool
+	// UnflushedAcks lets an Ack (and a Drop, which settles as one) commit without waiting for
+	// the disk outside transactional mode, where the database sets that per statement
+	// (Config.UnflushedAcks). A form that does not honour it waits.
+	UnflushedAcks bool
 	// Logger receives the form's warnings; never nil once the consumer opens the form.
 	Logger *slog.Logger
 	// Clock is what the form reads the time from (Queue.Now); nil: this host's clock.

@@ -97,7 +97,8 @@ func syncCommitAfter(t *testing.T, db *sql.DB, query string, args ...any) (ids [
 // TestLeaseUnflushedCommit: on Postgres the lease form's claim and extension turn
 // synchronous_commit off for the transaction they run in (an autocommit statement's own; here an
 // explicit one, whose setting can be read after the statement), whether or not they matched a
-// row, and the claim still returns its rows in claim order; the settlements leave it on.
+// row, and the claim still returns its rows in claim order; a settlement leaves it on, unless it
+// was built Unflushed (Config.UnflushedAcks).
 func TestLeaseUnflushedCommit(t *testing.T) {
 	b := postgresBackend(t)
 	db := b.open(t, 4)
@@ -136,6 +137,26 @@ func TestLeaseUnflushedCommit(t *testing.T) {
 
 	if _, n, setting := syncCommitAfter(t, db, l.Settle(outcome.KindAck, sqltext.ByIDAndToken()), tm(now), int64(2), tm(token)); n != 1 || setting != "on" {
 		t.Errorf("the ack changed %d rows (want 1), synchronous_commit %s after it, want on", n, setting)
+	}
+
+	// The acks Config.UnflushedAcks asks for: a row's, several holders' rows merged (row 1's
+	// never claimed), a batch's (row 3, claimed now).
+	if ids, _, _ := syncCommitAfter(t, db, l.Claim(1), tm(now), "q", tm(now), tm(token)); !slices.Equal(ids, []int64{3}) {
+		t.Fatalf("the claim of 1 returned %v, want [3]", ids)
+	}
+	u := l.Unflushed()
+	for _, c := range []struct {
+		what  string
+		query string
+		args  []any
+	}{
+		{"an unflushed ack", u.Settle(outcome.KindAck, sqltext.ByIDAndToken()), []any{tm(now), int64(4), tm(token)}},
+		{"unflushed acks merged", u.Settle(outcome.KindAck, sqltext.ByPairs(2)), []any{tm(now), int64(5), tm(next), int64(1), tm(token)}},
+		{"a batch's unflushed ack", u.SettleReturning(outcome.KindAck, 2), []any{tm(now), int64(3), int64(3), tm(token)}},
+	} {
+		if _, n, setting := syncCommitAfter(t, db, c.query, c.args...); n != 1 || setting != "off" {
+			t.Errorf("%s changed %d rows (want 1), synchronous_commit %s after it, want off", c.what, n, setting)
+		}
 	}
 }
 

@@ -204,7 +204,7 @@ func (f *Form[D]) settleRows(ctx context.Context, b *binding, h *hold, what stri
 		err = f.settleInTx(ctx, b, h, what, head, ids, token, changed)
 	} else {
 		var s *sql.Stmt
-		s, err = b.listStmt(ctx, what+" returning", func(n int) string { return b.sql.SettleReturning(kindOf(what), n) }, h.size)
+		s, err = b.listStmt(ctx, what+" returning", func(n int) string { return b.settles(what).SettleReturning(kindOf(what), n) }, h.size)
 		if err == nil {
 			err = b.query(ctx, s, append(append(head, padded(ids, h.size)...), token), func(rows *sql.Rows) error {
 				return scanIDs(rows, changed)

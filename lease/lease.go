@@ -44,8 +44,10 @@
 // them, and that costs at most a second delivery: a forgotten claim leaves its rows claimable,
 // a forgotten extension leaves the lease before it, which runs out sooner; either way the first
 // holder's settlement then finds its token gone (inbox.ErrLeaseLost) and changes nothing.
-// Settlements wait for the disk, and a commit that waits makes the commits before it durable
-// too (the server's log is one sequence).
+// Settlements wait for the disk, except, where inbox.Config.UnflushedAcks asks, an Ack or a Drop
+// outside transactional mode, whose row a crash may then deliver again once its lease runs out.
+// An Ack in transactional mode commits the handler's writes and always waits, and a commit that
+// waits makes the commits before it durable too (the server's log is one sequence).
 //
 // # The pool
 //
@@ -149,6 +151,9 @@ type binding struct {
 	st    *stmt.Table
 	lease time.Duration
 	sql   sqltext.Lease
+	// acked builds the statements of an Ack (and of a Drop, which settles by the same): sql, or
+	// outside transactional mode where inbox.Queue.UnflushedAcks asks, sql.Unflushed().
+	acked sqltext.Lease
 	// claimText is the claim's text: SQLite's claim runs it by its text (see prepare).
 	claimText string
 
@@ -249,6 +254,11 @@ func (f *Form[D]) Open(ctx context.Context, db *sql.DB, q inbox.Queue) (inbox.Pl
 	if b.log == nil {
 		b.log = slog.New(slog.DiscardHandler)
 	}
+	b.acked = b.sql
+	if q.UnflushedAcks && !q.Transactional {
+		// In transactional mode the ack commits the handler's writes, which are the user's.
+		b.acked = b.sql.Unflushed()
+	}
 	// Taken before the statements are prepared, so that they are prepared on another
 	// connection, which the pool's statements then find them on.
 	if b.own, err = keepOwn(ctx, db, q.Transactional); err != nil {
@@ -262,13 +272,13 @@ func (f *Form[D]) Open(ctx context.Context, db *sql.DB, q inbox.Queue) (inbox.Pl
 		b.writer = sqlitewriter.For(db)
 	}
 	if caps.Returning {
-		b.acks = newMerger(b, "ack", outcome.KindAck, b.ack, func() []any {
+		b.acks = newMerger(b, "ack", b.acked, outcome.KindAck, b.ack, func() []any {
 			if b.st.Q.ProcessedAt != "" {
 				return []any{f.d.Time(b.q.Now())}
 			}
 			return nil
 		})
-		b.retries = newMerger(b, "retry", outcome.KindRetry, b.retry, func() []any { return nil })
+		b.retries = newMerger(b, "retry", b.sql, outcome.KindRetry, b.retry, func() []any { return nil })
 	}
 	f.b = b
 	plan := inbox.Plan{
@@ -322,7 +332,7 @@ func (b *binding) prepare(ctx context.Context) error {
 	}
 	one := sqltext.ByIDAndToken()
 	b.extend = prep("extend", b.sql.Extend(one))
-	b.ack = prep("ack", b.sql.Settle(outcome.KindAck, one))
+	b.ack = prep("ack", b.acked.Settle(outcome.KindAck, one))
 	b.retry = prep("retry", b.sql.Settle(outcome.KindRetry, one))
 	b.retryAfter = prep("retry after", b.sql.Settle(outcome.KindRetryAfter, one))
 	b.dead = prep("fail", b.sql.Settle(outcome.KindFail, one))

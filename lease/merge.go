@@ -39,10 +39,10 @@ type mergeRow struct {
 	done  chan error // receives the row's result once
 }
 
-// newMerger merges the settlements of kind k (outcome.KindAck or outcome.KindRetry), which
-// single rows settle by one.
-func newMerger(b *binding, what string, k outcome.Kind, one *sql.Stmt, head func() []any) *merger {
-	list := func(n int) string { return b.sql.Settle(k, sqltext.ByPairs(n)) }
+// newMerger merges the settlements of kind k (outcome.KindAck or outcome.KindRetry), built by
+// l, which single rows settle by one.
+func newMerger(b *binding, what string, l sqltext.Lease, k outcome.Kind, one *sql.Stmt, head func() []any) *merger {
+	list := func(n int) string { return l.Settle(k, sqltext.ByPairs(n)) }
 	return &merger{b: b, what: what, list: list, one: one, head: head, turn: make(chan struct{}, 1)}
 }
 

@@ -96,7 +96,15 @@ func (b *binding) text(what string, g sqltext.Guard) string {
 	if what == "extend" {
 		return b.sql.Extend(g)
 	}
-	return b.sql.Settle(kindOf(what), g)
+	return b.settles(what).Settle(kindOf(what), g)
+}
+
+// settles is the builder of settlement what: acked for an ack, sql for the others.
+func (b *binding) settles(what string) sqltext.Lease {
+	if what == "ack" {
+		return b.acked
+	}
+	return b.sql
 }
 
 // kindOf is the outcome settlement what ("ack", "retry", "retry after" or "fail") settles by.

@@ -1,0 +1,121 @@
+package sqlmocktests
+
+import (
+	"context"
+	"database/sql/driver"
+	"testing"
+	"time"
+
+	"github.com/sqlinbox/inbox"
+	"github.com/sqlinbox/inbox/dialect"
+	"github.com/sqlinbox/inbox/lease"
+	"github.com/sqlinbox/inbox/outcome"
+)
+
+// openLeaseUnflushed opens the lease form over fullShape on c's database for q with
+// inbox.Queue.UnflushedAcks set, and returns the golden name of the ack it prepares: "ack
+// unflushed" on Postgres outside transactional mode, "ack" elsewhere.
+func openLeaseUnflushed(t *testing.T, c dbCase, q inbox.Queue) (*fixture, *lease.Form[dialect.Dialect], string) {
+	t.Helper()
+	q.UnflushedAcks = true
+	fx := newFixture(t, "lease", c, fullShape, 1, q)
+	ack := "ack"
+	if c.db == "postgres" && !q.Transactional {
+		ack = "ack unflushed"
+	}
+	fx.expectServer()
+	for _, name := range openStatements["lease"] {
+		if name == "ack" {
+			name = ack
+		}
+		if fx.st.has(name) {
+			fx.expectPrepare(fx.sql(name))
+		}
+	}
+	f := lease.New(c.d, fullShape.table, nil)
+	plan, err := f.Open(context.Background(), fx.db, fx.q)
+	if err != nil {
+		t.Fatalf("Open: %v", err)
+	}
+	fx.plan = plan
+	return fx, f, ack
+}
+
+// TestLeaseUnflushedAcks pins what inbox.Queue.UnflushedAcks changes outside transactional mode:
+// on Postgres a row's ack and a batch's carry the condition that turns synchronous_commit off
+// for them, and a retry still waits; on MySQL, MariaDB and SQLite every statement is the one it
+// is without the option.
+func TestLeaseUnflushedAcks(t *testing.T) {
+	for _, c := range leaseCases {
+		t.Run(c.name, func(t *testing.T) {
+			ctx := context.Background()
+			fx, f, ack := openLeaseUnflushed(t, c, inbox.Queue{})
+
+			var token driver.Value
+			fx.expectLeaseClaim(1, &token, leaseRow(7, 1))
+			fx.mock.ExpectExec(fx.sql(ack)).WithArgs(c.near(time.Now()), int64(7), sameValue{&token}).WillReturnResult(changed(1))
+			if err := f.Settle(ctx, claimOne(t, f, 7, 1), outcome.Ack()); err != nil {
+				t.Fatal(err)
+			}
+			token = nil
+			fx.expectLeaseClaim(1, &token, leaseRow(8, 1))
+			fx.mock.ExpectExec(fx.sql("retry")).WithArgs(int64(8), sameValue{&token}).WillReturnResult(changed(1))
+			if err := f.Settle(ctx, claimOne(t, f, 8, 1), outcome.Retry()); err != nil {
+				t.Fatal(err)
+			}
+
+			// A batch of three acked rows: one statement over the batch's ids.
+			if c.mysqlFamily() {
+				fx.mock.ExpectPrepare(fx.sql("stamp(3)")).WillBeClosed()
+			}
+			token = nil
+			fx.expectLeaseClaim(3, &token, leaseRow(9, 1), leaseRow(10, 1), leaseRow(11, 1))
+			args := []driver.Value{c.near(time.Now()), int64(9), int64(10), int64(11), sameValue{&token}}
+			if c.db == "postgres" {
+				query := fx.sql("ackIn(3) returning unflushed")
+				fx.expectPrepare(query)
+				fx.mock.ExpectQuery(query).WithArgs(args...).WillReturnRows(fx.mock.NewRows([]string{"id"}).AddRow(int64(9)).AddRow(int64(10)).AddRow(int64(11)))
+			} else {
+				fx.expectLeaseBatchSettle(fx.sql("ackIn(3)"), args, 9, 10, 11)
+			}
+			ds, err := f.ClaimBatch(ctx, 3)
+			if err != nil || len(ds) != 3 {
+				t.Fatalf("ClaimBatch: %d rows, %v; want 3", len(ds), err)
+			}
+			if err := f.SettleBatch(ctx, ds, []outcome.Outcome{outcome.Ack(), outcome.Ack(), outcome.Ack()}); err != nil {
+				t.Fatal(err)
+			}
+			if err := f.Close(); err != nil {
+				t.Fatal(err)
+			}
+			if err := fx.mock.ExpectationsWereMet(); err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+}
+
+// TestLeaseUnflushedAcksTransactional: in transactional mode the ack commits the handler's
+// writes, so it waits for the disk whatever inbox.Queue.UnflushedAcks says.
+func TestLeaseUnflushedAcksTransactional(t *testing.T) {
+	for _, c := range leaseTxCases {
+		t.Run(c.name, func(t *testing.T) {
+			ctx := context.Background()
+			fx, f, _ := openLeaseUnflushed(t, c, inbox.Queue{Transactional: true}) // its ack: "ack"
+			var token driver.Value
+			fx.expectLeaseClaim(1, &token, leaseRow(7, 1))
+			fx.expectBegin()
+			fx.mock.ExpectExec(fx.sql("ack")).WithArgs(c.near(time.Now()), int64(7), sameValue{&token}).WillReturnResult(changed(1))
+			fx.expectCommit(nil)
+			if err := f.Settle(ctx, claimOne(t, f, 7, 1), outcome.Ack()); err != nil {
+				t.Fatal(err)
+			}
+			if err := f.Close(); err != nil {
+				t.Fatal(err)
+			}
+			if err := fx.mock.ExpectationsWereMet(); err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+}
