@@ -41,6 +41,8 @@ type Consumer struct {
 	// Queue, when not empty, is the queue the consumer claims: the table has QueueColumn, its
 	// queue column.
 	Queue string
+	// UnflushedAcks is the consumer's Config.UnflushedAcks.
+	UnflushedAcks bool
 
 	counts *drainCounts // set by DrainLibrary
 }
@@ -69,7 +71,7 @@ func (c Consumer) Build(t *Target) (Runner, error) {
 		handle = func([]byte) {}
 	}
 	// Every row acks: the retry policy never runs, and the bench table has no retry_after.
-	cfg := &inbox.Config{Workers: c.Workers, PollInterval: c.Poll, Queue: c.Queue, Logger: logger, Retry: inbox.RetryAtOnce}
+	cfg := &inbox.Config{Workers: c.Workers, PollInterval: c.Poll, Queue: c.Queue, UnflushedAcks: c.UnflushedAcks, Logger: logger, Retry: inbox.RetryAtOnce}
 	if c.Batch <= 1 {
 		if c.counts != nil {
 			f = &countedForm{f, c.counts}

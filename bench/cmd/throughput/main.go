@@ -57,6 +57,9 @@ type config struct {
 	fromLogs []string
 	// countClaims logs each library drain's claims, empty claims and rows claimed.
 	countClaims bool
+	// unflushedAcks sets the library's Config.UnflushedAcks, and has the raw lease loop ack by
+	// the statements the form then runs.
+	unflushedAcks bool
 
 	latencyFor     time.Duration
 	latencyRate    int
@@ -107,6 +110,7 @@ func parseFlags(args []string) (*config, error) {
 		return nil
 	})
 	fs.BoolVar(&cfg.countClaims, "count-claims", false, "log each library drain's claims, the claims that found nothing and the rows claimed")
+	fs.BoolVar(&cfg.unflushedAcks, "unflushed-acks", false, "set the library's Config.UnflushedAcks (the lease form on Postgres acks without waiting for the disk); the raw lease loop acks by the same statements")
 	fs.DurationVar(&cfg.latencyFor, "latency-for", 5*time.Second, "publish for this long per latency cell (0: skip the latency runs)")
 	fs.IntVar(&cfg.latencyRate, "latency-rate", 200, "rows published per second, one at a time, in the latency runs")
 	fs.IntVar(&cfg.latencyWorkers, "latency-workers", 4, "workers of the consumer in the latency runs")
@@ -274,7 +278,11 @@ func runAll(ctx context.Context, cfg *config) ([]*cell, error) {
 	}
 	bar.Stop()
 
-	fmt.Fprintf(cfg.out, "\nThroughput: %d rows per round, %d rounds, msgs/s median (min–max)\n\n", cfg.n, cfg.rounds)
+	acks := ""
+	if cfg.unflushedAcks {
+		acks = ", acks unflushed (Config.UnflushedAcks)"
+	}
+	fmt.Fprintf(cfg.out, "\nThroughput: %d rows per round, %d rounds%s, msgs/s median (min–max)\n\n", cfg.n, cfg.rounds, acks)
 	printCells(cfg.out, cells)
 	for _, c := range cells {
 		for _, f := range slices.Concat(c.failures, c.notes) {
@@ -334,7 +342,7 @@ func runCell(ctx context.Context, t *harness.Target, c *cell, cfg *config, bar *
 	}
 	raw := func(r int) error {
 		bar.SetLabel(fmt.Sprintf("%s %s W=%d raw batch %d, round %d/%d", t.Name, c.form, c.workers, c.batch, r, cfg.rounds))
-		rate, allocs, err := drainRaw(ctx, t, c, cfg.n, bar)
+		rate, allocs, err := drainRaw(ctx, t, c, cfg, bar)
 		if err := c.failed(err, "raw", r); err != nil {
 			return fmt.Errorf("%s %s, %d workers, raw batch %d: %w", t.Name, c.form, c.workers, c.batch, err)
 		}
@@ -353,7 +361,7 @@ func drainLibrary(ctx context.Context, t *harness.Target, c *cell, cfg *config, 
 	}
 	return harness.DrainLibrary(ctx, t, harness.Consumer{
 		Form: c.form, Table: table, Workers: c.workers, Batch: c.batch, Poll: cfg.poll,
-		Handle: func([]byte) { bar.Add(1) },
+		UnflushedAcks: cfg.unflushedAcks, Handle: func([]byte) { bar.Add(1) },
 	}, int64(cfg.n))
 }
 

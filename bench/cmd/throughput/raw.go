@@ -40,16 +40,17 @@ type rawLoop interface {
 	close()
 }
 
-// drainRaw prefills the cell's table and drains it with c.workers goroutines each running the
-// raw loop until every row is handled; an empty claim while rows remain (they are in another
-// goroutine's hands) waits a millisecond. The time runs from the first claim, the loop's
-// statements prepared before it.
-func drainRaw(ctx context.Context, t *harness.Target, c *cell, n int, bar *harness.Bar) (rate, allocs float64, err error) {
+// drainRaw prefills the cell's table with cfg.n rows and drains it with c.workers goroutines
+// each running the raw loop until every row is handled; an empty claim while rows remain (they
+// are in another goroutine's hands) waits a millisecond. The time runs from the first claim, the
+// loop's statements prepared before it.
+func drainRaw(ctx context.Context, t *harness.Target, c *cell, cfg *config, bar *harness.Bar) (rate, allocs float64, err error) {
+	n := cfg.n
 	table := benchTable(t, c.form)
 	if err := t.Prefill(ctx, table, n); err != nil {
 		return 0, 0, fmt.Errorf("prefilling: %w", err)
 	}
-	loop, err := newRawLoop(ctx, t, c.form, table, c.batch)
+	loop, err := newRawLoop(ctx, t, c.form, table, c.batch, cfg.unflushedAcks)
 	if err != nil {
 		return 0, 0, err
 	}
@@ -111,6 +112,9 @@ type statements struct {
 	caps      *dialect.Caps
 	table     string // unquoted
 	lease, id string
+	// unflushedAcks: the lease loop acks by the statements the form runs with
+	// Config.UnflushedAcks.
+	unflushedAcks bool
 }
 
 func newStatements(t *harness.Target, table string) (*statements, error) {
@@ -126,6 +130,16 @@ func newStatements(t *harness.Target, table string) (*statements, error) {
 	return &statements{SQL: sqltext.New(caps, sqltext.Table(tbl)), caps: caps, table: table, lease: lease, id: tbl.ID}, nil
 }
 
+// leaseStatements is the lease form's builder over the bench table, Unflushed where the loop
+// acks as the form does with Config.UnflushedAcks (only its settlements change).
+func (s *statements) leaseStatements() sqltext.Lease {
+	ls := s.Lease(s.lease)
+	if s.unflushedAcks {
+		return ls.Unflushed()
+	}
+	return ls
+}
+
 // ids pads ids to n arguments by repeating the last (IN ignores repeats), after the leading
 // arguments lead.
 func ids(lead []any, got []int64, n int, tail ...any) []any {
@@ -136,11 +150,14 @@ func ids(lead []any, got []int64, n int, tail ...any) []any {
 	return append(args, tail...)
 }
 
-func newRawLoop(ctx context.Context, t *harness.Target, form, table string, batch int) (rawLoop, error) {
+// newRawLoop builds the raw loop of form over table; unflushedAcks has the lease loop ack by the
+// statements the form runs with Config.UnflushedAcks.
+func newRawLoop(ctx context.Context, t *harness.Target, form, table string, batch int, unflushedAcks bool) (rawLoop, error) {
 	s, err := newStatements(t, table)
 	if err != nil {
 		return nil, err
 	}
+	s.unflushedAcks = unflushedAcks
 	var l rawLoop
 	switch {
 	case form == "rowlock":
@@ -283,7 +300,7 @@ type rawLeaseOneStatement struct {
 
 func newRawLeaseOneStatement(ctx context.Context, t *harness.Target, s *statements, batch int) (*rawLeaseOneStatement, error) {
 	l := &rawLeaseOneStatement{t: t}
-	ls := s.Lease(s.lease)
+	ls := s.leaseStatements()
 	var err error
 	l.claim = l.prepare(ctx, t.DB, ls.Claim(batch), &err)
 	l.ack = l.prepare(ctx, t.DB, leaseAck(ls, batch), &err)
@@ -370,7 +387,7 @@ func newRawLeasePicked(ctx context.Context, t *harness.Target, s *statements, ba
 	if s.caps.OneWriter {
 		l.serial = new(sync.Mutex)
 	}
-	ls := s.Lease(s.lease)
+	ls := s.leaseStatements()
 	var err error
 	l.claim = l.prepare(ctx, t.DB, ls.Claim(batch), &err) // the pick binds its limit
 	l.stamp = l.prepare(ctx, t.DB, ls.Stamp(batch), &err)
