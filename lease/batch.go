@@ -21,37 +21,42 @@ import (
 // the rows are given back and the error returned. On SQLite that transaction holds the one
 // write lock from its first write until the batch settles, as a single delivery's does.
 func (f *Form[D]) ClaimBatch(ctx context.Context, max int) ([]*inbox.Delivery, error) {
-	f.mu.RLock()
-	defer f.mu.RUnlock()
-	b, err := f.bound()
-	if err != nil || max < 1 {
+	if err := f.life.Enter(); err != nil {
 		return nil, err
+	}
+	defer f.life.Leave()
+	b := f.b
+	if max < 1 {
+		return nil, nil
 	}
 	ds, token, err := f.claimRows(ctx, b, max)
 	if err != nil || len(ds) == 0 {
 		return nil, err
 	}
-	h := &hold{token: token, batch: make([]int64, len(ds)), size: max}
+	h := &hold{token: token, id: ds[0].ID, batch: make([]int64, len(ds)), size: max}
 	for i, d := range ds {
 		h.batch[i] = d.ID
 		inbox.SetHold(d, h)
 	}
-	b.holdsMu.Lock()
-	b.holds[h] = ds[0].ID
-	b.holdsMu.Unlock()
-	if !b.q.Transactional {
+	var failed error
+	if b.q.Transactional {
+		// The transaction outlives this call: it must not end with the claim's context.
+		if tx, err := f.d.Begin(context.WithoutCancel(ctx), b.db); err != nil {
+			failed = fmt.Errorf("inbox: table %q: opening the transaction of the batch %v: %w; the claimed rows were given back", f.t.Name, h.batch, err)
+		} else {
+			h.tx, h.lent = tx, ds[0]
+			inbox.LendTx(tx, f.d, f.t.Name, ds...)
+		}
+	}
+	if failed == nil && f.life.Keep(h) {
 		return ds, nil
 	}
-	// The transaction outlives this call: it must not end with the claim's context.
-	tx, err := f.d.Begin(context.WithoutCancel(ctx), b.db)
-	if err != nil {
-		h.mu.Lock()
-		defer h.mu.Unlock()
-		return nil, errors.Join(fmt.Errorf("inbox: table %q: opening the transaction of the batch %v: %w; the claimed rows were given back", f.t.Name, h.batch, err), b.giveBack(context.WithoutCancel(ctx), h, ds[0].ID))
+	if failed == nil {
+		failed = fmt.Errorf("%w: table %q: the form was closed during the claim of the batch %v; its rows were given back", inbox.ErrClosed, f.t.Name, h.batch)
 	}
-	h.tx, h.lent = tx, ds[0]
-	inbox.LendTx(tx, f.d, f.t.Name, ds...)
-	return ds, nil
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return nil, errors.Join(failed, b.giveBack(context.WithoutCancel(ctx), h, h.id))
 }
 
 // SettleBatch applies os[i] to ds[i], the deliveries of one ClaimBatch, while the batch's lease

@@ -20,12 +20,11 @@ import (
 // Delivery.Tx; if one cannot be opened, the claimed rows are given back and the error returned.
 // On SQLite in transactional mode it claims one row at a time.
 func (f *Form[D]) Claim(ctx context.Context, max int) ([]*inbox.Delivery, error) {
-	f.mu.RLock()
-	defer f.mu.RUnlock()
-	b, err := f.bound()
-	if err != nil {
+	if err := f.life.Enter(); err != nil {
 		return nil, err
 	}
+	defer f.life.Leave()
+	b := f.b
 	if max < 1 {
 		return nil, nil
 	}
@@ -43,36 +42,42 @@ func (f *Form[D]) Claim(ctx context.Context, max int) ([]*inbox.Delivery, error)
 }
 
 // keepRows gives each of ds, claimed under token, a hold of its own and, in transactional mode, a
-// transaction; if one cannot be opened, every row is given back and the error returned.
+// transaction, and keeps the holds for Close to give back; if a transaction cannot be opened, or
+// Close ran meanwhile, every row is given back and the error returned.
 func (f *Form[D]) keepRows(ctx context.Context, b *binding, ds []*inbox.Delivery, token time.Time) ([]*inbox.Delivery, error) {
 	holds := make([]*hold, len(ds))
-	b.holdsMu.Lock()
 	for i, d := range ds {
-		holds[i] = &hold{token: token}
+		holds[i] = &hold{token: token, id: d.ID}
 		inbox.SetHold(d, holds[i])
-		b.holds[holds[i]] = d.ID
 	}
-	b.holdsMu.Unlock()
-	if !b.q.Transactional {
-		return ds, nil
-	}
+	var failed error
 	for i, d := range ds {
+		if !b.q.Transactional {
+			break
+		}
 		// The transaction outlives this call, and database/sql rolls a transaction back when
 		// the context it began with ends: it must not end with the claim's.
 		tx, err := f.d.Begin(context.WithoutCancel(ctx), b.db)
 		if err != nil {
-			errs := []error{fmt.Errorf("inbox: table %q: opening the transaction of row %d: %w; the claimed rows were given back", f.t.Name, d.ID, err)}
-			for j, h := range holds {
-				h.mu.Lock()
-				errs = append(errs, b.giveBack(context.WithoutCancel(ctx), h, ds[j].ID))
-				h.mu.Unlock()
-			}
-			return nil, errors.Join(errs...)
+			failed = fmt.Errorf("inbox: table %q: opening the transaction of row %d: %w; the claimed rows were given back", f.t.Name, d.ID, err)
+			break
 		}
 		holds[i].tx, holds[i].lent = tx, d
 		inbox.LendTx(tx, f.d, f.t.Name, d)
 	}
-	return ds, nil
+	if failed == nil && f.life.Keep(holds...) {
+		return ds, nil
+	}
+	if failed == nil {
+		failed = fmt.Errorf("%w: table %q: the form was closed during the claim; the claimed rows were given back", inbox.ErrClosed, f.t.Name)
+	}
+	errs := []error{failed}
+	for _, h := range holds {
+		h.mu.Lock()
+		errs = append(errs, b.giveBack(context.WithoutCancel(ctx), h, h.id))
+		h.mu.Unlock()
+	}
+	return nil, errors.Join(errs...)
 }
 
 // claimTries bounds the claims a conflict (Dialect.Retryable) makes run again in a row.

@@ -17,9 +17,11 @@ import (
 // a time, so a lone worker's rate is its commits'). If that transaction fails, the settlement
 // and the claim run apart, as they would otherwise. Elsewhere they always run apart.
 func (f *Form[D]) SettleAndClaim(ctx context.Context, d *inbox.Delivery, o outcome.Outcome, max int) (claimed []*inbox.Delivery, settled, claimErr error) {
-	f.mu.RLock()
-	fused := f.b != nil && !f.b.q.Transactional && f.d.Caps().OneWriter && max > 0
-	f.mu.RUnlock()
+	fused := false
+	if f.life.Enter() == nil {
+		fused = !f.b.q.Transactional && f.d.Caps().OneWriter && max > 0
+		f.life.Leave()
+	}
 	if !fused {
 		settled = f.Settle(ctx, d, o)
 		claimed, claimErr = f.Claim(ctx, max)

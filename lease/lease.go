@@ -79,6 +79,7 @@ import (
 
 	"github.com/sqlinbox/inbox"
 	"github.com/sqlinbox/inbox/dialect"
+	"github.com/sqlinbox/inbox/internal/formlife"
 	"github.com/sqlinbox/inbox/internal/schema"
 	"github.com/sqlinbox/inbox/internal/sqlitewriter"
 	"github.com/sqlinbox/inbox/internal/sqltext"
@@ -128,15 +129,13 @@ type Form[D dialect.Dialect] struct {
 	t   inbox.Table
 	cfg Config
 
-	// mu is held for reading by every call while it runs and for writing by Open and Close, so
-	// Close never closes a statement under a running call.
-	mu sync.RWMutex
-	b  *binding // nil before Open and after Close
+	life *formlife.Life[*hold]
+	b    *binding // Open's; read by the calls life admits
 }
 
 // New returns the lease form over table t. Nothing is checked until Open.
 func New[D dialect.Dialect](d D, t inbox.Table, cfg *Config) *Form[D] {
-	f := &Form[D]{d: d, t: t}
+	f := &Form[D]{d: d, t: t, life: formlife.New[*hold](fmt.Errorf("%w: table %q: the lease form is not open: Open it (a Consumer does) before claiming or settling", inbox.ErrClosed, t.Name))}
 	if cfg != nil {
 		f.cfg = *cfg
 	}
@@ -171,8 +170,7 @@ type binding struct {
 	stamps   map[int]string        // SQLite: the claim's stamp by its number of ids
 	texts    map[*sql.Stmt]string  // every prepared statement's text, for where it runs by its text
 
-	holdsMu sync.Mutex
-	holds   map[*hold]int64 // holds not yet ended, by row id: Close gives them back
+	life *formlife.Life[*hold] // the form's: its holds not yet ended, which Close gives back
 }
 
 // hold is a delivery's Hold: its lease token and, in transactional mode, the handler's
@@ -185,7 +183,8 @@ type hold struct {
 	// txToken is the expiry an extension wrote inside tx (SQLite only, see Extend); it holds
 	// only if tx commits. Zero when none was written.
 	txToken time.Time
-	ended   bool // settled, released or given back at Close
+	ended   bool  // settled, released or given back at Close
+	id      int64 // the row's id; a batch's first row's
 	// batch holds the ids of a batch's rows, which all share this hold; nil for a single
 	// delivery. Statements over the batch pad the list to size ids.
 	batch []int64
@@ -205,11 +204,18 @@ func (h *hold) current() time.Time {
 // Postgres at repeatable read or serializable), inbox.ErrServerTooOld for an old server, and
 // inbox.ErrSchema for a table, column or column type that does not fit.
 func (f *Form[D]) Open(ctx context.Context, db *sql.DB, q inbox.Queue) (inbox.Plan, error) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if f.b != nil {
-		return inbox.Plan{}, fmt.Errorf("%w: table %q: this lease form is already open: build one form per consumer", inbox.ErrAlreadyConsuming, f.t.Name)
-	}
+	var plan inbox.Plan
+	err := f.life.Open(func() error {
+		return fmt.Errorf("%w: table %q: this lease form is already open: build one form per consumer", inbox.ErrAlreadyConsuming, f.t.Name)
+	}, func() (err error) {
+		plan, err = f.bind(ctx, db, q)
+		return err
+	})
+	return plan, err
+}
+
+// bind checks the form against the server, prepares its statements and binds it to db and q.
+func (f *Form[D]) bind(ctx context.Context, db *sql.DB, q inbox.Queue) (inbox.Plan, error) {
 	if err := f.d.Allows(dialect.LeaseForm); err != nil {
 		return inbox.Plan{}, fmt.Errorf("table %q, queue %q: %w", f.t.Name, q.Name, err)
 	}
@@ -249,7 +255,7 @@ func (f *Form[D]) Open(ctx context.Context, db *sql.DB, q inbox.Queue) (inbox.Pl
 		listed: map[listKey]*sql.Stmt{},
 		stamps: map[int]string{},
 		texts:  map[*sql.Stmt]string{},
-		holds:  map[*hold]int64{},
+		life:   f.life,
 	}
 	if b.log == nil {
 		b.log = slog.New(slog.DiscardHandler)
@@ -361,49 +367,30 @@ func (b *binding) closeStatements() error {
 // so the row is claimable at once), then frees the prepared statements. Later calls fail with
 // inbox.ErrClosed until the form is opened again.
 func (f *Form[D]) Close() error {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	b := f.b
-	if b == nil {
-		return nil
-	}
-	f.b = nil
-	b.holdsMu.Lock()
-	holds := b.holds
-	b.holds = nil
-	b.holdsMu.Unlock()
-	var errs []error
-	for h, id := range holds {
-		h.mu.Lock()
-		// A lease that ran out has nothing to give back: its row is another consumer's or free.
-		if err := b.giveBack(context.Background(), h, id); !errors.Is(err, inbox.ErrLeaseLost) {
-			errs = append(errs, err)
+	return f.life.Close(func(h *hold) error {
+		h.mu.Lock() // waits out an extension or settlement of the hold in flight
+		defer h.mu.Unlock()
+		if h.ended {
+			return nil
 		}
-		h.mu.Unlock()
-	}
-	errs = append(errs, b.closeStatements())
-	return errors.Join(errs...)
+		// A lease that ran out has nothing to give back: its row is another consumer's or free.
+		if err := f.b.giveBack(context.Background(), h, h.id); !errors.Is(err, inbox.ErrLeaseLost) {
+			return err
+		}
+		return nil
+	}, func() error { return f.b.closeStatements() })
 }
 
 // FindUnclaimable searches the queue for rows that no claim takes as they stand (see
 // inbox.Unclaimable), with reads of their own, outside the SQLite writer lock, that lock
 // nothing.
 func (f *Form[D]) FindUnclaimable(ctx context.Context) ([]inbox.Unclaimable, error) {
-	f.mu.RLock()
-	defer f.mu.RUnlock()
-	b, err := f.bound()
-	if err != nil {
+	if err := f.life.Enter(); err != nil {
 		return nil, err
 	}
+	defer f.life.Leave()
+	b := f.b
 	return b.st.FindUnclaimable(ctx, b.db, b.q.Name, b.q.Now())
-}
-
-// bound returns the binding while the form is open; the caller holds f.mu for reading.
-func (f *Form[D]) bound() (*binding, error) {
-	if f.b == nil {
-		return nil, fmt.Errorf("%w: table %q: the lease form is not open: Open it (a Consumer does) before claiming or settling", inbox.ErrClosed, f.t.Name)
-	}
-	return f.b, nil
 }
 
 // writeTries bounds how often a guarded statement runs when the database reports a transient

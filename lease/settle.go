@@ -378,9 +378,7 @@ func (b *binding) giveBack(ctx context.Context, h *hold, id int64) error {
 // end marks h ended and forgets it; the caller holds h.mu.
 func (b *binding) end(h *hold) {
 	h.ended = true
-	b.holdsMu.Lock()
-	delete(b.holds, h)
-	b.holdsMu.Unlock()
+	b.life.Forget(h)
 }
 
 // guarded turns a guarded statement's result into the rows it changed and the error its
@@ -409,41 +407,30 @@ func lostLease(table, rows, what string) error {
 	return fmt.Errorf("%w: table %q, %s: the lease ran out before the %s and the row may be another consumer's now; it was not changed (a handler that outlives its lease needs its lease extended: the consumer does so every half lease; raise lease.Config.Lease if extensions cannot keep up)", inbox.ErrLeaseLost, table, rows, what)
 }
 
-// lockHold takes f.mu for reading and the lock of d's hold, so that the caller runs apart from
-// Close and from any other Extend, Settle or Release of d, and returns d's binding and hold with
-// the function that lets both locks go. It fails, holding neither, when d is not this form's or
+// lockHold admits the call (Close waits for it before freeing the statements) and takes the
+// lock of d's hold, so that the caller runs apart from any other Extend, Settle or Release of d
+// and from Close giving the hold back, and returns the binding and d's hold with the function
+// that ends both. It fails, holding neither, when the form is not open, d is not this form's, or
 // its hold has ended.
 func (f *Form[D]) lockHold(d *inbox.Delivery) (*binding, *hold, func(), error) {
-	f.mu.RLock()
-	b, h, err := f.holdOf(d)
-	if err == nil {
-		h.mu.Lock()
-		if h.ended {
-			h.mu.Unlock()
-			err = f.ended(d)
-		}
-	}
-	if err != nil {
-		f.mu.RUnlock()
+	if err := f.life.Enter(); err != nil {
 		return nil, nil, nil, err
-	}
-	return b, h, func() {
-		h.mu.Unlock()
-		f.mu.RUnlock()
-	}, nil
-}
-
-// holdOf returns the binding and d's hold; the caller holds f.mu for reading.
-func (f *Form[D]) holdOf(d *inbox.Delivery) (*binding, *hold, error) {
-	b, err := f.bound()
-	if err != nil {
-		return nil, nil, err
 	}
 	h, ok := inbox.HoldOf[*hold](d)
 	if !ok {
-		return nil, nil, fmt.Errorf("inbox: table %q, row %d: the delivery was not claimed by this lease form", f.t.Name, d.ID)
+		f.life.Leave()
+		return nil, nil, nil, fmt.Errorf("inbox: table %q, row %d: the delivery was not claimed by this lease form", f.t.Name, d.ID)
 	}
-	return b, h, nil
+	h.mu.Lock()
+	if h.ended {
+		h.mu.Unlock()
+		f.life.Leave()
+		return nil, nil, nil, f.ended(d)
+	}
+	return f.b, h, func() {
+		h.mu.Unlock()
+		f.life.Leave()
+	}, nil
 }
 
 func (f *Form[D]) ended(d *inbox.Delivery) error {

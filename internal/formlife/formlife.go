@@ -99,6 +99,14 @@ func (l *Life[H]) Kept(h H) bool {
 	return ok
 }
 
+// Forget forgets h, so that Close does not give it back: for a form whose calls end a hold under
+// a lock of the hold's own (the lease form's), which Close's giveBack takes too.
+func (l *Life[H]) Forget(h H) {
+	l.mu.Lock()
+	delete(l.holds, h)
+	l.mu.Unlock()
+}
+
 // Take admits a call that ends the hold h (a settlement, a release), so that exactly one of
 // those calls and Close ends it. While the form is open and keeps h it runs check (nil: none),
 // under the lock, where it may read the binding, and unless check refuses, forgets h and admits

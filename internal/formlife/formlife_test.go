@@ -221,3 +221,25 @@ func TestNoAllocationPerCall(t *testing.T) {
 		t.Errorf("a call allocates %v times, want none", allocs)
 	}
 }
+
+// TestForgottenHoldsAreNotGivenBack: a hold a call ended under its own lock and forgot is not
+// given back at Close; one still kept is.
+func TestForgottenHoldsAreNotGivenBack(t *testing.T) {
+	l := opened(t)
+	ended, kept := &hold{id: 1}, &hold{id: 2}
+	if !l.Keep(ended, kept) {
+		t.Fatal("Keep on an open form kept nothing")
+	}
+	l.Forget(ended)
+	if l.Kept(ended) || !l.Kept(kept) {
+		t.Fatalf("after Forget: kept %v and %v, want only the second", l.Kept(ended), l.Kept(kept))
+	}
+	var given []int
+	if err := l.Close(func(h *hold) error { given = append(given, h.id); return nil }, noFree); err != nil {
+		t.Fatal(err)
+	}
+	if len(given) != 1 || given[0] != 2 {
+		t.Fatalf("Close gave back %v, want [2]", given)
+	}
+	l.Forget(kept) // after Close: nothing to forget, and no panic
+}
