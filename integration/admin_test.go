@@ -179,13 +179,7 @@ func TestAdminSchemaAppliedIsDrainedByAConsumer(t *testing.T) {
 			if !check.OK() {
 				t.Fatalf("the table admin.Schema created does not pass its check: %+v", check)
 			}
-			msgs := make([]inbox.Message, 20)
-			for i := range msgs {
-				msgs[i] = inbox.Message{Queue: "q", Payload: []byte("x")}
-			}
-			if err := inbox.Enqueue(context.Background(), db, b.dialect, tbl, msgs...); err != nil {
-				t.Fatal(err)
-			}
+			b.enqueue(t, db, tbl, messages("q", 20)...)
 			if got := drainQueue(t, b, db, tbl, "q", 20); len(got) != 20 {
 				t.Fatalf("handled %d rows, want 20", len(got))
 			}

@@ -50,9 +50,7 @@ func badUndecodable(t *testing.T, c cell) {
 			name = "retry-after"
 		}
 		t.Run(name, func(t *testing.T) {
-			db := c.openDBs(t, 1, 8)[0]
-			tbl := fullTable(tableName(t))
-			c.b.createTable(t, db, tbl)
+			db, tbl := c.b.openTable(t, 8, fullTable)
 			payloads := []string{`{"n":1}`, `{not json`, `{"n":"two"}`, `[]`, `{"n":5}`}
 			for _, p := range payloads {
 				c.publish(t, db, tbl, inbox.Message{Queue: "q", Payload: []byte(p)})
@@ -102,9 +100,7 @@ func badUndecodable(t *testing.T, c cell) {
 // badNullAndEmpty: a NULL payload reaches the handler as nil, an empty one as empty; the JSON
 // adapter takes neither for a value and leaves them to the decode policy.
 func badNullAndEmpty(t *testing.T, c cell) {
-	db := c.openDBs(t, 1, 8)[0]
-	tbl := fullTable(tableName(t))
-	c.b.createTable(t, db, tbl)
+	db, tbl := c.b.openTable(t, 8, fullTable)
 	mustExec(t, db, "INSERT INTO "+c.q(t, tbl.Name)+" ("+c.q(t, tbl.Payload)+", "+c.q(t, tbl.Queue)+") VALUES (NULL, 'q')")
 	c.publish(t, db, tbl, inbox.Message{Queue: "q", Payload: []byte{}})
 	c.publish(t, db, tbl, inbox.Message{Queue: "q"}) // no payload given
@@ -144,9 +140,7 @@ func badNullAndEmpty(t *testing.T, c cell) {
 // fail with the server's error (no row half written), and the largest payload it does hold
 // goes through instead.
 func badLargePayload(t *testing.T, c cell) {
-	db := c.openDBs(t, 1, 4)[0]
-	tbl := fullTable(tableName(t))
-	c.b.createTable(t, db, tbl)
+	db, tbl := c.b.openTable(t, 4, fullTable)
 	size := 16 << 20
 	if c.b.name == "mysql" || c.b.name == "mariadb" {
 		var limit int

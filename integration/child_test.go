@@ -17,8 +17,6 @@ import (
 	"time"
 
 	"github.com/sqlinbox/inbox"
-	"github.com/sqlinbox/inbox/dialect"
-	"github.com/sqlinbox/inbox/isolation"
 	"github.com/sqlinbox/inbox/outcome"
 )
 
@@ -587,21 +585,6 @@ type crashSpec struct {
 	// and committed where it commits by itself), before the form sees the answer; otherwise
 	// stop before it is sent.
 	After bool
-}
-
-// backendNamed is the backend of the given name at its default level, on dsn.
-func backendNamed(name, dsn string) backend {
-	for _, b := range []backend{
-		{"postgres", dialect.Postgres[isolation.Default]{}, "pgx", dsn},
-		{"mysql", dialect.MySQL[isolation.Default]{}, "mysql", dsn},
-		{"mariadb", dialect.MariaDB[isolation.Default]{}, "mysql", dsn},
-		{"sqlite", dialect.SQLite[isolation.Default]{}, "sqlite", dsn},
-	} {
-		if b.name == name {
-			return b
-		}
-	}
-	panic("no backend " + name)
 }
 
 // crashChild runs the child's consumer until it stops at its point; the parent kills it there.

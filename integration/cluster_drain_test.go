@@ -217,11 +217,7 @@ func newDrainOn(t *testing.T, b backend, admin *sql.DB, tbl inbox.Table, rows in
 
 func (s *drainSetup) publish(t *testing.T, rows int) {
 	t.Helper()
-	msgs := make([]inbox.Message, rows)
-	for i := range msgs {
-		msgs[i] = inbox.Message{Queue: "q"}
-	}
-	cell{b: s.b}.publish(t, s.admin, s.tbl, msgs...)
+	s.b.enqueue(t, s.admin, s.tbl, messages("q", rows)...)
 }
 
 // logger is a consumer's logger: warnings and errors, into the drain's log.

@@ -137,9 +137,7 @@ func TestLifecycle(t *testing.T) {
 // at attempts 1 to 4, each retry no sooner than its band of the policy allows, then dies with
 // "attempt 4 of 4: …" and is not delivered again while a good row published after it is.
 func lifecycleDies(t *testing.T, c cell, m lifecycleMode) {
-	db := c.openDBs(t, 1, 8)[0]
-	tbl := lifecycleTable(tableName(t))
-	c.b.createTable(t, db, tbl)
+	db, tbl := c.b.openTable(t, 8, lifecycleTable)
 	c.publish(t, db, tbl, inbox.Message{Queue: "q", Payload: []byte("bad")})
 	bad := c.ids(t, db, tbl, "")[0]
 	rec := newDelivered()
@@ -191,9 +189,7 @@ func lifecycleDies(t *testing.T, c cell, m lifecycleMode) {
 // lifecycleFailDrop: Fail kills the row at once with its reason, Drop settles it (stamped
 // processed_at, not dead), and neither is delivered again.
 func lifecycleFailDrop(t *testing.T, c cell) {
-	db := c.openDBs(t, 1, 8)[0]
-	tbl := lifecycleTable(tableName(t))
-	c.b.createTable(t, db, tbl)
+	db, tbl := c.b.openTable(t, 8, lifecycleTable)
 	c.publish(t, db, tbl, inbox.Message{Queue: "q", Payload: []byte("fail")}, inbox.Message{Queue: "q", Payload: []byte("drop")})
 	ids := c.ids(t, db, tbl, "")
 	rec := newDelivered()
@@ -233,9 +229,7 @@ func lifecycleFailDrop(t *testing.T, c cell) {
 // comes back at attempt 2, its error kept meanwhile); Permanent kills at once; RetryIn retries
 // after its own delay.
 func lifecycleAdapter(t *testing.T, c cell) {
-	db := c.openDBs(t, 1, 8)[0]
-	tbl := lifecycleTable(tableName(t))
-	c.b.createTable(t, db, tbl)
+	db, tbl := c.b.openTable(t, 8, lifecycleTable)
 	names := []string{"ok", "flaky", "permanent", "later"}
 	for _, n := range names {
 		c.publish(t, db, tbl, inbox.Message{Queue: "q", Payload: []byte(n)})
@@ -286,9 +280,7 @@ func lifecycleAdapter(t *testing.T, c cell) {
 // lifecycleRefused: the default policy delays, so a table without retry_after is refused at Run
 // with ErrSchema naming the table, the column and the alternative.
 func lifecycleRefused(t *testing.T, c cell) {
-	db := c.openDBs(t, 1, 8)[0]
-	tbl := minimalTable(tableName(t))
-	c.b.createTable(t, db, tbl)
+	db, tbl := c.b.openTable(t, 8, minimalTable)
 	cons := inbox.NewConsumer(db, c.newForm(t, tbl), inbox.HandlerFunc(func(context.Context, *inbox.Delivery) outcome.Outcome {
 		return outcome.Ack()
 	}), &inbox.Config{PollInterval: cellPoll})

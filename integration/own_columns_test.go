@@ -25,7 +25,7 @@ func ownTable(t *testing.T, b backend, db *sql.DB, listed bool) inbox.Table {
 		text = "VARCHAR(191)"
 	}
 	for _, c := range []string{"account " + text + " NOT NULL DEFAULT ''", "amount BIGINT", "region " + text} {
-		mustExec(t, db, "ALTER TABLE "+quoted(t, b, tbl.Name)+" ADD COLUMN "+c)
+		mustExec(t, db, "ALTER TABLE "+b.q(t, tbl.Name)+" ADD COLUMN "+c)
 	}
 	tbl.Columns = []string{"amount", "region"}
 	if listed {
@@ -93,7 +93,7 @@ func ownColumnsCell(t *testing.T, c cell, batch bool) {
 	}
 	for i, id := range ids {
 		var payload []byte
-		if err := db.QueryRow("SELECT payload FROM "+quoted(t, c.b, tbl.Name)+" WHERE id = "+c.ph(1), id).Scan(&payload); err != nil {
+		if err := db.QueryRow("SELECT payload FROM "+c.q(t, tbl.Name)+" WHERE id = "+c.ph(1), id).Scan(&payload); err != nil {
 			t.Fatalf("row %d, the id of message %d: %v", id, i, err)
 		}
 		if string(payload) != fmt.Sprint(i) {
@@ -177,7 +177,7 @@ func TestAdvisoryKeyOfOwnColumn(t *testing.T) {
 			}
 			f := advisory.New(b.dialect.(advisory.Dialect), tbl, &advisory.Config{Key: tbl.Name + "-{account}"})
 			accounts := map[int64]string{}
-			rows, err := db.Query("SELECT id, account FROM " + quoted(t, b, tbl.Name))
+			rows, err := db.Query("SELECT id, account FROM " + b.q(t, tbl.Name))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -241,7 +241,7 @@ func TestEnqueueIDsIsAllOrNothing(t *testing.T) {
 			if err == nil {
 				t.Fatalf("EnqueueIDs = %v, nil; want an error naming the failed statement", ids)
 			}
-			if got := count(t, db, "SELECT COUNT(*) FROM "+quoted(t, b, tbl.Name)); got != 0 {
+			if got := count(t, db, "SELECT COUNT(*) FROM "+b.q(t, tbl.Name)); got != 0 {
 				t.Fatalf("%d rows after a failed EnqueueIDs, want 0 (%v)", got, err)
 			}
 		})

@@ -47,7 +47,7 @@ func TestPoolWaitLoggedHoldingForms(t *testing.T) {
 				db := b.open(t, workers+1)
 				tbl := fullTable(tableName(t))
 				b.createTable(t, db, tbl)
-				leasePublish(t, b, db, tbl, inbox.Message{Payload: []byte("a")}, inbox.Message{Payload: []byte("b")})
+				b.enqueue(t, db, tbl, inbox.Message{Payload: []byte("a")}, inbox.Message{Payload: []byte("b")})
 
 				var mu sync.Mutex
 				started := 0
@@ -105,8 +105,8 @@ func TestPoolLeaseKeepsItsLease(t *testing.T) {
 			watch := b.open(t, 2) // another process's view of the table
 			tbl := fullTable(tableName(t))
 			b.createTable(t, db, tbl)
-			leasePublish(t, b, db, tbl, inbox.Message{Payload: []byte("a")}, inbox.Message{Payload: []byte("b")})
-			name := quoted(t, b, tbl.Name)
+			b.enqueue(t, db, tbl, inbox.Message{Payload: []byte("a")}, inbox.Message{Payload: []byte("b")})
+			name := b.q(t, tbl.Name)
 
 			var (
 				mu        sync.Mutex
@@ -203,9 +203,9 @@ func TestPoolLeaseOwnConnectionReplaced(t *testing.T) {
 			t.Cleanup(func() { db.Close() })
 			tbl := withAttempt(tableName(t))
 			b.createTable(t, admin, tbl)
-			leasePublish(t, b, admin, tbl, inbox.Message{Payload: []byte("p")})
+			b.enqueue(t, admin, tbl, inbox.Message{Payload: []byte("p")})
 			f := leaseForm(t, b, db, tbl, nil, inbox.Queue{})
-			d := leaseClaim(t, f, 1, 1)[0]
+			d := claimN(t, f, 1, 1)[0]
 
 			sessions := hooks.sessions()
 			if len(sessions) < 2 {
@@ -234,7 +234,7 @@ func TestPoolLeaseOwnConnectionReplaced(t *testing.T) {
 			if err := f.Settle(ctx, d, outcome.Ack()); err != nil {
 				t.Fatalf("the ack after the own connection was killed: %v", err)
 			}
-			if n := count(t, admin, "SELECT COUNT(*) FROM "+quoted(t, b, tbl.Name)); n != 0 {
+			if n := count(t, admin, "SELECT COUNT(*) FROM "+b.q(t, tbl.Name)); n != 0 {
 				t.Fatalf("%d rows left after the ack, want none", n)
 			}
 		})

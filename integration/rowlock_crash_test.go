@@ -40,11 +40,7 @@ func TestRowlockCrash(t *testing.T) {
 	for _, b := range backends(t, false) {
 		t.Run(b.name, func(t *testing.T) {
 			c := rowlockSetup(t, b, 0, true)
-			msgs := make([]inbox.Message, held)
-			for i := range msgs {
-				msgs[i] = inbox.Message{Queue: "q"}
-			}
-			c.publish(t, msgs...)
+			c.publish(t, messages("q", held)...)
 
 			child := exec.Command(os.Args[0], "-test.run=^TestRowlockCrash$", "-test.count=1", "-test.timeout=2m")
 			child.Env = append(os.Environ(), rowlockCrashChildEnv+"="+b.name, rowlockCrashDSNEnv+"="+b.dsn, rowlockCrashTableEnv+"="+c.tbl.Name)

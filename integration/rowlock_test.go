@@ -38,32 +38,16 @@ func rowlockSetup(t *testing.T, b backend, pool int, full bool) rowlockCell {
 	return rowlockCell{b, db, tbl}
 }
 
-// q quotes an identifier for the cell's database.
-func (c rowlockCell) q(t *testing.T, ident string) string {
-	t.Helper()
-	return quoted(t, c.backend, ident)
-}
-
 // form opens a row lock form over the cell's table, closed when the test ends.
 func (c rowlockCell) form(t *testing.T, q inbox.Queue) inbox.Form {
 	t.Helper()
-	f := rowlock.New(c.dialect.(rowlock.Dialect), c.tbl)
-	if _, err := f.Open(context.Background(), c.db, q); err != nil {
-		t.Fatalf("Open: %v", err)
-	}
-	t.Cleanup(func() {
-		if err := f.Close(); err != nil {
-			t.Errorf("Close: %v", err)
-		}
-	})
-	return f
+	return openForm(t, rowlock.New(c.dialect.(rowlock.Dialect), c.tbl), c.db, q)
 }
 
+// publish publishes msgs to the cell's table.
 func (c rowlockCell) publish(t *testing.T, msgs ...inbox.Message) {
 	t.Helper()
-	if err := inbox.Enqueue(context.Background(), c.db, c.dialect, c.tbl, msgs...); err != nil {
-		t.Fatal(err)
-	}
+	c.enqueue(t, c.db, c.tbl, msgs...)
 }
 
 // rows counts the table's rows that satisfy where (with args, numbered from $1 on Postgres).
@@ -82,40 +66,6 @@ func (c rowlockCell) attemptOf(t *testing.T, id int64) int {
 	return count(t, c.db, "SELECT "+c.q(t, "attempt")+" FROM "+c.q(t, c.tbl.Name)+" WHERE "+c.q(t, "id")+" = "+c.dialect.Placeholder(1), id)
 }
 
-func rowlockClaim(t *testing.T, f inbox.Form, max int) []*inbox.Delivery {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	ds, err := f.Claim(ctx, max)
-	if err != nil {
-		t.Fatalf("Claim: %v", err)
-	}
-	return ds
-}
-
-func rowlockClaimOne(t *testing.T, f inbox.Form) *inbox.Delivery {
-	t.Helper()
-	ds := rowlockClaim(t, f, 1)
-	if len(ds) != 1 {
-		t.Fatalf("Claim found %d rows, want 1", len(ds))
-	}
-	return ds[0]
-}
-
-func rowlockClaimNone(t *testing.T, f inbox.Form) {
-	t.Helper()
-	if ds := rowlockClaim(t, f, 1); len(ds) != 0 {
-		t.Fatalf("Claim found row %d, want none", ds[0].ID)
-	}
-}
-
-func rowlockSettle(t *testing.T, f inbox.Form, d *inbox.Delivery, o outcome.Outcome) {
-	t.Helper()
-	if err := f.Settle(context.Background(), d, o); err != nil {
-		t.Fatalf("Settle(%s): %v", o, err)
-	}
-}
-
 // TestRowlockOutcomes settles a row with each outcome on each backend, with every optional
 // column and with none, and checks the row afterwards and what the next claim sees.
 func TestRowlockOutcomes(t *testing.T) {
@@ -127,29 +77,29 @@ func TestRowlockOutcomes(t *testing.T) {
 
 			for _, o := range []outcome.Outcome{outcome.Ack(), outcome.Drop()} {
 				c.publish(t, inbox.Message{Queue: "q", Payload: []byte("p"), Headers: map[string]string{"k": "v"}})
-				d := rowlockClaimOne(t, f)
+				d := claimN(t, f, 1, 1)[0]
 				if d.Attempt != 1 || d.Queue != "q" || string(d.Payload) != "p" || d.Headers["k"] != "v" {
 					t.Fatalf("delivery = %+v; want attempt 1, group q, payload p, header k=v", d)
 				}
-				rowlockSettle(t, f, d, o)
+				settle(t, f, d, o)
 				if n := c.rows(t, id(t)+" AND "+c.q(t, "processed_at")+" IS NOT NULL", d.ID); n != 1 {
 					t.Fatalf("%s: row %d not kept with processed_at stamped", o, d.ID)
 				}
-				rowlockClaimNone(t, f)
+				claimN(t, f, 1, 0)
 			}
 
 			c.publish(t, inbox.Message{Queue: "q"})
-			d := rowlockClaimOne(t, f)
-			rowlockSettle(t, f, d, outcome.Retry())
+			d := claimN(t, f, 1, 1)[0]
+			settle(t, f, d, outcome.Retry())
 			if a := c.attemptOf(t, d.ID); a != 1 {
 				t.Fatalf("after Retry the row's attempt is %d, want 1", a)
 			}
-			again := rowlockClaimOne(t, f)
+			again := claimN(t, f, 1, 1)[0]
 			if again.ID != d.ID || again.Attempt != 2 {
 				t.Fatalf("after Retry the claim got row %d attempt %d, want row %d attempt 2", again.ID, again.Attempt, d.ID)
 			}
 
-			rowlockSettle(t, f, again, outcome.RetryAfter(time.Hour))
+			settle(t, f, again, outcome.RetryAfter(time.Hour))
 			if a := c.attemptOf(t, d.ID); a != 2 {
 				t.Fatalf("after RetryAfter the row's attempt is %d, want 2", a)
 			}
@@ -157,7 +107,7 @@ func TestRowlockOutcomes(t *testing.T) {
 			if n := c.rows(t, id(t)+" AND "+c.q(t, "retry_after")+" > "+c.dialect.Placeholder(2), d.ID, soon); n != 1 {
 				t.Fatal("after RetryAfter(1h) the row's retry_after is not about an hour ahead")
 			}
-			rowlockClaimNone(t, f)
+			claimN(t, f, 1, 0)
 		})
 
 		t.Run(b.name+"/minimal", func(t *testing.T) {
@@ -167,11 +117,11 @@ func TestRowlockOutcomes(t *testing.T) {
 
 			for _, o := range []outcome.Outcome{outcome.Ack(), outcome.Drop()} {
 				c.publish(t, inbox.Message{Payload: []byte("x")})
-				d := rowlockClaimOne(t, f)
+				d := claimN(t, f, 1, 1)[0]
 				if d.Attempt != 0 {
 					t.Fatalf("attempt %d without an attempt column, want 0", d.Attempt)
 				}
-				rowlockSettle(t, f, d, o)
+				settle(t, f, d, o)
 				if n := c.rows(t, ""); n != 0 {
 					t.Fatalf("%s left %d rows, want the row deleted", o, n)
 				}
@@ -179,13 +129,13 @@ func TestRowlockOutcomes(t *testing.T) {
 
 			c.publish(t, inbox.Message{Payload: []byte("x")})
 			for _, o := range []outcome.Outcome{outcome.Retry(), outcome.RetryAfter(time.Hour)} {
-				d := rowlockClaimOne(t, f)
-				rowlockSettle(t, f, d, o)
-				if d2 := rowlockClaimOne(t, f); d2.ID != d.ID {
+				d := claimN(t, f, 1, 1)[0]
+				settle(t, f, d, o)
+				d2 := claimN(t, f, 1, 1)[0]
+				if d2.ID != d.ID {
 					t.Fatalf("after %s the claim got row %d, want %d at once", o, d2.ID, d.ID)
-				} else if err := f.Release(context.Background(), d2); err != nil {
-					t.Fatal(err)
 				}
+				release(t, f, d2)
 			}
 			if !strings.Contains(logs.String(), "level=WARN") || !strings.Contains(logs.String(), c.tbl.Name) {
 				t.Errorf("RetryAfter without a retry_after column logged no warning naming the table; log:\n%s", logs.String())
@@ -204,18 +154,16 @@ func TestRowlockAttemptCounting(t *testing.T) {
 			c.publish(t, inbox.Message{Queue: "q"})
 			var seen []int
 			for range 3 {
-				d := rowlockClaimOne(t, f)
+				d := claimN(t, f, 1, 1)[0]
 				seen = append(seen, d.Attempt)
-				rowlockSettle(t, f, d, outcome.Retry())
+				settle(t, f, d, outcome.Retry())
 			}
-			d := rowlockClaimOne(t, f)
+			d := claimN(t, f, 1, 1)[0]
 			seen = append(seen, d.Attempt)
-			if err := f.Release(context.Background(), d); err != nil {
-				t.Fatal(err)
-			}
-			d = rowlockClaimOne(t, f)
+			release(t, f, d)
+			d = claimN(t, f, 1, 1)[0]
 			seen = append(seen, d.Attempt)
-			rowlockSettle(t, f, d, outcome.Ack())
+			settle(t, f, d, outcome.Ack())
 			if fmt.Sprint(seen) != "[1 2 3 4 4]" {
 				t.Fatalf("attempts seen %v, want [1 2 3 4 4] (the release counts none)", seen)
 			}
@@ -248,17 +196,17 @@ func TestRowlockGroupsAndPriority(t *testing.T) {
 				return strings.Join(s, " ")
 			}
 			fa := c.form(t, inbox.Queue{Name: "a"})
-			first := rowlockClaim(t, fa, 2)
-			rest := rowlockClaim(t, fa, 10)
+			first := claim(t, fa, 2)
+			rest := claim(t, fa, 10)
 			if got := payloads(first) + " | " + payloads(rest); got != "a-1 a1 | a1bis a5" {
 				t.Fatalf("queue a claimed %q, want %q", got, "a-1 a1 | a1bis a5")
 			}
 			fb := c.form(t, inbox.Queue{Name: "b"})
-			if got := payloads(rowlockClaim(t, fb, 10)); got != "b0" {
+			if got := payloads(claim(t, fb, 10)); got != "b0" {
 				t.Fatalf("queue b claimed %q, want b0", got)
 			}
 			for _, d := range append(first, rest...) {
-				rowlockSettle(t, fa, d, outcome.Ack())
+				settle(t, fa, d, outcome.Ack())
 			}
 		})
 	}
@@ -274,14 +222,14 @@ func TestRowlockClaimsDoNotWait(t *testing.T) {
 			c.publish(t, inbox.Message{Queue: "q"}, inbox.Message{Queue: "q"})
 			f1 := c.form(t, inbox.Queue{Name: "q"})
 			f2 := c.form(t, inbox.Queue{Name: "q"})
-			held := rowlockClaimOne(t, f1)
-			next := rowlockClaimOne(t, f2)
+			held := claimN(t, f1, 1, 1)[0]
+			next := claimN(t, f2, 1, 1)[0]
 			if next.ID == held.ID {
 				t.Fatalf("both claims got row %d", held.ID)
 			}
-			rowlockClaimNone(t, f2)
-			rowlockSettle(t, f1, held, outcome.Ack())
-			rowlockSettle(t, f2, next, outcome.Ack())
+			claimN(t, f2, 1, 0)
+			settle(t, f1, held, outcome.Ack())
+			settle(t, f2, next, outcome.Ack())
 		})
 	}
 }
@@ -308,9 +256,9 @@ func TestRowlockTransactional(t *testing.T) {
 			}
 
 			c.publish(t, inbox.Message{Queue: "q"})
-			d := rowlockClaimOne(t, f)
+			d := claimN(t, f, 1, 1)[0]
 			write(d)
-			rowlockSettle(t, f, d, outcome.Retry())
+			settle(t, f, d, outcome.Retry())
 			if n := notesOf(d.ID); n != 0 {
 				t.Fatalf("Retry kept the handler's write (%d notes)", n)
 			}
@@ -318,9 +266,9 @@ func TestRowlockTransactional(t *testing.T) {
 				t.Fatalf("Retry in transactional mode left attempt %d, want 1", a)
 			}
 
-			d = rowlockClaimOne(t, f)
+			d = claimN(t, f, 1, 1)[0]
 			write(d)
-			rowlockSettle(t, f, d, outcome.Ack())
+			settle(t, f, d, outcome.Ack())
 			if n := notesOf(d.ID); n != 1 {
 				t.Fatalf("Ack committed %d notes, want the handler's one", n)
 			}
@@ -329,9 +277,9 @@ func TestRowlockTransactional(t *testing.T) {
 			}
 
 			c.publish(t, inbox.Message{Queue: "q"})
-			d = rowlockClaimOne(t, f)
+			d = claimN(t, f, 1, 1)[0]
 			write(d)
-			rowlockSettle(t, f, d, outcome.Drop())
+			settle(t, f, d, outcome.Drop())
 			if n := notesOf(d.ID); n != 0 {
 				t.Fatalf("Drop kept the handler's write (%d notes)", n)
 			}
@@ -351,7 +299,7 @@ func TestRowlockTransactionHeld(t *testing.T) {
 			c := rowlockSetup(t, b, 0, true)
 			f := c.form(t, inbox.Queue{Name: "q", Transactional: true})
 			c.publish(t, inbox.Message{Queue: "q"})
-			d := rowlockClaimOne(t, f)
+			d := claimN(t, f, 1, 1)[0]
 
 			sleep, running := "SELECT pg_sleep(1.5)", "SELECT COUNT(*) FROM pg_stat_activity WHERE pid <> pg_backend_pid() AND state = 'active' AND query = $1"
 			if b.name != "postgres" {
@@ -383,7 +331,7 @@ func TestRowlockTransactionHeld(t *testing.T) {
 			// done, so the row is claimable a moment after it.
 			var again *inbox.Delivery
 			waitFor(t, 10*time.Second, "the row to be claimable again", func() bool {
-				if ds := rowlockClaim(t, f, 1); len(ds) == 1 {
+				if ds := claim(t, f, 1); len(ds) == 1 {
 					again = ds[0]
 				}
 				return again != nil
@@ -391,7 +339,7 @@ func TestRowlockTransactionHeld(t *testing.T) {
 			if again.ID != d.ID || again.Attempt != 1 {
 				t.Fatalf("claim after the failed settlement got row %d attempt %d, want row %d attempt 1", again.ID, again.Attempt, d.ID)
 			}
-			rowlockSettle(t, f, again, outcome.Ack())
+			settle(t, f, again, outcome.Ack())
 		})
 	}
 }
@@ -499,11 +447,7 @@ func TestRowlockPool(t *testing.T) {
 	for _, b := range backends(t, false) {
 		t.Run(b.name, func(t *testing.T) {
 			c := rowlockSetup(t, b, k, true)
-			msgs := make([]inbox.Message, rows)
-			for i := range msgs {
-				msgs[i] = inbox.Message{Queue: "q"}
-			}
-			c.publish(t, msgs...)
+			c.publish(t, messages("q", rows)...)
 
 			var (
 				running, most, handled atomic.Int32

@@ -412,7 +412,7 @@ func TestSchemaSQLiteKeepsTheLibrarysTextInAnyColumn(t *testing.T) {
 				}
 			}
 
-			ds := leaseClaim(t, f, 1, 1)
+			ds := claimN(t, f, 1, 1)
 			if ds[0].Headers["k"] != "v" {
 				t.Errorf("headers read back as %v, want k=v", ds[0].Headers)
 			}
@@ -425,7 +425,7 @@ func TestSchemaSQLiteKeepsTheLibrarysTextInAnyColumn(t *testing.T) {
 			}
 			check("retry_after")
 			time.Sleep(10 * time.Millisecond)
-			ds = leaseClaim(t, f, 1, 1)
+			ds = claimN(t, f, 1, 1)
 			if err := f.Settle(ctx, ds[0], outcome.Ack()); err != nil {
 				t.Fatalf("Settle Ack: %v", err)
 			}

@@ -90,7 +90,7 @@ func TestNotifyWakesAConsumerOnAnotherPool(t *testing.T) {
 	}
 
 	// A row that no notification announces, then the listening connection killed.
-	mustExec(t, pub, "INSERT INTO "+quoted(t, b, tbl.Name)+" (payload) VALUES ('y')")
+	mustExec(t, pub, "INSERT INTO "+b.q(t, tbl.Name)+" (payload) VALUES ('y')")
 	var killed int
 	if err := pub.QueryRow("SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE query = $1",
 		"LISTEN "+`"`+inbox.NotifyChannel(tbl.Name)+`"`).Scan(&killed); err != nil || killed != 1 {
@@ -138,9 +138,7 @@ func TestDataVersionWakesAConsumerOnAnotherPool(t *testing.T) {
 func TestDueRowsClaimedOnTime(t *testing.T) {
 	for _, b := range backends(t, true) {
 		t.Run(b.name, func(t *testing.T) {
-			db := b.open(t, 4)
-			tbl := fullTable(tableName(t))
-			b.createTable(t, db, tbl)
+			db, tbl := b.openTable(t, 4, fullTable)
 			var attempts atomic.Int32
 			h := inbox.HandlerFunc(func(_ context.Context, d *inbox.Delivery) outcome.Outcome {
 				if attempts.Add(1) == 2 {
