@@ -220,9 +220,7 @@ func TestAdvisoryBatchTransactional(t *testing.T) {
 				t.Fatalf("%d rows settled, want none of the batch with a Retry (3 before)", n)
 			}
 			again := claimBatch(t, f, 3)
-			if got := sortedIDs(again); !slices.Equal(got, deliveryIDs(mixed)) || again[0].Attempt != 2 {
-				t.Fatalf("claimed %v, want the whole batch %v back at attempt 2, its Acks retried", got, deliveryIDs(mixed))
-			}
+			checkClaimed(t, again, deliveryIDs(mixed), 2, "after a batch with a Retry (the whole batch back, its Acks retried)")
 			releaseBatch(t, f, again)
 		})
 	}

@@ -256,6 +256,28 @@ func (b backend) enqueue(t testing.TB, db *sql.DB, tbl inbox.Table, msgs ...inbo
 	}
 }
 
+// enqueueTx publishes msgs to tbl in a transaction of db and commits it, or rolls it back,
+// failing the test on an error. EnqueueTx wakes no consumer in this process: only the
+// database's notification (or a poll) can.
+func (b backend) enqueueTx(t testing.TB, db *sql.DB, tbl inbox.Table, commit bool, msgs ...inbox.Message) {
+	t.Helper()
+	tx, err := db.Begin()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := inbox.EnqueueTx(context.Background(), tx, b.dialect, tbl, msgs...); err != nil {
+		t.Fatal(err)
+	}
+	if commit {
+		err = tx.Commit()
+	} else {
+		err = tx.Rollback()
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
 // messages returns n messages of queue q with the payloads "m1", "m2", …
 func messages(q string, n int) []inbox.Message {
 	msgs := make([]inbox.Message, n)

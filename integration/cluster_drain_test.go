@@ -66,22 +66,7 @@ func clusterConsumer(t *testing.T, b backend, db *sql.DB, w clusterWay, tbl inbo
 	if cfg.ShutdownTimeout == 0 {
 		cfg.ShutdownTimeout = 5 * time.Second // a handler stuck on a stalled server gives up soon
 	}
-	form := cell{b: b, form: w.form}.newFormLease(t, tbl, d)
-	if w.batch == 0 {
-		return inbox.NewConsumer(db, form, h, cfg)
-	}
-	bf, ok := form.(inbox.BatchForm)
-	if !ok {
-		t.Fatalf("the %s form does not take batches", w.form)
-	}
-	bh := inbox.BatchHandlerFunc(func(ctx context.Context, ds []*inbox.Delivery) []outcome.Outcome {
-		outs := make([]outcome.Outcome, len(ds))
-		for i, dl := range ds {
-			outs[i] = h.Handle(ctx, dl)
-		}
-		return outs
-	})
-	return inbox.NewBatchConsumer(db, bf, w.batch, bh, cfg)
+	return newConsumer(t, db, cell{b: b, form: w.form}.newFormLease(t, tbl, d), w.batch, h, cfg)
 }
 
 // runCluster runs cons until the returned stop is called (or the test ends); stop returns

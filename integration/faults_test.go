@@ -190,11 +190,8 @@ func faultKilledConnections(t *testing.T, c cell, transactional bool) {
 
 	run := newFaultRun()
 	var (
-		counts   sync.Mutex
-		claims   int
-		settles  int
-		handlers int
-		pool     *hooks
+		claims, settles, handlers atomic.Int64
+		pool                      *hooks
 	)
 	// The audit trigger is this test's instrument, not the library's. A KILL that lands while a
 	// MariaDB session opens the table and parses the trigger has once left the server's cached
@@ -230,22 +227,15 @@ func faultKilledConnections(t *testing.T, c cell, transactional bool) {
 		if ev.after || ev.what == "rollback" {
 			return
 		}
-		counts.Lock()
-		var n int
 		switch ev.phase.name {
 		case "claim":
-			claims++
-			n = claims
+			if n := claims.Add(1); n == 3 || n == 11 {
+				kill(ev, "claim")
+			}
 		case "settle":
-			settles++
-			n = settles
-		}
-		counts.Unlock()
-		switch {
-		case ev.phase.name == "claim" && (n == 3 || n == 11):
-			kill(ev, "claim")
-		case ev.phase.name == "settle" && (n == 4 || n == 13):
-			kill(ev, "settle")
+			if n := settles.Add(1); n == 4 || n == 13 {
+				kill(ev, "settle")
+			}
 		}
 	}
 	db, pool, err := hookedDB(c.b, dsn, on)
@@ -258,11 +248,7 @@ func faultKilledConnections(t *testing.T, c cell, transactional bool) {
 	insert := "INSERT INTO " + c.q(t, side) + " (job_id, attempt) VALUES (" + c.ph(1) + ", " + c.ph(2) + ")"
 	h := inbox.HandlerFunc(func(ctx context.Context, d *inbox.Delivery) outcome.Outcome {
 		defer run.handle(d)()
-		counts.Lock()
-		handlers++
-		n := handlers
-		counts.Unlock()
-		if n == 6 || n == 17 {
+		if n := handlers.Add(1); n == 6 || n == 17 {
 			for _, s := range pool.sessions() {
 				if err := c.killSession(ctx, admin, s); err != nil {
 					t.Errorf("handler fault: %v", err)
@@ -366,20 +352,12 @@ func TestFaultsSQLiteBusy(t *testing.T) {
 		}()
 	}
 	run := newFaultRun()
-	var (
-		mu       sync.Mutex
-		settles  int
-		handlers int
-	)
+	var settles, handlers atomic.Int64
 	on := func(ev hookEvent) {
 		if ev.after || ev.phase.name != "settle" {
 			return
 		}
-		mu.Lock()
-		settles++
-		n := settles
-		mu.Unlock()
-		if n == 12 {
+		if settles.Add(1) == 12 {
 			block(time.Second)
 			run.struck("settle", ev.phase.id)
 		}
@@ -399,11 +377,7 @@ func TestFaultsSQLiteBusy(t *testing.T) {
 			run.fault(d.ID)
 			return outcome.Retry()
 		}
-		mu.Lock()
-		handlers++
-		n := handlers
-		mu.Unlock()
-		if n == 5 {
+		if handlers.Add(1) == 5 {
 			block(time.Second)
 			run.struck("handler", d.ID)
 		}

@@ -149,6 +149,20 @@ func sortedIDs(ds []*inbox.Delivery) []int64 {
 	return ids
 }
 
+// checkClaimed fails the test unless ds are the rows ids, in any order, each at attempt; when
+// says when they were claimed ("after ReleaseBatch"), for the messages.
+func checkClaimed(t testing.TB, ds []*inbox.Delivery, ids []int64, attempt int, when string) {
+	t.Helper()
+	if got, want := sortedIDs(ds), slices.Sorted(slices.Values(ids)); !slices.Equal(got, want) {
+		t.Fatalf("%s the claim got rows %v, want %v", when, got, want)
+	}
+	for _, d := range ds {
+		if d.Attempt != attempt {
+			t.Errorf("row %d %s reads attempt %d, want %d", d.ID, when, d.Attempt, attempt)
+		}
+	}
+}
+
 // rowCounts counts deliveries (or claims) by row, for handlers that run at once. The zero value
 // counts none.
 type rowCounts struct {
@@ -175,6 +189,13 @@ func (c *rowCounts) sum() int {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.total
+}
+
+// distinct returns how many rows were counted.
+func (c *rowCounts) distinct() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return len(c.byID)
 }
 
 // checkOnce fails the test unless rows rows were counted, each once; what says what was counted
@@ -211,6 +232,23 @@ func waitFor(t testing.TB, limit time.Duration, what string, cond func() bool) {
 	if !eventually(limit, cond) {
 		t.Fatalf("waited %v for %s", limit, what)
 	}
+}
+
+// newConsumer builds a consumer of f on db that hands each row to h: one row per delivery, or,
+// with batch > 0, in batches of up to batch rows, the rows of a batch handed to h in turn.
+func newConsumer(t testing.TB, db *sql.DB, f inbox.Form, batch int, h inbox.Handler, cfg *inbox.Config) *inbox.Consumer {
+	t.Helper()
+	if batch == 0 {
+		return inbox.NewConsumer(db, f, h, cfg)
+	}
+	bh := inbox.BatchHandlerFunc(func(ctx context.Context, ds []*inbox.Delivery) []outcome.Outcome {
+		outs := make([]outcome.Outcome, len(ds))
+		for i, d := range ds {
+			outs[i] = h.Handle(ctx, d)
+		}
+		return outs
+	})
+	return inbox.NewBatchConsumer(db, batchForm(t, f), batch, bh, cfg)
 }
 
 // startConsumer runs cons until the returned stop is called (or the test ends); stop cancels

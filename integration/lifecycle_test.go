@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -63,39 +62,11 @@ func runLifecycle(t *testing.T, c cell, db *sql.DB, tbl inbox.Table, m lifecycle
 	if cfg.Logger == nil {
 		cfg.Logger = testLogger(t)
 	}
-	f := c.newForm(t, tbl)
-	var cons *inbox.Consumer
+	batch := 0
 	if m.batch {
-		bh := inbox.BatchHandlerFunc(func(ctx context.Context, ds []*inbox.Delivery) []outcome.Outcome {
-			outs := make([]outcome.Outcome, len(ds))
-			for i, d := range ds {
-				outs[i] = h(ctx, d)
-			}
-			return outs
-		})
-		cons = inbox.NewBatchConsumer(db, f.(inbox.BatchForm), 4, bh, cfg)
-	} else {
-		cons = inbox.NewConsumer(db, f, h, cfg)
+		batch = 4
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- cons.Run(ctx) }()
-	var once sync.Once
-	stop = func() {
-		once.Do(func() {
-			cancel()
-			select {
-			case err := <-done:
-				if err != nil {
-					t.Errorf("Run: %v", err)
-				}
-			case <-time.After(30 * time.Second):
-				t.Error("Run did not return within 30 s of its context's end")
-			}
-		})
-	}
-	t.Cleanup(stop)
-	return stop
+	return startConsumerWithin(t, newConsumer(t, db, c.newForm(t, tbl), batch, h, cfg), 30*time.Second)
 }
 
 // lifecycleRow reads a row's attempt, dead_at (whether set), retry_after (whether set) and

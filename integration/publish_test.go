@@ -65,23 +65,8 @@ func TestEnqueueTxCommitsAndRollsBackWithTheCaller(t *testing.T) {
 	for _, b := range backends(t, true) {
 		t.Run(b.name, func(t *testing.T) {
 			db, tbl := b.openTable(t, 0, minimalTable)
-			ctx := context.Background()
 			for _, commit := range []bool{false, true} {
-				tx, err := db.BeginTx(ctx, nil)
-				if err != nil {
-					t.Fatal(err)
-				}
-				if err := inbox.EnqueueTx(ctx, tx, b.dialect, tbl, inbox.Message{Payload: []byte("x")}, inbox.Message{Payload: []byte("y")}); err != nil {
-					t.Fatal(err)
-				}
-				if commit {
-					err = tx.Commit()
-				} else {
-					err = tx.Rollback()
-				}
-				if err != nil {
-					t.Fatal(err)
-				}
+				b.enqueueTx(t, db, tbl, commit, inbox.Message{Payload: []byte("x")}, inbox.Message{Payload: []byte("y")})
 			}
 			if got := count(t, db, "SELECT COUNT(*) FROM "+b.q(t, tbl.Name)); got != 2 {
 				t.Fatalf("%d rows after one rolled-back and one committed publish of two, want 2", got)

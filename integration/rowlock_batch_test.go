@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"slices"
-	"sync"
 	"testing"
 	"time"
 
@@ -32,62 +31,12 @@ func (c rowlockCell) batchForm(t *testing.T, q inbox.Queue) inbox.BatchForm {
 // TestRowlockBatchDrain: three batch consumers of 3 workers each, on pools of their own, drain
 // 3,000 rows in batches of 16: every row is handled exactly once and the table ends empty.
 func TestRowlockBatchDrain(t *testing.T) {
-	const rows, consumers, workers, size = 3000, 3, 3, 16
+	const size = 16
 	for _, b := range backends(t, false) {
 		t.Run(b.name, func(t *testing.T) {
 			c := rowlockBatchSetup(t, b, 0)
-			msgs := make([]inbox.Message, rows)
-			for i := range msgs {
-				msgs[i] = inbox.Message{Queue: "q", Payload: fmt.Appendf(nil, "%d", i), Priority: i % 7}
-			}
-			c.publish(t, msgs...)
-
-			var (
-				mu      sync.Mutex
-				handled = map[int64]int{}
-				largest int
-			)
-			h := inbox.BatchHandlerFunc(func(ctx context.Context, ds []*inbox.Delivery) []outcome.Outcome {
-				mu.Lock()
-				defer mu.Unlock()
-				for _, d := range ds {
-					handled[d.ID]++
-				}
-				largest = max(largest, len(ds))
-				return repeated(outcome.Ack(), len(ds))
-			})
-			ctx, cancel := context.WithCancel(context.Background())
-			var wg sync.WaitGroup
-			for range consumers {
-				db := c.open(t, workers+2)
-				cons := inbox.NewBatchConsumer(db, rowlock.New(b.dialect.(rowlock.Dialect), c.tbl), size, h,
-					&inbox.Config{Queue: "q", Workers: workers, PollInterval: 50 * time.Millisecond, Logger: testLogger(t)})
-				wg.Go(func() {
-					if err := cons.Run(ctx); err != nil {
-						t.Errorf("Run: %v", err)
-					}
-				})
-			}
-			for deadline := time.Now().Add(2 * time.Minute); c.rows(t, "") > 0; time.Sleep(20 * time.Millisecond) {
-				if time.Now().After(deadline) {
-					t.Errorf("the consumers left %d rows after 2 minutes", c.rows(t, ""))
-					break
-				}
-			}
-			cancel()
-			wg.Wait()
-
-			mu.Lock()
-			defer mu.Unlock()
-			for id, n := range handled {
-				if n != 1 {
-					t.Errorf("row %d handled %d times", id, n)
-				}
-			}
-			if len(handled) != rows {
-				t.Errorf("%d rows handled, want %d", len(handled), rows)
-			}
-			if largest != size {
+			plan := rowlockDrainPlan{rows: 3000, consumers: 3, workers: 3, batch: size, within: 2 * time.Minute, exactlyOnce: true}
+			if largest := rowlockDrain(t, c, b.dialect.(rowlock.Dialect), plan); largest != size {
 				t.Errorf("the largest batch held %d rows, want %d: the claims did not batch", largest, size)
 			}
 		})
@@ -105,10 +54,7 @@ func TestRowlockBatchOutcomes(t *testing.T) {
 			for i := range 5 {
 				c.publish(t, inbox.Message{Queue: "q", Payload: fmt.Appendf(nil, "%d", i)})
 			}
-			ds := claimBatch(t, f, 10)
-			if len(ds) != 5 {
-				t.Fatalf("ClaimBatch(10) claimed %d rows, want the 5", len(ds))
-			}
+			ds := claimBatchN(t, f, 10, 5)
 			for i, d := range ds {
 				if d.Attempt != 1 || string(d.Payload) != fmt.Sprint(i) || d.Queue != "q" {
 					t.Fatalf("delivery %d = %+v; want attempt 1, payload %d, group q, in claim order", i, d, i)
@@ -132,14 +78,7 @@ func TestRowlockBatchOutcomes(t *testing.T) {
 				t.Errorf("row %d (RetryAfter(1h)) has no retry_after about an hour ahead", ds[3].ID)
 			}
 			again := claimBatch(t, f, 10)
-			if got, want := sortedIDs(again), []int64{ds[2].ID, ds[4].ID}; !slices.Equal(got, want) {
-				t.Fatalf("the next batch holds rows %v, want the retried %v (not the one retried after an hour)", got, want)
-			}
-			for _, d := range again {
-				if d.Attempt != 2 {
-					t.Errorf("row %d delivered again with attempt %d, want 2", d.ID, d.Attempt)
-				}
-			}
+			checkClaimed(t, again, []int64{ds[2].ID, ds[4].ID}, 2, "after the retries (not the one retried after an hour)")
 			settleBatch(t, f, again, outcome.Ack(), outcome.Ack())
 		})
 	}
@@ -152,10 +91,7 @@ func TestRowlockBatchTransactional(t *testing.T) {
 	for _, b := range backends(t, false) {
 		t.Run(b.name, func(t *testing.T) {
 			c := rowlockBatchSetup(t, b, 0)
-			notes := c.q(t, c.tbl.Name+"_notes")
-			mustExec(t, c.db, "DROP TABLE IF EXISTS "+notes)
-			mustExec(t, c.db, "CREATE TABLE "+notes+" (row_id BIGINT NOT NULL)")
-			t.Cleanup(func() { c.db.Exec("DROP TABLE IF EXISTS " + notes) })
+			notes := c.scratchTable(t, c.db, c.tbl.Name+"_notes", "row_id BIGINT NOT NULL")
 			f := c.batchForm(t, inbox.Queue{Name: "q", Transactional: true})
 			write := func(ds []*inbox.Delivery) {
 				t.Helper()
@@ -168,10 +104,7 @@ func TestRowlockBatchTransactional(t *testing.T) {
 			noted := func() int { return count(t, c.db, "SELECT COUNT(*) FROM "+notes) }
 
 			c.publish(t, inbox.Message{Queue: "q"}, inbox.Message{Queue: "q"}, inbox.Message{Queue: "q"})
-			ds := claimBatch(t, f, 10)
-			if len(ds) != 3 {
-				t.Fatalf("claimed %d rows, want 3", len(ds))
-			}
+			ds := claimBatchN(t, f, 10, 3)
 			write(ds)
 			settleBatch(t, f, ds, outcome.Retry(), outcome.Ack(), outcome.Ack())
 			if n := noted(); n != 0 {
@@ -184,14 +117,7 @@ func TestRowlockBatchTransactional(t *testing.T) {
 			}
 
 			again := claimBatch(t, f, 10)
-			if !slices.Equal(sortedIDs(again), sortedIDs(ds)) {
-				t.Fatalf("after the retried batch the claim got rows %v, want %v", sortedIDs(again), sortedIDs(ds))
-			}
-			for _, d := range again {
-				if d.Attempt != 2 {
-					t.Errorf("row %d delivered again with attempt %d, want 2", d.ID, d.Attempt)
-				}
-			}
+			checkClaimed(t, again, deliveryIDs(ds), 2, "after the retried batch")
 			write(again)
 			settleBatch(t, f, again, repeated(outcome.Ack(), 3)...)
 			if n := noted(); n != 3 {
@@ -216,10 +142,7 @@ func TestRowlockBatchHolds(t *testing.T) {
 			f1 := c.batchForm(t, inbox.Queue{Name: "q"})
 			f2 := c.batchForm(t, inbox.Queue{Name: "q"})
 
-			held := claimBatch(t, f1, 4)
-			if len(held) != 4 {
-				t.Fatalf("the first batch holds %d rows, want 4", len(held))
-			}
+			held := claimBatchN(t, f1, 4, 4)
 			rest := claimBatch(t, f2, 10)
 			if len(rest) != 2 || slices.ContainsFunc(rest, func(d *inbox.Delivery) bool { return slices.Contains(sortedIDs(held), d.ID) }) {
 				t.Fatalf("the second consumer claimed rows %v while rows %v were held; want the 2 others", sortedIDs(rest), sortedIDs(held))
@@ -230,28 +153,14 @@ func TestRowlockBatchHolds(t *testing.T) {
 
 			releaseBatch(t, f1, held)
 			back := claimBatch(t, f2, 10)
-			if !slices.Equal(sortedIDs(back), sortedIDs(held)) {
-				t.Fatalf("after ReleaseBatch the claim got rows %v, want the released %v", sortedIDs(back), sortedIDs(held))
-			}
-			for _, d := range back {
-				if d.Attempt != 1 {
-					t.Errorf("row %d after ReleaseBatch reads attempt %d, want 1 (a release costs no attempt)", d.ID, d.Attempt)
-				}
-			}
+			checkClaimed(t, back, deliveryIDs(held), 1, "after ReleaseBatch (a release costs no attempt)")
 			if ds := claimBatch(t, f1, 10); len(ds) != 0 {
 				t.Fatalf("with every row held a claim got rows %v, want none", sortedIDs(ds))
 			}
 
 			settleBatch(t, f2, back, repeated(outcome.Retry(), 4)...)
 			retried := claimBatch(t, f1, 10)
-			if !slices.Equal(sortedIDs(retried), sortedIDs(held)) {
-				t.Fatalf("after the batch settled the claim got rows %v, want the retried %v", sortedIDs(retried), sortedIDs(held))
-			}
-			for _, d := range retried {
-				if d.Attempt != 2 {
-					t.Errorf("row %d after its Retry reads attempt %d, want 2", d.ID, d.Attempt)
-				}
-			}
+			checkClaimed(t, retried, deliveryIDs(held), 2, "after their Retry")
 			settleBatch(t, f1, retried, repeated(outcome.Ack(), 4)...)
 			settleBatch(t, f2, rest, outcome.Ack(), outcome.Ack())
 			if n := c.rows(t, ""); n != 0 {

@@ -102,11 +102,8 @@ func TestRowlockCrash(t *testing.T) {
 				}
 				return outcome.Ack()
 			})
-			cons := inbox.NewConsumer(c.db, rowlock.New(b.dialect.(rowlock.Dialect), c.tbl), h,
-				&inbox.Config{Queue: "q", Workers: held, PollInterval: 20 * time.Millisecond})
-			ctx, cancel := context.WithCancel(context.Background())
-			ran := make(chan error, 1)
-			go func() { ran <- cons.Run(ctx) }()
+			stop := startConsumer(t, inbox.NewConsumer(c.db, rowlock.New(b.dialect.(rowlock.Dialect), c.tbl), h,
+				&inbox.Config{Queue: "q", Workers: held, PollInterval: 20 * time.Millisecond}))
 			// Let the consumer claim a few times while the child holds every row: it must pass
 			// them over without waiting.
 			time.Sleep(200 * time.Millisecond)
@@ -124,10 +121,7 @@ func TestRowlockCrash(t *testing.T) {
 			case <-time.After(10 * time.Second):
 				t.Error("the killed child's rows were not handled within 10 s")
 			}
-			cancel()
-			if err := <-ran; err != nil {
-				t.Fatalf("Run: %v", err)
-			}
+			stop()
 			mu.Lock()
 			defer mu.Unlock()
 			for id := range holding {

@@ -240,10 +240,7 @@ func TestRowlockTransactional(t *testing.T) {
 	for _, b := range backends(t, false) {
 		t.Run(b.name, func(t *testing.T) {
 			c := rowlockSetup(t, b, 0, true)
-			notes := c.q(t, c.tbl.Name+"_notes")
-			mustExec(t, c.db, "DROP TABLE IF EXISTS "+notes)
-			mustExec(t, c.db, "CREATE TABLE "+notes+" (row_id BIGINT NOT NULL)")
-			t.Cleanup(func() { c.db.Exec("DROP TABLE IF EXISTS " + notes) })
+			notes := c.scratchTable(t, c.db, c.tbl.Name+"_notes", "row_id BIGINT NOT NULL")
 			f := c.form(t, inbox.Queue{Name: "q", Transactional: true})
 			write := func(d *inbox.Delivery) {
 				t.Helper()
@@ -350,7 +347,7 @@ func TestRowlockDrain(t *testing.T) {
 	for _, b := range backends(t, false) {
 		t.Run(b.name, func(t *testing.T) {
 			c := rowlockSetup(t, b, 0, true)
-			rowlockDrain(t, c, b.dialect.(rowlock.Dialect), 5000, true)
+			rowlockDrain(t, c, b.dialect.(rowlock.Dialect), rowlockDrainPlan{rows: 5000, consumers: 4, workers: 4, within: 3 * time.Minute, exactlyOnce: true})
 		})
 	}
 }
@@ -371,73 +368,87 @@ func TestRowlockStrictLevels(t *testing.T) {
 			t.Run(b.name+"/"+string(d.Level()), func(t *testing.T) {
 				c := rowlockSetup(t, b, 0, true)
 				exactlyOnce := b.name != "postgres" || d.Level() != "serializable"
-				rowlockDrain(t, c, d, 1000, exactlyOnce)
+				rowlockDrain(t, c, d, rowlockDrainPlan{rows: 1000, consumers: 4, workers: 4, within: 3 * time.Minute, exactlyOnce: exactlyOnce})
 			})
 		}
 	}
 }
 
-// rowlockDrain publishes rows to the cell's table and drains them with four consumers of 4
-// workers each, on pools of their own, through forms on d. It fails the test unless every row
-// is handled, and handled exactly once where exactlyOnce, and no row is left unprocessed.
-func rowlockDrain(t *testing.T, c rowlockCell, d rowlock.Dialect, rows int, exactlyOnce bool) {
+// rowlockDrainPlan says how rowlockDrain drains a table: rows rows, by consumers consumers of
+// workers workers each, one row per delivery or, with batch > 0, in batches of up to batch
+// rows, within the time given.
+type rowlockDrainPlan struct {
+	rows, consumers, workers, batch int
+	within                          time.Duration
+	exactlyOnce                     bool // else rows may be handled more than once, none missed
+}
+
+// rowlockDrain publishes the plan's rows to the cell's table and drains them by the plan, each
+// consumer on a pool of its own with a form on d. It fails the test unless every row is
+// handled (exactly once where the plan says so) and none is left to process within the plan's
+// time, and it returns the most rows one delivery held.
+func rowlockDrain(t *testing.T, c rowlockCell, d rowlock.Dialect, p rowlockDrainPlan) (largest int) {
 	t.Helper()
-	const consumers, workers = 4, 4
-	msgs := make([]inbox.Message, rows)
+	msgs := make([]inbox.Message, p.rows)
 	for i := range msgs {
 		msgs[i] = inbox.Message{Queue: "q", Payload: fmt.Appendf(nil, "%d", i), Priority: i % 7}
 	}
 	c.publish(t, msgs...)
 
 	var (
+		handled rowCounts
 		mu      sync.Mutex
-		handled = map[int64]int{}
 	)
-	h := inbox.HandlerFunc(func(ctx context.Context, d *inbox.Delivery) outcome.Outcome {
+	handle := func(ds ...*inbox.Delivery) []outcome.Outcome {
+		handled.add(ds...)
 		mu.Lock()
-		defer mu.Unlock()
-		handled[d.ID]++
-		return outcome.Ack()
-	})
+		largest = max(largest, len(ds))
+		mu.Unlock()
+		return repeated(outcome.Ack(), len(ds))
+	}
 	var logs logBuffer
 	log := slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	ctx, cancel := context.WithCancel(context.Background())
-	var wg sync.WaitGroup
-	for range consumers {
-		db := c.open(t, workers+2)
-		cons := inbox.NewConsumer(db, rowlock.New(d, c.tbl), h,
-			&inbox.Config{Queue: "q", Workers: workers, PollInterval: 50 * time.Millisecond, Logger: log})
-		wg.Go(func() {
-			if err := cons.Run(ctx); err != nil {
-				t.Errorf("Run: %v", err)
-			}
-		})
-	}
-	unprocessed := c.q(t, "processed_at") + " IS NULL"
-	for deadline := time.Now().Add(3 * time.Minute); c.rows(t, unprocessed) > 0; time.Sleep(20 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Errorf("the consumers left %d rows unprocessed after 3 minutes", c.rows(t, unprocessed))
-			break
+	var stops []func()
+	for range p.consumers {
+		db, f := c.open(t, p.workers+2), rowlock.New(d, c.tbl)
+		cfg := &inbox.Config{Queue: "q", Workers: p.workers, PollInterval: 50 * time.Millisecond, Logger: log}
+		var cons *inbox.Consumer
+		if p.batch == 0 {
+			cons = inbox.NewConsumer(db, f, inbox.HandlerFunc(func(_ context.Context, d *inbox.Delivery) outcome.Outcome {
+				return handle(d)[0]
+			}), cfg)
+		} else {
+			cons = inbox.NewBatchConsumer(db, f, p.batch, inbox.BatchHandlerFunc(func(_ context.Context, ds []*inbox.Delivery) []outcome.Outcome {
+				return handle(ds...)
+			}), cfg)
 		}
+		stops = append(stops, startConsumer(t, cons))
 	}
-	cancel()
-	wg.Wait()
+	left := ""
+	if c.tbl.ProcessedAt != "" {
+		left = c.q(t, c.tbl.ProcessedAt) + " IS NULL"
+	}
+	if !eventually(p.within, func() bool { return c.rows(t, left) == 0 }) {
+		t.Errorf("the consumers left %d rows to process after %v", c.rows(t, left), p.within)
+	}
+	for _, stop := range stops {
+		stop()
+	}
 
+	if p.exactlyOnce {
+		handled.checkOnce(t, "handled", p.rows)
+	} else if n := handled.distinct(); n != p.rows {
+		t.Errorf("%d rows handled, want %d", n, p.rows)
+	}
+	out := logs.String()
+	t.Logf("%d rows, %d deliveries; claim conflicts retried: %d; claims failed after the retries: %d; settlements failed: %d",
+		p.rows, handled.sum(), strings.Count(out, "claim conflicted"), strings.Count(out, "claim failed"), strings.Count(out, "settlement failed"))
+	if t.Failed() {
+		t.Logf("the consumers' last log lines:\n%s", logs.last(20))
+	}
 	mu.Lock()
 	defer mu.Unlock()
-	deliveries := 0
-	for id, n := range handled {
-		deliveries += n
-		if n != 1 && exactlyOnce {
-			t.Errorf("row %d handled %d times", id, n)
-		}
-	}
-	if len(handled) != rows {
-		t.Errorf("%d rows handled, want %d", len(handled), rows)
-	}
-	t.Logf("%d rows, %d deliveries; claim conflicts retried: %d; claims failed after the retries: %d; settlements failed: %d",
-		rows, deliveries, strings.Count(logs.String(), "claim conflicted"), strings.Count(logs.String(), "claim failed"),
-		strings.Count(logs.String(), "settlement failed"))
+	return largest
 }
 
 // TestRowlockPool: with a pool of k and more workers than k-1, a consumer runs k-1 handlers at
@@ -481,20 +492,14 @@ func TestRowlockPool(t *testing.T) {
 				return outcome.Ack()
 			})
 			var logs logBuffer
-			cons := inbox.NewConsumer(c.db, rowlock.New(b.dialect.(rowlock.Dialect), c.tbl), h,
-				&inbox.Config{Queue: "q", Workers: workers, PollInterval: 50 * time.Millisecond, Logger: logs.Logger()})
-			ctx, cancel := context.WithCancel(context.Background())
-			ran := make(chan error, 1)
-			go func() { ran <- cons.Run(ctx) }()
+			stop := startConsumer(t, inbox.NewConsumer(c.db, rowlock.New(b.dialect.(rowlock.Dialect), c.tbl), h,
+				&inbox.Config{Queue: "q", Workers: workers, PollInterval: 50 * time.Millisecond, Logger: logs.Logger()}))
 			select {
 			case <-done:
 			case <-time.After(time.Minute):
 				t.Error("the rows were not handled in a minute")
 			}
-			cancel()
-			if err := <-ran; err != nil {
-				t.Fatalf("Run: %v", err)
-			}
+			stop()
 			if m := most.Load(); m != k-1 {
 				t.Errorf("at most %d handlers ran at once, want %d (a pool of %d less one)", m, k-1, k)
 			}
