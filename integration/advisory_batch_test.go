@@ -2,6 +2,7 @@ package integration
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
 	"slices"
@@ -38,11 +39,10 @@ func TestAdvisoryBatchDrain(t *testing.T) {
 				handled.add(ds...)
 				return repeated(outcome.Ack(), len(ds))
 			})
-			for range 2 {
+			advisoryDrain(t, b, db, tbl, &handled, rows, advisoryDrainLimit, func(pool *sql.DB) *inbox.Consumer {
 				f := batchForm(t, advisoryForm(t, b, tbl, tbl.Name+"-{id}"))
-				startConsumer(t, inbox.NewBatchConsumer(b.open(t, 8), f, 32, h, &inbox.Config{Queue: "q", Workers: 4, PollInterval: 10 * time.Millisecond}))
-			}
-			advisoryDrained(t, b, db, tbl, &handled, rows, advisoryDrainLimit)
+				return inbox.NewBatchConsumer(pool, f, 32, h, &inbox.Config{Queue: "q", Workers: 4, PollInterval: 10 * time.Millisecond})
+			})
 			mu.Lock()
 			defer mu.Unlock()
 			if biggest < 2 {
@@ -91,11 +91,10 @@ func TestAdvisoryBatchAccountsNeverShared(t *testing.T) {
 				handled.add(ds...)
 				return repeated(outcome.Ack(), len(ds))
 			})
-			for range 2 {
+			advisoryDrain(t, b, db, tbl, &handled, rows, advisoryDrainLimit, func(pool *sql.DB) *inbox.Consumer {
 				f := batchForm(t, advisoryForm(t, b, tbl, tbl.Name+"-acct-{account}"))
-				startConsumer(t, inbox.NewBatchConsumer(b.open(t, 8), f, 8, h, &inbox.Config{Queue: "q", Workers: 3, PollInterval: 10 * time.Millisecond}))
-			}
-			advisoryDrained(t, b, db, tbl, &handled, rows, advisoryDrainLimit)
+				return inbox.NewBatchConsumer(pool, f, 8, h, &inbox.Config{Queue: "q", Workers: 3, PollInterval: 10 * time.Millisecond})
+			})
 			mu.Lock()
 			defer mu.Unlock()
 			for _, f := range failures {

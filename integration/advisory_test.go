@@ -61,31 +61,27 @@ func TestAdvisoryOutcomes(t *testing.T) {
 
 			// The retried row comes back at once, its attempt counted by the take; the delayed row
 			// does not.
-			again := claim(t, other, 10)
-			if len(again) != 1 || again[0].ID != retry.ID || again[0].Attempt != 2 {
-				t.Fatalf("after retry and retry-after claimed %v (attempt %v), want row %d at attempt 2", deliveryIDs(again), again, retry.ID)
+			again := claimRow(t, other, 10, retry.ID, "alone after retry and retry-after")
+			if again.Attempt != 2 {
+				t.Fatalf("the retried row at attempt %d, want 2", again.Attempt)
 			}
-			release(t, other, again[0])
-			if err := other.Extend(context.Background(), again[0]); !errors.Is(err, inbox.ErrClosed) {
+			release(t, other, again)
+			if err := other.Extend(context.Background(), again); !errors.Is(err, inbox.ErrClosed) {
 				t.Fatalf("extending a released delivery: %v, want ErrClosed", err)
 			}
-			released := claim(t, f, 10)
-			if len(released) != 1 || released[0].ID != retry.ID || released[0].Attempt != 3 {
-				t.Fatalf("after release claimed %v, want row %d at attempt 3", deliveryIDs(released), retry.ID)
+			released := claimRow(t, f, 10, retry.ID, "after its release")
+			if released.Attempt != 3 {
+				t.Fatalf("the released row at attempt %d, want 3", released.Attempt)
 			}
 
 			// Close gives the held row back; its settlement then fails with ErrClosed.
 			if err := f.Close(); err != nil {
 				t.Fatal(err)
 			}
-			if err := f.Settle(context.Background(), released[0], outcome.Ack()); !errors.Is(err, inbox.ErrClosed) {
+			if err := f.Settle(context.Background(), released, outcome.Ack()); !errors.Is(err, inbox.ErrClosed) {
 				t.Fatalf("settling after Close: %v, want ErrClosed", err)
 			}
-			back := claim(t, other, 10)
-			if len(back) != 1 || back[0].ID != retry.ID {
-				t.Fatalf("after Close claimed %v, want row %d back", deliveryIDs(back), retry.ID)
-			}
-			settle(t, other, back[0], outcome.Ack())
+			settle(t, other, claimRow(t, other, 10, retry.ID, "back after Close"), outcome.Ack())
 			if _, err := f.Claim(context.Background(), 1); !errors.Is(err, inbox.ErrClosed) {
 				t.Fatalf("claiming after Close: %v, want ErrClosed", err)
 			}
@@ -112,11 +108,7 @@ func TestAdvisoryMinimalTable(t *testing.T) {
 			if n := count(t, db, "SELECT COUNT(*) FROM "+b.q(t, tbl.Name)); n != 1 {
 				t.Fatalf("%d rows left, want 1 (ack and drop delete)", n)
 			}
-			again := claim(t, f, 3)
-			if len(again) != 1 || again[0].ID != ds[2].ID {
-				t.Fatalf("claimed %v, want row %d back at once (no retry_after column)", deliveryIDs(again), ds[2].ID)
-			}
-			settle(t, f, again[0], outcome.Ack())
+			settle(t, f, claimRow(t, f, 3, ds[2].ID, "back at once (no retry_after column)"), outcome.Ack())
 		})
 	}
 }
@@ -154,11 +146,7 @@ func TestAdvisoryTransactional(t *testing.T) {
 			if n := count(t, db, "SELECT COUNT(*) FROM "+q(tbl.Name)+" WHERE "+q("processed_at")+" IS NOT NULL"); n != 2 {
 				t.Fatalf("%d rows settled, want ack and drop (drop settles after rolling back)", n)
 			}
-			again := claim(t, f, 4)
-			if len(again) != 1 || again[0].ID != ds[2].ID {
-				t.Fatalf("claimed %v, want the retried row %d", deliveryIDs(again), ds[2].ID)
-			}
-			settle(t, f, again[0], outcome.Ack())
+			settle(t, f, claimRow(t, f, 4, ds[2].ID, "(the retried row)"), outcome.Ack())
 		})
 	}
 }
@@ -197,10 +185,14 @@ func advisoryAccountTable(t *testing.T, b backend, db *sql.DB, rows, accounts in
 	return tbl
 }
 
-// advisoryDrained waits up to limit until tbl has no row left unprocessed and the handlers
-// counted rows deliveries, then checks that each row was handled exactly once.
-func advisoryDrained(t *testing.T, b backend, db *sql.DB, tbl inbox.Table, handled *rowCounts, rows int, limit time.Duration) {
+// advisoryDrain starts two consumers that consumer builds, each on a pool of its own, and waits
+// up to limit until tbl has no row left unprocessed and the handlers counted rows deliveries;
+// then it checks that each row was handled exactly once.
+func advisoryDrain(t *testing.T, b backend, db *sql.DB, tbl inbox.Table, handled *rowCounts, rows int, limit time.Duration, consumer func(pool *sql.DB) *inbox.Consumer) {
 	t.Helper()
+	for range 2 {
+		startConsumer(t, consumer(b.open(t, 8)))
+	}
 	unprocessed := "SELECT COUNT(*) FROM " + b.q(t, tbl.Name) + " WHERE processed_at IS NULL"
 	waitFor(t, limit, "every row handled", func() bool {
 		return handled.sum() >= rows && count(t, db, unprocessed) == 0
@@ -313,11 +305,10 @@ func TestAdvisoryTwoConsumersNeverShareAKey(t *testing.T) {
 				handled.add(d)
 				return outcome.Ack()
 			})
-			for range 2 {
+			advisoryDrain(t, b, db, tbl, &handled, rows, 20*time.Second, func(pool *sql.DB) *inbox.Consumer {
 				f := advisoryForm(t, b, tbl, tbl.Name+"-acct-{account}")
-				startConsumer(t, inbox.NewConsumer(b.open(t, 8), f, h, &inbox.Config{Queue: "q", Workers: 4, PollInterval: 10 * time.Millisecond}))
-			}
-			advisoryDrained(t, b, db, tbl, &handled, rows, 20*time.Second)
+				return inbox.NewConsumer(pool, f, h, &inbox.Config{Queue: "q", Workers: 4, PollInterval: 10 * time.Millisecond})
+			})
 			mu.Lock()
 			defer mu.Unlock()
 			for _, f := range failures {

@@ -621,13 +621,7 @@ func crashChild(t *testing.T) {
 			stop("handler", d.ID)
 		}
 		time.Sleep(time.Duration(rand.IntN(3000)) * time.Microsecond)
-		var err error
-		if d.Tx != nil {
-			_, err = d.Tx.ExecContext(ctx, insert, d.ID, d.Attempt)
-		} else {
-			_, err = db.ExecContext(ctx, insert, d.ID, d.Attempt)
-		}
-		if err != nil {
+		if _, err := writerOf(d, db).ExecContext(ctx, insert, d.ID, d.Attempt); err != nil {
 			fmt.Fprintf(os.Stderr, "crash child: row %d: writing the side effect: %v\n", d.ID, err)
 			return outcome.Retry()
 		}

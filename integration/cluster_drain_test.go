@@ -223,13 +223,7 @@ func (s *drainSetup) handler(t *testing.T, who int, db *sql.DB, pause time.Durat
 		if pause > 0 {
 			time.Sleep(time.Duration(rand.Int64N(int64(pause))))
 		}
-		var ex interface {
-			ExecContext(context.Context, string, ...any) (sql.Result, error)
-		} = db
-		if d.Tx != nil {
-			ex = d.Tx
-		}
-		if _, err := ex.ExecContext(ctx, insert, d.ID, d.Attempt); err != nil {
+		if _, err := writerOf(d, db).ExecContext(ctx, insert, d.ID, d.Attempt); err != nil {
 			return outcome.Retry()
 		}
 		return outcome.Ack()

@@ -140,6 +140,16 @@ func (c cell) publish(t testing.TB, db *sql.DB, tbl inbox.Table, msgs ...inbox.M
 	c.b.enqueue(t, db, tbl, msgs...)
 }
 
+// publishEach publishes to tbl one message of queue q per payload, each by its own Enqueue, and
+// returns the ids of the table's rows in id order (the table held none before).
+func (c cell) publishEach(t testing.TB, db *sql.DB, tbl inbox.Table, q string, payloads ...string) []int64 {
+	t.Helper()
+	for _, p := range payloads {
+		c.publish(t, db, tbl, inbox.Message{Queue: q, Payload: []byte(p)})
+	}
+	return c.ids(t, db, tbl, "")
+}
+
 // createSide creates the table a transactional handler writes its side effect to: one row per
 // handled delivery, keyed by the job's id and with no unique key, so that a duplicate shows.
 func (c cell) createSide(t *testing.T, db *sql.DB, name string) {
@@ -328,10 +338,7 @@ func conformExclusivity(t *testing.T, c cell) {
 func conformOutcomes(t *testing.T, c cell) {
 	db, tbl := c.b.openTable(t, 8, fullTable)
 	names := []string{"ack", "drop", "retry", "later"}
-	for _, n := range names {
-		c.publish(t, db, tbl, inbox.Message{Queue: "q", Payload: []byte(n)})
-	}
-	ids := c.ids(t, db, tbl, "")
+	ids := c.publishEach(t, db, tbl, "q", names...)
 	byName := map[string]int64{}
 	for i, n := range names {
 		byName[n] = ids[i]

@@ -258,11 +258,7 @@ func faultKilledConnections(t *testing.T, c cell, transactional bool) {
 			run.struck("handler", d.ID)
 		}
 		time.Sleep(2 * time.Millisecond)
-		ex := inbox.Tx(db)
-		if d.Tx != nil {
-			ex = d.Tx
-		}
-		if _, err := ex.ExecContext(ctx, insert, d.ID, d.Attempt); err != nil {
+		if _, err := writerOf(d, db).ExecContext(ctx, insert, d.ID, d.Attempt); err != nil {
 			// The connection under the delivery's transaction may be the one just killed.
 			run.fault(d.ID)
 			return outcome.Retry()
@@ -725,17 +721,25 @@ func restartCell(t *testing.T, c cell, s *privateServer, unflushedAcks bool) {
 	}
 }
 
+// faultSQLiteLease is the lease cell on SQLite with a table of one row of queue q and the side
+// table its handler writes to.
+func faultSQLiteLease(t *testing.T) (c cell, db *sql.DB, tbl inbox.Table, side string) {
+	t.Helper()
+	c = cell{b: backendNamed("sqlite", ""), form: "lease"}
+	db, tbl = c.b.openTable(t, 8, fullTable)
+	side = tbl.Name + "_side"
+	c.createSide(t, db, side)
+	c.publish(t, db, tbl, inbox.Message{Queue: "q"})
+	return c, db, tbl, side
+}
+
 // TestFaultsSQLiteLeaseExtendInTransaction: on SQLite in transactional mode a handler that has
 // written through its transaction holds the database's one write lock until its Ack commits. A
 // lease extension that falls due meanwhile must neither wait out the busy timeout on that lock
 // (stalling the settlement, and every other writer, behind it) nor fail and put the lease at
 // risk.
 func TestFaultsSQLiteLeaseExtendInTransaction(t *testing.T) {
-	c := cell{b: backendNamed("sqlite", ""), form: "lease"}
-	db, tbl := c.b.openTable(t, 8, fullTable)
-	side := tbl.Name + "_side"
-	c.createSide(t, db, side)
-	c.publish(t, db, tbl, inbox.Message{Queue: "q"})
+	c, db, tbl, side := faultSQLiteLease(t)
 	var returned atomic.Int64
 	h := inbox.HandlerFunc(func(ctx context.Context, d *inbox.Delivery) outcome.Outcome {
 		if _, err := d.Tx.ExecContext(ctx, "INSERT INTO "+c.q(t, side)+" (job_id, attempt) VALUES (?, ?)", d.ID, d.Attempt); err != nil {
@@ -766,11 +770,7 @@ func TestFaultsSQLiteLeaseExtendInTransaction(t *testing.T) {
 // with it. The handler's writes after that must still roll back with a Drop: they may never
 // land outside the delivery's transaction.
 func TestFaultsSQLiteLeaseExtendInterrupted(t *testing.T) {
-	c := cell{b: backendNamed("sqlite", ""), form: "lease"}
-	db, tbl := c.b.openTable(t, 8, fullTable)
-	side := tbl.Name + "_side"
-	c.createSide(t, db, side)
-	c.publish(t, db, tbl, inbox.Message{Queue: "q"})
+	c, db, tbl, side := faultSQLiteLease(t)
 
 	started, released := make(chan struct{}), make(chan struct{})
 	var once sync.Once
@@ -856,10 +856,9 @@ type killLoopResult struct {
 func TestKillLoop(t *testing.T) {
 	plan := killLoopPlanFromEnv()
 	var (
-		mu      sync.Mutex
-		results []killLoopResult
+		collected collector[killLoopResult]
+		tests     []subtest
 	)
-	var tests []subtest
 	for _, c := range cells(t) {
 		for _, batch := range []int{0, 16} {
 			unit := "single"
@@ -869,13 +868,12 @@ func TestKillLoop(t *testing.T) {
 			tests = append(tests, subtest{c.name() + "-" + unit, func(t *testing.T) {
 				r := killLoopCell(t, c, batch, plan)
 				r.cell, r.unit = c.name(), unit
-				mu.Lock()
-				results = append(results, r)
-				mu.Unlock()
+				collected.add(r)
 			}})
 		}
 	}
 	runConcurrently(t, 4, tests)
+	results := collected.all()
 	slices.SortFunc(results, func(a, b killLoopResult) int { return strings.Compare(a.cell+a.unit, b.cell+b.unit) })
 	var b strings.Builder
 	fmt.Fprintf(&b, "kill loop: every session of 2 consumers × 4 workers killed every %v for %v (SQLite: connections severed), %d rows\n", plan.every, plan.kills, plan.rows)

@@ -70,6 +70,17 @@ func claimN(t testing.TB, f inbox.Form, max, n int) []*inbox.Delivery {
 	return ds
 }
 
+// claimRow claims up to max rows and fails the test unless it gets row id alone, which it
+// returns; why says why that row, for the message.
+func claimRow(t testing.TB, f inbox.Form, max int, id int64, why string) *inbox.Delivery {
+	t.Helper()
+	ds := claim(t, f, max)
+	if len(ds) != 1 || ds[0].ID != id {
+		t.Fatalf("claimed %v, want row %d %s", deliveryIDs(ds), id, why)
+	}
+	return ds[0]
+}
+
 // claimBatch claims a batch of up to max rows, failing the test on an error.
 func claimBatch(t testing.TB, f inbox.BatchForm, max int) []*inbox.Delivery {
 	t.Helper()
@@ -131,6 +142,15 @@ func repeated(o outcome.Outcome, n int) []outcome.Outcome {
 		outs[i] = o
 	}
 	return outs
+}
+
+// writerOf is where d's handler writes: the delivery's transaction in transactional mode, db
+// outside it.
+func writerOf(d *inbox.Delivery, db *sql.DB) inbox.Tx {
+	if d.Tx != nil {
+		return d.Tx
+	}
+	return db
 }
 
 // deliveryIDs returns the deliveries' row ids, in their order.
@@ -212,6 +232,25 @@ func (c *rowCounts) checkOnce(t testing.TB, what string, rows int) {
 	if len(c.byID) != rows {
 		t.Errorf("%d rows %s, want %d", len(c.byID), what, rows)
 	}
+}
+
+// collector gathers what subtests running at once report, for the table their parent logs.
+type collector[R any] struct {
+	mu sync.Mutex
+	rs []R
+}
+
+func (c *collector[R]) add(r R) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.rs = append(c.rs, r)
+}
+
+// all returns what was gathered, in the order it came.
+func (c *collector[R]) all() []R {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return slices.Clone(c.rs)
 }
 
 // eventually tests cond every 20 ms until it holds, and reports whether it did within limit.

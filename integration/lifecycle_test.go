@@ -202,10 +202,7 @@ func lifecycleFailDrop(t *testing.T, c cell) {
 func lifecycleAdapter(t *testing.T, c cell) {
 	db, tbl := c.b.openTable(t, 8, lifecycleTable)
 	names := []string{"ok", "flaky", "permanent", "later"}
-	for _, n := range names {
-		c.publish(t, db, tbl, inbox.Message{Queue: "q", Payload: []byte(n)})
-	}
-	ids := c.ids(t, db, tbl, "")
+	ids := c.publishEach(t, db, tbl, "q", names...)
 	rec := newDelivered()
 	const later = 300 * time.Millisecond
 	h := inbox.Func(func(ctx context.Context, d *inbox.Delivery) error {
@@ -268,7 +265,7 @@ func lifecycleRefused(t *testing.T, c cell) {
 // failed settlement counts its attempt and backs the row off by the policy, with the
 // settlement's error as its last, and the log says why once.
 func lifecycleRefusedAck(t *testing.T, c cell, m lifecycleMode) {
-	db := c.openDBs(t, 1, 8)[0]
+	db := c.b.open(t, 8)
 	tbl := lifecycleTable(tableName(t))
 	tbl.ProcessedAt = "" // so that the ack deletes
 	notes := tbl.Name + "_notes"

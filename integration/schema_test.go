@@ -121,7 +121,7 @@ func TestSchemaRefusesWrongTypes(t *testing.T) {
 	var tests []subtest
 	for _, c := range cells(t) {
 		tests = append(tests, subtest{c.name(), func(t *testing.T) {
-			db := c.openDBs(t, 1, 4)[0]
+			db := c.b.open(t, 4)
 			for _, w := range wrongTypes(c.b) {
 				if w.lease && c.form != "lease" {
 					continue
@@ -244,7 +244,7 @@ func TestUnclaimableRowsAreReported(t *testing.T) {
 	var tests []subtest
 	for _, c := range cells(t) {
 		tests = append(tests, subtest{c.name(), func(t *testing.T) {
-			db := c.openDBs(t, 1, 8)[0]
+			db := c.b.open(t, 8)
 			group := map[string]string{"postgres": "TEXT NULL", "sqlite": "TEXT"}[c.b.name]
 			if group == "" {
 				group = "VARCHAR(191) NULL"
