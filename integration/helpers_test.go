@@ -312,6 +312,7 @@ func runConsumer(t *testing.T, db *sql.DB, f inbox.Form, h inbox.Handler, cfg *i
 	return startConsumerWithin(t, inbox.NewConsumer(db, f, h, cfg), cfg.ShutdownTimeout+30*time.Second)
 }
 
+// startConsumerWithin is startConsumer with limit for how long Run may take to return.
 func startConsumerWithin(t *testing.T, cons *inbox.Consumer, limit time.Duration) (stop func()) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)

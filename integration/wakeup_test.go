@@ -2,7 +2,6 @@ package integration
 
 import (
 	"context"
-	"database/sql"
 	"log/slog"
 	"sync/atomic"
 	"testing"
@@ -87,11 +86,7 @@ func TestDataVersionWakesAConsumerOnAnotherPool(t *testing.T) {
 	if err := cons.QueryRow("SELECT file FROM pragma_database_list WHERE name = 'main'").Scan(&file); err != nil {
 		t.Fatal(err)
 	}
-	pub, err := sql.Open(b.driver, SQLiteDSN(file))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer pub.Close()
+	pub := b.openDSN(t, SQLiteDSN(file), 4)
 	tbl := minimalTable(tableName(t))
 	b.createTable(t, pub, tbl)
 
