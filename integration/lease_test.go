@@ -390,10 +390,7 @@ func TestLeaseSchema(t *testing.T) {
 			}
 
 			if b.name == "mysql" || b.name == "mariadb" {
-				coarse := b.q(t, tbl.Name+"_s")
-				mustExec(t, db, "DROP TABLE IF EXISTS "+coarse)
-				mustExec(t, db, "CREATE TABLE "+coarse+" (id BIGINT AUTO_INCREMENT PRIMARY KEY, payload LONGBLOB, locked_until DATETIME NULL)")
-				t.Cleanup(func() { db.Exec("DROP TABLE " + coarse) })
+				b.scratchTable(t, db, tbl.Name+"_s", "id BIGINT AUTO_INCREMENT PRIMARY KEY, payload LONGBLOB, locked_until DATETIME NULL")
 				_, err := lease.New(b.dialect, minimalTable(tbl.Name+"_s"), nil).Open(ctx, db, inbox.Queue{})
 				if !errors.Is(err, inbox.ErrSchema) || !strings.Contains(err.Error(), "DATETIME(6)") || !strings.Contains(err.Error(), tbl.Name+"_s") {
 					t.Errorf("Open with a DATETIME lease column: %v, want ErrSchema asking for DATETIME(6)", err)

@@ -44,9 +44,7 @@ func TestPoolWaitLoggedHoldingForms(t *testing.T) {
 		for _, b := range poolBackends(t) {
 			t.Run(form+"/"+b.name, func(t *testing.T) {
 				const workers = 2
-				db := b.open(t, workers+1)
-				tbl := fullTable(tableName(t))
-				b.createTable(t, db, tbl)
+				db, tbl := b.openTable(t, workers+1, fullTable)
 				b.enqueue(t, db, tbl, inbox.Message{Payload: []byte("a")}, inbox.Message{Payload: []byte("b")})
 
 				var mu sync.Mutex
@@ -78,12 +76,8 @@ func TestPoolWaitLoggedHoldingForms(t *testing.T) {
 				var log logBuffer
 				c := cell{b: b, form: form}
 				stop := runConsumer(t, db, c.newForm(t, tbl), h, &inbox.Config{Workers: workers, ShutdownTimeout: time.Second, Logger: log.Logger()})
-				deadline := time.Now().Add(30 * time.Second)
-				for !poolWaitLogged(log.String(), workers+1) {
-					if time.Now().After(deadline) {
-						t.Fatalf("30 s with handlers waiting on a pool of %d and no line naming MaxOpenConns in the log:\n%s", workers+1, log.String())
-					}
-					time.Sleep(100 * time.Millisecond)
+				if !eventually(30*time.Second, func() bool { return poolWaitLogged(log.String(), workers+1) }) {
+					t.Fatalf("30 s with handlers waiting on a pool of %d and no line naming MaxOpenConns in the log:\n%s", workers+1, log.String())
 				}
 				stop()
 				t.Log(log.String())
@@ -155,13 +149,11 @@ func TestPoolLeaseKeepsItsLease(t *testing.T) {
 					t.Fatalf("%d rows in work with their lease run out, %v into the handlers' wait:\n%s", n, time.Duration(i+1)*500*time.Millisecond, log.String())
 				}
 			}
-			deadline := time.Now().Add(60 * time.Second)
-			for count(t, watch, "SELECT COUNT(*) FROM "+name+" WHERE processed_at IS NULL") != 0 {
-				if time.Now().After(deadline) {
-					mu.Lock()
-					t.Fatalf("60 s and the rows are not both acked (deliveries %v, pool %+v):\n%s", delivered, db.Stats(), log.String())
-				}
-				time.Sleep(100 * time.Millisecond)
+			if !eventually(60*time.Second, func() bool {
+				return count(t, watch, "SELECT COUNT(*) FROM "+name+" WHERE processed_at IS NULL") == 0
+			}) {
+				mu.Lock()
+				t.Fatalf("60 s and the rows are not both acked (deliveries %v, pool %+v):\n%s", delivered, db.Stats(), log.String())
 			}
 			stop()
 			mu.Lock()

@@ -12,15 +12,11 @@ import (
 	"github.com/sqlinbox/inbox/rowlock"
 )
 
-// rowlockBatchSetup is rowlockSetup on the full table less processed_at, so that Ack and Drop
-// delete their rows.
-func rowlockBatchSetup(t *testing.T, b backend, pool int) rowlockCell {
-	t.Helper()
-	db := b.open(t, pool)
-	tbl := fullTable(tableName(t))
+// deletingTable is the full table less processed_at, so that Ack and Drop delete their rows.
+func deletingTable(name string) inbox.Table {
+	tbl := fullTable(name)
 	tbl.ProcessedAt = ""
-	b.createTable(t, db, tbl)
-	return rowlockCell{b, db, tbl}
+	return tbl
 }
 
 func (c rowlockCell) batchForm(t *testing.T, q inbox.Queue) inbox.BatchForm {
@@ -34,7 +30,7 @@ func TestRowlockBatchDrain(t *testing.T) {
 	const size = 16
 	for _, b := range backends(t, false) {
 		t.Run(b.name, func(t *testing.T) {
-			c := rowlockBatchSetup(t, b, 0)
+			c := rowlockSetup(t, b, 0, deletingTable)
 			plan := rowlockDrainPlan{rows: 3000, consumers: 3, workers: 3, batch: size, within: 2 * time.Minute, exactlyOnce: true}
 			if largest := rowlockDrain(t, c, b.dialect.(rowlock.Dialect), plan); largest != size {
 				t.Errorf("the largest batch held %d rows, want %d: the claims did not batch", largest, size)
@@ -49,7 +45,7 @@ func TestRowlockBatchDrain(t *testing.T) {
 func TestRowlockBatchOutcomes(t *testing.T) {
 	for _, b := range backends(t, false) {
 		t.Run(b.name, func(t *testing.T) {
-			c := rowlockBatchSetup(t, b, 0)
+			c := rowlockSetup(t, b, 0, deletingTable)
 			f := c.batchForm(t, inbox.Queue{Name: "q"})
 			for i := range 5 {
 				c.publish(t, inbox.Message{Queue: "q", Payload: fmt.Appendf(nil, "%d", i)})
@@ -90,7 +86,7 @@ func TestRowlockBatchOutcomes(t *testing.T) {
 func TestRowlockBatchTransactional(t *testing.T) {
 	for _, b := range backends(t, false) {
 		t.Run(b.name, func(t *testing.T) {
-			c := rowlockBatchSetup(t, b, 0)
+			c := rowlockSetup(t, b, 0, deletingTable)
 			notes := c.scratchTable(t, c.db, c.tbl.Name+"_notes", "row_id BIGINT NOT NULL")
 			f := c.batchForm(t, inbox.Queue{Name: "q", Transactional: true})
 			write := func(ds []*inbox.Delivery) {
@@ -137,7 +133,7 @@ func TestRowlockBatchTransactional(t *testing.T) {
 func TestRowlockBatchHolds(t *testing.T) {
 	for _, b := range backends(t, false) {
 		t.Run(b.name, func(t *testing.T) {
-			c := rowlockBatchSetup(t, b, 0)
+			c := rowlockSetup(t, b, 0, deletingTable)
 			c.publish(t, messages("q", 6)...)
 			f1 := c.batchForm(t, inbox.Queue{Name: "q"})
 			f2 := c.batchForm(t, inbox.Queue{Name: "q"})

@@ -39,7 +39,7 @@ func TestRowlockCrash(t *testing.T) {
 	const held = 3
 	for _, b := range backends(t, false) {
 		t.Run(b.name, func(t *testing.T) {
-			c := rowlockSetup(t, b, 0, true)
+			c := rowlockSetup(t, b, 0, fullTable)
 			c.publish(t, messages("q", held)...)
 
 			child := exec.Command(os.Args[0], "-test.run=^TestRowlockCrash$", "-test.count=1", "-test.timeout=2m")

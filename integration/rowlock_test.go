@@ -26,15 +26,11 @@ type rowlockCell struct {
 	tbl inbox.Table
 }
 
-// rowlockSetup opens the backend's database with a pool of pool and creates the table.
-func rowlockSetup(t *testing.T, b backend, pool int, full bool) rowlockCell {
+// rowlockSetup opens the backend's database with a pool of pool and creates the table newTable
+// describes.
+func rowlockSetup(t *testing.T, b backend, pool int, newTable func(name string) inbox.Table) rowlockCell {
 	t.Helper()
-	db := b.open(t, pool)
-	tbl := minimalTable(tableName(t))
-	if full {
-		tbl = fullTable(tableName(t))
-	}
-	b.createTable(t, db, tbl)
+	db, tbl := b.openTable(t, pool, newTable)
 	return rowlockCell{b, db, tbl}
 }
 
@@ -71,7 +67,7 @@ func (c rowlockCell) attemptOf(t *testing.T, id int64) int {
 func TestRowlockOutcomes(t *testing.T) {
 	for _, b := range backends(t, false) {
 		t.Run(b.name+"/full", func(t *testing.T) {
-			c := rowlockSetup(t, b, 0, true)
+			c := rowlockSetup(t, b, 0, fullTable)
 			f := c.form(t, inbox.Queue{Name: "q"})
 			id := func(t *testing.T) string { return c.q(t, "id") + " = " + c.dialect.Placeholder(1) }
 
@@ -111,7 +107,7 @@ func TestRowlockOutcomes(t *testing.T) {
 		})
 
 		t.Run(b.name+"/minimal", func(t *testing.T) {
-			c := rowlockSetup(t, b, 0, false)
+			c := rowlockSetup(t, b, 0, minimalTable)
 			var logs logBuffer
 			f := c.form(t, inbox.Queue{Logger: logs.Logger()})
 
@@ -149,7 +145,7 @@ func TestRowlockOutcomes(t *testing.T) {
 func TestRowlockAttemptCounting(t *testing.T) {
 	for _, b := range backends(t, false) {
 		t.Run(b.name, func(t *testing.T) {
-			c := rowlockSetup(t, b, 0, true)
+			c := rowlockSetup(t, b, 0, fullTable)
 			f := c.form(t, inbox.Queue{Name: "q"})
 			c.publish(t, inbox.Message{Queue: "q"})
 			var seen []int
@@ -179,7 +175,7 @@ func TestRowlockAttemptCounting(t *testing.T) {
 func TestRowlockGroupsAndPriority(t *testing.T) {
 	for _, b := range backends(t, false) {
 		t.Run(b.name, func(t *testing.T) {
-			c := rowlockSetup(t, b, 0, true)
+			c := rowlockSetup(t, b, 0, fullTable)
 			c.publish(t,
 				inbox.Message{Queue: "a", Payload: []byte("a5"), Priority: 5},
 				inbox.Message{Queue: "b", Payload: []byte("b0"), Priority: 0},
@@ -218,7 +214,7 @@ func TestRowlockGroupsAndPriority(t *testing.T) {
 func TestRowlockClaimsDoNotWait(t *testing.T) {
 	for _, b := range backends(t, false) {
 		t.Run(b.name, func(t *testing.T) {
-			c := rowlockSetup(t, b, 0, true)
+			c := rowlockSetup(t, b, 0, fullTable)
 			c.publish(t, inbox.Message{Queue: "q"}, inbox.Message{Queue: "q"})
 			f1 := c.form(t, inbox.Queue{Name: "q"})
 			f2 := c.form(t, inbox.Queue{Name: "q"})
@@ -239,7 +235,7 @@ func TestRowlockClaimsDoNotWait(t *testing.T) {
 func TestRowlockTransactional(t *testing.T) {
 	for _, b := range backends(t, false) {
 		t.Run(b.name, func(t *testing.T) {
-			c := rowlockSetup(t, b, 0, true)
+			c := rowlockSetup(t, b, 0, fullTable)
 			notes := c.scratchTable(t, c.db, c.tbl.Name+"_notes", "row_id BIGINT NOT NULL")
 			f := c.form(t, inbox.Queue{Name: "q", Transactional: true})
 			write := func(d *inbox.Delivery) {
@@ -293,7 +289,7 @@ func TestRowlockTransactional(t *testing.T) {
 func TestRowlockTransactionHeld(t *testing.T) {
 	for _, b := range backends(t, false) {
 		t.Run(b.name, func(t *testing.T) {
-			c := rowlockSetup(t, b, 0, true)
+			c := rowlockSetup(t, b, 0, fullTable)
 			f := c.form(t, inbox.Queue{Name: "q", Transactional: true})
 			c.publish(t, inbox.Message{Queue: "q"})
 			d := claimN(t, f, 1, 1)[0]
@@ -346,7 +342,7 @@ func TestRowlockTransactionHeld(t *testing.T) {
 func TestRowlockDrain(t *testing.T) {
 	for _, b := range backends(t, false) {
 		t.Run(b.name, func(t *testing.T) {
-			c := rowlockSetup(t, b, 0, true)
+			c := rowlockSetup(t, b, 0, fullTable)
 			rowlockDrain(t, c, b.dialect.(rowlock.Dialect), rowlockDrainPlan{rows: 5000, consumers: 4, workers: 4, within: 3 * time.Minute, exactlyOnce: true})
 		})
 	}
@@ -366,7 +362,7 @@ func TestRowlockStrictLevels(t *testing.T) {
 	for _, b := range backends(t, false) {
 		for _, d := range levels[b.name] {
 			t.Run(b.name+"/"+string(d.Level()), func(t *testing.T) {
-				c := rowlockSetup(t, b, 0, true)
+				c := rowlockSetup(t, b, 0, fullTable)
 				exactlyOnce := b.name != "postgres" || d.Level() != "serializable"
 				rowlockDrain(t, c, d, rowlockDrainPlan{rows: 1000, consumers: 4, workers: 4, within: 3 * time.Minute, exactlyOnce: exactlyOnce})
 			})
@@ -457,7 +453,7 @@ func TestRowlockPool(t *testing.T) {
 	const k, workers, rows = 4, 8, 24
 	for _, b := range backends(t, false) {
 		t.Run(b.name, func(t *testing.T) {
-			c := rowlockSetup(t, b, k, true)
+			c := rowlockSetup(t, b, k, fullTable)
 			c.publish(t, messages("q", rows)...)
 
 			var (

@@ -55,9 +55,7 @@ func TestDeadlockInHandlerEndsTheLentTransaction(t *testing.T) {
 func deadlockCell(t *testing.T, c cell, batch, read bool) {
 	db, tbl := c.b.openTable(t, 8, fullTable)
 	accounts := tbl.Name + "_acc"
-	mustExec(t, db, "DROP TABLE IF EXISTS "+c.q(t, accounts))
-	mustExec(t, db, "CREATE TABLE "+c.q(t, accounts)+" (id INT PRIMARY KEY, balance INT NOT NULL)")
-	t.Cleanup(func() { db.Exec("DROP TABLE IF EXISTS " + c.q(t, accounts)) })
+	c.b.scratchTable(t, db, accounts, "id INT PRIMARY KEY, balance INT NOT NULL")
 	mustExec(t, db, "INSERT INTO "+c.q(t, accounts)+" (id, balance) VALUES (1, 0), (2, 0)")
 	side := tbl.Name + "_side"
 	c.createSide(t, db, side)
