@@ -25,17 +25,19 @@ func adminTable(name string) inbox.Table {
 	return t
 }
 
-// adminCreate creates (anew) the table of t from admin.Schema's statements, and drops it when
-// the test ends.
-func adminCreate(t *testing.T, b backend, db *sql.DB, tbl inbox.Table) *admin.Admin {
+// adminOpen opens the backend's database for the test and creates (anew) an adminTable from
+// admin.Schema's statements, dropped when the test ends, with the admin.Admin over it.
+func adminOpen(t *testing.T, b backend) (*sql.DB, inbox.Table, *admin.Admin) {
 	t.Helper()
+	db := b.open(t, 4)
+	tbl := adminTable(tableName(t))
 	stmts, err := admin.Schema(b.dialect, tbl, "locked_until")
 	if err != nil {
 		t.Fatal(err)
 	}
-	name, _ := b.dialect.Quote(tbl.Name)
-	mustExec(t, db, "DROP TABLE IF EXISTS "+name)
-	t.Cleanup(func() { db.Exec("DROP TABLE IF EXISTS " + name) })
+	drop := "DROP TABLE IF EXISTS " + b.q(t, tbl.Name)
+	mustExec(t, db, drop)
+	t.Cleanup(func() { db.Exec(drop) })
 	for _, s := range stmts {
 		mustExec(t, db, s)
 	}
@@ -43,7 +45,7 @@ func adminCreate(t *testing.T, b backend, db *sql.DB, tbl inbox.Table) *admin.Ad
 	if err != nil {
 		t.Fatal(err)
 	}
-	return a
+	return db, tbl, a
 }
 
 // adminRow is a row a test writes with plain SQL, in the state its columns say (zero: NULL).
@@ -57,19 +59,15 @@ type adminRow struct {
 // insertRows writes rows into tbl, every time relative to now, and returns their ids in order.
 func insertRows(t *testing.T, b backend, db *sql.DB, tbl inbox.Table, now time.Time, rows ...adminRow) []int64 {
 	t.Helper()
-	q := func(s string) string { s, _ = b.dialect.Quote(s); return s }
+	q := func(ident string) string { return b.q(t, ident) }
 	at := func(d time.Duration) any {
 		if d == 0 {
 			return nil
 		}
 		return b.dialect.Time(now.Add(d))
 	}
-	p := make([]string, 7)
-	for i := range p {
-		p[i] = b.dialect.Placeholder(i + 1)
-	}
 	insert := fmt.Sprintf("INSERT INTO %s (%s, %s, %s, %s, %s, %s, %s) VALUES (%s)", q(tbl.Name), q(tbl.Queue), q(tbl.Attempt),
-		q(tbl.RetryAfter), q("locked_until"), q(tbl.DeadAt), q(tbl.ProcessedAt), q(tbl.LastError), strings.Join(p, ", "))
+		q(tbl.RetryAfter), q("locked_until"), q(tbl.DeadAt), q(tbl.ProcessedAt), q(tbl.LastError), b.placeholders(7))
 	var ids []int64
 	for _, r := range rows {
 		var lastError any
@@ -85,9 +83,7 @@ func insertRows(t *testing.T, b backend, db *sql.DB, tbl inbox.Table, now time.T
 func TestAdminStatsCountsEachState(t *testing.T) {
 	for _, b := range backends(t, true) {
 		t.Run(b.name, func(t *testing.T) {
-			db := b.open(t, 4)
-			tbl := adminTable(tableName(t))
-			a := adminCreate(t, b, db, tbl)
+			db, tbl, a := adminOpen(t, b)
 			now := time.Now()
 			insertRows(t, b, db, tbl, now,
 				adminRow{queue: "a", retryAfter: -10 * time.Minute},                                     // due, waiting 10 min
@@ -169,9 +165,7 @@ func drainQueue(t *testing.T, b backend, db *sql.DB, tbl inbox.Table, queue stri
 func TestAdminSchemaAppliedIsDrainedByAConsumer(t *testing.T) {
 	for _, b := range backends(t, true) {
 		t.Run(b.name, func(t *testing.T) {
-			db := b.open(t, 4)
-			tbl := adminTable(tableName(t))
-			a := adminCreate(t, b, db, tbl)
+			db, tbl, a := adminOpen(t, b)
 			check, err := a.Check(context.Background())
 			if err != nil {
 				t.Fatal(err)
@@ -179,13 +173,7 @@ func TestAdminSchemaAppliedIsDrainedByAConsumer(t *testing.T) {
 			if !check.OK() {
 				t.Fatalf("the table admin.Schema created does not pass its check: %+v", check)
 			}
-			msgs := make([]inbox.Message, 20)
-			for i := range msgs {
-				msgs[i] = inbox.Message{Queue: "q", Payload: []byte("x")}
-			}
-			if err := inbox.Enqueue(context.Background(), db, b.dialect, tbl, msgs...); err != nil {
-				t.Fatal(err)
-			}
+			b.enqueue(t, db, tbl, messages("q", 20)...)
 			if got := drainQueue(t, b, db, tbl, "q", 20); len(got) != 20 {
 				t.Fatalf("handled %d rows, want 20", len(got))
 			}
@@ -204,9 +192,7 @@ func TestAdminDeadRowsListedRequeuedAndPurged(t *testing.T) {
 	for _, b := range backends(t, true) {
 		t.Run(b.name, func(t *testing.T) {
 			ctx := context.Background()
-			db := b.open(t, 4)
-			tbl := adminTable(tableName(t))
-			a := adminCreate(t, b, db, tbl)
+			db, tbl, a := adminOpen(t, b)
 			now := time.Now()
 			var rows []adminRow
 			for i := range 7 {
@@ -259,7 +245,7 @@ func TestAdminDeadRowsListedRequeuedAndPurged(t *testing.T) {
 			if got := drainQueue(t, b, db, tbl, "b", 2); !slices.Equal(got, []int64{ids[5], ids[6]}) {
 				t.Errorf("queue b handled %v, want %v", got, []int64{ids[5], ids[6]})
 			}
-			q := func(s string) string { s, _ = b.dialect.Quote(s); return s }
+			q := func(ident string) string { return b.q(t, ident) }
 			if n := count(t, db, "SELECT "+q(tbl.Attempt)+" FROM "+q(tbl.Name)+" WHERE "+q(tbl.ID)+" = "+b.dialect.Placeholder(1), ids[0]); n != 0 {
 				t.Errorf("requeued row %d: attempt %d, want 0", ids[0], n)
 			}
@@ -290,11 +276,9 @@ func TestAdminPurgeProcessedTakesOnlyOldRowsInBoundedStatements(t *testing.T) {
 	for _, b := range backends(t, true) {
 		t.Run(b.name, func(t *testing.T) {
 			ctx := context.Background()
-			db := b.open(t, 4)
-			tbl := adminTable(tableName(t))
-			a := adminCreate(t, b, db, tbl)
+			db, tbl, a := adminOpen(t, b)
 			// 2,100 old processed rows take three statements of at most 1,000.
-			q := func(s string) string { s, _ = b.dialect.Quote(s); return s }
+			q := func(ident string) string { return b.q(t, ident) }
 			old := b.dialect.Time(time.Now().Add(-2 * time.Hour))
 			for range 21 {
 				values := make([]string, 100)

@@ -2,10 +2,10 @@ package integration
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
-	"sort"
-	"strings"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -14,105 +14,37 @@ import (
 	"github.com/sqlinbox/inbox/outcome"
 )
 
-// advisoryBatchForm builds the advisory form for the backend as a batch form.
-func advisoryBatchForm(t *testing.T, b backend, tbl inbox.Table, key string) inbox.BatchForm {
-	t.Helper()
-	bf, ok := advisoryForm(t, b, tbl, key).(inbox.BatchForm)
-	if !ok {
-		t.Fatal("the advisory form does not implement inbox.BatchForm")
-	}
-	return bf
-}
-
-func advisoryBatchClaim(t *testing.T, f inbox.BatchForm, max int) []*inbox.Delivery {
-	t.Helper()
-	ds, err := f.ClaimBatch(context.Background(), max)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return ds
-}
-
-// advisoryBatchParams are the backend's first n placeholders.
-func advisoryBatchParams(b backend, n int) []string {
-	ps := make([]string, n)
-	for i := range ps {
-		ps[i] = "?"
-		if b.name == "postgres" {
-			ps[i] = fmt.Sprintf("$%d", i+1)
-		}
-	}
-	return ps
-}
-
-// advisoryBatchIn is "IN (…)" over the backend's first n placeholders.
-func advisoryBatchIn(b backend, n int) string {
-	return "IN (" + strings.Join(advisoryBatchParams(b, n), ", ") + ")"
-}
-
-// advisoryBatchWait waits for cond, failing with what after a bound generous enough for a drain
-// on a machine shared with other test runs (a few seconds on a quiet one).
-func advisoryBatchWait(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(90 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
+// advisoryDrainLimit bounds a drain's wait: generous enough on a machine shared with other test
+// runs (a few seconds on a quiet one).
+const advisoryDrainLimit = 90 * time.Second
 
 // TestAdvisoryBatchDrain drains 2,000 rows with two batch consumers (each with its own pool) of
 // four workers each: every row is handled exactly once.
 func TestAdvisoryBatchDrain(t *testing.T) {
 	for _, b := range backends(t, false) {
 		t.Run(b.name, func(t *testing.T) {
-			db := b.open(t, 0)
-			tbl := fullTable(tableName(t))
-			b.createTable(t, db, tbl)
-			name, _ := b.dialect.Quote(tbl.Name)
+			db, tbl := b.openTable(t, 0, fullTable)
 			const rows = 2000
-			advisoryEnqueue(t, b, db, tbl, "q", rows)
+			b.enqueue(t, db, tbl, messages("q", rows)...)
 
 			var (
+				handled rowCounts
 				mu      sync.Mutex
-				handled = map[int64]int{}
-				total   int
 				biggest int
 			)
 			h := inbox.BatchHandlerFunc(func(ctx context.Context, ds []*inbox.Delivery) []outcome.Outcome {
-				outs := make([]outcome.Outcome, len(ds))
 				mu.Lock()
-				defer mu.Unlock()
 				biggest = max(biggest, len(ds))
-				for i, d := range ds {
-					handled[d.ID]++
-					total++
-					outs[i] = outcome.Ack()
-				}
-				return outs
+				mu.Unlock()
+				handled.add(ds...)
+				return repeated(outcome.Ack(), len(ds))
 			})
-			for range 2 {
-				pool := b.open(t, 8)
-				f := advisoryBatchForm(t, b, tbl, tbl.Name+"-{id}")
-				startConsumer(t, inbox.NewBatchConsumer(pool, f, 32, h, &inbox.Config{Queue: "q", Workers: 4, PollInterval: 10 * time.Millisecond}))
-			}
-			advisoryBatchWait(t, "every row handled", func() bool {
-				mu.Lock()
-				defer mu.Unlock()
-				return total >= rows && count(t, db, "SELECT COUNT(*) FROM "+name+" WHERE processed_at IS NULL") == 0
+			advisoryDrain(t, b, db, tbl, &handled, rows, advisoryDrainLimit, func(pool *sql.DB) *inbox.Consumer {
+				f := batchForm(t, advisoryForm(t, b, tbl, tbl.Name+"-{id}"))
+				return inbox.NewBatchConsumer(pool, f, 32, h, &inbox.Config{Queue: "q", Workers: 4, PollInterval: 10 * time.Millisecond})
 			})
 			mu.Lock()
 			defer mu.Unlock()
-			for id, n := range handled {
-				if n != 1 {
-					t.Errorf("row %d handled %d times", id, n)
-				}
-			}
-			if len(handled) != rows {
-				t.Errorf("%d rows handled, want %d", len(handled), rows)
-			}
 			if biggest < 2 {
 				t.Errorf("no batch held more than %d row", biggest)
 			}
@@ -127,18 +59,14 @@ func TestAdvisoryBatchAccountsNeverShared(t *testing.T) {
 	for _, b := range backends(t, false) {
 		t.Run(b.name, func(t *testing.T) {
 			db := b.open(t, 0)
-			tbl := advisoryAccountTable(t, b, db)
-			name, _ := b.dialect.Quote(tbl.Name)
 			const accounts, rows = 12, 600
-			advisoryEnqueue(t, b, db, tbl, "q", rows)
-			mustExec(t, db, "UPDATE "+name+" SET account = id % "+fmt.Sprint(accounts))
+			tbl := advisoryAccountTable(t, b, db, rows, accounts)
 
 			var (
+				handled  rowCounts
 				mu       sync.Mutex
 				inWork   = map[int64]bool{} // account
-				handled  = map[int64]int{}  // id → deliveries
-				total    int
-				shared   int // batches that held several accounts
+				shared   int                // batches that held several accounts
 				failures []string
 			)
 			h := inbox.BatchHandlerFunc(func(ctx context.Context, ds []*inbox.Delivery) []outcome.Outcome {
@@ -156,38 +84,21 @@ func TestAdvisoryBatchAccountsNeverShared(t *testing.T) {
 				mu.Unlock()
 				time.Sleep(time.Millisecond)
 				mu.Lock()
-				defer mu.Unlock()
-				outs := make([]outcome.Outcome, len(ds))
-				for i, d := range ds {
+				for _, d := range ds {
 					inWork[d.ID%accounts] = false
-					handled[d.ID]++
-					total++
-					outs[i] = outcome.Ack()
 				}
-				return outs
+				mu.Unlock()
+				handled.add(ds...)
+				return repeated(outcome.Ack(), len(ds))
 			})
-			for range 2 {
-				pool := b.open(t, 8)
-				f := advisoryBatchForm(t, b, tbl, tbl.Name+"-acct-{account}")
-				startConsumer(t, inbox.NewBatchConsumer(pool, f, 8, h, &inbox.Config{Queue: "q", Workers: 3, PollInterval: 10 * time.Millisecond}))
-			}
-			advisoryBatchWait(t, "every row handled", func() bool {
-				mu.Lock()
-				defer mu.Unlock()
-				return total >= rows && count(t, db, "SELECT COUNT(*) FROM "+name+" WHERE processed_at IS NULL") == 0
+			advisoryDrain(t, b, db, tbl, &handled, rows, advisoryDrainLimit, func(pool *sql.DB) *inbox.Consumer {
+				f := batchForm(t, advisoryForm(t, b, tbl, tbl.Name+"-acct-{account}"))
+				return inbox.NewBatchConsumer(pool, f, 8, h, &inbox.Config{Queue: "q", Workers: 3, PollInterval: 10 * time.Millisecond})
 			})
 			mu.Lock()
 			defer mu.Unlock()
 			for _, f := range failures {
 				t.Error(f)
-			}
-			for id, n := range handled {
-				if n != 1 {
-					t.Errorf("row %d handled %d times", id, n)
-				}
-			}
-			if len(handled) != rows {
-				t.Errorf("%d rows handled, want %d", len(handled), rows)
 			}
 			if shared == 0 {
 				t.Error("no batch held more than one account")
@@ -202,28 +113,20 @@ func TestAdvisoryBatchAccountsNeverShared(t *testing.T) {
 func TestAdvisoryBatchOutcomes(t *testing.T) {
 	for _, b := range backends(t, false) {
 		t.Run(b.name, func(t *testing.T) {
-			db := b.open(t, 0)
-			tbl := fullTable(tableName(t))
-			b.createTable(t, db, tbl)
-			q := func(s string) string { s, _ = b.dialect.Quote(s); return s }
-			advisoryEnqueue(t, b, db, tbl, "q", 6)
-			advisoryEnqueue(t, b, db, tbl, "other", 1)
+			db, tbl := b.openTable(t, 0, fullTable)
+			b.enqueue(t, db, tbl, messages("q", 6)...)
+			b.enqueue(t, db, tbl, messages("other", 1)...)
 
-			f := advisoryBatchForm(t, b, tbl, tbl.Name+"-{id}")
-			advisoryOpen(t, f, db, inbox.Queue{Name: "q"})
-			ds := advisoryBatchClaim(t, f, 10)
-			if len(ds) != 6 {
-				t.Fatalf("claimed %v, want the queue's 6 rows", advisoryIDs(ds))
-			}
+			f := openForm(t, batchForm(t, advisoryForm(t, b, tbl, tbl.Name+"-{id}")), db, inbox.Queue{Name: "q"})
+			ds := claimBatchN(t, f, 10, 6) // the queue's rows
 			for i, d := range ds {
 				if want := fmt.Sprintf("m%d", i+1); string(d.Payload) != want || d.Attempt != 1 || d.Queue != "q" {
 					t.Fatalf("delivery %d: payload %q attempt %d group %q; want %q, 1, q (claim order)", i, d.Payload, d.Attempt, d.Queue, want)
 				}
 			}
-			other := advisoryBatchForm(t, b, tbl, tbl.Name+"-{id}")
-			advisoryOpen(t, other, db, inbox.Queue{Name: "q"})
-			if got := advisoryBatchClaim(t, other, 10); len(got) != 0 {
-				t.Fatalf("a second consumer claimed %v while the batch held every row", advisoryIDs(got))
+			other := openForm(t, batchForm(t, advisoryForm(t, b, tbl, tbl.Name+"-{id}")), db, inbox.Queue{Name: "q"})
+			if got := claimBatch(t, other, 10); len(got) != 0 {
+				t.Fatalf("a second consumer claimed %v while the batch held every row", deliveryIDs(got))
 			}
 			if err := f.Settle(context.Background(), ds[0], outcome.Ack()); err == nil || errors.Is(err, inbox.ErrClosed) {
 				t.Fatalf("Settle on a delivery of a batch: %v, want an error pointing to SettleBatch", err)
@@ -233,20 +136,19 @@ func TestAdvisoryBatchOutcomes(t *testing.T) {
 			}
 
 			outs := []outcome.Outcome{outcome.Ack(), outcome.Drop(), outcome.Retry(), outcome.RetryAfter(time.Hour), outcome.RetryAfter(2 * time.Hour), outcome.Ack()}
-			if err := f.SettleBatch(context.Background(), ds, outs); err != nil {
-				t.Fatal(err)
-			}
+			settleBatch(t, f, ds, outs...)
+			name := b.q(t, tbl.Name)
 			id := func(i int) int64 { return ds[i].ID }
-			if n := count(t, db, "SELECT COUNT(*) FROM "+q(tbl.Name)+" WHERE processed_at IS NOT NULL AND id "+advisoryBatchIn(b, 3), id(0), id(1), id(5)); n != 3 {
+			if n := count(t, db, "SELECT COUNT(*) FROM "+name+" WHERE processed_at IS NOT NULL AND id IN ("+b.placeholders(3)+")", id(0), id(1), id(5)); n != 3 {
 				t.Fatalf("ack, drop and ack stamped %d rows, want 3", n)
 			}
-			if n := count(t, db, "SELECT COUNT(*) FROM "+q(tbl.Name)+" WHERE processed_at IS NOT NULL"); n != 3 {
+			if n := count(t, db, "SELECT COUNT(*) FROM "+name+" WHERE processed_at IS NOT NULL"); n != 3 {
 				t.Fatalf("%d rows stamped, want only the batch's 3 acks and drops", n)
 			}
 			settledAt := time.Now()
 			for i, delay := range map[int]time.Duration{3: time.Hour, 4: 2 * time.Hour} {
-				p := advisoryBatchParams(b, 3)
-				sel := "SELECT COUNT(*) FROM " + q(tbl.Name) + " WHERE id = " + p[0] + " AND retry_after BETWEEN " + p[1] + " AND " + p[2]
+				p := b.dialect.Placeholder
+				sel := "SELECT COUNT(*) FROM " + name + " WHERE id = " + p(1) + " AND retry_after BETWEEN " + p(2) + " AND " + p(3)
 				lo, hi := b.dialect.Time(settledAt.Add(delay-time.Minute)), b.dialect.Time(settledAt.Add(delay+time.Minute))
 				if n := count(t, db, sel, id(i), lo, hi); n != 1 {
 					t.Fatalf("row %d: retry_after not %v after the settlement: each delay is its own", id(i), delay)
@@ -258,13 +160,11 @@ func TestAdvisoryBatchOutcomes(t *testing.T) {
 
 			// The retried row comes back at once, its attempt counted by the take; the delayed
 			// rows do not.
-			again := advisoryBatchClaim(t, other, 10)
+			again := claimBatch(t, other, 10)
 			if len(again) != 1 || again[0].ID != id(2) || again[0].Attempt != 2 {
-				t.Fatalf("after the batch claimed %v, want row %d at attempt 2", advisoryIDs(again), id(2))
+				t.Fatalf("after the batch claimed %v, want row %d at attempt 2", deliveryIDs(again), id(2))
 			}
-			if err := other.SettleBatch(context.Background(), again, []outcome.Outcome{outcome.Ack()}); err != nil {
-				t.Fatal(err)
-			}
+			settleBatch(t, other, again, outcome.Ack())
 		})
 	}
 }
@@ -275,19 +175,12 @@ func TestAdvisoryBatchOutcomes(t *testing.T) {
 func TestAdvisoryBatchTransactional(t *testing.T) {
 	for _, b := range backends(t, false) {
 		t.Run(b.name, func(t *testing.T) {
-			db := b.open(t, 0)
-			tbl := fullTable(tableName(t))
-			b.createTable(t, db, tbl)
-			q := func(s string) string { s, _ = b.dialect.Quote(s); return s }
-			side := q(tbl.Name + "_side")
-			mustExec(t, db, "DROP TABLE IF EXISTS "+side)
-			mustExec(t, db, "CREATE TABLE "+side+" (id BIGINT PRIMARY KEY)")
-			t.Cleanup(func() { db.Exec("DROP TABLE IF EXISTS " + side) })
-			insert := "INSERT INTO " + side + " (id) VALUES (" + advisoryBatchParams(b, 1)[0] + ")"
-			advisoryEnqueue(t, b, db, tbl, "q", 6)
+			db, tbl := b.openTable(t, 0, fullTable)
+			side := b.scratchTable(t, db, tbl.Name+"_side", "id BIGINT PRIMARY KEY")
+			insert := "INSERT INTO " + side + " (id) VALUES (" + b.dialect.Placeholder(1) + ")"
+			b.enqueue(t, db, tbl, messages("q", 6)...)
 
-			f := advisoryBatchForm(t, b, tbl, tbl.Name+"-{id}")
-			advisoryOpen(t, f, db, inbox.Queue{Name: "q", Transactional: true})
+			f := openForm(t, batchForm(t, advisoryForm(t, b, tbl, tbl.Name+"-{id}")), db, inbox.Queue{Name: "q", Transactional: true})
 			handle := func(ds []*inbox.Delivery) {
 				t.Helper()
 				for _, d := range ds {
@@ -300,17 +193,12 @@ func TestAdvisoryBatchTransactional(t *testing.T) {
 				}
 			}
 			processed := func() int {
-				return count(t, db, "SELECT COUNT(*) FROM "+q(tbl.Name)+" WHERE processed_at IS NOT NULL")
+				return count(t, db, "SELECT COUNT(*) FROM "+b.q(t, tbl.Name)+" WHERE processed_at IS NOT NULL")
 			}
 
-			acks := advisoryBatchClaim(t, f, 3)
-			if len(acks) != 3 {
-				t.Fatalf("claimed %v, want 3", advisoryIDs(acks))
-			}
+			acks := claimBatchN(t, f, 3, 3)
 			handle(acks)
-			if err := f.SettleBatch(context.Background(), acks, []outcome.Outcome{outcome.Ack(), outcome.Ack(), outcome.Ack()}); err != nil {
-				t.Fatal(err)
-			}
+			settleBatch(t, f, acks, repeated(outcome.Ack(), 3)...)
 			if n := count(t, db, "SELECT COUNT(*) FROM "+side); n != 3 {
 				t.Fatalf("%d handler writes committed, want the batch's 3", n)
 			}
@@ -318,14 +206,9 @@ func TestAdvisoryBatchTransactional(t *testing.T) {
 				t.Fatalf("%d rows settled, want the 3 acked with their writes", n)
 			}
 
-			mixed := advisoryBatchClaim(t, f, 3)
-			if len(mixed) != 3 {
-				t.Fatalf("claimed %v, want the other 3", advisoryIDs(mixed))
-			}
+			mixed := claimBatchN(t, f, 3, 3) // the other 3
 			handle(mixed)
-			if err := f.SettleBatch(context.Background(), mixed, []outcome.Outcome{outcome.Ack(), outcome.Retry(), outcome.Ack()}); err != nil {
-				t.Fatal(err)
-			}
+			settleBatch(t, f, mixed, outcome.Ack(), outcome.Retry(), outcome.Ack())
 			if _, err := mixed[0].Tx.ExecContext(context.Background(), insert, -1); !errors.Is(err, inbox.ErrTransactionHeld) {
 				t.Fatalf("the transaction after settlement: %v, want ErrTransactionHeld", err)
 			}
@@ -335,15 +218,9 @@ func TestAdvisoryBatchTransactional(t *testing.T) {
 			if n := processed(); n != 3 {
 				t.Fatalf("%d rows settled, want none of the batch with a Retry (3 before)", n)
 			}
-			again := advisoryBatchClaim(t, f, 3)
-			got := advisoryIDs(again)
-			sort.Slice(got, func(i, j int) bool { return got[i] < got[j] })
-			if fmt.Sprint(got) != fmt.Sprint(advisoryIDs(mixed)) || again[0].Attempt != 2 {
-				t.Fatalf("claimed %v, want the whole batch %v back at attempt 2, its Acks retried", got, advisoryIDs(mixed))
-			}
-			if err := f.ReleaseBatch(context.Background(), again); err != nil {
-				t.Fatal(err)
-			}
+			again := claimBatch(t, f, 3)
+			checkClaimed(t, again, deliveryIDs(mixed), 2, "after a batch with a Retry (the whole batch back, its Acks retried)")
+			releaseBatch(t, f, again)
 		})
 	}
 }
@@ -353,44 +230,33 @@ func TestAdvisoryBatchTransactional(t *testing.T) {
 func TestAdvisoryBatchReleaseAndClose(t *testing.T) {
 	for _, b := range backends(t, false) {
 		t.Run(b.name, func(t *testing.T) {
-			db := b.open(t, 0)
-			tbl := fullTable(tableName(t))
-			b.createTable(t, db, tbl)
-			advisoryEnqueue(t, b, db, tbl, "q", 3)
+			db, tbl := b.openTable(t, 0, fullTable)
+			b.enqueue(t, db, tbl, messages("q", 3)...)
 
-			f := advisoryBatchForm(t, b, tbl, tbl.Name+"-{id}")
-			advisoryOpen(t, f, db, inbox.Queue{Name: "q"})
-			other := advisoryBatchForm(t, b, tbl, tbl.Name+"-{id}")
-			advisoryOpen(t, other, db, inbox.Queue{Name: "q"})
+			f := openForm(t, batchForm(t, advisoryForm(t, b, tbl, tbl.Name+"-{id}")), db, inbox.Queue{Name: "q"})
+			other := openForm(t, batchForm(t, advisoryForm(t, b, tbl, tbl.Name+"-{id}")), db, inbox.Queue{Name: "q"})
 
-			ds := advisoryBatchClaim(t, f, 3)
-			if len(ds) != 3 {
-				t.Fatalf("claimed %v, want 3", advisoryIDs(ds))
-			}
+			ds := claimBatchN(t, f, 3, 3)
 			if err := f.Release(context.Background(), ds[0]); err == nil || errors.Is(err, inbox.ErrClosed) {
 				t.Fatalf("Release on a delivery of a batch: %v, want an error pointing to ReleaseBatch", err)
 			}
-			if err := f.ReleaseBatch(context.Background(), ds); err != nil {
-				t.Fatal(err)
-			}
-			back := advisoryBatchClaim(t, other, 3)
-			if fmt.Sprint(advisoryIDs(back)) != fmt.Sprint(advisoryIDs(ds)) || back[0].Attempt != 2 {
-				t.Fatalf("after ReleaseBatch another consumer claimed %v, want %v at attempt 2", advisoryIDs(back), advisoryIDs(ds))
+			releaseBatch(t, f, ds)
+			back := claimBatch(t, other, 3)
+			if !slices.Equal(deliveryIDs(back), deliveryIDs(ds)) || back[0].Attempt != 2 {
+				t.Fatalf("after ReleaseBatch another consumer claimed %v, want %v at attempt 2", deliveryIDs(back), deliveryIDs(ds))
 			}
 
 			if err := other.Close(); err != nil {
 				t.Fatal(err)
 			}
-			if err := other.SettleBatch(context.Background(), back, []outcome.Outcome{outcome.Ack(), outcome.Ack(), outcome.Ack()}); !errors.Is(err, inbox.ErrClosed) {
+			if err := other.SettleBatch(context.Background(), back, repeated(outcome.Ack(), 3)); !errors.Is(err, inbox.ErrClosed) {
 				t.Fatalf("SettleBatch after Close: %v, want ErrClosed", err)
 			}
-			last := advisoryBatchClaim(t, f, 3)
-			if fmt.Sprint(advisoryIDs(last)) != fmt.Sprint(advisoryIDs(ds)) || last[0].Attempt != 3 {
-				t.Fatalf("after Close claimed %v, want %v at attempt 3", advisoryIDs(last), advisoryIDs(ds))
+			last := claimBatch(t, f, 3)
+			if !slices.Equal(deliveryIDs(last), deliveryIDs(ds)) || last[0].Attempt != 3 {
+				t.Fatalf("after Close claimed %v, want %v at attempt 3", deliveryIDs(last), deliveryIDs(ds))
 			}
-			if err := f.SettleBatch(context.Background(), last, []outcome.Outcome{outcome.Ack(), outcome.Ack(), outcome.Ack()}); err != nil {
-				t.Fatal(err)
-			}
+			settleBatch(t, f, last, repeated(outcome.Ack(), 3)...)
 		})
 	}
 }

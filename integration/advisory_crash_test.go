@@ -37,10 +37,8 @@ func TestAdvisoryCrash(t *testing.T) {
 	}
 	for _, b := range backends(t, false) {
 		t.Run(b.name, func(t *testing.T) {
-			db := b.open(t, 0)
-			tbl := fullTable(tableName(t))
-			b.createTable(t, db, tbl)
-			advisoryEnqueue(t, b, db, tbl, "q", advisoryCrashRows)
+			db, tbl := b.openTable(t, 0, fullTable)
+			b.enqueue(t, db, tbl, messages("q", advisoryCrashRows)...)
 
 			cmd := exec.Command(os.Args[0], "-test.run=^TestAdvisoryCrash$", "-test.count=1")
 			cmd.Env = append(os.Environ(),
@@ -86,10 +84,9 @@ func TestAdvisoryCrash(t *testing.T) {
 				t.Fatalf("the child did not hold its rows; its stderr:\n%s", stderr.String())
 			}
 
-			other := advisoryForm(t, b, tbl, tbl.Name+"-{id}")
-			advisoryOpen(t, other, db, inbox.Queue{Name: "q"})
-			if ds := advisoryClaim(t, other, advisoryCrashRows); len(ds) != 0 {
-				t.Fatalf("claimed %v while the child held every row", advisoryIDs(ds))
+			other := openForm(t, advisoryForm(t, b, tbl, tbl.Name+"-{id}"), db, inbox.Queue{Name: "q"})
+			if ds := claim(t, other, advisoryCrashRows); len(ds) != 0 {
+				t.Fatalf("claimed %v while the child held every row", deliveryIDs(ds))
 			}
 
 			if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
@@ -99,7 +96,7 @@ func TestAdvisoryCrash(t *testing.T) {
 			killed := time.Now()
 			var got []*inbox.Delivery
 			for len(got) < advisoryCrashRows && time.Since(killed) < advisoryCrashRelease {
-				got = append(got, advisoryClaim(t, other, advisoryCrashRows-len(got))...)
+				got = append(got, claim(t, other, advisoryCrashRows-len(got))...)
 				time.Sleep(10 * time.Millisecond)
 			}
 			if len(got) < advisoryCrashRows {
@@ -110,7 +107,7 @@ func TestAdvisoryCrash(t *testing.T) {
 				if d.Attempt != 2 {
 					t.Errorf("row %d at attempt %d, want 2 (the child's take counted the first)", d.ID, d.Attempt)
 				}
-				advisorySettle(t, other, d, outcome.Ack())
+				settle(t, other, d, outcome.Ack())
 			}
 		})
 	}

@@ -26,67 +26,15 @@ func advisoryForm(t *testing.T, b backend, tbl inbox.Table, key string) inbox.Fo
 	return advisory.New(d, tbl, &advisory.Config{Key: key})
 }
 
-// advisoryOpen opens f on db for queue q, closing it when the test ends.
-func advisoryOpen(t *testing.T, f inbox.Form, db *sql.DB, q inbox.Queue) {
-	t.Helper()
-	if _, err := f.Open(context.Background(), db, q); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { f.Close() })
-}
-
-func advisoryClaim(t *testing.T, f inbox.Form, max int) []*inbox.Delivery {
-	t.Helper()
-	ds, err := f.Claim(context.Background(), max)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return ds
-}
-
-func advisoryIDs(ds []*inbox.Delivery) []int64 {
-	ids := make([]int64, len(ds))
-	for i, d := range ds {
-		ids[i] = d.ID
-	}
-	return ids
-}
-
-func advisorySettle(t *testing.T, f inbox.Form, d *inbox.Delivery, o outcome.Outcome) {
-	t.Helper()
-	if err := f.Settle(context.Background(), d, o); err != nil {
-		t.Fatalf("settling row %d (%s): %v", d.ID, o, err)
-	}
-}
-
-// advisoryEnqueue publishes n rows to queue q with payloads "m1", "m2", …
-func advisoryEnqueue(t *testing.T, b backend, db *sql.DB, tbl inbox.Table, q string, n int) {
-	t.Helper()
-	msgs := make([]inbox.Message, n)
-	for i := range msgs {
-		msgs[i] = inbox.Message{Queue: q, Payload: fmt.Appendf(nil, "m%d", i+1)}
-	}
-	if err := inbox.Enqueue(context.Background(), db, b.dialect, tbl, msgs...); err != nil {
-		t.Fatal(err)
-	}
-}
-
 func TestAdvisoryOutcomes(t *testing.T) {
 	for _, b := range backends(t, false) {
 		t.Run(b.name, func(t *testing.T) {
-			db := b.open(t, 0)
-			tbl := fullTable(tableName(t))
-			b.createTable(t, db, tbl)
-			q := func(s string) string { s, _ = b.dialect.Quote(s); return s }
-			advisoryEnqueue(t, b, db, tbl, "q", 4)
-			advisoryEnqueue(t, b, db, tbl, "other", 1)
+			db, tbl := b.openTable(t, 0, fullTable)
+			b.enqueue(t, db, tbl, messages("q", 4)...)
+			b.enqueue(t, db, tbl, messages("other", 1)...)
 
-			f := advisoryForm(t, b, tbl, tbl.Name+"-{id}")
-			advisoryOpen(t, f, db, inbox.Queue{Name: "q"})
-			ds := advisoryClaim(t, f, 10)
-			if len(ds) != 4 {
-				t.Fatalf("claimed %v, want the queue's 4 rows", advisoryIDs(ds))
-			}
+			f := openForm(t, advisoryForm(t, b, tbl, tbl.Name+"-{id}"), db, inbox.Queue{Name: "q"})
+			ds := claimN(t, f, 10, 4) // the queue's rows
 			for i, d := range ds {
 				if want := fmt.Sprintf("m%d", i+1); string(d.Payload) != want || d.Attempt != 1 || d.Queue != "q" {
 					t.Fatalf("delivery %d: payload %q attempt %d group %q; want %q, 1, q (claim order)", i, d.Payload, d.Attempt, d.Queue, want)
@@ -94,22 +42,17 @@ func TestAdvisoryOutcomes(t *testing.T) {
 			}
 
 			// Another consumer finds every key held.
-			other := advisoryForm(t, b, tbl, tbl.Name+"-{id}")
-			advisoryOpen(t, other, db, inbox.Queue{Name: "q"})
-			if got := advisoryClaim(t, other, 10); len(got) != 0 {
-				t.Fatalf("a second consumer claimed %v while every row was held", advisoryIDs(got))
+			other := openForm(t, advisoryForm(t, b, tbl, tbl.Name+"-{id}"), db, inbox.Queue{Name: "q"})
+			if got := claim(t, other, 10); len(got) != 0 {
+				t.Fatalf("a second consumer claimed %v while every row was held", deliveryIDs(got))
 			}
 
 			ack, drop, retry, later := ds[0], ds[1], ds[2], ds[3]
-			advisorySettle(t, f, ack, outcome.Ack())
-			advisorySettle(t, f, drop, outcome.Drop())
-			advisorySettle(t, f, retry, outcome.Retry())
-			advisorySettle(t, f, later, outcome.RetryAfter(time.Hour))
-			in := "(?, ?)"
-			if b.name == "postgres" {
-				in = "($1, $2)"
-			}
-			if stamped := count(t, db, "SELECT COUNT(*) FROM "+q(tbl.Name)+" WHERE "+q("processed_at")+" IS NOT NULL AND "+q("id")+" IN "+in, ack.ID, drop.ID); stamped != 2 {
+			settle(t, f, ack, outcome.Ack())
+			settle(t, f, drop, outcome.Drop())
+			settle(t, f, retry, outcome.Retry())
+			settle(t, f, later, outcome.RetryAfter(time.Hour))
+			if stamped := count(t, db, "SELECT COUNT(*) FROM "+b.q(t, tbl.Name)+" WHERE "+b.q(t, "processed_at")+" IS NOT NULL AND "+b.q(t, "id")+" IN ("+b.placeholders(2)+")", ack.ID, drop.ID); stamped != 2 {
 				t.Fatalf("ack and drop stamped %d rows, want 2", stamped)
 			}
 			if err := f.Settle(context.Background(), ack, outcome.Ack()); !errors.Is(err, inbox.ErrClosed) {
@@ -118,33 +61,27 @@ func TestAdvisoryOutcomes(t *testing.T) {
 
 			// The retried row comes back at once, its attempt counted by the take; the delayed row
 			// does not.
-			again := advisoryClaim(t, other, 10)
-			if len(again) != 1 || again[0].ID != retry.ID || again[0].Attempt != 2 {
-				t.Fatalf("after retry and retry-after claimed %v (attempt %v), want row %d at attempt 2", advisoryIDs(again), again, retry.ID)
+			again := claimRow(t, other, 10, retry.ID, "alone after retry and retry-after")
+			if again.Attempt != 2 {
+				t.Fatalf("the retried row at attempt %d, want 2", again.Attempt)
 			}
-			if err := other.Release(context.Background(), again[0]); err != nil {
-				t.Fatal(err)
-			}
-			if err := other.Extend(context.Background(), again[0]); !errors.Is(err, inbox.ErrClosed) {
+			release(t, other, again)
+			if err := other.Extend(context.Background(), again); !errors.Is(err, inbox.ErrClosed) {
 				t.Fatalf("extending a released delivery: %v, want ErrClosed", err)
 			}
-			released := advisoryClaim(t, f, 10)
-			if len(released) != 1 || released[0].ID != retry.ID || released[0].Attempt != 3 {
-				t.Fatalf("after release claimed %v, want row %d at attempt 3", advisoryIDs(released), retry.ID)
+			released := claimRow(t, f, 10, retry.ID, "after its release")
+			if released.Attempt != 3 {
+				t.Fatalf("the released row at attempt %d, want 3", released.Attempt)
 			}
 
 			// Close gives the held row back; its settlement then fails with ErrClosed.
 			if err := f.Close(); err != nil {
 				t.Fatal(err)
 			}
-			if err := f.Settle(context.Background(), released[0], outcome.Ack()); !errors.Is(err, inbox.ErrClosed) {
+			if err := f.Settle(context.Background(), released, outcome.Ack()); !errors.Is(err, inbox.ErrClosed) {
 				t.Fatalf("settling after Close: %v, want ErrClosed", err)
 			}
-			back := advisoryClaim(t, other, 10)
-			if len(back) != 1 || back[0].ID != retry.ID {
-				t.Fatalf("after Close claimed %v, want row %d back", advisoryIDs(back), retry.ID)
-			}
-			advisorySettle(t, other, back[0], outcome.Ack())
+			settle(t, other, claimRow(t, other, 10, retry.ID, "back after Close"), outcome.Ack())
 			if _, err := f.Claim(context.Background(), 1); !errors.Is(err, inbox.ErrClosed) {
 				t.Fatalf("claiming after Close: %v, want ErrClosed", err)
 			}
@@ -157,29 +94,21 @@ func TestAdvisoryOutcomes(t *testing.T) {
 func TestAdvisoryMinimalTable(t *testing.T) {
 	for _, b := range backends(t, false) {
 		t.Run(b.name, func(t *testing.T) {
-			db := b.open(t, 0)
-			tbl := minimalTable(tableName(t))
-			b.createTable(t, db, tbl)
-			q := func(s string) string { s, _ = b.dialect.Quote(s); return s }
-			advisoryEnqueue(t, b, db, tbl, "", 3)
+			db, tbl := b.openTable(t, 0, minimalTable)
+			b.enqueue(t, db, tbl, messages("", 3)...)
 
-			f := advisoryForm(t, b, tbl, tbl.Name+":{id}")
-			advisoryOpen(t, f, db, inbox.Queue{})
-			ds := advisoryClaim(t, f, 3)
+			f := openForm(t, advisoryForm(t, b, tbl, tbl.Name+":{id}"), db, inbox.Queue{})
+			ds := claim(t, f, 3)
 			if len(ds) != 3 || ds[0].Attempt != 0 {
-				t.Fatalf("claimed %v, want 3 rows with attempt 0 (no attempt column)", advisoryIDs(ds))
+				t.Fatalf("claimed %v, want 3 rows with attempt 0 (no attempt column)", deliveryIDs(ds))
 			}
-			advisorySettle(t, f, ds[0], outcome.Ack())
-			advisorySettle(t, f, ds[1], outcome.Drop())
-			advisorySettle(t, f, ds[2], outcome.RetryAfter(time.Hour))
-			if n := count(t, db, "SELECT COUNT(*) FROM "+q(tbl.Name)); n != 1 {
+			settle(t, f, ds[0], outcome.Ack())
+			settle(t, f, ds[1], outcome.Drop())
+			settle(t, f, ds[2], outcome.RetryAfter(time.Hour))
+			if n := count(t, db, "SELECT COUNT(*) FROM "+b.q(t, tbl.Name)); n != 1 {
 				t.Fatalf("%d rows left, want 1 (ack and drop delete)", n)
 			}
-			again := advisoryClaim(t, f, 3)
-			if len(again) != 1 || again[0].ID != ds[2].ID {
-				t.Fatalf("claimed %v, want row %d back at once (no retry_after column)", advisoryIDs(again), ds[2].ID)
-			}
-			advisorySettle(t, f, again[0], outcome.Ack())
+			settle(t, f, claimRow(t, f, 3, ds[2].ID, "back at once (no retry_after column)"), outcome.Ack())
 		})
 	}
 }
@@ -187,26 +116,14 @@ func TestAdvisoryMinimalTable(t *testing.T) {
 func TestAdvisoryTransactional(t *testing.T) {
 	for _, b := range backends(t, false) {
 		t.Run(b.name, func(t *testing.T) {
-			db := b.open(t, 0)
-			tbl := fullTable(tableName(t))
-			b.createTable(t, db, tbl)
-			q := func(s string) string { s, _ = b.dialect.Quote(s); return s }
-			side := q(tbl.Name + "_side")
-			mustExec(t, db, "DROP TABLE IF EXISTS "+side)
-			mustExec(t, db, "CREATE TABLE "+side+" (id BIGINT PRIMARY KEY)")
-			t.Cleanup(func() { db.Exec("DROP TABLE IF EXISTS " + side) })
-			insert := "INSERT INTO " + side + " (id) VALUES (?)"
-			if b.name == "postgres" {
-				insert = "INSERT INTO " + side + " (id) VALUES ($1)"
-			}
-			advisoryEnqueue(t, b, db, tbl, "q", 4)
+			db, tbl := b.openTable(t, 0, fullTable)
+			q := func(ident string) string { return b.q(t, ident) }
+			side := b.scratchTable(t, db, tbl.Name+"_side", "id BIGINT PRIMARY KEY")
+			insert := "INSERT INTO " + side + " (id) VALUES (" + b.dialect.Placeholder(1) + ")"
+			b.enqueue(t, db, tbl, messages("q", 4)...)
 
-			f := advisoryForm(t, b, tbl, tbl.Name+"-{id}")
-			advisoryOpen(t, f, db, inbox.Queue{Name: "q", Transactional: true})
-			ds := advisoryClaim(t, f, 4)
-			if len(ds) != 4 {
-				t.Fatalf("claimed %v, want 4", advisoryIDs(ds))
-			}
+			f := openForm(t, advisoryForm(t, b, tbl, tbl.Name+"-{id}"), db, inbox.Queue{Name: "q", Transactional: true})
+			ds := claimN(t, f, 4, 4)
 			outcomes := []outcome.Outcome{outcome.Ack(), outcome.Drop(), outcome.Retry(), outcome.RetryAfter(time.Hour)}
 			for i, d := range ds {
 				if d.Tx == nil {
@@ -215,7 +132,7 @@ func TestAdvisoryTransactional(t *testing.T) {
 				if _, err := d.Tx.ExecContext(context.Background(), insert, d.ID); err != nil {
 					t.Fatal(err)
 				}
-				advisorySettle(t, f, d, outcomes[i])
+				settle(t, f, d, outcomes[i])
 				if _, err := d.Tx.ExecContext(context.Background(), insert, -d.ID); !errors.Is(err, inbox.ErrTransactionHeld) {
 					t.Fatalf("the transaction after settlement: %v, want ErrTransactionHeld", err)
 				}
@@ -229,11 +146,7 @@ func TestAdvisoryTransactional(t *testing.T) {
 			if n := count(t, db, "SELECT COUNT(*) FROM "+q(tbl.Name)+" WHERE "+q("processed_at")+" IS NOT NULL"); n != 2 {
 				t.Fatalf("%d rows settled, want ack and drop (drop settles after rolling back)", n)
 			}
-			again := advisoryClaim(t, f, 4)
-			if len(again) != 1 || again[0].ID != ds[2].ID {
-				t.Fatalf("claimed %v, want the retried row %d", advisoryIDs(again), ds[2].ID)
-			}
-			advisorySettle(t, f, again[0], outcome.Ack())
+			settle(t, f, claimRow(t, f, 4, ds[2].ID, "(the retried row)"), outcome.Ack())
 		})
 	}
 }
@@ -241,9 +154,7 @@ func TestAdvisoryTransactional(t *testing.T) {
 func TestAdvisoryKeyTemplate(t *testing.T) {
 	for _, b := range backends(t, false) {
 		t.Run(b.name, func(t *testing.T) {
-			tbl := fullTable(tableName(t))
-			db := b.open(t, 0)
-			b.createTable(t, db, tbl)
+			db, tbl := b.openTable(t, 0, fullTable)
 			for _, key := range []string{"jobs-{id", "jobs-id}", "jobs-{}", "jobs-{{id}}", "it's-{id}", `a\b-{id}`, "jobs-{" + strings.Repeat("x", 70) + "}"} {
 				_, err := advisoryForm(t, b, tbl, key).Open(context.Background(), db, inbox.Queue{Name: "q"})
 				if err == nil || !strings.Contains(err.Error(), fmt.Sprintf("%q", key)) {
@@ -261,26 +172,32 @@ func TestAdvisoryKeyTemplate(t *testing.T) {
 	}
 }
 
-// advisoryAccountTable creates a full table with an account column the key renders.
-func advisoryAccountTable(t *testing.T, b backend, db *sql.DB) inbox.Table {
+// advisoryAccountTable creates a full table with an account column the key renders, and
+// publishes rows rows to queue q, row id in account id % accounts.
+func advisoryAccountTable(t *testing.T, b backend, db *sql.DB, rows, accounts int) inbox.Table {
 	t.Helper()
 	tbl := fullTable(tableName(t))
 	b.createTable(t, db, tbl)
-	name, _ := b.dialect.Quote(tbl.Name)
+	name := b.q(t, tbl.Name)
 	mustExec(t, db, "ALTER TABLE "+name+" ADD COLUMN account INT")
+	b.enqueue(t, db, tbl, messages("q", rows)...)
+	mustExec(t, db, "UPDATE "+name+" SET account = id % "+fmt.Sprint(accounts))
 	return tbl
 }
 
-// advisoryWait waits up to a generous bound for cond, failing with what otherwise.
-func advisoryWait(t *testing.T, what string, cond func() bool) {
+// advisoryDrain starts two consumers that consumer builds, each on a pool of its own, and waits
+// up to limit until tbl has no row left unprocessed and the handlers counted rows deliveries;
+// then it checks that each row was handled exactly once.
+func advisoryDrain(t *testing.T, b backend, db *sql.DB, tbl inbox.Table, handled *rowCounts, rows int, limit time.Duration, consumer func(pool *sql.DB) *inbox.Consumer) {
 	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
+	for range 2 {
+		startConsumer(t, consumer(b.open(t, 8)))
 	}
+	unprocessed := "SELECT COUNT(*) FROM " + b.q(t, tbl.Name) + " WHERE processed_at IS NULL"
+	waitFor(t, limit, "every row handled", func() bool {
+		return handled.sum() >= rows && count(t, db, unprocessed) == 0
+	})
+	handled.checkOnce(t, "handled", rows)
 }
 
 // TestAdvisoryAccountsRunInTurn runs a key over an account column: each account's rows run one
@@ -289,11 +206,8 @@ func TestAdvisoryAccountsRunInTurn(t *testing.T) {
 	for _, b := range backends(t, false) {
 		t.Run(b.name, func(t *testing.T) {
 			db := b.open(t, 0)
-			tbl := advisoryAccountTable(t, b, db)
-			name, _ := b.dialect.Quote(tbl.Name)
 			const accounts, perAccount = 4, 6
-			advisoryEnqueue(t, b, db, tbl, "q", accounts*perAccount)
-			mustExec(t, db, "UPDATE "+name+" SET account = id % "+fmt.Sprint(accounts))
+			tbl := advisoryAccountTable(t, b, db, accounts*perAccount, accounts)
 
 			var (
 				mu       sync.Mutex
@@ -343,7 +257,7 @@ func TestAdvisoryAccountsRunInTurn(t *testing.T) {
 			})
 			f := advisoryForm(t, b, tbl, tbl.Name+"-acct-{account}")
 			stop := startConsumer(t, inbox.NewConsumer(db, f, h, &inbox.Config{Queue: "q", Workers: 4, PollInterval: 20 * time.Millisecond}))
-			advisoryWait(t, "every row handled", func() bool {
+			waitFor(t, 20*time.Second, "every row handled", func() bool {
 				mu.Lock()
 				defer mu.Unlock()
 				return handled == accounts*perAccount
@@ -367,17 +281,13 @@ func TestAdvisoryTwoConsumersNeverShareAKey(t *testing.T) {
 	for _, b := range backends(t, false) {
 		t.Run(b.name, func(t *testing.T) {
 			db := b.open(t, 0)
-			tbl := advisoryAccountTable(t, b, db)
-			name, _ := b.dialect.Quote(tbl.Name)
 			const accounts, rows = 8, 160
-			advisoryEnqueue(t, b, db, tbl, "q", rows)
-			mustExec(t, db, "UPDATE "+name+" SET account = id % "+fmt.Sprint(accounts))
+			tbl := advisoryAccountTable(t, b, db, rows, accounts)
 
 			var (
+				handled  rowCounts
 				mu       sync.Mutex
 				inWork   = map[int64]bool{} // account
-				handled  = map[int64]int{}  // id → deliveries acked
-				total    int
 				failures []string
 			)
 			h := inbox.HandlerFunc(func(ctx context.Context, d *inbox.Delivery) outcome.Outcome {
@@ -391,33 +301,18 @@ func TestAdvisoryTwoConsumersNeverShareAKey(t *testing.T) {
 				time.Sleep(time.Millisecond)
 				mu.Lock()
 				inWork[a] = false
-				handled[d.ID]++
-				total++
 				mu.Unlock()
+				handled.add(d)
 				return outcome.Ack()
 			})
-			for range 2 {
-				pool := b.open(t, 8)
+			advisoryDrain(t, b, db, tbl, &handled, rows, 20*time.Second, func(pool *sql.DB) *inbox.Consumer {
 				f := advisoryForm(t, b, tbl, tbl.Name+"-acct-{account}")
-				startConsumer(t, inbox.NewConsumer(pool, f, h, &inbox.Config{Queue: "q", Workers: 4, PollInterval: 10 * time.Millisecond}))
-			}
-			advisoryWait(t, "every row handled", func() bool {
-				mu.Lock()
-				defer mu.Unlock()
-				return total >= rows && count(t, db, "SELECT COUNT(*) FROM "+name+" WHERE processed_at IS NULL") == 0
+				return inbox.NewConsumer(pool, f, h, &inbox.Config{Queue: "q", Workers: 4, PollInterval: 10 * time.Millisecond})
 			})
 			mu.Lock()
 			defer mu.Unlock()
 			for _, f := range failures {
 				t.Error(f)
-			}
-			for id, n := range handled {
-				if n != 1 {
-					t.Errorf("row %d handled %d times", id, n)
-				}
-			}
-			if len(handled) != rows {
-				t.Errorf("%d rows handled, want %d", len(handled), rows)
 			}
 		})
 	}
@@ -429,10 +324,8 @@ func TestAdvisoryPoolBudget(t *testing.T) {
 	for _, b := range backends(t, false) {
 		t.Run(b.name, func(t *testing.T) {
 			const pool = 4
-			db := b.open(t, pool)
-			tbl := fullTable(tableName(t))
-			b.createTable(t, db, tbl)
-			advisoryEnqueue(t, b, db, tbl, "q", 10)
+			db, tbl := b.openTable(t, pool, fullTable)
+			b.enqueue(t, db, tbl, messages("q", 10)...)
 
 			var (
 				mu   sync.Mutex
@@ -450,7 +343,7 @@ func TestAdvisoryPoolBudget(t *testing.T) {
 			})
 			f := advisoryForm(t, b, tbl, tbl.Name+"-{id}")
 			stop := startConsumer(t, inbox.NewConsumer(db, f, h, &inbox.Config{Queue: "q", Workers: 10, PollInterval: 10 * time.Millisecond}))
-			advisoryWait(t, fmt.Sprintf("%d deliveries in work", pool-1), func() bool {
+			waitFor(t, 20*time.Second, fmt.Sprintf("%d deliveries in work", pool-1), func() bool {
 				mu.Lock()
 				defer mu.Unlock()
 				return held == pool-1

@@ -34,14 +34,38 @@ func backends(t *testing.T, sqlite bool) []backend {
 	t.Helper()
 	servers := startServers(t)
 	bs := []backend{
-		{"postgres", dialect.Postgres[isolation.Default]{}, "pgx", servers.postgres},
-		{"mysql", dialect.MySQL[isolation.Default]{}, "mysql", servers.mysql},
-		{"mariadb", dialect.MariaDB[isolation.Default]{}, "mysql", servers.mariadb},
+		backendNamed("postgres", servers.postgres),
+		backendNamed("mysql", servers.mysql),
+		backendNamed("mariadb", servers.mariadb),
 	}
 	if sqlite {
-		bs = append(bs, backend{"sqlite", dialect.SQLite[isolation.Default]{}, "sqlite", ""})
+		bs = append(bs, backendNamed("sqlite", ""))
 	}
 	return bs
+}
+
+// backendNamed is the backend of the given name at its default level, on dsn.
+func backendNamed(name, dsn string) backend {
+	for _, b := range []backend{
+		{"postgres", dialect.Postgres[isolation.Default]{}, "pgx", dsn},
+		{"mysql", dialect.MySQL[isolation.Default]{}, "mysql", dsn},
+		{"mariadb", dialect.MariaDB[isolation.Default]{}, "mysql", dsn},
+		{"sqlite", dialect.SQLite[isolation.Default]{}, "sqlite", dsn},
+	} {
+		if b.name == name {
+			return b
+		}
+	}
+	panic("no backend " + name)
+}
+
+// testDSN returns a DSN of the backend's database: the server's, or a new SQLite file of the
+// test's.
+func (b backend) testDSN(t *testing.T) string {
+	if b.name == "sqlite" {
+		return SQLiteDSN(filepath.Join(t.TempDir(), "inbox.db"))
+	}
+	return b.dsn
 }
 
 // open opens the backend's database for one test, with a pool of poolSize (0: 16), closed when
@@ -51,27 +75,51 @@ func (b backend) open(t *testing.T, poolSize int) *sql.DB {
 	if poolSize == 0 {
 		poolSize = 16
 	}
-	dsn := b.dsn
-	if b.name == "sqlite" {
-		dsn = SQLiteDSN(filepath.Join(t.TempDir(), "inbox.db"))
+	return b.openDSN(t, b.testDSN(t), poolSize)
+}
+
+// openDBs opens n pools of pool connections on one database of the backend (one SQLite file for
+// all), as n processes would have.
+func (b backend) openDBs(t *testing.T, n, pool int) []*sql.DB {
+	t.Helper()
+	dsn := b.testDSN(t)
+	dbs := make([]*sql.DB, n)
+	for i := range dbs {
+		dbs[i] = b.openDSN(t, dsn, pool)
 	}
+	return dbs
+}
+
+// openDSN opens a pool of pool connections on dsn, closed when the test ends. A database that
+// does not answer skips the test, or fails it where INBOX_REQUIRE_DATABASES=1.
+func (b backend) openDSN(t *testing.T, dsn string, pool int) *sql.DB {
+	t.Helper()
 	if dsn == "" {
-		skipOrFail(t, fmt.Sprintf("%s: no server", b.name))
+		skipOrFail(t, b.name+": no server")
 	}
 	db, err := sql.Open(b.driver, dsn)
 	if err != nil {
 		t.Fatal(err)
 	}
-	db.SetMaxOpenConns(poolSize)
-	db.SetMaxIdleConns(poolSize)
+	db.SetMaxOpenConns(pool)
+	db.SetMaxIdleConns(pool)
+	t.Cleanup(func() { db.Close() })
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	if err := db.PingContext(ctx); err != nil {
-		db.Close()
 		skipOrFail(t, fmt.Sprintf("%s unreachable at %s: %v", b.name, dsn, err))
 	}
-	t.Cleanup(func() { db.Close() })
 	return db
+}
+
+// openTable opens the backend's database as open does and creates on it the table newTable
+// describes, named for the test.
+func (b backend) openTable(t *testing.T, poolSize int, newTable func(name string) inbox.Table) (*sql.DB, inbox.Table) {
+	t.Helper()
+	db := b.open(t, poolSize)
+	tbl := newTable(tableName(t))
+	b.createTable(t, db, tbl)
+	return db, tbl
 }
 
 // SQLiteDSN is the DSN of a SQLite file in WAL mode with a 5 s busy timeout.
@@ -109,49 +157,52 @@ func minimalTable(name string) inbox.Table {
 	return inbox.Table{Name: name, ID: "id", IDGenerated: true, Payload: "payload"}
 }
 
+// columnTypes are the types createTable gives the roles' columns on one backend.
+type columnTypes struct {
+	id      string // a generated id (an explicit one is BIGINT PRIMARY KEY everywhere)
+	payload string
+	number  string // attempt and priority
+	time    string // processed_at, retry_after, dead_at and the lease's locked_until
+	queue   string
+	text    string // headers and last_error
+}
+
+func (b backend) columnTypes() columnTypes {
+	switch b.name {
+	case "postgres":
+		return columnTypes{"BIGSERIAL PRIMARY KEY", "BYTEA", "INT NOT NULL DEFAULT 0", "TIMESTAMPTZ", "TEXT NOT NULL DEFAULT ''", "TEXT"}
+	case "sqlite":
+		return columnTypes{"INTEGER PRIMARY KEY", "BLOB", "INT NOT NULL DEFAULT 0", "TEXT", "TEXT NOT NULL DEFAULT ''", "TEXT"}
+	}
+	return columnTypes{"BIGINT AUTO_INCREMENT PRIMARY KEY", "LONGBLOB", "INT NOT NULL DEFAULT 0", "DATETIME(6) NULL", "VARCHAR(191) NOT NULL DEFAULT ''", "TEXT"}
+}
+
 // createTable creates (anew) the table t describes on the backend, with a locked_until column
 // for the lease form, and drops it when the test ends.
 func (b backend) createTable(t *testing.T, db *sql.DB, tbl inbox.Table) {
 	t.Helper()
-	ctx := context.Background()
-	q := func(s string) string {
-		s, err := b.dialect.Quote(s)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return s
-	}
-	var ts, blob, id, text, key string
-	switch b.name {
-	case "postgres":
-		ts, blob, id, text, key = "TIMESTAMPTZ", "BYTEA", "BIGSERIAL PRIMARY KEY", "TEXT", "TEXT"
-	case "sqlite":
-		ts, blob, id, text, key = "TEXT", "BLOB", "INTEGER PRIMARY KEY", "TEXT", "TEXT"
-	default:
-		ts, blob, id, text, key = "DATETIME(6) NULL", "LONGBLOB", "BIGINT AUTO_INCREMENT PRIMARY KEY", "TEXT", "VARCHAR(191)"
-	}
+	ty := b.columnTypes()
+	id := ty.id
 	if !tbl.IDGenerated {
 		id = "BIGINT PRIMARY KEY"
 	}
-	cols := []string{q(tbl.ID) + " " + id}
+	cols := []string{b.q(t, tbl.ID) + " " + id}
 	add := func(name, typ string) {
 		if name != "" {
-			cols = append(cols, q(name)+" "+typ)
+			cols = append(cols, b.q(t, name)+" "+typ)
 		}
 	}
-	add(tbl.Payload, blob)
-	add(tbl.Attempt, "INT NOT NULL DEFAULT 0")
-	add(tbl.ProcessedAt, ts)
-	add(tbl.Queue, key+" NOT NULL DEFAULT ''")
-	add(tbl.Priority, "INT NOT NULL DEFAULT 0")
-	add(tbl.RetryAfter, ts)
-	add(tbl.Headers, text)
-	add(tbl.DeadAt, ts)
-	add(tbl.LastError, text)
-	add("locked_until", ts)
-	drop := "DROP TABLE IF EXISTS " + q(tbl.Name)
-	mustExec(t, db, drop)
-	mustExec(t, db, "CREATE TABLE "+q(tbl.Name)+" ("+strings.Join(cols, ", ")+")")
+	add(tbl.Payload, ty.payload)
+	add(tbl.Attempt, ty.number)
+	add(tbl.ProcessedAt, ty.time)
+	add(tbl.Queue, ty.queue)
+	add(tbl.Priority, ty.number)
+	add(tbl.RetryAfter, ty.time)
+	add(tbl.Headers, ty.text)
+	add(tbl.DeadAt, ty.time)
+	add(tbl.LastError, ty.text)
+	add("locked_until", ty.time)
+	b.scratchTable(t, db, tbl.Name, strings.Join(cols, ", "))
 	if b.name == "mysql" || b.name == "mariadb" {
 		// The claim index the README documents: the claim's equality columns first (group, and
 		// processed_at IS NULL), then the claim order, so a claim reads only its queue's
@@ -159,12 +210,81 @@ func (b backend) createTable(t *testing.T, db *sql.DB, tbl inbox.Table) {
 		var order []string
 		for _, c := range []string{tbl.Queue, tbl.ProcessedAt, tbl.Priority, tbl.RetryAfter, tbl.ID} {
 			if c != "" {
-				order = append(order, q(c))
+				order = append(order, b.q(t, c))
 			}
 		}
-		mustExec(t, db, "CREATE INDEX "+q(tbl.Name+"_claim")+" ON "+q(tbl.Name)+" ("+strings.Join(order, ", ")+")")
+		mustExec(t, db, "CREATE INDEX "+b.q(t, tbl.Name+"_claim")+" ON "+b.q(t, tbl.Name)+" ("+strings.Join(order, ", ")+")")
 	}
-	t.Cleanup(func() { db.ExecContext(ctx, drop) })
+}
+
+// scratchTable creates (anew) table name with the columns given as CREATE TABLE takes them, drops
+// it when the test ends, and returns its quoted name.
+func (b backend) scratchTable(t *testing.T, db *sql.DB, name, columns string) string {
+	t.Helper()
+	quoted := b.q(t, name)
+	drop := "DROP TABLE IF EXISTS " + quoted
+	mustExec(t, db, drop)
+	mustExec(t, db, "CREATE TABLE "+quoted+" ("+columns+")")
+	t.Cleanup(func() { db.Exec(drop) })
+	return quoted
+}
+
+// q quotes an identifier for the backend's database.
+func (b backend) q(t testing.TB, ident string) string {
+	t.Helper()
+	s, err := b.dialect.Quote(ident)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// placeholders lists the backend's first n statement parameters, comma-separated.
+func (b backend) placeholders(n int) string {
+	ps := make([]string, n)
+	for i := range ps {
+		ps[i] = b.dialect.Placeholder(i + 1)
+	}
+	return strings.Join(ps, ", ")
+}
+
+// enqueue publishes msgs to tbl, failing the test on an error.
+func (b backend) enqueue(t testing.TB, db *sql.DB, tbl inbox.Table, msgs ...inbox.Message) {
+	t.Helper()
+	if err := inbox.Enqueue(context.Background(), db, b.dialect, tbl, msgs...); err != nil {
+		t.Fatalf("Enqueue: %v", err)
+	}
+}
+
+// enqueueTx publishes msgs to tbl in a transaction of db and commits it, or rolls it back,
+// failing the test on an error. EnqueueTx wakes no consumer in this process: only the
+// database's notification (or a poll) can.
+func (b backend) enqueueTx(t testing.TB, db *sql.DB, tbl inbox.Table, commit bool, msgs ...inbox.Message) {
+	t.Helper()
+	tx, err := db.Begin()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := inbox.EnqueueTx(context.Background(), tx, b.dialect, tbl, msgs...); err != nil {
+		t.Fatal(err)
+	}
+	if commit {
+		err = tx.Commit()
+	} else {
+		err = tx.Rollback()
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// messages returns n messages of queue q with the payloads "m1", "m2", …
+func messages(q string, n int) []inbox.Message {
+	msgs := make([]inbox.Message, n)
+	for i := range msgs {
+		msgs[i] = inbox.Message{Queue: q, Payload: fmt.Appendf(nil, "m%d", i+1)}
+	}
+	return msgs
 }
 
 func mustExec(t *testing.T, db *sql.DB, query string, args ...any) {

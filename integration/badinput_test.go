@@ -50,14 +50,9 @@ func badUndecodable(t *testing.T, c cell) {
 			name = "retry-after"
 		}
 		t.Run(name, func(t *testing.T) {
-			db := c.openDBs(t, 1, 8)[0]
-			tbl := fullTable(tableName(t))
-			c.b.createTable(t, db, tbl)
+			db, tbl := c.b.openTable(t, 8, fullTable)
 			payloads := []string{`{"n":1}`, `{not json`, `{"n":"two"}`, `[]`, `{"n":5}`}
-			for _, p := range payloads {
-				c.publish(t, db, tbl, inbox.Message{Queue: "q", Payload: []byte(p)})
-			}
-			ids := c.ids(t, db, tbl, "")
+			ids := c.publishEach(t, db, tbl, "q", payloads...)
 			var (
 				mu   sync.Mutex
 				seen []int
@@ -102,9 +97,7 @@ func badUndecodable(t *testing.T, c cell) {
 // badNullAndEmpty: a NULL payload reaches the handler as nil, an empty one as empty; the JSON
 // adapter takes neither for a value and leaves them to the decode policy.
 func badNullAndEmpty(t *testing.T, c cell) {
-	db := c.openDBs(t, 1, 8)[0]
-	tbl := fullTable(tableName(t))
-	c.b.createTable(t, db, tbl)
+	db, tbl := c.b.openTable(t, 8, fullTable)
 	mustExec(t, db, "INSERT INTO "+c.q(t, tbl.Name)+" ("+c.q(t, tbl.Payload)+", "+c.q(t, tbl.Queue)+") VALUES (NULL, 'q')")
 	c.publish(t, db, tbl, inbox.Message{Queue: "q", Payload: []byte{}})
 	c.publish(t, db, tbl, inbox.Message{Queue: "q"}) // no payload given
@@ -144,9 +137,7 @@ func badNullAndEmpty(t *testing.T, c cell) {
 // fail with the server's error (no row half written), and the largest payload it does hold
 // goes through instead.
 func badLargePayload(t *testing.T, c cell) {
-	db := c.openDBs(t, 1, 4)[0]
-	tbl := fullTable(tableName(t))
-	c.b.createTable(t, db, tbl)
+	db, tbl := c.b.openTable(t, 4, fullTable)
 	size := 16 << 20
 	if c.b.name == "mysql" || c.b.name == "mariadb" {
 		var limit int
@@ -195,7 +186,7 @@ func badLargePayload(t *testing.T, c cell) {
 // badIDLimits: ids at and near the ends of int64 (and past int32 and float64's exact range) are
 // claimed, delivered and settled as themselves.
 func badIDLimits(t *testing.T, c cell) {
-	db := c.openDBs(t, 1, 8)[0]
+	db := c.b.open(t, 8)
 	tbl := fullTable(tableName(t))
 	tbl.IDGenerated = false
 	c.b.createTable(t, db, tbl)
@@ -205,14 +196,9 @@ func badIDLimits(t *testing.T, c cell) {
 		msgs = append(msgs, inbox.Message{ID: id, Queue: "q", Payload: []byte(fmt.Sprint(id))})
 	}
 	c.publish(t, db, tbl, msgs...)
-	var (
-		mu  sync.Mutex
-		got []int64
-	)
+	var got collector[int64]
 	h := inbox.HandlerFunc(func(ctx context.Context, d *inbox.Delivery) outcome.Outcome {
-		mu.Lock()
-		defer mu.Unlock()
-		got = append(got, d.ID)
+		got.add(d.ID)
 		if string(d.Payload) != fmt.Sprint(d.ID) {
 			t.Errorf("row %d carries the payload of row %s", d.ID, d.Payload)
 		}
@@ -223,9 +209,7 @@ func badIDLimits(t *testing.T, c cell) {
 		return len(c.ids(t, db, tbl, c.q(t, tbl.ProcessedAt)+" IS NULL")) == 0
 	})
 	stop()
-	mu.Lock()
-	defer mu.Unlock()
-	if !slices.Equal(got, ids) {
+	if got := got.all(); !slices.Equal(got, ids) {
 		t.Errorf("delivered %v, want %v in id order", got, ids)
 	}
 }
@@ -251,7 +235,7 @@ func oddTable(t *testing.T) inbox.Table {
 // badOddNames: such a table is created, published to and consumed from, with every role in
 // use, and nothing of the names leaks into the statements.
 func badOddNames(t *testing.T, c cell) {
-	db := c.openDBs(t, 1, 8)[0]
+	db := c.b.open(t, 8)
 	tbl := oddTable(t)
 	c.b.createTable(t, db, tbl)
 	c.publish(t, db, tbl,
@@ -260,14 +244,9 @@ func badOddNames(t *testing.T, c cell) {
 		inbox.Message{Queue: "q", Payload: []byte("c"), Priority: 3},
 		inbox.Message{Queue: "other", Payload: []byte("x")},
 	)
-	var (
-		mu  sync.Mutex
-		got []string
-	)
+	var got collector[string]
 	h := inbox.HandlerFunc(func(ctx context.Context, d *inbox.Delivery) outcome.Outcome {
-		mu.Lock()
-		defer mu.Unlock()
-		got = append(got, string(d.Payload)+d.Headers["k"])
+		got.add(string(d.Payload) + d.Headers["k"])
 		if string(d.Payload) == "b" && d.Attempt == 1 {
 			return outcome.RetryAfter(0) // writes the quoted retry_after column, due at once
 		}
@@ -278,11 +257,9 @@ func badOddNames(t *testing.T, c cell) {
 		return len(c.ids(t, db, tbl, c.q(t, tbl.ProcessedAt)+" IS NOT NULL")) == 3
 	})
 	stop()
-	mu.Lock()
-	defer mu.Unlock()
 	// b goes first (priority 1) and is retried due at once, so it comes back before a
 	// (priority 2).
-	if !slices.Equal(got, []string{"b", "b", "av'\"`", "c"}) {
+	if got := got.all(); !slices.Equal(got, []string{"b", "b", "av'\"`", "c"}) {
 		t.Errorf("delivered %q, want b, b, a (with its headers), c in priority order", got)
 	}
 	if n := len(c.ids(t, db, tbl, c.q(t, tbl.Queue)+" = 'other' AND "+c.q(t, tbl.ProcessedAt)+" IS NULL")); n != 1 {
@@ -293,7 +270,7 @@ func badOddNames(t *testing.T, c cell) {
 // badMissingSchema: a description naming a table, or a column, that the database lacks fails
 // Run at once with ErrSchema, naming what is missing.
 func badMissingSchema(t *testing.T, c cell) {
-	db := c.openDBs(t, 1, 8)[0]
+	db := c.b.open(t, 8)
 	real := fullTable(tableName(t))
 	c.b.createTable(t, db, real)
 	cases := map[string]inbox.Table{}

@@ -17,8 +17,6 @@ import (
 	"time"
 
 	"github.com/sqlinbox/inbox"
-	"github.com/sqlinbox/inbox/dialect"
-	"github.com/sqlinbox/inbox/isolation"
 	"github.com/sqlinbox/inbox/outcome"
 )
 
@@ -589,21 +587,6 @@ type crashSpec struct {
 	After bool
 }
 
-// backendNamed is the backend of the given name at its default level, on dsn.
-func backendNamed(name, dsn string) backend {
-	for _, b := range []backend{
-		{"postgres", dialect.Postgres[isolation.Default]{}, "pgx", dsn},
-		{"mysql", dialect.MySQL[isolation.Default]{}, "mysql", dsn},
-		{"mariadb", dialect.MariaDB[isolation.Default]{}, "mysql", dsn},
-		{"sqlite", dialect.SQLite[isolation.Default]{}, "sqlite", dsn},
-	} {
-		if b.name == name {
-			return b
-		}
-	}
-	panic("no backend " + name)
-}
-
 // crashChild runs the child's consumer until it stops at its point; the parent kills it there.
 // It exits on its own after a minute, should the parent die first.
 func crashChild(t *testing.T) {
@@ -638,13 +621,7 @@ func crashChild(t *testing.T) {
 			stop("handler", d.ID)
 		}
 		time.Sleep(time.Duration(rand.IntN(3000)) * time.Microsecond)
-		var err error
-		if d.Tx != nil {
-			_, err = d.Tx.ExecContext(ctx, insert, d.ID, d.Attempt)
-		} else {
-			_, err = db.ExecContext(ctx, insert, d.ID, d.Attempt)
-		}
-		if err != nil {
+		if _, err := writerOf(d, db).ExecContext(ctx, insert, d.ID, d.Attempt); err != nil {
 			fmt.Fprintf(os.Stderr, "crash child: row %d: writing the side effect: %v\n", d.ID, err)
 			return outcome.Retry()
 		}

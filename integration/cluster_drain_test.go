@@ -66,22 +66,7 @@ func clusterConsumer(t *testing.T, b backend, db *sql.DB, w clusterWay, tbl inbo
 	if cfg.ShutdownTimeout == 0 {
 		cfg.ShutdownTimeout = 5 * time.Second // a handler stuck on a stalled server gives up soon
 	}
-	form := cell{b: b, form: w.form}.newFormLease(t, tbl, d)
-	if w.batch == 0 {
-		return inbox.NewConsumer(db, form, h, cfg)
-	}
-	bf, ok := form.(inbox.BatchForm)
-	if !ok {
-		t.Fatalf("the %s form does not take batches", w.form)
-	}
-	bh := inbox.BatchHandlerFunc(func(ctx context.Context, ds []*inbox.Delivery) []outcome.Outcome {
-		outs := make([]outcome.Outcome, len(ds))
-		for i, dl := range ds {
-			outs[i] = h.Handle(ctx, dl)
-		}
-		return outs
-	})
-	return inbox.NewBatchConsumer(db, bf, w.batch, bh, cfg)
+	return newConsumer(t, db, cell{b: b, form: w.form}.newFormLease(t, tbl, d), w.batch, h, cfg)
 }
 
 // runCluster runs cons until the returned stop is called (or the test ends); stop returns
@@ -217,11 +202,7 @@ func newDrainOn(t *testing.T, b backend, admin *sql.DB, tbl inbox.Table, rows in
 
 func (s *drainSetup) publish(t *testing.T, rows int) {
 	t.Helper()
-	msgs := make([]inbox.Message, rows)
-	for i := range msgs {
-		msgs[i] = inbox.Message{Queue: "q"}
-	}
-	cell{b: s.b}.publish(t, s.admin, s.tbl, msgs...)
+	s.b.enqueue(t, s.admin, s.tbl, messages("q", rows)...)
 }
 
 // logger is a consumer's logger: warnings and errors, into the drain's log.
@@ -242,13 +223,7 @@ func (s *drainSetup) handler(t *testing.T, who int, db *sql.DB, pause time.Durat
 		if pause > 0 {
 			time.Sleep(time.Duration(rand.Int64N(int64(pause))))
 		}
-		var ex interface {
-			ExecContext(context.Context, string, ...any) (sql.Result, error)
-		} = db
-		if d.Tx != nil {
-			ex = d.Tx
-		}
-		if _, err := ex.ExecContext(ctx, insert, d.ID, d.Attempt); err != nil {
+		if _, err := writerOf(d, db).ExecContext(ctx, insert, d.ID, d.Attempt); err != nil {
 			return outcome.Retry()
 		}
 		return outcome.Ack()

@@ -63,23 +63,20 @@ func TestClusterFailover(t *testing.T) {
 	caughtUp(t, admin, replica)
 
 	var (
-		mu    sync.Mutex
-		table []string
+		table collector[string]
+		wg    sync.WaitGroup
 	)
-	var wg sync.WaitGroup
 	for i, w := range ways {
 		s := setups[i]
 		wg.Add(1)
 		go t.Run(w.String(), func(t *testing.T) {
 			defer wg.Done()
 			got := failoverDrain(t, b, dsn, s, w, failover, promoted)
-			mu.Lock()
-			table = append(table, fmt.Sprintf("%-20s %s", w, got))
-			mu.Unlock()
+			table.add(fmt.Sprintf("%-20s %s", w, got))
 		})
 	}
 	wg.Wait()
-	t.Log("failover, 1 consumer of 2 workers per way, 300 rows each:\n" + strings.Join(table, "\n"))
+	t.Log("failover, 1 consumer of 2 workers per way, 300 rows each:\n" + strings.Join(table.all(), "\n"))
 }
 
 // failoverDrain runs one consumer of way w on s's table through the multi-host dsn, has the

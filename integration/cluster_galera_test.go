@@ -35,14 +35,9 @@ func TestClusterGalera(t *testing.T) {
 	}
 	t.Run("facts", func(t *testing.T) { galeraFacts(t, c, g, admin, pools) })
 
-	var (
-		mu    sync.Mutex
-		table []string
-	)
+	var table collector[string]
 	record := func(where string, w clusterWay, got drainCounts) {
-		mu.Lock()
-		table = append(table, fmt.Sprintf("%-10s %-20s %s", where, w, got))
-		mu.Unlock()
+		table.add(fmt.Sprintf("%-10s %-20s %s", where, w, got))
 	}
 	t.Run("refused", func(t *testing.T) {
 		// Row locks and GET_LOCK are local to a node: the row lock and advisory forms would hand
@@ -119,7 +114,7 @@ func TestClusterGalera(t *testing.T) {
 		}
 		runConcurrently(t, 2, tests)
 	})
-	t.Log("Galera, 3 nodes, 3 consumers of 3 workers, 200 rows (hot row: 100; node kill: 600 and more):\n" + strings.Join(table, "\n"))
+	t.Log("Galera, 3 nodes, 3 consumers of 3 workers, 200 rows (hot row: 100; node kill: 600 and more):\n" + strings.Join(table.all(), "\n"))
 }
 
 // TestGaleraNotDetected: the shared servers are no Galera nodes, and dialect.CheckGalera lets

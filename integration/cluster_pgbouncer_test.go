@@ -21,14 +21,9 @@ import (
 // forms do there. docs/clusters.md has the figures and what follows from them.
 func TestClusterPgBouncer(t *testing.T) {
 	pg := privatePostgres(t)
-	var (
-		mu    sync.Mutex
-		table []string
-	)
+	var table collector[string]
 	record := func(mode string, w clusterWay, got drainCounts) {
-		mu.Lock()
-		table = append(table, fmt.Sprintf("%-12s %-20s %s", mode, w, got))
-		mu.Unlock()
+		table.add(fmt.Sprintf("%-12s %-20s %s", mode, w, got))
 	}
 	t.Run("session", func(t *testing.T) {
 		// Session pooling pins a server connection to each client connection for its life,
@@ -108,7 +103,7 @@ func TestClusterPgBouncer(t *testing.T) {
 			runConcurrently(t, 1, tests)
 		})
 	})
-	t.Log("PgBouncer, 3 consumers of 2 workers, 200 rows:\n" + strings.Join(table, "\n"))
+	t.Log("PgBouncer, 3 consumers of 2 workers, 200 rows:\n" + strings.Join(table.all(), "\n"))
 }
 
 // pgbouncerFacts proves what PgBouncer's transaction pooling does to what the forms stand on.

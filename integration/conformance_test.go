@@ -4,11 +4,8 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
-	"log/slog"
 	"math/rand/v2"
-	"path/filepath"
 	"slices"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -122,74 +119,42 @@ func (c cell) returnBound(slack time.Duration) time.Duration {
 }
 
 // dsn returns a DSN of the cell's database: the backend's, or a new SQLite file of the test's.
-func (c cell) dsn(t *testing.T) string {
-	if c.b.name == "sqlite" {
-		return SQLiteDSN(filepath.Join(t.TempDir(), "inbox.db"))
-	}
-	return c.b.dsn
-}
+func (c cell) dsn(t *testing.T) string { return c.b.testDSN(t) }
 
 // openDBs opens n pools on one database of the cell's backend (one SQLite file for all), as n
 // processes would have, each of pool connections.
-func (c cell) openDBs(t *testing.T, n, pool int) []*sql.DB {
-	t.Helper()
-	dsn := c.dsn(t)
-	dbs := make([]*sql.DB, n)
-	for i := range dbs {
-		dbs[i] = c.openDSN(t, dsn, pool)
-	}
-	return dbs
-}
+func (c cell) openDBs(t *testing.T, n, pool int) []*sql.DB { return c.b.openDBs(t, n, pool) }
 
 // openDSN opens a pool of pool connections on dsn, closed when the test ends.
-func (c cell) openDSN(t *testing.T, dsn string, pool int) *sql.DB {
-	t.Helper()
-	if dsn == "" {
-		skipOrFail(t, c.b.name+": no server")
-	}
-	db, err := sql.Open(c.b.driver, dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	db.SetMaxOpenConns(pool)
-	db.SetMaxIdleConns(pool)
-	t.Cleanup(func() { db.Close() })
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	if err := db.PingContext(ctx); err != nil {
-		skipOrFail(t, fmt.Sprintf("%s unreachable: %v", c.b.name, err))
-	}
-	return db
-}
+func (c cell) openDSN(t *testing.T, dsn string, pool int) *sql.DB { return c.b.openDSN(t, dsn, pool) }
 
 // q quotes an identifier for the cell's database.
-func (c cell) q(t testing.TB, ident string) string {
-	t.Helper()
-	s, err := c.b.dialect.Quote(ident)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return s
-}
+func (c cell) q(t testing.TB, ident string) string { return c.b.q(t, ident) }
 
 // ph is the n-th statement parameter of the cell's database.
 func (c cell) ph(n int) string { return c.b.dialect.Placeholder(n) }
 
+// publish publishes msgs to tbl, failing the test on an error.
 func (c cell) publish(t testing.TB, db *sql.DB, tbl inbox.Table, msgs ...inbox.Message) {
 	t.Helper()
-	if err := inbox.Enqueue(context.Background(), db, c.b.dialect, tbl, msgs...); err != nil {
-		t.Fatalf("Enqueue: %v", err)
+	c.b.enqueue(t, db, tbl, msgs...)
+}
+
+// publishEach publishes to tbl one message of queue q per payload, each by its own Enqueue, and
+// returns the ids of the table's rows in id order (the table held none before).
+func (c cell) publishEach(t testing.TB, db *sql.DB, tbl inbox.Table, q string, payloads ...string) []int64 {
+	t.Helper()
+	for _, p := range payloads {
+		c.publish(t, db, tbl, inbox.Message{Queue: q, Payload: []byte(p)})
 	}
+	return c.ids(t, db, tbl, "")
 }
 
 // createSide creates the table a transactional handler writes its side effect to: one row per
 // handled delivery, keyed by the job's id and with no unique key, so that a duplicate shows.
 func (c cell) createSide(t *testing.T, db *sql.DB, name string) {
 	t.Helper()
-	drop := "DROP TABLE IF EXISTS " + c.q(t, name)
-	mustExec(t, db, drop)
-	mustExec(t, db, "CREATE TABLE "+c.q(t, name)+" (job_id BIGINT NOT NULL, attempt INT NOT NULL)")
-	t.Cleanup(func() { db.Exec(drop) })
+	c.b.scratchTable(t, db, name, "job_id BIGINT NOT NULL, attempt INT NOT NULL")
 }
 
 // sideCounts returns, per job id, how many side rows the handlers committed.
@@ -239,72 +204,6 @@ func (c cell) ids(t testing.TB, db *sql.DB, tbl inbox.Table, where string) []int
 		t.Fatal(err)
 	}
 	return out
-}
-
-// runConsumer runs a consumer until the returned stop is called (or the test ends); stop
-// cancels Run and fails the test when Run returns an error or does not return within limit.
-func runConsumer(t *testing.T, db *sql.DB, f inbox.Form, h inbox.Handler, cfg *inbox.Config) (stop func()) {
-	t.Helper()
-	if cfg.PollInterval == 0 {
-		cfg.PollInterval = cellPoll
-	}
-	if cfg.Logger == nil {
-		cfg.Logger = testLogger(t)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- inbox.NewConsumer(db, f, h, cfg).Run(ctx) }()
-	var once sync.Once
-	stop = func() {
-		once.Do(func() {
-			cancel()
-			limit := 30 * time.Second
-			if cfg.ShutdownTimeout > 0 {
-				limit = cfg.ShutdownTimeout + 30*time.Second
-			}
-			select {
-			case err := <-done:
-				if err != nil {
-					t.Errorf("Run: %v", err)
-				}
-			case <-time.After(limit):
-				t.Errorf("Run did not return within %v of its context's end", limit)
-			}
-		})
-	}
-	t.Cleanup(stop)
-	return stop
-}
-
-// testLogger sends warnings and errors to the test's log while the test runs.
-func testLogger(t *testing.T) *slog.Logger {
-	var mu sync.Mutex
-	done := false
-	t.Cleanup(func() { mu.Lock(); done = true; mu.Unlock() })
-	return slog.New(slog.NewTextHandler(writerFunc(func(p []byte) (int, error) {
-		mu.Lock()
-		defer mu.Unlock()
-		if !done {
-			t.Log(strings.TrimSpace(string(p)))
-		}
-		return len(p), nil
-	}), &slog.HandlerOptions{Level: slog.LevelWarn}))
-}
-
-type writerFunc func(p []byte) (int, error)
-
-func (f writerFunc) Write(p []byte) (int, error) { return f(p) }
-
-// waitFor polls cond every 20 ms until it holds, failing the test after limit.
-func waitFor(t testing.TB, limit time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(limit)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("waited %v for %s", limit, what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
 }
 
 // delivered records the deliveries a test's handlers saw.
@@ -437,14 +336,9 @@ func conformExclusivity(t *testing.T, c cell) {
 // conformOutcomes: Ack and Drop stamp processed_at, Retry delivers again with the next
 // attempt, RetryAfter hides the row until it is due.
 func conformOutcomes(t *testing.T, c cell) {
-	db := c.openDBs(t, 1, 8)[0]
-	tbl := fullTable(tableName(t))
-	c.b.createTable(t, db, tbl)
+	db, tbl := c.b.openTable(t, 8, fullTable)
 	names := []string{"ack", "drop", "retry", "later"}
-	for _, n := range names {
-		c.publish(t, db, tbl, inbox.Message{Queue: "q", Payload: []byte(n)})
-	}
-	ids := c.ids(t, db, tbl, "")
+	ids := c.publishEach(t, db, tbl, "q", names...)
 	byName := map[string]int64{}
 	for i, n := range names {
 		byName[n] = ids[i]
@@ -499,9 +393,7 @@ func conformOutcomes(t *testing.T, c cell) {
 // conformAttempts: each Retry counts one more attempt; a table without an attempt column
 // reads 0 on every delivery.
 func conformAttempts(t *testing.T, c cell) {
-	db := c.openDBs(t, 1, 8)[0]
-	tbl := fullTable(tableName(t))
-	c.b.createTable(t, db, tbl)
+	db, tbl := c.b.openTable(t, 8, fullTable)
 	c.publish(t, db, tbl, inbox.Message{Queue: "q"})
 	rec := newDelivered()
 	h := inbox.HandlerFunc(func(ctx context.Context, d *inbox.Delivery) outcome.Outcome {
@@ -530,9 +422,7 @@ func conformAttempts(t *testing.T, c cell) {
 // conformDelete: without processed_at, Ack and Drop delete the row; without an attempt
 // column, a Retry still delivers the row again, reading attempt 0.
 func conformDelete(t *testing.T, c cell) {
-	db := c.openDBs(t, 1, 8)[0]
-	tbl := minimalTable(tableName(t))
-	c.b.createTable(t, db, tbl)
+	db, tbl := c.b.openTable(t, 8, minimalTable)
 	for _, n := range []string{"ack", "drop", "retry"} {
 		c.publish(t, db, tbl, inbox.Message{Payload: []byte(n)})
 	}
@@ -565,9 +455,7 @@ func conformDelete(t *testing.T, c cell) {
 
 // conformGroups: a consumer claims only its queue's rows.
 func conformGroups(t *testing.T, c cell) {
-	db := c.openDBs(t, 1, 8)[0]
-	tbl := fullTable(tableName(t))
-	c.b.createTable(t, db, tbl)
+	db, tbl := c.b.openTable(t, 8, fullTable)
 	for i := range 8 {
 		c.publish(t, db, tbl, inbox.Message{Queue: []string{"a", "b"}[i%2]})
 	}
@@ -600,9 +488,7 @@ func conformGroups(t *testing.T, c cell) {
 
 // conformPriority: one worker takes rows in priority order, smaller first, then by id.
 func conformPriority(t *testing.T, c cell) {
-	db := c.openDBs(t, 1, 8)[0]
-	tbl := fullTable(tableName(t))
-	c.b.createTable(t, db, tbl)
+	db, tbl := c.b.openTable(t, 8, fullTable)
 	prios := []int{3, 1, 2, 1, 0, 3, 2, 0, -1, 5}
 	var msgs []inbox.Message
 	for _, p := range prios {
@@ -643,9 +529,7 @@ func conformPriority(t *testing.T, c cell) {
 // conformTransactional: the handler's write through d.Tx commits with an Ack and is rolled
 // back by a Retry and a Drop, which still settle the row.
 func conformTransactional(t *testing.T, c cell) {
-	db := c.openDBs(t, 1, 8)[0]
-	tbl := fullTable(tableName(t))
-	c.b.createTable(t, db, tbl)
+	db, tbl := c.b.openTable(t, 8, fullTable)
 	side := tbl.Name + "_side"
 	c.createSide(t, db, side)
 	const rows = 9
@@ -726,9 +610,7 @@ func conformTransactional(t *testing.T, c cell) {
 // out, Run returns, and the row goes back by the form's rule: claimable at once, its attempt
 // counted or not as the form says.
 func conformShutdown(t *testing.T, c cell) {
-	db := c.openDBs(t, 1, 8)[0]
-	tbl := fullTable(tableName(t))
-	c.b.createTable(t, db, tbl)
+	db, tbl := c.b.openTable(t, 8, fullTable)
 	c.publish(t, db, tbl, inbox.Message{Queue: "q"})
 
 	started := make(chan struct{})

@@ -75,10 +75,9 @@ func TestCrashMatrix(t *testing.T) {
 	}
 	plan := crashPlanFromEnv()
 	var (
-		mu      sync.Mutex
-		results []crashResult
+		collected collector[crashResult]
+		tests     []subtest
 	)
-	var tests []subtest
 	for _, c := range cells(t) {
 		for _, transactional := range []bool{true, false} {
 			mode := "tx"
@@ -88,13 +87,12 @@ func TestCrashMatrix(t *testing.T) {
 			tests = append(tests, subtest{c.name() + "-" + mode, func(t *testing.T) {
 				r := crashCell(t, c, transactional, plan)
 				r.cell, r.mode = c.name(), mode
-				mu.Lock()
-				results = append(results, r)
-				mu.Unlock()
+				collected.add(r)
 			}})
 		}
 	}
 	runConcurrently(t, 4, tests)
+	results := collected.all()
 	slices.SortFunc(results, func(a, b crashResult) int { return strings.Compare(a.cell+a.mode, b.cell+b.mode) })
 	var b strings.Builder
 	fmt.Fprintf(&b, "crash matrix: %d kills per cell and mode, points claim/handler/written/settle\n", plan.kills)
@@ -157,13 +155,7 @@ func crashCell(t *testing.T, c cell, transactional bool, plan crashPlan) crashRe
 	survivor := inbox.HandlerFunc(func(ctx context.Context, d *inbox.Delivery) outcome.Outcome {
 		log.deliver(crashDelivery{id: d.ID, attempt: d.Attempt, at: time.Now()})
 		time.Sleep(time.Duration(5+rand.IntN(10)) * time.Millisecond)
-		var err error
-		if d.Tx != nil {
-			_, err = d.Tx.ExecContext(ctx, insert, d.ID, d.Attempt)
-		} else {
-			_, err = db.ExecContext(ctx, insert, d.ID, d.Attempt)
-		}
-		if err != nil {
+		if _, err := writerOf(d, db).ExecContext(ctx, insert, d.ID, d.Attempt); err != nil {
 			t.Logf("row %d: writing the side effect: %v", d.ID, err)
 			return outcome.Retry()
 		}

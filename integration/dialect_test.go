@@ -97,17 +97,9 @@ func TestMySQLFamilyToldApart(t *testing.T) {
 func sqliteFile(t *testing.T) (first, second *sql.DB) {
 	t.Helper()
 	path := filepath.Join(t.TempDir(), "inbox.db")
-	open := func(dsn string) *sql.DB {
-		db, err := sql.Open("sqlite", dsn)
-		if err != nil {
-			t.Fatal(err)
-		}
-		db.SetMaxOpenConns(1)
-		t.Cleanup(func() { db.Close() })
-		return db
-	}
-	first = open(SQLiteDSN(path))
-	second = open("file:" + path + "?_pragma=journal_mode(WAL)&_pragma=busy_timeout(0)")
+	b := backendNamed("sqlite", "")
+	first = b.openDSN(t, SQLiteDSN(path), 1)
+	second = b.openDSN(t, "file:"+path+"?_pragma=journal_mode(WAL)&_pragma=busy_timeout(0)", 1)
 	mustExec(t, first, "CREATE TABLE t (id INTEGER PRIMARY KEY, v TEXT)")
 	return first, second
 }
@@ -172,12 +164,8 @@ func TestSQLiteTxLeavesNoTransactionOnThePool(t *testing.T) {
 	defer cancel()
 	path := filepath.Join(t.TempDir(), "inbox.db")
 	// A deferred foreign key makes COMMIT fail, and SQLite keeps the transaction open when it does.
-	db, err := sql.Open("sqlite", SQLiteDSN(path)+"&_pragma=foreign_keys(1)")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	db.SetMaxOpenConns(1) // the connection the transaction had is the one the checks get
+	// One connection: the one the transaction had is the one the checks get.
+	db := backendNamed("sqlite", "").openDSN(t, SQLiteDSN(path)+"&_pragma=foreign_keys(1)", 1)
 	mustExec(t, db, "CREATE TABLE parent (id INTEGER PRIMARY KEY)")
 	mustExec(t, db, "CREATE TABLE child (id INTEGER PRIMARY KEY, parent INTEGER REFERENCES parent(id) DEFERRABLE INITIALLY DEFERRED)")
 	d := dialect.SQLite[isolation.Immediate]{}

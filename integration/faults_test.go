@@ -1,7 +1,6 @@
 package integration
 
 import (
-	"bytes"
 	"context"
 	"database/sql"
 	"errors"
@@ -23,26 +22,6 @@ import (
 	"github.com/sqlinbox/inbox"
 	"github.com/sqlinbox/inbox/outcome"
 )
-
-// faultLog collects a consumer's log records, and passes them to the test log.
-type faultLog struct {
-	t   *testing.T
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (l *faultLog) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.t.Log(strings.TrimSpace(string(p)))
-	return l.buf.Write(p)
-}
-
-func (l *faultLog) has(s string) bool {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return strings.Contains(l.buf.String(), s)
-}
 
 // faultRun is what a fault test records: the rows its handler had in work or in settlement
 // when a fault struck, which are the only rows a fault may deliver twice.
@@ -78,6 +57,56 @@ func (r *faultRun) struck(phase string, ids ...int64) {
 	}
 }
 
+// fault records that a fault struck row id.
+func (r *faultRun) fault(id int64) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.faulted[id] = true
+}
+
+// handle records that d's handler runs, until the returned done is called.
+func (r *faultRun) handle(d *inbox.Delivery) (done func()) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.handling[d.ID] = true
+	r.handled[d.ID]++
+	return func() {
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		delete(r.handling, d.ID)
+	}
+}
+
+// checkSettledOnce fails the test unless the audit table records one settlement of each row of
+// tbl, and no row was delivered more than once unless a fault struck it.
+func (r *faultRun) checkSettledOnce(t *testing.T, c cell, admin *sql.DB, tbl inbox.Table, audit string) {
+	t.Helper()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	settled := c.sideCounts(t, admin, audit)
+	for _, id := range c.ids(t, admin, tbl, "") {
+		if n := settled[id]; n != 1 {
+			t.Errorf("row %d settled %d times, want once", id, n)
+		}
+		if r.handled[id] > 1 && !r.faulted[id] {
+			t.Errorf("row %d delivered %d times though no fault struck it", id, r.handled[id])
+		}
+	}
+}
+
+// faultTable creates the test's table on admin, with the side table its handlers write to and
+// the audit table its trigger records each settlement in, and publishes rows rows to queue q.
+func faultTable(t *testing.T, c cell, admin *sql.DB, rows int) (tbl inbox.Table, side, audit string) {
+	t.Helper()
+	tbl = fullTable(tableName(t))
+	c.b.createTable(t, admin, tbl)
+	side, audit = tbl.Name+"_side", tbl.Name+"_audit"
+	c.createSide(t, admin, side)
+	c.createAudit(t, admin, tbl, audit)
+	c.publish(t, admin, tbl, messages("q", rows)...)
+	return tbl, side, audit
+}
+
 // form wraps f so that the run knows which rows are in settlement.
 func (r *faultRun) form(f inbox.Form) *faultForm { return &faultForm{phasedForm{inner: f}, r} }
 
@@ -98,9 +127,7 @@ func (f *faultForm) Settle(ctx context.Context, d *inbox.Delivery, o outcome.Out
 	err := f.phasedForm.Settle(ctx, d, o)
 	if err != nil {
 		// Only a fault fails a settlement here: the row comes back by the form's rule.
-		f.r.mu.Lock()
-		f.r.faulted[d.ID] = true
-		f.r.mu.Unlock()
+		f.r.fault(d.ID)
 	}
 	return err
 }
@@ -159,24 +186,12 @@ func faultKilledConnections(t *testing.T, c cell, transactional bool) {
 	const rows = 40
 	dsn := c.dsn(t)
 	admin := c.openDSN(t, dsn, 4)
-	tbl := fullTable(tableName(t))
-	c.b.createTable(t, admin, tbl)
-	side, audit := tbl.Name+"_side", tbl.Name+"_audit"
-	c.createSide(t, admin, side)
-	c.createAudit(t, admin, tbl, audit)
-	msgs := make([]inbox.Message, rows)
-	for i := range msgs {
-		msgs[i] = inbox.Message{Queue: "q"}
-	}
-	c.publish(t, admin, tbl, msgs...)
+	tbl, side, audit := faultTable(t, c, admin, rows)
 
 	run := newFaultRun()
 	var (
-		counts   sync.Mutex
-		claims   int
-		settles  int
-		handlers int
-		pool     *hooks
+		claims, settles, handlers atomic.Int64
+		pool                      *hooks
 	)
 	// The audit trigger is this test's instrument, not the library's. A KILL that lands while a
 	// MariaDB session opens the table and parses the trigger has once left the server's cached
@@ -212,22 +227,15 @@ func faultKilledConnections(t *testing.T, c cell, transactional bool) {
 		if ev.after || ev.what == "rollback" {
 			return
 		}
-		counts.Lock()
-		var n int
 		switch ev.phase.name {
 		case "claim":
-			claims++
-			n = claims
+			if n := claims.Add(1); n == 3 || n == 11 {
+				kill(ev, "claim")
+			}
 		case "settle":
-			settles++
-			n = settles
-		}
-		counts.Unlock()
-		switch {
-		case ev.phase.name == "claim" && (n == 3 || n == 11):
-			kill(ev, "claim")
-		case ev.phase.name == "settle" && (n == 4 || n == 13):
-			kill(ev, "settle")
+			if n := settles.Add(1); n == 4 || n == 13 {
+				kill(ev, "settle")
+			}
 		}
 	}
 	db, pool, err := hookedDB(c.b, dsn, on)
@@ -239,20 +247,8 @@ func faultKilledConnections(t *testing.T, c cell, transactional bool) {
 
 	insert := "INSERT INTO " + c.q(t, side) + " (job_id, attempt) VALUES (" + c.ph(1) + ", " + c.ph(2) + ")"
 	h := inbox.HandlerFunc(func(ctx context.Context, d *inbox.Delivery) outcome.Outcome {
-		run.mu.Lock()
-		run.handling[d.ID] = true
-		run.handled[d.ID]++
-		run.mu.Unlock()
-		defer func() {
-			run.mu.Lock()
-			delete(run.handling, d.ID)
-			run.mu.Unlock()
-		}()
-		counts.Lock()
-		handlers++
-		n := handlers
-		counts.Unlock()
-		if n == 6 || n == 17 {
+		defer run.handle(d)()
+		if n := handlers.Add(1); n == 6 || n == 17 {
 			for _, s := range pool.sessions() {
 				if err := c.killSession(ctx, admin, s); err != nil {
 					t.Errorf("handler fault: %v", err)
@@ -262,27 +258,24 @@ func faultKilledConnections(t *testing.T, c cell, transactional bool) {
 			run.struck("handler", d.ID)
 		}
 		time.Sleep(2 * time.Millisecond)
-		ex := inbox.Tx(db)
-		if d.Tx != nil {
-			ex = d.Tx
-		}
-		if _, err := ex.ExecContext(ctx, insert, d.ID, d.Attempt); err != nil {
+		if _, err := writerOf(d, db).ExecContext(ctx, insert, d.ID, d.Attempt); err != nil {
 			// The connection under the delivery's transaction may be the one just killed.
-			run.mu.Lock()
-			run.faulted[d.ID] = true
-			run.mu.Unlock()
+			run.fault(d.ID)
 			return outcome.Retry()
 		}
 		return outcome.Ack()
 	})
 	logs := &faultLog{t: t}
 	stop := runConsumer(t, db, run.form(c.newForm(t, tbl)), h, &inbox.Config{
-		Queue: "q", Workers: 3, Transactional: transactional,
-		Logger: slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelInfo})),
+		Queue: "q", Workers: 3, Transactional: transactional, Logger: logs.Logger(),
 	})
 	waitDrained(t, c, admin, tbl)
 	stop()
 
+	if !logs.has("level=ERROR") && !logs.has("level=WARN") {
+		t.Error("the consumer logged nothing about the killed connections")
+	}
+	run.checkSettledOnce(t, c, admin, tbl, audit)
 	run.mu.Lock()
 	defer run.mu.Unlock()
 	t.Logf("faults: %v; rows struck: %d", run.faults, len(run.faulted))
@@ -291,24 +284,14 @@ func faultKilledConnections(t *testing.T, c cell, transactional bool) {
 			t.Errorf("no %s fault was injected", phase)
 		}
 	}
-	if !logs.has("level=ERROR") && !logs.has("level=WARN") {
-		t.Error("the consumer logged nothing about the killed connections")
-	}
-	settled := c.sideCounts(t, admin, audit)
 	effects := c.sideCounts(t, admin, side)
 	for _, id := range c.ids(t, admin, tbl, "") {
-		if n := settled[id]; n != 1 {
-			t.Errorf("row %d settled %d times, want once", id, n)
-		}
 		e := effects[id]
 		switch {
 		case e == 0:
 			t.Errorf("row %d settled without its side effect", id)
 		case e > 1 && (transactional || !run.faulted[id]):
 			t.Errorf("row %d: side effect written %d times (struck by a fault: %v)", id, e, run.faulted[id])
-		}
-		if run.handled[id] > 1 && !run.faulted[id] {
-			t.Errorf("row %d delivered %d times though no fault struck it", id, run.handled[id])
 		}
 	}
 }
@@ -343,16 +326,7 @@ func TestFaultsSQLiteBusy(t *testing.T) {
 	const rows = 30
 	path := filepath.Join(t.TempDir(), "inbox.db")
 	admin := c.openDSN(t, SQLiteDSN(path), 4)
-	tbl := fullTable(tableName(t))
-	c.b.createTable(t, admin, tbl)
-	side, audit := tbl.Name+"_side", tbl.Name+"_audit"
-	c.createSide(t, admin, side)
-	c.createAudit(t, admin, tbl, audit)
-	msgs := make([]inbox.Message, rows)
-	for i := range msgs {
-		msgs[i] = inbox.Message{Queue: "q"}
-	}
-	c.publish(t, admin, tbl, msgs...)
+	tbl, side, audit := faultTable(t, c, admin, rows)
 
 	// block holds the write lock for hold from a connection of its own, and returns once it
 	// holds it.
@@ -374,20 +348,12 @@ func TestFaultsSQLiteBusy(t *testing.T) {
 		}()
 	}
 	run := newFaultRun()
-	var (
-		mu       sync.Mutex
-		settles  int
-		handlers int
-	)
+	var settles, handlers atomic.Int64
 	on := func(ev hookEvent) {
 		if ev.after || ev.phase.name != "settle" {
 			return
 		}
-		mu.Lock()
-		settles++
-		n := settles
-		mu.Unlock()
-		if n == 12 {
+		if settles.Add(1) == 12 {
 			block(time.Second)
 			run.struck("settle", ev.phase.id)
 		}
@@ -402,26 +368,12 @@ func TestFaultsSQLiteBusy(t *testing.T) {
 
 	insert := "INSERT INTO " + c.q(t, side) + " (job_id, attempt) VALUES (?, ?)"
 	h := inbox.HandlerFunc(func(ctx context.Context, d *inbox.Delivery) outcome.Outcome {
-		run.mu.Lock()
-		run.handling[d.ID] = true
-		run.handled[d.ID]++
-		run.mu.Unlock()
-		defer func() {
-			run.mu.Lock()
-			delete(run.handling, d.ID)
-			run.mu.Unlock()
-		}()
+		defer run.handle(d)()
 		if _, err := db.ExecContext(ctx, insert, d.ID, d.Attempt); err != nil {
-			run.mu.Lock()
-			run.faulted[d.ID] = true
-			run.mu.Unlock()
+			run.fault(d.ID)
 			return outcome.Retry()
 		}
-		mu.Lock()
-		handlers++
-		n := handlers
-		mu.Unlock()
-		if n == 5 {
+		if handlers.Add(1) == 5 {
 			block(time.Second)
 			run.struck("handler", d.ID)
 		}
@@ -433,10 +385,7 @@ func TestFaultsSQLiteBusy(t *testing.T) {
 	block(3 * time.Second)
 	run.struck("claim")
 	logs := &faultLog{t: t}
-	stop := runConsumer(t, db, run.form(c.newForm(t, tbl)), h, &inbox.Config{
-		Queue: "q", Workers: 3,
-		Logger: slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelInfo})),
-	})
+	stop := runConsumer(t, db, run.form(c.newForm(t, tbl)), h, &inbox.Config{Queue: "q", Workers: 3, Logger: logs.Logger()})
 	waitDrained(t, c, admin, tbl)
 	stop()
 
@@ -445,17 +394,7 @@ func TestFaultsSQLiteBusy(t *testing.T) {
 			t.Errorf("the consumer's log does not mention %q", want)
 		}
 	}
-	run.mu.Lock()
-	defer run.mu.Unlock()
-	settled := c.sideCounts(t, admin, audit)
-	for _, id := range c.ids(t, admin, tbl, "") {
-		if n := settled[id]; n != 1 {
-			t.Errorf("row %d settled %d times, want once", id, n)
-		}
-		if run.handled[id] > 1 && !run.faulted[id] {
-			t.Errorf("row %d delivered %d times though no fault struck it", id, run.handled[id])
-		}
-	}
+	run.checkSettledOnce(t, c, admin, tbl, audit)
 }
 
 // TestFaultsKilledAtOpen kills the connection the consumer's startup is about to prepare a
@@ -782,19 +721,25 @@ func restartCell(t *testing.T, c cell, s *privateServer, unflushedAcks bool) {
 	}
 }
 
+// faultSQLiteLease is the lease cell on SQLite with a table of one row of queue q and the side
+// table its handler writes to.
+func faultSQLiteLease(t *testing.T) (c cell, db *sql.DB, tbl inbox.Table, side string) {
+	t.Helper()
+	c = cell{b: backendNamed("sqlite", ""), form: "lease"}
+	db, tbl = c.b.openTable(t, 8, fullTable)
+	side = tbl.Name + "_side"
+	c.createSide(t, db, side)
+	c.publish(t, db, tbl, inbox.Message{Queue: "q"})
+	return c, db, tbl, side
+}
+
 // TestFaultsSQLiteLeaseExtendInTransaction: on SQLite in transactional mode a handler that has
 // written through its transaction holds the database's one write lock until its Ack commits. A
 // lease extension that falls due meanwhile must neither wait out the busy timeout on that lock
 // (stalling the settlement, and every other writer, behind it) nor fail and put the lease at
 // risk.
 func TestFaultsSQLiteLeaseExtendInTransaction(t *testing.T) {
-	c := cell{b: backendNamed("sqlite", ""), form: "lease"}
-	db := c.openDBs(t, 1, 8)[0]
-	tbl := fullTable(tableName(t))
-	c.b.createTable(t, db, tbl)
-	side := tbl.Name + "_side"
-	c.createSide(t, db, side)
-	c.publish(t, db, tbl, inbox.Message{Queue: "q"})
+	c, db, tbl, side := faultSQLiteLease(t)
 	var returned atomic.Int64
 	h := inbox.HandlerFunc(func(ctx context.Context, d *inbox.Delivery) outcome.Outcome {
 		if _, err := d.Tx.ExecContext(ctx, "INSERT INTO "+c.q(t, side)+" (job_id, attempt) VALUES (?, ?)", d.ID, d.Attempt); err != nil {
@@ -805,9 +750,7 @@ func TestFaultsSQLiteLeaseExtendInTransaction(t *testing.T) {
 		return outcome.Ack()
 	})
 	logs := &faultLog{t: t}
-	stop := runConsumer(t, db, c.newForm(t, tbl), h, &inbox.Config{
-		Queue: "q", Transactional: true, Logger: slog.New(slog.NewTextHandler(logs, nil)),
-	})
+	stop := runConsumer(t, db, c.newForm(t, tbl), h, &inbox.Config{Queue: "q", Transactional: true, Logger: logs.Logger()})
 	waitFor(t, 30*time.Second, "the row to settle", func() bool {
 		return len(c.ids(t, db, tbl, c.q(t, tbl.ProcessedAt)+" IS NOT NULL")) == 1
 	})
@@ -827,13 +770,7 @@ func TestFaultsSQLiteLeaseExtendInTransaction(t *testing.T) {
 // with it. The handler's writes after that must still roll back with a Drop: they may never
 // land outside the delivery's transaction.
 func TestFaultsSQLiteLeaseExtendInterrupted(t *testing.T) {
-	c := cell{b: backendNamed("sqlite", ""), form: "lease"}
-	db := c.openDBs(t, 1, 8)[0]
-	tbl := fullTable(tableName(t))
-	c.b.createTable(t, db, tbl)
-	side := tbl.Name + "_side"
-	c.createSide(t, db, side)
-	c.publish(t, db, tbl, inbox.Message{Queue: "q"})
+	c, db, tbl, side := faultSQLiteLease(t)
 
 	started, released := make(chan struct{}), make(chan struct{})
 	var once sync.Once
@@ -846,9 +783,7 @@ func TestFaultsSQLiteLeaseExtendInterrupted(t *testing.T) {
 		return outcome.Drop()
 	})
 	logs := &faultLog{t: t}
-	stop := runConsumer(t, db, c.newForm(t, tbl), h, &inbox.Config{
-		Queue: "q", Transactional: true, Logger: slog.New(slog.NewTextHandler(logs, nil)),
-	})
+	stop := runConsumer(t, db, c.newForm(t, tbl), h, &inbox.Config{Queue: "q", Transactional: true, Logger: logs.Logger()})
 	<-started
 	// Another writer holds the lock across the extension due at half the lease, and past the
 	// extension's deadline of another half lease.
@@ -921,10 +856,9 @@ type killLoopResult struct {
 func TestKillLoop(t *testing.T) {
 	plan := killLoopPlanFromEnv()
 	var (
-		mu      sync.Mutex
-		results []killLoopResult
+		collected collector[killLoopResult]
+		tests     []subtest
 	)
-	var tests []subtest
 	for _, c := range cells(t) {
 		for _, batch := range []int{0, 16} {
 			unit := "single"
@@ -934,13 +868,12 @@ func TestKillLoop(t *testing.T) {
 			tests = append(tests, subtest{c.name() + "-" + unit, func(t *testing.T) {
 				r := killLoopCell(t, c, batch, plan)
 				r.cell, r.unit = c.name(), unit
-				mu.Lock()
-				results = append(results, r)
-				mu.Unlock()
+				collected.add(r)
 			}})
 		}
 	}
 	runConcurrently(t, 4, tests)
+	results := collected.all()
 	slices.SortFunc(results, func(a, b killLoopResult) int { return strings.Compare(a.cell+a.unit, b.cell+b.unit) })
 	var b strings.Builder
 	fmt.Fprintf(&b, "kill loop: every session of 2 consumers × 4 workers killed every %v for %v (SQLite: connections severed), %d rows\n", plan.every, plan.kills, plan.rows)
@@ -961,11 +894,7 @@ func killLoopCell(t *testing.T, c cell, batch int, plan killLoopPlan) killLoopRe
 	admin := c.openDSN(t, dsn, 2)
 	tbl := fullTable(tableName(t))
 	c.b.createTable(t, admin, tbl)
-	msgs := make([]inbox.Message, plan.rows)
-	for i := range msgs {
-		msgs[i] = inbox.Message{Queue: "q"}
-	}
-	c.publish(t, admin, tbl, msgs...)
+	c.publish(t, admin, tbl, messages("q", plan.rows)...)
 
 	// The handlers take long enough that the drain, unhindered, would last most of the kills,
 	// but a fraction of the time between two rounds of kills, so that deliveries settle between
@@ -989,7 +918,7 @@ func killLoopCell(t *testing.T, c cell, batch int, plan killLoopPlan) killLoopRe
 		mu.Unlock()
 		time.Sleep(pace)
 	}
-	logs := &countingLog{}
+	logs := &logBuffer{}
 	var (
 		pools []*hooks
 		stops []func()
@@ -1009,14 +938,10 @@ func killLoopCell(t *testing.T, c cell, batch int, plan killLoopPlan) killLoopRe
 		}
 		var cons *inbox.Consumer
 		if batch > 0 {
-			cons = inbox.NewBatchConsumer(db, c.newForm(t, tbl).(inbox.BatchForm), batch,
+			cons = inbox.NewBatchConsumer(db, batchForm(t, c.newForm(t, tbl)), batch,
 				inbox.BatchHandlerFunc(func(ctx context.Context, ds []*inbox.Delivery) []outcome.Outcome {
 					deliver(ds...)
-					outs := make([]outcome.Outcome, len(ds))
-					for i := range outs {
-						outs[i] = outcome.Ack()
-					}
-					return outs
+					return repeated(outcome.Ack(), len(ds))
 				}), cfg)
 		} else {
 			cons = inbox.NewConsumer(db, c.newForm(t, tbl), inbox.HandlerFunc(func(ctx context.Context, d *inbox.Delivery) outcome.Outcome {
@@ -1068,7 +993,7 @@ func killLoopCell(t *testing.T, c cell, batch int, plan killLoopPlan) killLoopRe
 		}
 		t.Errorf("%d rows stranded: still unsettled %v after the kills stopped, none settled for %v; the server's open transactions of the consumers' sessions:\n%s",
 			left, time.Since(stopped).Round(time.Second), killLoopStall, strings.Join(open, "\n"))
-		t.Logf("the consumers' last log lines:\n%s", logs.last())
+		t.Logf("the consumers' last log lines:\n%s", logs.last(10))
 	}
 
 	// Stopped, the consumers hold nothing: a transaction still open on a session of their pools
@@ -1103,7 +1028,7 @@ func killLoopCell(t *testing.T, c cell, batch int, plan killLoopPlan) killLoopRe
 			r.twice++
 		}
 	}
-	r.errors = logs.count()
+	r.errors = logs.lines()
 	return r
 }
 
@@ -1173,36 +1098,6 @@ func (c cell) openTransactions(t *testing.T, admin *sql.DB, sessions []int64) []
 		out = append(out, line)
 	}
 	return out
-}
-
-// countingLog counts the lines a logger writes and keeps the last few.
-type countingLog struct {
-	mu    sync.Mutex
-	n     int
-	lines []string
-}
-
-func (l *countingLog) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.n++
-	l.lines = append(l.lines, strings.TrimSpace(string(p)))
-	if len(l.lines) > 10 {
-		l.lines = l.lines[1:]
-	}
-	return len(p), nil
-}
-
-func (l *countingLog) count() int {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.n
-}
-
-func (l *countingLog) last() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return strings.Join(l.lines, "\n")
 }
 
 // TestFaultsFailedEndDiscardsConnection makes one COMMIT or ROLLBACK of each form fail before it

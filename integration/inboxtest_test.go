@@ -18,9 +18,7 @@ func TestInboxtest(t *testing.T) {
 	for _, c := range cells(t) {
 		tests = append(tests, subtest{c.name(), func(t *testing.T) {
 			ctx := context.Background()
-			db := c.openDBs(t, 1, 8)[0]
-			tbl := fullTable(tableName(t))
-			c.b.createTable(t, db, tbl)
+			db, tbl := c.b.openTable(t, 8, fullTable)
 			published := []inbox.Message{
 				{Queue: "q", Payload: []byte("ack"), Priority: 2, Headers: map[string]string{"traceparent": "00-1-2-01"}},
 				{Queue: "q", Payload: []byte("retry"), Priority: 1},

@@ -2,7 +2,6 @@ package integration
 
 import (
 	"context"
-	"database/sql"
 	"errors"
 	"fmt"
 	"slices"
@@ -13,37 +12,9 @@ import (
 	"time"
 
 	"github.com/sqlinbox/inbox"
-	"github.com/sqlinbox/inbox/dialect"
 	"github.com/sqlinbox/inbox/lease"
 	"github.com/sqlinbox/inbox/outcome"
 )
-
-// leaseClaimBatch claims a batch of up to max rows and fails the test unless it gets want.
-func leaseClaimBatch(t *testing.T, f inbox.BatchForm, max, want int) []*inbox.Delivery {
-	t.Helper()
-	ds, err := f.ClaimBatch(context.Background(), max)
-	if err != nil {
-		t.Fatalf("ClaimBatch: %v", err)
-	}
-	if len(ds) != want {
-		t.Fatalf("claimed a batch of %d rows (%v), want %d", len(ds), leaseIDs(ds), want)
-	}
-	return ds
-}
-
-// leaseBatchContended publishes three rows to a fresh table with an attempt column and opens two
-// lease forms of a one-second lease over it, as two consumers contending for them.
-func leaseBatchContended(t *testing.T, b backend) (*sql.DB, inbox.Table, *lease.Form[dialect.Dialect], *lease.Form[dialect.Dialect]) {
-	t.Helper()
-	db := b.open(t, 0)
-	tbl := withAttempt(tableName(t))
-	b.createTable(t, db, tbl)
-	for range 3 {
-		leasePublish(t, b, db, tbl, inbox.Message{Payload: []byte("p")})
-	}
-	cfg := &lease.Config{Lease: time.Second}
-	return db, tbl, leaseForm(t, b, db, tbl, cfg, inbox.Queue{}), leaseForm(t, b, db, tbl, cfg, inbox.Queue{})
-}
 
 func TestLeaseBatchOutcomes(t *testing.T) {
 	for _, b := range backends(t, true) {
@@ -53,12 +24,12 @@ func TestLeaseBatchOutcomes(t *testing.T) {
 			tbl := withAttempt(tableName(t))
 			tbl.RetryAfter = "retry_after"
 			b.createTable(t, db, tbl)
-			name := quoted(t, b, tbl.Name)
+			name := b.q(t, tbl.Name)
 			for i := range 6 {
-				leasePublish(t, b, db, tbl, inbox.Message{Payload: []byte(strconv.Itoa(i))})
+				b.enqueue(t, db, tbl, inbox.Message{Payload: []byte(strconv.Itoa(i))})
 			}
 			f := leaseForm(t, b, db, tbl, nil, inbox.Queue{})
-			ds := leaseClaimBatch(t, f, 16, 6)
+			ds := claimBatchN(t, f, 16, 6)
 			batch, _ := inbox.HoldOf[any](ds[0])
 			for _, d := range ds {
 				if h, _ := inbox.HoldOf[any](d); d.Attempt != 1 || h != batch {
@@ -69,20 +40,16 @@ func TestLeaseBatchOutcomes(t *testing.T) {
 				t.Fatal("Settle of one delivery of a batch succeeded; want an error naming SettleBatch")
 			}
 			outs := []outcome.Outcome{outcome.Ack(), outcome.Drop(), outcome.Retry(), outcome.RetryAfter(time.Hour), outcome.RetryAfter(2 * time.Hour), outcome.Ack()}
-			if err := f.SettleBatch(ctx, ds, outs); err != nil {
-				t.Fatalf("SettleBatch: %v", err)
-			}
+			settleBatch(t, f, ds, outs...)
 			if n := count(t, db, "SELECT COUNT(*) FROM "+name); n != 3 {
 				t.Fatalf("%d rows left, want 3 (the retried and the two delayed)", n)
 			}
-			again := leaseClaimBatch(t, f, 16, 1)
+			again := claimBatchN(t, f, 16, 1)
 			if again[0].ID != ds[2].ID || again[0].Attempt != 2 {
 				t.Fatalf("claimable after the batch: row %d attempt %d, want the retried row %d at attempt 2", again[0].ID, again[0].Attempt, ds[2].ID)
 			}
-			if err := f.ReleaseBatch(ctx, again); err != nil {
-				t.Fatalf("ReleaseBatch: %v", err)
-			}
-			if back := leaseClaimBatch(t, f, 16, 1); back[0].ID != ds[2].ID || back[0].Attempt != 3 {
+			releaseBatch(t, f, again)
+			if back := claimBatchN(t, f, 16, 1); back[0].ID != ds[2].ID || back[0].Attempt != 3 {
 				t.Fatalf("after ReleaseBatch: row %d attempt %d, want row %d claimable at once (attempt 3: a lease claim counts each delivery)", back[0].ID, back[0].Attempt, ds[2].ID)
 			}
 			var first, second string
@@ -104,18 +71,18 @@ func TestLeaseBatchLostLeaseSettlesTheRest(t *testing.T) {
 	for _, b := range backends(t, true) {
 		t.Run(b.name, func(t *testing.T) {
 			ctx := context.Background()
-			db, tbl, mine, theirs := leaseBatchContended(t, b)
-			ds := leaseClaimBatch(t, mine, 16, 3)
+			db, tbl, mine, theirs := leaseContended(t, b, 3)
+			ds := claimBatchN(t, mine, 16, 3)
 			time.Sleep(1200 * time.Millisecond)
-			taken := leaseClaim(t, theirs, 1, 1)[0]
+			taken := claimN(t, theirs, 1, 1)[0]
 			err := mine.SettleBatch(ctx, ds, []outcome.Outcome{outcome.Ack(), outcome.Ack(), outcome.Ack()})
 			if !errors.Is(err, inbox.ErrLeaseLost) {
 				t.Fatalf("SettleBatch with a row taken by another consumer: %v, want ErrLeaseLost", err)
 			}
-			if n := count(t, db, "SELECT COUNT(*) FROM "+quoted(t, b, tbl.Name)); n != 1 {
+			if n := count(t, db, "SELECT COUNT(*) FROM "+b.q(t, tbl.Name)); n != 1 {
 				t.Fatalf("%d rows left, want 1: the rows still holding the batch's token settle, the taken one stays", n)
 			}
-			leaseSettle(t, theirs, taken, outcome.Ack())
+			settle(t, theirs, taken, outcome.Ack())
 		})
 	}
 }
@@ -128,13 +95,13 @@ func TestLeaseBatchLostRowsNamed(t *testing.T) {
 	for _, b := range backends(t, true) {
 		t.Run(b.name, func(t *testing.T) {
 			ctx := context.Background()
-			db, tbl, mine, theirs := leaseBatchContended(t, b)
-			leasePublish(t, b, db, tbl, inbox.Message{Payload: []byte("p")})
-			ds := leaseClaimBatch(t, mine, 16, 4)
+			db, tbl, mine, theirs := leaseContended(t, b, 3)
+			b.enqueue(t, db, tbl, inbox.Message{Payload: []byte("p")})
+			ds := claimBatchN(t, mine, 16, 4)
 			time.Sleep(1200 * time.Millisecond)
-			taken := leaseClaim(t, theirs, 2, 2)
+			taken := claimN(t, theirs, 2, 2)
 			lost := []int64{ds[0].ID, ds[1].ID}
-			if got := leaseIDs(taken); !slices.Equal(got, lost) {
+			if got := deliveryIDs(taken); !slices.Equal(got, lost) {
 				t.Fatalf("the other consumer took %v, want %v", got, lost)
 			}
 			err := mine.SettleBatch(ctx, ds, []outcome.Outcome{outcome.Ack(), outcome.Retry(), outcome.Ack(), outcome.Retry()})
@@ -148,7 +115,7 @@ func TestLeaseBatchLostRowsNamed(t *testing.T) {
 			if !errors.As(err, &lle) || !slices.Equal(lle.IDs, lost) || lle.Table != tbl.Name {
 				t.Errorf("errors.As(%v): %+v, want a *inbox.LeaseLostError of table %q with IDs %v", err, lle, tbl.Name, lost)
 			}
-			name := quoted(t, b, tbl.Name)
+			name := b.q(t, tbl.Name)
 			if n := count(t, db, "SELECT COUNT(*) FROM "+name+" WHERE id = "+strconv.FormatInt(ds[2].ID, 10)); n != 0 {
 				t.Errorf("row %d, acked under a token still held, is still there", ds[2].ID)
 			}
@@ -156,7 +123,7 @@ func TestLeaseBatchLostRowsNamed(t *testing.T) {
 				t.Errorf("row %d, retried under a token still held, still holds a lease", ds[3].ID)
 			}
 			for _, d := range taken {
-				leaseSettle(t, theirs, d, outcome.Ack())
+				settle(t, theirs, d, outcome.Ack())
 			}
 		})
 	}
@@ -169,27 +136,25 @@ func TestLeaseBatchTransactionalLostRowsNamed(t *testing.T) {
 	for _, b := range backends(t, true) {
 		t.Run(b.name, func(t *testing.T) {
 			ctx := context.Background()
-			db := b.open(t, 0)
-			tbl := withAttempt(tableName(t))
-			b.createTable(t, db, tbl)
+			db, tbl := b.openTable(t, 0, withAttempt)
 			for range 3 {
-				leasePublish(t, b, db, tbl, inbox.Message{Payload: []byte("p")})
+				b.enqueue(t, db, tbl, inbox.Message{Payload: []byte("p")})
 			}
 			cfg := &lease.Config{Lease: time.Second}
 			mine := leaseForm(t, b, db, tbl, cfg, inbox.Queue{Transactional: true})
 			theirs := leaseForm(t, b, db, tbl, cfg, inbox.Queue{})
-			ds := leaseClaimBatch(t, mine, 16, 3)
+			ds := claimBatchN(t, mine, 16, 3)
 			time.Sleep(1200 * time.Millisecond)
-			taken := leaseClaim(t, theirs, 1, 1)[0]
+			taken := claimN(t, theirs, 1, 1)[0]
 			err := mine.SettleBatch(ctx, ds, []outcome.Outcome{outcome.Ack(), outcome.Ack(), outcome.Ack()})
 			var lle *inbox.LeaseLostError
-			if !errors.Is(err, inbox.ErrLeaseLost) || !errors.As(err, &lle) || !slices.Equal(lle.IDs, leaseIDs(ds)) {
-				t.Fatalf("SettleBatch of acks with a row taken: %v (%+v), want a *inbox.LeaseLostError naming every row, %v", err, lle, leaseIDs(ds))
+			if !errors.Is(err, inbox.ErrLeaseLost) || !errors.As(err, &lle) || !slices.Equal(lle.IDs, deliveryIDs(ds)) {
+				t.Fatalf("SettleBatch of acks with a row taken: %v (%+v), want a *inbox.LeaseLostError naming every row, %v", err, lle, deliveryIDs(ds))
 			}
-			if n := count(t, db, "SELECT COUNT(*) FROM "+quoted(t, b, tbl.Name)); n != 3 {
+			if n := count(t, db, "SELECT COUNT(*) FROM "+b.q(t, tbl.Name)); n != 3 {
 				t.Fatalf("%d rows left, want all 3: a transactional batch of acks settles whole or not at all", n)
 			}
-			leaseSettle(t, theirs, taken, outcome.Ack())
+			settle(t, theirs, taken, outcome.Ack())
 		})
 	}
 }
@@ -198,8 +163,8 @@ func TestLeaseBatchExtendRenewsEveryRow(t *testing.T) {
 	for _, b := range backends(t, true) {
 		t.Run(b.name, func(t *testing.T) {
 			ctx := context.Background()
-			_, _, mine, theirs := leaseBatchContended(t, b)
-			ds := leaseClaimBatch(t, mine, 16, 3)
+			_, _, mine, theirs := leaseContended(t, b, 3)
+			ds := claimBatchN(t, mine, 16, 3)
 			for range 3 {
 				time.Sleep(500 * time.Millisecond)
 				if err := mine.Extend(ctx, ds[0]); err != nil {
@@ -207,11 +172,9 @@ func TestLeaseBatchExtendRenewsEveryRow(t *testing.T) {
 				}
 			}
 			if got, err := theirs.Claim(ctx, 3); err != nil || len(got) != 0 {
-				t.Fatalf("another consumer claimed %v (%v) after 1.5 s of a 1 s lease extended every 0.5 s; want nothing", leaseIDs(got), err)
+				t.Fatalf("another consumer claimed %v (%v) after 1.5 s of a 1 s lease extended every 0.5 s; want nothing", deliveryIDs(got), err)
 			}
-			if err := mine.SettleBatch(ctx, ds, []outcome.Outcome{outcome.Ack(), outcome.Ack(), outcome.Ack()}); err != nil {
-				t.Fatalf("SettleBatch after extensions: %v", err)
-			}
+			settleBatch(t, mine, ds, outcome.Ack(), outcome.Ack(), outcome.Ack())
 		})
 	}
 }
@@ -220,11 +183,9 @@ func TestLeaseBatchTransactional(t *testing.T) {
 	for _, b := range backends(t, true) {
 		t.Run(b.name, func(t *testing.T) {
 			ctx := context.Background()
-			db := b.open(t, 0)
-			tbl := withAttempt(tableName(t))
-			b.createTable(t, db, tbl)
-			name := quoted(t, b, tbl.Name)
-			side := sideTable(t, b, db, tbl.Name+"_side", "id BIGINT")
+			db, tbl := b.openTable(t, 0, withAttempt)
+			name := b.q(t, tbl.Name)
+			side := b.scratchTable(t, db, tbl.Name+"_side", "id BIGINT")
 			f := leaseForm(t, b, db, tbl, nil, inbox.Queue{Transactional: true})
 			write := func(ds []*inbox.Delivery) {
 				t.Helper()
@@ -235,15 +196,13 @@ func TestLeaseBatchTransactional(t *testing.T) {
 				}
 			}
 			for range 3 {
-				leasePublish(t, b, db, tbl, inbox.Message{Payload: []byte("p")})
+				b.enqueue(t, db, tbl, inbox.Message{Payload: []byte("p")})
 			}
 
 			// One Retry in the batch: every write rolls back, and the acks are retried too.
-			ds := leaseClaimBatch(t, f, 16, 3)
+			ds := claimBatchN(t, f, 16, 3)
 			write(ds)
-			if err := f.SettleBatch(ctx, ds, []outcome.Outcome{outcome.Ack(), outcome.Retry(), outcome.Ack()}); err != nil {
-				t.Fatalf("SettleBatch: %v", err)
-			}
+			settleBatch(t, f, ds, outcome.Ack(), outcome.Retry(), outcome.Ack())
 			if n := count(t, db, "SELECT COUNT(*) FROM "+side); n != 0 {
 				t.Fatalf("%d writes landed from a batch with a retry, want none", n)
 			}
@@ -252,16 +211,14 @@ func TestLeaseBatchTransactional(t *testing.T) {
 			}
 
 			// Every outcome Ack: the writes commit with the settlements.
-			ds = leaseClaimBatch(t, f, 16, 3)
+			ds = claimBatchN(t, f, 16, 3)
 			for _, d := range ds {
 				if d.Attempt != 2 {
 					t.Fatalf("row %d redelivered at attempt %d, want 2", d.ID, d.Attempt)
 				}
 			}
 			write(ds)
-			if err := f.SettleBatch(ctx, ds, []outcome.Outcome{outcome.Ack(), outcome.Ack(), outcome.Ack()}); err != nil {
-				t.Fatalf("SettleBatch: %v", err)
-			}
+			settleBatch(t, f, ds, outcome.Ack(), outcome.Ack(), outcome.Ack())
 			if n := count(t, db, "SELECT COUNT(*) FROM "+side); n != 3 {
 				t.Fatalf("%d writes landed from an acked batch, want 3", n)
 			}
@@ -280,15 +237,12 @@ func TestLeaseBatchConsumersDrain(t *testing.T) {
 		}
 		for _, b := range backends(t, true) {
 			t.Run(b.name+"/transactional="+strconv.FormatBool(transactional), func(t *testing.T) {
-				db1, db2 := leaseTwoDBs(t, b)
+				dbs := b.openDBs(t, 2, 16)
+				db1, db2 := dbs[0], dbs[1]
 				tbl := withAttempt(tableName(t))
 				b.createTable(t, db1, tbl)
-				msgs := make([]inbox.Message, rows)
-				for i := range msgs {
-					msgs[i].Payload = []byte("m")
-				}
-				leasePublish(t, b, db1, tbl, msgs...)
-				side := sideTable(t, b, db1, tbl.Name+"_side", "id BIGINT")
+				b.enqueue(t, db1, tbl, messages("", rows)...)
+				side := b.scratchTable(t, db1, tbl.Name+"_side", "id BIGINT")
 
 				var mu sync.Mutex
 				calls := map[int64]int{}
@@ -312,7 +266,7 @@ func TestLeaseBatchConsumersDrain(t *testing.T) {
 					}
 					return outs
 				})
-				cfg := &inbox.Config{Retry: inbox.RetryAtOnce, Workers: 4, PollInterval: 20 * time.Millisecond, Logger: leaseTestLogger(t), Transactional: transactional}
+				cfg := &inbox.Config{Retry: inbox.RetryAtOnce, Workers: 4, PollInterval: 20 * time.Millisecond, Logger: testLogger(t), Transactional: transactional}
 				leaseDrain(t, b, db1, tbl, 3*time.Minute, "the table to drain",
 					inbox.NewBatchConsumer(db1, lease.New(b.dialect, tbl, nil), 16, h, cfg),
 					inbox.NewBatchConsumer(db2, lease.New(b.dialect, tbl, nil), 16, h, cfg))

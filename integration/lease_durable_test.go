@@ -34,7 +34,7 @@ func leaseSQL(t *testing.T, b backend, tbl inbox.Table) sqltext.Lease {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return sqltext.New(b.dialect.Caps(), sqltext.Table(q)).Lease(quoted(t, b, "locked_until"))
+	return sqltext.New(b.dialect.Caps(), sqltext.Table(q)).Lease(b.q(t, "locked_until"))
 }
 
 // syncCommitAfter runs query with args inside an explicit transaction, which then commits, and
@@ -101,11 +101,9 @@ func syncCommitAfter(t *testing.T, db *sql.DB, query string, args ...any) (ids [
 // was built Unflushed (Config.UnflushedAcks).
 func TestLeaseUnflushedCommit(t *testing.T) {
 	b := postgresBackend(t)
-	db := b.open(t, 4)
-	tbl := fullTable(tableName(t))
-	b.createTable(t, db, tbl)
+	db, tbl := b.openTable(t, 4, fullTable)
 	for _, p := range []int{3, 1, 2, 1, 0} { // ids 1 to 5
-		leasePublish(t, b, db, tbl, inbox.Message{Queue: "q", Priority: p})
+		b.enqueue(t, db, tbl, inbox.Message{Queue: "q", Priority: p})
 	}
 	l := leaseSQL(t, b, tbl)
 	tm := b.dialect.Time
@@ -165,20 +163,16 @@ func TestLeaseUnflushedCommit(t *testing.T) {
 // again, as it did with a bound limit.
 func TestLeaseClaimPlansOnce(t *testing.T) {
 	b := postgresBackend(t)
-	db := b.open(t, 1) // one session: the form's statements and pg_prepared_statements share it
-	tbl := fullTable(tableName(t))
-	b.createTable(t, db, tbl)
+	db, tbl := b.openTable(t, 1, fullTable) // one session: the form's statements and pg_prepared_statements share it
 	for range 40 {
-		leasePublish(t, b, db, tbl, inbox.Message{Queue: "q"})
+		b.enqueue(t, db, tbl, inbox.Message{Queue: "q"})
 	}
-	f := leaseForm(t, b, db, tbl, &lease.Config{Lease: time.Minute}, inbox.Queue{Name: "q", Logger: leaseTestLogger(t)})
+	f := leaseForm(t, b, db, tbl, &lease.Config{Lease: time.Minute}, inbox.Queue{Name: "q", Logger: testLogger(t)})
 	const runs = 10
 	for _, n := range []int{1, 3} {
 		for range runs {
-			for _, d := range leaseClaim(t, f, n, n) {
-				if err := f.Release(context.Background(), d); err != nil {
-					t.Fatal(err)
-				}
+			for _, d := range claimN(t, f, n, n) {
+				release(t, f, d)
 			}
 		}
 	}

@@ -4,8 +4,6 @@ import (
 	"context"
 	"database/sql"
 	"errors"
-	"log/slog"
-	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -23,98 +21,7 @@ import (
 // leaseForm opens a lease form over tbl on db, closed when the test ends.
 func leaseForm(t *testing.T, b backend, db *sql.DB, tbl inbox.Table, cfg *lease.Config, q inbox.Queue) *lease.Form[dialect.Dialect] {
 	t.Helper()
-	f := lease.New(b.dialect, tbl, cfg)
-	if _, err := f.Open(context.Background(), db, q); err != nil {
-		t.Fatalf("Open: %v", err)
-	}
-	t.Cleanup(func() { f.Close() })
-	return f
-}
-
-// leaseClaim claims up to max rows and fails the test unless it gets want of them.
-func leaseClaim(t *testing.T, f inbox.Form, max, want int) []*inbox.Delivery {
-	t.Helper()
-	ds, err := f.Claim(context.Background(), max)
-	if err != nil {
-		t.Fatalf("Claim: %v", err)
-	}
-	if len(ds) != want {
-		t.Fatalf("claimed %d rows (%v), want %d", len(ds), leaseIDs(ds), want)
-	}
-	return ds
-}
-
-func leaseIDs(ds []*inbox.Delivery) []int64 {
-	var ids []int64
-	for _, d := range ds {
-		ids = append(ids, d.ID)
-	}
-	return ids
-}
-
-func leaseSettle(t *testing.T, f inbox.Form, d *inbox.Delivery, o outcome.Outcome) {
-	t.Helper()
-	if err := f.Settle(context.Background(), d, o); err != nil {
-		t.Fatalf("Settle(%d, %v): %v", d.ID, o, err)
-	}
-}
-
-func leasePublish(t *testing.T, b backend, db *sql.DB, tbl inbox.Table, msgs ...inbox.Message) {
-	t.Helper()
-	if err := inbox.Enqueue(context.Background(), db, b.dialect, tbl, msgs...); err != nil {
-		t.Fatal(err)
-	}
-}
-
-// leaseTestWriter sends a consumer's warnings to the test log, while the test runs.
-type leaseTestWriter struct{ t *testing.T }
-
-func (w leaseTestWriter) Write(p []byte) (int, error) {
-	w.t.Log(strings.TrimSpace(string(p)))
-	return len(p), nil
-}
-
-func leaseTestLogger(t *testing.T) *slog.Logger {
-	return slog.New(slog.NewTextHandler(leaseTestWriter{t}, &slog.HandlerOptions{Level: slog.LevelWarn}))
-}
-
-// leaseTwoDBs returns two pools on the backend's one database (for SQLite, one file), as two
-// processes would have.
-func leaseTwoDBs(t *testing.T, b backend) (*sql.DB, *sql.DB) {
-	t.Helper()
-	if b.name != "sqlite" {
-		return b.open(t, 0), b.open(t, 0)
-	}
-	path := filepath.Join(t.TempDir(), "inbox.db")
-	open := func() *sql.DB {
-		db, err := sql.Open("sqlite", SQLiteDSN(path))
-		if err != nil {
-			t.Fatal(err)
-		}
-		db.SetMaxOpenConns(16)
-		t.Cleanup(func() { db.Close() })
-		return db
-	}
-	return open(), open()
-}
-
-// startConsumer runs c until the returned stop is called (or the test ends) and fails the test
-// if Run returns an error.
-func startConsumer(t *testing.T, c *inbox.Consumer) (stop func()) {
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- c.Run(ctx) }()
-	var once sync.Once
-	stop = func() {
-		once.Do(func() {
-			cancel()
-			if err := <-done; err != nil {
-				t.Errorf("Run: %v", err)
-			}
-		})
-	}
-	t.Cleanup(stop)
-	return stop
+	return openForm(t, lease.New(b.dialect, tbl, cfg), db, q)
 }
 
 // leaseDrain runs the consumers until tbl is empty, failing the test after timeout (what names
@@ -125,35 +32,12 @@ func leaseDrain(t *testing.T, b backend, db *sql.DB, tbl inbox.Table, timeout ti
 	for _, c := range cs {
 		stops = append(stops, startConsumer(t, c))
 	}
-	leaseWait(t, timeout, what, func() bool {
-		return count(t, db, "SELECT COUNT(*) FROM "+quoted(t, b, tbl.Name)) == 0
+	waitFor(t, timeout, what, func() bool {
+		return count(t, db, "SELECT COUNT(*) FROM "+b.q(t, tbl.Name)) == 0
 	})
 	for _, stop := range stops {
 		stop()
 	}
-}
-
-// leaseWait polls cond until it holds, failing the test after timeout.
-func leaseWait(t *testing.T, timeout time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", timeout, what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
-
-// sideTable creates (anew) a table of one column where handlers write through their delivery's
-// transaction, dropped when the test ends, and returns its quoted name.
-func sideTable(t *testing.T, b backend, db *sql.DB, name, column string) string {
-	t.Helper()
-	side := quoted(t, b, name)
-	mustExec(t, db, "DROP TABLE IF EXISTS "+side)
-	mustExec(t, db, "CREATE TABLE "+side+" ("+column+")")
-	t.Cleanup(func() { db.Exec("DROP TABLE " + side) })
-	return side
 }
 
 // withAttempt is the minimal table with an attempt column: ack deletes, no retry_after.
@@ -163,14 +47,12 @@ func withAttempt(name string) inbox.Table {
 	return tbl
 }
 
-// leaseContended publishes one row to a fresh table with an attempt column and opens two lease
-// forms of a one-second lease over it, as two consumers contending for the row.
-func leaseContended(t *testing.T, b backend) (*sql.DB, inbox.Table, *lease.Form[dialect.Dialect], *lease.Form[dialect.Dialect]) {
+// leaseContended publishes rows rows to a fresh table with an attempt column and opens two lease
+// forms of a one-second lease over it, as two consumers contending for them.
+func leaseContended(t *testing.T, b backend, rows int) (*sql.DB, inbox.Table, *lease.Form[dialect.Dialect], *lease.Form[dialect.Dialect]) {
 	t.Helper()
-	db := b.open(t, 0)
-	tbl := withAttempt(tableName(t))
-	b.createTable(t, db, tbl)
-	leasePublish(t, b, db, tbl, inbox.Message{Payload: []byte("p")})
+	db, tbl := b.openTable(t, 0, withAttempt)
+	b.enqueue(t, db, tbl, messages("", rows)...)
 	cfg := &lease.Config{Lease: time.Second}
 	return db, tbl, leaseForm(t, b, db, tbl, cfg, inbox.Queue{}), leaseForm(t, b, db, tbl, cfg, inbox.Queue{})
 }
@@ -178,24 +60,20 @@ func leaseContended(t *testing.T, b backend) (*sql.DB, inbox.Table, *lease.Form[
 func TestLeaseOutcomesProcessedAt(t *testing.T) {
 	for _, b := range backends(t, true) {
 		t.Run(b.name, func(t *testing.T) {
-			db := b.open(t, 0)
-			tbl := fullTable(tableName(t))
-			b.createTable(t, db, tbl)
+			db, tbl := b.openTable(t, 0, fullTable)
 			for range 5 {
-				leasePublish(t, b, db, tbl, inbox.Message{Queue: "q", Payload: []byte("p")})
+				b.enqueue(t, db, tbl, inbox.Message{Queue: "q", Payload: []byte("p")})
 			}
 			f := leaseForm(t, b, db, tbl, nil, inbox.Queue{Name: "q"})
-			ds := leaseClaim(t, f, 10, 5)
-			ack, drop, retry, later, release := ds[0], ds[1], ds[2], ds[3], ds[4]
-			leaseSettle(t, f, ack, outcome.Ack())
-			leaseSettle(t, f, drop, outcome.Drop())
-			leaseSettle(t, f, retry, outcome.Retry())
-			leaseSettle(t, f, later, outcome.RetryAfter(time.Hour))
-			if err := f.Release(context.Background(), release); err != nil {
-				t.Fatal(err)
-			}
+			ds := claimN(t, f, 10, 5)
+			ack, drop, retry, later, released := ds[0], ds[1], ds[2], ds[3], ds[4]
+			settle(t, f, ack, outcome.Ack())
+			settle(t, f, drop, outcome.Drop())
+			settle(t, f, retry, outcome.Retry())
+			settle(t, f, later, outcome.RetryAfter(time.Hour))
+			release(t, f, released)
 
-			name, ph := quoted(t, b, tbl.Name), b.dialect.Placeholder(1)
+			name, ph := b.q(t, tbl.Name), b.dialect.Placeholder(1)
 			if n := count(t, db, "SELECT COUNT(*) FROM "+name); n != 5 {
 				t.Errorf("%d rows left, want all 5 (ack and drop stamp processed_at)", n)
 			}
@@ -208,8 +86,8 @@ func TestLeaseOutcomesProcessedAt(t *testing.T) {
 			if n := count(t, db, "SELECT COUNT(*) FROM "+name+" WHERE locked_until IS NOT NULL"); n != 0 {
 				t.Errorf("%d rows still leased after every outcome, want 0", n)
 			}
-			again := leaseClaim(t, f, 10, 2)
-			if got, want := leaseIDs(again), []int64{retry.ID, release.ID}; !slices.Equal(got, want) {
+			again := claimN(t, f, 10, 2)
+			if got, want := deliveryIDs(again), []int64{retry.ID, released.ID}; !slices.Equal(got, want) {
 				t.Errorf("claimed %v again, want the retried and released rows %v", got, want)
 			}
 			for _, d := range again {
@@ -224,29 +102,27 @@ func TestLeaseOutcomesProcessedAt(t *testing.T) {
 func TestLeaseOutcomesDelete(t *testing.T) {
 	for _, b := range backends(t, true) {
 		t.Run(b.name, func(t *testing.T) {
-			db := b.open(t, 0)
-			tbl := withAttempt(tableName(t))
-			b.createTable(t, db, tbl)
+			db, tbl := b.openTable(t, 0, withAttempt)
 			for range 4 {
-				leasePublish(t, b, db, tbl, inbox.Message{Payload: []byte("p")})
+				b.enqueue(t, db, tbl, inbox.Message{Payload: []byte("p")})
 			}
 			var log logBuffer
 			f := leaseForm(t, b, db, tbl, nil, inbox.Queue{Logger: log.Logger()})
-			ds := leaseClaim(t, f, 10, 4)
-			leaseSettle(t, f, ds[0], outcome.Ack())
-			leaseSettle(t, f, ds[1], outcome.Drop())
-			leaseSettle(t, f, ds[2], outcome.Retry())
-			leaseSettle(t, f, ds[3], outcome.RetryAfter(time.Hour))
+			ds := claimN(t, f, 10, 4)
+			settle(t, f, ds[0], outcome.Ack())
+			settle(t, f, ds[1], outcome.Drop())
+			settle(t, f, ds[2], outcome.Retry())
+			settle(t, f, ds[3], outcome.RetryAfter(time.Hour))
 
-			name := quoted(t, b, tbl.Name)
+			name := b.q(t, tbl.Name)
 			if n := count(t, db, "SELECT COUNT(*) FROM "+name); n != 2 {
 				t.Errorf("%d rows left, want 2 (ack and drop delete)", n)
 			}
 			if !strings.Contains(log.String(), "retry_after") || !strings.Contains(log.String(), tbl.Name) {
 				t.Errorf("RetryAfter without a retry_after column logged %q; want a warning naming the table", log.String())
 			}
-			again := leaseClaim(t, f, 10, 2)
-			if got, want := leaseIDs(again), []int64{ds[2].ID, ds[3].ID}; !slices.Equal(got, want) {
+			again := claimN(t, f, 10, 2)
+			if got, want := deliveryIDs(again), []int64{ds[2].ID, ds[3].ID}; !slices.Equal(got, want) {
 				t.Errorf("claimed %v again, want %v (RetryAfter without the column retries at once)", got, want)
 			}
 		})
@@ -256,26 +132,22 @@ func TestLeaseOutcomesDelete(t *testing.T) {
 func TestLeaseAttempts(t *testing.T) {
 	for _, b := range backends(t, true) {
 		t.Run(b.name, func(t *testing.T) {
-			db := b.open(t, 0)
-			tbl := withAttempt(tableName(t))
-			b.createTable(t, db, tbl)
-			leasePublish(t, b, db, tbl, inbox.Message{Payload: []byte("p")})
+			db, tbl := b.openTable(t, 0, withAttempt)
+			b.enqueue(t, db, tbl, inbox.Message{Payload: []byte("p")})
 			f := leaseForm(t, b, db, tbl, nil, inbox.Queue{})
 			for want, give := range []func(*inbox.Delivery){
-				func(d *inbox.Delivery) { leaseSettle(t, f, d, outcome.Retry()) },
+				func(d *inbox.Delivery) { settle(t, f, d, outcome.Retry()) },
 				func(d *inbox.Delivery) {
-					if err := f.Release(context.Background(), d); err != nil {
-						t.Fatal(err)
-					}
+					release(t, f, d)
 				},
-				func(d *inbox.Delivery) { leaseSettle(t, f, d, outcome.RetryAfter(0)) },
-				func(d *inbox.Delivery) { leaseSettle(t, f, d, outcome.Ack()) },
+				func(d *inbox.Delivery) { settle(t, f, d, outcome.RetryAfter(0)) },
+				func(d *inbox.Delivery) { settle(t, f, d, outcome.Ack()) },
 			} {
-				d := leaseClaim(t, f, 1, 1)[0]
+				d := claimN(t, f, 1, 1)[0]
 				if d.Attempt != want+1 {
 					t.Fatalf("delivery %d reads attempt %d, want %d", want+1, d.Attempt, want+1)
 				}
-				if n := count(t, db, "SELECT attempt FROM "+quoted(t, b, tbl.Name)); n != want+1 {
+				if n := count(t, db, "SELECT attempt FROM "+b.q(t, tbl.Name)); n != want+1 {
 					t.Fatalf("the row's attempt column holds %d on delivery %d", n, want+1)
 				}
 				give(d)
@@ -284,9 +156,9 @@ func TestLeaseAttempts(t *testing.T) {
 			// Without an attempt column every delivery reads 0.
 			plain := minimalTable(tableName(t) + "p")
 			b.createTable(t, db, plain)
-			leasePublish(t, b, db, plain, inbox.Message{Payload: []byte("p")})
+			b.enqueue(t, db, plain, inbox.Message{Payload: []byte("p")})
 			g := leaseForm(t, b, db, plain, nil, inbox.Queue{})
-			if d := leaseClaim(t, g, 1, 1)[0]; d.Attempt != 0 {
+			if d := claimN(t, g, 1, 1)[0]; d.Attempt != 0 {
 				t.Errorf("attempt %d on a table without an attempt column, want 0", d.Attempt)
 			}
 		})
@@ -296,9 +168,7 @@ func TestLeaseAttempts(t *testing.T) {
 func TestLeaseOrder(t *testing.T) {
 	for _, b := range backends(t, true) {
 		t.Run(b.name, func(t *testing.T) {
-			db := b.open(t, 0)
-			tbl := fullTable(tableName(t))
-			b.createTable(t, db, tbl)
+			db, tbl := b.openTable(t, 0, fullTable)
 			for _, m := range []inbox.Message{
 				{Queue: "b", Priority: 0},                   // 1: another queue
 				{Queue: "a", Priority: 5},                   // 2
@@ -308,11 +178,11 @@ func TestLeaseOrder(t *testing.T) {
 				{Queue: "a", Priority: 0, Delay: time.Hour}, // 6: not due
 			} {
 				m.Payload = []byte(m.Queue)
-				leasePublish(t, b, db, tbl, m)
+				b.enqueue(t, db, tbl, m)
 			}
 			a := leaseForm(t, b, db, tbl, nil, inbox.Queue{Name: "a"})
-			ds := leaseClaim(t, a, 10, 4)
-			if got, want := leaseIDs(ds), []int64{3, 4, 5, 2}; !slices.Equal(got, want) {
+			ds := claimN(t, a, 10, 4)
+			if got, want := deliveryIDs(ds), []int64{3, 4, 5, 2}; !slices.Equal(got, want) {
 				t.Errorf("queue a claimed %v, want %v (priority, then id; the delayed row and queue b's left)", got, want)
 			}
 			for _, d := range ds {
@@ -321,7 +191,7 @@ func TestLeaseOrder(t *testing.T) {
 				}
 			}
 			other := leaseForm(t, b, db, tbl, nil, inbox.Queue{Name: "b"})
-			if got := leaseIDs(leaseClaim(t, other, 10, 1)); got[0] != 1 {
+			if got := deliveryIDs(claimN(t, other, 10, 1)); got[0] != 1 {
 				t.Errorf("queue b claimed %v, want [1]", got)
 			}
 		})
@@ -332,12 +202,12 @@ func TestLeaseExpiredLeaseIsTaken(t *testing.T) {
 	for _, b := range backends(t, true) {
 		t.Run(b.name, func(t *testing.T) {
 			ctx := context.Background()
-			db, tbl, first, second := leaseContended(t, b)
+			db, tbl, first, second := leaseContended(t, b, 1)
 
-			mine := leaseClaim(t, first, 1, 1)[0]
-			leaseClaim(t, second, 1, 0)
+			mine := claimN(t, first, 1, 1)[0]
+			claimN(t, second, 1, 0)
 			time.Sleep(1200 * time.Millisecond)
-			theirs := leaseClaim(t, second, 1, 1)[0]
+			theirs := claimN(t, second, 1, 1)[0]
 			if theirs.ID != mine.ID || theirs.Attempt != 2 {
 				t.Fatalf("second consumer claimed row %d attempt %d, want row %d attempt 2", theirs.ID, theirs.Attempt, mine.ID)
 			}
@@ -349,11 +219,11 @@ func TestLeaseExpiredLeaseIsTaken(t *testing.T) {
 			if !errors.Is(err, inbox.ErrLeaseLost) || !strings.Contains(err.Error(), tbl.Name) {
 				t.Fatalf("Settle of a taken lease: %v, want ErrLeaseLost naming table %s", err, tbl.Name)
 			}
-			if n := count(t, db, "SELECT COUNT(*) FROM "+quoted(t, b, tbl.Name)); n != 1 {
+			if n := count(t, db, "SELECT COUNT(*) FROM "+b.q(t, tbl.Name)); n != 1 {
 				t.Fatalf("the lost ack changed the table: %d rows, want 1", n)
 			}
-			leaseSettle(t, second, theirs, outcome.Ack())
-			if n := count(t, db, "SELECT COUNT(*) FROM "+quoted(t, b, tbl.Name)); n != 0 {
+			settle(t, second, theirs, outcome.Ack())
+			if n := count(t, db, "SELECT COUNT(*) FROM "+b.q(t, tbl.Name)); n != 0 {
 				t.Errorf("the holder's ack left %d rows", n)
 			}
 		})
@@ -363,18 +233,18 @@ func TestLeaseExpiredLeaseIsTaken(t *testing.T) {
 func TestLeaseExtendKeepsRow(t *testing.T) {
 	for _, b := range backends(t, true) {
 		t.Run(b.name, func(t *testing.T) {
-			db, tbl, holder, other := leaseContended(t, b)
+			db, tbl, holder, other := leaseContended(t, b, 1)
 
-			d := leaseClaim(t, holder, 1, 1)[0]
+			d := claimN(t, holder, 1, 1)[0]
 			for start := time.Now(); time.Since(start) < 3*time.Second; {
 				time.Sleep(300 * time.Millisecond)
 				if err := holder.Extend(context.Background(), d); err != nil {
 					t.Fatalf("Extend after %v: %v", time.Since(start), err)
 				}
-				leaseClaim(t, other, 1, 0)
+				claimN(t, other, 1, 0)
 			}
-			leaseSettle(t, holder, d, outcome.Ack())
-			if n := count(t, db, "SELECT COUNT(*) FROM "+quoted(t, b, tbl.Name)); n != 0 {
+			settle(t, holder, d, outcome.Ack())
+			if n := count(t, db, "SELECT COUNT(*) FROM "+b.q(t, tbl.Name)); n != 0 {
 				t.Errorf("%d rows after the ack of an extended lease, want 0", n)
 			}
 		})
@@ -385,11 +255,9 @@ func TestLeaseTransactional(t *testing.T) {
 	for _, b := range backends(t, true) {
 		t.Run(b.name, func(t *testing.T) {
 			ctx := context.Background()
-			db := b.open(t, 0)
-			tbl := withAttempt(tableName(t))
-			b.createTable(t, db, tbl)
-			side := sideTable(t, b, db, tbl.Name+"_side", "n INT")
-			name := quoted(t, b, tbl.Name)
+			db, tbl := b.openTable(t, 0, withAttempt)
+			side := b.scratchTable(t, db, tbl.Name+"_side", "n INT")
+			name := b.q(t, tbl.Name)
 			write := func(d *inbox.Delivery, n string) {
 				t.Helper()
 				if d.Tx == nil {
@@ -404,7 +272,7 @@ func TestLeaseTransactional(t *testing.T) {
 
 			// Ack commits the handler's write with the settlement. The transaction outlives the
 			// claim's context, as a consumer's claim context ends when the claim returns.
-			leasePublish(t, b, db, tbl, inbox.Message{Payload: []byte("ack")})
+			b.enqueue(t, db, tbl, inbox.Message{Payload: []byte("ack")})
 			claimCtx, endClaim := context.WithCancel(ctx)
 			ds, err := f.Claim(claimCtx, 1)
 			endClaim()
@@ -413,7 +281,7 @@ func TestLeaseTransactional(t *testing.T) {
 			}
 			d := ds[0]
 			write(d, "1")
-			leaseSettle(t, f, d, outcome.Ack())
+			settle(t, f, d, outcome.Ack())
 			if n := count(t, db, "SELECT COUNT(*) FROM "+side+" WHERE n = 1"); n != 1 {
 				t.Errorf("the acked handler's write: %d rows, want 1", n)
 			}
@@ -422,25 +290,25 @@ func TestLeaseTransactional(t *testing.T) {
 			}
 
 			// Retry rolls the handler's write back and still settles the row.
-			leasePublish(t, b, db, tbl, inbox.Message{Payload: []byte("retry")})
-			d = leaseClaim(t, f, 1, 1)[0]
+			b.enqueue(t, db, tbl, inbox.Message{Payload: []byte("retry")})
+			d = claimN(t, f, 1, 1)[0]
 			write(d, "2")
-			leaseSettle(t, f, d, outcome.Retry())
+			settle(t, f, d, outcome.Retry())
 			if n := count(t, db, "SELECT COUNT(*) FROM "+side+" WHERE n = 2"); n != 0 {
 				t.Errorf("the retried handler's write landed")
 			}
-			d = leaseClaim(t, f, 1, 1)[0]
+			d = claimN(t, f, 1, 1)[0]
 			if d.Attempt != 2 {
 				t.Errorf("retried row redelivered with attempt %d, want 2", d.Attempt)
 			}
-			leaseSettle(t, f, d, outcome.Drop())
+			settle(t, f, d, outcome.Drop())
 
 			// An ack whose lease was taken rolls the handler's write back and changes nothing.
-			leasePublish(t, b, db, tbl, inbox.Message{Payload: []byte("lost")})
-			d = leaseClaim(t, f, 1, 1)[0]
+			b.enqueue(t, db, tbl, inbox.Message{Payload: []byte("lost")})
+			d = claimN(t, f, 1, 1)[0]
 			time.Sleep(1200 * time.Millisecond)
 			other := leaseForm(t, b, db, tbl, cfg, inbox.Queue{})
-			theirs := leaseClaim(t, other, 1, 1)[0]
+			theirs := claimN(t, other, 1, 1)[0]
 			write(d, "3")
 			if err := f.Settle(ctx, d, outcome.Ack()); !errors.Is(err, inbox.ErrLeaseLost) {
 				t.Fatalf("transactional ack of a taken lease: %v, want ErrLeaseLost", err)
@@ -451,7 +319,7 @@ func TestLeaseTransactional(t *testing.T) {
 			if n := count(t, db, "SELECT COUNT(*) FROM "+name); n != 1 {
 				t.Errorf("the lost ack changed the table: %d rows, want 1", n)
 			}
-			leaseSettle(t, other, theirs, outcome.Ack())
+			settle(t, other, theirs, outcome.Ack())
 		})
 	}
 }
@@ -464,18 +332,16 @@ func TestLeaseTransactionalSQLiteOneAtATime(t *testing.T) {
 			continue
 		}
 		t.Run(b.name, func(t *testing.T) {
-			db := b.open(t, 0)
-			tbl := withAttempt(tableName(t))
-			b.createTable(t, db, tbl)
-			leasePublish(t, b, db, tbl, inbox.Message{Payload: []byte("1")}, inbox.Message{Payload: []byte("2")})
+			db, tbl := b.openTable(t, 0, withAttempt)
+			b.enqueue(t, db, tbl, inbox.Message{Payload: []byte("1")}, inbox.Message{Payload: []byte("2")})
 			b.dialect = dialect.SQLite[isolation.Immediate]{}
 			f := leaseForm(t, b, db, tbl, nil, inbox.Queue{Transactional: true})
 			for _, want := range []int64{1, 2} {
-				d := leaseClaim(t, f, 5, 1)[0]
+				d := claimN(t, f, 5, 1)[0]
 				if d.ID != want {
 					t.Fatalf("claimed row %d, want %d", d.ID, want)
 				}
-				leaseSettle(t, f, d, outcome.Ack())
+				settle(t, f, d, outcome.Ack())
 			}
 		})
 	}
@@ -487,9 +353,7 @@ func TestLeaseTransactionalStrictPostgres(t *testing.T) {
 			continue
 		}
 		t.Run(b.name, func(t *testing.T) {
-			db := b.open(t, 0)
-			tbl := minimalTable(tableName(t))
-			b.createTable(t, db, tbl)
+			db, tbl := b.openTable(t, 0, minimalTable)
 			for _, d := range []dialect.Dialect{dialect.Postgres[isolation.RepeatableRead]{}, dialect.Postgres[isolation.Serializable]{}} {
 				_, err := lease.New(d, tbl, nil).Open(context.Background(), db, inbox.Queue{Transactional: true})
 				if !errors.Is(err, inbox.ErrDialect) || !strings.Contains(err.Error(), tbl.Name) || !strings.Contains(err.Error(), string(d.Level())) {
@@ -509,9 +373,7 @@ func TestLeaseSchema(t *testing.T) {
 	for _, b := range backends(t, true) {
 		t.Run(b.name, func(t *testing.T) {
 			ctx := context.Background()
-			db := b.open(t, 0)
-			tbl := minimalTable(tableName(t))
-			b.createTable(t, db, tbl)
+			db, tbl := b.openTable(t, 0, minimalTable)
 
 			missing := withAttempt(tbl.Name) // the table has no attempt column
 			_, err := lease.New(b.dialect, missing, nil).Open(ctx, db, inbox.Queue{})
@@ -528,10 +390,7 @@ func TestLeaseSchema(t *testing.T) {
 			}
 
 			if b.name == "mysql" || b.name == "mariadb" {
-				coarse := quoted(t, b, tbl.Name+"_s")
-				mustExec(t, db, "DROP TABLE IF EXISTS "+coarse)
-				mustExec(t, db, "CREATE TABLE "+coarse+" (id BIGINT AUTO_INCREMENT PRIMARY KEY, payload LONGBLOB, locked_until DATETIME NULL)")
-				t.Cleanup(func() { db.Exec("DROP TABLE " + coarse) })
+				b.scratchTable(t, db, tbl.Name+"_s", "id BIGINT AUTO_INCREMENT PRIMARY KEY, payload LONGBLOB, locked_until DATETIME NULL")
 				_, err := lease.New(b.dialect, minimalTable(tbl.Name+"_s"), nil).Open(ctx, db, inbox.Queue{})
 				if !errors.Is(err, inbox.ErrSchema) || !strings.Contains(err.Error(), "DATETIME(6)") || !strings.Contains(err.Error(), tbl.Name+"_s") {
 					t.Errorf("Open with a DATETIME lease column: %v, want ErrSchema asking for DATETIME(6)", err)
@@ -545,17 +404,15 @@ func TestLeaseClose(t *testing.T) {
 	for _, b := range backends(t, true) {
 		t.Run(b.name, func(t *testing.T) {
 			ctx := context.Background()
-			db := b.open(t, 0)
-			tbl := withAttempt(tableName(t))
-			b.createTable(t, db, tbl)
-			leasePublish(t, b, db, tbl, inbox.Message{Payload: []byte("1")}, inbox.Message{Payload: []byte("2")})
+			db, tbl := b.openTable(t, 0, withAttempt)
+			b.enqueue(t, db, tbl, inbox.Message{Payload: []byte("1")}, inbox.Message{Payload: []byte("2")})
 			f := leaseForm(t, b, db, tbl, nil, inbox.Queue{Transactional: true})
-			ds := append(leaseClaim(t, f, 1, 1), leaseClaim(t, f, 1, 1)...) // each with its transaction open
+			ds := append(claimN(t, f, 1, 1), claimN(t, f, 1, 1)...) // each with its transaction open
 			if err := f.Close(); err != nil {
 				t.Fatal(err)
 			}
 			other := leaseForm(t, b, db, tbl, nil, inbox.Queue{})
-			leaseClaim(t, other, 2, 2) // Close gave both rows back
+			claimN(t, other, 2, 2) // Close gave both rows back
 
 			if _, err := f.Claim(ctx, 1); !errors.Is(err, inbox.ErrClosed) {
 				t.Errorf("Claim after Close: %v, want ErrClosed", err)
@@ -573,10 +430,11 @@ func TestLeaseClose(t *testing.T) {
 func TestLeaseConsumerLongHandler(t *testing.T) {
 	for _, b := range backends(t, true) {
 		t.Run(b.name, func(t *testing.T) {
-			db1, db2 := leaseTwoDBs(t, b)
+			dbs := b.openDBs(t, 2, 16)
+			db1, db2 := dbs[0], dbs[1]
 			tbl := withAttempt(tableName(t))
 			b.createTable(t, db1, tbl)
-			leasePublish(t, b, db1, tbl, inbox.Message{Payload: []byte("slow")})
+			b.enqueue(t, db1, tbl, inbox.Message{Payload: []byte("slow")})
 
 			var calls atomic.Int32
 			h := inbox.HandlerFunc(func(ctx context.Context, d *inbox.Delivery) outcome.Outcome {
@@ -584,7 +442,7 @@ func TestLeaseConsumerLongHandler(t *testing.T) {
 				time.Sleep(3 * time.Second)
 				return outcome.Ack()
 			})
-			cfg := &inbox.Config{Retry: inbox.RetryAtOnce, Workers: 2, PollInterval: 50 * time.Millisecond, Logger: leaseTestLogger(t)}
+			cfg := &inbox.Config{Retry: inbox.RetryAtOnce, Workers: 2, PollInterval: 50 * time.Millisecond, Logger: testLogger(t)}
 			lc := &lease.Config{Lease: time.Second}
 			leaseDrain(t, b, db1, tbl, 20*time.Second, "the slow handler's ack",
 				inbox.NewConsumer(db1, lease.New(b.dialect, tbl, lc), h, cfg),
@@ -600,37 +458,21 @@ func TestLeaseConsumersDrain(t *testing.T) {
 	const rows = 2000
 	for _, b := range backends(t, true) {
 		t.Run(b.name, func(t *testing.T) {
-			db1, db2 := leaseTwoDBs(t, b)
+			dbs := b.openDBs(t, 2, 16)
 			tbl := withAttempt(tableName(t))
-			b.createTable(t, db1, tbl)
-			msgs := make([]inbox.Message, rows)
-			for i := range msgs {
-				msgs[i].Payload = []byte("m")
-			}
-			leasePublish(t, b, db1, tbl, msgs...)
+			b.createTable(t, dbs[0], tbl)
+			b.enqueue(t, dbs[0], tbl, messages("", rows)...)
 
-			var mu sync.Mutex
-			calls := map[int64]int{}
+			var calls rowCounts
 			h := inbox.HandlerFunc(func(ctx context.Context, d *inbox.Delivery) outcome.Outcome {
-				mu.Lock()
-				calls[d.ID]++
-				mu.Unlock()
+				calls.add(d)
 				return outcome.Ack()
 			})
-			cfg := &inbox.Config{Retry: inbox.RetryAtOnce, Workers: 4, PollInterval: 20 * time.Millisecond, Logger: leaseTestLogger(t)}
-			leaseDrain(t, b, db1, tbl, 3*time.Minute, "the table to drain",
-				inbox.NewConsumer(db1, lease.New(b.dialect, tbl, nil), h, cfg),
-				inbox.NewConsumer(db2, lease.New(b.dialect, tbl, nil), h, cfg))
-			mu.Lock()
-			defer mu.Unlock()
-			if len(calls) != rows {
-				t.Errorf("%d distinct rows handled, want %d", len(calls), rows)
-			}
-			for id, n := range calls {
-				if n != 1 {
-					t.Errorf("row %d handled %d times, want once", id, n)
-				}
-			}
+			cfg := &inbox.Config{Retry: inbox.RetryAtOnce, Workers: 4, PollInterval: 20 * time.Millisecond, Logger: testLogger(t)}
+			leaseDrain(t, b, dbs[0], tbl, 3*time.Minute, "the table to drain",
+				inbox.NewConsumer(dbs[0], lease.New(b.dialect, tbl, nil), h, cfg),
+				inbox.NewConsumer(dbs[1], lease.New(b.dialect, tbl, nil), h, cfg))
+			calls.checkOnce(t, "handled", rows)
 		})
 	}
 }
@@ -641,22 +483,17 @@ func TestLeaseConsumersDrain(t *testing.T) {
 // take a row twice.
 func TestLeaseSQLiteClaimsFromTwoPools(t *testing.T) {
 	b := backendNamed("sqlite", "")
-	first, second := leaseTwoDBs(t, b)
+	dbs := b.openDBs(t, 2, 16)
 	tbl := withAttempt(tableName(t))
-	b.createTable(t, first, tbl)
+	b.createTable(t, dbs[0], tbl)
 	const rows = 400
-	msgs := make([]inbox.Message, rows)
-	for i := range msgs {
-		msgs[i] = inbox.Message{Payload: []byte("{}")}
-	}
-	leasePublish(t, b, first, tbl, msgs...)
+	b.enqueue(t, dbs[0], tbl, messages("", rows)...)
 
 	var (
-		mu      sync.Mutex
-		claimed = map[int64]int{}
+		claimed rowCounts
 		wg      sync.WaitGroup
 	)
-	for _, db := range []*sql.DB{first, second} {
+	for _, db := range dbs {
 		f := leaseForm(t, b, db, tbl, nil, inbox.Queue{})
 		for range 4 {
 			wg.Add(1)
@@ -671,9 +508,7 @@ func TestLeaseSQLiteClaimsFromTwoPools(t *testing.T) {
 					if len(ds) == 0 {
 						return
 					}
-					mu.Lock()
-					claimed[ds[0].ID]++
-					mu.Unlock()
+					claimed.add(ds[0])
 					if err := f.Settle(context.Background(), ds[0], outcome.Ack()); err != nil {
 						t.Errorf("Settle row %d: %v", ds[0].ID, err)
 						return
@@ -683,14 +518,7 @@ func TestLeaseSQLiteClaimsFromTwoPools(t *testing.T) {
 		}
 	}
 	wg.Wait()
-	if len(claimed) != rows {
-		t.Errorf("%d rows claimed, want %d", len(claimed), rows)
-	}
-	for id, n := range claimed {
-		if n != 1 {
-			t.Errorf("row %d claimed %d times", id, n)
-		}
-	}
+	claimed.checkOnce(t, "claimed", rows)
 }
 
 // TestLeaseLostCancelsTheHandler: a handler that outlives its lease, once another consumer has
@@ -710,10 +538,11 @@ func TestLeaseLostCancelsTheHandler(t *testing.T) {
 				name += "-transactional"
 			}
 			t.Run(name, func(t *testing.T) {
-				db1, db2 := leaseTwoDBs(t, b)
+				dbs := b.openDBs(t, 2, 16)
+				db1, db2 := dbs[0], dbs[1]
 				tbl := fullTable(tableName(t))
 				b.createTable(t, db1, tbl)
-				leasePublish(t, b, db1, tbl, inbox.Message{Queue: "q"})
+				b.enqueue(t, db1, tbl, inbox.Message{Queue: "q"})
 				cfg := &lease.Config{Lease: time.Second}
 
 				started := make(chan int64, 1)
@@ -729,12 +558,12 @@ func TestLeaseLostCancelsTheHandler(t *testing.T) {
 					return outcome.Ack()
 				})
 				stopFirst := startConsumer(t, inbox.NewConsumer(db1, lease.New(b.dialect, tbl, cfg), first,
-					&inbox.Config{Retry: inbox.RetryAtOnce, Queue: "q", Transactional: transactional, PollInterval: cellPoll, Logger: leaseTestLogger(t)}))
+					&inbox.Config{Retry: inbox.RetryAtOnce, Queue: "q", Transactional: transactional, PollInterval: cellPoll, Logger: testLogger(t)}))
 				id := <-started
 
 				// The lease runs out (as when the first consumer's extensions stall), and a second
 				// consumer takes the row.
-				mustExec(t, db2, "UPDATE "+quoted(t, b, tbl.Name)+" SET locked_until = "+b.dialect.Placeholder(1)+" WHERE id = "+b.dialect.Placeholder(2),
+				mustExec(t, db2, "UPDATE "+b.q(t, tbl.Name)+" SET locked_until = "+b.dialect.Placeholder(1)+" WHERE id = "+b.dialect.Placeholder(2),
 					b.dialect.Time(time.Now().Add(-time.Hour)), id)
 				var took atomic.Int32
 				second := inbox.HandlerFunc(func(ctx context.Context, d *inbox.Delivery) outcome.Outcome {
@@ -742,7 +571,7 @@ func TestLeaseLostCancelsTheHandler(t *testing.T) {
 					return outcome.Ack()
 				})
 				stopSecond := startConsumer(t, inbox.NewConsumer(db2, lease.New(b.dialect, tbl, cfg), second,
-					&inbox.Config{Retry: inbox.RetryAtOnce, Queue: "q", PollInterval: cellPoll, Logger: leaseTestLogger(t)}))
+					&inbox.Config{Retry: inbox.RetryAtOnce, Queue: "q", PollInterval: cellPoll, Logger: testLogger(t)}))
 
 				select {
 				case err := <-cause:
@@ -752,8 +581,8 @@ func TestLeaseLostCancelsTheHandler(t *testing.T) {
 				case <-time.After(30 * time.Second):
 					t.Fatal("the first handler did not return")
 				}
-				leaseWait(t, 20*time.Second, "the second consumer to settle the row", func() bool {
-					return count(t, db1, "SELECT COUNT(*) FROM "+quoted(t, b, tbl.Name)+" WHERE processed_at IS NULL") == 0
+				waitFor(t, 20*time.Second, "the second consumer to settle the row", func() bool {
+					return count(t, db1, "SELECT COUNT(*) FROM "+b.q(t, tbl.Name)+" WHERE processed_at IS NULL") == 0
 				})
 				stopFirst()
 				stopSecond()

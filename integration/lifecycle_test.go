@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -63,39 +62,11 @@ func runLifecycle(t *testing.T, c cell, db *sql.DB, tbl inbox.Table, m lifecycle
 	if cfg.Logger == nil {
 		cfg.Logger = testLogger(t)
 	}
-	f := c.newForm(t, tbl)
-	var cons *inbox.Consumer
+	batch := 0
 	if m.batch {
-		bh := inbox.BatchHandlerFunc(func(ctx context.Context, ds []*inbox.Delivery) []outcome.Outcome {
-			outs := make([]outcome.Outcome, len(ds))
-			for i, d := range ds {
-				outs[i] = h(ctx, d)
-			}
-			return outs
-		})
-		cons = inbox.NewBatchConsumer(db, f.(inbox.BatchForm), 4, bh, cfg)
-	} else {
-		cons = inbox.NewConsumer(db, f, h, cfg)
+		batch = 4
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- cons.Run(ctx) }()
-	var once sync.Once
-	stop = func() {
-		once.Do(func() {
-			cancel()
-			select {
-			case err := <-done:
-				if err != nil {
-					t.Errorf("Run: %v", err)
-				}
-			case <-time.After(30 * time.Second):
-				t.Error("Run did not return within 30 s of its context's end")
-			}
-		})
-	}
-	t.Cleanup(stop)
-	return stop
+	return startConsumerWithin(t, newConsumer(t, db, c.newForm(t, tbl), batch, h, cfg), 30*time.Second)
 }
 
 // lifecycleRow reads a row's attempt, dead_at (whether set), retry_after (whether set) and
@@ -137,9 +108,7 @@ func TestLifecycle(t *testing.T) {
 // at attempts 1 to 4, each retry no sooner than its band of the policy allows, then dies with
 // "attempt 4 of 4: …" and is not delivered again while a good row published after it is.
 func lifecycleDies(t *testing.T, c cell, m lifecycleMode) {
-	db := c.openDBs(t, 1, 8)[0]
-	tbl := lifecycleTable(tableName(t))
-	c.b.createTable(t, db, tbl)
+	db, tbl := c.b.openTable(t, 8, lifecycleTable)
 	c.publish(t, db, tbl, inbox.Message{Queue: "q", Payload: []byte("bad")})
 	bad := c.ids(t, db, tbl, "")[0]
 	rec := newDelivered()
@@ -191,9 +160,7 @@ func lifecycleDies(t *testing.T, c cell, m lifecycleMode) {
 // lifecycleFailDrop: Fail kills the row at once with its reason, Drop settles it (stamped
 // processed_at, not dead), and neither is delivered again.
 func lifecycleFailDrop(t *testing.T, c cell) {
-	db := c.openDBs(t, 1, 8)[0]
-	tbl := lifecycleTable(tableName(t))
-	c.b.createTable(t, db, tbl)
+	db, tbl := c.b.openTable(t, 8, lifecycleTable)
 	c.publish(t, db, tbl, inbox.Message{Queue: "q", Payload: []byte("fail")}, inbox.Message{Queue: "q", Payload: []byte("drop")})
 	ids := c.ids(t, db, tbl, "")
 	rec := newDelivered()
@@ -233,14 +200,9 @@ func lifecycleFailDrop(t *testing.T, c cell) {
 // comes back at attempt 2, its error kept meanwhile); Permanent kills at once; RetryIn retries
 // after its own delay.
 func lifecycleAdapter(t *testing.T, c cell) {
-	db := c.openDBs(t, 1, 8)[0]
-	tbl := lifecycleTable(tableName(t))
-	c.b.createTable(t, db, tbl)
+	db, tbl := c.b.openTable(t, 8, lifecycleTable)
 	names := []string{"ok", "flaky", "permanent", "later"}
-	for _, n := range names {
-		c.publish(t, db, tbl, inbox.Message{Queue: "q", Payload: []byte(n)})
-	}
-	ids := c.ids(t, db, tbl, "")
+	ids := c.publishEach(t, db, tbl, "q", names...)
 	rec := newDelivered()
 	const later = 300 * time.Millisecond
 	h := inbox.Func(func(ctx context.Context, d *inbox.Delivery) error {
@@ -286,9 +248,7 @@ func lifecycleAdapter(t *testing.T, c cell) {
 // lifecycleRefused: the default policy delays, so a table without retry_after is refused at Run
 // with ErrSchema naming the table, the column and the alternative.
 func lifecycleRefused(t *testing.T, c cell) {
-	db := c.openDBs(t, 1, 8)[0]
-	tbl := minimalTable(tableName(t))
-	c.b.createTable(t, db, tbl)
+	db, tbl := c.b.openTable(t, 8, minimalTable)
 	cons := inbox.NewConsumer(db, c.newForm(t, tbl), inbox.HandlerFunc(func(context.Context, *inbox.Delivery) outcome.Outcome {
 		return outcome.Ack()
 	}), &inbox.Config{PollInterval: cellPoll})
@@ -305,7 +265,7 @@ func lifecycleRefused(t *testing.T, c cell) {
 // failed settlement counts its attempt and backs the row off by the policy, with the
 // settlement's error as its last, and the log says why once.
 func lifecycleRefusedAck(t *testing.T, c cell, m lifecycleMode) {
-	db := c.openDBs(t, 1, 8)[0]
+	db := c.b.open(t, 8)
 	tbl := lifecycleTable(tableName(t))
 	tbl.ProcessedAt = "" // so that the ack deletes
 	notes := tbl.Name + "_notes"

@@ -116,9 +116,7 @@ func TestObserver(t *testing.T) {
 				if batch {
 					ks = slices.DeleteFunc(slices.Clone(kinds), func(k string) bool { return k == "panic" })
 				}
-				db := c.openDBs(t, 1, 8)[0]
-				tbl := fullTable(tableName(t))
-				c.b.createTable(t, db, tbl)
+				db, tbl := c.b.openTable(t, 8, fullTable)
 				var msgs []inbox.Message
 				for i := 0; i < each; i++ {
 					for _, k := range ks {
@@ -196,9 +194,7 @@ func TestObserverTransactionalBatch(t *testing.T) {
 	var tests []subtest
 	for _, c := range cells(t) {
 		tests = append(tests, subtest{c.name(), func(t *testing.T) {
-			db := c.openDBs(t, 1, 8)[0]
-			tbl := fullTable(tableName(t))
-			c.b.createTable(t, db, tbl)
+			db, tbl := c.b.openTable(t, 8, fullTable)
 			var msgs []inbox.Message
 			for i := range 24 {
 				p := "ack"

@@ -15,11 +15,9 @@ import (
 func TestClaimOrderAgreesAcrossDatabases(t *testing.T) {
 	for _, b := range backends(t, true) {
 		t.Run(b.name, func(t *testing.T) {
-			db := b.open(t, 0)
-			tbl := fullTable(tableName(t))
-			b.createTable(t, db, tbl)
+			db, tbl := b.openTable(t, 0, fullTable)
 			ctx := context.Background()
-			q := quoted(t, b, tbl.Name)
+			q := b.q(t, tbl.Name)
 			past := b.dialect.Time(time.Now().Add(-time.Hour))
 			p := b.dialect.Placeholder
 			// id 1: due after a delay; id 2: never delayed; id 3: never delayed, lower priority.

@@ -25,7 +25,7 @@ func ownTable(t *testing.T, b backend, db *sql.DB, listed bool) inbox.Table {
 		text = "VARCHAR(191)"
 	}
 	for _, c := range []string{"account " + text + " NOT NULL DEFAULT ''", "amount BIGINT", "region " + text} {
-		mustExec(t, db, "ALTER TABLE "+quoted(t, b, tbl.Name)+" ADD COLUMN "+c)
+		mustExec(t, db, "ALTER TABLE "+b.q(t, tbl.Name)+" ADD COLUMN "+c)
 	}
 	tbl.Columns = []string{"amount", "region"}
 	if listed {
@@ -60,9 +60,9 @@ func readOwn(d *inbox.Delivery) (read, error) {
 func TestOwnColumns(t *testing.T) {
 	var tests []subtest
 	for _, c := range cells(t) {
-		for _, batch := range []bool{false, true} {
+		for _, batch := range []int{0, 4} {
 			name := c.name()
-			if batch {
+			if batch > 0 {
 				name += "-batch"
 			}
 			tests = append(tests, subtest{name, func(t *testing.T) { ownColumnsCell(t, c, batch) }})
@@ -71,7 +71,7 @@ func TestOwnColumns(t *testing.T) {
 	runConcurrently(t, 4, tests)
 }
 
-func ownColumnsCell(t *testing.T, c cell, batch bool) {
+func ownColumnsCell(t *testing.T, c cell, batch int) {
 	db := c.b.open(t, 8)
 	tbl := ownTable(t, c.b, db, true)
 	eu := "eu"
@@ -93,7 +93,7 @@ func ownColumnsCell(t *testing.T, c cell, batch bool) {
 	}
 	for i, id := range ids {
 		var payload []byte
-		if err := db.QueryRow("SELECT payload FROM "+quoted(t, c.b, tbl.Name)+" WHERE id = "+c.ph(1), id).Scan(&payload); err != nil {
+		if err := db.QueryRow("SELECT payload FROM "+c.q(t, tbl.Name)+" WHERE id = "+c.ph(1), id).Scan(&payload); err != nil {
 			t.Fatalf("row %d, the id of message %d: %v", id, i, err)
 		}
 		if string(payload) != fmt.Sprint(i) {
@@ -108,7 +108,7 @@ func ownColumnsCell(t *testing.T, c cell, batch bool) {
 
 	var mu sync.Mutex
 	got := map[int64]read{}
-	handle := func(d *inbox.Delivery) outcome.Outcome {
+	handle := inbox.HandlerFunc(func(_ context.Context, d *inbox.Delivery) outcome.Outcome {
 		r, err := readOwn(d)
 		if err != nil {
 			t.Errorf("row %d: %v", d.ID, err)
@@ -118,27 +118,9 @@ func ownColumnsCell(t *testing.T, c cell, batch bool) {
 		got[d.ID] = r
 		mu.Unlock()
 		return outcome.Ack()
-	}
+	})
 	cfg := &inbox.Config{Workers: 2, PollInterval: cellPoll, Logger: testLogger(t)}
-	var cons *inbox.Consumer
-	if batch {
-		bf, ok := c.newForm(t, tbl).(inbox.BatchForm)
-		if !ok {
-			t.Fatalf("the %s form does not implement inbox.BatchForm", c.form)
-		}
-		cons = inbox.NewBatchConsumer(db, bf, 4, inbox.BatchHandlerFunc(func(_ context.Context, ds []*inbox.Delivery) []outcome.Outcome {
-			outs := make([]outcome.Outcome, len(ds))
-			for i, d := range ds {
-				outs[i] = handle(d)
-			}
-			return outs
-		}), cfg)
-	} else {
-		cons = inbox.NewConsumer(db, c.newForm(t, tbl), inbox.HandlerFunc(func(_ context.Context, d *inbox.Delivery) outcome.Outcome {
-			return handle(d)
-		}), cfg)
-	}
-	stop := startConsumer(t, cons)
+	stop := startConsumer(t, newConsumer(t, db, c.newForm(t, tbl), batch, handle, cfg))
 	waitFor(t, 20*time.Second, "every row handled", func() bool {
 		mu.Lock()
 		defer mu.Unlock()
@@ -172,12 +154,10 @@ func TestAdvisoryKeyOfOwnColumn(t *testing.T) {
 			for i := range 6 {
 				msgs = append(msgs, inbox.Message{Columns: map[string]any{"account": []string{"a", "b"}[i%2]}})
 			}
-			if err := inbox.Enqueue(context.Background(), db, b.dialect, tbl, msgs...); err != nil {
-				t.Fatal(err)
-			}
+			b.enqueue(t, db, tbl, msgs...)
 			f := advisory.New(b.dialect.(advisory.Dialect), tbl, &advisory.Config{Key: tbl.Name + "-{account}"})
 			accounts := map[int64]string{}
-			rows, err := db.Query("SELECT id, account FROM " + quoted(t, b, tbl.Name))
+			rows, err := db.Query("SELECT id, account FROM " + b.q(t, tbl.Name))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -241,7 +221,7 @@ func TestEnqueueIDsIsAllOrNothing(t *testing.T) {
 			if err == nil {
 				t.Fatalf("EnqueueIDs = %v, nil; want an error naming the failed statement", ids)
 			}
-			if got := count(t, db, "SELECT COUNT(*) FROM "+quoted(t, b, tbl.Name)); got != 0 {
+			if got := count(t, db, "SELECT COUNT(*) FROM "+b.q(t, tbl.Name)); got != 0 {
 				t.Fatalf("%d rows after a failed EnqueueIDs, want 0 (%v)", got, err)
 			}
 		})

@@ -44,10 +44,8 @@ func TestPoolWaitLoggedHoldingForms(t *testing.T) {
 		for _, b := range poolBackends(t) {
 			t.Run(form+"/"+b.name, func(t *testing.T) {
 				const workers = 2
-				db := b.open(t, workers+1)
-				tbl := fullTable(tableName(t))
-				b.createTable(t, db, tbl)
-				leasePublish(t, b, db, tbl, inbox.Message{Payload: []byte("a")}, inbox.Message{Payload: []byte("b")})
+				db, tbl := b.openTable(t, workers+1, fullTable)
+				b.enqueue(t, db, tbl, inbox.Message{Payload: []byte("a")}, inbox.Message{Payload: []byte("b")})
 
 				var mu sync.Mutex
 				started := 0
@@ -78,12 +76,8 @@ func TestPoolWaitLoggedHoldingForms(t *testing.T) {
 				var log logBuffer
 				c := cell{b: b, form: form}
 				stop := runConsumer(t, db, c.newForm(t, tbl), h, &inbox.Config{Workers: workers, ShutdownTimeout: time.Second, Logger: log.Logger()})
-				deadline := time.Now().Add(30 * time.Second)
-				for !poolWaitLogged(log.String(), workers+1) {
-					if time.Now().After(deadline) {
-						t.Fatalf("30 s with handlers waiting on a pool of %d and no line naming MaxOpenConns in the log:\n%s", workers+1, log.String())
-					}
-					time.Sleep(100 * time.Millisecond)
+				if !eventually(30*time.Second, func() bool { return poolWaitLogged(log.String(), workers+1) }) {
+					t.Fatalf("30 s with handlers waiting on a pool of %d and no line naming MaxOpenConns in the log:\n%s", workers+1, log.String())
 				}
 				stop()
 				t.Log(log.String())
@@ -105,8 +99,8 @@ func TestPoolLeaseKeepsItsLease(t *testing.T) {
 			watch := b.open(t, 2) // another process's view of the table
 			tbl := fullTable(tableName(t))
 			b.createTable(t, db, tbl)
-			leasePublish(t, b, db, tbl, inbox.Message{Payload: []byte("a")}, inbox.Message{Payload: []byte("b")})
-			name := quoted(t, b, tbl.Name)
+			b.enqueue(t, db, tbl, inbox.Message{Payload: []byte("a")}, inbox.Message{Payload: []byte("b")})
+			name := b.q(t, tbl.Name)
 
 			var (
 				mu        sync.Mutex
@@ -155,13 +149,11 @@ func TestPoolLeaseKeepsItsLease(t *testing.T) {
 					t.Fatalf("%d rows in work with their lease run out, %v into the handlers' wait:\n%s", n, time.Duration(i+1)*500*time.Millisecond, log.String())
 				}
 			}
-			deadline := time.Now().Add(60 * time.Second)
-			for count(t, watch, "SELECT COUNT(*) FROM "+name+" WHERE processed_at IS NULL") != 0 {
-				if time.Now().After(deadline) {
-					mu.Lock()
-					t.Fatalf("60 s and the rows are not both acked (deliveries %v, pool %+v):\n%s", delivered, db.Stats(), log.String())
-				}
-				time.Sleep(100 * time.Millisecond)
+			if !eventually(60*time.Second, func() bool {
+				return count(t, watch, "SELECT COUNT(*) FROM "+name+" WHERE processed_at IS NULL") == 0
+			}) {
+				mu.Lock()
+				t.Fatalf("60 s and the rows are not both acked (deliveries %v, pool %+v):\n%s", delivered, db.Stats(), log.String())
 			}
 			stop()
 			mu.Lock()
@@ -203,9 +195,9 @@ func TestPoolLeaseOwnConnectionReplaced(t *testing.T) {
 			t.Cleanup(func() { db.Close() })
 			tbl := withAttempt(tableName(t))
 			b.createTable(t, admin, tbl)
-			leasePublish(t, b, admin, tbl, inbox.Message{Payload: []byte("p")})
+			b.enqueue(t, admin, tbl, inbox.Message{Payload: []byte("p")})
 			f := leaseForm(t, b, db, tbl, nil, inbox.Queue{})
-			d := leaseClaim(t, f, 1, 1)[0]
+			d := claimN(t, f, 1, 1)[0]
 
 			sessions := hooks.sessions()
 			if len(sessions) < 2 {
@@ -234,7 +226,7 @@ func TestPoolLeaseOwnConnectionReplaced(t *testing.T) {
 			if err := f.Settle(ctx, d, outcome.Ack()); err != nil {
 				t.Fatalf("the ack after the own connection was killed: %v", err)
 			}
-			if n := count(t, admin, "SELECT COUNT(*) FROM "+quoted(t, b, tbl.Name)); n != 0 {
+			if n := count(t, admin, "SELECT COUNT(*) FROM "+b.q(t, tbl.Name)); n != 0 {
 				t.Fatalf("%d rows left after the ack, want none", n)
 			}
 		})

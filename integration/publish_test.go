@@ -15,9 +15,7 @@ import (
 func TestEnqueueWritesEveryRole(t *testing.T) {
 	for _, b := range backends(t, true) {
 		t.Run(b.name, func(t *testing.T) {
-			db := b.open(t, 0)
-			tbl := fullTable(tableName(t))
-			b.createTable(t, db, tbl)
+			db, tbl := b.openTable(t, 0, fullTable)
 			ctx := context.Background()
 			msg := inbox.Message{Queue: "billing", Payload: []byte("p\x00\xff"), Priority: -3, Headers: map[string]string{"trace": "a\"b"}}
 			if err := inbox.Enqueue(ctx, db, b.dialect, tbl, msg); err != nil {
@@ -30,7 +28,7 @@ func TestEnqueueWritesEveryRole(t *testing.T) {
 				headers  sql.NullString
 				attempt  int
 			)
-			row := db.QueryRowContext(ctx, "SELECT payload, grp, priority, headers, attempt FROM "+quoted(t, b, tbl.Name))
+			row := db.QueryRowContext(ctx, "SELECT payload, grp, priority, headers, attempt FROM "+b.q(t, tbl.Name))
 			if err := row.Scan(&payload, &group, &priority, &headers, &attempt); err != nil {
 				t.Fatal(err)
 			}
@@ -47,9 +45,7 @@ func TestEnqueueWritesEveryRole(t *testing.T) {
 func TestEnqueueBatchInsertsEveryRow(t *testing.T) {
 	for _, b := range backends(t, true) {
 		t.Run(b.name, func(t *testing.T) {
-			db := b.open(t, 0)
-			tbl := minimalTable(tableName(t))
-			b.createTable(t, db, tbl)
+			db, tbl := b.openTable(t, 0, minimalTable)
 			const n = 2500 // more than one statement's worth of rows
 			msgs := make([]inbox.Message, n)
 			for i := range msgs {
@@ -58,7 +54,7 @@ func TestEnqueueBatchInsertsEveryRow(t *testing.T) {
 			if err := inbox.Enqueue(context.Background(), db, b.dialect, tbl, msgs...); err != nil {
 				t.Fatal(err)
 			}
-			if got := count(t, db, "SELECT COUNT(DISTINCT payload) FROM "+quoted(t, b, tbl.Name)); got != n {
+			if got := count(t, db, "SELECT COUNT(DISTINCT payload) FROM "+b.q(t, tbl.Name)); got != n {
 				t.Fatalf("%d distinct rows, want %d", got, n)
 			}
 		})
@@ -68,28 +64,11 @@ func TestEnqueueBatchInsertsEveryRow(t *testing.T) {
 func TestEnqueueTxCommitsAndRollsBackWithTheCaller(t *testing.T) {
 	for _, b := range backends(t, true) {
 		t.Run(b.name, func(t *testing.T) {
-			db := b.open(t, 0)
-			tbl := minimalTable(tableName(t))
-			b.createTable(t, db, tbl)
-			ctx := context.Background()
+			db, tbl := b.openTable(t, 0, minimalTable)
 			for _, commit := range []bool{false, true} {
-				tx, err := db.BeginTx(ctx, nil)
-				if err != nil {
-					t.Fatal(err)
-				}
-				if err := inbox.EnqueueTx(ctx, tx, b.dialect, tbl, inbox.Message{Payload: []byte("x")}, inbox.Message{Payload: []byte("y")}); err != nil {
-					t.Fatal(err)
-				}
-				if commit {
-					err = tx.Commit()
-				} else {
-					err = tx.Rollback()
-				}
-				if err != nil {
-					t.Fatal(err)
-				}
+				b.enqueueTx(t, db, tbl, commit, inbox.Message{Payload: []byte("x")}, inbox.Message{Payload: []byte("y")})
 			}
-			if got := count(t, db, "SELECT COUNT(*) FROM "+quoted(t, b, tbl.Name)); got != 2 {
+			if got := count(t, db, "SELECT COUNT(*) FROM "+b.q(t, tbl.Name)); got != 2 {
 				t.Fatalf("%d rows after one rolled-back and one committed publish of two, want 2", got)
 			}
 		})
@@ -115,11 +94,11 @@ func TestEnqueueDelayAndExplicitIDs(t *testing.T) {
 				t.Fatal(err)
 			}
 			later := b.dialect.Time(time.Now().Add(30 * time.Minute))
-			q := "SELECT COUNT(*) FROM " + quoted(t, b, tbl.Name) + " WHERE id = 7 AND retry_after > " + b.dialect.Placeholder(1)
+			q := "SELECT COUNT(*) FROM " + b.q(t, tbl.Name) + " WHERE id = 7 AND retry_after > " + b.dialect.Placeholder(1)
 			if got := count(t, db, q, later); got != 1 {
 				t.Fatal("the delayed row is not hidden for its delay")
 			}
-			if got := count(t, db, "SELECT COUNT(*) FROM "+quoted(t, b, tbl.Name)+" WHERE id = 9223372036854775807 AND retry_after IS NULL"); got != 1 {
+			if got := count(t, db, "SELECT COUNT(*) FROM "+b.q(t, tbl.Name)+" WHERE id = 9223372036854775807 AND retry_after IS NULL"); got != 1 {
 				t.Fatal("the row with the largest id is missing")
 			}
 		})
@@ -129,9 +108,7 @@ func TestEnqueueDelayAndExplicitIDs(t *testing.T) {
 func TestEnqueueJSON(t *testing.T) {
 	for _, b := range backends(t, true) {
 		t.Run(b.name, func(t *testing.T) {
-			db := b.open(t, 0)
-			tbl := fullTable(tableName(t))
-			b.createTable(t, db, tbl)
+			db, tbl := b.openTable(t, 0, fullTable)
 			type order struct {
 				Account string `json:"account"`
 				Cents   int    `json:"cents"`
@@ -140,7 +117,7 @@ func TestEnqueueJSON(t *testing.T) {
 			if err := inbox.EnqueueJSON(ctx, db, b.dialect, tbl, "orders", order{"a", 1}, order{"b", 2}); err != nil {
 				t.Fatal(err)
 			}
-			if got := count(t, db, "SELECT COUNT(*) FROM "+quoted(t, b, tbl.Name)+" WHERE grp = 'orders'"); got != 2 {
+			if got := count(t, db, "SELECT COUNT(*) FROM "+b.q(t, tbl.Name)+" WHERE grp = 'orders'"); got != 2 {
 				t.Fatalf("%d rows in queue orders, want 2", got)
 			}
 			_, err := inbox.JSONMessage("orders", make(chan int))
@@ -163,15 +140,6 @@ func TestEnqueueToAMissingTableNamesIt(t *testing.T) {
 	}
 }
 
-func quoted(t *testing.T, b backend, name string) string {
-	t.Helper()
-	q, err := b.dialect.Quote(name)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return q
-}
-
 func TestEnqueueToATableOfIDsOnly(t *testing.T) {
 	for _, b := range backends(t, true) {
 		t.Run(b.name, func(t *testing.T) {
@@ -181,7 +149,7 @@ func TestEnqueueToATableOfIDsOnly(t *testing.T) {
 			if err := inbox.Enqueue(context.Background(), db, b.dialect, tbl, make([]inbox.Message, 3)...); err != nil {
 				t.Fatal(err)
 			}
-			if got := count(t, db, "SELECT COUNT(DISTINCT id) FROM "+quoted(t, b, tbl.Name)); got != 3 {
+			if got := count(t, db, "SELECT COUNT(DISTINCT id) FROM "+b.q(t, tbl.Name)); got != 3 {
 				t.Fatalf("%d rows, want 3", got)
 			}
 		})
@@ -207,7 +175,7 @@ func TestEnqueueIsAllOrNothing(t *testing.T) {
 			if err == nil {
 				t.Fatal("a publish with a duplicate id succeeded")
 			}
-			if got := count(t, db, "SELECT COUNT(*) FROM "+quoted(t, b, tbl.Name)); got != 0 {
+			if got := count(t, db, "SELECT COUNT(*) FROM "+b.q(t, tbl.Name)); got != 0 {
 				t.Fatalf("%d rows landed from a publish that failed (%v), want none", got, err)
 			}
 			if !strings.Contains(err.Error(), "nothing was published") {
@@ -217,7 +185,7 @@ func TestEnqueueIsAllOrNothing(t *testing.T) {
 			if err := inbox.Enqueue(context.Background(), db, b.dialect, tbl, msgs...); err != nil {
 				t.Fatal(err)
 			}
-			if got := count(t, db, "SELECT COUNT(*) FROM "+quoted(t, b, tbl.Name)); got != n {
+			if got := count(t, db, "SELECT COUNT(*) FROM "+b.q(t, tbl.Name)); got != n {
 				t.Fatalf("%d rows after the publish, want %d", got, n)
 			}
 		})

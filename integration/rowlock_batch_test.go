@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"slices"
-	"sync"
 	"testing"
 	"time"
 
@@ -13,118 +12,27 @@ import (
 	"github.com/sqlinbox/inbox/rowlock"
 )
 
-// rowlockBatchSetup is rowlockSetup on the full table less processed_at, so that Ack and Drop
-// delete their rows.
-func rowlockBatchSetup(t *testing.T, b backend, pool int) rowlockCell {
-	t.Helper()
-	db := b.open(t, pool)
-	tbl := fullTable(tableName(t))
+// deletingTable is the full table less processed_at, so that Ack and Drop delete their rows.
+func deletingTable(name string) inbox.Table {
+	tbl := fullTable(name)
 	tbl.ProcessedAt = ""
-	b.createTable(t, db, tbl)
-	return rowlockCell{b, db, tbl}
+	return tbl
 }
 
 func (c rowlockCell) batchForm(t *testing.T, q inbox.Queue) inbox.BatchForm {
 	t.Helper()
-	return c.form(t, q).(inbox.BatchForm)
-}
-
-func rowlockBatchClaim(t *testing.T, f inbox.BatchForm, max int) []*inbox.Delivery {
-	t.Helper()
-	// A claim that waited for a lock instead of passing over held rows would run into this.
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	ds, err := f.ClaimBatch(ctx, max)
-	if err != nil {
-		t.Fatalf("ClaimBatch(%d): %v", max, err)
-	}
-	return ds
-}
-
-func rowlockBatchSettle(t *testing.T, f inbox.BatchForm, ds []*inbox.Delivery, os ...outcome.Outcome) {
-	t.Helper()
-	if err := f.SettleBatch(context.Background(), ds, os); err != nil {
-		t.Fatalf("SettleBatch: %v", err)
-	}
-}
-
-// rowlockBatchIDs returns the deliveries' row ids, sorted.
-func rowlockBatchIDs(ds []*inbox.Delivery) []int64 {
-	out := make([]int64, len(ds))
-	for i, d := range ds {
-		out[i] = d.ID
-	}
-	slices.Sort(out)
-	return out
-}
-
-func rowlockRepeat(o outcome.Outcome, n int) []outcome.Outcome {
-	os := make([]outcome.Outcome, n)
-	for i := range os {
-		os[i] = o
-	}
-	return os
+	return batchForm(t, c.form(t, q))
 }
 
 // TestRowlockBatchDrain: three batch consumers of 3 workers each, on pools of their own, drain
 // 3,000 rows in batches of 16: every row is handled exactly once and the table ends empty.
 func TestRowlockBatchDrain(t *testing.T) {
-	const rows, consumers, workers, size = 3000, 3, 3, 16
+	const size = 16
 	for _, b := range backends(t, false) {
 		t.Run(b.name, func(t *testing.T) {
-			c := rowlockBatchSetup(t, b, 0)
-			msgs := make([]inbox.Message, rows)
-			for i := range msgs {
-				msgs[i] = inbox.Message{Queue: "q", Payload: fmt.Appendf(nil, "%d", i), Priority: i % 7}
-			}
-			c.publish(t, msgs...)
-
-			var (
-				mu      sync.Mutex
-				handled = map[int64]int{}
-				largest int
-			)
-			h := inbox.BatchHandlerFunc(func(ctx context.Context, ds []*inbox.Delivery) []outcome.Outcome {
-				mu.Lock()
-				defer mu.Unlock()
-				for _, d := range ds {
-					handled[d.ID]++
-				}
-				largest = max(largest, len(ds))
-				return rowlockRepeat(outcome.Ack(), len(ds))
-			})
-			ctx, cancel := context.WithCancel(context.Background())
-			var wg sync.WaitGroup
-			for range consumers {
-				db := c.open(t, workers+2)
-				cons := inbox.NewBatchConsumer(db, rowlock.New(b.dialect.(rowlock.Dialect), c.tbl), size, h,
-					&inbox.Config{Queue: "q", Workers: workers, PollInterval: 50 * time.Millisecond, Logger: testLogger(t)})
-				wg.Go(func() {
-					if err := cons.Run(ctx); err != nil {
-						t.Errorf("Run: %v", err)
-					}
-				})
-			}
-			for deadline := time.Now().Add(2 * time.Minute); c.rows(t, "") > 0; time.Sleep(20 * time.Millisecond) {
-				if time.Now().After(deadline) {
-					t.Errorf("the consumers left %d rows after 2 minutes", c.rows(t, ""))
-					break
-				}
-			}
-			cancel()
-			wg.Wait()
-
-			mu.Lock()
-			defer mu.Unlock()
-			for id, n := range handled {
-				if n != 1 {
-					t.Errorf("row %d handled %d times", id, n)
-				}
-			}
-			if len(handled) != rows {
-				t.Errorf("%d rows handled, want %d", len(handled), rows)
-			}
-			if largest != size {
+			c := rowlockSetup(t, b, 0, deletingTable)
+			plan := rowlockDrainPlan{rows: 3000, consumers: 3, workers: 3, batch: size, within: 2 * time.Minute, exactlyOnce: true}
+			if largest := rowlockDrain(t, c, b.dialect.(rowlock.Dialect), plan); largest != size {
 				t.Errorf("the largest batch held %d rows, want %d: the claims did not batch", largest, size)
 			}
 		})
@@ -137,21 +45,18 @@ func TestRowlockBatchDrain(t *testing.T) {
 func TestRowlockBatchOutcomes(t *testing.T) {
 	for _, b := range backends(t, false) {
 		t.Run(b.name, func(t *testing.T) {
-			c := rowlockBatchSetup(t, b, 0)
+			c := rowlockSetup(t, b, 0, deletingTable)
 			f := c.batchForm(t, inbox.Queue{Name: "q"})
 			for i := range 5 {
 				c.publish(t, inbox.Message{Queue: "q", Payload: fmt.Appendf(nil, "%d", i)})
 			}
-			ds := rowlockBatchClaim(t, f, 10)
-			if len(ds) != 5 {
-				t.Fatalf("ClaimBatch(10) claimed %d rows, want the 5", len(ds))
-			}
+			ds := claimBatchN(t, f, 10, 5)
 			for i, d := range ds {
 				if d.Attempt != 1 || string(d.Payload) != fmt.Sprint(i) || d.Queue != "q" {
 					t.Fatalf("delivery %d = %+v; want attempt 1, payload %d, group q, in claim order", i, d, i)
 				}
 			}
-			rowlockBatchSettle(t, f, ds, outcome.Ack(), outcome.Drop(), outcome.Retry(), outcome.RetryAfter(time.Hour), outcome.Retry())
+			settleBatch(t, f, ds, outcome.Ack(), outcome.Drop(), outcome.Retry(), outcome.RetryAfter(time.Hour), outcome.Retry())
 
 			id := c.q(t, "id") + " = " + c.dialect.Placeholder(1)
 			for _, d := range ds[:2] {
@@ -168,16 +73,9 @@ func TestRowlockBatchOutcomes(t *testing.T) {
 			if n := c.rows(t, id+" AND "+c.q(t, "retry_after")+" > "+c.dialect.Placeholder(2), ds[3].ID, later); n != 1 {
 				t.Errorf("row %d (RetryAfter(1h)) has no retry_after about an hour ahead", ds[3].ID)
 			}
-			again := rowlockBatchClaim(t, f, 10)
-			if got, want := rowlockBatchIDs(again), []int64{ds[2].ID, ds[4].ID}; !slices.Equal(got, want) {
-				t.Fatalf("the next batch holds rows %v, want the retried %v (not the one retried after an hour)", got, want)
-			}
-			for _, d := range again {
-				if d.Attempt != 2 {
-					t.Errorf("row %d delivered again with attempt %d, want 2", d.ID, d.Attempt)
-				}
-			}
-			rowlockBatchSettle(t, f, again, outcome.Ack(), outcome.Ack())
+			again := claimBatch(t, f, 10)
+			checkClaimed(t, again, []int64{ds[2].ID, ds[4].ID}, 2, "after the retries (not the one retried after an hour)")
+			settleBatch(t, f, again, outcome.Ack(), outcome.Ack())
 		})
 	}
 }
@@ -188,11 +86,8 @@ func TestRowlockBatchOutcomes(t *testing.T) {
 func TestRowlockBatchTransactional(t *testing.T) {
 	for _, b := range backends(t, false) {
 		t.Run(b.name, func(t *testing.T) {
-			c := rowlockBatchSetup(t, b, 0)
-			notes := c.q(t, c.tbl.Name+"_notes")
-			mustExec(t, c.db, "DROP TABLE IF EXISTS "+notes)
-			mustExec(t, c.db, "CREATE TABLE "+notes+" (row_id BIGINT NOT NULL)")
-			t.Cleanup(func() { c.db.Exec("DROP TABLE IF EXISTS " + notes) })
+			c := rowlockSetup(t, b, 0, deletingTable)
+			notes := c.scratchTable(t, c.db, c.tbl.Name+"_notes", "row_id BIGINT NOT NULL")
 			f := c.batchForm(t, inbox.Queue{Name: "q", Transactional: true})
 			write := func(ds []*inbox.Delivery) {
 				t.Helper()
@@ -205,12 +100,9 @@ func TestRowlockBatchTransactional(t *testing.T) {
 			noted := func() int { return count(t, c.db, "SELECT COUNT(*) FROM "+notes) }
 
 			c.publish(t, inbox.Message{Queue: "q"}, inbox.Message{Queue: "q"}, inbox.Message{Queue: "q"})
-			ds := rowlockBatchClaim(t, f, 10)
-			if len(ds) != 3 {
-				t.Fatalf("claimed %d rows, want 3", len(ds))
-			}
+			ds := claimBatchN(t, f, 10, 3)
 			write(ds)
-			rowlockBatchSettle(t, f, ds, outcome.Retry(), outcome.Ack(), outcome.Ack())
+			settleBatch(t, f, ds, outcome.Retry(), outcome.Ack(), outcome.Ack())
 			if n := noted(); n != 0 {
 				t.Fatalf("a batch with a Retry kept %d of the handler's writes, want none", n)
 			}
@@ -220,17 +112,10 @@ func TestRowlockBatchTransactional(t *testing.T) {
 				}
 			}
 
-			again := rowlockBatchClaim(t, f, 10)
-			if !slices.Equal(rowlockBatchIDs(again), rowlockBatchIDs(ds)) {
-				t.Fatalf("after the retried batch the claim got rows %v, want %v", rowlockBatchIDs(again), rowlockBatchIDs(ds))
-			}
-			for _, d := range again {
-				if d.Attempt != 2 {
-					t.Errorf("row %d delivered again with attempt %d, want 2", d.ID, d.Attempt)
-				}
-			}
+			again := claimBatch(t, f, 10)
+			checkClaimed(t, again, deliveryIDs(ds), 2, "after the retried batch")
 			write(again)
-			rowlockBatchSettle(t, f, again, rowlockRepeat(outcome.Ack(), 3)...)
+			settleBatch(t, f, again, repeated(outcome.Ack(), 3)...)
 			if n := noted(); n != 3 {
 				t.Fatalf("an all-Ack batch committed %d of the handler's 3 writes", n)
 			}
@@ -248,55 +133,32 @@ func TestRowlockBatchTransactional(t *testing.T) {
 func TestRowlockBatchHolds(t *testing.T) {
 	for _, b := range backends(t, false) {
 		t.Run(b.name, func(t *testing.T) {
-			c := rowlockBatchSetup(t, b, 0)
-			msgs := make([]inbox.Message, 6)
-			for i := range msgs {
-				msgs[i] = inbox.Message{Queue: "q"}
-			}
-			c.publish(t, msgs...)
+			c := rowlockSetup(t, b, 0, deletingTable)
+			c.publish(t, messages("q", 6)...)
 			f1 := c.batchForm(t, inbox.Queue{Name: "q"})
 			f2 := c.batchForm(t, inbox.Queue{Name: "q"})
 
-			held := rowlockBatchClaim(t, f1, 4)
-			if len(held) != 4 {
-				t.Fatalf("the first batch holds %d rows, want 4", len(held))
+			held := claimBatchN(t, f1, 4, 4)
+			rest := claimBatch(t, f2, 10)
+			if len(rest) != 2 || slices.ContainsFunc(rest, func(d *inbox.Delivery) bool { return slices.Contains(sortedIDs(held), d.ID) }) {
+				t.Fatalf("the second consumer claimed rows %v while rows %v were held; want the 2 others", sortedIDs(rest), sortedIDs(held))
 			}
-			rest := rowlockBatchClaim(t, f2, 10)
-			if len(rest) != 2 || slices.ContainsFunc(rest, func(d *inbox.Delivery) bool { return slices.Contains(rowlockBatchIDs(held), d.ID) }) {
-				t.Fatalf("the second consumer claimed rows %v while rows %v were held; want the 2 others", rowlockBatchIDs(rest), rowlockBatchIDs(held))
-			}
-			if ds := rowlockBatchClaim(t, f2, 10); len(ds) != 0 {
-				t.Fatalf("with every row held a claim got rows %v, want none", rowlockBatchIDs(ds))
+			if ds := claimBatch(t, f2, 10); len(ds) != 0 {
+				t.Fatalf("with every row held a claim got rows %v, want none", sortedIDs(ds))
 			}
 
-			if err := f1.ReleaseBatch(context.Background(), held); err != nil {
-				t.Fatalf("ReleaseBatch: %v", err)
-			}
-			back := rowlockBatchClaim(t, f2, 10)
-			if !slices.Equal(rowlockBatchIDs(back), rowlockBatchIDs(held)) {
-				t.Fatalf("after ReleaseBatch the claim got rows %v, want the released %v", rowlockBatchIDs(back), rowlockBatchIDs(held))
-			}
-			for _, d := range back {
-				if d.Attempt != 1 {
-					t.Errorf("row %d after ReleaseBatch reads attempt %d, want 1 (a release costs no attempt)", d.ID, d.Attempt)
-				}
-			}
-			if ds := rowlockBatchClaim(t, f1, 10); len(ds) != 0 {
-				t.Fatalf("with every row held a claim got rows %v, want none", rowlockBatchIDs(ds))
+			releaseBatch(t, f1, held)
+			back := claimBatch(t, f2, 10)
+			checkClaimed(t, back, deliveryIDs(held), 1, "after ReleaseBatch (a release costs no attempt)")
+			if ds := claimBatch(t, f1, 10); len(ds) != 0 {
+				t.Fatalf("with every row held a claim got rows %v, want none", sortedIDs(ds))
 			}
 
-			rowlockBatchSettle(t, f2, back, rowlockRepeat(outcome.Retry(), 4)...)
-			retried := rowlockBatchClaim(t, f1, 10)
-			if !slices.Equal(rowlockBatchIDs(retried), rowlockBatchIDs(held)) {
-				t.Fatalf("after the batch settled the claim got rows %v, want the retried %v", rowlockBatchIDs(retried), rowlockBatchIDs(held))
-			}
-			for _, d := range retried {
-				if d.Attempt != 2 {
-					t.Errorf("row %d after its Retry reads attempt %d, want 2", d.ID, d.Attempt)
-				}
-			}
-			rowlockBatchSettle(t, f1, retried, rowlockRepeat(outcome.Ack(), 4)...)
-			rowlockBatchSettle(t, f2, rest, outcome.Ack(), outcome.Ack())
+			settleBatch(t, f2, back, repeated(outcome.Retry(), 4)...)
+			retried := claimBatch(t, f1, 10)
+			checkClaimed(t, retried, deliveryIDs(held), 2, "after their Retry")
+			settleBatch(t, f1, retried, repeated(outcome.Ack(), 4)...)
+			settleBatch(t, f2, rest, outcome.Ack(), outcome.Ack())
 			if n := c.rows(t, ""); n != 0 {
 				t.Fatalf("%d rows left after every batch acked, want none", n)
 			}

@@ -39,12 +39,8 @@ func TestRowlockCrash(t *testing.T) {
 	const held = 3
 	for _, b := range backends(t, false) {
 		t.Run(b.name, func(t *testing.T) {
-			c := rowlockSetup(t, b, 0, true)
-			msgs := make([]inbox.Message, held)
-			for i := range msgs {
-				msgs[i] = inbox.Message{Queue: "q"}
-			}
-			c.publish(t, msgs...)
+			c := rowlockSetup(t, b, 0, fullTable)
+			c.publish(t, messages("q", held)...)
 
 			child := exec.Command(os.Args[0], "-test.run=^TestRowlockCrash$", "-test.count=1", "-test.timeout=2m")
 			child.Env = append(os.Environ(), rowlockCrashChildEnv+"="+b.name, rowlockCrashDSNEnv+"="+b.dsn, rowlockCrashTableEnv+"="+c.tbl.Name)
@@ -106,11 +102,8 @@ func TestRowlockCrash(t *testing.T) {
 				}
 				return outcome.Ack()
 			})
-			cons := inbox.NewConsumer(c.db, rowlock.New(b.dialect.(rowlock.Dialect), c.tbl), h,
-				&inbox.Config{Queue: "q", Workers: held, PollInterval: 20 * time.Millisecond})
-			ctx, cancel := context.WithCancel(context.Background())
-			ran := make(chan error, 1)
-			go func() { ran <- cons.Run(ctx) }()
+			stop := startConsumer(t, inbox.NewConsumer(c.db, rowlock.New(b.dialect.(rowlock.Dialect), c.tbl), h,
+				&inbox.Config{Queue: "q", Workers: held, PollInterval: 20 * time.Millisecond}))
 			// Let the consumer claim a few times while the child holds every row: it must pass
 			// them over without waiting.
 			time.Sleep(200 * time.Millisecond)
@@ -128,10 +121,7 @@ func TestRowlockCrash(t *testing.T) {
 			case <-time.After(10 * time.Second):
 				t.Error("the killed child's rows were not handled within 10 s")
 			}
-			cancel()
-			if err := <-ran; err != nil {
-				t.Fatalf("Run: %v", err)
-			}
+			stop()
 			mu.Lock()
 			defer mu.Unlock()
 			for id := range holding {

@@ -26,44 +26,24 @@ type rowlockCell struct {
 	tbl inbox.Table
 }
 
-// rowlockSetup opens the backend's database with a pool of pool and creates the table.
-func rowlockSetup(t *testing.T, b backend, pool int, full bool) rowlockCell {
+// rowlockSetup opens the backend's database with a pool of pool and creates the table newTable
+// describes.
+func rowlockSetup(t *testing.T, b backend, pool int, newTable func(name string) inbox.Table) rowlockCell {
 	t.Helper()
-	db := b.open(t, pool)
-	tbl := minimalTable(tableName(t))
-	if full {
-		tbl = fullTable(tableName(t))
-	}
-	b.createTable(t, db, tbl)
+	db, tbl := b.openTable(t, pool, newTable)
 	return rowlockCell{b, db, tbl}
-}
-
-// q quotes an identifier for the cell's database.
-func (c rowlockCell) q(t *testing.T, ident string) string {
-	t.Helper()
-	return quoted(t, c.backend, ident)
 }
 
 // form opens a row lock form over the cell's table, closed when the test ends.
 func (c rowlockCell) form(t *testing.T, q inbox.Queue) inbox.Form {
 	t.Helper()
-	f := rowlock.New(c.dialect.(rowlock.Dialect), c.tbl)
-	if _, err := f.Open(context.Background(), c.db, q); err != nil {
-		t.Fatalf("Open: %v", err)
-	}
-	t.Cleanup(func() {
-		if err := f.Close(); err != nil {
-			t.Errorf("Close: %v", err)
-		}
-	})
-	return f
+	return openForm(t, rowlock.New(c.dialect.(rowlock.Dialect), c.tbl), c.db, q)
 }
 
+// publish publishes msgs to the cell's table.
 func (c rowlockCell) publish(t *testing.T, msgs ...inbox.Message) {
 	t.Helper()
-	if err := inbox.Enqueue(context.Background(), c.db, c.dialect, c.tbl, msgs...); err != nil {
-		t.Fatal(err)
-	}
+	c.enqueue(t, c.db, c.tbl, msgs...)
 }
 
 // rows counts the table's rows that satisfy where (with args, numbered from $1 on Postgres).
@@ -82,74 +62,40 @@ func (c rowlockCell) attemptOf(t *testing.T, id int64) int {
 	return count(t, c.db, "SELECT "+c.q(t, "attempt")+" FROM "+c.q(t, c.tbl.Name)+" WHERE "+c.q(t, "id")+" = "+c.dialect.Placeholder(1), id)
 }
 
-func rowlockClaim(t *testing.T, f inbox.Form, max int) []*inbox.Delivery {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	ds, err := f.Claim(ctx, max)
-	if err != nil {
-		t.Fatalf("Claim: %v", err)
-	}
-	return ds
-}
-
-func rowlockClaimOne(t *testing.T, f inbox.Form) *inbox.Delivery {
-	t.Helper()
-	ds := rowlockClaim(t, f, 1)
-	if len(ds) != 1 {
-		t.Fatalf("Claim found %d rows, want 1", len(ds))
-	}
-	return ds[0]
-}
-
-func rowlockClaimNone(t *testing.T, f inbox.Form) {
-	t.Helper()
-	if ds := rowlockClaim(t, f, 1); len(ds) != 0 {
-		t.Fatalf("Claim found row %d, want none", ds[0].ID)
-	}
-}
-
-func rowlockSettle(t *testing.T, f inbox.Form, d *inbox.Delivery, o outcome.Outcome) {
-	t.Helper()
-	if err := f.Settle(context.Background(), d, o); err != nil {
-		t.Fatalf("Settle(%s): %v", o, err)
-	}
-}
-
 // TestRowlockOutcomes settles a row with each outcome on each backend, with every optional
 // column and with none, and checks the row afterwards and what the next claim sees.
 func TestRowlockOutcomes(t *testing.T) {
 	for _, b := range backends(t, false) {
 		t.Run(b.name+"/full", func(t *testing.T) {
-			c := rowlockSetup(t, b, 0, true)
+			c := rowlockSetup(t, b, 0, fullTable)
 			f := c.form(t, inbox.Queue{Name: "q"})
 			id := func(t *testing.T) string { return c.q(t, "id") + " = " + c.dialect.Placeholder(1) }
 
 			for _, o := range []outcome.Outcome{outcome.Ack(), outcome.Drop()} {
 				c.publish(t, inbox.Message{Queue: "q", Payload: []byte("p"), Headers: map[string]string{"k": "v"}})
-				d := rowlockClaimOne(t, f)
+				d := claimN(t, f, 1, 1)[0]
 				if d.Attempt != 1 || d.Queue != "q" || string(d.Payload) != "p" || d.Headers["k"] != "v" {
 					t.Fatalf("delivery = %+v; want attempt 1, group q, payload p, header k=v", d)
 				}
-				rowlockSettle(t, f, d, o)
+				settle(t, f, d, o)
 				if n := c.rows(t, id(t)+" AND "+c.q(t, "processed_at")+" IS NOT NULL", d.ID); n != 1 {
 					t.Fatalf("%s: row %d not kept with processed_at stamped", o, d.ID)
 				}
-				rowlockClaimNone(t, f)
+				claimN(t, f, 1, 0)
 			}
 
 			c.publish(t, inbox.Message{Queue: "q"})
-			d := rowlockClaimOne(t, f)
-			rowlockSettle(t, f, d, outcome.Retry())
+			d := claimN(t, f, 1, 1)[0]
+			settle(t, f, d, outcome.Retry())
 			if a := c.attemptOf(t, d.ID); a != 1 {
 				t.Fatalf("after Retry the row's attempt is %d, want 1", a)
 			}
-			again := rowlockClaimOne(t, f)
+			again := claimN(t, f, 1, 1)[0]
 			if again.ID != d.ID || again.Attempt != 2 {
 				t.Fatalf("after Retry the claim got row %d attempt %d, want row %d attempt 2", again.ID, again.Attempt, d.ID)
 			}
 
-			rowlockSettle(t, f, again, outcome.RetryAfter(time.Hour))
+			settle(t, f, again, outcome.RetryAfter(time.Hour))
 			if a := c.attemptOf(t, d.ID); a != 2 {
 				t.Fatalf("after RetryAfter the row's attempt is %d, want 2", a)
 			}
@@ -157,21 +103,21 @@ func TestRowlockOutcomes(t *testing.T) {
 			if n := c.rows(t, id(t)+" AND "+c.q(t, "retry_after")+" > "+c.dialect.Placeholder(2), d.ID, soon); n != 1 {
 				t.Fatal("after RetryAfter(1h) the row's retry_after is not about an hour ahead")
 			}
-			rowlockClaimNone(t, f)
+			claimN(t, f, 1, 0)
 		})
 
 		t.Run(b.name+"/minimal", func(t *testing.T) {
-			c := rowlockSetup(t, b, 0, false)
+			c := rowlockSetup(t, b, 0, minimalTable)
 			var logs logBuffer
 			f := c.form(t, inbox.Queue{Logger: logs.Logger()})
 
 			for _, o := range []outcome.Outcome{outcome.Ack(), outcome.Drop()} {
 				c.publish(t, inbox.Message{Payload: []byte("x")})
-				d := rowlockClaimOne(t, f)
+				d := claimN(t, f, 1, 1)[0]
 				if d.Attempt != 0 {
 					t.Fatalf("attempt %d without an attempt column, want 0", d.Attempt)
 				}
-				rowlockSettle(t, f, d, o)
+				settle(t, f, d, o)
 				if n := c.rows(t, ""); n != 0 {
 					t.Fatalf("%s left %d rows, want the row deleted", o, n)
 				}
@@ -179,13 +125,13 @@ func TestRowlockOutcomes(t *testing.T) {
 
 			c.publish(t, inbox.Message{Payload: []byte("x")})
 			for _, o := range []outcome.Outcome{outcome.Retry(), outcome.RetryAfter(time.Hour)} {
-				d := rowlockClaimOne(t, f)
-				rowlockSettle(t, f, d, o)
-				if d2 := rowlockClaimOne(t, f); d2.ID != d.ID {
+				d := claimN(t, f, 1, 1)[0]
+				settle(t, f, d, o)
+				d2 := claimN(t, f, 1, 1)[0]
+				if d2.ID != d.ID {
 					t.Fatalf("after %s the claim got row %d, want %d at once", o, d2.ID, d.ID)
-				} else if err := f.Release(context.Background(), d2); err != nil {
-					t.Fatal(err)
 				}
+				release(t, f, d2)
 			}
 			if !strings.Contains(logs.String(), "level=WARN") || !strings.Contains(logs.String(), c.tbl.Name) {
 				t.Errorf("RetryAfter without a retry_after column logged no warning naming the table; log:\n%s", logs.String())
@@ -199,23 +145,21 @@ func TestRowlockOutcomes(t *testing.T) {
 func TestRowlockAttemptCounting(t *testing.T) {
 	for _, b := range backends(t, false) {
 		t.Run(b.name, func(t *testing.T) {
-			c := rowlockSetup(t, b, 0, true)
+			c := rowlockSetup(t, b, 0, fullTable)
 			f := c.form(t, inbox.Queue{Name: "q"})
 			c.publish(t, inbox.Message{Queue: "q"})
 			var seen []int
 			for range 3 {
-				d := rowlockClaimOne(t, f)
+				d := claimN(t, f, 1, 1)[0]
 				seen = append(seen, d.Attempt)
-				rowlockSettle(t, f, d, outcome.Retry())
+				settle(t, f, d, outcome.Retry())
 			}
-			d := rowlockClaimOne(t, f)
+			d := claimN(t, f, 1, 1)[0]
 			seen = append(seen, d.Attempt)
-			if err := f.Release(context.Background(), d); err != nil {
-				t.Fatal(err)
-			}
-			d = rowlockClaimOne(t, f)
+			release(t, f, d)
+			d = claimN(t, f, 1, 1)[0]
 			seen = append(seen, d.Attempt)
-			rowlockSettle(t, f, d, outcome.Ack())
+			settle(t, f, d, outcome.Ack())
 			if fmt.Sprint(seen) != "[1 2 3 4 4]" {
 				t.Fatalf("attempts seen %v, want [1 2 3 4 4] (the release counts none)", seen)
 			}
@@ -231,7 +175,7 @@ func TestRowlockAttemptCounting(t *testing.T) {
 func TestRowlockGroupsAndPriority(t *testing.T) {
 	for _, b := range backends(t, false) {
 		t.Run(b.name, func(t *testing.T) {
-			c := rowlockSetup(t, b, 0, true)
+			c := rowlockSetup(t, b, 0, fullTable)
 			c.publish(t,
 				inbox.Message{Queue: "a", Payload: []byte("a5"), Priority: 5},
 				inbox.Message{Queue: "b", Payload: []byte("b0"), Priority: 0},
@@ -248,17 +192,17 @@ func TestRowlockGroupsAndPriority(t *testing.T) {
 				return strings.Join(s, " ")
 			}
 			fa := c.form(t, inbox.Queue{Name: "a"})
-			first := rowlockClaim(t, fa, 2)
-			rest := rowlockClaim(t, fa, 10)
+			first := claim(t, fa, 2)
+			rest := claim(t, fa, 10)
 			if got := payloads(first) + " | " + payloads(rest); got != "a-1 a1 | a1bis a5" {
 				t.Fatalf("queue a claimed %q, want %q", got, "a-1 a1 | a1bis a5")
 			}
 			fb := c.form(t, inbox.Queue{Name: "b"})
-			if got := payloads(rowlockClaim(t, fb, 10)); got != "b0" {
+			if got := payloads(claim(t, fb, 10)); got != "b0" {
 				t.Fatalf("queue b claimed %q, want b0", got)
 			}
 			for _, d := range append(first, rest...) {
-				rowlockSettle(t, fa, d, outcome.Ack())
+				settle(t, fa, d, outcome.Ack())
 			}
 		})
 	}
@@ -270,18 +214,18 @@ func TestRowlockGroupsAndPriority(t *testing.T) {
 func TestRowlockClaimsDoNotWait(t *testing.T) {
 	for _, b := range backends(t, false) {
 		t.Run(b.name, func(t *testing.T) {
-			c := rowlockSetup(t, b, 0, true)
+			c := rowlockSetup(t, b, 0, fullTable)
 			c.publish(t, inbox.Message{Queue: "q"}, inbox.Message{Queue: "q"})
 			f1 := c.form(t, inbox.Queue{Name: "q"})
 			f2 := c.form(t, inbox.Queue{Name: "q"})
-			held := rowlockClaimOne(t, f1)
-			next := rowlockClaimOne(t, f2)
+			held := claimN(t, f1, 1, 1)[0]
+			next := claimN(t, f2, 1, 1)[0]
 			if next.ID == held.ID {
 				t.Fatalf("both claims got row %d", held.ID)
 			}
-			rowlockClaimNone(t, f2)
-			rowlockSettle(t, f1, held, outcome.Ack())
-			rowlockSettle(t, f2, next, outcome.Ack())
+			claimN(t, f2, 1, 0)
+			settle(t, f1, held, outcome.Ack())
+			settle(t, f2, next, outcome.Ack())
 		})
 	}
 }
@@ -291,11 +235,8 @@ func TestRowlockClaimsDoNotWait(t *testing.T) {
 func TestRowlockTransactional(t *testing.T) {
 	for _, b := range backends(t, false) {
 		t.Run(b.name, func(t *testing.T) {
-			c := rowlockSetup(t, b, 0, true)
-			notes := c.q(t, c.tbl.Name+"_notes")
-			mustExec(t, c.db, "DROP TABLE IF EXISTS "+notes)
-			mustExec(t, c.db, "CREATE TABLE "+notes+" (row_id BIGINT NOT NULL)")
-			t.Cleanup(func() { c.db.Exec("DROP TABLE IF EXISTS " + notes) })
+			c := rowlockSetup(t, b, 0, fullTable)
+			notes := c.scratchTable(t, c.db, c.tbl.Name+"_notes", "row_id BIGINT NOT NULL")
 			f := c.form(t, inbox.Queue{Name: "q", Transactional: true})
 			write := func(d *inbox.Delivery) {
 				t.Helper()
@@ -308,9 +249,9 @@ func TestRowlockTransactional(t *testing.T) {
 			}
 
 			c.publish(t, inbox.Message{Queue: "q"})
-			d := rowlockClaimOne(t, f)
+			d := claimN(t, f, 1, 1)[0]
 			write(d)
-			rowlockSettle(t, f, d, outcome.Retry())
+			settle(t, f, d, outcome.Retry())
 			if n := notesOf(d.ID); n != 0 {
 				t.Fatalf("Retry kept the handler's write (%d notes)", n)
 			}
@@ -318,9 +259,9 @@ func TestRowlockTransactional(t *testing.T) {
 				t.Fatalf("Retry in transactional mode left attempt %d, want 1", a)
 			}
 
-			d = rowlockClaimOne(t, f)
+			d = claimN(t, f, 1, 1)[0]
 			write(d)
-			rowlockSettle(t, f, d, outcome.Ack())
+			settle(t, f, d, outcome.Ack())
 			if n := notesOf(d.ID); n != 1 {
 				t.Fatalf("Ack committed %d notes, want the handler's one", n)
 			}
@@ -329,9 +270,9 @@ func TestRowlockTransactional(t *testing.T) {
 			}
 
 			c.publish(t, inbox.Message{Queue: "q"})
-			d = rowlockClaimOne(t, f)
+			d = claimN(t, f, 1, 1)[0]
 			write(d)
-			rowlockSettle(t, f, d, outcome.Drop())
+			settle(t, f, d, outcome.Drop())
 			if n := notesOf(d.ID); n != 0 {
 				t.Fatalf("Drop kept the handler's write (%d notes)", n)
 			}
@@ -348,10 +289,10 @@ func TestRowlockTransactional(t *testing.T) {
 func TestRowlockTransactionHeld(t *testing.T) {
 	for _, b := range backends(t, false) {
 		t.Run(b.name, func(t *testing.T) {
-			c := rowlockSetup(t, b, 0, true)
+			c := rowlockSetup(t, b, 0, fullTable)
 			f := c.form(t, inbox.Queue{Name: "q", Transactional: true})
 			c.publish(t, inbox.Message{Queue: "q"})
-			d := rowlockClaimOne(t, f)
+			d := claimN(t, f, 1, 1)[0]
 
 			sleep, running := "SELECT pg_sleep(1.5)", "SELECT COUNT(*) FROM pg_stat_activity WHERE pid <> pg_backend_pid() AND state = 'active' AND query = $1"
 			if b.name != "postgres" {
@@ -383,7 +324,7 @@ func TestRowlockTransactionHeld(t *testing.T) {
 			// done, so the row is claimable a moment after it.
 			var again *inbox.Delivery
 			waitFor(t, 10*time.Second, "the row to be claimable again", func() bool {
-				if ds := rowlockClaim(t, f, 1); len(ds) == 1 {
+				if ds := claim(t, f, 1); len(ds) == 1 {
 					again = ds[0]
 				}
 				return again != nil
@@ -391,7 +332,7 @@ func TestRowlockTransactionHeld(t *testing.T) {
 			if again.ID != d.ID || again.Attempt != 1 {
 				t.Fatalf("claim after the failed settlement got row %d attempt %d, want row %d attempt 1", again.ID, again.Attempt, d.ID)
 			}
-			rowlockSettle(t, f, again, outcome.Ack())
+			settle(t, f, again, outcome.Ack())
 		})
 	}
 }
@@ -401,8 +342,8 @@ func TestRowlockTransactionHeld(t *testing.T) {
 func TestRowlockDrain(t *testing.T) {
 	for _, b := range backends(t, false) {
 		t.Run(b.name, func(t *testing.T) {
-			c := rowlockSetup(t, b, 0, true)
-			rowlockDrain(t, c, b.dialect.(rowlock.Dialect), 5000, true)
+			c := rowlockSetup(t, b, 0, fullTable)
+			rowlockDrain(t, c, b.dialect.(rowlock.Dialect), rowlockDrainPlan{rows: 5000, consumers: 4, workers: 4, within: 3 * time.Minute, exactlyOnce: true})
 		})
 	}
 }
@@ -421,75 +362,89 @@ func TestRowlockStrictLevels(t *testing.T) {
 	for _, b := range backends(t, false) {
 		for _, d := range levels[b.name] {
 			t.Run(b.name+"/"+string(d.Level()), func(t *testing.T) {
-				c := rowlockSetup(t, b, 0, true)
+				c := rowlockSetup(t, b, 0, fullTable)
 				exactlyOnce := b.name != "postgres" || d.Level() != "serializable"
-				rowlockDrain(t, c, d, 1000, exactlyOnce)
+				rowlockDrain(t, c, d, rowlockDrainPlan{rows: 1000, consumers: 4, workers: 4, within: 3 * time.Minute, exactlyOnce: exactlyOnce})
 			})
 		}
 	}
 }
 
-// rowlockDrain publishes rows to the cell's table and drains them with four consumers of 4
-// workers each, on pools of their own, through forms on d. It fails the test unless every row
-// is handled, and handled exactly once where exactlyOnce, and no row is left unprocessed.
-func rowlockDrain(t *testing.T, c rowlockCell, d rowlock.Dialect, rows int, exactlyOnce bool) {
+// rowlockDrainPlan says how rowlockDrain drains a table: rows rows, by consumers consumers of
+// workers workers each, one row per delivery or, with batch > 0, in batches of up to batch
+// rows, within the time given.
+type rowlockDrainPlan struct {
+	rows, consumers, workers, batch int
+	within                          time.Duration
+	exactlyOnce                     bool // else rows may be handled more than once, none missed
+}
+
+// rowlockDrain publishes the plan's rows to the cell's table and drains them by the plan, each
+// consumer on a pool of its own with a form on d. It fails the test unless every row is
+// handled (exactly once where the plan says so) and none is left to process within the plan's
+// time, and it returns the most rows one delivery held.
+func rowlockDrain(t *testing.T, c rowlockCell, d rowlock.Dialect, p rowlockDrainPlan) (largest int) {
 	t.Helper()
-	const consumers, workers = 4, 4
-	msgs := make([]inbox.Message, rows)
+	msgs := make([]inbox.Message, p.rows)
 	for i := range msgs {
 		msgs[i] = inbox.Message{Queue: "q", Payload: fmt.Appendf(nil, "%d", i), Priority: i % 7}
 	}
 	c.publish(t, msgs...)
 
 	var (
+		handled rowCounts
 		mu      sync.Mutex
-		handled = map[int64]int{}
 	)
-	h := inbox.HandlerFunc(func(ctx context.Context, d *inbox.Delivery) outcome.Outcome {
+	handle := func(ds ...*inbox.Delivery) []outcome.Outcome {
+		handled.add(ds...)
 		mu.Lock()
-		defer mu.Unlock()
-		handled[d.ID]++
-		return outcome.Ack()
-	})
+		largest = max(largest, len(ds))
+		mu.Unlock()
+		return repeated(outcome.Ack(), len(ds))
+	}
 	var logs logBuffer
 	log := slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	ctx, cancel := context.WithCancel(context.Background())
-	var wg sync.WaitGroup
-	for range consumers {
-		db := c.open(t, workers+2)
-		cons := inbox.NewConsumer(db, rowlock.New(d, c.tbl), h,
-			&inbox.Config{Queue: "q", Workers: workers, PollInterval: 50 * time.Millisecond, Logger: log})
-		wg.Go(func() {
-			if err := cons.Run(ctx); err != nil {
-				t.Errorf("Run: %v", err)
-			}
-		})
-	}
-	unprocessed := c.q(t, "processed_at") + " IS NULL"
-	for deadline := time.Now().Add(3 * time.Minute); c.rows(t, unprocessed) > 0; time.Sleep(20 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Errorf("the consumers left %d rows unprocessed after 3 minutes", c.rows(t, unprocessed))
-			break
+	var stops []func()
+	for range p.consumers {
+		db, f := c.open(t, p.workers+2), rowlock.New(d, c.tbl)
+		cfg := &inbox.Config{Queue: "q", Workers: p.workers, PollInterval: 50 * time.Millisecond, Logger: log}
+		var cons *inbox.Consumer
+		if p.batch == 0 {
+			cons = inbox.NewConsumer(db, f, inbox.HandlerFunc(func(_ context.Context, d *inbox.Delivery) outcome.Outcome {
+				return handle(d)[0]
+			}), cfg)
+		} else {
+			cons = inbox.NewBatchConsumer(db, f, p.batch, inbox.BatchHandlerFunc(func(_ context.Context, ds []*inbox.Delivery) []outcome.Outcome {
+				return handle(ds...)
+			}), cfg)
 		}
+		stops = append(stops, startConsumer(t, cons))
 	}
-	cancel()
-	wg.Wait()
+	left := ""
+	if c.tbl.ProcessedAt != "" {
+		left = c.q(t, c.tbl.ProcessedAt) + " IS NULL"
+	}
+	if !eventually(p.within, func() bool { return c.rows(t, left) == 0 }) {
+		t.Errorf("the consumers left %d rows to process after %v", c.rows(t, left), p.within)
+	}
+	for _, stop := range stops {
+		stop()
+	}
 
+	if p.exactlyOnce {
+		handled.checkOnce(t, "handled", p.rows)
+	} else if n := handled.distinct(); n != p.rows {
+		t.Errorf("%d rows handled, want %d", n, p.rows)
+	}
+	out := logs.String()
+	t.Logf("%d rows, %d deliveries; claim conflicts retried: %d; claims failed after the retries: %d; settlements failed: %d",
+		p.rows, handled.sum(), strings.Count(out, "claim conflicted"), strings.Count(out, "claim failed"), strings.Count(out, "settlement failed"))
+	if t.Failed() {
+		t.Logf("the consumers' last log lines:\n%s", logs.last(20))
+	}
 	mu.Lock()
 	defer mu.Unlock()
-	deliveries := 0
-	for id, n := range handled {
-		deliveries += n
-		if n != 1 && exactlyOnce {
-			t.Errorf("row %d handled %d times", id, n)
-		}
-	}
-	if len(handled) != rows {
-		t.Errorf("%d rows handled, want %d", len(handled), rows)
-	}
-	t.Logf("%d rows, %d deliveries; claim conflicts retried: %d; claims failed after the retries: %d; settlements failed: %d",
-		rows, deliveries, strings.Count(logs.String(), "claim conflicted"), strings.Count(logs.String(), "claim failed"),
-		strings.Count(logs.String(), "settlement failed"))
+	return largest
 }
 
 // TestRowlockPool: with a pool of k and more workers than k-1, a consumer runs k-1 handlers at
@@ -498,12 +453,8 @@ func TestRowlockPool(t *testing.T) {
 	const k, workers, rows = 4, 8, 24
 	for _, b := range backends(t, false) {
 		t.Run(b.name, func(t *testing.T) {
-			c := rowlockSetup(t, b, k, true)
-			msgs := make([]inbox.Message, rows)
-			for i := range msgs {
-				msgs[i] = inbox.Message{Queue: "q"}
-			}
-			c.publish(t, msgs...)
+			c := rowlockSetup(t, b, k, fullTable)
+			c.publish(t, messages("q", rows)...)
 
 			var (
 				running, most, handled atomic.Int32
@@ -537,20 +488,14 @@ func TestRowlockPool(t *testing.T) {
 				return outcome.Ack()
 			})
 			var logs logBuffer
-			cons := inbox.NewConsumer(c.db, rowlock.New(b.dialect.(rowlock.Dialect), c.tbl), h,
-				&inbox.Config{Queue: "q", Workers: workers, PollInterval: 50 * time.Millisecond, Logger: logs.Logger()})
-			ctx, cancel := context.WithCancel(context.Background())
-			ran := make(chan error, 1)
-			go func() { ran <- cons.Run(ctx) }()
+			stop := startConsumer(t, inbox.NewConsumer(c.db, rowlock.New(b.dialect.(rowlock.Dialect), c.tbl), h,
+				&inbox.Config{Queue: "q", Workers: workers, PollInterval: 50 * time.Millisecond, Logger: logs.Logger()}))
 			select {
 			case <-done:
 			case <-time.After(time.Minute):
 				t.Error("the rows were not handled in a minute")
 			}
-			cancel()
-			if err := <-ran; err != nil {
-				t.Fatalf("Run: %v", err)
-			}
+			stop()
 			if m := most.Load(); m != k-1 {
 				t.Errorf("at most %d handlers ran at once, want %d (a pool of %d less one)", m, k-1, k)
 			}

@@ -23,24 +23,10 @@ var schemaColumns = []string{"id", "payload", "attempt", "processed_at", "grp", 
 // schemaTypes are the column types createTable gives fullTable's columns on b, by column, for a
 // test to change some.
 func schemaTypes(b backend) map[string]string {
-	switch b.name {
-	case "postgres":
-		return map[string]string{
-			"id": "BIGSERIAL PRIMARY KEY", "payload": "BYTEA", "attempt": "INT NOT NULL DEFAULT 0",
-			"processed_at": "TIMESTAMPTZ", "grp": "TEXT NOT NULL DEFAULT ''", "priority": "INT NOT NULL DEFAULT 0",
-			"retry_after": "TIMESTAMPTZ", "headers": "TEXT", "locked_until": "TIMESTAMPTZ",
-		}
-	case "sqlite":
-		return map[string]string{
-			"id": "INTEGER PRIMARY KEY", "payload": "BLOB", "attempt": "INT NOT NULL DEFAULT 0",
-			"processed_at": "TEXT", "grp": "TEXT NOT NULL DEFAULT ''", "priority": "INT NOT NULL DEFAULT 0",
-			"retry_after": "TEXT", "headers": "TEXT", "locked_until": "TEXT",
-		}
-	}
+	ty := b.columnTypes()
 	return map[string]string{
-		"id": "BIGINT AUTO_INCREMENT PRIMARY KEY", "payload": "LONGBLOB", "attempt": "INT NOT NULL DEFAULT 0",
-		"processed_at": "DATETIME(6) NULL", "grp": "VARCHAR(191) NOT NULL DEFAULT ''", "priority": "INT NOT NULL DEFAULT 0",
-		"retry_after": "DATETIME(6) NULL", "headers": "TEXT", "locked_until": "DATETIME(6) NULL",
+		"id": ty.id, "payload": ty.payload, "attempt": ty.number, "processed_at": ty.time, "grp": ty.queue,
+		"priority": ty.number, "retry_after": ty.time, "headers": ty.text, "locked_until": ty.time,
 	}
 }
 
@@ -53,22 +39,15 @@ func schemaCreate(t *testing.T, b backend, db *sql.DB, name string, change map[s
 	for col, typ := range change {
 		types[col] = typ
 	}
-	q := func(s string) string {
-		s, err := b.dialect.Quote(s)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return s
-	}
 	cols := make([]string, len(schemaColumns))
 	for i, c := range schemaColumns {
-		cols[i] = q(c) + " " + types[c]
+		cols[i] = b.q(t, c) + " " + types[c]
 	}
-	create := "CREATE TABLE " + q(name) + " (" + strings.Join(cols, ", ") + ")"
+	create := "CREATE TABLE " + b.q(t, name) + " (" + strings.Join(cols, ", ") + ")"
 	if strict {
 		create += " STRICT"
 	}
-	drop := "DROP TABLE IF EXISTS " + q(name)
+	drop := "DROP TABLE IF EXISTS " + b.q(t, name)
 	mustExec(t, db, drop)
 	mustExec(t, db, create)
 	t.Cleanup(func() { db.Exec(drop) })
@@ -142,7 +121,7 @@ func TestSchemaRefusesWrongTypes(t *testing.T) {
 	var tests []subtest
 	for _, c := range cells(t) {
 		tests = append(tests, subtest{c.name(), func(t *testing.T) {
-			db := c.openDBs(t, 1, 4)[0]
+			db := c.b.open(t, 4)
 			for _, w := range wrongTypes(c.b) {
 				if w.lease && c.form != "lease" {
 					continue
@@ -213,13 +192,13 @@ func TestNullAttemptReadsAsNeverDelivered(t *testing.T) {
 	var tests []subtest
 	for _, c := range cells(t) {
 		tests = append(tests, subtest{c.name(), func(t *testing.T) {
-			for _, batch := range []bool{false, true} {
+			for _, batch := range []int{0, 4} {
 				name := "single"
-				if batch {
+				if batch > 0 {
 					name = "batch"
 				}
 				t.Run(name, func(t *testing.T) {
-					db := c.openDBs(t, 1, 8)[0]
+					db := c.b.open(t, 8)
 					nullable := map[string]string{"attempt": "INT NULL"}
 					tbl := schemaCreate(t, c.b, db, tableName(t), nullable, false)
 					mustExec(t, db, "INSERT INTO "+c.q(t, tbl.Name)+" ("+c.q(t, tbl.Payload)+", "+c.q(t, tbl.Attempt)+", "+c.q(t, tbl.Queue)+") VALUES ("+c.ph(1)+", NULL, 'q')", []byte("x"))
@@ -227,7 +206,7 @@ func TestNullAttemptReadsAsNeverDelivered(t *testing.T) {
 						mu       sync.Mutex
 						attempts []int
 					)
-					handle := func(d *inbox.Delivery) outcome.Outcome {
+					h := inbox.HandlerFunc(func(_ context.Context, d *inbox.Delivery) outcome.Outcome {
 						mu.Lock()
 						defer mu.Unlock()
 						attempts = append(attempts, d.Attempt)
@@ -235,35 +214,14 @@ func TestNullAttemptReadsAsNeverDelivered(t *testing.T) {
 							return outcome.Retry()
 						}
 						return outcome.Ack()
-					}
+					})
 					cfg := &inbox.Config{Queue: "q", PollInterval: cellPoll, Logger: testLogger(t)}
-					ctx, cancel := context.WithCancel(context.Background())
-					done := make(chan error, 1)
-					if batch {
-						h := inbox.BatchHandlerFunc(func(_ context.Context, ds []*inbox.Delivery) []outcome.Outcome {
-							outs := make([]outcome.Outcome, len(ds))
-							for i, d := range ds {
-								outs[i] = handle(d)
-							}
-							return outs
-						})
-						form := c.newForm(t, tbl).(inbox.BatchForm)
-						go func() { done <- inbox.NewBatchConsumer(db, form, 4, h, cfg).Run(ctx) }()
-					} else {
-						h := inbox.HandlerFunc(func(_ context.Context, d *inbox.Delivery) outcome.Outcome { return handle(d) })
-						go func() { done <- inbox.NewConsumer(db, c.newForm(t, tbl), h, cfg).Run(ctx) }()
-					}
+					stop := startConsumer(t, newConsumer(t, db, c.newForm(t, tbl), batch, h, cfg))
 					settled := func() bool {
 						return len(c.ids(t, db, tbl, c.q(t, tbl.ProcessedAt)+" IS NOT NULL")) == 1
 					}
-					deadline := time.Now().Add(10 * time.Second)
-					for !settled() && time.Now().Before(deadline) {
-						time.Sleep(20 * time.Millisecond)
-					}
-					cancel()
-					if err := <-done; err != nil {
-						t.Errorf("Run: %v", err)
-					}
+					eventually(10*time.Second, settled)
+					stop()
 					mu.Lock()
 					defer mu.Unlock()
 					if !settled() {
@@ -286,7 +244,7 @@ func TestUnclaimableRowsAreReported(t *testing.T) {
 	var tests []subtest
 	for _, c := range cells(t) {
 		tests = append(tests, subtest{c.name(), func(t *testing.T) {
-			db := c.openDBs(t, 1, 8)[0]
+			db := c.b.open(t, 8)
 			group := map[string]string{"postgres": "TEXT NULL", "sqlite": "TEXT"}[c.b.name]
 			if group == "" {
 				group = "VARCHAR(191) NULL"
@@ -392,9 +350,7 @@ func TestSchemaSQLiteKeepsTheLibrarysTextInAnyColumn(t *testing.T) {
 			db := b.open(t, 4)
 			typed := map[string]string{"processed_at": decl, "retry_after": decl, "locked_until": decl, "headers": decl}
 			tbl := schemaCreate(t, b, db, tableName(t), typed, false)
-			if err := inbox.Enqueue(ctx, db, b.dialect, tbl, inbox.Message{Queue: "q", Payload: []byte("x"), Headers: map[string]string{"k": "v"}}); err != nil {
-				t.Fatal(err)
-			}
+			b.enqueue(t, db, tbl, inbox.Message{Queue: "q", Payload: []byte("x"), Headers: map[string]string{"k": "v"}})
 			f := leaseForm(t, b, db, tbl, nil, inbox.Queue{Name: "q"})
 			stored := func(col string) (kind, text string) {
 				t.Helper()
@@ -412,7 +368,7 @@ func TestSchemaSQLiteKeepsTheLibrarysTextInAnyColumn(t *testing.T) {
 				}
 			}
 
-			ds := leaseClaim(t, f, 1, 1)
+			ds := claimN(t, f, 1, 1)
 			if ds[0].Headers["k"] != "v" {
 				t.Errorf("headers read back as %v, want k=v", ds[0].Headers)
 			}
@@ -425,7 +381,7 @@ func TestSchemaSQLiteKeepsTheLibrarysTextInAnyColumn(t *testing.T) {
 			}
 			check("retry_after")
 			time.Sleep(10 * time.Millisecond)
-			ds = leaseClaim(t, f, 1, 1)
+			ds = claimN(t, f, 1, 1)
 			if err := f.Settle(ctx, ds[0], outcome.Ack()); err != nil {
 				t.Fatalf("Settle Ack: %v", err)
 			}

@@ -56,9 +56,7 @@ func shutdownStatement(c cell) string {
 const shutdownStatementFor = 12 * time.Second
 
 func shutdownHeldTx(t *testing.T, c cell) {
-	db := c.openDBs(t, 1, 8)[0]
-	tbl := fullTable(tableName(t))
-	c.b.createTable(t, db, tbl)
+	db, tbl := c.b.openTable(t, 8, fullTable)
 	c.publish(t, db, tbl, inbox.Message{Queue: "q"})
 
 	started := make(chan time.Time, 1)

@@ -53,13 +53,9 @@ func TestDeadlockInHandlerEndsTheLentTransaction(t *testing.T) {
 }
 
 func deadlockCell(t *testing.T, c cell, batch, read bool) {
-	db := c.openDBs(t, 1, 8)[0]
-	tbl := fullTable(tableName(t))
-	c.b.createTable(t, db, tbl)
+	db, tbl := c.b.openTable(t, 8, fullTable)
 	accounts := tbl.Name + "_acc"
-	mustExec(t, db, "DROP TABLE IF EXISTS "+c.q(t, accounts))
-	mustExec(t, db, "CREATE TABLE "+c.q(t, accounts)+" (id INT PRIMARY KEY, balance INT NOT NULL)")
-	t.Cleanup(func() { db.Exec("DROP TABLE IF EXISTS " + c.q(t, accounts)) })
+	c.b.scratchTable(t, db, accounts, "id INT PRIMARY KEY, balance INT NOT NULL")
 	mustExec(t, db, "INSERT INTO "+c.q(t, accounts)+" (id, balance) VALUES (1, 0), (2, 0)")
 	side := tbl.Name + "_side"
 	c.createSide(t, db, side)
@@ -255,12 +251,4 @@ func deadlockCell(t *testing.T, c cell, batch, read bool) {
 			t.Errorf("row %d has %d side rows, want 1", id, n)
 		}
 	}
-}
-
-func deliveryIDs(ds []*inbox.Delivery) []int64 {
-	out := make([]int64, len(ds))
-	for i, d := range ds {
-		out[i] = d.ID
-	}
-	return out
 }

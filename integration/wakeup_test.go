@@ -2,7 +2,6 @@ package integration
 
 import (
 	"context"
-	"database/sql"
 	"log/slog"
 	"sync/atomic"
 	"testing"
@@ -33,31 +32,8 @@ func (w *countingWaker) Watch(ctx context.Context, table string, log *slog.Logge
 // waitWoken waits up to wakeLimit for cond, failing the test with what when it never holds.
 func waitWoken(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	for deadline := time.Now().Add(wakeLimit); !cond(); time.Sleep(5 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not within %v (the poll interval is %v)", what, wakeLimit, longPoll)
-		}
-	}
-}
-
-// enqueueTx publishes one row in a transaction of db and commits it, or rolls it back. EnqueueTx
-// wakes no consumer in this process: only the database's notification (or a poll) can.
-func enqueueTx(t *testing.T, db *sql.DB, b backend, tbl inbox.Table, commit bool) {
-	t.Helper()
-	tx, err := db.Begin()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := inbox.EnqueueTx(context.Background(), tx, b.dialect, tbl, inbox.Message{Payload: []byte("x")}); err != nil {
-		t.Fatal(err)
-	}
-	if commit {
-		err = tx.Commit()
-	} else {
-		err = tx.Rollback()
-	}
-	if err != nil {
-		t.Fatal(err)
+	if !eventually(wakeLimit, cond) {
+		t.Fatalf("%s: not within %v (the poll interval is %v)", what, wakeLimit, longPoll)
 	}
 }
 
@@ -82,22 +58,22 @@ func TestNotifyWakesAConsumerOnAnotherPool(t *testing.T) {
 	defer stop()
 	waitWoken(t, "the listener's first wake-up, once it listens", func() bool { return w.wakes.Load() == 1 })
 
-	enqueueTx(t, pub, b, tbl, false)
-	enqueueTx(t, pub, b, tbl, true)
+	b.enqueueTx(t, pub, tbl, false, inbox.Message{Payload: []byte("x")})
+	b.enqueueTx(t, pub, tbl, true, inbox.Message{Payload: []byte("x")})
 	waitWoken(t, "the committed row handled", func() bool { return handled.Load() == 1 })
 	if got := w.wakes.Load(); got != 2 {
 		t.Fatalf("%d wake-ups after a rolled-back and a committed publish, want 2: the one at listening and the commit's", got)
 	}
 
 	// A row that no notification announces, then the listening connection killed.
-	mustExec(t, pub, "INSERT INTO "+quoted(t, b, tbl.Name)+" (payload) VALUES ('y')")
+	mustExec(t, pub, "INSERT INTO "+b.q(t, tbl.Name)+" (payload) VALUES ('y')")
 	var killed int
 	if err := pub.QueryRow("SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE query = $1",
 		"LISTEN "+`"`+inbox.NotifyChannel(tbl.Name)+`"`).Scan(&killed); err != nil || killed != 1 {
 		t.Fatalf("killing the listening connection: %d killed, %v", killed, err)
 	}
 	waitWoken(t, "the unannounced row handled once the listener listens again", func() bool { return handled.Load() == 2 })
-	enqueueTx(t, pub, b, tbl, true)
+	b.enqueueTx(t, pub, tbl, true, inbox.Message{Payload: []byte("x")})
 	waitWoken(t, "a row published after the listener came back handled", func() bool { return handled.Load() == 3 })
 }
 
@@ -110,11 +86,7 @@ func TestDataVersionWakesAConsumerOnAnotherPool(t *testing.T) {
 	if err := cons.QueryRow("SELECT file FROM pragma_database_list WHERE name = 'main'").Scan(&file); err != nil {
 		t.Fatal(err)
 	}
-	pub, err := sql.Open(b.driver, SQLiteDSN(file))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer pub.Close()
+	pub := b.openDSN(t, SQLiteDSN(file), 4)
 	tbl := minimalTable(tableName(t))
 	b.createTable(t, pub, tbl)
 
@@ -128,7 +100,7 @@ func TestDataVersionWakesAConsumerOnAnotherPool(t *testing.T) {
 	defer stop()
 	waitWoken(t, "the waker's first read", func() bool { return w.wakes.Load() >= 1 })
 	for i := int32(1); i <= 3; i++ {
-		enqueueTx(t, pub, b, tbl, true)
+		b.enqueueTx(t, pub, tbl, true, inbox.Message{Payload: []byte("x")})
 		waitWoken(t, "the row committed on the other pool handled", func() bool { return handled.Load() == i })
 	}
 }
@@ -138,9 +110,7 @@ func TestDataVersionWakesAConsumerOnAnotherPool(t *testing.T) {
 func TestDueRowsClaimedOnTime(t *testing.T) {
 	for _, b := range backends(t, true) {
 		t.Run(b.name, func(t *testing.T) {
-			db := b.open(t, 4)
-			tbl := fullTable(tableName(t))
-			b.createTable(t, db, tbl)
+			db, tbl := b.openTable(t, 4, fullTable)
 			var attempts atomic.Int32
 			h := inbox.HandlerFunc(func(_ context.Context, d *inbox.Delivery) outcome.Outcome {
 				if attempts.Add(1) == 2 {
@@ -151,16 +121,12 @@ func TestDueRowsClaimedOnTime(t *testing.T) {
 			stop := runConsumer(t, db, lease.New(b.dialect, tbl, nil), h, &inbox.Config{Queue: "q", PollInterval: longPoll})
 			defer stop()
 			start := time.Now()
-			if err := inbox.Enqueue(context.Background(), db, b.dialect, tbl, inbox.Message{Queue: "q", Delay: 300 * time.Millisecond}); err != nil {
-				t.Fatal(err)
-			}
+			b.enqueue(t, db, tbl, inbox.Message{Queue: "q", Delay: 300 * time.Millisecond})
 			waitWoken(t, "the delayed row handled", func() bool { return attempts.Load() == 1 })
 			if since := time.Since(start); since < 300*time.Millisecond {
 				t.Fatalf("the row delayed 300ms was handled after %v", since)
 			}
-			if err := inbox.Enqueue(context.Background(), db, b.dialect, tbl, inbox.Message{Queue: "q"}); err != nil {
-				t.Fatal(err)
-			}
+			b.enqueue(t, db, tbl, inbox.Message{Queue: "q"})
 			waitWoken(t, "the row put off by RetryAfter handled again", func() bool { return attempts.Load() == 3 })
 		})
 	}

@@ -193,11 +193,11 @@ func TestWithdrawalsNeverOverdraw(t *testing.T) {
 	for _, db := range dbs {
 		c := inbox.NewConsumer(db, lease.New(wallet, withdrawalJobs, nil), h, &inbox.Config{
 			Queue: "withdrawals", Workers: 4, Transactional: true, Retry: inbox.RetryAtOnce,
-			PollInterval: 20 * time.Millisecond, Logger: leaseTestLogger(t),
+			PollInterval: 20 * time.Millisecond, Logger: testLogger(t),
 		})
 		startConsumer(t, c)
 	}
-	leaseWait(t, 2*time.Minute, "every withdrawal to be settled", func() bool {
+	waitFor(t, 2*time.Minute, "every withdrawal to be settled", func() bool {
 		return count(t, db, "SELECT COUNT(*) FROM withdrawal_jobs") == 0
 	})
 

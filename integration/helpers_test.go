@@ -1,0 +1,403 @@
+package integration
+
+import (
+	"bytes"
+	"context"
+	"database/sql"
+	"log/slog"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/sqlinbox/inbox"
+	"github.com/sqlinbox/inbox/outcome"
+)
+
+// The helpers every test file shares: forms opened for a test, claims and settlements that fail
+// the test on an error, the ids of deliveries, waits, consumers run for a test, and logs a test
+// reads. The database side (backends, pools, tables, publishing) is in backend_test.go.
+
+// openForm opens f on db for q and closes it when the test ends; an error of either fails the
+// test.
+func openForm[F inbox.Form](t *testing.T, f F, db *sql.DB, q inbox.Queue) F {
+	t.Helper()
+	if _, err := f.Open(context.Background(), db, q); err != nil {
+		t.Fatalf("Open: %v", err)
+	}
+	t.Cleanup(func() {
+		if err := f.Close(); err != nil {
+			t.Errorf("Close: %v", err)
+		}
+	})
+	return f
+}
+
+// batchForm returns f as a batch form, failing the test when it takes no batches.
+func batchForm(t testing.TB, f inbox.Form) inbox.BatchForm {
+	t.Helper()
+	bf, ok := f.(inbox.BatchForm)
+	if !ok {
+		t.Fatalf("the form %T does not implement inbox.BatchForm", f)
+	}
+	return bf
+}
+
+// claimTimeout bounds each claim of the helpers below: a claim that waited for a lock, rather
+// than passing over the rows others hold, fails the test instead of hanging it.
+const claimTimeout = 10 * time.Second
+
+// claim claims up to max rows, failing the test on an error.
+func claim(t testing.TB, f inbox.Form, max int) []*inbox.Delivery {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), claimTimeout)
+	defer cancel()
+	ds, err := f.Claim(ctx, max)
+	if err != nil {
+		t.Fatalf("Claim(%d): %v", max, err)
+	}
+	return ds
+}
+
+// claimN claims up to max rows and fails the test unless it gets n of them.
+func claimN(t testing.TB, f inbox.Form, max, n int) []*inbox.Delivery {
+	t.Helper()
+	ds := claim(t, f, max)
+	if len(ds) != n {
+		t.Fatalf("claimed %d rows %v, want %d", len(ds), deliveryIDs(ds), n)
+	}
+	return ds
+}
+
+// claimRow claims up to max rows and fails the test unless it gets row id alone, which it
+// returns; why says why that row, for the message.
+func claimRow(t testing.TB, f inbox.Form, max int, id int64, why string) *inbox.Delivery {
+	t.Helper()
+	ds := claim(t, f, max)
+	if len(ds) != 1 || ds[0].ID != id {
+		t.Fatalf("claimed %v, want row %d %s", deliveryIDs(ds), id, why)
+	}
+	return ds[0]
+}
+
+// claimBatch claims a batch of up to max rows, failing the test on an error.
+func claimBatch(t testing.TB, f inbox.BatchForm, max int) []*inbox.Delivery {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), claimTimeout)
+	defer cancel()
+	ds, err := f.ClaimBatch(ctx, max)
+	if err != nil {
+		t.Fatalf("ClaimBatch(%d): %v", max, err)
+	}
+	return ds
+}
+
+// claimBatchN claims a batch of up to max rows and fails the test unless it gets n of them.
+func claimBatchN(t testing.TB, f inbox.BatchForm, max, n int) []*inbox.Delivery {
+	t.Helper()
+	ds := claimBatch(t, f, max)
+	if len(ds) != n {
+		t.Fatalf("claimed a batch of %d rows %v, want %d", len(ds), deliveryIDs(ds), n)
+	}
+	return ds
+}
+
+// settle settles d with o, failing the test on an error.
+func settle(t testing.TB, f inbox.Form, d *inbox.Delivery, o outcome.Outcome) {
+	t.Helper()
+	if err := f.Settle(context.Background(), d, o); err != nil {
+		t.Fatalf("settling row %d (%s): %v", d.ID, o, err)
+	}
+}
+
+// settleBatch settles the batch ds with outs, one per delivery, failing the test on an error.
+func settleBatch(t testing.TB, f inbox.BatchForm, ds []*inbox.Delivery, outs ...outcome.Outcome) {
+	t.Helper()
+	if err := f.SettleBatch(context.Background(), ds, outs); err != nil {
+		t.Fatalf("settling the batch %v (%v): %v", deliveryIDs(ds), outs, err)
+	}
+}
+
+// release gives d back unsettled, failing the test on an error.
+func release(t testing.TB, f inbox.Form, d *inbox.Delivery) {
+	t.Helper()
+	if err := f.Release(context.Background(), d); err != nil {
+		t.Fatalf("releasing row %d: %v", d.ID, err)
+	}
+}
+
+// releaseBatch gives the batch ds back unsettled, failing the test on an error.
+func releaseBatch(t testing.TB, f inbox.BatchForm, ds []*inbox.Delivery) {
+	t.Helper()
+	if err := f.ReleaseBatch(context.Background(), ds); err != nil {
+		t.Fatalf("releasing the batch %v: %v", deliveryIDs(ds), err)
+	}
+}
+
+// repeated returns n outcomes o, the settlement of a batch whose rows all end alike.
+func repeated(o outcome.Outcome, n int) []outcome.Outcome {
+	outs := make([]outcome.Outcome, n)
+	for i := range outs {
+		outs[i] = o
+	}
+	return outs
+}
+
+// writerOf is where d's handler writes: the delivery's transaction in transactional mode, db
+// outside it.
+func writerOf(d *inbox.Delivery, db *sql.DB) inbox.Tx {
+	if d.Tx != nil {
+		return d.Tx
+	}
+	return db
+}
+
+// deliveryIDs returns the deliveries' row ids, in their order.
+func deliveryIDs(ds []*inbox.Delivery) []int64 {
+	ids := make([]int64, len(ds))
+	for i, d := range ds {
+		ids[i] = d.ID
+	}
+	return ids
+}
+
+// sortedIDs returns the deliveries' row ids, sorted.
+func sortedIDs(ds []*inbox.Delivery) []int64 {
+	ids := deliveryIDs(ds)
+	slices.Sort(ids)
+	return ids
+}
+
+// checkClaimed fails the test unless ds are the rows ids, in any order, each at attempt; when
+// says when they were claimed ("after ReleaseBatch"), for the messages.
+func checkClaimed(t testing.TB, ds []*inbox.Delivery, ids []int64, attempt int, when string) {
+	t.Helper()
+	if got, want := sortedIDs(ds), slices.Sorted(slices.Values(ids)); !slices.Equal(got, want) {
+		t.Fatalf("%s the claim got rows %v, want %v", when, got, want)
+	}
+	for _, d := range ds {
+		if d.Attempt != attempt {
+			t.Errorf("row %d %s reads attempt %d, want %d", d.ID, when, d.Attempt, attempt)
+		}
+	}
+}
+
+// rowCounts counts deliveries (or claims) by row, for handlers that run at once. The zero value
+// counts none.
+type rowCounts struct {
+	mu    sync.Mutex
+	byID  map[int64]int
+	total int
+}
+
+// add counts one more for each of ds.
+func (c *rowCounts) add(ds ...*inbox.Delivery) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.byID == nil {
+		c.byID = map[int64]int{}
+	}
+	for _, d := range ds {
+		c.byID[d.ID]++
+		c.total++
+	}
+}
+
+// sum returns how many were counted, over every row.
+func (c *rowCounts) sum() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.total
+}
+
+// distinct returns how many rows were counted.
+func (c *rowCounts) distinct() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return len(c.byID)
+}
+
+// checkOnce fails the test unless rows rows were counted, each once; what says what was counted
+// ("handled", "claimed", …).
+func (c *rowCounts) checkOnce(t testing.TB, what string, rows int) {
+	t.Helper()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for id, n := range c.byID {
+		if n != 1 {
+			t.Errorf("row %d %s %d times, want once", id, what, n)
+		}
+	}
+	if len(c.byID) != rows {
+		t.Errorf("%d rows %s, want %d", len(c.byID), what, rows)
+	}
+}
+
+// collector gathers what subtests running at once report, for the table their parent logs.
+type collector[R any] struct {
+	mu sync.Mutex
+	rs []R
+}
+
+func (c *collector[R]) add(r R) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.rs = append(c.rs, r)
+}
+
+// all returns what was gathered, in the order it came.
+func (c *collector[R]) all() []R {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return slices.Clone(c.rs)
+}
+
+// eventually tests cond every 20 ms until it holds, and reports whether it did within limit.
+func eventually(limit time.Duration, cond func() bool) bool {
+	deadline := time.Now().Add(limit)
+	for !cond() {
+		if time.Now().After(deadline) {
+			return false
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	return true
+}
+
+// waitFor waits until cond holds, failing the test after limit; what names the wait.
+func waitFor(t testing.TB, limit time.Duration, what string, cond func() bool) {
+	t.Helper()
+	if !eventually(limit, cond) {
+		t.Fatalf("waited %v for %s", limit, what)
+	}
+}
+
+// newConsumer builds a consumer of f on db that hands each row to h: one row per delivery, or,
+// with batch > 0, in batches of up to batch rows, the rows of a batch handed to h in turn.
+func newConsumer(t testing.TB, db *sql.DB, f inbox.Form, batch int, h inbox.Handler, cfg *inbox.Config) *inbox.Consumer {
+	t.Helper()
+	if batch == 0 {
+		return inbox.NewConsumer(db, f, h, cfg)
+	}
+	bh := inbox.BatchHandlerFunc(func(ctx context.Context, ds []*inbox.Delivery) []outcome.Outcome {
+		outs := make([]outcome.Outcome, len(ds))
+		for i, d := range ds {
+			outs[i] = h.Handle(ctx, d)
+		}
+		return outs
+	})
+	return inbox.NewBatchConsumer(db, batchForm(t, f), batch, bh, cfg)
+}
+
+// startConsumer runs cons until the returned stop is called (or the test ends); stop cancels
+// Run and fails the test when Run returns an error, or does not return within a minute (the
+// default shutdown timeout, and 30 s more).
+func startConsumer(t *testing.T, cons *inbox.Consumer) (stop func()) {
+	return startConsumerWithin(t, cons, time.Minute)
+}
+
+// runConsumer runs a consumer of f on db, with the suite's poll interval and test logger where
+// cfg sets none, until the returned stop is called (or the test ends); stop cancels Run and
+// fails the test when Run returns an error, or does not return within 30 s beyond cfg's
+// shutdown timeout (when cfg sets none, 30 s in all).
+func runConsumer(t *testing.T, db *sql.DB, f inbox.Form, h inbox.Handler, cfg *inbox.Config) (stop func()) {
+	t.Helper()
+	if cfg.PollInterval == 0 {
+		cfg.PollInterval = cellPoll
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = testLogger(t)
+	}
+	return startConsumerWithin(t, inbox.NewConsumer(db, f, h, cfg), cfg.ShutdownTimeout+30*time.Second)
+}
+
+// startConsumerWithin is startConsumer with limit for how long Run may take to return.
+func startConsumerWithin(t *testing.T, cons *inbox.Consumer, limit time.Duration) (stop func()) {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- cons.Run(ctx) }()
+	var once sync.Once
+	stop = func() {
+		once.Do(func() {
+			cancel()
+			select {
+			case err := <-done:
+				if err != nil {
+					t.Errorf("Run: %v", err)
+				}
+			case <-time.After(limit):
+				t.Errorf("Run did not return within %v of its context's end", limit)
+			}
+		})
+	}
+	t.Cleanup(stop)
+	return stop
+}
+
+// testLogger sends warnings and errors to the test's log while the test runs.
+func testLogger(t *testing.T) *slog.Logger {
+	var mu sync.Mutex
+	done := false
+	t.Cleanup(func() { mu.Lock(); done = true; mu.Unlock() })
+	return slog.New(slog.NewTextHandler(writerFunc(func(p []byte) (int, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		if !done {
+			t.Log(strings.TrimSpace(string(p)))
+		}
+		return len(p), nil
+	}), &slog.HandlerOptions{Level: slog.LevelWarn}))
+}
+
+type writerFunc func(p []byte) (int, error)
+
+func (f writerFunc) Write(p []byte) (int, error) { return f(p) }
+
+// logBuffer is a log a test can read, safe for the concurrent writes of loggers.
+type logBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (l *logBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.buf.Write(p)
+}
+
+func (l *logBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.buf.String()
+}
+
+// has reports whether the log holds s.
+func (l *logBuffer) has(s string) bool { return strings.Contains(l.String(), s) }
+
+// lines counts the lines written.
+func (l *logBuffer) lines() int { return strings.Count(l.String(), "\n") }
+
+// last returns the last n lines written.
+func (l *logBuffer) last(n int) string {
+	lines := strings.Split(strings.TrimSuffix(l.String(), "\n"), "\n")
+	return strings.Join(lines[max(0, len(lines)-n):], "\n")
+}
+
+// Logger returns a text logger, at Info and above, that writes to l.
+func (l *logBuffer) Logger() *slog.Logger { return slog.New(slog.NewTextHandler(l, nil)) }
+
+// faultLog is a logBuffer that also passes each line to the test's log, for the tests that
+// read a consumer's log and show it.
+type faultLog struct {
+	t *testing.T
+	logBuffer
+}
+
+func (l *faultLog) Write(p []byte) (int, error) {
+	l.t.Log(strings.TrimSpace(string(p)))
+	return l.logBuffer.Write(p)
+}
+
+// Logger returns a text logger, at Info and above, that writes to l (and so to the test's log).
+func (l *faultLog) Logger() *slog.Logger { return slog.New(slog.NewTextHandler(l, nil)) }
