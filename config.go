@@ -52,6 +52,18 @@ type Config struct {
 	// every settlement waits. The lease form on Postgres honours it; the row lock and advisory
 	// forms, MySQL, MariaDB and SQLite wait whatever it says.
 	UnflushedAcks bool
+	// UnpreparedStatements has the form run every statement by its text, never preparing it,
+	// and check each at Open without preparing it either (EXPLAIN with every parameter NULL,
+	// which plans a statement without running it): for PgBouncer in transaction pooling before
+	// 1.21 (no max_prepared_statements), which does not carry a statement prepared on one
+	// server connection to the others. The driver must not prepare them either: with pgx set
+	// default_query_exec_mode=exec (or simple_protocol) in the DSN, since its default prepares
+	// and caches every statement with arguments; go-sql-driver/mysql prepares each statement
+	// with arguments (and closes it after) unless the DSN says interpolateParams=true. The row
+	// lock and lease forms honour it; the advisory form refuses it at Open (ErrDialect): its
+	// session locks do not hold behind transaction pooling. Default false: the forms prepare
+	// their statements at Open.
+	UnpreparedStatements bool
 	// Logger receives the consumer's and the form's logs. Nil discards them.
 	Logger *slog.Logger
 	// Clock is what the forms read the time from, for every time they write or compare (lease

@@ -18,8 +18,9 @@ type Form interface {
 	// claimed: the dialect's pair and server version, the type of every column the table
 	// description names (a type that breaks its role fails with ErrSchema naming the column and
 	// the statement that fixes it), and every statement the form runs, prepared against the
-	// server (a missing table or column fails with ErrSchema naming the table and the
-	// statement). It returns the plan the consumer drives the form by.
+	// server, or checked there by EXPLAIN where q.UnpreparedStatements asks (a missing table or
+	// column fails with ErrSchema naming the table and the statement). It returns the plan the
+	// consumer drives the form by.
 	Open(ctx context.Context, db *sql.DB, q Queue) (Plan, error)
 	// Claim claims at most max due rows of the queue, in claim order, and returns them held.
 	// No rows is not an error.
@@ -51,6 +52,10 @@ type Queue struct {
 	// the disk outside transactional mode, where the database sets that per statement
 	// (Config.UnflushedAcks). A form that does not honour it waits.
 	UnflushedAcks bool
+	// UnpreparedStatements has the form run every statement by its text and check each at Open
+	// without preparing it (Config.UnpreparedStatements). A form whose holds need a session of
+	// their own (the advisory form's locks) refuses it with ErrDialect.
+	UnpreparedStatements bool
 	// Logger receives the form's warnings; never nil once the consumer opens the form.
 	Logger *slog.Logger
 	// Clock is what the form reads the time from (Queue.Now); nil: this host's clock.

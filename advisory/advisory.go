@@ -55,7 +55,8 @@
 //
 // Each delivery in work, or each batch, holds a pooled connection (Plan.HoldsConnection), so size
 // the pool for the workers plus the application. Session locks need a session: behind PgBouncer
-// in transaction pooling they do not hold, and the form must not be used there.
+// in transaction pooling they do not hold, and the form must not be used there (Open refuses
+// inbox.Config.UnpreparedStatements, the setting for that pooling).
 package advisory
 
 import (
@@ -110,7 +111,7 @@ type Form[D Dialect] struct {
 	db         *sql.DB
 	q          inbox.Queue
 	log        *slog.Logger
-	candidates *sql.Stmt
+	candidates *stmt.Stmt
 	t          *stmt.Table
 	s          statements
 }
@@ -186,6 +187,8 @@ func defaultKey(t inbox.Table) string {
 // server's version, the type of every column the description names, the key template and
 // every statement the form runs, prepared on the server. A missing table or column, including
 // one the key names, or a column whose type breaks its role, fails with inbox.ErrSchema.
+// q.UnpreparedStatements, the setting for a pooler in transaction mode, fails with
+// inbox.ErrDialect: session locks do not hold there.
 func (f *Form[D]) Open(ctx context.Context, db *sql.DB, q inbox.Queue) (inbox.Plan, error) {
 	already := func() error {
 		return fmt.Errorf("%w: the advisory form over table %q is already open: build one form per consumer", inbox.ErrAlreadyConsuming, f.table.Name)
@@ -209,6 +212,9 @@ func (f *Form[D]) bind(ctx context.Context, db *sql.DB, q inbox.Queue) error {
 	if err := f.d.Allows(dialect.AdvisoryForm); err != nil {
 		return fmt.Errorf("table %q, queue %q: %w", f.table.Name, q.Name, err)
 	}
+	if q.UnpreparedStatements {
+		return fmt.Errorf("%w: table %q, queue %q: the advisory form does not run with unprepared statements (inbox.Config.UnpreparedStatements), which are for a pooler in transaction mode: its session locks land on whatever server connection a statement got and outlive the client, so such a pooler hands them to other clients; connect directly or through session pooling and leave the setting off, or take the row lock or lease form", inbox.ErrDialect, f.table.Name, q.Name)
+	}
 	a := sqltext.New(f.d.Caps(), sqltext.Table(st.Q)).Advisory(key)
 	if err := f.d.CheckServer(ctx, db); err != nil {
 		return fmt.Errorf("table %q, queue %q: %w", f.table.Name, q.Name, err)
@@ -225,12 +231,10 @@ func (f *Form[D]) bind(ctx context.Context, db *sql.DB, q inbox.Queue) error {
 	if err := schema.Verify(ctx, db, f.d, f.table, ""); err != nil {
 		return err
 	}
-	keyCheck, err := st.Prepare(ctx, db, fmt.Sprintf("key template %q (the table must have every column it names)", f.template), a.KeyCheck())
-	if err != nil {
+	if err := st.Check(ctx, db, fmt.Sprintf("key template %q (the table must have every column it names)", f.template), a.KeyCheck()); err != nil {
 		return err
 	}
-	keyCheck.Close()
-	candidates, err := st.Prepare(ctx, db, "candidates", a.Candidates())
+	candidates, err := st.Statement(ctx, db, "candidates", a.Candidates())
 	if err != nil {
 		return err
 	}
@@ -242,12 +246,10 @@ func (f *Form[D]) bind(ctx context.Context, db *sql.DB, q inbox.Queue) error {
 		if n[1] == "" {
 			continue
 		}
-		p, err := st.Prepare(ctx, db, n[0], n[1])
-		if err != nil {
+		if err := st.Check(ctx, db, n[0], n[1]); err != nil {
 			candidates.Close()
 			return err
 		}
-		p.Close()
 	}
 	log := q.Logger
 	if log == nil {

@@ -11,6 +11,7 @@ import (
 	"github.com/sqlinbox/inbox"
 	"github.com/sqlinbox/inbox/dialect"
 	"github.com/sqlinbox/inbox/internal/sentinel"
+	"github.com/sqlinbox/inbox/internal/stmt"
 	"github.com/sqlinbox/inbox/outcome"
 )
 
@@ -208,7 +209,7 @@ func (f *Form[D]) settleRows(ctx context.Context, b *binding, h *hold, what stri
 	if !f.d.Caps().Returning {
 		err = f.settleInTx(ctx, b, h, what, head, ids, token, changed)
 	} else {
-		var s *sql.Stmt
+		var s *stmt.Stmt
 		s, err = b.listStmt(ctx, what+" returning", func(n int) string { return b.settles(what).SettleReturning(kindOf(what), n) }, h.size)
 		if err == nil {
 			err = b.query(ctx, s, append(append(head, padded(ids, h.size)...), token), func(rows *sql.Rows) error {
@@ -227,12 +228,12 @@ func (f *Form[D]) settleRows(ctx context.Context, b *binding, h *hold, what stri
 // row, COMMIT; otherwise it rolls back, locks the rows that still hold the token (heldIn), and
 // runs the statement again over those alone. A transient conflict runs it all again.
 func (f *Form[D]) settleInTx(ctx context.Context, b *binding, h *hold, what string, head []any, ids []int64, token any, changed map[int64]bool) error {
-	s, _, err := b.statement(ctx, h, what)
+	s, err := b.statement(ctx, h, what)
 	if err != nil {
 		return err
 	}
 	run := func(tx dialect.Tx, ids []int64) (int64, error) {
-		res, err := tx.StmtContext(ctx, s).ExecContext(ctx, append(append(head[:len(head):len(head)], padded(ids, h.size)...), token)...)
+		res, err := s.ExecIn(ctx, tx, append(append(head[:len(head):len(head)], padded(ids, h.size)...), token)...)
 		if err != nil {
 			return 0, err
 		}
@@ -269,7 +270,7 @@ func (f *Form[D]) settleInTx(ctx context.Context, b *binding, h *hold, what stri
 			return err
 		}
 		defer done()
-		rows, err := tx.StmtContext(ctx, held).QueryContext(ctx, append(padded(ids, h.size), token)...)
+		rows, err := held.QueryIn(ctx, tx, append(padded(ids, h.size), token)...)
 		if err == nil {
 			err = scanIDs(rows, changed)
 		}
@@ -314,7 +315,7 @@ func scanIDs(rows *sql.Rows, ids map[int64]bool) error {
 // given back.
 func (f *Form[D]) ackBatchInTx(ctx context.Context, b *binding, h *hold, ds []*inbox.Delivery, tx dialect.Tx) error {
 	first := ds[0]
-	s, text, err := b.statement(ctx, h, "ack")
+	s, err := b.statement(ctx, h, "ack")
 	if err == nil {
 		var args []any
 		if b.st.Q.ProcessedAt != "" {
@@ -322,7 +323,7 @@ func (f *Form[D]) ackBatchInTx(ctx context.Context, b *binding, h *hold, ds []*i
 		}
 		args = append(append(args, h.idArgs(first.ID)...), f.d.Time(h.current()))
 		var res sql.Result
-		if res, err = execIn(ctx, tx, s, text, args...); err == nil {
+		if res, err = s.ExecIn(ctx, tx, args...); err == nil {
 			var n int64
 			if n, err = res.RowsAffected(); err == nil && n < int64(len(h.batch)) {
 				err = errors.Join(&inbox.LeaseLostError{Table: f.t.Name, IDs: slices.Clone(h.batch)},

@@ -10,6 +10,7 @@ import (
 
 	"github.com/sqlinbox/inbox"
 	"github.com/sqlinbox/inbox/dialect"
+	"github.com/sqlinbox/inbox/internal/stmt"
 	"github.com/sqlinbox/inbox/isolation"
 )
 
@@ -169,7 +170,7 @@ func (f *Form[D]) claimInTx(ctx context.Context, b *binding, max int, now, token
 		}
 	}()
 	args := f.pickArgs(b, max, now)
-	rows, err := tx.StmtContext(ctx, b.claim).QueryContext(ctx, args...)
+	rows, err := b.claim.QueryIn(ctx, tx, args...)
 	if err != nil {
 		return nil, err
 	}
@@ -184,7 +185,7 @@ func (f *Form[D]) claimInTx(ctx context.Context, b *binding, max int, now, token
 	for i := range max {
 		args = append(args, ds[min(i, len(ds)-1)].ID)
 	}
-	if _, err = tx.StmtContext(ctx, stamp).ExecContext(ctx, args...); err != nil {
+	if _, err = stamp.ExecIn(ctx, tx, args...); err != nil {
 		return nil, err
 	}
 	if err = tx.Commit(); err != nil {
@@ -286,23 +287,21 @@ type listKey struct {
 	n    int
 }
 
-// listStmt returns statement what over n ids, preparing it the first time it is asked for
-// (Open prepares the claim stamp for one id, the consumer's claim). Claims and batches pad
-// their id lists to the length they asked for (IN ignores repeats), so a consumer prepares
-// about one statement per batch size.
-func (b *binding) listStmt(ctx context.Context, what string, query func(n int) string, n int) (*sql.Stmt, error) {
+// listStmt returns statement what over n ids, preparing (or checking) it the first time it is
+// asked for (Open prepares the claim stamp for one id, the consumer's claim). Claims and
+// batches pad their id lists to the length they asked for (IN ignores repeats), so a consumer
+// prepares about one statement per batch size.
+func (b *binding) listStmt(ctx context.Context, what string, query func(n int) string, n int) (*stmt.Stmt, error) {
 	b.listedMu.Lock()
 	defer b.listedMu.Unlock()
 	key := listKey{what, n}
 	if s := b.listed[key]; s != nil {
 		return s, nil
 	}
-	text := query(n)
-	s, err := b.st.Prepare(ctx, b.db, what, text)
+	s, err := b.st.Statement(ctx, b.db, what, query(n))
 	if err != nil {
 		return nil, err
 	}
 	b.listed[key] = s
-	b.texts[s] = text
 	return s, nil
 }

@@ -39,7 +39,7 @@ func (f *Form[D]) SettleAndClaim(ctx context.Context, d *inbox.Delivery, o outco
 	defer b.end(h)
 
 	s, args, what := f.settlement(b, d, h, o)
-	ds, token, settled, err := f.settleAndClaimInTx(ctx, b, d, h, b.textOf(s), args, what, max)
+	ds, token, settled, err := f.settleAndClaimInTx(ctx, b, d, h, s.Text(), args, what, max)
 	if err != nil {
 		// The transaction changed nothing: settle and claim apart.
 		res, err := b.exec(ctx, s, args...)

@@ -65,6 +65,12 @@
 // them: Open refuses TIMESTAMPTZ(0) or (3), TIMESTAMP(0), DATETIME or DATETIME(3), naming the
 // ALTER TABLE that fixes the column, and on SQLite a STRICT table whose lease column is not
 // TEXT. It is NULL while no one holds the row.
+//
+// # Behind a pooler
+//
+// With inbox.Config.UnpreparedStatements the form prepares nothing: Open checks each statement
+// by EXPLAIN, and every run sends the statement's text, on the pool as on its own connection,
+// as PgBouncer in transaction pooling (before 1.21) needs.
 package lease
 
 import (
@@ -156,9 +162,10 @@ type binding struct {
 	// claimText is the claim's text: SQLite's claim runs it by its text (see prepare).
 	claimText string
 
-	// claim is the pick of MySQL and MariaDB; nil on SQLite, and on Postgres, whose claims are
-	// prepared one per size (claimInOne). retryAfter and dead are nil without their column.
-	claim, extend, ack, retry, retryAfter, dead *sql.Stmt
+	// The statements, prepared or run by their text (inbox.Queue.UnpreparedStatements). claim
+	// is the pick of MySQL and MariaDB; nil on SQLite, and on Postgres, whose claims are one
+	// per size (claimInOne). retryAfter and dead are nil without their column.
+	claim, extend, ack, retry, retryAfter, dead *stmt.Stmt
 
 	acks, retries *merger // Postgres and SQLite: settlements that arrive together share a statement
 
@@ -166,9 +173,8 @@ type binding struct {
 	own    *ownConn    // nil where the pool is unbounded or too small to keep one (keepOwn)
 
 	listedMu sync.Mutex
-	listed   map[listKey]*sql.Stmt // statements over an id list: by statement and list length
-	stamps   map[int]string        // SQLite: the claim's stamp by its number of ids
-	texts    map[*sql.Stmt]string  // every prepared statement's text, for where it runs by its text
+	listed   map[listKey]*stmt.Stmt // statements over an id list: by statement and list length
+	stamps   map[int]string         // SQLite: the claim's stamp by its number of ids
 
 	life *formlife.Life[*hold] // the form's: its holds not yet ended, which Close gives back
 }
@@ -199,7 +205,8 @@ func (h *hold) current() time.Time {
 	return h.token
 }
 
-// Open checks the form against the server and prepares every statement it runs. It fails with
+// Open checks the form against the server and prepares every statement it runs, or where
+// q.UnpreparedStatements asks checks each by EXPLAIN without preparing it. It fails with
 // an error wrapping inbox.ErrDialect for a pair the database cannot run (transactional mode on
 // Postgres at repeatable read or serializable), inbox.ErrServerTooOld for an old server, and
 // inbox.ErrSchema for a table, column or column type that does not fit.
@@ -238,6 +245,7 @@ func (f *Form[D]) bind(ctx context.Context, db *sql.DB, q inbox.Queue) (inbox.Pl
 	if err != nil {
 		return inbox.Plan{}, err
 	}
+	st.Unprepared = q.UnpreparedStatements
 	col, err := f.d.Quote(column)
 	if err != nil {
 		return inbox.Plan{}, fmt.Errorf("%w: table %q, lease column: %v", inbox.ErrSchema, f.t.Name, err)
@@ -252,9 +260,8 @@ func (f *Form[D]) bind(ctx context.Context, db *sql.DB, q inbox.Queue) (inbox.Pl
 	b := &binding{
 		db: db, q: q, log: q.Logger, st: st, lease: lease,
 		sql:    sqltext.New(caps, sqltext.Table(st.Q)).Lease(col),
-		listed: map[listKey]*sql.Stmt{},
+		listed: map[listKey]*stmt.Stmt{},
 		stamps: map[int]string{},
-		texts:  map[*sql.Stmt]string{},
 		life:   f.life,
 	}
 	if b.log == nil {
@@ -304,30 +311,25 @@ func (f *Form[D]) bind(ctx context.Context, db *sql.DB, q inbox.Queue) (inbox.Pl
 	return plan, nil
 }
 
-// prepare prepares every statement the binding runs; a failure names the statement and wraps
-// inbox.ErrSchema.
+// prepare prepares (or checks, see stmt.Table.Statement) every statement the binding runs; a
+// failure names the statement and wraps inbox.ErrSchema.
 func (b *binding) prepare(ctx context.Context) error {
 	var err error
-	prep := func(what, query string) *sql.Stmt {
+	prep := func(what, query string) *stmt.Stmt {
 		if err != nil || query == "" {
 			return nil
 		}
-		var s *sql.Stmt
-		if s, err = b.st.Prepare(ctx, b.db, what, query); err == nil {
-			b.texts[s] = query
-		}
+		var s *stmt.Stmt
+		s, err = b.st.Statement(ctx, b.db, what, query)
 		return s
 	}
 	b.claimText = b.sql.Claim(1)
 	switch caps := b.st.D.Caps(); {
 	case caps.BeginsByStatement:
 		// The claim runs inside a transaction on a pinned connection, where a statement the
-		// pool prepared cannot run: preparing it here only checks it against the schema.
-		for _, s := range []*sql.Stmt{prep("claim", b.claimText), prep("claim stamp", b.sql.Stamp(1))} {
-			if s != nil {
-				s.Close()
-				delete(b.texts, s)
-			}
+		// pool prepared cannot run: it is only checked against the schema here.
+		if err = b.st.Check(ctx, b.db, "claim", b.claimText); err == nil {
+			err = b.st.Check(ctx, b.db, "claim stamp", b.sql.Stamp(1))
 		}
 	case caps.UpdateFrom:
 		// The claim of one row, the consumer's first; the other sizes as first asked for.
@@ -348,16 +350,12 @@ func (b *binding) prepare(ctx context.Context) error {
 // closeStatements frees the prepared statements and gives the own connection back.
 func (b *binding) closeStatements() error {
 	errs := []error{b.own.close()}
-	for _, s := range []*sql.Stmt{b.claim, b.extend, b.ack, b.retry, b.retryAfter, b.dead} {
-		if s != nil {
-			errs = append(errs, s.Close())
-		}
+	for _, s := range []*stmt.Stmt{b.claim, b.extend, b.ack, b.retry, b.retryAfter, b.dead} {
+		errs = append(errs, s.Close())
 	}
 	b.listedMu.Lock()
 	for _, s := range b.listed {
-		if s != nil {
-			errs = append(errs, s.Close())
-		}
+		errs = append(errs, s.Close())
 	}
 	b.listedMu.Unlock()
 	return errors.Join(errs...)
@@ -401,23 +399,16 @@ const writeTries = 5
 // exec runs one of the binding's statements outside a transaction, on the pool or, when it
 // has no connection to spare, on the form's own connection, under the SQLite writer lock, and
 // again after a transient conflict.
-func (b *binding) exec(ctx context.Context, s *sql.Stmt, args ...any) (res sql.Result, err error) {
+func (b *binding) exec(ctx context.Context, s *stmt.Stmt, args ...any) (res sql.Result, err error) {
 	err = b.written(ctx, func() (err error) {
 		if b.own.spare() {
 			res, err = s.ExecContext(ctx, args...)
 		} else {
-			res, err = b.own.exec(ctx, b.textOf(s), args)
+			res, err = b.own.exec(ctx, s, args)
 		}
 		return err
 	})
 	return res, err
-}
-
-// textOf is the text of one of the binding's prepared statements.
-func (b *binding) textOf(s *sql.Stmt) string {
-	b.listedMu.Lock()
-	defer b.listedMu.Unlock()
-	return b.texts[s]
 }
 
 // written runs write under the SQLite writer lock, and again after a transient conflict, up to
@@ -451,10 +442,10 @@ func (b *binding) write() (unlock func()) {
 // pool or the form's own connection as exec does, under the SQLite writer lock until read holds
 // the rows read and closed (SQLite writes as the rows are stepped through), and again after a
 // transient conflict that came before any row.
-func (b *binding) query(ctx context.Context, s *sql.Stmt, args []any, read func(*sql.Rows) error) error {
+func (b *binding) query(ctx context.Context, s *stmt.Stmt, args []any, read func(*sql.Rows) error) error {
 	return b.written(ctx, func() error {
 		if !b.own.spare() {
-			return b.own.query(ctx, b.textOf(s), args, read)
+			return b.own.query(ctx, s, args, read)
 		}
 		rows, err := s.QueryContext(ctx, args...)
 		if err != nil {

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/sqlinbox/inbox/internal/sqltext"
+	"github.com/sqlinbox/inbox/internal/stmt"
 	"github.com/sqlinbox/inbox/outcome"
 )
 
@@ -25,7 +26,7 @@ type merger struct {
 	what string             // "ack" or "retry"
 	head func() []any       // the arguments before the rows' (the ack's processed_at)
 	list func(n int) string // the statement over n rows (sqltext.ByPairs)
-	one  *sql.Stmt          // the single-row statement, for a row alone
+	one  *stmt.Stmt         // the single-row statement, for a row alone
 
 	turn chan struct{} // holds a token while a statement of this kind runs
 
@@ -41,7 +42,7 @@ type mergeRow struct {
 
 // newMerger merges the settlements of kind k (outcome.KindAck or outcome.KindRetry), built by
 // l, which single rows settle by one.
-func newMerger(b *binding, what string, l sqltext.Lease, k outcome.Kind, one *sql.Stmt, head func() []any) *merger {
+func newMerger(b *binding, what string, l sqltext.Lease, k outcome.Kind, one *stmt.Stmt, head func() []any) *merger {
 	list := func(n int) string { return l.Settle(k, sqltext.ByPairs(n)) }
 	return &merger{b: b, what: what, list: list, one: one, head: head, turn: make(chan struct{}, 1)}
 }

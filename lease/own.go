@@ -7,6 +7,7 @@ import (
 	"errors"
 
 	"github.com/sqlinbox/inbox/dialect"
+	"github.com/sqlinbox/inbox/internal/stmt"
 )
 
 // ownConn is the pooled connection the form keeps from Open to Close (inbox.Plan.OwnConnection).
@@ -53,27 +54,35 @@ func (o *ownConn) spare() bool {
 	return s.MaxOpenConnections <= 0 || s.InUse < s.MaxOpenConnections
 }
 
-// exec runs query on the connection, prepared there once.
-func (o *ownConn) exec(ctx context.Context, query string, args []any) (res sql.Result, err error) {
+// exec runs s on the connection: prepared there once, or by its text where s runs by its text.
+func (o *ownConn) exec(ctx context.Context, s *stmt.Stmt, args []any) (res sql.Result, err error) {
 	err = o.run(ctx, func(conn *sql.Conn) error {
-		s, err := o.prepared(ctx, conn, query)
+		if !s.Prepared() {
+			res, err = conn.ExecContext(ctx, s.Text(), args...)
+			return err
+		}
+		ps, err := o.prepared(ctx, conn, s.Text())
 		if err == nil {
-			res, err = s.ExecContext(ctx, args...)
+			res, err = ps.ExecContext(ctx, args...)
 		}
 		return err
 	})
 	return res, err
 }
 
-// query runs query on the connection, prepared there once, and hands its rows to read, closing
-// them after.
-func (o *ownConn) query(ctx context.Context, query string, args []any, read func(*sql.Rows) error) error {
+// query runs s on the connection, as exec does, and hands its rows to read, closing them after.
+func (o *ownConn) query(ctx context.Context, s *stmt.Stmt, args []any, read func(*sql.Rows) error) error {
 	return o.run(ctx, func(conn *sql.Conn) error {
-		s, err := o.prepared(ctx, conn, query)
-		if err != nil {
-			return err
+		var rows *sql.Rows
+		var err error
+		if !s.Prepared() {
+			rows, err = conn.QueryContext(ctx, s.Text(), args...)
+		} else {
+			var ps *sql.Stmt
+			if ps, err = o.prepared(ctx, conn, s.Text()); err == nil {
+				rows, err = ps.QueryContext(ctx, args...)
+			}
 		}
-		rows, err := s.QueryContext(ctx, args...)
 		if err != nil {
 			return err
 		}

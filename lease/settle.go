@@ -11,6 +11,7 @@ import (
 	"github.com/sqlinbox/inbox/dialect"
 	"github.com/sqlinbox/inbox/internal/sentinel"
 	"github.com/sqlinbox/inbox/internal/sqltext"
+	"github.com/sqlinbox/inbox/internal/stmt"
 	"github.com/sqlinbox/inbox/outcome"
 )
 
@@ -39,7 +40,7 @@ func (f *Form[D]) Extend(ctx context.Context, d *inbox.Delivery) error {
 	if !next.After(held) {
 		next = held.Add(time.Microsecond)
 	}
-	s, text, err := b.statement(ctx, h, "extend")
+	s, err := b.statement(ctx, h, "extend")
 	if err != nil {
 		return fmt.Errorf("inbox: table %q, row %d: extension: %w", f.t.Name, d.ID, err)
 	}
@@ -48,7 +49,7 @@ func (f *Form[D]) Extend(ctx context.Context, d *inbox.Delivery) error {
 		// Not cancelled: SQLite rolls the whole transaction back when a write in it is
 		// interrupted. A lock it cannot take fails the extension after the busy timeout with
 		// SQLITE_BUSY instead, which leaves the transaction as it was.
-		res, err := h.tx.ExecContext(context.WithoutCancel(ctx), text, args...)
+		res, err := s.ExecIn(context.WithoutCancel(ctx), h.tx, args...)
 		n, err := f.guarded(res, err, d, h, "extension")
 		if n > 0 {
 			h.txToken = next
@@ -63,21 +64,18 @@ func (f *Form[D]) Extend(ctx context.Context, d *inbox.Delivery) error {
 	return err
 }
 
-// statement returns the prepared statement what ("extend", "ack", "retry", "retry after" or
-// "fail") over h's rows, with its text: the single-row statement, or the one over the batch's
-// ids.
-func (b *binding) statement(ctx context.Context, h *hold, what string) (*sql.Stmt, string, error) {
+// statement returns the statement what ("extend", "ack", "retry", "retry after" or "fail")
+// over h's rows: the single-row statement, or the one over the batch's ids.
+func (b *binding) statement(ctx context.Context, h *hold, what string) (*stmt.Stmt, error) {
 	if h.batch == nil {
-		s := b.single(what)
-		return s, b.textOf(s), nil
+		return b.single(what), nil
 	}
-	s, err := b.listStmt(ctx, what, func(n int) string { return b.text(what, sqltext.ByIDsAndToken(n)) }, h.size)
-	return s, b.textOf(s), err
+	return b.listStmt(ctx, what, func(n int) string { return b.text(what, sqltext.ByIDsAndToken(n)) }, h.size)
 }
 
-// single returns the prepared single-row statement what ("extend", "ack", "retry", "retry
-// after" or "fail"); nil for a retry after or a fail the table has no column for.
-func (b *binding) single(what string) *sql.Stmt {
+// single returns the single-row statement what ("extend", "ack", "retry", "retry after" or
+// "fail"); nil for a retry after or a fail the table has no column for.
+func (b *binding) single(what string) *stmt.Stmt {
 	switch what {
 	case "extend":
 		return b.extend
@@ -223,9 +221,9 @@ func (f *Form[D]) backOff(ctx context.Context, b *binding, h *hold, d *inbox.Del
 	return nil
 }
 
-// settlement is the prepared statement that applies o to d's row under h's token outside a
+// settlement is the statement that applies o to d's row under h's token outside a
 // transaction, its arguments, and what it does.
-func (f *Form[D]) settlement(b *binding, d *inbox.Delivery, h *hold, o outcome.Outcome) (*sql.Stmt, []any, string) {
+func (f *Form[D]) settlement(b *binding, d *inbox.Delivery, h *hold, o outcome.Outcome) (*stmt.Stmt, []any, string) {
 	switch o.Kind() {
 	case outcome.KindFail:
 		if b.dead != nil {
@@ -265,7 +263,7 @@ func (f *Form[D]) ackArgs(b *binding, d *inbox.Delivery, token time.Time) []any 
 // ackInTx runs the guarded ack inside the handler's transaction and commits both; a lost lease
 // rolls the handler's writes back with it.
 func (f *Form[D]) ackInTx(ctx context.Context, b *binding, tx dialect.Tx, h *hold, d *inbox.Delivery) error {
-	res, err := execIn(ctx, tx, b.ack, b.textOf(b.ack), f.ackArgs(b, d, h.current())...)
+	res, err := b.ack.ExecIn(ctx, tx, f.ackArgs(b, d, h.current())...)
 	if _, err := f.guarded(res, err, d, h, "ack"); err != nil {
 		err = errors.Join(err, rollback(tx, f.t.Name, d.ID))
 		h.txToken = time.Time{} // rolled back with the transaction: the claim's token holds
@@ -287,16 +285,6 @@ func landed(err error, rows string) string {
 		return "both landed or neither did, and if neither, " + rows + " when the lease runs out"
 	}
 	return "neither landed, and " + rows + " when the lease runs out"
-}
-
-// execIn runs a prepared statement inside tx: rebound to the transaction where database/sql
-// can, and by its text on SQLite's pinned connection (SQLite prepares in process, so nothing is
-// lost).
-func execIn(ctx context.Context, tx dialect.Tx, s *sql.Stmt, query string, args ...any) (sql.Result, error) {
-	if bound := tx.StmtContext(ctx, s); bound != nil {
-		return bound.ExecContext(ctx, args...)
-	}
-	return tx.ExecContext(ctx, query, args...)
 }
 
 func rollback(tx dialect.Tx, table string, id int64) error {
@@ -358,7 +346,7 @@ func (b *binding) giveBack(ctx context.Context, h *hold, id int64) error {
 	if h.batch != nil {
 		what = fmt.Sprintf("rows %v", h.batch)
 	}
-	s, _, err := b.statement(ctx, h, "retry")
+	s, err := b.statement(ctx, h, "retry")
 	var res sql.Result
 	if err == nil {
 		res, err = b.exec(ctx, s, append(h.idArgs(id), b.st.D.Time(h.token))...)

@@ -2,7 +2,6 @@ package rowlock
 
 import (
 	"context"
-	"database/sql"
 	"errors"
 	"fmt"
 	"slices"
@@ -10,6 +9,7 @@ import (
 
 	"github.com/sqlinbox/inbox"
 	"github.com/sqlinbox/inbox/internal/sqltext"
+	"github.com/sqlinbox/inbox/internal/stmt"
 	"github.com/sqlinbox/inbox/outcome"
 )
 
@@ -48,7 +48,7 @@ func (f *Form[D]) ClaimBatch(ctx context.Context, max int) ([]*inbox.Delivery, e
 }
 
 // batchClaim returns the statement that claims up to n rows, preparing it at the first call.
-func (f *Form[D]) batchClaim(ctx context.Context, n int) (*sql.Stmt, error) {
+func (f *Form[D]) batchClaim(ctx context.Context, n int) (*stmt.Stmt, error) {
 	if n == 1 {
 		return f.claim, nil
 	}
@@ -57,7 +57,7 @@ func (f *Form[D]) batchClaim(ctx context.Context, n int) (*sql.Stmt, error) {
 	if s := f.batchClaims[n]; s != nil {
 		return s, nil
 	}
-	s, err := f.st.Prepare(ctx, f.db, fmt.Sprintf("batch claim (LIMIT %d)", n), f.text.Claim(n))
+	s, err := f.st.Statement(ctx, f.db, fmt.Sprintf("batch claim (LIMIT %d)", n), f.text.Claim(n))
 	if err != nil {
 		return nil, err
 	}
@@ -135,7 +135,7 @@ func (f *Form[D]) SettleBatch(ctx context.Context, ds []*inbox.Delivery, os []ou
 		}
 	}
 	for _, s := range stmts {
-		if _, err := h.tx.StmtContext(ctx, s.stmt).ExecContext(ctx, s.args...); err != nil {
+		if _, err := s.stmt.ExecIn(ctx, h.tx, s.args...); err != nil {
 			return f.backOff(ctx, ds, f.fail(h, ds, "the "+s.kind.String()+" statement", err))
 		}
 	}
@@ -150,7 +150,7 @@ func (f *Form[D]) SettleBatch(ctx context.Context, ds []*inbox.Delivery, os []ou
 // an id IN list.
 type batchSettlement struct {
 	kind outcome.Kind
-	stmt *sql.Stmt
+	stmt *stmt.Stmt
 	args []any
 }
 
@@ -193,7 +193,7 @@ func (f *Form[D]) batchSettlements(ctx context.Context, ds []*inbox.Delivery, os
 	// that locks every row it reads, waiting for the rows other batches hold: on MariaDB 10.11
 	// batch consumers draining a table deadlocked and timed out that way.
 	inLists := f.d.Caps().IDListSettles
-	add := func(k outcome.Kind, one *sql.Stmt, sk stampKey, lead ...any) error {
+	add := func(k outcome.Kind, one *stmt.Stmt, sk stampKey, lead ...any) error {
 		var args []any
 		for i, o := range os {
 			if f.settlesAs(o, ackAsRetry) != k || sk.kind != outcome.KindNone && f.stampOf(k, o) != sk {
@@ -291,14 +291,14 @@ type settleKey struct {
 
 // batchSettle returns the batch settlement statement of kind k over an id IN list of n
 // placeholders, preparing it at the first call.
-func (f *Form[D]) batchSettle(ctx context.Context, k outcome.Kind, n int) (*sql.Stmt, error) {
+func (f *Form[D]) batchSettle(ctx context.Context, k outcome.Kind, n int) (*stmt.Stmt, error) {
 	f.batchMu.Lock()
 	defer f.batchMu.Unlock()
 	key := settleKey{k, n}
 	if s := f.batchSettles[key]; s != nil {
 		return s, nil
 	}
-	s, err := f.st.Prepare(ctx, f.db, fmt.Sprintf("batch %s (%d ids)", k, n), f.text.Settle(k, sqltext.ByIDs(n)))
+	s, err := f.st.Statement(ctx, f.db, fmt.Sprintf("batch %s (%d ids)", k, n), f.text.Settle(k, sqltext.ByIDs(n)))
 	if err != nil {
 		return nil, err
 	}

@@ -41,6 +41,13 @@
 // commit only when every outcome is Ack; otherwise they roll back, the other outcomes settle,
 // and the Acks are retried.
 //
+// # Behind a pooler
+//
+// With inbox.Config.UnpreparedStatements the form prepares nothing: Open checks each statement
+// by EXPLAIN, and every run sends the statement's text, as PgBouncer in transaction pooling
+// (before 1.21) needs. Each delivery in work then holds a server connection of the pooler's
+// for its transaction (docs/clusters.md).
+//
 // # Isolation levels
 //
 // The claim's transaction opens at the dialect's level. On Postgres read committed is the
@@ -124,13 +131,13 @@ type Form[D Dialect] struct {
 	// of the deliveries and batches, which Close gives back before it frees the statements.
 	life *formlife.Life[*hold]
 
-	// The batch claim statements by batch size, each prepared at the first ClaimBatch of its
-	// size, and on Postgres the batch settlement statements by kind and batch size, each
-	// prepared at the first SettleBatch that runs it; batchMu is held while one prepares, so
-	// that each is prepared once.
+	// The batch claim statements by batch size, each prepared (or checked) at the first
+	// ClaimBatch of its size, and on Postgres the batch settlement statements by kind and batch
+	// size, each prepared at the first SettleBatch that runs it; batchMu is held while one
+	// prepares, so that each is prepared once.
 	batchMu      sync.Mutex
-	batchClaims  map[int]*sql.Stmt
-	batchSettles map[settleKey]*sql.Stmt
+	batchClaims  map[int]*stmt.Stmt
+	batchSettles map[settleKey]*stmt.Stmt
 
 	// Set by Open, read-only until Close; the statements are freed by Close once no call uses
 	// them.
@@ -139,9 +146,10 @@ type Form[D Dialect] struct {
 	text sqltext.RowLock // the text of every statement the form runs
 	q    inbox.Queue
 	log  *slog.Logger
-	// The prepared statements: claim and ack always; retry where the table has an attempt
-	// column; retryAfter where it has a retry_after column; dead where it has a dead_at column.
-	claim, ack, retry, retryAfter, dead *sql.Stmt
+	// The statements, prepared or run by their text (inbox.Queue.UnpreparedStatements): claim
+	// and ack always; retry where the table has an attempt column; retryAfter where it has a
+	// retry_after column; dead where it has a dead_at column.
+	claim, ack, retry, retryAfter, dead *stmt.Stmt
 }
 
 // hold is a claim's open transaction and the rows it holds: one delivery's (Claim), or a
@@ -160,7 +168,8 @@ func New[D Dialect](d D, t inbox.Table) *Form[D] {
 }
 
 // Open checks the dialect and the server, checks the type of every column the description
-// names, and prepares every statement the form runs against the table (a missing table or
+// names, and prepares every statement the form runs against the table, or where
+// q.UnpreparedStatements asks checks it by EXPLAIN without preparing it (a missing table or
 // column, or a column whose type breaks its role, fails with inbox.ErrSchema naming the table
 // and the statement or the column). The plan it returns says each delivery in work holds a pooled connection.
 func (f *Form[D]) Open(ctx context.Context, db *sql.DB, q inbox.Queue) (inbox.Plan, error) {
@@ -188,6 +197,7 @@ func (f *Form[D]) bind(ctx context.Context, db *sql.DB, q inbox.Queue) error {
 	if err != nil {
 		return err
 	}
+	st.Unprepared = q.UnpreparedStatements
 	if err := schema.Verify(ctx, db, f.d, f.t, ""); err != nil {
 		return err
 	}
@@ -204,15 +214,16 @@ func (f *Form[D]) bind(ctx context.Context, db *sql.DB, q inbox.Queue) error {
 		f.log.Warn("inbox: the row lock form on Postgres at serializable: concurrent settlements fail with serialization errors and their rows are delivered again; take read committed",
 			"table", f.t.Name, "queue", q.Name)
 	}
-	f.batchClaims = map[int]*sql.Stmt{}
-	f.batchSettles = map[settleKey]*sql.Stmt{}
+	f.batchClaims = map[int]*stmt.Stmt{}
+	f.batchSettles = map[settleKey]*stmt.Stmt{}
 	return nil
 }
 
-// prepare prepares the form's statements, as r writes them, on db, or none of them.
+// prepare prepares (or checks, see stmt.Table.Statement) the form's statements, as r writes
+// them, on db, or none of them.
 func (f *Form[D]) prepare(ctx context.Context, db *sql.DB, st *stmt.Table, r sqltext.RowLock) (err error) {
 	t := st.Q
-	var prepared []*sql.Stmt
+	var prepared []*stmt.Stmt
 	defer func() {
 		if err != nil {
 			for _, s := range prepared {
@@ -220,22 +231,22 @@ func (f *Form[D]) prepare(ctx context.Context, db *sql.DB, st *stmt.Table, r sql
 			}
 		}
 	}()
-	prep := func(what, query string) *sql.Stmt {
+	prep := func(what, query string) *stmt.Stmt {
 		if err != nil {
 			return nil
 		}
-		var s *sql.Stmt
-		if s, err = st.Prepare(ctx, db, what, query); err == nil {
+		var s *stmt.Stmt
+		if s, err = st.Statement(ctx, db, what, query); err == nil {
 			prepared = append(prepared, s)
 		}
 		return s
 	}
 
-	settle := func(k outcome.Kind) *sql.Stmt { return prep(k.String(), r.Settle(k, sqltext.ByID())) }
+	settle := func(k outcome.Kind) *stmt.Stmt { return prep(k.String(), r.Settle(k, sqltext.ByID())) }
 
 	claim := prep("claim", r.Claim(1))
 	ack := settle(outcome.KindAck)
-	var retry, retryAfter, dead *sql.Stmt
+	var retry, retryAfter, dead *stmt.Stmt
 	if t.Attempt != "" {
 		retry = settle(outcome.KindRetry)
 	}
@@ -322,7 +333,7 @@ func (f *Form[D]) retrying(ctx context.Context, claim func() error) error {
 // claimTx runs claim (f.claim, or a batch claim statement) in a transaction of its own and
 // holds the rows it returns under one hold, a batch's when batch. It returns none, and rolls
 // back, when no row is due.
-func (f *Form[D]) claimTx(ctx context.Context, claim *sql.Stmt, batch bool) ([]*inbox.Delivery, error) {
+func (f *Form[D]) claimTx(ctx context.Context, claim *stmt.Stmt, batch bool) ([]*inbox.Delivery, error) {
 	// database/sql rolls a transaction back when the context it was begun with ends. The hold
 	// must outlive ctx (a consumer may cancel its claim context at shutdown while handlers
 	// finish), so it gets a context of its own, tied to ctx only until the claim is done.
@@ -342,7 +353,7 @@ func (f *Form[D]) claimTx(ctx context.Context, claim *sql.Stmt, batch bool) ([]*
 	}
 
 	now := f.d.Time(f.q.Now())
-	rows, err := tx.StmtContext(ctx, claim).QueryContext(ctx, f.st.DueArgs(nil, now, f.q.Name)...)
+	rows, err := claim.QueryIn(ctx, tx, f.st.DueArgs(nil, now, f.q.Name)...)
 	if err != nil {
 		return abandon(err)
 	}
@@ -493,7 +504,7 @@ func (f *Form[D]) Settle(ctx context.Context, d *inbox.Delivery, o outcome.Outco
 			return f.fail(h, h.ds, "rolling back the handler's writes for "+k.String(), err)
 		}
 	}
-	if _, err := h.tx.StmtContext(ctx, s).ExecContext(ctx, args...); err != nil {
+	if _, err := s.ExecIn(ctx, h.tx, args...); err != nil {
 		return f.backOff(ctx, h.ds, f.fail(h, h.ds, "the "+k.String()+" statement", err))
 	}
 	if err := h.tx.Commit(); err != nil {
@@ -536,7 +547,7 @@ func (f *Form[D]) backOff(ctx context.Context, ds []*inbox.Delivery, err error) 
 			tx.Rollback()
 			return errors.Join(err, fmt.Errorf("inbox: table %q, queue %q: backing row %d off: locking it again: %w", f.t.Name, f.q.Name, d.ID, lerr))
 		}
-		if _, serr := tx.StmtContext(ctx, s).ExecContext(ctx, args...); serr != nil {
+		if _, serr := s.ExecIn(ctx, tx, args...); serr != nil {
 			tx.Rollback()
 			return errors.Join(err, fmt.Errorf("inbox: table %q, queue %q: backing row %d off: the %s statement: %w", f.t.Name, f.q.Name, d.ID, k, serr))
 		}
@@ -560,7 +571,7 @@ func (f *Form[D]) commitFailed(ds []*inbox.Delivery, what string, err error) err
 
 // settlement is the statement that applies o to d's row, the kind it settles as and its
 // arguments; a nil statement means the transaction is to be rolled back instead.
-func (f *Form[D]) settlement(d *inbox.Delivery, o outcome.Outcome) (outcome.Kind, *sql.Stmt, []any) {
+func (f *Form[D]) settlement(d *inbox.Delivery, o outcome.Outcome) (outcome.Kind, *stmt.Stmt, []any) {
 	switch o.Kind() {
 	case outcome.KindFail:
 		if f.dead != nil {
@@ -652,10 +663,8 @@ func (f *Form[D]) Close() error {
 // free frees the prepared statements, once no call uses them.
 func (f *Form[D]) free() error {
 	var errs []error
-	for _, s := range []*sql.Stmt{f.claim, f.ack, f.retry, f.retryAfter, f.dead} {
-		if s != nil {
-			errs = append(errs, s.Close())
-		}
+	for _, s := range []*stmt.Stmt{f.claim, f.ack, f.retry, f.retryAfter, f.dead} {
+		errs = append(errs, s.Close())
 	}
 	for _, s := range f.batchClaims {
 		errs = append(errs, s.Close())

@@ -1,8 +1,9 @@
 // Package stmt runs what the forms share around their statements, whose text internal/sqltext
 // builds: reading a delivery from a claimed row (Scan, ScanOne, in the order of
 // sqltext.SQL.Columns), the arguments of a claimable row's predicate (DueArgs), the searches
-// for rows no claim takes (FindUnclaimable), and preparing a statement at startup with an error
-// that names the table and the statement (Prepare).
+// for rows no claim takes (FindUnclaimable), and the statements a form runs (Stmt), prepared or
+// run by their text, checked at startup with an error that names the table and the statement
+// (Statement).
 package stmt
 
 import (
@@ -27,6 +28,9 @@ type Table struct {
 	D   dialect.Dialect
 	Raw inbox.Table // as described, for messages
 	Q   inbox.Table // every name quoted
+	// Unprepared says the form runs its statements by their text, never prepared
+	// (inbox.Queue.UnpreparedStatements): Statement then checks each by EXPLAIN.
+	Unprepared bool
 }
 
 // New quotes t for d; errors wrap inbox.ErrSchema.
@@ -220,7 +224,72 @@ func ReadIDs(ctx context.Context, db *sql.DB, query string, args ...any) ([]int6
 	return ids, rows.Err()
 }
 
-// Prepare prepares query on db for the statement named what ("claim", "ack", …). A statement
+// Stmt is a statement a form runs, checked against the server at Open: prepared on the pool,
+// or only its text where the form runs its statements unprepared (Table.Unprepared), and then
+// every run sends the text. Its methods run it either way, so that a form's call sites do not
+// ask which; a prepared Stmt costs a run what its *sql.Stmt does.
+type Stmt struct {
+	db       *sql.DB
+	text     string
+	prepared *sql.Stmt // nil: the statement runs by its text
+}
+
+// Text is the statement's text.
+func (s *Stmt) Text() string { return s.text }
+
+// Prepared reports whether the statement is prepared on the pool; if not, it runs by its text.
+func (s *Stmt) Prepared() bool { return s.prepared != nil }
+
+// ExecContext runs the statement on the pool.
+func (s *Stmt) ExecContext(ctx context.Context, args ...any) (sql.Result, error) {
+	if s.prepared != nil {
+		return s.prepared.ExecContext(ctx, args...)
+	}
+	return s.db.ExecContext(ctx, s.text, args...)
+}
+
+// QueryContext runs the statement on the pool and returns its rows.
+func (s *Stmt) QueryContext(ctx context.Context, args ...any) (*sql.Rows, error) {
+	if s.prepared != nil {
+		return s.prepared.QueryContext(ctx, args...)
+	}
+	return s.db.QueryContext(ctx, s.text, args...)
+}
+
+// ExecIn runs the statement in tx: prepared, bound to tx (database/sql prepares it on tx's
+// connection where it is not yet), or by its text where it runs by its text or tx cannot bind
+// it (SQLite, whose transactions database/sql does not see: see dialect.Tx).
+func (s *Stmt) ExecIn(ctx context.Context, tx dialect.Tx, args ...any) (sql.Result, error) {
+	if s.prepared != nil {
+		if bound := tx.StmtContext(ctx, s.prepared); bound != nil {
+			return bound.ExecContext(ctx, args...)
+		}
+	}
+	return tx.ExecContext(ctx, s.text, args...)
+}
+
+// QueryIn runs the statement in tx, as ExecIn does, and returns its rows.
+func (s *Stmt) QueryIn(ctx context.Context, tx dialect.Tx, args ...any) (*sql.Rows, error) {
+	if s.prepared != nil {
+		if bound := tx.StmtContext(ctx, s.prepared); bound != nil {
+			return bound.QueryContext(ctx, args...)
+		}
+	}
+	return tx.QueryContext(ctx, s.text, args...)
+}
+
+// Close frees the prepared statement; a statement run by its text, or none (nil), has nothing
+// to free.
+func (s *Stmt) Close() error {
+	if s == nil || s.prepared == nil {
+		return nil
+	}
+	return s.prepared.Close()
+}
+
+// Statement checks query against the server, for the statement named what ("claim", "ack",
+// …), and returns it to run: prepared on db, or, where t.Unprepared, unprepared and checked by
+// EXPLAIN with every parameter NULL, which plans the statement without running it. A statement
 // the server refuses wraps inbox.ErrSchema and names the table, the statement and its text: at
 // startup it means a table or column the server does not have. A connection cut under the
 // first try (a killed backend, a restarting server) is not taken for that: a refused statement
@@ -228,31 +297,59 @@ func ReadIDs(ctx context.Context, db *sql.DB, query string, args ...any) ([]int6
 // connection's, not ErrSchema, so a consumer tries again. So is a refusal of the connection's
 // own prepared statement (Caps.StatementLostCodes), which a pooler causes.
 //
-// SQLite drivers compile a statement only when it first runs, so on SQLite Prepare also has it
-// compiled by EXPLAIN, which fails on a missing table or column without running anything.
-func (t *Table) Prepare(ctx context.Context, db *sql.DB, what, query string) (*sql.Stmt, error) {
-	s, err := t.compile(ctx, db, query)
+// SQLite drivers compile a statement only when it first runs, so on SQLite a prepared
+// statement is also compiled by EXPLAIN, which fails on a missing table or column.
+func (t *Table) Statement(ctx context.Context, db *sql.DB, what, query string) (*Stmt, error) {
+	s := &Stmt{db: db, text: query}
+	check := func() (err error) {
+		if t.Unprepared {
+			return explain(ctx, t.D.Caps(), db, query)
+		}
+		s.prepared, err = t.compile(ctx, db, query)
+		return err
+	}
+	err := check()
 	if err != nil && ctx.Err() == nil {
-		s, err = t.compile(ctx, db, query)
+		err = check()
 	}
 	if err != nil {
-		if pingErr := db.PingContext(ctx); pingErr != nil {
-			return nil, fmt.Errorf("inbox: table %q: preparing the %s statement: %w", t.Raw.Name, what, errors.Join(err, pingErr))
-		}
-		var coded interface{ SQLState() string }
-		if errors.As(err, &coded) && slices.Contains(t.D.Caps().StatementLostCodes, coded.SQLState()) {
-			return nil, fmt.Errorf("inbox: table %q: preparing the %s statement: %w; the server lost or already held a prepared statement of this connection, which a pooler in transaction mode causes (PgBouncer before 1.21): connect directly or through session pooling (see docs/clusters.md)", t.Raw.Name, what, err)
-		}
-		return nil, fmt.Errorf("%w: table %q: the %s statement does not prepare: %v; create the table and columns the description names, or fix the description (statement: %s)", inbox.ErrSchema, t.Raw.Name, what, err, query)
+		return nil, t.refused(ctx, db, what, query, err)
 	}
 	return s, nil
+}
+
+// Check checks query as Statement does and keeps nothing: for a statement the form runs by its
+// text on a pinned connection, where a statement prepared on the pool cannot run.
+func (t *Table) Check(ctx context.Context, db *sql.DB, what, query string) error {
+	s, err := t.Statement(ctx, db, what, query)
+	if err != nil {
+		return err
+	}
+	return s.Close()
+}
+
+// refused is the error of statement what, which the server refused with err (see Statement).
+func (t *Table) refused(ctx context.Context, db *sql.DB, what, query string, err error) error {
+	doing, verb, lost := "preparing", "prepare", "connect directly or through session pooling, or set inbox.Config.UnpreparedStatements"
+	if t.Unprepared {
+		doing, verb = "checking", "pass its check (EXPLAIN)"
+		lost = "the driver prepared the statement itself: with pgx set default_query_exec_mode=exec (or simple_protocol) in the DSN"
+	}
+	if pingErr := db.PingContext(ctx); pingErr != nil {
+		return fmt.Errorf("inbox: table %q: %s the %s statement: %w", t.Raw.Name, doing, what, errors.Join(err, pingErr))
+	}
+	var coded interface{ SQLState() string }
+	if errors.As(err, &coded) && slices.Contains(t.D.Caps().StatementLostCodes, coded.SQLState()) {
+		return fmt.Errorf("inbox: table %q: %s the %s statement: %w; the server lost or already held a prepared statement of this connection, which a pooler in transaction mode causes (PgBouncer before 1.21): %s (see docs/clusters.md)", t.Raw.Name, doing, what, err, lost)
+	}
+	return fmt.Errorf("%w: table %q: the %s statement does not %s: %v; create the table and columns the description names, or fix the description (statement: %s)", inbox.ErrSchema, t.Raw.Name, what, verb, err, query)
 }
 
 // compile prepares query once (and on SQLite compiles it with EXPLAIN).
 func (t *Table) compile(ctx context.Context, db *sql.DB, query string) (*sql.Stmt, error) {
 	s, err := db.PrepareContext(ctx, query)
 	if err == nil && t.D.Caps().LazyCompile {
-		if err = explain(ctx, db, query); err != nil {
+		if err = explain(ctx, t.D.Caps(), db, query); err != nil {
 			s.Close()
 			return nil, err
 		}
@@ -260,17 +357,54 @@ func (t *Table) compile(ctx context.Context, db *sql.DB, query string) (*sql.Stm
 	return s, err
 }
 
-// explain compiles a SQLite statement without running it. EXPLAIN wants every parameter bound,
-// and NULL will do; the parameters are the "?" outside the quoted names (the library's
-// statements hold no string literals).
-func explain(ctx context.Context, db *sql.DB, query string) error {
-	shape, _, _, err := sqlshape.Split(query, '`')
+// explain has the server plan query without running it (SQLite: compile it). EXPLAIN wants
+// every parameter bound: NULL will do, the server inferring each one's type from where it
+// stands, as it does when it prepares the statement, except for a LIMIT, which MySQL and
+// MariaDB take only as a number.
+func explain(ctx context.Context, caps *dialect.Caps, db *sql.DB, query string) error {
+	args, err := explainArgs(caps, query)
 	if err != nil {
 		return err
 	}
-	rows, err := db.QueryContext(ctx, "EXPLAIN "+query, make([]any, strings.Count(shape, "?"))...)
+	rows, err := db.QueryContext(ctx, "EXPLAIN "+query, args...)
 	if err != nil {
 		return err
 	}
 	return rows.Close()
+}
+
+// explainArgs are the arguments explain binds for query's parameters outside its quoted names
+// and literals (the ?, or where they are numbered, Postgres, $1 to the highest $n): NULL, or 1
+// for a LIMIT.
+func explainArgs(caps *dialect.Caps, query string) ([]any, error) {
+	shape, _, _, err := sqlshape.Split(query, caps.Quote)
+	if err != nil {
+		return nil, err
+	}
+	var args []any
+	for i := 0; i < len(shape); i++ {
+		n := len(args) + 1
+		switch {
+		case !caps.NumberedParams && shape[i] == '?':
+		case caps.NumberedParams && shape[i] == '$':
+			end := i + 1
+			for end < len(shape) && '0' <= shape[end] && shape[end] <= '9' {
+				end++
+			}
+			k, err := strconv.Atoi(shape[i+1 : end])
+			if err != nil {
+				continue
+			}
+			n = k
+		default:
+			continue
+		}
+		for len(args) < n {
+			args = append(args, nil)
+		}
+		if before := strings.TrimRight(shape[:i], " "); len(before) >= 6 && strings.EqualFold(before[len(before)-6:], " LIMIT") {
+			args[n-1] = 1
+		}
+	}
+	return args, nil
 }
