@@ -4,6 +4,8 @@ import (
 	"context"
 	"database/sql/driver"
 	"errors"
+	"fmt"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -112,13 +114,39 @@ func (fx *fixture) expectPrepares() {
 }
 
 // expectPrepare expects query prepared, and closed by the end; on SQLite also compiled with
-// EXPLAIN, its every parameter NULL.
+// EXPLAIN (expectExplain). Where the fixture's queue asks for unprepared statements, it expects
+// the EXPLAIN alone, which checks query without preparing it.
 func (fx *fixture) expectPrepare(query string) {
-	fx.mock.ExpectPrepare(query).WillBeClosed()
-	if fx.c.db == "sqlite" {
-		fx.expectQuery("EXPLAIN "+query, make([]driver.Value, strings.Count(query, "?"))...).
-			WillReturnRows(sqlmock.NewRows([]string{"addr", "opcode"}))
+	if !fx.q.UnpreparedStatements {
+		fx.mock.ExpectPrepare(query).WillBeClosed()
 	}
+	if fx.c.db == "sqlite" || fx.q.UnpreparedStatements {
+		fx.expectExplain(query)
+	}
+}
+
+// placeholder is a statement parameter: a ?, or Postgres's $n; with what precedes it.
+var placeholder = regexp.MustCompile(`(LIMIT )?(\?|\$[0-9]+)`)
+
+// expectExplain expects EXPLAIN of query (explainArgs).
+func (fx *fixture) expectExplain(query string) {
+	fx.expectQuery("EXPLAIN "+query, explainArgs(query)...).WillReturnRows(sqlmock.NewRows([]string{"plan"}))
+}
+
+// explainArgs are the arguments of the EXPLAIN that checks query: one per parameter, NULL, or 1
+// for a LIMIT's (MySQL and MariaDB take no NULL there).
+func explainArgs(query string) []driver.Value {
+	var args []driver.Value
+	for _, m := range placeholder.FindAllStringSubmatch(query, -1) {
+		n := len(args) + 1
+		if fmt.Sscanf(m[2], "$%d", &n); n > len(args) {
+			args = append(args, make([]driver.Value, n-len(args))...)
+		}
+		if m[1] != "" {
+			args[n-1] = int64(1)
+		}
+	}
+	return args
 }
 
 // open expects f's Open (expectOpen) and opens f for the fixture's queue, keeping its plan.

@@ -21,7 +21,7 @@ func openLeaseBatch(t *testing.T, c dbCase, q inbox.Queue) (*fixture, *lease.For
 	t.Helper()
 	fx, f := openLease(t, c, fullShape, 1, q)
 	if c.mysqlFamily() {
-		fx.mock.ExpectPrepare(fx.sql("stamp(3)")).WillBeClosed()
+		fx.expectPrepare(fx.sql("stamp(3)"))
 	}
 	return fx, f
 }

@@ -428,26 +428,40 @@ func TestLeaseOpenRefusals(t *testing.T) {
 		}
 	})
 
-	for _, c := range []dbCase{onPostgres, onSQLite} {
-		t.Run("missing column on "+c.name, func(t *testing.T) {
-			m := newRecorder(t, 1)
-			claim := goldenSQL(t, "lease", c.db, fullShape).of("claim")
-			expectVersion(m, c.db, "")
-			expectColumns(m, c.db, withoutAttempt, "locked_until") // a missing column is the statements' to name
-			for range 2 {                                          // a refused statement is refused again: it is the schema, not the connection
-				if c.db == "sqlite" {
-					m.mock.ExpectPrepare(claim).WillBeClosed()
-					m.mock.ExpectQuery("EXPLAIN " + claim).WithArgs(make([]driver.Value, strings.Count(claim, "?"))...).
-						WillReturnError(errors.New("SQL logic error: no such column: attempt (1)"))
-					continue
+	for _, c := range []dbCase{onPostgres, onMySQL, onSQLite} {
+		for _, unprepared := range []bool{false, true} {
+			name := "missing column on " + c.name
+			if unprepared {
+				name += ", unprepared"
+			}
+			t.Run(name, func(t *testing.T) {
+				m := newRecorder(t, 1)
+				claim := goldenSQL(t, "lease", c.db, fullShape).of("claim")
+				refusal := map[string]error{
+					"postgres": errors.New(`ERROR: column "attempt" does not exist (SQLSTATE 42703)`),
+					"mysql":    errors.New("Error 1054 (42S22): Unknown column 'attempt' in 'field list'"),
+					"sqlite":   errors.New("SQL logic error: no such column: attempt (1)"),
+				}[c.db]
+				expectVersion(m, c.db, "")
+				expectColumns(m, c.db, withoutAttempt, "locked_until") // a missing column is the statements' to name
+				for range 2 {                                          // a refused statement is refused again: it is the schema, not the connection
+					switch {
+					case unprepared:
+						// No Prepare: the EXPLAIN that checks the statement is refused.
+						m.mock.ExpectQuery("EXPLAIN " + claim).WithArgs(explainArgs(claim)...).WillReturnError(refusal)
+					case c.db == "sqlite":
+						m.mock.ExpectPrepare(claim).WillBeClosed()
+						m.mock.ExpectQuery("EXPLAIN " + claim).WithArgs(explainArgs(claim)...).WillReturnError(refusal)
+					default:
+						m.mock.ExpectPrepare(claim).WillReturnError(refusal)
+					}
 				}
-				m.mock.ExpectPrepare(claim).WillReturnError(errors.New(`ERROR: column "attempt" does not exist (SQLSTATE 42703)`))
-			}
-			_, err := lease.New(c.d, tbl, nil).Open(ctx, m.db, inbox.Queue{})
-			if !errors.Is(err, inbox.ErrSchema) || !strings.Contains(err.Error(), `"jobs"`) || !strings.Contains(err.Error(), "claim statement") {
-				t.Errorf("%v, want ErrSchema naming the table and the statement", err)
-			}
-		})
+				_, err := lease.New(c.d, tbl, nil).Open(ctx, m.db, inbox.Queue{UnpreparedStatements: unprepared})
+				if !errors.Is(err, inbox.ErrSchema) || !strings.Contains(err.Error(), `"jobs"`) || !strings.Contains(err.Error(), "claim statement") || !strings.Contains(err.Error(), "attempt") {
+					t.Errorf("%v, want ErrSchema naming the table, the statement and the column", err)
+				}
+			})
+		}
 	}
 
 	for _, lossy := range [][]driver.Value{
