@@ -21,11 +21,12 @@ import (
 // their shape changes.
 
 // clusterWay is one way of consuming: a form, single deliveries or batches, in transactional
-// mode or not.
+// mode or not, its statements prepared or not.
 type clusterWay struct {
 	form          string // "rowlock", "lease" or "advisory"
 	batch         int    // 0: one row per delivery; otherwise batches of up to batch rows
 	transactional bool
+	unprepared    bool // Config.UnpreparedStatements
 }
 
 func (w clusterWay) String() string {
@@ -59,7 +60,7 @@ func clusterWays(forms ...string) []clusterWay {
 // form. A batch consumer hands each row of its batch to h in turn.
 func clusterConsumer(t *testing.T, b backend, db *sql.DB, w clusterWay, tbl inbox.Table, d time.Duration, h inbox.Handler, cfg *inbox.Config) *inbox.Consumer {
 	t.Helper()
-	cfg.Transactional = w.transactional
+	cfg.Transactional, cfg.UnpreparedStatements = w.transactional, w.unprepared
 	if cfg.PollInterval == 0 {
 		cfg.PollInterval = cellPoll
 	}

@@ -3,7 +3,6 @@ package integration
 import (
 	"context"
 	"database/sql"
-	"database/sql/driver"
 	"errors"
 	"fmt"
 	"strings"
@@ -12,18 +11,20 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5/stdlib"
+	"github.com/sqlinbox/inbox"
+	"github.com/sqlinbox/inbox/outcome"
 )
 
 // TestClusterPgBouncer runs the forms through PgBouncer (the Debian package) in front of a
 // private Postgres: every way of consuming in session pooling, and in transaction pooling
 // first what PgBouncer does to prepared statements and session advisory locks, then what the
-// forms do there. docs/clusters.md has the figures and what follows from them.
+// forms do there, as they prepare their statements and with Config.UnpreparedStatements.
+// docs/clusters.md has the figures and what follows from them.
 func TestClusterPgBouncer(t *testing.T) {
 	pg := privatePostgres(t)
 	var table collector[string]
 	record := func(mode string, w clusterWay, got drainCounts) {
-		table.add(fmt.Sprintf("%-12s %-20s %s", mode, w, got))
+		table.add(fmt.Sprintf("%-13s %-20s %s", mode, w, got))
 	}
 	t.Run("session", func(t *testing.T) {
 		// Session pooling pins a server connection to each client connection for its life,
@@ -55,8 +56,8 @@ func TestClusterPgBouncer(t *testing.T) {
 		// drain, so the drains run one at a time.
 		pgb := startPgBouncer(t, pg, "transaction", 12)
 		t.Run("facts", func(t *testing.T) { pgbouncerFacts(t, pg, pgb) })
-		// The statements the library runs by text need pgx's exec mode (or simple_protocol):
-		// its default prepares and caches each per client connection.
+		// Unprepared statements need pgx's exec mode (or simple_protocol) too: its default
+		// prepares and caches each per client connection.
 		dsn := pgb.dsn("postgres", "default_query_exec_mode=exec")
 		b := backendNamed("postgres", dsn)
 		c := cell{b: b}
@@ -79,28 +80,32 @@ func TestClusterPgBouncer(t *testing.T) {
 			runConcurrently(t, 1, tests)
 		})
 		t.Run("unprepared", func(t *testing.T) {
-			// The same forms with every statement sent by its text (unpreparedDB), as the
-			// library would send them if it did not prepare: the row lock and lease forms keep
-			// their promises; the advisory form's session locks do not hold.
+			// The same forms with Config.UnpreparedStatements: the row lock and lease forms
+			// prepare nothing and keep their promises; the advisory form is refused, since its
+			// session locks do not hold here (pgbouncerFacts).
 			var tests []subtest
-			for _, w := range clusterWays() {
+			for _, w := range clusterWays("rowlock", "lease") {
+				w.unprepared = true
 				tests = append(tests, subtest{w.String(), func(t *testing.T) {
-					pools := []*sql.DB{unpreparedDB(t, dsn, 4), unpreparedDB(t, dsn, 4), unpreparedDB(t, dsn, 4)}
-					patience := 10 * time.Second
-					if w.form == "advisory" {
-						patience = 3 * time.Second // a key left locked on a server connection holds its row back
-					}
-					got := drainUntil(t, b, admin, pools, w, 200, 2, 10*time.Second, patience)
-					record("tx by text", w, got)
-					if w.form == "advisory" {
-						return // pgbouncerFacts shows why its locks do not hold; the drain counts
-					}
-					if got.lost > 0 || got.failed != "" || got.twice > 0 || got.overlapped > 0 || got.dupSettled > 0 || got.dupEffects > 0 || got.noEffect > 0 {
-						t.Errorf("the %s form through transaction pooling, statements by text: %s; want every row handled, settled and written once", w.form, got)
+					pools := []*sql.DB{c.openDSN(t, dsn, 4), c.openDSN(t, dsn, 4), c.openDSN(t, dsn, 4)}
+					got := drainUntil(t, b, admin, pools, w, 200, 2, 10*time.Second, 10*time.Second)
+					record("tx unprepared", w, got)
+					if got.lost > 0 || got.failed != "" || got.twice > 0 || got.overlapped > 0 || got.dupSettled > 0 || got.dupEffects > 0 || got.noEffect > 0 || got.logged > 0 {
+						t.Errorf("the %s form through transaction pooling with UnpreparedStatements: %s; want every row handled, settled and written once, and nothing logged", w.form, got)
 					}
 				}})
 			}
 			runConcurrently(t, 1, tests)
+			t.Run("advisory refused", func(t *testing.T) {
+				w := clusterWay{form: "advisory", unprepared: true}
+				h := inbox.HandlerFunc(func(context.Context, *inbox.Delivery) outcome.Outcome { return outcome.Ack() })
+				cons := clusterConsumer(t, b, c.openDSN(t, dsn, 4), w, inbox.Table{Name: "pgbouncer_refused", ID: "id", Payload: "payload"}, 0, h, &inbox.Config{})
+				ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+				defer cancel()
+				if err := cons.Run(ctx); !errors.Is(err, inbox.ErrDialect) || !strings.Contains(err.Error(), "session locks") {
+					t.Errorf("the advisory form's Run with UnpreparedStatements: %v, want ErrDialect saying why", err)
+				}
+			})
 		})
 	})
 	t.Log("PgBouncer, 3 consumers of 2 workers, 200 rows:\n" + strings.Join(table.all(), "\n"))
@@ -199,64 +204,4 @@ func pgbouncerFacts(t *testing.T, pg *privateServer, pgb *pgbouncer) {
 			t.Error("the lock was free once A and B had closed their connections; want it still held by PgBouncer's server connection")
 		}
 	})
-}
-
-// unpreparedDB opens a pool of pool connections on dsn through pgx in which database/sql's
-// prepared statements are never prepared on the server: each runs by its text, in the mode the
-// DSN's default_query_exec_mode names. It stands for the library running its statements
-// unprepared, which is what transaction pooling before PgBouncer 1.21 needs.
-func unpreparedDB(t *testing.T, dsn string, pool int) *sql.DB {
-	t.Helper()
-	connector, err := stdlib.GetDefaultDriver().(driver.DriverContext).OpenConnector(dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	db := sql.OpenDB(textConnector{connector})
-	db.SetMaxOpenConns(pool)
-	db.SetMaxIdleConns(pool)
-	t.Cleanup(func() { db.Close() })
-	return db
-}
-
-type textConnector struct{ driver.Connector }
-
-func (c textConnector) Connect(ctx context.Context) (driver.Conn, error) {
-	conn, err := c.Connector.Connect(ctx)
-	if err != nil {
-		return nil, err
-	}
-	return textConn{conn.(*stdlib.Conn)}, nil
-}
-
-// textConn is a pgx connection whose prepared statements are their text.
-type textConn struct{ *stdlib.Conn }
-
-func (c textConn) Prepare(query string) (driver.Stmt, error) { return textStmt{c.Conn, query}, nil }
-
-func (c textConn) PrepareContext(_ context.Context, query string) (driver.Stmt, error) {
-	return textStmt{c.Conn, query}, nil
-}
-
-type textStmt struct {
-	conn  *stdlib.Conn
-	query string
-}
-
-func (s textStmt) Close() error  { return nil }
-func (s textStmt) NumInput() int { return -1 }
-
-func (s textStmt) Exec([]driver.Value) (driver.Result, error) {
-	return nil, errors.New("textStmt: Exec without a context")
-}
-
-func (s textStmt) Query([]driver.Value) (driver.Rows, error) {
-	return nil, errors.New("textStmt: Query without a context")
-}
-
-func (s textStmt) ExecContext(ctx context.Context, args []driver.NamedValue) (driver.Result, error) {
-	return s.conn.ExecContext(ctx, s.query, args)
-}
-
-func (s textStmt) QueryContext(ctx context.Context, args []driver.NamedValue) (driver.Rows, error) {
-	return s.conn.QueryContext(ctx, s.query, args)
 }

@@ -36,7 +36,7 @@ func TestUnpreparedStatements(t *testing.T) {
 			c := cell{b: b, form: form}
 			for _, batch := range []int{0, 4} {
 				for _, tx := range []bool{false, true} {
-					w := clusterWay{form: form, batch: batch, transactional: tx}
+					w := clusterWay{form: form, batch: batch, transactional: tx, unprepared: true}
 					tests = append(tests, subtest{b.name + "/" + w.String(), func(t *testing.T) { unpreparedDrain(t, c, w) }})
 				}
 			}
@@ -95,7 +95,7 @@ func unpreparedDrain(t *testing.T, c cell, w clusterWay) {
 		return outcome.Ack()
 	})
 	cons := clusterConsumer(t, c.b, unpreparedPool(t, c, dsn, 6), w, tbl, time.Second, h,
-		&inbox.Config{Queue: "q", Workers: 3, Retry: inbox.RetryAtOnce, UnpreparedStatements: true, Logger: testLogger(t)})
+		&inbox.Config{Queue: "q", Workers: 3, Retry: inbox.RetryAtOnce, Logger: testLogger(t)})
 	stop := runCluster(t, cons)
 	settled := c.q(t, tbl.ProcessedAt) + " IS NOT NULL OR " + c.q(t, tbl.DeadAt) + " IS NOT NULL"
 	waitFor(t, 30*time.Second, "every row to settle", func() bool { return len(c.ids(t, admin, tbl, settled)) == len(msgs) })
