@@ -87,6 +87,14 @@ type Caps struct {
 	// default is a plain BEGIN at the database's default. Dialect.Begin, and TxOptions for the
 	// advisory form's transactions on its pinned connection.
 	DefaultReadCommitted bool
+	// SessionLevelQueries read the level a session opens its transactions at, where a
+	// transaction that sets its own costs a statement more (MySQL, MariaDB: go-sql-driver/mysql
+	// sends SET TRANSACTION ISOLATION LEVEL before START TRANSACTION): the first the server
+	// answers without an unknown variable (error 1193), the variable being transaction_isolation
+	// on MySQL 8 and MariaDB 11.1 and later, tx_isolation on MariaDB. A transaction at its
+	// session's level begins without the SET (Dialect.Begin, BeginOn). Empty where a transaction
+	// names its level in its BEGIN (Postgres) or begins by statement (SQLite).
+	SessionLevelQueries []string
 	// IDListSettles says a batch's rows of one outcome settle in one statement over an
 	// id IN (…) list inside the transaction that holds their row locks (Postgres). On InnoDB
 	// (MySQL, MariaDB) the optimizer may take such a list through a scan that locks every row
@@ -258,9 +266,11 @@ var (
 		CaseSensitiveNames:  true,
 		UnflushedCommit:     "(SELECT set_config('synchronous_commit', 'off', true)) = 'off'",
 	}
-	mysqlCaps   = mysqlFamilyCaps("MySQL", Floor{8, 0, 1, "SKIP LOCKED"})
-	mariadbCaps = mysqlFamilyCaps("MariaDB", Floor{10, 6, 0, "SKIP LOCKED"})
-	sqliteCaps  = Caps{
+	mysqlCaps = mysqlFamilyCaps("MySQL", Floor{8, 0, 1, "SKIP LOCKED"},
+		"SELECT @@SESSION.transaction_isolation", "SELECT @@SESSION.tx_isolation")
+	mariadbCaps = mysqlFamilyCaps("MariaDB", Floor{10, 6, 0, "SKIP LOCKED"},
+		"SELECT @@SESSION.tx_isolation", "SELECT @@SESSION.transaction_isolation")
+	sqliteCaps = Caps{
 		Title:             "SQLite",
 		Quote:             '`',
 		TimeLayout:        SQLiteTimeLayout,
@@ -281,9 +291,10 @@ var (
 	}
 )
 
-// mysqlFamilyCaps is the record of MySQL and MariaDB, which differ in their name and their
-// oldest server.
-func mysqlFamilyCaps(title string, server Floor) Caps {
+// mysqlFamilyCaps is the record of MySQL and MariaDB, which differ in their name, their oldest
+// server and the variable they read a session's level from first (the MySQL dialect runs on
+// MariaDB too).
+func mysqlFamilyCaps(title string, server Floor, sessionLevelQueries ...string) Caps {
 	return Caps{
 		Title:                title,
 		Quote:                '`',
@@ -294,6 +305,7 @@ func mysqlFamilyCaps(title string, server Floor) Caps {
 		Locks:                NamedLocks,
 		LockNameMaxChars:     64,
 		DefaultReadCommitted: true,
+		SessionLevelQueries:  sessionLevelQueries,
 		Server:               server,
 		ClockQuery:           "SELECT DATE_FORMAT(UTC_TIMESTAMP(6), '%Y-%m-%d %H:%i:%s.%f')",
 		ConflictMarks:        []string{"Error 1213", "Error 1205"},

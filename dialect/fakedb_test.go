@@ -4,7 +4,6 @@ import (
 	"context"
 	"database/sql"
 	"database/sql/driver"
-	"errors"
 	"fmt"
 	"io"
 	"slices"
@@ -72,7 +71,31 @@ func (c *fakeConn) ResetSession(context.Context) error { return nil }
 func (c *fakeConn) IsValid() bool                      { return true }
 
 func (c *fakeConn) Prepare(query string) (driver.Stmt, error) {
-	return nil, errors.New("fakeDB: no prepared statements")
+	c.db.record(c.id, "prepare %s", query)
+	return fakeStmt{c, query}, nil
+}
+
+// fakeStmt is a statement prepared on a connection: it runs as a statement by text does, and is
+// recorded as "stmt exec …", "stmt query …".
+type fakeStmt struct {
+	c     *fakeConn
+	query string
+}
+
+func (s fakeStmt) Close() error  { return nil }
+func (s fakeStmt) NumInput() int { return -1 }
+
+func (s fakeStmt) Exec(args []driver.Value) (driver.Result, error) {
+	s.c.db.record(s.c.id, "stmt exec %s", s.query)
+	return driver.RowsAffected(0), s.c.db.fail[s.query]
+}
+
+func (s fakeStmt) Query(args []driver.Value) (driver.Rows, error) {
+	s.c.db.record(s.c.id, "stmt query %s", s.query)
+	if err := s.c.db.fail[s.query]; err != nil {
+		return nil, err
+	}
+	return &fakeRows{value: s.c.db.answers[s.query]}, nil
 }
 
 func (c *fakeConn) Close() error {

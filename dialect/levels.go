@@ -63,9 +63,9 @@ func levelOf[L any]() Level {
 
 // TxOptions returns the options a transaction of d's level begins with through
 // database/sql: nil for Postgres at its default (a plain BEGIN), READ COMMITTED for MySQL and
-// MariaDB at theirs, the declared level otherwise. It serves a form that must begin on a
-// connection it already holds (*sql.Conn.BeginTx) rather than through d.Begin. SQLite modes
-// have no TxOptions: it returns nil for them.
+// MariaDB at theirs, the declared level otherwise. On MySQL and MariaDB, BeginOn and d.Begin
+// begin with none where the connection's session already runs at the level. SQLite modes have
+// no TxOptions: it returns nil for them.
 func TxOptions(d Dialect) *sql.TxOptions {
 	c := d.Caps()
 	if c.BeginsByStatement {

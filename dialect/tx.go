@@ -59,21 +59,36 @@ func beginByStatement(ctx context.Context, conn *sql.Conn, begin string, owned b
 //
 // database/sql rolls a transaction back when the context it began with ends: a transaction
 // that outlives the call that opens it needs a context of its own.
+//
+// On MySQL and MariaDB a transaction at the level the connection's session already runs at
+// begins with START TRANSACTION alone, saving the round trip of the SET TRANSACTION ISOLATION
+// LEVEL that go-sql-driver/mysql sends for a level in sql.TxOptions. The session's level is
+// read on the connection's first transaction (Caps.SessionLevelQueries), and again, before a
+// transaction would skip the SET, when a statement ran by its text in a transaction on it
+// since (ExecContext, QueryContext, QueryRowContext: a handler's, which may have changed it).
+// Code that changes the session level of the pool's connections outside the library's
+// transactions (SET SESSION TRANSACTION through the *sql.DB) must have a pool of its own.
 func BeginOn(ctx context.Context, d Dialect, conn *sql.Conn) (Tx, error) {
 	return beginOn(ctx, d, conn, false)
 }
 
 func beginOn(ctx context.Context, d Dialect, conn *sql.Conn, owned bool) (Tx, error) {
-	if d.Caps().BeginsByStatement {
+	c := d.Caps()
+	if c.BeginsByStatement {
 		return beginByStatement(ctx, conn, sqliteBegin(d.Level()), owned)
 	}
-	tx, err := conn.BeginTx(ctx, TxOptions(d))
+	var opts *sql.TxOptions
+	s, atLevel := atSessionLevel(ctx, c, conn, sessionLevel(d))
+	if !atLevel {
+		opts = TxOptions(d)
+	}
+	tx, err := conn.BeginTx(ctx, opts)
 	if err != nil {
 		// Whether the server began a transaction before the error is not known.
 		Discard(conn)
 		return nil, err
 	}
-	return &serverTx{pin: pin{conn: conn, owned: owned}, tx: tx}, nil
+	return &serverTx{pin: pin{conn: conn, owned: owned}, tx: tx, session: s}, nil
 }
 
 // Discard closes conn and the session behind it instead of returning it to the pool, which
@@ -111,17 +126,32 @@ func (p *pin) end(clean bool) {
 type serverTx struct {
 	pin
 	tx *sql.Tx
+	// session is the connection's, on MySQL and MariaDB: a statement by its text (a
+	// handler's, in transactional mode) may change the session's level, so it has the level
+	// asked again before a transaction skips setting it. The forms' prepared statements
+	// (StmtContext) do not change it.
+	session *session
+}
+
+// texted notes a statement by text on the transaction's connection.
+func (t *serverTx) texted() {
+	if t.session != nil {
+		t.session.unsure.Store(true)
+	}
 }
 
 func (t *serverTx) ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error) {
+	t.texted()
 	return t.tx.ExecContext(ctx, query, args...)
 }
 
 func (t *serverTx) QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error) {
+	t.texted()
 	return t.tx.QueryContext(ctx, query, args...)
 }
 
 func (t *serverTx) QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row {
+	t.texted()
 	return t.tx.QueryRowContext(ctx, query, args...)
 }
 
