@@ -27,6 +27,10 @@ type LibraryDrain struct {
 	// Claims, EmptyClaims and RowsClaimed count the form's claims, those that found nothing
 	// (each sends a worker to sleep for the poll interval) and the rows they claimed.
 	Claims, EmptyClaims, RowsClaimed int64
+	// Traffic is what Run sent, from its start to its return, on a counting target
+	// (OpenCounting); zero on another. After a failed settlement it has the drain's counts of
+	// the rows left too.
+	Traffic Traffic
 }
 
 // DrainLibrary drains the want rows prefilled in c's table through the consumer c describes,
@@ -46,6 +50,10 @@ func DrainLibrary(ctx context.Context, t *Target, c Consumer, want int64) (Libra
 	}
 	c.counts = counts
 	consumer, err := c.Build(t)
+	if err != nil {
+		return round, err
+	}
+	meter, err := t.StartMeter(ctx)
 	if err != nil {
 		return round, err
 	}
@@ -95,6 +103,9 @@ func DrainLibrary(ctx context.Context, t *Target, c Consumer, want int64) (Libra
 	}
 	round.Wall = time.Since(start)
 	round.Allocs = float64(Mallocs()-mallocs) / float64(want)
+	if round.Traffic, err = meter.Stop(ctx); err != nil {
+		return round, err
+	}
 	firstClaim := time.Unix(0, counts.firstClaim.Load())
 	round.Open, round.Shutdown = firstClaim.Sub(start), time.Since(settled)
 	round.Claims, round.EmptyClaims, round.RowsClaimed = counts.claims.Load(), counts.empty.Load(), counts.rows.Load()

@@ -10,13 +10,12 @@ package harness
 import (
 	"context"
 	"database/sql"
+	"database/sql/driver"
 	"fmt"
 	"runtime"
 	"strings"
 
 	_ "github.com/glebarez/go-sqlite"
-	_ "github.com/go-sql-driver/mysql"
-	_ "github.com/jackc/pgx/v5/stdlib"
 
 	"github.com/sqlinbox/inbox/dialect"
 )
@@ -38,20 +37,33 @@ type Target struct {
 	DSN  string
 	D    dialect.Runtime
 	DB   *sql.DB
+	// Trips counts what the pool's connections send, when the target was opened by
+	// OpenCounting; nil otherwise.
+	Trips *Trips
 }
 
 // Open opens database name at dsn under the dialect of that name (the mysql target runs the
 // MySQL dialect whatever the server, so that it stands in for MySQL on a MariaDB server), with
 // a pool of pool connections.
 func Open(ctx context.Context, name, dsn string, pool int) (*Target, error) {
-	driver, source := "", dsn
+	return open(ctx, name, dsn, pool, nil)
+}
+
+// OpenCounting is Open with the round trips and commits of every connection counted in the
+// target's Trips (see Trips for what is counted).
+func OpenCounting(ctx context.Context, name, dsn string, pool int) (*Target, error) {
+	return open(ctx, name, dsn, pool, new(Trips))
+}
+
+func open(ctx context.Context, name, dsn string, pool int, trips *Trips) (*Target, error) {
+	driverName, source := "", dsn
 	switch name {
 	case "postgres":
-		driver = "pgx"
+		driverName = "pgx"
 	case "mysql", "mariadb":
-		driver, source = "mysql", strings.TrimPrefix(dsn, "mysql://")
+		driverName, source = "mysql", strings.TrimPrefix(dsn, "mysql://")
 	case "sqlite":
-		driver, source = "sqlite", sqliteTarget(dsn)
+		driverName, source = "sqlite", sqliteTarget(dsn)
 	default:
 		return nil, fmt.Errorf("unknown database %q: want one of %s", name, strings.Join(Databases, ", "))
 	}
@@ -59,11 +71,19 @@ func Open(ctx context.Context, name, dsn string, pool int) (*Target, error) {
 	if err != nil {
 		return nil, err
 	}
-	db, err := sql.Open(driver, source)
+	var db *sql.DB
+	if trips == nil {
+		db, err = sql.Open(driverName, source)
+	} else {
+		var c driver.Connector
+		if c, err = trips.connector(driverName, source); err == nil {
+			db = sql.OpenDB(c)
+		}
+	}
 	if err != nil {
 		return nil, err
 	}
-	t := &Target{Name: name, DSN: dsn, D: d, DB: db}
+	t := &Target{Name: name, DSN: dsn, D: d, DB: db, Trips: trips}
 	t.SetPool(pool)
 	if err := db.PingContext(ctx); err != nil {
 		db.Close()

@@ -1,0 +1,184 @@
+package harness
+
+import (
+	"context"
+	"database/sql/driver"
+	"io"
+	"net"
+	"path/filepath"
+	"testing"
+)
+
+func TestClassify(t *testing.T) {
+	for _, c := range []struct {
+		query     string
+		kind      statementKind
+		unflushed bool
+	}{
+		{"SELECT id FROM t WHERE 1 = 1 ORDER BY id LIMIT $1 FOR UPDATE SKIP LOCKED", otherStatement, false},
+		{"DELETE FROM \"jobs\" WHERE \"id\" = $1", writeStatement, false},
+		{"  update t SET a = 1", writeStatement, false},
+		{"INSERT INTO t (a) VALUES (?) ON DUPLICATE KEY UPDATE a = 1", writeStatement, false},
+		{"REPLACE INTO t VALUES (1)", writeStatement, false},
+		{`WITH p AS (SELECT "id" FROM "jobs" ORDER BY "id" LIMIT 1 FOR UPDATE SKIP LOCKED), c AS (UPDATE "jobs" SET "locked_until" = $1 FROM p WHERE "jobs"."id" = p."id" RETURNING "jobs"."id") SELECT "id" FROM c`, writeStatement, false},
+		{`WITH p AS (SELECT id FROM t FOR NO KEY UPDATE SKIP LOCKED) SELECT id FROM p`, otherStatement, false},
+		{`WITH p AS (SELECT 'update' AS "delete") SELECT * FROM p`, otherStatement, false},
+		{`WITH p AS (SELECT id FROM t WHERE (SELECT set_config('synchronous_commit', 'off', true)) = 'off' FOR UPDATE SKIP LOCKED), c AS (UPDATE t SET a = 1 FROM p WHERE t.id = p.id RETURNING t.id) SELECT id FROM c`, writeStatement, true},
+		{"SET LOCAL synchronous_commit = off", otherStatement, true},
+		{"SET LOCAL synchronous_commit = on", otherStatement, false},
+		{"BEGIN IMMEDIATE", beginStatement, false},
+		{"START TRANSACTION", beginStatement, false},
+		{"COMMIT", commitStatement, false},
+		{"end", commitStatement, false},
+		{"ROLLBACK", rollbackStatement, false},
+		{"ROLLBACK TO SAVEPOINT s", otherStatement, false},
+		{"SELECT pg_try_advisory_lock(hashtextextended($1, 0))", otherStatement, false},
+		{"", otherStatement, false},
+	} {
+		if got := classify(c.query); got.kind != c.kind || got.unflushed != c.unflushed {
+			t.Errorf("classify(%q) = %+v, want kind %d, unflushed %v", c.query, got, c.kind, c.unflushed)
+		}
+	}
+}
+
+// TestWireCountsTurnarounds: a round trip begins at the first write after a read that returned
+// data, however many writes the request takes.
+func TestWireCountsTurnarounds(t *testing.T) {
+	client, server := net.Pipe()
+	defer server.Close()
+	trips := new(Trips)
+	c, _ := trips.dialed(client, nil)
+	defer c.Close()
+	go func() { // the server answers each request of two pieces with one byte
+		buf := make([]byte, 2)
+		for {
+			if _, err := io.ReadFull(server, buf); err != nil {
+				return
+			}
+			if _, err := server.Write([]byte{1}); err != nil {
+				return
+			}
+		}
+	}()
+	for i := range 3 {
+		c.Write([]byte{'a'})
+		c.Write([]byte{'b'})
+		if _, err := io.ReadFull(c, make([]byte, 1)); err != nil {
+			t.Fatal(err)
+		}
+		if got := trips.Snapshot().Wire; got != int64(i+1) {
+			t.Fatalf("after %d requests of two writes each: %d round trips", i+1, got)
+		}
+	}
+}
+
+// TestCountingSQLite runs each kind of statement through a counting target and checks what
+// was counted: the calls, COMMITs by Tx.Commit and by statement, statements committed on
+// their own, and what the library asks of a connection through Raw.
+func TestCountingSQLite(t *testing.T) {
+	ctx := context.Background()
+	tg, err := OpenCounting(ctx, "sqlite", filepath.Join(t.TempDir(), "trips.db"), 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tg.Close()
+	db := tg.DB
+	step := func(what string, want TripCounts, f func() error) {
+		t.Helper()
+		before := tg.Trips.Snapshot()
+		if err := f(); err != nil {
+			t.Fatalf("%s: %v", what, err)
+		}
+		got := tg.Trips.Snapshot().Sub(before)
+		got.Calls[CallReset] = 0 // database/sql's, on each reuse of the connection
+		if got != want {
+			t.Errorf("%s counted %+v, want %+v", what, got, want)
+		}
+	}
+	calls := func(m map[Call]int64) (c [numCalls]int64) {
+		for k, v := range m {
+			c[k] = v
+		}
+		return c
+	}
+	step("CREATE TABLE", TripCounts{Calls: calls(map[Call]int64{CallExec: 1})}, func() error {
+		_, err := db.ExecContext(ctx, "CREATE TABLE t (id INTEGER PRIMARY KEY, a INTEGER)")
+		return err
+	})
+	step("an INSERT on its own", TripCounts{Calls: calls(map[Call]int64{CallExec: 1}), Autocommits: 1}, func() error {
+		_, err := db.ExecContext(ctx, "INSERT INTO t (a) VALUES (?)", 1)
+		return err
+	})
+	step("a SELECT on its own", TripCounts{Calls: calls(map[Call]int64{CallQuery: 1})}, func() error {
+		var n int
+		return db.QueryRowContext(ctx, "SELECT COUNT(*) FROM t").Scan(&n)
+	})
+	step("a transaction committed", TripCounts{Calls: calls(map[Call]int64{CallBegin: 1, CallExec: 2, CallCommit: 1}), Commits: 1}, func() error {
+		tx, err := db.BeginTx(ctx, nil)
+		if err != nil {
+			return err
+		}
+		defer tx.Rollback()
+		for range 2 {
+			if _, err := tx.ExecContext(ctx, "UPDATE t SET a = a + 1"); err != nil {
+				return err
+			}
+		}
+		return tx.Commit()
+	})
+	step("a transaction rolled back", TripCounts{Calls: calls(map[Call]int64{CallBegin: 1, CallExec: 1, CallRollback: 1})}, func() error {
+		tx, err := db.BeginTx(ctx, nil)
+		if err != nil {
+			return err
+		}
+		if _, err := tx.ExecContext(ctx, "DELETE FROM t"); err != nil {
+			return err
+		}
+		return tx.Rollback()
+	})
+	step("BEGIN and COMMIT by statement, on a pinned connection", TripCounts{Calls: calls(map[Call]int64{CallExec: 3}), Commits: 1}, func() error {
+		conn, err := db.Conn(ctx)
+		if err != nil {
+			return err
+		}
+		defer conn.Close()
+		for _, s := range []string{"BEGIN IMMEDIATE", "UPDATE t SET a = 0", "COMMIT"} {
+			if _, err := conn.ExecContext(ctx, s); err != nil {
+				return err
+			}
+		}
+		// The library asks the connection through Raw whether it still stands.
+		return conn.Raw(func(dc any) error {
+			r, ok := dc.(driver.SessionResetter)
+			if !ok {
+				t.Errorf("a %T, through Raw, is no driver.SessionResetter", dc)
+				return nil
+			}
+			return r.ResetSession(ctx)
+		})
+	})
+	step("a prepared statement, on its own and in a transaction", TripCounts{
+		Calls: calls(map[Call]int64{CallPrepare: 1, CallExec: 2, CallBegin: 1, CallCommit: 1, CallClose: 1}), Autocommits: 1, Commits: 1,
+	}, func() error {
+		st, err := db.PrepareContext(ctx, "UPDATE t SET a = ? WHERE id = 1")
+		if err != nil {
+			return err
+		}
+		defer st.Close()
+		if _, err := st.ExecContext(ctx, 5); err != nil {
+			return err
+		}
+		tx, err := db.BeginTx(ctx, nil)
+		if err != nil {
+			return err
+		}
+		defer tx.Rollback()
+		if _, err := tx.StmtContext(ctx, st).ExecContext(ctx, 6); err != nil {
+			return err
+		}
+		if err := tx.Commit(); err != nil {
+			return err
+		}
+		return st.Close()
+	})
+}
