@@ -60,6 +60,9 @@ type config struct {
 	// unflushedAcks sets the library's Config.UnflushedAcks, and has the raw lease loop ack by
 	// the statements the form then runs.
 	unflushedAcks bool
+	// countTrips counts each drain's round trips and commits (harness.OpenCounting) and
+	// prints them per message.
+	countTrips bool
 
 	latencyFor     time.Duration
 	latencyRate    int
@@ -111,6 +114,7 @@ func parseFlags(args []string) (*config, error) {
 	})
 	fs.BoolVar(&cfg.countClaims, "count-claims", false, "log each library drain's claims, the claims that found nothing and the rows claimed")
 	fs.BoolVar(&cfg.unflushedAcks, "unflushed-acks", false, "set the library's Config.UnflushedAcks (the lease form on Postgres acks without waiting for the disk); the raw lease loop acks by the same statements")
+	fs.BoolVar(&cfg.countTrips, "count-trips", false, "count each drain's round trips and commits through a counting driver wrapper, log them and print them per message beside the rates (the rates then run through the wrapper)")
 	fs.DurationVar(&cfg.latencyFor, "latency-for", 5*time.Second, "publish for this long per latency cell (0: skip the latency runs)")
 	fs.IntVar(&cfg.latencyRate, "latency-rate", 200, "rows published per second, one at a time, in the latency runs")
 	fs.IntVar(&cfg.latencyWorkers, "latency-workers", 4, "workers of the consumer in the latency runs")
@@ -193,6 +197,9 @@ type cell struct {
 	libAllocs, rawAllocs []float64
 	failures             []string
 	notes                []string // rounds counted with something to say: rows handled again
+
+	// What each counted round's drains sent, with -count-trips.
+	libTraffic, rawTraffic []harness.Traffic
 }
 
 // failed records a round whose drain check failed (a row left or handled twice: the run goes on
@@ -236,7 +243,11 @@ func runAll(ctx context.Context, cfg *config) ([]*cell, error) {
 		if len(forms) == 0 {
 			continue
 		}
-		t, err := harness.Open(ctx, name, dsnOf(cfg, name, tmp, "bench.db"), maxWorkers+2)
+		open := harness.Open
+		if cfg.countTrips {
+			open = harness.OpenCounting
+		}
+		t, err := open(ctx, name, dsnOf(cfg, name, tmp, "bench.db"), maxWorkers+2)
 		if err != nil {
 			return nil, err
 		}
@@ -253,6 +264,11 @@ func runAll(ctx context.Context, cfg *config) ([]*cell, error) {
 	fmt.Fprintf(cfg.out, "machine   %s\n", harness.Machine())
 	for _, t := range targets {
 		fmt.Fprintf(cfg.out, "%-9s %s\n", t.Name, t.Facts(ctx))
+	}
+	if cfg.countTrips {
+		if err := printBackground(ctx, cfg.out, targets); err != nil {
+			return nil, err
+		}
 	}
 
 	// The plan, in the order it runs: per database and form, per worker count, per batch size,
@@ -287,6 +303,14 @@ func runAll(ctx context.Context, cfg *config) ([]*cell, error) {
 	for _, c := range cells {
 		for _, f := range slices.Concat(c.failures, c.notes) {
 			fmt.Fprintf(cfg.out, "\n%s %s, batch %d, %d workers: %s", harness.Label(c.db), c.form, c.batch, c.workers, f)
+		}
+	}
+	if cfg.countTrips {
+		fmt.Fprintf(cfg.out, "\n\nRound trips and commits per message (-count-trips: the rates above ran through the counting wrapper), the median over %d rounds\n\n", cfg.rounds)
+		printTrips(cfg.out, cells, cfg.n)
+		if slices.ContainsFunc(targets, func(t *harness.Target) bool { return t.Name != "sqlite" }) {
+			fmt.Fprint(cfg.out, "\nThe servers' own counters over the same drains (the whole server: other sessions' work included), per message\n\n")
+			printServerCheck(cfg.out, cells, cfg.n)
 		}
 	}
 	if cfg.plot != "" {
@@ -335,6 +359,10 @@ func runCell(ctx context.Context, t *harness.Target, c *cell, cfg *config, bar *
 		c.lib, c.libAllocs = append(c.lib, lib.Rate), append(c.libAllocs, lib.Allocs)
 		bar.Logf("%-8s %-8s W=%d batch=%-2d library  round %d: %8.0f msgs/s (%.1f allocs/msg; before the first claim %v, after the last settlement %v)",
 			t.Name, c.form, c.workers, c.batch, r, lib.Rate, lib.Allocs, lib.Open.Round(10*time.Microsecond), lib.Shutdown.Round(10*time.Microsecond))
+		if cfg.countTrips && lib.Rate > 0 {
+			c.libTraffic = append(c.libTraffic, lib.Traffic)
+			bar.Logf("%-8s %-8s W=%d batch=%-2d library  trips of round %d: %s", t.Name, c.form, c.workers, c.batch, r, lib.Traffic.Summary(t.Name, int64(cfg.n)))
+		}
 		if lib.Note != "" {
 			c.notes = append(c.notes, fmt.Sprintf("library round %d: %s", r, lib.Note))
 		}
@@ -342,12 +370,16 @@ func runCell(ctx context.Context, t *harness.Target, c *cell, cfg *config, bar *
 	}
 	raw := func(r int) error {
 		bar.SetLabel(fmt.Sprintf("%s %s W=%d raw batch %d, round %d/%d", t.Name, c.form, c.workers, c.batch, r, cfg.rounds))
-		rate, allocs, err := drainRaw(ctx, t, c, cfg, bar)
+		d, err := drainRaw(ctx, t, c, cfg, bar)
 		if err := c.failed(err, "raw", r); err != nil {
 			return fmt.Errorf("%s %s, %d workers, raw batch %d: %w", t.Name, c.form, c.workers, c.batch, err)
 		}
-		c.raw, c.rawAllocs = append(c.raw, rate), append(c.rawAllocs, allocs)
-		bar.Logf("%-8s %-8s W=%d batch=%-2d raw      round %d: %8.0f msgs/s (%.1f allocs/msg)", t.Name, c.form, c.workers, c.batch, r, rate, allocs)
+		c.raw, c.rawAllocs = append(c.raw, d.rate), append(c.rawAllocs, d.allocs)
+		bar.Logf("%-8s %-8s W=%d batch=%-2d raw      round %d: %8.0f msgs/s (%.1f allocs/msg)", t.Name, c.form, c.workers, c.batch, r, d.rate, d.allocs)
+		if cfg.countTrips && d.rate > 0 {
+			c.rawTraffic = append(c.rawTraffic, d.traffic)
+			bar.Logf("%-8s %-8s W=%d batch=%-2d raw      trips of round %d: %s", t.Name, c.form, c.workers, c.batch, r, d.traffic.Summary(t.Name, int64(cfg.n)))
+		}
 		return nil
 	}
 	return harness.Rounds(cfg.rounds, library, raw)

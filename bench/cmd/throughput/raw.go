@@ -40,19 +40,32 @@ type rawLoop interface {
 	close()
 }
 
+// rawDrain is one drain of the raw loop: msgs/s, heap allocations per message after the
+// loop's statements were prepared, and with -count-trips what it sent, its statements'
+// preparing and closing included.
+type rawDrain struct {
+	rate, allocs float64
+	traffic      harness.Traffic
+}
+
 // drainRaw prefills the cell's table with cfg.n rows and drains it with c.workers goroutines
 // each running the raw loop until every row is handled; an empty claim while rows remain (they
 // are in another goroutine's hands) waits a millisecond. The time runs from the first claim, the
-// loop's statements prepared before it.
-func drainRaw(ctx context.Context, t *harness.Target, c *cell, cfg *config, bar *harness.Bar) (rate, allocs float64, err error) {
+// loop's statements prepared before it. A failed drain check returns the drain's allocations.
+func drainRaw(ctx context.Context, t *harness.Target, c *cell, cfg *config, bar *harness.Bar) (rawDrain, error) {
+	var d rawDrain
 	n := cfg.n
 	table := benchTable(t, c.form)
 	if err := t.Prefill(ctx, table, n); err != nil {
-		return 0, 0, fmt.Errorf("prefilling: %w", err)
+		return d, fmt.Errorf("prefilling: %w", err)
+	}
+	meter, err := t.StartMeter(ctx)
+	if err != nil {
+		return d, err
 	}
 	loop, err := newRawLoop(ctx, t, c.form, table, c.batch, cfg.unflushedAcks)
 	if err != nil {
-		return 0, 0, err
+		return d, err
 	}
 	defer loop.close()
 
@@ -93,17 +106,23 @@ func drainRaw(ctx context.Context, t *harness.Target, c *cell, cfg *config, bar 
 	}
 	wg.Wait()
 	elapsed := time.Since(start)
-	allocs = float64(harness.Mallocs()-mallocs) / float64(want)
+	d.allocs = float64(harness.Mallocs()-mallocs) / float64(want)
 	if firstErr != nil {
-		return 0, 0, firstErr
+		return d, firstErr
 	}
 	if err := ctx.Err(); err != nil {
-		return 0, 0, err
+		return d, err
+	}
+	// The statements close inside the window, as the library's do inside its Run.
+	loop.close()
+	if d.traffic, err = meter.Stop(ctx); err != nil {
+		return d, err
 	}
 	if err := t.CheckDrained(ctx, table, handled.Load(), want); err != nil {
-		return 0, allocs, err
+		return d, err
 	}
-	return float64(want) / elapsed.Seconds(), allocs, nil
+	d.rate = float64(want) / elapsed.Seconds()
+	return d, nil
 }
 
 // statements is the bench table's statement builder, with its lease column and its id quoted.

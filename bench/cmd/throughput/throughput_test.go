@@ -19,7 +19,11 @@ import (
 // round, so that the command cannot rot: every form, single deliveries and batches of 16, 1 and
 // 4 workers, one round of the library and one of the raw loop per cell, then the latency runs.
 // Each drain must empty its table with every row handled once (the drain check), and the
-// throughput table, the latency table and the plot must come out.
+// throughput table, the latency table and the plot must come out. The drains run through the
+// counting wrapper (-count-trips), whose tables must come out too, and two raw loops whose
+// statements are known must count what they send: the Postgres row lock loop's BEGIN, SELECT,
+// DELETE and COMMIT (round trips on the wire), and the SQLite lease loop's BEGIN, SELECT,
+// UPDATE and COMMIT, then its DELETE committed on its own (driver calls).
 //
 // The servers are those of the live tests, each in a database of the test's own
 // (harnesstest.Scratch); one that does not answer is left out, or fails the test under
@@ -48,7 +52,12 @@ func TestBenchCommandTiny(t *testing.T) {
 			t.Errorf("%s: %v", r.db, r.err)
 			continue
 		}
-		for _, want := range []string{"| database | form | batch | workers | library msgs/s |", "| database | form | publish | p50 |"} {
+		want := []string{"| database | form | batch | workers | library msgs/s |", "| database | form | publish | p50 |",
+			"| database | form | batch | workers | round trips/msg library, raw |"}
+		if r.db != "sqlite" {
+			want = append(want, "| database | form | batch | workers | library: server / counted |")
+		}
+		for _, want := range want {
 			if !strings.Contains(r.out.String(), want) {
 				t.Errorf("%s: the output has no table headed %q", r.db, want)
 			}
@@ -69,6 +78,31 @@ func TestBenchCommandTiny(t *testing.T) {
 				}
 			}
 		}
+		switch r.db {
+		case "postgres":
+			checkRawTrips(t, r, "rowlock", 4, 1)
+		case "sqlite":
+			checkRawTrips(t, r, "lease", 5, 2)
+		}
+	}
+}
+
+// checkRawTrips checks the round trips and commits per message counted of the raw loop of
+// form at one worker and single deliveries: the statements of each message, and beyond them
+// no more than the loop's preparing and closing of its statements (a few per drain).
+func checkRawTrips(t *testing.T, r *tinyRun, form string, wantTrips, wantCommits float64) {
+	t.Helper()
+	i := slices.IndexFunc(r.cells, func(c *cell) bool { return c.form == form && c.workers == 1 && c.batch == 1 })
+	if i < 0 || len(r.cells[i].rawTraffic) != 1 {
+		t.Errorf("%s %s: no traffic counted of the raw loop at 1 worker, batch 1", r.db, form)
+		return
+	}
+	c := r.cells[i]
+	if got := perMessage(c.rawTraffic, r.cfg.n, roundTrips); got < wantTrips || got > wantTrips+0.05 {
+		t.Errorf("%s %s raw loop: %.3f round trips per message counted, want %.0f and its statements' preparing: %s", r.db, form, got, wantTrips, c.rawTraffic[0].Summary(r.db, int64(r.cfg.n)))
+	}
+	if got := perMessage(c.rawTraffic, r.cfg.n, commits); got != wantCommits {
+		t.Errorf("%s %s raw loop: %.3f commits per message counted, want %.0f: %s", r.db, form, got, wantCommits, c.rawTraffic[0].Summary(r.db, int64(r.cfg.n)))
 	}
 }
 
@@ -82,7 +116,7 @@ type tinyRun struct {
 }
 
 func (r *tinyRun) run(ctx context.Context) {
-	r.cfg, r.err = parseFlags([]string{"-db", r.db, "-dsn", r.db + "=" + r.dsn, "-n", "500", "-rounds", "1",
+	r.cfg, r.err = parseFlags([]string{"-db", r.db, "-dsn", r.db + "=" + r.dsn, "-n", "500", "-rounds", "1", "-count-trips",
 		"-workers", "1,4", "-batch", "1,16", "-latency-for", "100ms", "-latency-rate", "100", "-plot", r.plot})
 	if r.err != nil {
 		return
