@@ -27,11 +27,13 @@ import (
 // Begin, Commit, Rollback, Ping).
 //
 // A commit is a COMMIT sent (a driver Tx.Commit, or a COMMIT or END statement, as the SQLite
-// dialect runs), or a statement that changes rows run outside a transaction, which the server
-// commits on its own. Which statements change rows is read from their text (INSERT, UPDATE,
-// DELETE, REPLACE, MERGE, or a WITH whose queries do). A commit is counted as not waiting for
-// the disk when a statement of its transaction sets Postgres's synchronous_commit off (SET
-// LOCAL or set_config in the statement's text); a session-wide setting is not seen.
+// dialect runs), whatever its transaction did, or a statement run outside a transaction that
+// changed rows, which the server commits on its own: a statement that changes rows by its text
+// (INSERT, UPDATE, DELETE, REPLACE, MERGE, or a WITH whose queries do) and reported rows
+// affected or returned a row. A commit is counted as not waiting for the disk when a statement
+// of its transaction mentions Postgres's synchronous_commit and off (SET LOCAL, or set_config
+// in the statement's text); a setting kept for the session is not followed to later
+// transactions.
 type Trips struct {
 	wired bool // round trips are counted on the wire
 	wire  atomic.Int64
@@ -255,6 +257,7 @@ type countingConn struct {
 	inTx      bool // a transaction is open
 	unflushed bool // the open transaction set synchronous_commit off
 	tx        countingTx
+	rows      countingRows // reused by the statements on their own that return rows
 }
 
 func (c *countingConn) count(k Call) { c.trips.calls[k].Add(1) }
@@ -306,8 +309,7 @@ func (c *countingConn) ExecContext(ctx context.Context, query string, args []dri
 		return nil, err
 	}
 	c.count(CallExec)
-	c.ran(classify(query), err)
-	return res, err
+	return c.executed(classify(query), res, err)
 }
 
 func (c *countingConn) QueryContext(ctx context.Context, query string, args []driver.NamedValue) (driver.Rows, error) {
@@ -316,8 +318,7 @@ func (c *countingConn) QueryContext(ctx context.Context, query string, args []dr
 		return nil, err
 	}
 	c.count(CallQuery)
-	c.ran(classify(query), err)
-	return rows, err
+	return c.queried(classify(query), rows, err)
 }
 
 func (c *countingConn) Ping(ctx context.Context) error {
@@ -350,11 +351,12 @@ func (c *countingConn) CheckNamedValue(nv *driver.NamedValue) error {
 	return driver.ErrSkip // database/sql's default conversion, as without a checker
 }
 
-// ran follows the connection's transaction through a statement that ran: what is its
-// classification.
-func (c *countingConn) ran(what statement, err error) {
+// ran follows the connection's transaction through a statement that ran, by its
+// classification, and says whether it changes rows on its own: a write statement outside a
+// transaction, which the server commits when it changed a row.
+func (c *countingConn) ran(what statement, err error) (solo bool) {
 	if err != nil {
-		return // a statement that failed began, ended and changed nothing
+		return false // a statement that failed began, ended and changed nothing
 	}
 	switch what.kind {
 	case beginStatement:
@@ -366,15 +368,69 @@ func (c *countingConn) ran(what statement, err error) {
 	case rollbackStatement:
 		c.inTx = false
 	default:
-		switch {
-		case c.inTx:
+		if c.inTx {
 			c.unflushed = c.unflushed || what.unflushed
-		case what.kind == writeStatement:
-			c.trips.autocommits.Add(1)
-			if what.unflushed {
-				c.trips.unflushed.Add(1)
-			}
+			return false
 		}
+		return what.kind == writeStatement
+	}
+	return false
+}
+
+// executed follows an Exec: a statement on its own committed when it reports rows affected
+// (or cannot say).
+func (c *countingConn) executed(what statement, res driver.Result, err error) (driver.Result, error) {
+	if c.ran(what, err) {
+		if n, err := res.RowsAffected(); err != nil || n > 0 {
+			c.trips.autocommitted(what.unflushed)
+		}
+	}
+	return res, err
+}
+
+// queried follows a Query: a statement on its own committed when it returns a row (RETURNING
+// the rows it changed), which its rows watch for.
+func (c *countingConn) queried(what statement, rows driver.Rows, err error) (driver.Rows, error) {
+	if !c.ran(what, err) {
+		return rows, err
+	}
+	r := &c.rows
+	if r.Rows != nil {
+		r = new(countingRows) // the connection's other rows are still open (SQLite allows it)
+	}
+	*r = countingRows{Rows: rows, conn: c, what: what}
+	return r, nil
+}
+
+// countingRows are the rows of a statement that changes rows on its own: its commit is counted
+// at its first row. They offer the driver's rows' Columns, Next and Close alone, not their
+// column types, which neither the library nor the raw loops ask of such a statement.
+type countingRows struct {
+	driver.Rows
+	conn *countingConn
+	what statement
+	seen bool // a row came
+}
+
+func (r *countingRows) Next(dest []driver.Value) error {
+	err := r.Rows.Next(dest)
+	if err == nil && !r.seen {
+		r.seen = true
+		r.conn.trips.autocommitted(r.what.unflushed)
+	}
+	return err
+}
+
+func (r *countingRows) Close() error {
+	err := r.Rows.Close()
+	r.Rows = nil // the connection's own rows are free again
+	return err
+}
+
+func (t *Trips) autocommitted(unflushed bool) {
+	t.autocommits.Add(1)
+	if unflushed {
+		t.unflushed.Add(1)
 	}
 }
 
@@ -430,29 +486,25 @@ func (s *countingStmt) NumInput() int { return s.inner.NumInput() }
 func (s *countingStmt) Exec(args []driver.Value) (driver.Result, error) {
 	res, err := s.inner.Exec(args)
 	s.conn.count(CallExec)
-	s.conn.ran(s.what, err)
-	return res, err
+	return s.conn.executed(s.what, res, err)
 }
 
 func (s *countingStmt) Query(args []driver.Value) (driver.Rows, error) {
 	rows, err := s.inner.Query(args)
 	s.conn.count(CallQuery)
-	s.conn.ran(s.what, err)
-	return rows, err
+	return s.conn.queried(s.what, rows, err)
 }
 
 func (s *countingStmt) ExecContext(ctx context.Context, args []driver.NamedValue) (driver.Result, error) {
 	res, err := s.inner.ExecContext(ctx, args)
 	s.conn.count(CallExec)
-	s.conn.ran(s.what, err)
-	return res, err
+	return s.conn.executed(s.what, res, err)
 }
 
 func (s *countingStmt) QueryContext(ctx context.Context, args []driver.NamedValue) (driver.Rows, error) {
 	rows, err := s.inner.QueryContext(ctx, args)
 	s.conn.count(CallQuery)
-	s.conn.ran(s.what, err)
-	return rows, err
+	return s.conn.queried(s.what, rows, err)
 }
 
 // CheckNamedValue is the statement's checker, else its connection's, as database/sql picks.

@@ -2,7 +2,9 @@ package harness
 
 import (
 	"context"
+	"database/sql"
 	"database/sql/driver"
+	"fmt"
 	"io"
 	"net"
 	"path/filepath"
@@ -108,6 +110,56 @@ func TestCountingSQLite(t *testing.T) {
 	step("an INSERT on its own", TripCounts{Calls: calls(map[Call]int64{CallExec: 1}), Autocommits: 1}, func() error {
 		_, err := db.ExecContext(ctx, "INSERT INTO t (a) VALUES (?)", 1)
 		return err
+	})
+	step("an UPDATE on its own that changes nothing", TripCounts{Calls: calls(map[Call]int64{CallExec: 1})}, func() error {
+		_, err := db.ExecContext(ctx, "UPDATE t SET a = 2 WHERE id = 0")
+		return err
+	})
+	step("an UPDATE … RETURNING on its own, with rows and without", TripCounts{Calls: calls(map[Call]int64{CallQuery: 2}), Autocommits: 1}, func() error {
+		for _, id := range []int{1, 0} {
+			var got []int
+			rows, err := db.QueryContext(ctx, "UPDATE t SET a = a WHERE id = ? RETURNING id", id)
+			if err != nil {
+				return err
+			}
+			for rows.Next() {
+				var v int
+				if err := rows.Scan(&v); err != nil {
+					return err
+				}
+				got = append(got, v)
+			}
+			if err := rows.Close(); err != nil {
+				return err
+			}
+			if want := min(id, 1); len(got) != want {
+				t.Errorf("UPDATE … RETURNING of row %d returned %v", id, got)
+			}
+		}
+		return nil
+	})
+	step("two UPDATE … RETURNING open at once on a connection", TripCounts{Calls: calls(map[Call]int64{CallQuery: 2}), Autocommits: 2}, func() error {
+		conn, err := db.Conn(ctx)
+		if err != nil {
+			return err
+		}
+		defer conn.Close()
+		var open []*sql.Rows
+		for range 2 {
+			rows, err := conn.QueryContext(ctx, "UPDATE t SET a = a WHERE id = 1 RETURNING id")
+			if err != nil {
+				return err
+			}
+			defer rows.Close()
+			open = append(open, rows)
+		}
+		// Each reads its own row: the second did not take the first's wrapper.
+		for i, rows := range open {
+			if !rows.Next() {
+				return fmt.Errorf("rows %d: no row: %v", i, rows.Err())
+			}
+		}
+		return nil
 	})
 	step("a SELECT on its own", TripCounts{Calls: calls(map[Call]int64{CallQuery: 1})}, func() error {
 		var n int
