@@ -234,3 +234,125 @@ func TestCountingSQLite(t *testing.T) {
 		return st.Close()
 	})
 }
+
+// TestCountingAllocatesNothingPerCall: a transaction, a statement on its own and a query that
+// returns the rows it changed allocate no more through the counting wrapper than without it,
+// once its connection is open. (database/sql's transaction starts a goroutine, whose
+// allocations land in one run or the next: the test compares averages over many runs.)
+func TestCountingAllocatesNothingPerCall(t *testing.T) {
+	plain, counted := sql.OpenDB(nopConnector{}), sql.OpenDB(&countingConnector{inner: nopConnector{}, trips: new(Trips)})
+	defer plain.Close()
+	defer counted.Close()
+	allocs := func(db *sql.DB) float64 {
+		const runs = 2000
+		work := nopWork(t, db)
+		work() // opens the connection
+		before := Mallocs()
+		for range runs {
+			work()
+		}
+		return float64(Mallocs()-before) / runs
+	}
+	if p, c := allocs(plain), allocs(counted); c > p+0.5 {
+		t.Errorf("the work allocates %.2f times through the counting wrapper, %.2f without", c, p)
+	}
+}
+
+// BenchmarkCounting is what counting adds to the calls of nopWork, against a driver that does
+// nothing.
+func BenchmarkCounting(b *testing.B) {
+	for _, c := range []struct {
+		name string
+		conn driver.Connector
+	}{{"plain", nopConnector{}}, {"counted", &countingConnector{inner: nopConnector{}, trips: new(Trips)}}} {
+		b.Run(c.name, func(b *testing.B) {
+			db := sql.OpenDB(c.conn)
+			defer db.Close()
+			work := nopWork(b, db)
+			b.ReportAllocs()
+			for b.Loop() {
+				work()
+			}
+		})
+	}
+}
+
+// nopWork is a transaction of two statements, a statement on its own and a query that returns
+// the row it changed, on db.
+func nopWork(tb testing.TB, db *sql.DB) func() {
+	ctx := context.Background()
+	return func() {
+		tx, err := db.BeginTx(ctx, nil)
+		if err != nil {
+			tb.Fatal(err)
+		}
+		for range 2 {
+			if _, err := tx.ExecContext(ctx, "UPDATE t SET a = ? WHERE id = 1", 1); err != nil {
+				tb.Fatal(err)
+			}
+		}
+		if err := tx.Commit(); err != nil {
+			tb.Fatal(err)
+		}
+		if _, err := db.ExecContext(ctx, "DELETE FROM t WHERE id = ?", 1); err != nil {
+			tb.Fatal(err)
+		}
+		var id int64
+		if err := db.QueryRowContext(ctx, "UPDATE t SET a = 2 WHERE id = ? RETURNING id", 1).Scan(&id); err != nil {
+			tb.Fatal(err)
+		}
+	}
+}
+
+// nopConnector's connections run every statement at once: an Exec changes one row, a Query
+// returns one row of one column.
+type nopConnector struct{}
+
+func (nopConnector) Connect(context.Context) (driver.Conn, error) { return nopConn{}, nil }
+func (nopConnector) Driver() driver.Driver                        { return nil }
+
+type nopConn struct{}
+
+func (nopConn) Prepare(string) (driver.Stmt, error) { return nopStmt{}, nil }
+func (nopConn) PrepareContext(context.Context, string) (driver.Stmt, error) {
+	return nopStmt{}, nil
+}
+func (nopConn) Close() error                                                 { return nil }
+func (nopConn) Begin() (driver.Tx, error)                                    { return nopTx{}, nil }
+func (nopConn) BeginTx(context.Context, driver.TxOptions) (driver.Tx, error) { return nopTx{}, nil }
+func (nopConn) ExecContext(context.Context, string, []driver.NamedValue) (driver.Result, error) {
+	return driver.RowsAffected(1), nil
+}
+func (nopConn) QueryContext(context.Context, string, []driver.NamedValue) (driver.Rows, error) {
+	return &nopRows{}, nil
+}
+
+type nopStmt struct{}
+
+func (nopStmt) Close() error                               { return nil }
+func (nopStmt) NumInput() int                              { return -1 }
+func (nopStmt) Exec([]driver.Value) (driver.Result, error) { return driver.RowsAffected(1), nil }
+func (nopStmt) Query([]driver.Value) (driver.Rows, error)  { return &nopRows{}, nil }
+func (nopStmt) ExecContext(context.Context, []driver.NamedValue) (driver.Result, error) {
+	return driver.RowsAffected(1), nil
+}
+func (nopStmt) QueryContext(context.Context, []driver.NamedValue) (driver.Rows, error) {
+	return &nopRows{}, nil
+}
+
+type nopTx struct{}
+
+func (nopTx) Commit() error   { return nil }
+func (nopTx) Rollback() error { return nil }
+
+type nopRows struct{ done bool }
+
+func (*nopRows) Columns() []string { return []string{"id"} }
+func (*nopRows) Close() error      { return nil }
+func (r *nopRows) Next(dest []driver.Value) error {
+	if r.done {
+		return io.EOF
+	}
+	r.done, dest[0] = true, int64(1)
+	return nil
+}
