@@ -131,7 +131,7 @@ func (t *Trips) connector(driverName, source string) (driver.Connector, error) {
 		if err != nil {
 			return nil, err
 		}
-		// The driver's own dialer when no DialFunc is set.
+		// Dialing as the driver does without a DialFunc: a plain net.Dialer.
 		cfg.DialFunc = func(ctx context.Context, network, addr string) (net.Conn, error) {
 			var d net.Dialer
 			return t.dialed(d.DialContext(ctx, network, addr))
