@@ -250,7 +250,9 @@ func (c *countingConnector) Driver() driver.Driver { return c.inner.Driver() }
 // Beside the context methods it offers the optional interfaces database/sql and the library
 // look for (the library asks a connection for driver.SessionResetter through sql.Conn.Raw),
 // passing each to the driver's connection, or answering as database/sql does of a connection
-// without it: no ping, no reset, valid, the default conversion of arguments.
+// without it: no ping, no reset, valid, the default conversion of arguments. The library also
+// keeps what it learnt of a MySQL or MariaDB session under the connection Raw hands out: this
+// wrapper, one per driver connection and alive as long as it, serves as well.
 type countingConn struct {
 	inner     contextConn
 	trips     *Trips
