@@ -620,11 +620,12 @@ func privateMariaDB(t *testing.T) *privateServer {
 // it again a second later. Each consumer logs the failures, carries on by itself once the
 // server is back, and every row is settled exactly once with its side effect exactly once.
 //
-// On Postgres a lease consumer outside transactional mode with Config.UnflushedAcks runs
-// through the same crash: its claims, extensions and acks commit without waiting for the disk,
-// so the crash may forget some of them. No row is lost (the table drains, every row's side
-// effect written), and the rows delivered again are counted in the log. The servers the other
-// tests share are never restarted.
+// On Postgres a consumer of each form outside transactional mode with Config.UnflushedAcks runs
+// through the same crash: the lease form's claims, extensions and acks, the advisory form's
+// takes and acks and the row lock form's acks (with their claims) commit without waiting for
+// the disk, so the crash may forget some of them. No row is lost (the table drains, every row's
+// side effect written), and the rows delivered again are counted in the log. The servers the
+// other tests share are never restarted.
 func TestFaultsServerRestart(t *testing.T) {
 	for name, start := range map[string]func(*testing.T) *privateServer{"postgres": privatePostgres, "mariadb": privateMariaDB} {
 		t.Run(name, func(t *testing.T) {
@@ -641,7 +642,9 @@ func TestFaultsServerRestart(t *testing.T) {
 				runs = append(runs, run{form, cell{b: b, form: form, transactional: true}, false})
 			}
 			if name == "postgres" {
-				runs = append(runs, run{"lease-unflushed-acks", cell{b: b, form: "lease"}, true})
+				for _, form := range []string{"rowlock", "lease", "advisory"} {
+					runs = append(runs, run{form + "-unflushed-acks", cell{b: b, form: form}, true})
+				}
 			}
 			var wg sync.WaitGroup
 			for _, r := range runs {
