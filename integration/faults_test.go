@@ -469,15 +469,21 @@ type privateServer struct {
 	start func() error
 	crash func() error // stops the server at once, as a power cut would (no clean shutdown)
 
+	// opening counts the consumers that are to run through the crash and have not handled a
+	// row yet (TestFaultsServerRestart): restartOnce waits for them, so that every one of them
+	// is past Open and claiming when the server goes down.
+	opening   sync.WaitGroup
 	once      sync.Once
 	restarted chan struct{} // closed once the server is back after restartOnce
 }
 
 // restartOnce crashes the server, leaves it down for a second and starts it again; only the
-// first call does, and every call returns once the server is back.
+// first call does, once no consumer counted in s.opening is still opening, and every call
+// returns once the server is back.
 func (s *privateServer) restartOnce(t *testing.T) {
 	s.once.Do(func() {
 		defer close(s.restarted)
+		s.opening.Wait()
 		if err := s.crash(); err != nil {
 			t.Errorf("crashing the private %s: %v", s.name, err)
 		}
@@ -647,6 +653,7 @@ func TestFaultsServerRestart(t *testing.T) {
 				}
 			}
 			var wg sync.WaitGroup
+			s.opening.Add(len(runs))
 			for _, r := range runs {
 				wg.Add(1)
 				go t.Run(r.name, func(t *testing.T) {
@@ -661,8 +668,13 @@ func TestFaultsServerRestart(t *testing.T) {
 
 // restartCell runs one consumer through the restart, in transactional mode where the cell says,
 // with Config.UnflushedAcks as asked. The consumers share one server and one restart: the first
-// of them to have handled ten rows crashes it, once.
+// of them to have handled ten rows crashes it, once, when every one of them has handled a row.
+// A consumer still opening when the server went down would fail its Open, not a claim, and
+// log neither of the claim's messages the test looks for.
 func restartCell(t *testing.T, c cell, s *privateServer, unflushedAcks bool) {
+	var opened sync.Once
+	open := func() { opened.Do(s.opening.Done) }
+	defer open() // a cell that fails before it handles a row holds no other back
 	const rows = 60
 	admin := c.openDSN(t, s.dsn, 4)
 	tbl := fullTable(tableName(t))
@@ -680,6 +692,7 @@ func restartCell(t *testing.T, c cell, s *privateServer, unflushedAcks bool) {
 	insert := "INSERT INTO " + c.q(t, side) + " (job_id, attempt) VALUES (" + c.ph(1) + ", " + c.ph(2) + ")"
 	var handled atomic.Int64
 	h := inbox.HandlerFunc(func(ctx context.Context, d *inbox.Delivery) outcome.Outcome {
+		open()
 		if handled.Add(1) == 10 {
 			s.restartOnce(t)
 		}
