@@ -46,11 +46,12 @@
 // of a millisecond on a local disk) per message. A server crash may forget it, which costs at
 // most a second delivery with that attempt uncounted: the crash ends the session, and with it
 // the lock. Settlements wait for the disk, except, where inbox.Config.UnflushedAcks asks, an Ack
-// or a Drop outside transactional mode (a row's, or a batch's one statement for them), whose
-// row a crash may then deliver again. In transactional mode every settlement waits (an Ack
-// commits the handler's writes), and a commit that waits makes the commits before it durable
-// too (the server's log is one sequence). MySQL and MariaDB set durability for the whole server
-// (innodb_flush_log_at_trx_commit): there the take and every settlement commit as it says.
+// or a Drop outside transactional mode (a row's statement, and the one a batch settles its acks
+// and drops by), whose row a crash may then deliver again. In transactional mode every
+// settlement waits (an Ack commits the handler's writes), and a commit that waits makes the
+// commits before it durable too (the server's log is one sequence). MySQL and MariaDB set
+// durability for the whole server (innodb_flush_log_at_trx_commit): there the take and every
+// settlement commit as it says.
 //
 // # Batches
 //
