@@ -44,13 +44,19 @@ type Config struct {
 	// them back.
 	Transactional bool
 	// UnflushedAcks has an Ack outside transactional mode commit without waiting for the disk
-	// (Postgres: synchronous_commit off for that statement alone); a Drop, which settles as an
-	// Ack does, too. A server crash may then forget the last acks, whose rows are delivered
-	// again once their lease runs out: a second delivery, which at-least-once delivery allows,
-	// for a commit's flush saved per message. Every other outcome, and every settlement in
-	// transactional mode (which commits the handler's writes), still waits. Default false:
-	// every settlement waits. The lease form on Postgres honours it; the row lock and advisory
-	// forms, MySQL, MariaDB and SQLite wait whatever it says.
+	// (Postgres: synchronous_commit off for that statement's transaction alone); a Drop, which
+	// settles as an Ack does, too. A server crash may then forget the last acks, whose rows are
+	// delivered again (the lease form's once their lease runs out, the others' at once): a
+	// second delivery, which at-least-once delivery allows, for a commit's flush saved per
+	// message. Every other outcome, and every settlement in transactional mode (which commits
+	// the handler's writes), still waits. Default false: every settlement waits.
+	//
+	// Every form honours it on Postgres: the lease and advisory forms for each ack statement
+	// (a row's, a batch's, merged acks), the row lock form for a transaction whose only change
+	// is the ack (a delivery's, or a batch's whose rows are all acked), since its claim and its
+	// settlement commit together and the setting holds for the whole transaction. MySQL,
+	// MariaDB and SQLite set durability for the server or the connection, and wait whatever it
+	// says.
 	UnflushedAcks bool
 	// UnpreparedStatements has the form run every statement by its text, never preparing it,
 	// and check each at Open without preparing it either (EXPLAIN with every parameter NULL,

@@ -50,7 +50,8 @@ type Queue struct {
 	Transactional bool
 	// UnflushedAcks lets an Ack (and a Drop, which settles as one) commit without waiting for
 	// the disk outside transactional mode, where the database sets that per statement
-	// (Config.UnflushedAcks). A form that does not honour it waits.
+	// (Config.UnflushedAcks). A form that does not honour it waits; one whose ack shares its
+	// transaction with other changes waits unless losing them all costs a second delivery.
 	UnflushedAcks bool
 	// UnpreparedStatements has the form run every statement by its text and check each at Open
 	// without preparing it (Config.UnpreparedStatements). A form whose holds need a session of

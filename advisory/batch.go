@@ -246,7 +246,7 @@ func (f *Form[D]) settleMany(ctx context.Context, ex execer, ds []*inbox.Deliver
 		if f.table.ProcessedAt != "" {
 			args = append([]any{f.d.Time(now)}, acks...)
 		}
-		if _, err := ex.ExecContext(ctx, f.s.a.Settle(outcome.KindAck, sqltext.ByIDs(len(acks))), args...); err != nil {
+		if _, err := ex.ExecContext(ctx, f.s.acked.Settle(outcome.KindAck, sqltext.ByIDs(len(acks))), args...); err != nil {
 			failed(acks, fmt.Errorf("inbox: table %q: settling rows %v (ack or drop): %w; the rows return to the queue", f.table.Name, acks, err))
 		}
 	}

@@ -469,15 +469,21 @@ type privateServer struct {
 	start func() error
 	crash func() error // stops the server at once, as a power cut would (no clean shutdown)
 
+	// opening counts the consumers that are to run through the crash and have not handled a
+	// row yet (TestFaultsServerRestart): restartOnce waits for them, so that every one of them
+	// is past Open and claiming when the server goes down.
+	opening   sync.WaitGroup
 	once      sync.Once
 	restarted chan struct{} // closed once the server is back after restartOnce
 }
 
 // restartOnce crashes the server, leaves it down for a second and starts it again; only the
-// first call does, and every call returns once the server is back.
+// first call does, once no consumer counted in s.opening is still opening, and every call
+// returns once the server is back.
 func (s *privateServer) restartOnce(t *testing.T) {
 	s.once.Do(func() {
 		defer close(s.restarted)
+		s.opening.Wait()
 		if err := s.crash(); err != nil {
 			t.Errorf("crashing the private %s: %v", s.name, err)
 		}
@@ -620,11 +626,12 @@ func privateMariaDB(t *testing.T) *privateServer {
 // it again a second later. Each consumer logs the failures, carries on by itself once the
 // server is back, and every row is settled exactly once with its side effect exactly once.
 //
-// On Postgres a lease consumer outside transactional mode with Config.UnflushedAcks runs
-// through the same crash: its claims, extensions and acks commit without waiting for the disk,
-// so the crash may forget some of them. No row is lost (the table drains, every row's side
-// effect written), and the rows delivered again are counted in the log. The servers the other
-// tests share are never restarted.
+// On Postgres a consumer of each form outside transactional mode with Config.UnflushedAcks runs
+// through the same crash: the lease form's claims, extensions and acks, the advisory form's
+// takes and acks and the row lock form's acks (with their claims) commit without waiting for
+// the disk, so the crash may forget some of them. No row is lost (the table drains, every row's
+// side effect written), and the rows delivered again are counted in the log. The servers the
+// other tests share are never restarted.
 func TestFaultsServerRestart(t *testing.T) {
 	for name, start := range map[string]func(*testing.T) *privateServer{"postgres": privatePostgres, "mariadb": privateMariaDB} {
 		t.Run(name, func(t *testing.T) {
@@ -641,9 +648,12 @@ func TestFaultsServerRestart(t *testing.T) {
 				runs = append(runs, run{form, cell{b: b, form: form, transactional: true}, false})
 			}
 			if name == "postgres" {
-				runs = append(runs, run{"lease-unflushed-acks", cell{b: b, form: "lease"}, true})
+				for _, form := range []string{"rowlock", "lease", "advisory"} {
+					runs = append(runs, run{form + "-unflushed-acks", cell{b: b, form: form}, true})
+				}
 			}
 			var wg sync.WaitGroup
+			s.opening.Add(len(runs))
 			for _, r := range runs {
 				wg.Add(1)
 				go t.Run(r.name, func(t *testing.T) {
@@ -658,8 +668,13 @@ func TestFaultsServerRestart(t *testing.T) {
 
 // restartCell runs one consumer through the restart, in transactional mode where the cell says,
 // with Config.UnflushedAcks as asked. The consumers share one server and one restart: the first
-// of them to have handled ten rows crashes it, once.
+// of them to have handled ten rows crashes it, once, when every one of them has handled a row.
+// A consumer still opening when the server went down would fail its Open, not a claim, and
+// log neither of the claim's messages the test looks for.
 func restartCell(t *testing.T, c cell, s *privateServer, unflushedAcks bool) {
+	var opened sync.Once
+	open := func() { opened.Do(s.opening.Done) }
+	defer open() // a cell that fails before it handles a row holds no other back
 	const rows = 60
 	admin := c.openDSN(t, s.dsn, 4)
 	tbl := fullTable(tableName(t))
@@ -677,6 +692,7 @@ func restartCell(t *testing.T, c cell, s *privateServer, unflushedAcks bool) {
 	insert := "INSERT INTO " + c.q(t, side) + " (job_id, attempt) VALUES (" + c.ph(1) + ", " + c.ph(2) + ")"
 	var handled atomic.Int64
 	h := inbox.HandlerFunc(func(ctx context.Context, d *inbox.Delivery) outcome.Outcome {
+		open()
 		if handled.Add(1) == 10 {
 			s.restartOnce(t)
 		}

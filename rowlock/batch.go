@@ -158,7 +158,9 @@ type batchSettlement struct {
 // claimed: ack (with drop), retry, then retry after, one per distinct delay, each present when
 // a row needs it. On Postgres each is a prepared statement over an id IN list padded to n; on
 // MySQL and MariaDB each is the single row's statement, once per row. With ackAsRetry an Ack
-// is settled as a Retry.
+// is settled as a Retry. Where the form's acks are unflushed and the acks are the batch's only
+// statements, the ack is the unflushed one: the setting holds for the whole transaction, so a
+// batch that also retries or fails a row waits for the disk.
 func (f *Form[D]) batchSettlements(ctx context.Context, ds []*inbox.Delivery, os []outcome.Outcome, n int, ackAsRetry bool) ([]batchSettlement, error) {
 	var (
 		acks, retries bool
@@ -180,6 +182,8 @@ func (f *Form[D]) batchSettlements(ctx context.Context, ds []*inbox.Delivery, os
 			}
 		}
 	}
+	// Only acks change rows: the transaction may commit without waiting, as a single ack does.
+	ackUnflushed := f.unflushed && !(retries && f.retry != nil) && len(stamps) == 0
 	if len(unscheduled) > 0 {
 		f.log.Warn("inbox: RetryAfter on a table without a retry_after column retries at once: add the column and name it in inbox.Table.RetryAfter",
 			"table", f.t.Name, "queue", f.q.Name, "ids", unscheduled)
@@ -215,7 +219,7 @@ func (f *Form[D]) batchSettlements(ctx context.Context, ds []*inbox.Delivery, os
 		for len(args) < cap(args) {
 			args = append(args, args[len(args)-1]) // IN ignores the repeats
 		}
-		s, err := f.batchSettle(ctx, k, n)
+		s, err := f.batchSettle(ctx, k, n, k == outcome.KindAck && ackUnflushed)
 		if err != nil {
 			return err
 		}
@@ -224,11 +228,15 @@ func (f *Form[D]) batchSettlements(ctx context.Context, ds []*inbox.Delivery, os
 	}
 	now := f.q.Now()
 	if acks {
+		ack := f.ack
+		if ackUnflushed {
+			ack = f.ackUnflushed
+		}
 		var err error
 		if f.t.ProcessedAt != "" {
-			err = add(outcome.KindAck, f.ack, stampKey{}, f.d.Time(now))
+			err = add(outcome.KindAck, ack, stampKey{}, f.d.Time(now))
 		} else {
-			err = add(outcome.KindAck, f.ack, stampKey{})
+			err = add(outcome.KindAck, ack, stampKey{})
 		}
 		if err != nil {
 			return nil, err
@@ -283,22 +291,28 @@ func (f *Form[D]) stampOf(k outcome.Kind, o outcome.Outcome) stampKey {
 }
 
 // settleKey names a batch settlement statement: the kind it settles as (Ack, Retry,
-// RetryAfter or Fail) and the length of its id list.
+// RetryAfter or Fail), the length of its id list, and whether it is unflushed (an Ack's).
 type settleKey struct {
-	kind outcome.Kind
-	n    int
+	kind      outcome.Kind
+	n         int
+	unflushed bool
 }
 
 // batchSettle returns the batch settlement statement of kind k over an id IN list of n
-// placeholders, preparing it at the first call.
-func (f *Form[D]) batchSettle(ctx context.Context, k outcome.Kind, n int) (*stmt.Stmt, error) {
+// placeholders, unflushed where asked (sqltext.RowLock.Unflushed), preparing it at the first
+// call.
+func (f *Form[D]) batchSettle(ctx context.Context, k outcome.Kind, n int, unflushed bool) (*stmt.Stmt, error) {
 	f.batchMu.Lock()
 	defer f.batchMu.Unlock()
-	key := settleKey{k, n}
+	key := settleKey{k, n, unflushed}
 	if s := f.batchSettles[key]; s != nil {
 		return s, nil
 	}
-	s, err := f.st.Statement(ctx, f.db, fmt.Sprintf("batch %s (%d ids)", k, n), f.text.Settle(k, sqltext.ByIDs(n)))
+	what, text := fmt.Sprintf("batch %s (%d ids)", k, n), f.text
+	if unflushed {
+		what, text = "unflushed "+what, text.Unflushed()
+	}
+	s, err := f.st.Statement(ctx, f.db, what, text.Settle(k, sqltext.ByIDs(n)))
 	if err != nil {
 		return nil, err
 	}

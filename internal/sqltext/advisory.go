@@ -21,9 +21,15 @@ type KeyPart struct {
 // Advisory builds the advisory form's statements: a session lock on each row's key, in the
 // database's family of session locks (dialect.Caps.Locks), held on a pinned connection while
 // the handler runs; the settlements run on that connection and name their rows by id only.
+//
+// Where the database sets durability per statement (dialect.Caps.UnflushedCommit: Postgres),
+// the take commits without waiting for the disk: a server crash may forget the attempt it
+// counted, and the row is then delivered again with that attempt uncounted, which at-least-once
+// delivery allows. The settlements wait for it, unless the builder is Unflushed.
 type Advisory struct {
-	s   SQL
-	key string // the key of the row in scope, as a text expression
+	s         SQL
+	key       string // the key of the row in scope, as a text expression
+	unflushed bool   // the settlements too carry Caps.UnflushedCommit
 }
 
 // Advisory returns the advisory form's statements over the table, locking each row on the key
@@ -42,9 +48,19 @@ func (s SQL) Advisory(key []KeyPart) Advisory {
 		pieces[i] = "COALESCE(CAST(" + p.Column + " AS " + s.c.TextType + "), '')"
 	}
 	if s.c.ConcatOperator {
-		return Advisory{s, strings.Join(pieces, " || ")}
+		return Advisory{s: s, key: strings.Join(pieces, " || ")}
 	}
-	return Advisory{s, "CONCAT(" + strings.Join(pieces, ", ") + ")"}
+	return Advisory{s: s, key: "CONCAT(" + strings.Join(pieces, ", ") + ")"}
+}
+
+// Unflushed returns the builder whose settlements, like its take, commit without waiting for the
+// disk where the database sets durability per statement (dialect.Caps.UnflushedCommit);
+// elsewhere it builds what a builds. A form settles with it only where losing the settlement in
+// a server crash costs no more than a second delivery, and never inside the handler's
+// transaction, whose writes are the user's.
+func (a Advisory) Unflushed() Advisory {
+	a.unflushed = true
+	return a
 }
 
 // KeyCheck renders the key over no rows: it prepares only where the table has every column
@@ -113,8 +129,9 @@ func (a Advisory) UnlockMany(n int) string {
 // Take re-checks, in a statement that starts after the key's lock is held, that the row is still
 // due with the same key, and counts its attempt. Where the table counts attempts it is an
 // UPDATE, which returns the row's Columns where the database has RETURNING and is followed by
-// Read elsewhere; without an attempt column it is a SELECT of the Columns. It binds the id, the
-// key, then Due's arguments.
+// Read elsewhere, and which commits without waiting for the disk where the database has
+// dialect.Caps.UnflushedCommit; without an attempt column it is a SELECT of the Columns, which
+// writes nothing to wait for. It binds the id, the key, then Due's arguments.
 func (a Advisory) Take() string {
 	s, t := a.s, a.s.t
 	p := s.Params()
@@ -122,10 +139,13 @@ func (a Advisory) Take() string {
 	if due := s.Due(p, ""); due != "1 = 1" {
 		where += " AND " + due
 	}
-	switch {
-	case t.Attempt == "":
+	if t.Attempt == "" {
 		return "SELECT " + s.Columns("") + " FROM " + t.Name + where
-	case s.c.Returning:
+	}
+	if cond := s.unflushedIf(true); cond != "" {
+		where += " AND " + cond
+	}
+	if s.c.Returning {
 		return "UPDATE " + t.Name + " SET " + attemptCounted(t, "") + where + " RETURNING " + s.Columns("")
 	}
 	return "UPDATE " + t.Name + " SET " + attemptCounted(t, "") + where
@@ -152,7 +172,7 @@ func (a Advisory) Read() string {
 //
 // then g's ids. It is empty for a retry (the take counted the attempt, and releasing the key
 // hands the row back) and for a RetryAfter on a table without a retry_after column, which the
-// form settles as a retry.
+// form settles as a retry. It waits for the disk unless the builder is Unflushed.
 func (a Advisory) Settle(k outcome.Kind, g Guard) string {
 	t, p := a.s.t, a.s.Params()
 	var head string
@@ -175,7 +195,7 @@ func (a Advisory) Settle(k outcome.Kind, g Guard) string {
 	default:
 		return ""
 	}
-	return head + a.s.where(g, p, "")
+	return head + a.s.whereAnd(g, p, "", a.s.unflushedIf(a.unflushed))
 }
 
 // lockName is the named lock of the database-scoped key expression scoped: itself, or its SHA-1

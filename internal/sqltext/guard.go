@@ -75,3 +75,13 @@ func (s SQL) whereAnd(g Guard, p *Params, lease, cond string) string {
 	}
 	return " WHERE " + id + " IN (" + p.list(g.ids) + ")" + also
 }
+
+// unflushedIf is the database's condition that its statement's transaction commits without
+// waiting for the disk (dialect.Caps.UnflushedCommit) where asked and the database has one;
+// otherwise empty.
+func (s SQL) unflushedIf(asked bool) string {
+	if !asked {
+		return ""
+	}
+	return s.c.UnflushedCommit
+}

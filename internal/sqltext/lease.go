@@ -63,7 +63,7 @@ func (l Lease) Claim(n int) string {
 			" ORDER BY " + s.Order("") + " LIMIT " + p.Next() + l.skipLocked()
 	}
 	free := l.free(p.Next())
-	if cond := l.unflushedIf(true); cond != "" {
+	if cond := l.s.unflushedIf(true); cond != "" {
 		free += " AND " + cond
 	}
 	pick := "SELECT " + t.ID + " FROM " + t.Name + " WHERE " + due + " AND " + free +
@@ -98,7 +98,7 @@ func (l Lease) Stamp(n int) string {
 // batch) while the old one holds. It binds the new token, then g's id or ids and the old token.
 func (l Lease) Extend(g Guard) string {
 	t, p := l.s.t, l.s.Params()
-	return "UPDATE " + t.Name + " SET " + l.col + " = " + p.Next() + l.s.whereAnd(g, p, l.col, l.unflushedIf(true))
+	return "UPDATE " + t.Name + " SET " + l.col + " = " + p.Next() + l.s.whereAnd(g, p, l.col, l.s.unflushedIf(true))
 }
 
 // Settle applies an outcome of kind k to the rows g names while their lease holds, clearing it:
@@ -138,7 +138,7 @@ func (l Lease) Settle(k outcome.Kind, g Guard) string {
 	default:
 		head = "UPDATE " + t.Name + " SET " + l.col + " = NULL"
 	}
-	return head + l.s.whereAnd(g, p, l.col, l.unflushedIf(l.unflushed))
+	return head + l.s.whereAnd(g, p, l.col, l.s.unflushedIf(l.unflushed))
 }
 
 // SettleReturning is Settle over a batch's n rows (ByIDsAndToken(n)) that returns the ids it
@@ -167,16 +167,6 @@ func (l Lease) Held(n int) string {
 	}
 	t, p := l.s.t, l.s.Params()
 	return "SELECT " + t.ID + " FROM " + t.Name + l.s.where(ByIDsAndToken(n), p, l.col) + " FOR UPDATE"
-}
-
-// unflushedIf is the database's condition that its statement's transaction commits without
-// waiting for the disk (dialect.Caps.UnflushedCommit) where asked and the database has one;
-// otherwise empty.
-func (l Lease) unflushedIf(asked bool) string {
-	if !asked {
-		return ""
-	}
-	return l.s.c.UnflushedCommit
 }
 
 // free is the predicate of a row no lease holds: never leased, released, or run out by now.

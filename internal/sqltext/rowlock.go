@@ -8,11 +8,26 @@ import (
 
 // RowLock builds the row lock form's statements: a claim that locks its rows with SELECT … FOR
 // UPDATE SKIP LOCKED (dialect.Caps.SkipLocked) in a transaction that stays open while the
-// handler runs, and settlements that run in that transaction before its commit.
-type RowLock struct{ s SQL }
+// handler runs, and settlements that run in that transaction before its commit. That commit is
+// the claim's too, and it waits for the disk unless the builder is Unflushed.
+type RowLock struct {
+	s         SQL
+	unflushed bool // the settlements carry Caps.UnflushedCommit
+}
 
 // RowLock returns the row lock form's statements over the table.
-func (s SQL) RowLock() RowLock { return RowLock{s} }
+func (s SQL) RowLock() RowLock { return RowLock{s: s} }
+
+// Unflushed returns the builder whose settlements turn the transaction they run in, the claim's,
+// into one that commits without waiting for the disk, where the database sets durability per
+// statement (dialect.Caps.UnflushedCommit); elsewhere it builds what r builds. The setting is
+// the whole transaction's: a form settles with it only where every statement of that
+// transaction may be lost in a server crash at the cost of a second delivery, and never in the
+// handler's transaction (transactional mode), whose writes are the user's.
+func (r RowLock) Unflushed() RowLock {
+	r.unflushed = true
+	return r
+}
 
 // Claim selects and locks up to n due rows in claim order (the limit is written into the
 // text), passing over the rows other transactions lock. It binds Due's arguments.
@@ -33,7 +48,8 @@ func (r RowLock) Claim(n int) string {
 //
 // then g's ids. It is empty where the outcome changes nothing in the row: a retry on a table
 // without an attempt column (rolling the claim back is the retry), and a RetryAfter on a table
-// without a retry_after column (which the form settles as a retry).
+// without a retry_after column (which the form settles as a retry). Its transaction waits for
+// the disk unless the builder is Unflushed.
 func (r RowLock) Settle(k outcome.Kind, g Guard) string {
 	t, p := r.s.t, r.s.Params()
 	var head string
@@ -59,7 +75,7 @@ func (r RowLock) Settle(k outcome.Kind, g Guard) string {
 		}
 		head = "UPDATE " + t.Name + " SET " + attemptCounted(t, "")
 	}
-	return head + r.s.where(g, p, "")
+	return head + r.s.whereAnd(g, p, "", r.s.unflushedIf(r.unflushed))
 }
 
 // Relock locks one row again after its settlement failed and rolled back, for the back-off that

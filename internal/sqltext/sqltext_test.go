@@ -35,7 +35,7 @@ func TestGoldens(t *testing.T) {
 				forms["rowlock"] = rowLockEntries(c, s.RowLock())
 			}
 			if c.Locks != dialect.NoSessionLocks {
-				forms["advisory"] = advisoryEntries(s.Advisory(key), sh.Table.DeadAt != "")
+				forms["advisory"] = advisoryEntries(c, s.Advisory(key), sh.Table.DeadAt != "")
 			}
 			for form, e := range forms {
 				switch {
@@ -126,6 +126,11 @@ func rowLockEntries(c *dialect.Caps, r sqltext.RowLock) []golden.Entry {
 	}
 	e.add("savepoint", r.Savepoint())
 	e.add("rollbackToSavepoint", r.RollbackToSavepoint())
+	if c.UnflushedCommit != "" {
+		u := r.Unflushed()
+		e.add("ack unflushed", u.Settle(outcome.KindAck, sqltext.ByID()))
+		e.add("ackIn(3) unflushed", u.Settle(outcome.KindAck, sqltext.ByIDs(3)))
+	}
 	return e
 }
 
@@ -165,7 +170,7 @@ func leaseEntries(c *dialect.Caps, l sqltext.Lease) []golden.Entry {
 	return e
 }
 
-func advisoryEntries(a sqltext.Advisory, dead bool) []golden.Entry {
+func advisoryEntries(c *dialect.Caps, a sqltext.Advisory, dead bool) []golden.Entry {
 	var e entries
 	e.add("keyCheck", a.KeyCheck())
 	e.add("candidates", a.Candidates())
@@ -183,6 +188,11 @@ func advisoryEntries(a sqltext.Advisory, dead bool) []golden.Entry {
 	e.add("retryAfterMany(3)", a.Settle(outcome.KindRetryAfter, sqltext.ByIDs(3)))
 	if dead {
 		e.add("failMany(3)", a.Settle(outcome.KindFail, sqltext.ByIDs(3)))
+	}
+	if c.UnflushedCommit != "" {
+		u := a.Unflushed()
+		e.add("ack unflushed", u.Settle(outcome.KindAck, sqltext.ByID()))
+		e.add("ackMany(3) unflushed", u.Settle(outcome.KindAck, sqltext.ByIDs(3)))
 	}
 	return e
 }
@@ -334,7 +344,7 @@ func all(t *testing.T, d dialect.Dialect, sh golden.Shape) []golden.Entry {
 		out = append(out, rowLockEntries(c, s.RowLock())...)
 	}
 	if c.Locks != dialect.NoSessionLocks {
-		out = append(out, advisoryEntries(s.Advisory(key), sh.Table.DeadAt != "")...)
+		out = append(out, advisoryEntries(c, s.Advisory(key), sh.Table.DeadAt != "")...)
 	}
 	return out
 }

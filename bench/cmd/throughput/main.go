@@ -57,8 +57,8 @@ type config struct {
 	fromLogs []string
 	// countClaims logs each library drain's claims, empty claims and rows claimed.
 	countClaims bool
-	// unflushedAcks sets the library's Config.UnflushedAcks, and has the raw lease loop ack by
-	// the statements the form then runs.
+	// unflushedAcks sets the library's Config.UnflushedAcks, and has the raw loops ack by the
+	// statements the forms then run.
 	unflushedAcks bool
 	// countTrips counts each drain's round trips and commits (harness.OpenCounting) and
 	// prints them per message.
@@ -113,7 +113,7 @@ func parseFlags(args []string) (*config, error) {
 		return nil
 	})
 	fs.BoolVar(&cfg.countClaims, "count-claims", false, "log each library drain's claims, the claims that found nothing and the rows claimed")
-	fs.BoolVar(&cfg.unflushedAcks, "unflushed-acks", false, "set the library's Config.UnflushedAcks (the lease form on Postgres acks without waiting for the disk); the raw lease loop acks by the same statements")
+	fs.BoolVar(&cfg.unflushedAcks, "unflushed-acks", false, "set the library's Config.UnflushedAcks (on Postgres the forms ack without waiting for the disk); the raw loops ack by the same statements")
 	fs.BoolVar(&cfg.countTrips, "count-trips", false, "count each drain's round trips and commits through a counting driver wrapper, log them and print them per message beside the rates (the rates then run through the wrapper)")
 	fs.DurationVar(&cfg.latencyFor, "latency-for", 5*time.Second, "publish for this long per latency cell (0: skip the latency runs)")
 	fs.IntVar(&cfg.latencyRate, "latency-rate", 200, "rows published per second, one at a time, in the latency runs")

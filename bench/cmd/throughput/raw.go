@@ -131,8 +131,7 @@ type statements struct {
 	caps      *dialect.Caps
 	table     string // unquoted
 	lease, id string
-	// unflushedAcks: the lease loop acks by the statements the form runs with
-	// Config.UnflushedAcks.
+	// unflushedAcks: the loops ack by the statements the forms run with Config.UnflushedAcks.
 	unflushedAcks bool
 }
 
@@ -159,6 +158,25 @@ func (s *statements) leaseStatements() sqltext.Lease {
 	return ls
 }
 
+// rowLockAcks is the row lock form's builder of its acks over the bench table, Unflushed where
+// the loop acks as the form does with Config.UnflushedAcks (every row of the loop acks, so the
+// ack is its transaction's only change, as the form requires).
+func (s *statements) rowLockAcks() sqltext.RowLock {
+	if s.unflushedAcks {
+		return s.RowLock().Unflushed()
+	}
+	return s.RowLock()
+}
+
+// advisoryAcks is the advisory form's builder of its acks, Unflushed where the loop acks as the
+// form does with Config.UnflushedAcks.
+func (s *statements) advisoryAcks(a sqltext.Advisory) sqltext.Advisory {
+	if s.unflushedAcks {
+		return a.Unflushed()
+	}
+	return a
+}
+
 // ids pads ids to n arguments by repeating the last (IN ignores repeats), after the leading
 // arguments lead.
 func ids(lead []any, got []int64, n int, tail ...any) []any {
@@ -169,7 +187,7 @@ func ids(lead []any, got []int64, n int, tail ...any) []any {
 	return append(args, tail...)
 }
 
-// newRawLoop builds the raw loop of form over table; unflushedAcks has the lease loop ack by the
+// newRawLoop builds the raw loop of form over table; unflushedAcks has the loop ack by the
 // statements the form runs with Config.UnflushedAcks.
 func newRawLoop(ctx context.Context, t *harness.Target, form, table string, batch int, unflushedAcks bool) (rawLoop, error) {
 	s, err := newStatements(t, table)
@@ -239,13 +257,13 @@ type rawRowLock struct {
 
 func newRawRowLock(ctx context.Context, t *harness.Target, s *statements, batch int) (*rawRowLock, error) {
 	l := &rawRowLock{t: t, tx: txOptions(s.caps), inList: batch > 1 && s.caps.IDListSettles}
-	rl := s.RowLock()
+	rl, acks := s.RowLock(), s.rowLockAcks()
 	var err error
 	l.claim = l.prepare(ctx, t.DB, rl.Claim(batch), &err)
 	if l.inList {
-		l.ack = l.prepare(ctx, t.DB, rl.Settle(outcome.KindAck, sqltext.ByIDs(batch)), &err)
+		l.ack = l.prepare(ctx, t.DB, acks.Settle(outcome.KindAck, sqltext.ByIDs(batch)), &err)
 	} else {
-		l.ack = l.prepare(ctx, t.DB, rl.Settle(outcome.KindAck, sqltext.ByID()), &err)
+		l.ack = l.prepare(ctx, t.DB, acks.Settle(outcome.KindAck, sqltext.ByID()), &err)
 	}
 	if err != nil {
 		l.stmts.close()
@@ -456,7 +474,7 @@ func (l *rawLeasePicked) claimInTx(ctx context.Context, batch int, now, token ti
 // another.
 type rawAdvisory struct {
 	t                             *harness.Target
-	a                             sqltext.Advisory
+	a, acked                      sqltext.Advisory // acked builds the acks
 	candidates                    *sql.Stmt
 	lock, unlock, take, read, ack string // read is empty where take returns the row
 	stmts
@@ -465,8 +483,9 @@ type rawAdvisory struct {
 func newRawAdvisory(ctx context.Context, t *harness.Target, s *statements) (*rawAdvisory, error) {
 	// The key template the harness gives the form: the table's name, a dash, the id.
 	a := s.Advisory([]sqltext.KeyPart{{Text: s.table + "-"}, {Column: s.id}})
-	l := &rawAdvisory{t: t, a: a, lock: a.Lock(), unlock: a.Unlock(), take: a.Take(), read: a.Read(),
-		ack: a.Settle(outcome.KindAck, sqltext.ByID())}
+	acked := s.advisoryAcks(a)
+	l := &rawAdvisory{t: t, a: a, acked: acked, lock: a.Lock(), unlock: a.Unlock(), take: a.Take(), read: a.Read(),
+		ack: acked.Settle(outcome.KindAck, sqltext.ByID())}
 	var err error
 	l.candidates = l.prepare(ctx, t.DB, a.Candidates(), &err)
 	if err != nil {
@@ -559,7 +578,7 @@ func (l *rawAdvisory) step(ctx context.Context, batch int, handle func()) (int, 
 	for range got {
 		handle()
 	}
-	if _, err := conn.ExecContext(ctx, l.a.Settle(outcome.KindAck, sqltext.ByIDs(len(got))), got...); err != nil {
+	if _, err := conn.ExecContext(ctx, l.acked.Settle(outcome.KindAck, sqltext.ByIDs(len(got))), got...); err != nil {
 		return 0, err
 	}
 	if len(keys) == 1 {

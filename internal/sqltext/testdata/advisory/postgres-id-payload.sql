@@ -21,3 +21,9 @@ SELECT COUNT(*) FROM (VALUES (CAST($1 AS TEXT)), (CAST($2 AS TEXT)), (CAST($3 AS
 
 -- ackMany(3)
 DELETE FROM "jobs" WHERE "id" IN ($1, $2, $3)
+
+-- ack unflushed
+DELETE FROM "jobs" WHERE "id" = $1 AND (SELECT set_config('synchronous_commit', 'off', true)) = 'off'
+
+-- ackMany(3) unflushed
+DELETE FROM "jobs" WHERE "id" IN ($1, $2, $3) AND (SELECT set_config('synchronous_commit', 'off', true)) = 'off'

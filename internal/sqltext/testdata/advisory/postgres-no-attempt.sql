@@ -27,3 +27,9 @@ UPDATE "jobs" SET "processed_at" = $1 WHERE "id" IN ($2, $3, $4)
 
 -- retryAfterMany(3)
 UPDATE "jobs" SET "retry_after" = $1 WHERE "id" IN ($2, $3, $4)
+
+-- ack unflushed
+UPDATE "jobs" SET "processed_at" = $1 WHERE "id" = $2 AND (SELECT set_config('synchronous_commit', 'off', true)) = 'off'
+
+-- ackMany(3) unflushed
+UPDATE "jobs" SET "processed_at" = $1 WHERE "id" IN ($2, $3, $4) AND (SELECT set_config('synchronous_commit', 'off', true)) = 'off'

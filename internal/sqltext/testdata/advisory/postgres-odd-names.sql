@@ -11,7 +11,7 @@ SELECT pg_try_advisory_lock(hashtextextended($1, 0))
 SELECT pg_advisory_unlock(hashtextextended($1, 0))
 
 -- take
-UPDATE "select `from` ""where""" SET "order" = COALESCE("order", 0) + 1 WHERE "id ""x""" = $1 AND ('odd ' || COALESCE(CAST("group" AS TEXT), '') || ':' || COALESCE(CAST("id ""x""" AS TEXT), '')) = $2 AND "processed ""at""" IS NULL AND ("retry after" IS NULL OR "retry after" <= $3) AND "group" = $4 RETURNING "id ""x""", "`payload` data", "order", "group", "select"
+UPDATE "select `from` ""where""" SET "order" = COALESCE("order", 0) + 1 WHERE "id ""x""" = $1 AND ('odd ' || COALESCE(CAST("group" AS TEXT), '') || ':' || COALESCE(CAST("id ""x""" AS TEXT), '')) = $2 AND "processed ""at""" IS NULL AND ("retry after" IS NULL OR "retry after" <= $3) AND "group" = $4 AND (SELECT set_config('synchronous_commit', 'off', true)) = 'off' RETURNING "id ""x""", "`payload` data", "order", "group", "select"
 
 -- ack
 UPDATE "select `from` ""where""" SET "processed ""at""" = $1 WHERE "id ""x""" = $2
@@ -27,3 +27,9 @@ UPDATE "select `from` ""where""" SET "processed ""at""" = $1 WHERE "id ""x""" IN
 
 -- retryAfterMany(3)
 UPDATE "select `from` ""where""" SET "retry after" = $1 WHERE "id ""x""" IN ($2, $3, $4)
+
+-- ack unflushed
+UPDATE "select `from` ""where""" SET "processed ""at""" = $1 WHERE "id ""x""" = $2 AND (SELECT set_config('synchronous_commit', 'off', true)) = 'off'
+
+-- ackMany(3) unflushed
+UPDATE "select `from` ""where""" SET "processed ""at""" = $1 WHERE "id ""x""" IN ($2, $3, $4) AND (SELECT set_config('synchronous_commit', 'off', true)) = 'off'

@@ -11,7 +11,7 @@ SELECT pg_try_advisory_lock(hashtextextended($1, 0))
 SELECT pg_advisory_unlock(hashtextextended($1, 0))
 
 -- take
-UPDATE "jobs" SET "attempt" = COALESCE("attempt", 0) + 1 WHERE "id" = $1 AND ('jobs-' || COALESCE(CAST("id" AS TEXT), '')) = $2 AND "processed_at" IS NULL AND ("retry_after" IS NULL OR "retry_after" <= $3) RETURNING "id", "payload", "attempt"
+UPDATE "jobs" SET "attempt" = COALESCE("attempt", 0) + 1 WHERE "id" = $1 AND ('jobs-' || COALESCE(CAST("id" AS TEXT), '')) = $2 AND "processed_at" IS NULL AND ("retry_after" IS NULL OR "retry_after" <= $3) AND (SELECT set_config('synchronous_commit', 'off', true)) = 'off' RETURNING "id", "payload", "attempt"
 
 -- ack
 UPDATE "jobs" SET "processed_at" = $1 WHERE "id" = $2
@@ -27,3 +27,9 @@ UPDATE "jobs" SET "processed_at" = $1 WHERE "id" IN ($2, $3, $4)
 
 -- retryAfterMany(3)
 UPDATE "jobs" SET "retry_after" = $1 WHERE "id" IN ($2, $3, $4)
+
+-- ack unflushed
+UPDATE "jobs" SET "processed_at" = $1 WHERE "id" = $2 AND (SELECT set_config('synchronous_commit', 'off', true)) = 'off'
+
+-- ackMany(3) unflushed
+UPDATE "jobs" SET "processed_at" = $1 WHERE "id" IN ($2, $3, $4) AND (SELECT set_config('synchronous_commit', 'off', true)) = 'off'

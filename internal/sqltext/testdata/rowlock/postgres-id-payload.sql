@@ -24,3 +24,9 @@ SAVEPOINT inbox_handler
 
 -- rollbackToSavepoint
 ROLLBACK TO SAVEPOINT inbox_handler
+
+-- ack unflushed
+DELETE FROM "jobs" WHERE "id" = $1 AND (SELECT set_config('synchronous_commit', 'off', true)) = 'off'
+
+-- ackIn(3) unflushed
+DELETE FROM "jobs" WHERE "id" IN ($1, $2, $3) AND (SELECT set_config('synchronous_commit', 'off', true)) = 'off'

@@ -36,3 +36,9 @@ SAVEPOINT inbox_handler
 
 -- rollbackToSavepoint
 ROLLBACK TO SAVEPOINT inbox_handler
+
+-- ack unflushed
+UPDATE "select `from` ""where""" SET "processed ""at""" = $1 WHERE "id ""x""" = $2 AND (SELECT set_config('synchronous_commit', 'off', true)) = 'off'
+
+-- ackIn(3) unflushed
+UPDATE "select `from` ""where""" SET "processed ""at""" = $1 WHERE "id ""x""" IN ($2, $3, $4) AND (SELECT set_config('synchronous_commit', 'off', true)) = 'off'

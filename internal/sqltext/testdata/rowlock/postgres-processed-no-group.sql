@@ -36,3 +36,9 @@ SAVEPOINT inbox_handler
 
 -- rollbackToSavepoint
 ROLLBACK TO SAVEPOINT inbox_handler
+
+-- ack unflushed
+UPDATE "jobs" SET "processed_at" = $1 WHERE "id" = $2 AND (SELECT set_config('synchronous_commit', 'off', true)) = 'off'
+
+-- ackIn(3) unflushed
+UPDATE "jobs" SET "processed_at" = $1 WHERE "id" IN ($2, $3, $4) AND (SELECT set_config('synchronous_commit', 'off', true)) = 'off'

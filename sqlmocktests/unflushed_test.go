@@ -1,0 +1,271 @@
+package sqlmocktests
+
+import (
+	"context"
+	"database/sql/driver"
+	"testing"
+	"time"
+
+	"github.com/DATA-DOG/go-sqlmock"
+
+	"github.com/sqlinbox/inbox"
+	"github.com/sqlinbox/inbox/advisory"
+	"github.com/sqlinbox/inbox/outcome"
+	"github.com/sqlinbox/inbox/rowlock"
+)
+
+// unflushedAcks reports whether a form opened for q on c's database acks without waiting for the
+// disk: on Postgres, outside transactional mode, with inbox.Queue.UnflushedAcks.
+func unflushedAcks(c dbCase, q inbox.Queue) bool {
+	return c.db == "postgres" && q.UnflushedAcks && !q.Transactional
+}
+
+// openRowlockUnflushed opens the row lock form over fullShape on c's database for q with
+// inbox.Queue.UnflushedAcks set, and returns the golden name of the ack a delivery's Ack runs:
+// where the acks are unflushed the form prepares "ack unflushed" after "ack", which it keeps for
+// the back-off.
+func openRowlockUnflushed(t *testing.T, c dbCase, q inbox.Queue) (*fixture, *rowlock.Form[rowlock.Dialect], string) {
+	t.Helper()
+	q.UnflushedAcks = true
+	fx := newFixture(t, "rowlock", c, fullShape, 0, q)
+	ack := "ack"
+	if unflushedAcks(c, fx.q) {
+		ack = "ack unflushed"
+	}
+	fx.expectServer()
+	for _, name := range openStatements["rowlock"] {
+		if fx.st.has(name) {
+			fx.expectPrepare(fx.sql(name))
+		}
+		if name == "ack" && ack != "ack" {
+			fx.expectPrepare(fx.sql(ack))
+		}
+	}
+	f := c.rowlockForm(fullShape.table)
+	plan, err := f.Open(context.Background(), fx.db, fx.q)
+	if err != nil {
+		t.Fatalf("Open: %v", err)
+	}
+	fx.plan = plan
+	return fx, f, ack
+}
+
+// TestRowlockUnflushedAcks pins what inbox.Queue.UnflushedAcks changes outside transactional
+// mode: on Postgres an Ack's and a Drop's settlement carry the condition that turns
+// synchronous_commit off for the claim's transaction, and a Retry and a RetryAfter still wait;
+// on MySQL and MariaDB every statement is the one it is without the option.
+func TestRowlockUnflushedAcks(t *testing.T) {
+	for _, c := range rowlockCases {
+		t.Run(c.name, func(t *testing.T) {
+			ctx := context.Background()
+			fx, f, ack := openRowlockUnflushed(t, c, inbox.Queue{Name: rowlockQueue})
+			for _, s := range []struct {
+				o    outcome.Outcome
+				stmt string
+				args []driver.Value
+			}{
+				{outcome.Ack(), ack, []driver.Value{c.near(time.Now()), int64(7)}},
+				{outcome.Drop(), ack, []driver.Value{c.near(time.Now()), int64(7)}},
+				{outcome.Retry(), "retry", []driver.Value{int64(7)}},
+				{outcome.RetryAfter(time.Hour), "retryAfter", []driver.Value{c.near(time.Now().Add(time.Hour)), nil, int64(7)}},
+			} {
+				fx.expectRowlockClaim("claim", rowlockRow(7))
+				fx.mock.ExpectExec(fx.sql(s.stmt)).WithArgs(s.args...).WillReturnResult(changed(1))
+				fx.mock.ExpectCommit()
+				if err := f.Settle(ctx, rowlockClaimOne(t, f), s.o); err != nil {
+					t.Fatalf("Settle(%s): %v", s.o, err)
+				}
+			}
+			if err := f.Close(); err != nil {
+				t.Fatal(err)
+			}
+			if err := fx.mock.ExpectationsWereMet(); err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+}
+
+// TestRowlockUnflushedAcksBatch: the setting is the whole transaction's, so on Postgres a batch
+// settles by the unflushed ack only where every row acks; a batch that also retries a row
+// settles by the ack that waits. On MySQL a batch settles row by row with the one ack.
+func TestRowlockUnflushedAcksBatch(t *testing.T) {
+	for _, c := range rowlockBatchCases {
+		t.Run(c.name, func(t *testing.T) {
+			ctx := context.Background()
+			fx, f, _ := openRowlockUnflushed(t, c, inbox.Queue{Name: rowlockQueue})
+			now := []driver.Value{c.near(time.Now())}
+			fx.mock.ExpectPrepare(fx.sql("claim(3)")).WillBeClosed()
+
+			fx.expectRowlockClaim("claim(3)", rowlockBatchRows(3)...)
+			if fx.inLists() {
+				// Prepared on the pool, then again on the batch's connection.
+				in := fx.sql("ackIn(3) unflushed")
+				fx.mock.ExpectPrepare(in).WillBeClosed()
+				fx.mock.ExpectPrepare(in).WillBeClosed()
+				fx.mock.ExpectExec(in).WithArgs(padded(now, []int64{1, 2, 3}, 3)...).WillReturnResult(changed(3))
+			} else {
+				fx.expectRowlockBatchGroups([]rowlockBatchGroup{{"ack", now, []int64{1, 2, 3}}}, true)
+			}
+			fx.mock.ExpectCommit()
+			if err := f.SettleBatch(ctx, rowlockClaimBatch(t, f, 3, 3), []outcome.Outcome{outcome.Ack(), outcome.Drop(), outcome.Ack()}); err != nil {
+				t.Fatalf("SettleBatch: %v", err)
+			}
+
+			mixed := []rowlockBatchGroup{{"ack", now, []int64{1, 3}}, {"retry", nil, []int64{2}}}
+			fx.expectRowlockClaim("claim(3)", rowlockBatchRows(3)...)
+			fx.expectRowlockBatchPrepares(mixed)
+			fx.expectRowlockBatchGroups(mixed, true)
+			fx.mock.ExpectCommit()
+			if err := f.SettleBatch(ctx, rowlockClaimBatch(t, f, 3, 3), []outcome.Outcome{outcome.Ack(), outcome.Retry(), outcome.Ack()}); err != nil {
+				t.Fatalf("SettleBatch: %v", err)
+			}
+			if err := f.Close(); err != nil {
+				t.Fatal(err)
+			}
+			if err := fx.mock.ExpectationsWereMet(); err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+}
+
+// TestRowlockUnflushedAcksTransactional: in transactional mode the ack commits the handler's
+// writes, so it waits for the disk whatever inbox.Queue.UnflushedAcks says, and the form
+// prepares no unflushed ack.
+func TestRowlockUnflushedAcksTransactional(t *testing.T) {
+	for _, c := range rowlockCases {
+		t.Run(c.name, func(t *testing.T) {
+			fx, f, ack := openRowlockUnflushed(t, c, inbox.Queue{Name: rowlockQueue, Transactional: true})
+			if ack != "ack" {
+				t.Fatalf("the ack in transactional mode is %q, want the one that waits", ack)
+			}
+			fx.expectRowlockClaim("claim", rowlockRow(7))
+			fx.mock.ExpectExec(fx.sql("savepoint")).WillReturnResult(changed(0))
+			fx.mock.ExpectExec(fx.sql("ack")).WithArgs(c.near(time.Now()), int64(7)).WillReturnResult(changed(1))
+			fx.mock.ExpectCommit()
+			if err := f.Settle(context.Background(), rowlockClaimOne(t, f), outcome.Ack()); err != nil {
+				t.Fatal(err)
+			}
+			if err := f.Close(); err != nil {
+				t.Fatal(err)
+			}
+			if err := fx.mock.ExpectationsWereMet(); err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+}
+
+// openAdvisoryUnflushed opens the advisory form over fullShape on c's database for q with
+// inbox.Queue.UnflushedAcks set, and returns the golden names of its acks, a row's and a batch's
+// of three: "ack unflushed" and "ackMany(3) unflushed" where the acks are unflushed, which Open
+// checks in the ack's place.
+func openAdvisoryUnflushed(t *testing.T, c dbCase, q inbox.Queue) (fx *fixture, f *advisory.Form[advisory.Dialect], ack, ackMany string) {
+	t.Helper()
+	q.UnflushedAcks = true
+	fx = newFixture(t, "advisory", c, fullShape, 2, q)
+	ack, ackMany = "ack", "ackMany(3)"
+	if unflushedAcks(c, fx.q) {
+		ack, ackMany = "ack unflushed", "ackMany(3) unflushed"
+	}
+	fx.expectServer()
+	for _, name := range openStatements["advisory"] {
+		if name == "ack" {
+			name = ack
+		}
+		if fx.st.has(name) {
+			fx.expectPrepare(fx.sql(name))
+		}
+	}
+	f = c.advisoryForm(fullShape.table, fullShape.key)
+	plan, err := f.Open(context.Background(), fx.db, fx.q)
+	if err != nil {
+		t.Fatalf("Open: %v", err)
+	}
+	t.Cleanup(func() { f.Close() })
+	fx.plan = plan
+	return fx, f, ack, ackMany
+}
+
+// TestAdvisoryUnflushedAcks pins what inbox.Queue.UnflushedAcks changes outside transactional
+// mode: on Postgres a row's ack and a batch's carry the condition that turns
+// synchronous_commit off for them, and a RetryAfter still waits; on MySQL and MariaDB every
+// statement is the one it is without the option. (The take on Postgres carries the condition
+// whatever the option says: its golden text.)
+func TestAdvisoryUnflushedAcks(t *testing.T) {
+	for _, c := range advisoryCases {
+		t.Run(c.name, func(t *testing.T) {
+			ctx := context.Background()
+			fx, f, ack, ackMany := openAdvisoryUnflushed(t, c, inbox.Queue{Name: "q"})
+
+			fx.expectAdvisoryClaim(1, 1, 7)
+			fx.mock.ExpectExec(fx.sql(ack)).WithArgs(c.near(time.Now()), int64(7)).WillReturnResult(changed(1))
+			fx.expectUnlock(7).WillReturnRows(fx.unlocked(true))
+			if err := f.Settle(ctx, advisoryClaim(t, f, 1)[0], outcome.Ack()); err != nil {
+				t.Fatal(err)
+			}
+
+			fx.expectAdvisoryClaim(1, 1, 8)
+			fx.mock.ExpectExec(fx.sql("retryAfter")).WithArgs(c.near(time.Now().Add(time.Hour)), nil, int64(8)).WillReturnResult(changed(1))
+			fx.expectUnlock(8).WillReturnRows(fx.unlocked(true))
+			if err := f.Settle(ctx, advisoryClaim(t, f, 1)[0], outcome.RetryAfter(time.Hour)); err != nil {
+				t.Fatal(err)
+			}
+
+			fx.expectAdvisoryClaim(3, 1, 9, 10, 11)
+			fx.mock.ExpectExec(fx.sql(ackMany)).WithArgs(c.near(time.Now()), int64(9), int64(10), int64(11)).WillReturnResult(changed(3))
+			fx.expectUnlockMany(3, 9, 10, 11)
+			ds := advisoryClaimBatch(t, f, 3)
+			if err := f.SettleBatch(ctx, ds, []outcome.Outcome{outcome.Ack(), outcome.Drop(), outcome.Ack()}); err != nil {
+				t.Fatal(err)
+			}
+			if err := f.Close(); err != nil {
+				t.Fatal(err)
+			}
+			if err := fx.mock.ExpectationsWereMet(); err != nil {
+				t.Fatal(err)
+			}
+			fx.noWarnings(t)
+		})
+	}
+}
+
+// TestAdvisoryUnflushedAcksTransactional: in transactional mode every settlement waits for the
+// disk whatever inbox.Queue.UnflushedAcks says: the Ack in the handler's transaction, which
+// commits its writes, and a Drop on the connection after the rollback.
+func TestAdvisoryUnflushedAcksTransactional(t *testing.T) {
+	for _, c := range advisoryCases {
+		t.Run(c.name, func(t *testing.T) {
+			ctx := context.Background()
+			fx, f, ack, _ := openAdvisoryUnflushed(t, c, inbox.Queue{Name: "q", Transactional: true})
+			if ack != "ack" {
+				t.Fatalf("the ack in transactional mode is %q, want the one that waits", ack)
+			}
+			fx.expectAdvisoryClaim(1, 1, 7)
+			fx.mock.ExpectBegin()
+			fx.mock.ExpectExec(fx.sql("ack")).WithArgs(sqlmock.AnyArg(), int64(7)).WillReturnResult(changed(1))
+			fx.mock.ExpectCommit()
+			fx.expectUnlock(7).WillReturnRows(fx.unlocked(true))
+			if err := f.Settle(ctx, advisoryClaim(t, f, 1)[0], outcome.Ack()); err != nil {
+				t.Fatal(err)
+			}
+
+			fx.expectAdvisoryClaim(1, 1, 8)
+			fx.mock.ExpectBegin()
+			fx.mock.ExpectRollback()
+			fx.mock.ExpectExec(fx.sql("ack")).WithArgs(sqlmock.AnyArg(), int64(8)).WillReturnResult(changed(1))
+			fx.expectUnlock(8).WillReturnRows(fx.unlocked(true))
+			if err := f.Settle(ctx, advisoryClaim(t, f, 1)[0], outcome.Drop()); err != nil {
+				t.Fatal(err)
+			}
+			if err := f.Close(); err != nil {
+				t.Fatal(err)
+			}
+			if err := fx.mock.ExpectationsWereMet(); err != nil {
+				t.Fatal(err)
+			}
+			fx.noWarnings(t)
+		})
+	}
+}
