@@ -347,3 +347,14 @@ func openAdvisory(t *testing.T, c dbCase, sh shape, q inbox.Queue) (*fixture, *a
 	}
 	return fx, f
 }
+
+// closed closes f, the form fx opened, and checks that every statement fx expected ran.
+func (fx *fixture) closed(t *testing.T, f interface{ Close() error }) {
+	t.Helper()
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := fx.mock.ExpectationsWereMet(); err != nil {
+		t.Fatal(err)
+	}
+}

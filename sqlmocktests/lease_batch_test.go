@@ -88,12 +88,7 @@ func TestLeaseBatchSequence(t *testing.T) {
 			if err := f.SettleBatch(ctx, ds, []outcome.Outcome{outcome.Retry()}); err != nil {
 				t.Fatal(err)
 			}
-			if err := f.Close(); err != nil {
-				t.Fatal(err)
-			}
-			if err := fx.mock.ExpectationsWereMet(); err != nil {
-				t.Fatal(err)
-			}
+			fx.closed(t, f)
 		})
 	}
 }

@@ -50,10 +50,5 @@ func TestLeaseSettleAndClaimSQLite(t *testing.T) {
 	}
 	// Close gives the row claimed last back.
 	fx.mock.ExpectExec(fx.sql("retry")).WithArgs(int64(9), sameValue{&third}).WillReturnResult(changed(1))
-	if err := f.Close(); err != nil {
-		t.Fatal(err)
-	}
-	if err := fx.mock.ExpectationsWereMet(); err != nil {
-		t.Fatal(err)
-	}
+	fx.closed(t, f)
 }

@@ -74,12 +74,7 @@ func TestLeaseMergesSettlementsThatArriveTogether(t *testing.T) {
 			if lost != 1 {
 				t.Errorf("%d merged acks reported row 9's lost lease, want 1", lost)
 			}
-			if err := f.Close(); err != nil {
-				t.Fatal(err)
-			}
-			if err := fx.mock.ExpectationsWereMet(); err != nil {
-				t.Fatal(err)
-			}
+			fx.closed(t, f)
 		})
 	}
 }

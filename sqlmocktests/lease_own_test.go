@@ -59,12 +59,7 @@ func TestLeaseOwnConnection(t *testing.T) {
 				t.Fatal(err)
 			}
 			app.Close()
-			if err := f.Close(); err != nil {
-				t.Fatal(err)
-			}
-			if err := fx.mock.ExpectationsWereMet(); err != nil {
-				t.Fatal(err)
-			}
+			fx.closed(t, f)
 		})
 	}
 }

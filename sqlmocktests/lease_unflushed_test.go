@@ -85,12 +85,7 @@ func TestLeaseUnflushedAcks(t *testing.T) {
 			if err := f.SettleBatch(ctx, ds, []outcome.Outcome{outcome.Ack(), outcome.Ack(), outcome.Ack()}); err != nil {
 				t.Fatal(err)
 			}
-			if err := f.Close(); err != nil {
-				t.Fatal(err)
-			}
-			if err := fx.mock.ExpectationsWereMet(); err != nil {
-				t.Fatal(err)
-			}
+			fx.closed(t, f)
 		})
 	}
 }
@@ -110,12 +105,7 @@ func TestLeaseUnflushedAcksTransactional(t *testing.T) {
 			if err := f.Settle(ctx, claimOne(t, f, 7, 1), outcome.Ack()); err != nil {
 				t.Fatal(err)
 			}
-			if err := f.Close(); err != nil {
-				t.Fatal(err)
-			}
-			if err := fx.mock.ExpectationsWereMet(); err != nil {
-				t.Fatal(err)
-			}
+			fx.closed(t, f)
 		})
 	}
 }

@@ -76,12 +76,7 @@ func TestRowlockUnflushedAcks(t *testing.T) {
 					t.Fatalf("Settle(%s): %v", s.o, err)
 				}
 			}
-			if err := f.Close(); err != nil {
-				t.Fatal(err)
-			}
-			if err := fx.mock.ExpectationsWereMet(); err != nil {
-				t.Fatal(err)
-			}
+			fx.closed(t, f)
 		})
 	}
 }
@@ -120,12 +115,7 @@ func TestRowlockUnflushedAcksBatch(t *testing.T) {
 			if err := f.SettleBatch(ctx, rowlockClaimBatch(t, f, 3, 3), []outcome.Outcome{outcome.Ack(), outcome.Retry(), outcome.Ack()}); err != nil {
 				t.Fatalf("SettleBatch: %v", err)
 			}
-			if err := f.Close(); err != nil {
-				t.Fatal(err)
-			}
-			if err := fx.mock.ExpectationsWereMet(); err != nil {
-				t.Fatal(err)
-			}
+			fx.closed(t, f)
 		})
 	}
 }
@@ -147,12 +137,7 @@ func TestRowlockUnflushedAcksTransactional(t *testing.T) {
 			if err := f.Settle(context.Background(), rowlockClaimOne(t, f), outcome.Ack()); err != nil {
 				t.Fatal(err)
 			}
-			if err := f.Close(); err != nil {
-				t.Fatal(err)
-			}
-			if err := fx.mock.ExpectationsWereMet(); err != nil {
-				t.Fatal(err)
-			}
+			fx.closed(t, f)
 		})
 	}
 }
@@ -220,12 +205,7 @@ func TestAdvisoryUnflushedAcks(t *testing.T) {
 			if err := f.SettleBatch(ctx, ds, []outcome.Outcome{outcome.Ack(), outcome.Drop(), outcome.Ack()}); err != nil {
 				t.Fatal(err)
 			}
-			if err := f.Close(); err != nil {
-				t.Fatal(err)
-			}
-			if err := fx.mock.ExpectationsWereMet(); err != nil {
-				t.Fatal(err)
-			}
+			fx.closed(t, f)
 			fx.noWarnings(t)
 		})
 	}
@@ -259,12 +239,7 @@ func TestAdvisoryUnflushedAcksTransactional(t *testing.T) {
 			if err := f.Settle(ctx, advisoryClaim(t, f, 1)[0], outcome.Drop()); err != nil {
 				t.Fatal(err)
 			}
-			if err := f.Close(); err != nil {
-				t.Fatal(err)
-			}
-			if err := fx.mock.ExpectationsWereMet(); err != nil {
-				t.Fatal(err)
-			}
+			fx.closed(t, f)
 			fx.noWarnings(t)
 		})
 	}

@@ -60,12 +60,7 @@ func TestUnpreparedRowlockSequence(t *testing.T) {
 					t.Fatal(err)
 				}
 
-				if err := f.Close(); err != nil {
-					t.Fatal(err)
-				}
-				if err := fx.mock.ExpectationsWereMet(); err != nil {
-					t.Fatal(err)
-				}
+				fx.closed(t, f)
 			})
 		}
 	}
@@ -114,12 +109,7 @@ func TestUnpreparedLeaseSequence(t *testing.T) {
 				t.Fatal(err)
 			}
 
-			if err := f.Close(); err != nil {
-				t.Fatal(err)
-			}
-			if err := fx.mock.ExpectationsWereMet(); err != nil {
-				t.Fatal(err)
-			}
+			fx.closed(t, f)
 		})
 	}
 }
@@ -161,12 +151,7 @@ func TestUnpreparedLeaseOwnConnection(t *testing.T) {
 				t.Fatal(err)
 			}
 			app.Close()
-			if err := f.Close(); err != nil {
-				t.Fatal(err)
-			}
-			if err := fx.mock.ExpectationsWereMet(); err != nil {
-				t.Fatal(err)
-			}
+			fx.closed(t, f)
 		})
 	}
 }
