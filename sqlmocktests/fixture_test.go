@@ -153,6 +153,12 @@ func explainArgs(query string) []driver.Value {
 func (fx *fixture) open(t *testing.T, f inbox.Form) {
 	t.Helper()
 	fx.expectOpen()
+	fx.opened(t, f)
+}
+
+// opened opens f for the fixture's queue, keeping its plan, where the caller expected its Open.
+func (fx *fixture) opened(t *testing.T, f inbox.Form) {
+	t.Helper()
 	plan, err := f.Open(context.Background(), fx.db, fx.q)
 	if err != nil {
 		t.Fatalf("Open: %v", err)

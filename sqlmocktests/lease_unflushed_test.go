@@ -33,11 +33,7 @@ func openLeaseUnflushed(t *testing.T, c dbCase, q inbox.Queue) (*fixture, *lease
 		}
 	}
 	f := lease.New(c.d, fullShape.table, nil)
-	plan, err := f.Open(context.Background(), fx.db, fx.q)
-	if err != nil {
-		t.Fatalf("Open: %v", err)
-	}
-	fx.plan = plan
+	fx.opened(t, f)
 	return fx, f, ack
 }
 

@@ -42,11 +42,7 @@ func openRowlockUnflushed(t *testing.T, c dbCase, q inbox.Queue) (*fixture, *row
 		}
 	}
 	f := c.rowlockForm(fullShape.table)
-	plan, err := f.Open(context.Background(), fx.db, fx.q)
-	if err != nil {
-		t.Fatalf("Open: %v", err)
-	}
-	fx.plan = plan
+	fx.opened(t, f)
 	return fx, f, ack
 }
 
@@ -164,12 +160,8 @@ func openAdvisoryUnflushed(t *testing.T, c dbCase, q inbox.Queue) (fx *fixture, 
 		}
 	}
 	f = c.advisoryForm(fullShape.table, fullShape.key)
-	plan, err := f.Open(context.Background(), fx.db, fx.q)
-	if err != nil {
-		t.Fatalf("Open: %v", err)
-	}
+	fx.opened(t, f)
 	t.Cleanup(func() { f.Close() })
-	fx.plan = plan
 	return fx, f, ack, ackMany
 }
 
