@@ -235,7 +235,7 @@ func (f *Form[D]) bind(ctx context.Context, db *sql.DB, q inbox.Queue) (inbox.Pl
 	}
 	caps := f.d.Caps()
 	if q.Transactional && slices.Contains(caps.SnapshotLevels, f.d.Level()) {
-		return inbox.Plan{}, fmt.Errorf("%w: table %q: the lease form on Postgres at %s cannot run in transactional mode: the handler's transaction keeps the snapshot of its first statement and would not see the lease extended, so its Ack would find the lease lost; use isolation.ReadCommitted (or isolation.Default), or turn Transactional off", inbox.ErrDialect, f.t.Name, f.d.Level())
+		return inbox.Plan{}, fmt.Errorf("%w: table %q: the lease form on %s at %s cannot run in transactional mode: the handler's transaction keeps the snapshot of its first statement and would not see the lease extended, so its Ack would find the lease lost; use isolation.ReadCommitted (or isolation.Default), or turn Transactional off", inbox.ErrDialect, f.t.Name, caps.Title, f.d.Level())
 	}
 	column := f.cfg.Column
 	if column == "" {

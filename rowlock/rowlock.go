@@ -231,8 +231,8 @@ func (f *Form[D]) bind(ctx context.Context, db *sql.DB, q inbox.Queue) error {
 		f.log = slog.New(slog.DiscardHandler)
 	}
 	if slices.Contains(f.d.Caps().PredicateLockLevels, f.d.Level()) {
-		f.log.Warn("inbox: the row lock form on Postgres at serializable: concurrent settlements fail with serialization errors and their rows are delivered again; take read committed",
-			"table", f.t.Name, "queue", q.Name)
+		f.log.Warn("inbox: the row lock form at this level: concurrent settlements fail with serialization errors and their rows are delivered again; take read committed",
+			"table", f.t.Name, "queue", q.Name, "database", f.d.Caps().Title, "level", f.d.Level())
 	}
 	f.batchClaims = map[int]*stmt.Stmt{}
 	f.batchSettles = map[settleKey]*stmt.Stmt{}
