@@ -112,8 +112,10 @@ func (c *Consumer) Run(ctx context.Context) error {
 		closeForm()
 		return err
 	}
-	if c.batches == nil && !plan.HoldsConnection {
-		r.settleAndClaim = plan.SettleAndClaim
+	if c.batches != nil || plan.HoldsConnection {
+		// A batch settles whole, and a delivery that holds a connection holds it until it
+		// settles: neither claims its next rows with its settlement.
+		r.plan.SettleAndClaim = nil
 	}
 	r.handlerCtx, r.cancelHandlers = context.WithCancel(context.WithoutCancel(ctx))
 	defer r.cancelHandlers()

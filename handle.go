@@ -43,7 +43,7 @@ func (r *run) deliver(ctx context.Context, ops *detached, s *slot, u []*Delivery
 		err = r.c.batches.SettleBatch(sctx, u, outs)
 	case mayClaim && r.fuse(ctx):
 		var claimErr error
-		next, err, claimErr = r.settleAndClaim(sctx, u[0], outs[0], 1)
+		next, err, claimErr = r.plan.SettleAndClaim(sctx, u[0], outs[0], 1)
 		r.observeClaim(sctx, next, settling, claimErr)
 		<-r.claimSlots
 		r.noteClaim(claimErr)

@@ -31,8 +31,7 @@ type run struct {
 
 	slots []*slot
 
-	settleAndClaim func(context.Context, *Delivery, outcome.Outcome, int) ([]*Delivery, error, error) // Plan.SettleAndClaim, where a worker's settlement may claim its next row
-	due            *dueWatch                                                                          // when the next delayed row falls due; nil without a RetryAfter column
+	due *dueWatch // when the next delayed row falls due; nil without a RetryAfter column
 
 	failedMu sync.Mutex
 	failed   map[failureKey]struct{} // failed settlements logged at ERROR
@@ -246,7 +245,7 @@ func (r *run) noteClaim(err error) {
 // if so takes the claim slot for it: only when the form can, and no other worker waits for a
 // row or settles, so that no claim or settlement would be shared by running them apart.
 func (r *run) fuse(ctx context.Context) bool {
-	if r.settleAndClaim == nil || ctx.Err() != nil || len(r.handoff) > 0 || r.waiting.Load() > 0 || r.settling.Load() > 0 {
+	if r.plan.SettleAndClaim == nil || ctx.Err() != nil || len(r.handoff) > 0 || r.waiting.Load() > 0 || r.settling.Load() > 0 {
 		return false
 	}
 	select {
