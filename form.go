@@ -76,8 +76,8 @@ type Plan struct {
 	// Table is the table's name, as the description gives it (publishes to it wake its
 	// consumers).
 	Table string
-	// Form names the form in what the consumer tells its Observer: "rowlock", "lease",
-	// "advisory".
+	// Form names the form in what the consumer tells its Observer, as dialect.Form names it:
+	// "rowlock", "lease", "advisory".
 	Form string
 	// ExtendEvery is how often the consumer calls Extend on each delivery in work; zero: never.
 	ExtendEvery time.Duration

@@ -296,7 +296,7 @@ func (f *Form[D]) bind(ctx context.Context, db *sql.DB, q inbox.Queue) (inbox.Pl
 	f.b = b
 	plan := inbox.Plan{
 		Table:           f.t.Name,
-		Form:            "lease",
+		Form:            dialect.LeaseForm.String(),
 		ExtendEvery:     lease / 2,
 		HoldsConnection: q.Transactional,
 		OwnConnection:   b.own != nil,

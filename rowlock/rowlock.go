@@ -197,7 +197,7 @@ func (f *Form[D]) Open(ctx context.Context, db *sql.DB, q inbox.Queue) (inbox.Pl
 	if err := f.life.Open(already, func() error { return f.bind(ctx, db, q) }); err != nil {
 		return inbox.Plan{}, err
 	}
-	return inbox.Plan{Table: f.t.Name, Form: "rowlock", HoldsConnection: true, Dialect: f.d, Described: f.t, FindUnclaimable: f.FindUnclaimable}, nil
+	return inbox.Plan{Table: f.t.Name, Form: dialect.RowLockForm.String(), HoldsConnection: true, Dialect: f.d, Described: f.t, FindUnclaimable: f.FindUnclaimable}, nil
 }
 
 // bind checks the form against db and binds it to q, as Open says.
