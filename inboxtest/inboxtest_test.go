@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"database/sql/driver"
 	"errors"
+	"log/slog"
 	"strings"
 	"sync"
 	"testing"
@@ -180,5 +181,26 @@ func TestDrainFailsWhenRunFails(t *testing.T) {
 	})
 	if err == nil || !strings.Contains(err.Error(), "stopped before its queue was drained") || errors.Is(err, context.Canceled) {
 		t.Fatalf("Drain with a consumer whose Run fails returned %v", err)
+	}
+}
+
+func TestLogKeepsWhatItsLoggersWrite(t *testing.T) {
+	var l inboxtest.Log
+	warn := l.Logger(slog.LevelWarn)
+	var wg sync.WaitGroup
+	for i := range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			warn.Info("below the level")
+			warn.Warn("kept", "writer", i)
+		}()
+	}
+	wg.Wait()
+	if got := l.Lines(); got != 8 {
+		t.Errorf("lines: %d, want 8 (one per Warn, none for Info):\n%s", got, l.String())
+	}
+	if !l.Contains("writer=7") || l.Contains("below the level") {
+		t.Errorf("log:\n%s\nwant every Warn and no Info", l.String())
 	}
 }
