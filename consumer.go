@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sync"
 	"sync/atomic"
 	"time"
 )
@@ -44,7 +45,8 @@ func NewBatchConsumer(db *sql.DB, form BatchForm, size int, h BatchHandler, cfg 
 }
 
 // Run opens the form, then claims and handles rows until ctx is done; then it stops claiming,
-// lets the handlers in work finish within Config.ShutdownTimeout, and returns nil.
+// lets the handlers in work finish within Config.ShutdownTimeout, waits for the settlements
+// still running behind them (Config.Workers), and returns nil.
 //
 // Where the form offers it (Plan.FindUnclaimable), Run also searches the queue for rows that no claim
 // takes (see the package documentation on claimable rows) at its start and then every ten
@@ -117,6 +119,14 @@ func (c *Consumer) Run(ctx context.Context) error {
 		// settles: neither claims its next rows with its settlement.
 		r.plan.SettleAndClaim = nil
 	}
+	var settlers sync.WaitGroup
+	if n := c.settlersBehind(*plan, workers); n > 0 {
+		r.behind = make(chan settlement)
+		settlers.Add(n)
+		for range n {
+			go r.settleBehind(ctx, settlers.Done)
+		}
+	}
 	r.handlerCtx, r.cancelHandlers = context.WithCancel(context.WithoutCancel(ctx))
 	defer r.cancelHandlers()
 
@@ -162,6 +172,10 @@ func (c *Consumer) Run(ctx context.Context) error {
 	go func() {
 		defer close(finished)
 		r.shutdown()
+		if r.behind != nil {
+			close(r.behind)
+			settlers.Wait()
+		}
 		<-extendDone
 		<-unclaimableDone
 		<-wakerDone
@@ -231,3 +245,19 @@ func fatal(err error) bool {
 	}
 	return false
 }
+
+// settlersBehind is how many settlements may run behind the workers of plan: none where a
+// delivery's settlement ends a hold that is its worker's (a transaction or a connection in
+// work, a batch's hold), or where the form claims the worker's next row with it
+// (Plan.SettleAndClaim); otherwise behindPerWorker for each worker.
+func (c *Consumer) settlersBehind(plan Plan, workers int) int {
+	if plan.HoldsConnection || c.batches != nil || c.cfg.Transactional || plan.SettleAndClaim != nil {
+		return 0
+	}
+	return behindPerWorker * workers
+}
+
+// behindPerWorker bounds the settlements that run behind each worker: enough that while one
+// commit is in flight the next rows' settlements queue up and share the one after, few enough
+// that a slow database soon makes the workers wait for it rather than claim more.
+const behindPerWorker = 4

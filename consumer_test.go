@@ -690,13 +690,20 @@ func (f *slowSettleForm) Settle(ctx context.Context, d *Delivery, o outcome.Outc
 }
 
 // TestSharedClaimsTakeRowsForWorkersWaitingOrSettling: where deliveries hold no connection,
-// one claim in flight takes a row for every worker waiting or settling.
+// one claim in flight takes a row for every worker waiting or settling. The form claims with
+// its settlements (as the lease form does on SQLite), so that each worker settles its own rows
+// rather than handing them to the consumer to settle behind it.
 func TestSharedClaimsTakeRowsForWorkersWaitingOrSettling(t *testing.T) {
 	ids := make([]int64, 60)
 	for i := range ids {
 		ids[i] = int64(i + 1)
 	}
 	f := &slowSettleForm{fakeForm: newFakeForm("jobs", ids...)}
+	f.plan.SettleAndClaim = func(ctx context.Context, d *Delivery, o outcome.Outcome, max int) ([]*Delivery, error, error) {
+		settleErr := f.Settle(ctx, d, o)
+		claimed, claimErr := f.Claim(ctx, max)
+		return claimed, settleErr, claimErr
+	}
 	h := HandlerFunc(func(ctx context.Context, d *Delivery) outcome.Outcome { return outcome.Ack() })
 	c := NewConsumer(noDB(0), f, h, &Config{Workers: 4, PollInterval: 10 * time.Millisecond})
 	if err := runUntil(t, c, func() bool { return f.settledCount() == len(ids) }); err != nil {

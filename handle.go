@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"runtime/debug"
 	"slices"
+	"time"
 
 	"github.com/sqlinbox/inbox/outcome"
 )
@@ -28,14 +29,21 @@ func (r *run) deliver(ctx context.Context, ops *detached, s *slot, u []*Delivery
 	s.mu.Lock()
 	if s.abandoned {
 		s.mu.Unlock()
-		r.observeSettled(hctx, s, u, outs, began, r.now(), errAbandoned)
+		r.observeSettled(hctx, u, outs, r.now().Sub(began), r.now(), errAbandoned)
 		return nil, false
 	}
 	s.inWork = nil
 	s.mu.Unlock()
 
+	handled := r.now()
+	if r.behind != nil {
+		// Nothing of the delivery's hold is the worker's: the settlement runs behind it while it
+		// takes its next row, and settlements that run at once share a commit where the form
+		// merges them.
+		r.behind <- settlement{ctx: hctx, d: u[0], o: outs[0], handler: handled.Sub(began)}
+		return nil, true
+	}
 	sctx := ops.begin()
-	settling := r.now()
 	var err error
 	var next []*Delivery
 	switch {
@@ -44,7 +52,7 @@ func (r *run) deliver(ctx context.Context, ops *detached, s *slot, u []*Delivery
 	case mayClaim && r.fuse(ctx):
 		var claimErr error
 		next, err, claimErr = r.plan.SettleAndClaim(sctx, u[0], outs[0], 1)
-		r.observeClaim(sctx, next, settling, claimErr)
+		r.observeClaim(sctx, next, handled, claimErr)
 		<-r.claimSlots
 		r.noteClaim(claimErr)
 	default:
@@ -52,8 +60,44 @@ func (r *run) deliver(ctx context.Context, ops *detached, s *slot, u []*Delivery
 		err = r.c.form.Settle(sctx, u[0], outs[0])
 		r.settling.Add(-1)
 	}
-	r.observeSettled(hctx, s, u, outs, began, settling, err)
+	shown := outs
+	if r.c.batches != nil && r.c.cfg.Transactional {
+		shown = r.appliedInTx(s, outs)
+	}
+	r.observeSettled(hctx, u, shown, handled.Sub(began), handled, err)
 	ops.end()
+	r.settledAs(u, outs, err)
+	return next, true
+}
+
+// settlement is a single delivery's outcome, settled behind its worker (run.behind).
+type settlement struct {
+	ctx     context.Context // the handler's, for the observer
+	d       *Delivery
+	o       outcome.Outcome
+	handler time.Duration // how long the handler ran
+}
+
+// settleBehind settles what the workers hand over, until behind is closed, on a detached
+// context of its own.
+func (r *run) settleBehind(ctx context.Context, done func()) {
+	defer done()
+	ops := newDetached(ctx, settleTimeout)
+	defer ops.stop()
+	var u [1]*Delivery
+	var outs [1]outcome.Outcome
+	for job := range r.behind {
+		u[0], outs[0] = job.d, job.o
+		settling := r.now()
+		err := r.c.form.Settle(ops.begin(), job.d, job.o)
+		r.observeSettled(job.ctx, u[:], outs[:], job.handler, settling, err)
+		ops.end()
+		r.settledAs(u[:], outs[:], err)
+	}
+}
+
+// settledAs logs what a settlement of u by outs that ended in err leaves to say.
+func (r *run) settledAs(u []*Delivery, outs []outcome.Outcome, err error) {
 	switch {
 	case errors.Is(err, ErrLeaseLost):
 		lost := ids(u)
@@ -74,7 +118,6 @@ func (r *run) deliver(ctx context.Context, ops *detached, s *slot, u []*Delivery
 			r.settled(u[i], o)
 		}
 	}
-	return next, true
 }
 
 // settled logs what ends a row's life in the queue other than an Ack: a Drop with its reason,

@@ -132,22 +132,17 @@ func (r *run) observeHandling(ctx context.Context, u []*Delivery) (context.Conte
 }
 
 // observeSettled reports the settlement of unit u by outs, which took from settling to now,
-// its handler having run from began to settling. s holds the worker's buffer for the outcomes
-// a transactional batch applies.
-func (r *run) observeSettled(ctx context.Context, s *slot, u []*Delivery, outs []outcome.Outcome, began, settling time.Time, err error) {
+// its handler having run for handler.
+func (r *run) observeSettled(ctx context.Context, u []*Delivery, outs []outcome.Outcome, handler time.Duration, settling time.Time, err error) {
 	obs := r.c.cfg.Observer
 	if obs == nil {
 		return
 	}
-	if r.c.batches != nil && r.c.cfg.Transactional {
-		outs = r.appliedInTx(s, outs)
-	}
-	var handled time.Duration
-	if decodable(u) {
-		handled = settling.Sub(began)
+	if !decodable(u) {
+		handler = 0
 	}
 	obs.Settled(ctx, Settlement{Queue: r.c.cfg.Queue, Form: r.plan.Form, Table: r.plan.Table, Deliveries: u, Outcomes: outs,
-		HandlerDuration: handled, SettleDuration: time.Since(settling), Err: err})
+		HandlerDuration: handler, SettleDuration: time.Since(settling), Err: err})
 }
 
 // appliedInTx returns the outcomes a transactional batch's settlement applies (BatchForm): the

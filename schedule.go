@@ -18,6 +18,7 @@ type run struct {
 
 	claimSlots    chan struct{}    // a token per claim allowed in flight
 	handoff       chan []*Delivery // rows claimed by one worker for others, a unit of one each
+	behind        chan settlement  // single settlements the workers hand to settleBehind; nil: each worker settles its own
 	waiting       atomic.Int32     // workers waiting for a row, whom a claim takes rows for
 	settling      atomic.Int32     // workers settling, who will want a row in a moment
 	failing       sync.Mutex       // guards claimsFailing
