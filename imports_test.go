@@ -14,10 +14,7 @@ import (
 // another, anything but the standard library and the module's own packages. Drivers and other
 // dependencies belong in integration/, sqlmocktests/ and cmd/, which are modules of their own.
 func TestLibraryImportsOnlyStandardLibrary(t *testing.T) {
-	gocmd, err := exec.LookPath("go")
-	if err != nil {
-		t.Fatalf("the go command is not on PATH: %v", err)
-	}
+	gocmd := goCommand(t)
 	const module = "github.com/sqlinbox/inbox"
 	// -e lists an import the module cannot resolve too, rather than failing on it; under
 	// go.work a third-party import may resolve through another module's requirements, and is

@@ -71,23 +71,33 @@ func Parse(name, level string) (Runtime, error) {
 	if level == "" {
 		level = "default"
 	}
-	var d Dialect
+	var db string // as the dialects' Name gives it
 	switch name {
 	case "postgres", "postgresql", "pgx":
-		d = postgresAt(level)
-	case "mysql":
-		d = mysqlAt(level, false)
-	case "mariadb":
-		d = mysqlAt(level, true)
+		db = "postgres"
+	case "mysql", "mariadb":
+		db = name
 	case "sqlite", "sqlite3":
-		d = sqliteAt(level)
+		db = "sqlite"
 	default:
 		return Runtime{}, dialectError("unknown database %q: name postgres, mysql, mariadb or sqlite", name)
 	}
-	if d == nil {
-		return Runtime{}, dialectError("%s does not open level %q: %s", name, level, opensHint(name))
+	for _, d := range parsed {
+		if d.Name() == db && string(d.Level()) == level {
+			return Runtime{d}, nil
+		}
 	}
-	return Runtime{d}, nil
+	return Runtime{}, dialectError("%s does not open level %q: %s", name, level, opensHint(name))
+}
+
+// parsed are the dialects Parse chooses from, by their Name and Level: each database's type at
+// every level it opens, a line a database (a generic type is instantiated only where the source
+// writes its type argument, so each stands here).
+var parsed = []Dialect{
+	Postgres[isolation.Default]{}, Postgres[isolation.ReadCommitted]{}, Postgres[isolation.RepeatableRead]{}, Postgres[isolation.Serializable]{},
+	MySQL[isolation.Default]{}, MySQL[isolation.ReadUncommitted]{}, MySQL[isolation.ReadCommitted]{}, MySQL[isolation.RepeatableRead]{}, MySQL[isolation.Serializable]{},
+	MariaDB[isolation.Default]{}, MariaDB[isolation.ReadUncommitted]{}, MariaDB[isolation.ReadCommitted]{}, MariaDB[isolation.RepeatableRead]{}, MariaDB[isolation.Serializable]{},
+	SQLite[isolation.Default]{}, SQLite[isolation.Deferred]{}, SQLite[isolation.Immediate]{}, SQLite[isolation.Exclusive]{},
 }
 
 func opensHint(name string) string {
@@ -98,54 +108,4 @@ func opensHint(name string) string {
 		return "take default, read uncommitted, read committed, repeatable read or serializable"
 	}
 	return "Postgres takes default, read committed, repeatable read or serializable (it runs read uncommitted as read committed)"
-}
-
-func postgresAt(level string) Dialect {
-	switch level {
-	case "default":
-		return Postgres[isolation.Default]{}
-	case "read committed":
-		return Postgres[isolation.ReadCommitted]{}
-	case "repeatable read":
-		return Postgres[isolation.RepeatableRead]{}
-	case "serializable":
-		return Postgres[isolation.Serializable]{}
-	}
-	return nil
-}
-
-func mysqlAt(level string, maria bool) Dialect {
-	pick := func(my, ma Dialect) Dialect {
-		if maria {
-			return ma
-		}
-		return my
-	}
-	switch level {
-	case "default":
-		return pick(MySQL[isolation.Default]{}, MariaDB[isolation.Default]{})
-	case "read uncommitted":
-		return pick(MySQL[isolation.ReadUncommitted]{}, MariaDB[isolation.ReadUncommitted]{})
-	case "read committed":
-		return pick(MySQL[isolation.ReadCommitted]{}, MariaDB[isolation.ReadCommitted]{})
-	case "repeatable read":
-		return pick(MySQL[isolation.RepeatableRead]{}, MariaDB[isolation.RepeatableRead]{})
-	case "serializable":
-		return pick(MySQL[isolation.Serializable]{}, MariaDB[isolation.Serializable]{})
-	}
-	return nil
-}
-
-func sqliteAt(level string) Dialect {
-	switch level {
-	case "default":
-		return SQLite[isolation.Default]{}
-	case "deferred":
-		return SQLite[isolation.Deferred]{}
-	case "immediate":
-		return SQLite[isolation.Immediate]{}
-	case "exclusive":
-		return SQLite[isolation.Exclusive]{}
-	}
-	return nil
 }

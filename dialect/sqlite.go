@@ -23,25 +23,25 @@ type sqliteTx struct {
 }
 
 func (tx *sqliteTx) ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error) {
-	if err := tx.endedBySQLite(); err != nil {
-		return nil, err
-	}
-	res, err := tx.conn.ExecContext(ctx, query, args...)
-	if err != nil {
-		tx.probe(err)
-	}
-	return res, err
+	return run(tx, func() (sql.Result, error) { return tx.conn.ExecContext(ctx, query, args...) })
 }
 
 func (tx *sqliteTx) QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error) {
+	return run(tx, func() (*sql.Rows, error) { return tx.conn.QueryContext(ctx, query, args...) })
+}
+
+// run runs a statement of tx: not once SQLite has ended the transaction, and when it fails, the
+// probe of whether SQLite ended the transaction with it.
+func run[T any](tx *sqliteTx, statement func() (T, error)) (T, error) {
 	if err := tx.endedBySQLite(); err != nil {
-		return nil, err
+		var none T
+		return none, err
 	}
-	rows, err := tx.conn.QueryContext(ctx, query, args...)
+	v, err := statement()
 	if err != nil {
 		tx.probe(err)
 	}
-	return rows, err
+	return v, err
 }
 
 // QueryRowContext after SQLite ended the transaction runs nothing: its Row reports a cancelled

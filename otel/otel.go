@@ -143,20 +143,16 @@ func NewObserver(cfg *Config) (*Observer, error) {
 		c.MeterProvider = otel.GetMeterProvider()
 	}
 	o := &Observer{tracer: c.TracerProvider.Tracer(ScopeName), meter: c.MeterProvider.Meter(ScopeName), sets: map[attrKey]metric.MeasurementOption{}}
-	var err, e error
-	o.settled, e = o.meter.Int64Counter("inbox.settled", metric.WithUnit("{message}"),
+	var errs [4]error
+	o.settled, errs[0] = o.meter.Int64Counter("inbox.settled", metric.WithUnit("{message}"),
 		metric.WithDescription("Rows settled, by outcome; with error.type, rows whose settlement failed."))
-	err = errors.Join(err, e)
-	o.failed, e = o.meter.Int64Counter("inbox.claim.failures", metric.WithUnit("{claim}"),
+	o.failed, errs[1] = o.meter.Int64Counter("inbox.claim.failures", metric.WithUnit("{claim}"),
 		metric.WithDescription("Claims that failed."))
-	err = errors.Join(err, e)
-	o.handler, e = o.meter.Float64Histogram("inbox.handler.duration", metric.WithUnit("s"),
+	o.handler, errs[2] = o.meter.Float64Histogram("inbox.handler.duration", metric.WithUnit("s"),
 		metric.WithDescription("How long a handler call ran."))
-	err = errors.Join(err, e)
-	o.settling, e = o.meter.Float64Histogram("inbox.settle.duration", metric.WithUnit("s"),
+	o.settling, errs[3] = o.meter.Float64Histogram("inbox.settle.duration", metric.WithUnit("s"),
 		metric.WithDescription("How long a settlement took."))
-	err = errors.Join(err, e)
-	if err != nil {
+	if err := errors.Join(errs[:]...); err != nil {
 		return nil, fmt.Errorf("inboxotel: making the instruments: %w", err)
 	}
 	return o, nil

@@ -296,20 +296,16 @@ func deadCommand(ctx context.Context, s *session, args []string) error {
 		return err
 	}
 	defer db.Close()
-	switch sub {
-	case "requeue":
-		n, err := a.Requeue(ctx, selection)
+	if sub != "list" {
+		change, done := a.Requeue, "requeued %d dead rows of %s (attempts reset to 0)\n"
+		if sub == "purge" {
+			change, done = a.PurgeDead, "purged %d dead rows of %s\n"
+		}
+		n, err := change(ctx, selection)
 		if err != nil {
 			return err
 		}
-		fmt.Fprintf(s.stdout, "requeued %d dead rows of %s (attempts reset to 0)\n", n, selection)
-		return nil
-	case "purge":
-		n, err := a.PurgeDead(ctx, selection)
-		if err != nil {
-			return err
-		}
-		fmt.Fprintf(s.stdout, "purged %d dead rows of %s\n", n, selection)
+		fmt.Fprintf(s.stdout, done, n, selection)
 		return nil
 	}
 	if *limit <= 0 {

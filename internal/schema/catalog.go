@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/sqlinbox/inbox/dialect"
+	"github.com/sqlinbox/inbox/internal/stmt"
 )
 
 // Table is a table's columns as the database's catalog lists them.
@@ -90,17 +91,11 @@ const postgresColumns = `SELECT a.attname, format_type(a.atttypid, a.atttypmod),
 	`WHERE c.relname = $1 AND pg_catalog.pg_table_is_visible(c.oid) ORDER BY a.attnum`
 
 func readPostgres(ctx context.Context, db *sql.DB, name string) ([]Column, error) {
-	rows, err := db.QueryContext(ctx, postgresColumns, name)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	var out []Column
-	for rows.Next() {
+	return stmt.ReadRows(ctx, db, func(scan func(...any) error) (Column, error) {
 		var c Column
 		var typmod int
-		if err := rows.Scan(&c.Name, &c.Type, &c.Base, &typmod, &c.NotNull); err != nil {
-			return nil, err
+		if err := scan(&c.Name, &c.Type, &c.Base, &typmod, &c.NotNull); err != nil {
+			return c, err
 		}
 		c.Precision = -1
 		if c.Base == "timestamptz" || c.Base == "timestamp" {
@@ -110,9 +105,8 @@ func readPostgres(ctx context.Context, db *sql.DB, name string) ([]Column, error
 				c.Precision = typmod
 			}
 		}
-		out = append(out, c)
-	}
-	return out, rows.Err()
+		return c, nil
+	}, postgresColumns, name)
 }
 
 // mysqlColumns lists the columns of a table of the connection's database.
@@ -120,18 +114,12 @@ const mysqlColumns = "SELECT COLUMN_NAME, COLUMN_TYPE, DATA_TYPE, DATETIME_PRECI
 	"FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = ? ORDER BY ORDINAL_POSITION"
 
 func readMySQL(ctx context.Context, db *sql.DB, name string) ([]Column, error) {
-	rows, err := db.QueryContext(ctx, mysqlColumns, name)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	var out []Column
-	for rows.Next() {
+	return stmt.ReadRows(ctx, db, func(scan func(...any) error) (Column, error) {
 		var c Column
 		var precision sql.NullInt64
 		var nullable, extra string
-		if err := rows.Scan(&c.Name, &c.Type, &c.Base, &precision, &nullable, &extra); err != nil {
-			return nil, err
+		if err := scan(&c.Name, &c.Type, &c.Base, &precision, &nullable, &extra); err != nil {
+			return c, err
 		}
 		c.Base = strings.ToLower(c.Base)
 		c.Precision = -1
@@ -140,9 +128,8 @@ func readMySQL(ctx context.Context, db *sql.DB, name string) ([]Column, error) {
 		}
 		c.NotNull = nullable == "NO"
 		c.AutoIncrement = strings.Contains(strings.ToLower(extra), "auto_increment")
-		out = append(out, c)
-	}
-	return out, rows.Err()
+		return c, nil
+	}, mysqlColumns, name)
 }
 
 // sqliteColumns lists a table's columns with their declared types; sqliteStrict says whether
@@ -155,23 +142,17 @@ const (
 )
 
 func readSQLite(ctx context.Context, db *sql.DB, name string) ([]Column, bool, error) {
-	rows, err := db.QueryContext(ctx, sqliteColumns, name)
-	if err != nil {
-		return nil, false, err
-	}
-	defer rows.Close()
-	var out []Column
-	for rows.Next() {
+	out, err := stmt.ReadRows(ctx, db, func(scan func(...any) error) (Column, error) {
 		var c Column
-		if err := rows.Scan(&c.Name, &c.Type, &c.NotNull); err != nil {
-			return nil, false, err
+		if err := scan(&c.Name, &c.Type, &c.NotNull); err != nil {
+			return c, err
 		}
 		c.Base = strings.ToUpper(strings.TrimSpace(c.Type))
 		c.Affinity = affinity(c.Type)
 		c.Precision = -1
-		out = append(out, c)
-	}
-	if err := rows.Err(); err != nil || len(out) == 0 {
+		return c, nil
+	}, sqliteColumns, name)
+	if err != nil || len(out) == 0 {
 		return out, false, err
 	}
 	var strict bool

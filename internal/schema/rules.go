@@ -8,23 +8,74 @@ import (
 )
 
 // rules are one database's answers: what a role needs, whether a column fits it (the problem,
-// or ""), the statement that fixes a column that does not fit, and the one that adds a missing
-// column. Table and column names come quoted.
+// or ""), and the statement that fixes a column that does not fit. Table and column names come
+// quoted. The statement that adds a missing column is add's, from the definitions.
 type rules struct {
 	needs func(r Role) string
 	fits  func(r Role, c Column, strict bool) string
 	fix   func(table, col string, r Role, c Column) string
-	add   func(table, col string, r Role) string
 }
 
 func rulesOf(d dialect.Dialect) rules {
 	switch d.Caps().Catalog {
 	case dialect.PostgresCatalog:
-		return rules{postgresNeeds, postgresFits, postgresFix, postgresAdd}
+		return rules{postgresTypes.needs, postgresTypes.fits, postgresFix}
 	case dialect.SQLiteCatalog:
-		return rules{sqliteNeeds, sqliteFits, sqliteFix, sqliteAdd}
+		return rules{sqliteNeeds, sqliteFits, sqliteFix}
 	}
-	return rules{mysqlNeeds, mysqlFits, mysqlFix, mysqlAdd}
+	return rules{mysqlTypes.needs, mysqlTypes.fits, mysqlFix}
+}
+
+// kind is what a role's column holds, which decides the types it takes on every database.
+type kind int
+
+const (
+	kindInteger kind = iota // ID, Attempt, Priority
+	kindTime                // ProcessedAt, RetryAfter, DeadAt
+	kindLease               // the lease column: a time kept to the microsecond
+	kindQueue
+	kindPayload
+	kindText // Headers, LastError
+)
+
+func kindOf(r Role) kind {
+	switch r {
+	case ID, Attempt, Priority:
+		return kindInteger
+	case ProcessedAt, RetryAfter, DeadAt:
+		return kindTime
+	case Lease:
+		return kindLease
+	case Queue:
+		return kindQueue
+	case Payload:
+		return kindPayload
+	}
+	return kindText
+}
+
+// typeNames are, on a database whose catalog names each column's type (Postgres, MySQL and
+// MariaDB), the types each kind of column takes.
+type typeNames map[kind]takes
+
+// takes is what one kind of column takes: the types it needs, in words; the problem of a column
+// of another type; and the types that fit, by their catalog's base name.
+type takes struct {
+	needs, not string
+	types      []string
+}
+
+func (n typeNames) needs(r Role) string { return n[kindOf(r)].needs }
+
+func (n typeNames) fits(r Role, c Column, _ bool) string {
+	k := kindOf(r)
+	if !slices.Contains(n[k].types, c.Base) {
+		return n[k].not
+	}
+	if k == kindLease && c.Precision < 6 {
+		return lossyLease(c.Precision)
+	}
+	return ""
 }
 
 // lossyLease is the problem of a lease column that drops fractional seconds.
@@ -35,55 +86,18 @@ func lossyLease(precision int) string {
 // Postgres.
 
 var (
-	postgresIntegers = []string{"int2", "int4", "int8"}
-	postgresTimes    = []string{"timestamptz", "timestamp"}
-	postgresTexts    = []string{"text", "varchar", "bpchar", "citext", "name"}
-	postgresJSON     = []string{"json", "jsonb"}
+	postgresTimes = []string{"timestamptz", "timestamp"}
+	postgresTexts = []string{"text", "varchar", "bpchar", "citext", "name"}
+	postgresJSON  = []string{"json", "jsonb"}
 )
 
-func postgresNeeds(r Role) string {
-	switch r {
-	case ID, Attempt, Priority:
-		return "an integer type (SMALLINT, INTEGER or BIGINT)"
-	case ProcessedAt, RetryAfter, DeadAt:
-		return "a timestamp (TIMESTAMPTZ, or TIMESTAMP)"
-	case Lease:
-		return "a timestamp that keeps microseconds (TIMESTAMPTZ or TIMESTAMP, with no precision below 6)"
-	case Queue:
-		return "a text type (TEXT, VARCHAR or CHAR)"
-	case Payload:
-		return "bytes or text (BYTEA, TEXT, VARCHAR, JSON or JSONB)"
-	}
-	return "text (TEXT, VARCHAR, JSON or JSONB)"
-}
-
-func postgresFits(r Role, c Column, _ bool) string {
-	switch r {
-	case ID, Attempt, Priority:
-		if !slices.Contains(postgresIntegers, c.Base) {
-			return "not an integer type"
-		}
-	case ProcessedAt, RetryAfter, DeadAt, Lease:
-		if !slices.Contains(postgresTimes, c.Base) {
-			return "not a timestamp"
-		}
-		if r == Lease && c.Precision < 6 {
-			return lossyLease(c.Precision)
-		}
-	case Queue:
-		if !slices.Contains(postgresTexts, c.Base) {
-			return "not a text type"
-		}
-	case Payload:
-		if !slices.Contains(postgresTexts, c.Base) && !slices.Contains(postgresJSON, c.Base) && c.Base != "bytea" {
-			return "neither bytes nor text"
-		}
-	case Headers, LastError:
-		if !slices.Contains(postgresTexts, c.Base) && !slices.Contains(postgresJSON, c.Base) {
-			return "not text"
-		}
-	}
-	return ""
+var postgresTypes = typeNames{
+	kindInteger: {"an integer type (SMALLINT, INTEGER or BIGINT)", "not an integer type", []string{"int2", "int4", "int8"}},
+	kindTime:    {"a timestamp (TIMESTAMPTZ, or TIMESTAMP)", "not a timestamp", postgresTimes},
+	kindLease:   {"a timestamp that keeps microseconds (TIMESTAMPTZ or TIMESTAMP, with no precision below 6)", "not a timestamp", postgresTimes},
+	kindQueue:   {"a text type (TEXT, VARCHAR or CHAR)", "not a text type", postgresTexts},
+	kindPayload: {"bytes or text (BYTEA, TEXT, VARCHAR, JSON or JSONB)", "neither bytes nor text", slices.Concat(postgresTexts, postgresJSON, []string{"bytea"})},
+	kindText:    {"text (TEXT, VARCHAR, JSON or JSONB)", "not text", slices.Concat(postgresTexts, postgresJSON)},
 }
 
 // postgresType is the type a fix gives a column of role r that has type c (a timestamp keeps
@@ -119,66 +133,21 @@ func postgresFix(table, col string, r Role, c Column) string {
 	return fix + " USING " + col + "::" + typ
 }
 
-func postgresAdd(table, col string, r Role) string {
-	def := postgresDefinitions[r]
-	if r == ID {
-		def = "BIGSERIAL PRIMARY KEY"
-	}
-	return "ALTER TABLE " + table + " ADD COLUMN " + col + " " + def
-}
-
 // MySQL and MariaDB.
 
 var (
-	mysqlIntegers = []string{"tinyint", "smallint", "mediumint", "int", "bigint"}
 	mysqlTimes    = []string{"datetime", "timestamp"}
 	mysqlTexts    = []string{"char", "varchar", "tinytext", "text", "mediumtext", "longtext"}
 	mysqlBinaries = []string{"binary", "varbinary", "tinyblob", "blob", "mediumblob", "longblob"}
 )
 
-func mysqlNeeds(r Role) string {
-	switch r {
-	case ID, Attempt, Priority:
-		return "an integer type (INT, BIGINT, …)"
-	case ProcessedAt, RetryAfter, DeadAt:
-		return "a time (DATETIME(6), or TIMESTAMP)"
-	case Lease:
-		return "a time that keeps microseconds (DATETIME(6), or TIMESTAMP(6))"
-	case Queue:
-		return "a string type (VARCHAR, CHAR or TEXT)"
-	case Payload:
-		return "bytes or text (LONGBLOB, BLOB, VARBINARY, TEXT, JSON, …)"
-	}
-	return "text (TEXT, VARCHAR or JSON)"
-}
-
-func mysqlFits(r Role, c Column, _ bool) string {
-	switch r {
-	case ID, Attempt, Priority:
-		if !slices.Contains(mysqlIntegers, c.Base) {
-			return "not an integer type"
-		}
-	case ProcessedAt, RetryAfter, DeadAt, Lease:
-		if !slices.Contains(mysqlTimes, c.Base) {
-			return "not a time"
-		}
-		if r == Lease && c.Precision < 6 {
-			return lossyLease(c.Precision)
-		}
-	case Queue:
-		if !slices.Contains(mysqlTexts, c.Base) && c.Base != "binary" && c.Base != "varbinary" {
-			return "not a string type"
-		}
-	case Payload:
-		if !slices.Contains(mysqlTexts, c.Base) && !slices.Contains(mysqlBinaries, c.Base) && c.Base != "json" {
-			return "neither bytes nor text"
-		}
-	case Headers, LastError:
-		if !slices.Contains(mysqlTexts, c.Base) && c.Base != "json" {
-			return "not text"
-		}
-	}
-	return ""
+var mysqlTypes = typeNames{
+	kindInteger: {"an integer type (INT, BIGINT, …)", "not an integer type", []string{"tinyint", "smallint", "mediumint", "int", "bigint"}},
+	kindTime:    {"a time (DATETIME(6), or TIMESTAMP)", "not a time", mysqlTimes},
+	kindLease:   {"a time that keeps microseconds (DATETIME(6), or TIMESTAMP(6))", "not a time", mysqlTimes},
+	kindQueue:   {"a string type (VARCHAR, CHAR or TEXT)", "not a string type", slices.Concat(mysqlTexts, []string{"binary", "varbinary"})},
+	kindPayload: {"bytes or text (LONGBLOB, BLOB, VARBINARY, TEXT, JSON, …)", "neither bytes nor text", slices.Concat(mysqlTexts, mysqlBinaries, []string{"json"})},
+	kindText:    {"text (TEXT, VARCHAR or JSON)", "not text", slices.Concat(mysqlTexts, []string{"json"})},
 }
 
 // mysqlFix restates the column, as MODIFY must: the type the README gives the role, and the
@@ -210,14 +179,6 @@ func mysqlFix(table, col string, r Role, c Column) string {
 		def = "TEXT" + null
 	}
 	return "ALTER TABLE " + table + " MODIFY " + col + " " + def
-}
-
-func mysqlAdd(table, col string, r Role) string {
-	def := mysqlDefinitions[r]
-	if r == ID {
-		def = "BIGINT AUTO_INCREMENT PRIMARY KEY"
-	}
-	return "ALTER TABLE " + table + " ADD COLUMN " + col + " " + def
 }
 
 // SQLite.
@@ -287,9 +248,14 @@ func sqliteFix(table, col string, r Role, _ Column) string {
 		" (create it under a new name, copy the rows of " + table + ", drop " + table + ", rename the new table)"
 }
 
-func sqliteAdd(table, col string, r Role) string {
-	if r == ID {
-		return "rebuild the table with " + col + " " + sqliteDefinition(r)
+// add is the statement that adds the missing column col of role r to table on d's database,
+// with the definition the README gives it; an id's is generated, since the rows already there
+// need one each. SQLite cannot add a primary key column, so for an id there it says to rebuild
+// the table.
+func add(d dialect.Dialect, table, col string, r Role) string {
+	def := definition(d, r, true)
+	if r == ID && d.Caps().Catalog == dialect.SQLiteCatalog {
+		return "rebuild the table with " + col + " " + def
 	}
-	return "ALTER TABLE " + table + " ADD COLUMN " + col + " " + sqliteDefinition(r)
+	return "ALTER TABLE " + table + " ADD COLUMN " + col + " " + def
 }

@@ -110,7 +110,7 @@ func Check(d dialect.Dialect, tbl Table, cols []Named) []Result {
 		col, _ := d.Quote(n.Column)
 		if !ok {
 			r.Problem = "is missing"
-			r.Fix = rules.add(quoted, col, n.Role)
+			r.Fix = add(d, quoted, col, n.Role)
 			out[i] = r
 			continue
 		}

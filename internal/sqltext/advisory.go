@@ -174,28 +174,7 @@ func (a Advisory) Read() string {
 // hands the row back) and for a RetryAfter on a table without a retry_after column, which the
 // form settles as a retry. It waits for the disk unless the builder is Unflushed.
 func (a Advisory) Settle(k outcome.Kind, g Guard) string {
-	t, p := a.s.t, a.s.Params()
-	var head string
-	if k == outcome.KindFail && t.DeadAt == "" {
-		k = outcome.KindAck
-	}
-	switch k {
-	case outcome.KindFail:
-		head = "UPDATE " + t.Name + " SET " + a.s.stamp(t.DeadAt, p)
-	case outcome.KindAck, outcome.KindDrop:
-		head = "DELETE FROM " + t.Name
-		if t.ProcessedAt != "" {
-			head = "UPDATE " + t.Name + " SET " + t.ProcessedAt + " = " + p.Next()
-		}
-	case outcome.KindRetryAfter:
-		if t.RetryAfter == "" {
-			return ""
-		}
-		head = "UPDATE " + t.Name + " SET " + a.s.stamp(t.RetryAfter, p)
-	default:
-		return ""
-	}
-	return head + a.s.whereAnd(g, p, "", a.s.unflushedIf(a.unflushed))
+	return a.s.settle(k, g, settles{failAsAck: true, unflushed: a.unflushed})
 }
 
 // lockName is the named lock of the database-scoped key expression scoped: itself, or its SHA-1

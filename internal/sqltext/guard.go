@@ -1,6 +1,10 @@
 package sqltext
 
-import "strings"
+import (
+	"strings"
+
+	"github.com/sqlinbox/inbox/outcome"
+)
 
 // Guard is how a form's statement names the rows it changes, and what must still hold for it to
 // change them: its own row by id, a batch's rows by an id list, and in the lease form each
@@ -84,4 +88,50 @@ func (s SQL) unflushedIf(asked bool) string {
 		return ""
 	}
 	return s.c.UnflushedCommit
+}
+
+// settles is what a form changes in a row as it settles it, beside what the outcome's kind
+// changes. Each of acked and stamped is empty or starts with ", ".
+type settles struct {
+	acked     string // with processed_at, as an Ack or Drop stamps it
+	stamped   string // with dead_at or retry_after, as a Fail or RetryAfter stamps it
+	retried   string // the SET of a retry or KindNone; empty where it changes nothing
+	failAsAck bool   // a Fail on a table without dead_at settles as an Ack; otherwise it is empty
+	lease     string // the lease column whose token g checks; empty for a form without one
+	unflushed bool   // the statement does not wait for the disk (UnflushedCommit)
+}
+
+// settle is a form's settlement of kind k of the rows g names, before f's changes: Ack and Drop
+// DELETE, or SET processed_at = ?; Fail SET dead_at = ? and RetryAfter SET retry_after = ?, each
+// with last_error = ? where the table has it (see stamp); then g's WHERE. It binds in that
+// order. It is empty where the table lacks the column the kind stamps, and for a retry that
+// changes nothing.
+func (s SQL) settle(k outcome.Kind, g Guard, f settles) string {
+	t, p := s.t, s.Params()
+	if k == outcome.KindFail && t.DeadAt == "" && f.failAsAck {
+		k = outcome.KindAck
+	}
+	var head string
+	switch k {
+	case outcome.KindAck, outcome.KindDrop:
+		head = "DELETE FROM " + t.Name
+		if t.ProcessedAt != "" {
+			head = "UPDATE " + t.Name + " SET " + t.ProcessedAt + " = " + p.Next() + f.acked
+		}
+	case outcome.KindFail, outcome.KindRetryAfter:
+		col := t.DeadAt
+		if k == outcome.KindRetryAfter {
+			col = t.RetryAfter
+		}
+		if col == "" {
+			return ""
+		}
+		head = "UPDATE " + t.Name + " SET " + s.stamp(col, p) + f.stamped
+	default:
+		if f.retried == "" {
+			return ""
+		}
+		head = "UPDATE " + t.Name + " SET " + f.retried
+	}
+	return head + s.whereAnd(g, p, f.lease, s.unflushedIf(f.unflushed))
 }

@@ -117,28 +117,8 @@ func (l Lease) Extend(g Guard) string {
 // table without a dead_at column, which it settles as a Drop. It waits for the disk unless the
 // builder is Unflushed.
 func (l Lease) Settle(k outcome.Kind, g Guard) string {
-	t, p := l.s.t, l.s.Params()
-	var head string
-	switch k {
-	case outcome.KindFail:
-		if t.DeadAt == "" {
-			return ""
-		}
-		head = "UPDATE " + t.Name + " SET " + l.s.stamp(t.DeadAt, p) + ", " + l.col + " = NULL"
-	case outcome.KindAck, outcome.KindDrop:
-		head = "DELETE FROM " + t.Name
-		if t.ProcessedAt != "" {
-			head = "UPDATE " + t.Name + " SET " + t.ProcessedAt + " = " + p.Next() + ", " + l.col + " = NULL"
-		}
-	case outcome.KindRetryAfter:
-		if t.RetryAfter == "" {
-			return ""
-		}
-		head = "UPDATE " + t.Name + " SET " + l.s.stamp(t.RetryAfter, p) + ", " + l.col + " = NULL"
-	default:
-		head = "UPDATE " + t.Name + " SET " + l.col + " = NULL"
-	}
-	return head + l.s.whereAnd(g, p, l.col, l.s.unflushedIf(l.unflushed))
+	released := l.col + " = NULL"
+	return l.s.settle(k, g, settles{acked: ", " + released, stamped: ", " + released, retried: released, lease: l.col, unflushed: l.unflushed})
 }
 
 // SettleReturning is Settle over a batch's n rows (ByIDsAndToken(n)) that returns the ids it

@@ -51,31 +51,7 @@ func (r RowLock) Claim(n int) string {
 // without a retry_after column (which the form settles as a retry). Its transaction waits for
 // the disk unless the builder is Unflushed.
 func (r RowLock) Settle(k outcome.Kind, g Guard) string {
-	t, p := r.s.t, r.s.Params()
-	var head string
-	if k == outcome.KindFail && t.DeadAt == "" {
-		k = outcome.KindAck
-	}
-	switch k {
-	case outcome.KindAck, outcome.KindDrop:
-		head = "DELETE FROM " + t.Name
-		if t.ProcessedAt != "" {
-			head = "UPDATE " + t.Name + " SET " + t.ProcessedAt + " = " + p.Next()
-		}
-	case outcome.KindFail:
-		head = "UPDATE " + t.Name + " SET " + r.s.stamp(t.DeadAt, p) + attemptCounted(t, ", ")
-	case outcome.KindRetryAfter:
-		if t.RetryAfter == "" {
-			return ""
-		}
-		head = "UPDATE " + t.Name + " SET " + r.s.stamp(t.RetryAfter, p) + attemptCounted(t, ", ")
-	default:
-		if t.Attempt == "" {
-			return ""
-		}
-		head = "UPDATE " + t.Name + " SET " + attemptCounted(t, "")
-	}
-	return head + r.s.whereAnd(g, p, "", r.s.unflushedIf(r.unflushed))
+	return r.s.settle(k, g, settles{stamped: attemptCounted(r.s.t, ", "), retried: attemptCounted(r.s.t, ""), failAsAck: true, unflushed: r.unflushed})
 }
 
 // Relock locks one row again after its settlement failed and rolled back, for the back-off that

@@ -19,7 +19,11 @@ import (
 
 // Table is an inbox table's name and its columns by role, each quoted for the database
 // (Dialect.Quote); a role the table lacks is empty. Its fields are those of inbox.Table, so a
-// quoted inbox.Table converts to it.
+// quoted inbox.Table converts to it. They are written twice because the root package imports
+// this one (publishing and the wake-ups build their statements here), so this one cannot name
+// inbox.Table, and inbox.Table, the exported API with its methods and its fields' documentation,
+// cannot be an alias of a type here. Every conversion, sqltext.Table(q), compiles only while
+// the two agree field for field, so they cannot drift apart.
 type Table struct {
 	Name        string
 	ID          string

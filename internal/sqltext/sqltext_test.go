@@ -1,7 +1,6 @@
 package sqltext_test
 
 import (
-	"path/filepath"
 	"slices"
 	"testing"
 
@@ -55,7 +54,7 @@ func TestGoldens(t *testing.T) {
 	for _, path := range adminGoldens(t) {
 		rendered[path] = true
 	}
-	files, err := filepath.Glob(filepath.Join(golden.Dir(), "*", "*.sql"))
+	files, err := golden.Files()
 	if err != nil || len(files) == 0 {
 		t.Fatalf("no golden files under %s (%v)", golden.Dir(), err)
 	}

@@ -208,20 +208,30 @@ func (t *Table) FindUnclaimable(ctx context.Context, db *sql.DB, queue string, n
 
 // ReadIDs runs query on db and returns the ids its rows hold, one column each.
 func ReadIDs(ctx context.Context, db *sql.DB, query string, args ...any) ([]int64, error) {
+	return ReadRows(ctx, db, func(scan func(...any) error) (int64, error) {
+		var id int64
+		err := scan(&id)
+		return id, err
+	}, query, args...)
+}
+
+// ReadRows runs query on db and reads each row it returns with read, which is given the row's
+// Scan, in order.
+func ReadRows[T any](ctx context.Context, db *sql.DB, read func(scan func(...any) error) (T, error), query string, args ...any) ([]T, error) {
 	rows, err := db.QueryContext(ctx, query, args...)
 	if err != nil {
 		return nil, err
 	}
 	defer rows.Close()
-	var ids []int64
+	var out []T
 	for rows.Next() {
-		var id int64
-		if err := rows.Scan(&id); err != nil {
+		v, err := read(rows.Scan)
+		if err != nil {
 			return nil, err
 		}
-		ids = append(ids, id)
+		out = append(out, v)
 	}
-	return ids, rows.Err()
+	return out, rows.Err()
 }
 
 // Stmt is a statement a form runs, checked against the server at Open: prepared on the pool,

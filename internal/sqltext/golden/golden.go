@@ -2,7 +2,7 @@
 // table shapes they cover, their format, and the checks that write and read them. It is
 // imported by tests only.
 //
-// A golden file, testdata/<form>/<dialect>-<shape>.sql under internal/sqltext, lists every
+// A golden file, testdata/<form>/<dialect>-<shape>.golden under internal/sqltext, lists every
 // statement one form builds over one table shape on one database, each as a line "-- name"
 // followed by the statement on one line, entries apart by a blank line:
 //
@@ -127,9 +127,19 @@ func Dir() string {
 	return filepath.Join(filepath.Dir(file), "..", "testdata")
 }
 
+// ext ends every golden file's name. The files are expected output the tests generate, data
+// rather than SQL source to be edited or run, so they take the ending Go gives such files (as
+// gofmt's and go/printer's testdata do) rather than .sql.
+const ext = ".golden"
+
 // Path is the golden file of form over shape on dialect.
 func Path(form, dialect, shape string) string {
-	return filepath.Join(Dir(), form, dialect+"-"+shape+".sql")
+	return filepath.Join(Dir(), form, dialect+"-"+shape+ext)
+}
+
+// Files are the golden files there are, of every form, found by their names.
+func Files() ([]string, error) {
+	return filepath.Glob(filepath.Join(Dir(), "*", "*"+ext))
 }
 
 // Format writes entries in the golden format. It fails on an entry the format cannot hold: no

@@ -3,7 +3,6 @@ package golden
 import (
 	"bytes"
 	"os"
-	"path/filepath"
 	"testing"
 )
 
@@ -11,7 +10,7 @@ import (
 // by hand out of the format (a statement over two lines, a lost name) fails here rather than as
 // a puzzling mismatch.
 func TestFilesAreInTheirFormat(t *testing.T) {
-	files, err := filepath.Glob(filepath.Join(Dir(), "*", "*.sql"))
+	files, err := Files()
 	if err != nil || len(files) == 0 {
 		t.Fatalf("no golden files under %s (%v)", Dir(), err)
 	}
