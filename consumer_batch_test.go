@@ -54,10 +54,7 @@ func (f *fakeBatchForm) Settle(context.Context, *Delivery, outcome.Outcome) erro
 }
 
 func TestBatchConsumerSettlesEachRowByItsOwnOutcome(t *testing.T) {
-	ids := make([]int64, 100)
-	for i := range ids {
-		ids[i] = int64(i + 1)
-	}
+	ids := rowIDs(100)
 	f := &fakeBatchForm{fakeForm: newFakeForm("jobs", ids...)}
 	var mu sync.Mutex
 	var sizes []int
