@@ -148,10 +148,7 @@ func TestCapsAgreeWithTheDialect(t *testing.T) {
 			case !c.BeginsByStatement && !c.DefaultReadCommitted && opts != nil:
 				t.Errorf("TxOptions at the default level = %+v, want none (a plain BEGIN)", opts)
 			}
-			tx, err := d.Begin(context.Background(), (&fakeDB{}).open(t))
-			if err != nil {
-				t.Fatalf("Begin: %v", err)
-			}
+			_, tx := (&fakeDB{}).begin(t, context.Background(), d)
 			if rebinds := tx.StmtContext(context.Background(), &sql.Stmt{}) != nil; rebinds == c.BeginsByStatement {
 				t.Errorf("Begin returned a %T that rebinds prepared statements: %v, with BeginsByStatement %v", tx, rebinds, c.BeginsByStatement)
 			}

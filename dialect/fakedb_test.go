@@ -9,6 +9,8 @@ import (
 	"slices"
 	"sync"
 	"testing"
+
+	"github.com/sqlinbox/inbox/dialect"
 )
 
 // fakeDB is a database/sql connector that records what each connection is asked, answers
@@ -38,6 +40,25 @@ func (f *fakeDB) log() []string {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return slices.Clone(f.events)
+}
+
+// begin opens a pool over f and begins a transaction of d on it, ending the test if d cannot.
+func (f *fakeDB) begin(t *testing.T, ctx context.Context, d dialect.Dialect) (*sql.DB, dialect.Tx) {
+	t.Helper()
+	db := f.open(t)
+	tx, err := d.Begin(ctx, db)
+	if err != nil {
+		t.Fatalf("%s at %s: Begin: %v", d.Name(), d.Level(), err)
+	}
+	return db, tx
+}
+
+// wantAsked checks that f's connections were asked want, in this order and nothing more.
+func (f *fakeDB) wantAsked(t *testing.T, want []string) {
+	t.Helper()
+	if got := f.log(); !slices.Equal(got, want) {
+		t.Errorf("the connections were asked\n%q\nwant\n%q", got, want)
+	}
 }
 
 func (f *fakeDB) record(conn int, format string, args ...any) {
