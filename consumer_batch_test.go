@@ -181,13 +181,10 @@ func TestBatchConsumerGivesAnAbandonedBatchBackWhole(t *testing.T) {
 		select {} // never returns, whatever its context says
 	})
 	c := NewBatchConsumer(noDB(0), f, 16, h, &Config{ShutdownTimeout: 100 * time.Millisecond})
-	ctx, cancel := context.WithCancel(context.Background())
-	errc := make(chan error, 1)
-	go func() { errc <- c.Run(ctx) }()
+	r := startRun(c)
 	<-started
 	time.Sleep(30 * time.Millisecond) // a few extensions
-	cancel()
-	if err := <-errc; err != nil {
+	if err := r.stop(t, "Run did not return after the shutdown timeout"); err != nil {
 		t.Fatal(err)
 	}
 	f.mu.Lock()

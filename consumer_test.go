@@ -200,34 +200,52 @@ func (l *logBuffer) String() string {
 
 func (l *logBuffer) logger() *slog.Logger { return slog.New(slog.NewTextHandler(l, nil)) }
 
+// running is a consumer's Run in a goroutine of its own.
+type running struct {
+	cancel context.CancelFunc
+	errc   chan error // what Run returned, once it has
+}
+
+func startRun(c *Consumer) *running {
+	ctx, cancel := context.WithCancel(context.Background())
+	r := &running{cancel: cancel, errc: make(chan error, 1)}
+	go func() { r.errc <- c.Run(ctx) }()
+	return r
+}
+
+// stop cancels Run's context and returns what Run returned; a Run that has not returned 10 s
+// later ends the test with late.
+func (r *running) stop(t *testing.T, late string) error {
+	t.Helper()
+	r.cancel()
+	select {
+	case err := <-r.errc:
+		return err
+	case <-time.After(10 * time.Second):
+		t.Fatal(late)
+		return nil
+	}
+}
+
 // runUntil runs c until done reports true (or 10 s pass, which fails the test), then stops it
 // and returns Run's error.
 func runUntil(t *testing.T, c *Consumer, done func() bool) error {
 	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	errc := make(chan error, 1)
-	go func() { errc <- c.Run(ctx) }()
+	r := startRun(c)
 	deadline := time.Now().Add(10 * time.Second)
 	for !done() {
 		select {
-		case err := <-errc:
-			cancel()
+		case err := <-r.errc:
+			r.cancel()
 			return err
 		case <-time.After(5 * time.Millisecond):
 		}
 		if time.Now().After(deadline) {
-			cancel()
+			r.cancel()
 			t.Fatal("the consumer did not get there within 10 s")
 		}
 	}
-	cancel()
-	select {
-	case err := <-errc:
-		return err
-	case <-time.After(10 * time.Second):
-		t.Fatal("Run did not return after its context was cancelled")
-		return nil
-	}
+	return r.stop(t, "Run did not return after its context was cancelled")
 }
 
 func TestConsumerSettlesEveryRowOnce(t *testing.T) {
@@ -344,19 +362,11 @@ func TestShutdownLetsHandlersFinishThenAbandonsTheRest(t *testing.T) {
 		select {} // never returns, whatever its context says
 	})
 	c := NewConsumer(noDB(0), f, h, &Config{Workers: 2, ShutdownTimeout: 300 * time.Millisecond})
-	ctx, cancel := context.WithCancel(context.Background())
-	errc := make(chan error, 1)
-	go func() { errc <- c.Run(ctx) }()
+	r := startRun(c)
 	<-started
 	<-started
-	cancel()
-	select {
-	case err := <-errc:
-		if err != nil {
-			t.Fatal(err)
-		}
-	case <-time.After(10 * time.Second):
-		t.Fatal("Run did not return after the shutdown timeout")
+	if err := r.stop(t, "Run did not return after the shutdown timeout"); err != nil {
+		t.Fatal(err)
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -383,19 +393,11 @@ func TestShutdownDoesNotWaitForAFormStuckGivingRowsBack(t *testing.T) {
 	var logs logBuffer
 	const timeout = 100 * time.Millisecond
 	c := NewConsumer(noDB(0), f, h, &Config{Queue: "q", ShutdownTimeout: timeout, Logger: logs.logger()})
-	ctx, cancel := context.WithCancel(context.Background())
-	errc := make(chan error, 1)
-	go func() { errc <- c.Run(ctx) }()
+	r := startRun(c)
 	<-started
-	cancel()
 	stopped := time.Now()
-	select {
-	case err := <-errc:
-		if err != nil {
-			t.Fatal(err)
-		}
-	case <-time.After(10 * time.Second):
-		t.Fatal("Run waited for the form to give the abandoned row back")
+	if err := r.stop(t, "Run waited for the form to give the abandoned row back"); err != nil {
+		t.Fatal(err)
 	}
 	if took, limit := time.Since(stopped), timeout+shutdownGrace+2*time.Second; took > limit {
 		t.Errorf("Run returned %v after its context ended, want at most %v", took, limit)
