@@ -5,7 +5,6 @@ import (
 	"database/sql"
 	"database/sql/driver"
 	"fmt"
-	"io"
 	"slices"
 	"sync"
 	"testing"
@@ -116,7 +115,7 @@ func (s fakeStmt) Query(args []driver.Value) (driver.Rows, error) {
 	if err := s.c.db.fail[s.query]; err != nil {
 		return nil, err
 	}
-	return &fakeRows{value: s.c.db.answers[s.query]}, nil
+	return dialect.ValueRows(s.c.db.answers[s.query]), nil
 }
 
 func (c *fakeConn) Close() error {
@@ -150,7 +149,7 @@ func (c *fakeConn) QueryContext(_ context.Context, query string, _ []driver.Name
 	if !ok {
 		return nil, fmt.Errorf("fakeDB: no answer to %q", query)
 	}
-	return &fakeRows{value: v}, nil
+	return dialect.ValueRows(v), nil
 }
 
 type fakeTx struct{ c *fakeConn }
@@ -163,21 +162,4 @@ func (tx fakeTx) Commit() error {
 func (tx fakeTx) Rollback() error {
 	tx.c.db.record(tx.c.id, "rollback")
 	return tx.c.db.fail["rollback"]
-}
-
-type fakeRows struct {
-	value string
-	done  bool
-}
-
-func (r *fakeRows) Columns() []string { return []string{"v"} }
-func (r *fakeRows) Close() error      { return nil }
-
-func (r *fakeRows) Next(dest []driver.Value) error {
-	if r.done {
-		return io.EOF
-	}
-	r.done = true
-	dest[0] = r.value
-	return nil
 }
