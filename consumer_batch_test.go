@@ -54,10 +54,7 @@ func (f *fakeBatchForm) Settle(context.Context, *Delivery, outcome.Outcome) erro
 }
 
 func TestBatchConsumerSettlesEachRowByItsOwnOutcome(t *testing.T) {
-	ids := make([]int64, 100)
-	for i := range ids {
-		ids[i] = int64(i + 1)
-	}
+	ids := rowIDs(100)
 	f := &fakeBatchForm{fakeForm: newFakeForm("jobs", ids...)}
 	var mu sync.Mutex
 	var sizes []int
@@ -184,13 +181,10 @@ func TestBatchConsumerGivesAnAbandonedBatchBackWhole(t *testing.T) {
 		select {} // never returns, whatever its context says
 	})
 	c := NewBatchConsumer(noDB(0), f, 16, h, &Config{ShutdownTimeout: 100 * time.Millisecond})
-	ctx, cancel := context.WithCancel(context.Background())
-	errc := make(chan error, 1)
-	go func() { errc <- c.Run(ctx) }()
+	r := startRun(c)
 	<-started
 	time.Sleep(30 * time.Millisecond) // a few extensions
-	cancel()
-	if err := <-errc; err != nil {
+	if err := r.stop(t, "Run did not return after the shutdown timeout"); err != nil {
 		t.Fatal(err)
 	}
 	f.mu.Lock()

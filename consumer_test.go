@@ -150,6 +150,36 @@ func (noConnector) Connect(context.Context) (driver.Conn, error) {
 }
 func (noConnector) Driver() driver.Driver { return nil }
 
+// rowIDs is the ids 1 to n, the rows of a fake form's queue.
+func rowIDs(n int) []int64 {
+	ids := make([]int64, n)
+	for i := range ids {
+		ids[i] = int64(i + 1)
+	}
+	return ids
+}
+
+// peakHandler acks each delivery after holding it for hold, and records the most deliveries it
+// held at once.
+type peakHandler struct {
+	hold   time.Duration
+	inWork atomic.Int32
+	most   atomic.Int32
+}
+
+func (h *peakHandler) Handle(ctx context.Context, d *Delivery) outcome.Outcome {
+	raise(&h.most, h.inWork.Add(1))
+	time.Sleep(h.hold)
+	h.inWork.Add(-1)
+	return outcome.Ack()
+}
+
+// raise lifts a to n if n is more than it holds, safely for goroutines racing to record a maximum.
+func raise(a *atomic.Int32, n int32) {
+	for m := a.Load(); n > m && !a.CompareAndSwap(m, n); m = a.Load() {
+	}
+}
+
 // logBuffer is a goroutine-safe log sink.
 type logBuffer struct {
 	mu  sync.Mutex
@@ -170,51 +200,58 @@ func (l *logBuffer) String() string {
 
 func (l *logBuffer) logger() *slog.Logger { return slog.New(slog.NewTextHandler(l, nil)) }
 
-// runUntil runs c until done reports true (or 10 s pass, which fails the test), then stops it
-// and returns Run's error.
-func runUntil(t *testing.T, c *Consumer, done func() bool) error {
-	t.Helper()
+// running is a consumer's Run in a goroutine of its own.
+type running struct {
+	cancel context.CancelFunc
+	errc   chan error // what Run returned, once it has
+}
+
+func startRun(c *Consumer) *running {
 	ctx, cancel := context.WithCancel(context.Background())
-	errc := make(chan error, 1)
-	go func() { errc <- c.Run(ctx) }()
-	deadline := time.Now().Add(10 * time.Second)
-	for !done() {
-		select {
-		case err := <-errc:
-			cancel()
-			return err
-		case <-time.After(5 * time.Millisecond):
-		}
-		if time.Now().After(deadline) {
-			cancel()
-			t.Fatal("the consumer did not get there within 10 s")
-		}
-	}
-	cancel()
+	r := &running{cancel: cancel, errc: make(chan error, 1)}
+	go func() { r.errc <- c.Run(ctx) }()
+	return r
+}
+
+// stop cancels Run's context and returns what Run returned; a Run that has not returned 10 s
+// later ends the test with late.
+func (r *running) stop(t *testing.T, late string) error {
+	t.Helper()
+	r.cancel()
 	select {
-	case err := <-errc:
+	case err := <-r.errc:
 		return err
 	case <-time.After(10 * time.Second):
-		t.Fatal("Run did not return after its context was cancelled")
+		t.Fatal(late)
 		return nil
 	}
 }
 
-func TestConsumerSettlesEveryRowOnce(t *testing.T) {
-	ids := make([]int64, 200)
-	for i := range ids {
-		ids[i] = int64(i + 1)
-	}
-	f := newFakeForm("jobs", ids...)
-	var inWork, most atomic.Int32
-	h := HandlerFunc(func(ctx context.Context, d *Delivery) outcome.Outcome {
-		n := inWork.Add(1)
-		for m := most.Load(); n > m && !most.CompareAndSwap(m, n); m = most.Load() {
+// runUntil runs c until done reports true (or 10 s pass, which fails the test), then stops it
+// and returns Run's error.
+func runUntil(t *testing.T, c *Consumer, done func() bool) error {
+	t.Helper()
+	r := startRun(c)
+	deadline := time.Now().Add(10 * time.Second)
+	for !done() {
+		select {
+		case err := <-r.errc:
+			r.cancel()
+			return err
+		case <-time.After(5 * time.Millisecond):
 		}
-		time.Sleep(time.Millisecond)
-		inWork.Add(-1)
-		return outcome.Ack()
-	})
+		if time.Now().After(deadline) {
+			r.cancel()
+			t.Fatal("the consumer did not get there within 10 s")
+		}
+	}
+	return r.stop(t, "Run did not return after its context was cancelled")
+}
+
+func TestConsumerSettlesEveryRowOnce(t *testing.T) {
+	ids := rowIDs(200)
+	f := newFakeForm("jobs", ids...)
+	h := &peakHandler{hold: time.Millisecond}
 	c := NewConsumer(noDB(0), f, h, &Config{Workers: 4, PollInterval: 10 * time.Millisecond})
 	if err := runUntil(t, c, func() bool { return f.settledCount() == len(ids) }); err != nil {
 		t.Fatal(err)
@@ -224,8 +261,8 @@ func TestConsumerSettlesEveryRowOnce(t *testing.T) {
 			t.Fatalf("row %d settled %v, want one ack", id, got)
 		}
 	}
-	if most.Load() > 4 {
-		t.Fatalf("%d handlers ran at once with 4 workers", most.Load())
+	if h.most.Load() > 4 {
+		t.Fatalf("%d handlers ran at once with 4 workers", h.most.Load())
 	}
 	if f.closed != 1 {
 		t.Fatalf("form closed %d times, want 1", f.closed)
@@ -325,19 +362,11 @@ func TestShutdownLetsHandlersFinishThenAbandonsTheRest(t *testing.T) {
 		select {} // never returns, whatever its context says
 	})
 	c := NewConsumer(noDB(0), f, h, &Config{Workers: 2, ShutdownTimeout: 300 * time.Millisecond})
-	ctx, cancel := context.WithCancel(context.Background())
-	errc := make(chan error, 1)
-	go func() { errc <- c.Run(ctx) }()
+	r := startRun(c)
 	<-started
 	<-started
-	cancel()
-	select {
-	case err := <-errc:
-		if err != nil {
-			t.Fatal(err)
-		}
-	case <-time.After(10 * time.Second):
-		t.Fatal("Run did not return after the shutdown timeout")
+	if err := r.stop(t, "Run did not return after the shutdown timeout"); err != nil {
+		t.Fatal(err)
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -364,19 +393,11 @@ func TestShutdownDoesNotWaitForAFormStuckGivingRowsBack(t *testing.T) {
 	var logs logBuffer
 	const timeout = 100 * time.Millisecond
 	c := NewConsumer(noDB(0), f, h, &Config{Queue: "q", ShutdownTimeout: timeout, Logger: logs.logger()})
-	ctx, cancel := context.WithCancel(context.Background())
-	errc := make(chan error, 1)
-	go func() { errc <- c.Run(ctx) }()
+	r := startRun(c)
 	<-started
-	cancel()
 	stopped := time.Now()
-	select {
-	case err := <-errc:
-		if err != nil {
-			t.Fatal(err)
-		}
-	case <-time.After(10 * time.Second):
-		t.Fatal("Run waited for the form to give the abandoned row back")
+	if err := r.stop(t, "Run waited for the form to give the abandoned row back"); err != nil {
+		t.Fatal(err)
 	}
 	if took, limit := time.Since(stopped), timeout+shutdownGrace+2*time.Second; took > limit {
 		t.Errorf("Run returned %v after its context ended, want at most %v", took, limit)
@@ -423,28 +444,17 @@ func TestShutdownDoesNotWaitForAFormStuckGivingRowsBack(t *testing.T) {
 }
 
 func TestConsumerKeepsAConnectionForTheApplication(t *testing.T) {
-	ids := make([]int64, 40)
-	for i := range ids {
-		ids[i] = int64(i + 1)
-	}
+	ids := rowIDs(40)
 	f := newFakeForm("jobs", ids...)
 	f.plan.HoldsConnection = true
-	var inWork, most atomic.Int32
-	h := HandlerFunc(func(ctx context.Context, d *Delivery) outcome.Outcome {
-		n := inWork.Add(1)
-		for m := most.Load(); n > m && !most.CompareAndSwap(m, n); m = most.Load() {
-		}
-		time.Sleep(5 * time.Millisecond)
-		inWork.Add(-1)
-		return outcome.Ack()
-	})
+	h := &peakHandler{hold: 5 * time.Millisecond}
 	var logs logBuffer
 	c := NewConsumer(noDB(3), f, h, &Config{Workers: 8, Logger: logs.logger(), PollInterval: 10 * time.Millisecond})
 	if err := runUntil(t, c, func() bool { return f.settledCount() == len(ids) }); err != nil {
 		t.Fatal(err)
 	}
-	if most.Load() != 2 {
-		t.Fatalf("%d deliveries in work at most with a pool of 3; want 2", most.Load())
+	if h.most.Load() != 2 {
+		t.Fatalf("%d deliveries in work at most with a pool of 3; want 2", h.most.Load())
 	}
 	if n := strings.Count(logs.String(), "running fewer workers"); n != 1 {
 		t.Fatalf("the reduced worker count was logged %d times, want once:\n%s", n, logs.String())
@@ -458,27 +468,16 @@ func TestConsumerKeepsAConnectionForTheApplication(t *testing.T) {
 // lease form) and holds one per delivery (in transactional mode) leaves the consumer the pool's
 // size less two for deliveries; a pool of two leaves none, and Run says so.
 func TestConsumerCountsTheFormsOwnConnection(t *testing.T) {
-	ids := make([]int64, 40)
-	for i := range ids {
-		ids[i] = int64(i + 1)
-	}
+	ids := rowIDs(40)
 	f := newFakeForm("jobs", ids...)
 	f.plan.HoldsConnection, f.plan.OwnConnection = true, true
-	var inWork, most atomic.Int32
-	h := HandlerFunc(func(ctx context.Context, d *Delivery) outcome.Outcome {
-		n := inWork.Add(1)
-		for m := most.Load(); n > m && !most.CompareAndSwap(m, n); m = most.Load() {
-		}
-		time.Sleep(5 * time.Millisecond)
-		inWork.Add(-1)
-		return outcome.Ack()
-	})
+	h := &peakHandler{hold: 5 * time.Millisecond}
 	c := NewConsumer(noDB(5), f, h, &Config{Workers: 8, PollInterval: 10 * time.Millisecond})
 	if err := runUntil(t, c, func() bool { return f.settledCount() == len(ids) }); err != nil {
 		t.Fatal(err)
 	}
-	if most.Load() != 3 {
-		t.Fatalf("%d deliveries in work at most with a pool of 5 and the form keeping one; want 3", most.Load())
+	if h.most.Load() != 3 {
+		t.Fatalf("%d deliveries in work at most with a pool of 5 and the form keeping one; want 3", h.most.Load())
 	}
 	two := newFakeForm("jobs")
 	two.plan.HoldsConnection, two.plan.OwnConnection = true, true
@@ -679,8 +678,7 @@ type slowSettleForm struct {
 }
 
 func (f *slowSettleForm) Claim(ctx context.Context, max int) ([]*Delivery, error) {
-	for m := f.mostAsked.Load(); int32(max) > m && !f.mostAsked.CompareAndSwap(m, int32(max)); m = f.mostAsked.Load() {
-	}
+	raise(&f.mostAsked, int32(max))
 	return f.fakeForm.Claim(ctx, max)
 }
 
@@ -694,10 +692,7 @@ func (f *slowSettleForm) Settle(ctx context.Context, d *Delivery, o outcome.Outc
 // its settlements (as the lease form does on SQLite), so that each worker settles its own rows
 // rather than handing them to the consumer to settle behind it.
 func TestSharedClaimsTakeRowsForWorkersWaitingOrSettling(t *testing.T) {
-	ids := make([]int64, 60)
-	for i := range ids {
-		ids[i] = int64(i + 1)
-	}
+	ids := rowIDs(60)
 	f := &slowSettleForm{fakeForm: newFakeForm("jobs", ids...)}
 	f.plan.SettleAndClaim = func(ctx context.Context, d *Delivery, o outcome.Outcome, max int) ([]*Delivery, error, error) {
 		settleErr := f.Settle(ctx, d, o)
@@ -739,10 +734,7 @@ func (f *settleClaimForm) settleAndClaim(ctx context.Context, d *Delivery, o out
 }
 
 func TestALoneWorkerSettlesAndClaimsInOneCall(t *testing.T) {
-	ids := make([]int64, 50)
-	for i := range ids {
-		ids[i] = int64(i + 1)
-	}
+	ids := rowIDs(50)
 	f := &settleClaimForm{fakeForm: newFakeForm("jobs", ids...)}
 	h := HandlerFunc(func(ctx context.Context, d *Delivery) outcome.Outcome { return outcome.Ack() })
 	c := NewConsumer(noDB(0), f, h, &Config{PollInterval: 10 * time.Millisecond})

@@ -23,6 +23,20 @@ type Invoice struct {
 
 func issue(ctx context.Context, inv Invoice) error { return nil } // the application's work
 
+// invoiceJobs describes the table of the invoices' queue.
+var invoiceJobs = inbox.Table{Name: "invoice_jobs", ID: "id", IDGenerated: true,
+	Payload: "payload", Attempt: "attempt", RetryAfter: "retry_after"}
+
+// openDB opens the application's database, or ends the program; each example says which
+// driver it imports.
+func openDB(driver, dsn string) *sql.DB {
+	db, err := sql.Open(driver, dsn)
+	if err != nil {
+		log.Fatal(err)
+	}
+	return db
+}
+
 // A service that publishes invoices and issues them, on Postgres, until it is interrupted. The
 // table must exist first:
 //
@@ -32,22 +46,16 @@ func Example() {
 	defer stop()
 
 	// The driver: import _ "github.com/jackc/pgx/v5/stdlib".
-	db, err := sql.Open("pgx", "postgres://localhost/app")
-	if err != nil {
-		log.Fatal(err)
-	}
+	db := openDB("pgx", "postgres://localhost/app")
 	defer db.Close()
 	db.SetMaxOpenConns(5) // four workers, each holding a connection, and one for the application
-
-	jobs := inbox.Table{Name: "invoice_jobs", ID: "id", IDGenerated: true,
-		Payload: "payload", Attempt: "attempt", RetryAfter: "retry_after"}
 	d := dialect.Postgres[isolation.ReadCommitted]{}
 
-	if err := inbox.EnqueueJSON(ctx, db, d, jobs, "", Invoice{Number: 42, Customer: "ACME"}); err != nil {
+	if err := inbox.EnqueueJSON(ctx, db, d, invoiceJobs, "", Invoice{Number: 42, Customer: "ACME"}); err != nil {
 		log.Fatal(err)
 	}
 
-	c := inbox.NewConsumer(db, rowlock.New(d, jobs),
+	c := inbox.NewConsumer(db, rowlock.New(d, invoiceJobs),
 		inbox.JSON(func(ctx context.Context, dl *inbox.Delivery, inv Invoice) outcome.Outcome {
 			if err := issue(ctx, inv); err != nil {
 				return outcome.RetryAfter(time.Minute)
@@ -65,13 +73,8 @@ func Example() {
 func ExampleEnqueueTx() {
 	ctx := context.Background()
 	// The driver: import _ "github.com/jackc/pgx/v5/stdlib".
-	db, err := sql.Open("pgx", "postgres://localhost/app")
-	if err != nil {
-		log.Fatal(err)
-	}
+	db := openDB("pgx", "postgres://localhost/app")
 	defer db.Close()
-	jobs := inbox.Table{Name: "invoice_jobs", ID: "id", IDGenerated: true, Payload: "payload"}
-	d := dialect.Postgres[isolation.ReadCommitted]{}
 
 	tx, err := db.BeginTx(ctx, nil)
 	if err != nil {
@@ -85,7 +88,7 @@ func ExampleEnqueueTx() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	if err := inbox.EnqueueTx(ctx, tx, d, jobs, msg); err != nil {
+	if err := inbox.EnqueueTx(ctx, tx, dialect.Postgres[isolation.ReadCommitted]{}, invoiceJobs, msg); err != nil {
 		log.Fatal(err)
 	}
 	if err := tx.Commit(); err != nil {
@@ -96,17 +99,13 @@ func ExampleEnqueueTx() {
 // A message with every field: to the queue "invoices" of a table with a queue column, ahead of
 // the rows of priority 0, with headers, due in five minutes.
 func ExampleEnqueue() {
-	ctx := context.Background()
 	// The driver: import _ "github.com/go-sql-driver/mysql".
-	db, err := sql.Open("mysql", "app@tcp(localhost:3306)/app?parseTime=true")
-	if err != nil {
-		log.Fatal(err)
-	}
+	db := openDB("mysql", "app@tcp(localhost:3306)/app?parseTime=true")
 	defer db.Close()
 	jobs := inbox.Table{Name: "jobs", ID: "id", IDGenerated: true, Payload: "payload",
 		Queue: "queue", Priority: "priority", Headers: "headers", RetryAfter: "retry_after"}
 
-	err = inbox.Enqueue(ctx, db, dialect.MySQL[isolation.ReadCommitted]{}, jobs, inbox.Message{
+	err := inbox.Enqueue(context.Background(), db, dialect.MySQL[isolation.ReadCommitted]{}, jobs, inbox.Message{
 		Queue:    "invoices",
 		Payload:  []byte(`{"number":42}`),
 		Priority: -1,
@@ -122,17 +121,11 @@ func ExampleEnqueue() {
 // Ack, and any other outcome rolls them back, so the ledger is written once per invoice however
 // often its row is delivered.
 func ExampleConfig_transactional() {
-	ctx := context.Background()
 	// The driver: import _ "github.com/jackc/pgx/v5/stdlib".
-	db, err := sql.Open("pgx", "postgres://localhost/app")
-	if err != nil {
-		log.Fatal(err)
-	}
+	db := openDB("pgx", "postgres://localhost/app")
 	defer db.Close()
-	jobs := inbox.Table{Name: "invoice_jobs", ID: "id", IDGenerated: true, Payload: "payload"}
-	d := dialect.Postgres[isolation.ReadCommitted]{}
 
-	c := inbox.NewConsumer(db, lease.New(d, jobs, nil),
+	c := inbox.NewConsumer(db, lease.New(dialect.Postgres[isolation.ReadCommitted]{}, invoiceJobs, nil),
 		inbox.JSON(func(ctx context.Context, dl *inbox.Delivery, inv Invoice) outcome.Outcome {
 			if _, err := dl.Tx.ExecContext(ctx, "INSERT INTO ledger (invoice, customer) VALUES ($1, $2)", inv.Number, inv.Customer); err != nil {
 				return outcome.RetryAfter(time.Minute)
@@ -140,7 +133,7 @@ func ExampleConfig_transactional() {
 			return outcome.Ack()
 		}),
 		&inbox.Config{Transactional: true, Workers: 4})
-	if err := c.Run(ctx); err != nil {
+	if err := c.Run(context.Background()); err != nil {
 		log.Fatal(err)
 	}
 }
@@ -148,17 +141,12 @@ func ExampleConfig_transactional() {
 // A batch consumer hands its handler up to 100 rows at once, here of the queue "invoices", and
 // settles them together; a handler returns an outcome per row.
 func ExampleNewBatchConsumer() {
-	ctx := context.Background()
 	// The driver: import _ "github.com/go-sql-driver/mysql".
-	db, err := sql.Open("mysql", "app@tcp(localhost:3306)/app?parseTime=true")
-	if err != nil {
-		log.Fatal(err)
-	}
+	db := openDB("mysql", "app@tcp(localhost:3306)/app?parseTime=true")
 	defer db.Close()
 	jobs := inbox.Table{Name: "jobs", ID: "id", IDGenerated: true, Payload: "payload", Queue: "queue"}
-	d := dialect.MariaDB[isolation.ReadCommitted]{}
 
-	c := inbox.NewBatchConsumer(db, lease.New(d, jobs, nil), 100,
+	c := inbox.NewBatchConsumer(db, lease.New(dialect.MariaDB[isolation.ReadCommitted]{}, jobs, nil), 100,
 		inbox.JSONBatch(func(ctx context.Context, ds []*inbox.Delivery, invs []Invoice) []outcome.Outcome {
 			outs := make([]outcome.Outcome, len(ds))
 			for i, inv := range invs { // invs[i] is ds[i]'s payload
@@ -170,19 +158,15 @@ func ExampleNewBatchConsumer() {
 			return outs
 		}),
 		&inbox.Config{Queue: "invoices", Workers: 2})
-	if err := c.Run(ctx); err != nil {
+	if err := c.Run(context.Background()); err != nil {
 		log.Fatal(err)
 	}
 }
 
 // A handler of raw payloads, without a JSON type: it reads the row's id, attempt and headers.
 func ExampleHandlerFunc() {
-	ctx := context.Background()
 	// The driver: import _ "github.com/glebarez/go-sqlite".
-	db, err := sql.Open("sqlite", "file:app.db?_pragma=journal_mode(WAL)&_pragma=busy_timeout(5000)")
-	if err != nil {
-		log.Fatal(err)
-	}
+	db := openDB("sqlite", "file:app.db?_pragma=journal_mode(WAL)&_pragma=busy_timeout(5000)")
 	defer db.Close()
 	jobs := inbox.Table{Name: "jobs", ID: "id", IDGenerated: true, Payload: "payload", Attempt: "attempt", Headers: "headers"}
 
@@ -195,7 +179,7 @@ func ExampleHandlerFunc() {
 		return outcome.Ack()
 	})
 	c := inbox.NewConsumer(db, lease.New(dialect.SQLite[isolation.Immediate]{}, jobs, nil), h, nil)
-	if err := c.Run(ctx); err != nil {
+	if err := c.Run(context.Background()); err != nil {
 		log.Fatal(err)
 	}
 }

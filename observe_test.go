@@ -154,12 +154,9 @@ func TestObserverIsToldOfAnAbandonedUnit(t *testing.T) {
 		return outcome.Ack()
 	})
 	c := NewConsumer(noDB(0), f, h, &Config{Observer: rec, ShutdownTimeout: 10 * time.Millisecond})
-	ctx, cancel := context.WithCancel(context.Background())
-	errc := make(chan error, 1)
-	go func() { errc <- c.Run(ctx) }()
+	r := startRun(c)
 	<-started
-	cancel()
-	if err := <-errc; err != nil {
+	if err := r.stop(t, "Run did not return after the shutdown timeout"); err != nil {
 		t.Fatal(err)
 	}
 	close(leave)

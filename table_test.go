@@ -37,16 +37,7 @@ func TestTableValidate(t *testing.T) {
 		{"an empty own column", inbox.Table{Name: "jobs", ID: "id", Columns: []string{""}}, []string{`"jobs"`, "empty", "Columns"}},
 	}
 	for _, tt := range tests {
-		err := tt.table.Validate()
-		if !errors.Is(err, inbox.ErrSchema) {
-			t.Errorf("%s: Validate() = %v, want an error wrapping ErrSchema", tt.what, err)
-			continue
-		}
-		for _, m := range tt.mention {
-			if !strings.Contains(err.Error(), m) {
-				t.Errorf("%s: %q does not name %s", tt.what, err, m)
-			}
-		}
+		wantSchemaError(t, tt.what+": Validate()", tt.table.Validate(), tt.mention)
 	}
 }
 
@@ -86,18 +77,25 @@ func TestTableQuote(t *testing.T) {
 	}
 	for _, tt := range tests {
 		_, err := tt.table.Quote(tt.d)
-		if !errors.Is(err, inbox.ErrSchema) {
-			t.Errorf("%s: Quote() = %v, want an error wrapping ErrSchema", tt.what, err)
-			continue
-		}
-		for _, m := range tt.mention {
-			if !strings.Contains(err.Error(), m) {
-				t.Errorf("%s: %q does not name %q", tt.what, err, m)
-			}
-		}
+		wantSchemaError(t, tt.what+": Quote()", err, tt.mention)
 	}
 	// 64 characters is within MySQL's limit though over Postgres's.
 	if _, err := (inbox.Table{Name: "jobs", ID: "id", Headers: long}).Quote(my); err != nil {
 		t.Errorf("a 64-character column on MySQL: %v", err)
+	}
+}
+
+// wantSchemaError checks that err, what call returned, wraps ErrSchema and names each of
+// mention.
+func wantSchemaError(t *testing.T, call string, err error, mention []string) {
+	t.Helper()
+	if !errors.Is(err, inbox.ErrSchema) {
+		t.Errorf("%s = %v, want an error wrapping ErrSchema", call, err)
+		return
+	}
+	for _, m := range mention {
+		if !strings.Contains(err.Error(), m) {
+			t.Errorf("%s: %q does not name %#q", call, err, m)
+		}
 	}
 }

@@ -18,7 +18,9 @@ import (
 //
 //	CREATE TABLE transfers (id BIGSERIAL PRIMARY KEY, account TEXT NOT NULL, payload BYTEA);
 func ExampleNew() {
-	ctx := context.Background()
+	transfers := inbox.Table{Name: "transfers", ID: "id", IDGenerated: true, Payload: "payload"}
+	form := advisory.New(dialect.Postgres[isolation.ReadCommitted]{}, transfers, &advisory.Config{Key: "transfers-{account}"})
+
 	// The driver: import _ "github.com/jackc/pgx/v5/stdlib".
 	db, err := sql.Open("pgx", "postgres://localhost/app")
 	if err != nil {
@@ -27,14 +29,11 @@ func ExampleNew() {
 	defer db.Close()
 	db.SetMaxOpenConns(9) // each delivery in work pins a connection: eight workers and one spare
 
-	transfers := inbox.Table{Name: "transfers", ID: "id", IDGenerated: true, Payload: "payload"}
-	form := advisory.New(dialect.Postgres[isolation.ReadCommitted]{}, transfers, &advisory.Config{Key: "transfers-{account}"})
-
 	c := inbox.NewConsumer(db, form, inbox.HandlerFunc(func(ctx context.Context, dl *inbox.Delivery) outcome.Outcome {
 		log.Printf("transfer %d: %s", dl.ID, dl.Payload)
 		return outcome.Ack()
 	}), &inbox.Config{Workers: 8})
-	if err := c.Run(ctx); err != nil {
+	if err := c.Run(context.Background()); err != nil {
 		log.Fatal(err)
 	}
 }

@@ -33,22 +33,8 @@ var capsCases = []struct {
 		Catalog: dialect.PostgresCatalog, PartialIndexes: true, CaseSensitiveNames: true,
 		UnflushedCommit: "(SELECT set_config('synchronous_commit', 'off', true)) = 'off'",
 	}},
-	{"mysql", []string{"default", "read uncommitted", "read committed", "repeatable read", "serializable"}, dialect.Caps{
-		Title: "MySQL", Quote: '`', MaxNameChars: 64, IDOnlyValue: "DEFAULT", SkipLocked: true, TextType: "CHAR",
-		Locks: dialect.NamedLocks, LockNameMaxChars: 64, DefaultReadCommitted: true,
-		SessionLevelQueries: []string{"SELECT @@SESSION.transaction_isolation", "SELECT @@SESSION.tx_isolation"},
-		Server:              dialect.Floor{Major: 8, Patch: 1, Needs: "SKIP LOCKED"},
-		ClockQuery:          "SELECT DATE_FORMAT(UTC_TIMESTAMP(6), '%Y-%m-%d %H:%i:%s.%f')",
-		ConflictMarks:       []string{"Error 1213", "Error 1205"}, Catalog: dialect.MySQLCatalog, Clusters: true,
-	}},
-	{"mariadb", []string{"default", "read uncommitted", "read committed", "repeatable read", "serializable"}, dialect.Caps{
-		Title: "MariaDB", Quote: '`', MaxNameChars: 64, IDOnlyValue: "DEFAULT", SkipLocked: true, TextType: "CHAR",
-		Locks: dialect.NamedLocks, LockNameMaxChars: 64, DefaultReadCommitted: true,
-		SessionLevelQueries: []string{"SELECT @@SESSION.tx_isolation", "SELECT @@SESSION.transaction_isolation"},
-		Server:              dialect.Floor{Major: 10, Minor: 6, Needs: "SKIP LOCKED"},
-		ClockQuery:          "SELECT DATE_FORMAT(UTC_TIMESTAMP(6), '%Y-%m-%d %H:%i:%s.%f')",
-		ConflictMarks:       []string{"Error 1213", "Error 1205"}, Catalog: dialect.MySQLCatalog, Clusters: true,
-	}},
+	{"mysql", mysqlFamilyLevels, wantMySQL},
+	{"mariadb", mysqlFamilyLevels, wantMariaDB()},
 	{"sqlite", []string{"default", "deferred", "immediate", "exclusive"}, dialect.Caps{
 		Title: "SQLite", Quote: '`', TimeLayout: dialect.SQLiteTimeLayout, IDOnlyValue: "NULL", Returning: true,
 		ConcatOperator: true, TextType: "TEXT", OneWriter: true, BeginsByStatement: true,
@@ -58,6 +44,29 @@ var capsCases = []struct {
 		ConflictMarks: []string{"SQLITE_BUSY", "database is locked"},
 		Catalog:       dialect.SQLiteCatalog, PartialIndexes: true,
 	}},
+}
+
+// mysqlFamilyLevels are the levels MySQL and MariaDB open.
+var mysqlFamilyLevels = []string{"default", "read uncommitted", "read committed", "repeatable read", "serializable"}
+
+// wantMySQL is the record MySQL must return.
+var wantMySQL = dialect.Caps{
+	Title: "MySQL", Quote: '`', MaxNameChars: 64, IDOnlyValue: "DEFAULT", SkipLocked: true, TextType: "CHAR",
+	Locks: dialect.NamedLocks, LockNameMaxChars: 64, DefaultReadCommitted: true,
+	SessionLevelQueries: []string{"SELECT @@SESSION.transaction_isolation", "SELECT @@SESSION.tx_isolation"},
+	Server:              dialect.Floor{Major: 8, Patch: 1, Needs: "SKIP LOCKED"},
+	ClockQuery:          "SELECT DATE_FORMAT(UTC_TIMESTAMP(6), '%Y-%m-%d %H:%i:%s.%f')",
+	ConflictMarks:       []string{"Error 1213", "Error 1205"}, Catalog: dialect.MySQLCatalog, Clusters: true,
+}
+
+// wantMariaDB is the record MariaDB must return: MySQL's but for its title, the order in which
+// it tries the session level's variables (its own tx_isolation first), and its server floor.
+func wantMariaDB() dialect.Caps {
+	c := wantMySQL
+	c.Title = "MariaDB"
+	c.SessionLevelQueries = []string{"SELECT @@SESSION.tx_isolation", "SELECT @@SESSION.transaction_isolation"}
+	c.Server = dialect.Floor{Major: 10, Minor: 6, Needs: "SKIP LOCKED"}
+	return c
 }
 
 // TestCapsRecords pins each database's record, and checks that every level of a database,
@@ -148,10 +157,7 @@ func TestCapsAgreeWithTheDialect(t *testing.T) {
 			case !c.BeginsByStatement && !c.DefaultReadCommitted && opts != nil:
 				t.Errorf("TxOptions at the default level = %+v, want none (a plain BEGIN)", opts)
 			}
-			tx, err := d.Begin(context.Background(), (&fakeDB{}).open(t))
-			if err != nil {
-				t.Fatalf("Begin: %v", err)
-			}
+			_, tx := (&fakeDB{}).begin(t, context.Background(), d)
 			if rebinds := tx.StmtContext(context.Background(), &sql.Stmt{}) != nil; rebinds == c.BeginsByStatement {
 				t.Errorf("Begin returned a %T that rebinds prepared statements: %v, with BeginsByStatement %v", tx, rebinds, c.BeginsByStatement)
 			}
@@ -201,7 +207,7 @@ func parsed(t *testing.T, name, level string) dialect.Runtime {
 	t.Helper()
 	d, err := dialect.Parse(name, level)
 	if err != nil {
-		t.Fatal(err)
+		t.Fatalf("Parse(%q, %q): %v", name, level, err)
 	}
 	return d
 }

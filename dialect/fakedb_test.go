@@ -5,10 +5,11 @@ import (
 	"database/sql"
 	"database/sql/driver"
 	"fmt"
-	"io"
 	"slices"
 	"sync"
 	"testing"
+
+	"github.com/sqlinbox/inbox/dialect"
 )
 
 // fakeDB is a database/sql connector that records what each connection is asked, answers
@@ -38,6 +39,25 @@ func (f *fakeDB) log() []string {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return slices.Clone(f.events)
+}
+
+// begin opens a pool over f and begins a transaction of d on it, ending the test if d cannot.
+func (f *fakeDB) begin(t *testing.T, ctx context.Context, d dialect.Dialect) (*sql.DB, dialect.Tx) {
+	t.Helper()
+	db := f.open(t)
+	tx, err := d.Begin(ctx, db)
+	if err != nil {
+		t.Fatalf("%s at %s: Begin: %v", d.Name(), d.Level(), err)
+	}
+	return db, tx
+}
+
+// wantAsked checks that f's connections were asked want, in this order and nothing more.
+func (f *fakeDB) wantAsked(t *testing.T, want []string) {
+	t.Helper()
+	if got := f.log(); !slices.Equal(got, want) {
+		t.Errorf("the connections were asked\n%q\nwant\n%q", got, want)
+	}
 }
 
 func (f *fakeDB) record(conn int, format string, args ...any) {
@@ -95,7 +115,7 @@ func (s fakeStmt) Query(args []driver.Value) (driver.Rows, error) {
 	if err := s.c.db.fail[s.query]; err != nil {
 		return nil, err
 	}
-	return &fakeRows{value: s.c.db.answers[s.query]}, nil
+	return dialect.ValueRows(s.c.db.answers[s.query]), nil
 }
 
 func (c *fakeConn) Close() error {
@@ -129,7 +149,7 @@ func (c *fakeConn) QueryContext(_ context.Context, query string, _ []driver.Name
 	if !ok {
 		return nil, fmt.Errorf("fakeDB: no answer to %q", query)
 	}
-	return &fakeRows{value: v}, nil
+	return dialect.ValueRows(v), nil
 }
 
 type fakeTx struct{ c *fakeConn }
@@ -142,21 +162,4 @@ func (tx fakeTx) Commit() error {
 func (tx fakeTx) Rollback() error {
 	tx.c.db.record(tx.c.id, "rollback")
 	return tx.c.db.fail["rollback"]
-}
-
-type fakeRows struct {
-	value string
-	done  bool
-}
-
-func (r *fakeRows) Columns() []string { return []string{"v"} }
-func (r *fakeRows) Close() error      { return nil }
-
-func (r *fakeRows) Next(dest []driver.Value) error {
-	if r.done {
-		return io.EOF
-	}
-	r.done = true
-	dest[0] = r.value
-	return nil
 }

@@ -57,10 +57,7 @@ func TestLevelMapping(t *testing.T) {
 				t.Errorf("Level() = %q, want %q", got, tt.level)
 			}
 			f := &fakeDB{}
-			tx, err := tt.d.Begin(context.Background(), f.open(t))
-			if err != nil {
-				t.Fatalf("Begin: %v", err)
-			}
+			_, tx := f.begin(t, context.Background(), tt.d)
 			if err := tx.Rollback(); err != nil {
 				t.Fatalf("Rollback: %v", err)
 			}
@@ -68,9 +65,7 @@ func TestLevelMapping(t *testing.T) {
 			if tt.name == "sqlite" {
 				end = "exec ROLLBACK"
 			}
-			if want := append(asks(tt.d, "conn1"), "conn1: "+tt.begin, "conn1: "+end); !slices.Equal(f.log(), want) {
-				t.Errorf("the connection was asked %q, want %q", f.log(), want)
-			}
+			f.wantAsked(t, append(asks(tt.d, "conn1"), "conn1: "+tt.begin, "conn1: "+end))
 		})
 	}
 }
@@ -84,53 +79,32 @@ func TestSQLiteTxEndsItsTransaction(t *testing.T) {
 
 	t.Run("commit", func(t *testing.T) {
 		f := &fakeDB{}
-		db := f.open(t)
-		tx, err := d.Begin(ctx, db)
-		if err != nil {
-			t.Fatal(err)
-		}
+		db, tx := f.begin(t, ctx, d)
 		if err := tx.Commit(); err != nil {
 			t.Fatalf("Commit: %v", err)
 		}
 		reuse(t, db)
-		want := []string{"conn1: exec BEGIN IMMEDIATE", "conn1: exec COMMIT", "conn1: exec SELECT 1"}
-		if got := f.log(); !slices.Equal(got, want) {
-			t.Errorf("events %q, want %q", got, want)
-		}
+		f.wantAsked(t, []string{"conn1: exec BEGIN IMMEDIATE", "conn1: exec COMMIT", "conn1: exec SELECT 1"})
 	})
 
 	t.Run("failed commit rolls back", func(t *testing.T) {
 		f := &fakeDB{fail: map[string]error{"COMMIT": busy}}
-		db := f.open(t)
-		tx, err := d.Begin(ctx, db)
-		if err != nil {
-			t.Fatal(err)
-		}
+		db, tx := f.begin(t, ctx, d)
 		if err := tx.Commit(); !errors.Is(err, busy) {
 			t.Fatalf("Commit: %v, want the COMMIT's error", err)
 		}
 		reuse(t, db)
-		want := []string{"conn1: exec BEGIN IMMEDIATE", "conn1: exec COMMIT", "conn1: exec ROLLBACK", "conn1: exec SELECT 1"}
-		if got := f.log(); !slices.Equal(got, want) {
-			t.Errorf("events %q, want %q", got, want)
-		}
+		f.wantAsked(t, []string{"conn1: exec BEGIN IMMEDIATE", "conn1: exec COMMIT", "conn1: exec ROLLBACK", "conn1: exec SELECT 1"})
 	})
 
 	t.Run("failed rollback discards the connection", func(t *testing.T) {
 		f := &fakeDB{fail: map[string]error{"ROLLBACK": errors.New("disk I/O error")}}
-		db := f.open(t)
-		tx, err := d.Begin(ctx, db)
-		if err != nil {
-			t.Fatal(err)
-		}
+		db, tx := f.begin(t, ctx, d)
 		if err := tx.Rollback(); err == nil {
 			t.Fatal("Rollback succeeded although ROLLBACK failed")
 		}
 		reuse(t, db)
-		want := []string{"conn1: exec BEGIN IMMEDIATE", "conn1: exec ROLLBACK", "conn1: close", "conn2: exec SELECT 1"}
-		if got := f.log(); !slices.Equal(got, want) {
-			t.Errorf("events %q, want %q", got, want)
-		}
+		f.wantAsked(t, []string{"conn1: exec BEGIN IMMEDIATE", "conn1: exec ROLLBACK", "conn1: close", "conn2: exec SELECT 1"})
 	})
 
 	t.Run("failed begin", func(t *testing.T) {
@@ -140,10 +114,7 @@ func TestSQLiteTxEndsItsTransaction(t *testing.T) {
 			t.Fatalf("Begin: %v, want the BEGIN's error", err)
 		}
 		reuse(t, db)
-		want := []string{"conn1: exec BEGIN IMMEDIATE", "conn1: exec SELECT 1"}
-		if got := f.log(); !slices.Equal(got, want) {
-			t.Errorf("events %q, want %q", got, want)
-		}
+		f.wantAsked(t, []string{"conn1: exec BEGIN IMMEDIATE", "conn1: exec SELECT 1"})
 	})
 }
 
@@ -170,11 +141,7 @@ func TestServerTxEndsItsTransaction(t *testing.T) {
 		}
 		t.Run(d.Name()+"/commit", func(t *testing.T) {
 			f := &fakeDB{}
-			db := f.open(t)
-			tx, err := d.Begin(ctx, db)
-			if err != nil {
-				t.Fatal(err)
-			}
+			db, tx := f.begin(t, ctx, d)
 			if err := tx.Commit(); err != nil {
 				t.Fatalf("Commit: %v", err)
 			}
@@ -182,35 +149,23 @@ func TestServerTxEndsItsTransaction(t *testing.T) {
 				t.Fatalf("Rollback after Commit: %v, want sql.ErrTxDone", err)
 			}
 			reuse(t, db)
-			if got, want := f.log(), slices.Concat(begin, []string{"conn1: commit", "conn1: exec SELECT 1"}); !slices.Equal(got, want) {
-				t.Errorf("events %q, want %q", got, want)
-			}
+			f.wantAsked(t, slices.Concat(begin, []string{"conn1: commit", "conn1: exec SELECT 1"}))
 		})
 
 		t.Run(d.Name()+"/failed rollback discards the connection", func(t *testing.T) {
 			f := &fakeDB{fail: map[string]error{"rollback": errors.New("write: broken pipe")}}
-			db := f.open(t)
-			tx, err := d.Begin(ctx, db)
-			if err != nil {
-				t.Fatal(err)
-			}
+			db, tx := f.begin(t, ctx, d)
 			if err := tx.Rollback(); err == nil {
 				t.Fatal("Rollback succeeded although ROLLBACK failed")
 			}
 			reuse(t, db)
-			if got, want := f.log(), slices.Concat(begin, []string{"conn1: rollback", "conn1: close", "conn2: exec SELECT 1"}); !slices.Equal(got, want) {
-				t.Errorf("events %q, want %q", got, want)
-			}
+			f.wantAsked(t, slices.Concat(begin, []string{"conn1: rollback", "conn1: close", "conn2: exec SELECT 1"}))
 		})
 
 		t.Run(d.Name()+"/rollback forced by the context discards the connection", func(t *testing.T) {
 			f := &fakeDB{fail: map[string]error{"rollback": errors.New("write: broken pipe")}}
-			db := f.open(t)
 			txCtx, cancel := context.WithCancel(ctx)
-			tx, err := d.Begin(txCtx, db)
-			if err != nil {
-				t.Fatal(err)
-			}
+			db, tx := f.begin(t, txCtx, d)
 			cancel() // database/sql rolls back, fails, and keeps the connection
 			for !slices.Contains(f.log(), "conn1: rollback") {
 				time.Sleep(time.Millisecond)
@@ -219,9 +174,7 @@ func TestServerTxEndsItsTransaction(t *testing.T) {
 				t.Fatal("Rollback succeeded although the transaction's own ROLLBACK failed")
 			}
 			reuse(t, db)
-			if got, want := f.log(), slices.Concat(begin, []string{"conn1: rollback", "conn1: close", "conn2: exec SELECT 1"}); !slices.Equal(got, want) {
-				t.Errorf("events %q, want %q", got, want)
-			}
+			f.wantAsked(t, slices.Concat(begin, []string{"conn1: rollback", "conn1: close", "conn2: exec SELECT 1"}))
 		})
 
 		for _, tc := range []struct {
@@ -238,12 +191,8 @@ func TestServerTxEndsItsTransaction(t *testing.T) {
 		} {
 			t.Run(d.Name()+"/failed commit discards the connection/"+tc.name, func(t *testing.T) {
 				f := &fakeDB{fail: map[string]error{"commit": tc.err}}
-				db := f.open(t)
-				tx, err := d.Begin(ctx, db)
-				if err != nil {
-					t.Fatal(err)
-				}
-				err = tx.Commit()
+				db, tx := f.begin(t, ctx, d)
+				err := tx.Commit()
 				if err == nil || !errors.Is(err, tc.err) {
 					t.Fatalf("Commit: %v, want the COMMIT's error", err)
 				}
@@ -254,9 +203,7 @@ func TestServerTxEndsItsTransaction(t *testing.T) {
 					t.Errorf("Commit: %v: want it to say the transaction was rolled back", err)
 				}
 				reuse(t, db)
-				if got, want := f.log(), slices.Concat(begin, []string{"conn1: commit", "conn1: close", "conn2: exec SELECT 1"}); !slices.Equal(got, want) {
-					t.Errorf("events %q, want %q", got, want)
-				}
+				f.wantAsked(t, slices.Concat(begin, []string{"conn1: commit", "conn1: close", "conn2: exec SELECT 1"}))
 			})
 		}
 

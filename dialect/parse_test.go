@@ -167,39 +167,36 @@ func TestDetect(t *testing.T) {
 }
 
 func TestCheckServer(t *testing.T) {
-	pg := func(num string) map[string]string { return map[string]string{"SHOW server_version_num": num} }
-	version := func(v string) map[string]string { return map[string]string{"SELECT VERSION()": v} }
-	sqliteVersion := func(v string) map[string]string { return map[string]string{"SELECT sqlite_version()": v} }
-	tests := []struct {
-		d       dialect.Dialect
-		answers map[string]string
-		want    error // nil: passes
+	for _, tt := range []struct {
+		d        dialect.Dialect
+		query    string           // how d asks the server's version
+		versions map[string]error // the server's answer -> what CheckServer returns (nil: passes)
 	}{
-		{dialect.Postgres[isolation.Default]{}, pg("150014"), nil},
-		{dialect.Postgres[isolation.Default]{}, pg("90500"), nil},
-		{dialect.Postgres[isolation.Default]{}, pg("90424"), inbox.ErrServerTooOld},
-		{dialect.MySQL[isolation.Default]{}, version("8.0.1"), nil},
-		{dialect.MySQL[isolation.Default]{}, version("8.4.2-log"), nil},
-		{dialect.MySQL[isolation.Default]{}, version("8.0.0-dmr"), inbox.ErrServerTooOld},
-		{dialect.MySQL[isolation.Default]{}, version("5.7.44"), inbox.ErrServerTooOld},
-		// A MariaDB server stands in for MySQL under the MySQL dialect.
-		{dialect.MySQL[isolation.Default]{}, version("10.11.14-MariaDB-0+deb12u2"), nil},
-		{dialect.MySQL[isolation.Default]{}, version("10.5.27-MariaDB"), inbox.ErrServerTooOld},
-		{dialect.MariaDB[isolation.Default]{}, version("10.6.0-MariaDB"), nil},
-		{dialect.MariaDB[isolation.Default]{}, version("11.4.3-MariaDB-ubu2404"), nil},
-		{dialect.MariaDB[isolation.Default]{}, version("10.5.27-MariaDB"), inbox.ErrServerTooOld},
-		// A MariaDB dialect on MySQL is the wrong database, whatever its version.
-		{dialect.MariaDB[isolation.Default]{}, version("8.0.36"), inbox.ErrDialect},
-		{dialect.SQLite[isolation.Default]{}, sqliteVersion("3.35.0"), nil},
-		{dialect.SQLite[isolation.Default]{}, sqliteVersion("3.34.1"), inbox.ErrServerTooOld},
-	}
-	for _, tt := range tests {
-		err := tt.d.CheckServer(context.Background(), (&fakeDB{answers: tt.answers}).open(t))
-		switch {
-		case tt.want == nil && err != nil:
-			t.Errorf("%s on %v: %v, want it to pass", tt.d.Name(), tt.answers, err)
-		case tt.want != nil && !errors.Is(err, tt.want):
-			t.Errorf("%s on %v: %v, want an error wrapping %v", tt.d.Name(), tt.answers, err, tt.want)
+		{dialect.Postgres[isolation.Default]{}, "SHOW server_version_num", map[string]error{
+			"150014": nil, "90500": nil, "90424": inbox.ErrServerTooOld,
+		}},
+		{dialect.MySQL[isolation.Default]{}, "SELECT VERSION()", map[string]error{
+			"8.0.1": nil, "8.4.2-log": nil, "8.0.0-dmr": inbox.ErrServerTooOld, "5.7.44": inbox.ErrServerTooOld,
+			// A MariaDB server stands in for MySQL under the MySQL dialect.
+			"10.11.14-MariaDB-0+deb12u2": nil, "10.5.27-MariaDB": inbox.ErrServerTooOld,
+		}},
+		{dialect.MariaDB[isolation.Default]{}, "SELECT VERSION()", map[string]error{
+			"10.6.0-MariaDB": nil, "11.4.3-MariaDB-ubu2404": nil, "10.5.27-MariaDB": inbox.ErrServerTooOld,
+			// A MariaDB dialect on MySQL is the wrong database, whatever its version.
+			"8.0.36": inbox.ErrDialect,
+		}},
+		{dialect.SQLite[isolation.Default]{}, "SELECT sqlite_version()", map[string]error{
+			"3.35.0": nil, "3.34.1": inbox.ErrServerTooOld,
+		}},
+	} {
+		for version, want := range tt.versions {
+			err := tt.d.CheckServer(context.Background(), (&fakeDB{answers: map[string]string{tt.query: version}}).open(t))
+			switch {
+			case want == nil && err != nil:
+				t.Errorf("%s on %s %q: %v, want it to pass", tt.d.Name(), tt.query, version, err)
+			case want != nil && !errors.Is(err, want):
+				t.Errorf("%s on %s %q: %v, want an error wrapping %v", tt.d.Name(), tt.query, version, err, want)
+			}
 		}
 	}
 }

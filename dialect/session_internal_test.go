@@ -4,7 +4,6 @@ import (
 	"context"
 	"database/sql"
 	"database/sql/driver"
-	"io"
 	"testing"
 )
 
@@ -49,22 +48,5 @@ func (c *levelConn) Close() error                        { return nil }
 func (c *levelConn) Begin() (driver.Tx, error)           { return nil, driver.ErrSkip }
 
 func (c *levelConn) QueryContext(context.Context, string, []driver.NamedValue) (driver.Rows, error) {
-	return &levelRows{value: c.level}, nil
-}
-
-type levelRows struct {
-	value string
-	done  bool
-}
-
-func (r *levelRows) Columns() []string { return []string{"level"} }
-func (r *levelRows) Close() error      { return nil }
-
-func (r *levelRows) Next(dest []driver.Value) error {
-	if r.done {
-		return io.EOF
-	}
-	r.done = true
-	dest[0] = r.value
-	return nil
+	return ValueRows(c.level), nil
 }

@@ -5,7 +5,6 @@ import (
 	"database/sql"
 	"errors"
 	"runtime"
-	"slices"
 	"testing"
 	"time"
 
@@ -101,9 +100,7 @@ func TestSessionLevel(t *testing.T) {
 					t.Fatalf("Commit: %v", err)
 				}
 			}
-			if got, want := f.log(), on("conn1", tt.want...); !slices.Equal(got, want) {
-				t.Errorf("the connection was asked\n%q\nwant\n%q", got, want)
-			}
+			f.wantAsked(t, on("conn1", tt.want...))
 		})
 	}
 }
@@ -163,9 +160,7 @@ func TestSessionChangedInATransaction(t *testing.T) {
 			want := on("conn1", askMariaDB, "begin at Default", tt.want, "commit",
 				askMariaDB, "begin at Read Committed", "commit", // asked again: the SET is back
 				"begin at Read Committed", "commit") // a session at another level is not asked again
-			if got := f.log(); !slices.Equal(got, want) {
-				t.Errorf("the connection was asked\n%q\nwant\n%q", got, want)
-			}
+			f.wantAsked(t, want)
 		})
 	}
 
@@ -193,9 +188,7 @@ func TestSessionChangedInATransaction(t *testing.T) {
 		}
 		// Asked again by the variable the server answered, not by the MySQL dialect's first.
 		want := on("conn1", askMariaDB, "begin at Default", "exec "+setSerializable, "commit", askMariaDB, "begin at Default", "commit")
-		if got := f.log(); !slices.Equal(got, want) {
-			t.Errorf("the connection was asked\n%q\nwant\n%q", got, want)
-		}
+		f.wantAsked(t, want)
 	})
 
 	t.Run("prepared statements", func(t *testing.T) {
@@ -223,9 +216,7 @@ func TestSessionChangedInATransaction(t *testing.T) {
 		want := on("conn1", "prepare "+ack, askMariaDB,
 			"begin at Default", "stmt exec "+ack, "commit",
 			"begin at Default", "stmt exec "+ack, "commit")
-		if got := f.log(); !slices.Equal(got, want) {
-			t.Errorf("the connection was asked\n%q\nwant\n%q", got, want)
-		}
+		f.wantAsked(t, want)
 	})
 }
 
@@ -248,9 +239,7 @@ func TestSessionOnAPinnedConnection(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if got, want := f.log(), on("conn1", askMariaDB, "begin at Default", "rollback", "begin at Default", "rollback"); !slices.Equal(got, want) {
-		t.Errorf("the connection was asked\n%q\nwant\n%q", got, want)
-	}
+	f.wantAsked(t, on("conn1", askMariaDB, "begin at Default", "rollback", "begin at Default", "rollback"))
 }
 
 // TestSessionsForgottenWithTheirConnections: what is known of a session goes when its driver

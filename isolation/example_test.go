@@ -16,15 +16,15 @@ import (
 // transaction a handler writes through: here MySQL at repeatable read, so that the handler's
 // two reads see the orders as of one moment, and the summary it writes agrees with itself.
 func Example() {
-	ctx := context.Background()
+	jobs := inbox.Table{Name: "summaries", ID: "id", IDGenerated: true, Payload: "payload"}
+	d := dialect.MySQL[isolation.RepeatableRead]{}
+
 	// The driver: import _ "github.com/go-sql-driver/mysql".
 	db, err := sql.Open("mysql", "app@tcp(localhost:3306)/app?parseTime=true")
 	if err != nil {
 		log.Fatal(err)
 	}
 	defer db.Close()
-	jobs := inbox.Table{Name: "summaries", ID: "id", IDGenerated: true, Payload: "payload"}
-	d := dialect.MySQL[isolation.RepeatableRead]{}
 
 	c := inbox.NewConsumer(db, lease.New(d, jobs, nil), inbox.HandlerFunc(func(ctx context.Context, dl *inbox.Delivery) outcome.Outcome {
 		var count, total int64
@@ -39,7 +39,7 @@ func Example() {
 		}
 		return outcome.Ack() // commits the summary with the row's settlement
 	}), &inbox.Config{Transactional: true})
-	if err := c.Run(ctx); err != nil {
+	if err := c.Run(context.Background()); err != nil {
 		log.Fatal(err)
 	}
 }

@@ -19,16 +19,15 @@ import (
 //
 //	CREATE TABLE reports (id INTEGER PRIMARY KEY, payload BLOB, attempt INTEGER NOT NULL DEFAULT 0, expires TEXT);
 func ExampleNew() {
-	ctx := context.Background()
+	reports := inbox.Table{Name: "reports", ID: "id", IDGenerated: true, Payload: "payload", Attempt: "attempt"}
+	form := lease.New(dialect.SQLite[isolation.Immediate]{}, reports, &lease.Config{Column: "expires", Lease: 2 * time.Minute})
+
 	// The driver: import _ "github.com/glebarez/go-sqlite".
 	db, err := sql.Open("sqlite", "file:app.db?_pragma=journal_mode(WAL)&_pragma=busy_timeout(5000)")
 	if err != nil {
 		log.Fatal(err)
 	}
 	defer db.Close()
-
-	reports := inbox.Table{Name: "reports", ID: "id", IDGenerated: true, Payload: "payload", Attempt: "attempt"}
-	form := lease.New(dialect.SQLite[isolation.Immediate]{}, reports, &lease.Config{Column: "expires", Lease: 2 * time.Minute})
 
 	c := inbox.NewConsumer(db, form, inbox.HandlerFunc(func(ctx context.Context, dl *inbox.Delivery) outcome.Outcome {
 		// A lease lost (found at an extension) cancels ctx, its cause wrapping inbox.ErrLeaseLost:
@@ -38,7 +37,7 @@ func ExampleNew() {
 		}
 		return outcome.Ack()
 	}), &inbox.Config{Workers: 2})
-	if err := c.Run(ctx); err != nil {
+	if err := c.Run(context.Background()); err != nil {
 		log.Fatal(err)
 	}
 }

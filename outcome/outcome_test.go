@@ -11,7 +11,7 @@ import (
 )
 
 func TestOutcomes(t *testing.T) {
-	tests := []struct {
+	for _, tt := range []struct {
 		o       outcome.Outcome
 		kind    outcome.Kind
 		delay   time.Duration
@@ -26,8 +26,7 @@ func TestOutcomes(t *testing.T) {
 		{outcome.RetryAfter(0), outcome.KindRetryAfter, 0, false, "retry after 0s"},
 		// A negative delay is no delay, never a row due in the past.
 		{outcome.RetryAfter(-time.Hour), outcome.KindRetryAfter, 0, false, "retry after 0s"},
-	}
-	for _, tt := range tests {
+	} {
 		if got := tt.o.Kind(); got != tt.kind {
 			t.Errorf("%v: Kind() = %v, want %v", tt.o, got, tt.kind)
 		}

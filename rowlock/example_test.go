@@ -19,7 +19,10 @@ import (
 //	CREATE TABLE jobs (id BIGINT AUTO_INCREMENT PRIMARY KEY, payload LONGBLOB, queue VARCHAR(191) NOT NULL DEFAULT '',
 //	    processed_at DATETIME(6) NULL, INDEX jobs_claim (queue, processed_at, id));
 func ExampleNew() {
-	ctx := context.Background()
+	jobs := inbox.Table{Name: "jobs", ID: "id", IDGenerated: true, Payload: "payload",
+		Queue: "queue", ProcessedAt: "processed_at"}
+	form := rowlock.New(dialect.MySQL[isolation.ReadCommitted]{}, jobs)
+
 	// The driver: import _ "github.com/go-sql-driver/mysql".
 	db, err := sql.Open("mysql", "app@tcp(localhost:3306)/app?parseTime=true")
 	if err != nil {
@@ -28,15 +31,11 @@ func ExampleNew() {
 	defer db.Close()
 	db.SetMaxOpenConns(9)
 
-	jobs := inbox.Table{Name: "jobs", ID: "id", IDGenerated: true, Payload: "payload",
-		Queue: "queue", ProcessedAt: "processed_at"}
-	form := rowlock.New(dialect.MySQL[isolation.ReadCommitted]{}, jobs)
-
 	c := inbox.NewConsumer(db, form, inbox.HandlerFunc(func(ctx context.Context, dl *inbox.Delivery) outcome.Outcome {
 		log.Printf("job %d of queue %s: %s", dl.ID, dl.Queue, dl.Payload)
 		return outcome.Ack() // stamps processed_at and commits
 	}), &inbox.Config{Queue: "emails", Workers: 8})
-	if err := c.Run(ctx); err != nil {
+	if err := c.Run(context.Background()); err != nil {
 		log.Fatal(err)
 	}
 }
