@@ -131,12 +131,3 @@ func TestSettlementsRunInTheirWorkerWhereItsHoldIsItsOwn(t *testing.T) {
 		})
 	}
 }
-
-// rowIDs returns the row ids 1 to n.
-func rowIDs(n int) []int64 {
-	out := make([]int64, n)
-	for i := range out {
-		out[i] = int64(i + 1)
-	}
-	return out
-}
