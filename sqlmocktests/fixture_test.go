@@ -5,6 +5,7 @@ import (
 	"database/sql/driver"
 	"errors"
 	"fmt"
+	"log/slog"
 	"regexp"
 	"strings"
 	"testing"
@@ -15,6 +16,7 @@ import (
 	"github.com/sqlinbox/inbox"
 	"github.com/sqlinbox/inbox/advisory"
 	"github.com/sqlinbox/inbox/dialect"
+	"github.com/sqlinbox/inbox/inboxtest"
 	"github.com/sqlinbox/inbox/lease"
 	"github.com/sqlinbox/inbox/outcome"
 	"github.com/sqlinbox/inbox/rowlock"
@@ -31,7 +33,7 @@ type fixture struct {
 	st   statements
 	q    inbox.Queue
 	plan inbox.Plan
-	logs logBuffer
+	logs inboxtest.Log
 	// claims are the sizes of the lease claims prepared after Open on Postgres (leaseClaimSQL).
 	claims map[int]bool
 }
@@ -43,7 +45,7 @@ func newFixture(t *testing.T, form string, c dbCase, sh shape, maxOpen int, q in
 	t.Helper()
 	fx := &fixture{recorder: newRecorder(t, maxOpen), form: form, c: c, sh: sh, st: goldenSQL(t, form, c.db, sh), q: q}
 	if fx.q.Logger == nil {
-		fx.q.Logger = fx.logs.Logger()
+		fx.q.Logger = fx.logs.Logger(slog.LevelWarn)
 	}
 	return fx
 }

@@ -1,12 +1,10 @@
 package sqlmocktests
 
 import (
-	"bytes"
 	"context"
 	"database/sql"
 	"database/sql/driver"
 	"fmt"
-	"log/slog"
 	"strings"
 	"sync"
 	"testing"
@@ -225,27 +223,4 @@ func (t recorderTx) Rollback() error {
 	}
 	t.m.mu.Unlock()
 	return err
-}
-
-// logBuffer is a log a test can read, safe for the concurrent writes of a logger.
-type logBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (l *logBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.buf.Write(p)
-}
-
-func (l *logBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.buf.String()
-}
-
-// Logger returns a text logger of warnings and errors that writes to l.
-func (l *logBuffer) Logger() *slog.Logger {
-	return slog.New(slog.NewTextHandler(l, &slog.HandlerOptions{Level: slog.LevelWarn}))
 }

@@ -5,12 +5,14 @@ import (
 	"database/sql"
 	"database/sql/driver"
 	"errors"
+	"log/slog"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/sqlinbox/inbox"
 	"github.com/sqlinbox/inbox/dialect"
+	"github.com/sqlinbox/inbox/inboxtest"
 	"github.com/sqlinbox/inbox/isolation"
 	"github.com/sqlinbox/inbox/outcome"
 	"github.com/sqlinbox/inbox/rowlock"
@@ -208,9 +210,9 @@ func TestRowlockRetryAfterWithoutRetryAfterColumn(t *testing.T) {
 	m.mock.ExpectExec(retry).WithArgs(int64(5)).WillReturnResult(changed(1))
 	m.mock.ExpectCommit()
 
-	var logs logBuffer
+	var logs inboxtest.Log
 	f := onPostgres.rowlockForm(tbl)
-	plan, err := f.Open(context.Background(), m.db, inbox.Queue{Logger: logs.Logger()})
+	plan, err := f.Open(context.Background(), m.db, inbox.Queue{Logger: logs.Logger(slog.LevelWarn)})
 	if err != nil {
 		t.Fatalf("Open: %v", err)
 	}
@@ -225,7 +227,7 @@ func TestRowlockRetryAfterWithoutRetryAfterColumn(t *testing.T) {
 	if err := f.Close(); err != nil {
 		t.Fatal(err)
 	}
-	if !strings.Contains(logs.String(), "level=WARN") || !strings.Contains(logs.String(), "table=jobs") {
+	if !logs.Contains("level=WARN") || !logs.Contains("table=jobs") {
 		t.Errorf("no warning naming the table; log:\n%s", logs.String())
 	}
 }
