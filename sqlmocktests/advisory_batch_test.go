@@ -154,9 +154,7 @@ func TestAdvisoryBatchSequence(t *testing.T) {
 			fx.mock.ExpectExec(fx.many("retryAfterMany", 1)).WithArgs(c.near(now.Add(time.Hour)), nil, int64(10)).WillReturnResult(changed(1))
 			fx.expectUnlockMany(6, 7, 8, 9, 10, 11, 12)
 			os := []outcome.Outcome{outcome.Ack(), outcome.RetryAfter(time.Minute), outcome.Drop(), outcome.RetryAfter(time.Hour), outcome.RetryAfter(time.Minute), outcome.Retry()}
-			if err := f.SettleBatch(context.Background(), ds, os); err != nil {
-				t.Fatal(err)
-			}
+			settleBatch(t, f, ds, os...)
 			if err := f.Extend(context.Background(), ds[0]); !errors.Is(err, inbox.ErrClosed) {
 				t.Fatalf("Extend after the batch settled: %v, want ErrClosed", err)
 			}
@@ -202,9 +200,7 @@ func TestAdvisoryBatchMinimalTable(t *testing.T) {
 			ds := advisoryClaimBatch(t, f, 3)
 			fx.mock.ExpectExec(fx.many("ackMany", 2)).WithArgs(int64(7), int64(9)).WillReturnResult(changed(2))
 			fx.expectUnlockMany(3, 7, 8, 9)
-			if err := f.SettleBatch(context.Background(), ds, []outcome.Outcome{outcome.Ack(), outcome.RetryAfter(time.Minute), outcome.Drop()}); err != nil {
-				t.Fatal(err)
-			}
+			settleBatch(t, f, ds, outcome.Ack(), outcome.RetryAfter(time.Minute), outcome.Drop())
 			if !fx.warned("RetryAfter column", "8") {
 				t.Fatalf("RetryAfter without the column: logs %q, want a warning naming row 8", fx.logs.String())
 			}
@@ -240,9 +236,7 @@ func TestAdvisoryBatchTransactional(t *testing.T) {
 			fx.mock.ExpectExec(fx.many("ackMany", 2)).WithArgs(sqlmock.AnyArg(), int64(7), int64(8)).WillReturnResult(changed(2))
 			fx.mock.ExpectCommit()
 			fx.expectUnlockMany(2, 7, 8)
-			if err := f.SettleBatch(context.Background(), ds, []outcome.Outcome{outcome.Ack(), outcome.Ack()}); err != nil {
-				t.Fatal(err)
-			}
+			settleBatch(t, f, ds, outcome.Ack(), outcome.Ack())
 			if _, err := ds[0].Tx.ExecContext(context.Background(), "INSERT INTO audit VALUES (7)"); !errors.Is(err, inbox.ErrTransactionHeld) {
 				t.Fatalf("the transaction after settlement: %v, want ErrTransactionHeld", err)
 			}
@@ -251,9 +245,7 @@ func TestAdvisoryBatchTransactional(t *testing.T) {
 			fx.mock.ExpectRollback()
 			fx.mock.ExpectExec(fx.many("ackMany", 1)).WithArgs(sqlmock.AnyArg(), int64(11)).WillReturnResult(changed(1))
 			fx.expectUnlockMany(3, 9, 10, 11)
-			if err := f.SettleBatch(context.Background(), ds, []outcome.Outcome{outcome.Ack(), outcome.Retry(), outcome.Drop()}); err != nil {
-				t.Fatal(err)
-			}
+			settleBatch(t, f, ds, outcome.Ack(), outcome.Retry(), outcome.Drop())
 			fx.noWarnings(t)
 		})
 	}
@@ -307,9 +299,7 @@ func TestAdvisoryBatchCloseReleasesHolds(t *testing.T) {
 			fx.expectAdvisoryClaim(2, 1, 7, 8)
 			ds := advisoryClaimBatch(t, f, 2)
 			fx.expectUnlockMany(2, 7, 8)
-			if err := f.Close(); err != nil {
-				t.Fatal(err)
-			}
+			fx.closed(t, f)
 			if err := f.SettleBatch(context.Background(), ds, []outcome.Outcome{outcome.Ack(), outcome.Ack()}); !errors.Is(err, inbox.ErrClosed) {
 				t.Fatalf("SettleBatch after Close: %v, want ErrClosed", err)
 			}

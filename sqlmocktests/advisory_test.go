@@ -126,9 +126,7 @@ func TestAdvisorySequence(t *testing.T) {
 				}
 				oc.settle(fx, 7)
 				fx.expectUnlock(7).WillReturnRows(fx.unlocked(true))
-				if err := f.Settle(context.Background(), ds[0], oc.o); err != nil {
-					t.Fatal(err)
-				}
+				settle(t, f, ds[0], oc.o)
 				fx.noWarnings(t)
 			})
 		}
@@ -148,13 +146,9 @@ func TestAdvisoryMinimalTable(t *testing.T) {
 			}
 			fx.mock.ExpectExec(fx.sql("ack")).WithArgs(int64(7)).WillReturnResult(changed(1))
 			fx.expectUnlock(7).WillReturnRows(fx.unlocked(true))
-			if err := f.Settle(context.Background(), ds[0], outcome.Ack()); err != nil {
-				t.Fatal(err)
-			}
+			settle(t, f, ds[0], outcome.Ack())
 			fx.expectUnlock(8).WillReturnRows(fx.unlocked(true))
-			if err := f.Settle(context.Background(), ds[1], outcome.RetryAfter(time.Minute)); err != nil {
-				t.Fatal(err)
-			}
+			settle(t, f, ds[1], outcome.RetryAfter(time.Minute))
 			if !fx.warned("RetryAfter column") {
 				t.Fatalf("RetryAfter without the column: logs %q, want a warning", fx.logs.String())
 			}
@@ -214,9 +208,7 @@ func TestAdvisoryTransactional(t *testing.T) {
 			fx.mock.ExpectExec(fx.sql("ack")).WithArgs(sqlmock.AnyArg(), int64(7)).WillReturnResult(changed(1))
 			fx.mock.ExpectCommit()
 			fx.expectUnlock(7).WillReturnRows(fx.unlocked(true))
-			if err := f.Settle(context.Background(), ack, outcome.Ack()); err != nil {
-				t.Fatal(err)
-			}
+			settle(t, f, ack, outcome.Ack())
 
 			fx.expectAdvisoryClaim(1, 1, 8)
 			fx.mock.ExpectBegin()
@@ -224,9 +216,7 @@ func TestAdvisoryTransactional(t *testing.T) {
 			fx.mock.ExpectRollback()
 			fx.mock.ExpectExec(fx.sql("ack")).WithArgs(sqlmock.AnyArg(), int64(8)).WillReturnResult(changed(1))
 			fx.expectUnlock(8).WillReturnRows(fx.unlocked(true))
-			if err := f.Settle(context.Background(), drop, outcome.Drop()); err != nil {
-				t.Fatal(err)
-			}
+			settle(t, f, drop, outcome.Drop())
 			fx.noWarnings(t)
 		})
 	}

@@ -233,6 +233,31 @@ func (fx *fixture) checkDiscarded(t *testing.T, what string, warning ...string) 
 	}
 }
 
+// settle settles d by o on f, and stops the test where the settlement fails.
+func settle(t *testing.T, f inbox.Form, d *inbox.Delivery, o outcome.Outcome) {
+	t.Helper()
+	if err := f.Settle(context.Background(), d, o); err != nil {
+		t.Fatalf("Settle(%s): %v", o, err)
+	}
+}
+
+// settleBatch settles ds by outcomes, one each, on f, and stops the test where the settlement
+// fails.
+func settleBatch(t *testing.T, f inbox.BatchForm, ds []*inbox.Delivery, outcomes ...outcome.Outcome) {
+	t.Helper()
+	if err := f.SettleBatch(context.Background(), ds, outcomes); err != nil {
+		t.Fatalf("SettleBatch(%v): %v", outcomes, err)
+	}
+}
+
+// extend extends f's hold on d, and stops the test where the extension fails.
+func extend(t *testing.T, f inbox.Form, d *inbox.Delivery) {
+	t.Helper()
+	if err := f.Extend(context.Background(), d); err != nil {
+		t.Fatalf("Extend: %v", err)
+	}
+}
+
 // checkClosed closes f and checks that it then refuses, with ErrClosed and running nothing, d's
 // settlement and release and a claim.
 func checkClosed(t *testing.T, f inbox.Form, d *inbox.Delivery) {

@@ -51,13 +51,9 @@ func TestLeaseOwnConnection(t *testing.T) {
 
 			d := claimOne(t, f, 7, 1)
 			for range 2 {
-				if err := f.Extend(ctx, d); err != nil {
-					t.Fatal(err)
-				}
+				extend(t, f, d)
 			}
-			if err := f.Settle(ctx, d, outcome.Ack()); err != nil {
-				t.Fatal(err)
-			}
+			settle(t, f, d, outcome.Ack())
 			app.Close()
 			fx.closed(t, f)
 		})

@@ -149,31 +149,23 @@ func TestLeaseSequence(t *testing.T) {
 			if string(d.Payload) != "payload" {
 				t.Errorf("payload %q", d.Payload)
 			}
-			if err := f.Extend(ctx, d); err != nil {
-				t.Fatal(err)
-			}
+			extend(t, f, d)
 			if claimed == extended {
 				t.Errorf("the extension wrote the token it held (%v)", claimed)
 			}
-			if err := f.Settle(ctx, d, outcome.Ack()); err != nil {
-				t.Fatal(err)
-			}
+			settle(t, f, d, outcome.Ack())
 
 			// Retry only clears the lease: the claim counted the attempt.
 			var token driver.Value
 			fx.expectLeaseClaim(1, &token, leaseRow(8, 2))
 			fx.mock.ExpectExec(fx.sql("retry")).WithArgs(int64(8), sameValue{&token}).WillReturnResult(changed(1))
-			if err := f.Settle(ctx, claimOne(t, f, 8, 2), outcome.Retry()); err != nil {
-				t.Fatal(err)
-			}
+			settle(t, f, claimOne(t, f, 8, 2), outcome.Retry())
 
 			// RetryAfter sets retry_after, and no last error, and clears the lease.
 			token = nil
 			fx.expectLeaseClaim(1, &token, leaseRow(9, 1))
 			fx.mock.ExpectExec(fx.sql("retryAfter")).WithArgs(c.near(time.Now().Add(time.Minute)), nil, int64(9), sameValue{&token}).WillReturnResult(changed(1))
-			if err := f.Settle(ctx, claimOne(t, f, 9, 1), outcome.RetryAfter(time.Minute)); err != nil {
-				t.Fatal(err)
-			}
+			settle(t, f, claimOne(t, f, 9, 1), outcome.RetryAfter(time.Minute))
 
 			// Release clears the lease.
 			token = nil
@@ -205,9 +197,7 @@ func TestLeaseSequence(t *testing.T) {
 				t.Errorf("empty claim: %v, %v", ds, err)
 			}
 
-			if err := f.Close(); err != nil {
-				t.Fatal(err)
-			}
+			fx.closed(t, f)
 			if _, err := f.Claim(ctx, 1); !errors.Is(err, inbox.ErrClosed) {
 				t.Errorf("Claim after Close: %v, want ErrClosed", err)
 			}
@@ -221,28 +211,21 @@ func TestLeaseSequence(t *testing.T) {
 func TestLeaseSequenceMinimalTable(t *testing.T) {
 	for _, c := range leaseCases {
 		t.Run(c.name, func(t *testing.T) {
-			ctx := context.Background()
 			fx, f := openLease(t, c, minimalShape, 1, inbox.Queue{})
 
 			var token driver.Value
 			fx.expectLeaseClaim(1, &token, leaseRow(3, 0))
 			fx.mock.ExpectExec(fx.sql("ack")).WithArgs(int64(3), sameValue{&token}).WillReturnResult(changed(1))
-			if err := f.Settle(ctx, claimOne(t, f, 3, 0), outcome.Drop()); err != nil {
-				t.Fatal(err)
-			}
+			settle(t, f, claimOne(t, f, 3, 0), outcome.Drop())
 
 			token = nil
 			fx.expectLeaseClaim(1, &token, leaseRow(4, 0))
 			fx.mock.ExpectExec(fx.sql("retry")).WithArgs(int64(4), sameValue{&token}).WillReturnResult(changed(1))
-			if err := f.Settle(ctx, claimOne(t, f, 4, 0), outcome.RetryAfter(time.Minute)); err != nil {
-				t.Fatal(err)
-			}
+			settle(t, f, claimOne(t, f, 4, 0), outcome.RetryAfter(time.Minute))
 			if !fx.warned("table=jobs") {
 				t.Errorf("RetryAfter without a retry_after column logged %q, want a warning naming the table", fx.logs.String())
 			}
-			if err := f.Close(); err != nil {
-				t.Fatal(err)
-			}
+			fx.closed(t, f)
 		})
 	}
 }
@@ -275,9 +258,7 @@ func TestLeaseTransactionalSequence(t *testing.T) {
 			if _, err := d.Tx.ExecContext(ctx, write); err != nil {
 				t.Fatal(err)
 			}
-			if err := f.Settle(ctx, d, outcome.Ack()); err != nil {
-				t.Fatal(err)
-			}
+			settle(t, f, d, outcome.Ack())
 			if _, err := d.Tx.ExecContext(ctx, write); !errors.Is(err, inbox.ErrTransactionHeld) {
 				t.Errorf("the handler's transaction after settlement: %v, want ErrTransactionHeld", err)
 			}
@@ -330,9 +311,7 @@ func TestLeaseTransactionalSequence(t *testing.T) {
 				t.Errorf("ack whose commit failed: %v: wraps ErrCommitUnknown %v, want it only on the servers", err, unknown)
 			}
 
-			if err := f.Close(); err != nil {
-				t.Fatal(err)
-			}
+			fx.closed(t, f)
 			if c.mysqlFamily() {
 				// Each claim runs at READ COMMITTED whatever the dialect's level; the handler's
 				// transaction at the dialect's.
@@ -500,9 +479,7 @@ func TestLeaseOpenOnSQLiteBeforeTableList(t *testing.T) {
 	if _, err := f.Open(context.Background(), fx.db, inbox.Queue{}); err != nil {
 		t.Fatalf("Open: %v", err)
 	}
-	if err := f.Close(); err != nil {
-		t.Fatal(err)
-	}
+	fx.closed(t, f)
 }
 
 // TestLeaseTransactionEnded: once the database has ended the handler's transaction (a
@@ -526,9 +503,7 @@ func TestLeaseTransactionEnded(t *testing.T) {
 
 			d := claimOne(t, f, 7, 1)
 			checkTransactionEnded(t, d.Tx, func() error { return f.Settle(ctx, d, outcome.Ack()) })
-			if err := f.Close(); err != nil {
-				t.Fatal(err)
-			}
+			fx.closed(t, f)
 		})
 	}
 }
@@ -556,9 +531,7 @@ func TestLeaseClaimRetriesConflicts(t *testing.T) {
 				t.Fatalf("Claim = %v, %v; want row 7 at attempt 1 after the conflict", ds, err)
 			}
 			fx.mock.ExpectExec(fx.sql("retry")).WithArgs(int64(7), sqlmock.AnyArg()).WillReturnResult(changed(1)) // Close gives the row back
-			if err := f.Close(); err != nil {
-				t.Fatal(err)
-			}
+			fx.closed(t, f)
 		})
 	}
 }

@@ -50,15 +50,11 @@ func TestLeaseUnflushedAcks(t *testing.T) {
 			var token driver.Value
 			fx.expectLeaseClaim(1, &token, leaseRow(7, 1))
 			fx.mock.ExpectExec(fx.sql(ack)).WithArgs(c.near(time.Now()), int64(7), sameValue{&token}).WillReturnResult(changed(1))
-			if err := f.Settle(ctx, claimOne(t, f, 7, 1), outcome.Ack()); err != nil {
-				t.Fatal(err)
-			}
+			settle(t, f, claimOne(t, f, 7, 1), outcome.Ack())
 			token = nil
 			fx.expectLeaseClaim(1, &token, leaseRow(8, 1))
 			fx.mock.ExpectExec(fx.sql("retry")).WithArgs(int64(8), sameValue{&token}).WillReturnResult(changed(1))
-			if err := f.Settle(ctx, claimOne(t, f, 8, 1), outcome.Retry()); err != nil {
-				t.Fatal(err)
-			}
+			settle(t, f, claimOne(t, f, 8, 1), outcome.Retry())
 
 			// A batch of three acked rows: one statement over the batch's ids.
 			if c.mysqlFamily() {
@@ -78,9 +74,7 @@ func TestLeaseUnflushedAcks(t *testing.T) {
 			if err != nil || len(ds) != 3 {
 				t.Fatalf("ClaimBatch: %d rows, %v; want 3", len(ds), err)
 			}
-			if err := f.SettleBatch(ctx, ds, []outcome.Outcome{outcome.Ack(), outcome.Ack(), outcome.Ack()}); err != nil {
-				t.Fatal(err)
-			}
+			settleBatch(t, f, ds, outcome.Ack(), outcome.Ack(), outcome.Ack())
 			fx.closed(t, f)
 		})
 	}
@@ -91,16 +85,13 @@ func TestLeaseUnflushedAcks(t *testing.T) {
 func TestLeaseUnflushedAcksTransactional(t *testing.T) {
 	for _, c := range leaseTxCases {
 		t.Run(c.name, func(t *testing.T) {
-			ctx := context.Background()
 			fx, f, _ := openLeaseUnflushed(t, c, inbox.Queue{Transactional: true}) // its ack: "ack"
 			var token driver.Value
 			fx.expectLeaseClaim(1, &token, leaseRow(7, 1))
 			fx.expectBegin()
 			fx.mock.ExpectExec(fx.sql("ack")).WithArgs(c.near(time.Now()), int64(7), sameValue{&token}).WillReturnResult(changed(1))
 			fx.expectCommit(nil)
-			if err := f.Settle(ctx, claimOne(t, f, 7, 1), outcome.Ack()); err != nil {
-				t.Fatal(err)
-			}
+			settle(t, f, claimOne(t, f, 7, 1), outcome.Ack())
 			fx.closed(t, f)
 		})
 	}

@@ -146,9 +146,7 @@ func TestLeaseLifecycle(t *testing.T) {
 	if err := f.Settle(ctx, claimOne(t, f, 8, 1), outcome.Fail(errors.New("boom"))); err != nil {
 		t.Fatalf("Settle(Fail): %v", err)
 	}
-	if err := f.Close(); err != nil {
-		t.Fatal(err)
-	}
+	fx.closed(t, f)
 }
 
 // TestAdvisoryLifecycle pins, per dialect, the advisory form's claim past dead rows, its Fail
@@ -237,9 +235,7 @@ func TestLeaseBatchLifecycle(t *testing.T) {
 			if err := f.SettleBatch(ctx, ds, []outcome.Outcome{outcome.Fail(errors.New("boom")), outcome.Ack(), outcome.Ack()}); !errors.Is(err, refusedFK) {
 				t.Fatalf("SettleBatch = %v, want the ack's error", err)
 			}
-			if err := f.Close(); err != nil {
-				t.Fatal(err)
-			}
+			fx.closed(t, f)
 		})
 	}
 }

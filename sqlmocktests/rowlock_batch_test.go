@@ -232,12 +232,8 @@ func TestRowlockBatchMinimalTable(t *testing.T) {
 			if ds[0].Attempt != 0 || string(ds[2].Payload) != "c" {
 				t.Fatalf("deliveries %+v, %+v; want attempt 0 (no column) and the rows' payloads", ds[0], ds[2])
 			}
-			if err := f.SettleBatch(context.Background(), ds, tc.outcomes); err != nil {
-				t.Fatal(err)
-			}
-			if err := f.Close(); err != nil {
-				t.Fatal(err)
-			}
+			settleBatch(t, f, ds, tc.outcomes...)
+			fx.closed(t, f)
 			retryAfter := slices.ContainsFunc(tc.outcomes, func(o outcome.Outcome) bool { return o.Kind() == outcome.KindRetryAfter })
 			if warned := fx.warned("table=jobs"); warned != retryAfter {
 				t.Errorf("warning naming the table logged: %v, want %v; log:\n%s", warned, retryAfter, fx.logs.String())
@@ -280,9 +276,7 @@ func TestRowlockBatchClaim(t *testing.T) {
 			}
 			rowlockClaimBatch(t, f, 3, 0)
 			rowlockClaimBatch(t, f, 1, 0)
-			if err := f.Close(); err != nil {
-				t.Fatal(err)
-			}
+			fx.closed(t, f)
 			fx.checkLevels(t, 4)
 		})
 	}
@@ -324,9 +318,7 @@ func TestRowlockBatchMisuse(t *testing.T) {
 	if err := f.SettleBatch(context.Background(), []*inbox.Delivery{ds[2], ds[1], ds[0]}, []outcome.Outcome{ack, ack, ack}); err != nil {
 		t.Fatalf("SettleBatch of the whole batch after the refusals: %v", err)
 	}
-	if err := f.Close(); err != nil {
-		t.Fatal(err)
-	}
+	fx.closed(t, f)
 
 	t.Run("single delivery as a batch", func(t *testing.T) {
 		fx, f := openRowlock(t, onPostgres, fullShape, 0, inbox.Queue{Name: rowlockQueue})
@@ -338,9 +330,7 @@ func TestRowlockBatchMisuse(t *testing.T) {
 		if err := f.Release(context.Background(), d); err != nil {
 			t.Fatalf("Release: %v", err)
 		}
-		if err := f.Close(); err != nil {
-			t.Fatal(err)
-		}
+		fx.closed(t, f)
 	})
 }
 
@@ -359,6 +349,9 @@ func TestRowlockBatchTransactionHeld(t *testing.T) {
 			fx.checkSettleWhileHeld(t, ds[1].Tx, func() error {
 				return f.SettleBatch(context.Background(), ds, []outcome.Outcome{outcome.Ack(), outcome.Ack(), outcome.Ack()})
 			})
+			// Not fx.closed: the transaction rolled back in the background returns its
+			// connection, closing its statements, a moment later; the recorder reads the
+			// expectations when the test ends.
 			if err := f.Close(); err != nil {
 				t.Fatal(err)
 			}
@@ -414,9 +407,7 @@ func TestRowlockBatchFailures(t *testing.T) {
 				if err := f.ReleaseBatch(context.Background(), ds); !errors.Is(err, inbox.ErrClosed) {
 					t.Errorf("ReleaseBatch after the failed settlement: %v, want ErrClosed", err)
 				}
-				if err := f.Close(); err != nil {
-					t.Fatal(err)
-				}
+				fx.closed(t, f)
 			})
 		}
 	}
@@ -431,9 +422,7 @@ func TestRowlockBatchCloseRollsBack(t *testing.T) {
 	fx.mock.ExpectRollback()
 
 	ds := rowlockClaimBatch(t, f, 3, 2)
-	if err := f.Close(); err != nil {
-		t.Fatal(err)
-	}
+	fx.closed(t, f)
 	if err := f.SettleBatch(context.Background(), ds, []outcome.Outcome{outcome.Ack(), outcome.Ack()}); !errors.Is(err, inbox.ErrClosed) {
 		t.Errorf("SettleBatch after Close: %v, want ErrClosed", err)
 	}

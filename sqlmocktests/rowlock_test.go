@@ -164,12 +164,8 @@ func TestRowlockMinimalTable(t *testing.T) {
 			if d.ID != 11 || d.Attempt != 0 || d.Queue != "" || string(d.Payload) != `{"to":"a@example.com"}` {
 				t.Fatalf("delivery = %+v; want id 11, attempt 0 (no column), no queue, the row's payload", d)
 			}
-			if err := f.Settle(context.Background(), d, outcome.Ack()); err != nil {
-				t.Fatal(err)
-			}
-			if err := f.Close(); err != nil {
-				t.Fatal(err)
-			}
+			settle(t, f, d, outcome.Ack())
+			fx.closed(t, f)
 		})
 		for _, o := range []outcome.Outcome{outcome.Retry(), outcome.RetryAfter(time.Minute)} {
 			t.Run(c.name+"/"+o.String()+" rolls back", func(t *testing.T) {
@@ -178,12 +174,8 @@ func TestRowlockMinimalTable(t *testing.T) {
 				fx.mock.ExpectRollback()
 
 				d := rowlockClaimOne(t, f)
-				if err := f.Settle(context.Background(), d, o); err != nil {
-					t.Fatal(err)
-				}
-				if err := f.Close(); err != nil {
-					t.Fatal(err)
-				}
+				settle(t, f, d, o)
+				fx.closed(t, f)
 				if warned, want := fx.warned("table=jobs"), o.Kind() == outcome.KindRetryAfter; warned != want {
 					t.Errorf("warning naming the table logged: %v, want %v; log:\n%s", warned, want, fx.logs.String())
 				}
@@ -221,9 +213,7 @@ func TestRowlockRetryAfterWithoutRetryAfterColumn(t *testing.T) {
 	if d.Attempt != 1 {
 		t.Errorf("first delivery reads attempt %d, want 1", d.Attempt)
 	}
-	if err := f.Settle(context.Background(), d, outcome.RetryAfter(time.Minute)); err != nil {
-		t.Fatal(err)
-	}
+	settle(t, f, d, outcome.RetryAfter(time.Minute))
 	if err := f.Close(); err != nil {
 		t.Fatal(err)
 	}
@@ -244,9 +234,7 @@ func TestRowlockNoRow(t *testing.T) {
 			if err != nil || len(ds) != 0 {
 				t.Fatalf("Claim = %v, %v; want none, no error", ds, err)
 			}
-			if err := f.Close(); err != nil {
-				t.Fatal(err)
-			}
+			fx.closed(t, f)
 			fx.checkLevels(t, 1)
 		})
 	}
@@ -282,15 +270,11 @@ func TestRowlockClaimSeveral(t *testing.T) {
 	if ds[1].Attempt != 1 || ds[1].Payload != nil || ds[1].Headers != nil {
 		t.Errorf("second delivery = %+v; want attempt 1, nil payload and headers", ds[1])
 	}
-	if err := f.Settle(context.Background(), ds[1], outcome.Ack()); err != nil {
-		t.Fatal(err)
-	}
+	settle(t, f, ds[1], outcome.Ack())
 	if err := f.Release(context.Background(), ds[0]); err != nil {
 		t.Fatal(err)
 	}
-	if err := f.Close(); err != nil {
-		t.Fatal(err)
-	}
+	fx.closed(t, f)
 	fx.checkLevels(t, 3)
 }
 
@@ -317,9 +301,7 @@ func TestRowlockRelease(t *testing.T) {
 			if err := f.Release(context.Background(), d); !errors.Is(err, inbox.ErrClosed) {
 				t.Errorf("second Release: err = %v, want ErrClosed", err)
 			}
-			if err := f.Close(); err != nil {
-				t.Fatal(err)
-			}
+			fx.closed(t, f)
 		})
 	}
 }
@@ -361,9 +343,7 @@ func TestRowlockFailedCommit(t *testing.T) {
 					t.Errorf("Settle = %v; want it to say %q", err, want)
 				}
 				fx.checkDiscarded(t, "the failed COMMIT")
-				if err := f.Close(); err != nil {
-					t.Fatal(err)
-				}
+				fx.closed(t, f)
 			})
 		}
 	}
@@ -385,9 +365,7 @@ func TestRowlockFailedRollback(t *testing.T) {
 				t.Fatalf("Claim = %v, %v; want none, no error", ds, err)
 			}
 			fx.checkDiscarded(t, "the failed ROLLBACK")
-			if err := f.Close(); err != nil {
-				t.Fatal(err)
-			}
+			fx.closed(t, f)
 		})
 		t.Run(c.name+"/release", func(t *testing.T) {
 			fx, f := openRowlock(t, c, fullShape, 0, inbox.Queue{Name: rowlockQueue})
@@ -400,9 +378,7 @@ func TestRowlockFailedRollback(t *testing.T) {
 				t.Fatalf("Release = %v; want the rollback's error, naming the row", err)
 			}
 			fx.checkDiscarded(t, "the failed ROLLBACK")
-			if err := f.Close(); err != nil {
-				t.Fatal(err)
-			}
+			fx.closed(t, f)
 		})
 	}
 }
@@ -420,9 +396,7 @@ func TestRowlockFailedSettlement(t *testing.T) {
 	if err := f.Settle(context.Background(), d, outcome.Retry()); !errors.Is(err, broken) {
 		t.Fatalf("Settle = %v; want the statement's error", err)
 	}
-	if err := f.Close(); err != nil {
-		t.Fatal(err)
-	}
+	fx.closed(t, f)
 }
 
 // TestRowlockClaimRetriesConflicts: a claim that fails with a serialization failure (Postgres
@@ -454,9 +428,7 @@ func TestRowlockClaimRetriesConflicts(t *testing.T) {
 			if err := f.Release(context.Background(), d); err != nil {
 				t.Fatal(err)
 			}
-			if err := f.Close(); err != nil {
-				t.Fatal(err)
-			}
+			fx.closed(t, f)
 			fx.checkLevels(t, 3)
 		})
 	}
@@ -484,9 +456,7 @@ func TestRowlockClaimReportsPersistentConflicts(t *testing.T) {
 			if !errors.Is(err, tc.err) || len(ds) != 0 || !strings.Contains(err.Error(), `"jobs"`) || !strings.Contains(err.Error(), rowlockQueue) {
 				t.Fatalf("Claim = %v, %v; want the error, naming table and queue, after %d tries", ds, err, tc.tries)
 			}
-			if err := f.Close(); err != nil {
-				t.Fatal(err)
-			}
+			fx.closed(t, f)
 		})
 	}
 }
@@ -503,6 +473,9 @@ func TestRowlockTransactionHeld(t *testing.T) {
 			fx.mock.ExpectExec(fx.sql("savepoint")).WillReturnResult(changed(0))
 			d := rowlockClaimOne(t, f)
 			fx.checkSettleWhileHeld(t, d.Tx, func() error { return f.Settle(context.Background(), d, outcome.Ack()) })
+			// Not fx.closed: the transaction rolled back in the background returns its
+			// connection, closing its statements, a moment later; the recorder reads the
+			// expectations when the test ends.
 			if err := f.Close(); err != nil {
 				t.Fatal(err)
 			}
@@ -581,9 +554,7 @@ func TestRowlockWarnsPostgresSerializable(t *testing.T) {
 	} {
 		t.Run(tc.c.name, func(t *testing.T) {
 			fx, f := openRowlock(t, tc.c, minimalShape, 0, inbox.Queue{})
-			if err := f.Close(); err != nil {
-				t.Fatal(err)
-			}
+			fx.closed(t, f)
 			if warned := fx.warned("table=jobs"); warned != tc.warn {
 				t.Errorf("warning logged: %v, want %v; log:\n%s", warned, tc.warn, fx.logs.String())
 			}
@@ -702,9 +673,7 @@ func TestRowlockTransactionEnded(t *testing.T) {
 				if err != nil || settled != nil {
 					t.Fatalf("after an error that leaves the transaction open: the next statement %v, Settle %v; want both to succeed", err, settled)
 				}
-				if err := f.Close(); err != nil {
-					t.Fatal(err)
-				}
+				fx.closed(t, f)
 				return
 			}
 			if !errors.Is(err, inbox.ErrTransactionEnded) || !errors.Is(err, errDeadlock) || !strings.Contains(err.Error(), `"jobs", row 6`) {
@@ -717,9 +686,7 @@ func TestRowlockTransactionEnded(t *testing.T) {
 			if !errors.Is(settled, inbox.ErrTransactionEnded) {
 				t.Errorf("Settle = %v; want ErrTransactionEnded", settled)
 			}
-			if err := f.Close(); err != nil {
-				t.Fatal(err)
-			}
+			fx.closed(t, f)
 		})
 	}
 }
@@ -749,9 +716,7 @@ func TestRowlockTransactionEndedWhileRowsWereRead(t *testing.T) {
 	if err := f.Settle(ctx, d, outcome.Ack()); !errors.Is(err, inbox.ErrTransactionEnded) {
 		t.Errorf("Settle = %v; want ErrTransactionEnded", err)
 	}
-	if err := f.Close(); err != nil {
-		t.Fatal(err)
-	}
+	fx.closed(t, f)
 }
 
 // TestRowlockOpenStatementLost: a prepare refused for the connection's own prepared statement

@@ -130,9 +130,7 @@ func TestRowlockUnflushedAcksTransactional(t *testing.T) {
 			fx.mock.ExpectExec(fx.sql("savepoint")).WillReturnResult(changed(0))
 			fx.mock.ExpectExec(fx.sql("ack")).WithArgs(c.near(time.Now()), int64(7)).WillReturnResult(changed(1))
 			fx.mock.ExpectCommit()
-			if err := f.Settle(context.Background(), rowlockClaimOne(t, f), outcome.Ack()); err != nil {
-				t.Fatal(err)
-			}
+			settle(t, f, rowlockClaimOne(t, f), outcome.Ack())
 			fx.closed(t, f)
 		})
 	}
@@ -173,30 +171,23 @@ func openAdvisoryUnflushed(t *testing.T, c dbCase, q inbox.Queue) (fx *fixture, 
 func TestAdvisoryUnflushedAcks(t *testing.T) {
 	for _, c := range advisoryCases {
 		t.Run(c.name, func(t *testing.T) {
-			ctx := context.Background()
 			fx, f, ack, ackMany := openAdvisoryUnflushed(t, c, inbox.Queue{Name: "q"})
 
 			fx.expectAdvisoryClaim(1, 1, 7)
 			fx.mock.ExpectExec(fx.sql(ack)).WithArgs(c.near(time.Now()), int64(7)).WillReturnResult(changed(1))
 			fx.expectUnlock(7).WillReturnRows(fx.unlocked(true))
-			if err := f.Settle(ctx, advisoryClaim(t, f, 1)[0], outcome.Ack()); err != nil {
-				t.Fatal(err)
-			}
+			settle(t, f, advisoryClaim(t, f, 1)[0], outcome.Ack())
 
 			fx.expectAdvisoryClaim(1, 1, 8)
 			fx.mock.ExpectExec(fx.sql("retryAfter")).WithArgs(c.near(time.Now().Add(time.Hour)), nil, int64(8)).WillReturnResult(changed(1))
 			fx.expectUnlock(8).WillReturnRows(fx.unlocked(true))
-			if err := f.Settle(ctx, advisoryClaim(t, f, 1)[0], outcome.RetryAfter(time.Hour)); err != nil {
-				t.Fatal(err)
-			}
+			settle(t, f, advisoryClaim(t, f, 1)[0], outcome.RetryAfter(time.Hour))
 
 			fx.expectAdvisoryClaim(3, 1, 9, 10, 11)
 			fx.mock.ExpectExec(fx.sql(ackMany)).WithArgs(c.near(time.Now()), int64(9), int64(10), int64(11)).WillReturnResult(changed(3))
 			fx.expectUnlockMany(3, 9, 10, 11)
 			ds := advisoryClaimBatch(t, f, 3)
-			if err := f.SettleBatch(ctx, ds, []outcome.Outcome{outcome.Ack(), outcome.Drop(), outcome.Ack()}); err != nil {
-				t.Fatal(err)
-			}
+			settleBatch(t, f, ds, outcome.Ack(), outcome.Drop(), outcome.Ack())
 			fx.closed(t, f)
 			fx.noWarnings(t)
 		})
@@ -209,7 +200,6 @@ func TestAdvisoryUnflushedAcks(t *testing.T) {
 func TestAdvisoryUnflushedAcksTransactional(t *testing.T) {
 	for _, c := range advisoryCases {
 		t.Run(c.name, func(t *testing.T) {
-			ctx := context.Background()
 			fx, f, ack, _ := openAdvisoryUnflushed(t, c, inbox.Queue{Name: "q", Transactional: true})
 			if ack != "ack" {
 				t.Fatalf("the ack in transactional mode is %q, want the one that waits", ack)
@@ -219,18 +209,14 @@ func TestAdvisoryUnflushedAcksTransactional(t *testing.T) {
 			fx.mock.ExpectExec(fx.sql("ack")).WithArgs(sqlmock.AnyArg(), int64(7)).WillReturnResult(changed(1))
 			fx.mock.ExpectCommit()
 			fx.expectUnlock(7).WillReturnRows(fx.unlocked(true))
-			if err := f.Settle(ctx, advisoryClaim(t, f, 1)[0], outcome.Ack()); err != nil {
-				t.Fatal(err)
-			}
+			settle(t, f, advisoryClaim(t, f, 1)[0], outcome.Ack())
 
 			fx.expectAdvisoryClaim(1, 1, 8)
 			fx.mock.ExpectBegin()
 			fx.mock.ExpectRollback()
 			fx.mock.ExpectExec(fx.sql("ack")).WithArgs(sqlmock.AnyArg(), int64(8)).WillReturnResult(changed(1))
 			fx.expectUnlock(8).WillReturnRows(fx.unlocked(true))
-			if err := f.Settle(ctx, advisoryClaim(t, f, 1)[0], outcome.Drop()); err != nil {
-				t.Fatal(err)
-			}
+			settle(t, f, advisoryClaim(t, f, 1)[0], outcome.Drop())
 			fx.closed(t, f)
 			fx.noWarnings(t)
 		})

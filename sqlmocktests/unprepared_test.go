@@ -30,7 +30,6 @@ func TestUnpreparedRowlockSequence(t *testing.T) {
 				name += "/transactional"
 			}
 			t.Run(name, func(t *testing.T) {
-				ctx := context.Background()
 				fx, f := openRowlock(t, c, fullShape, 0, inbox.Queue{Name: rowlockQueue, Transactional: transactional, UnpreparedStatements: true})
 
 				fx.expectRowlockClaim("claim", rowlockRow(7))
@@ -40,9 +39,7 @@ func TestUnpreparedRowlockSequence(t *testing.T) {
 				}
 				fx.mock.ExpectExec(fx.sql("retryAfter")).WithArgs(c.near(time.Now().Add(time.Hour)), nil, int64(7)).WillReturnResult(changed(1))
 				fx.mock.ExpectCommit()
-				if err := f.Settle(ctx, rowlockClaimOne(t, f), outcome.RetryAfter(time.Hour)); err != nil {
-					t.Fatal(err)
-				}
+				settle(t, f, rowlockClaimOne(t, f), outcome.RetryAfter(time.Hour))
 
 				fx.expectPrepare(fx.sql("claim(3)"))
 				fx.expectRowlockClaim("claim(3)", rowlockBatchRows(3)...)
@@ -56,9 +53,7 @@ func TestUnpreparedRowlockSequence(t *testing.T) {
 				fx.expectRowlockBatchGroups(groups, false)
 				fx.mock.ExpectCommit()
 				ds := rowlockClaimBatch(t, f, 3, 3)
-				if err := f.SettleBatch(ctx, ds, []outcome.Outcome{outcome.Ack(), outcome.Ack(), outcome.Ack()}); err != nil {
-					t.Fatal(err)
-				}
+				settleBatch(t, f, ds, outcome.Ack(), outcome.Ack(), outcome.Ack())
 
 				fx.closed(t, f)
 			})
@@ -81,33 +76,25 @@ func TestUnpreparedLeaseSequence(t *testing.T) {
 			fx.mock.ExpectExec(fx.sql("extend")).WithArgs(c.token(time.Now().Add(lease.DefaultLease), &extended), int64(7), sameValue{&claimed}).WillReturnResult(changed(1))
 			fx.mock.ExpectExec(fx.sql("ack")).WithArgs(c.near(time.Now()), int64(7), sameValue{&extended}).WillReturnResult(changed(1))
 			d := claimOne(t, f, 7, 1)
-			if err := f.Extend(ctx, d); err != nil {
-				t.Fatal(err)
-			}
-			if err := f.Settle(ctx, d, outcome.Ack()); err != nil {
-				t.Fatal(err)
-			}
+			extend(t, f, d)
+			settle(t, f, d, outcome.Ack())
 
 			if c.mysqlFamily() {
 				fx.expectPrepare(fx.sql("stamp(3)"))
 			}
 			claimed, extended = nil, nil
 			fx.expectLeaseClaim(3, &claimed, leaseRow(8, 1), leaseRow(9, 1), leaseRow(10, 1))
-			extend := fx.sql("extendIn(3)")
-			fx.expectPrepare(extend)
-			fx.mock.ExpectExec(extend).WithArgs(c.token(time.Now().Add(lease.DefaultLease), &extended), int64(8), int64(9), int64(10), sameValue{&claimed}).WillReturnResult(changed(3))
+			extendIn := fx.sql("extendIn(3)")
+			fx.expectPrepare(extendIn)
+			fx.mock.ExpectExec(extendIn).WithArgs(c.token(time.Now().Add(lease.DefaultLease), &extended), int64(8), int64(9), int64(10), sameValue{&claimed}).WillReturnResult(changed(3))
 			fx.expectLeaseBatchSettle(fx.sql("ackIn(3)"), []driver.Value{c.near(time.Now()), int64(8), int64(10), int64(10), sameValue{&extended}}, 8, 10)
 			fx.expectLeaseBatchSettle(fx.sql("retryIn(3)"), []driver.Value{int64(9), int64(9), int64(9), sameValue{&extended}}, 9)
 			ds, err := f.ClaimBatch(ctx, 3)
 			if err != nil || len(ds) != 3 {
 				t.Fatalf("ClaimBatch: %v, %v; want rows 8, 9, 10", ds, err)
 			}
-			if err := f.Extend(ctx, ds[0]); err != nil {
-				t.Fatal(err)
-			}
-			if err := f.SettleBatch(ctx, ds, []outcome.Outcome{outcome.Ack(), outcome.Retry(), outcome.Drop()}); err != nil {
-				t.Fatal(err)
-			}
+			extend(t, f, ds[0])
+			settleBatch(t, f, ds, outcome.Ack(), outcome.Retry(), outcome.Drop())
 
 			fx.closed(t, f)
 		})
@@ -144,12 +131,8 @@ func TestUnpreparedLeaseOwnConnection(t *testing.T) {
 			fx.mock.ExpectExec(fx.sql("ack")).WithArgs(c.near(now), int64(7), sameValue{&extended}).WillReturnResult(changed(1))
 
 			d := claimOne(t, f, 7, 1)
-			if err := f.Extend(ctx, d); err != nil {
-				t.Fatal(err)
-			}
-			if err := f.Settle(ctx, d, outcome.Ack()); err != nil {
-				t.Fatal(err)
-			}
+			extend(t, f, d)
+			settle(t, f, d, outcome.Ack())
 			app.Close()
 			fx.closed(t, f)
 		})
