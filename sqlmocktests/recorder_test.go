@@ -41,7 +41,7 @@ func newRecorder(t *testing.T, maxOpen int) *recorder {
 	if err != nil {
 		t.Fatal(err)
 	}
-	m := &recorder{mock: mock}
+	m := &recorder{mock: mock, execHooks: map[string]chan struct{}{}, rollbackAt: map[int]chan struct{}{}}
 	m.db = sql.OpenDB(recorderConnector{drv: base.Driver(), dsn: dsn, m: m})
 	m.db.SetMaxOpenConns(maxOpen)
 	t.Cleanup(func() {
@@ -78,9 +78,6 @@ func (m *recorder) Levels() []sql.IsolationLevel {
 func (m *recorder) whenRollbacks(n int) <-chan struct{} {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if m.rollbackAt == nil {
-		m.rollbackAt = map[int]chan struct{}{}
-	}
 	ch := make(chan struct{})
 	if m.rollbacks >= n {
 		close(ch)
@@ -95,9 +92,6 @@ func (m *recorder) whenRollbacks(n int) <-chan struct{} {
 func (m *recorder) whenExec(query string) <-chan struct{} {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if m.execHooks == nil {
-		m.execHooks = map[string]chan struct{}{}
-	}
 	ch := make(chan struct{})
 	m.execHooks[query] = ch
 	return ch
