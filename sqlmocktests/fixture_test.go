@@ -233,6 +233,17 @@ func (fx *fixture) checkDiscarded(t *testing.T, what string, warning ...string) 
 	}
 }
 
+// claimed runs claim, a form's Claim or ClaimBatch, for up to max rows, and stops the test where
+// it fails.
+func claimed(t *testing.T, claim func(context.Context, int) ([]*inbox.Delivery, error), max int) []*inbox.Delivery {
+	t.Helper()
+	ds, err := claim(context.Background(), max)
+	if err != nil {
+		t.Fatalf("claiming up to %d rows: %v", max, err)
+	}
+	return ds
+}
+
 // settle settles d by o on f, and stops the test where the settlement fails.
 func settle(t *testing.T, f inbox.Form, d *inbox.Delivery, o outcome.Outcome) {
 	t.Helper()

@@ -164,7 +164,7 @@ func TestAdvisoryLifecycle(t *testing.T) {
 			fx.mock.ExpectExec(fx.sql("retryAfter")).WithArgs(c.near(time.Now().Add(time.Hour)), textHas{"foreign key"}, int64(7)).
 				WillReturnResult(changed(1))
 			fx.expectUnlock(7).WillReturnRows(fx.unlocked(true))
-			ds := advisoryClaim(t, f, 1)
+			ds := claimed(t, f.Claim, 1)
 			if err := f.Settle(context.Background(), ds[0], outcome.Ack()); !errors.Is(err, refusedFK) {
 				t.Fatalf("Settle = %v, want the ack's error", err)
 			}
@@ -173,7 +173,7 @@ func TestAdvisoryLifecycle(t *testing.T) {
 			fx.expectAdvisoryClaim(1, 1, 8)
 			fx.mock.ExpectExec(fx.sql("fail")).WithArgs(c.near(time.Now()), "boom", int64(8)).WillReturnResult(changed(1))
 			fx.expectUnlock(8).WillReturnRows(fx.unlocked(true))
-			ds = advisoryClaim(t, f, 1)
+			ds = claimed(t, f.Claim, 1)
 			if err := f.Settle(context.Background(), ds[0], outcome.Fail(errors.New("boom"))); err != nil {
 				t.Fatalf("Settle(Fail): %v", err)
 			}
@@ -181,7 +181,7 @@ func TestAdvisoryLifecycle(t *testing.T) {
 		t.Run(c.name+"/batch", func(t *testing.T) {
 			fx, f := openAdvisory(t, c, fullShape, q)
 			fx.expectAdvisoryClaim(2, 2, 7, 8)
-			ds := advisoryClaimBatch(t, f, 2)
+			ds := claimed(t, f.ClaimBatch, 2)
 			// The acks' statement is refused: its row backs off on the batch's connection; the
 			// fail's statement still runs; then the keys are released.
 			fx.mock.ExpectExec(fx.many("ackMany", 1)).WithArgs(sqlmock.AnyArg(), int64(8)).WillReturnError(refusedFK)
