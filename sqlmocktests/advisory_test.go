@@ -370,10 +370,7 @@ func TestAdvisoryOpenRefusesRuntimeSQLite(t *testing.T) {
 // settlement (it would run in autocommit on the locked connection): Settle fails with
 // ErrTransactionEnded, rolls back and unlocks, so the row is claimable again at once.
 func TestAdvisoryTransactionEnded(t *testing.T) {
-	for _, c := range advisoryCases {
-		if !c.mysqlFamily() {
-			continue
-		}
+	for _, c := range onMySQLFamily(advisoryCases) {
 		t.Run(c.name, func(t *testing.T) {
 			fx, f := openAdvisory(t, c, fullShape, inbox.Queue{Name: "q", Transactional: true})
 			fx.expectAdvisoryClaim(1, 1, 7)

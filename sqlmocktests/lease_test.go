@@ -339,10 +339,7 @@ func TestLeaseTransactionalSequence(t *testing.T) {
 // the rows, if it committed, return when their lease runs out.
 func TestLeaseClaimTransactionEnds(t *testing.T) {
 	broken := errors.New("write: broken pipe")
-	for _, c := range leaseCases {
-		if !c.mysqlFamily() {
-			continue
-		}
+	for _, c := range onMySQLFamily(leaseCases) {
 		t.Run(c.name+"/commit", func(t *testing.T) {
 			fx, f := openLease(t, c, fullShape, 1, inbox.Queue{})
 			fx.mock.ExpectBegin()
@@ -487,10 +484,7 @@ func TestLeaseOpenOnSQLiteBeforeTableList(t *testing.T) {
 // settlement in it (it would run in autocommit): Settle fails with ErrTransactionEnded, rolls
 // back and clears the lease, so the row is claimable again at once.
 func TestLeaseTransactionEnded(t *testing.T) {
-	for _, c := range leaseTxCases {
-		if !c.mysqlFamily() {
-			continue
-		}
+	for _, c := range onMySQLFamily(leaseTxCases) {
 		t.Run(c.name, func(t *testing.T) {
 			ctx := context.Background()
 			fx, f := openLease(t, c, fullShape, 1, inbox.Queue{Transactional: true})
@@ -512,10 +506,7 @@ func TestLeaseTransactionEnded(t *testing.T) {
 // conflict (a deadlock; on a Galera node, a certification failure at COMMIT, 1213) changed
 // nothing and is claimed again at once, and the row reaches the caller without an error.
 func TestLeaseClaimRetriesConflicts(t *testing.T) {
-	for _, c := range leaseCases {
-		if !c.mysqlFamily() {
-			continue
-		}
+	for _, c := range onMySQLFamily(leaseCases) {
 		t.Run(c.name, func(t *testing.T) {
 			fx, f := openLease(t, c, fullShape, 1, inbox.Queue{})
 			fx.mock.ExpectBegin()
