@@ -239,7 +239,17 @@ func claimed(t *testing.T, claim func(context.Context, int) ([]*inbox.Delivery, 
 	t.Helper()
 	ds, err := claim(context.Background(), max)
 	if err != nil {
-		t.Fatalf("claiming up to %d rows: %v", max, err)
+		t.Fatalf("claim (max %d): %v", max, err)
+	}
+	return ds
+}
+
+// claimBatch claims a batch of up to max rows on f, and stops the test unless it holds want.
+func claimBatch(t *testing.T, f inbox.BatchForm, max, want int) []*inbox.Delivery {
+	t.Helper()
+	ds := claimed(t, f.ClaimBatch, max)
+	if len(ds) != want {
+		t.Fatalf("ClaimBatch(%d) returned %d deliveries, want %d", max, len(ds), want)
 	}
 	return ds
 }

@@ -117,11 +117,8 @@ func TestLeaseBatchLostSequence(t *testing.T) {
 			}
 			fx.expectLeaseBatchSettle(fx.sql("retryIn(3)"), []driver.Value{int64(8), int64(8), int64(8), sameValue{&claimed}}, 8)
 
-			ds, err := f.ClaimBatch(ctx, 3)
-			if err != nil || len(ds) != 3 {
-				t.Fatalf("ClaimBatch: %v, %v", ds, err)
-			}
-			err = f.SettleBatch(ctx, ds, []outcome.Outcome{outcome.Ack(), outcome.Retry(), outcome.Ack()})
+			ds := claimBatch(t, f, 3, 3)
+			err := f.SettleBatch(ctx, ds, []outcome.Outcome{outcome.Ack(), outcome.Retry(), outcome.Ack()})
 			var lost *inbox.LeaseLostError
 			if !errors.Is(err, inbox.ErrLeaseLost) || !errors.As(err, &lost) || len(lost.IDs) != 1 || lost.IDs[0] != 9 || lost.Table != "jobs" {
 				t.Fatalf("SettleBatch: %v (%+v), want a *inbox.LeaseLostError of table jobs naming row 9 alone", err, lost)

@@ -109,10 +109,7 @@ func (fx *fixture) expectLeaseClaim(max int, token *driver.Value, rows ...row) {
 // claimOne claims with max 1 and checks the one delivery it expects.
 func claimOne(t *testing.T, f inbox.Form, id int64, attempt int) *inbox.Delivery {
 	t.Helper()
-	ds, err := f.Claim(context.Background(), 1)
-	if err != nil {
-		t.Fatalf("Claim: %v", err)
-	}
+	ds := claimed(t, f.Claim, 1)
 	if len(ds) != 1 || ds[0].ID != id || ds[0].Attempt != attempt {
 		t.Fatalf("claimed %+v, want row %d at attempt %d", ds, id, attempt)
 	}

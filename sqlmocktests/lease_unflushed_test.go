@@ -1,7 +1,6 @@
 package sqlmocktests
 
 import (
-	"context"
 	"database/sql/driver"
 	"testing"
 	"time"
@@ -44,7 +43,6 @@ func openLeaseUnflushed(t *testing.T, c dbCase, q inbox.Queue) (*fixture, *lease
 func TestLeaseUnflushedAcks(t *testing.T) {
 	for _, c := range leaseCases {
 		t.Run(c.name, func(t *testing.T) {
-			ctx := context.Background()
 			fx, f, ack := openLeaseUnflushed(t, c, inbox.Queue{})
 
 			var token driver.Value
@@ -70,10 +68,7 @@ func TestLeaseUnflushedAcks(t *testing.T) {
 			} else {
 				fx.expectLeaseBatchSettle(fx.sql("ackIn(3)"), args, 9, 10, 11)
 			}
-			ds, err := f.ClaimBatch(ctx, 3)
-			if err != nil || len(ds) != 3 {
-				t.Fatalf("ClaimBatch: %d rows, %v; want 3", len(ds), err)
-			}
+			ds := claimBatch(t, f, 3, 3)
 			settleBatch(t, f, ds, outcome.Ack(), outcome.Ack(), outcome.Ack())
 			fx.closed(t, f)
 		})

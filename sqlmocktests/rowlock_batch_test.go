@@ -90,18 +90,6 @@ func padded(lead []driver.Value, ids []int64, n int) []driver.Value {
 	return args
 }
 
-func rowlockClaimBatch(t *testing.T, f inbox.BatchForm, max, want int) []*inbox.Delivery {
-	t.Helper()
-	ds, err := f.ClaimBatch(context.Background(), max)
-	if err != nil {
-		t.Fatalf("ClaimBatch(%d): %v", max, err)
-	}
-	if len(ds) != want {
-		t.Fatalf("ClaimBatch(%d) returned %d deliveries, want %d", max, len(ds), want)
-	}
-	return ds
-}
-
 // TestRowlockBatchSettles pins the statement sequence of two batches of the same size: the
 // LIMIT 3 claim prepared once and closed at Close, one transaction at the dialect's level, the
 // settlement, COMMIT. On Postgres the settlement is one prepared statement per kind of outcome
@@ -159,7 +147,7 @@ func TestRowlockBatchSettles(t *testing.T) {
 				}
 
 				for range 2 {
-					ds := rowlockClaimBatch(t, f, 3, 3)
+					ds := claimBatch(t, f, 3, 3)
 					first, _ := inbox.HoldOf[any](ds[0])
 					for i, d := range ds {
 						if d.ID != int64(i+1) || d.Attempt != i+1 || d.Queue != rowlockQueue {
@@ -177,9 +165,7 @@ func TestRowlockBatchSettles(t *testing.T) {
 							t.Fatalf("the handler's write: %v", err)
 						}
 					}
-					if err := f.SettleBatch(context.Background(), ds, tc.outcomes); err != nil {
-						t.Fatalf("SettleBatch: %v", err)
-					}
+					settleBatch(t, f, ds, tc.outcomes...)
 					if tc.transactional {
 						for _, d := range ds {
 							if _, err := d.Tx.ExecContext(context.Background(), "SELECT 1"); !errors.Is(err, inbox.ErrTransactionHeld) {
@@ -228,7 +214,7 @@ func TestRowlockBatchMinimalTable(t *testing.T) {
 				fx.mock.ExpectRollback()
 			}
 
-			ds := rowlockClaimBatch(t, f, 3, 3)
+			ds := claimBatch(t, f, 3, 3)
 			if ds[0].Attempt != 0 || string(ds[2].Payload) != "c" {
 				t.Fatalf("deliveries %+v, %+v; want attempt 0 (no column) and the rows' payloads", ds[0], ds[2])
 			}
@@ -267,15 +253,15 @@ func TestRowlockBatchClaim(t *testing.T) {
 			fx.expectRowlockClaim("claim")
 			fx.mock.ExpectRollback()
 
-			ds := rowlockClaimBatch(t, f, 3, 3)
+			ds := claimBatch(t, f, 3, 3)
 			if err := f.ReleaseBatch(context.Background(), ds); err != nil {
 				t.Fatalf("ReleaseBatch: %v", err)
 			}
 			if err := f.SettleBatch(context.Background(), ds, make([]outcome.Outcome, 3)); !errors.Is(err, inbox.ErrClosed) {
 				t.Errorf("SettleBatch after ReleaseBatch: err = %v, want ErrClosed", err)
 			}
-			rowlockClaimBatch(t, f, 3, 0)
-			rowlockClaimBatch(t, f, 1, 0)
+			claimBatch(t, f, 3, 0)
+			claimBatch(t, f, 1, 0)
 			fx.closed(t, f)
 			fx.checkLevels(t, 4)
 		})
@@ -303,7 +289,7 @@ func TestRowlockBatchMisuse(t *testing.T) {
 	fx.expectRowlockBatchGroups(acks, true)
 	fx.mock.ExpectCommit()
 
-	ds := rowlockClaimBatch(t, f, 3, 3)
+	ds := claimBatch(t, f, 3, 3)
 	err := f.Settle(context.Background(), ds[0], ack)
 	refused(t, "Settle of a batch's delivery", err)
 	if err != nil && !strings.Contains(err.Error(), "SettleBatch") {
@@ -345,7 +331,7 @@ func TestRowlockBatchTransactionHeld(t *testing.T) {
 			fx.mock.ExpectPrepare(fx.sql("claim(3)")).WillBeClosed()
 			fx.expectRowlockClaim("claim(3)", rowlockBatchRows(3)...)
 			fx.mock.ExpectExec(fx.sql("savepoint")).WillReturnResult(changed(0))
-			ds := rowlockClaimBatch(t, f, 3, 3)
+			ds := claimBatch(t, f, 3, 3)
 			fx.checkSettleWhileHeld(t, ds[1].Tx, func() error {
 				return f.SettleBatch(context.Background(), ds, []outcome.Outcome{outcome.Ack(), outcome.Ack(), outcome.Ack()})
 			})
@@ -396,7 +382,7 @@ func TestRowlockBatchFailures(t *testing.T) {
 					fx.mock.ExpectRollback()
 				}
 
-				ds := rowlockClaimBatch(t, f, 3, 3)
+				ds := claimBatch(t, f, 3, 3)
 				err := f.SettleBatch(context.Background(), ds, []outcome.Outcome{outcome.Retry(), outcome.Retry(), outcome.Retry()})
 				if !errors.Is(err, broken) || !strings.Contains(err.Error(), `"jobs"`) {
 					t.Fatalf("SettleBatch = %v; want the failure, naming the table", err)
@@ -421,7 +407,7 @@ func TestRowlockBatchCloseRollsBack(t *testing.T) {
 	fx.expectRowlockClaim("claim(3)", row{id: 1}, row{id: 2})
 	fx.mock.ExpectRollback()
 
-	ds := rowlockClaimBatch(t, f, 3, 2)
+	ds := claimBatch(t, f, 3, 2)
 	fx.closed(t, f)
 	if err := f.SettleBatch(context.Background(), ds, []outcome.Outcome{outcome.Ack(), outcome.Ack()}); !errors.Is(err, inbox.ErrClosed) {
 		t.Errorf("SettleBatch after Close: %v, want ErrClosed", err)

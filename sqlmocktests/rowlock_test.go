@@ -57,10 +57,7 @@ func (fx *fixture) expectRowlockClaim(claim string, rows ...row) {
 
 func rowlockClaimOne(t *testing.T, f inbox.Form) *inbox.Delivery {
 	t.Helper()
-	ds, err := f.Claim(context.Background(), 1)
-	if err != nil {
-		t.Fatalf("Claim: %v", err)
-	}
+	ds := claimed(t, f.Claim, 1)
 	if len(ds) != 1 {
 		t.Fatalf("Claim returned %d deliveries, want 1", len(ds))
 	}
@@ -132,9 +129,7 @@ func TestRowlockSettles(t *testing.T) {
 							t.Fatalf("handler's write: %v", err)
 						}
 					}
-					if err := f.Settle(context.Background(), d, oc.o); err != nil {
-						t.Fatalf("Settle(%s): %v", oc.o, err)
-					}
+					settle(t, f, d, oc.o)
 					if transactional {
 						if _, err := d.Tx.ExecContext(context.Background(), "SELECT 1"); !errors.Is(err, inbox.ErrTransactionHeld) {
 							t.Errorf("the handler's Tx after settlement: err = %v, want ErrTransactionHeld", err)

@@ -1,7 +1,6 @@
 package sqlmocktests
 
 import (
-	"context"
 	"database/sql/driver"
 	"testing"
 	"time"
@@ -53,7 +52,6 @@ func openRowlockUnflushed(t *testing.T, c dbCase, q inbox.Queue) (*fixture, *row
 func TestRowlockUnflushedAcks(t *testing.T) {
 	for _, c := range rowlockCases {
 		t.Run(c.name, func(t *testing.T) {
-			ctx := context.Background()
 			fx, f, ack := openRowlockUnflushed(t, c, inbox.Queue{Name: rowlockQueue})
 			for _, s := range []struct {
 				o    outcome.Outcome
@@ -68,9 +66,7 @@ func TestRowlockUnflushedAcks(t *testing.T) {
 				fx.expectRowlockClaim("claim", rowlockRow(7))
 				fx.mock.ExpectExec(fx.sql(s.stmt)).WithArgs(s.args...).WillReturnResult(changed(1))
 				fx.mock.ExpectCommit()
-				if err := f.Settle(ctx, rowlockClaimOne(t, f), s.o); err != nil {
-					t.Fatalf("Settle(%s): %v", s.o, err)
-				}
+				settle(t, f, rowlockClaimOne(t, f), s.o)
 			}
 			fx.closed(t, f)
 		})
@@ -83,7 +79,6 @@ func TestRowlockUnflushedAcks(t *testing.T) {
 func TestRowlockUnflushedAcksBatch(t *testing.T) {
 	for _, c := range rowlockBatchCases {
 		t.Run(c.name, func(t *testing.T) {
-			ctx := context.Background()
 			fx, f, _ := openRowlockUnflushed(t, c, inbox.Queue{Name: rowlockQueue})
 			now := []driver.Value{c.near(time.Now())}
 			fx.mock.ExpectPrepare(fx.sql("claim(3)")).WillBeClosed()
@@ -99,18 +94,14 @@ func TestRowlockUnflushedAcksBatch(t *testing.T) {
 				fx.expectRowlockBatchGroups([]rowlockBatchGroup{{"ack", now, []int64{1, 2, 3}}}, true)
 			}
 			fx.mock.ExpectCommit()
-			if err := f.SettleBatch(ctx, rowlockClaimBatch(t, f, 3, 3), []outcome.Outcome{outcome.Ack(), outcome.Drop(), outcome.Ack()}); err != nil {
-				t.Fatalf("SettleBatch: %v", err)
-			}
+			settleBatch(t, f, claimBatch(t, f, 3, 3), outcome.Ack(), outcome.Drop(), outcome.Ack())
 
 			mixed := []rowlockBatchGroup{{"ack", now, []int64{1, 3}}, {"retry", nil, []int64{2}}}
 			fx.expectRowlockClaim("claim(3)", rowlockBatchRows(3)...)
 			fx.expectRowlockBatchPrepares(mixed)
 			fx.expectRowlockBatchGroups(mixed, true)
 			fx.mock.ExpectCommit()
-			if err := f.SettleBatch(ctx, rowlockClaimBatch(t, f, 3, 3), []outcome.Outcome{outcome.Ack(), outcome.Retry(), outcome.Ack()}); err != nil {
-				t.Fatalf("SettleBatch: %v", err)
-			}
+			settleBatch(t, f, claimBatch(t, f, 3, 3), outcome.Ack(), outcome.Retry(), outcome.Ack())
 			fx.closed(t, f)
 		})
 	}

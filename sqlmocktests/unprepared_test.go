@@ -52,7 +52,7 @@ func TestUnpreparedRowlockSequence(t *testing.T) {
 				}
 				fx.expectRowlockBatchGroups(groups, false)
 				fx.mock.ExpectCommit()
-				ds := rowlockClaimBatch(t, f, 3, 3)
+				ds := claimBatch(t, f, 3, 3)
 				settleBatch(t, f, ds, outcome.Ack(), outcome.Ack(), outcome.Ack())
 
 				fx.closed(t, f)
@@ -68,7 +68,6 @@ func TestUnpreparedRowlockSequence(t *testing.T) {
 func TestUnpreparedLeaseSequence(t *testing.T) {
 	for _, c := range leaseCases {
 		t.Run(c.name, func(t *testing.T) {
-			ctx := context.Background()
 			fx, f := openLease(t, c, fullShape, 1, inbox.Queue{UnpreparedStatements: true})
 
 			var claimed, extended driver.Value
@@ -89,10 +88,7 @@ func TestUnpreparedLeaseSequence(t *testing.T) {
 			fx.mock.ExpectExec(extendIn).WithArgs(c.token(time.Now().Add(lease.DefaultLease), &extended), int64(8), int64(9), int64(10), sameValue{&claimed}).WillReturnResult(changed(3))
 			fx.expectLeaseBatchSettle(fx.sql("ackIn(3)"), []driver.Value{c.near(time.Now()), int64(8), int64(10), int64(10), sameValue{&extended}}, 8, 10)
 			fx.expectLeaseBatchSettle(fx.sql("retryIn(3)"), []driver.Value{int64(9), int64(9), int64(9), sameValue{&extended}}, 9)
-			ds, err := f.ClaimBatch(ctx, 3)
-			if err != nil || len(ds) != 3 {
-				t.Fatalf("ClaimBatch: %v, %v; want rows 8, 9, 10", ds, err)
-			}
+			ds := claimBatch(t, f, 3, 3)
 			extend(t, f, ds[0])
 			settleBatch(t, f, ds, outcome.Ack(), outcome.Retry(), outcome.Drop())
 
