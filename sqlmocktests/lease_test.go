@@ -116,6 +116,16 @@ func claimOne(t *testing.T, f inbox.Form, id int64, attempt int) *inbox.Delivery
 	return ds[0]
 }
 
+// settleLeaseRow claims row id at attempt alone and settles it by o, expecting stmt with args
+// and then the claim's token to change the row.
+func (fx *fixture) settleLeaseRow(t *testing.T, f inbox.Form, id, attempt int64, o outcome.Outcome, stmt string, args ...driver.Value) {
+	t.Helper()
+	var token driver.Value
+	fx.expectLeaseClaim(1, &token, leaseRow(id, attempt))
+	fx.mock.ExpectExec(stmt).WithArgs(append(args, sameValue{&token})...).WillReturnResult(changed(1))
+	settle(t, f, claimOne(t, f, id, int(attempt)), o)
+}
+
 // TestLeaseSequence pins each dialect's statements for a claim, an extension, every outcome,
 // a release, a lost lease and an empty claim, each guarded by the token the claim wrote.
 func TestLeaseSequence(t *testing.T) {
@@ -153,19 +163,13 @@ func TestLeaseSequence(t *testing.T) {
 			settle(t, f, d, outcome.Ack())
 
 			// Retry only clears the lease: the claim counted the attempt.
-			var token driver.Value
-			fx.expectLeaseClaim(1, &token, leaseRow(8, 2))
-			fx.mock.ExpectExec(fx.sql("retry")).WithArgs(int64(8), sameValue{&token}).WillReturnResult(changed(1))
-			settle(t, f, claimOne(t, f, 8, 2), outcome.Retry())
+			fx.settleLeaseRow(t, f, 8, 2, outcome.Retry(), fx.sql("retry"), int64(8))
 
 			// RetryAfter sets retry_after, and no last error, and clears the lease.
-			token = nil
-			fx.expectLeaseClaim(1, &token, leaseRow(9, 1))
-			fx.mock.ExpectExec(fx.sql("retryAfter")).WithArgs(c.near(time.Now().Add(time.Minute)), nil, int64(9), sameValue{&token}).WillReturnResult(changed(1))
-			settle(t, f, claimOne(t, f, 9, 1), outcome.RetryAfter(time.Minute))
+			fx.settleLeaseRow(t, f, 9, 1, outcome.RetryAfter(time.Minute), fx.sql("retryAfter"), c.near(time.Now().Add(time.Minute)), nil, int64(9))
 
 			// Release clears the lease.
-			token = nil
+			var token driver.Value
 			fx.expectLeaseClaim(1, &token, leaseRow(10, 1))
 			fx.mock.ExpectExec(fx.sql("retry")).WithArgs(int64(10), sameValue{&token}).WillReturnResult(changed(1))
 			if err := f.Release(ctx, claimOne(t, f, 10, 1)); err != nil {
@@ -210,15 +214,8 @@ func TestLeaseSequenceMinimalTable(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			fx, f := openLease(t, c, minimalShape, 1, inbox.Queue{})
 
-			var token driver.Value
-			fx.expectLeaseClaim(1, &token, leaseRow(3, 0))
-			fx.mock.ExpectExec(fx.sql("ack")).WithArgs(int64(3), sameValue{&token}).WillReturnResult(changed(1))
-			settle(t, f, claimOne(t, f, 3, 0), outcome.Drop())
-
-			token = nil
-			fx.expectLeaseClaim(1, &token, leaseRow(4, 0))
-			fx.mock.ExpectExec(fx.sql("retry")).WithArgs(int64(4), sameValue{&token}).WillReturnResult(changed(1))
-			settle(t, f, claimOne(t, f, 4, 0), outcome.RetryAfter(time.Minute))
+			fx.settleLeaseRow(t, f, 3, 0, outcome.Drop(), fx.sql("ack"), int64(3))
+			fx.settleLeaseRow(t, f, 4, 0, outcome.RetryAfter(time.Minute), fx.sql("retry"), int64(4))
 			if !fx.warned("table=jobs") {
 				t.Errorf("RetryAfter without a retry_after column logged %q, want a warning naming the table", fx.logs.String())
 			}

@@ -45,20 +45,14 @@ func TestLeaseUnflushedAcks(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			fx, f, ack := openLeaseUnflushed(t, c, inbox.Queue{})
 
-			var token driver.Value
-			fx.expectLeaseClaim(1, &token, leaseRow(7, 1))
-			fx.mock.ExpectExec(fx.sql(ack)).WithArgs(c.near(time.Now()), int64(7), sameValue{&token}).WillReturnResult(changed(1))
-			settle(t, f, claimOne(t, f, 7, 1), outcome.Ack())
-			token = nil
-			fx.expectLeaseClaim(1, &token, leaseRow(8, 1))
-			fx.mock.ExpectExec(fx.sql("retry")).WithArgs(int64(8), sameValue{&token}).WillReturnResult(changed(1))
-			settle(t, f, claimOne(t, f, 8, 1), outcome.Retry())
+			fx.settleLeaseRow(t, f, 7, 1, outcome.Ack(), fx.sql(ack), c.near(time.Now()), int64(7))
+			fx.settleLeaseRow(t, f, 8, 1, outcome.Retry(), fx.sql("retry"), int64(8))
 
 			// A batch of three acked rows: one statement over the batch's ids.
 			if c.mysqlFamily() {
 				fx.mock.ExpectPrepare(fx.sql("stamp(3)")).WillBeClosed()
 			}
-			token = nil
+			var token driver.Value
 			fx.expectLeaseClaim(3, &token, leaseRow(9, 1), leaseRow(10, 1), leaseRow(11, 1))
 			args := []driver.Value{c.near(time.Now()), int64(9), int64(10), int64(11), sameValue{&token}}
 			if c.db == "postgres" {
