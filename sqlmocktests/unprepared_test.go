@@ -101,38 +101,7 @@ func TestUnpreparedLeaseSequence(t *testing.T) {
 // statements run on its own connection by their text, prepared there neither (compare
 // TestLeaseOwnConnection).
 func TestUnpreparedLeaseOwnConnection(t *testing.T) {
-	for _, c := range []dbCase{onPostgres, onMySQL} {
-		t.Run(c.name, func(t *testing.T) {
-			ctx := context.Background()
-			fx, f := openLease(t, c, fullShape, 2, inbox.Queue{UnpreparedStatements: true})
-			if !fx.plan.OwnConnection {
-				t.Fatalf("plan %+v on a pool of two, want OwnConnection", fx.plan)
-			}
-			app, err := fx.db.Conn(ctx) // the pool's other connection
-			if err != nil {
-				t.Fatal(err)
-			}
-			now := time.Now()
-			var claimed, extended driver.Value
-			claim, tok := fx.sql("claim"), c.token(now.Add(lease.DefaultLease), &claimed)
-			if c.db == "postgres" {
-				fx.mock.ExpectQuery(claim).WithArgs(append(fx.leaseClaimArgs(now, 1), tok)...).WillReturnRows(fullShape.claimed("", leaseRow(7, 1)))
-			} else {
-				fx.mock.ExpectBegin()
-				fx.mock.ExpectQuery(claim).WithArgs(fx.leaseClaimArgs(now, 1)...).WillReturnRows(fullShape.claimed("", leaseRow(7, 0)))
-				fx.mock.ExpectExec(fx.sql("stamp(1)")).WithArgs(tok, int64(7)).WillReturnResult(changed(1))
-				fx.mock.ExpectCommit()
-			}
-			fx.mock.ExpectExec(fx.sql("extend")).WithArgs(c.token(now.Add(lease.DefaultLease), &extended), int64(7), sameValue{&claimed}).WillReturnResult(changed(1))
-			fx.mock.ExpectExec(fx.sql("ack")).WithArgs(c.near(now), int64(7), sameValue{&extended}).WillReturnResult(changed(1))
-
-			d := claimOne(t, f, 7, 1)
-			extend(t, f, d)
-			settle(t, f, d, outcome.Ack())
-			app.Close()
-			fx.closed(t, f)
-		})
-	}
+	checkLeaseOwnConnection(t, inbox.Queue{UnpreparedStatements: true})
 }
 
 // TestUnpreparedAdvisoryRefused: the advisory form refuses the setting at Open with ErrDialect
