@@ -106,8 +106,15 @@ func (fx *fixture) expectServer() {
 
 // expectPrepares expects each statement the form's Open prepares (openStatements), each closed
 // by the end.
-func (fx *fixture) expectPrepares() {
+func (fx *fixture) expectPrepares() { fx.expectPreparesAcking("ack") }
+
+// expectPreparesAcking is expectPrepares for a form whose acks run the statement named ack (the
+// unflushed ack, say), prepared in the place of "ack".
+func (fx *fixture) expectPreparesAcking(ack string) {
 	for _, name := range openStatements[fx.form] {
+		if name == "ack" {
+			name = ack
+		}
 		if !fx.st.has(name) || fx.form == "rowlock" && name == "fail" && fx.sh.table.DeadAt == "" {
 			continue
 		}

@@ -19,18 +19,11 @@ func openLeaseUnflushed(t *testing.T, c dbCase, q inbox.Queue) (*fixture, *lease
 	q.UnflushedAcks = true
 	fx := newFixture(t, "lease", c, fullShape, 1, q)
 	ack := "ack"
-	if c.db == "postgres" && !q.Transactional {
+	if unflushedAcks(c, fx.q) {
 		ack = "ack unflushed"
 	}
 	fx.expectServer()
-	for _, name := range openStatements["lease"] {
-		if name == "ack" {
-			name = ack
-		}
-		if fx.st.has(name) {
-			fx.expectPrepare(fx.sql(name))
-		}
-	}
+	fx.expectPreparesAcking(ack)
 	f := lease.New(c.d, fullShape.table, nil)
 	fx.opened(t, f)
 	return fx, f, ack

@@ -140,14 +140,7 @@ func openAdvisoryUnflushed(t *testing.T, c dbCase, q inbox.Queue) (fx *fixture, 
 		ack, ackMany = "ack unflushed", "ackMany(3) unflushed"
 	}
 	fx.expectServer()
-	for _, name := range openStatements["advisory"] {
-		if name == "ack" {
-			name = ack
-		}
-		if fx.st.has(name) {
-			fx.expectPrepare(fx.sql(name))
-		}
-	}
+	fx.expectPreparesAcking(ack)
 	f = c.advisoryForm(fullShape.table, fullShape.key)
 	fx.opened(t, f)
 	t.Cleanup(func() { f.Close() })
