@@ -233,13 +233,7 @@ func TestRowlockBatchMinimalTable(t *testing.T) {
 // claim that finds nothing rolls back and returns none; a batch of one runs the single claim's
 // statement; ReleaseBatch rolls the batch back.
 func TestRowlockBatchClaim(t *testing.T) {
-	for _, tc := range []struct {
-		c        dbCase
-		conflict error
-	}{
-		{pgRepeatableRead, sqlState{"40001"}},
-		{onMySQL, errDeadlock},
-	} {
+	for _, tc := range rowlockConflicts {
 		t.Run(tc.c.name, func(t *testing.T) {
 			fx, f := openRowlock(t, tc.c, fullShape, 0, inbox.Queue{Name: rowlockQueue})
 			fx.mock.ExpectPrepare(fx.sql("claim(3)")).WillBeClosed()

@@ -394,18 +394,23 @@ func TestRowlockFailedSettlement(t *testing.T) {
 	fx.closed(t, f)
 }
 
+// rowlockConflicts are transient conflicts a claim's transaction meets, each on a database at the
+// level that meets it: a serialization failure (Postgres 40001), a deadlock (1213), a lock wait
+// timeout (1205).
+var rowlockConflicts = []struct {
+	c        dbCase
+	conflict error
+}{
+	{pgRepeatableRead, sqlState{"40001"}},
+	{onMySQL, errDeadlock},
+	{mariadbSerializable, errors.New("Error 1205 (HY000): Lock wait timeout exceeded; try restarting transaction")},
+}
+
 // TestRowlockClaimRetriesConflicts: a claim that fails with a serialization failure (Postgres
 // 40001), a deadlock (1213) or a lock wait timeout (1205) is rolled back and run again inside
 // Claim; the caller sees the row, not the failure.
 func TestRowlockClaimRetriesConflicts(t *testing.T) {
-	for _, tc := range []struct {
-		c        dbCase
-		conflict error
-	}{
-		{pgRepeatableRead, sqlState{"40001"}},
-		{onMySQL, errDeadlock},
-		{mariadbSerializable, errors.New("Error 1205 (HY000): Lock wait timeout exceeded; try restarting transaction")},
-	} {
+	for _, tc := range rowlockConflicts {
 		t.Run(tc.c.name, func(t *testing.T) {
 			fx, f := openRowlock(t, tc.c, fullShape, 0, inbox.Queue{Name: rowlockQueue})
 			for range 2 {
