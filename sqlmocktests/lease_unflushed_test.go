@@ -16,17 +16,11 @@ import (
 // unflushed" on Postgres outside transactional mode, "ack" elsewhere.
 func openLeaseUnflushed(t *testing.T, c dbCase, q inbox.Queue) (*fixture, *lease.Form[dialect.Dialect], string) {
 	t.Helper()
-	q.UnflushedAcks = true
-	fx := newFixture(t, "lease", c, fullShape, 1, q)
-	ack := "ack"
-	if unflushedAcks(c, fx.q) {
-		ack = "ack unflushed"
-	}
-	fx.expectServer()
-	fx.expectPreparesAcking(ack)
+	fx := newUnflushedFixture(t, "lease", c, 1, q)
+	fx.expectPreparesAcking(fx.ackStatement())
 	f := lease.New(c.d, fullShape.table, nil)
 	fx.opened(t, f)
-	return fx, f, ack
+	return fx, f, fx.ackStatement()
 }
 
 // TestLeaseUnflushedAcks pins what inbox.Queue.UnflushedAcks changes outside transactional mode:
@@ -55,8 +49,7 @@ func TestLeaseUnflushedAcks(t *testing.T) {
 			} else {
 				fx.expectLeaseBatchSettle(fx.sql("ackIn(3)"), args, 9, 10, 11)
 			}
-			ds := claimBatch(t, f, 3, 3)
-			settleBatch(t, f, ds, outcome.Ack(), outcome.Ack(), outcome.Ack())
+			settleBatch(t, f, claimBatch(t, f, 3, 3), outcome.Ack(), outcome.Ack(), outcome.Ack())
 			fx.closed(t, f)
 		})
 	}

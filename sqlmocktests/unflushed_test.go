@@ -19,19 +19,34 @@ func unflushedAcks(c dbCase, q inbox.Queue) bool {
 	return c.db == "postgres" && q.UnflushedAcks && !q.Transactional
 }
 
+// newUnflushedFixture is a fixture of form over fullShape on c's database on a mock of at most
+// maxOpen connections (see newFixture), for q with inbox.Queue.UnflushedAcks set, that expects the
+// server checks of the form's Open (expectServer).
+func newUnflushedFixture(t *testing.T, form string, c dbCase, maxOpen int, q inbox.Queue) *fixture {
+	t.Helper()
+	q.UnflushedAcks = true
+	fx := newFixture(t, form, c, fullShape, maxOpen, q)
+	fx.expectServer()
+	return fx
+}
+
+// ackStatement is the golden name of the statement a delivery's Ack runs: "ack unflushed" where
+// the form's acks do not wait for the disk (unflushedAcks), "ack" elsewhere.
+func (fx *fixture) ackStatement() string {
+	if unflushedAcks(fx.c, fx.q) {
+		return "ack unflushed"
+	}
+	return "ack"
+}
+
 // openRowlockUnflushed opens the row lock form over fullShape on c's database for q with
 // inbox.Queue.UnflushedAcks set, and returns the golden name of the ack a delivery's Ack runs:
 // where the acks are unflushed the form prepares "ack unflushed" after "ack", which it keeps for
 // the back-off.
 func openRowlockUnflushed(t *testing.T, c dbCase, q inbox.Queue) (*fixture, *rowlock.Form[rowlock.Dialect], string) {
 	t.Helper()
-	q.UnflushedAcks = true
-	fx := newFixture(t, "rowlock", c, fullShape, 0, q)
-	ack := "ack"
-	if unflushedAcks(c, fx.q) {
-		ack = "ack unflushed"
-	}
-	fx.expectServer()
+	fx := newUnflushedFixture(t, "rowlock", c, 0, q)
+	ack := fx.ackStatement()
 	for _, name := range openStatements["rowlock"] {
 		if fx.st.has(name) {
 			fx.expectPrepare(fx.sql(name))
@@ -133,13 +148,11 @@ func TestRowlockUnflushedAcksTransactional(t *testing.T) {
 // checks in the ack's place.
 func openAdvisoryUnflushed(t *testing.T, c dbCase, q inbox.Queue) (fx *fixture, f *advisory.Form[advisory.Dialect], ack, ackMany string) {
 	t.Helper()
-	q.UnflushedAcks = true
-	fx = newFixture(t, "advisory", c, fullShape, 2, q)
+	fx = newUnflushedFixture(t, "advisory", c, 2, q)
 	ack, ackMany = "ack", "ackMany(3)"
 	if unflushedAcks(c, fx.q) {
 		ack, ackMany = "ack unflushed", "ackMany(3) unflushed"
 	}
-	fx.expectServer()
 	fx.expectPreparesAcking(ack)
 	f = c.advisoryForm(fullShape.table, fullShape.key)
 	fx.opened(t, f)
