@@ -609,18 +609,24 @@ func TestRowlockConsumerPanic(t *testing.T) {
 				if !full {
 					cfg.Retry = inbox.RetryAtOnce // the minimal table has no retry_after column
 				}
-				cons := inbox.NewConsumer(fx.db, form, h, cfg)
-				ctx, cancel := context.WithCancel(context.Background())
-				ran := make(chan error, 1)
-				go func() { ran <- cons.Run(ctx) }()
+				// The consumer runs until it has claimed again after the panic's settlement, or
+				// for 10 s.
+				ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+				defer cancel()
+				go func() {
+					select {
+					case <-settled:
+						cancel()
+					case <-ctx.Done():
+					}
+				}()
+				if err := inbox.NewConsumer(fx.db, form, h, cfg).Run(ctx); err != nil {
+					t.Fatalf("Run: %v", err)
+				}
 				select {
 				case <-settled:
-				case <-time.After(10 * time.Second):
+				default:
 					t.Error("the consumer did not claim again after the panic's settlement")
-				}
-				cancel()
-				if err := <-ran; err != nil {
-					t.Fatalf("Run: %v", err)
 				}
 			})
 		}
