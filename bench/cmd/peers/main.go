@@ -22,7 +22,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/signal"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -58,14 +57,7 @@ type config struct {
 	out        io.Writer // the tables; the per-round lines go to stderr
 }
 
-func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
-	defer stop()
-	if err := run(ctx, os.Args[1:]); err != nil {
-		fmt.Fprintln(os.Stderr, "peers:", err)
-		os.Exit(1)
-	}
-}
+func main() { harness.Main("peers", run) }
 
 func run(ctx context.Context, args []string) error {
 	cfg, err := parseFlags(args)
