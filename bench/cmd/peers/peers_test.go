@@ -22,13 +22,11 @@ import (
 // INBOX_REQUIRE_DATABASES=1. The two databases run side by side, and Postgres commits without
 // waiting for the disk (harnesstest.Tiny): this measures nothing.
 func TestPeersTiny(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	defer cancel()
 	want := map[string][]string{
 		"sqlite":   {"ours: lease", "ours: lease, batches of 16", "River", "goqite"},
 		"postgres": {"ours: rowlock", "ours: lease", "ours: rowlock, batches of 16", "ours: lease, batches of 16", "River", "gue"},
 	}
-	harnesstest.Tiny(ctx, t, "inbox_peers_test", []string{"postgres"}, runTiny, func(db, out string, results []*result) {
+	harnesstest.Tiny(t, 5*time.Minute, "inbox_peers_test", []string{"postgres"}, runTiny, func(db, out string, results []*result) {
 		for _, name := range want[db] {
 			i := slices.IndexFunc(results, func(res *result) bool { return res.name == name })
 			if i < 0 || len(results[i].rates) != 1 || results[i].rates[0] <= 0 {

@@ -35,8 +35,6 @@ func TestMain(m *testing.M) {
 // (harnesstest.Tiny); one that does not answer is left out, or fails the test under
 // INBOX_REQUIRE_DATABASES=1. The databases run side by side.
 func TestScaleTiny(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	defer cancel()
 	// procs with single deliveries and batches; the other scenarios, whose code is the same
 	// for both, with batches only (the advisory form drains a few hundred rows a second under
 	// -race).
@@ -56,7 +54,7 @@ func TestScaleTiny(t *testing.T) {
 		}
 		return struct{}{}, nil
 	}
-	harnesstest.Tiny(ctx, t, "inbox_scale_test", []string{"postgres", "mariadb"}, runTiny, func(db, out string, _ struct{}) {
+	harnesstest.Tiny(t, 3*time.Minute, "inbox_scale_test", []string{"postgres", "mariadb"}, runTiny, func(db, out string, _ struct{}) {
 		want := []string{"A long drain", "A table that keeps its processed rows", "One queue among many"}
 		if db != "sqlite" {
 			want = append(want, "Many processes", "Sustained")

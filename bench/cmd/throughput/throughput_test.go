@@ -30,8 +30,6 @@ import (
 // INBOX_REQUIRE_DATABASES=1. The databases run side by side, and Postgres and SQLite commit
 // without waiting for the disk: this measures nothing, and CI's clock is short.
 func TestBenchCommandTiny(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	defer cancel()
 	run := func(ctx context.Context, db, dsn string, out io.Writer) (tinyRun, error) {
 		r := tinyRun{db: db, plot: filepath.Join(t.TempDir(), "bench.svg")}
 		var err error
@@ -44,7 +42,7 @@ func TestBenchCommandTiny(t *testing.T) {
 		r.cells, err = runAll(ctx, r.cfg)
 		return r, err
 	}
-	harnesstest.Tiny(ctx, t, "inbox_bench_test", []string{"postgres", "mysql", "mariadb"}, run, func(db, out string, r tinyRun) {
+	harnesstest.Tiny(t, 5*time.Minute, "inbox_bench_test", []string{"postgres", "mysql", "mariadb"}, run, func(db, out string, r tinyRun) {
 		want := []string{"| database | form | batch | workers | library msgs/s |", "| database | form | publish | p50 |",
 			"| database | form | batch | workers | round trips/msg library, raw |"}
 		if db != "sqlite" {

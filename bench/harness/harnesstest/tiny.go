@@ -7,18 +7,22 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 )
 
 // Tiny runs a tiny run of a benchmark command, run, on each database at once, so that the
 // command cannot rot: on SQLite, in a file of the test's own that commits without waiting for
 // the disk, and on each server of servers that answers, in a database of the test's own named
-// after prefix (Scratch). run writes the command's output to out and returns what the test's
-// checks read beside it. Then, a database after another, SQLite first, Tiny logs the run's
-// output and fails the test with the run's error, or hands the output and result to check.
-func Tiny[R any](ctx context.Context, t *testing.T, prefix string, servers []string,
+// after prefix (Scratch); all of it within timeout. run writes the command's output to out and
+// returns what the test's checks read beside it. Then, a database after another, SQLite first,
+// Tiny logs the run's output and fails the test with the run's error, or hands the output and
+// result to check.
+func Tiny[R any](t *testing.T, timeout time.Duration, prefix string, servers []string,
 	run func(ctx context.Context, db, dsn string, out io.Writer) (R, error),
 	check func(db, out string, result R)) {
 	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
 	type tiny struct {
 		db, dsn string
 		out     strings.Builder
