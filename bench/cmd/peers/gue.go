@@ -19,6 +19,7 @@ import (
 // priority strategy sorts every due row on each lock); a 10 ms poll interval, which only counts
 // when a worker finds nothing; graceful shutdown so that the last job's delete commits.
 type gueQueue struct {
+	notOurs
 	pool   *pgxpool.Pool
 	client *gue.Client
 }
@@ -62,8 +63,6 @@ func newGue(ctx context.Context, dsn string, maxW int) (contender, error) {
 }
 
 func (g *gueQueue) name() string { return "gue" }
-func (g *gueQueue) ours() bool   { return false }
-func (g *gueQueue) batch() int   { return 1 }
 func (g *gueQueue) close()       { g.pool.Close() }
 
 func (g *gueQueue) prefill(ctx context.Context, n int) error {

@@ -46,6 +46,13 @@ type contender interface {
 	close()
 }
 
+// notOurs is embedded in each peer's contender: none is ours, and each hands its handler one row
+// a call.
+type notOurs struct{}
+
+func (notOurs) ours() bool { return false }
+func (notOurs) batch() int { return 1 }
+
 type config struct {
 	n          int
 	workers    []int
