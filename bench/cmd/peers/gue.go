@@ -98,18 +98,15 @@ func (g *gueQueue) drain(ctx context.Context, n, w int) (time.Duration, error) {
 	if err != nil {
 		return 0, err
 	}
-	runCtx, stop := context.WithCancel(ctx)
-	defer stop()
-	errc := make(chan error, 1)
 	start := time.Now()
-	go func() { errc <- pool.Run(runCtx) }()
+	run := harness.Start(ctx, pool)
+	defer run.Stop()
 	select {
 	case <-all:
-	case err := <-errc:
-		return 0, fmt.Errorf("the worker pool stopped with %d of %d worked: %v", handled.Load(), n, err)
+	case <-run.Done():
+		return 0, fmt.Errorf("the worker pool stopped with %d of %d worked: %v", handled.Load(), n, run.Err())
 	}
-	stop()
-	if err := <-errc; err != nil {
+	if err := run.Stop(); err != nil {
 		return 0, err
 	}
 	elapsed := time.Since(start)
