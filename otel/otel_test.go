@@ -46,13 +46,35 @@ func openSQLite(t *testing.T) *sql.DB {
 	return db
 }
 
-// providers returns a tracer provider recording ended spans and a meter provider read by hand.
-func providers() (*tracetest.InMemoryExporter, *sdktrace.TracerProvider, *sdkmetric.ManualReader, *sdkmetric.MeterProvider) {
-	spans := tracetest.NewInMemoryExporter()
-	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(spans))
-	reader := sdkmetric.NewManualReader()
-	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
-	return spans, tp, reader, mp
+// observed is an observer of the test's, over a tracer provider that records the spans it ends
+// and a meter provider read by hand.
+type observed struct {
+	obs    *inboxotel.Observer
+	spans  *tracetest.InMemoryExporter
+	tp     *sdktrace.TracerProvider
+	reader *sdkmetric.ManualReader
+}
+
+func newObserved(t *testing.T) observed {
+	t.Helper()
+	o := observed{spans: tracetest.NewInMemoryExporter(), reader: sdkmetric.NewManualReader()}
+	o.tp = sdktrace.NewTracerProvider(sdktrace.WithSyncer(o.spans))
+	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(o.reader))
+	var err error
+	if o.obs, err = inboxotel.NewObserver(&inboxotel.Config{TracerProvider: o.tp, MeterProvider: mp}); err != nil {
+		t.Fatal(err)
+	}
+	return o
+}
+
+// collect reads the metrics the meter provider holds now.
+func (o observed) collect(t *testing.T) metricdata.ResourceMetrics {
+	t.Helper()
+	var rm metricdata.ResourceMetrics
+	if err := o.reader.Collect(context.Background(), &rm); err != nil {
+		t.Fatal(err)
+	}
+	return rm
 }
 
 // publishTraced publishes a row of queue q for each payload inside a span "publish", which it
@@ -73,16 +95,16 @@ func publishTraced(t *testing.T, db *sql.DB, tp trace.TracerProvider, payloads .
 	return publish
 }
 
-// consume runs c until the in-memory exporter holds n spans, then stops it.
-func consume(t *testing.T, c *inbox.Consumer, spans *tracetest.InMemoryExporter, n int) {
+// consume runs c until o has recorded n spans, then stops it.
+func (o observed) consume(t *testing.T, c *inbox.Consumer, n int) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	errc := make(chan error, 1)
 	go func() { errc <- c.Run(ctx) }()
 	deadline := time.Now().Add(20 * time.Second)
-	for len(spans.GetSpans()) < n {
+	for len(o.spans.GetSpans()) < n {
 		if time.Now().After(deadline) {
-			t.Fatalf("%d spans after 20 s, want %d", len(spans.GetSpans()), n)
+			t.Fatalf("%d spans after 20 s, want %d", len(o.spans.GetSpans()), n)
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
@@ -97,14 +119,10 @@ func consume(t *testing.T, c *inbox.Consumer, spans *tracetest.InMemoryExporter,
 // publisher's span, parent of the handler's own span, and the counters and histogram.
 func TestSpansLinkToThePublisherAndCarryTheOutcome(t *testing.T) {
 	db := openSQLite(t)
-	spans, tp, reader, mp := providers()
-	publish := publishTraced(t, db, tp, "ack", "retry", "drop")
-	obs, err := inboxotel.NewObserver(&inboxotel.Config{TracerProvider: tp, MeterProvider: mp})
-	if err != nil {
-		t.Fatal(err)
-	}
+	o := newObserved(t)
+	publish := publishTraced(t, db, o.tp, "ack", "retry", "drop")
 	h := inbox.HandlerFunc(func(ctx context.Context, d *inbox.Delivery) outcome.Outcome {
-		_, child := tp.Tracer("test").Start(ctx, "handler work")
+		_, child := o.tp.Tracer("test").Start(ctx, "handler work")
 		child.End()
 		switch {
 		case string(d.Payload) == "retry" && d.Attempt == 1:
@@ -114,11 +132,11 @@ func TestSpansLinkToThePublisherAndCarryTheOutcome(t *testing.T) {
 		}
 		return outcome.Ack()
 	})
-	c := inbox.NewConsumer(db, lease.New(sqliteD, jobs, nil), h, &inbox.Config{Queue: "q", Observer: obs, PollInterval: 20 * time.Millisecond})
+	c := inbox.NewConsumer(db, lease.New(sqliteD, jobs, nil), h, &inbox.Config{Queue: "q", Observer: o.obs, PollInterval: 20 * time.Millisecond})
 	// publish, four deliveries and four handler spans
-	consume(t, c, spans, 9)
+	o.consume(t, c, 9)
 
-	got := spans.GetSpans()
+	got := o.spans.GetSpans()
 	var deliveries []tracetest.SpanStub
 	byID := map[trace.SpanID]tracetest.SpanStub{}
 	for _, s := range got {
@@ -152,10 +170,7 @@ func TestSpansLinkToThePublisherAndCarryTheOutcome(t *testing.T) {
 		}
 	}
 
-	var rm metricdata.ResourceMetrics
-	if err := reader.Collect(context.Background(), &rm); err != nil {
-		t.Fatal(err)
-	}
+	rm := o.collect(t)
 	settled := sums(t, rm, "inbox.settled", inboxotel.AttrOutcome)
 	if settled["ack"] != 2 || settled["retry_after"] != 1 || settled["drop"] != 1 {
 		t.Errorf("inbox.settled %v, want 2 ack, 1 retry_after, 1 drop", settled)
@@ -169,12 +184,8 @@ func TestSpansLinkToThePublisherAndCarryTheOutcome(t *testing.T) {
 // and each delivery has a span of its own under it, linked to its publisher.
 func TestBatchSpansAreChildrenOfTheBatchsSpan(t *testing.T) {
 	db := openSQLite(t)
-	spans, tp, _, mp := providers()
-	publish := publishTraced(t, db, tp, "x", "x", "x")
-	obs, err := inboxotel.NewObserver(&inboxotel.Config{TracerProvider: tp, MeterProvider: mp})
-	if err != nil {
-		t.Fatal(err)
-	}
+	o := newObserved(t)
+	publish := publishTraced(t, db, o.tp, "x", "x", "x")
 	var handlerSpan trace.SpanID
 	h := inbox.BatchHandlerFunc(func(ctx context.Context, ds []*inbox.Delivery) []outcome.Outcome {
 		handlerSpan = trace.SpanFromContext(ctx).SpanContext().SpanID()
@@ -184,12 +195,12 @@ func TestBatchSpansAreChildrenOfTheBatchsSpan(t *testing.T) {
 		}
 		return outs
 	})
-	c := inbox.NewBatchConsumer(db, lease.New(sqliteD, jobs, nil), 8, h, &inbox.Config{Queue: "q", Observer: obs, PollInterval: 20 * time.Millisecond})
-	consume(t, c, spans, 5) // publish, the batch, three deliveries
+	c := inbox.NewBatchConsumer(db, lease.New(sqliteD, jobs, nil), 8, h, &inbox.Config{Queue: "q", Observer: o.obs, PollInterval: 20 * time.Millisecond})
+	o.consume(t, c, 5) // publish, the batch, three deliveries
 
 	var batch tracetest.SpanStub
 	var rows []tracetest.SpanStub
-	for _, s := range spans.GetSpans() {
+	for _, s := range o.spans.GetSpans() {
 		switch {
 		case s.Name != "process q":
 		case attr(s.Attributes, "messaging.batch.message_count").AsInt64() == 3:
@@ -214,24 +225,17 @@ func TestBatchSpansAreChildrenOfTheBatchsSpan(t *testing.T) {
 // TestFailedSettlementsAreErrors: a settlement that fails (the form closed under it) marks its
 // span as an error and counts its row with error.type.
 func TestFailedSettlementsAreErrors(t *testing.T) {
-	spans, tp, reader, mp := providers()
-	obs, err := inboxotel.NewObserver(&inboxotel.Config{TracerProvider: tp, MeterProvider: mp})
-	if err != nil {
-		t.Fatal(err)
-	}
+	o := newObserved(t)
 	d := &inbox.Delivery{ID: 7, Attempt: 1}
 	u := inbox.Unit{Queue: "q", Form: "lease", Table: "jobs", Deliveries: []*inbox.Delivery{d}, Claimed: time.Now()}
-	ctx := obs.Handling(context.Background(), u)
-	obs.Settled(ctx, inbox.Settlement{Queue: "q", Form: "lease", Table: "jobs", Deliveries: u.Deliveries,
+	ctx := o.obs.Handling(context.Background(), u)
+	o.obs.Settled(ctx, inbox.Settlement{Queue: "q", Form: "lease", Table: "jobs", Deliveries: u.Deliveries,
 		Outcomes: []outcome.Outcome{outcome.Ack()}, Err: fmt.Errorf("%w: the test says so", inbox.ErrLeaseLost)})
-	got := spans.GetSpans()
+	got := o.spans.GetSpans()
 	if len(got) != 1 || got[0].Status.Code != codes.Error {
 		t.Fatalf("spans %v, want one with an error status", got)
 	}
-	var rm metricdata.ResourceMetrics
-	if err := reader.Collect(context.Background(), &rm); err != nil {
-		t.Fatal(err)
-	}
+	rm := o.collect(t)
 	if failed := sums(t, rm, "inbox.settled", inboxotel.AttrError); failed["lease_lost"] != 1 {
 		t.Errorf("inbox.settled by error.type %v, want one lease_lost", failed)
 	}
@@ -240,18 +244,14 @@ func TestFailedSettlementsAreErrors(t *testing.T) {
 // TestALeaseBatchFailsOnlyTheRowsItLost: a lease batch's *inbox.LeaseLostError names the rows
 // left unchanged; the others settled, and are counted and traced so.
 func TestALeaseBatchFailsOnlyTheRowsItLost(t *testing.T) {
-	spans, tp, reader, mp := providers()
-	obs, err := inboxotel.NewObserver(&inboxotel.Config{TracerProvider: tp, MeterProvider: mp})
-	if err != nil {
-		t.Fatal(err)
-	}
+	o := newObserved(t)
 	ds := []*inbox.Delivery{{ID: 1, Attempt: 1}, {ID: 2, Attempt: 1}}
 	u := inbox.Unit{Queue: "q", Form: "lease", Table: "jobs", Deliveries: ds, Claimed: time.Now()}
-	ctx := obs.Handling(context.Background(), u)
-	obs.Settled(ctx, inbox.Settlement{Queue: "q", Form: "lease", Table: "jobs", Deliveries: ds,
+	ctx := o.obs.Handling(context.Background(), u)
+	o.obs.Settled(ctx, inbox.Settlement{Queue: "q", Form: "lease", Table: "jobs", Deliveries: ds,
 		Outcomes: []outcome.Outcome{outcome.Ack(), outcome.Ack()}, Err: &inbox.LeaseLostError{Table: "jobs", IDs: []int64{2}}})
 	failedSpans := map[int64]bool{}
-	for _, s := range spans.GetSpans() {
+	for _, s := range o.spans.GetSpans() {
 		if id := attr(s.Attributes, inboxotel.AttrID); id.Type() != attribute.INVALID {
 			failedSpans[id.AsInt64()] = s.Status.Code == codes.Error
 		}
@@ -259,10 +259,7 @@ func TestALeaseBatchFailsOnlyTheRowsItLost(t *testing.T) {
 	if len(failedSpans) != 2 || failedSpans[1] || !failedSpans[2] {
 		t.Errorf("error status by row %v, want row 2's span only", failedSpans)
 	}
-	var rm metricdata.ResourceMetrics
-	if err := reader.Collect(context.Background(), &rm); err != nil {
-		t.Fatal(err)
-	}
+	rm := o.collect(t)
 	if byError := sums(t, rm, "inbox.settled", inboxotel.AttrError); byError["lease_lost"] != 1 || byError[""] != 1 {
 		t.Errorf("inbox.settled by error.type %v, want one lease_lost and one settled", byError)
 	}
@@ -271,13 +268,9 @@ func TestALeaseBatchFailsOnlyTheRowsItLost(t *testing.T) {
 // TestWatchQueueReadsTheStatsAtEachCollection: the gauges report what the stats function
 // returns when the reader collects.
 func TestWatchQueueReadsTheStatsAtEachCollection(t *testing.T) {
-	_, _, reader, mp := providers()
-	obs, err := inboxotel.NewObserver(&inboxotel.Config{MeterProvider: mp})
-	if err != nil {
-		t.Fatal(err)
-	}
+	o := newObserved(t)
 	depth := int64(5)
-	reg, err := obs.WatchQueue("q", "jobs", func(context.Context) (int64, time.Duration, error) {
+	reg, err := o.obs.WatchQueue("q", "jobs", func(context.Context) (int64, time.Duration, error) {
 		return depth, 90 * time.Second, nil
 	})
 	if err != nil {
@@ -286,10 +279,7 @@ func TestWatchQueueReadsTheStatsAtEachCollection(t *testing.T) {
 	defer reg.Unregister()
 	for _, want := range []int64{5, 7} {
 		depth = want
-		var rm metricdata.ResourceMetrics
-		if err := reader.Collect(context.Background(), &rm); err != nil {
-			t.Fatal(err)
-		}
+		rm := o.collect(t)
 		g, ok := metric(t, rm, "inbox.queue.depth").Data.(metricdata.Gauge[int64])
 		if !ok || len(g.DataPoints) != 1 || g.DataPoints[0].Value != want {
 			t.Errorf("inbox.queue.depth %+v, want %d", g, want)

@@ -78,12 +78,13 @@ func TestAdvisoryBatchStatementText(t *testing.T) {
 	}
 }
 
-func advisoryClaimBatch(t *testing.T, f inbox.BatchForm, max int) []*inbox.Delivery {
+// claimPair claims a batch of two rows, 7 and 8 at attempt 1, and expects the one statement
+// that releases their keys, the server confirming released of them.
+func (fx *fixture) claimPair(t *testing.T, f inbox.BatchForm, released int) []*inbox.Delivery {
 	t.Helper()
-	ds, err := f.ClaimBatch(context.Background(), max)
-	if err != nil {
-		t.Fatal(err)
-	}
+	fx.expectAdvisoryClaim(2, 1, 7, 8)
+	ds := claimed(t, f.ClaimBatch, 2)
+	fx.expectUnlockMany(released, 7, 8)
 	return ds
 }
 
@@ -124,7 +125,7 @@ func TestAdvisoryBatchSequence(t *testing.T) {
 				fx.expectLock(id, true)
 				fx.expectTake(id, 2, true)
 			}
-			ds := advisoryClaimBatch(t, f, 6)
+			ds := claimed(t, f.ClaimBatch, 6)
 			if got := fmt.Sprint(advisoryBatchIDs(ds)); got != "[7 8 9 10 11 12]" {
 				t.Fatalf("claimed %s, want rows 7 to 12 (row 13 is beyond the batch)", got)
 			}
@@ -154,9 +155,7 @@ func TestAdvisoryBatchSequence(t *testing.T) {
 			fx.mock.ExpectExec(fx.many("retryAfterMany", 1)).WithArgs(c.near(now.Add(time.Hour)), nil, int64(10)).WillReturnResult(changed(1))
 			fx.expectUnlockMany(6, 7, 8, 9, 10, 11, 12)
 			os := []outcome.Outcome{outcome.Ack(), outcome.RetryAfter(time.Minute), outcome.Drop(), outcome.RetryAfter(time.Hour), outcome.RetryAfter(time.Minute), outcome.Retry()}
-			if err := f.SettleBatch(context.Background(), ds, os); err != nil {
-				t.Fatal(err)
-			}
+			settleBatch(t, f, ds, os...)
 			if err := f.Extend(context.Background(), ds[0]); !errors.Is(err, inbox.ErrClosed) {
 				t.Fatalf("Extend after the batch settled: %v, want ErrClosed", err)
 			}
@@ -180,9 +179,7 @@ func TestAdvisoryBatchRetryRunsNothing(t *testing.T) {
 				},
 				func(ds []*inbox.Delivery) error { return f.ReleaseBatch(context.Background(), ds) },
 			} {
-				fx.expectAdvisoryClaim(2, 1, 7, 8)
-				ds := advisoryClaimBatch(t, f, 2)
-				fx.expectUnlockMany(2, 7, 8)
+				ds := fx.claimPair(t, f, 2)
 				if err := settle(ds); err != nil {
 					t.Fatal(err)
 				}
@@ -199,12 +196,10 @@ func TestAdvisoryBatchMinimalTable(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			fx, f := openAdvisory(t, c, minimalShape, inbox.Queue{})
 			fx.expectAdvisoryClaim(3, 0, 7, 8, 9)
-			ds := advisoryClaimBatch(t, f, 3)
+			ds := claimed(t, f.ClaimBatch, 3)
 			fx.mock.ExpectExec(fx.many("ackMany", 2)).WithArgs(int64(7), int64(9)).WillReturnResult(changed(2))
 			fx.expectUnlockMany(3, 7, 8, 9)
-			if err := f.SettleBatch(context.Background(), ds, []outcome.Outcome{outcome.Ack(), outcome.RetryAfter(time.Minute), outcome.Drop()}); err != nil {
-				t.Fatal(err)
-			}
+			settleBatch(t, f, ds, outcome.Ack(), outcome.RetryAfter(time.Minute), outcome.Drop())
 			if !fx.warned("RetryAfter column", "8") {
 				t.Fatalf("RetryAfter without the column: logs %q, want a warning naming row 8", fx.logs.String())
 			}
@@ -223,7 +218,7 @@ func TestAdvisoryBatchTransactional(t *testing.T) {
 			claim := func(ids ...int64) []*inbox.Delivery {
 				fx.expectAdvisoryClaim(len(ids), 1, ids...)
 				fx.mock.ExpectBegin()
-				ds := advisoryClaimBatch(t, f, len(ids))
+				ds := claimed(t, f.ClaimBatch, len(ids))
 				for _, dv := range ds {
 					if dv.Tx == nil {
 						t.Fatal("no transaction lent in transactional mode")
@@ -240,9 +235,7 @@ func TestAdvisoryBatchTransactional(t *testing.T) {
 			fx.mock.ExpectExec(fx.many("ackMany", 2)).WithArgs(sqlmock.AnyArg(), int64(7), int64(8)).WillReturnResult(changed(2))
 			fx.mock.ExpectCommit()
 			fx.expectUnlockMany(2, 7, 8)
-			if err := f.SettleBatch(context.Background(), ds, []outcome.Outcome{outcome.Ack(), outcome.Ack()}); err != nil {
-				t.Fatal(err)
-			}
+			settleBatch(t, f, ds, outcome.Ack(), outcome.Ack())
 			if _, err := ds[0].Tx.ExecContext(context.Background(), "INSERT INTO audit VALUES (7)"); !errors.Is(err, inbox.ErrTransactionHeld) {
 				t.Fatalf("the transaction after settlement: %v, want ErrTransactionHeld", err)
 			}
@@ -251,9 +244,7 @@ func TestAdvisoryBatchTransactional(t *testing.T) {
 			fx.mock.ExpectRollback()
 			fx.mock.ExpectExec(fx.many("ackMany", 1)).WithArgs(sqlmock.AnyArg(), int64(11)).WillReturnResult(changed(1))
 			fx.expectUnlockMany(3, 9, 10, 11)
-			if err := f.SettleBatch(context.Background(), ds, []outcome.Outcome{outcome.Ack(), outcome.Retry(), outcome.Drop()}); err != nil {
-				t.Fatal(err)
-			}
+			settleBatch(t, f, ds, outcome.Ack(), outcome.Retry(), outcome.Drop())
 			fx.noWarnings(t)
 		})
 	}
@@ -266,9 +257,7 @@ func TestAdvisoryBatchUnconfirmedUnlockClosesConnection(t *testing.T) {
 	for _, c := range advisoryCases {
 		t.Run(c.name, func(t *testing.T) {
 			fx, f := openAdvisory(t, c, fullShape, inbox.Queue{Name: "q"})
-			fx.expectAdvisoryClaim(2, 1, 7, 8)
-			ds := advisoryClaimBatch(t, f, 2)
-			fx.expectUnlockMany(1, 7, 8)
+			ds := fx.claimPair(t, f, 1)
 			fx.mock.ExpectClose()
 			if err := f.ReleaseBatch(context.Background(), ds); err != nil {
 				t.Fatal(err)
@@ -304,12 +293,8 @@ func TestAdvisoryBatchCloseReleasesHolds(t *testing.T) {
 	for _, c := range advisoryCases {
 		t.Run(c.name, func(t *testing.T) {
 			fx, f := openAdvisory(t, c, fullShape, inbox.Queue{Name: "q"})
-			fx.expectAdvisoryClaim(2, 1, 7, 8)
-			ds := advisoryClaimBatch(t, f, 2)
-			fx.expectUnlockMany(2, 7, 8)
-			if err := f.Close(); err != nil {
-				t.Fatal(err)
-			}
+			ds := fx.claimPair(t, f, 2)
+			fx.closed(t, f)
 			if err := f.SettleBatch(context.Background(), ds, []outcome.Outcome{outcome.Ack(), outcome.Ack()}); !errors.Is(err, inbox.ErrClosed) {
 				t.Fatalf("SettleBatch after Close: %v, want ErrClosed", err)
 			}

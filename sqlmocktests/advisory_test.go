@@ -88,15 +88,6 @@ func (fx *fixture) expectAdvisoryClaim(max, attempt int, ids ...int64) {
 	}
 }
 
-func advisoryClaim(t *testing.T, f inbox.Form, max int) []*inbox.Delivery {
-	t.Helper()
-	ds, err := f.Claim(context.Background(), max)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return ds
-}
-
 // TestAdvisorySequence pins each outcome's statements: candidates, lock, take, settlement,
 // unlock.
 func TestAdvisorySequence(t *testing.T) {
@@ -120,15 +111,13 @@ func TestAdvisorySequence(t *testing.T) {
 			t.Run(c.name+"/"+oc.o.String(), func(t *testing.T) {
 				fx, f := openAdvisory(t, c, fullShape, inbox.Queue{Name: "q"})
 				fx.expectAdvisoryClaim(1, 3, 7)
-				ds := advisoryClaim(t, f, 1)
+				ds := claimed(t, f.Claim, 1)
 				if len(ds) != 1 || ds[0].ID != 7 || ds[0].Attempt != 3 || ds[0].Queue != "q" || string(ds[0].Payload) != "p" {
 					t.Fatalf("claimed %+v, want row 7 as read by the take", ds)
 				}
 				oc.settle(fx, 7)
 				fx.expectUnlock(7).WillReturnRows(fx.unlocked(true))
-				if err := f.Settle(context.Background(), ds[0], oc.o); err != nil {
-					t.Fatal(err)
-				}
+				settle(t, f, ds[0], oc.o)
 				fx.noWarnings(t)
 			})
 		}
@@ -142,19 +131,15 @@ func TestAdvisoryMinimalTable(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			fx, f := openAdvisory(t, c, minimalShape, inbox.Queue{})
 			fx.expectAdvisoryClaim(2, 0, 7, 8)
-			ds := advisoryClaim(t, f, 2)
+			ds := claimed(t, f.Claim, 2)
 			if len(ds) != 2 || ds[0].Attempt != 0 {
 				t.Fatalf("claimed %+v, want rows 7 and 8", ds)
 			}
 			fx.mock.ExpectExec(fx.sql("ack")).WithArgs(int64(7)).WillReturnResult(changed(1))
 			fx.expectUnlock(7).WillReturnRows(fx.unlocked(true))
-			if err := f.Settle(context.Background(), ds[0], outcome.Ack()); err != nil {
-				t.Fatal(err)
-			}
+			settle(t, f, ds[0], outcome.Ack())
 			fx.expectUnlock(8).WillReturnRows(fx.unlocked(true))
-			if err := f.Settle(context.Background(), ds[1], outcome.RetryAfter(time.Minute)); err != nil {
-				t.Fatal(err)
-			}
+			settle(t, f, ds[1], outcome.RetryAfter(time.Minute))
 			if !fx.warned("RetryAfter column") {
 				t.Fatalf("RetryAfter without the column: logs %q, want a warning", fx.logs.String())
 			}
@@ -180,7 +165,7 @@ func TestAdvisoryPassesOver(t *testing.T) {
 				fx.expectLock(id, true)
 				fx.expectTake(id, 1, true)
 			}
-			ds := advisoryClaim(t, f, 2)
+			ds := claimed(t, f.Claim, 2)
 			if len(ds) != 2 || ds[0].ID != 7 || ds[1].ID != 8 {
 				t.Fatalf("claimed %+v, want rows 7 and 8", ds)
 			}
@@ -206,7 +191,7 @@ func TestAdvisoryTransactional(t *testing.T) {
 			fx, f := openAdvisory(t, c, fullShape, inbox.Queue{Name: "q", Transactional: true})
 			fx.expectAdvisoryClaim(1, 1, 7)
 			fx.mock.ExpectBegin()
-			ack := advisoryClaim(t, f, 1)[0]
+			ack := claimed(t, f.Claim, 1)[0]
 			fx.mock.ExpectExec("INSERT INTO audit VALUES (7)").WillReturnResult(changed(1))
 			if _, err := ack.Tx.ExecContext(context.Background(), "INSERT INTO audit VALUES (7)"); err != nil {
 				t.Fatal(err)
@@ -214,19 +199,15 @@ func TestAdvisoryTransactional(t *testing.T) {
 			fx.mock.ExpectExec(fx.sql("ack")).WithArgs(sqlmock.AnyArg(), int64(7)).WillReturnResult(changed(1))
 			fx.mock.ExpectCommit()
 			fx.expectUnlock(7).WillReturnRows(fx.unlocked(true))
-			if err := f.Settle(context.Background(), ack, outcome.Ack()); err != nil {
-				t.Fatal(err)
-			}
+			settle(t, f, ack, outcome.Ack())
 
 			fx.expectAdvisoryClaim(1, 1, 8)
 			fx.mock.ExpectBegin()
-			drop := advisoryClaim(t, f, 1)[0]
+			drop := claimed(t, f.Claim, 1)[0]
 			fx.mock.ExpectRollback()
 			fx.mock.ExpectExec(fx.sql("ack")).WithArgs(sqlmock.AnyArg(), int64(8)).WillReturnResult(changed(1))
 			fx.expectUnlock(8).WillReturnRows(fx.unlocked(true))
-			if err := f.Settle(context.Background(), drop, outcome.Drop()); err != nil {
-				t.Fatal(err)
-			}
+			settle(t, f, drop, outcome.Drop())
 			fx.noWarnings(t)
 		})
 	}
@@ -243,7 +224,7 @@ func TestAdvisoryTransactionEnds(t *testing.T) {
 			fx, f := openAdvisory(t, c, fullShape, inbox.Queue{Name: "q", Transactional: true})
 			fx.expectAdvisoryClaim(1, 1, 7)
 			fx.mock.ExpectBegin()
-			dv := advisoryClaim(t, f, 1)[0]
+			dv := claimed(t, f.Claim, 1)[0]
 			fx.mock.ExpectExec(fx.sql("ack")).WithArgs(sqlmock.AnyArg(), int64(7)).WillReturnResult(changed(1))
 			fx.mock.ExpectCommit().WillReturnError(broken)
 			fx.mock.ExpectClose()
@@ -257,7 +238,7 @@ func TestAdvisoryTransactionEnds(t *testing.T) {
 			fx, f := openAdvisory(t, c, fullShape, inbox.Queue{Name: "q", Transactional: true})
 			fx.expectAdvisoryClaim(1, 1, 8)
 			fx.mock.ExpectBegin()
-			dv := advisoryClaim(t, f, 1)[0]
+			dv := claimed(t, f.Claim, 1)[0]
 			fx.mock.ExpectRollback().WillReturnError(broken)
 			fx.mock.ExpectClose()
 			err := f.Settle(context.Background(), dv, outcome.Drop())
@@ -285,7 +266,7 @@ func TestAdvisoryUnconfirmedUnlockClosesConnection(t *testing.T) {
 			t.Run(c.name+"/"+name, func(t *testing.T) {
 				fx, f := openAdvisory(t, c, fullShape, inbox.Queue{Name: "q"})
 				fx.expectAdvisoryClaim(1, 1, 7)
-				dv := advisoryClaim(t, f, 1)[0]
+				dv := claimed(t, f.Claim, 1)[0]
 				fx.mock.ExpectExec(fx.sql("ack")).WithArgs(sqlmock.AnyArg(), int64(7)).WillReturnResult(changed(1))
 				answer(fx, fx.expectUnlock(7))
 				fx.mock.ExpectClose()
@@ -305,7 +286,7 @@ func TestAdvisoryCloseReleasesHolds(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			fx, f := openAdvisory(t, c, fullShape, inbox.Queue{Name: "q"})
 			fx.expectAdvisoryClaim(1, 1, 7)
-			dv := advisoryClaim(t, f, 1)[0]
+			dv := claimed(t, f.Claim, 1)[0]
 			fx.expectUnlock(7).WillReturnRows(fx.unlocked(true))
 			checkClosed(t, f, dv)
 			fx.noWarnings(t)
@@ -389,15 +370,12 @@ func TestAdvisoryOpenRefusesRuntimeSQLite(t *testing.T) {
 // settlement (it would run in autocommit on the locked connection): Settle fails with
 // ErrTransactionEnded, rolls back and unlocks, so the row is claimable again at once.
 func TestAdvisoryTransactionEnded(t *testing.T) {
-	for _, c := range advisoryCases {
-		if !c.mysqlFamily() {
-			continue
-		}
+	for _, c := range onMySQLFamily(advisoryCases) {
 		t.Run(c.name, func(t *testing.T) {
 			fx, f := openAdvisory(t, c, fullShape, inbox.Queue{Name: "q", Transactional: true})
 			fx.expectAdvisoryClaim(1, 1, 7)
 			fx.mock.ExpectBegin()
-			dv := advisoryClaim(t, f, 1)[0]
+			dv := claimed(t, f.Claim, 1)[0]
 			fx.expectDeadlock()
 			fx.mock.ExpectRollback()
 			fx.expectUnlock(7).WillReturnRows(fx.unlocked(true))

@@ -33,6 +33,17 @@ var (
 
 func (c dbCase) mysqlFamily() bool { return c.db == "mysql" || c.db == "mariadb" }
 
+// onMySQLFamily are the cases of cases on MySQL or MariaDB.
+func onMySQLFamily(cases []dbCase) []dbCase {
+	var out []dbCase
+	for _, c := range cases {
+		if c.mysqlFamily() {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
 // rowlockForm is the row lock form over tbl on c's dialect, a server's (SQLite has no row locks).
 func (c dbCase) rowlockForm(tbl inbox.Table) *rowlock.Form[rowlock.Dialect] {
 	return rowlock.New(c.d.(rowlock.Dialect), tbl)

@@ -5,6 +5,7 @@ import (
 	"database/sql/driver"
 	"errors"
 	"fmt"
+	"log/slog"
 	"regexp"
 	"strings"
 	"testing"
@@ -15,6 +16,7 @@ import (
 	"github.com/sqlinbox/inbox"
 	"github.com/sqlinbox/inbox/advisory"
 	"github.com/sqlinbox/inbox/dialect"
+	"github.com/sqlinbox/inbox/inboxtest"
 	"github.com/sqlinbox/inbox/lease"
 	"github.com/sqlinbox/inbox/outcome"
 	"github.com/sqlinbox/inbox/rowlock"
@@ -31,7 +33,7 @@ type fixture struct {
 	st   statements
 	q    inbox.Queue
 	plan inbox.Plan
-	logs logBuffer
+	logs inboxtest.Log
 	// claims are the sizes of the lease claims prepared after Open on Postgres (leaseClaimSQL).
 	claims map[int]bool
 }
@@ -43,7 +45,7 @@ func newFixture(t *testing.T, form string, c dbCase, sh shape, maxOpen int, q in
 	t.Helper()
 	fx := &fixture{recorder: newRecorder(t, maxOpen), form: form, c: c, sh: sh, st: goldenSQL(t, form, c.db, sh), q: q}
 	if fx.q.Logger == nil {
-		fx.q.Logger = fx.logs.Logger()
+		fx.q.Logger = fx.logs.Logger(slog.LevelWarn)
 	}
 	return fx
 }
@@ -104,8 +106,15 @@ func (fx *fixture) expectServer() {
 
 // expectPrepares expects each statement the form's Open prepares (openStatements), each closed
 // by the end.
-func (fx *fixture) expectPrepares() {
+func (fx *fixture) expectPrepares() { fx.expectPreparesAcking("ack") }
+
+// expectPreparesAcking is expectPrepares for a form whose acks run the statement named ack (the
+// unflushed ack, say), prepared in the place of "ack".
+func (fx *fixture) expectPreparesAcking(ack string) {
 	for _, name := range openStatements[fx.form] {
+		if name == "ack" {
+			name = ack
+		}
 		if !fx.st.has(name) || fx.form == "rowlock" && name == "fail" && fx.sh.table.DeadAt == "" {
 			continue
 		}
@@ -228,6 +237,52 @@ func (fx *fixture) checkDiscarded(t *testing.T, what string, warning ...string) 
 	}
 	if len(warning) > 0 && !fx.warned(warning...) {
 		t.Fatalf("logs %q: want a warning that the connection was closed", fx.logs.String())
+	}
+}
+
+// claimed runs claim, a form's Claim or ClaimBatch, for up to max rows, and stops the test where
+// it fails.
+func claimed(t *testing.T, claim func(context.Context, int) ([]*inbox.Delivery, error), max int) []*inbox.Delivery {
+	t.Helper()
+	ds, err := claim(context.Background(), max)
+	if err != nil {
+		t.Fatalf("claim (max %d): %v", max, err)
+	}
+	return ds
+}
+
+// claimBatch claims a batch of up to max rows on f, and stops the test unless it holds want.
+func claimBatch(t *testing.T, f inbox.BatchForm, max, want int) []*inbox.Delivery {
+	t.Helper()
+	ds := claimed(t, f.ClaimBatch, max)
+	if len(ds) != want {
+		t.Fatalf("ClaimBatch(%d) returned %d deliveries, want %d", max, len(ds), want)
+	}
+	return ds
+}
+
+// settle settles d by o on f, and stops the test where the settlement fails.
+func settle(t *testing.T, f inbox.Form, d *inbox.Delivery, o outcome.Outcome) {
+	t.Helper()
+	if err := f.Settle(context.Background(), d, o); err != nil {
+		t.Fatalf("Settle(%s): %v", o, err)
+	}
+}
+
+// settleBatch settles ds by outcomes, one each, on f, and stops the test where the settlement
+// fails.
+func settleBatch(t *testing.T, f inbox.BatchForm, ds []*inbox.Delivery, outcomes ...outcome.Outcome) {
+	t.Helper()
+	if err := f.SettleBatch(context.Background(), ds, outcomes); err != nil {
+		t.Fatalf("SettleBatch(%v): %v", outcomes, err)
+	}
+}
+
+// extend extends f's hold on d, and stops the test where the extension fails.
+func extend(t *testing.T, f inbox.Form, d *inbox.Delivery) {
+	t.Helper()
+	if err := f.Extend(context.Background(), d); err != nil {
+		t.Fatalf("Extend: %v", err)
 	}
 }
 

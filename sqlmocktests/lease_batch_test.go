@@ -59,9 +59,9 @@ func TestLeaseBatchSequence(t *testing.T) {
 			fx, f := openLeaseBatch(t, c, inbox.Queue{})
 			var claimed, extended driver.Value
 			fx.expectLeaseClaim(3, &claimed, leaseRow(7, 1), leaseRow(8, 1), leaseRow(9, 3))
-			extend := fx.sql("extendIn(3)")
-			fx.expectPrepare(extend)
-			fx.mock.ExpectExec(extend).WithArgs(c.token(time.Now().Add(lease.DefaultLease), &extended), int64(7), int64(8), int64(9), sameValue{&claimed}).WillReturnResult(changed(3))
+			extendIn := fx.sql("extendIn(3)")
+			fx.expectPrepare(extendIn)
+			fx.mock.ExpectExec(extendIn).WithArgs(c.token(time.Now().Add(lease.DefaultLease), &extended), int64(7), int64(8), int64(9), sameValue{&claimed}).WillReturnResult(changed(3))
 			fx.expectLeaseBatchSettle(fx.sql("ackIn(3)"), []driver.Value{c.near(time.Now()), int64(7), int64(9), int64(9), sameValue{&extended}}, 7, 9)
 			fx.expectLeaseBatchSettle(fx.sql("retryAfterIn(3)"), []driver.Value{c.near(time.Now().Add(time.Minute)), nil, int64(8), int64(8), int64(8), sameValue{&extended}}, 8)
 
@@ -72,12 +72,8 @@ func TestLeaseBatchSequence(t *testing.T) {
 			if len(ds) != 3 || ds[2].ID != 9 || ds[2].Attempt != 3 {
 				t.Fatalf("claimed %+v, want rows 7, 8, 9 with row 9 at attempt 3", ds)
 			}
-			if err := f.Extend(ctx, ds[1]); err != nil {
-				t.Fatal(err)
-			}
-			if err := f.SettleBatch(ctx, ds, []outcome.Outcome{outcome.Ack(), outcome.RetryAfter(time.Minute), outcome.Drop()}); err != nil {
-				t.Fatal(err)
-			}
+			extend(t, f, ds[1])
+			settleBatch(t, f, ds, outcome.Ack(), outcome.RetryAfter(time.Minute), outcome.Drop())
 
 			var token driver.Value
 			fx.expectLeaseClaim(3, &token, leaseRow(10, 1))
@@ -85,9 +81,7 @@ func TestLeaseBatchSequence(t *testing.T) {
 			if ds, err = f.ClaimBatch(ctx, 3); err != nil || len(ds) != 1 {
 				t.Fatalf("the short batch: %v, %v; want row 10 alone", ds, err)
 			}
-			if err := f.SettleBatch(ctx, ds, []outcome.Outcome{outcome.Retry()}); err != nil {
-				t.Fatal(err)
-			}
+			settleBatch(t, f, ds, outcome.Retry())
 			fx.closed(t, f)
 		})
 	}
@@ -123,11 +117,8 @@ func TestLeaseBatchLostSequence(t *testing.T) {
 			}
 			fx.expectLeaseBatchSettle(fx.sql("retryIn(3)"), []driver.Value{int64(8), int64(8), int64(8), sameValue{&claimed}}, 8)
 
-			ds, err := f.ClaimBatch(ctx, 3)
-			if err != nil || len(ds) != 3 {
-				t.Fatalf("ClaimBatch: %v, %v", ds, err)
-			}
-			err = f.SettleBatch(ctx, ds, []outcome.Outcome{outcome.Ack(), outcome.Retry(), outcome.Ack()})
+			ds := claimBatch(t, f, 3, 3)
+			err := f.SettleBatch(ctx, ds, []outcome.Outcome{outcome.Ack(), outcome.Retry(), outcome.Ack()})
 			var lost *inbox.LeaseLostError
 			if !errors.Is(err, inbox.ErrLeaseLost) || !errors.As(err, &lost) || len(lost.IDs) != 1 || lost.IDs[0] != 9 || lost.Table != "jobs" {
 				t.Fatalf("SettleBatch: %v (%+v), want a *inbox.LeaseLostError of table jobs naming row 9 alone", err, lost)
@@ -135,9 +126,7 @@ func TestLeaseBatchLostSequence(t *testing.T) {
 			if !strings.Contains(err.Error(), "rows [9]") {
 				t.Errorf("the error does not name row 9: %v", err)
 			}
-			if err := f.Close(); err != nil {
-				t.Fatal(err)
-			}
+			fx.closed(t, f)
 		})
 	}
 }

@@ -109,14 +109,21 @@ func (fx *fixture) expectLeaseClaim(max int, token *driver.Value, rows ...row) {
 // claimOne claims with max 1 and checks the one delivery it expects.
 func claimOne(t *testing.T, f inbox.Form, id int64, attempt int) *inbox.Delivery {
 	t.Helper()
-	ds, err := f.Claim(context.Background(), 1)
-	if err != nil {
-		t.Fatalf("Claim: %v", err)
-	}
+	ds := claimed(t, f.Claim, 1)
 	if len(ds) != 1 || ds[0].ID != id || ds[0].Attempt != attempt {
 		t.Fatalf("claimed %+v, want row %d at attempt %d", ds, id, attempt)
 	}
 	return ds[0]
+}
+
+// settleLeaseRow claims row id at attempt alone and settles it by o, expecting stmt with args
+// and then the claim's token to change the row.
+func (fx *fixture) settleLeaseRow(t *testing.T, f inbox.Form, id, attempt int64, o outcome.Outcome, stmt string, args ...driver.Value) {
+	t.Helper()
+	var token driver.Value
+	fx.expectLeaseClaim(1, &token, leaseRow(id, attempt))
+	fx.mock.ExpectExec(stmt).WithArgs(append(args, sameValue{&token})...).WillReturnResult(changed(1))
+	settle(t, f, claimOne(t, f, id, int(attempt)), o)
 }
 
 // TestLeaseSequence pins each dialect's statements for a claim, an extension, every outcome,
@@ -149,34 +156,20 @@ func TestLeaseSequence(t *testing.T) {
 			if string(d.Payload) != "payload" {
 				t.Errorf("payload %q", d.Payload)
 			}
-			if err := f.Extend(ctx, d); err != nil {
-				t.Fatal(err)
-			}
+			extend(t, f, d)
 			if claimed == extended {
 				t.Errorf("the extension wrote the token it held (%v)", claimed)
 			}
-			if err := f.Settle(ctx, d, outcome.Ack()); err != nil {
-				t.Fatal(err)
-			}
+			settle(t, f, d, outcome.Ack())
 
 			// Retry only clears the lease: the claim counted the attempt.
-			var token driver.Value
-			fx.expectLeaseClaim(1, &token, leaseRow(8, 2))
-			fx.mock.ExpectExec(fx.sql("retry")).WithArgs(int64(8), sameValue{&token}).WillReturnResult(changed(1))
-			if err := f.Settle(ctx, claimOne(t, f, 8, 2), outcome.Retry()); err != nil {
-				t.Fatal(err)
-			}
+			fx.settleLeaseRow(t, f, 8, 2, outcome.Retry(), fx.sql("retry"), int64(8))
 
 			// RetryAfter sets retry_after, and no last error, and clears the lease.
-			token = nil
-			fx.expectLeaseClaim(1, &token, leaseRow(9, 1))
-			fx.mock.ExpectExec(fx.sql("retryAfter")).WithArgs(c.near(time.Now().Add(time.Minute)), nil, int64(9), sameValue{&token}).WillReturnResult(changed(1))
-			if err := f.Settle(ctx, claimOne(t, f, 9, 1), outcome.RetryAfter(time.Minute)); err != nil {
-				t.Fatal(err)
-			}
+			fx.settleLeaseRow(t, f, 9, 1, outcome.RetryAfter(time.Minute), fx.sql("retryAfter"), c.near(time.Now().Add(time.Minute)), nil, int64(9))
 
 			// Release clears the lease.
-			token = nil
+			var token driver.Value
 			fx.expectLeaseClaim(1, &token, leaseRow(10, 1))
 			fx.mock.ExpectExec(fx.sql("retry")).WithArgs(int64(10), sameValue{&token}).WillReturnResult(changed(1))
 			if err := f.Release(ctx, claimOne(t, f, 10, 1)); err != nil {
@@ -205,9 +198,7 @@ func TestLeaseSequence(t *testing.T) {
 				t.Errorf("empty claim: %v, %v", ds, err)
 			}
 
-			if err := f.Close(); err != nil {
-				t.Fatal(err)
-			}
+			fx.closed(t, f)
 			if _, err := f.Claim(ctx, 1); !errors.Is(err, inbox.ErrClosed) {
 				t.Errorf("Claim after Close: %v, want ErrClosed", err)
 			}
@@ -221,28 +212,14 @@ func TestLeaseSequence(t *testing.T) {
 func TestLeaseSequenceMinimalTable(t *testing.T) {
 	for _, c := range leaseCases {
 		t.Run(c.name, func(t *testing.T) {
-			ctx := context.Background()
 			fx, f := openLease(t, c, minimalShape, 1, inbox.Queue{})
 
-			var token driver.Value
-			fx.expectLeaseClaim(1, &token, leaseRow(3, 0))
-			fx.mock.ExpectExec(fx.sql("ack")).WithArgs(int64(3), sameValue{&token}).WillReturnResult(changed(1))
-			if err := f.Settle(ctx, claimOne(t, f, 3, 0), outcome.Drop()); err != nil {
-				t.Fatal(err)
-			}
-
-			token = nil
-			fx.expectLeaseClaim(1, &token, leaseRow(4, 0))
-			fx.mock.ExpectExec(fx.sql("retry")).WithArgs(int64(4), sameValue{&token}).WillReturnResult(changed(1))
-			if err := f.Settle(ctx, claimOne(t, f, 4, 0), outcome.RetryAfter(time.Minute)); err != nil {
-				t.Fatal(err)
-			}
+			fx.settleLeaseRow(t, f, 3, 0, outcome.Drop(), fx.sql("ack"), int64(3))
+			fx.settleLeaseRow(t, f, 4, 0, outcome.RetryAfter(time.Minute), fx.sql("retry"), int64(4))
 			if !fx.warned("table=jobs") {
 				t.Errorf("RetryAfter without a retry_after column logged %q, want a warning naming the table", fx.logs.String())
 			}
-			if err := f.Close(); err != nil {
-				t.Fatal(err)
-			}
+			fx.closed(t, f)
 		})
 	}
 }
@@ -275,9 +252,7 @@ func TestLeaseTransactionalSequence(t *testing.T) {
 			if _, err := d.Tx.ExecContext(ctx, write); err != nil {
 				t.Fatal(err)
 			}
-			if err := f.Settle(ctx, d, outcome.Ack()); err != nil {
-				t.Fatal(err)
-			}
+			settle(t, f, d, outcome.Ack())
 			if _, err := d.Tx.ExecContext(ctx, write); !errors.Is(err, inbox.ErrTransactionHeld) {
 				t.Errorf("the handler's transaction after settlement: %v, want ErrTransactionHeld", err)
 			}
@@ -330,9 +305,7 @@ func TestLeaseTransactionalSequence(t *testing.T) {
 				t.Errorf("ack whose commit failed: %v: wraps ErrCommitUnknown %v, want it only on the servers", err, unknown)
 			}
 
-			if err := f.Close(); err != nil {
-				t.Fatal(err)
-			}
+			fx.closed(t, f)
 			if c.mysqlFamily() {
 				// Each claim runs at READ COMMITTED whatever the dialect's level; the handler's
 				// transaction at the dialect's.
@@ -360,10 +333,7 @@ func TestLeaseTransactionalSequence(t *testing.T) {
 // the rows, if it committed, return when their lease runs out.
 func TestLeaseClaimTransactionEnds(t *testing.T) {
 	broken := errors.New("write: broken pipe")
-	for _, c := range leaseCases {
-		if !c.mysqlFamily() {
-			continue
-		}
+	for _, c := range onMySQLFamily(leaseCases) {
 		t.Run(c.name+"/commit", func(t *testing.T) {
 			fx, f := openLease(t, c, fullShape, 1, inbox.Queue{})
 			fx.mock.ExpectBegin()
@@ -500,9 +470,7 @@ func TestLeaseOpenOnSQLiteBeforeTableList(t *testing.T) {
 	if _, err := f.Open(context.Background(), fx.db, inbox.Queue{}); err != nil {
 		t.Fatalf("Open: %v", err)
 	}
-	if err := f.Close(); err != nil {
-		t.Fatal(err)
-	}
+	fx.closed(t, f)
 }
 
 // TestLeaseTransactionEnded: once the database has ended the handler's transaction (a
@@ -510,10 +478,7 @@ func TestLeaseOpenOnSQLiteBeforeTableList(t *testing.T) {
 // settlement in it (it would run in autocommit): Settle fails with ErrTransactionEnded, rolls
 // back and clears the lease, so the row is claimable again at once.
 func TestLeaseTransactionEnded(t *testing.T) {
-	for _, c := range leaseTxCases {
-		if !c.mysqlFamily() {
-			continue
-		}
+	for _, c := range onMySQLFamily(leaseTxCases) {
 		t.Run(c.name, func(t *testing.T) {
 			ctx := context.Background()
 			fx, f := openLease(t, c, fullShape, 1, inbox.Queue{Transactional: true})
@@ -526,9 +491,7 @@ func TestLeaseTransactionEnded(t *testing.T) {
 
 			d := claimOne(t, f, 7, 1)
 			checkTransactionEnded(t, d.Tx, func() error { return f.Settle(ctx, d, outcome.Ack()) })
-			if err := f.Close(); err != nil {
-				t.Fatal(err)
-			}
+			fx.closed(t, f)
 		})
 	}
 }
@@ -537,10 +500,7 @@ func TestLeaseTransactionEnded(t *testing.T) {
 // conflict (a deadlock; on a Galera node, a certification failure at COMMIT, 1213) changed
 // nothing and is claimed again at once, and the row reaches the caller without an error.
 func TestLeaseClaimRetriesConflicts(t *testing.T) {
-	for _, c := range leaseCases {
-		if !c.mysqlFamily() {
-			continue
-		}
+	for _, c := range onMySQLFamily(leaseCases) {
 		t.Run(c.name, func(t *testing.T) {
 			fx, f := openLease(t, c, fullShape, 1, inbox.Queue{})
 			fx.mock.ExpectBegin()
@@ -556,9 +516,7 @@ func TestLeaseClaimRetriesConflicts(t *testing.T) {
 				t.Fatalf("Claim = %v, %v; want row 7 at attempt 1 after the conflict", ds, err)
 			}
 			fx.mock.ExpectExec(fx.sql("retry")).WithArgs(int64(7), sqlmock.AnyArg()).WillReturnResult(changed(1)) // Close gives the row back
-			if err := f.Close(); err != nil {
-				t.Fatal(err)
-			}
+			fx.closed(t, f)
 		})
 	}
 }

@@ -1,7 +1,6 @@
 package sqlmocktests
 
 import (
-	"context"
 	"database/sql/driver"
 	"testing"
 	"time"
@@ -17,24 +16,11 @@ import (
 // unflushed" on Postgres outside transactional mode, "ack" elsewhere.
 func openLeaseUnflushed(t *testing.T, c dbCase, q inbox.Queue) (*fixture, *lease.Form[dialect.Dialect], string) {
 	t.Helper()
-	q.UnflushedAcks = true
-	fx := newFixture(t, "lease", c, fullShape, 1, q)
-	ack := "ack"
-	if c.db == "postgres" && !q.Transactional {
-		ack = "ack unflushed"
-	}
-	fx.expectServer()
-	for _, name := range openStatements["lease"] {
-		if name == "ack" {
-			name = ack
-		}
-		if fx.st.has(name) {
-			fx.expectPrepare(fx.sql(name))
-		}
-	}
+	fx := newUnflushedFixture(t, "lease", c, 1, q)
+	fx.expectPreparesAcking(fx.ackStatement())
 	f := lease.New(c.d, fullShape.table, nil)
 	fx.opened(t, f)
-	return fx, f, ack
+	return fx, f, fx.ackStatement()
 }
 
 // TestLeaseUnflushedAcks pins what inbox.Queue.UnflushedAcks changes outside transactional mode:
@@ -44,27 +30,16 @@ func openLeaseUnflushed(t *testing.T, c dbCase, q inbox.Queue) (*fixture, *lease
 func TestLeaseUnflushedAcks(t *testing.T) {
 	for _, c := range leaseCases {
 		t.Run(c.name, func(t *testing.T) {
-			ctx := context.Background()
 			fx, f, ack := openLeaseUnflushed(t, c, inbox.Queue{})
 
-			var token driver.Value
-			fx.expectLeaseClaim(1, &token, leaseRow(7, 1))
-			fx.mock.ExpectExec(fx.sql(ack)).WithArgs(c.near(time.Now()), int64(7), sameValue{&token}).WillReturnResult(changed(1))
-			if err := f.Settle(ctx, claimOne(t, f, 7, 1), outcome.Ack()); err != nil {
-				t.Fatal(err)
-			}
-			token = nil
-			fx.expectLeaseClaim(1, &token, leaseRow(8, 1))
-			fx.mock.ExpectExec(fx.sql("retry")).WithArgs(int64(8), sameValue{&token}).WillReturnResult(changed(1))
-			if err := f.Settle(ctx, claimOne(t, f, 8, 1), outcome.Retry()); err != nil {
-				t.Fatal(err)
-			}
+			fx.settleLeaseRow(t, f, 7, 1, outcome.Ack(), fx.sql(ack), c.near(time.Now()), int64(7))
+			fx.settleLeaseRow(t, f, 8, 1, outcome.Retry(), fx.sql("retry"), int64(8))
 
 			// A batch of three acked rows: one statement over the batch's ids.
 			if c.mysqlFamily() {
 				fx.mock.ExpectPrepare(fx.sql("stamp(3)")).WillBeClosed()
 			}
-			token = nil
+			var token driver.Value
 			fx.expectLeaseClaim(3, &token, leaseRow(9, 1), leaseRow(10, 1), leaseRow(11, 1))
 			args := []driver.Value{c.near(time.Now()), int64(9), int64(10), int64(11), sameValue{&token}}
 			if c.db == "postgres" {
@@ -74,13 +49,7 @@ func TestLeaseUnflushedAcks(t *testing.T) {
 			} else {
 				fx.expectLeaseBatchSettle(fx.sql("ackIn(3)"), args, 9, 10, 11)
 			}
-			ds, err := f.ClaimBatch(ctx, 3)
-			if err != nil || len(ds) != 3 {
-				t.Fatalf("ClaimBatch: %d rows, %v; want 3", len(ds), err)
-			}
-			if err := f.SettleBatch(ctx, ds, []outcome.Outcome{outcome.Ack(), outcome.Ack(), outcome.Ack()}); err != nil {
-				t.Fatal(err)
-			}
+			settleBatch(t, f, claimBatch(t, f, 3, 3), outcome.Ack(), outcome.Ack(), outcome.Ack())
 			fx.closed(t, f)
 		})
 	}
@@ -91,16 +60,13 @@ func TestLeaseUnflushedAcks(t *testing.T) {
 func TestLeaseUnflushedAcksTransactional(t *testing.T) {
 	for _, c := range leaseTxCases {
 		t.Run(c.name, func(t *testing.T) {
-			ctx := context.Background()
 			fx, f, _ := openLeaseUnflushed(t, c, inbox.Queue{Transactional: true}) // its ack: "ack"
 			var token driver.Value
 			fx.expectLeaseClaim(1, &token, leaseRow(7, 1))
 			fx.expectBegin()
 			fx.mock.ExpectExec(fx.sql("ack")).WithArgs(c.near(time.Now()), int64(7), sameValue{&token}).WillReturnResult(changed(1))
 			fx.expectCommit(nil)
-			if err := f.Settle(ctx, claimOne(t, f, 7, 1), outcome.Ack()); err != nil {
-				t.Fatal(err)
-			}
+			settle(t, f, claimOne(t, f, 7, 1), outcome.Ack())
 			fx.closed(t, f)
 		})
 	}

@@ -53,13 +53,8 @@ func TestRowlockLifecycle(t *testing.T) {
 			fx.expectRowlockClaim("claim", lifecycleRows(1)...)
 			fx.mock.ExpectExec(fx.sql("retryAfter")).WithArgs(c.near(time.Now().Add(time.Minute)), "boom", int64(5)).WillReturnResult(changed(1))
 			fx.mock.ExpectCommit()
-			ctx := context.Background()
-			if err := f.Settle(ctx, rowlockClaimOne(t, f), outcome.Fail(boom)); err != nil {
-				t.Fatalf("Settle(Fail): %v", err)
-			}
-			if err := f.Settle(ctx, rowlockClaimOne(t, f), outcome.RetryAfter(time.Minute).WithError(boom)); err != nil {
-				t.Fatalf("Settle(RetryAfter): %v", err)
-			}
+			settle(t, f, rowlockClaimOne(t, f), outcome.Fail(boom))
+			settle(t, f, rowlockClaimOne(t, f), outcome.RetryAfter(time.Minute).WithError(boom))
 			f.Close()
 		})
 		t.Run(c.name+"/failed ack backs off", func(t *testing.T) {
@@ -111,11 +106,9 @@ func TestRowlockLifecycle(t *testing.T) {
 			fx.mock.ExpectCommit()
 
 			ctx := context.Background()
-			ds := rowlockClaimBatch(t, f, 3, 3)
-			if err := f.SettleBatch(ctx, ds, []outcome.Outcome{outcome.Fail(boom), outcome.Ack(), outcome.Ack()}); err != nil {
-				t.Fatalf("SettleBatch: %v", err)
-			}
-			ds = rowlockClaimBatch(t, f, 3, 3)
+			ds := claimBatch(t, f, 3, 3)
+			settleBatch(t, f, ds, outcome.Fail(boom), outcome.Ack(), outcome.Ack())
+			ds = claimBatch(t, f, 3, 3)
 			if err := f.SettleBatch(ctx, ds, []outcome.Outcome{outcome.Ack(), outcome.Ack(), outcome.Ack()}); !errors.Is(err, refusedFK) {
 				t.Fatalf("SettleBatch = %v, want the ack's error", err)
 			}
@@ -143,12 +136,8 @@ func TestLeaseLifecycle(t *testing.T) {
 	if err := f.Settle(ctx, claimOne(t, f, 7, 3), outcome.Ack()); !errors.Is(err, refusedFK) {
 		t.Fatalf("Settle = %v, want the ack's error", err)
 	}
-	if err := f.Settle(ctx, claimOne(t, f, 8, 1), outcome.Fail(errors.New("boom"))); err != nil {
-		t.Fatalf("Settle(Fail): %v", err)
-	}
-	if err := f.Close(); err != nil {
-		t.Fatal(err)
-	}
+	settle(t, f, claimOne(t, f, 8, 1), outcome.Fail(errors.New("boom")))
+	fx.closed(t, f)
 }
 
 // TestAdvisoryLifecycle pins, per dialect, the advisory form's claim past dead rows, its Fail
@@ -166,7 +155,7 @@ func TestAdvisoryLifecycle(t *testing.T) {
 			fx.mock.ExpectExec(fx.sql("retryAfter")).WithArgs(c.near(time.Now().Add(time.Hour)), textHas{"foreign key"}, int64(7)).
 				WillReturnResult(changed(1))
 			fx.expectUnlock(7).WillReturnRows(fx.unlocked(true))
-			ds := advisoryClaim(t, f, 1)
+			ds := claimed(t, f.Claim, 1)
 			if err := f.Settle(context.Background(), ds[0], outcome.Ack()); !errors.Is(err, refusedFK) {
 				t.Fatalf("Settle = %v, want the ack's error", err)
 			}
@@ -175,15 +164,13 @@ func TestAdvisoryLifecycle(t *testing.T) {
 			fx.expectAdvisoryClaim(1, 1, 8)
 			fx.mock.ExpectExec(fx.sql("fail")).WithArgs(c.near(time.Now()), "boom", int64(8)).WillReturnResult(changed(1))
 			fx.expectUnlock(8).WillReturnRows(fx.unlocked(true))
-			ds = advisoryClaim(t, f, 1)
-			if err := f.Settle(context.Background(), ds[0], outcome.Fail(errors.New("boom"))); err != nil {
-				t.Fatalf("Settle(Fail): %v", err)
-			}
+			ds = claimed(t, f.Claim, 1)
+			settle(t, f, ds[0], outcome.Fail(errors.New("boom")))
 		})
 		t.Run(c.name+"/batch", func(t *testing.T) {
 			fx, f := openAdvisory(t, c, fullShape, q)
 			fx.expectAdvisoryClaim(2, 2, 7, 8)
-			ds := advisoryClaimBatch(t, f, 2)
+			ds := claimed(t, f.ClaimBatch, 2)
 			// The acks' statement is refused: its row backs off on the batch's connection; the
 			// fail's statement still runs; then the keys are released.
 			fx.mock.ExpectExec(fx.many("ackMany", 1)).WithArgs(sqlmock.AnyArg(), int64(8)).WillReturnError(refusedFK)
@@ -230,16 +217,11 @@ func TestLeaseBatchLifecycle(t *testing.T) {
 				[]driver.Value{c.near(time.Now()), "boom", int64(7), int64(7), int64(7), sameValue{&token}}, 7)
 
 			ctx := context.Background()
-			ds, err := f.ClaimBatch(ctx, 3)
-			if err != nil || len(ds) != 3 {
-				t.Fatalf("ClaimBatch = %d rows, %v", len(ds), err)
-			}
+			ds := claimBatch(t, f, 3, 3)
 			if err := f.SettleBatch(ctx, ds, []outcome.Outcome{outcome.Fail(errors.New("boom")), outcome.Ack(), outcome.Ack()}); !errors.Is(err, refusedFK) {
 				t.Fatalf("SettleBatch = %v, want the ack's error", err)
 			}
-			if err := f.Close(); err != nil {
-				t.Fatal(err)
-			}
+			fx.closed(t, f)
 		})
 	}
 }

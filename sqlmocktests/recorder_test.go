@@ -1,12 +1,10 @@
 package sqlmocktests
 
 import (
-	"bytes"
 	"context"
 	"database/sql"
 	"database/sql/driver"
 	"fmt"
-	"log/slog"
 	"strings"
 	"sync"
 	"testing"
@@ -43,7 +41,7 @@ func newRecorder(t *testing.T, maxOpen int) *recorder {
 	if err != nil {
 		t.Fatal(err)
 	}
-	m := &recorder{mock: mock}
+	m := &recorder{mock: mock, execHooks: map[string]chan struct{}{}, rollbackAt: map[int]chan struct{}{}}
 	m.db = sql.OpenDB(recorderConnector{drv: base.Driver(), dsn: dsn, m: m})
 	m.db.SetMaxOpenConns(maxOpen)
 	t.Cleanup(func() {
@@ -80,9 +78,6 @@ func (m *recorder) Levels() []sql.IsolationLevel {
 func (m *recorder) whenRollbacks(n int) <-chan struct{} {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if m.rollbackAt == nil {
-		m.rollbackAt = map[int]chan struct{}{}
-	}
 	ch := make(chan struct{})
 	if m.rollbacks >= n {
 		close(ch)
@@ -97,9 +92,6 @@ func (m *recorder) whenRollbacks(n int) <-chan struct{} {
 func (m *recorder) whenExec(query string) <-chan struct{} {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if m.execHooks == nil {
-		m.execHooks = map[string]chan struct{}{}
-	}
 	ch := make(chan struct{})
 	m.execHooks[query] = ch
 	return ch
@@ -225,27 +217,4 @@ func (t recorderTx) Rollback() error {
 	}
 	t.m.mu.Unlock()
 	return err
-}
-
-// logBuffer is a log a test can read, safe for the concurrent writes of a logger.
-type logBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (l *logBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.buf.Write(p)
-}
-
-func (l *logBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.buf.String()
-}
-
-// Logger returns a text logger of warnings and errors that writes to l.
-func (l *logBuffer) Logger() *slog.Logger {
-	return slog.New(slog.NewTextHandler(l, &slog.HandlerOptions{Level: slog.LevelWarn}))
 }

@@ -90,18 +90,6 @@ func padded(lead []driver.Value, ids []int64, n int) []driver.Value {
 	return args
 }
 
-func rowlockClaimBatch(t *testing.T, f inbox.BatchForm, max, want int) []*inbox.Delivery {
-	t.Helper()
-	ds, err := f.ClaimBatch(context.Background(), max)
-	if err != nil {
-		t.Fatalf("ClaimBatch(%d): %v", max, err)
-	}
-	if len(ds) != want {
-		t.Fatalf("ClaimBatch(%d) returned %d deliveries, want %d", max, len(ds), want)
-	}
-	return ds
-}
-
 // TestRowlockBatchSettles pins the statement sequence of two batches of the same size: the
 // LIMIT 3 claim prepared once and closed at Close, one transaction at the dialect's level, the
 // settlement, COMMIT. On Postgres the settlement is one prepared statement per kind of outcome
@@ -159,7 +147,7 @@ func TestRowlockBatchSettles(t *testing.T) {
 				}
 
 				for range 2 {
-					ds := rowlockClaimBatch(t, f, 3, 3)
+					ds := claimBatch(t, f, 3, 3)
 					first, _ := inbox.HoldOf[any](ds[0])
 					for i, d := range ds {
 						if d.ID != int64(i+1) || d.Attempt != i+1 || d.Queue != rowlockQueue {
@@ -177,9 +165,7 @@ func TestRowlockBatchSettles(t *testing.T) {
 							t.Fatalf("the handler's write: %v", err)
 						}
 					}
-					if err := f.SettleBatch(context.Background(), ds, tc.outcomes); err != nil {
-						t.Fatalf("SettleBatch: %v", err)
-					}
+					settleBatch(t, f, ds, tc.outcomes...)
 					if tc.transactional {
 						for _, d := range ds {
 							if _, err := d.Tx.ExecContext(context.Background(), "SELECT 1"); !errors.Is(err, inbox.ErrTransactionHeld) {
@@ -228,16 +214,12 @@ func TestRowlockBatchMinimalTable(t *testing.T) {
 				fx.mock.ExpectRollback()
 			}
 
-			ds := rowlockClaimBatch(t, f, 3, 3)
+			ds := claimBatch(t, f, 3, 3)
 			if ds[0].Attempt != 0 || string(ds[2].Payload) != "c" {
 				t.Fatalf("deliveries %+v, %+v; want attempt 0 (no column) and the rows' payloads", ds[0], ds[2])
 			}
-			if err := f.SettleBatch(context.Background(), ds, tc.outcomes); err != nil {
-				t.Fatal(err)
-			}
-			if err := f.Close(); err != nil {
-				t.Fatal(err)
-			}
+			settleBatch(t, f, ds, tc.outcomes...)
+			fx.closed(t, f)
 			retryAfter := slices.ContainsFunc(tc.outcomes, func(o outcome.Outcome) bool { return o.Kind() == outcome.KindRetryAfter })
 			if warned := fx.warned("table=jobs"); warned != retryAfter {
 				t.Errorf("warning naming the table logged: %v, want %v; log:\n%s", warned, retryAfter, fx.logs.String())
@@ -251,13 +233,7 @@ func TestRowlockBatchMinimalTable(t *testing.T) {
 // claim that finds nothing rolls back and returns none; a batch of one runs the single claim's
 // statement; ReleaseBatch rolls the batch back.
 func TestRowlockBatchClaim(t *testing.T) {
-	for _, tc := range []struct {
-		c        dbCase
-		conflict error
-	}{
-		{pgRepeatableRead, sqlState{"40001"}},
-		{onMySQL, errDeadlock},
-	} {
+	for _, tc := range rowlockConflicts {
 		t.Run(tc.c.name, func(t *testing.T) {
 			fx, f := openRowlock(t, tc.c, fullShape, 0, inbox.Queue{Name: rowlockQueue})
 			fx.mock.ExpectPrepare(fx.sql("claim(3)")).WillBeClosed()
@@ -271,18 +247,16 @@ func TestRowlockBatchClaim(t *testing.T) {
 			fx.expectRowlockClaim("claim")
 			fx.mock.ExpectRollback()
 
-			ds := rowlockClaimBatch(t, f, 3, 3)
+			ds := claimBatch(t, f, 3, 3)
 			if err := f.ReleaseBatch(context.Background(), ds); err != nil {
 				t.Fatalf("ReleaseBatch: %v", err)
 			}
 			if err := f.SettleBatch(context.Background(), ds, make([]outcome.Outcome, 3)); !errors.Is(err, inbox.ErrClosed) {
 				t.Errorf("SettleBatch after ReleaseBatch: err = %v, want ErrClosed", err)
 			}
-			rowlockClaimBatch(t, f, 3, 0)
-			rowlockClaimBatch(t, f, 1, 0)
-			if err := f.Close(); err != nil {
-				t.Fatal(err)
-			}
+			claimBatch(t, f, 3, 0)
+			claimBatch(t, f, 1, 0)
+			fx.closed(t, f)
 			fx.checkLevels(t, 4)
 		})
 	}
@@ -309,7 +283,7 @@ func TestRowlockBatchMisuse(t *testing.T) {
 	fx.expectRowlockBatchGroups(acks, true)
 	fx.mock.ExpectCommit()
 
-	ds := rowlockClaimBatch(t, f, 3, 3)
+	ds := claimBatch(t, f, 3, 3)
 	err := f.Settle(context.Background(), ds[0], ack)
 	refused(t, "Settle of a batch's delivery", err)
 	if err != nil && !strings.Contains(err.Error(), "SettleBatch") {
@@ -324,9 +298,7 @@ func TestRowlockBatchMisuse(t *testing.T) {
 	if err := f.SettleBatch(context.Background(), []*inbox.Delivery{ds[2], ds[1], ds[0]}, []outcome.Outcome{ack, ack, ack}); err != nil {
 		t.Fatalf("SettleBatch of the whole batch after the refusals: %v", err)
 	}
-	if err := f.Close(); err != nil {
-		t.Fatal(err)
-	}
+	fx.closed(t, f)
 
 	t.Run("single delivery as a batch", func(t *testing.T) {
 		fx, f := openRowlock(t, onPostgres, fullShape, 0, inbox.Queue{Name: rowlockQueue})
@@ -338,9 +310,7 @@ func TestRowlockBatchMisuse(t *testing.T) {
 		if err := f.Release(context.Background(), d); err != nil {
 			t.Fatalf("Release: %v", err)
 		}
-		if err := f.Close(); err != nil {
-			t.Fatal(err)
-		}
+		fx.closed(t, f)
 	})
 }
 
@@ -355,10 +325,13 @@ func TestRowlockBatchTransactionHeld(t *testing.T) {
 			fx.mock.ExpectPrepare(fx.sql("claim(3)")).WillBeClosed()
 			fx.expectRowlockClaim("claim(3)", rowlockBatchRows(3)...)
 			fx.mock.ExpectExec(fx.sql("savepoint")).WillReturnResult(changed(0))
-			ds := rowlockClaimBatch(t, f, 3, 3)
+			ds := claimBatch(t, f, 3, 3)
 			fx.checkSettleWhileHeld(t, ds[1].Tx, func() error {
 				return f.SettleBatch(context.Background(), ds, []outcome.Outcome{outcome.Ack(), outcome.Ack(), outcome.Ack()})
 			})
+			// Not fx.closed: the transaction rolled back in the background returns its
+			// connection, closing its statements, a moment later; the recorder reads the
+			// expectations when the test ends.
 			if err := f.Close(); err != nil {
 				t.Fatal(err)
 			}
@@ -403,7 +376,7 @@ func TestRowlockBatchFailures(t *testing.T) {
 					fx.mock.ExpectRollback()
 				}
 
-				ds := rowlockClaimBatch(t, f, 3, 3)
+				ds := claimBatch(t, f, 3, 3)
 				err := f.SettleBatch(context.Background(), ds, []outcome.Outcome{outcome.Retry(), outcome.Retry(), outcome.Retry()})
 				if !errors.Is(err, broken) || !strings.Contains(err.Error(), `"jobs"`) {
 					t.Fatalf("SettleBatch = %v; want the failure, naming the table", err)
@@ -414,9 +387,7 @@ func TestRowlockBatchFailures(t *testing.T) {
 				if err := f.ReleaseBatch(context.Background(), ds); !errors.Is(err, inbox.ErrClosed) {
 					t.Errorf("ReleaseBatch after the failed settlement: %v, want ErrClosed", err)
 				}
-				if err := f.Close(); err != nil {
-					t.Fatal(err)
-				}
+				fx.closed(t, f)
 			})
 		}
 	}
@@ -430,10 +401,8 @@ func TestRowlockBatchCloseRollsBack(t *testing.T) {
 	fx.expectRowlockClaim("claim(3)", row{id: 1}, row{id: 2})
 	fx.mock.ExpectRollback()
 
-	ds := rowlockClaimBatch(t, f, 3, 2)
-	if err := f.Close(); err != nil {
-		t.Fatal(err)
-	}
+	ds := claimBatch(t, f, 3, 2)
+	fx.closed(t, f)
 	if err := f.SettleBatch(context.Background(), ds, []outcome.Outcome{outcome.Ack(), outcome.Ack()}); !errors.Is(err, inbox.ErrClosed) {
 		t.Errorf("SettleBatch after Close: %v, want ErrClosed", err)
 	}

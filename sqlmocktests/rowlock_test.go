@@ -5,12 +5,14 @@ import (
 	"database/sql"
 	"database/sql/driver"
 	"errors"
+	"log/slog"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/sqlinbox/inbox"
 	"github.com/sqlinbox/inbox/dialect"
+	"github.com/sqlinbox/inbox/inboxtest"
 	"github.com/sqlinbox/inbox/isolation"
 	"github.com/sqlinbox/inbox/outcome"
 	"github.com/sqlinbox/inbox/rowlock"
@@ -55,10 +57,7 @@ func (fx *fixture) expectRowlockClaim(claim string, rows ...row) {
 
 func rowlockClaimOne(t *testing.T, f inbox.Form) *inbox.Delivery {
 	t.Helper()
-	ds, err := f.Claim(context.Background(), 1)
-	if err != nil {
-		t.Fatalf("Claim: %v", err)
-	}
+	ds := claimed(t, f.Claim, 1)
 	if len(ds) != 1 {
 		t.Fatalf("Claim returned %d deliveries, want 1", len(ds))
 	}
@@ -130,9 +129,7 @@ func TestRowlockSettles(t *testing.T) {
 							t.Fatalf("handler's write: %v", err)
 						}
 					}
-					if err := f.Settle(context.Background(), d, oc.o); err != nil {
-						t.Fatalf("Settle(%s): %v", oc.o, err)
-					}
+					settle(t, f, d, oc.o)
 					if transactional {
 						if _, err := d.Tx.ExecContext(context.Background(), "SELECT 1"); !errors.Is(err, inbox.ErrTransactionHeld) {
 							t.Errorf("the handler's Tx after settlement: err = %v, want ErrTransactionHeld", err)
@@ -162,12 +159,8 @@ func TestRowlockMinimalTable(t *testing.T) {
 			if d.ID != 11 || d.Attempt != 0 || d.Queue != "" || string(d.Payload) != `{"to":"a@example.com"}` {
 				t.Fatalf("delivery = %+v; want id 11, attempt 0 (no column), no queue, the row's payload", d)
 			}
-			if err := f.Settle(context.Background(), d, outcome.Ack()); err != nil {
-				t.Fatal(err)
-			}
-			if err := f.Close(); err != nil {
-				t.Fatal(err)
-			}
+			settle(t, f, d, outcome.Ack())
+			fx.closed(t, f)
 		})
 		for _, o := range []outcome.Outcome{outcome.Retry(), outcome.RetryAfter(time.Minute)} {
 			t.Run(c.name+"/"+o.String()+" rolls back", func(t *testing.T) {
@@ -176,12 +169,8 @@ func TestRowlockMinimalTable(t *testing.T) {
 				fx.mock.ExpectRollback()
 
 				d := rowlockClaimOne(t, f)
-				if err := f.Settle(context.Background(), d, o); err != nil {
-					t.Fatal(err)
-				}
-				if err := f.Close(); err != nil {
-					t.Fatal(err)
-				}
+				settle(t, f, d, o)
+				fx.closed(t, f)
 				if warned, want := fx.warned("table=jobs"), o.Kind() == outcome.KindRetryAfter; warned != want {
 					t.Errorf("warning naming the table logged: %v, want %v; log:\n%s", warned, want, fx.logs.String())
 				}
@@ -208,9 +197,9 @@ func TestRowlockRetryAfterWithoutRetryAfterColumn(t *testing.T) {
 	m.mock.ExpectExec(retry).WithArgs(int64(5)).WillReturnResult(changed(1))
 	m.mock.ExpectCommit()
 
-	var logs logBuffer
+	var logs inboxtest.Log
 	f := onPostgres.rowlockForm(tbl)
-	plan, err := f.Open(context.Background(), m.db, inbox.Queue{Logger: logs.Logger()})
+	plan, err := f.Open(context.Background(), m.db, inbox.Queue{Logger: logs.Logger(slog.LevelWarn)})
 	if err != nil {
 		t.Fatalf("Open: %v", err)
 	}
@@ -219,13 +208,11 @@ func TestRowlockRetryAfterWithoutRetryAfterColumn(t *testing.T) {
 	if d.Attempt != 1 {
 		t.Errorf("first delivery reads attempt %d, want 1", d.Attempt)
 	}
-	if err := f.Settle(context.Background(), d, outcome.RetryAfter(time.Minute)); err != nil {
-		t.Fatal(err)
-	}
+	settle(t, f, d, outcome.RetryAfter(time.Minute))
 	if err := f.Close(); err != nil {
 		t.Fatal(err)
 	}
-	if !strings.Contains(logs.String(), "level=WARN") || !strings.Contains(logs.String(), "table=jobs") {
+	if !logs.Contains("level=WARN") || !logs.Contains("table=jobs") {
 		t.Errorf("no warning naming the table; log:\n%s", logs.String())
 	}
 }
@@ -242,9 +229,7 @@ func TestRowlockNoRow(t *testing.T) {
 			if err != nil || len(ds) != 0 {
 				t.Fatalf("Claim = %v, %v; want none, no error", ds, err)
 			}
-			if err := f.Close(); err != nil {
-				t.Fatal(err)
-			}
+			fx.closed(t, f)
 			fx.checkLevels(t, 1)
 		})
 	}
@@ -280,15 +265,11 @@ func TestRowlockClaimSeveral(t *testing.T) {
 	if ds[1].Attempt != 1 || ds[1].Payload != nil || ds[1].Headers != nil {
 		t.Errorf("second delivery = %+v; want attempt 1, nil payload and headers", ds[1])
 	}
-	if err := f.Settle(context.Background(), ds[1], outcome.Ack()); err != nil {
-		t.Fatal(err)
-	}
+	settle(t, f, ds[1], outcome.Ack())
 	if err := f.Release(context.Background(), ds[0]); err != nil {
 		t.Fatal(err)
 	}
-	if err := f.Close(); err != nil {
-		t.Fatal(err)
-	}
+	fx.closed(t, f)
 	fx.checkLevels(t, 3)
 }
 
@@ -315,9 +296,7 @@ func TestRowlockRelease(t *testing.T) {
 			if err := f.Release(context.Background(), d); !errors.Is(err, inbox.ErrClosed) {
 				t.Errorf("second Release: err = %v, want ErrClosed", err)
 			}
-			if err := f.Close(); err != nil {
-				t.Fatal(err)
-			}
+			fx.closed(t, f)
 		})
 	}
 }
@@ -359,9 +338,7 @@ func TestRowlockFailedCommit(t *testing.T) {
 					t.Errorf("Settle = %v; want it to say %q", err, want)
 				}
 				fx.checkDiscarded(t, "the failed COMMIT")
-				if err := f.Close(); err != nil {
-					t.Fatal(err)
-				}
+				fx.closed(t, f)
 			})
 		}
 	}
@@ -383,9 +360,7 @@ func TestRowlockFailedRollback(t *testing.T) {
 				t.Fatalf("Claim = %v, %v; want none, no error", ds, err)
 			}
 			fx.checkDiscarded(t, "the failed ROLLBACK")
-			if err := f.Close(); err != nil {
-				t.Fatal(err)
-			}
+			fx.closed(t, f)
 		})
 		t.Run(c.name+"/release", func(t *testing.T) {
 			fx, f := openRowlock(t, c, fullShape, 0, inbox.Queue{Name: rowlockQueue})
@@ -398,9 +373,7 @@ func TestRowlockFailedRollback(t *testing.T) {
 				t.Fatalf("Release = %v; want the rollback's error, naming the row", err)
 			}
 			fx.checkDiscarded(t, "the failed ROLLBACK")
-			if err := f.Close(); err != nil {
-				t.Fatal(err)
-			}
+			fx.closed(t, f)
 		})
 	}
 }
@@ -418,23 +391,26 @@ func TestRowlockFailedSettlement(t *testing.T) {
 	if err := f.Settle(context.Background(), d, outcome.Retry()); !errors.Is(err, broken) {
 		t.Fatalf("Settle = %v; want the statement's error", err)
 	}
-	if err := f.Close(); err != nil {
-		t.Fatal(err)
-	}
+	fx.closed(t, f)
+}
+
+// rowlockConflicts are transient conflicts a claim's transaction meets, each on a database at the
+// level that meets it: a serialization failure (Postgres 40001), a deadlock (1213), a lock wait
+// timeout (1205).
+var rowlockConflicts = []struct {
+	c        dbCase
+	conflict error
+}{
+	{pgRepeatableRead, sqlState{"40001"}},
+	{onMySQL, errDeadlock},
+	{mariadbSerializable, errors.New("Error 1205 (HY000): Lock wait timeout exceeded; try restarting transaction")},
 }
 
 // TestRowlockClaimRetriesConflicts: a claim that fails with a serialization failure (Postgres
 // 40001), a deadlock (1213) or a lock wait timeout (1205) is rolled back and run again inside
 // Claim; the caller sees the row, not the failure.
 func TestRowlockClaimRetriesConflicts(t *testing.T) {
-	for _, tc := range []struct {
-		c        dbCase
-		conflict error
-	}{
-		{pgRepeatableRead, sqlState{"40001"}},
-		{onMySQL, errDeadlock},
-		{mariadbSerializable, errors.New("Error 1205 (HY000): Lock wait timeout exceeded; try restarting transaction")},
-	} {
+	for _, tc := range rowlockConflicts {
 		t.Run(tc.c.name, func(t *testing.T) {
 			fx, f := openRowlock(t, tc.c, fullShape, 0, inbox.Queue{Name: rowlockQueue})
 			for range 2 {
@@ -452,9 +428,7 @@ func TestRowlockClaimRetriesConflicts(t *testing.T) {
 			if err := f.Release(context.Background(), d); err != nil {
 				t.Fatal(err)
 			}
-			if err := f.Close(); err != nil {
-				t.Fatal(err)
-			}
+			fx.closed(t, f)
 			fx.checkLevels(t, 3)
 		})
 	}
@@ -482,9 +456,7 @@ func TestRowlockClaimReportsPersistentConflicts(t *testing.T) {
 			if !errors.Is(err, tc.err) || len(ds) != 0 || !strings.Contains(err.Error(), `"jobs"`) || !strings.Contains(err.Error(), rowlockQueue) {
 				t.Fatalf("Claim = %v, %v; want the error, naming table and queue, after %d tries", ds, err, tc.tries)
 			}
-			if err := f.Close(); err != nil {
-				t.Fatal(err)
-			}
+			fx.closed(t, f)
 		})
 	}
 }
@@ -501,6 +473,9 @@ func TestRowlockTransactionHeld(t *testing.T) {
 			fx.mock.ExpectExec(fx.sql("savepoint")).WillReturnResult(changed(0))
 			d := rowlockClaimOne(t, f)
 			fx.checkSettleWhileHeld(t, d.Tx, func() error { return f.Settle(context.Background(), d, outcome.Ack()) })
+			// Not fx.closed: the transaction rolled back in the background returns its
+			// connection, closing its statements, a moment later; the recorder reads the
+			// expectations when the test ends.
 			if err := f.Close(); err != nil {
 				t.Fatal(err)
 			}
@@ -579,9 +554,7 @@ func TestRowlockWarnsPostgresSerializable(t *testing.T) {
 	} {
 		t.Run(tc.c.name, func(t *testing.T) {
 			fx, f := openRowlock(t, tc.c, minimalShape, 0, inbox.Queue{})
-			if err := f.Close(); err != nil {
-				t.Fatal(err)
-			}
+			fx.closed(t, f)
 			if warned := fx.warned("table=jobs"); warned != tc.warn {
 				t.Errorf("warning logged: %v, want %v; log:\n%s", warned, tc.warn, fx.logs.String())
 			}
@@ -636,18 +609,24 @@ func TestRowlockConsumerPanic(t *testing.T) {
 				if !full {
 					cfg.Retry = inbox.RetryAtOnce // the minimal table has no retry_after column
 				}
-				cons := inbox.NewConsumer(fx.db, form, h, cfg)
-				ctx, cancel := context.WithCancel(context.Background())
-				ran := make(chan error, 1)
-				go func() { ran <- cons.Run(ctx) }()
+				// The consumer runs until it has claimed again after the panic's settlement, or
+				// for 10 s.
+				ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+				defer cancel()
+				go func() {
+					select {
+					case <-settled:
+						cancel()
+					case <-ctx.Done():
+					}
+				}()
+				if err := inbox.NewConsumer(fx.db, form, h, cfg).Run(ctx); err != nil {
+					t.Fatalf("Run: %v", err)
+				}
 				select {
 				case <-settled:
-				case <-time.After(10 * time.Second):
+				default:
 					t.Error("the consumer did not claim again after the panic's settlement")
-				}
-				cancel()
-				if err := <-ran; err != nil {
-					t.Fatalf("Run: %v", err)
 				}
 			})
 		}
@@ -700,9 +679,7 @@ func TestRowlockTransactionEnded(t *testing.T) {
 				if err != nil || settled != nil {
 					t.Fatalf("after an error that leaves the transaction open: the next statement %v, Settle %v; want both to succeed", err, settled)
 				}
-				if err := f.Close(); err != nil {
-					t.Fatal(err)
-				}
+				fx.closed(t, f)
 				return
 			}
 			if !errors.Is(err, inbox.ErrTransactionEnded) || !errors.Is(err, errDeadlock) || !strings.Contains(err.Error(), `"jobs", row 6`) {
@@ -715,9 +692,7 @@ func TestRowlockTransactionEnded(t *testing.T) {
 			if !errors.Is(settled, inbox.ErrTransactionEnded) {
 				t.Errorf("Settle = %v; want ErrTransactionEnded", settled)
 			}
-			if err := f.Close(); err != nil {
-				t.Fatal(err)
-			}
+			fx.closed(t, f)
 		})
 	}
 }
@@ -747,9 +722,7 @@ func TestRowlockTransactionEndedWhileRowsWereRead(t *testing.T) {
 	if err := f.Settle(ctx, d, outcome.Ack()); !errors.Is(err, inbox.ErrTransactionEnded) {
 		t.Errorf("Settle = %v; want ErrTransactionEnded", err)
 	}
-	if err := f.Close(); err != nil {
-		t.Fatal(err)
-	}
+	fx.closed(t, f)
 }
 
 // TestRowlockOpenStatementLost: a prepare refused for the connection's own prepared statement

@@ -1,7 +1,6 @@
 package sqlmocktests
 
 import (
-	"context"
 	"database/sql/driver"
 	"testing"
 	"time"
@@ -20,19 +19,34 @@ func unflushedAcks(c dbCase, q inbox.Queue) bool {
 	return c.db == "postgres" && q.UnflushedAcks && !q.Transactional
 }
 
+// newUnflushedFixture is a fixture of form over fullShape on c's database on a mock of at most
+// maxOpen connections (see newFixture), for q with inbox.Queue.UnflushedAcks set, that expects the
+// server checks of the form's Open (expectServer).
+func newUnflushedFixture(t *testing.T, form string, c dbCase, maxOpen int, q inbox.Queue) *fixture {
+	t.Helper()
+	q.UnflushedAcks = true
+	fx := newFixture(t, form, c, fullShape, maxOpen, q)
+	fx.expectServer()
+	return fx
+}
+
+// ackStatement is the golden name of the statement a delivery's Ack runs: "ack unflushed" where
+// the form's acks do not wait for the disk (unflushedAcks), "ack" elsewhere.
+func (fx *fixture) ackStatement() string {
+	if unflushedAcks(fx.c, fx.q) {
+		return "ack unflushed"
+	}
+	return "ack"
+}
+
 // openRowlockUnflushed opens the row lock form over fullShape on c's database for q with
 // inbox.Queue.UnflushedAcks set, and returns the golden name of the ack a delivery's Ack runs:
 // where the acks are unflushed the form prepares "ack unflushed" after "ack", which it keeps for
 // the back-off.
 func openRowlockUnflushed(t *testing.T, c dbCase, q inbox.Queue) (*fixture, *rowlock.Form[rowlock.Dialect], string) {
 	t.Helper()
-	q.UnflushedAcks = true
-	fx := newFixture(t, "rowlock", c, fullShape, 0, q)
-	ack := "ack"
-	if unflushedAcks(c, fx.q) {
-		ack = "ack unflushed"
-	}
-	fx.expectServer()
+	fx := newUnflushedFixture(t, "rowlock", c, 0, q)
+	ack := fx.ackStatement()
 	for _, name := range openStatements["rowlock"] {
 		if fx.st.has(name) {
 			fx.expectPrepare(fx.sql(name))
@@ -53,7 +67,6 @@ func openRowlockUnflushed(t *testing.T, c dbCase, q inbox.Queue) (*fixture, *row
 func TestRowlockUnflushedAcks(t *testing.T) {
 	for _, c := range rowlockCases {
 		t.Run(c.name, func(t *testing.T) {
-			ctx := context.Background()
 			fx, f, ack := openRowlockUnflushed(t, c, inbox.Queue{Name: rowlockQueue})
 			for _, s := range []struct {
 				o    outcome.Outcome
@@ -68,9 +81,7 @@ func TestRowlockUnflushedAcks(t *testing.T) {
 				fx.expectRowlockClaim("claim", rowlockRow(7))
 				fx.mock.ExpectExec(fx.sql(s.stmt)).WithArgs(s.args...).WillReturnResult(changed(1))
 				fx.mock.ExpectCommit()
-				if err := f.Settle(ctx, rowlockClaimOne(t, f), s.o); err != nil {
-					t.Fatalf("Settle(%s): %v", s.o, err)
-				}
+				settle(t, f, rowlockClaimOne(t, f), s.o)
 			}
 			fx.closed(t, f)
 		})
@@ -83,7 +94,6 @@ func TestRowlockUnflushedAcks(t *testing.T) {
 func TestRowlockUnflushedAcksBatch(t *testing.T) {
 	for _, c := range rowlockBatchCases {
 		t.Run(c.name, func(t *testing.T) {
-			ctx := context.Background()
 			fx, f, _ := openRowlockUnflushed(t, c, inbox.Queue{Name: rowlockQueue})
 			now := []driver.Value{c.near(time.Now())}
 			fx.mock.ExpectPrepare(fx.sql("claim(3)")).WillBeClosed()
@@ -99,18 +109,14 @@ func TestRowlockUnflushedAcksBatch(t *testing.T) {
 				fx.expectRowlockBatchGroups([]rowlockBatchGroup{{"ack", now, []int64{1, 2, 3}}}, true)
 			}
 			fx.mock.ExpectCommit()
-			if err := f.SettleBatch(ctx, rowlockClaimBatch(t, f, 3, 3), []outcome.Outcome{outcome.Ack(), outcome.Drop(), outcome.Ack()}); err != nil {
-				t.Fatalf("SettleBatch: %v", err)
-			}
+			settleBatch(t, f, claimBatch(t, f, 3, 3), outcome.Ack(), outcome.Drop(), outcome.Ack())
 
 			mixed := []rowlockBatchGroup{{"ack", now, []int64{1, 3}}, {"retry", nil, []int64{2}}}
 			fx.expectRowlockClaim("claim(3)", rowlockBatchRows(3)...)
 			fx.expectRowlockBatchPrepares(mixed)
 			fx.expectRowlockBatchGroups(mixed, true)
 			fx.mock.ExpectCommit()
-			if err := f.SettleBatch(ctx, rowlockClaimBatch(t, f, 3, 3), []outcome.Outcome{outcome.Ack(), outcome.Retry(), outcome.Ack()}); err != nil {
-				t.Fatalf("SettleBatch: %v", err)
-			}
+			settleBatch(t, f, claimBatch(t, f, 3, 3), outcome.Ack(), outcome.Retry(), outcome.Ack())
 			fx.closed(t, f)
 		})
 	}
@@ -130,9 +136,7 @@ func TestRowlockUnflushedAcksTransactional(t *testing.T) {
 			fx.mock.ExpectExec(fx.sql("savepoint")).WillReturnResult(changed(0))
 			fx.mock.ExpectExec(fx.sql("ack")).WithArgs(c.near(time.Now()), int64(7)).WillReturnResult(changed(1))
 			fx.mock.ExpectCommit()
-			if err := f.Settle(context.Background(), rowlockClaimOne(t, f), outcome.Ack()); err != nil {
-				t.Fatal(err)
-			}
+			settle(t, f, rowlockClaimOne(t, f), outcome.Ack())
 			fx.closed(t, f)
 		})
 	}
@@ -144,21 +148,12 @@ func TestRowlockUnflushedAcksTransactional(t *testing.T) {
 // checks in the ack's place.
 func openAdvisoryUnflushed(t *testing.T, c dbCase, q inbox.Queue) (fx *fixture, f *advisory.Form[advisory.Dialect], ack, ackMany string) {
 	t.Helper()
-	q.UnflushedAcks = true
-	fx = newFixture(t, "advisory", c, fullShape, 2, q)
+	fx = newUnflushedFixture(t, "advisory", c, 2, q)
 	ack, ackMany = "ack", "ackMany(3)"
 	if unflushedAcks(c, fx.q) {
 		ack, ackMany = "ack unflushed", "ackMany(3) unflushed"
 	}
-	fx.expectServer()
-	for _, name := range openStatements["advisory"] {
-		if name == "ack" {
-			name = ack
-		}
-		if fx.st.has(name) {
-			fx.expectPrepare(fx.sql(name))
-		}
-	}
+	fx.expectPreparesAcking(ack)
 	f = c.advisoryForm(fullShape.table, fullShape.key)
 	fx.opened(t, f)
 	t.Cleanup(func() { f.Close() })
@@ -173,30 +168,23 @@ func openAdvisoryUnflushed(t *testing.T, c dbCase, q inbox.Queue) (fx *fixture, 
 func TestAdvisoryUnflushedAcks(t *testing.T) {
 	for _, c := range advisoryCases {
 		t.Run(c.name, func(t *testing.T) {
-			ctx := context.Background()
 			fx, f, ack, ackMany := openAdvisoryUnflushed(t, c, inbox.Queue{Name: "q"})
 
 			fx.expectAdvisoryClaim(1, 1, 7)
 			fx.mock.ExpectExec(fx.sql(ack)).WithArgs(c.near(time.Now()), int64(7)).WillReturnResult(changed(1))
 			fx.expectUnlock(7).WillReturnRows(fx.unlocked(true))
-			if err := f.Settle(ctx, advisoryClaim(t, f, 1)[0], outcome.Ack()); err != nil {
-				t.Fatal(err)
-			}
+			settle(t, f, claimed(t, f.Claim, 1)[0], outcome.Ack())
 
 			fx.expectAdvisoryClaim(1, 1, 8)
 			fx.mock.ExpectExec(fx.sql("retryAfter")).WithArgs(c.near(time.Now().Add(time.Hour)), nil, int64(8)).WillReturnResult(changed(1))
 			fx.expectUnlock(8).WillReturnRows(fx.unlocked(true))
-			if err := f.Settle(ctx, advisoryClaim(t, f, 1)[0], outcome.RetryAfter(time.Hour)); err != nil {
-				t.Fatal(err)
-			}
+			settle(t, f, claimed(t, f.Claim, 1)[0], outcome.RetryAfter(time.Hour))
 
 			fx.expectAdvisoryClaim(3, 1, 9, 10, 11)
 			fx.mock.ExpectExec(fx.sql(ackMany)).WithArgs(c.near(time.Now()), int64(9), int64(10), int64(11)).WillReturnResult(changed(3))
 			fx.expectUnlockMany(3, 9, 10, 11)
-			ds := advisoryClaimBatch(t, f, 3)
-			if err := f.SettleBatch(ctx, ds, []outcome.Outcome{outcome.Ack(), outcome.Drop(), outcome.Ack()}); err != nil {
-				t.Fatal(err)
-			}
+			ds := claimed(t, f.ClaimBatch, 3)
+			settleBatch(t, f, ds, outcome.Ack(), outcome.Drop(), outcome.Ack())
 			fx.closed(t, f)
 			fx.noWarnings(t)
 		})
@@ -209,7 +197,6 @@ func TestAdvisoryUnflushedAcks(t *testing.T) {
 func TestAdvisoryUnflushedAcksTransactional(t *testing.T) {
 	for _, c := range advisoryCases {
 		t.Run(c.name, func(t *testing.T) {
-			ctx := context.Background()
 			fx, f, ack, _ := openAdvisoryUnflushed(t, c, inbox.Queue{Name: "q", Transactional: true})
 			if ack != "ack" {
 				t.Fatalf("the ack in transactional mode is %q, want the one that waits", ack)
@@ -219,18 +206,14 @@ func TestAdvisoryUnflushedAcksTransactional(t *testing.T) {
 			fx.mock.ExpectExec(fx.sql("ack")).WithArgs(sqlmock.AnyArg(), int64(7)).WillReturnResult(changed(1))
 			fx.mock.ExpectCommit()
 			fx.expectUnlock(7).WillReturnRows(fx.unlocked(true))
-			if err := f.Settle(ctx, advisoryClaim(t, f, 1)[0], outcome.Ack()); err != nil {
-				t.Fatal(err)
-			}
+			settle(t, f, claimed(t, f.Claim, 1)[0], outcome.Ack())
 
 			fx.expectAdvisoryClaim(1, 1, 8)
 			fx.mock.ExpectBegin()
 			fx.mock.ExpectRollback()
 			fx.mock.ExpectExec(fx.sql("ack")).WithArgs(sqlmock.AnyArg(), int64(8)).WillReturnResult(changed(1))
 			fx.expectUnlock(8).WillReturnRows(fx.unlocked(true))
-			if err := f.Settle(ctx, advisoryClaim(t, f, 1)[0], outcome.Drop()); err != nil {
-				t.Fatal(err)
-			}
+			settle(t, f, claimed(t, f.Claim, 1)[0], outcome.Drop())
 			fx.closed(t, f)
 			fx.noWarnings(t)
 		})

@@ -30,7 +30,6 @@ func TestUnpreparedRowlockSequence(t *testing.T) {
 				name += "/transactional"
 			}
 			t.Run(name, func(t *testing.T) {
-				ctx := context.Background()
 				fx, f := openRowlock(t, c, fullShape, 0, inbox.Queue{Name: rowlockQueue, Transactional: transactional, UnpreparedStatements: true})
 
 				fx.expectRowlockClaim("claim", rowlockRow(7))
@@ -40,9 +39,7 @@ func TestUnpreparedRowlockSequence(t *testing.T) {
 				}
 				fx.mock.ExpectExec(fx.sql("retryAfter")).WithArgs(c.near(time.Now().Add(time.Hour)), nil, int64(7)).WillReturnResult(changed(1))
 				fx.mock.ExpectCommit()
-				if err := f.Settle(ctx, rowlockClaimOne(t, f), outcome.RetryAfter(time.Hour)); err != nil {
-					t.Fatal(err)
-				}
+				settle(t, f, rowlockClaimOne(t, f), outcome.RetryAfter(time.Hour))
 
 				fx.expectPrepare(fx.sql("claim(3)"))
 				fx.expectRowlockClaim("claim(3)", rowlockBatchRows(3)...)
@@ -55,10 +52,8 @@ func TestUnpreparedRowlockSequence(t *testing.T) {
 				}
 				fx.expectRowlockBatchGroups(groups, false)
 				fx.mock.ExpectCommit()
-				ds := rowlockClaimBatch(t, f, 3, 3)
-				if err := f.SettleBatch(ctx, ds, []outcome.Outcome{outcome.Ack(), outcome.Ack(), outcome.Ack()}); err != nil {
-					t.Fatal(err)
-				}
+				ds := claimBatch(t, f, 3, 3)
+				settleBatch(t, f, ds, outcome.Ack(), outcome.Ack(), outcome.Ack())
 
 				fx.closed(t, f)
 			})
@@ -73,7 +68,6 @@ func TestUnpreparedRowlockSequence(t *testing.T) {
 func TestUnpreparedLeaseSequence(t *testing.T) {
 	for _, c := range leaseCases {
 		t.Run(c.name, func(t *testing.T) {
-			ctx := context.Background()
 			fx, f := openLease(t, c, fullShape, 1, inbox.Queue{UnpreparedStatements: true})
 
 			var claimed, extended driver.Value
@@ -81,33 +75,22 @@ func TestUnpreparedLeaseSequence(t *testing.T) {
 			fx.mock.ExpectExec(fx.sql("extend")).WithArgs(c.token(time.Now().Add(lease.DefaultLease), &extended), int64(7), sameValue{&claimed}).WillReturnResult(changed(1))
 			fx.mock.ExpectExec(fx.sql("ack")).WithArgs(c.near(time.Now()), int64(7), sameValue{&extended}).WillReturnResult(changed(1))
 			d := claimOne(t, f, 7, 1)
-			if err := f.Extend(ctx, d); err != nil {
-				t.Fatal(err)
-			}
-			if err := f.Settle(ctx, d, outcome.Ack()); err != nil {
-				t.Fatal(err)
-			}
+			extend(t, f, d)
+			settle(t, f, d, outcome.Ack())
 
 			if c.mysqlFamily() {
 				fx.expectPrepare(fx.sql("stamp(3)"))
 			}
 			claimed, extended = nil, nil
 			fx.expectLeaseClaim(3, &claimed, leaseRow(8, 1), leaseRow(9, 1), leaseRow(10, 1))
-			extend := fx.sql("extendIn(3)")
-			fx.expectPrepare(extend)
-			fx.mock.ExpectExec(extend).WithArgs(c.token(time.Now().Add(lease.DefaultLease), &extended), int64(8), int64(9), int64(10), sameValue{&claimed}).WillReturnResult(changed(3))
+			extendIn := fx.sql("extendIn(3)")
+			fx.expectPrepare(extendIn)
+			fx.mock.ExpectExec(extendIn).WithArgs(c.token(time.Now().Add(lease.DefaultLease), &extended), int64(8), int64(9), int64(10), sameValue{&claimed}).WillReturnResult(changed(3))
 			fx.expectLeaseBatchSettle(fx.sql("ackIn(3)"), []driver.Value{c.near(time.Now()), int64(8), int64(10), int64(10), sameValue{&extended}}, 8, 10)
 			fx.expectLeaseBatchSettle(fx.sql("retryIn(3)"), []driver.Value{int64(9), int64(9), int64(9), sameValue{&extended}}, 9)
-			ds, err := f.ClaimBatch(ctx, 3)
-			if err != nil || len(ds) != 3 {
-				t.Fatalf("ClaimBatch: %v, %v; want rows 8, 9, 10", ds, err)
-			}
-			if err := f.Extend(ctx, ds[0]); err != nil {
-				t.Fatal(err)
-			}
-			if err := f.SettleBatch(ctx, ds, []outcome.Outcome{outcome.Ack(), outcome.Retry(), outcome.Drop()}); err != nil {
-				t.Fatal(err)
-			}
+			ds := claimBatch(t, f, 3, 3)
+			extend(t, f, ds[0])
+			settleBatch(t, f, ds, outcome.Ack(), outcome.Retry(), outcome.Drop())
 
 			fx.closed(t, f)
 		})
@@ -118,42 +101,7 @@ func TestUnpreparedLeaseSequence(t *testing.T) {
 // statements run on its own connection by their text, prepared there neither (compare
 // TestLeaseOwnConnection).
 func TestUnpreparedLeaseOwnConnection(t *testing.T) {
-	for _, c := range []dbCase{onPostgres, onMySQL} {
-		t.Run(c.name, func(t *testing.T) {
-			ctx := context.Background()
-			fx, f := openLease(t, c, fullShape, 2, inbox.Queue{UnpreparedStatements: true})
-			if !fx.plan.OwnConnection {
-				t.Fatalf("plan %+v on a pool of two, want OwnConnection", fx.plan)
-			}
-			app, err := fx.db.Conn(ctx) // the pool's other connection
-			if err != nil {
-				t.Fatal(err)
-			}
-			now := time.Now()
-			var claimed, extended driver.Value
-			claim, tok := fx.sql("claim"), c.token(now.Add(lease.DefaultLease), &claimed)
-			if c.db == "postgres" {
-				fx.mock.ExpectQuery(claim).WithArgs(append(fx.leaseClaimArgs(now, 1), tok)...).WillReturnRows(fullShape.claimed("", leaseRow(7, 1)))
-			} else {
-				fx.mock.ExpectBegin()
-				fx.mock.ExpectQuery(claim).WithArgs(fx.leaseClaimArgs(now, 1)...).WillReturnRows(fullShape.claimed("", leaseRow(7, 0)))
-				fx.mock.ExpectExec(fx.sql("stamp(1)")).WithArgs(tok, int64(7)).WillReturnResult(changed(1))
-				fx.mock.ExpectCommit()
-			}
-			fx.mock.ExpectExec(fx.sql("extend")).WithArgs(c.token(now.Add(lease.DefaultLease), &extended), int64(7), sameValue{&claimed}).WillReturnResult(changed(1))
-			fx.mock.ExpectExec(fx.sql("ack")).WithArgs(c.near(now), int64(7), sameValue{&extended}).WillReturnResult(changed(1))
-
-			d := claimOne(t, f, 7, 1)
-			if err := f.Extend(ctx, d); err != nil {
-				t.Fatal(err)
-			}
-			if err := f.Settle(ctx, d, outcome.Ack()); err != nil {
-				t.Fatal(err)
-			}
-			app.Close()
-			fx.closed(t, f)
-		})
-	}
+	checkLeaseOwnConnection(t, inbox.Queue{UnpreparedStatements: true})
 }
 
 // TestUnpreparedAdvisoryRefused: the advisory form refuses the setting at Open with ErrDialect

@@ -57,14 +57,12 @@ func DrainLibrary(ctx context.Context, t *Target, c Consumer, want int64) (Libra
 	if err != nil {
 		return round, err
 	}
-	runCtx, stop := context.WithCancel(ctx)
-	defer stop()
-	errc := make(chan error, 1)
 	mallocs := Mallocs()
 	start := time.Now()
-	go func() { errc <- consumer.Run(runCtx) }()
-	stopped := func(err error) error {
-		return fmt.Errorf("the consumer stopped before the table was drained (%d of %d settled): %v", counts.settled.Load(), want, err)
+	run := Start(ctx, consumer)
+	defer run.Stop()
+	stopped := func() error {
+		return fmt.Errorf("the consumer stopped before the table was drained (%d of %d settled): %v", counts.settled.Load(), want, run.Err())
 	}
 	var settled time.Time // when the last row settled
 	select {
@@ -76,29 +74,24 @@ func DrainLibrary(ctx context.Context, t *Target, c Consumer, want int64) (Libra
 		for {
 			left, err := c.left(ctx, t)
 			if err != nil {
-				stop()
-				<-errc
 				return round, err
 			}
 			if left == 0 {
 				break
 			}
 			select {
-			case err := <-errc:
-				return round, stopped(err)
+			case <-run.Done():
+				return round, stopped()
 			case <-time.After(10 * time.Millisecond):
 			}
 		}
 		settled = time.Now()
-	case err := <-errc:
-		return round, stopped(err)
+	case <-run.Done():
+		return round, stopped()
 	case <-ctx.Done():
-		stop()
-		<-errc
 		return round, ctx.Err()
 	}
-	stop()
-	if err := <-errc; err != nil {
+	if err := run.Stop(); err != nil {
 		return round, err
 	}
 	round.Wall = time.Since(start)
@@ -126,6 +119,40 @@ func DrainLibrary(ctx context.Context, t *Target, c Consumer, want int64) (Libra
 	}
 	round.Rate = float64(want) / settled.Sub(firstClaim).Seconds()
 	return round, nil
+}
+
+// Running is a Runner run in the background (Start) until it is stopped, or stops on its own.
+type Running struct {
+	cancel context.CancelFunc
+	done   chan struct{}
+	err    error
+}
+
+// Start runs r in the background until ctx is done or Stop is called.
+func Start(ctx context.Context, r Runner) *Running {
+	runCtx, cancel := context.WithCancel(ctx)
+	run := &Running{cancel: cancel, done: make(chan struct{})}
+	go func() {
+		run.err = r.Run(runCtx)
+		close(run.done)
+	}()
+	return run
+}
+
+// Done is closed once Run has returned.
+func (r *Running) Done() <-chan struct{} { return r.done }
+
+// Err waits for Run to return, and is what it returned.
+func (r *Running) Err() error {
+	<-r.done
+	return r.err
+}
+
+// Stop cancels Run's context and waits for Run to return; it is what Run returned. It may be
+// called again, and after Run stopped on its own.
+func (r *Running) Stop() error {
+	r.cancel()
+	return r.Err()
 }
 
 // Mallocs is the process's heap allocations so far.

@@ -1,11 +1,26 @@
 package harness
 
 import (
+	"context"
 	"fmt"
+	"os"
+	"os/signal"
 	"slices"
 	"strconv"
 	"strings"
 )
+
+// Main runs a benchmark command called name: run with the command's arguments, under a context
+// that an interrupt, or another of signals, cancels. An error run returns is printed to stderr
+// after the name, and the process exits 1.
+func Main(name string, run func(ctx context.Context, args []string) error, signals ...os.Signal) {
+	ctx, stop := signal.NotifyContext(context.Background(), append([]os.Signal{os.Interrupt}, signals...)...)
+	defer stop()
+	if err := run(ctx, os.Args[1:]); err != nil {
+		fmt.Fprintln(os.Stderr, name+":", err)
+		os.Exit(1)
+	}
+}
 
 // Ints reads flag -name's comma-separated positive integers, each once, in ascending order.
 func Ints(name, value string) ([]int, error) {

@@ -119,10 +119,7 @@ type countedForm struct {
 }
 
 func (f *countedForm) Claim(ctx context.Context, max int) ([]*inbox.Delivery, error) {
-	f.counts.claiming()
-	ds, err := f.Form.Claim(ctx, max)
-	f.counts.claimed(len(ds), err)
-	return ds, err
+	return f.counts.claim(ctx, max, f.Form.Claim)
 }
 
 // Open counts the claims and settlements of the form's settle-and-claim too, where it offers one.
@@ -149,9 +146,14 @@ type countedBatchForm struct {
 }
 
 func (f *countedBatchForm) ClaimBatch(ctx context.Context, max int) ([]*inbox.Delivery, error) {
-	f.counts.claiming()
-	ds, err := f.BatchForm.ClaimBatch(ctx, max)
-	f.counts.claimed(len(ds), err)
+	return f.counts.claim(ctx, max, f.BatchForm.ClaimBatch)
+}
+
+// claim runs claim, a form's Claim or ClaimBatch, and counts it.
+func (c *drainCounts) claim(ctx context.Context, max int, claim func(context.Context, int) ([]*inbox.Delivery, error)) ([]*inbox.Delivery, error) {
+	c.claiming()
+	ds, err := claim(ctx, max)
+	c.claimed(len(ds), err)
 	return ds, err
 }
 

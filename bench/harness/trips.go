@@ -6,6 +6,7 @@ import (
 	"database/sql/driver"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"strings"
 	"sync/atomic"
@@ -226,15 +227,25 @@ type contextStmt interface {
 	driver.StmtQueryContext
 }
 
+// withContext is v, a driver's connection or statement, as C, the context methods the wrapper
+// runs it by. Where v lacks them it closes v and fails, saying what v does not run: lacks.
+func withContext[C any](v io.Closer, lacks string) (C, error) {
+	c, ok := v.(C)
+	if !ok {
+		v.Close()
+		return c, fmt.Errorf("counting round trips: a %T does not run %s: open it without counting", v, lacks)
+	}
+	return c, nil
+}
+
 func (c *countingConnector) Connect(ctx context.Context) (driver.Conn, error) {
 	dc, err := c.inner.Connect(ctx)
 	if err != nil {
 		return nil, err
 	}
-	inner, ok := dc.(contextConn)
-	if !ok {
-		dc.Close()
-		return nil, fmt.Errorf("counting round trips: a %T does not run statements with a context (driver.ConnPrepareContext, ConnBeginTx, ExecerContext, QueryerContext): open it without counting", dc)
+	inner, err := withContext[contextConn](dc, "statements with a context (driver.ConnPrepareContext, ConnBeginTx, ExecerContext, QueryerContext)")
+	if err != nil {
+		return nil, err
 	}
 	conn := &countingConn{inner: inner, trips: c.trips}
 	conn.tx.conn = conn
@@ -274,10 +285,9 @@ func (c *countingConn) PrepareContext(ctx context.Context, query string) (driver
 	if err != nil {
 		return nil, err
 	}
-	inner, ok := s.(contextStmt)
-	if !ok {
-		s.Close()
-		return nil, fmt.Errorf("counting round trips: a %T does not run with a context (driver.StmtExecContext, StmtQueryContext): open it without counting", s)
+	inner, err := withContext[contextStmt](s, "with a context (driver.StmtExecContext, StmtQueryContext)")
+	if err != nil {
+		return nil, err
 	}
 	cs := countingStmt{inner: inner, conn: c, what: classify(query)}
 	// database/sql converts a statement's arguments by its ColumnConverter where it has one:
@@ -324,21 +334,22 @@ func (c *countingConn) QueryContext(ctx context.Context, query string, args []dr
 }
 
 func (c *countingConn) Ping(ctx context.Context) error {
-	p, ok := c.inner.(driver.Pinger)
-	if !ok {
-		return nil
-	}
-	c.count(CallPing)
-	return p.Ping(ctx)
+	return countedIf(c, CallPing, func(p driver.Pinger) error { return p.Ping(ctx) })
 }
 
 func (c *countingConn) ResetSession(ctx context.Context) error {
-	r, ok := c.inner.(driver.SessionResetter)
+	return countedIf(c, CallReset, func(r driver.SessionResetter) error { return r.ResetSession(ctx) })
+}
+
+// countedIf runs call, counted as k, where the driver's connection implements I; where it does
+// not, it answers nil, as database/sql does of a connection without I.
+func countedIf[I any](c *countingConn, k Call, call func(I) error) error {
+	i, ok := c.inner.(I)
 	if !ok {
 		return nil
 	}
-	c.count(CallReset)
-	return r.ResetSession(ctx)
+	c.count(k)
+	return call(i)
 }
 
 func (c *countingConn) IsValid() bool {

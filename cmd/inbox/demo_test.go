@@ -22,18 +22,11 @@ func runDemo(t *testing.T, args ...string) (code int, stdout, stderr string) {
 	return code, out.String(), errOut.String()
 }
 
-// openLive opens the database of l for a test's own statements.
+// openLive opens the database of l for a test's own statements (liveDB), and names the demo's
+// table of the test's own (tableName), dropped when the test ends.
 func openLive(t *testing.T, l liveDSN) (target, *demoOwned) {
 	t.Helper()
-	tg, err := parseDSN(l.dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	db, err := open(context.Background(), tg, 2)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { db.Close() })
+	db, tg := liveDB(t, l)
 	o, err := newDemoOwned(db, tg.dialect, tableName(t))
 	if err != nil {
 		t.Fatal(err)

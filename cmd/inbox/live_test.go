@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"database/sql"
 	"fmt"
 	"hash/fnv"
 	"os"
@@ -43,6 +44,22 @@ func liveDSNs(t *testing.T) []liveDSN {
 		out = append(out, l)
 	}
 	return out
+}
+
+// liveDB opens the database of l, on a pool of two connections, for a test's own statements, and
+// closes it when the test ends.
+func liveDB(t *testing.T, l liveDSN) (*sql.DB, target) {
+	t.Helper()
+	tg, err := parseDSN(l.dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	db, err := open(context.Background(), tg, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	return db, tg
 }
 
 // tableName is a table name of the test's and the process's own, so that parallel runs do not

@@ -13,6 +13,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/sqlinbox/inbox/inboxtest"
 )
 
 // The tests of this file run the command as a process, built once from this package.
@@ -248,13 +250,14 @@ func TestCommandDemoInterrupted(t *testing.T) {
 	defer cancel()
 	cmd := exec.CommandContext(ctx, built(t), "demo", "-dsn", path, "-n", "50000", "-workers", "1")
 	cmd.Env = withoutDSN(os.Environ())
-	var stdout syncBuffer
+	// The demo writes its output while the test reads it.
+	var stdout inboxtest.Log
 	var stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	for !strings.Contains(stdout.String(), "draining") {
+	for !stdout.Contains("draining") {
 		if ctx.Err() != nil {
 			t.Fatalf("the demo did not start draining:\n%s", stdout.String())
 		}
@@ -267,7 +270,7 @@ func TestCommandDemoInterrupted(t *testing.T) {
 	if code := cmd.ProcessState.ExitCode(); code != 130 || !strings.Contains(stderr.String(), "inbox demo: interrupted") {
 		t.Errorf("exit %d; want 130 and an error saying the demo was interrupted:\n%s", code, stderr.String())
 	}
-	if !strings.Contains(stdout.String(), "dropped   table inbox_demo") || strings.Contains(stdout.String(), "messages  50000") {
+	if !stdout.Contains("dropped   table inbox_demo") || stdout.Contains("messages  50000") {
 		t.Errorf("the output of the demo interrupted:\n%s", stdout.String())
 	}
 	db, err := sql.Open("sqlite", path)
@@ -279,22 +282,4 @@ func TestCommandDemoInterrupted(t *testing.T) {
 	if err := db.QueryRow("SELECT COUNT(*) FROM sqlite_master WHERE name = 'inbox_demo'").Scan(&tables); err != nil || tables != 0 {
 		t.Errorf("after the demo was interrupted, tables named inbox_demo: %d (%v)", tables, err)
 	}
-}
-
-// syncBuffer is a bytes.Buffer that a process writes while the test reads.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.String()
 }

@@ -27,15 +27,7 @@ func inboxRun(t *testing.T, args ...string) (code int, stdout, stderr string) {
 // quoted, dropped when the test ends.
 func liveTable(t *testing.T, l liveDSN) (*sql.DB, target, string, string) {
 	t.Helper()
-	tg, err := parseDSN(l.dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	db, err := open(context.Background(), tg, 2)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { db.Close() })
+	db, tg := liveDB(t, l)
 	name := strings.Replace(tableName(t), "inbox_demo_", "inbox_ops_", 1)
 	quoted, _ := tg.dialect.Quote(name)
 	db.Exec("DROP TABLE IF EXISTS " + quoted)

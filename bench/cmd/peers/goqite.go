@@ -24,6 +24,7 @@ import (
 // worker every message waits about that long (at 10 ms one worker drained about 70 a second).
 // The drain ends when Start has returned, which waits for every job and its delete.
 type goqiteQueue struct {
+	notOurs
 	db *sql.DB
 	q  *goqite.Queue
 }
@@ -63,8 +64,6 @@ func newGoqite(ctx context.Context, path string, pool int) (contender, error) {
 }
 
 func (g *goqiteQueue) name() string { return "goqite" }
-func (g *goqiteQueue) ours() bool   { return false }
-func (g *goqiteQueue) batch() int   { return 1 }
 func (g *goqiteQueue) close()       { g.db.Close() }
 
 func (g *goqiteQueue) prefill(ctx context.Context, n int) error {

@@ -19,6 +19,7 @@ import (
 // priority strategy sorts every due row on each lock); a 10 ms poll interval, which only counts
 // when a worker finds nothing; graceful shutdown so that the last job's delete commits.
 type gueQueue struct {
+	notOurs
 	pool   *pgxpool.Pool
 	client *gue.Client
 }
@@ -62,8 +63,6 @@ func newGue(ctx context.Context, dsn string, maxW int) (contender, error) {
 }
 
 func (g *gueQueue) name() string { return "gue" }
-func (g *gueQueue) ours() bool   { return false }
-func (g *gueQueue) batch() int   { return 1 }
 func (g *gueQueue) close()       { g.pool.Close() }
 
 func (g *gueQueue) prefill(ctx context.Context, n int) error {
@@ -99,18 +98,15 @@ func (g *gueQueue) drain(ctx context.Context, n, w int) (time.Duration, error) {
 	if err != nil {
 		return 0, err
 	}
-	runCtx, stop := context.WithCancel(ctx)
-	defer stop()
-	errc := make(chan error, 1)
 	start := time.Now()
-	go func() { errc <- pool.Run(runCtx) }()
+	run := harness.Start(ctx, pool)
+	defer run.Stop()
 	select {
 	case <-all:
-	case err := <-errc:
-		return 0, fmt.Errorf("the worker pool stopped with %d of %d worked: %v", handled.Load(), n, err)
+	case <-run.Done():
+		return 0, fmt.Errorf("the worker pool stopped with %d of %d worked: %v", handled.Load(), n, run.Err())
 	}
-	stop()
-	if err := <-errc; err != nil {
+	if err := run.Stop(); err != nil {
 		return 0, err
 	}
 	elapsed := time.Since(start)

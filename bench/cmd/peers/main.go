@@ -22,7 +22,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/signal"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -47,6 +46,13 @@ type contender interface {
 	close()
 }
 
+// notOurs is embedded in each peer's contender: none is ours, and each hands its handler one row
+// a call.
+type notOurs struct{}
+
+func (notOurs) ours() bool { return false }
+func (notOurs) batch() int { return 1 }
+
 type config struct {
 	n          int
 	workers    []int
@@ -58,14 +64,7 @@ type config struct {
 	out        io.Writer // the tables; the per-round lines go to stderr
 }
 
-func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
-	defer stop()
-	if err := run(ctx, os.Args[1:]); err != nil {
-		fmt.Fprintln(os.Stderr, "peers:", err)
-		os.Exit(1)
-	}
-}
+func main() { harness.Main("peers", run) }
 
 func run(ctx context.Context, args []string) error {
 	cfg, err := parseFlags(args)

@@ -3,9 +3,9 @@ package main
 import (
 	"context"
 	"fmt"
+	"io"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -20,80 +20,60 @@ import (
 // drained queue. Postgres is the live tests' (INBOX_POSTGRES_DSN), in a database of the test's
 // own; when it does not answer its part is left out, or fails the test under
 // INBOX_REQUIRE_DATABASES=1. The two databases run side by side, and Postgres commits without
-// waiting for the disk (harnesstest.Scratch): this measures nothing.
+// waiting for the disk (harnesstest.Tiny): this measures nothing.
 func TestPeersTiny(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	defer cancel()
-	runs := []*tinyRun{{db: "sqlite", want: []string{"ours: lease", "ours: lease, batches of 16", "River", "goqite"}}}
-	if dsn, ok := harnesstest.Scratch(ctx, t, "inbox_peers_test", "postgres"); ok {
-		runs = append(runs, &tinyRun{db: "postgres", dsn: dsn, want: []string{
-			"ours: rowlock", "ours: lease", "ours: rowlock, batches of 16", "ours: lease, batches of 16", "River", "gue"}})
+	want := map[string][]string{
+		"sqlite":   {"ours: lease", "ours: lease, batches of 16", "River", "goqite"},
+		"postgres": {"ours: rowlock", "ours: lease", "ours: rowlock, batches of 16", "ours: lease, batches of 16", "River", "gue"},
 	}
-	var wg sync.WaitGroup
-	for _, r := range runs {
-		wg.Go(func() { r.run(ctx) })
-	}
-	wg.Wait()
-
-	for _, r := range runs {
-		t.Logf("%s:\n%s", r.db, r.out.String())
-		if r.err != nil {
-			t.Errorf("%s: %v", r.db, r.err)
-			continue
-		}
-		for _, name := range r.want {
-			i := slices.IndexFunc(r.results, func(res *result) bool { return res.name == name })
-			if i < 0 || len(r.results[i].rates) != 1 || r.results[i].rates[0] <= 0 {
-				t.Errorf("%s, %s: no drain measured", r.db, name)
+	harnesstest.Tiny(t, 5*time.Minute, "inbox_peers_test", []string{"postgres"}, runTiny, func(db, out string, results []*result) {
+		for _, name := range want[db] {
+			i := slices.IndexFunc(results, func(res *result) bool { return res.name == name })
+			if i < 0 || len(results[i].rates) != 1 || results[i].rates[0] <= 0 {
+				t.Errorf("%s, %s: no drain measured", db, name)
 			}
 		}
 		header := "| database | workers | queue | msgs/s median (min–max) | our best single / this | our best batched / this |"
-		if !strings.Contains(r.out.String(), header) {
-			t.Errorf("%s: the output has no table headed %q", r.db, header)
+		if !strings.Contains(out, header) {
+			t.Errorf("%s: the output has no table headed %q", db, header)
 		}
 		// Each peer's row gives both ratios, to our best form of each kind.
-		for _, res := range r.results {
+		for _, res := range results {
 			if res.ours {
 				continue
 			}
-			row := fmt.Sprintf("| %s | %d | %s | ", harness.Label(r.db), res.workers, res.name)
-			i := strings.Index(r.out.String(), row)
+			row := fmt.Sprintf("| %s | %d | %s | ", harness.Label(db), res.workers, res.name)
+			i := strings.Index(out, row)
 			if i < 0 {
-				t.Errorf("%s: the table has no row starting %q", r.db, row)
+				t.Errorf("%s: the table has no row starting %q", db, row)
 				continue
 			}
-			line, _, _ := strings.Cut(r.out.String()[i:], "\n")
+			line, _, _ := strings.Cut(out[i:], "\n")
 			if strings.Count(line, "(") != 3 || !strings.Contains(line, "batches of 16)") {
-				t.Errorf("%s: the row %q lacks a ratio to our best single or batched form", r.db, line)
+				t.Errorf("%s: the row %q lacks a ratio to our best single or batched form", db, line)
 			}
 		}
-	}
+	})
 }
 
-// tinyRun is the tiny peers run on one database: the contenders it must have measured.
-type tinyRun struct {
-	db, dsn string
-	want    []string
-	out     strings.Builder
-	results []*result
-	err     error
-}
-
-func (r *tinyRun) run(ctx context.Context) {
+// runTiny is the tiny peers run on database db, writing the tables to out. The command takes a
+// DSN for Postgres alone: on SQLite each contender opens a file of its own.
+func runTiny(ctx context.Context, db, dsn string, out io.Writer) ([]*result, error) {
 	// One worker count: River on SQLite drains about 20 rows a second under the race detector.
-	args := []string{"-db", r.db, "-n", "500", "-rounds", "1", "-workers", "4"}
-	if r.dsn != "" {
-		args = append(args, "-dsn", r.dsn)
+	args := []string{"-db", db, "-n", "500", "-rounds", "1", "-workers", "4"}
+	if db == "postgres" {
+		args = append(args, "-dsn", dsn)
 	}
 	cfg, err := parseFlags(args)
 	if err != nil {
-		r.err = err
-		return
+		return nil, err
 	}
-	cfg.out = &r.out
-	if r.results, r.err = runPeers(ctx, cfg); r.err == nil {
-		report(&r.out, r.results)
+	cfg.out = out
+	results, err := runPeers(ctx, cfg)
+	if err == nil {
+		report(out, results)
 	}
+	return results, err
 }
 
 // TestPeersRefusesUnknownNames: a database or peer the command does not know fails at once,

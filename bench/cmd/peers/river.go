@@ -48,6 +48,7 @@ const riverSchema = "inbox_bench_river"
 // starts (InsertMany: COPY on Postgres). Completion is River's own batched completer; the drain
 // ends when Stop has returned, which waits for every completion to be written.
 type riverQueue[TTx any] struct {
+	notOurs
 	label   string
 	driver  riverdriver.Driver[TTx]
 	schema  string
@@ -125,8 +126,6 @@ func (r *riverQueue[TTx]) migrate(ctx context.Context) error {
 var quiet = slog.New(slog.DiscardHandler)
 
 func (r *riverQueue[TTx]) name() string { return r.label }
-func (r *riverQueue[TTx]) ours() bool   { return false }
-func (r *riverQueue[TTx]) batch() int   { return 1 }
 func (r *riverQueue[TTx]) close()       { r.closeDB() }
 
 func (r *riverQueue[TTx]) prefill(ctx context.Context, n int) error {

@@ -14,7 +14,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/signal"
 	"slices"
 	"strings"
 	"syscall"
@@ -153,18 +152,12 @@ func parseFlags(args []string) (*config, error) {
 const childEnv = "INBOX_SCALE_CHILD"
 
 func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM) // the own Postgres stops either way
-	defer stop()
-	var err error
-	if os.Getenv(childEnv) == "1" {
-		err = child(ctx, os.Args[1:], os.Stdin, os.Stdout)
-	} else {
-		err = run(ctx, os.Args[1:], os.Stdout)
-	}
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "scale:", err)
-		os.Exit(1)
-	}
+	harness.Main("scale", func(ctx context.Context, args []string) error {
+		if os.Getenv(childEnv) == "1" {
+			return child(ctx, args, os.Stdin, os.Stdout)
+		}
+		return run(ctx, args, os.Stdout)
+	}, syscall.SIGTERM) // the own Postgres stops either way
 }
 
 // run runs the command with args, writing the tables to out.

@@ -2,10 +2,9 @@ package main
 
 import (
 	"context"
+	"io"
 	"os"
-	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -33,18 +32,9 @@ func TestMain(m *testing.M) {
 // handled, none twice (procs: per row, counted from the children's reports), the tables out.
 //
 // The servers are those of the live tests, each in a database of the test's own
-// (harnesstest.Scratch); one that does not answer is left out, or fails the test under
+// (harnesstest.Tiny); one that does not answer is left out, or fails the test under
 // INBOX_REQUIRE_DATABASES=1. The databases run side by side.
 func TestScaleTiny(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	defer cancel()
-	dsns := map[string]string{"sqlite": "file:" + filepath.Join(t.TempDir(), "scale.db") +
-		"?_pragma=journal_mode(WAL)&_pragma=busy_timeout(10000)&_pragma=synchronous(OFF)"}
-	for _, db := range []string{"postgres", "mariadb"} {
-		if dsn, ok := harnesstest.Scratch(ctx, t, "inbox_scale_test", db); ok {
-			dsns[db] = dsn
-		}
-	}
 	// procs with single deliveries and batches; the other scenarios, whose code is the same
 	// for both, with batches only (the advisory form drains a few hundred rows a second under
 	// -race).
@@ -53,37 +43,32 @@ func TestScaleTiny(t *testing.T) {
 		{"-rounds", "1", "-batch", "16", "-drain-n", "1000", "-history-n", "20000", "-history-rows", "500",
 			"-queues", "20", "-queue-rows", "50", "-sustain-for", "5s", "-sample", "1s", "drain", "history", "queues", "sustained"},
 	}
-	var wg sync.WaitGroup
-	for db, dsn := range dsns {
-		wg.Go(func() {
-			var out strings.Builder
-			for _, args := range tiny {
-				if db == "sqlite" && args[len(args)-1] == "procs" {
-					continue
-				}
-				if err := run(ctx, append([]string{"-db", db, "-dsn", db + "=" + dsn}, args...), &out); err != nil {
-					t.Logf("%s:\n%s", db, out.String())
-					t.Errorf("%s: %v", db, err)
-					return
-				}
+	runTiny := func(ctx context.Context, db, dsn string, out io.Writer) (struct{}, error) {
+		for _, args := range tiny {
+			if db == "sqlite" && args[len(args)-1] == "procs" {
+				continue
 			}
-			t.Logf("%s:\n%s", db, out.String())
-			want := []string{"A long drain", "A table that keeps its processed rows", "One queue among many"}
-			if db != "sqlite" {
-				want = append(want, "Many processes", "Sustained")
+			if err := run(ctx, append([]string{"-db", db, "-dsn", db + "=" + dsn}, args...), out); err != nil {
+				return struct{}{}, err
 			}
-			for _, w := range want {
-				if !strings.Contains(out.String(), w) {
-					t.Errorf("%s: no table %q in the output", db, w)
-				}
-			}
-			if strings.Contains(out.String(), "failed (below)") {
-				t.Errorf("%s: a procs cell failed", db)
-			}
-			if db != "sqlite" && !strings.Contains(out.String(), "| "+harness.Label(db)+" | advisory | 16 | 2 |") {
-				t.Errorf("%s: no procs row for the advisory form's batches at 2 processes", db)
-			}
-		})
+		}
+		return struct{}{}, nil
 	}
-	wg.Wait()
+	harnesstest.Tiny(t, 3*time.Minute, "inbox_scale_test", []string{"postgres", "mariadb"}, runTiny, func(db, out string, _ struct{}) {
+		want := []string{"A long drain", "A table that keeps its processed rows", "One queue among many"}
+		if db != "sqlite" {
+			want = append(want, "Many processes", "Sustained")
+		}
+		for _, w := range want {
+			if !strings.Contains(out, w) {
+				t.Errorf("%s: no table %q in the output", db, w)
+			}
+		}
+		if strings.Contains(out, "failed (below)") {
+			t.Errorf("%s: a procs cell failed", db)
+		}
+		if db != "sqlite" && !strings.Contains(out, "| "+harness.Label(db)+" | advisory | 16 | 2 |") {
+			t.Errorf("%s: no procs row for the advisory form's batches at 2 processes", db)
+		}
+	})
 }

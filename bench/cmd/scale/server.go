@@ -31,25 +31,28 @@ func startPostgres(settings []string) (dsn string, stop func(), err error) {
 	if err != nil {
 		return "", nil, err
 	}
+	defer func() {
+		if err != nil {
+			os.RemoveAll(dir) // a server that did not start leaves nothing behind
+		}
+	}()
 	if err := os.Chown(dir, uid, -1); err != nil {
-		os.RemoveAll(dir)
 		return "", nil, fmt.Errorf("-own-postgres needs root (to run the server as postgres): %w", err)
 	}
-	asPostgres := func(args ...string) error {
-		out, err := exec.Command("runuser", append([]string{"-u", "postgres", "--"}, args...)...).CombinedOutput()
-		if err != nil {
+	// postgres runs the server's program (initdb, pg_ctl) with args, as the postgres user.
+	postgres := func(program string, args ...string) error {
+		args = append([]string{filepath.Join(bin, program)}, args...)
+		if out, err := exec.Command("runuser", append([]string{"-u", "postgres", "--"}, args...)...).CombinedOutput(); err != nil {
 			return fmt.Errorf("%s: %v: %s", strings.Join(args, " "), err, out)
 		}
 		return nil
 	}
 	data := filepath.Join(dir, "data")
-	if err := asPostgres(filepath.Join(bin, "initdb"), "-D", data, "-A", "trust", "-U", "postgres"); err != nil {
-		os.RemoveAll(dir)
+	if err := postgres("initdb", "-D", data, "-A", "trust", "-U", "postgres"); err != nil {
 		return "", nil, err
 	}
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
-		os.RemoveAll(dir)
 		return "", nil, err
 	}
 	port := l.Addr().(*net.TCPAddr).Port
@@ -58,12 +61,11 @@ func startPostgres(settings []string) (dsn string, stop func(), err error) {
 	for _, s := range settings {
 		opts += " -c " + s
 	}
-	if err := asPostgres(filepath.Join(bin, "pg_ctl"), "-D", data, "-o", opts, "-l", filepath.Join(dir, "log"), "-w", "start"); err != nil {
-		os.RemoveAll(dir)
+	if err := postgres("pg_ctl", "-D", data, "-o", opts, "-l", filepath.Join(dir, "log"), "-w", "start"); err != nil {
 		return "", nil, err
 	}
 	stop = func() {
-		if err := asPostgres(filepath.Join(bin, "pg_ctl"), "-D", data, "-m", "fast", "-w", "stop"); err != nil {
+		if err := postgres("pg_ctl", "-D", data, "-m", "fast", "-w", "stop"); err != nil {
 			fmt.Fprintln(os.Stderr, "scale: stopping the own Postgres:", err)
 		}
 		os.RemoveAll(dir)

@@ -47,10 +47,8 @@ func runSustained(ctx context.Context, cfg *config, t *harness.Target) error {
 	if err != nil {
 		return err
 	}
-	runCtx, stopConsumer := context.WithCancel(ctx)
-	defer stopConsumer()
-	consumed := make(chan error, 1)
-	go func() { consumed <- consumer.Run(runCtx) }()
+	run := harness.Start(ctx, consumer)
+	defer run.Stop()
 
 	pubCtx, stopPublishers := context.WithTimeout(ctx, cfg.sustainFor)
 	defer stopPublishers()
@@ -90,10 +88,10 @@ sampling:
 		case <-tick.C:
 		case <-pubCtx.Done():
 			break sampling
-		case err := <-consumed:
+		case <-run.Done():
 			stopPublishers()
 			wg.Wait()
-			return fmt.Errorf("the consumer stopped: %v", err)
+			return fmt.Errorf("the consumer stopped: %v", run.Err())
 		}
 		now, h, p := time.Now(), handled.Load(), published.Load()
 		s := sample{at: now.Sub(start).Round(time.Second), backlog: p - h,
@@ -114,8 +112,7 @@ sampling:
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-	stopConsumer()
-	if err := <-consumed; err != nil {
+	if err := run.Stop(); err != nil {
 		return err
 	}
 	if err := t.CheckDrained(ctx, table, handled.Load(), published.Load()); err != nil {

@@ -85,10 +85,8 @@ func latencyCell(ctx context.Context, t *harness.Target, form string, cfg *confi
 	if err != nil {
 		return nil, err
 	}
-	runCtx, stop := context.WithCancel(ctx)
-	defer stop()
-	errc := make(chan error, 1)
-	go func() { errc <- c.Run(runCtx) }()
+	run := harness.Start(ctx, c)
+	defer run.Stop()
 	time.Sleep(200 * time.Millisecond) // let the consumer open and go idle
 
 	q, err := t.D.Quote(table)
@@ -118,8 +116,7 @@ func latencyCell(ctx context.Context, t *harness.Target, form string, cfg *confi
 	for seen.Load() < int64(total) && time.Now().Before(deadline) {
 		time.Sleep(5 * time.Millisecond)
 	}
-	stop()
-	if err := <-errc; err != nil {
+	if err := run.Stop(); err != nil {
 		return nil, err
 	}
 	if seen.Load() < int64(total) {
@@ -165,11 +162,9 @@ func runMemory(ctx context.Context, cfg *config, tmp string) error {
 	if err != nil {
 		return err
 	}
-	runCtx, stop := context.WithCancel(ctx)
-	defer stop()
-	errc := make(chan error, 1)
 	start = time.Now()
-	go func() { errc <- c.Run(runCtx) }()
+	run := harness.Start(ctx, c)
+	defer run.Stop()
 	var samples []string
 	tick := time.NewTicker(time.Second)
 	defer tick.Stop()
@@ -179,8 +174,8 @@ loop:
 		select {
 		case <-all:
 			break loop
-		case err := <-errc:
-			return fmt.Errorf("memory run: the consumer stopped: %v", err)
+		case <-run.Done():
+			return fmt.Errorf("memory run: the consumer stopped: %v", run.Err())
 		case <-ctx.Done():
 			return ctx.Err()
 		case <-tick.C:
@@ -190,8 +185,7 @@ loop:
 			}
 		}
 	}
-	stop()
-	if err := <-errc; err != nil {
+	if err := run.Stop(); err != nil {
 		return err
 	}
 	elapsed := time.Since(start)

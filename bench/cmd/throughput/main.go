@@ -15,7 +15,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/signal"
 	"path/filepath"
 	"runtime/pprof"
 	"slices"
@@ -149,14 +148,7 @@ func parseFlags(args []string) (*config, error) {
 	return cfg, nil
 }
 
-func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
-	defer stop()
-	if err := run(ctx, os.Args[1:]); err != nil {
-		fmt.Fprintln(os.Stderr, "throughput:", err)
-		os.Exit(1)
-	}
-}
+func main() { harness.Main("throughput", run) }
 
 func run(ctx context.Context, args []string) error {
 	cfg, err := parseFlags(args)

@@ -3,11 +3,11 @@ package main
 import (
 	"context"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -26,71 +26,62 @@ import (
 // UPDATE and COMMIT, then its DELETE committed on its own (driver calls).
 //
 // The servers are those of the live tests, each in a database of the test's own
-// (harnesstest.Scratch); one that does not answer is left out, or fails the test under
+// (harnesstest.Tiny); one that does not answer is left out, or fails the test under
 // INBOX_REQUIRE_DATABASES=1. The databases run side by side, and Postgres and SQLite commit
 // without waiting for the disk: this measures nothing, and CI's clock is short.
 func TestBenchCommandTiny(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	defer cancel()
-	runs := []*tinyRun{{db: "sqlite", dsn: "file:" + filepath.Join(t.TempDir(), "bench.db") +
-		"?_pragma=journal_mode(WAL)&_pragma=busy_timeout(10000)&_pragma=synchronous(OFF)"}}
-	for _, db := range []string{"postgres", "mysql", "mariadb"} {
-		if dsn, ok := harnesstest.Scratch(ctx, t, "inbox_bench_test", db); ok {
-			runs = append(runs, &tinyRun{db: db, dsn: dsn})
+	run := func(ctx context.Context, db, dsn string, out io.Writer) (tinyRun, error) {
+		r := tinyRun{db: db, plot: filepath.Join(t.TempDir(), "bench.svg")}
+		var err error
+		r.cfg, err = parseFlags([]string{"-db", db, "-dsn", db + "=" + dsn, "-n", "500", "-rounds", "1", "-count-trips",
+			"-workers", "1,4", "-batch", "1,16", "-latency-for", "100ms", "-latency-rate", "100", "-plot", r.plot})
+		if err != nil {
+			return r, err
 		}
+		r.cfg.out = out
+		r.cells, err = runAll(ctx, r.cfg)
+		return r, err
 	}
-	var wg sync.WaitGroup
-	for _, r := range runs {
-		r.plot = filepath.Join(t.TempDir(), "bench.svg")
-		wg.Go(func() { r.run(ctx) })
-	}
-	wg.Wait()
-
-	for _, r := range runs {
-		t.Logf("%s:\n%s", r.db, r.out.String())
-		if r.err != nil {
-			t.Errorf("%s: %v", r.db, r.err)
-			continue
-		}
+	harnesstest.Tiny(t, 5*time.Minute, "inbox_bench_test", []string{"postgres", "mysql", "mariadb"}, run, func(db, out string, r tinyRun) {
 		want := []string{"| database | form | batch | workers | library msgs/s |", "| database | form | publish | p50 |",
 			"| database | form | batch | workers | round trips/msg library, raw |"}
-		if r.db != "sqlite" {
+		if db != "sqlite" {
 			want = append(want, "| database | form | batch | workers | library: server / counted |")
 		}
 		for _, want := range want {
-			if !strings.Contains(r.out.String(), want) {
-				t.Errorf("%s: the output has no table headed %q", r.db, want)
+			if !strings.Contains(out, want) {
+				t.Errorf("%s: the output has no table headed %q", db, want)
 			}
 		}
 		svg, err := os.ReadFile(r.plot)
 		if err != nil {
 			t.Error(err)
 		} else if !strings.HasPrefix(string(svg), "<svg") {
-			t.Errorf("%s: the plot is not an SVG:\n%.300s", r.db, svg)
+			t.Errorf("%s: the plot is not an SVG:\n%.300s", db, svg)
 		}
-		for _, form := range formsOn(r.db) {
-			if panel := harness.Label(r.db) + ", " + form; !strings.Contains(string(svg), panel) {
-				t.Errorf("%s: the plot has no panel %q", r.db, panel)
+		for _, form := range formsOn(db) {
+			if panel := harness.Label(db) + ", " + form; !strings.Contains(string(svg), panel) {
+				t.Errorf("%s: the plot has no panel %q", db, panel)
 			}
 			for _, w := range r.cfg.workers {
 				for _, b := range r.cfg.batches {
-					checkTinyCell(t, r.cells, r.out.String(), r.db, form, w, b)
+					checkTinyCell(t, r.cells, out, db, form, w, b)
 				}
 			}
 		}
-		switch r.db {
+		switch db {
 		case "postgres":
 			checkRawTrips(t, r, "rowlock", 4, 1)
 		case "sqlite":
 			checkRawTrips(t, r, "lease", 5, 2)
 		}
-	}
+	})
 }
 
 // checkRawTrips checks the round trips and commits per message counted of the raw loop of
 // form at one worker and single deliveries: the statements of each message, and beyond them
 // no more than the loop's preparing and closing of its statements (a few per drain).
-func checkRawTrips(t *testing.T, r *tinyRun, form string, wantTrips, wantCommits float64) {
+func checkRawTrips(t *testing.T, r tinyRun, form string, wantTrips, wantCommits float64) {
 	t.Helper()
 	i := slices.IndexFunc(r.cells, func(c *cell) bool { return c.form == form && c.workers == 1 && c.batch == 1 })
 	if i < 0 || len(r.cells[i].rawTraffic) != 1 {
@@ -106,23 +97,12 @@ func checkRawTrips(t *testing.T, r *tinyRun, form string, wantTrips, wantCommits
 	}
 }
 
-// tinyRun is the tiny bench on one database.
+// tinyRun is what the tiny bench on one database leaves beside its output: its flags, its
+// cells and its plot.
 type tinyRun struct {
-	db, dsn, plot string
-	cfg           *config
-	out           strings.Builder
-	cells         []*cell
-	err           error
-}
-
-func (r *tinyRun) run(ctx context.Context) {
-	r.cfg, r.err = parseFlags([]string{"-db", r.db, "-dsn", r.db + "=" + r.dsn, "-n", "500", "-rounds", "1", "-count-trips",
-		"-workers", "1,4", "-batch", "1,16", "-latency-for", "100ms", "-latency-rate", "100", "-plot", r.plot})
-	if r.err != nil {
-		return
-	}
-	r.cfg.out = &r.out
-	r.cells, r.err = runAll(ctx, r.cfg)
+	db, plot string
+	cfg      *config
+	cells    []*cell
 }
 
 // checkTinyCell checks that the cell ran, a counted library round and a counted raw round, and

@@ -1,5 +1,5 @@
 // Package harnesstest gives the benchmark commands' tests a database of their own on each
-// server.
+// server, and runs a command's tiny run on each database side by side.
 package harnesstest
 
 import (
