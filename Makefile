@@ -7,8 +7,8 @@ PKGS := ./... ./bench/... ./cmd/... ./integration/... ./otel/... ./pgnotify/... 
 help: ## list the targets
 	@awk 'BEGIN { FS = ":.*## " } /^[a-z\/-]+:.*## / { printf "  %-18s %s\n", $$1, $$2 }' $(MAKEFILE_LIST)
 
-# -count=1: the compile-fail test builds programs under testdata/, which the test cache does
-# not see; the live tests must run against the databases as they are now.
+# -count=1: the compile-fail test builds programs against the library's sources, which the test
+# cache does not see; the live tests must run against the databases as they are now.
 test: fmt-check vet ## gofmt check, go vet and go test -race on every module
 	go test -race -count=1 -timeout 30m $(PKGS)
 
