@@ -66,7 +66,7 @@ func badUndecodable(t *testing.T, c cell) {
 			logs := &faultLog{t: t}
 			stop := runConsumer(t, db, c.newForm(t, tbl), h, &inbox.Config{
 				Queue: "q", UndecodablePayload: policy,
-				Logger: slog.New(slog.NewTextHandler(logs, nil)),
+				Logger: logs.Logger(slog.LevelInfo),
 			})
 			settled := c.q(t, tbl.ProcessedAt) + " IS NOT NULL"
 			retried := c.q(t, tbl.RetryAfter) + " IS NOT NULL"
@@ -79,7 +79,7 @@ func badUndecodable(t *testing.T, c cell) {
 			if !slices.Equal(seen, []int{1, 5}) {
 				t.Errorf("the handler saw %v, want the two payloads that decode, [1 5]", seen)
 			}
-			if !logs.has("does not decode") {
+			if !logs.Contains("does not decode") {
 				t.Error("the consumer did not log the undecodable payloads")
 			}
 			bad := []int64{ids[1], ids[2], ids[3]}
@@ -341,7 +341,7 @@ func badStoppedServer(t *testing.T, c cell) {
 	done := make(chan error, 1)
 	go func() {
 		done <- inbox.NewConsumer(db, c.newForm(t, fullTable(tableName(t))), h, &inbox.Config{
-			Queue: "q", PollInterval: 200 * time.Millisecond, Logger: slog.New(slog.NewTextHandler(logs, nil)),
+			Queue: "q", PollInterval: 200 * time.Millisecond, Logger: logs.Logger(slog.LevelInfo),
 		}).Run(ctx)
 	}()
 	select {
@@ -352,13 +352,11 @@ func badStoppedServer(t *testing.T, c cell) {
 	case <-time.After(30 * time.Second):
 		t.Fatal("Run did not return within 30 s of its context's end")
 	}
-	logs.mu.Lock()
-	tries := strings.Count(logs.buf.String(), "trying again")
-	logs.mu.Unlock()
+	tries := strings.Count(logs.String(), "trying again")
 	if tries < 2 {
 		t.Errorf("Run logged %d failed attempts to open the consumer in 1.5 s at a 200 ms poll interval, want several", tries)
 	}
-	if c.b.name != "sqlite" && !logs.has("refused") {
+	if c.b.name != "sqlite" && !logs.Contains("refused") {
 		t.Error("the log does not say the connection was refused")
 	}
 }

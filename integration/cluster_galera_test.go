@@ -296,7 +296,7 @@ func galeraNodeKilled(t *testing.T, g *galera, b backend, admin *sql.DB, pools [
 	for i, db := range pools {
 		logger := s.logger()
 		if i == victim {
-			logger = slog.New(slog.NewTextHandler(victimLog, &slog.HandlerOptions{Level: slog.LevelWarn}))
+			logger = victimLog.Logger(slog.LevelWarn)
 		}
 		h := s.handler(t, i, db, 10*time.Millisecond)
 		inner := h
@@ -345,7 +345,7 @@ func galeraNodeKilled(t *testing.T, g *galera, b backend, admin *sql.DB, pools [
 	got := s.counts(t)
 	t.Logf("the other nodes' consumers handled %d rows while the third node was down; its consumer handled %d after it rejoined",
 		during, s.rec.handledBy(victim)-back)
-	if !victimLog.has("claim failed") {
+	if !victimLog.Contains("claim failed") {
 		t.Error("the third node's consumer logged no failed claim while its node was down")
 	}
 	if got.lost > 0 {

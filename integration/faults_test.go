@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/sqlinbox/inbox"
+	"github.com/sqlinbox/inbox/inboxtest"
 	"github.com/sqlinbox/inbox/outcome"
 )
 
@@ -267,12 +268,12 @@ func faultKilledConnections(t *testing.T, c cell, transactional bool) {
 	})
 	logs := &faultLog{t: t}
 	stop := runConsumer(t, db, run.form(c.newForm(t, tbl)), h, &inbox.Config{
-		Queue: "q", Workers: 3, Transactional: transactional, Logger: logs.Logger(),
+		Queue: "q", Workers: 3, Transactional: transactional, Logger: logs.Logger(slog.LevelInfo),
 	})
 	waitDrained(t, c, admin, tbl)
 	stop()
 
-	if !logs.has("level=ERROR") && !logs.has("level=WARN") {
+	if !logs.Contains("level=ERROR") && !logs.Contains("level=WARN") {
 		t.Error("the consumer logged nothing about the killed connections")
 	}
 	run.checkSettledOnce(t, c, admin, tbl, audit)
@@ -385,12 +386,12 @@ func TestFaultsSQLiteBusy(t *testing.T) {
 	block(3 * time.Second)
 	run.struck("claim")
 	logs := &faultLog{t: t}
-	stop := runConsumer(t, db, run.form(c.newForm(t, tbl)), h, &inbox.Config{Queue: "q", Workers: 3, Logger: logs.Logger()})
+	stop := runConsumer(t, db, run.form(c.newForm(t, tbl)), h, &inbox.Config{Queue: "q", Workers: 3, Logger: logs.Logger(slog.LevelInfo)})
 	waitDrained(t, c, admin, tbl)
 	stop()
 
 	for _, want := range []string{"claim failed", "claims succeed again", "SQLITE_BUSY"} {
-		if !logs.has(want) {
+		if !logs.Contains(want) {
 			t.Errorf("the consumer's log does not mention %q", want)
 		}
 	}
@@ -709,13 +710,13 @@ func restartCell(t *testing.T, c cell, s *privateServer, unflushedAcks bool) {
 	logs := &faultLog{t: t}
 	stop := runConsumer(t, db, c.newForm(t, tbl), h, &inbox.Config{
 		Queue: "q", Workers: 3, Transactional: c.transactional, UnflushedAcks: unflushedAcks, PollInterval: 100 * time.Millisecond,
-		Logger: slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelInfo})),
+		Logger: logs.Logger(slog.LevelInfo),
 	})
 	<-s.restarted
 	waitDrained(t, c, admin, tbl)
 	stop()
 	for _, want := range []string{"claim failed", "claims succeed again"} {
-		if !logs.has(want) {
+		if !logs.Contains(want) {
 			t.Errorf("the consumer's log through the server's crash does not mention %q", want)
 		}
 	}
@@ -766,13 +767,13 @@ func TestFaultsSQLiteLeaseExtendInTransaction(t *testing.T) {
 		return outcome.Ack()
 	})
 	logs := &faultLog{t: t}
-	stop := runConsumer(t, db, c.newForm(t, tbl), h, &inbox.Config{Queue: "q", Transactional: true, Logger: logs.Logger()})
+	stop := runConsumer(t, db, c.newForm(t, tbl), h, &inbox.Config{Queue: "q", Transactional: true, Logger: logs.Logger(slog.LevelInfo)})
 	waitFor(t, 30*time.Second, "the row to settle", func() bool {
 		return len(c.ids(t, db, tbl, c.q(t, tbl.ProcessedAt)+" IS NOT NULL")) == 1
 	})
 	settled := time.Now()
 	stop()
-	if logs.has("extending a hold failed") {
+	if logs.Contains("extending a hold failed") {
 		t.Error("the lease extension failed while the delivery's own transaction held the write lock")
 	}
 	if wait := settled.Sub(time.Unix(0, returned.Load())); wait > cellLease {
@@ -799,7 +800,7 @@ func TestFaultsSQLiteLeaseExtendInterrupted(t *testing.T) {
 		return outcome.Drop()
 	})
 	logs := &faultLog{t: t}
-	stop := runConsumer(t, db, c.newForm(t, tbl), h, &inbox.Config{Queue: "q", Transactional: true, Logger: logs.Logger()})
+	stop := runConsumer(t, db, c.newForm(t, tbl), h, &inbox.Config{Queue: "q", Transactional: true, Logger: logs.Logger(slog.LevelInfo)})
 	<-started
 	// Another writer holds the lock across the extension due at half the lease, and past the
 	// extension's deadline of another half lease.
@@ -934,7 +935,7 @@ func killLoopCell(t *testing.T, c cell, batch int, plan killLoopPlan) killLoopRe
 		mu.Unlock()
 		time.Sleep(pace)
 	}
-	logs := &logBuffer{}
+	logs := &inboxtest.Log{}
 	var (
 		pools []*hooks
 		stops []func()
@@ -950,7 +951,7 @@ func killLoopCell(t *testing.T, c cell, batch int, plan killLoopPlan) killLoopRe
 		pools = append(pools, h)
 		cfg := &inbox.Config{
 			Queue: "q", Workers: workers, PollInterval: cellPoll,
-			Logger: slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelWarn})),
+			Logger: logs.Logger(slog.LevelWarn),
 		}
 		var cons *inbox.Consumer
 		if batch > 0 {
@@ -1009,7 +1010,7 @@ func killLoopCell(t *testing.T, c cell, batch int, plan killLoopPlan) killLoopRe
 		}
 		t.Errorf("%d rows stranded: still unsettled %v after the kills stopped, none settled for %v; the server's open transactions of the consumers' sessions:\n%s",
 			left, time.Since(stopped).Round(time.Second), killLoopStall, strings.Join(open, "\n"))
-		t.Logf("the consumers' last log lines:\n%s", logs.last(10))
+		t.Logf("the consumers' last log lines:\n%s", lastLines(logs.String(), 10))
 	}
 
 	// Stopped, the consumers hold nothing: a transaction still open on a session of their pools
@@ -1044,7 +1045,7 @@ func killLoopCell(t *testing.T, c cell, batch int, plan killLoopPlan) killLoopRe
 			r.twice++
 		}
 	}
-	r.errors = logs.lines()
+	r.errors = logs.Lines()
 	return r
 }
 

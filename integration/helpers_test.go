@@ -1,7 +1,6 @@
 package integration
 
 import (
-	"bytes"
 	"context"
 	"database/sql"
 	"log/slog"
@@ -12,6 +11,7 @@ import (
 	"time"
 
 	"github.com/sqlinbox/inbox"
+	"github.com/sqlinbox/inbox/inboxtest"
 	"github.com/sqlinbox/inbox/outcome"
 )
 
@@ -354,50 +354,26 @@ type writerFunc func(p []byte) (int, error)
 
 func (f writerFunc) Write(p []byte) (int, error) { return f(p) }
 
-// logBuffer is a log a test can read, safe for the concurrent writes of loggers.
-type logBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (l *logBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.buf.Write(p)
-}
-
-func (l *logBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.buf.String()
-}
-
-// has reports whether the log holds s.
-func (l *logBuffer) has(s string) bool { return strings.Contains(l.String(), s) }
-
-// lines counts the lines written.
-func (l *logBuffer) lines() int { return strings.Count(l.String(), "\n") }
-
-// last returns the last n lines written.
-func (l *logBuffer) last(n int) string {
-	lines := strings.Split(strings.TrimSuffix(l.String(), "\n"), "\n")
+// lastLines returns the last n lines of log.
+func lastLines(log string, n int) string {
+	lines := strings.Split(strings.TrimSuffix(log, "\n"), "\n")
 	return strings.Join(lines[max(0, len(lines)-n):], "\n")
 }
 
-// Logger returns a text logger, at Info and above, that writes to l.
-func (l *logBuffer) Logger() *slog.Logger { return slog.New(slog.NewTextHandler(l, nil)) }
-
-// faultLog is a logBuffer that also passes each line to the test's log, for the tests that
-// read a consumer's log and show it.
+// faultLog is a log a test reads that also passes each line to the test's log, for the tests
+// that read a consumer's log and show it.
 type faultLog struct {
 	t *testing.T
-	logBuffer
+	inboxtest.Log
 }
 
 func (l *faultLog) Write(p []byte) (int, error) {
 	l.t.Log(strings.TrimSpace(string(p)))
-	return l.logBuffer.Write(p)
+	return l.Log.Write(p)
 }
 
-// Logger returns a text logger, at Info and above, that writes to l (and so to the test's log).
-func (l *faultLog) Logger() *slog.Logger { return slog.New(slog.NewTextHandler(l, nil)) }
+// Logger returns a text logger of the records at level and above, written to l (and so to the
+// test's log); the embedded Log's would write past l.Write.
+func (l *faultLog) Logger(level slog.Level) *slog.Logger {
+	return slog.New(slog.NewTextHandler(l, &slog.HandlerOptions{Level: level}))
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"log/slog"
 	"slices"
 	"strings"
 	"sync"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/sqlinbox/inbox"
 	"github.com/sqlinbox/inbox/dialect"
+	"github.com/sqlinbox/inbox/inboxtest"
 	"github.com/sqlinbox/inbox/isolation"
 	"github.com/sqlinbox/inbox/lease"
 	"github.com/sqlinbox/inbox/outcome"
@@ -106,8 +108,8 @@ func TestLeaseOutcomesDelete(t *testing.T) {
 			for range 4 {
 				b.enqueue(t, db, tbl, inbox.Message{Payload: []byte("p")})
 			}
-			var log logBuffer
-			f := leaseForm(t, b, db, tbl, nil, inbox.Queue{Logger: log.Logger()})
+			var log inboxtest.Log
+			f := leaseForm(t, b, db, tbl, nil, inbox.Queue{Logger: log.Logger(slog.LevelInfo)})
 			ds := claimN(t, f, 10, 4)
 			settle(t, f, ds[0], outcome.Ack())
 			settle(t, f, ds[1], outcome.Drop())
@@ -118,7 +120,7 @@ func TestLeaseOutcomesDelete(t *testing.T) {
 			if n := count(t, db, "SELECT COUNT(*) FROM "+name); n != 2 {
 				t.Errorf("%d rows left, want 2 (ack and drop delete)", n)
 			}
-			if !strings.Contains(log.String(), "retry_after") || !strings.Contains(log.String(), tbl.Name) {
+			if !log.Contains("retry_after") || !log.Contains(tbl.Name) {
 				t.Errorf("RetryAfter without a retry_after column logged %q; want a warning naming the table", log.String())
 			}
 			again := claimN(t, f, 10, 2)

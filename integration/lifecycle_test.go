@@ -5,11 +5,13 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/sqlinbox/inbox"
+	"github.com/sqlinbox/inbox/inboxtest"
 	"github.com/sqlinbox/inbox/outcome"
 )
 
@@ -164,7 +166,7 @@ func lifecycleFailDrop(t *testing.T, c cell) {
 	c.publish(t, db, tbl, inbox.Message{Queue: "q", Payload: []byte("fail")}, inbox.Message{Queue: "q", Payload: []byte("drop")})
 	ids := c.ids(t, db, tbl, "")
 	rec := newDelivered()
-	var logs logBuffer
+	var logs inboxtest.Log
 	h := inbox.HandlerFunc(func(ctx context.Context, d *inbox.Delivery) outcome.Outcome {
 		rec.start(d)
 		defer rec.end(d)
@@ -173,7 +175,7 @@ func lifecycleFailDrop(t *testing.T, c cell) {
 		}
 		return outcome.Drop().WithError(errors.New("customer gone"))
 	})
-	stop := runLifecycle(t, c, db, tbl, lifecycleMode{}, h, &inbox.Config{Queue: "q", Retry: lifecyclePolicy, Logger: logs.Logger()})
+	stop := runLifecycle(t, c, db, tbl, lifecycleMode{}, h, &inbox.Config{Queue: "q", Retry: lifecyclePolicy, Logger: logs.Logger(slog.LevelInfo)})
 	waitFor(t, 20*time.Second, "both rows to settle", func() bool {
 		_, dead, _, _ := lifecycleRow(t, c, db, tbl, ids[0])
 		return dead && len(c.ids(t, db, tbl, c.q(t, tbl.ProcessedAt)+" IS NOT NULL")) == 1
@@ -283,13 +285,13 @@ func lifecycleRefusedAck(t *testing.T, c cell, m lifecycleMode) {
 		mustExec(t, db, "INSERT INTO "+c.q(t, notes)+" (job_id) VALUES ("+c.ph(1)+")", id)
 	}
 	rec := newDelivered()
-	var logs logBuffer
+	var logs inboxtest.Log
 	h := inbox.HandlerFunc(func(ctx context.Context, d *inbox.Delivery) outcome.Outcome {
 		rec.start(d)
 		defer rec.end(d)
 		return outcome.Ack()
 	})
-	stop := runLifecycle(t, c, db, tbl, m, h, &inbox.Config{Queue: "q", Retry: inbox.ExponentialBackoff{Base: 100 * time.Millisecond, Max: time.Second}, MaxAttempts: -1, Logger: logs.Logger()})
+	stop := runLifecycle(t, c, db, tbl, m, h, &inbox.Config{Queue: "q", Retry: inbox.ExponentialBackoff{Base: 100 * time.Millisecond, Max: time.Second}, MaxAttempts: -1, Logger: logs.Logger(slog.LevelInfo)})
 	time.Sleep(1500 * time.Millisecond)
 	stop()
 	rec.check(t)

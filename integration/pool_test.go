@@ -2,6 +2,7 @@ package integration
 
 import (
 	"context"
+	"log/slog"
 	"strconv"
 	"strings"
 	"sync"
@@ -9,6 +10,7 @@ import (
 	"time"
 
 	"github.com/sqlinbox/inbox"
+	"github.com/sqlinbox/inbox/inboxtest"
 	"github.com/sqlinbox/inbox/lease"
 	"github.com/sqlinbox/inbox/outcome"
 )
@@ -73,9 +75,9 @@ func TestPoolWaitLoggedHoldingForms(t *testing.T) {
 					second.Close()
 					return outcome.Ack()
 				})
-				var log logBuffer
+				var log inboxtest.Log
 				c := cell{b: b, form: form}
-				stop := runConsumer(t, db, c.newForm(t, tbl), h, &inbox.Config{Workers: workers, ShutdownTimeout: time.Second, Logger: log.Logger()})
+				stop := runConsumer(t, db, c.newForm(t, tbl), h, &inbox.Config{Workers: workers, ShutdownTimeout: time.Second, Logger: log.Logger(slog.LevelInfo)})
 				if !eventually(30*time.Second, func() bool { return poolWaitLogged(log.String(), workers+1) }) {
 					t.Fatalf("30 s with handlers waiting on a pool of %d and no line naming MaxOpenConns in the log:\n%s", workers+1, log.String())
 				}
@@ -137,9 +139,9 @@ func TestPoolLeaseKeepsItsLease(t *testing.T) {
 				}
 				return outcome.Ack()
 			})
-			var log logBuffer
+			var log inboxtest.Log
 			stop := runConsumer(t, db, lease.New(b.dialect, tbl, &lease.Config{Lease: time.Second}), h,
-				&inbox.Config{Workers: workers, Logger: log.Logger()})
+				&inbox.Config{Workers: workers, Logger: log.Logger(slog.LevelInfo)})
 
 			<-holding
 			expired := "SELECT COUNT(*) FROM " + name + " WHERE processed_at IS NULL AND (locked_until IS NULL OR locked_until < " + b.dialect.Placeholder(1) + ")"

@@ -14,6 +14,7 @@ import (
 
 	"github.com/sqlinbox/inbox"
 	"github.com/sqlinbox/inbox/dialect"
+	"github.com/sqlinbox/inbox/inboxtest"
 	"github.com/sqlinbox/inbox/isolation"
 	"github.com/sqlinbox/inbox/outcome"
 	"github.com/sqlinbox/inbox/rowlock"
@@ -108,8 +109,8 @@ func TestRowlockOutcomes(t *testing.T) {
 
 		t.Run(b.name+"/minimal", func(t *testing.T) {
 			c := rowlockSetup(t, b, 0, minimalTable)
-			var logs logBuffer
-			f := c.form(t, inbox.Queue{Logger: logs.Logger()})
+			var logs inboxtest.Log
+			f := c.form(t, inbox.Queue{Logger: logs.Logger(slog.LevelInfo)})
 
 			for _, o := range []outcome.Outcome{outcome.Ack(), outcome.Drop()} {
 				c.publish(t, inbox.Message{Payload: []byte("x")})
@@ -402,8 +403,8 @@ func rowlockDrain(t *testing.T, c rowlockCell, d rowlock.Dialect, p rowlockDrain
 		mu.Unlock()
 		return repeated(outcome.Ack(), len(ds))
 	}
-	var logs logBuffer
-	log := slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	var logs inboxtest.Log
+	log := logs.Logger(slog.LevelDebug)
 	var stops []func()
 	for range p.consumers {
 		db, f := c.open(t, p.workers+2), rowlock.New(d, c.tbl)
@@ -440,7 +441,7 @@ func rowlockDrain(t *testing.T, c rowlockCell, d rowlock.Dialect, p rowlockDrain
 	t.Logf("%d rows, %d deliveries; claim conflicts retried: %d; claims failed after the retries: %d; settlements failed: %d",
 		p.rows, handled.sum(), strings.Count(out, "claim conflicted"), strings.Count(out, "claim failed"), strings.Count(out, "settlement failed"))
 	if t.Failed() {
-		t.Logf("the consumers' last log lines:\n%s", logs.last(20))
+		t.Logf("the consumers' last log lines:\n%s", lastLines(logs.String(), 20))
 	}
 	mu.Lock()
 	defer mu.Unlock()
@@ -487,9 +488,9 @@ func TestRowlockPool(t *testing.T) {
 				}
 				return outcome.Ack()
 			})
-			var logs logBuffer
+			var logs inboxtest.Log
 			stop := startConsumer(t, inbox.NewConsumer(c.db, rowlock.New(b.dialect.(rowlock.Dialect), c.tbl), h,
-				&inbox.Config{Queue: "q", Workers: workers, PollInterval: 50 * time.Millisecond, Logger: logs.Logger()}))
+				&inbox.Config{Queue: "q", Workers: workers, PollInterval: 50 * time.Millisecond, Logger: logs.Logger(slog.LevelInfo)}))
 			select {
 			case <-done:
 			case <-time.After(time.Minute):

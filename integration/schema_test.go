@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"log/slog"
 	"regexp"
 	"slices"
 	"strconv"
@@ -13,6 +14,7 @@ import (
 	"time"
 
 	"github.com/sqlinbox/inbox"
+	"github.com/sqlinbox/inbox/inboxtest"
 	"github.com/sqlinbox/inbox/outcome"
 )
 
@@ -276,10 +278,10 @@ func TestUnclaimableRowsAreReported(t *testing.T) {
 			case "sqlite":
 				want["layout"] = []int64{insert("'q'", "'tomorrow'")}
 			}
-			logs := &logBuffer{}
+			logs := &inboxtest.Log{}
 			stop := runConsumer(t, db, c.newForm(t, tbl), inbox.HandlerFunc(func(context.Context, *inbox.Delivery) outcome.Outcome {
 				return outcome.Ack()
-			}), &inbox.Config{Queue: "q", Logger: logs.Logger()})
+			}), &inbox.Config{Queue: "q", Logger: logs.Logger(slog.LevelInfo)})
 			reports := func(why string) []string {
 				var out []string
 				for _, line := range strings.Split(logs.String(), "\n") {
