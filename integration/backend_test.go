@@ -7,6 +7,7 @@ import (
 	"hash/fnv"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -42,6 +43,26 @@ func backends(t *testing.T, sqlite bool) []backend {
 		bs = append(bs, backendNamed("sqlite", ""))
 	}
 	return bs
+}
+
+// onlyBackends lists the backends of the given names, in the order backends lists them.
+func onlyBackends(t *testing.T, names ...string) []backend {
+	t.Helper()
+	var bs []backend
+	for _, b := range backends(t, true) {
+		if slices.Contains(names, b.name) {
+			bs = append(bs, b)
+		}
+	}
+	return bs
+}
+
+// forEachBackend runs run on each of bs, one after the other, each as a subtest named for it.
+func forEachBackend(t *testing.T, bs []backend, run func(t *testing.T, b backend)) {
+	t.Helper()
+	for _, b := range bs {
+		t.Run(b.name, func(t *testing.T) { run(t, b) })
+	}
 }
 
 // backendNamed is the backend of the given name at its default level, on dsn.

@@ -21,19 +21,15 @@ import (
 
 // TestBadInput feeds every cell what a queue meets in production and should survive.
 func TestBadInput(t *testing.T) {
-	var tests []subtest
-	for _, c := range cells(t) {
-		tests = append(tests, subtest{c.name(), func(t *testing.T) {
-			t.Run("undecodable", func(t *testing.T) { badUndecodable(t, c) })
-			t.Run("null-and-empty", func(t *testing.T) { badNullAndEmpty(t, c) })
-			t.Run("16MiB", func(t *testing.T) { badLargePayload(t, c) })
-			t.Run("id-limits", func(t *testing.T) { badIDLimits(t, c) })
-			t.Run("odd-names", func(t *testing.T) { badOddNames(t, c) })
-			t.Run("missing-schema", func(t *testing.T) { badMissingSchema(t, c) })
-			t.Run("stopped-server", func(t *testing.T) { badStoppedServer(t, c) })
-		}})
-	}
-	runConcurrently(t, 4, tests)
+	forEachCell(t, func(t *testing.T, c cell) {
+		t.Run("undecodable", func(t *testing.T) { badUndecodable(t, c) })
+		t.Run("null-and-empty", func(t *testing.T) { badNullAndEmpty(t, c) })
+		t.Run("16MiB", func(t *testing.T) { badLargePayload(t, c) })
+		t.Run("id-limits", func(t *testing.T) { badIDLimits(t, c) })
+		t.Run("odd-names", func(t *testing.T) { badOddNames(t, c) })
+		t.Run("missing-schema", func(t *testing.T) { badMissingSchema(t, c) })
+		t.Run("stopped-server", func(t *testing.T) { badStoppedServer(t, c) })
+	})
 }
 
 type job struct {

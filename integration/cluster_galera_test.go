@@ -120,20 +120,18 @@ func TestClusterGalera(t *testing.T) {
 // TestGaleraNotDetected: the shared servers are no Galera nodes, and dialect.CheckGalera lets
 // every form run on them.
 func TestGaleraNotDetected(t *testing.T) {
-	for _, b := range backends(t, false) {
-		t.Run(b.name, func(t *testing.T) {
-			db := b.open(t, 2)
-			nodes, err := dialect.Galera(context.Background(), b.dialect, db)
-			if err != nil || nodes != 0 {
-				t.Errorf("dialect.Galera: %d nodes, %v; want 0", nodes, err)
+	forEachBackend(t, backends(t, false), func(t *testing.T, b backend) {
+		db := b.open(t, 2)
+		nodes, err := dialect.Galera(context.Background(), b.dialect, db)
+		if err != nil || nodes != 0 {
+			t.Errorf("dialect.Galera: %d nodes, %v; want 0", nodes, err)
+		}
+		for _, form := range []dialect.Form{dialect.RowLockForm, dialect.LeaseForm, dialect.AdvisoryForm} {
+			if err := dialect.CheckGalera(context.Background(), b.dialect, db, form); err != nil {
+				t.Errorf("CheckGalera, %s form: %v", form, err)
 			}
-			for _, form := range []dialect.Form{dialect.RowLockForm, dialect.LeaseForm, dialect.AdvisoryForm} {
-				if err := dialect.CheckGalera(context.Background(), b.dialect, db, form); err != nil {
-					t.Errorf("CheckGalera, %s form: %v", form, err)
-				}
-			}
-		})
-	}
+		}
+	})
 }
 
 // galeraFacts proves what the forms stand on in a Galera cluster, on the engine alone.

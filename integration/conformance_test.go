@@ -86,6 +86,15 @@ func runConcurrently(t *testing.T, limit int, tests []subtest) {
 	wg.Wait()
 }
 
+// forEachCell runs run on every cell, up to four at once, each as a subtest named for the cell.
+func forEachCell(t *testing.T, run func(t *testing.T, c cell)) {
+	var tests []subtest
+	for _, c := range cells(t) {
+		tests = append(tests, subtest{c.name(), func(t *testing.T) { run(t, c) }})
+	}
+	runConcurrently(t, 4, tests)
+}
+
 func (c cell) name() string { return c.b.name + "-" + c.form }
 
 // newForm builds the cell's form over tbl (each consumer needs its own).
@@ -266,22 +275,18 @@ func (r *delivered) check(t *testing.T) {
 
 // TestConformance runs one suite on every cell: each database with each form it runs.
 func TestConformance(t *testing.T) {
-	var tests []subtest
-	for _, c := range cells(t) {
-		tests = append(tests, subtest{c.name(), func(t *testing.T) {
-			t.Run("exclusivity", func(t *testing.T) { conformExclusivity(t, c) })
-			t.Run("outcomes", func(t *testing.T) { conformOutcomes(t, c) })
-			t.Run("attempts", func(t *testing.T) { conformAttempts(t, c) })
-			t.Run("delete", func(t *testing.T) { conformDelete(t, c) })
-			t.Run("groups", func(t *testing.T) { conformGroups(t, c) })
-			t.Run("priority", func(t *testing.T) { conformPriority(t, c) })
-			if c.transactional {
-				t.Run("transactional", func(t *testing.T) { conformTransactional(t, c) })
-			}
-			t.Run("shutdown", func(t *testing.T) { conformShutdown(t, c) })
-		}})
-	}
-	runConcurrently(t, 4, tests)
+	forEachCell(t, func(t *testing.T, c cell) {
+		t.Run("exclusivity", func(t *testing.T) { conformExclusivity(t, c) })
+		t.Run("outcomes", func(t *testing.T) { conformOutcomes(t, c) })
+		t.Run("attempts", func(t *testing.T) { conformAttempts(t, c) })
+		t.Run("delete", func(t *testing.T) { conformDelete(t, c) })
+		t.Run("groups", func(t *testing.T) { conformGroups(t, c) })
+		t.Run("priority", func(t *testing.T) { conformPriority(t, c) })
+		if c.transactional {
+			t.Run("transactional", func(t *testing.T) { conformTransactional(t, c) })
+		}
+		t.Run("shutdown", func(t *testing.T) { conformShutdown(t, c) })
+	})
 }
 
 // conformExclusivity: three consumers of four workers each drain 1,000 rows; every row is

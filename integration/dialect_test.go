@@ -23,69 +23,57 @@ func isMariaDB(t *testing.T, db *sql.DB) bool {
 }
 
 func TestDetectAndCheckServer(t *testing.T) {
-	for _, b := range backends(t, true) {
-		t.Run(b.name, func(t *testing.T) {
-			ctx := context.Background()
-			db := b.open(t, 2)
-			want := b.name
-			if b.name == "mysql" && isMariaDB(t, db) {
-				want = "mariadb" // a MariaDB server stands in for MySQL
-			}
-			if b.name == "mariadb" && !isMariaDB(t, db) {
-				t.Fatalf("the MariaDB DSN %s reaches a server that is not MariaDB", b.dsn)
-			}
-			d, err := dialect.Detect(ctx, db)
-			if err != nil {
-				t.Fatalf("Detect: %v", err)
-			}
-			if d.Name() != want || d.Level() != "default" {
-				t.Errorf("Detect = %s at %s, want %s at default", d.Name(), d.Level(), want)
-			}
-			if err := b.dialect.CheckServer(ctx, db); err != nil {
-				t.Errorf("%s.CheckServer: %v", b.name, err)
-			}
-			if err := d.CheckServer(ctx, db); err != nil {
-				t.Errorf("the detected dialect's CheckServer: %v", err)
-			}
-		})
-	}
+	forEachBackend(t, backends(t, true), func(t *testing.T, b backend) {
+		ctx := context.Background()
+		db := b.open(t, 2)
+		want := b.name
+		if b.name == "mysql" && isMariaDB(t, db) {
+			want = "mariadb" // a MariaDB server stands in for MySQL
+		}
+		if b.name == "mariadb" && !isMariaDB(t, db) {
+			t.Fatalf("the MariaDB DSN %s reaches a server that is not MariaDB", b.dsn)
+		}
+		d, err := dialect.Detect(ctx, db)
+		if err != nil {
+			t.Fatalf("Detect: %v", err)
+		}
+		if d.Name() != want || d.Level() != "default" {
+			t.Errorf("Detect = %s at %s, want %s at default", d.Name(), d.Level(), want)
+		}
+		if err := b.dialect.CheckServer(ctx, db); err != nil {
+			t.Errorf("%s.CheckServer: %v", b.name, err)
+		}
+		if err := d.CheckServer(ctx, db); err != nil {
+			t.Errorf("the detected dialect's CheckServer: %v", err)
+		}
+	})
 }
 
 // TestMySQLFamilyToldApart: the MySQL dialect runs on both servers, the MariaDB dialect only on
 // MariaDB.
 func TestMySQLFamilyToldApart(t *testing.T) {
-	for _, b := range backends(t, false) {
-		if b.name == "postgres" {
-			continue
+	forEachBackend(t, onlyBackends(t, "mysql", "mariadb"), func(t *testing.T, b backend) {
+		ctx := context.Background()
+		db := b.open(t, 2)
+		if err := (dialect.MySQL[isolation.Default]{}).CheckServer(ctx, db); err != nil {
+			t.Errorf("the MySQL dialect on this server: %v", err)
 		}
-		t.Run(b.name, func(t *testing.T) {
-			ctx := context.Background()
-			db := b.open(t, 2)
-			if err := (dialect.MySQL[isolation.Default]{}).CheckServer(ctx, db); err != nil {
-				t.Errorf("the MySQL dialect on this server: %v", err)
+		err := dialect.MariaDB[isolation.Default]{}.CheckServer(ctx, db)
+		if isMariaDB(t, db) {
+			if err != nil {
+				t.Errorf("the MariaDB dialect on MariaDB: %v", err)
 			}
-			err := dialect.MariaDB[isolation.Default]{}.CheckServer(ctx, db)
-			if isMariaDB(t, db) {
-				if err != nil {
-					t.Errorf("the MariaDB dialect on MariaDB: %v", err)
-				}
-				return
-			}
-			if !errors.Is(err, inbox.ErrDialect) || !strings.Contains(err.Error(), "dialect.MySQL") {
-				t.Errorf("the MariaDB dialect on MySQL: %v, want inbox.ErrDialect pointing to dialect.MySQL", err)
-			}
-		})
-	}
+			return
+		}
+		if !errors.Is(err, inbox.ErrDialect) || !strings.Contains(err.Error(), "dialect.MySQL") {
+			t.Errorf("the MariaDB dialect on MySQL: %v, want inbox.ErrDialect pointing to dialect.MySQL", err)
+		}
+	})
 	t.Run("postgres is neither", func(t *testing.T) {
-		for _, b := range backends(t, false) {
-			if b.name != "postgres" {
-				continue
-			}
-			db := b.open(t, 2)
-			for _, d := range []dialect.Dialect{dialect.MySQL[isolation.Default]{}, dialect.MariaDB[isolation.Default]{}} {
-				if err := d.CheckServer(context.Background(), db); err == nil {
-					t.Errorf("the %s dialect passed its check on Postgres", d.Name())
-				}
+		db := postgresBackend(t).open(t, 2)
+		for _, d := range []dialect.Dialect{dialect.MySQL[isolation.Default]{}, dialect.MariaDB[isolation.Default]{}} {
+			if err := d.CheckServer(context.Background(), db); err == nil {
+				t.Errorf("the %s dialect passed its check on Postgres", d.Name())
 			}
 		}
 	})

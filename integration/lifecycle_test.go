@@ -91,19 +91,15 @@ func lifecycleRow(t *testing.T, c cell, db *sql.DB, tbl inbox.Table, id int64) (
 // without retry_after refused with the default policy; and an ack the database always refuses
 // backs off (defect 5).
 func TestLifecycle(t *testing.T) {
-	var tests []subtest
-	for _, c := range cells(t) {
-		tests = append(tests, subtest{c.name(), func(t *testing.T) {
-			for _, m := range lifecycleModes(c) {
-				t.Run("dies/"+m.String(), func(t *testing.T) { lifecycleDies(t, c, m) })
-				t.Run("refused ack backs off/"+m.String(), func(t *testing.T) { lifecycleRefusedAck(t, c, m) })
-			}
-			t.Run("fail and drop", func(t *testing.T) { lifecycleFailDrop(t, c) })
-			t.Run("error adapter", func(t *testing.T) { lifecycleAdapter(t, c) })
-			t.Run("no retry_after refused", func(t *testing.T) { lifecycleRefused(t, c) })
-		}})
-	}
-	runConcurrently(t, 4, tests)
+	forEachCell(t, func(t *testing.T, c cell) {
+		for _, m := range lifecycleModes(c) {
+			t.Run("dies/"+m.String(), func(t *testing.T) { lifecycleDies(t, c, m) })
+			t.Run("refused ack backs off/"+m.String(), func(t *testing.T) { lifecycleRefusedAck(t, c, m) })
+		}
+		t.Run("fail and drop", func(t *testing.T) { lifecycleFailDrop(t, c) })
+		t.Run("error adapter", func(t *testing.T) { lifecycleAdapter(t, c) })
+		t.Run("no retry_after refused", func(t *testing.T) { lifecycleRefused(t, c) })
+	})
 }
 
 // lifecycleDies: a row that always returns Retry (with an error) is delivered MaxAttempts times
