@@ -17,20 +17,12 @@ import (
 	"github.com/sqlinbox/inbox/outcome"
 )
 
-// adminTable describes a table with every role, dead rows kept, as admin.Schema creates it
-// (with the lease column locked_until).
-func adminTable(name string) inbox.Table {
-	t := fullTable(name)
-	t.DeadAt, t.LastError = "dead_at", "last_error"
-	return t
-}
-
-// adminOpen opens the backend's database for the test and creates (anew) an adminTable from
+// adminOpen opens the backend's database for the test and creates (anew) a deadTable from
 // admin.Schema's statements, dropped when the test ends, with the admin.Admin over it.
 func adminOpen(t *testing.T, b backend) (*sql.DB, inbox.Table, *admin.Admin) {
 	t.Helper()
 	db := b.open(t, 4)
-	tbl := adminTable(tableName(t))
+	tbl := deadTable(tableName(t))
 	stmts, err := admin.Schema(b.dialect, tbl, "locked_until")
 	if err != nil {
 		t.Fatal(err)

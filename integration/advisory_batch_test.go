@@ -55,49 +55,7 @@ func TestAdvisoryBatchDrain(t *testing.T) {
 // holds one row per account, and every row is handled exactly once.
 func TestAdvisoryBatchAccountsNeverShared(t *testing.T) {
 	forEachBackend(t, backends(t, false), func(t *testing.T, b backend) {
-		db := b.open(t, 0)
-		const accounts, rows = 12, 600
-		tbl := advisoryAccountTable(t, b, db, rows, accounts)
-
-		var (
-			handled  rowCounts
-			mu       sync.Mutex
-			inWork   = map[int64]bool{} // account
-			shared   int                // batches that held several accounts
-			failures []string
-		)
-		h := inbox.BatchHandlerFunc(func(ctx context.Context, ds []*inbox.Delivery) []outcome.Outcome {
-			mu.Lock()
-			for _, d := range ds {
-				a := d.ID % accounts
-				if inWork[a] {
-					failures = append(failures, fmt.Sprintf("account %d: row %d delivered while another row of the account was in work", a, d.ID))
-				}
-				inWork[a] = true
-			}
-			if len(ds) > 1 {
-				shared++
-			}
-			mu.Unlock()
-			time.Sleep(time.Millisecond)
-			mu.Lock()
-			for _, d := range ds {
-				inWork[d.ID%accounts] = false
-			}
-			mu.Unlock()
-			handled.add(ds...)
-			return repeated(outcome.Ack(), len(ds))
-		})
-		advisoryDrain(t, b, db, tbl, &handled, rows, advisoryDrainLimit, func(pool *sql.DB) *inbox.Consumer {
-			f := batchForm(t, advisoryForm(t, b, tbl, tbl.Name+"-acct-{account}"))
-			return inbox.NewBatchConsumer(pool, f, 8, h, &inbox.Config{Queue: "q", Workers: 3, PollInterval: 10 * time.Millisecond})
-		})
-		mu.Lock()
-		defer mu.Unlock()
-		for _, f := range failures {
-			t.Error(f)
-		}
-		if shared == 0 {
+		if shared := advisoryAccountsApart(t, b, accountsApart{accounts: 12, rows: 600, batch: 8, workers: 3, limit: advisoryDrainLimit}); shared == 0 {
 			t.Error("no batch held more than one account")
 		}
 	})

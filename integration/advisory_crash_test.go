@@ -43,13 +43,8 @@ func TestAdvisoryCrash(t *testing.T) {
 		cmd.Env = append(os.Environ(),
 			advisoryCrashChild+"="+b.name, advisoryCrashDriver+"="+b.driver,
 			advisoryCrashDSN+"="+b.dsn, advisoryCrashTable+"="+tbl.Name)
-		var stderr strings.Builder
-		cmd.Stderr = &stderr
-		out, err := cmd.StdoutPipe()
+		out, stderr, err := startPiped(cmd)
 		if err != nil {
-			t.Fatal(err)
-		}
-		if err := cmd.Start(); err != nil {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() {

@@ -102,7 +102,7 @@ func TestAdvisoryMinimalTable(t *testing.T) {
 		settle(t, f, ds[0], outcome.Ack())
 		settle(t, f, ds[1], outcome.Drop())
 		settle(t, f, ds[2], outcome.RetryAfter(time.Hour))
-		if n := count(t, db, "SELECT COUNT(*) FROM "+b.q(t, tbl.Name)); n != 1 {
+		if n := b.countRows(t, db, tbl, ""); n != 1 {
 			t.Fatalf("%d rows left, want 1 (ack and drop delete)", n)
 		}
 		settle(t, f, claimRow(t, f, 3, ds[2].ID, "back at once (no retry_after column)"), outcome.Ack())
@@ -168,8 +168,7 @@ func TestAdvisoryKeyTemplate(t *testing.T) {
 // publishes rows rows to queue q, row id in account id % accounts.
 func advisoryAccountTable(t *testing.T, b backend, db *sql.DB, rows, accounts int) inbox.Table {
 	t.Helper()
-	tbl := fullTable(tableName(t))
-	b.createTable(t, db, tbl)
+	tbl := b.newTable(t, db, fullTable)
 	name := b.q(t, tbl.Name)
 	mustExec(t, db, "ALTER TABLE "+name+" ADD COLUMN account INT")
 	b.enqueue(t, db, tbl, messages("q", rows)...)
@@ -177,18 +176,70 @@ func advisoryAccountTable(t *testing.T, b backend, db *sql.DB, rows, accounts in
 	return tbl
 }
 
-// advisoryDrain starts two consumers that consumer builds, each on a pool of its own, and waits
-// up to limit until tbl has no row left unprocessed and the handlers counted rows deliveries;
-// then it checks that each row was handled exactly once.
+// accountsApart is a drain of advisoryAccountsApart: rows rows of accounts accounts, claimed by
+// two consumers of workers workers each, in batches of up to batch rows (0: a row a delivery),
+// within limit.
+type accountsApart struct {
+	accounts, rows, batch, workers int
+	limit                          time.Duration
+}
+
+// advisoryAccountsApart drains p's rows with two consumers (each with its own pool) over a key
+// on an account column, each delivery holding its rows in work for a millisecond: no two
+// deliveries, of one consumer or of both, ever hold rows of one account at once (so a batch
+// holds one row per account), and every row is handled exactly once. It returns how many
+// deliveries held more than one row.
+func advisoryAccountsApart(t *testing.T, b backend, p accountsApart) (shared int) {
+	t.Helper()
+	db := b.open(t, 0)
+	tbl := advisoryAccountTable(t, b, db, p.rows, p.accounts)
+	accountOf := func(d *inbox.Delivery) int64 { return d.ID % int64(p.accounts) }
+	var (
+		handled  rowCounts
+		mu       sync.Mutex
+		inWork   = map[int64]bool{} // account
+		failures []string
+	)
+	handle := func(_ context.Context, ds ...*inbox.Delivery) []outcome.Outcome {
+		mu.Lock()
+		for _, d := range ds {
+			a := accountOf(d)
+			if inWork[a] {
+				failures = append(failures, fmt.Sprintf("account %d: row %d delivered while another row of the account was in work", a, d.ID))
+			}
+			inWork[a] = true
+		}
+		if len(ds) > 1 {
+			shared++
+		}
+		mu.Unlock()
+		time.Sleep(time.Millisecond)
+		mu.Lock()
+		for _, d := range ds {
+			inWork[accountOf(d)] = false
+		}
+		mu.Unlock()
+		handled.add(ds...)
+		return repeated(outcome.Ack(), len(ds))
+	}
+	advisoryDrain(t, b, db, tbl, &handled, p.rows, p.limit, func(pool *sql.DB) *inbox.Consumer {
+		f := advisoryForm(t, b, tbl, tbl.Name+"-acct-{account}")
+		return consumerOf(t, pool, f, p.batch, handle, &inbox.Config{Queue: "q", Workers: p.workers, PollInterval: 10 * time.Millisecond})
+	})
+	mu.Lock()
+	defer mu.Unlock()
+	for _, f := range failures {
+		t.Error(f)
+	}
+	return shared
+}
+
+// advisoryDrain runs two consumers that consumer builds, each on a pool of its own, until tbl
+// has no row left unprocessed, failing the test after limit; then it checks that the handlers
+// handled each of the rows rows exactly once.
 func advisoryDrain(t *testing.T, b backend, db *sql.DB, tbl inbox.Table, handled *rowCounts, rows int, limit time.Duration, consumer func(pool *sql.DB) *inbox.Consumer) {
 	t.Helper()
-	for range 2 {
-		startConsumer(t, consumer(b.open(t, 8)))
-	}
-	unprocessed := "SELECT COUNT(*) FROM " + b.q(t, tbl.Name) + " WHERE processed_at IS NULL"
-	waitFor(t, limit, "every row handled", func() bool {
-		return handled.sum() >= rows && count(t, db, unprocessed) == 0
-	})
+	drainTable(t, b, db, tbl, limit, "every row handled", consumer(b.open(t, 8)), consumer(b.open(t, 8)))
 	handled.checkOnce(t, "handled", rows)
 }
 
@@ -269,40 +320,7 @@ func TestAdvisoryAccountsRunInTurn(t *testing.T) {
 // shared by several rows: no key is ever in work twice, and every row is handled exactly once.
 func TestAdvisoryTwoConsumersNeverShareAKey(t *testing.T) {
 	forEachBackend(t, backends(t, false), func(t *testing.T, b backend) {
-		db := b.open(t, 0)
-		const accounts, rows = 8, 160
-		tbl := advisoryAccountTable(t, b, db, rows, accounts)
-
-		var (
-			handled  rowCounts
-			mu       sync.Mutex
-			inWork   = map[int64]bool{} // account
-			failures []string
-		)
-		h := inbox.HandlerFunc(func(ctx context.Context, d *inbox.Delivery) outcome.Outcome {
-			a := d.ID % accounts
-			mu.Lock()
-			if inWork[a] {
-				failures = append(failures, fmt.Sprintf("account %d: row %d delivered while another row of the account was in work", a, d.ID))
-			}
-			inWork[a] = true
-			mu.Unlock()
-			time.Sleep(time.Millisecond)
-			mu.Lock()
-			inWork[a] = false
-			mu.Unlock()
-			handled.add(d)
-			return outcome.Ack()
-		})
-		advisoryDrain(t, b, db, tbl, &handled, rows, 20*time.Second, func(pool *sql.DB) *inbox.Consumer {
-			f := advisoryForm(t, b, tbl, tbl.Name+"-acct-{account}")
-			return inbox.NewConsumer(pool, f, h, &inbox.Config{Queue: "q", Workers: 4, PollInterval: 10 * time.Millisecond})
-		})
-		mu.Lock()
-		defer mu.Unlock()
-		for _, f := range failures {
-			t.Error(f)
-		}
+		advisoryAccountsApart(t, b, accountsApart{accounts: 8, rows: 160, workers: 4, limit: 20 * time.Second})
 	})
 }
 

@@ -21,14 +21,16 @@ import (
 
 // TestBadInput feeds every cell what a queue meets in production and should survive.
 func TestBadInput(t *testing.T) {
-	forEachCell(t, func(t *testing.T, c cell) {
-		t.Run("undecodable", func(t *testing.T) { badUndecodable(t, c) })
-		t.Run("null-and-empty", func(t *testing.T) { badNullAndEmpty(t, c) })
-		t.Run("16MiB", func(t *testing.T) { badLargePayload(t, c) })
-		t.Run("id-limits", func(t *testing.T) { badIDLimits(t, c) })
-		t.Run("odd-names", func(t *testing.T) { badOddNames(t, c) })
-		t.Run("missing-schema", func(t *testing.T) { badMissingSchema(t, c) })
-		t.Run("stopped-server", func(t *testing.T) { badStoppedServer(t, c) })
+	runSuite(t, func(cell) []cellTest {
+		return []cellTest{
+			{"undecodable", badUndecodable},
+			{"null-and-empty", badNullAndEmpty},
+			{"16MiB", badLargePayload},
+			{"id-limits", badIDLimits},
+			{"odd-names", badOddNames},
+			{"missing-schema", badMissingSchema},
+			{"stopped-server", badStoppedServer},
+		}
 	})
 }
 
@@ -147,7 +149,7 @@ func badLargePayload(t *testing.T, c cell) {
 				t.Fatalf("a 16 MiB payload was published past max_allowed_packet = %d", limit)
 			}
 			t.Logf("max_allowed_packet is %d bytes (left as it is): a 16 MiB payload is refused (%v); raise it on the server (SET GLOBAL max_allowed_packet = 67108864) to queue payloads this large. Checking %d bytes instead.", limit, err, limit-64<<10)
-			if n := count(t, db, "SELECT COUNT(*) FROM "+c.q(t, tbl.Name)); n != 0 {
+			if n := c.b.countRows(t, db, tbl, ""); n != 0 {
 				t.Fatalf("%d rows in the table after the refused publish, want 0", n)
 			}
 			size = limit - 64<<10
@@ -182,10 +184,7 @@ func badLargePayload(t *testing.T, c cell) {
 // badIDLimits: ids at and near the ends of int64 (and past int32 and float64's exact range) are
 // claimed, delivered and settled as themselves.
 func badIDLimits(t *testing.T, c cell) {
-	db := c.b.open(t, 8)
-	tbl := fullTable(tableName(t))
-	tbl.IDGenerated = false
-	c.b.createTable(t, db, tbl)
+	db, tbl := c.b.openTable(t, 8, givenIDs(fullTable))
 	ids := []int64{math.MinInt64, math.MinInt64 + 1, -1, 1, math.MaxInt32 + 1, 1<<53 + 1, math.MaxInt64 - 1, math.MaxInt64}
 	var msgs []inbox.Message
 	for _, id := range ids {

@@ -65,21 +65,28 @@ func TestLeaseBatchOutcomes(t *testing.T) {
 	})
 }
 
+// ackTakenBatch acks, with a lease consumer for queue q, a batch of three rows whose lease ran
+// out after another consumer took one of them. It returns the batch, how many rows the table
+// held after the settlement and the settlement's error; the other consumer then acks its row.
+func ackTakenBatch(t *testing.T, b backend, q inbox.Queue) (batch []*inbox.Delivery, left int, err error) {
+	t.Helper()
+	db, tbl, mine, theirs := leaseContended(t, b, 3, q)
+	batch, taken := batchTaken(t, mine, theirs, 3, 1)
+	err = mine.SettleBatch(context.Background(), batch, repeated(outcome.Ack(), 3))
+	left = b.countRows(t, db, tbl, "")
+	settle(t, theirs, taken[0], outcome.Ack())
+	return batch, left, err
+}
+
 func TestLeaseBatchLostLeaseSettlesTheRest(t *testing.T) {
 	forEachBackend(t, backends(t, true), func(t *testing.T, b backend) {
-		ctx := context.Background()
-		db, tbl, mine, theirs := leaseContended(t, b, 3)
-		ds := claimBatchN(t, mine, 16, 3)
-		time.Sleep(1200 * time.Millisecond)
-		taken := claimN(t, theirs, 1, 1)[0]
-		err := mine.SettleBatch(ctx, ds, []outcome.Outcome{outcome.Ack(), outcome.Ack(), outcome.Ack()})
+		_, left, err := ackTakenBatch(t, b, inbox.Queue{})
 		if !errors.Is(err, inbox.ErrLeaseLost) {
 			t.Fatalf("SettleBatch with a row taken by another consumer: %v, want ErrLeaseLost", err)
 		}
-		if n := count(t, db, "SELECT COUNT(*) FROM "+b.q(t, tbl.Name)); n != 1 {
-			t.Fatalf("%d rows left, want 1: the rows still holding the batch's token settle, the taken one stays", n)
+		if left != 1 {
+			t.Fatalf("%d rows left, want 1: the rows still holding the batch's token settle, the taken one stays", left)
 		}
-		settle(t, theirs, taken, outcome.Ack())
 	})
 }
 
@@ -90,11 +97,8 @@ func TestLeaseBatchLostLeaseSettlesTheRest(t *testing.T) {
 func TestLeaseBatchLostRowsNamed(t *testing.T) {
 	forEachBackend(t, backends(t, true), func(t *testing.T, b backend) {
 		ctx := context.Background()
-		db, tbl, mine, theirs := leaseContended(t, b, 3)
-		b.enqueue(t, db, tbl, inbox.Message{Payload: []byte("p")})
-		ds := claimBatchN(t, mine, 16, 4)
-		time.Sleep(1200 * time.Millisecond)
-		taken := claimN(t, theirs, 2, 2)
+		db, tbl, mine, theirs := leaseContended(t, b, 4, inbox.Queue{})
+		ds, taken := batchTaken(t, mine, theirs, 4, 2)
 		lost := []int64{ds[0].ID, ds[1].ID}
 		if got := deliveryIDs(taken); !slices.Equal(got, lost) {
 			t.Fatalf("the other consumer took %v, want %v", got, lost)
@@ -128,42 +132,29 @@ func TestLeaseBatchLostRowsNamed(t *testing.T) {
 // *inbox.LeaseLostError names every row of the batch.
 func TestLeaseBatchTransactionalLostRowsNamed(t *testing.T) {
 	forEachBackend(t, backends(t, true), func(t *testing.T, b backend) {
-		ctx := context.Background()
-		db, tbl := b.openTable(t, 0, withAttempt)
-		for range 3 {
-			b.enqueue(t, db, tbl, inbox.Message{Payload: []byte("p")})
-		}
-		cfg := &lease.Config{Lease: time.Second}
-		mine := leaseForm(t, b, db, tbl, cfg, inbox.Queue{Transactional: true})
-		theirs := leaseForm(t, b, db, tbl, cfg, inbox.Queue{})
-		ds := claimBatchN(t, mine, 16, 3)
-		time.Sleep(1200 * time.Millisecond)
-		taken := claimN(t, theirs, 1, 1)[0]
-		err := mine.SettleBatch(ctx, ds, []outcome.Outcome{outcome.Ack(), outcome.Ack(), outcome.Ack()})
+		ds, left, err := ackTakenBatch(t, b, inbox.Queue{Transactional: true})
 		var lle *inbox.LeaseLostError
 		if !errors.Is(err, inbox.ErrLeaseLost) || !errors.As(err, &lle) || !slices.Equal(lle.IDs, deliveryIDs(ds)) {
 			t.Fatalf("SettleBatch of acks with a row taken: %v (%+v), want a *inbox.LeaseLostError naming every row, %v", err, lle, deliveryIDs(ds))
 		}
-		if n := count(t, db, "SELECT COUNT(*) FROM "+b.q(t, tbl.Name)); n != 3 {
-			t.Fatalf("%d rows left, want all 3: a transactional batch of acks settles whole or not at all", n)
+		if left != 3 {
+			t.Fatalf("%d rows left, want all 3: a transactional batch of acks settles whole or not at all", left)
 		}
-		settle(t, theirs, taken, outcome.Ack())
 	})
 }
 
 func TestLeaseBatchExtendRenewsEveryRow(t *testing.T) {
 	forEachBackend(t, backends(t, true), func(t *testing.T, b backend) {
-		ctx := context.Background()
-		_, _, mine, theirs := leaseContended(t, b, 3)
+		_, _, mine, theirs := leaseContended(t, b, 3, inbox.Queue{})
 		ds := claimBatchN(t, mine, 16, 3)
 		for range 3 {
 			time.Sleep(500 * time.Millisecond)
-			if err := mine.Extend(ctx, ds[0]); err != nil {
+			if err := mine.Extend(context.Background(), ds[0]); err != nil {
 				t.Fatalf("Extend: %v", err)
 			}
 		}
-		if got, err := theirs.Claim(ctx, 3); err != nil || len(got) != 0 {
-			t.Fatalf("another consumer claimed %v (%v) after 1.5 s of a 1 s lease extended every 0.5 s; want nothing", deliveryIDs(got), err)
+		if got := claim(t, theirs, 3); len(got) != 0 {
+			t.Fatalf("another consumer claimed %v after 1.5 s of a 1 s lease extended every 0.5 s; want nothing", deliveryIDs(got))
 		}
 		settleBatch(t, mine, ds, outcome.Ack(), outcome.Ack(), outcome.Ack())
 	})
@@ -171,48 +162,48 @@ func TestLeaseBatchExtendRenewsEveryRow(t *testing.T) {
 
 func TestLeaseBatchTransactional(t *testing.T) {
 	forEachBackend(t, backends(t, true), func(t *testing.T, b backend) {
-		ctx := context.Background()
 		db, tbl := b.openTable(t, 0, withAttempt)
-		name := b.q(t, tbl.Name)
 		side := b.scratchTable(t, db, tbl.Name+"_side", "id BIGINT")
 		f := leaseForm(t, b, db, tbl, nil, inbox.Queue{Transactional: true})
-		write := func(ds []*inbox.Delivery) {
+		// handle claims the table's three rows in a batch, writes a side row for each through the
+		// batch's transaction and settles the batch with outs; it returns the batch, and how many
+		// writes landed and rows were left after.
+		handle := func(outs ...outcome.Outcome) (ds []*inbox.Delivery, writes, left int) {
 			t.Helper()
+			ds = claimBatchN(t, f, 16, 3)
 			for _, d := range ds {
-				if _, err := d.Tx.ExecContext(ctx, "INSERT INTO "+side+" (id) VALUES ("+strconv.FormatInt(d.ID, 10)+")"); err != nil {
+				if _, err := d.Tx.ExecContext(context.Background(), "INSERT INTO "+side+" (id) VALUES ("+strconv.FormatInt(d.ID, 10)+")"); err != nil {
 					t.Fatal(err)
 				}
 			}
+			settleBatch(t, f, ds, outs...)
+			return ds, count(t, db, "SELECT COUNT(*) FROM "+side), b.countRows(t, db, tbl, "")
 		}
 		for range 3 {
 			b.enqueue(t, db, tbl, inbox.Message{Payload: []byte("p")})
 		}
 
 		// One Retry in the batch: every write rolls back, and the acks are retried too.
-		ds := claimBatchN(t, f, 16, 3)
-		write(ds)
-		settleBatch(t, f, ds, outcome.Ack(), outcome.Retry(), outcome.Ack())
-		if n := count(t, db, "SELECT COUNT(*) FROM "+side); n != 0 {
-			t.Fatalf("%d writes landed from a batch with a retry, want none", n)
+		_, writes, left := handle(outcome.Ack(), outcome.Retry(), outcome.Ack())
+		if writes != 0 {
+			t.Fatalf("%d writes landed from a batch with a retry, want none", writes)
 		}
-		if n := count(t, db, "SELECT COUNT(*) FROM "+name); n != 3 {
-			t.Fatalf("%d rows left after a batch with a retry, want all 3 back", n)
+		if left != 3 {
+			t.Fatalf("%d rows left after a batch with a retry, want all 3 back", left)
 		}
 
 		// Every outcome Ack: the writes commit with the settlements.
-		ds = claimBatchN(t, f, 16, 3)
+		ds, writes, left := handle(repeated(outcome.Ack(), 3)...)
 		for _, d := range ds {
 			if d.Attempt != 2 {
 				t.Fatalf("row %d redelivered at attempt %d, want 2", d.ID, d.Attempt)
 			}
 		}
-		write(ds)
-		settleBatch(t, f, ds, outcome.Ack(), outcome.Ack(), outcome.Ack())
-		if n := count(t, db, "SELECT COUNT(*) FROM "+side); n != 3 {
-			t.Fatalf("%d writes landed from an acked batch, want 3", n)
+		if writes != 3 {
+			t.Fatalf("%d writes landed from an acked batch, want 3", writes)
 		}
-		if n := count(t, db, "SELECT COUNT(*) FROM "+name); n != 0 {
-			t.Fatalf("%d rows left after an acked batch, want 0", n)
+		if left != 0 {
+			t.Fatalf("%d rows left after an acked batch, want 0", left)
 		}
 	})
 }
@@ -227,14 +218,15 @@ func TestLeaseBatchConsumersDrain(t *testing.T) {
 			t.Run(b.name+"/transactional="+strconv.FormatBool(transactional), func(t *testing.T) {
 				dbs := b.openDBs(t, 2, 16)
 				db1, db2 := dbs[0], dbs[1]
-				tbl := withAttempt(tableName(t))
-				b.createTable(t, db1, tbl)
+				tbl := b.newTable(t, db1, withAttempt)
 				b.enqueue(t, db1, tbl, messages("", rows)...)
 				side := b.scratchTable(t, db1, tbl.Name+"_side", "id BIGINT")
 
-				var mu sync.Mutex
-				calls := map[int64]int{}
-				largest := 0
+				var (
+					handled rowCounts
+					mu      sync.Mutex
+					largest int
+				)
 				h := inbox.BatchHandlerFunc(func(ctx context.Context, ds []*inbox.Delivery) []outcome.Outcome {
 					outs := make([]outcome.Outcome, len(ds))
 					for i, d := range ds {
@@ -246,28 +238,19 @@ func TestLeaseBatchConsumersDrain(t *testing.T) {
 						}
 						outs[i] = outcome.Ack()
 					}
+					handled.add(ds...)
 					mu.Lock()
 					defer mu.Unlock()
 					largest = max(largest, len(ds))
-					for _, d := range ds {
-						calls[d.ID]++
-					}
 					return outs
 				})
 				cfg := &inbox.Config{Retry: inbox.RetryAtOnce, Workers: 4, PollInterval: 20 * time.Millisecond, Logger: testLogger(t), Transactional: transactional}
-				leaseDrain(t, b, db1, tbl, 3*time.Minute, "the table to drain",
+				drainTable(t, b, db1, tbl, 3*time.Minute, "the table to drain",
 					inbox.NewBatchConsumer(db1, lease.New(b.dialect, tbl, nil), 16, h, cfg),
 					inbox.NewBatchConsumer(db2, lease.New(b.dialect, tbl, nil), 16, h, cfg))
+				handled.checkOnce(t, "handled", rows)
 				mu.Lock()
 				defer mu.Unlock()
-				if len(calls) != rows {
-					t.Errorf("%d distinct rows handled, want %d", len(calls), rows)
-				}
-				for id, n := range calls {
-					if n != 1 {
-						t.Errorf("row %d handled %d times, want once", id, n)
-					}
-				}
 				if largest > 16 || largest < 2 {
 					t.Errorf("the largest batch held %d rows, want between 2 and 16", largest)
 				}

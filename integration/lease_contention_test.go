@@ -34,8 +34,7 @@ func TestLeaseSQLiteWriteContention(t *testing.T) {
 	}
 	const rows = 3000
 	dbs := c.openDBs(t, 4, 6)
-	tbl := fullTable(tableName(t))
-	c.b.createTable(t, dbs[0], tbl)
+	tbl := c.b.newTable(t, dbs[0], fullTable)
 	mustExec(t, dbs[0], "CREATE TABLE IF NOT EXISTS app_writes (n INTEGER)")
 	msgs := make([]inbox.Message, rows)
 	for i := range msgs {

@@ -26,22 +26,6 @@ func leaseForm(t *testing.T, b backend, db *sql.DB, tbl inbox.Table, cfg *lease.
 	return openForm(t, lease.New(b.dialect, tbl, cfg), db, q)
 }
 
-// leaseDrain runs the consumers until tbl is empty, failing the test after timeout (what names
-// the wait), and stops them before it returns.
-func leaseDrain(t *testing.T, b backend, db *sql.DB, tbl inbox.Table, timeout time.Duration, what string, cs ...*inbox.Consumer) {
-	t.Helper()
-	var stops []func()
-	for _, c := range cs {
-		stops = append(stops, startConsumer(t, c))
-	}
-	waitFor(t, timeout, what, func() bool {
-		return count(t, db, "SELECT COUNT(*) FROM "+b.q(t, tbl.Name)) == 0
-	})
-	for _, stop := range stops {
-		stop()
-	}
-}
-
 // withAttempt is the minimal table with an attempt column: ack deletes, no retry_after.
 func withAttempt(name string) inbox.Table {
 	tbl := minimalTable(name)
@@ -50,13 +34,23 @@ func withAttempt(name string) inbox.Table {
 }
 
 // leaseContended publishes rows rows to a fresh table with an attempt column and opens two lease
-// forms of a one-second lease over it, as two consumers contending for them.
-func leaseContended(t *testing.T, b backend, rows int) (*sql.DB, inbox.Table, *lease.Form[dialect.Dialect], *lease.Form[dialect.Dialect]) {
+// forms of a one-second lease over it, as two consumers contending for them: mine for queue q,
+// theirs for the default queue.
+func leaseContended(t *testing.T, b backend, rows int, q inbox.Queue) (db *sql.DB, tbl inbox.Table, mine, theirs *lease.Form[dialect.Dialect]) {
 	t.Helper()
-	db, tbl := b.openTable(t, 0, withAttempt)
+	db, tbl = b.openTable(t, 0, withAttempt)
 	b.enqueue(t, db, tbl, messages("", rows)...)
 	cfg := &lease.Config{Lease: time.Second}
-	return db, tbl, leaseForm(t, b, db, tbl, cfg, inbox.Queue{}), leaseForm(t, b, db, tbl, cfg, inbox.Queue{})
+	return db, tbl, leaseForm(t, b, db, tbl, cfg, q), leaseForm(t, b, db, tbl, cfg, inbox.Queue{})
+}
+
+// batchTaken claims a batch of n rows with mine, lets the batch's one-second lease run out and
+// has theirs take k of its rows.
+func batchTaken(t *testing.T, mine, theirs inbox.BatchForm, n, k int) (batch, taken []*inbox.Delivery) {
+	t.Helper()
+	batch = claimBatchN(t, mine, 16, n)
+	time.Sleep(1200 * time.Millisecond)
+	return batch, claimN(t, theirs, k, k)
 }
 
 func TestLeaseOutcomesProcessedAt(t *testing.T) {
@@ -195,7 +189,7 @@ func TestLeaseOrder(t *testing.T) {
 func TestLeaseExpiredLeaseIsTaken(t *testing.T) {
 	forEachBackend(t, backends(t, true), func(t *testing.T, b backend) {
 		ctx := context.Background()
-		db, tbl, first, second := leaseContended(t, b, 1)
+		db, tbl, first, second := leaseContended(t, b, 1, inbox.Queue{})
 
 		mine := claimN(t, first, 1, 1)[0]
 		claimN(t, second, 1, 0)
@@ -212,11 +206,11 @@ func TestLeaseExpiredLeaseIsTaken(t *testing.T) {
 		if !errors.Is(err, inbox.ErrLeaseLost) || !strings.Contains(err.Error(), tbl.Name) {
 			t.Fatalf("Settle of a taken lease: %v, want ErrLeaseLost naming table %s", err, tbl.Name)
 		}
-		if n := count(t, db, "SELECT COUNT(*) FROM "+b.q(t, tbl.Name)); n != 1 {
+		if n := b.countRows(t, db, tbl, ""); n != 1 {
 			t.Fatalf("the lost ack changed the table: %d rows, want 1", n)
 		}
 		settle(t, second, theirs, outcome.Ack())
-		if n := count(t, db, "SELECT COUNT(*) FROM "+b.q(t, tbl.Name)); n != 0 {
+		if n := b.countRows(t, db, tbl, ""); n != 0 {
 			t.Errorf("the holder's ack left %d rows", n)
 		}
 	})
@@ -224,7 +218,7 @@ func TestLeaseExpiredLeaseIsTaken(t *testing.T) {
 
 func TestLeaseExtendKeepsRow(t *testing.T) {
 	forEachBackend(t, backends(t, true), func(t *testing.T, b backend) {
-		db, tbl, holder, other := leaseContended(t, b, 1)
+		db, tbl, holder, other := leaseContended(t, b, 1, inbox.Queue{})
 
 		d := claimN(t, holder, 1, 1)[0]
 		for start := time.Now(); time.Since(start) < 3*time.Second; {
@@ -235,7 +229,7 @@ func TestLeaseExtendKeepsRow(t *testing.T) {
 			claimN(t, other, 1, 0)
 		}
 		settle(t, holder, d, outcome.Ack())
-		if n := count(t, db, "SELECT COUNT(*) FROM "+b.q(t, tbl.Name)); n != 0 {
+		if n := b.countRows(t, db, tbl, ""); n != 0 {
 			t.Errorf("%d rows after the ack of an extended lease, want 0", n)
 		}
 	})
@@ -405,8 +399,7 @@ func TestLeaseConsumerLongHandler(t *testing.T) {
 	forEachBackend(t, backends(t, true), func(t *testing.T, b backend) {
 		dbs := b.openDBs(t, 2, 16)
 		db1, db2 := dbs[0], dbs[1]
-		tbl := withAttempt(tableName(t))
-		b.createTable(t, db1, tbl)
+		tbl := b.newTable(t, db1, withAttempt)
 		b.enqueue(t, db1, tbl, inbox.Message{Payload: []byte("slow")})
 
 		var calls atomic.Int32
@@ -417,7 +410,7 @@ func TestLeaseConsumerLongHandler(t *testing.T) {
 		})
 		cfg := &inbox.Config{Retry: inbox.RetryAtOnce, Workers: 2, PollInterval: 50 * time.Millisecond, Logger: testLogger(t)}
 		lc := &lease.Config{Lease: time.Second}
-		leaseDrain(t, b, db1, tbl, 20*time.Second, "the slow handler's ack",
+		drainTable(t, b, db1, tbl, 20*time.Second, "the slow handler's ack",
 			inbox.NewConsumer(db1, lease.New(b.dialect, tbl, lc), h, cfg),
 			inbox.NewConsumer(db2, lease.New(b.dialect, tbl, lc), h, cfg))
 		if n := calls.Load(); n != 1 {
@@ -430,8 +423,7 @@ func TestLeaseConsumersDrain(t *testing.T) {
 	const rows = 2000
 	forEachBackend(t, backends(t, true), func(t *testing.T, b backend) {
 		dbs := b.openDBs(t, 2, 16)
-		tbl := withAttempt(tableName(t))
-		b.createTable(t, dbs[0], tbl)
+		tbl := b.newTable(t, dbs[0], withAttempt)
 		b.enqueue(t, dbs[0], tbl, messages("", rows)...)
 
 		var calls rowCounts
@@ -440,7 +432,7 @@ func TestLeaseConsumersDrain(t *testing.T) {
 			return outcome.Ack()
 		})
 		cfg := &inbox.Config{Retry: inbox.RetryAtOnce, Workers: 4, PollInterval: 20 * time.Millisecond, Logger: testLogger(t)}
-		leaseDrain(t, b, dbs[0], tbl, 3*time.Minute, "the table to drain",
+		drainTable(t, b, dbs[0], tbl, 3*time.Minute, "the table to drain",
 			inbox.NewConsumer(dbs[0], lease.New(b.dialect, tbl, nil), h, cfg),
 			inbox.NewConsumer(dbs[1], lease.New(b.dialect, tbl, nil), h, cfg))
 		calls.checkOnce(t, "handled", rows)
@@ -454,8 +446,7 @@ func TestLeaseConsumersDrain(t *testing.T) {
 func TestLeaseSQLiteClaimsFromTwoPools(t *testing.T) {
 	b := backendNamed("sqlite", "")
 	dbs := b.openDBs(t, 2, 16)
-	tbl := withAttempt(tableName(t))
-	b.createTable(t, dbs[0], tbl)
+	tbl := b.newTable(t, dbs[0], withAttempt)
 	const rows = 400
 	b.enqueue(t, dbs[0], tbl, messages("", rows)...)
 
@@ -510,8 +501,7 @@ func TestLeaseLostCancelsTheHandler(t *testing.T) {
 			t.Run(name, func(t *testing.T) {
 				dbs := b.openDBs(t, 2, 16)
 				db1, db2 := dbs[0], dbs[1]
-				tbl := fullTable(tableName(t))
-				b.createTable(t, db1, tbl)
+				tbl := b.newTable(t, db1, fullTable)
 				b.enqueue(t, db1, tbl, inbox.Message{Queue: "q"})
 				cfg := &lease.Config{Lease: time.Second}
 

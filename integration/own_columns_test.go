@@ -18,8 +18,7 @@ import (
 // region, and the account column only when listed says so.
 func ownTable(t *testing.T, b backend, db *sql.DB, listed bool) inbox.Table {
 	t.Helper()
-	tbl := fullTable(tableName(t))
-	b.createTable(t, db, tbl)
+	tbl := b.newTable(t, db, fullTable)
 	text := "TEXT"
 	if b.name == "mysql" || b.name == "mariadb" {
 		text = "VARCHAR(191)"
@@ -156,21 +155,9 @@ func TestAdvisoryKeyOfOwnColumn(t *testing.T) {
 		b.enqueue(t, db, tbl, msgs...)
 		f := advisory.New(b.dialect.(advisory.Dialect), tbl, &advisory.Config{Key: tbl.Name + "-{account}"})
 		accounts := map[int64]string{}
-		rows, err := db.Query("SELECT id, account FROM " + b.q(t, tbl.Name))
-		if err != nil {
-			t.Fatal(err)
-		}
-		for rows.Next() {
-			var id int64
-			var a string
-			if err := rows.Scan(&id, &a); err != nil {
-				t.Fatal(err)
-			}
-			accounts[id] = a
-		}
-		if err := rows.Close(); err != nil {
-			t.Fatal(err)
-		}
+		var id int64
+		var account string
+		forRows(t, db, "SELECT id, account FROM "+b.q(t, tbl.Name), nil, func() { accounts[id] = account }, &id, &account)
 		if len(accounts) != len(msgs) {
 			t.Fatalf("%d rows, want %d", len(accounts), len(msgs))
 		}
@@ -218,7 +205,7 @@ func TestEnqueueIDsIsAllOrNothing(t *testing.T) {
 		if err == nil {
 			t.Fatalf("EnqueueIDs = %v, nil; want an error naming the failed statement", ids)
 		}
-		if got := count(t, db, "SELECT COUNT(*) FROM "+b.q(t, tbl.Name)); got != 0 {
+		if got := b.countRows(t, db, tbl, ""); got != 0 {
 			t.Fatalf("%d rows after a failed EnqueueIDs, want 0 (%v)", got, err)
 		}
 	})

@@ -2,6 +2,7 @@ package integration
 
 import (
 	"context"
+	"database/sql"
 	"log/slog"
 	"strconv"
 	"strings"
@@ -31,6 +32,34 @@ func poolWaitLogged(log string, maxOpen int) bool {
 	return false
 }
 
+// takeConns waits until after is closed (not at all, where it is nil), then takes n connections
+// of db's, as a handler that holds them at once would, waiting for each as long as ctx lets it;
+// giveBack returns them to the pool. On an error it has given back those it took.
+func takeConns(ctx context.Context, db *sql.DB, after <-chan struct{}, n int) (giveBack func(), err error) {
+	if after != nil {
+		select {
+		case <-after:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+	var conns []*sql.Conn
+	giveBack = func() {
+		for _, c := range conns {
+			c.Close()
+		}
+	}
+	for range n {
+		c, err := db.Conn(ctx)
+		if err != nil {
+			giveBack()
+			return nil, err
+		}
+		conns = append(conns, c)
+	}
+	return giveBack, nil
+}
+
 // TestPoolWaitLoggedHoldingForms: in the row lock and advisory forms each delivery in work holds
 // a pooled connection, so with the pool at the consumer's budget (workers + 1) handlers that
 // each take two connections from db wait for one for good. The consumer says so in the log,
@@ -52,21 +81,11 @@ func TestPoolWaitLoggedHoldingForms(t *testing.T) {
 						close(allIn)
 					}
 					mu.Unlock()
-					select {
-					case <-allIn:
-					case <-ctx.Done():
-						return outcome.Retry()
-					}
-					first, err := db.Conn(ctx)
+					giveBack, err := takeConns(ctx, db, allIn, 2)
 					if err != nil {
 						return outcome.Retry()
 					}
-					defer first.Close()
-					second, err := db.Conn(ctx)
-					if err != nil {
-						return outcome.Retry()
-					}
-					second.Close()
+					giveBack()
 					return outcome.Ack()
 				})
 				var log inboxtest.Log
@@ -92,8 +111,7 @@ func TestPoolLeaseKeepsItsLease(t *testing.T) {
 		const workers = 2
 		db := b.open(t, workers+1)
 		watch := b.open(t, 2) // another process's view of the table
-		tbl := fullTable(tableName(t))
-		b.createTable(t, db, tbl)
+		tbl := b.newTable(t, db, fullTable)
 		b.enqueue(t, db, tbl, inbox.Message{Payload: []byte("a")}, inbox.Message{Payload: []byte("b")})
 		name := b.q(t, tbl.Name)
 
@@ -109,23 +127,15 @@ func TestPoolLeaseKeepsItsLease(t *testing.T) {
 			first := started == 1
 			delivered[d.ID]++
 			mu.Unlock()
-			if !first {
-				select {
-				case <-holding:
-				case <-ctx.Done():
-					return outcome.Retry()
-				}
+			after := holding // the first handler takes its connections at once, the other after it
+			if first {
+				after = nil
 			}
-			a, err := db.Conn(ctx)
+			giveBack, err := takeConns(ctx, db, after, 2)
 			if err != nil {
 				return outcome.Retry()
 			}
-			defer a.Close()
-			b, err := db.Conn(ctx)
-			if err != nil {
-				return outcome.Retry()
-			}
-			defer b.Close()
+			defer giveBack()
 			if first {
 				close(holding)
 				time.Sleep(8 * time.Second)
@@ -186,8 +196,7 @@ func TestPoolLeaseOwnConnectionReplaced(t *testing.T) {
 		}
 		db.SetMaxOpenConns(3)
 		t.Cleanup(func() { db.Close() })
-		tbl := withAttempt(tableName(t))
-		b.createTable(t, admin, tbl)
+		tbl := b.newTable(t, admin, withAttempt)
 		b.enqueue(t, admin, tbl, inbox.Message{Payload: []byte("p")})
 		f := leaseForm(t, b, db, tbl, nil, inbox.Queue{})
 		d := claimN(t, f, 1, 1)[0]
@@ -219,7 +228,7 @@ func TestPoolLeaseOwnConnectionReplaced(t *testing.T) {
 		if err := f.Settle(ctx, d, outcome.Ack()); err != nil {
 			t.Fatalf("the ack after the own connection was killed: %v", err)
 		}
-		if n := count(t, admin, "SELECT COUNT(*) FROM "+b.q(t, tbl.Name)); n != 0 {
+		if n := b.countRows(t, admin, tbl, ""); n != 0 {
 			t.Fatalf("%d rows left after the ack, want none", n)
 		}
 	})

@@ -63,7 +63,7 @@ func TestEnqueueTxCommitsAndRollsBackWithTheCaller(t *testing.T) {
 		for _, commit := range []bool{false, true} {
 			b.enqueueTx(t, db, tbl, commit, inbox.Message{Payload: []byte("x")}, inbox.Message{Payload: []byte("y")})
 		}
-		if got := count(t, db, "SELECT COUNT(*) FROM "+b.q(t, tbl.Name)); got != 2 {
+		if got := b.countRows(t, db, tbl, ""); got != 2 {
 			t.Fatalf("%d rows after one rolled-back and one committed publish of two, want 2", got)
 		}
 	})
@@ -71,10 +71,7 @@ func TestEnqueueTxCommitsAndRollsBackWithTheCaller(t *testing.T) {
 
 func TestEnqueueDelayAndExplicitIDs(t *testing.T) {
 	forEachBackend(t, backends(t, true), func(t *testing.T, b backend) {
-		db := b.open(t, 0)
-		tbl := fullTable(tableName(t))
-		tbl.IDGenerated = false
-		b.createTable(t, db, tbl)
+		db, tbl := b.openTable(t, 0, givenIDs(fullTable))
 		ctx := context.Background()
 		err := inbox.Enqueue(ctx, db, b.dialect, tbl, inbox.Message{Payload: []byte("x")})
 		if err == nil || !strings.Contains(err.Error(), "Message.ID") {
@@ -146,10 +143,7 @@ func TestEnqueueToATableOfIDsOnly(t *testing.T) {
 // the third statement's rows: the publish fails, says nothing was published, and no row landed.
 func TestEnqueueIsAllOrNothing(t *testing.T) {
 	forEachBackend(t, backends(t, true), func(t *testing.T, b backend) {
-		db := b.open(t, 0)
-		tbl := minimalTable(tableName(t))
-		tbl.IDGenerated = false
-		b.createTable(t, db, tbl)
+		db, tbl := b.openTable(t, 0, givenIDs(minimalTable))
 		const n = 2500 // three statements: 1,000, 1,000 and 500 rows
 		msgs := make([]inbox.Message, n)
 		for i := range msgs {
@@ -160,7 +154,7 @@ func TestEnqueueIsAllOrNothing(t *testing.T) {
 		if err == nil {
 			t.Fatal("a publish with a duplicate id succeeded")
 		}
-		if got := count(t, db, "SELECT COUNT(*) FROM "+b.q(t, tbl.Name)); got != 0 {
+		if got := b.countRows(t, db, tbl, ""); got != 0 {
 			t.Fatalf("%d rows landed from a publish that failed (%v), want none", got, err)
 		}
 		if !strings.Contains(err.Error(), "nothing was published") {
@@ -170,7 +164,7 @@ func TestEnqueueIsAllOrNothing(t *testing.T) {
 		if err := inbox.Enqueue(context.Background(), db, b.dialect, tbl, msgs...); err != nil {
 			t.Fatal(err)
 		}
-		if got := count(t, db, "SELECT COUNT(*) FROM "+b.q(t, tbl.Name)); got != n {
+		if got := b.countRows(t, db, tbl, ""); got != n {
 			t.Fatalf("%d rows after the publish, want %d", got, n)
 		}
 	})

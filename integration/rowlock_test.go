@@ -50,11 +50,7 @@ func (c rowlockCell) publish(t *testing.T, msgs ...inbox.Message) {
 // rows counts the table's rows that satisfy where (with args, numbered from $1 on Postgres).
 func (c rowlockCell) rows(t *testing.T, where string, args ...any) int {
 	t.Helper()
-	query := "SELECT COUNT(*) FROM " + c.q(t, c.tbl.Name)
-	if where != "" {
-		query += " WHERE " + where
-	}
-	return count(t, c.db, query, args...)
+	return c.countRows(t, c.db, c.tbl, where, args...)
 }
 
 // attemptOf reads a row's attempt column.
@@ -232,45 +228,40 @@ func TestRowlockTransactional(t *testing.T) {
 		c := rowlockSetup(t, b, 0, fullTable)
 		notes := c.scratchTable(t, c.db, c.tbl.Name+"_notes", "row_id BIGINT NOT NULL")
 		f := c.form(t, inbox.Queue{Name: "q", Transactional: true})
-		write := func(d *inbox.Delivery) {
+		// handle claims the next row, writes the handler's note through the row's transaction,
+		// settles the row with o and counts the row's notes after.
+		handle := func(o outcome.Outcome) (d *inbox.Delivery, noted int) {
 			t.Helper()
+			d = claimN(t, f, 1, 1)[0]
 			if _, err := d.Tx.ExecContext(context.Background(), "INSERT INTO "+notes+" (row_id) VALUES ("+c.dialect.Placeholder(1)+")", d.ID); err != nil {
 				t.Fatalf("the handler's write: %v", err)
 			}
+			settle(t, f, d, o)
+			return d, count(t, c.db, "SELECT COUNT(*) FROM "+notes+" WHERE row_id = "+c.dialect.Placeholder(1), d.ID)
 		}
-		notesOf := func(id int64) int {
-			return count(t, c.db, "SELECT COUNT(*) FROM "+notes+" WHERE row_id = "+c.dialect.Placeholder(1), id)
-		}
+		stamped := func() int { return c.rows(t, c.q(t, "processed_at")+" IS NOT NULL") }
 
 		c.publish(t, inbox.Message{Queue: "q"})
-		d := claimN(t, f, 1, 1)[0]
-		write(d)
-		settle(t, f, d, outcome.Retry())
-		if n := notesOf(d.ID); n != 0 {
+		d, n := handle(outcome.Retry())
+		if n != 0 {
 			t.Fatalf("Retry kept the handler's write (%d notes)", n)
 		}
 		if a := c.attemptOf(t, d.ID); a != 1 {
 			t.Fatalf("Retry in transactional mode left attempt %d, want 1", a)
 		}
 
-		d = claimN(t, f, 1, 1)[0]
-		write(d)
-		settle(t, f, d, outcome.Ack())
-		if n := notesOf(d.ID); n != 1 {
+		if _, n := handle(outcome.Ack()); n != 1 {
 			t.Fatalf("Ack committed %d notes, want the handler's one", n)
 		}
-		if n := c.rows(t, c.q(t, "processed_at")+" IS NOT NULL"); n != 1 {
+		if stamped() != 1 {
 			t.Fatal("Ack did not stamp the row")
 		}
 
 		c.publish(t, inbox.Message{Queue: "q"})
-		d = claimN(t, f, 1, 1)[0]
-		write(d)
-		settle(t, f, d, outcome.Drop())
-		if n := notesOf(d.ID); n != 0 {
+		if _, n := handle(outcome.Drop()); n != 0 {
 			t.Fatalf("Drop kept the handler's write (%d notes)", n)
 		}
-		if n := c.rows(t, c.q(t, "processed_at")+" IS NOT NULL"); n != 2 {
+		if stamped() != 2 {
 			t.Fatal("Drop did not stamp the row")
 		}
 	})
@@ -384,7 +375,7 @@ func rowlockDrain(t *testing.T, c rowlockCell, d rowlock.Dialect, p rowlockDrain
 		handled rowCounts
 		mu      sync.Mutex
 	)
-	handle := func(ds ...*inbox.Delivery) []outcome.Outcome {
+	handle := func(_ context.Context, ds ...*inbox.Delivery) []outcome.Outcome {
 		handled.add(ds...)
 		mu.Lock()
 		largest = max(largest, len(ds))
@@ -395,19 +386,8 @@ func rowlockDrain(t *testing.T, c rowlockCell, d rowlock.Dialect, p rowlockDrain
 	log := logs.Logger(slog.LevelDebug)
 	var stops []func()
 	for range p.consumers {
-		db, f := c.open(t, p.workers+2), rowlock.New(d, c.tbl)
 		cfg := &inbox.Config{Queue: "q", Workers: p.workers, PollInterval: 50 * time.Millisecond, Logger: log}
-		var cons *inbox.Consumer
-		if p.batch == 0 {
-			cons = inbox.NewConsumer(db, f, inbox.HandlerFunc(func(_ context.Context, d *inbox.Delivery) outcome.Outcome {
-				return handle(d)[0]
-			}), cfg)
-		} else {
-			cons = inbox.NewBatchConsumer(db, f, p.batch, inbox.BatchHandlerFunc(func(_ context.Context, ds []*inbox.Delivery) []outcome.Outcome {
-				return handle(ds...)
-			}), cfg)
-		}
-		stops = append(stops, startConsumer(t, cons))
+		stops = append(stops, startConsumer(t, consumerOf(t, c.open(t, p.workers+2), rowlock.New(d, c.tbl), p.batch, handle, cfg)))
 	}
 	left := ""
 	if c.tbl.ProcessedAt != "" {
@@ -420,14 +400,15 @@ func rowlockDrain(t *testing.T, c rowlockCell, d rowlock.Dialect, p rowlockDrain
 		stop()
 	}
 
+	deliveries, distinct := handled.counted()
 	if p.exactlyOnce {
 		handled.checkOnce(t, "handled", p.rows)
-	} else if n := handled.distinct(); n != p.rows {
-		t.Errorf("%d rows handled, want %d", n, p.rows)
+	} else if distinct != p.rows {
+		t.Errorf("%d rows handled, want %d", distinct, p.rows)
 	}
 	out := logs.String()
 	t.Logf("%d rows, %d deliveries; claim conflicts retried: %d; claims failed after the retries: %d; settlements failed: %d",
-		p.rows, handled.sum(), strings.Count(out, "claim conflicted"), strings.Count(out, "claim failed"), strings.Count(out, "settlement failed"))
+		p.rows, deliveries, strings.Count(out, "claim conflicted"), strings.Count(out, "claim failed"), strings.Count(out, "settlement failed"))
 	if t.Failed() {
 		t.Logf("the consumers' last log lines:\n%s", lastLines(logs.String(), 20))
 	}

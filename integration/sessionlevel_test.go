@@ -157,21 +157,12 @@ func TestSessionChangedByAHandler(t *testing.T) {
 		table := tableName(t)
 		b.createTable(t, db, minimalTable(table))
 		d := b.dialect // the default level: READ COMMITTED, the session's
-		tx, err := d.Begin(ctx, db)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, err := tx.ExecContext(ctx, "SET SESSION TRANSACTION ISOLATION LEVEL SERIALIZABLE"); err != nil {
-			t.Fatal(err)
-		}
+		tx := beginWith(t, ctx, d, db, "SET SESSION TRANSACTION ISOLATION LEVEL SERIALIZABLE")
 		if err := tx.Commit(); err != nil {
 			t.Fatal(err)
 		}
 		for i := range 2 {
-			tx, err := d.Begin(ctx, db)
-			if err != nil {
-				t.Fatal(err)
-			}
+			tx := beginWith(t, ctx, d, db)
 			if got := runsAt(t, tx, table); got != "READ COMMITTED" {
 				t.Errorf("transaction %d after the session was set SERIALIZABLE runs at %s, want READ COMMITTED", i+1, got)
 			}

@@ -87,8 +87,7 @@ func TestDataVersionWakesAConsumerOnAnotherPool(t *testing.T) {
 		t.Fatal(err)
 	}
 	pub := b.openDSN(t, SQLiteDSN(file), 4)
-	tbl := minimalTable(tableName(t))
-	b.createTable(t, pub, tbl)
+	tbl := b.newTable(t, pub, minimalTable)
 
 	var handled atomic.Int32
 	h := inbox.HandlerFunc(func(context.Context, *inbox.Delivery) outcome.Outcome {
