@@ -7,6 +7,7 @@ import (
 	"hash/fnv"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -42,6 +43,26 @@ func backends(t *testing.T, sqlite bool) []backend {
 		bs = append(bs, backendNamed("sqlite", ""))
 	}
 	return bs
+}
+
+// onlyBackends lists the backends of the given names, in the order backends lists them.
+func onlyBackends(t *testing.T, names ...string) []backend {
+	t.Helper()
+	var bs []backend
+	for _, b := range backends(t, true) {
+		if slices.Contains(names, b.name) {
+			bs = append(bs, b)
+		}
+	}
+	return bs
+}
+
+// forEachBackend runs run on each of bs, one after the other, each as a subtest named for it.
+func forEachBackend(t *testing.T, bs []backend, run func(t *testing.T, b backend)) {
+	t.Helper()
+	for _, b := range bs {
+		t.Run(b.name, func(t *testing.T) { run(t, b) })
+	}
 }
 
 // backendNamed is the backend of the given name at its default level, on dsn.
@@ -117,9 +138,16 @@ func (b backend) openDSN(t *testing.T, dsn string, pool int) *sql.DB {
 func (b backend) openTable(t *testing.T, poolSize int, newTable func(name string) inbox.Table) (*sql.DB, inbox.Table) {
 	t.Helper()
 	db := b.open(t, poolSize)
+	return db, b.newTable(t, db, newTable)
+}
+
+// newTable creates on db the table newTable describes, named for the test, as createTable does,
+// and returns it.
+func (b backend) newTable(t *testing.T, db *sql.DB, newTable func(name string) inbox.Table) inbox.Table {
+	t.Helper()
 	tbl := newTable(tableName(t))
 	b.createTable(t, db, tbl)
-	return db, tbl
+	return tbl
 }
 
 // SQLiteDSN is the DSN of a SQLite file in WAL mode with a 5 s busy timeout.
@@ -152,9 +180,28 @@ func fullTable(name string) inbox.Table {
 	}
 }
 
+// deadTable describes a table with every role and the failure lifecycle's columns, which keep
+// dead rows (dead_at) and why they died (last_error), as admin.Schema creates it (with the
+// lease column locked_until).
+func deadTable(name string) inbox.Table {
+	tbl := fullTable(name)
+	tbl.DeadAt, tbl.LastError = "dead_at", "last_error"
+	return tbl
+}
+
 // minimalTable describes a table with an id and a payload only.
 func minimalTable(name string) inbox.Table {
 	return inbox.Table{Name: name, ID: "id", IDGenerated: true, Payload: "payload"}
+}
+
+// givenIDs describes the table newTable describes, but with ids the publisher gives, none
+// generated.
+func givenIDs(newTable func(name string) inbox.Table) func(name string) inbox.Table {
+	return func(name string) inbox.Table {
+		tbl := newTable(name)
+		tbl.IDGenerated = false
+		return tbl
+	}
 }
 
 // columnTypes are the types createTable gives the roles' columns on one backend.
@@ -278,6 +325,21 @@ func (b backend) enqueueTx(t testing.TB, db *sql.DB, tbl inbox.Table, commit boo
 	}
 }
 
+// beginWith begins a transaction of d on db and runs stmts in it, failing the test on an error.
+func beginWith(t testing.TB, ctx context.Context, d dialect.Dialect, db *sql.DB, stmts ...string) dialect.Tx {
+	t.Helper()
+	tx, err := d.Begin(ctx, db)
+	if err != nil {
+		t.Fatalf("Begin: %v", err)
+	}
+	for _, s := range stmts {
+		if _, err := tx.ExecContext(ctx, s); err != nil {
+			t.Fatalf("%s: %v", s, err)
+		}
+	}
+	return tx
+}
+
 // messages returns n messages of queue q with the payloads "m1", "m2", …
 func messages(q string, n int) []inbox.Message {
 	msgs := make([]inbox.Message, n)
@@ -302,6 +364,54 @@ func count(t *testing.T, db *sql.DB, query string, args ...any) int {
 		t.Fatalf("%s: %v", query, err)
 	}
 	return n
+}
+
+// countRows counts the rows of tbl on db that satisfy where, with args (every row, where where
+// is empty), failing the test on an error.
+func (b backend) countRows(t *testing.T, db *sql.DB, tbl inbox.Table, where string, args ...any) int {
+	t.Helper()
+	query := "SELECT COUNT(*) FROM " + b.q(t, tbl.Name)
+	if where != "" {
+		query += " WHERE " + where
+	}
+	return count(t, db, query, args...)
+}
+
+// querier runs a query: a pool, a connection or a transaction.
+type querier interface {
+	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
+}
+
+// forRows runs query with args on db and, for each row it returns, scans the row into dest and
+// calls row; an error fails the test.
+func forRows(t testing.TB, db querier, query string, args []any, row func(), dest ...any) {
+	t.Helper()
+	rows, err := db.QueryContext(context.Background(), query, args...)
+	if err != nil {
+		t.Fatalf("%s: %v", query, err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		if err := rows.Scan(dest...); err != nil {
+			t.Fatalf("%s: %v", query, err)
+		}
+		row()
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatalf("%s: %v", query, err)
+	}
+}
+
+// column returns the values of the one column query with args answers, row by row, failing the
+// test on an error.
+func column[T any](t testing.TB, db querier, query string, args ...any) []T {
+	t.Helper()
+	var (
+		v   T
+		out []T
+	)
+	forRows(t, db, query, args, func() { out = append(out, v) }, &v)
+	return out
 }
 
 var serversOnce struct {

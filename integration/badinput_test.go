@@ -21,19 +21,17 @@ import (
 
 // TestBadInput feeds every cell what a queue meets in production and should survive.
 func TestBadInput(t *testing.T) {
-	var tests []subtest
-	for _, c := range cells(t) {
-		tests = append(tests, subtest{c.name(), func(t *testing.T) {
-			t.Run("undecodable", func(t *testing.T) { badUndecodable(t, c) })
-			t.Run("null-and-empty", func(t *testing.T) { badNullAndEmpty(t, c) })
-			t.Run("16MiB", func(t *testing.T) { badLargePayload(t, c) })
-			t.Run("id-limits", func(t *testing.T) { badIDLimits(t, c) })
-			t.Run("odd-names", func(t *testing.T) { badOddNames(t, c) })
-			t.Run("missing-schema", func(t *testing.T) { badMissingSchema(t, c) })
-			t.Run("stopped-server", func(t *testing.T) { badStoppedServer(t, c) })
-		}})
-	}
-	runConcurrently(t, 4, tests)
+	runSuite(t, func(cell) []cellTest {
+		return []cellTest{
+			{"undecodable", badUndecodable},
+			{"null-and-empty", badNullAndEmpty},
+			{"16MiB", badLargePayload},
+			{"id-limits", badIDLimits},
+			{"odd-names", badOddNames},
+			{"missing-schema", badMissingSchema},
+			{"stopped-server", badStoppedServer},
+		}
+	})
 }
 
 type job struct {
@@ -66,7 +64,7 @@ func badUndecodable(t *testing.T, c cell) {
 			logs := &faultLog{t: t}
 			stop := runConsumer(t, db, c.newForm(t, tbl), h, &inbox.Config{
 				Queue: "q", UndecodablePayload: policy,
-				Logger: slog.New(slog.NewTextHandler(logs, nil)),
+				Logger: logs.Logger(slog.LevelInfo),
 			})
 			settled := c.q(t, tbl.ProcessedAt) + " IS NOT NULL"
 			retried := c.q(t, tbl.RetryAfter) + " IS NOT NULL"
@@ -79,7 +77,7 @@ func badUndecodable(t *testing.T, c cell) {
 			if !slices.Equal(seen, []int{1, 5}) {
 				t.Errorf("the handler saw %v, want the two payloads that decode, [1 5]", seen)
 			}
-			if !logs.has("does not decode") {
+			if !logs.Contains("does not decode") {
 				t.Error("the consumer did not log the undecodable payloads")
 			}
 			bad := []int64{ids[1], ids[2], ids[3]}
@@ -151,7 +149,7 @@ func badLargePayload(t *testing.T, c cell) {
 				t.Fatalf("a 16 MiB payload was published past max_allowed_packet = %d", limit)
 			}
 			t.Logf("max_allowed_packet is %d bytes (left as it is): a 16 MiB payload is refused (%v); raise it on the server (SET GLOBAL max_allowed_packet = 67108864) to queue payloads this large. Checking %d bytes instead.", limit, err, limit-64<<10)
-			if n := count(t, db, "SELECT COUNT(*) FROM "+c.q(t, tbl.Name)); n != 0 {
+			if n := c.b.countRows(t, db, tbl, ""); n != 0 {
 				t.Fatalf("%d rows in the table after the refused publish, want 0", n)
 			}
 			size = limit - 64<<10
@@ -186,10 +184,7 @@ func badLargePayload(t *testing.T, c cell) {
 // badIDLimits: ids at and near the ends of int64 (and past int32 and float64's exact range) are
 // claimed, delivered and settled as themselves.
 func badIDLimits(t *testing.T, c cell) {
-	db := c.b.open(t, 8)
-	tbl := fullTable(tableName(t))
-	tbl.IDGenerated = false
-	c.b.createTable(t, db, tbl)
+	db, tbl := c.b.openTable(t, 8, givenIDs(fullTable))
 	ids := []int64{math.MinInt64, math.MinInt64 + 1, -1, 1, math.MaxInt32 + 1, 1<<53 + 1, math.MaxInt64 - 1, math.MaxInt64}
 	var msgs []inbox.Message
 	for _, id := range ids {
@@ -341,7 +336,7 @@ func badStoppedServer(t *testing.T, c cell) {
 	done := make(chan error, 1)
 	go func() {
 		done <- inbox.NewConsumer(db, c.newForm(t, fullTable(tableName(t))), h, &inbox.Config{
-			Queue: "q", PollInterval: 200 * time.Millisecond, Logger: slog.New(slog.NewTextHandler(logs, nil)),
+			Queue: "q", PollInterval: 200 * time.Millisecond, Logger: logs.Logger(slog.LevelInfo),
 		}).Run(ctx)
 	}()
 	select {
@@ -352,13 +347,11 @@ func badStoppedServer(t *testing.T, c cell) {
 	case <-time.After(30 * time.Second):
 		t.Fatal("Run did not return within 30 s of its context's end")
 	}
-	logs.mu.Lock()
-	tries := strings.Count(logs.buf.String(), "trying again")
-	logs.mu.Unlock()
+	tries := strings.Count(logs.String(), "trying again")
 	if tries < 2 {
 		t.Errorf("Run logged %d failed attempts to open the consumer in 1.5 s at a 200 ms poll interval, want several", tries)
 	}
-	if c.b.name != "sqlite" && !logs.has("refused") {
+	if c.b.name != "sqlite" && !logs.Contains("refused") {
 		t.Error("the log does not say the connection was refused")
 	}
 }

@@ -295,6 +295,23 @@ func (c *hookConn) event(p phase, what, query string, after bool) {
 	}
 }
 
+// hooked runs do, the call what ("begin", "exec", "query") of query on c in ctx's phase: it fails
+// at once on a severed connection, and the pool's hook hears of it before do and, where do
+// succeeds, after.
+func hooked[R any](c *hookConn, ctx context.Context, what, query string, do func() (R, error)) (R, error) {
+	if err := c.dead(); err != nil {
+		var none R
+		return none, err
+	}
+	p := c.enter(ctx)
+	c.event(p, what, query, false)
+	r, err := do()
+	if err == nil {
+		c.event(p, what, query, true)
+	}
+	return r, err
+}
+
 func (c *hookConn) Prepare(query string) (driver.Stmt, error) {
 	return c.PrepareContext(context.Background(), query)
 }
@@ -331,25 +348,16 @@ func (c *hookConn) Begin() (driver.Tx, error) {
 }
 
 func (c *hookConn) BeginTx(ctx context.Context, opts driver.TxOptions) (driver.Tx, error) {
-	if err := c.dead(); err != nil {
-		return nil, err
-	}
-	p := c.enter(ctx)
-	c.event(p, "begin", "", false)
-	var (
-		tx  driver.Tx
-		err error
-	)
-	if b, ok := c.inner.(driver.ConnBeginTx); ok {
-		tx, err = b.BeginTx(ctx, opts)
-	} else {
+	tx, err := hooked(c, ctx, "begin", "", func() (driver.Tx, error) {
+		if b, ok := c.inner.(driver.ConnBeginTx); ok {
+			return b.BeginTx(ctx, opts)
+		}
 		//lint:ignore SA1019 the fallback database/sql itself takes for an old driver
-		tx, err = c.inner.Begin()
-	}
+		return c.inner.Begin()
+	})
 	if err != nil {
 		return nil, err
 	}
-	c.event(p, "begin", "", true)
 	return &hookTx{inner: tx, conn: c}, nil
 }
 
@@ -358,16 +366,7 @@ func (c *hookConn) ExecContext(ctx context.Context, query string, args []driver.
 	if !ok {
 		return nil, driver.ErrSkip // database/sql prepares the statement instead
 	}
-	if err := c.dead(); err != nil {
-		return nil, err
-	}
-	p := c.enter(ctx)
-	c.event(p, "exec", query, false)
-	res, err := e.ExecContext(ctx, query, args)
-	if err == nil {
-		c.event(p, "exec", query, true)
-	}
-	return res, err
+	return hooked(c, ctx, "exec", query, func() (driver.Result, error) { return e.ExecContext(ctx, query, args) })
 }
 
 func (c *hookConn) QueryContext(ctx context.Context, query string, args []driver.NamedValue) (driver.Rows, error) {
@@ -375,16 +374,7 @@ func (c *hookConn) QueryContext(ctx context.Context, query string, args []driver
 	if !ok {
 		return nil, driver.ErrSkip
 	}
-	if err := c.dead(); err != nil {
-		return nil, err
-	}
-	p := c.enter(ctx)
-	c.event(p, "query", query, false)
-	rows, err := q.QueryContext(ctx, query, args)
-	if err == nil {
-		c.event(p, "query", query, true)
-	}
-	return rows, err
+	return hooked(c, ctx, "query", query, func() (driver.Rows, error) { return q.QueryContext(ctx, query, args) })
 }
 
 func (c *hookConn) Ping(ctx context.Context) error {
@@ -432,11 +422,17 @@ type hookTx struct {
 	conn  *hookConn
 }
 
-func (t *hookTx) Commit() error {
+// end fails the transaction's end, what ("commit" or "rollback"), at once on a severed
+// connection, or where the pool was told to refuse the next one.
+func (t *hookTx) end(what string) error {
 	if err := t.conn.dead(); err != nil {
 		return err
 	}
-	if err := t.conn.h.refused("commit"); err != nil {
+	return t.conn.h.refused(what)
+}
+
+func (t *hookTx) Commit() error {
+	if err := t.end("commit"); err != nil {
 		return err
 	}
 	p := t.conn.current()
@@ -449,10 +445,7 @@ func (t *hookTx) Commit() error {
 }
 
 func (t *hookTx) Rollback() error {
-	if err := t.conn.dead(); err != nil {
-		return err
-	}
-	if err := t.conn.h.refused("rollback"); err != nil {
+	if err := t.end("rollback"); err != nil {
 		return err
 	}
 	t.conn.event(t.conn.current(), "rollback", "", false)
@@ -477,47 +470,23 @@ func (s *hookStmt) Query(args []driver.Value) (driver.Rows, error) {
 }
 
 func (s *hookStmt) ExecContext(ctx context.Context, args []driver.NamedValue) (driver.Result, error) {
-	if err := s.conn.dead(); err != nil {
-		return nil, err
-	}
-	p := s.conn.enter(ctx)
-	s.conn.event(p, "exec", s.query, false)
-	var (
-		res driver.Result
-		err error
-	)
-	if e, ok := s.inner.(driver.StmtExecContext); ok {
-		res, err = e.ExecContext(ctx, args)
-	} else {
+	return hooked(s.conn, ctx, "exec", s.query, func() (driver.Result, error) {
+		if e, ok := s.inner.(driver.StmtExecContext); ok {
+			return e.ExecContext(ctx, args)
+		}
 		//lint:ignore SA1019 the fallback database/sql itself takes for an old driver
-		res, err = s.inner.Exec(values(args))
-	}
-	if err == nil {
-		s.conn.event(p, "exec", s.query, true)
-	}
-	return res, err
+		return s.inner.Exec(values(args))
+	})
 }
 
 func (s *hookStmt) QueryContext(ctx context.Context, args []driver.NamedValue) (driver.Rows, error) {
-	if err := s.conn.dead(); err != nil {
-		return nil, err
-	}
-	p := s.conn.enter(ctx)
-	s.conn.event(p, "query", s.query, false)
-	var (
-		rows driver.Rows
-		err  error
-	)
-	if q, ok := s.inner.(driver.StmtQueryContext); ok {
-		rows, err = q.QueryContext(ctx, args)
-	} else {
+	return hooked(s.conn, ctx, "query", s.query, func() (driver.Rows, error) {
+		if q, ok := s.inner.(driver.StmtQueryContext); ok {
+			return q.QueryContext(ctx, args)
+		}
 		//lint:ignore SA1019 the fallback database/sql itself takes for an old driver
-		rows, err = s.inner.Query(values(args))
-	}
-	if err == nil {
-		s.conn.event(p, "query", s.query, true)
-	}
-	return rows, err
+		return s.inner.Query(values(args))
+	})
 }
 
 func (s *hookStmt) CheckNamedValue(nv *driver.NamedValue) error {

@@ -34,8 +34,7 @@ func TestClockSkew(t *testing.T) {
 			}
 			tests = append(tests, subtest{name, func(t *testing.T) {
 				dbs := c.openDBs(t, 2, 6)
-				tbl := fullTable(tableName(t))
-				c.b.createTable(t, dbs[0], tbl)
+				tbl := c.b.newTable(t, dbs[0], fullTable)
 				c.publish(t, dbs[0], tbl, inbox.Message{Queue: "q", Payload: []byte("held")})
 
 				started := make(chan struct{})

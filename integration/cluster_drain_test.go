@@ -208,7 +208,7 @@ func (s *drainSetup) publish(t *testing.T, rows int) {
 
 // logger is a consumer's logger: warnings and errors, into the drain's log.
 func (s *drainSetup) logger() *slog.Logger {
-	return slog.New(slog.NewTextHandler(s.logs, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	return s.logs.Logger(slog.LevelWarn)
 }
 
 // handler is consumer who's handler on db: it records the delivery, pauses up to pause so that
@@ -295,9 +295,7 @@ func (s *drainSetup) counts(t *testing.T) drainCounts {
 		}
 	}
 	out.overlapped = s.rec.overlapped
-	s.logs.mu.Lock()
-	text := s.logs.buf.String()
-	s.logs.mu.Unlock()
+	text := s.logs.String()
 	out.logged = strings.Count(text, "\n")
 	for _, line := range strings.Split(text, "\n") {
 		if strings.Contains(line, "1213") || strings.Contains(strings.ToLower(line), "deadlock") {

@@ -111,7 +111,7 @@ func failoverDrain(t *testing.T, b backend, dsn string, s *drainSetup, w cluster
 	// Which statement meets the failover first depends on timing (a claim, a settlement, an
 	// extension, a give-back; on a loaded machine the stop can fall between them): any warning
 	// or error says so.
-	if !s.logs.has("level=ERROR") && !s.logs.has("level=WARN") {
+	if !s.logs.Contains("level=ERROR") && !s.logs.Contains("level=WARN") {
 		t.Error("the consumer logged nothing through the failover")
 	}
 	if got.lost > 0 || got.dupSettled > 0 || got.noEffect > 0 {

@@ -120,20 +120,18 @@ func TestClusterGalera(t *testing.T) {
 // TestGaleraNotDetected: the shared servers are no Galera nodes, and dialect.CheckGalera lets
 // every form run on them.
 func TestGaleraNotDetected(t *testing.T) {
-	for _, b := range backends(t, false) {
-		t.Run(b.name, func(t *testing.T) {
-			db := b.open(t, 2)
-			nodes, err := dialect.Galera(context.Background(), b.dialect, db)
-			if err != nil || nodes != 0 {
-				t.Errorf("dialect.Galera: %d nodes, %v; want 0", nodes, err)
+	forEachBackend(t, backends(t, false), func(t *testing.T, b backend) {
+		db := b.open(t, 2)
+		nodes, err := dialect.Galera(context.Background(), b.dialect, db)
+		if err != nil || nodes != 0 {
+			t.Errorf("dialect.Galera: %d nodes, %v; want 0", nodes, err)
+		}
+		for _, form := range []dialect.Form{dialect.RowLockForm, dialect.LeaseForm, dialect.AdvisoryForm} {
+			if err := dialect.CheckGalera(context.Background(), b.dialect, db, form); err != nil {
+				t.Errorf("CheckGalera, %s form: %v", form, err)
 			}
-			for _, form := range []dialect.Form{dialect.RowLockForm, dialect.LeaseForm, dialect.AdvisoryForm} {
-				if err := dialect.CheckGalera(context.Background(), b.dialect, db, form); err != nil {
-					t.Errorf("CheckGalera, %s form: %v", form, err)
-				}
-			}
-		})
-	}
+		}
+	})
 }
 
 // galeraFacts proves what the forms stand on in a Galera cluster, on the engine alone.
@@ -296,7 +294,7 @@ func galeraNodeKilled(t *testing.T, g *galera, b backend, admin *sql.DB, pools [
 	for i, db := range pools {
 		logger := s.logger()
 		if i == victim {
-			logger = slog.New(slog.NewTextHandler(victimLog, &slog.HandlerOptions{Level: slog.LevelWarn}))
+			logger = victimLog.Logger(slog.LevelWarn)
 		}
 		h := s.handler(t, i, db, 10*time.Millisecond)
 		inner := h
@@ -345,7 +343,7 @@ func galeraNodeKilled(t *testing.T, g *galera, b backend, admin *sql.DB, pools [
 	got := s.counts(t)
 	t.Logf("the other nodes' consumers handled %d rows while the third node was down; its consumer handled %d after it rejoined",
 		during, s.rec.handledBy(victim)-back)
-	if !victimLog.has("claim failed") {
+	if !victimLog.Contains("claim failed") {
 		t.Error("the third node's consumer logged no failed claim while its node was down")
 	}
 	if got.lost > 0 {

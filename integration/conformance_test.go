@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -72,18 +73,58 @@ type subtest struct {
 // them, which defaults to GOMAXPROCS (2 on CI's machine); these tests wait on database servers
 // and child processes far more than on the CPU.
 func runConcurrently(t *testing.T, limit int, tests []subtest) {
-	sem := make(chan struct{}, limit)
-	var wg sync.WaitGroup
-	for _, st := range tests {
-		sem <- struct{}{}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			defer func() { <-sem }()
-			t.Run(st.name, st.run)
-		}()
+	atMost(limit, len(tests), func(i int) { t.Run(tests[i].name, tests[i].run) })
+}
+
+// forEachCell runs run on every cell, up to four at once, each as a subtest named for the cell.
+func forEachCell(t *testing.T, run func(t *testing.T, c cell)) {
+	var tests []subtest
+	for _, c := range cells(t) {
+		tests = append(tests, subtest{c.name(), func(t *testing.T) { run(t, c) }})
 	}
-	wg.Wait()
+	runConcurrently(t, 4, tests)
+}
+
+// cellTest is one test of a suite that runs on every cell.
+type cellTest struct {
+	name string
+	run  func(t *testing.T, c cell)
+}
+
+// runSuite runs on every cell, as forEachCell does, the tests suite lists for the cell, one after
+// the other, each as a subtest of the cell's named for the test.
+func runSuite(t *testing.T, suite func(c cell) []cellTest) {
+	forEachCell(t, func(t *testing.T, c cell) {
+		for _, ct := range suite(c) {
+			t.Run(ct.name, func(t *testing.T) { ct.run(t, c) })
+		}
+	})
+}
+
+// cellRun is what a subtest of matrix found on one cell in one variant.
+type cellRun[R any] struct {
+	cell, variant string // their names
+	r             R
+}
+
+// matrix runs run on every cell in each variant, up to four at once, each as a subtest named
+// for the cell and the variant's name, and returns what they found, sorted by cell and variant.
+func matrix[V, R any](t *testing.T, variants []V, name func(V) string, run func(t *testing.T, c cell, v V) R) []cellRun[R] {
+	var (
+		found collector[cellRun[R]]
+		tests []subtest
+	)
+	for _, c := range cells(t) {
+		for _, v := range variants {
+			tests = append(tests, subtest{c.name() + "-" + name(v), func(t *testing.T) {
+				found.add(cellRun[R]{cell: c.name(), variant: name(v), r: run(t, c, v)})
+			}})
+		}
+	}
+	runConcurrently(t, 4, tests)
+	runs := found.all()
+	slices.SortFunc(runs, func(a, b cellRun[R]) int { return strings.Compare(a.cell+a.variant, b.cell+b.variant) })
+	return runs
 }
 
 func (c cell) name() string { return c.b.name + "-" + c.form }
@@ -160,23 +201,10 @@ func (c cell) createSide(t *testing.T, db *sql.DB, name string) {
 // sideCounts returns, per job id, how many side rows the handlers committed.
 func (c cell) sideCounts(t testing.TB, db *sql.DB, side string) map[int64]int {
 	t.Helper()
-	rows, err := db.Query("SELECT job_id, COUNT(*) FROM " + c.q(t, side) + " GROUP BY job_id")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rows.Close()
 	out := map[int64]int{}
-	for rows.Next() {
-		var id int64
-		var n int
-		if err := rows.Scan(&id, &n); err != nil {
-			t.Fatal(err)
-		}
-		out[id] = n
-	}
-	if err := rows.Err(); err != nil {
-		t.Fatal(err)
-	}
+	var id int64
+	var n int
+	forRows(t, db, "SELECT job_id, COUNT(*) FROM "+c.q(t, side)+" GROUP BY job_id", nil, func() { out[id] = n }, &id, &n)
 	return out
 }
 
@@ -187,23 +215,7 @@ func (c cell) ids(t testing.TB, db *sql.DB, tbl inbox.Table, where string) []int
 	if where != "" {
 		query += " WHERE " + where
 	}
-	rows, err := db.Query(query + " ORDER BY " + c.q(t, tbl.ID))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rows.Close()
-	var out []int64
-	for rows.Next() {
-		var id int64
-		if err := rows.Scan(&id); err != nil {
-			t.Fatal(err)
-		}
-		out = append(out, id)
-	}
-	if err := rows.Err(); err != nil {
-		t.Fatal(err)
-	}
-	return out
+	return column[int64](t, db, query+" ORDER BY "+c.q(t, tbl.ID))
 }
 
 // delivered records the deliveries a test's handlers saw.
@@ -266,22 +278,20 @@ func (r *delivered) check(t *testing.T) {
 
 // TestConformance runs one suite on every cell: each database with each form it runs.
 func TestConformance(t *testing.T) {
-	var tests []subtest
-	for _, c := range cells(t) {
-		tests = append(tests, subtest{c.name(), func(t *testing.T) {
-			t.Run("exclusivity", func(t *testing.T) { conformExclusivity(t, c) })
-			t.Run("outcomes", func(t *testing.T) { conformOutcomes(t, c) })
-			t.Run("attempts", func(t *testing.T) { conformAttempts(t, c) })
-			t.Run("delete", func(t *testing.T) { conformDelete(t, c) })
-			t.Run("groups", func(t *testing.T) { conformGroups(t, c) })
-			t.Run("priority", func(t *testing.T) { conformPriority(t, c) })
-			if c.transactional {
-				t.Run("transactional", func(t *testing.T) { conformTransactional(t, c) })
-			}
-			t.Run("shutdown", func(t *testing.T) { conformShutdown(t, c) })
-		}})
-	}
-	runConcurrently(t, 4, tests)
+	runSuite(t, func(c cell) []cellTest {
+		tests := []cellTest{
+			{"exclusivity", conformExclusivity},
+			{"outcomes", conformOutcomes},
+			{"attempts", conformAttempts},
+			{"delete", conformDelete},
+			{"groups", conformGroups},
+			{"priority", conformPriority},
+		}
+		if c.transactional {
+			tests = append(tests, cellTest{"transactional", conformTransactional})
+		}
+		return append(tests, cellTest{"shutdown", conformShutdown})
+	})
 }
 
 // conformExclusivity: three consumers of four workers each drain 1,000 rows; every row is
@@ -295,8 +305,7 @@ func TestConformance(t *testing.T) {
 func conformExclusivity(t *testing.T, c cell) {
 	const rows = 1000
 	dbs := c.openDBs(t, 3, 6)
-	tbl := fullTable(tableName(t))
-	c.b.createTable(t, dbs[0], tbl)
+	tbl := c.b.newTable(t, dbs[0], fullTable)
 	msgs := make([]inbox.Message, rows)
 	for i := range msgs {
 		msgs[i] = inbox.Message{Queue: "q", Payload: []byte(fmt.Sprint(i))}
@@ -577,22 +586,8 @@ func conformTransactional(t *testing.T, c cell) {
 	})
 	stop()
 	rec.check(t)
-	rowsOf := func(id int64) []int {
-		r, err := db.Query("SELECT attempt FROM "+c.q(t, side)+" WHERE job_id = "+c.ph(1), id)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer r.Close()
-		var out []int
-		for r.Next() {
-			var a int
-			r.Scan(&a)
-			out = append(out, a)
-		}
-		return out
-	}
 	for _, id := range ids {
-		got := rowsOf(id)
+		got := column[int](t, db, "SELECT attempt FROM "+c.q(t, side)+" WHERE job_id = "+c.ph(1), id)
 		var want []int
 		switch kind[id] {
 		case "ack":

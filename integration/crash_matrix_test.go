@@ -2,7 +2,6 @@ package integration
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"database/sql"
 	"encoding/json"
@@ -47,7 +46,6 @@ const crashReturnSlack = 2 * time.Second
 
 // crashResult is one line of the matrix's table.
 type crashResult struct {
-	cell, mode   string
 	kills        int
 	points       map[string]int // kills by point
 	rows         int
@@ -74,37 +72,21 @@ func TestCrashMatrix(t *testing.T) {
 		return
 	}
 	plan := crashPlanFromEnv()
-	var (
-		collected collector[crashResult]
-		tests     []subtest
-	)
-	for _, c := range cells(t) {
-		for _, transactional := range []bool{true, false} {
-			mode := "tx"
-			if !transactional {
-				mode = "plain"
-			}
-			tests = append(tests, subtest{c.name() + "-" + mode, func(t *testing.T) {
-				r := crashCell(t, c, transactional, plan)
-				r.cell, r.mode = c.name(), mode
-				collected.add(r)
-			}})
-		}
-	}
-	runConcurrently(t, 4, tests)
-	results := collected.all()
-	slices.SortFunc(results, func(a, b crashResult) int { return strings.Compare(a.cell+a.mode, b.cell+b.mode) })
+	runs := matrix(t, []bool{true, false}, txMode, func(t *testing.T, c cell, transactional bool) crashResult {
+		return crashCell(t, c, transactional, plan)
+	})
 	var b strings.Builder
 	fmt.Fprintf(&b, "crash matrix: %d kills per cell and mode, points claim/handler/written/settle\n", plan.kills)
 	fmt.Fprintf(&b, "%-18s %-5s %5s %-11s %5s %7s %9s %7s %4s %8s %8s %8s %4s\n",
 		"cell", "mode", "kills", "c/h/w/s", "rows", "redeliv", "maxreturn", "bound", "late", "dupsettl", "dupeffct", "noeffect", "lost")
-	for _, r := range results {
+	for _, run := range runs {
+		r := run.r
 		effects := strconv.Itoa(r.dupEffects)
-		if r.mode == "plain" {
+		if run.variant == "plain" {
 			effects = fmt.Sprintf("(%d)", r.repeats)
 		}
 		fmt.Fprintf(&b, "%-18s %-5s %5d %-11s %5d %7d %9s %7s %4d %8d %8s %8d %4d\n",
-			r.cell, r.mode, r.kills,
+			run.cell, run.variant, r.kills,
 			fmt.Sprintf("%d/%d/%d/%d", r.points["claim"], r.points["handler"], r.points["written"], r.points["settle"]),
 			r.rows, r.redeliveries, r.maxReturn.Round(time.Millisecond), r.bound, r.late, r.dupSettled, effects, r.noEffect, r.lost)
 	}
@@ -144,8 +126,7 @@ func (l *crashLog) deliver(d crashDelivery) {
 func crashCell(t *testing.T, c cell, transactional bool, plan crashPlan) crashResult {
 	dsn := c.dsn(t)
 	db := c.openDSN(t, dsn, 6)
-	tbl := fullTable(tableName(t))
-	c.b.createTable(t, db, tbl)
+	tbl := c.b.newTable(t, db, fullTable)
 	side, audit := tbl.Name+"_side", tbl.Name+"_audit"
 	c.createSide(t, db, side)
 	c.createAudit(t, db, tbl, audit)
@@ -179,18 +160,7 @@ func crashCell(t *testing.T, c cell, transactional bool, plan crashPlan) crashRe
 	}
 	t.Logf("seed %d", seed)
 
-	sem := make(chan struct{}, plan.parallel)
-	var wg sync.WaitGroup
-	for i, spec := range specs {
-		sem <- struct{}{}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			defer func() { <-sem }()
-			crashOne(t, c, db, tbl, i+1, spec, plan.batch, log)
-		}()
-	}
-	wg.Wait()
+	atMost(plan.parallel, len(specs), func(i int) { crashOne(t, c, db, tbl, i+1, specs[i], plan.batch, log) })
 
 	// Every row must settle: the survivor drains what the children left, taking their rows as
 	// they come back. Waiting ends when no row has settled for far longer than the form's
@@ -217,14 +187,8 @@ func crashOne(t *testing.T, c cell, db *sql.DB, tbl inbox.Table, who int, spec c
 	}
 	child := exec.Command(os.Args[0], "-test.run=^TestCrashMatrix$", "-test.count=1")
 	child.Env = append(os.Environ(), crashSpecEnv+"="+string(raw))
-	var stderr bytes.Buffer
-	child.Stderr = &stderr
-	out, err := child.StdoutPipe()
+	out, stderr, err := startPiped(child)
 	if err != nil {
-		t.Error(err)
-		return
-	}
-	if err := child.Start(); err != nil {
 		t.Error(err)
 		return
 	}

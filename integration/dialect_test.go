@@ -23,69 +23,57 @@ func isMariaDB(t *testing.T, db *sql.DB) bool {
 }
 
 func TestDetectAndCheckServer(t *testing.T) {
-	for _, b := range backends(t, true) {
-		t.Run(b.name, func(t *testing.T) {
-			ctx := context.Background()
-			db := b.open(t, 2)
-			want := b.name
-			if b.name == "mysql" && isMariaDB(t, db) {
-				want = "mariadb" // a MariaDB server stands in for MySQL
-			}
-			if b.name == "mariadb" && !isMariaDB(t, db) {
-				t.Fatalf("the MariaDB DSN %s reaches a server that is not MariaDB", b.dsn)
-			}
-			d, err := dialect.Detect(ctx, db)
-			if err != nil {
-				t.Fatalf("Detect: %v", err)
-			}
-			if d.Name() != want || d.Level() != "default" {
-				t.Errorf("Detect = %s at %s, want %s at default", d.Name(), d.Level(), want)
-			}
-			if err := b.dialect.CheckServer(ctx, db); err != nil {
-				t.Errorf("%s.CheckServer: %v", b.name, err)
-			}
-			if err := d.CheckServer(ctx, db); err != nil {
-				t.Errorf("the detected dialect's CheckServer: %v", err)
-			}
-		})
-	}
+	forEachBackend(t, backends(t, true), func(t *testing.T, b backend) {
+		ctx := context.Background()
+		db := b.open(t, 2)
+		want := b.name
+		if b.name == "mysql" && isMariaDB(t, db) {
+			want = "mariadb" // a MariaDB server stands in for MySQL
+		}
+		if b.name == "mariadb" && !isMariaDB(t, db) {
+			t.Fatalf("the MariaDB DSN %s reaches a server that is not MariaDB", b.dsn)
+		}
+		d, err := dialect.Detect(ctx, db)
+		if err != nil {
+			t.Fatalf("Detect: %v", err)
+		}
+		if d.Name() != want || d.Level() != "default" {
+			t.Errorf("Detect = %s at %s, want %s at default", d.Name(), d.Level(), want)
+		}
+		if err := b.dialect.CheckServer(ctx, db); err != nil {
+			t.Errorf("%s.CheckServer: %v", b.name, err)
+		}
+		if err := d.CheckServer(ctx, db); err != nil {
+			t.Errorf("the detected dialect's CheckServer: %v", err)
+		}
+	})
 }
 
 // TestMySQLFamilyToldApart: the MySQL dialect runs on both servers, the MariaDB dialect only on
 // MariaDB.
 func TestMySQLFamilyToldApart(t *testing.T) {
-	for _, b := range backends(t, false) {
-		if b.name == "postgres" {
-			continue
+	forEachBackend(t, onlyBackends(t, "mysql", "mariadb"), func(t *testing.T, b backend) {
+		ctx := context.Background()
+		db := b.open(t, 2)
+		if err := (dialect.MySQL[isolation.Default]{}).CheckServer(ctx, db); err != nil {
+			t.Errorf("the MySQL dialect on this server: %v", err)
 		}
-		t.Run(b.name, func(t *testing.T) {
-			ctx := context.Background()
-			db := b.open(t, 2)
-			if err := (dialect.MySQL[isolation.Default]{}).CheckServer(ctx, db); err != nil {
-				t.Errorf("the MySQL dialect on this server: %v", err)
+		err := dialect.MariaDB[isolation.Default]{}.CheckServer(ctx, db)
+		if isMariaDB(t, db) {
+			if err != nil {
+				t.Errorf("the MariaDB dialect on MariaDB: %v", err)
 			}
-			err := dialect.MariaDB[isolation.Default]{}.CheckServer(ctx, db)
-			if isMariaDB(t, db) {
-				if err != nil {
-					t.Errorf("the MariaDB dialect on MariaDB: %v", err)
-				}
-				return
-			}
-			if !errors.Is(err, inbox.ErrDialect) || !strings.Contains(err.Error(), "dialect.MySQL") {
-				t.Errorf("the MariaDB dialect on MySQL: %v, want inbox.ErrDialect pointing to dialect.MySQL", err)
-			}
-		})
-	}
+			return
+		}
+		if !errors.Is(err, inbox.ErrDialect) || !strings.Contains(err.Error(), "dialect.MySQL") {
+			t.Errorf("the MariaDB dialect on MySQL: %v, want inbox.ErrDialect pointing to dialect.MySQL", err)
+		}
+	})
 	t.Run("postgres is neither", func(t *testing.T) {
-		for _, b := range backends(t, false) {
-			if b.name != "postgres" {
-				continue
-			}
-			db := b.open(t, 2)
-			for _, d := range []dialect.Dialect{dialect.MySQL[isolation.Default]{}, dialect.MariaDB[isolation.Default]{}} {
-				if err := d.CheckServer(context.Background(), db); err == nil {
-					t.Errorf("the %s dialect passed its check on Postgres", d.Name())
-				}
+		db := postgresBackend(t).open(t, 2)
+		for _, d := range []dialect.Dialect{dialect.MySQL[isolation.Default]{}, dialect.MariaDB[isolation.Default]{}} {
+			if err := d.CheckServer(context.Background(), db); err == nil {
+				t.Errorf("the %s dialect passed its check on Postgres", d.Name())
 			}
 		}
 	})
@@ -122,10 +110,7 @@ func TestSQLiteModeTakesTheWriteLock(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 			defer cancel()
 			first, second := sqliteFile(t)
-			tx, err := tt.d.Begin(ctx, first)
-			if err != nil {
-				t.Fatalf("Begin: %v", err)
-			}
+			tx := beginWith(t, ctx, tt.d, first)
 			defer tx.Rollback()
 
 			_, insertErr := second.ExecContext(ctx, "INSERT INTO t (v) VALUES ('second')")
@@ -170,7 +155,9 @@ func TestSQLiteTxLeavesNoTransactionOnThePool(t *testing.T) {
 	mustExec(t, db, "CREATE TABLE child (id INTEGER PRIMARY KEY, parent INTEGER REFERENCES parent(id) DEFERRABLE INITIALLY DEFERRED)")
 	d := dialect.SQLite[isolation.Immediate]{}
 
-	notInTransaction := func(t *testing.T) {
+	// ended checks, once a transaction has ended, that its connection is back in the pool
+	// outside any transaction and that query counts want rows; after says how it ended.
+	ended := func(t *testing.T, after, query string, want int) {
 		t.Helper()
 		// BEGIN inside an open transaction fails: "cannot start a transaction within a transaction".
 		tx, err := db.BeginTx(ctx, nil)
@@ -178,60 +165,33 @@ func TestSQLiteTxLeavesNoTransactionOnThePool(t *testing.T) {
 			t.Fatalf("the pooled connection is still in a transaction: %v", err)
 		}
 		tx.Rollback()
+		if n := count(t, db, query); n != want {
+			t.Errorf("%d rows after %s, want %d", n, after, want)
+		}
 	}
 
 	t.Run("rollback", func(t *testing.T) {
-		tx, err := d.Begin(ctx, db)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, err := tx.ExecContext(ctx, "INSERT INTO parent (id) VALUES (1)"); err != nil {
-			t.Fatal(err)
-		}
+		tx := beginWith(t, ctx, d, db, "INSERT INTO parent (id) VALUES (1)")
 		if err := tx.Rollback(); err != nil {
 			t.Fatalf("Rollback: %v", err)
 		}
-		notInTransaction(t)
-		if n := count(t, db, "SELECT COUNT(*) FROM parent"); n != 0 {
-			t.Errorf("%d rows after the rollback, want 0", n)
-		}
+		ended(t, "the rollback", "SELECT COUNT(*) FROM parent", 0)
 	})
 
 	t.Run("failed commit", func(t *testing.T) {
-		tx, err := d.Begin(ctx, db)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, err := tx.ExecContext(ctx, "INSERT INTO parent (id) VALUES (2)"); err != nil {
-			t.Fatal(err)
-		}
-		if _, err := tx.ExecContext(ctx, "INSERT INTO child (id, parent) VALUES (1, 99)"); err != nil {
-			t.Fatal(err)
-		}
+		tx := beginWith(t, ctx, d, db, "INSERT INTO parent (id) VALUES (2)", "INSERT INTO child (id, parent) VALUES (1, 99)")
 		if err := tx.Commit(); err == nil || !strings.Contains(err.Error(), "FOREIGN KEY") {
 			t.Fatalf("Commit: %v, want the deferred foreign key's failure", err)
 		}
-		notInTransaction(t)
-		if n := count(t, db, "SELECT COUNT(*) FROM parent") + count(t, db, "SELECT COUNT(*) FROM child"); n != 0 {
-			t.Errorf("%d rows after the failed commit, want 0", n)
-		}
+		ended(t, "the failed commit", "SELECT (SELECT COUNT(*) FROM parent) + (SELECT COUNT(*) FROM child)", 0)
 	})
 
 	t.Run("commit", func(t *testing.T) {
-		tx, err := d.Begin(ctx, db)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, err := tx.ExecContext(ctx, "INSERT INTO parent (id) VALUES (3)"); err != nil {
-			t.Fatal(err)
-		}
+		tx := beginWith(t, ctx, d, db, "INSERT INTO parent (id) VALUES (3)")
 		if err := tx.Commit(); err != nil {
 			t.Fatalf("Commit: %v", err)
 		}
-		notInTransaction(t)
-		if n := count(t, db, "SELECT COUNT(*) FROM parent WHERE id = 3"); n != 1 {
-			t.Errorf("%d committed rows, want 1", n)
-		}
+		ended(t, "the commit", "SELECT COUNT(*) FROM parent WHERE id = 3", 1)
 	})
 }
 
@@ -263,16 +223,10 @@ func TestSQLiteTransactionEndedBySQLiteRefusesLaterStatements(t *testing.T) {
 	db := b.open(t, 4)
 	mustExec(t, db, "CREATE TABLE interrupted (x INTEGER)")
 	ctx := context.Background()
-	tx, err := dialect.SQLite[isolation.Deferred]{}.Begin(ctx, db)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := tx.ExecContext(ctx, "INSERT INTO interrupted VALUES (1)"); err != nil {
-		t.Fatal(err)
-	}
+	tx := beginWith(t, ctx, dialect.SQLite[isolation.Deferred]{}, db, "INSERT INTO interrupted VALUES (1)")
 	short, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
 	defer cancel()
-	_, err = tx.ExecContext(short, "INSERT INTO interrupted WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c LIMIT 1000000000) SELECT x FROM c")
+	_, err := tx.ExecContext(short, "INSERT INTO interrupted WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c LIMIT 1000000000) SELECT x FROM c")
 	if err == nil {
 		t.Fatal("a billion-row insert finished within 50 ms; the test cannot interrupt it")
 	}

@@ -9,9 +9,7 @@ import (
 	"net"
 	"os"
 	"os/exec"
-	"os/user"
 	"path/filepath"
-	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -20,6 +18,7 @@ import (
 	"time"
 
 	"github.com/sqlinbox/inbox"
+	"github.com/sqlinbox/inbox/inboxtest"
 	"github.com/sqlinbox/inbox/outcome"
 )
 
@@ -173,8 +172,7 @@ func TestFaultsKilledConnections(t *testing.T) {
 			continue // no server connections to kill: see TestFaultsSQLiteBusy
 		}
 		for _, transactional := range []bool{true, false} {
-			mode := map[bool]string{true: "tx", false: "plain"}[transactional]
-			tests = append(tests, subtest{c.name() + "-" + mode, func(t *testing.T) {
+			tests = append(tests, subtest{c.name() + "-" + txMode(transactional), func(t *testing.T) {
 				faultKilledConnections(t, c, transactional)
 			}})
 		}
@@ -267,12 +265,12 @@ func faultKilledConnections(t *testing.T, c cell, transactional bool) {
 	})
 	logs := &faultLog{t: t}
 	stop := runConsumer(t, db, run.form(c.newForm(t, tbl)), h, &inbox.Config{
-		Queue: "q", Workers: 3, Transactional: transactional, Logger: logs.Logger(),
+		Queue: "q", Workers: 3, Transactional: transactional, Logger: logs.Logger(slog.LevelInfo),
 	})
 	waitDrained(t, c, admin, tbl)
 	stop()
 
-	if !logs.has("level=ERROR") && !logs.has("level=WARN") {
+	if !logs.Contains("level=ERROR") && !logs.Contains("level=WARN") {
 		t.Error("the consumer logged nothing about the killed connections")
 	}
 	run.checkSettledOnce(t, c, admin, tbl, audit)
@@ -385,12 +383,12 @@ func TestFaultsSQLiteBusy(t *testing.T) {
 	block(3 * time.Second)
 	run.struck("claim")
 	logs := &faultLog{t: t}
-	stop := runConsumer(t, db, run.form(c.newForm(t, tbl)), h, &inbox.Config{Queue: "q", Workers: 3, Logger: logs.Logger()})
+	stop := runConsumer(t, db, run.form(c.newForm(t, tbl)), h, &inbox.Config{Queue: "q", Workers: 3, Logger: logs.Logger(slog.LevelInfo)})
 	waitDrained(t, c, admin, tbl)
 	stop()
 
 	for _, want := range []string{"claim failed", "claims succeed again", "SQLITE_BUSY"} {
-		if !logs.has(want) {
+		if !logs.Contains(want) {
 			t.Errorf("the consumer's log does not mention %q", want)
 		}
 	}
@@ -410,8 +408,7 @@ func TestFaultsKilledAtOpen(t *testing.T) {
 		tests = append(tests, subtest{c.name(), func(t *testing.T) {
 			dsn := c.dsn(t)
 			admin := c.openDSN(t, dsn, 4)
-			tbl := fullTable(tableName(t))
-			c.b.createTable(t, admin, tbl)
+			tbl := c.b.newTable(t, admin, fullTable)
 			c.publish(t, admin, tbl, inbox.Message{Queue: "q"})
 			var once sync.Once
 			on := func(ev hookEvent) {
@@ -512,37 +509,21 @@ func privatePostgres(t *testing.T) *privateServer {
 		t.Skip("a private Postgres needs root and the Debian postgresql package (/usr/lib/postgresql/*/bin)")
 	}
 	bin := filepath.Dir(bins[len(bins)-1])
-	u, err := user.Lookup("postgres")
-	if err != nil {
-		t.Skipf("a private Postgres needs the postgres system user: %v", err)
-	}
-	uid, _ := strconv.Atoi(u.Uid)
-	dir, err := os.MkdirTemp("", "inbox-pg-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
-	if err := os.Chown(dir, uid, -1); err != nil {
-		t.Fatal(err)
-	}
-	run := func(args ...string) error {
-		out, err := exec.Command("runuser", append([]string{"-u", "postgres", "--"}, args...)...).CombinedOutput()
-		if err != nil {
-			return fmt.Errorf("%s: %v: %s", strings.Join(args, " "), err, out)
-		}
-		return nil
-	}
+	uid, gid := systemUser(t, "postgres")
+	dir := ownedTempDir(t, "inbox-pg-", uid, gid)
 	data := filepath.Join(dir, "data")
-	if err := run(filepath.Join(bin, "initdb"), "-D", data, "-A", "trust", "-U", "postgres", "-N"); err != nil {
+	if err := asPostgres(filepath.Join(bin, "initdb"), "-D", data, "-A", "trust", "-U", "postgres", "-N"); err != nil {
 		t.Fatal(err)
 	}
 	s := &privateServer{name: "postgres", dir: dir, port: freePort(t), restarted: make(chan struct{})}
 	s.dsn = fmt.Sprintf("postgres://postgres@127.0.0.1:%d/postgres?sslmode=disable&connect_timeout=2", s.port)
 	opts := fmt.Sprintf("-p %d -k %s -c listen_addresses=127.0.0.1 -c fsync=off -c max_connections=60", s.port, dir)
 	s.start = func() error {
-		return run(filepath.Join(bin, "pg_ctl"), "-D", data, "-o", opts, "-l", filepath.Join(dir, "log"), "-w", "start")
+		return asPostgres(filepath.Join(bin, "pg_ctl"), "-D", data, "-o", opts, "-l", filepath.Join(dir, "log"), "-w", "start")
 	}
-	s.crash = func() error { return run(filepath.Join(bin, "pg_ctl"), "-D", data, "-m", "immediate", "-w", "stop") }
+	s.crash = func() error {
+		return asPostgres(filepath.Join(bin, "pg_ctl"), "-D", data, "-m", "immediate", "-w", "stop")
+	}
 	if err := s.start(); err != nil {
 		t.Fatal(err)
 	}
@@ -677,8 +658,7 @@ func restartCell(t *testing.T, c cell, s *privateServer, unflushedAcks bool) {
 	defer open() // a cell that fails before it handles a row holds no other back
 	const rows = 60
 	admin := c.openDSN(t, s.dsn, 4)
-	tbl := fullTable(tableName(t))
-	c.b.createTable(t, admin, tbl)
+	tbl := c.b.newTable(t, admin, fullTable)
 	side, audit := tbl.Name+"_side", tbl.Name+"_audit"
 	c.createSide(t, admin, side)
 	c.createAudit(t, admin, tbl, audit)
@@ -709,13 +689,13 @@ func restartCell(t *testing.T, c cell, s *privateServer, unflushedAcks bool) {
 	logs := &faultLog{t: t}
 	stop := runConsumer(t, db, c.newForm(t, tbl), h, &inbox.Config{
 		Queue: "q", Workers: 3, Transactional: c.transactional, UnflushedAcks: unflushedAcks, PollInterval: 100 * time.Millisecond,
-		Logger: slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelInfo})),
+		Logger: logs.Logger(slog.LevelInfo),
 	})
 	<-s.restarted
 	waitDrained(t, c, admin, tbl)
 	stop()
 	for _, want := range []string{"claim failed", "claims succeed again"} {
-		if !logs.has(want) {
+		if !logs.Contains(want) {
 			t.Errorf("the consumer's log through the server's crash does not mention %q", want)
 		}
 	}
@@ -766,13 +746,13 @@ func TestFaultsSQLiteLeaseExtendInTransaction(t *testing.T) {
 		return outcome.Ack()
 	})
 	logs := &faultLog{t: t}
-	stop := runConsumer(t, db, c.newForm(t, tbl), h, &inbox.Config{Queue: "q", Transactional: true, Logger: logs.Logger()})
+	stop := runConsumer(t, db, c.newForm(t, tbl), h, &inbox.Config{Queue: "q", Transactional: true, Logger: logs.Logger(slog.LevelInfo)})
 	waitFor(t, 30*time.Second, "the row to settle", func() bool {
 		return len(c.ids(t, db, tbl, c.q(t, tbl.ProcessedAt)+" IS NOT NULL")) == 1
 	})
 	settled := time.Now()
 	stop()
-	if logs.has("extending a hold failed") {
+	if logs.Contains("extending a hold failed") {
 		t.Error("the lease extension failed while the delivery's own transaction held the write lock")
 	}
 	if wait := settled.Sub(time.Unix(0, returned.Load())); wait > cellLease {
@@ -799,7 +779,7 @@ func TestFaultsSQLiteLeaseExtendInterrupted(t *testing.T) {
 		return outcome.Drop()
 	})
 	logs := &faultLog{t: t}
-	stop := runConsumer(t, db, c.newForm(t, tbl), h, &inbox.Config{Queue: "q", Transactional: true, Logger: logs.Logger()})
+	stop := runConsumer(t, db, c.newForm(t, tbl), h, &inbox.Config{Queue: "q", Transactional: true, Logger: logs.Logger(slog.LevelInfo)})
 	<-started
 	// Another writer holds the lock across the extension due at half the lease, and past the
 	// extension's deadline of another half lease.
@@ -844,17 +824,16 @@ const killLoopStall = 5 * time.Second
 
 // killLoopResult is one line of the kill loop's table.
 type killLoopResult struct {
-	cell, unit string
-	rows       int
-	rounds     int           // rounds of kills
-	killed     int           // sessions killed (SQLite: connections severed)
-	left       int           // rows unsettled when the kills stopped
-	drained    time.Duration // from the end of the kills until the last row settled
-	stranded   int           // rows unsettled when the drain stalled
-	leaked     int           // server transactions open on the pools once the consumers stopped
-	lost       int           // rows settled without a delivery
-	twice      int           // rows delivered more than once
-	errors     int           // ERROR and WARN lines the consumers logged
+	rows     int
+	rounds   int           // rounds of kills
+	killed   int           // sessions killed (SQLite: connections severed)
+	left     int           // rows unsettled when the kills stopped
+	drained  time.Duration // from the end of the kills until the last row settled
+	stranded int           // rows unsettled when the drain stalled
+	leaked   int           // server transactions open on the pools once the consumers stopped
+	lost     int           // rows settled without a delivery
+	twice    int           // rows delivered more than once
+	errors   int           // ERROR and WARN lines the consumers logged
 }
 
 // TestKillLoop kills every server session of two consumers' pools (pg_terminate_backend,
@@ -871,33 +850,23 @@ type killLoopResult struct {
 // open, and fails that call and every later one, as a killed connection would.
 func TestKillLoop(t *testing.T) {
 	plan := killLoopPlanFromEnv()
-	var (
-		collected collector[killLoopResult]
-		tests     []subtest
-	)
-	for _, c := range cells(t) {
-		for _, batch := range []int{0, 16} {
-			unit := "single"
-			if batch > 0 {
-				unit = fmt.Sprintf("batch%d", batch)
-			}
-			tests = append(tests, subtest{c.name() + "-" + unit, func(t *testing.T) {
-				r := killLoopCell(t, c, batch, plan)
-				r.cell, r.unit = c.name(), unit
-				collected.add(r)
-			}})
+	unit := func(batch int) string {
+		if batch > 0 {
+			return fmt.Sprintf("batch%d", batch)
 		}
+		return "single"
 	}
-	runConcurrently(t, 4, tests)
-	results := collected.all()
-	slices.SortFunc(results, func(a, b killLoopResult) int { return strings.Compare(a.cell+a.unit, b.cell+b.unit) })
+	runs := matrix(t, []int{0, 16}, unit, func(t *testing.T, c cell, batch int) killLoopResult {
+		return killLoopCell(t, c, batch, plan)
+	})
 	var b strings.Builder
 	fmt.Fprintf(&b, "kill loop: every session of 2 consumers × 4 workers killed every %v for %v (SQLite: connections severed), %d rows\n", plan.every, plan.kills, plan.rows)
 	fmt.Fprintf(&b, "%-18s %-7s %5s %6s %6s %5s %8s %8s %6s %4s %5s %6s\n",
 		"cell", "unit", "rows", "rounds", "killed", "left", "drained", "stranded", "leaked", "lost", "twice", "logged")
-	for _, r := range results {
+	for _, run := range runs {
+		r := run.r
 		fmt.Fprintf(&b, "%-18s %-7s %5d %6d %6d %5d %8s %8d %6d %4d %5d %6d\n",
-			r.cell, r.unit, r.rows, r.rounds, r.killed, r.left, r.drained.Round(10*time.Millisecond), r.stranded, r.leaked, r.lost, r.twice, r.errors)
+			run.cell, run.variant, r.rows, r.rounds, r.killed, r.left, r.drained.Round(10*time.Millisecond), r.stranded, r.leaked, r.lost, r.twice, r.errors)
 	}
 	b.WriteString("left: unsettled when the kills stopped; drained: from then until the last row settled; stranded: unsettled once no row settled for 5 s;\n")
 	b.WriteString("leaked: server transactions still open on the pools' connections once the consumers stopped; twice: rows delivered more than once\n")
@@ -908,8 +877,7 @@ func TestKillLoop(t *testing.T) {
 func killLoopCell(t *testing.T, c cell, batch int, plan killLoopPlan) killLoopResult {
 	dsn := c.dsn(t)
 	admin := c.openDSN(t, dsn, 2)
-	tbl := fullTable(tableName(t))
-	c.b.createTable(t, admin, tbl)
+	tbl := c.b.newTable(t, admin, fullTable)
 	c.publish(t, admin, tbl, messages("q", plan.rows)...)
 
 	// The handlers take long enough that the drain, unhindered, would last most of the kills,
@@ -934,7 +902,7 @@ func killLoopCell(t *testing.T, c cell, batch int, plan killLoopPlan) killLoopRe
 		mu.Unlock()
 		time.Sleep(pace)
 	}
-	logs := &logBuffer{}
+	logs := &inboxtest.Log{}
 	var (
 		pools []*hooks
 		stops []func()
@@ -950,7 +918,7 @@ func killLoopCell(t *testing.T, c cell, batch int, plan killLoopPlan) killLoopRe
 		pools = append(pools, h)
 		cfg := &inbox.Config{
 			Queue: "q", Workers: workers, PollInterval: cellPoll,
-			Logger: slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelWarn})),
+			Logger: logs.Logger(slog.LevelWarn),
 		}
 		var cons *inbox.Consumer
 		if batch > 0 {
@@ -1009,7 +977,7 @@ func killLoopCell(t *testing.T, c cell, batch int, plan killLoopPlan) killLoopRe
 		}
 		t.Errorf("%d rows stranded: still unsettled %v after the kills stopped, none settled for %v; the server's open transactions of the consumers' sessions:\n%s",
 			left, time.Since(stopped).Round(time.Second), killLoopStall, strings.Join(open, "\n"))
-		t.Logf("the consumers' last log lines:\n%s", logs.last(10))
+		t.Logf("the consumers' last log lines:\n%s", lastLines(logs.String(), 10))
 	}
 
 	// Stopped, the consumers hold nothing: a transaction still open on a session of their pools
@@ -1044,7 +1012,7 @@ func killLoopCell(t *testing.T, c cell, batch int, plan killLoopPlan) killLoopRe
 			r.twice++
 		}
 	}
-	r.errors = logs.lines()
+	r.errors = logs.Lines()
 	return r
 }
 
@@ -1167,8 +1135,7 @@ func TestFaultsFailedEndDiscardsConnection(t *testing.T) {
 				ctx := context.Background()
 				dsn := c.dsn(t)
 				admin := c.openDSN(t, dsn, 2)
-				tbl := fullTable(tableName(t))
-				c.b.createTable(t, admin, tbl)
+				tbl := c.b.newTable(t, admin, fullTable)
 				c.publish(t, admin, tbl, inbox.Message{Queue: "q"})
 
 				db, pool, err := hookedDB(c.b, dsn, nil)

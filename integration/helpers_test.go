@@ -1,10 +1,11 @@
 package integration
 
 import (
-	"bytes"
 	"context"
 	"database/sql"
+	"io"
 	"log/slog"
+	"os/exec"
 	"slices"
 	"strings"
 	"sync"
@@ -12,12 +13,15 @@ import (
 	"time"
 
 	"github.com/sqlinbox/inbox"
+	"github.com/sqlinbox/inbox/inboxtest"
 	"github.com/sqlinbox/inbox/outcome"
 )
 
 // The helpers every test file shares: forms opened for a test, claims and settlements that fail
-// the test on an error, the ids of deliveries, waits, consumers run for a test, and logs a test
-// reads. The database side (backends, pools, tables, publishing) is in backend_test.go.
+// the test on an error, the ids of deliveries, calls run side by side, waits, consumers run for
+// a test (and until their table is drained), child processes, and logs a test reads. The
+// database side (backends, pools, tables, publishing, queries) is in backend_test.go; the cells
+// and the suites run on each are in conformance_test.go.
 
 // openForm opens f on db for q and closes it when the test ends; an error of either fails the
 // test.
@@ -51,11 +55,24 @@ const claimTimeout = 10 * time.Second
 // claim claims up to max rows, failing the test on an error.
 func claim(t testing.TB, f inbox.Form, max int) []*inbox.Delivery {
 	t.Helper()
+	return claimed(t, "Claim", f.Claim, max)
+}
+
+// claimBatch claims a batch of up to max rows, failing the test on an error.
+func claimBatch(t testing.TB, f inbox.BatchForm, max int) []*inbox.Delivery {
+	t.Helper()
+	return claimed(t, "ClaimBatch", f.ClaimBatch, max)
+}
+
+// claimed returns what the claim call (Claim or ClaimBatch, named by what) of up to max rows
+// returns within claimTimeout, failing the test on an error.
+func claimed(t testing.TB, what string, call func(context.Context, int) ([]*inbox.Delivery, error), max int) []*inbox.Delivery {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), claimTimeout)
 	defer cancel()
-	ds, err := f.Claim(ctx, max)
+	ds, err := call(ctx, max)
 	if err != nil {
-		t.Fatalf("Claim(%d): %v", max, err)
+		t.Fatalf("%s(%d): %v", what, max, err)
 	}
 	return ds
 }
@@ -63,9 +80,21 @@ func claim(t testing.TB, f inbox.Form, max int) []*inbox.Delivery {
 // claimN claims up to max rows and fails the test unless it gets n of them.
 func claimN(t testing.TB, f inbox.Form, max, n int) []*inbox.Delivery {
 	t.Helper()
-	ds := claim(t, f, max)
+	return claimedN(t, "", claim(t, f, max), n)
+}
+
+// claimBatchN claims a batch of up to max rows and fails the test unless it gets n of them.
+func claimBatchN(t testing.TB, f inbox.BatchForm, max, n int) []*inbox.Delivery {
+	t.Helper()
+	return claimedN(t, "a batch of ", claimBatch(t, f, max), n)
+}
+
+// claimedN returns ds, failing the test unless it holds n rows; unit ("a batch of ") says what
+// was claimed, for the message.
+func claimedN(t testing.TB, unit string, ds []*inbox.Delivery, n int) []*inbox.Delivery {
+	t.Helper()
 	if len(ds) != n {
-		t.Fatalf("claimed %d rows %v, want %d", len(ds), deliveryIDs(ds), n)
+		t.Fatalf("claimed %s%d rows %v, want %d", unit, len(ds), deliveryIDs(ds), n)
 	}
 	return ds
 }
@@ -79,28 +108,6 @@ func claimRow(t testing.TB, f inbox.Form, max int, id int64, why string) *inbox.
 		t.Fatalf("claimed %v, want row %d %s", deliveryIDs(ds), id, why)
 	}
 	return ds[0]
-}
-
-// claimBatch claims a batch of up to max rows, failing the test on an error.
-func claimBatch(t testing.TB, f inbox.BatchForm, max int) []*inbox.Delivery {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), claimTimeout)
-	defer cancel()
-	ds, err := f.ClaimBatch(ctx, max)
-	if err != nil {
-		t.Fatalf("ClaimBatch(%d): %v", max, err)
-	}
-	return ds
-}
-
-// claimBatchN claims a batch of up to max rows and fails the test unless it gets n of them.
-func claimBatchN(t testing.TB, f inbox.BatchForm, max, n int) []*inbox.Delivery {
-	t.Helper()
-	ds := claimBatch(t, f, max)
-	if len(ds) != n {
-		t.Fatalf("claimed a batch of %d rows %v, want %d", len(ds), deliveryIDs(ds), n)
-	}
-	return ds
 }
 
 // settle settles d with o, failing the test on an error.
@@ -204,18 +211,11 @@ func (c *rowCounts) add(ds ...*inbox.Delivery) {
 	}
 }
 
-// sum returns how many were counted, over every row.
-func (c *rowCounts) sum() int {
+// counted returns how many were counted over every row, and how many rows were.
+func (c *rowCounts) counted() (total, rows int) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return c.total
-}
-
-// distinct returns how many rows were counted.
-func (c *rowCounts) distinct() int {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return len(c.byID)
+	return c.total, len(c.byID)
 }
 
 // checkOnce fails the test unless rows rows were counted, each once; what says what was counted
@@ -253,6 +253,31 @@ func (c *collector[R]) all() []R {
 	return slices.Clone(c.rs)
 }
 
+// atMost calls do(0) … do(n-1), each on a goroutine of its own, up to limit at once, and returns
+// once every call has.
+func atMost(limit, n int, do func(i int)) {
+	sem := make(chan struct{}, limit)
+	var wg sync.WaitGroup
+	for i := range n {
+		sem <- struct{}{}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			do(i)
+		}()
+	}
+	wg.Wait()
+}
+
+// txMode names a test's mode: "tx" in transactional mode, "plain" outside it.
+func txMode(transactional bool) string {
+	if transactional {
+		return "tx"
+	}
+	return "plain"
+}
+
 // eventually tests cond every 20 ms until it holds, and reports whether it did within limit.
 func eventually(limit time.Duration, cond func() bool) bool {
 	deadline := time.Now().Add(limit)
@@ -273,6 +298,25 @@ func waitFor(t testing.TB, limit time.Duration, what string, cond func() bool) {
 	}
 }
 
+// drainTable runs the consumers until tbl has no row left to process (no row at all, where it
+// has no processed_at column), failing the test after limit (what names the wait), and stops
+// them before it returns.
+func drainTable(t *testing.T, b backend, db *sql.DB, tbl inbox.Table, limit time.Duration, what string, cs ...*inbox.Consumer) {
+	t.Helper()
+	var stops []func()
+	for _, c := range cs {
+		stops = append(stops, startConsumer(t, c))
+	}
+	left := ""
+	if tbl.ProcessedAt != "" {
+		left = b.q(t, tbl.ProcessedAt) + " IS NULL"
+	}
+	waitFor(t, limit, what, func() bool { return b.countRows(t, db, tbl, left) == 0 })
+	for _, stop := range stops {
+		stop()
+	}
+}
+
 // newConsumer builds a consumer of f on db that hands each row to h: one row per delivery, or,
 // with batch > 0, in batches of up to batch rows, the rows of a batch handed to h in turn.
 func newConsumer(t testing.TB, db *sql.DB, f inbox.Form, batch int, h inbox.Handler, cfg *inbox.Config) *inbox.Consumer {
@@ -280,14 +324,27 @@ func newConsumer(t testing.TB, db *sql.DB, f inbox.Form, batch int, h inbox.Hand
 	if batch == 0 {
 		return inbox.NewConsumer(db, f, h, cfg)
 	}
-	bh := inbox.BatchHandlerFunc(func(ctx context.Context, ds []*inbox.Delivery) []outcome.Outcome {
+	return consumerOf(t, db, f, batch, func(ctx context.Context, ds ...*inbox.Delivery) []outcome.Outcome {
 		outs := make([]outcome.Outcome, len(ds))
 		for i, d := range ds {
 			outs[i] = h.Handle(ctx, d)
 		}
 		return outs
-	})
-	return inbox.NewBatchConsumer(db, batchForm(t, f), batch, bh, cfg)
+	}, cfg)
+}
+
+// consumerOf builds a consumer of f on db whose deliveries handle settles, one outcome per row:
+// one row per delivery, or, with batch > 0, batches of up to batch rows.
+func consumerOf(t testing.TB, db *sql.DB, f inbox.Form, batch int, handle func(ctx context.Context, ds ...*inbox.Delivery) []outcome.Outcome, cfg *inbox.Config) *inbox.Consumer {
+	t.Helper()
+	if batch == 0 {
+		return inbox.NewConsumer(db, f, inbox.HandlerFunc(func(ctx context.Context, d *inbox.Delivery) outcome.Outcome {
+			return handle(ctx, d)[0]
+		}), cfg)
+	}
+	return inbox.NewBatchConsumer(db, batchForm(t, f), batch, inbox.BatchHandlerFunc(func(ctx context.Context, ds []*inbox.Delivery) []outcome.Outcome {
+		return handle(ctx, ds...)
+	}), cfg)
 }
 
 // startConsumer runs cons until the returned stop is called (or the test ends); stop cancels
@@ -354,50 +411,37 @@ type writerFunc func(p []byte) (int, error)
 
 func (f writerFunc) Write(p []byte) (int, error) { return f(p) }
 
-// logBuffer is a log a test can read, safe for the concurrent writes of loggers.
-type logBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
+// startPiped starts cmd with its stdout to be read from the returned pipe and its stderr
+// gathered in a log the test can read while cmd runs.
+func startPiped(cmd *exec.Cmd) (stdout io.ReadCloser, stderr *inboxtest.Log, err error) {
+	stderr = &inboxtest.Log{}
+	cmd.Stderr = stderr
+	if stdout, err = cmd.StdoutPipe(); err != nil {
+		return nil, nil, err
+	}
+	return stdout, stderr, cmd.Start()
 }
 
-func (l *logBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.buf.Write(p)
-}
-
-func (l *logBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.buf.String()
-}
-
-// has reports whether the log holds s.
-func (l *logBuffer) has(s string) bool { return strings.Contains(l.String(), s) }
-
-// lines counts the lines written.
-func (l *logBuffer) lines() int { return strings.Count(l.String(), "\n") }
-
-// last returns the last n lines written.
-func (l *logBuffer) last(n int) string {
-	lines := strings.Split(strings.TrimSuffix(l.String(), "\n"), "\n")
+// lastLines returns the last n lines of log.
+func lastLines(log string, n int) string {
+	lines := strings.Split(strings.TrimSuffix(log, "\n"), "\n")
 	return strings.Join(lines[max(0, len(lines)-n):], "\n")
 }
 
-// Logger returns a text logger, at Info and above, that writes to l.
-func (l *logBuffer) Logger() *slog.Logger { return slog.New(slog.NewTextHandler(l, nil)) }
-
-// faultLog is a logBuffer that also passes each line to the test's log, for the tests that
-// read a consumer's log and show it.
+// faultLog is a log a test reads that also passes each line to the test's log, for the tests
+// that read a consumer's log and show it.
 type faultLog struct {
 	t *testing.T
-	logBuffer
+	inboxtest.Log
 }
 
 func (l *faultLog) Write(p []byte) (int, error) {
 	l.t.Log(strings.TrimSpace(string(p)))
-	return l.logBuffer.Write(p)
+	return l.Log.Write(p)
 }
 
-// Logger returns a text logger, at Info and above, that writes to l (and so to the test's log).
-func (l *faultLog) Logger() *slog.Logger { return slog.New(slog.NewTextHandler(l, nil)) }
+// Logger returns a text logger of the records at level and above, written to l (and so to the
+// test's log); the embedded Log's would write past l.Write.
+func (l *faultLog) Logger(level slog.Level) *slog.Logger {
+	return slog.New(slog.NewTextHandler(l, &slog.HandlerOptions{Level: level}))
+}

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/sqlinbox/inbox"
+	"github.com/sqlinbox/inbox/inboxtest"
 	"github.com/sqlinbox/inbox/outcome"
 )
 
@@ -33,8 +34,7 @@ func TestLeaseSQLiteWriteContention(t *testing.T) {
 	}
 	const rows = 3000
 	dbs := c.openDBs(t, 4, 6)
-	tbl := fullTable(tableName(t))
-	c.b.createTable(t, dbs[0], tbl)
+	tbl := c.b.newTable(t, dbs[0], fullTable)
 	mustExec(t, dbs[0], "CREATE TABLE IF NOT EXISTS app_writes (n INTEGER)")
 	msgs := make([]inbox.Message, rows)
 	for i := range msgs {
@@ -58,10 +58,10 @@ func TestLeaseSQLiteWriteContention(t *testing.T) {
 		defer rec.end(d)
 		return outcome.Ack()
 	})
-	var logs logBuffer
+	var logs inboxtest.Log
 	var stops []func()
 	for _, db := range dbs[:3] {
-		stops = append(stops, runConsumer(t, db, c.newFormLease(t, tbl, time.Second), h, &inbox.Config{Queue: "q", Workers: 4, Logger: slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))}))
+		stops = append(stops, runConsumer(t, db, c.newFormLease(t, tbl, time.Second), h, &inbox.Config{Queue: "q", Workers: 4, Logger: logs.Logger(slog.LevelDebug)}))
 	}
 	waitFor(t, 3*time.Minute, "the rows to be drained", func() bool {
 		return len(c.ids(t, dbs[0], tbl, c.q(t, tbl.ProcessedAt)+" IS NULL")) == 0

@@ -30,11 +30,7 @@ func postgresBackend(t *testing.T) backend {
 // leaseSQL is the lease form's statement builder over tbl on b, as the form quotes it.
 func leaseSQL(t *testing.T, b backend, tbl inbox.Table) sqltext.Lease {
 	t.Helper()
-	q, err := tbl.Quote(b.dialect)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return sqltext.New(b.dialect.Caps(), sqltext.Table(q)).Lease(b.q(t, "locked_until"))
+	return formSQL(t, b, tbl).Lease(b.q(t, "locked_until"))
 }
 
 // syncCommitAfter runs query with args inside an explicit transaction, which then commits, and
@@ -176,27 +172,18 @@ func TestLeaseClaimPlansOnce(t *testing.T) {
 			}
 		}
 	}
-	rows, err := db.Query("SELECT statement, generic_plans, custom_plans FROM pg_prepared_statements WHERE statement LIKE 'WITH inbox_lease_pick%' ORDER BY statement")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rows.Close()
-	var claims int
-	for rows.Next() {
-		var text string
-		var generic, custom int64
-		if err := rows.Scan(&text, &generic, &custom); err != nil {
-			t.Fatal(err)
-		}
+	var (
+		claims          int
+		text            string
+		generic, custom int64
+	)
+	forRows(t, db, "SELECT statement, generic_plans, custom_plans FROM pg_prepared_statements WHERE statement LIKE 'WITH inbox_lease_pick%' ORDER BY statement", nil, func() {
 		claims++
 		t.Logf("generic plans %d, custom plans %d: %s", generic, custom, text)
 		if generic+custom != runs || generic < runs/2 {
 			t.Errorf("the claim ran %d times, %d of them on a generic plan: want %d runs and the server's plan kept after the first custom ones", generic+custom, generic, runs)
 		}
-	}
-	if err := rows.Err(); err != nil {
-		t.Fatal(err)
-	}
+	}, &text, &generic, &custom)
 	if claims != 2 {
 		t.Errorf("%d claim statements prepared, want one per size (1 and 3)", claims)
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"log/slog"
 	"slices"
 	"strings"
 	"sync"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/sqlinbox/inbox"
 	"github.com/sqlinbox/inbox/dialect"
+	"github.com/sqlinbox/inbox/inboxtest"
 	"github.com/sqlinbox/inbox/isolation"
 	"github.com/sqlinbox/inbox/lease"
 	"github.com/sqlinbox/inbox/outcome"
@@ -24,22 +26,6 @@ func leaseForm(t *testing.T, b backend, db *sql.DB, tbl inbox.Table, cfg *lease.
 	return openForm(t, lease.New(b.dialect, tbl, cfg), db, q)
 }
 
-// leaseDrain runs the consumers until tbl is empty, failing the test after timeout (what names
-// the wait), and stops them before it returns.
-func leaseDrain(t *testing.T, b backend, db *sql.DB, tbl inbox.Table, timeout time.Duration, what string, cs ...*inbox.Consumer) {
-	t.Helper()
-	var stops []func()
-	for _, c := range cs {
-		stops = append(stops, startConsumer(t, c))
-	}
-	waitFor(t, timeout, what, func() bool {
-		return count(t, db, "SELECT COUNT(*) FROM "+b.q(t, tbl.Name)) == 0
-	})
-	for _, stop := range stops {
-		stop()
-	}
-}
-
 // withAttempt is the minimal table with an attempt column: ack deletes, no retry_after.
 func withAttempt(name string) inbox.Table {
 	tbl := minimalTable(name)
@@ -48,433 +34,409 @@ func withAttempt(name string) inbox.Table {
 }
 
 // leaseContended publishes rows rows to a fresh table with an attempt column and opens two lease
-// forms of a one-second lease over it, as two consumers contending for them.
-func leaseContended(t *testing.T, b backend, rows int) (*sql.DB, inbox.Table, *lease.Form[dialect.Dialect], *lease.Form[dialect.Dialect]) {
+// forms of a one-second lease over it, as two consumers contending for them: mine for queue q,
+// theirs for the default queue.
+func leaseContended(t *testing.T, b backend, rows int, q inbox.Queue) (db *sql.DB, tbl inbox.Table, mine, theirs *lease.Form[dialect.Dialect]) {
 	t.Helper()
-	db, tbl := b.openTable(t, 0, withAttempt)
+	db, tbl = b.openTable(t, 0, withAttempt)
 	b.enqueue(t, db, tbl, messages("", rows)...)
 	cfg := &lease.Config{Lease: time.Second}
-	return db, tbl, leaseForm(t, b, db, tbl, cfg, inbox.Queue{}), leaseForm(t, b, db, tbl, cfg, inbox.Queue{})
+	return db, tbl, leaseForm(t, b, db, tbl, cfg, q), leaseForm(t, b, db, tbl, cfg, inbox.Queue{})
+}
+
+// batchTaken claims a batch of n rows with mine, lets the batch's one-second lease run out and
+// has theirs take k of its rows.
+func batchTaken(t *testing.T, mine, theirs inbox.BatchForm, n, k int) (batch, taken []*inbox.Delivery) {
+	t.Helper()
+	batch = claimBatchN(t, mine, 16, n)
+	time.Sleep(1200 * time.Millisecond)
+	return batch, claimN(t, theirs, k, k)
 }
 
 func TestLeaseOutcomesProcessedAt(t *testing.T) {
-	for _, b := range backends(t, true) {
-		t.Run(b.name, func(t *testing.T) {
-			db, tbl := b.openTable(t, 0, fullTable)
-			for range 5 {
-				b.enqueue(t, db, tbl, inbox.Message{Queue: "q", Payload: []byte("p")})
-			}
-			f := leaseForm(t, b, db, tbl, nil, inbox.Queue{Name: "q"})
-			ds := claimN(t, f, 10, 5)
-			ack, drop, retry, later, released := ds[0], ds[1], ds[2], ds[3], ds[4]
-			settle(t, f, ack, outcome.Ack())
-			settle(t, f, drop, outcome.Drop())
-			settle(t, f, retry, outcome.Retry())
-			settle(t, f, later, outcome.RetryAfter(time.Hour))
-			release(t, f, released)
+	forEachBackend(t, backends(t, true), func(t *testing.T, b backend) {
+		db, tbl := b.openTable(t, 0, fullTable)
+		for range 5 {
+			b.enqueue(t, db, tbl, inbox.Message{Queue: "q", Payload: []byte("p")})
+		}
+		f := leaseForm(t, b, db, tbl, nil, inbox.Queue{Name: "q"})
+		ds := claimN(t, f, 10, 5)
+		ack, drop, retry, later, released := ds[0], ds[1], ds[2], ds[3], ds[4]
+		settle(t, f, ack, outcome.Ack())
+		settle(t, f, drop, outcome.Drop())
+		settle(t, f, retry, outcome.Retry())
+		settle(t, f, later, outcome.RetryAfter(time.Hour))
+		release(t, f, released)
 
-			name, ph := b.q(t, tbl.Name), b.dialect.Placeholder(1)
-			if n := count(t, db, "SELECT COUNT(*) FROM "+name); n != 5 {
-				t.Errorf("%d rows left, want all 5 (ack and drop stamp processed_at)", n)
+		name, ph := b.q(t, tbl.Name), b.dialect.Placeholder(1)
+		if n := count(t, db, "SELECT COUNT(*) FROM "+name); n != 5 {
+			t.Errorf("%d rows left, want all 5 (ack and drop stamp processed_at)", n)
+		}
+		if n := count(t, db, "SELECT COUNT(*) FROM "+name+" WHERE processed_at IS NOT NULL AND locked_until IS NULL"); n != 2 {
+			t.Errorf("%d rows stamped processed_at with the lease cleared, want 2 (ack, drop)", n)
+		}
+		if n := count(t, db, "SELECT COUNT(*) FROM "+name+" WHERE retry_after > "+ph, b.dialect.Time(time.Now().Add(50*time.Minute))); n != 1 {
+			t.Errorf("%d rows with retry_after an hour ahead, want 1", n)
+		}
+		if n := count(t, db, "SELECT COUNT(*) FROM "+name+" WHERE locked_until IS NOT NULL"); n != 0 {
+			t.Errorf("%d rows still leased after every outcome, want 0", n)
+		}
+		again := claimN(t, f, 10, 2)
+		if got, want := deliveryIDs(again), []int64{retry.ID, released.ID}; !slices.Equal(got, want) {
+			t.Errorf("claimed %v again, want the retried and released rows %v", got, want)
+		}
+		for _, d := range again {
+			if d.Attempt != 2 {
+				t.Errorf("row %d: attempt %d on its second delivery, want 2", d.ID, d.Attempt)
 			}
-			if n := count(t, db, "SELECT COUNT(*) FROM "+name+" WHERE processed_at IS NOT NULL AND locked_until IS NULL"); n != 2 {
-				t.Errorf("%d rows stamped processed_at with the lease cleared, want 2 (ack, drop)", n)
-			}
-			if n := count(t, db, "SELECT COUNT(*) FROM "+name+" WHERE retry_after > "+ph, b.dialect.Time(time.Now().Add(50*time.Minute))); n != 1 {
-				t.Errorf("%d rows with retry_after an hour ahead, want 1", n)
-			}
-			if n := count(t, db, "SELECT COUNT(*) FROM "+name+" WHERE locked_until IS NOT NULL"); n != 0 {
-				t.Errorf("%d rows still leased after every outcome, want 0", n)
-			}
-			again := claimN(t, f, 10, 2)
-			if got, want := deliveryIDs(again), []int64{retry.ID, released.ID}; !slices.Equal(got, want) {
-				t.Errorf("claimed %v again, want the retried and released rows %v", got, want)
-			}
-			for _, d := range again {
-				if d.Attempt != 2 {
-					t.Errorf("row %d: attempt %d on its second delivery, want 2", d.ID, d.Attempt)
-				}
-			}
-		})
-	}
+		}
+	})
 }
 
 func TestLeaseOutcomesDelete(t *testing.T) {
-	for _, b := range backends(t, true) {
-		t.Run(b.name, func(t *testing.T) {
-			db, tbl := b.openTable(t, 0, withAttempt)
-			for range 4 {
-				b.enqueue(t, db, tbl, inbox.Message{Payload: []byte("p")})
-			}
-			var log logBuffer
-			f := leaseForm(t, b, db, tbl, nil, inbox.Queue{Logger: log.Logger()})
-			ds := claimN(t, f, 10, 4)
-			settle(t, f, ds[0], outcome.Ack())
-			settle(t, f, ds[1], outcome.Drop())
-			settle(t, f, ds[2], outcome.Retry())
-			settle(t, f, ds[3], outcome.RetryAfter(time.Hour))
+	forEachBackend(t, backends(t, true), func(t *testing.T, b backend) {
+		db, tbl := b.openTable(t, 0, withAttempt)
+		for range 4 {
+			b.enqueue(t, db, tbl, inbox.Message{Payload: []byte("p")})
+		}
+		var log inboxtest.Log
+		f := leaseForm(t, b, db, tbl, nil, inbox.Queue{Logger: log.Logger(slog.LevelInfo)})
+		ds := claimN(t, f, 10, 4)
+		settle(t, f, ds[0], outcome.Ack())
+		settle(t, f, ds[1], outcome.Drop())
+		settle(t, f, ds[2], outcome.Retry())
+		settle(t, f, ds[3], outcome.RetryAfter(time.Hour))
 
-			name := b.q(t, tbl.Name)
-			if n := count(t, db, "SELECT COUNT(*) FROM "+name); n != 2 {
-				t.Errorf("%d rows left, want 2 (ack and drop delete)", n)
-			}
-			if !strings.Contains(log.String(), "retry_after") || !strings.Contains(log.String(), tbl.Name) {
-				t.Errorf("RetryAfter without a retry_after column logged %q; want a warning naming the table", log.String())
-			}
-			again := claimN(t, f, 10, 2)
-			if got, want := deliveryIDs(again), []int64{ds[2].ID, ds[3].ID}; !slices.Equal(got, want) {
-				t.Errorf("claimed %v again, want %v (RetryAfter without the column retries at once)", got, want)
-			}
-		})
-	}
+		name := b.q(t, tbl.Name)
+		if n := count(t, db, "SELECT COUNT(*) FROM "+name); n != 2 {
+			t.Errorf("%d rows left, want 2 (ack and drop delete)", n)
+		}
+		if !log.Contains("retry_after") || !log.Contains(tbl.Name) {
+			t.Errorf("RetryAfter without a retry_after column logged %q; want a warning naming the table", log.String())
+		}
+		again := claimN(t, f, 10, 2)
+		if got, want := deliveryIDs(again), []int64{ds[2].ID, ds[3].ID}; !slices.Equal(got, want) {
+			t.Errorf("claimed %v again, want %v (RetryAfter without the column retries at once)", got, want)
+		}
+	})
 }
 
 func TestLeaseAttempts(t *testing.T) {
-	for _, b := range backends(t, true) {
-		t.Run(b.name, func(t *testing.T) {
-			db, tbl := b.openTable(t, 0, withAttempt)
-			b.enqueue(t, db, tbl, inbox.Message{Payload: []byte("p")})
-			f := leaseForm(t, b, db, tbl, nil, inbox.Queue{})
-			for want, give := range []func(*inbox.Delivery){
-				func(d *inbox.Delivery) { settle(t, f, d, outcome.Retry()) },
-				func(d *inbox.Delivery) {
-					release(t, f, d)
-				},
-				func(d *inbox.Delivery) { settle(t, f, d, outcome.RetryAfter(0)) },
-				func(d *inbox.Delivery) { settle(t, f, d, outcome.Ack()) },
-			} {
-				d := claimN(t, f, 1, 1)[0]
-				if d.Attempt != want+1 {
-					t.Fatalf("delivery %d reads attempt %d, want %d", want+1, d.Attempt, want+1)
-				}
-				if n := count(t, db, "SELECT attempt FROM "+b.q(t, tbl.Name)); n != want+1 {
-					t.Fatalf("the row's attempt column holds %d on delivery %d", n, want+1)
-				}
-				give(d)
+	forEachBackend(t, backends(t, true), func(t *testing.T, b backend) {
+		db, tbl := b.openTable(t, 0, withAttempt)
+		b.enqueue(t, db, tbl, inbox.Message{Payload: []byte("p")})
+		f := leaseForm(t, b, db, tbl, nil, inbox.Queue{})
+		for want, give := range []func(*inbox.Delivery){
+			func(d *inbox.Delivery) { settle(t, f, d, outcome.Retry()) },
+			func(d *inbox.Delivery) {
+				release(t, f, d)
+			},
+			func(d *inbox.Delivery) { settle(t, f, d, outcome.RetryAfter(0)) },
+			func(d *inbox.Delivery) { settle(t, f, d, outcome.Ack()) },
+		} {
+			d := claimN(t, f, 1, 1)[0]
+			if d.Attempt != want+1 {
+				t.Fatalf("delivery %d reads attempt %d, want %d", want+1, d.Attempt, want+1)
 			}
+			if n := count(t, db, "SELECT attempt FROM "+b.q(t, tbl.Name)); n != want+1 {
+				t.Fatalf("the row's attempt column holds %d on delivery %d", n, want+1)
+			}
+			give(d)
+		}
 
-			// Without an attempt column every delivery reads 0.
-			plain := minimalTable(tableName(t) + "p")
-			b.createTable(t, db, plain)
-			b.enqueue(t, db, plain, inbox.Message{Payload: []byte("p")})
-			g := leaseForm(t, b, db, plain, nil, inbox.Queue{})
-			if d := claimN(t, g, 1, 1)[0]; d.Attempt != 0 {
-				t.Errorf("attempt %d on a table without an attempt column, want 0", d.Attempt)
-			}
-		})
-	}
+		// Without an attempt column every delivery reads 0.
+		plain := minimalTable(tableName(t) + "p")
+		b.createTable(t, db, plain)
+		b.enqueue(t, db, plain, inbox.Message{Payload: []byte("p")})
+		g := leaseForm(t, b, db, plain, nil, inbox.Queue{})
+		if d := claimN(t, g, 1, 1)[0]; d.Attempt != 0 {
+			t.Errorf("attempt %d on a table without an attempt column, want 0", d.Attempt)
+		}
+	})
 }
 
 func TestLeaseOrder(t *testing.T) {
-	for _, b := range backends(t, true) {
-		t.Run(b.name, func(t *testing.T) {
-			db, tbl := b.openTable(t, 0, fullTable)
-			for _, m := range []inbox.Message{
-				{Queue: "b", Priority: 0},                   // 1: another queue
-				{Queue: "a", Priority: 5},                   // 2
-				{Queue: "a", Priority: 1},                   // 3
-				{Queue: "a", Priority: 1},                   // 4
-				{Queue: "a", Priority: 3},                   // 5
-				{Queue: "a", Priority: 0, Delay: time.Hour}, // 6: not due
-			} {
-				m.Payload = []byte(m.Queue)
-				b.enqueue(t, db, tbl, m)
+	forEachBackend(t, backends(t, true), func(t *testing.T, b backend) {
+		db, tbl := b.openTable(t, 0, fullTable)
+		for _, m := range []inbox.Message{
+			{Queue: "b", Priority: 0},                   // 1: another queue
+			{Queue: "a", Priority: 5},                   // 2
+			{Queue: "a", Priority: 1},                   // 3
+			{Queue: "a", Priority: 1},                   // 4
+			{Queue: "a", Priority: 3},                   // 5
+			{Queue: "a", Priority: 0, Delay: time.Hour}, // 6: not due
+		} {
+			m.Payload = []byte(m.Queue)
+			b.enqueue(t, db, tbl, m)
+		}
+		a := leaseForm(t, b, db, tbl, nil, inbox.Queue{Name: "a"})
+		ds := claimN(t, a, 10, 4)
+		if got, want := deliveryIDs(ds), []int64{3, 4, 5, 2}; !slices.Equal(got, want) {
+			t.Errorf("queue a claimed %v, want %v (priority, then id; the delayed row and queue b's left)", got, want)
+		}
+		for _, d := range ds {
+			if d.Queue != "a" {
+				t.Errorf("row %d of group %q claimed by queue a", d.ID, d.Queue)
 			}
-			a := leaseForm(t, b, db, tbl, nil, inbox.Queue{Name: "a"})
-			ds := claimN(t, a, 10, 4)
-			if got, want := deliveryIDs(ds), []int64{3, 4, 5, 2}; !slices.Equal(got, want) {
-				t.Errorf("queue a claimed %v, want %v (priority, then id; the delayed row and queue b's left)", got, want)
-			}
-			for _, d := range ds {
-				if d.Queue != "a" {
-					t.Errorf("row %d of group %q claimed by queue a", d.ID, d.Queue)
-				}
-			}
-			other := leaseForm(t, b, db, tbl, nil, inbox.Queue{Name: "b"})
-			if got := deliveryIDs(claimN(t, other, 10, 1)); got[0] != 1 {
-				t.Errorf("queue b claimed %v, want [1]", got)
-			}
-		})
-	}
+		}
+		other := leaseForm(t, b, db, tbl, nil, inbox.Queue{Name: "b"})
+		if got := deliveryIDs(claimN(t, other, 10, 1)); got[0] != 1 {
+			t.Errorf("queue b claimed %v, want [1]", got)
+		}
+	})
 }
 
 func TestLeaseExpiredLeaseIsTaken(t *testing.T) {
-	for _, b := range backends(t, true) {
-		t.Run(b.name, func(t *testing.T) {
-			ctx := context.Background()
-			db, tbl, first, second := leaseContended(t, b, 1)
+	forEachBackend(t, backends(t, true), func(t *testing.T, b backend) {
+		ctx := context.Background()
+		db, tbl, first, second := leaseContended(t, b, 1, inbox.Queue{})
 
-			mine := claimN(t, first, 1, 1)[0]
-			claimN(t, second, 1, 0)
-			time.Sleep(1200 * time.Millisecond)
-			theirs := claimN(t, second, 1, 1)[0]
-			if theirs.ID != mine.ID || theirs.Attempt != 2 {
-				t.Fatalf("second consumer claimed row %d attempt %d, want row %d attempt 2", theirs.ID, theirs.Attempt, mine.ID)
-			}
+		mine := claimN(t, first, 1, 1)[0]
+		claimN(t, second, 1, 0)
+		time.Sleep(1200 * time.Millisecond)
+		theirs := claimN(t, second, 1, 1)[0]
+		if theirs.ID != mine.ID || theirs.Attempt != 2 {
+			t.Fatalf("second consumer claimed row %d attempt %d, want row %d attempt 2", theirs.ID, theirs.Attempt, mine.ID)
+		}
 
-			if err := first.Extend(ctx, mine); !errors.Is(err, inbox.ErrLeaseLost) {
-				t.Errorf("Extend of a taken lease: %v, want ErrLeaseLost", err)
-			}
-			err := first.Settle(ctx, mine, outcome.Ack())
-			if !errors.Is(err, inbox.ErrLeaseLost) || !strings.Contains(err.Error(), tbl.Name) {
-				t.Fatalf("Settle of a taken lease: %v, want ErrLeaseLost naming table %s", err, tbl.Name)
-			}
-			if n := count(t, db, "SELECT COUNT(*) FROM "+b.q(t, tbl.Name)); n != 1 {
-				t.Fatalf("the lost ack changed the table: %d rows, want 1", n)
-			}
-			settle(t, second, theirs, outcome.Ack())
-			if n := count(t, db, "SELECT COUNT(*) FROM "+b.q(t, tbl.Name)); n != 0 {
-				t.Errorf("the holder's ack left %d rows", n)
-			}
-		})
-	}
+		if err := first.Extend(ctx, mine); !errors.Is(err, inbox.ErrLeaseLost) {
+			t.Errorf("Extend of a taken lease: %v, want ErrLeaseLost", err)
+		}
+		err := first.Settle(ctx, mine, outcome.Ack())
+		if !errors.Is(err, inbox.ErrLeaseLost) || !strings.Contains(err.Error(), tbl.Name) {
+			t.Fatalf("Settle of a taken lease: %v, want ErrLeaseLost naming table %s", err, tbl.Name)
+		}
+		if n := b.countRows(t, db, tbl, ""); n != 1 {
+			t.Fatalf("the lost ack changed the table: %d rows, want 1", n)
+		}
+		settle(t, second, theirs, outcome.Ack())
+		if n := b.countRows(t, db, tbl, ""); n != 0 {
+			t.Errorf("the holder's ack left %d rows", n)
+		}
+	})
 }
 
 func TestLeaseExtendKeepsRow(t *testing.T) {
-	for _, b := range backends(t, true) {
-		t.Run(b.name, func(t *testing.T) {
-			db, tbl, holder, other := leaseContended(t, b, 1)
+	forEachBackend(t, backends(t, true), func(t *testing.T, b backend) {
+		db, tbl, holder, other := leaseContended(t, b, 1, inbox.Queue{})
 
-			d := claimN(t, holder, 1, 1)[0]
-			for start := time.Now(); time.Since(start) < 3*time.Second; {
-				time.Sleep(300 * time.Millisecond)
-				if err := holder.Extend(context.Background(), d); err != nil {
-					t.Fatalf("Extend after %v: %v", time.Since(start), err)
-				}
-				claimN(t, other, 1, 0)
+		d := claimN(t, holder, 1, 1)[0]
+		for start := time.Now(); time.Since(start) < 3*time.Second; {
+			time.Sleep(300 * time.Millisecond)
+			if err := holder.Extend(context.Background(), d); err != nil {
+				t.Fatalf("Extend after %v: %v", time.Since(start), err)
 			}
-			settle(t, holder, d, outcome.Ack())
-			if n := count(t, db, "SELECT COUNT(*) FROM "+b.q(t, tbl.Name)); n != 0 {
-				t.Errorf("%d rows after the ack of an extended lease, want 0", n)
-			}
-		})
-	}
+			claimN(t, other, 1, 0)
+		}
+		settle(t, holder, d, outcome.Ack())
+		if n := b.countRows(t, db, tbl, ""); n != 0 {
+			t.Errorf("%d rows after the ack of an extended lease, want 0", n)
+		}
+	})
 }
 
 func TestLeaseTransactional(t *testing.T) {
-	for _, b := range backends(t, true) {
-		t.Run(b.name, func(t *testing.T) {
-			ctx := context.Background()
-			db, tbl := b.openTable(t, 0, withAttempt)
-			side := b.scratchTable(t, db, tbl.Name+"_side", "n INT")
-			name := b.q(t, tbl.Name)
-			write := func(d *inbox.Delivery, n string) {
-				t.Helper()
-				if d.Tx == nil {
-					t.Fatal("no Delivery.Tx in transactional mode")
-				}
-				if _, err := d.Tx.ExecContext(ctx, "INSERT INTO "+side+" (n) VALUES ("+n+")"); err != nil {
-					t.Fatal(err)
-				}
+	forEachBackend(t, backends(t, true), func(t *testing.T, b backend) {
+		ctx := context.Background()
+		db, tbl := b.openTable(t, 0, withAttempt)
+		side := b.scratchTable(t, db, tbl.Name+"_side", "n INT")
+		name := b.q(t, tbl.Name)
+		write := func(d *inbox.Delivery, n string) {
+			t.Helper()
+			if d.Tx == nil {
+				t.Fatal("no Delivery.Tx in transactional mode")
 			}
-			cfg := &lease.Config{Lease: time.Second}
-			f := leaseForm(t, b, db, tbl, cfg, inbox.Queue{Transactional: true})
+			if _, err := d.Tx.ExecContext(ctx, "INSERT INTO "+side+" (n) VALUES ("+n+")"); err != nil {
+				t.Fatal(err)
+			}
+		}
+		cfg := &lease.Config{Lease: time.Second}
+		f := leaseForm(t, b, db, tbl, cfg, inbox.Queue{Transactional: true})
 
-			// Ack commits the handler's write with the settlement. The transaction outlives the
-			// claim's context, as a consumer's claim context ends when the claim returns.
-			b.enqueue(t, db, tbl, inbox.Message{Payload: []byte("ack")})
-			claimCtx, endClaim := context.WithCancel(ctx)
-			ds, err := f.Claim(claimCtx, 1)
-			endClaim()
-			if err != nil || len(ds) != 1 {
-				t.Fatalf("Claim: %v, %v", ds, err)
-			}
-			d := ds[0]
-			write(d, "1")
-			settle(t, f, d, outcome.Ack())
-			if n := count(t, db, "SELECT COUNT(*) FROM "+side+" WHERE n = 1"); n != 1 {
-				t.Errorf("the acked handler's write: %d rows, want 1", n)
-			}
-			if n := count(t, db, "SELECT COUNT(*) FROM "+name); n != 0 {
-				t.Errorf("the acked row is still there")
-			}
+		// Ack commits the handler's write with the settlement. The transaction outlives the
+		// claim's context, as a consumer's claim context ends when the claim returns.
+		b.enqueue(t, db, tbl, inbox.Message{Payload: []byte("ack")})
+		claimCtx, endClaim := context.WithCancel(ctx)
+		ds, err := f.Claim(claimCtx, 1)
+		endClaim()
+		if err != nil || len(ds) != 1 {
+			t.Fatalf("Claim: %v, %v", ds, err)
+		}
+		d := ds[0]
+		write(d, "1")
+		settle(t, f, d, outcome.Ack())
+		if n := count(t, db, "SELECT COUNT(*) FROM "+side+" WHERE n = 1"); n != 1 {
+			t.Errorf("the acked handler's write: %d rows, want 1", n)
+		}
+		if n := count(t, db, "SELECT COUNT(*) FROM "+name); n != 0 {
+			t.Errorf("the acked row is still there")
+		}
 
-			// Retry rolls the handler's write back and still settles the row.
-			b.enqueue(t, db, tbl, inbox.Message{Payload: []byte("retry")})
-			d = claimN(t, f, 1, 1)[0]
-			write(d, "2")
-			settle(t, f, d, outcome.Retry())
-			if n := count(t, db, "SELECT COUNT(*) FROM "+side+" WHERE n = 2"); n != 0 {
-				t.Errorf("the retried handler's write landed")
-			}
-			d = claimN(t, f, 1, 1)[0]
-			if d.Attempt != 2 {
-				t.Errorf("retried row redelivered with attempt %d, want 2", d.Attempt)
-			}
-			settle(t, f, d, outcome.Drop())
+		// Retry rolls the handler's write back and still settles the row.
+		b.enqueue(t, db, tbl, inbox.Message{Payload: []byte("retry")})
+		d = claimN(t, f, 1, 1)[0]
+		write(d, "2")
+		settle(t, f, d, outcome.Retry())
+		if n := count(t, db, "SELECT COUNT(*) FROM "+side+" WHERE n = 2"); n != 0 {
+			t.Errorf("the retried handler's write landed")
+		}
+		d = claimN(t, f, 1, 1)[0]
+		if d.Attempt != 2 {
+			t.Errorf("retried row redelivered with attempt %d, want 2", d.Attempt)
+		}
+		settle(t, f, d, outcome.Drop())
 
-			// An ack whose lease was taken rolls the handler's write back and changes nothing.
-			b.enqueue(t, db, tbl, inbox.Message{Payload: []byte("lost")})
-			d = claimN(t, f, 1, 1)[0]
-			time.Sleep(1200 * time.Millisecond)
-			other := leaseForm(t, b, db, tbl, cfg, inbox.Queue{})
-			theirs := claimN(t, other, 1, 1)[0]
-			write(d, "3")
-			if err := f.Settle(ctx, d, outcome.Ack()); !errors.Is(err, inbox.ErrLeaseLost) {
-				t.Fatalf("transactional ack of a taken lease: %v, want ErrLeaseLost", err)
-			}
-			if n := count(t, db, "SELECT COUNT(*) FROM "+side+" WHERE n = 3"); n != 0 {
-				t.Errorf("the write of a handler whose lease was lost landed")
-			}
-			if n := count(t, db, "SELECT COUNT(*) FROM "+name); n != 1 {
-				t.Errorf("the lost ack changed the table: %d rows, want 1", n)
-			}
-			settle(t, other, theirs, outcome.Ack())
-		})
-	}
+		// An ack whose lease was taken rolls the handler's write back and changes nothing.
+		b.enqueue(t, db, tbl, inbox.Message{Payload: []byte("lost")})
+		d = claimN(t, f, 1, 1)[0]
+		time.Sleep(1200 * time.Millisecond)
+		other := leaseForm(t, b, db, tbl, cfg, inbox.Queue{})
+		theirs := claimN(t, other, 1, 1)[0]
+		write(d, "3")
+		if err := f.Settle(ctx, d, outcome.Ack()); !errors.Is(err, inbox.ErrLeaseLost) {
+			t.Fatalf("transactional ack of a taken lease: %v, want ErrLeaseLost", err)
+		}
+		if n := count(t, db, "SELECT COUNT(*) FROM "+side+" WHERE n = 3"); n != 0 {
+			t.Errorf("the write of a handler whose lease was lost landed")
+		}
+		if n := count(t, db, "SELECT COUNT(*) FROM "+name); n != 1 {
+			t.Errorf("the lost ack changed the table: %d rows, want 1", n)
+		}
+		settle(t, other, theirs, outcome.Ack())
+	})
 }
 
 // TestLeaseTransactionalSQLiteOneAtATime: in immediate mode a second delivery's transaction
 // would wait for the first's write lock, held until its handler runs, so a claim takes one.
 func TestLeaseTransactionalSQLiteOneAtATime(t *testing.T) {
-	for _, b := range backends(t, true) {
-		if b.name != "sqlite" {
-			continue
-		}
-		t.Run(b.name, func(t *testing.T) {
-			db, tbl := b.openTable(t, 0, withAttempt)
-			b.enqueue(t, db, tbl, inbox.Message{Payload: []byte("1")}, inbox.Message{Payload: []byte("2")})
-			b.dialect = dialect.SQLite[isolation.Immediate]{}
-			f := leaseForm(t, b, db, tbl, nil, inbox.Queue{Transactional: true})
-			for _, want := range []int64{1, 2} {
-				d := claimN(t, f, 5, 1)[0]
-				if d.ID != want {
-					t.Fatalf("claimed row %d, want %d", d.ID, want)
-				}
-				settle(t, f, d, outcome.Ack())
+	forEachBackend(t, onlyBackends(t, "sqlite"), func(t *testing.T, b backend) {
+		db, tbl := b.openTable(t, 0, withAttempt)
+		b.enqueue(t, db, tbl, inbox.Message{Payload: []byte("1")}, inbox.Message{Payload: []byte("2")})
+		b.dialect = dialect.SQLite[isolation.Immediate]{}
+		f := leaseForm(t, b, db, tbl, nil, inbox.Queue{Transactional: true})
+		for _, want := range []int64{1, 2} {
+			d := claimN(t, f, 5, 1)[0]
+			if d.ID != want {
+				t.Fatalf("claimed row %d, want %d", d.ID, want)
 			}
-		})
-	}
+			settle(t, f, d, outcome.Ack())
+		}
+	})
 }
 
 func TestLeaseTransactionalStrictPostgres(t *testing.T) {
-	for _, b := range backends(t, false) {
-		if b.name != "postgres" {
-			continue
-		}
-		t.Run(b.name, func(t *testing.T) {
-			db, tbl := b.openTable(t, 0, minimalTable)
-			for _, d := range []dialect.Dialect{dialect.Postgres[isolation.RepeatableRead]{}, dialect.Postgres[isolation.Serializable]{}} {
-				_, err := lease.New(d, tbl, nil).Open(context.Background(), db, inbox.Queue{Transactional: true})
-				if !errors.Is(err, inbox.ErrDialect) || !strings.Contains(err.Error(), tbl.Name) || !strings.Contains(err.Error(), string(d.Level())) {
-					t.Errorf("transactional lease at %s: %v, want ErrDialect naming the table and the level", d.Level(), err)
-				}
-				f := lease.New(d, tbl, nil)
-				if _, err := f.Open(context.Background(), db, inbox.Queue{}); err != nil {
-					t.Errorf("lease at %s without transactional mode: %v", d.Level(), err)
-				}
-				f.Close()
+	forEachBackend(t, onlyBackends(t, "postgres"), func(t *testing.T, b backend) {
+		db, tbl := b.openTable(t, 0, minimalTable)
+		for _, d := range []dialect.Dialect{dialect.Postgres[isolation.RepeatableRead]{}, dialect.Postgres[isolation.Serializable]{}} {
+			_, err := lease.New(d, tbl, nil).Open(context.Background(), db, inbox.Queue{Transactional: true})
+			if !errors.Is(err, inbox.ErrDialect) || !strings.Contains(err.Error(), tbl.Name) || !strings.Contains(err.Error(), string(d.Level())) {
+				t.Errorf("transactional lease at %s: %v, want ErrDialect naming the table and the level", d.Level(), err)
 			}
-		})
-	}
+			f := lease.New(d, tbl, nil)
+			if _, err := f.Open(context.Background(), db, inbox.Queue{}); err != nil {
+				t.Errorf("lease at %s without transactional mode: %v", d.Level(), err)
+			}
+			f.Close()
+		}
+	})
 }
 
 func TestLeaseSchema(t *testing.T) {
-	for _, b := range backends(t, true) {
-		t.Run(b.name, func(t *testing.T) {
-			ctx := context.Background()
-			db, tbl := b.openTable(t, 0, minimalTable)
+	forEachBackend(t, backends(t, true), func(t *testing.T, b backend) {
+		ctx := context.Background()
+		db, tbl := b.openTable(t, 0, minimalTable)
 
-			missing := withAttempt(tbl.Name) // the table has no attempt column
-			_, err := lease.New(b.dialect, missing, nil).Open(ctx, db, inbox.Queue{})
-			if !errors.Is(err, inbox.ErrSchema) || !strings.Contains(err.Error(), tbl.Name) || !strings.Contains(err.Error(), "claim") {
-				t.Errorf("Open with a missing column: %v, want ErrSchema naming the table and the statement", err)
-			}
-			_, err = lease.New(b.dialect, tbl, &lease.Config{Column: "leased_until"}).Open(ctx, db, inbox.Queue{})
-			if !errors.Is(err, inbox.ErrSchema) || !strings.Contains(err.Error(), tbl.Name) {
-				t.Errorf("Open with a missing lease column: %v, want ErrSchema naming the table", err)
-			}
-			_, err = lease.New(b.dialect, tbl, &lease.Config{Lease: 1500 * time.Millisecond}).Open(ctx, db, inbox.Queue{})
-			if err == nil || !strings.Contains(err.Error(), tbl.Name) || !strings.Contains(err.Error(), "lease.Config.Lease") {
-				t.Errorf("Open with a 1.5 s lease: %v, want an error naming the table and lease.Config.Lease", err)
-			}
+		missing := withAttempt(tbl.Name) // the table has no attempt column
+		_, err := lease.New(b.dialect, missing, nil).Open(ctx, db, inbox.Queue{})
+		if !errors.Is(err, inbox.ErrSchema) || !strings.Contains(err.Error(), tbl.Name) || !strings.Contains(err.Error(), "claim") {
+			t.Errorf("Open with a missing column: %v, want ErrSchema naming the table and the statement", err)
+		}
+		_, err = lease.New(b.dialect, tbl, &lease.Config{Column: "leased_until"}).Open(ctx, db, inbox.Queue{})
+		if !errors.Is(err, inbox.ErrSchema) || !strings.Contains(err.Error(), tbl.Name) {
+			t.Errorf("Open with a missing lease column: %v, want ErrSchema naming the table", err)
+		}
+		_, err = lease.New(b.dialect, tbl, &lease.Config{Lease: 1500 * time.Millisecond}).Open(ctx, db, inbox.Queue{})
+		if err == nil || !strings.Contains(err.Error(), tbl.Name) || !strings.Contains(err.Error(), "lease.Config.Lease") {
+			t.Errorf("Open with a 1.5 s lease: %v, want an error naming the table and lease.Config.Lease", err)
+		}
 
-			if b.name == "mysql" || b.name == "mariadb" {
-				b.scratchTable(t, db, tbl.Name+"_s", "id BIGINT AUTO_INCREMENT PRIMARY KEY, payload LONGBLOB, locked_until DATETIME NULL")
-				_, err := lease.New(b.dialect, minimalTable(tbl.Name+"_s"), nil).Open(ctx, db, inbox.Queue{})
-				if !errors.Is(err, inbox.ErrSchema) || !strings.Contains(err.Error(), "DATETIME(6)") || !strings.Contains(err.Error(), tbl.Name+"_s") {
-					t.Errorf("Open with a DATETIME lease column: %v, want ErrSchema asking for DATETIME(6)", err)
-				}
+		if b.name == "mysql" || b.name == "mariadb" {
+			b.scratchTable(t, db, tbl.Name+"_s", "id BIGINT AUTO_INCREMENT PRIMARY KEY, payload LONGBLOB, locked_until DATETIME NULL")
+			_, err := lease.New(b.dialect, minimalTable(tbl.Name+"_s"), nil).Open(ctx, db, inbox.Queue{})
+			if !errors.Is(err, inbox.ErrSchema) || !strings.Contains(err.Error(), "DATETIME(6)") || !strings.Contains(err.Error(), tbl.Name+"_s") {
+				t.Errorf("Open with a DATETIME lease column: %v, want ErrSchema asking for DATETIME(6)", err)
 			}
-		})
-	}
+		}
+	})
 }
 
 func TestLeaseClose(t *testing.T) {
-	for _, b := range backends(t, true) {
-		t.Run(b.name, func(t *testing.T) {
-			ctx := context.Background()
-			db, tbl := b.openTable(t, 0, withAttempt)
-			b.enqueue(t, db, tbl, inbox.Message{Payload: []byte("1")}, inbox.Message{Payload: []byte("2")})
-			f := leaseForm(t, b, db, tbl, nil, inbox.Queue{Transactional: true})
-			ds := append(claimN(t, f, 1, 1), claimN(t, f, 1, 1)...) // each with its transaction open
-			if err := f.Close(); err != nil {
-				t.Fatal(err)
-			}
-			other := leaseForm(t, b, db, tbl, nil, inbox.Queue{})
-			claimN(t, other, 2, 2) // Close gave both rows back
+	forEachBackend(t, backends(t, true), func(t *testing.T, b backend) {
+		ctx := context.Background()
+		db, tbl := b.openTable(t, 0, withAttempt)
+		b.enqueue(t, db, tbl, inbox.Message{Payload: []byte("1")}, inbox.Message{Payload: []byte("2")})
+		f := leaseForm(t, b, db, tbl, nil, inbox.Queue{Transactional: true})
+		ds := append(claimN(t, f, 1, 1), claimN(t, f, 1, 1)...) // each with its transaction open
+		if err := f.Close(); err != nil {
+			t.Fatal(err)
+		}
+		other := leaseForm(t, b, db, tbl, nil, inbox.Queue{})
+		claimN(t, other, 2, 2) // Close gave both rows back
 
-			if _, err := f.Claim(ctx, 1); !errors.Is(err, inbox.ErrClosed) {
-				t.Errorf("Claim after Close: %v, want ErrClosed", err)
-			}
-			if err := f.Extend(ctx, ds[0]); !errors.Is(err, inbox.ErrClosed) {
-				t.Errorf("Extend after Close: %v, want ErrClosed", err)
-			}
-			if err := f.Settle(ctx, ds[0], outcome.Ack()); !errors.Is(err, inbox.ErrClosed) {
-				t.Errorf("Settle after Close: %v, want ErrClosed", err)
-			}
-		})
-	}
+		if _, err := f.Claim(ctx, 1); !errors.Is(err, inbox.ErrClosed) {
+			t.Errorf("Claim after Close: %v, want ErrClosed", err)
+		}
+		if err := f.Extend(ctx, ds[0]); !errors.Is(err, inbox.ErrClosed) {
+			t.Errorf("Extend after Close: %v, want ErrClosed", err)
+		}
+		if err := f.Settle(ctx, ds[0], outcome.Ack()); !errors.Is(err, inbox.ErrClosed) {
+			t.Errorf("Settle after Close: %v, want ErrClosed", err)
+		}
+	})
 }
 
 func TestLeaseConsumerLongHandler(t *testing.T) {
-	for _, b := range backends(t, true) {
-		t.Run(b.name, func(t *testing.T) {
-			dbs := b.openDBs(t, 2, 16)
-			db1, db2 := dbs[0], dbs[1]
-			tbl := withAttempt(tableName(t))
-			b.createTable(t, db1, tbl)
-			b.enqueue(t, db1, tbl, inbox.Message{Payload: []byte("slow")})
+	forEachBackend(t, backends(t, true), func(t *testing.T, b backend) {
+		dbs := b.openDBs(t, 2, 16)
+		db1, db2 := dbs[0], dbs[1]
+		tbl := b.newTable(t, db1, withAttempt)
+		b.enqueue(t, db1, tbl, inbox.Message{Payload: []byte("slow")})
 
-			var calls atomic.Int32
-			h := inbox.HandlerFunc(func(ctx context.Context, d *inbox.Delivery) outcome.Outcome {
-				calls.Add(1)
-				time.Sleep(3 * time.Second)
-				return outcome.Ack()
-			})
-			cfg := &inbox.Config{Retry: inbox.RetryAtOnce, Workers: 2, PollInterval: 50 * time.Millisecond, Logger: testLogger(t)}
-			lc := &lease.Config{Lease: time.Second}
-			leaseDrain(t, b, db1, tbl, 20*time.Second, "the slow handler's ack",
-				inbox.NewConsumer(db1, lease.New(b.dialect, tbl, lc), h, cfg),
-				inbox.NewConsumer(db2, lease.New(b.dialect, tbl, lc), h, cfg))
-			if n := calls.Load(); n != 1 {
-				t.Errorf("a handler running 3x its lease was called %d times, want once", n)
-			}
+		var calls atomic.Int32
+		h := inbox.HandlerFunc(func(ctx context.Context, d *inbox.Delivery) outcome.Outcome {
+			calls.Add(1)
+			time.Sleep(3 * time.Second)
+			return outcome.Ack()
 		})
-	}
+		cfg := &inbox.Config{Retry: inbox.RetryAtOnce, Workers: 2, PollInterval: 50 * time.Millisecond, Logger: testLogger(t)}
+		lc := &lease.Config{Lease: time.Second}
+		drainTable(t, b, db1, tbl, 20*time.Second, "the slow handler's ack",
+			inbox.NewConsumer(db1, lease.New(b.dialect, tbl, lc), h, cfg),
+			inbox.NewConsumer(db2, lease.New(b.dialect, tbl, lc), h, cfg))
+		if n := calls.Load(); n != 1 {
+			t.Errorf("a handler running 3x its lease was called %d times, want once", n)
+		}
+	})
 }
 
 func TestLeaseConsumersDrain(t *testing.T) {
 	const rows = 2000
-	for _, b := range backends(t, true) {
-		t.Run(b.name, func(t *testing.T) {
-			dbs := b.openDBs(t, 2, 16)
-			tbl := withAttempt(tableName(t))
-			b.createTable(t, dbs[0], tbl)
-			b.enqueue(t, dbs[0], tbl, messages("", rows)...)
+	forEachBackend(t, backends(t, true), func(t *testing.T, b backend) {
+		dbs := b.openDBs(t, 2, 16)
+		tbl := b.newTable(t, dbs[0], withAttempt)
+		b.enqueue(t, dbs[0], tbl, messages("", rows)...)
 
-			var calls rowCounts
-			h := inbox.HandlerFunc(func(ctx context.Context, d *inbox.Delivery) outcome.Outcome {
-				calls.add(d)
-				return outcome.Ack()
-			})
-			cfg := &inbox.Config{Retry: inbox.RetryAtOnce, Workers: 4, PollInterval: 20 * time.Millisecond, Logger: testLogger(t)}
-			leaseDrain(t, b, dbs[0], tbl, 3*time.Minute, "the table to drain",
-				inbox.NewConsumer(dbs[0], lease.New(b.dialect, tbl, nil), h, cfg),
-				inbox.NewConsumer(dbs[1], lease.New(b.dialect, tbl, nil), h, cfg))
-			calls.checkOnce(t, "handled", rows)
+		var calls rowCounts
+		h := inbox.HandlerFunc(func(ctx context.Context, d *inbox.Delivery) outcome.Outcome {
+			calls.add(d)
+			return outcome.Ack()
 		})
-	}
+		cfg := &inbox.Config{Retry: inbox.RetryAtOnce, Workers: 4, PollInterval: 20 * time.Millisecond, Logger: testLogger(t)}
+		drainTable(t, b, dbs[0], tbl, 3*time.Minute, "the table to drain",
+			inbox.NewConsumer(dbs[0], lease.New(b.dialect, tbl, nil), h, cfg),
+			inbox.NewConsumer(dbs[1], lease.New(b.dialect, tbl, nil), h, cfg))
+		calls.checkOnce(t, "handled", rows)
+	})
 }
 
 // TestLeaseSQLiteClaimsFromTwoPools claims from one SQLite file through two pools, as two
@@ -484,8 +446,7 @@ func TestLeaseConsumersDrain(t *testing.T) {
 func TestLeaseSQLiteClaimsFromTwoPools(t *testing.T) {
 	b := backendNamed("sqlite", "")
 	dbs := b.openDBs(t, 2, 16)
-	tbl := withAttempt(tableName(t))
-	b.createTable(t, dbs[0], tbl)
+	tbl := b.newTable(t, dbs[0], withAttempt)
 	const rows = 400
 	b.enqueue(t, dbs[0], tbl, messages("", rows)...)
 
@@ -540,8 +501,7 @@ func TestLeaseLostCancelsTheHandler(t *testing.T) {
 			t.Run(name, func(t *testing.T) {
 				dbs := b.openDBs(t, 2, 16)
 				db1, db2 := dbs[0], dbs[1]
-				tbl := fullTable(tableName(t))
-				b.createTable(t, db1, tbl)
+				tbl := b.newTable(t, db1, fullTable)
 				b.enqueue(t, db1, tbl, inbox.Message{Queue: "q"})
 				cfg := &lease.Config{Lease: time.Second}
 

@@ -5,20 +5,15 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/sqlinbox/inbox"
+	"github.com/sqlinbox/inbox/inboxtest"
 	"github.com/sqlinbox/inbox/outcome"
 )
-
-// lifecycleTable is the full table with the failure lifecycle's columns.
-func lifecycleTable(name string) inbox.Table {
-	t := fullTable(name)
-	t.DeadAt, t.LastError = "dead_at", "last_error"
-	return t
-}
 
 // lifecyclePolicy is the suite's short retry policy: waits of [5, 10) ms, [10, 20) ms, [20, 40)
 // ms, then [40, 80) ms.
@@ -89,26 +84,25 @@ func lifecycleRow(t *testing.T, c cell, db *sql.DB, tbl inbox.Table, id int64) (
 // without retry_after refused with the default policy; and an ack the database always refuses
 // backs off (defect 5).
 func TestLifecycle(t *testing.T) {
-	var tests []subtest
-	for _, c := range cells(t) {
-		tests = append(tests, subtest{c.name(), func(t *testing.T) {
-			for _, m := range lifecycleModes(c) {
-				t.Run("dies/"+m.String(), func(t *testing.T) { lifecycleDies(t, c, m) })
-				t.Run("refused ack backs off/"+m.String(), func(t *testing.T) { lifecycleRefusedAck(t, c, m) })
-			}
-			t.Run("fail and drop", func(t *testing.T) { lifecycleFailDrop(t, c) })
-			t.Run("error adapter", func(t *testing.T) { lifecycleAdapter(t, c) })
-			t.Run("no retry_after refused", func(t *testing.T) { lifecycleRefused(t, c) })
-		}})
-	}
-	runConcurrently(t, 4, tests)
+	runSuite(t, func(c cell) []cellTest {
+		var tests []cellTest
+		for _, m := range lifecycleModes(c) {
+			tests = append(tests,
+				cellTest{"dies/" + m.String(), func(t *testing.T, c cell) { lifecycleDies(t, c, m) }},
+				cellTest{"refused ack backs off/" + m.String(), func(t *testing.T, c cell) { lifecycleRefusedAck(t, c, m) }})
+		}
+		return append(tests,
+			cellTest{"fail and drop", lifecycleFailDrop},
+			cellTest{"error adapter", lifecycleAdapter},
+			cellTest{"no retry_after refused", lifecycleRefused})
+	})
 }
 
 // lifecycleDies: a row that always returns Retry (with an error) is delivered MaxAttempts times
 // at attempts 1 to 4, each retry no sooner than its band of the policy allows, then dies with
 // "attempt 4 of 4: …" and is not delivered again while a good row published after it is.
 func lifecycleDies(t *testing.T, c cell, m lifecycleMode) {
-	db, tbl := c.b.openTable(t, 8, lifecycleTable)
+	db, tbl := c.b.openTable(t, 8, deadTable)
 	c.publish(t, db, tbl, inbox.Message{Queue: "q", Payload: []byte("bad")})
 	bad := c.ids(t, db, tbl, "")[0]
 	rec := newDelivered()
@@ -160,11 +154,11 @@ func lifecycleDies(t *testing.T, c cell, m lifecycleMode) {
 // lifecycleFailDrop: Fail kills the row at once with its reason, Drop settles it (stamped
 // processed_at, not dead), and neither is delivered again.
 func lifecycleFailDrop(t *testing.T, c cell) {
-	db, tbl := c.b.openTable(t, 8, lifecycleTable)
+	db, tbl := c.b.openTable(t, 8, deadTable)
 	c.publish(t, db, tbl, inbox.Message{Queue: "q", Payload: []byte("fail")}, inbox.Message{Queue: "q", Payload: []byte("drop")})
 	ids := c.ids(t, db, tbl, "")
 	rec := newDelivered()
-	var logs logBuffer
+	var logs inboxtest.Log
 	h := inbox.HandlerFunc(func(ctx context.Context, d *inbox.Delivery) outcome.Outcome {
 		rec.start(d)
 		defer rec.end(d)
@@ -173,7 +167,7 @@ func lifecycleFailDrop(t *testing.T, c cell) {
 		}
 		return outcome.Drop().WithError(errors.New("customer gone"))
 	})
-	stop := runLifecycle(t, c, db, tbl, lifecycleMode{}, h, &inbox.Config{Queue: "q", Retry: lifecyclePolicy, Logger: logs.Logger()})
+	stop := runLifecycle(t, c, db, tbl, lifecycleMode{}, h, &inbox.Config{Queue: "q", Retry: lifecyclePolicy, Logger: logs.Logger(slog.LevelInfo)})
 	waitFor(t, 20*time.Second, "both rows to settle", func() bool {
 		_, dead, _, _ := lifecycleRow(t, c, db, tbl, ids[0])
 		return dead && len(c.ids(t, db, tbl, c.q(t, tbl.ProcessedAt)+" IS NOT NULL")) == 1
@@ -200,7 +194,7 @@ func lifecycleFailDrop(t *testing.T, c cell) {
 // comes back at attempt 2, its error kept meanwhile); Permanent kills at once; RetryIn retries
 // after its own delay.
 func lifecycleAdapter(t *testing.T, c cell) {
-	db, tbl := c.b.openTable(t, 8, lifecycleTable)
+	db, tbl := c.b.openTable(t, 8, deadTable)
 	names := []string{"ok", "flaky", "permanent", "later"}
 	ids := c.publishEach(t, db, tbl, "q", names...)
 	rec := newDelivered()
@@ -266,7 +260,7 @@ func lifecycleRefused(t *testing.T, c cell) {
 // settlement's error as its last, and the log says why once.
 func lifecycleRefusedAck(t *testing.T, c cell, m lifecycleMode) {
 	db := c.b.open(t, 8)
-	tbl := lifecycleTable(tableName(t))
+	tbl := deadTable(tableName(t))
 	tbl.ProcessedAt = "" // so that the ack deletes
 	notes := tbl.Name + "_notes"
 	mustExec(t, db, "DROP TABLE IF EXISTS "+c.q(t, notes))
@@ -283,13 +277,13 @@ func lifecycleRefusedAck(t *testing.T, c cell, m lifecycleMode) {
 		mustExec(t, db, "INSERT INTO "+c.q(t, notes)+" (job_id) VALUES ("+c.ph(1)+")", id)
 	}
 	rec := newDelivered()
-	var logs logBuffer
+	var logs inboxtest.Log
 	h := inbox.HandlerFunc(func(ctx context.Context, d *inbox.Delivery) outcome.Outcome {
 		rec.start(d)
 		defer rec.end(d)
 		return outcome.Ack()
 	})
-	stop := runLifecycle(t, c, db, tbl, m, h, &inbox.Config{Queue: "q", Retry: inbox.ExponentialBackoff{Base: 100 * time.Millisecond, Max: time.Second}, MaxAttempts: -1, Logger: logs.Logger()})
+	stop := runLifecycle(t, c, db, tbl, m, h, &inbox.Config{Queue: "q", Retry: inbox.ExponentialBackoff{Base: 100 * time.Millisecond, Max: time.Second}, MaxAttempts: -1, Logger: logs.Logger(slog.LevelInfo)})
 	time.Sleep(1500 * time.Millisecond)
 	stop()
 	rec.check(t)

@@ -191,52 +191,48 @@ func TestObserver(t *testing.T) {
 // rolls back and retries its Acks; the observer is told of those Retries, as many as the rows
 // were delivered again, on every form × database.
 func TestObserverTransactionalBatch(t *testing.T) {
-	var tests []subtest
-	for _, c := range cells(t) {
-		tests = append(tests, subtest{c.name(), func(t *testing.T) {
-			db, tbl := c.b.openTable(t, 8, fullTable)
-			var msgs []inbox.Message
-			for i := range 24 {
-				p := "ack"
-				if i%4 == 0 {
-					p = "drop"
-				}
-				msgs = append(msgs, inbox.Message{Queue: "q", Payload: []byte(p)})
+	forEachCell(t, func(t *testing.T, c cell) {
+		db, tbl := c.b.openTable(t, 8, fullTable)
+		var msgs []inbox.Message
+		for i := range 24 {
+			p := "ack"
+			if i%4 == 0 {
+				p = "drop"
 			}
-			c.publish(t, db, tbl, msgs...)
-			obs := newTally(c.form)
-			var mu sync.Mutex
-			deliveries := 0
-			h := inbox.BatchHandlerFunc(func(ctx context.Context, ds []*inbox.Delivery) []outcome.Outcome {
-				mu.Lock()
-				deliveries += len(ds)
-				mu.Unlock()
-				outs := make([]outcome.Outcome, len(ds))
-				for i, d := range ds {
-					outs[i] = outcome.Ack()
-					if string(d.Payload) == "drop" {
-						outs[i] = outcome.Drop()
-					}
-				}
-				return outs
-			})
-			cfg := &inbox.Config{Queue: "q", Workers: 2, Transactional: true, Observer: obs, PollInterval: cellPoll, Logger: testLogger(t), Retry: inbox.RetryAtOnce}
-			stop := startConsumer(t, inbox.NewBatchConsumer(db, c.newForm(t, tbl).(inbox.BatchForm), 4, h, cfg))
-			processed := c.q(t, tbl.ProcessedAt) + " IS NOT NULL"
-			waitFor(t, time.Minute, "every row to settle", func() bool { return len(c.ids(t, db, tbl, processed)) == len(msgs) })
-			stop()
-			obs.mu.Lock()
-			defer obs.mu.Unlock()
+			msgs = append(msgs, inbox.Message{Queue: "q", Payload: []byte(p)})
+		}
+		c.publish(t, db, tbl, msgs...)
+		obs := newTally(c.form)
+		var mu sync.Mutex
+		deliveries := 0
+		h := inbox.BatchHandlerFunc(func(ctx context.Context, ds []*inbox.Delivery) []outcome.Outcome {
 			mu.Lock()
-			defer mu.Unlock()
-			settledRows := obs.settled[outcome.KindAck] + obs.settled[outcome.KindDrop]
-			if settledRows != len(msgs) || obs.settled[outcome.KindDrop] != 6 || obs.settled[outcome.KindRetry] != deliveries-len(msgs) || obs.failed != 0 {
-				t.Errorf("the observer saw %v (%d failed) over %d deliveries of %d rows: want 6 drops, %d acks, and a retry per delivery again", obs.settled, obs.failed, deliveries, len(msgs), len(msgs)-6)
+			deliveries += len(ds)
+			mu.Unlock()
+			outs := make([]outcome.Outcome, len(ds))
+			for i, d := range ds {
+				outs[i] = outcome.Ack()
+				if string(d.Payload) == "drop" {
+					outs[i] = outcome.Drop()
+				}
 			}
-			if obs.settled[outcome.KindRetry] == 0 {
-				t.Errorf("no batch mixed an Ack with a Drop (%v): the test shows nothing", obs.settled)
-			}
-		}})
-	}
-	runConcurrently(t, 4, tests)
+			return outs
+		})
+		cfg := &inbox.Config{Queue: "q", Workers: 2, Transactional: true, Observer: obs, PollInterval: cellPoll, Logger: testLogger(t), Retry: inbox.RetryAtOnce}
+		stop := startConsumer(t, inbox.NewBatchConsumer(db, c.newForm(t, tbl).(inbox.BatchForm), 4, h, cfg))
+		processed := c.q(t, tbl.ProcessedAt) + " IS NOT NULL"
+		waitFor(t, time.Minute, "every row to settle", func() bool { return len(c.ids(t, db, tbl, processed)) == len(msgs) })
+		stop()
+		obs.mu.Lock()
+		defer obs.mu.Unlock()
+		mu.Lock()
+		defer mu.Unlock()
+		settledRows := obs.settled[outcome.KindAck] + obs.settled[outcome.KindDrop]
+		if settledRows != len(msgs) || obs.settled[outcome.KindDrop] != 6 || obs.settled[outcome.KindRetry] != deliveries-len(msgs) || obs.failed != 0 {
+			t.Errorf("the observer saw %v (%d failed) over %d deliveries of %d rows: want 6 drops, %d acks, and a retry per delivery again", obs.settled, obs.failed, deliveries, len(msgs), len(msgs)-6)
+		}
+		if obs.settled[outcome.KindRetry] == 0 {
+			t.Errorf("no batch mixed an Ack with a Drop (%v): the test shows nothing", obs.settled)
+		}
+	})
 }

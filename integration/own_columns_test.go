@@ -18,8 +18,7 @@ import (
 // region, and the account column only when listed says so.
 func ownTable(t *testing.T, b backend, db *sql.DB, listed bool) inbox.Table {
 	t.Helper()
-	tbl := fullTable(tableName(t))
-	b.createTable(t, db, tbl)
+	tbl := b.newTable(t, db, fullTable)
 	text := "TEXT"
 	if b.name == "mysql" || b.name == "mariadb" {
 		text = "VARCHAR(191)"
@@ -146,84 +145,68 @@ func deref(s *string) any {
 // Enqueue with an account column the description does not list run one account at a time by
 // the key template accounts-{account}, while two accounts run side by side.
 func TestAdvisoryKeyOfOwnColumn(t *testing.T) {
-	for _, b := range backends(t, false) {
-		t.Run(b.name, func(t *testing.T) {
-			db := b.open(t, 8)
-			tbl := ownTable(t, b, db, false)
-			var msgs []inbox.Message
-			for i := range 6 {
-				msgs = append(msgs, inbox.Message{Columns: map[string]any{"account": []string{"a", "b"}[i%2]}})
-			}
-			b.enqueue(t, db, tbl, msgs...)
-			f := advisory.New(b.dialect.(advisory.Dialect), tbl, &advisory.Config{Key: tbl.Name + "-{account}"})
-			accounts := map[int64]string{}
-			rows, err := db.Query("SELECT id, account FROM " + b.q(t, tbl.Name))
-			if err != nil {
-				t.Fatal(err)
-			}
-			for rows.Next() {
-				var id int64
-				var a string
-				if err := rows.Scan(&id, &a); err != nil {
-					t.Fatal(err)
-				}
-				accounts[id] = a
-			}
-			if err := rows.Close(); err != nil {
-				t.Fatal(err)
-			}
-			if len(accounts) != len(msgs) {
-				t.Fatalf("%d rows, want %d", len(accounts), len(msgs))
-			}
-			var mu sync.Mutex
-			running, most, done := map[string]int{}, 0, 0
-			h := inbox.HandlerFunc(func(_ context.Context, d *inbox.Delivery) outcome.Outcome {
-				a := accounts[d.ID]
-				mu.Lock()
-				running[a]++
-				most = max(most, running[a])
-				mu.Unlock()
-				time.Sleep(30 * time.Millisecond) // long enough for a second worker to try the key
-				mu.Lock()
-				running[a]--
-				done++
-				mu.Unlock()
-				return outcome.Ack()
-			})
-			stop := startConsumer(t, inbox.NewConsumer(db, f, h, &inbox.Config{Workers: 4, PollInterval: 10 * time.Millisecond, Logger: testLogger(t)}))
-			waitFor(t, 20*time.Second, "every row handled", func() bool {
-				mu.Lock()
-				defer mu.Unlock()
-				return done == len(msgs)
-			})
-			stop()
-			if most != 1 {
-				t.Errorf("up to %d rows of one account ran at once, want 1", most)
-			}
+	forEachBackend(t, backends(t, false), func(t *testing.T, b backend) {
+		db := b.open(t, 8)
+		tbl := ownTable(t, b, db, false)
+		var msgs []inbox.Message
+		for i := range 6 {
+			msgs = append(msgs, inbox.Message{Columns: map[string]any{"account": []string{"a", "b"}[i%2]}})
+		}
+		b.enqueue(t, db, tbl, msgs...)
+		f := advisory.New(b.dialect.(advisory.Dialect), tbl, &advisory.Config{Key: tbl.Name + "-{account}"})
+		accounts := map[int64]string{}
+		var id int64
+		var account string
+		forRows(t, db, "SELECT id, account FROM "+b.q(t, tbl.Name), nil, func() { accounts[id] = account }, &id, &account)
+		if len(accounts) != len(msgs) {
+			t.Fatalf("%d rows, want %d", len(accounts), len(msgs))
+		}
+		var mu sync.Mutex
+		running, most, done := map[string]int{}, 0, 0
+		h := inbox.HandlerFunc(func(_ context.Context, d *inbox.Delivery) outcome.Outcome {
+			a := accounts[d.ID]
+			mu.Lock()
+			running[a]++
+			most = max(most, running[a])
+			mu.Unlock()
+			time.Sleep(30 * time.Millisecond) // long enough for a second worker to try the key
+			mu.Lock()
+			running[a]--
+			done++
+			mu.Unlock()
+			return outcome.Ack()
 		})
-	}
+		stop := startConsumer(t, inbox.NewConsumer(db, f, h, &inbox.Config{Workers: 4, PollInterval: 10 * time.Millisecond, Logger: testLogger(t)}))
+		waitFor(t, 20*time.Second, "every row handled", func() bool {
+			mu.Lock()
+			defer mu.Unlock()
+			return done == len(msgs)
+		})
+		stop()
+		if most != 1 {
+			t.Errorf("up to %d rows of one account ran at once, want 1", most)
+		}
+	})
 }
 
 // TestEnqueueIDsIsAllOrNothing: on every database, EnqueueIDs whose third message names a
 // column the table lacks fails, and the rows of the first two, written by statements before
 // it, are rolled back with it.
 func TestEnqueueIDsIsAllOrNothing(t *testing.T) {
-	for _, b := range backends(t, true) {
-		t.Run(b.name, func(t *testing.T) {
-			db := b.open(t, 0)
-			tbl := ownTable(t, b, db, true)
-			msgs := []inbox.Message{
-				{Columns: map[string]any{"account": "a"}},
-				{Columns: map[string]any{"account": "b"}},
-				{Columns: map[string]any{"no_such_column": "c"}},
-			}
-			ids, err := inbox.EnqueueIDs(context.Background(), db, b.dialect, tbl, msgs...)
-			if err == nil {
-				t.Fatalf("EnqueueIDs = %v, nil; want an error naming the failed statement", ids)
-			}
-			if got := count(t, db, "SELECT COUNT(*) FROM "+b.q(t, tbl.Name)); got != 0 {
-				t.Fatalf("%d rows after a failed EnqueueIDs, want 0 (%v)", got, err)
-			}
-		})
-	}
+	forEachBackend(t, backends(t, true), func(t *testing.T, b backend) {
+		db := b.open(t, 0)
+		tbl := ownTable(t, b, db, true)
+		msgs := []inbox.Message{
+			{Columns: map[string]any{"account": "a"}},
+			{Columns: map[string]any{"account": "b"}},
+			{Columns: map[string]any{"no_such_column": "c"}},
+		}
+		ids, err := inbox.EnqueueIDs(context.Background(), db, b.dialect, tbl, msgs...)
+		if err == nil {
+			t.Fatalf("EnqueueIDs = %v, nil; want an error naming the failed statement", ids)
+		}
+		if got := b.countRows(t, db, tbl, ""); got != 0 {
+			t.Fatalf("%d rows after a failed EnqueueIDs, want 0 (%v)", got, err)
+		}
+	})
 }

@@ -2,7 +2,6 @@ package integration
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"database/sql"
 	"fmt"
@@ -208,13 +207,8 @@ func TestReadmeQuickStartRuns(t *testing.T) {
 
 	cmd := exec.CommandContext(ctx, bin)
 	cmd.Dir = dir
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	stdout, err := cmd.StdoutPipe()
+	stdout, stderr, err := startPiped(cmd)
 	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
 	issued := make(chan struct{})
@@ -236,7 +230,7 @@ func TestReadmeQuickStartRuns(t *testing.T) {
 	case <-issued:
 	case <-done:
 		cmd.Wait()
-		t.Fatalf("the Quick start ended without printing \"issued invoice …\"; its stderr:\n%s", stderr.Bytes())
+		t.Fatalf("the Quick start ended without printing \"issued invoice …\"; its stderr:\n%s", stderr.String())
 	}
 
 	db, err := sql.Open("sqlite", filepath.Join(dir, database))
@@ -263,6 +257,6 @@ func TestReadmeQuickStartRuns(t *testing.T) {
 	}
 	<-done
 	if err := cmd.Wait(); err != nil {
-		t.Fatalf("the Quick start, interrupted once it had issued its invoices, ended with %v; its stderr:\n%s", err, stderr.Bytes())
+		t.Fatalf("the Quick start, interrupted once it had issued its invoices, ended with %v; its stderr:\n%s", err, stderr.String())
 	}
 }

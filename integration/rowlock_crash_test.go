@@ -37,112 +37,110 @@ func TestRowlockCrash(t *testing.T) {
 		return
 	}
 	const held = 3
-	for _, b := range backends(t, false) {
-		t.Run(b.name, func(t *testing.T) {
-			c := rowlockSetup(t, b, 0, fullTable)
-			c.publish(t, messages("q", held)...)
+	forEachBackend(t, backends(t, false), func(t *testing.T, b backend) {
+		c := rowlockSetup(t, b, 0, fullTable)
+		c.publish(t, messages("q", held)...)
 
-			child := exec.Command(os.Args[0], "-test.run=^TestRowlockCrash$", "-test.count=1", "-test.timeout=2m")
-			child.Env = append(os.Environ(), rowlockCrashChildEnv+"="+b.name, rowlockCrashDSNEnv+"="+b.dsn, rowlockCrashTableEnv+"="+c.tbl.Name)
-			child.Stderr = os.Stderr
-			out, err := child.StdoutPipe()
-			if err != nil {
-				t.Fatal(err)
+		child := exec.Command(os.Args[0], "-test.run=^TestRowlockCrash$", "-test.count=1", "-test.timeout=2m")
+		child.Env = append(os.Environ(), rowlockCrashChildEnv+"="+b.name, rowlockCrashDSNEnv+"="+b.dsn, rowlockCrashTableEnv+"="+c.tbl.Name)
+		child.Stderr = os.Stderr
+		out, err := child.StdoutPipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := child.Start(); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { child.Process.Kill(); child.Wait() })
+
+		holding := map[int64]bool{}
+		lines := make(chan string)
+		go func() {
+			defer close(lines)
+			sc := bufio.NewScanner(out)
+			for sc.Scan() {
+				lines <- sc.Text()
 			}
-			if err := child.Start(); err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { child.Process.Kill(); child.Wait() })
-
-			holding := map[int64]bool{}
-			lines := make(chan string)
-			go func() {
-				defer close(lines)
-				sc := bufio.NewScanner(out)
-				for sc.Scan() {
-					lines <- sc.Text()
-				}
-			}()
-			timeout := time.After(30 * time.Second)
-			for len(holding) < held {
-				select {
-				case line, ok := <-lines:
-					if !ok {
-						t.Fatalf("the child exited holding %d rows, want %d", len(holding), held)
-					}
-					if id, found := strings.CutPrefix(line, "holding "); found {
-						n, err := strconv.ParseInt(id, 10, 64)
-						if err != nil {
-							t.Fatalf("child said %q", line)
-						}
-						holding[n] = true
-					}
-				case <-timeout:
-					t.Fatalf("the child holds %d rows after 30 s, want %d", len(holding), held)
-				}
-			}
-
-			var (
-				mu       sync.Mutex
-				handled  = map[int64]time.Duration{} // row: when, after the kill
-				attempts = map[int64]int{}
-				killedAt time.Time
-				all      = make(chan struct{})
-			)
-			h := inbox.HandlerFunc(func(ctx context.Context, d *inbox.Delivery) outcome.Outcome {
-				mu.Lock()
-				defer mu.Unlock()
-				if killedAt.IsZero() {
-					t.Errorf("row %d was claimed while the child held it", d.ID)
-				}
-				handled[d.ID] = time.Since(killedAt)
-				attempts[d.ID] = d.Attempt
-				if len(handled) == held {
-					close(all)
-				}
-				return outcome.Ack()
-			})
-			stop := startConsumer(t, inbox.NewConsumer(c.db, rowlock.New(b.dialect.(rowlock.Dialect), c.tbl), h,
-				&inbox.Config{Queue: "q", Workers: held, PollInterval: 20 * time.Millisecond}))
-			// Let the consumer claim a few times while the child holds every row: it must pass
-			// them over without waiting.
-			time.Sleep(200 * time.Millisecond)
-
-			mu.Lock()
-			killedAt = time.Now()
-			if err := child.Process.Kill(); err != nil { // SIGKILL: no deferred rollback runs
-				t.Fatal(err)
-			}
-			mu.Unlock()
-			child.Wait()
-
+		}()
+		timeout := time.After(30 * time.Second)
+		for len(holding) < held {
 			select {
-			case <-all:
-			case <-time.After(10 * time.Second):
-				t.Error("the killed child's rows were not handled within 10 s")
+			case line, ok := <-lines:
+				if !ok {
+					t.Fatalf("the child exited holding %d rows, want %d", len(holding), held)
+				}
+				if id, found := strings.CutPrefix(line, "holding "); found {
+					n, err := strconv.ParseInt(id, 10, 64)
+					if err != nil {
+						t.Fatalf("child said %q", line)
+					}
+					holding[n] = true
+				}
+			case <-timeout:
+				t.Fatalf("the child holds %d rows after 30 s, want %d", len(holding), held)
 			}
-			stop()
+		}
+
+		var (
+			mu       sync.Mutex
+			handled  = map[int64]time.Duration{} // row: when, after the kill
+			attempts = map[int64]int{}
+			killedAt time.Time
+			all      = make(chan struct{})
+		)
+		h := inbox.HandlerFunc(func(ctx context.Context, d *inbox.Delivery) outcome.Outcome {
 			mu.Lock()
 			defer mu.Unlock()
-			for id := range holding {
-				after, ok := handled[id]
-				switch {
-				case !ok:
-					t.Errorf("row %d the child held was never handled", id)
-				case after > time.Second:
-					t.Errorf("row %d was handled %v after the kill, want within a second", id, after)
-				default:
-					t.Logf("row %d handled %v after the kill", id, after)
-				}
-				if attempts[id] != 1 {
-					t.Errorf("row %d delivered with attempt %d after the crash, want 1 (a crash costs no attempt)", id, attempts[id])
-				}
-				if a := c.attemptOf(t, id); a != 0 {
-					t.Errorf("row %d's attempt column is %d, want 0", id, a)
-				}
+			if killedAt.IsZero() {
+				t.Errorf("row %d was claimed while the child held it", d.ID)
 			}
+			handled[d.ID] = time.Since(killedAt)
+			attempts[d.ID] = d.Attempt
+			if len(handled) == held {
+				close(all)
+			}
+			return outcome.Ack()
 		})
-	}
+		stop := startConsumer(t, inbox.NewConsumer(c.db, rowlock.New(b.dialect.(rowlock.Dialect), c.tbl), h,
+			&inbox.Config{Queue: "q", Workers: held, PollInterval: 20 * time.Millisecond}))
+		// Let the consumer claim a few times while the child holds every row: it must pass
+		// them over without waiting.
+		time.Sleep(200 * time.Millisecond)
+
+		mu.Lock()
+		killedAt = time.Now()
+		if err := child.Process.Kill(); err != nil { // SIGKILL: no deferred rollback runs
+			t.Fatal(err)
+		}
+		mu.Unlock()
+		child.Wait()
+
+		select {
+		case <-all:
+		case <-time.After(10 * time.Second):
+			t.Error("the killed child's rows were not handled within 10 s")
+		}
+		stop()
+		mu.Lock()
+		defer mu.Unlock()
+		for id := range holding {
+			after, ok := handled[id]
+			switch {
+			case !ok:
+				t.Errorf("row %d the child held was never handled", id)
+			case after > time.Second:
+				t.Errorf("row %d was handled %v after the kill, want within a second", id, after)
+			default:
+				t.Logf("row %d handled %v after the kill", id, after)
+			}
+			if attempts[id] != 1 {
+				t.Errorf("row %d delivered with attempt %d after the crash, want 1 (a crash costs no attempt)", id, attempts[id])
+			}
+			if a := c.attemptOf(t, id); a != 0 {
+				t.Errorf("row %d's attempt column is %d, want 0", id, a)
+			}
+		}
+	})
 }
 
 // rowlockCrashChild is the child: a consumer whose handlers say which row they hold, then block

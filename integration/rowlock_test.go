@@ -14,6 +14,7 @@ import (
 
 	"github.com/sqlinbox/inbox"
 	"github.com/sqlinbox/inbox/dialect"
+	"github.com/sqlinbox/inbox/inboxtest"
 	"github.com/sqlinbox/inbox/isolation"
 	"github.com/sqlinbox/inbox/outcome"
 	"github.com/sqlinbox/inbox/rowlock"
@@ -49,11 +50,7 @@ func (c rowlockCell) publish(t *testing.T, msgs ...inbox.Message) {
 // rows counts the table's rows that satisfy where (with args, numbered from $1 on Postgres).
 func (c rowlockCell) rows(t *testing.T, where string, args ...any) int {
 	t.Helper()
-	query := "SELECT COUNT(*) FROM " + c.q(t, c.tbl.Name)
-	if where != "" {
-		query += " WHERE " + where
-	}
-	return count(t, c.db, query, args...)
+	return c.countRows(t, c.db, c.tbl, where, args...)
 }
 
 // attemptOf reads a row's attempt column.
@@ -108,8 +105,8 @@ func TestRowlockOutcomes(t *testing.T) {
 
 		t.Run(b.name+"/minimal", func(t *testing.T) {
 			c := rowlockSetup(t, b, 0, minimalTable)
-			var logs logBuffer
-			f := c.form(t, inbox.Queue{Logger: logs.Logger()})
+			var logs inboxtest.Log
+			f := c.form(t, inbox.Queue{Logger: logs.Logger(slog.LevelInfo)})
 
 			for _, o := range []outcome.Outcome{outcome.Ack(), outcome.Drop()} {
 				c.publish(t, inbox.Message{Payload: []byte("x")})
@@ -143,209 +140,192 @@ func TestRowlockOutcomes(t *testing.T) {
 // TestRowlockAttemptCounting: the first delivery reads 1; each Retry counts one more; a
 // Release (a handler abandoned) counts none.
 func TestRowlockAttemptCounting(t *testing.T) {
-	for _, b := range backends(t, false) {
-		t.Run(b.name, func(t *testing.T) {
-			c := rowlockSetup(t, b, 0, fullTable)
-			f := c.form(t, inbox.Queue{Name: "q"})
-			c.publish(t, inbox.Message{Queue: "q"})
-			var seen []int
-			for range 3 {
-				d := claimN(t, f, 1, 1)[0]
-				seen = append(seen, d.Attempt)
-				settle(t, f, d, outcome.Retry())
-			}
+	forEachBackend(t, backends(t, false), func(t *testing.T, b backend) {
+		c := rowlockSetup(t, b, 0, fullTable)
+		f := c.form(t, inbox.Queue{Name: "q"})
+		c.publish(t, inbox.Message{Queue: "q"})
+		var seen []int
+		for range 3 {
 			d := claimN(t, f, 1, 1)[0]
 			seen = append(seen, d.Attempt)
-			release(t, f, d)
-			d = claimN(t, f, 1, 1)[0]
-			seen = append(seen, d.Attempt)
-			settle(t, f, d, outcome.Ack())
-			if fmt.Sprint(seen) != "[1 2 3 4 4]" {
-				t.Fatalf("attempts seen %v, want [1 2 3 4 4] (the release counts none)", seen)
-			}
-			if a := c.attemptOf(t, d.ID); a != 3 {
-				t.Fatalf("row's attempt %d after three retries and an ack, want 3", a)
-			}
-		})
-	}
+			settle(t, f, d, outcome.Retry())
+		}
+		d := claimN(t, f, 1, 1)[0]
+		seen = append(seen, d.Attempt)
+		release(t, f, d)
+		d = claimN(t, f, 1, 1)[0]
+		seen = append(seen, d.Attempt)
+		settle(t, f, d, outcome.Ack())
+		if fmt.Sprint(seen) != "[1 2 3 4 4]" {
+			t.Fatalf("attempts seen %v, want [1 2 3 4 4] (the release counts none)", seen)
+		}
+		if a := c.attemptOf(t, d.ID); a != 3 {
+			t.Fatalf("row's attempt %d after three retries and an ack, want 3", a)
+		}
+	})
 }
 
 // TestRowlockGroupsAndPriority: a claim takes only its queue's due rows, smaller priority
 // first, then by id; rows held by an earlier claim are passed over.
 func TestRowlockGroupsAndPriority(t *testing.T) {
-	for _, b := range backends(t, false) {
-		t.Run(b.name, func(t *testing.T) {
-			c := rowlockSetup(t, b, 0, fullTable)
-			c.publish(t,
-				inbox.Message{Queue: "a", Payload: []byte("a5"), Priority: 5},
-				inbox.Message{Queue: "b", Payload: []byte("b0"), Priority: 0},
-				inbox.Message{Queue: "a", Payload: []byte("a1"), Priority: 1},
-				inbox.Message{Queue: "a", Payload: []byte("a1bis"), Priority: 1},
-				inbox.Message{Queue: "a", Payload: []byte("a0-later"), Priority: 0, Delay: time.Hour},
-				inbox.Message{Queue: "a", Payload: []byte("a-1"), Priority: -1},
-			)
-			payloads := func(ds []*inbox.Delivery) string {
-				var s []string
-				for _, d := range ds {
-					s = append(s, string(d.Payload))
-				}
-				return strings.Join(s, " ")
+	forEachBackend(t, backends(t, false), func(t *testing.T, b backend) {
+		c := rowlockSetup(t, b, 0, fullTable)
+		c.publish(t,
+			inbox.Message{Queue: "a", Payload: []byte("a5"), Priority: 5},
+			inbox.Message{Queue: "b", Payload: []byte("b0"), Priority: 0},
+			inbox.Message{Queue: "a", Payload: []byte("a1"), Priority: 1},
+			inbox.Message{Queue: "a", Payload: []byte("a1bis"), Priority: 1},
+			inbox.Message{Queue: "a", Payload: []byte("a0-later"), Priority: 0, Delay: time.Hour},
+			inbox.Message{Queue: "a", Payload: []byte("a-1"), Priority: -1},
+		)
+		payloads := func(ds []*inbox.Delivery) string {
+			var s []string
+			for _, d := range ds {
+				s = append(s, string(d.Payload))
 			}
-			fa := c.form(t, inbox.Queue{Name: "a"})
-			first := claim(t, fa, 2)
-			rest := claim(t, fa, 10)
-			if got := payloads(first) + " | " + payloads(rest); got != "a-1 a1 | a1bis a5" {
-				t.Fatalf("queue a claimed %q, want %q", got, "a-1 a1 | a1bis a5")
-			}
-			fb := c.form(t, inbox.Queue{Name: "b"})
-			if got := payloads(claim(t, fb, 10)); got != "b0" {
-				t.Fatalf("queue b claimed %q, want b0", got)
-			}
-			for _, d := range append(first, rest...) {
-				settle(t, fa, d, outcome.Ack())
-			}
-		})
-	}
+			return strings.Join(s, " ")
+		}
+		fa := c.form(t, inbox.Queue{Name: "a"})
+		first := claim(t, fa, 2)
+		rest := claim(t, fa, 10)
+		if got := payloads(first) + " | " + payloads(rest); got != "a-1 a1 | a1bis a5" {
+			t.Fatalf("queue a claimed %q, want %q", got, "a-1 a1 | a1bis a5")
+		}
+		fb := c.form(t, inbox.Queue{Name: "b"})
+		if got := payloads(claim(t, fb, 10)); got != "b0" {
+			t.Fatalf("queue b claimed %q, want b0", got)
+		}
+		for _, d := range append(first, rest...) {
+			settle(t, fa, d, outcome.Ack())
+		}
+	})
 }
 
 // TestRowlockClaimsDoNotWait: while one transaction holds a row, another claim returns the
 // next row rather than waiting for the lock, and a claim with every row held returns none.
 // A claim that waited would block until its context's deadline and fail.
 func TestRowlockClaimsDoNotWait(t *testing.T) {
-	for _, b := range backends(t, false) {
-		t.Run(b.name, func(t *testing.T) {
-			c := rowlockSetup(t, b, 0, fullTable)
-			c.publish(t, inbox.Message{Queue: "q"}, inbox.Message{Queue: "q"})
-			f1 := c.form(t, inbox.Queue{Name: "q"})
-			f2 := c.form(t, inbox.Queue{Name: "q"})
-			held := claimN(t, f1, 1, 1)[0]
-			next := claimN(t, f2, 1, 1)[0]
-			if next.ID == held.ID {
-				t.Fatalf("both claims got row %d", held.ID)
-			}
-			claimN(t, f2, 1, 0)
-			settle(t, f1, held, outcome.Ack())
-			settle(t, f2, next, outcome.Ack())
-		})
-	}
+	forEachBackend(t, backends(t, false), func(t *testing.T, b backend) {
+		c := rowlockSetup(t, b, 0, fullTable)
+		c.publish(t, inbox.Message{Queue: "q"}, inbox.Message{Queue: "q"})
+		f1 := c.form(t, inbox.Queue{Name: "q"})
+		f2 := c.form(t, inbox.Queue{Name: "q"})
+		held := claimN(t, f1, 1, 1)[0]
+		next := claimN(t, f2, 1, 1)[0]
+		if next.ID == held.ID {
+			t.Fatalf("both claims got row %d", held.ID)
+		}
+		claimN(t, f2, 1, 0)
+		settle(t, f1, held, outcome.Ack())
+		settle(t, f2, next, outcome.Ack())
+	})
 }
 
 // TestRowlockTransactional: the handler writes through Delivery.Tx; Ack commits the write with
 // the settlement, and Retry and Drop roll it back while still settling the row.
 func TestRowlockTransactional(t *testing.T) {
-	for _, b := range backends(t, false) {
-		t.Run(b.name, func(t *testing.T) {
-			c := rowlockSetup(t, b, 0, fullTable)
-			notes := c.scratchTable(t, c.db, c.tbl.Name+"_notes", "row_id BIGINT NOT NULL")
-			f := c.form(t, inbox.Queue{Name: "q", Transactional: true})
-			write := func(d *inbox.Delivery) {
-				t.Helper()
-				if _, err := d.Tx.ExecContext(context.Background(), "INSERT INTO "+notes+" (row_id) VALUES ("+c.dialect.Placeholder(1)+")", d.ID); err != nil {
-					t.Fatalf("the handler's write: %v", err)
-				}
-			}
-			notesOf := func(id int64) int {
-				return count(t, c.db, "SELECT COUNT(*) FROM "+notes+" WHERE row_id = "+c.dialect.Placeholder(1), id)
-			}
-
-			c.publish(t, inbox.Message{Queue: "q"})
-			d := claimN(t, f, 1, 1)[0]
-			write(d)
-			settle(t, f, d, outcome.Retry())
-			if n := notesOf(d.ID); n != 0 {
-				t.Fatalf("Retry kept the handler's write (%d notes)", n)
-			}
-			if a := c.attemptOf(t, d.ID); a != 1 {
-				t.Fatalf("Retry in transactional mode left attempt %d, want 1", a)
-			}
-
+	forEachBackend(t, backends(t, false), func(t *testing.T, b backend) {
+		c := rowlockSetup(t, b, 0, fullTable)
+		notes := c.scratchTable(t, c.db, c.tbl.Name+"_notes", "row_id BIGINT NOT NULL")
+		f := c.form(t, inbox.Queue{Name: "q", Transactional: true})
+		// handle claims the next row, writes the handler's note through the row's transaction,
+		// settles the row with o and counts the row's notes after.
+		handle := func(o outcome.Outcome) (d *inbox.Delivery, noted int) {
+			t.Helper()
 			d = claimN(t, f, 1, 1)[0]
-			write(d)
-			settle(t, f, d, outcome.Ack())
-			if n := notesOf(d.ID); n != 1 {
-				t.Fatalf("Ack committed %d notes, want the handler's one", n)
+			if _, err := d.Tx.ExecContext(context.Background(), "INSERT INTO "+notes+" (row_id) VALUES ("+c.dialect.Placeholder(1)+")", d.ID); err != nil {
+				t.Fatalf("the handler's write: %v", err)
 			}
-			if n := c.rows(t, c.q(t, "processed_at")+" IS NOT NULL"); n != 1 {
-				t.Fatal("Ack did not stamp the row")
-			}
+			settle(t, f, d, o)
+			return d, count(t, c.db, "SELECT COUNT(*) FROM "+notes+" WHERE row_id = "+c.dialect.Placeholder(1), d.ID)
+		}
+		stamped := func() int { return c.rows(t, c.q(t, "processed_at")+" IS NOT NULL") }
 
-			c.publish(t, inbox.Message{Queue: "q"})
-			d = claimN(t, f, 1, 1)[0]
-			write(d)
-			settle(t, f, d, outcome.Drop())
-			if n := notesOf(d.ID); n != 0 {
-				t.Fatalf("Drop kept the handler's write (%d notes)", n)
-			}
-			if n := c.rows(t, c.q(t, "processed_at")+" IS NOT NULL"); n != 2 {
-				t.Fatal("Drop did not stamp the row")
-			}
-		})
-	}
+		c.publish(t, inbox.Message{Queue: "q"})
+		d, n := handle(outcome.Retry())
+		if n != 0 {
+			t.Fatalf("Retry kept the handler's write (%d notes)", n)
+		}
+		if a := c.attemptOf(t, d.ID); a != 1 {
+			t.Fatalf("Retry in transactional mode left attempt %d, want 1", a)
+		}
+
+		if _, n := handle(outcome.Ack()); n != 1 {
+			t.Fatalf("Ack committed %d notes, want the handler's one", n)
+		}
+		if stamped() != 1 {
+			t.Fatal("Ack did not stamp the row")
+		}
+
+		c.publish(t, inbox.Message{Queue: "q"})
+		if _, n := handle(outcome.Drop()); n != 0 {
+			t.Fatalf("Drop kept the handler's write (%d notes)", n)
+		}
+		if stamped() != 2 {
+			t.Fatal("Drop did not stamp the row")
+		}
+	})
 }
 
 // TestRowlockTransactionHeld: a handler that left a goroutine running a statement on its
 // transaction makes the settlement fail with ErrTransactionHeld; the row is unchanged and
 // claimable again.
 func TestRowlockTransactionHeld(t *testing.T) {
-	for _, b := range backends(t, false) {
-		t.Run(b.name, func(t *testing.T) {
-			c := rowlockSetup(t, b, 0, fullTable)
-			f := c.form(t, inbox.Queue{Name: "q", Transactional: true})
-			c.publish(t, inbox.Message{Queue: "q"})
-			d := claimN(t, f, 1, 1)[0]
+	forEachBackend(t, backends(t, false), func(t *testing.T, b backend) {
+		c := rowlockSetup(t, b, 0, fullTable)
+		f := c.form(t, inbox.Queue{Name: "q", Transactional: true})
+		c.publish(t, inbox.Message{Queue: "q"})
+		d := claimN(t, f, 1, 1)[0]
 
-			sleep, running := "SELECT pg_sleep(1.5)", "SELECT COUNT(*) FROM pg_stat_activity WHERE pid <> pg_backend_pid() AND state = 'active' AND query = $1"
-			if b.name != "postgres" {
-				sleep, running = "SELECT SLEEP(1.5)", "SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE ID <> CONNECTION_ID() AND INFO = ?"
+		sleep, running := "SELECT pg_sleep(1.5)", "SELECT COUNT(*) FROM pg_stat_activity WHERE pid <> pg_backend_pid() AND state = 'active' AND query = $1"
+		if b.name != "postgres" {
+			sleep, running = "SELECT SLEEP(1.5)", "SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE ID <> CONNECTION_ID() AND INFO = ?"
+		}
+		// Unique to this test, so that its probe cannot see another test's sleep.
+		sleep += " AS " + c.q(t, c.tbl.Name)
+		leftBehind := make(chan error, 1)
+		go func() {
+			_, err := d.Tx.ExecContext(context.Background(), sleep)
+			leftBehind <- err
+		}()
+		for deadline := time.Now().Add(10 * time.Second); count(t, c.db, running, sleep) == 0; {
+			if time.Now().After(deadline) {
+				t.Fatal("the handler's statement never showed as running")
 			}
-			// Unique to this test, so that its probe cannot see another test's sleep.
-			sleep += " AS " + c.q(t, c.tbl.Name)
-			leftBehind := make(chan error, 1)
-			go func() {
-				_, err := d.Tx.ExecContext(context.Background(), sleep)
-				leftBehind <- err
-			}()
-			for deadline := time.Now().Add(10 * time.Second); count(t, c.db, running, sleep) == 0; {
-				if time.Now().After(deadline) {
-					t.Fatal("the handler's statement never showed as running")
-				}
-				time.Sleep(10 * time.Millisecond)
-			}
+			time.Sleep(10 * time.Millisecond)
+		}
 
-			err := f.Settle(context.Background(), d, outcome.Ack())
-			if !errors.Is(err, inbox.ErrTransactionHeld) {
-				t.Fatalf("Settle = %v; want ErrTransactionHeld", err)
+		err := f.Settle(context.Background(), d, outcome.Ack())
+		if !errors.Is(err, inbox.ErrTransactionHeld) {
+			t.Fatalf("Settle = %v; want ErrTransactionHeld", err)
+		}
+		<-leftBehind
+		if n := c.rows(t, c.q(t, "processed_at")+" IS NULL AND "+c.q(t, "attempt")+" = 0"); n != 1 {
+			t.Fatal("the row changed, though the settlement failed")
+		}
+		// The transaction is rolled back in the background once the handler's statement is
+		// done, so the row is claimable a moment after it.
+		var again *inbox.Delivery
+		waitFor(t, 10*time.Second, "the row to be claimable again", func() bool {
+			if ds := claim(t, f, 1); len(ds) == 1 {
+				again = ds[0]
 			}
-			<-leftBehind
-			if n := c.rows(t, c.q(t, "processed_at")+" IS NULL AND "+c.q(t, "attempt")+" = 0"); n != 1 {
-				t.Fatal("the row changed, though the settlement failed")
-			}
-			// The transaction is rolled back in the background once the handler's statement is
-			// done, so the row is claimable a moment after it.
-			var again *inbox.Delivery
-			waitFor(t, 10*time.Second, "the row to be claimable again", func() bool {
-				if ds := claim(t, f, 1); len(ds) == 1 {
-					again = ds[0]
-				}
-				return again != nil
-			})
-			if again.ID != d.ID || again.Attempt != 1 {
-				t.Fatalf("claim after the failed settlement got row %d attempt %d, want row %d attempt 1", again.ID, again.Attempt, d.ID)
-			}
-			settle(t, f, again, outcome.Ack())
+			return again != nil
 		})
-	}
+		if again.ID != d.ID || again.Attempt != 1 {
+			t.Fatalf("claim after the failed settlement got row %d attempt %d, want row %d attempt 1", again.ID, again.Attempt, d.ID)
+		}
+		settle(t, f, again, outcome.Ack())
+	})
 }
 
 // TestRowlockDrain: four consumers of 4 workers each, on pools of their own, drain 5,000 rows
 // of one table; every row is handled exactly once and none is missed.
 func TestRowlockDrain(t *testing.T) {
-	for _, b := range backends(t, false) {
-		t.Run(b.name, func(t *testing.T) {
-			c := rowlockSetup(t, b, 0, fullTable)
-			rowlockDrain(t, c, b.dialect.(rowlock.Dialect), rowlockDrainPlan{rows: 5000, consumers: 4, workers: 4, within: 3 * time.Minute, exactlyOnce: true})
-		})
-	}
+	forEachBackend(t, backends(t, false), func(t *testing.T, b backend) {
+		c := rowlockSetup(t, b, 0, fullTable)
+		rowlockDrain(t, c, b.dialect.(rowlock.Dialect), rowlockDrainPlan{rows: 5000, consumers: 4, workers: 4, within: 3 * time.Minute, exactlyOnce: true})
+	})
 }
 
 // TestRowlockStrictLevels drains a table at the stricter levels, where claims meet
@@ -395,30 +375,19 @@ func rowlockDrain(t *testing.T, c rowlockCell, d rowlock.Dialect, p rowlockDrain
 		handled rowCounts
 		mu      sync.Mutex
 	)
-	handle := func(ds ...*inbox.Delivery) []outcome.Outcome {
+	handle := func(_ context.Context, ds ...*inbox.Delivery) []outcome.Outcome {
 		handled.add(ds...)
 		mu.Lock()
 		largest = max(largest, len(ds))
 		mu.Unlock()
 		return repeated(outcome.Ack(), len(ds))
 	}
-	var logs logBuffer
-	log := slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	var logs inboxtest.Log
+	log := logs.Logger(slog.LevelDebug)
 	var stops []func()
 	for range p.consumers {
-		db, f := c.open(t, p.workers+2), rowlock.New(d, c.tbl)
 		cfg := &inbox.Config{Queue: "q", Workers: p.workers, PollInterval: 50 * time.Millisecond, Logger: log}
-		var cons *inbox.Consumer
-		if p.batch == 0 {
-			cons = inbox.NewConsumer(db, f, inbox.HandlerFunc(func(_ context.Context, d *inbox.Delivery) outcome.Outcome {
-				return handle(d)[0]
-			}), cfg)
-		} else {
-			cons = inbox.NewBatchConsumer(db, f, p.batch, inbox.BatchHandlerFunc(func(_ context.Context, ds []*inbox.Delivery) []outcome.Outcome {
-				return handle(ds...)
-			}), cfg)
-		}
-		stops = append(stops, startConsumer(t, cons))
+		stops = append(stops, startConsumer(t, consumerOf(t, c.open(t, p.workers+2), rowlock.New(d, c.tbl), p.batch, handle, cfg)))
 	}
 	left := ""
 	if c.tbl.ProcessedAt != "" {
@@ -431,16 +400,17 @@ func rowlockDrain(t *testing.T, c rowlockCell, d rowlock.Dialect, p rowlockDrain
 		stop()
 	}
 
+	deliveries, distinct := handled.counted()
 	if p.exactlyOnce {
 		handled.checkOnce(t, "handled", p.rows)
-	} else if n := handled.distinct(); n != p.rows {
-		t.Errorf("%d rows handled, want %d", n, p.rows)
+	} else if distinct != p.rows {
+		t.Errorf("%d rows handled, want %d", distinct, p.rows)
 	}
 	out := logs.String()
 	t.Logf("%d rows, %d deliveries; claim conflicts retried: %d; claims failed after the retries: %d; settlements failed: %d",
-		p.rows, handled.sum(), strings.Count(out, "claim conflicted"), strings.Count(out, "claim failed"), strings.Count(out, "settlement failed"))
+		p.rows, deliveries, strings.Count(out, "claim conflicted"), strings.Count(out, "claim failed"), strings.Count(out, "settlement failed"))
 	if t.Failed() {
-		t.Logf("the consumers' last log lines:\n%s", logs.last(20))
+		t.Logf("the consumers' last log lines:\n%s", lastLines(logs.String(), 20))
 	}
 	mu.Lock()
 	defer mu.Unlock()
@@ -451,57 +421,55 @@ func rowlockDrain(t *testing.T, c rowlockCell, d rowlock.Dialect, p rowlockDrain
 // once, says so once in the log, and the application still gets a connection meanwhile.
 func TestRowlockPool(t *testing.T) {
 	const k, workers, rows = 4, 8, 24
-	for _, b := range backends(t, false) {
-		t.Run(b.name, func(t *testing.T) {
-			c := rowlockSetup(t, b, k, fullTable)
-			c.publish(t, messages("q", rows)...)
+	forEachBackend(t, backends(t, false), func(t *testing.T, b backend) {
+		c := rowlockSetup(t, b, k, fullTable)
+		c.publish(t, messages("q", rows)...)
 
-			var (
-				running, most, handled atomic.Int32
-				full                   = make(chan struct{}) // closed once k-1 handlers ran at once
-				fullOnce               sync.Once
-				done                   = make(chan struct{})
-			)
-			h := inbox.HandlerFunc(func(ctx context.Context, d *inbox.Delivery) outcome.Outcome {
-				n := running.Add(1)
-				defer running.Add(-1)
-				for m := most.Load(); n > m && !most.CompareAndSwap(m, n); m = most.Load() {
+		var (
+			running, most, handled atomic.Int32
+			full                   = make(chan struct{}) // closed once k-1 handlers ran at once
+			fullOnce               sync.Once
+			done                   = make(chan struct{})
+		)
+		h := inbox.HandlerFunc(func(ctx context.Context, d *inbox.Delivery) outcome.Outcome {
+			n := running.Add(1)
+			defer running.Add(-1)
+			for m := most.Load(); n > m && !most.CompareAndSwap(m, n); m = most.Load() {
+			}
+			if n == k-1 {
+				// Every connection but one is held: the application still gets that one.
+				actx, cancel := context.WithTimeout(ctx, 5*time.Second)
+				err := c.db.QueryRowContext(actx, "SELECT 1").Scan(new(int))
+				cancel()
+				if err != nil {
+					t.Errorf("the application's connection while %d deliveries hold theirs: %v", n, err)
 				}
-				if n == k-1 {
-					// Every connection but one is held: the application still gets that one.
-					actx, cancel := context.WithTimeout(ctx, 5*time.Second)
-					err := c.db.QueryRowContext(actx, "SELECT 1").Scan(new(int))
-					cancel()
-					if err != nil {
-						t.Errorf("the application's connection while %d deliveries hold theirs: %v", n, err)
-					}
-					fullOnce.Do(func() { close(full) })
-				}
-				select {
-				case <-full:
-				case <-time.After(10 * time.Second):
-					t.Errorf("never %d handlers at once", k-1)
-				}
-				if handled.Add(1) == rows {
-					close(done)
-				}
-				return outcome.Ack()
-			})
-			var logs logBuffer
-			stop := startConsumer(t, inbox.NewConsumer(c.db, rowlock.New(b.dialect.(rowlock.Dialect), c.tbl), h,
-				&inbox.Config{Queue: "q", Workers: workers, PollInterval: 50 * time.Millisecond, Logger: logs.Logger()}))
+				fullOnce.Do(func() { close(full) })
+			}
 			select {
-			case <-done:
-			case <-time.After(time.Minute):
-				t.Error("the rows were not handled in a minute")
+			case <-full:
+			case <-time.After(10 * time.Second):
+				t.Errorf("never %d handlers at once", k-1)
 			}
-			stop()
-			if m := most.Load(); m != k-1 {
-				t.Errorf("at most %d handlers ran at once, want %d (a pool of %d less one)", m, k-1, k)
+			if handled.Add(1) == rows {
+				close(done)
 			}
-			if n := strings.Count(logs.String(), "running fewer workers"); n != 1 {
-				t.Errorf("the log says %d times that fewer workers run, want once; log:\n%s", n, logs.String())
-			}
+			return outcome.Ack()
 		})
-	}
+		var logs inboxtest.Log
+		stop := startConsumer(t, inbox.NewConsumer(c.db, rowlock.New(b.dialect.(rowlock.Dialect), c.tbl), h,
+			&inbox.Config{Queue: "q", Workers: workers, PollInterval: 50 * time.Millisecond, Logger: logs.Logger(slog.LevelInfo)}))
+		select {
+		case <-done:
+		case <-time.After(time.Minute):
+			t.Error("the rows were not handled in a minute")
+		}
+		stop()
+		if m := most.Load(); m != k-1 {
+			t.Errorf("at most %d handlers ran at once, want %d (a pool of %d less one)", m, k-1, k)
+		}
+		if n := strings.Count(logs.String(), "running fewer workers"); n != 1 {
+			t.Errorf("the log says %d times that fewer workers run, want once; log:\n%s", n, logs.String())
+		}
+	})
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"log/slog"
 	"regexp"
 	"slices"
 	"strconv"
@@ -13,6 +14,7 @@ import (
 	"time"
 
 	"github.com/sqlinbox/inbox"
+	"github.com/sqlinbox/inbox/inboxtest"
 	"github.com/sqlinbox/inbox/outcome"
 )
 
@@ -118,122 +120,114 @@ var fixStatement = regexp.MustCompile(`ALTER TABLE [^\n]*`)
 // the column, the type it has and the statement that fixes it; after that statement Open
 // succeeds, and on Postgres and MySQL a lease column so fixed settles a claimed row.
 func TestSchemaRefusesWrongTypes(t *testing.T) {
-	var tests []subtest
-	for _, c := range cells(t) {
-		tests = append(tests, subtest{c.name(), func(t *testing.T) {
-			db := c.b.open(t, 4)
-			for _, w := range wrongTypes(c.b) {
-				if w.lease && c.form != "lease" {
-					continue
-				}
-				t.Run(w.column+"-"+strings.Fields(w.decl)[0], func(t *testing.T) {
-					ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-					defer cancel()
-					tbl := schemaCreate(t, c.b, db, tableName(t), map[string]string{w.column: w.decl}, w.strict)
-					if w.column == "id" {
-						tbl.IDGenerated = false
-					}
-					f := c.newForm(t, tbl)
-					_, err := f.Open(ctx, db, inbox.Queue{Name: "q"})
-					if err == nil {
-						f.Close()
-						t.Fatalf("Open accepted column %q declared %s", w.column, w.decl)
-					}
-					msg := err.Error()
-					t.Log(msg)
-					if !errors.Is(err, inbox.ErrSchema) {
-						t.Fatalf("Open: %v, want an error wrapping ErrSchema", err)
-					}
-					for _, want := range []string{tbl.Name, `"` + w.column + `"`, w.shown} {
-						if !strings.Contains(msg, want) {
-							t.Errorf("Open: %v: does not name %q", err, want)
-						}
-					}
-					if c.b.name == "sqlite" {
-						if !strings.Contains(msg, "rebuild the table") {
-							t.Errorf("Open: %v: does not say the SQLite table must be rebuilt", err)
-						}
-						return
-					}
-					fix := fixStatement.FindString(msg)
-					if fix == "" {
-						t.Fatalf("Open: %v: names no ALTER TABLE that fixes the column", err)
-					}
-					if _, err := db.ExecContext(ctx, fix); err != nil {
-						t.Fatalf("the fix the error gives, %s: %v", fix, err)
-					}
-					f = c.newForm(t, tbl)
-					if _, err := f.Open(ctx, db, inbox.Queue{Name: "q"}); err != nil {
-						t.Fatalf("Open after %s: %v", fix, err)
-					}
-					defer f.Close()
-					if !w.lease {
-						return
-					}
-					c.publish(t, db, tbl, inbox.Message{Queue: "q", Payload: []byte("x")})
-					ds, err := f.Claim(ctx, 1)
-					if err != nil || len(ds) != 1 {
-						t.Fatalf("Claim after the fix: %d rows, %v; want the row", len(ds), err)
-					}
-					if err := f.Settle(ctx, ds[0], outcome.Ack()); err != nil {
-						t.Errorf("Settle after the fix: %v", err)
-					}
-				})
+	forEachCell(t, func(t *testing.T, c cell) {
+		db := c.b.open(t, 4)
+		for _, w := range wrongTypes(c.b) {
+			if w.lease && c.form != "lease" {
+				continue
 			}
-		}})
-	}
-	runConcurrently(t, 4, tests)
+			t.Run(w.column+"-"+strings.Fields(w.decl)[0], func(t *testing.T) {
+				ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+				defer cancel()
+				tbl := schemaCreate(t, c.b, db, tableName(t), map[string]string{w.column: w.decl}, w.strict)
+				if w.column == "id" {
+					tbl.IDGenerated = false
+				}
+				f := c.newForm(t, tbl)
+				_, err := f.Open(ctx, db, inbox.Queue{Name: "q"})
+				if err == nil {
+					f.Close()
+					t.Fatalf("Open accepted column %q declared %s", w.column, w.decl)
+				}
+				msg := err.Error()
+				t.Log(msg)
+				if !errors.Is(err, inbox.ErrSchema) {
+					t.Fatalf("Open: %v, want an error wrapping ErrSchema", err)
+				}
+				for _, want := range []string{tbl.Name, `"` + w.column + `"`, w.shown} {
+					if !strings.Contains(msg, want) {
+						t.Errorf("Open: %v: does not name %q", err, want)
+					}
+				}
+				if c.b.name == "sqlite" {
+					if !strings.Contains(msg, "rebuild the table") {
+						t.Errorf("Open: %v: does not say the SQLite table must be rebuilt", err)
+					}
+					return
+				}
+				fix := fixStatement.FindString(msg)
+				if fix == "" {
+					t.Fatalf("Open: %v: names no ALTER TABLE that fixes the column", err)
+				}
+				if _, err := db.ExecContext(ctx, fix); err != nil {
+					t.Fatalf("the fix the error gives, %s: %v", fix, err)
+				}
+				f = c.newForm(t, tbl)
+				if _, err := f.Open(ctx, db, inbox.Queue{Name: "q"}); err != nil {
+					t.Fatalf("Open after %s: %v", fix, err)
+				}
+				defer f.Close()
+				if !w.lease {
+					return
+				}
+				c.publish(t, db, tbl, inbox.Message{Queue: "q", Payload: []byte("x")})
+				ds, err := f.Claim(ctx, 1)
+				if err != nil || len(ds) != 1 {
+					t.Fatalf("Claim after the fix: %d rows, %v; want the row", len(ds), err)
+				}
+				if err := f.Settle(ctx, ds[0], outcome.Ack()); err != nil {
+					t.Errorf("Settle after the fix: %v", err)
+				}
+			})
+		}
+	})
 }
 
 // TestNullAttemptReadsAsNeverDelivered: a row whose attempt is NULL (inserted by hand, into a
 // column without NOT NULL) is claimed by every form, its first delivery reads 1 and the one
 // after a retry 2, singly and in batches.
 func TestNullAttemptReadsAsNeverDelivered(t *testing.T) {
-	var tests []subtest
-	for _, c := range cells(t) {
-		tests = append(tests, subtest{c.name(), func(t *testing.T) {
-			for _, batch := range []int{0, 4} {
-				name := "single"
-				if batch > 0 {
-					name = "batch"
-				}
-				t.Run(name, func(t *testing.T) {
-					db := c.b.open(t, 8)
-					nullable := map[string]string{"attempt": "INT NULL"}
-					tbl := schemaCreate(t, c.b, db, tableName(t), nullable, false)
-					mustExec(t, db, "INSERT INTO "+c.q(t, tbl.Name)+" ("+c.q(t, tbl.Payload)+", "+c.q(t, tbl.Attempt)+", "+c.q(t, tbl.Queue)+") VALUES ("+c.ph(1)+", NULL, 'q')", []byte("x"))
-					var (
-						mu       sync.Mutex
-						attempts []int
-					)
-					h := inbox.HandlerFunc(func(_ context.Context, d *inbox.Delivery) outcome.Outcome {
-						mu.Lock()
-						defer mu.Unlock()
-						attempts = append(attempts, d.Attempt)
-						if len(attempts) == 1 {
-							return outcome.Retry()
-						}
-						return outcome.Ack()
-					})
-					cfg := &inbox.Config{Queue: "q", PollInterval: cellPoll, Logger: testLogger(t)}
-					stop := startConsumer(t, newConsumer(t, db, c.newForm(t, tbl), batch, h, cfg))
-					settled := func() bool {
-						return len(c.ids(t, db, tbl, c.q(t, tbl.ProcessedAt)+" IS NOT NULL")) == 1
-					}
-					eventually(10*time.Second, settled)
-					stop()
+	forEachCell(t, func(t *testing.T, c cell) {
+		for _, batch := range []int{0, 4} {
+			name := "single"
+			if batch > 0 {
+				name = "batch"
+			}
+			t.Run(name, func(t *testing.T) {
+				db := c.b.open(t, 8)
+				nullable := map[string]string{"attempt": "INT NULL"}
+				tbl := schemaCreate(t, c.b, db, tableName(t), nullable, false)
+				mustExec(t, db, "INSERT INTO "+c.q(t, tbl.Name)+" ("+c.q(t, tbl.Payload)+", "+c.q(t, tbl.Attempt)+", "+c.q(t, tbl.Queue)+") VALUES ("+c.ph(1)+", NULL, 'q')", []byte("x"))
+				var (
+					mu       sync.Mutex
+					attempts []int
+				)
+				h := inbox.HandlerFunc(func(_ context.Context, d *inbox.Delivery) outcome.Outcome {
 					mu.Lock()
 					defer mu.Unlock()
-					if !settled() {
-						t.Errorf("the row with a NULL attempt was not settled within 10 s (deliveries read attempts %v)", attempts)
-					} else if !slices.Equal(attempts, []int{1, 2}) {
-						t.Errorf("deliveries read attempts %v, want [1 2]: a NULL attempt is a row never delivered", attempts)
+					attempts = append(attempts, d.Attempt)
+					if len(attempts) == 1 {
+						return outcome.Retry()
 					}
+					return outcome.Ack()
 				})
-			}
-		}})
-	}
-	runConcurrently(t, 4, tests)
+				cfg := &inbox.Config{Queue: "q", PollInterval: cellPoll, Logger: testLogger(t)}
+				stop := startConsumer(t, newConsumer(t, db, c.newForm(t, tbl), batch, h, cfg))
+				settled := func() bool {
+					return len(c.ids(t, db, tbl, c.q(t, tbl.ProcessedAt)+" IS NOT NULL")) == 1
+				}
+				eventually(10*time.Second, settled)
+				stop()
+				mu.Lock()
+				defer mu.Unlock()
+				if !settled() {
+					t.Errorf("the row with a NULL attempt was not settled within 10 s (deliveries read attempts %v)", attempts)
+				} else if !slices.Equal(attempts, []int{1, 2}) {
+					t.Errorf("deliveries read attempts %v, want [1 2]: a NULL attempt is a row never delivered", attempts)
+				}
+			})
+		}
+	})
 }
 
 // TestUnclaimableRowsAreReported: a consumer logs, once, the rows of its queue that no claim
@@ -241,86 +235,82 @@ func TestNullAttemptReadsAsNeverDelivered(t *testing.T) {
 // infinity too), and on SQLite a retry_after that is not a time in the library's layout. A row
 // of another queue is not its to report, and a good row is consumed meanwhile.
 func TestUnclaimableRowsAreReported(t *testing.T) {
-	var tests []subtest
-	for _, c := range cells(t) {
-		tests = append(tests, subtest{c.name(), func(t *testing.T) {
-			db := c.b.open(t, 8)
-			group := map[string]string{"postgres": "TEXT NULL", "sqlite": "TEXT"}[c.b.name]
-			if group == "" {
-				group = "VARCHAR(191) NULL"
-			}
-			tbl := schemaCreate(t, c.b, db, tableName(t), map[string]string{"grp": group}, false)
-			never := map[string]string{
-				"postgres": "'9999-12-31 23:59:59+00'",
-				"sqlite":   "'9999-12-31 23:59:59.000000'",
-			}[c.b.name]
-			if never == "" {
-				never = "'9999-12-31 23:59:59'"
-			}
-			insert := func(grp, retryAfter string) int64 {
-				t.Helper()
-				before := c.ids(t, db, tbl, "")
-				mustExec(t, db, "INSERT INTO "+c.q(t, tbl.Name)+" ("+c.q(t, tbl.Payload)+", "+c.q(t, tbl.Queue)+", "+c.q(t, tbl.RetryAfter)+") VALUES ("+c.ph(1)+", "+grp+", "+retryAfter+")", []byte("x"))
-				after := c.ids(t, db, tbl, "")
-				return after[len(before)]
-			}
-			good := insert("'q'", "NULL")
-			want := map[string][]int64{
-				"queue column": {insert("NULL", "NULL")},
-				"100 years":    {insert("'q'", never)},
-			}
-			other := insert("'other'", never)
-			switch c.b.name {
-			case "postgres":
-				want["100 years"] = append(want["100 years"], insert("'q'", "'infinity'"))
-			case "sqlite":
-				want["layout"] = []int64{insert("'q'", "'tomorrow'")}
-			}
-			logs := &logBuffer{}
-			stop := runConsumer(t, db, c.newForm(t, tbl), inbox.HandlerFunc(func(context.Context, *inbox.Delivery) outcome.Outcome {
-				return outcome.Ack()
-			}), &inbox.Config{Queue: "q", Logger: logs.Logger()})
-			reports := func(why string) []string {
-				var out []string
-				for _, line := range strings.Split(logs.String(), "\n") {
-					if strings.Contains(line, "no claim will take") && strings.Contains(line, why) {
-						out = append(out, line)
-					}
+	forEachCell(t, func(t *testing.T, c cell) {
+		db := c.b.open(t, 8)
+		group := map[string]string{"postgres": "TEXT NULL", "sqlite": "TEXT"}[c.b.name]
+		if group == "" {
+			group = "VARCHAR(191) NULL"
+		}
+		tbl := schemaCreate(t, c.b, db, tableName(t), map[string]string{"grp": group}, false)
+		never := map[string]string{
+			"postgres": "'9999-12-31 23:59:59+00'",
+			"sqlite":   "'9999-12-31 23:59:59.000000'",
+		}[c.b.name]
+		if never == "" {
+			never = "'9999-12-31 23:59:59'"
+		}
+		insert := func(grp, retryAfter string) int64 {
+			t.Helper()
+			before := c.ids(t, db, tbl, "")
+			mustExec(t, db, "INSERT INTO "+c.q(t, tbl.Name)+" ("+c.q(t, tbl.Payload)+", "+c.q(t, tbl.Queue)+", "+c.q(t, tbl.RetryAfter)+") VALUES ("+c.ph(1)+", "+grp+", "+retryAfter+")", []byte("x"))
+			after := c.ids(t, db, tbl, "")
+			return after[len(before)]
+		}
+		good := insert("'q'", "NULL")
+		want := map[string][]int64{
+			"queue column": {insert("NULL", "NULL")},
+			"100 years":    {insert("'q'", never)},
+		}
+		other := insert("'other'", never)
+		switch c.b.name {
+		case "postgres":
+			want["100 years"] = append(want["100 years"], insert("'q'", "'infinity'"))
+		case "sqlite":
+			want["layout"] = []int64{insert("'q'", "'tomorrow'")}
+		}
+		logs := &inboxtest.Log{}
+		stop := runConsumer(t, db, c.newForm(t, tbl), inbox.HandlerFunc(func(context.Context, *inbox.Delivery) outcome.Outcome {
+			return outcome.Ack()
+		}), &inbox.Config{Queue: "q", Logger: logs.Logger(slog.LevelInfo)})
+		reports := func(why string) []string {
+			var out []string
+			for _, line := range strings.Split(logs.String(), "\n") {
+				if strings.Contains(line, "no claim will take") && strings.Contains(line, why) {
+					out = append(out, line)
 				}
-				return out
 			}
-			waitFor(t, 20*time.Second, "the good row to be acked and every kind of unclaimable row reported", func() bool {
-				if len(c.ids(t, db, tbl, c.q(t, tbl.ProcessedAt)+" IS NOT NULL")) != 1 {
+			return out
+		}
+		waitFor(t, 20*time.Second, "the good row to be acked and every kind of unclaimable row reported", func() bool {
+			if len(c.ids(t, db, tbl, c.q(t, tbl.ProcessedAt)+" IS NOT NULL")) != 1 {
+				return false
+			}
+			for why := range want {
+				if len(reports(why)) == 0 {
 					return false
 				}
-				for why := range want {
-					if len(reports(why)) == 0 {
-						return false
-					}
-				}
-				return true
-			})
-			time.Sleep(20 * cellPoll) // many polls: the report is not repeated per poll
-			stop()
-			if got := c.ids(t, db, tbl, c.q(t, tbl.ProcessedAt)+" IS NOT NULL"); !slices.Equal(got, []int64{good}) {
-				t.Errorf("rows settled: %v, want the good row %d only", got, good)
 			}
-			for why, ids := range want {
-				lines := reports(why)
-				if len(lines) != 1 {
-					t.Errorf("%q reported %d times, want once:\n%s", why, len(lines), strings.Join(lines, "\n"))
-					continue
-				}
-				if got := reportedIDs(lines[0]); !slices.Equal(got, ids) {
-					t.Errorf("the report names rows %v, want %v (not row %d of queue other): %s", got, ids, other, lines[0])
-				}
-				if !strings.Contains(lines[0]+" ", " rows="+strconv.Itoa(len(ids))+" ") {
-					t.Errorf("the report does not count %d rows: %s", len(ids), lines[0])
-				}
+			return true
+		})
+		time.Sleep(20 * cellPoll) // many polls: the report is not repeated per poll
+		stop()
+		if got := c.ids(t, db, tbl, c.q(t, tbl.ProcessedAt)+" IS NOT NULL"); !slices.Equal(got, []int64{good}) {
+			t.Errorf("rows settled: %v, want the good row %d only", got, good)
+		}
+		for why, ids := range want {
+			lines := reports(why)
+			if len(lines) != 1 {
+				t.Errorf("%q reported %d times, want once:\n%s", why, len(lines), strings.Join(lines, "\n"))
+				continue
 			}
-		}})
-	}
-	runConcurrently(t, 4, tests)
+			if got := reportedIDs(lines[0]); !slices.Equal(got, ids) {
+				t.Errorf("the report names rows %v, want %v (not row %d of queue other): %s", got, ids, other, lines[0])
+			}
+			if !strings.Contains(lines[0]+" ", " rows="+strconv.Itoa(len(ids))+" ") {
+				t.Errorf("the report does not count %d rows: %s", len(ids), lines[0])
+			}
+		}
+	})
 }
 
 // reportedIDs reads the ids attribute of a log line: ids=[3] or ids="[3 4]".

@@ -35,11 +35,7 @@ func init() {
 // statement is done and the lock released), and once the statement is done its connection is
 // back: nothing is left behind for good.
 func TestShutdownTimeoutBoundsRunInTransactionalMode(t *testing.T) {
-	var tests []subtest
-	for _, c := range cells(t) {
-		tests = append(tests, subtest{c.name(), func(t *testing.T) { shutdownHeldTx(t, c) }})
-	}
-	runConcurrently(t, 4, tests)
+	forEachCell(t, shutdownHeldTx)
 }
 
 // shutdownStatement is the cell's statement that runs for shutdownStatementFor.

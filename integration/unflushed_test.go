@@ -28,12 +28,8 @@ func formSQL(t *testing.T, b backend, tbl inbox.Table) sqltext.SQL {
 // transaction, even where it matched no row; the ack and the retry that wait leave it on.
 func TestRowlockUnflushedCommit(t *testing.T) {
 	b := postgresBackend(t)
-	db := b.open(t, 4)
-	tbl := fullTable(tableName(t))
-	b.createTable(t, db, tbl)
-	for range 5 { // ids 1 to 5
-		b.enqueue(t, db, tbl, inbox.Message{Queue: "q"})
-	}
+	db, tbl := b.openTable(t, 4, fullTable)
+	b.enqueue(t, db, tbl, messages("q", 5)...) // ids 1 to 5
 	r := formSQL(t, b, tbl).RowLock()
 	u := r.Unflushed()
 	now := b.dialect.Time(time.Now())
@@ -57,22 +53,10 @@ func TestRowlockUnflushedCommit(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		rows, err := tx.QueryContext(ctx, r.Claim(c.claim), now, "q")
-		if err != nil {
-			t.Fatal(err)
-		}
 		var claimed []int64
-		for rows.Next() {
-			var id int64
-			var payload, attempt, grp, headers any
-			if err := rows.Scan(&id, &payload, &attempt, &grp, &headers); err != nil {
-				t.Fatal(err)
-			}
-			claimed = append(claimed, id)
-		}
-		if err := rows.Err(); err != nil {
-			t.Fatal(err)
-		}
+		var id int64
+		var payload, attempt, grp, headers any
+		forRows(t, tx, r.Claim(c.claim), []any{now, "q"}, func() { claimed = append(claimed, id) }, &id, &payload, &attempt, &grp, &headers)
 		var setting string
 		if err := tx.QueryRowContext(ctx, "SHOW synchronous_commit").Scan(&setting); err != nil || setting != "on" {
 			t.Fatalf("%s: synchronous_commit %q after the claim (%v), want on", c.what, setting, err)
@@ -112,12 +96,8 @@ func TestRowlockUnflushedCommit(t *testing.T) {
 // a batch's; a RetryAfter leaves it on.
 func TestAdvisoryUnflushedCommit(t *testing.T) {
 	b := postgresBackend(t)
-	db := b.open(t, 4)
-	tbl := fullTable(tableName(t))
-	b.createTable(t, db, tbl)
-	for range 5 { // ids 1 to 5
-		b.enqueue(t, db, tbl, inbox.Message{Queue: "q"})
-	}
+	db, tbl := b.openTable(t, 4, fullTable)
+	b.enqueue(t, db, tbl, messages("q", 5)...) // ids 1 to 5
 	a := formSQL(t, b, tbl).Advisory([]sqltext.KeyPart{{Text: tbl.Name + "-"}, {Column: b.q(t, tbl.ID)}})
 	key := func(id int64) string { return tbl.Name + "-" + strconv.FormatInt(id, 10) }
 	tm := b.dialect.Time

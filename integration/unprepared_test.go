@@ -134,8 +134,7 @@ func unpreparedDrain(t *testing.T, c cell, w clusterWay) {
 func unpreparedMissingColumn(t *testing.T, c cell) {
 	dsn := c.dsn(t)
 	admin := c.openDSN(t, dsn, 4)
-	tbl := fullTable(tableName(t))
-	c.b.createTable(t, admin, tbl)
+	tbl := c.b.newTable(t, admin, fullTable)
 	tbl.Priority = "no_such_priority"
 	f := c.newForm(t, tbl)
 	_, err := f.Open(context.Background(), unpreparedPool(t, c, dsn, 4), inbox.Queue{Name: "q", UnpreparedStatements: true})

@@ -87,8 +87,7 @@ func TestDataVersionWakesAConsumerOnAnotherPool(t *testing.T) {
 		t.Fatal(err)
 	}
 	pub := b.openDSN(t, SQLiteDSN(file), 4)
-	tbl := minimalTable(tableName(t))
-	b.createTable(t, pub, tbl)
+	tbl := b.newTable(t, pub, minimalTable)
 
 	var handled atomic.Int32
 	h := inbox.HandlerFunc(func(context.Context, *inbox.Delivery) outcome.Outcome {
@@ -108,26 +107,24 @@ func TestDataVersionWakesAConsumerOnAnotherPool(t *testing.T) {
 // TestDueRowsClaimedOnTime: with a poll of a minute, a row published with Delay, and a row a
 // handler put off with RetryAfter, are each claimed once due, on every database.
 func TestDueRowsClaimedOnTime(t *testing.T) {
-	for _, b := range backends(t, true) {
-		t.Run(b.name, func(t *testing.T) {
-			db, tbl := b.openTable(t, 4, fullTable)
-			var attempts atomic.Int32
-			h := inbox.HandlerFunc(func(_ context.Context, d *inbox.Delivery) outcome.Outcome {
-				if attempts.Add(1) == 2 {
-					return outcome.RetryAfter(200 * time.Millisecond)
-				}
-				return outcome.Ack()
-			})
-			stop := runConsumer(t, db, lease.New(b.dialect, tbl, nil), h, &inbox.Config{Queue: "q", PollInterval: longPoll})
-			defer stop()
-			start := time.Now()
-			b.enqueue(t, db, tbl, inbox.Message{Queue: "q", Delay: 300 * time.Millisecond})
-			waitWoken(t, "the delayed row handled", func() bool { return attempts.Load() == 1 })
-			if since := time.Since(start); since < 300*time.Millisecond {
-				t.Fatalf("the row delayed 300ms was handled after %v", since)
+	forEachBackend(t, backends(t, true), func(t *testing.T, b backend) {
+		db, tbl := b.openTable(t, 4, fullTable)
+		var attempts atomic.Int32
+		h := inbox.HandlerFunc(func(_ context.Context, d *inbox.Delivery) outcome.Outcome {
+			if attempts.Add(1) == 2 {
+				return outcome.RetryAfter(200 * time.Millisecond)
 			}
-			b.enqueue(t, db, tbl, inbox.Message{Queue: "q"})
-			waitWoken(t, "the row put off by RetryAfter handled again", func() bool { return attempts.Load() == 3 })
+			return outcome.Ack()
 		})
-	}
+		stop := runConsumer(t, db, lease.New(b.dialect, tbl, nil), h, &inbox.Config{Queue: "q", PollInterval: longPoll})
+		defer stop()
+		start := time.Now()
+		b.enqueue(t, db, tbl, inbox.Message{Queue: "q", Delay: 300 * time.Millisecond})
+		waitWoken(t, "the delayed row handled", func() bool { return attempts.Load() == 1 })
+		if since := time.Since(start); since < 300*time.Millisecond {
+			t.Fatalf("the row delayed 300ms was handled after %v", since)
+		}
+		b.enqueue(t, db, tbl, inbox.Message{Queue: "q"})
+		waitWoken(t, "the row put off by RetryAfter handled again", func() bool { return attempts.Load() == 3 })
+	})
 }
