@@ -448,15 +448,20 @@ func (b *binding) query(ctx context.Context, s *stmt.Stmt, args []any, read func
 			return b.own.query(ctx, s, args, read)
 		}
 		rows, err := s.QueryContext(ctx, args...)
-		if err != nil {
-			return err
-		}
-		err = read(rows)
-		if cerr := rows.Close(); err == nil {
-			err = cerr
-		}
-		return err
+		return readRows(rows, err, read)
 	})
+}
+
+// readRows hands the rows of a query that returned err to read, and closes them.
+func readRows(rows *sql.Rows, err error, read func(*sql.Rows) error) error {
+	if err != nil {
+		return err
+	}
+	err = read(rows)
+	if cerr := rows.Close(); err == nil {
+		err = cerr
+	}
+	return err
 }
 
 // stampText is the SQLite claim's stamp over n ids, written once per n.

@@ -83,14 +83,7 @@ func (o *ownConn) query(ctx context.Context, s *stmt.Stmt, args []any, read func
 				rows, err = ps.QueryContext(ctx, args...)
 			}
 		}
-		if err != nil {
-			return err
-		}
-		err = read(rows)
-		if cerr := rows.Close(); err == nil {
-			err = cerr
-		}
-		return err
+		return readRows(rows, err, read)
 	})
 }
 
