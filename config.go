@@ -19,9 +19,10 @@ type Config struct {
 	// connection of its own), so the application always has a connection; it says so in the log
 	// when it runs fewer than asked. Where a delivery holds nothing (the lease form outside
 	// transactional mode, but on SQLite, whose lone worker settles and claims in one
-	// transaction), a worker hands each settlement over and takes its next row while it commits:
-	// up to four settlements per worker run behind the handlers, and settlements that run at
-	// once share a commit where the form merges them.
+	// transaction), a worker hands each Ack, Drop or Fail over and takes its next row while it
+	// commits: up to four settlements per worker run behind the handlers, and settlements that
+	// run at once share a commit where the form merges them. A retry settles before its worker
+	// claims again.
 	Workers int
 	// PollInterval bounds how long a worker waits after a claim that found nothing, or failed,
 	// before it claims again: each wait is drawn anew, uniformly from PollInterval/2 up to (not

@@ -37,11 +37,11 @@ func (f *gateForm) note(e string) {
 	f.events = append(f.events, e)
 }
 
-// handledWhileGated runs a consumer of rows 1 to 20 through f with cfg, waits until its
+// handledWhileGated runs a consumer of rows 1 to 20 through f with cfg, its handler returning o, waits until its
 // handlers stop being called while f's gate is shut, and returns how many rows were handled,
 // then opens the gate and checks that Run returns only once every handled row has settled,
 // before the form closes.
-func handledWhileGated(t *testing.T, f *gateForm, cfg *Config) int {
+func handledWhileGated(t *testing.T, f *gateForm, cfg *Config, o outcome.Outcome) int {
 	t.Helper()
 	var mu sync.Mutex
 	handled := 0
@@ -49,7 +49,7 @@ func handledWhileGated(t *testing.T, f *gateForm, cfg *Config) int {
 		mu.Lock()
 		defer mu.Unlock()
 		handled++
-		return outcome.Ack()
+		return o
 	})
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -92,7 +92,7 @@ func handledWhileGated(t *testing.T, f *gateForm, cfg *Config) int {
 func TestSettlementsRunBehindTheirWorker(t *testing.T) {
 	for _, workers := range []int{1, 3} {
 		f := &gateForm{fakeForm: newFakeForm("jobs", rowIDs(20)...), gate: make(chan struct{})}
-		got := handledWhileGated(t, f, &Config{Workers: workers, PollInterval: 10 * time.Millisecond})
+		got := handledWhileGated(t, f, &Config{Workers: workers, PollInterval: 10 * time.Millisecond}, outcome.Ack())
 		// Each settler waits at the gate with a row, and each worker waits to hand over one more.
 		if want := (behindPerWorker + 1) * workers; got != want {
 			t.Errorf("%d workers: %d rows handled while every settlement waited, want %d", workers, got, want)
@@ -101,16 +101,20 @@ func TestSettlementsRunBehindTheirWorker(t *testing.T) {
 }
 
 // TestSettlementsRunInTheirWorkerWhereItsHoldIsItsOwn: a delivery that holds a connection, a
-// transactional one and one whose form claims with the settlement settle in their worker, which
+// transactional one, one whose form claims with the settlement, and a retry settle in their
+// worker, which
 // handles nothing more until the settlement returns.
 func TestSettlementsRunInTheirWorkerWhereItsHoldIsItsOwn(t *testing.T) {
 	cases := []struct {
 		name string
 		set  func(*gateForm, *Config)
+		o    outcome.Outcome
 		want int
 	}{
-		{"holds a connection", func(f *gateForm, _ *Config) { f.plan.HoldsConnection = true }, 2},
-		{"transactional", func(_ *gateForm, c *Config) { c.Transactional = true }, 2},
+		{"holds a connection", func(f *gateForm, _ *Config) { f.plan.HoldsConnection = true }, outcome.Ack(), 2},
+		{"transactional", func(_ *gateForm, c *Config) { c.Transactional = true }, outcome.Ack(), 2},
+		// A retried row is back in the queue before its worker claims again.
+		{"a retry", func(*gateForm, *Config) {}, outcome.Retry(), 2},
 		{"settles and claims", func(f *gateForm, c *Config) {
 			c.Workers = 1 // two would take turns at the claim by timing alone
 			f.plan.SettleAndClaim = func(ctx context.Context, d *Delivery, o outcome.Outcome, max int) ([]*Delivery, error, error) {
@@ -118,14 +122,14 @@ func TestSettlementsRunInTheirWorkerWhereItsHoldIsItsOwn(t *testing.T) {
 				claimed, claimErr := f.Claim(ctx, max)
 				return claimed, settleErr, claimErr
 			}
-		}, 1},
+		}, outcome.Ack(), 1},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			f := &gateForm{fakeForm: newFakeForm("jobs", rowIDs(20)...), gate: make(chan struct{})}
 			cfg := &Config{Workers: 2, PollInterval: 10 * time.Millisecond}
 			tc.set(f, cfg)
-			if got := handledWhileGated(t, f, cfg); got != tc.want {
+			if got := handledWhileGated(t, f, cfg, tc.o); got != tc.want {
 				t.Errorf("%d rows handled while every settlement waited, want %d", got, tc.want)
 			}
 		})

@@ -36,10 +36,12 @@ func (r *run) deliver(ctx context.Context, ops *detached, s *slot, u []*Delivery
 	s.mu.Unlock()
 
 	handled := r.now()
-	if r.behind != nil {
+	if r.behind != nil && final(outs[0]) {
 		// Nothing of the delivery's hold is the worker's: the settlement runs behind it while it
 		// takes its next row, and settlements that run at once share a commit where the form
-		// merges them.
+		// merges them. A retry settles here instead, so that its row is back in the queue, its
+		// retry_after written, before this worker claims again or asks when a row falls due:
+		// a lone worker still takes a retried row of the first priority next.
 		r.behind <- settlement{ctx: hctx, d: u[0], o: outs[0], handler: handled.Sub(began)}
 		return nil, true
 	}
@@ -68,6 +70,15 @@ func (r *run) deliver(ctx context.Context, ops *detached, s *slot, u []*Delivery
 	ops.end()
 	r.settledAs(u, outs, err)
 	return next, true
+}
+
+// final reports whether o takes its row out of the queue for good: an Ack, a Drop, a Fail.
+func final(o outcome.Outcome) bool {
+	switch o.Kind() {
+	case outcome.KindAck, outcome.KindDrop, outcome.KindFail:
+		return true
+	}
+	return false
 }
 
 // settlement is a single delivery's outcome, settled behind its worker (run.behind).
