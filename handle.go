@@ -72,14 +72,9 @@ func (r *run) deliver(ctx context.Context, ops *detached, s *slot, u []*Delivery
 	return next, true
 }
 
-// final reports whether o takes its row out of the queue for good: an Ack, a Drop, a Fail.
-func final(o outcome.Outcome) bool {
-	switch o.Kind() {
-	case outcome.KindAck, outcome.KindDrop, outcome.KindFail:
-		return true
-	}
-	return false
-}
+// final reports whether o takes its row out of the queue for good: an Ack or a Drop, which
+// settle it, or a Fail, which leaves it dead.
+func final(o outcome.Outcome) bool { return o.Settles() || o.Kind() == outcome.KindFail }
 
 // settlement is a single delivery's outcome, settled behind its worker (run.behind).
 type settlement struct {
