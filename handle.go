@@ -29,7 +29,8 @@ func (r *run) deliver(ctx context.Context, ops *detached, s *slot, u []*Delivery
 	s.mu.Lock()
 	if s.abandoned {
 		s.mu.Unlock()
-		r.observeSettled(hctx, u, outs, r.now().Sub(began), r.now(), errAbandoned)
+		now := r.now()
+		r.observeSettled(hctx, u, outs, now.Sub(began), now, errAbandoned)
 		return nil, false
 	}
 	s.inWork = nil
