@@ -117,11 +117,7 @@ func TestSettlementsRunInTheirWorkerWhereItsHoldIsItsOwn(t *testing.T) {
 		{"a retry", func(*gateForm, *Config) {}, outcome.Retry(), 2},
 		{"settles and claims", func(f *gateForm, c *Config) {
 			c.Workers = 1 // two would take turns at the claim by timing alone
-			f.plan.SettleAndClaim = func(ctx context.Context, d *Delivery, o outcome.Outcome, max int) ([]*Delivery, error, error) {
-				settleErr := f.Settle(ctx, d, o)
-				claimed, claimErr := f.Claim(ctx, max)
-				return claimed, settleErr, claimErr
-			}
+			f.plan.SettleAndClaim = settleThenClaim(f)
 		}, outcome.Ack(), 1},
 	}
 	for _, tc := range cases {

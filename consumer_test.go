@@ -694,11 +694,7 @@ func (f *slowSettleForm) Settle(ctx context.Context, d *Delivery, o outcome.Outc
 func TestSharedClaimsTakeRowsForWorkersWaitingOrSettling(t *testing.T) {
 	ids := rowIDs(60)
 	f := &slowSettleForm{fakeForm: newFakeForm("jobs", ids...)}
-	f.plan.SettleAndClaim = func(ctx context.Context, d *Delivery, o outcome.Outcome, max int) ([]*Delivery, error, error) {
-		settleErr := f.Settle(ctx, d, o)
-		claimed, claimErr := f.Claim(ctx, max)
-		return claimed, settleErr, claimErr
-	}
+	f.plan.SettleAndClaim = settleThenClaim(f)
 	h := HandlerFunc(func(ctx context.Context, d *Delivery) outcome.Outcome { return outcome.Ack() })
 	c := NewConsumer(noDB(0), f, h, &Config{Workers: 4, PollInterval: 10 * time.Millisecond})
 	if err := runUntil(t, c, func() bool { return f.settledCount() == len(ids) }); err != nil {
@@ -728,9 +724,17 @@ func (f *settleClaimForm) Open(ctx context.Context, db *sql.DB, q Queue) (Plan, 
 
 func (f *settleClaimForm) settleAndClaim(ctx context.Context, d *Delivery, o outcome.Outcome, max int) ([]*Delivery, error, error) {
 	f.fused.Add(1)
-	settleErr := f.Settle(ctx, d, o)
-	ds, claimErr := f.Claim(ctx, max)
-	return ds, settleErr, claimErr
+	return settleThenClaim(f)(ctx, d, o, max)
+}
+
+// settleThenClaim is a Plan.SettleAndClaim for f that settles by f.Settle, then claims by
+// f.Claim.
+func settleThenClaim(f Form) func(context.Context, *Delivery, outcome.Outcome, int) ([]*Delivery, error, error) {
+	return func(ctx context.Context, d *Delivery, o outcome.Outcome, max int) ([]*Delivery, error, error) {
+		settleErr := f.Settle(ctx, d, o)
+		claimed, claimErr := f.Claim(ctx, max)
+		return claimed, settleErr, claimErr
+	}
 }
 
 func TestALoneWorkerSettlesAndClaimsInOneCall(t *testing.T) {
