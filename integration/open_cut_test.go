@@ -38,12 +38,13 @@ type openCuts struct {
 	targets []string
 	next    int  // the target of the current Open
 	met     bool // the current Open ran its target, and its session was killed
+	cut     int  // targets met
 	opens   []error
 }
 
-// cut reports whether query, run by an Open, is the current Open's target, and notes that it
+// at reports whether query, run by an Open, is the current Open's target, and notes that it
 // was met.
-func (o *openCuts) cut(query string) bool {
+func (o *openCuts) at(query string) bool {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	if o.next >= len(o.targets) || o.targets[o.next] != query {
@@ -58,6 +59,9 @@ func (o *openCuts) cut(query string) bool {
 func (o *openCuts) opened(err error) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
+	if o.met {
+		o.cut++
+	}
 	if o.met || err == nil {
 		o.next++
 	}
@@ -118,7 +122,7 @@ func openConnectionCut(t *testing.T, c cell) {
 	// The cut runs: each Open kills the session under its target, at every try. An Open that
 	// met no cut (its target's failure did not fail it) lets Run drain; the next run cuts on.
 	db, _, err := hookedDB(c.b, dsn, func(ev hookEvent) {
-		if ev.after || ev.phase.name != "open" || !cuts.cut(ev.query) {
+		if ev.after || ev.phase.name != "open" || !cuts.at(ev.query) {
 			return
 		}
 		if err := c.killSession(context.Background(), admin, ev.conn.session); err != nil {
@@ -144,7 +148,10 @@ func openConnectionCut(t *testing.T, c cell) {
 			failed++
 		}
 	}
-	t.Logf("%d statements of Open cut, %d Opens failed and were tried again", len(cuts.targets), failed)
+	if cuts.cut != len(cuts.targets) {
+		t.Errorf("%d of the %d statements of a clean Open were cut: an Open ran without the others", cuts.cut, len(cuts.targets))
+	}
+	t.Logf("%d statements of Open cut, %d Opens failed and were tried again", cuts.cut, failed)
 }
 
 // drainOne publishes one row to tbl and runs a consumer of c's form on db, its Opens told to
