@@ -9,6 +9,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/sqlinbox/inbox/dialect"
 )
 
 // Consumer claims rows of one queue through a form and runs a handler for each row, or for each
@@ -52,11 +54,17 @@ func NewBatchConsumer(db *sql.DB, form BatchForm, size int, h BatchHandler, cfg 
 // takes (see the package documentation on claimable rows) at its start and then every ten
 // minutes, and logs them, once for as long as they stay as they are.
 //
-// Before the first claim Run checks the form against the database: a missing table or column
-// (ErrSchema), a server too old (ErrServerTooOld), a pair the database cannot run (ErrDialect)
-// or another consumer of the same queue in this process (ErrAlreadyConsuming) fails Run at
-// once. A database that cannot be reached, at startup or later, is logged and tried again within
-// each PollInterval; Run keeps going and picks up again when it returns.
+// Before the first claim Run checks the form against the database: a missing table or column,
+// or a description or advisory key template the form cannot use (ErrSchema), a server too old
+// (ErrServerTooOld), a pair the database cannot run (ErrDialect) or another consumer of the same
+// queue in this process (ErrAlreadyConsuming) fails Run at once. So does a prepared statement
+// the server lost or already held (Postgres 26000, 42P05): a pooler in transaction mode
+// (PgBouncer before 1.21) does that on every try, so Run returns it wrapping ErrDialect, as a
+// way of speaking to the database that cannot run the form, naming the pooler,
+// Config.UnpreparedStatements and pgx's default_query_exec_mode=exec. A database that cannot be
+// reached, or a connection cut while Run starts or later, is logged and tried again within each
+// PollInterval, never taken for the schema's fault; Run keeps going and picks up again when it
+// returns.
 //
 // While it runs, Run watches the pool: when every connection has been in use for 5 s with
 // requests waiting for one (the handlers', the application's or its own), it says so in the log
@@ -194,6 +202,12 @@ func (c *Consumer) Run(ctx context.Context) error {
 // open opens the form, retrying while the database cannot be reached, and claims the queue in
 // this process. It returns a nil plan when ctx ends first. closeForm closes the form and lets
 // another consumer open it; unqueue lets another consumer claim the queue.
+//
+// An Open that fails is tried again after a poll interval, unless trying again cannot mend its
+// error (fatal): among those, a prepared statement the server lost or already held, which a
+// pooler in transaction mode causes on every try (dialect.Pooled names the settings). Once
+// the form is open, a clock that follows the database's syncs; it is tried again only where
+// its connection failed.
 func (c *Consumer) open(ctx context.Context) (plan *Plan, closeForm, unqueue func(), err error) {
 	if err := claimForm(c.form); err != nil {
 		return nil, nil, nil, err
@@ -202,26 +216,21 @@ func (c *Consumer) open(ctx context.Context) (plan *Plan, closeForm, unqueue fun
 	for {
 		plan, err := c.form.Open(ctx, c.db, q)
 		if err == nil {
-			unqueue, err := claimQueue(c.db, plan.Table, c.cfg.Queue)
-			if s, ok := c.cfg.Clock.(interface{ Sync(context.Context) error }); ok && err == nil {
-				if err = s.Sync(ctx); err != nil {
-					unqueue()
-					err = fmt.Errorf("inbox: queue %q of table %q: %w", c.cfg.Queue, plan.Table, err)
-				}
+			unqueue, err := c.start(ctx, plan)
+			if err == nil {
+				return &plan, func() {
+					if err := c.form.Close(); err != nil {
+						c.log.Error("inbox: closing the form", "queue", c.cfg.Queue, "table", plan.Table, "err", err)
+					}
+					releaseForm(c.form)
+				}, unqueue, nil
 			}
-			if err != nil {
-				c.form.Close()
+			c.form.Close()
+			if !dialect.ConnectionFailed(err) {
 				releaseForm(c.form)
 				return nil, nil, nil, err
 			}
-			return &plan, func() {
-				if err := c.form.Close(); err != nil {
-					c.log.Error("inbox: closing the form", "queue", c.cfg.Queue, "table", plan.Table, "err", err)
-				}
-				releaseForm(c.form)
-			}, unqueue, nil
-		}
-		if fatal(err) {
+		} else if err = dialect.Pooled(err, c.cfg.UnpreparedStatements); fatal(err) {
 			releaseForm(c.form)
 			return nil, nil, nil, err
 		}
@@ -235,8 +244,24 @@ func (c *Consumer) open(ctx context.Context) (plan *Plan, closeForm, unqueue fun
 	}
 }
 
-// fatal reports an error that trying again cannot mend: the description, the dialect, the
-// server version, or another consumer of the queue.
+// start claims plan's queue in this process and, where the clock follows the database's, syncs
+// it; when the sync fails it lets the queue go again.
+func (c *Consumer) start(ctx context.Context, plan Plan) (unqueue func(), err error) {
+	if unqueue, err = claimQueue(c.db, plan.Table, c.cfg.Queue); err != nil {
+		return nil, err
+	}
+	if s, ok := c.cfg.Clock.(interface{ Sync(context.Context) error }); ok {
+		if err := s.Sync(ctx); err != nil {
+			unqueue()
+			return nil, fmt.Errorf("inbox: queue %q of table %q: %w", c.cfg.Queue, plan.Table, dialect.Pooled(err, c.cfg.UnpreparedStatements))
+		}
+	}
+	return unqueue, nil
+}
+
+// fatal reports an error that trying again cannot mend: the description, the dialect (a
+// pooler's lost prepared statements among them), the server version, or another consumer of
+// the queue.
 func fatal(err error) bool {
 	for _, e := range []error{ErrSchema, ErrDialect, ErrServerTooOld, ErrAlreadyConsuming} {
 		if errors.Is(err, e) {

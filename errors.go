@@ -16,7 +16,8 @@ var (
 	// given up (at shutdown, say); the row is back in the queue.
 	ErrClosed = sentinel.Closed
 	// ErrDialect: the dialect cannot run what was asked of it: a level its database does not open,
-	// a form its database lacks the locks for, or a server that is another database.
+	// a form its database lacks the locks for, a server that is another database, or a
+	// connection that loses its prepared statements (a pooler in transaction mode).
 	ErrDialect = sentinel.Dialect
 	// ErrSchema: the table description does not match the database: a missing table or column,
 	// an identifier the database would not keep, or a column of the wrong type.

@@ -210,14 +210,14 @@ func defaultKey(t inbox.Table) string {
 }
 
 // Open checks the form against db and binds it to queue q until Close. Before any round trip
-// to the server it checks the description (wrapping inbox.ErrSchema, one t.Validate refuses or
-// a name the database would not keep) and the key template (naming the table and the template:
-// unbalanced or empty braces, text a SQL literal cannot carry); then the dialect's pair, the
-// server's version, the type of every column the description names, the key template and
-// every statement the form runs, prepared on the server. A missing table or column, including
-// one the key names, or a column whose type breaks its role, fails with inbox.ErrSchema.
-// q.UnpreparedStatements, the setting for a pooler in transaction mode, fails with
-// inbox.ErrDialect: session locks do not hold there.
+// to the server it checks the description (one t.Validate refuses, or a name the database would
+// not keep) and the key template (unbalanced or empty braces, text a SQL literal cannot carry),
+// each failing with inbox.ErrSchema naming the table (and the template); then the dialect's
+// pair, the server's version, the type of every column the description names, the key
+// template and every statement the form runs, prepared on the server. A missing table or
+// column, including one the key names, or a column whose type breaks its role, fails with
+// inbox.ErrSchema. q.UnpreparedStatements, the setting for a pooler in transaction mode, fails
+// with inbox.ErrDialect: session locks do not hold there.
 func (f *Form[D]) Open(ctx context.Context, db *sql.DB, q inbox.Queue) (inbox.Plan, error) {
 	already := func() error {
 		return fmt.Errorf("%w: the advisory form over table %q is already open: build one form per consumer", inbox.ErrAlreadyConsuming, f.table.Name)

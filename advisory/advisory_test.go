@@ -59,8 +59,8 @@ func TestKeyTemplate(t *testing.T) {
 		{"a\x00-{id}", "NUL"},
 	} {
 		_, err := parseKey(pg, "jobs", tc.key)
-		if err == nil || !strings.Contains(err.Error(), fmt.Sprintf("%q", tc.key)) || !strings.Contains(err.Error(), `table "jobs"`) || !strings.Contains(err.Error(), tc.why) {
-			t.Errorf("template %q: %v, want an error naming the table and the template and saying %q", tc.key, err, tc.why)
+		if !errors.Is(err, inbox.ErrSchema) || !strings.Contains(err.Error(), fmt.Sprintf("%q", tc.key)) || !strings.Contains(err.Error(), `table "jobs"`) || !strings.Contains(err.Error(), tc.why) {
+			t.Errorf("template %q: %v, want ErrSchema naming the table and the template and saying %q", tc.key, err, tc.why)
 		}
 	}
 	long := "jobs-{" + strings.Repeat("x", 64) + "}"

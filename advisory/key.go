@@ -11,10 +11,12 @@ import (
 
 // parseKey splits a template such as "jobs-{id}" into its text and its columns, each column
 // quoted for d, as internal/sqltext renders a key. It refuses unbalanced or empty braces, text
-// the SQL literal could not carry as it is, and a column name the database would not keep.
+// the SQL literal could not carry as it is, and a column name the database would not keep,
+// each with an error wrapping inbox.ErrSchema: the template is the description's, and no
+// second try mends it.
 func parseKey(d dialect.Dialect, table, tmpl string) ([]sqltext.KeyPart, error) {
 	bad := func(format string, args ...any) error {
-		return fmt.Errorf("inbox: table %q: advisory key template %q: "+format, append([]any{table, tmpl}, args...)...)
+		return fmt.Errorf("%w: table %q: advisory key template %q: "+format, append([]any{inbox.ErrSchema, table, tmpl}, args...)...)
 	}
 	var parts []sqltext.KeyPart
 	rest := tmpl

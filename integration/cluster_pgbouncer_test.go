@@ -5,6 +5,9 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"log/slog"
+	"regexp"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -12,6 +15,7 @@ import (
 	"time"
 
 	"github.com/sqlinbox/inbox"
+	"github.com/sqlinbox/inbox/inboxtest"
 	"github.com/sqlinbox/inbox/outcome"
 )
 
@@ -65,19 +69,85 @@ func TestClusterPgBouncer(t *testing.T) {
 		t.Run("prepared", func(t *testing.T) {
 			// The forms prepare their statements (database/sql's Prepare, a named statement on
 			// the server connection it ran on): PgBouncer before 1.21 does not carry them to
-			// the other server connections.
+			// the other server connections. Every error that meets it names the pooler and the
+			// settings; an Open that meets it ends Run (ErrDialect); and a row handled twice is
+			// one whose settlement (or extension) failed so, and is named in the log.
 			var tests []subtest
 			for _, w := range []clusterWay{{form: "rowlock", transactional: true}, {form: "lease", transactional: true}, {form: "advisory", transactional: true}} {
 				tests = append(tests, subtest{w.String(), func(t *testing.T) {
 					pools := []*sql.DB{c.openDSN(t, dsn, 4), c.openDSN(t, dsn, 4), c.openDSN(t, dsn, 4)}
-					got := drainUntil(t, b, admin, pools, w, 200, 2, 10*time.Second, 5*time.Second)
+					s := newDrain(t, b, admin, 200)
+					got := s.run(t, pools, w, 2, 10*time.Second, 5*time.Second)
 					record("tx prepared", w, got)
 					if w.form != "advisory" && (got.dupSettled > 0 || got.dupEffects > 0) {
 						t.Errorf("the %s form through transaction pooling, its statements failing: %s; want no row settled or written twice", w.form, got)
 					}
+					if got.failed != "" && poolerRemedies(got.failed, false) != 1 {
+						t.Errorf("Run through transaction pooling, its statements prepared: %s; want the pooler, inbox.Config.UnpreparedStatements and default_query_exec_mode=exec named once", got.failed)
+					}
+					log := s.logs.String()
+					for _, line := range strings.Split(log, "\n") {
+						if lost := strings.Count(line, "(SQLSTATE 42P05)") + strings.Count(line, "(SQLSTATE 26000)"); poolerRemedies(line, false) < lost {
+							t.Errorf("logged without the remedy: %s", line)
+							break
+						}
+					}
+					if w.form == "advisory" {
+						return // its session locks do not hold here: rows run twice at once
+					}
+					s.rec.mu.Lock()
+					defer s.rec.mu.Unlock()
+					named := loggedIDs(log)
+					for id, n := range s.rec.starts {
+						if n > 1 && !named[id] {
+							t.Errorf("row %d was handled %d times, and no failure of its settlement or extension was logged", id, n)
+						}
+					}
 				}})
 			}
 			runConcurrently(t, 1, tests)
+		})
+		t.Run("pgx default", func(t *testing.T) {
+			// pgx's default mode (cache_statement) prepares each statement itself, named by its
+			// text (stmtcache_…), on whatever server connection the pooler gave it; a client that
+			// lands on a server connection where another client prepared the same statement
+			// meets 42P05. Through one server connection another client has used, the first
+			// statement of Open (the server's version) meets it every time. Run returns at once
+			// with ErrDialect naming the pooler, the setting and pgx's DSN option, with the
+			// setting on or off, rather than trying Open again for as long as it runs.
+			single := pgb.dsn("single", "")
+			neighbour := c.openDSN(t, single, 1)
+			for _, w := range []clusterWay{{form: "rowlock"}, {form: "lease"}, {form: "advisory"}, {form: "rowlock", unprepared: true}, {form: "lease", unprepared: true}} {
+				name := w.String()
+				if w.unprepared {
+					name += "-unprepared"
+				}
+				t.Run(name, func(t *testing.T) {
+					var version string
+					if err := neighbour.QueryRow("SHOW server_version_num").Scan(&version); err != nil {
+						t.Fatal(err)
+					}
+					var log inboxtest.Log
+					h := inbox.HandlerFunc(func(context.Context, *inbox.Delivery) outcome.Outcome { return outcome.Ack() })
+					cons := clusterConsumer(t, b, c.openDSN(t, single, 4), w, inbox.Table{Name: "pgbouncer_pgx_default", ID: "id", Payload: "payload"}, 0, h, &inbox.Config{Logger: log.Logger(slog.LevelWarn)})
+					// A Run that tries Open again logs so, and is stopped there.
+					ctx, cancel := context.WithCancel(context.Background())
+					defer cancel()
+					go func() {
+						for ctx.Err() == nil && !log.Contains("trying again") {
+							time.Sleep(10 * time.Millisecond)
+						}
+						cancel()
+					}()
+					err := cons.Run(ctx)
+					if ctx.Err() != nil {
+						t.Fatalf("Run tried Open again, and returned %v once stopped:\n%s", err, log.String())
+					}
+					if !errors.Is(err, inbox.ErrDialect) || poolerRemedies(err.Error(), w.unprepared) != 1 {
+						t.Errorf("Run through transaction pooling with pgx's default mode: %v; want ErrDialect naming the pooler, inbox.Config.UnpreparedStatements (set: %v) and default_query_exec_mode=exec", err, w.unprepared)
+					}
+				})
+			}
 		})
 		t.Run("unprepared", func(t *testing.T) {
 			// The same forms with Config.UnpreparedStatements: the row lock and lease forms
@@ -109,6 +179,38 @@ func TestClusterPgBouncer(t *testing.T) {
 		})
 	})
 	t.Log("PgBouncer, 3 consumers of 2 workers, 200 rows:\n" + strings.Join(table.all(), "\n"))
+}
+
+// poolerRemedies counts how many times msg, an error or a line logged, names a pooler in
+// transaction mode and what avoids its lost prepared statements: PgBouncer,
+// inbox.Config.UnpreparedStatements (saying it is set, where unprepared) and pgx's
+// default_query_exec_mode=exec. A line may name it more than once: it logs an error joined of
+// two failed statements (a settlement and the back-off after it), each naming it.
+func poolerRemedies(msg string, unprepared bool) int {
+	if strings.Contains(msg, "UnpreparedStatements is set") != unprepared {
+		return 0
+	}
+	n := -1
+	for _, want := range []string{"pooler in transaction mode", "PgBouncer", "inbox.Config.UnpreparedStatements", "default_query_exec_mode=exec"} {
+		if c := strings.Count(msg, want); n < 0 || c < n {
+			n = c
+		}
+	}
+	return n
+}
+
+// loggedIDs returns the rows named in log's lines (ids=[…], as the consumer logs the rows a
+// failure concerns).
+func loggedIDs(log string) map[int64]bool {
+	named := map[int64]bool{}
+	for _, m := range regexp.MustCompile(`ids=\[([0-9 ]*)\]`).FindAllStringSubmatch(log, -1) {
+		for _, f := range strings.Fields(m[1]) {
+			if id, err := strconv.ParseInt(f, 10, 64); err == nil {
+				named[id] = true
+			}
+		}
+	}
+	return named
 }
 
 // pgbouncerFacts proves what PgBouncer's transaction pooling does to what the forms stand on.

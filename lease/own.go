@@ -55,6 +55,7 @@ func (o *ownConn) spare() bool {
 }
 
 // exec runs s on the connection: prepared there once, or by its text where s runs by its text.
+// Its errors are as s.Failed makes them.
 func (o *ownConn) exec(ctx context.Context, s *stmt.Stmt, args []any) (res sql.Result, err error) {
 	err = o.run(ctx, func(conn *sql.Conn) error {
 		if !s.Prepared() {
@@ -67,12 +68,12 @@ func (o *ownConn) exec(ctx context.Context, s *stmt.Stmt, args []any) (res sql.R
 		}
 		return err
 	})
-	return res, err
+	return res, s.Failed(err)
 }
 
 // query runs s on the connection, as exec does, and hands its rows to read, closing them after.
 func (o *ownConn) query(ctx context.Context, s *stmt.Stmt, args []any, read func(*sql.Rows) error) error {
-	return o.run(ctx, func(conn *sql.Conn) error {
+	return s.Failed(o.run(ctx, func(conn *sql.Conn) error {
 		var rows *sql.Rows
 		var err error
 		if !s.Prepared() {
@@ -84,7 +85,7 @@ func (o *ownConn) query(ctx context.Context, s *stmt.Stmt, args []any, read func
 			}
 		}
 		return readRows(rows, err, read)
-	})
+	}))
 }
 
 // run takes the connection's turn and runs f on the connection (see on).

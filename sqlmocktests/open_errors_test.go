@@ -3,14 +3,19 @@ package sqlmocktests
 import (
 	"context"
 	"errors"
+	"fmt"
+	"log/slog"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/sqlinbox/inbox"
 	"github.com/sqlinbox/inbox/advisory"
 	"github.com/sqlinbox/inbox/dialect"
+	"github.com/sqlinbox/inbox/inboxtest"
 	"github.com/sqlinbox/inbox/isolation"
 	"github.com/sqlinbox/inbox/lease"
+	"github.com/sqlinbox/inbox/outcome"
 	"github.com/sqlinbox/inbox/rowlock"
 )
 
@@ -58,6 +63,56 @@ func TestOpenErrorsNameTableAndQueueOnce(t *testing.T) {
 				if n := strings.Count(msg, want); n != 1 {
 					t.Errorf("%q appears %d times in %q, want once", want, n, msg)
 				}
+			}
+		})
+	}
+}
+
+// TestRunRefusesMalformedKeyTemplate: an advisory key template Open cannot parse is the
+// configuration's error, not the database's: Run returns at once with ErrSchema naming the
+// table, the template and what to write instead, before any round trip (the mock expects none,
+// and fails the test on any call), rather than trying Open again every poll interval until its
+// context ends.
+func TestRunRefusesMalformedKeyTemplate(t *testing.T) {
+	for _, tc := range []struct{ key, why string }{
+		{"jobs-{id", "not closed"},
+		{"jobs-{}", "name a column inside them"},
+		{"{id}}", "closes no"},
+		{"jobs-id}", "closes no"},
+		{"it's-{id}", "leave them out of the key"},
+	} {
+		t.Run(tc.key, func(t *testing.T) {
+			m := newRecorder(t, 0)
+			form := advisory.New(dialect.Postgres[isolation.Default]{}, minimalShape.table, &advisory.Config{Key: tc.key})
+			h := inbox.HandlerFunc(func(context.Context, *inbox.Delivery) outcome.Outcome { return outcome.Ack() })
+			// A Run that tries Open again logs so, and is stopped there.
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			var log inboxtest.Log
+			go func() {
+				for ctx.Err() == nil && !log.Contains("trying again") {
+					time.Sleep(time.Millisecond)
+				}
+				cancel()
+			}()
+			err := inbox.NewConsumer(m.db, form, h, &inbox.Config{PollInterval: 10 * time.Millisecond, Logger: log.Logger(slog.LevelDebug)}).Run(ctx)
+			if ctx.Err() != nil {
+				t.Fatalf("Run tried Open again and returned %v once stopped, having logged:\n%s", err, log.String())
+			}
+			if !errors.Is(err, inbox.ErrSchema) {
+				t.Fatalf("Run: %v, want ErrSchema", err)
+			}
+			msg := err.Error()
+			for _, want := range []string{`table "jobs"`, fmt.Sprintf("%q", tc.key), tc.why} {
+				if !strings.Contains(msg, want) {
+					t.Errorf("Run: %q does not say %q", msg, want)
+				}
+			}
+			if n := strings.Count(msg, "inbox:"); n != 1 {
+				t.Errorf("Run: %q carries \"inbox:\" %d times, want once", msg, n)
+			}
+			if s := log.String(); s != "" {
+				t.Errorf("Run logged, want nothing before it returned:\n%s", s)
 			}
 		})
 	}

@@ -726,19 +726,24 @@ func TestRowlockTransactionEndedWhileRowsWereRead(t *testing.T) {
 }
 
 // TestRowlockOpenStatementLost: a prepare refused for the connection's own prepared statement
-// (42P05, as PgBouncer in transaction pooling causes) is the connection's failure, not
-// ErrSchema: the error says so and names the pooler, and a consumer would try again.
+// (42P05, as PgBouncer in transaction pooling causes) is not ErrSchema but ErrDialect, which a
+// consumer does not try again: the pooler does the same on every try. The error names the
+// statement, the pooler and the settings that avoid it.
 func TestRowlockOpenStatementLost(t *testing.T) {
 	fx := newFixture(t, "rowlock", onPostgres, fullShape, 0, inbox.Queue{Name: rowlockQueue})
 	fx.expectServer()
 	for range 2 {
 		fx.mock.ExpectPrepare(fx.sql("claim")).WillReturnError(sqlState{"42P05"})
 	}
-	fx.mock.ExpectPing()
 
 	_, err := onPostgres.rowlockForm(fullShape.table).Open(context.Background(), fx.db, fx.q)
-	if err == nil || errors.Is(err, inbox.ErrSchema) || !strings.Contains(err.Error(), "PgBouncer") || !strings.Contains(err.Error(), "claim statement") {
-		t.Fatalf("Open = %v; want a connection failure naming the claim statement and the pooler, not ErrSchema", err)
+	if !errors.Is(err, inbox.ErrDialect) || errors.Is(err, inbox.ErrSchema) {
+		t.Fatalf("Open = %v; want ErrDialect, not ErrSchema", err)
+	}
+	for _, want := range []string{"claim statement", "PgBouncer", "inbox.Config.UnpreparedStatements", "default_query_exec_mode=exec"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("Open = %v; want it to name %q", err, want)
+		}
 	}
 }
 

@@ -250,43 +250,59 @@ func (s *Stmt) Text() string { return s.text }
 // Prepared reports whether the statement is prepared on the pool; if not, it runs by its text.
 func (s *Stmt) Prepared() bool { return s.prepared != nil }
 
-// ExecContext runs the statement on the pool.
-func (s *Stmt) ExecContext(ctx context.Context, args ...any) (sql.Result, error) {
+// ExecContext runs the statement on the pool. Its errors are as Failed makes them.
+func (s *Stmt) ExecContext(ctx context.Context, args ...any) (res sql.Result, err error) {
 	if s.prepared != nil {
-		return s.prepared.ExecContext(ctx, args...)
+		res, err = s.prepared.ExecContext(ctx, args...)
+	} else {
+		res, err = s.db.ExecContext(ctx, s.text, args...)
 	}
-	return s.db.ExecContext(ctx, s.text, args...)
+	return res, s.Failed(err)
 }
 
-// QueryContext runs the statement on the pool and returns its rows.
-func (s *Stmt) QueryContext(ctx context.Context, args ...any) (*sql.Rows, error) {
+// QueryContext runs the statement on the pool and returns its rows. Its errors are as Failed
+// makes them.
+func (s *Stmt) QueryContext(ctx context.Context, args ...any) (rows *sql.Rows, err error) {
 	if s.prepared != nil {
-		return s.prepared.QueryContext(ctx, args...)
+		rows, err = s.prepared.QueryContext(ctx, args...)
+	} else {
+		rows, err = s.db.QueryContext(ctx, s.text, args...)
 	}
-	return s.db.QueryContext(ctx, s.text, args...)
+	return rows, s.Failed(err)
 }
 
 // ExecIn runs the statement in tx: prepared, bound to tx (database/sql prepares it on tx's
 // connection where it is not yet), or by its text where it runs by its text or tx cannot bind
-// it (SQLite, whose transactions database/sql does not see: see dialect.Tx).
+// it (SQLite, whose transactions database/sql does not see: see dialect.Tx). Its errors are as
+// Failed makes them.
 func (s *Stmt) ExecIn(ctx context.Context, tx dialect.Tx, args ...any) (sql.Result, error) {
 	if s.prepared != nil {
 		if bound := tx.StmtContext(ctx, s.prepared); bound != nil {
-			return bound.ExecContext(ctx, args...)
+			res, err := bound.ExecContext(ctx, args...)
+			return res, s.Failed(err)
 		}
 	}
-	return tx.ExecContext(ctx, s.text, args...)
+	res, err := tx.ExecContext(ctx, s.text, args...)
+	return res, s.Failed(err)
 }
 
 // QueryIn runs the statement in tx, as ExecIn does, and returns its rows.
 func (s *Stmt) QueryIn(ctx context.Context, tx dialect.Tx, args ...any) (*sql.Rows, error) {
 	if s.prepared != nil {
 		if bound := tx.StmtContext(ctx, s.prepared); bound != nil {
-			return bound.QueryContext(ctx, args...)
+			rows, err := bound.QueryContext(ctx, args...)
+			return rows, s.Failed(err)
 		}
 	}
-	return tx.QueryContext(ctx, s.text, args...)
+	rows, err := tx.QueryContext(ctx, s.text, args...)
+	return rows, s.Failed(err)
 }
+
+// Failed returns err, the error of a run of the statement (on the pool, in a transaction, or on
+// a connection of the form's own), naming the pooler and the settings that avoid it where the
+// server lost or already held the connection's prepared statement (dialect.Pooled); any other
+// error as it is.
+func (s *Stmt) Failed(err error) error { return dialect.Pooled(err, s.prepared == nil) }
 
 // Close frees the prepared statement; a statement run by its text, or none (nil), has nothing
 // to free.
@@ -301,11 +317,13 @@ func (s *Stmt) Close() error {
 // …), and returns it to run: prepared on db, or, where t.Unprepared, unprepared and checked by
 // EXPLAIN with every parameter NULL, which plans the statement without running it. A statement
 // the server refuses wraps inbox.ErrSchema and names the table, the statement and its text: at
-// startup it means a table or column the server does not have. A connection cut under the
-// first try (a killed backend, a restarting server) is not taken for that: a refused statement
-// is refused again on a second try, and when the server cannot be reached the error is the
-// connection's, not ErrSchema, so a consumer tries again. So is a refusal of the connection's
-// own prepared statement (Caps.StatementLostCodes), which a pooler causes.
+// startup it means a table or column the server does not have. A connection cut under it (a
+// killed session, a restarting server: dialect.ConnectionFailed) is not taken for that: a
+// refused statement is refused again on a second try, and a statement whose tries failed
+// with their connection, or whose server answers no ping, fails with the connection's error,
+// not ErrSchema, so a consumer tries again. A refusal of the connection's own prepared
+// statement (dialect.StatementLost), which a pooler in transaction mode causes, wraps
+// inbox.ErrDialect and names the settings that avoid it (dialect.Pooled).
 //
 // SQLite drivers compile a statement only when it first runs, so on SQLite a prepared
 // statement is also compiled by EXPLAIN, which fails on a missing table or column.
@@ -339,18 +357,22 @@ func (t *Table) Check(ctx context.Context, db *sql.DB, what, query string) error
 }
 
 // refused is the error of statement what, which the server refused with err (see Statement).
+// Only a refusal of the statement itself is the schema's: a connection that failed under it,
+// or that the server answers no more, is the connection's failure, and a prepared statement of
+// the connection's own that the server lost or already held is a pooler's (dialect.Pooled).
 func (t *Table) refused(ctx context.Context, db *sql.DB, what, query string, err error) error {
-	doing, verb, lost := "preparing", "prepare", "connect directly or through session pooling, or set inbox.Config.UnpreparedStatements"
+	doing, verb := "preparing", "prepare"
 	if t.Unprepared {
 		doing, verb = "checking", "pass its check (EXPLAIN)"
-		lost = "the driver prepared the statement itself: with pgx set default_query_exec_mode=exec (or simple_protocol) in the DSN"
+	}
+	if dialect.StatementLost(err) {
+		return fmt.Errorf("inbox: table %q: %s the %s statement: %w", t.Raw.Name, doing, what, dialect.Pooled(err, t.Unprepared))
+	}
+	if ctx.Err() != nil || dialect.ConnectionFailed(err) {
+		return fmt.Errorf("inbox: table %q: %s the %s statement: its connection failed: %w", t.Raw.Name, doing, what, err)
 	}
 	if pingErr := db.PingContext(ctx); pingErr != nil {
-		return fmt.Errorf("inbox: table %q: %s the %s statement: %w", t.Raw.Name, doing, what, errors.Join(err, pingErr))
-	}
-	var coded interface{ SQLState() string }
-	if errors.As(err, &coded) && slices.Contains(t.D.Caps().StatementLostCodes, coded.SQLState()) {
-		return fmt.Errorf("inbox: table %q: %s the %s statement: %w; the server lost or already held a prepared statement of this connection, which a pooler in transaction mode causes (PgBouncer before 1.21): %s (see docs/clusters.md)", t.Raw.Name, doing, what, err, lost)
+		return fmt.Errorf("inbox: table %q: %s the %s statement: the server answers no connection: %w", t.Raw.Name, doing, what, errors.Join(err, pingErr))
 	}
 	return fmt.Errorf("%w: table %q: the %s statement does not %s: %v; create the table and columns the description names, or fix the description (statement: %s)", inbox.ErrSchema, t.Raw.Name, what, verb, err, query)
 }
