@@ -12,6 +12,7 @@ package admin
 import (
 	"context"
 	"database/sql"
+	"encoding/json"
 	"fmt"
 	"math"
 	"slices"
@@ -103,8 +104,41 @@ type Stats struct {
 	Processed int64 `json:"processed"`
 	// OldestDue is how long the longest-waiting due row has been due, since its retry_after; 0
 	// when no row is due; Unknown when a due row has no retry_after (it was never delayed, and
-	// the table keeps no time of its publishing), and without a RetryAfter column.
-	OldestDue time.Duration `json:"oldest_due_ns"`
+	// the table keeps no time of its publishing), and without a RetryAfter column. JSON gives it
+	// in seconds, as oldest_due_seconds (-1 when Unknown), as inbox stats -json does.
+	OldestDue time.Duration `json:"-"`
+}
+
+// statsJSON is Stats as JSON writes it.
+type statsJSON struct {
+	statsFields
+	OldestDue float64 `json:"oldest_due_seconds"`
+}
+
+// statsFields are the fields of Stats, without its JSON methods.
+type statsFields Stats
+
+// MarshalJSON writes s as JSON, OldestDue in seconds.
+func (s Stats) MarshalJSON() ([]byte, error) {
+	j := statsJSON{statsFields(s), s.OldestDue.Seconds()}
+	if s.OldestDue == Unknown {
+		j.OldestDue = Unknown
+	}
+	return json.Marshal(j)
+}
+
+// UnmarshalJSON reads s as MarshalJSON writes it.
+func (s *Stats) UnmarshalJSON(b []byte) error {
+	var j statsJSON
+	if err := json.Unmarshal(b, &j); err != nil {
+		return err
+	}
+	*s = Stats(j.statsFields)
+	s.OldestDue = time.Duration(math.Round(j.OldestDue * float64(time.Second)))
+	if j.OldestDue == Unknown {
+		s.OldestDue = Unknown
+	}
+	return nil
 }
 
 // Stats counts the table's rows by state, per queue in queue order (one Stats for a table

@@ -2,11 +2,9 @@ module github.com/sqlinbox/inbox/pgnotify
 
 go 1.26
 
-replace github.com/sqlinbox/inbox => ../
-
 require (
 	github.com/jackc/pgx/v5 v5.12.0
-	github.com/sqlinbox/inbox v0.0.0-00010101000000-000000000000
+	github.com/sqlinbox/inbox v0.0.0-20261201211424-8037a13ddd99
 )
 
 require (

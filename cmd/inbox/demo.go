@@ -51,7 +51,7 @@ func demo(ctx context.Context, s *session, args []string) (err error) {
 			return err
 		}
 	}
-	db, err := open(ctx, t, *workers+2)
+	db, err := open(ctx, t, *workers+2, createFile)
 	if err != nil {
 		return err
 	}

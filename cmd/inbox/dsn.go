@@ -32,11 +32,14 @@ The password never shows in the output: it prints as xxxxx.
 // schemesAccepted names the schemes in the errors that refuse one.
 const schemesAccepted = "postgres://, postgresql://, mysql://, mariadb://, sqlite:// or file:, or a bare SQLite file path"
 
-// A target is the database a DSN names: the database/sql driver and the text it opens, the
-// dialect, and the DSN as it may be shown, with its password replaced by xxxxx.
+// A target is the database a DSN names: the database/sql driver and the text it opens (for
+// SQLite, the file and the DSN's query, from which source builds the text), the dialect, and
+// the DSN as it may be shown, with its password replaced by xxxxx.
 type target struct {
 	driver  string
 	source  string
+	file    string     // SQLite: the database file's path, as the operating system names it
+	query   url.Values // SQLite: the DSN's query parameters, as written
 	dialect dialect.Runtime
 	shown   string
 	fromEnv bool // the DSN came from $INBOX_DSN
@@ -44,6 +47,21 @@ type target struct {
 	// for the output streams to hide.
 	secrets []string
 }
+
+// An access is what a command does to a SQLite database file. The servers' databases are
+// opened alike whatever the command does.
+type access int
+
+const (
+	// readFile: the command only reads. The file must exist, and is opened read-only (mode=ro),
+	// in the journal mode it has.
+	readFile access = iota
+	// writeFile: the command changes rows. The file must exist (mode=rw).
+	writeFile
+	// createFile: the command creates tables, and the file if it does not exist, in a directory
+	// that must.
+	createFile
+)
 
 var (
 	// urlScheme matches what looks like a scheme: a word and a colon, as in "pg://" or
@@ -102,21 +120,19 @@ func parseDSN(dsn string) (target, error) {
 			}
 			path = rest[2:]
 		}
-		path, source, err := sqliteSource(path, scheme == "sqlite")
-		if err != nil {
+		if err := t.sqlite(path, scheme == "sqlite"); err != nil {
 			return fail("%v", err)
 		}
-		name, t.driver, t.source, t.shown = "sqlite", "sqlite", source, path
+		name = "sqlite"
 	case scheme != "":
 		return fail("unknown scheme %s: use %s (a file path with a colon goes as sqlite://path)", scheme, schemesAccepted)
 	case keywordDSN.MatchString(dsn):
 		return fail("a key/value DSN is not taken: write it as postgres://user:password@host:5432/db")
 	default:
-		path, source, err := sqliteSource(dsn, true)
-		if err != nil {
+		if err := t.sqlite(dsn, true); err != nil {
 			return fail("%v", err)
 		}
-		name, t.driver, t.source, t.shown = "sqlite", "sqlite", source, path
+		name = "sqlite"
 	}
 	d, err := dialect.Parse(name, "")
 	if err != nil {
@@ -128,32 +144,61 @@ func parseDSN(dsn string) (target, error) {
 
 // sqlitePragmas are the pragmas a SQLite database opens with, unless its DSN sets them: WAL, so
 // that readers do not block the writer, and a busy timeout, so that writers wait for the lock
-// rather than fail at once.
-var sqlitePragmas = []struct{ name, value string }{
-	{"journal_mode", "WAL"},
-	{"busy_timeout", "10000"},
-	{"synchronous", "NORMAL"},
+// rather than fail at once. A read-only connection takes the busy timeout alone: it cannot
+// change the journal mode, and has nothing to sync.
+var sqlitePragmas = []struct {
+	name, value string
+	readOnly    bool
+}{
+	{"journal_mode", "WAL", false},
+	{"busy_timeout", "10000", true},
+	{"synchronous", "NORMAL", false},
 }
 
-// sqliteSource is the glebarez/go-sqlite DSN for a file path with optional query parameters
-// (path?_pragma=…), with the pragmas the parameters do not set, and the path. A path given bare
-// or as sqlite://path is made absolute, so that the output says where the file is; a file: DSN
-// is a SQLite URI, and its path is left as it is.
-func sqliteSource(pathQuery string, bare bool) (path, source string, err error) {
+// sqlite sets t to the SQLite file of a path with optional query parameters (path?_pragma=…).
+// A path given bare or as sqlite://path is made absolute, so that the output says where the
+// file is; a file: DSN is a SQLite URI, whose path is shown as it is written and read with its
+// %XX escapes decoded, as SQLite reads it.
+func (t *target) sqlite(pathQuery string, bare bool) error {
 	path, query, _ := strings.Cut(pathQuery, "?")
 	if path == "" {
-		return "", "", errors.New("no file path")
-	}
-	if bare {
-		if path, err = filepath.Abs(path); err != nil {
-			return "", "", err
-		}
+		return errors.New("no file path")
 	}
 	params, err := url.ParseQuery(query)
 	if err != nil {
-		return "", "", fmt.Errorf("the query parameters: %v", err)
+		return fmt.Errorf("the query parameters: %v", err)
+	}
+	t.driver, t.query, t.shown, t.file = "sqlite", params, path, path
+	if bare {
+		if t.file, err = filepath.Abs(path); err != nil {
+			return err
+		}
+		t.shown = t.file
+	} else if decoded, err := url.PathUnescape(path); err == nil {
+		t.file = decoded
+	}
+	t.source = t.sourceFor(createFile)
+	return nil
+}
+
+// uriPath escapes what a SQLite URI's path cannot carry raw.
+var uriPath = strings.NewReplacer("%", "%25", "?", "%3F", "#", "%23")
+
+// sourceFor is the text the driver opens t with for a command of access a: for a server, its
+// DSN; for SQLite, a glebarez/go-sqlite URI with the pragmas the DSN does not set, and the mode
+// that the access needs (it replaces the DSN's own).
+func (t target) sourceFor(a access) string {
+	if t.driver != "sqlite" {
+		return t.source
+	}
+	params := url.Values{}
+	for k, v := range t.query {
+		params[k] = append([]string(nil), v...)
 	}
 	for _, p := range sqlitePragmas {
+		if a == readFile && !p.readOnly {
+			continue
+		}
 		set := false
 		for _, v := range params["_pragma"] {
 			set = set || strings.HasPrefix(strings.ToLower(strings.TrimSpace(v)), p.name)
@@ -162,7 +207,13 @@ func sqliteSource(pathQuery string, bare bool) (path, source string, err error) 
 			params.Add("_pragma", p.name+"("+p.value+")")
 		}
 	}
-	return path, "file:" + path + "?" + params.Encode(), nil
+	switch a {
+	case readFile:
+		params.Set("mode", "ro")
+	case writeFile:
+		params.Set("mode", "rw")
+	}
+	return "file:" + uriPath.Replace(t.file) + "?" + params.Encode()
 }
 
 // hidden is what a password shows as.

@@ -11,35 +11,70 @@ import (
 	"runtime"
 	"strings"
 	"testing"
+	"time"
 )
 
-// TestGoModAsInstallReadsIt checks what go install reads of cmd/go.mod: no replace or exclude
-// directive (go install refuses a module with one), and the library required at a release
-// version, the one tagged with the command (see RELEASING.md).
-func TestGoModAsInstallReadsIt(t *testing.T) {
-	out, err := exec.Command("go", "mod", "edit", "-json", "../go.mod").Output()
-	if err != nil {
-		t.Fatal(err)
+// modules are the repository's modules that a user gets on their own, by their directory: each
+// requires the library, and is built outside the workspace by go install and go get.
+var modules = []string{"cmd", "otel", "pgnotify"}
+
+var (
+	// releaseVersion matches a release version, as RELEASING.md tags it.
+	releaseVersion = regexp.MustCompile(`^v\d+\.\d+\.\d+$`)
+	// untaggedVersion matches the pseudo-version of a commit of a repository with no tag:
+	// v0.0.0-yyyymmddhhmmss-abcdefabcdef.
+	untaggedVersion = regexp.MustCompile(`^v0\.0\.0-\d{14}-([0-9a-f]{12})$`)
+)
+
+// TestModulesRequireTheLibraryAsInstallReadsThem checks what go install and go get read of the
+// go.mod of cmd, otel and pgnotify outside the workspace: no replace or exclude directive (go
+// install refuses a module with one, and a user's build ignores them, so the module would
+// require what only this checkout has), and the library required at one version, a release or
+// the pseudo-version of a commit of this repository's history (see RELEASING.md).
+func TestModulesRequireTheLibraryAsInstallReadsThem(t *testing.T) {
+	var versions []string
+	for _, m := range modules {
+		out, err := exec.Command("go", "mod", "edit", "-json", filepath.Join("..", "..", m, "go.mod")).Output()
+		if err != nil {
+			t.Fatal(err)
+		}
+		var mod struct {
+			Replace []struct{ Old struct{ Path string } }
+			Exclude []struct{ Path string }
+		}
+		if err := json.Unmarshal(out, &mod); err != nil {
+			t.Fatal(err)
+		}
+		for _, r := range mod.Replace {
+			t.Errorf("%s/go.mod replaces %s: go install refuses it, and a user's build ignores it; the workspace (go.work) serves development", m, r.Old.Path)
+		}
+		for _, x := range mod.Exclude {
+			t.Errorf("%s/go.mod excludes %s: go install refuses it", m, x.Path)
+		}
+		v := requiredLibrary(t, m, out)
+		versions = append(versions, v)
+		if !releaseVersion.MatchString(v) && !untaggedVersion.MatchString(v) {
+			t.Errorf("%s/go.mod requires %s %s; want a release version or the pseudo-version of a commit of main (RELEASING.md)", m, libraryPath, v)
+		}
+		if hash := untaggedVersion.FindStringSubmatch(v); v == "v0.0.0-00010101000000-000000000000" {
+			t.Errorf("%s/go.mod requires %s at %s, the version go mod tidy writes for a module a replace serves: no repository serves it", m, libraryPath, v)
+		} else if hash != nil {
+			if err := exec.Command("git", "merge-base", "--is-ancestor", hash[1], "HEAD").Run(); err != nil {
+				t.Errorf("%s/go.mod requires %s at %s, whose commit %s is not in this checkout's history (%v)", m, libraryPath, v, hash[1], err)
+			}
+		}
 	}
-	var mod struct {
-		Replace []struct{ Old struct{ Path string } }
-		Exclude []struct{ Path string }
-	}
-	if err := json.Unmarshal(out, &mod); err != nil {
-		t.Fatal(err)
-	}
-	for _, r := range mod.Replace {
-		t.Errorf("cmd/go.mod replaces %s: go install refuses it; the workspace (go.work) serves development", r.Old.Path)
-	}
-	for _, x := range mod.Exclude {
-		t.Errorf("cmd/go.mod excludes %s: go install refuses it", x.Path)
-	}
-	if v := requiredLibrary(t, out); !regexp.MustCompile(`^v\d+\.\d+\.\d+$`).MatchString(v) {
-		t.Errorf("cmd/go.mod requires %s %s; want a release version, the one tagged with the command", libraryPath, v)
+	for i, v := range versions {
+		if v != versions[0] {
+			t.Errorf("%s/go.mod requires %s %s, %s/go.mod %s: require one version in all", modules[i], libraryPath, v, modules[0], versions[0])
+		}
 	}
 }
 
-func requiredLibrary(t *testing.T, goModJSON []byte) string {
+// requiredLibrary is the version of the library that module m's go.mod, as go mod edit -json
+// prints it, requires.
+func requiredLibrary(t *testing.T, m string, goModJSON []byte) string {
+	t.Helper()
 	var mod struct {
 		Require []struct{ Path, Version string }
 	}
@@ -51,21 +86,31 @@ func requiredLibrary(t *testing.T, goModJSON []byte) string {
 			return r.Version
 		}
 	}
-	t.Fatalf("cmd/go.mod does not require %s", libraryPath)
+	t.Fatalf("%s/go.mod does not require %s", m, libraryPath)
 	return ""
 }
 
-// TestInstallFromTags runs the release steps of RELEASING.md on a copy of the working tree, for
-// the version cmd/go.mod requires, and installs the command from the tags as a user would: go
-// install github.com/sqlinbox/inbox/cmd/inbox@version, outside the workspace, with a local git
-// repository answering for github.com/sqlinbox/inbox.
-func TestInstallFromTags(t *testing.T) {
+// TestInstallAsAUserWould gets the modules as someone outside this checkout would, outside the
+// workspace, from a git repository that answers for github.com/sqlinbox/inbox with this
+// checkout's history and its working tree on top, as the public repository would:
+//
+//   - untagged, as today: go install github.com/sqlinbox/inbox/cmd/inbox@latest; a module of the
+//     user's that imports the library, otel and pgnotify, resolved by go mod tidy, and the same
+//     module with each of them replaced by a clone; and cmd, otel and pgnotify each load there
+//     from their own go.mod and go.sum;
+//   - then the release steps of RELEASING.md, for v0.1.0, and go install …@v0.1.0.
+func TestInstallAsAUserWould(t *testing.T) {
 	if testing.Short() {
-		t.Skip("copies the repository and installs the command from tags")
+		t.Skip("clones the repository and installs the command as a user would")
 	}
 	if _, err := exec.LookPath("git"); err != nil {
 		t.Fatal("the install test needs git:", err)
 	}
+	top, err := exec.Command("git", "rev-parse", "--show-toplevel").Output()
+	if err != nil {
+		t.Skip("not in a git checkout: the install test clones the repository")
+	}
+	root := strings.TrimSpace(string(top))
 	tmp := t.TempDir()
 	repo := filepath.Join(tmp, "inbox")
 	gitconfig := filepath.Join(tmp, "gitconfig")
@@ -91,45 +136,89 @@ func TestInstallFromTags(t *testing.T) {
 		t.Helper()
 		cmd := exec.Command(name, args...)
 		cmd.Dir, cmd.Env = dir, environ
+		start := time.Now()
 		out, err := cmd.CombinedOutput()
 		if err != nil {
 			t.Fatalf("%s %s (in %s): %v\n%s", name, strings.Join(args, " "), dir, err, out)
 		}
+		t.Logf("%s %s (in %s): %v", name, strings.Join(args, " "), strings.TrimPrefix(dir, tmp), time.Since(start).Round(time.Millisecond))
 		return string(out)
 	}
+	// loads checks that a module's packages and tests load outside the workspace from what its
+	// go.mod and go.sum say, without building them.
+	loads := func(m string) { sh(filepath.Join(repo, m), "go", "list", "-deps", "-test", "./...") }
+	pinned := requiredLibrary(t, "cmd", []byte(sh(".", "go", "mod", "edit", "-json", "../go.mod")))
 
-	top, err := exec.Command("git", "rev-parse", "--show-toplevel").Output()
-	if err != nil {
-		t.Skip("not in a git checkout: the install test copies the repository's working tree")
-	}
-	root := strings.TrimSpace(string(top))
+	// The repository: this checkout's history (the pseudo-version's commit among it), and the
+	// working tree committed on top.
+	sh(tmp, "git", "clone", "-q", "--no-hardlinks", root, repo)
+	sh(repo, "git", "rm", "-q", "-r", ".")
 	copyWorkingTree(t, root, repo, sh(root, "git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"))
-	sh(repo, "git", "init", "-q")
 	sh(repo, "git", "add", "-A")
-	sh(repo, "git", "commit", "-q", "-m", "the working tree")
+	sh(repo, "git", "commit", "-q", "--allow-empty", "-m", "the working tree")
 
-	version := requiredLibrary(t, []byte(sh(".", "go", "mod", "edit", "-json", "../go.mod")))
-
-	// 1. cmd/go.mod requires the library at the version about to be tagged: it does already.
-	cmd := filepath.Join(repo, "cmd")
-	// 2. The library's tag.
-	sh(repo, "git", "tag", version)
-	// 3. Outside the workspace, cmd/go.sum takes the library's checksums.
-	sh(cmd, "go", "mod", "tidy")
-	sh(cmd, "go", "vet", "./...")
-	if changed := strings.Fields(sh(repo, "git", "status", "--porcelain")); strings.Join(changed, " ") != "M cmd/go.sum" {
-		t.Errorf("the release step changed %q; want only cmd/go.sum", changed)
+	// Untagged. The command, outside any module.
+	sh(tmp, "go", "install", libraryPath+"/cmd/inbox@latest")
+	version := sh(tmp, filepath.Join(tmp, "bin", "inbox"), "version")
+	if !regexp.MustCompile(`^inbox    v0\.0\.0-\d{14}-[0-9a-f]{12}\nlibrary  ` + regexp.QuoteMeta(libraryPath+" "+pinned) + "\n").MatchString(version) {
+		t.Errorf("inbox version, installed @latest from the untagged repository:\n%s\nwant the command at a pseudo-version, and the library at %s", version, pinned)
 	}
-	sh(repo, "git", "commit", "-q", "-am", "cmd/go.sum has the library's "+version)
-	// 4. The command's tag, on that commit.
-	sh(repo, "git", "tag", "cmd/"+version)
-	// 5. Install, outside any module.
-	sh(tmp, "go", "install", libraryPath+"/cmd/inbox@"+version)
+	// A user's module, which imports the three modules and lets go mod tidy find them.
+	app := filepath.Join(tmp, "app")
+	if err := os.MkdirAll(app, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	source := "package main\n\nimport (\n\t_ \"" + libraryPath + "\"\n\t_ \"" + libraryPath + "/otel\"\n\t_ \"" + libraryPath + "/pgnotify\"\n)\n\nfunc main() {}\n"
+	if err := os.WriteFile(filepath.Join(app, "main.go"), []byte(source), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	sh(app, "go", "mod", "init", "example.com/app")
+	sh(app, "go", "mod", "tidy")
+	sh(app, "go", "build", "-o", filepath.Join(tmp, "app.bin"), ".")
+	// The same module served by a clone, as the README says for a repository one cannot fetch.
+	if err := os.WriteFile(filepath.Join(app, "go.mod"), []byte("module example.com/app\n\ngo 1.26.0\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	os.Remove(filepath.Join(app, "go.sum"))
+	sh(app, "go", "mod", "edit", "-replace", libraryPath+"="+repo, "-replace", libraryPath+"/otel="+filepath.Join(repo, "otel"), "-replace", libraryPath+"/pgnotify="+filepath.Join(repo, "pgnotify"))
+	sh(app, "go", "mod", "tidy")
+	sh(app, "go", "build", "-o", filepath.Join(tmp, "app.bin"), ".")
+	if got := sh(app, "go", "list", "-m", libraryPath); !strings.HasSuffix(got, " => "+repo+"\n") {
+		t.Errorf("go list -m %s: %q; want it replaced by the clone", libraryPath, got)
+	}
+	// Each module as its go.mod and go.sum are, outside the workspace.
+	for _, m := range modules {
+		loads(m)
+	}
 
+	// The release, by RELEASING.md.
+	const release = "v0.1.0"
+	// 1. Each module requires the library at the version about to be tagged.
+	for _, m := range modules {
+		sh(filepath.Join(repo, m), "go", "mod", "edit", "-require="+libraryPath+"@"+release)
+	}
+	sh(repo, "git", "commit", "-q", "-am", "cmd, otel and pgnotify require the library's "+release)
+	// 2. The library's tag.
+	sh(repo, "git", "tag", release)
+	// 3. Outside the workspace, each module's go.sum takes the library's checksums.
+	for _, m := range modules {
+		sh(filepath.Join(repo, m), "go", "mod", "tidy")
+		loads(m)
+	}
+	if changed := strings.Fields(sh(repo, "git", "status", "--porcelain")); strings.Join(changed, " ") != "M cmd/go.sum M otel/go.sum M pgnotify/go.sum" {
+		t.Errorf("the release step changed %q; want only the three go.sum files", changed)
+	}
+	sh(repo, "git", "commit", "-q", "-am", "cmd, otel and pgnotify: go.sum has the library's "+release)
+	// 4. The modules' tags, on that commit.
+	for _, m := range modules {
+		sh(repo, "git", "tag", m+"/"+release)
+	}
+	// 5. Install, outside any module.
+	sh(tmp, "go", "install", libraryPath+"/cmd/inbox@"+release)
 	out := sh(tmp, filepath.Join(tmp, "bin", "inbox"), "version")
-	want := fmt.Sprintf("inbox    %s\nlibrary  %s %s\ngo       %s %s/%s\n", version, libraryPath, version, runtime.Version(), runtime.GOOS, runtime.GOARCH)
+	want := fmt.Sprintf("inbox    %s\nlibrary  %s %s\ngo       %s %s/%s\n", release, libraryPath, release, runtime.Version(), runtime.GOOS, runtime.GOARCH)
 	if out != want {
-		t.Errorf("inbox version, installed:\n%s\nwant:\n%s", out, want)
+		t.Errorf("inbox version, installed @%s:\n%s\nwant:\n%s", release, out, want)
 	}
 }
 

@@ -32,7 +32,7 @@ func liveDSNs(t *testing.T) []liveDSN {
 		if err != nil {
 			t.Fatal(err)
 		}
-		db, err := open(context.Background(), tg, 1)
+		db, err := open(context.Background(), tg, 1, createFile)
 		if err != nil {
 			if os.Getenv("INBOX_REQUIRE_DATABASES") == "1" {
 				t.Fatalf("database required (INBOX_REQUIRE_DATABASES=1): %v", err)
@@ -54,7 +54,7 @@ func liveDB(t *testing.T, l liveDSN) (*sql.DB, target) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	db, err := open(context.Background(), tg, 2)
+	db, err := open(context.Background(), tg, 2, createFile)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -71,7 +71,7 @@ func main() {
 // when it succeeded, 1 when it failed, 2 when the command line is wrong, 130 when it was
 // interrupted.
 func run(ctx context.Context, args []string, stdout, stderr io.Writer, getenv func(string) string) int {
-	s := &session{stdout: &scrubber{w: stdout}, stderr: &scrubber{w: stderr}, getenv: getenv}
+	s := &session{stdout: &scrubber{w: stdout}, stderr: &scrubber{w: stderr}, getenv: getenv, terminal: isTerminal(stdout)}
 	if len(args) == 0 {
 		usage(s.stderr)
 		return 2
@@ -93,13 +93,13 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, getenv fu
 		case errors.Is(err, errFlags):
 			return 2 // the flag package has printed what is wrong, and the usage
 		case errors.As(err, &bad):
-			fmt.Fprintf(s.stderr, "inbox %s: %v\n'inbox %s -h' lists its flags.\n", c.name, err, c.name)
+			fmt.Fprintf(s.stderr, "inbox %s: %s\n'inbox %s -h' lists its flags.\n", c.name, said(err), c.name)
 			return 2
 		case ctx.Err() != nil && errors.Is(err, context.Canceled):
 			fmt.Fprintf(s.stderr, "inbox %s: interrupted\n", c.name)
 			return 130
 		default:
-			fmt.Fprintf(s.stderr, "inbox %s: %v\n", c.name, err)
+			fmt.Fprintf(s.stderr, "inbox %s: %s\n", c.name, said(err))
 			return 1
 		}
 	}
@@ -108,11 +108,27 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, getenv fu
 	return 2
 }
 
+// said is err's text after the command's name: without the "inbox: " the library's errors
+// begin with, which the name replaces.
+func said(err error) string { return strings.TrimPrefix(err.Error(), "inbox: ") }
+
+// isTerminal reports whether w is a terminal (a character device), where stats -watch redraws
+// in place.
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	if !ok {
+		return false
+	}
+	info, err := f.Stat()
+	return err == nil && info.Mode()&os.ModeCharDevice != 0
+}
+
 // A session is what a command runs with: its output streams, which hide the password of every
-// DSN the session has parsed, and the environment.
+// DSN the session has parsed, whether the standard output is a terminal, and the environment.
 type session struct {
 	stdout, stderr *scrubber
 	getenv         func(string) string
+	terminal       bool // stdout is a terminal
 }
 
 // flags returns the flag set of command name, printing its usage (head, then the flags) and

@@ -6,12 +6,14 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
 
 	"github.com/sqlinbox/inbox/admin"
+	"github.com/sqlinbox/inbox/dialect"
 )
 
 const schemaHead = `Prints the statements that create the table the flags describe, with the claim index the
@@ -38,16 +40,21 @@ func schemaCommand(ctx context.Context, s *session, args []string) error {
 	if err != nil {
 		return err
 	}
-	if !ok {
-		if *apply || *check {
-			return usagef("no database: give -dsn, or set $INBOX_DSN")
-		}
-		if *db == "" {
-			return usagef("no database: give -dsn (or set $INBOX_DSN), or -db to print for one")
-		}
-		d, err := dialectNamed(*db)
-		if err != nil {
-			return err
+	switch {
+	case ok && *db != "":
+		return usagef("-db and a DSN: the DSN names the database")
+	case !ok && (*apply || *check):
+		return usagef("no database: give -dsn, or set $INBOX_DSN")
+	case !ok && *db == "":
+		return usagef("no database: give -dsn (or set $INBOX_DSN), or -db to print for one")
+	}
+	if !*apply && !*check {
+		// Printing needs no connection: the DSN's scheme names the database.
+		var d dialect.Dialect = t.dialect
+		if !ok {
+			if d, err = dialectNamed(*db); err != nil {
+				return err
+			}
 		}
 		stmts, err := admin.Schema(d, tf.table(), *tf.lease)
 		if err != nil {
@@ -56,76 +63,86 @@ func schemaCommand(ctx context.Context, s *session, args []string) error {
 		fmt.Fprint(s.stdout, statements(stmts))
 		return nil
 	}
-	if *db != "" {
-		return usagef("-db and a DSN: the DSN names the database")
-	}
-	conn, a, err := s.operateOn(ctx, t, tf)
-	if err != nil {
-		return err
-	}
-	defer conn.Close()
-	switch {
-	case *check:
-		return printCheck(ctx, s, a, *asJSON)
-	case *apply:
-		stmts, err := a.Schema()
+	if *check {
+		o, err := s.operateOn(ctx, t, tf, readFile)
 		if err != nil {
 			return err
 		}
-		for _, st := range stmts {
-			if _, err := conn.ExecContext(ctx, st); err != nil {
-				return fmt.Errorf("creating table %s in %s: %s: %w", *tf.name, t.shown, st, err)
-			}
-		}
-		fmt.Fprintf(s.stdout, "created table %s in %s:\n%s", *tf.name, t.shown, statements(stmts))
-		return nil
+		defer o.db.Close()
+		return printCheck(ctx, s, o, *asJSON)
 	}
-	stmts, err := a.Schema()
+	o, err := s.operateOn(ctx, t, tf, createFile)
 	if err != nil {
 		return err
 	}
-	fmt.Fprint(s.stdout, statements(stmts))
+	defer o.db.Close()
+	stmts, err := o.admin.Schema()
+	if err != nil {
+		return err
+	}
+	for _, st := range stmts {
+		if _, err := o.db.ExecContext(ctx, st); err != nil {
+			return fmt.Errorf("creating table %s in %s: %s: %w", *tf.name, t.shown, st, err)
+		}
+	}
+	fmt.Fprintf(s.stdout, "created table %s in %s:\n%s", *tf.name, t.shown, statements(stmts))
 	return nil
 }
 
 // statements writes statements as a script: each ends with a semicolon and a line break.
 func statements(stmts []string) string { return strings.Join(stmts, ";\n") + ";\n" }
 
-// errCheck is a check that found problems, which it has printed.
-var errCheck = errors.New("the table does not match its description")
-
-func printCheck(ctx context.Context, s *session, a *admin.Admin, asJSON bool) error {
-	c, err := a.Check(ctx)
+// printCheck prints the check of o's table, and fails when the table is missing (printing, as
+// text, the statements that create it) or does not match its description.
+func printCheck(ctx context.Context, s *session, o *operated, asJSON bool) error {
+	c, err := o.admin.Check(ctx)
 	if err != nil {
 		return err
 	}
 	if asJSON {
 		b, _ := json.MarshalIndent(c, "", "  ")
 		fmt.Fprintf(s.stdout, "%s\n", b)
-	} else {
-		if !c.Found {
-			fmt.Fprintf(s.stdout, "table %s: not found (inbox schema -apply creates it)\n", c.Table)
-		}
-		for _, col := range c.Columns {
-			mark := "ok   "
-			if !col.OK() {
-				mark = "WRONG"
-			}
-			fmt.Fprintf(s.stdout, "%s %s\n", mark, col)
-		}
-		switch {
-		case len(c.Index.Columns) == 0:
-			fmt.Fprintf(s.stdout, "ok    claim index: none needed, the claim orders by id\n")
-		case c.Index.OK():
-			fmt.Fprintf(s.stdout, "ok    claim index (%s): %s\n", strings.Join(c.Index.Columns, ", "), c.Index.Found)
-		default:
-			fmt.Fprintf(s.stdout, "WRONG claim index (%s) is missing: %s\n", strings.Join(c.Index.Columns, ", "), c.Index.Fix)
-		}
 	}
-	if !c.OK() {
-		return fmt.Errorf("table %s: %w (above)", c.Table, errCheck)
+	if !c.Found {
+		if asJSON {
+			return fmt.Errorf("table %q does not exist in %s: inbox schema prints the statements that create it, and -apply runs them", c.Table, o.shown)
+		}
+		stmts, err := o.admin.Schema()
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(s.stdout, "table %s does not exist in %s; these statements create it (inbox schema -apply runs them):\n%s", c.Table, o.shown, statements(stmts))
+		return fmt.Errorf("table %q does not exist in %s: create it with the statements above", c.Table, o.shown)
 	}
-	return nil
+	if !asJSON {
+		printColumns(s, c)
+	}
+	if c.OK() {
+		return nil
+	}
+	if asJSON {
+		return fmt.Errorf("table %q does not match its description: the JSON above gives each problem's fix", c.Table)
+	}
+	return fmt.Errorf("table %q does not match its description: each WRONG line above ends with its fix", c.Table)
+}
+
+// printColumns prints a check of a table that exists: a line per column, and the claim index.
+func printColumns(s *session, c admin.Check) {
+	for _, col := range c.Columns {
+		mark := "ok   "
+		if !col.OK() {
+			mark = "WRONG"
+		}
+		fmt.Fprintf(s.stdout, "%s %s\n", mark, col)
+	}
+	switch {
+	case len(c.Index.Columns) == 0:
+		fmt.Fprintf(s.stdout, "ok    claim index: none needed, the claim orders by id\n")
+	case c.Index.OK():
+		fmt.Fprintf(s.stdout, "ok    claim index (%s): %s\n", strings.Join(c.Index.Columns, ", "), c.Index.Found)
+	default:
+		fmt.Fprintf(s.stdout, "WRONG claim index (%s) is missing: %s\n", strings.Join(c.Index.Columns, ", "), c.Index.Fix)
+	}
 }
 
 const statsHead = `Prints, per queue, the table's rows by state: due now, delayed (retry_after ahead), in work
@@ -133,13 +150,14 @@ const statsHead = `Prints, per queue, the table's rows by state: due now, delaye
 by locks, and their rows in work count as due), retrying (due or delayed after a delivery),
 dead, processed, and how long the longest-waiting due row has been due ("unknown" when a due
 row was never delayed: the table keeps no publishing time). One statement, which reads the
-whole table.`
+whole table. With -watch it prints again and again: on a terminal in place, into a file or a
+pipe one snapshot after the other, a blank line apart.`
 
 func statsCommand(ctx context.Context, s *session, args []string) error {
 	fs := s.flags("stats", statsHead)
 	dsn := dsnFlag(fs, "none")
-	watch := fs.Duration("watch", 0, "print again every this long, in place, until interrupted (0: once)")
-	asJSON := fs.Bool("json", false, "print each count as a line of JSON (unknown counts are null)")
+	watch := fs.Duration("watch", 0, "print again every this long until interrupted (0: once)")
+	asJSON := fs.Bool("json", false, "print each count as a line of JSON (unknown counts are null; oldest_due_seconds in seconds)")
 	tf := addTableFlags(fs)
 	if err := s.parse(fs, args); err != nil {
 		return err
@@ -147,26 +165,32 @@ func statsCommand(ctx context.Context, s *session, args []string) error {
 	if *watch < 0 {
 		return usagef("-watch %v: give 0 or more", *watch)
 	}
-	db, a, err := s.operate(ctx, *dsn, tf)
+	o, err := s.operate(ctx, *dsn, tf, readFile)
 	if err != nil {
 		return err
 	}
-	defer db.Close()
-	for {
-		stats, err := a.Stats(ctx)
+	defer o.db.Close()
+	for snapshot := 0; ; snapshot++ {
+		stats, err := o.admin.Stats(ctx)
 		if err != nil {
 			if *watch > 0 && ctx.Err() != nil {
 				return nil
 			}
 			return err
 		}
-		if *asJSON {
+		switch {
+		case *asJSON:
 			printStatsJSON(s, stats)
-		} else {
-			if *watch > 0 {
-				fmt.Fprint(s.stdout, "\x1b[H\x1b[2J") // home and clear: print in place
-				fmt.Fprintf(s.stdout, "table %s, %s (every %v)\n\n", *tf.name, time.Now().Format(time.DateTime), *watch)
+		case *watch == 0:
+			printStats(s, stats)
+		default:
+			head := fmt.Sprintf("table %s, %s (every %v)\n", *tf.name, time.Now().Format(time.DateTime), *watch)
+			if s.terminal {
+				head = "\x1b[H\x1b[2J" + head + "\n" // home and clear: print in place
+			} else if snapshot > 0 {
+				head = "\n" + head
 			}
+			fmt.Fprint(s.stdout, head)
 			printStats(s, stats)
 		}
 		if *watch == 0 {
@@ -213,7 +237,8 @@ func printStats(s *session, stats []admin.Stats) {
 	}
 }
 
-// jsonStats is a queue's counts as -json prints them: an unknown count is null.
+// jsonStats is a queue's counts as -json prints them, named as admin.Stats's JSON names them,
+// and the time of the count: an unknown count is null.
 type jsonStats struct {
 	Queue     string   `json:"queue"`
 	Due       int64    `json:"due"`
@@ -248,11 +273,15 @@ func printStatsJSON(s *session, stats []admin.Stats) {
 const deadHead = `Lists, requeues or purges the table's dead rows (DeadAt set):
 
   inbox dead list [-queue q] [-limit 50] [-after cursor] [-json]
-      newest first; a full page ends with the -after that prints the next
-  inbox dead requeue (-ids 1,2,3 | -queue q | -all)
+      newest first; a full page ends with the -after that prints the next (with -json, each
+      row carries its cursor: the last row's is the next page's -after)
+  inbox dead requeue (-ids 1,2,3 | -queue q | -all) [-json]
       back in the queue, due at once, attempt reset to 0 (the last error is kept)
-  inbox dead purge (-ids 1,2,3 | -queue q | -all)
-      deleted`
+  inbox dead purge (-ids 1,2,3 | -queue q | -all) [-dry-run] [-json]
+      deleted; -dry-run says what would be, and deletes nothing
+
+With -ids, requeue and purge say which ids they took and which they skipped, and why: not dead,
+or not found.`
 
 func deadCommand(ctx context.Context, s *session, args []string) error {
 	if len(args) == 0 || args[0] == "-h" || args[0] == "-help" || args[0] == "--help" {
@@ -268,56 +297,84 @@ func deadCommand(ctx context.Context, s *session, args []string) error {
 	sel := addSelectionFlags(fs, sub != "list")
 	tf := addTableFlags(fs)
 	var limit *int
-	var after, asJSON = new(string), new(bool)
+	after, dryRun := new(string), new(bool)
 	switch sub {
 	case "list":
 		limit = fs.Int("limit", 50, "the most rows to list")
 		after = fs.String("after", "", "list the rows after this cursor, as the previous page printed it")
-		asJSON = fs.Bool("json", false, "print each row as a line of JSON")
-	case "requeue", "purge":
+	case "purge":
+		dryRun = fs.Bool("dry-run", false, "say what would be purged, and purge nothing")
+	case "requeue":
 	default:
 		return usagef("dead %q: name list, requeue or purge", sub)
 	}
+	asJSON := fs.Bool("json", false, "print as JSON: list, a line per row; requeue and purge, what they did")
 	if err := s.parse(fs, args); err != nil {
 		return err
 	}
-	selection, err := sel.selection()
+	selection, ids, err := sel.selection()
 	if err != nil {
 		return err
 	}
+	if sub == "list" {
+		return deadList(ctx, s, *dsn, tf, selection, *after, *limit, *asJSON)
+	}
+	a := writeFile
+	if *dryRun {
+		a = readFile
+	}
+	o, err := s.operate(ctx, *dsn, tf, a)
+	if err != nil {
+		return err
+	}
+	defer o.db.Close()
+	var c change
+	switch {
+	case *dryRun:
+		c, err = o.deadToPurge(ctx, selection, ids)
+	case sub == "purge":
+		c, err = o.changeDead(ctx, o.admin.PurgeDead, selection, ids)
+	default:
+		c, err = o.changeDead(ctx, o.admin.Requeue, selection, ids)
+	}
+	if err != nil {
+		return err
+	}
+	verb, note := "purged", ""
+	switch {
+	case *dryRun:
+		verb = "would purge"
+	case sub == "requeue":
+		verb, note = "requeued", " (attempts reset to 0)"
+	}
+	c.print(s, *asJSON, fmt.Sprintf("%s %d dead rows of %s%s", verb, c.Rows, selection, note), verb, note)
+	return nil
+}
+
+// deadList prints a page of dead rows, newest first.
+func deadList(ctx context.Context, s *session, dsn string, tf *tableFlags, selection admin.Selection, after string, limit int, asJSON bool) error {
 	var cursor admin.Cursor
-	if *after != "" {
-		if cursor, err = admin.ParseCursor(*after); err != nil {
+	if after != "" {
+		var err error
+		if cursor, err = admin.ParseCursor(after); err != nil {
 			return usagef("-after: %v", err)
 		}
 	}
-	db, a, err := s.operate(ctx, *dsn, tf)
+	if limit <= 0 {
+		return usagef("-limit %d: give 1 or more", limit)
+	}
+	o, err := s.operate(ctx, dsn, tf, readFile)
 	if err != nil {
 		return err
 	}
-	defer db.Close()
-	if sub != "list" {
-		change, done := a.Requeue, "requeued %d dead rows of %s (attempts reset to 0)\n"
-		if sub == "purge" {
-			change, done = a.PurgeDead, "purged %d dead rows of %s\n"
-		}
-		n, err := change(ctx, selection)
-		if err != nil {
-			return err
-		}
-		fmt.Fprintf(s.stdout, done, n, selection)
-		return nil
-	}
-	if *limit <= 0 {
-		return usagef("-limit %d: give 1 or more", *limit)
-	}
-	rows, err := a.Dead(ctx, selection, cursor, *limit)
+	defer o.db.Close()
+	rows, err := o.admin.Dead(ctx, selection, cursor, limit)
 	if err != nil {
 		return err
 	}
-	if *asJSON {
+	if asJSON {
 		for _, r := range rows {
-			b, _ := json.Marshal(r)
+			b, _ := json.Marshal(deadJSON{r, r.Cursor().String()})
 			fmt.Fprintf(s.stdout, "%s\n", b)
 		}
 		return nil
@@ -330,10 +387,17 @@ func deadCommand(ctx context.Context, s *session, args []string) error {
 	}
 	w.Flush()
 	fmt.Fprint(s.stdout, b.String())
-	if len(rows) == *limit {
+	if len(rows) == limit {
 		fmt.Fprintf(s.stdout, "next page: -after %s\n", rows[len(rows)-1].Cursor())
 	}
 	return nil
+}
+
+// deadJSON is a dead row as dead list -json prints it: with its cursor, which as -after lists
+// the rows after it.
+type deadJSON struct {
+	admin.DeadRow
+	Cursor string `json:"cursor"`
 }
 
 // oneLine is an error's text on one line, cut at 120 characters.
@@ -346,12 +410,15 @@ func oneLine(text string) string {
 }
 
 const purgeHead = `Deletes the processed rows (ProcessedAt set) processed longer ago than -processed-before,
-of every queue or of -queue, a thousand rows a statement.`
+of every queue or of -queue, a thousand rows a statement. -dry-run counts them instead, and
+deletes nothing.`
 
 func purgeCommand(ctx context.Context, s *session, args []string) error {
 	fs := s.flags("purge", purgeHead)
 	dsn := dsnFlag(fs, "none")
 	before := fs.String("processed-before", "", "the age past which a processed row is deleted: 7d, 36h, 90m (required)")
+	dryRun := fs.Bool("dry-run", false, "say how many rows would be purged, and purge nothing")
+	asJSON := fs.Bool("json", false, "print what it did as JSON")
 	sel := addSelectionFlags(fs, false)
 	tf := addTableFlags(fs)
 	if err := s.parse(fs, args); err != nil {
@@ -364,20 +431,34 @@ func purgeCommand(ctx context.Context, s *session, args []string) error {
 	if err != nil {
 		return usagef("-processed-before %q: %v", *before, err)
 	}
-	selection, err := sel.selection()
+	selection, _, err := sel.selection()
 	if err != nil {
 		return err
 	}
-	db, a, err := s.operate(ctx, *dsn, tf)
+	a := writeFile
+	if *dryRun {
+		a = readFile
+	}
+	o, err := s.operate(ctx, *dsn, tf, a)
 	if err != nil {
 		return err
 	}
-	defer db.Close()
-	n, err := a.PurgeProcessed(ctx, selection, age)
+	defer o.db.Close()
+	c := change{DryRun: *dryRun}
+	at := time.Now().Add(-age)
+	if *dryRun {
+		c.Rows, err = o.countProcessed(ctx, sel, at)
+	} else {
+		c.Rows, err = o.admin.PurgeProcessed(ctx, selection, age)
+	}
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(s.stdout, "purged %d rows of %s processed before %s\n", n, selection, time.Now().Add(-age).UTC().Format(time.RFC3339))
+	verb := "purged"
+	if *dryRun {
+		verb = "would purge"
+	}
+	c.print(s, *asJSON, fmt.Sprintf("%s %d rows of %s processed before %s", verb, c.Rows, selection, at.UTC().Format(time.RFC3339)), verb, "")
 	return nil
 }
 
@@ -421,7 +502,9 @@ func addSelectionFlags(fs *flag.FlagSet, changes bool) *selectionFlags {
 	return f
 }
 
-func (f *selectionFlags) selection() (admin.Selection, error) {
+// selection returns the rows the flags select, and with -ids the ids, each once, in the order
+// given.
+func (f *selectionFlags) selection() (admin.Selection, []int64, error) {
 	given := 0
 	for _, set := range []bool{f.queueSet, *f.ids != "", *f.all} {
 		if set {
@@ -430,21 +513,23 @@ func (f *selectionFlags) selection() (admin.Selection, error) {
 	}
 	switch {
 	case given > 1:
-		return admin.Selection{}, usagef("-ids, -queue and -all: give one")
+		return admin.Selection{}, nil, usagef("-ids, -queue and -all: give one")
 	case given == 0 && f.required:
-		return admin.Selection{}, usagef("no rows selected: give -ids, -queue or -all")
+		return admin.Selection{}, nil, usagef("no rows selected: give -ids, -queue or -all")
 	case f.queueSet:
-		return admin.Queue(*f.queue), nil
+		return admin.Queue(*f.queue), nil, nil
 	case *f.ids != "":
 		var ids []int64
 		for _, field := range strings.Split(*f.ids, ",") {
 			id, err := strconv.ParseInt(strings.TrimSpace(field), 10, 64)
 			if err != nil {
-				return admin.Selection{}, usagef("-ids %q: write ids as 1,2,3", *f.ids)
+				return admin.Selection{}, nil, usagef("-ids %q: write ids as 1,2,3", *f.ids)
 			}
-			ids = append(ids, id)
+			if !slices.Contains(ids, id) {
+				ids = append(ids, id)
+			}
 		}
-		return admin.IDs(ids...), nil
+		return admin.IDs(ids...), ids, nil
 	}
-	return admin.All(), nil
+	return admin.All(), nil, nil
 }

@@ -64,33 +64,43 @@ func (f *tableFlags) table() inbox.Table {
 	return t
 }
 
-// operate opens the database a command names and the operator of its table.
-func (s *session) operate(ctx context.Context, dsn string, f *tableFlags) (*sql.DB, *admin.Admin, error) {
-	t, ok, err := s.target(dsn)
-	if err != nil {
-		return nil, nil, err
-	}
-	if !ok {
-		return nil, nil, usagef("no database: give -dsn, or set $INBOX_DSN")
-	}
-	return s.operateOn(ctx, t, f)
+// An operated table is a command's table on its database: the connection, the table's
+// operator, the description the flags give, and the database as the output shows it.
+type operated struct {
+	db    *sql.DB
+	admin *admin.Admin
+	d     dialect.Dialect
+	table inbox.Table
+	shown string
 }
 
-func (s *session) operateOn(ctx context.Context, t target, f *tableFlags) (*sql.DB, *admin.Admin, error) {
+// operate opens the database a command names for access a, and the operator of its table.
+func (s *session) operate(ctx context.Context, dsn string, f *tableFlags, a access) (*operated, error) {
+	t, ok, err := s.target(dsn)
+	if err != nil {
+		return nil, err
+	}
+	if !ok {
+		return nil, usagef("no database: give -dsn, or set $INBOX_DSN")
+	}
+	return s.operateOn(ctx, t, f, a)
+}
+
+func (s *session) operateOn(ctx context.Context, t target, f *tableFlags, a access) (*operated, error) {
 	// The description is checked before connecting: a mistyped flag is a usage error.
 	if _, err := admin.Schema(t.dialect, f.table(), *f.lease); err != nil {
-		return nil, nil, usagef("%v", err)
+		return nil, usagef("%v", err)
 	}
-	db, err := open(ctx, t, 2)
+	db, err := open(ctx, t, 2, a)
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
-	a, err := admin.New(db, t.dialect, f.table(), *f.lease)
+	adm, err := admin.New(db, t.dialect, f.table(), *f.lease)
 	if err != nil {
 		db.Close()
-		return nil, nil, err
+		return nil, err
 	}
-	return db, a, nil
+	return &operated{db: db, admin: adm, d: t.dialect, table: f.table(), shown: t.shown}, nil
 }
 
 // dialectNamed is the dialect of a database named as -db names it.
