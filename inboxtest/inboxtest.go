@@ -110,12 +110,22 @@ type Drained struct {
 // consumer's inbox.Config.Observer, runs it until its queue has no row due, stops it, and says
 // what it settled. The queue is drained once a claim that began after every settlement so far
 // found no row due while no other claim ran and no claimed row was in work; rows delayed
-// (RetryAfter) past then stay in the table. Drain fails when timeout passes first, when ctx is done, or when Run fails.
+// (RetryAfter) past then stay in the table. Drain fails when timeout passes first, when ctx is
+// done, or when Run fails.
+//
+// When it stops the consumer before the queue is drained (timeout, ctx), Drain cancels the
+// context of every handler in work as it does, rather than wait for the consumer's
+// ShutdownTimeout, so it returns as soon as those handlers return and their rows are settled. A
+// handler that ignores its context holds it up to the consumer's ShutdownTimeout, as it would
+// hold up Run.
 //
 // To keep an observer of your own, call it from a wrapper of the one newConsumer is given.
 func Drain(ctx context.Context, timeout time.Duration, newConsumer func(inbox.Observer) *inbox.Consumer) (Drained, error) {
-	w := &watch{drained: make(chan struct{}), got: Drained{Settled: map[outcome.Kind]int{}}}
+	stop, stopHandlers := context.WithCancelCause(context.Background())
+	defer stopHandlers(nil)
+	w := &watch{drained: make(chan struct{}), got: Drained{Settled: map[outcome.Kind]int{}}, stop: stop}
 	c := newConsumer(w)
+	parent := ctx
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	errc := make(chan error, 1)
@@ -130,9 +140,12 @@ func Drain(ctx context.Context, timeout time.Duration, newConsumer func(inbox.Ob
 			err = ctx.Err()
 		}
 		return w.result(), fmt.Errorf("inboxtest: the consumer stopped before its queue was drained: %w", err)
+	case <-parent.Done():
+		err = fmt.Errorf("inboxtest: the queue was not drained before the context ended: %d rows claimed and not settled: %w", w.inWork(), context.Cause(parent))
 	case <-limit.C:
 		err = fmt.Errorf("inboxtest: the queue was not drained within %v: %d rows claimed and not settled", timeout, w.inWork())
 	}
+	stopHandlers(errStopped)
 	cancel()
 	if runErr := <-errc; runErr != nil {
 		err = errors.Join(err, runErr)
@@ -140,8 +153,12 @@ func Drain(ctx context.Context, timeout time.Duration, newConsumer func(inbox.Ob
 	return w.result(), err
 }
 
-// watch is Drain's observer: it counts the rows claimed and not yet settled, and notes when
-// the queue is drained.
+// errStopped is the cause of a handler's context that Drain cancelled when it stopped the
+// consumer.
+var errStopped = fmt.Errorf("inboxtest: Drain stopped the consumer: %w", context.Canceled)
+
+// watch is Drain's observer: it counts the rows claimed and not yet settled, notes when the
+// queue is drained, and ends the handlers' contexts with stop.
 type watch struct {
 	mu          sync.Mutex
 	working     int       // rows claimed and not settled
@@ -149,6 +166,7 @@ type watch struct {
 	got         Drained
 	drained     chan struct{}
 	closed      bool
+	stop        context.Context // done when Drain stops the consumer
 }
 
 func (w *watch) Claimed(_ context.Context, c inbox.Claim) {
@@ -163,9 +181,25 @@ func (w *watch) Claimed(_ context.Context, c inbox.Claim) {
 	}
 }
 
-func (w *watch) Handling(ctx context.Context, _ inbox.Unit) context.Context { return ctx }
+// Handling returns the handler's context: ctx, and cancelled too when Drain stops the consumer.
+// Settled ends it (endHandling).
+func (w *watch) Handling(ctx context.Context, _ inbox.Unit) context.Context {
+	ctx, cancel := context.WithCancelCause(ctx)
+	unhook := context.AfterFunc(w.stop, func() { cancel(context.Cause(w.stop)) })
+	return context.WithValue(ctx, endHandling{}, func() {
+		unhook()
+		cancel(nil)
+	})
+}
 
-func (w *watch) Settled(_ context.Context, s inbox.Settlement) {
+// endHandling is the key of the func that ends a handler's context Handling made, once its unit
+// is settled.
+type endHandling struct{}
+
+func (w *watch) Settled(ctx context.Context, s inbox.Settlement) {
+	if end, ok := ctx.Value(endHandling{}).(func()); ok {
+		end()
+	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	w.working -= len(s.Deliveries)
