@@ -101,11 +101,11 @@ func (c *Consumer) Run(ctx context.Context) error {
 	}
 	defer unqueue()
 	log := c.log.With("queue", c.cfg.Queue, "table", plan.Table)
-	if !plan.Described.lifecycle().RetryAfter && c.cfg.Retry != RetryAtOnce {
-		closeForm()
-		return fmt.Errorf("%w: queue %q of table %q: the retry policy delays retries, and the table has no RetryAfter column to hold a row until then: add a nullable timestamp column (retry_after) and name it in inbox.Table.RetryAfter, or retry at once with Config.Retry = inbox.RetryAtOnce", ErrSchema, c.cfg.Queue, plan.Table)
-	}
 	c.life = plan.Described.lifecycle()
+	if err := c.checkRetry(plan.Table); err != nil {
+		closeForm()
+		return err
+	}
 
 	workers := c.cfg.Workers
 	claimSlots := workers
