@@ -18,7 +18,9 @@ import (
 type Waker interface {
 	// Watch calls wake each time rows may have landed in the table named table (as described),
 	// until ctx is done, and returns then. It retries its own failures, logging them to log, and
-	// calls wake after each recovery, since it may have missed a change meanwhile.
+	// calls wake after each recovery, since it may have missed a change meanwhile. log is the
+	// consumer's, and names its queue and table already: a record that named them again would
+	// carry the key twice.
 	Watch(ctx context.Context, table string, log *slog.Logger, wake func())
 }
 
@@ -43,7 +45,7 @@ type DataVersionWaker struct {
 }
 
 // Watch implements Waker.
-func (w *DataVersionWaker) Watch(ctx context.Context, table string, log *slog.Logger, wake func()) {
+func (w *DataVersionWaker) Watch(ctx context.Context, _ string, log *slog.Logger, wake func()) {
 	every := w.Every
 	if every <= 0 {
 		every = 5 * time.Millisecond
@@ -77,7 +79,7 @@ func (w *DataVersionWaker) Watch(ctx context.Context, table string, log *slog.Lo
 			return
 		case err != nil:
 			if !failing {
-				log.Error("inbox: reading SQLite's data version failed; trying again, and meanwhile the consumer polls", "table", table, "err", err)
+				log.Error("inbox: reading SQLite's data version failed; trying again, and meanwhile the consumer polls", "err", err)
 			}
 			failing = true
 			if conn != nil {
@@ -88,7 +90,7 @@ func (w *DataVersionWaker) Watch(ctx context.Context, table string, log *slog.Lo
 			// A version read on a new connection is not comparable with the last one: wake
 			// once, as after any recovery.
 			if failing {
-				log.Info("inbox: reading SQLite's data version again", "table", table)
+				log.Info("inbox: reading SQLite's data version again")
 			}
 			failing, last = false, v
 			wake()
