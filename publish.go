@@ -8,10 +8,12 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
 	"github.com/sqlinbox/inbox/dialect"
+	"github.com/sqlinbox/inbox/internal/formcolumn"
 	"github.com/sqlinbox/inbox/internal/sqlitewriter"
 	"github.com/sqlinbox/inbox/internal/sqltext"
 )
@@ -35,7 +37,9 @@ type Message struct {
 	Delay time.Duration
 	// Columns sets the application's own columns of the row, those with no role, by name: any
 	// column of the table, named in Table.Columns or not (an advisory key's column, say), each
-	// value one the driver takes as an argument. A column a role names is refused. The messages
+	// value one the driver takes as an argument. A column a role names is refused (ErrSchema),
+	// under any case where the database's column names ignore it (MySQL, MariaDB, SQLite), and
+	// so is the lease column of a lease form built over the table in this process. The messages
 	// of one Enqueue are written in order, one INSERT for each run of consecutive messages that
 	// set the same columns (a column a message leaves out takes its default).
 	Columns map[string]any
@@ -187,7 +191,7 @@ func statements(d dialect.Dialect, t Table, msgs []Message, ids bool) ([]stateme
 	var names []string // the own columns of the last statement, as named
 	now := time.Now()
 	for i, m := range msgs {
-		set, err := ownColumns(t, m)
+		set, err := ownColumns(t, d, m)
 		if err != nil {
 			return nil, err
 		}
@@ -235,18 +239,47 @@ func statements(d dialect.Dialect, t Table, msgs []Message, ids bool) ([]stateme
 }
 
 // ownColumns are the names of the own columns m sets (Message.Columns), sorted; it refuses a
-// name that is empty or one of t's roles.
-func ownColumns(t Table, m Message) ([]string, error) {
+// name that is empty, or that names a column the library writes by itself: one of t's roles, or
+// a form's column of t recorded in this process (the lease form's), under any case on d where d's
+// column names ignore case (Caps.CaseSensitiveNames false: MySQL, MariaDB, SQLite).
+func ownColumns(t Table, d dialect.Dialect, m Message) ([]string, error) {
 	if len(m.Columns) == 0 {
 		return nil, nil
 	}
 	names := slices.Sorted(maps.Keys(m.Columns))
+	same := func(a, b string) bool { return a == b }
+	if !d.Caps().CaseSensitiveNames {
+		same = strings.EqualFold // Unicode folding, as MySQL's; SQLite folds ASCII letters only
+	}
 	for _, n := range names {
 		if err := t.ownColumn("Message.Columns", n); err != nil {
 			return nil, fmt.Errorf("%w: table %q: %v", ErrSchema, t.Name, err)
 		}
+		what, column := written(t, n, same)
+		switch {
+		case column == n:
+			return nil, fmt.Errorf("%w: table %q: Message.Columns names column %q, %s, which the library writes by itself: leave it out of Message.Columns", ErrSchema, t.Name, n, what)
+		case column != "":
+			return nil, fmt.Errorf("%w: table %q: Message.Columns names column %q, which %s takes for %q, %s (its column names ignore case): leave it out of Message.Columns", ErrSchema, t.Name, n, d.Caps().Title, column, what)
+		}
 	}
 	return names, nil
+}
+
+// written returns the column the library writes by itself that name names, compared by same,
+// and what it is ("the table's Attempt column", "the lease form's column"); empty for none.
+func written(t Table, name string, same func(a, b string) bool) (what, column string) {
+	for _, r := range t.roles() {
+		if *r.name != "" && same(*r.name, name) {
+			return "the table's " + r.role + " column", *r.name
+		}
+	}
+	for _, c := range formcolumn.Of(t.Name) {
+		if same(c, name) {
+			return "the lease form's column", c
+		}
+	}
+	return "", ""
 }
 
 // insert publishes msgs through ex by their statements, sts. Where ids is not nil it has a
