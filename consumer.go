@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"reflect"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -31,7 +32,14 @@ type Consumer struct {
 }
 
 // NewConsumer returns a consumer of the rows form claims from db, handled one at a time by h.
+//
+// It panics when form or h is nil, or holds a nil pointer or func (a HandlerFunc(nil), say): a
+// consumer without either can only fail, every delivery a nil-pointer panic that
+// burns an attempt. That is a mistake in the program, not in its data or its database, so it is
+// refused where the consumer is built, at startup, as net/http refuses a nil handler, rather than
+// by an error from Run that a retry loop around Run would log and try again.
 func NewConsumer(db *sql.DB, form Form, h Handler, cfg *Config) *Consumer {
+	mustBuild("NewConsumer", form, h)
 	c := &Consumer{db: db, form: form, h: h}
 	c.configure(cfg)
 	return c
@@ -39,11 +47,36 @@ func NewConsumer(db *sql.DB, form Form, h Handler, cfg *Config) *Consumer {
 
 // NewBatchConsumer returns a consumer of the rows form claims from db in batches of at most
 // size rows (at least 1), each batch handled by one call of h and settled together. Each worker
-// claims, handles and settles its own batch; Config.Workers batches are in work at once.
+// claims, handles and settles its own batch; Config.Workers batches are in work at once. It
+// panics when form or h is nil, as NewConsumer does.
 func NewBatchConsumer(db *sql.DB, form BatchForm, size int, h BatchHandler, cfg *Config) *Consumer {
+	mustBuild("NewBatchConsumer", form, h)
 	c := &Consumer{db: db, form: form, batches: form, bh: h, batchSize: max(size, 1)}
 	c.configure(cfg)
 	return c
+}
+
+// mustBuild panics, naming the constructor, when form or handler is nil (see NewConsumer).
+func mustBuild(constructor string, form, handler any) {
+	switch {
+	case isNil(form):
+		panic("inbox: " + constructor + ": the form is nil: build one with rowlock.New, lease.New or advisory.New")
+	case isNil(handler):
+		panic("inbox: " + constructor + ": the handler is nil: give the consumer a handler (inbox.HandlerFunc, inbox.JSON, inbox.Func, or a type with a Handle method)")
+	}
+}
+
+// isNil reports a nil interface, or one holding a nil func or pointer: a func whose call can
+// only panic, or a form that is not there.
+func isNil(v any) bool {
+	if v == nil {
+		return true
+	}
+	switch rv := reflect.ValueOf(v); rv.Kind() {
+	case reflect.Func, reflect.Pointer:
+		return rv.IsNil()
+	}
+	return false
 }
 
 // Run opens the form, then claims and handles rows until ctx is done; then it stops claiming,
@@ -76,11 +109,11 @@ func (c *Consumer) Run(ctx context.Context) error {
 	}
 	defer unqueue()
 	log := c.log.With("queue", c.cfg.Queue, "table", plan.Table)
-	if !plan.Described.lifecycle().RetryAfter && c.cfg.Retry != RetryAtOnce {
-		closeForm()
-		return fmt.Errorf("%w: queue %q of table %q: the retry policy delays retries, and the table has no RetryAfter column to hold a row until then: add a nullable timestamp column (retry_after) and name it in inbox.Table.RetryAfter, or retry at once with Config.Retry = inbox.RetryAtOnce", ErrSchema, c.cfg.Queue, plan.Table)
-	}
 	c.life = plan.Described.lifecycle()
+	if err := c.checkRetry(plan.Table); err != nil {
+		closeForm()
+		return err
+	}
 
 	workers := c.cfg.Workers
 	claimSlots := workers

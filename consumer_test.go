@@ -763,7 +763,8 @@ func TestALoneWorkerSettlesAndClaimsInOneCall(t *testing.T) {
 
 func TestPollWaitsSpreadOverTheIntervalAndNeverExceedIt(t *testing.T) {
 	const interval = 100 * time.Millisecond
-	c := NewConsumer(noDB(0), newFakeForm("jobs"), nil, &Config{PollInterval: interval})
+	h := HandlerFunc(func(context.Context, *Delivery) outcome.Outcome { return outcome.Ack() })
+	c := NewConsumer(noDB(0), newFakeForm("jobs"), h, &Config{PollInterval: interval})
 	least, most := time.Duration(1<<62), time.Duration(0)
 	for range 10000 {
 		w := c.pollWait()

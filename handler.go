@@ -33,8 +33,10 @@ func (f HandlerFunc) Handle(ctx context.Context, d *Delivery) outcome.Outcome { 
 
 // JSON adapts a function of a decoded payload to Handler: the payload is decoded into a T with
 // encoding/json before f is called. A payload that does not decode never reaches f; the
-// consumer settles it by Config.UndecodablePayload (Drop unless set) and logs it.
+// consumer settles it by Config.UndecodablePayload (Drop unless set) and logs it. It panics
+// when f is nil, as NewConsumer does for a nil handler.
 func JSON[T any](f func(ctx context.Context, d *Delivery, v T) outcome.Outcome) Handler {
+	mustAdapt("JSON", f == nil)
 	return HandlerFunc(func(ctx context.Context, d *Delivery) outcome.Outcome {
 		var v T
 		if err := json.Unmarshal(d.Payload, &v); err != nil {
@@ -71,8 +73,10 @@ func (f BatchHandlerFunc) HandleBatch(ctx context.Context, ds []*Delivery) []out
 // JSONBatch adapts a function of decoded payloads to BatchHandler: each payload is decoded into
 // a T with encoding/json, and f receives the rows that decode with their values (vs[i] is
 // ds[i]'s). A row whose payload does not decode never reaches f; the consumer settles it by
-// Config.UndecodablePayload and logs it. f is not called when no row decodes.
+// Config.UndecodablePayload and logs it. f is not called when no row decodes. It panics when f
+// is nil.
 func JSONBatch[T any](f func(ctx context.Context, ds []*Delivery, vs []T) []outcome.Outcome) BatchHandler {
+	mustAdapt("JSONBatch", f == nil)
 	return BatchHandlerFunc(func(ctx context.Context, ds []*Delivery) []outcome.Outcome {
 		good := make([]*Delivery, 0, len(ds))
 		vs := make([]T, 0, len(ds))
@@ -101,20 +105,25 @@ func JSONBatch[T any](f func(ctx context.Context, ds []*Delivery, vs []T) []outc
 // Func adapts a handler that returns an error to Handler, the way Go handlers are often
 // written: nil acks the row, and an error retries it by the consumer's policy, unless it is
 // marked by Permanent (the row dies at once) or RetryIn (it retries after the delay given); see
-// Result. The error's text is kept in last_error where the table has the column.
+// Result. The error's text is kept in last_error where the table has the column. It panics when
+// f is nil.
 func Func(f func(ctx context.Context, d *Delivery) error) Handler {
+	mustAdapt("Func", f == nil)
 	return HandlerFunc(func(ctx context.Context, d *Delivery) outcome.Outcome { return Result(f(ctx, d)) })
 }
 
-// JSONFunc is JSON for a function that returns an error, settled as Func settles it.
+// JSONFunc is JSON for a function that returns an error, settled as Func settles it. It panics
+// when f is nil.
 func JSONFunc[T any](f func(ctx context.Context, d *Delivery, v T) error) Handler {
+	mustAdapt("JSONFunc", f == nil)
 	return JSON(func(ctx context.Context, d *Delivery, v T) outcome.Outcome { return Result(f(ctx, d, v)) })
 }
 
 // JSONBatchFunc is JSONBatch for a function that returns an error per row (errs[i] is ds[i]'s),
 // each settled as Func settles it: nil acks. A short slice leaves the rows past its end without
-// an outcome, which the consumer retries and logs, as for JSONBatch.
+// an outcome, which the consumer retries and logs, as for JSONBatch. It panics when f is nil.
 func JSONBatchFunc[T any](f func(ctx context.Context, ds []*Delivery, vs []T) []error) BatchHandler {
+	mustAdapt("JSONBatchFunc", f == nil)
 	return JSONBatch(func(ctx context.Context, ds []*Delivery, vs []T) []outcome.Outcome {
 		errs := f(ctx, ds, vs)
 		outs := make([]outcome.Outcome, len(errs))
@@ -123,4 +132,12 @@ func JSONBatchFunc[T any](f func(ctx context.Context, ds []*Delivery, vs []T) []
 		}
 		return outs
 	})
+}
+
+// mustAdapt panics, naming the adapter, when it was given a nil func: the handler it would
+// return could only panic at every delivery (see NewConsumer).
+func mustAdapt(adapter string, nilFunc bool) {
+	if nilFunc {
+		panic("inbox: " + adapter + " of a nil func: give it the function that handles the rows")
+	}
 }

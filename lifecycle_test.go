@@ -65,7 +65,8 @@ func resolving(life lifecycle, cfg *Config, logs *logBuffer) *Consumer {
 	if logs != nil {
 		cfg.Logger = logs.logger()
 	}
-	c := NewConsumer(noDB(0), nil, nil, cfg)
+	c := &Consumer{}
+	c.configure(cfg)
 	c.life = life
 	return c
 }

@@ -8,10 +8,12 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
 	"github.com/sqlinbox/inbox/dialect"
+	"github.com/sqlinbox/inbox/internal/formcolumn"
 	"github.com/sqlinbox/inbox/internal/sqlitewriter"
 	"github.com/sqlinbox/inbox/internal/sqltext"
 )
@@ -35,9 +37,13 @@ type Message struct {
 	Delay time.Duration
 	// Columns sets the application's own columns of the row, those with no role, by name: any
 	// column of the table, named in Table.Columns or not (an advisory key's column, say), each
-	// value one the driver takes as an argument. A column a role names is refused. The messages
-	// of one Enqueue are written in order, one INSERT for each run of consecutive messages that
-	// set the same columns (a column a message leaves out takes its default).
+	// value one the driver takes as an argument. A column a role names is refused (ErrSchema),
+	// under any case where the database's column names ignore it (MySQL, MariaDB, SQLite), and
+	// so is the lease column of a lease form built over the table in this process. The messages
+	// of one Enqueue are written in order, whatever columns each sets, in one INSERT (up to 1,000
+	// rows) that writes DEFAULT for a column a message leaves out, which then takes its default;
+	// on SQLite, whose VALUES take no DEFAULT, one INSERT for each run of consecutive messages
+	// that set the same columns.
 	Columns map[string]any
 }
 
@@ -65,8 +71,8 @@ func EnqueueJSON[T any](ctx context.Context, db *sql.DB, d dialect.Dialect, t Ta
 }
 
 // Enqueue publishes msgs as rows of t, all or nothing: in one INSERT, or where one statement
-// does not take them all (more than maxBatchRows, 1,000, or messages that set different
-// Columns) in one transaction of several, committed when it returns. When it fails, no row
+// does not take them all (more than maxBatchRows, 1,000, or on SQLite messages that set
+// different Columns) in one transaction of several, committed when it returns. When it fails, no row
 // landed (but for a COMMIT cut off by a lost connection, whose outcome the database alone
 // knows). On SQLite it writes under this process's writer lock for db, which the lease form's
 // claims and settlements take too, so that they queue in turn rather than in SQLite's busy
@@ -104,7 +110,7 @@ func EnqueueIDs(ctx context.Context, db *sql.DB, d dialect.Dialect, t Table, msg
 // which Postgres delivers at tx's commit to the consumers that listen (a rollback wakes no one);
 // otherwise consumers see the rows at their next claim after the commit (or their Waker's
 // wake-up). When it fails at its second statement or
-// later (more than maxBatchRows messages, or messages that set different Columns), MySQL,
+// later (more than maxBatchRows messages, or on SQLite messages that set different Columns), MySQL,
 // MariaDB and SQLite keep the rows of the statements before the one that failed in tx: roll tx
 // back rather than commit it.
 func EnqueueTx(ctx context.Context, tx Tx, d dialect.Dialect, t Table, msgs ...Message) error {
@@ -165,15 +171,15 @@ type statement struct {
 	query       string
 	args        []any
 	first, rows int
-	own         []string // the own columns (Message.Columns) its rows set, quoted
-	notify      bool     // it only notifies the table's channel (after one-row INSERTs)
+	notify      bool // it only notifies the table's channel (after one-row INSERTs)
 }
 
-// statements are the INSERTs that publish msgs to t: as many rows in each as maxBatchRows
-// allows, a statement apart for each run of consecutive messages that set the same own columns
-// (Message.Columns), so that the rows keep the messages' order; with ids set, a statement per
-// message that hands back its generated id. It builds them all before any runs, so that a
-// message it refuses sends nothing.
+// statements are the INSERTs that publish msgs to t, in the messages' order: as many rows in
+// each as maxBatchRows allows, whatever own columns (Message.Columns) each message sets where
+// VALUES take DEFAULT (dialect.Caps.ValuesDefault), which a row writes for the own columns of
+// the statement it leaves out; elsewhere a statement apart for each run of consecutive messages
+// that set the same own columns. With ids set, a statement per message that hands back its
+// generated id. It builds them all before any runs, so that a message it refuses sends nothing.
 func statements(d dialect.Dialect, t Table, msgs []Message, ids bool) ([]statement, error) {
 	if len(msgs) == 0 {
 		return nil, nil
@@ -183,40 +189,23 @@ func statements(d dialect.Dialect, t Table, msgs []Message, ids bool) ([]stateme
 		return nil, err
 	}
 	perRow := ids && t.IDGenerated
+	sets := make([][]string, len(msgs)) // the own columns each message sets, as named, sorted
 	var out []statement
-	var names []string // the own columns of the last statement, as named
-	now := time.Now()
 	for i, m := range msgs {
-		set, err := ownColumns(t, m)
-		if err != nil {
+		if sets[i], err = ownColumns(t, d, m); err != nil {
 			return nil, err
 		}
-		if i == 0 || perRow || out[len(out)-1].rows == maxBatchRows || !slices.Equal(set, names) {
-			st := statement{first: i, own: make([]string, len(set))}
-			for j, n := range set {
-				if st.own[j], err = d.Quote(n); err != nil {
-					return nil, fmt.Errorf("%w: table %q, Message.Columns: %v", ErrSchema, t.Name, err)
-				}
-			}
-			out, names = append(out, st), set
+		if i == 0 || perRow || out[len(out)-1].rows == maxBatchRows || !d.Caps().ValuesDefault && !slices.Equal(sets[i], sets[i-1]) {
+			out = append(out, statement{first: i})
 		}
-		row, err := rowArgs(t, d, m, now)
-		if err != nil {
-			return nil, err
-		}
-		for _, n := range set {
-			row = append(row, m.Columns[n])
-		}
-		st := &out[len(out)-1]
-		st.rows++
-		st.args = append(st.args, row...)
+		out[len(out)-1].rows++
 	}
 	s := sqltext.New(d.Caps(), sqltext.Table(q))
+	now := time.Now()
 	for i := range out {
-		if perRow {
-			out[i].query = s.InsertID(out[i].own)
-		} else {
-			out[i].query = s.Insert(out[i].rows, out[i].own)
+		st := &out[i]
+		if err := st.build(s, d, t, msgs[st.first:st.first+st.rows], sets[st.first:st.first+st.rows], now, perRow); err != nil {
+			return nil, err
 		}
 	}
 	if t.Notify && d.Caps().Notifies {
@@ -234,19 +223,97 @@ func statements(d dialect.Dialect, t Table, msgs []Message, ids bool) ([]stateme
 	return out, nil
 }
 
+// build writes the statement of msgs, its rows, each setting the own columns sets gives for it:
+// the statement names every own column of its rows, and a row binds those it sets and writes
+// DEFAULT for the others (InsertSparse), or with perRow hands back its id.
+func (st *statement) build(s sqltext.SQL, d dialect.Dialect, t Table, msgs []Message, sets [][]string, now time.Time, perRow bool) error {
+	union := slices.Concat(sets...)
+	slices.Sort(union)
+	union = slices.Compact(union)
+	own := make([]string, len(union))
+	for j, n := range union {
+		var err error
+		if own[j], err = d.Quote(n); err != nil {
+			return fmt.Errorf("%w: table %q, Message.Columns: %v", ErrSchema, t.Name, err)
+		}
+	}
+	var sparse [][]bool // which own columns each row binds; nil where every row binds them all
+	for i, m := range msgs {
+		row, err := rowArgs(t, d, m, now)
+		if err != nil {
+			return err
+		}
+		var binds []bool // nil: the row sets every own column of the statement
+		if len(sets[i]) < len(union) {
+			binds = make([]bool, len(union))
+			if sparse == nil {
+				sparse = make([][]bool, len(msgs))
+			}
+			sparse[i] = binds
+		}
+		for j, n := range union {
+			if v, ok := m.Columns[n]; ok {
+				row = append(row, v)
+				if binds != nil {
+					binds[j] = true
+				}
+			}
+		}
+		st.args = append(st.args, row...)
+	}
+	switch {
+	case perRow:
+		st.query = s.InsertID(own)
+	case sparse != nil:
+		st.query = s.InsertSparse(own, sparse)
+	default:
+		st.query = s.Insert(st.rows, own)
+	}
+	return nil
+}
+
 // ownColumns are the names of the own columns m sets (Message.Columns), sorted; it refuses a
-// name that is empty or one of t's roles.
-func ownColumns(t Table, m Message) ([]string, error) {
+// name that is empty, or that names a column the library writes by itself: one of t's roles, or
+// a form's column of t recorded in this process (the lease form's), under any case on d where d's
+// column names ignore case (Caps.CaseSensitiveNames false: MySQL, MariaDB, SQLite).
+func ownColumns(t Table, d dialect.Dialect, m Message) ([]string, error) {
 	if len(m.Columns) == 0 {
 		return nil, nil
 	}
 	names := slices.Sorted(maps.Keys(m.Columns))
+	same := func(a, b string) bool { return a == b }
+	if !d.Caps().CaseSensitiveNames {
+		same = strings.EqualFold // Unicode folding, as MySQL's; SQLite folds ASCII letters only
+	}
 	for _, n := range names {
 		if err := t.ownColumn("Message.Columns", n); err != nil {
 			return nil, fmt.Errorf("%w: table %q: %v", ErrSchema, t.Name, err)
 		}
+		what, column := written(t, n, same)
+		switch {
+		case column == n:
+			return nil, fmt.Errorf("%w: table %q: Message.Columns names column %q, %s, which the library writes by itself: leave it out of Message.Columns", ErrSchema, t.Name, n, what)
+		case column != "":
+			return nil, fmt.Errorf("%w: table %q: Message.Columns names column %q, which %s takes for %q, %s (its column names ignore case): leave it out of Message.Columns", ErrSchema, t.Name, n, d.Caps().Title, column, what)
+		}
 	}
 	return names, nil
+}
+
+// written returns the column the library writes by itself that name names, compared by same,
+// and what it is ("the table's Attempt column", "the lease form's column"); empty for none.
+func written(t Table, name string, same func(a, b string) bool) (what, column string) {
+	for _, r := range t.roles() {
+		if *r.name != "" && same(*r.name, name) {
+			return "the table's " + r.role + " column", *r.name
+		}
+	}
+	for _, c := range formcolumn.Of(t.Name) {
+		if same(c, name) {
+			return "the lease form's column", c
+		}
+	}
+	return "", ""
 }
 
 // insert publishes msgs through ex by their statements, sts. Where ids is not nil it has a

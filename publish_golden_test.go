@@ -4,19 +4,22 @@ import (
 	"fmt"
 	"testing"
 
+	"github.com/sqlinbox/inbox/dialect"
 	"github.com/sqlinbox/inbox/internal/sqltext/golden"
+	"github.com/sqlinbox/inbox/isolation"
 )
 
 // TestGoldenStatements pins the INSERTs that publishing builds, of one row and of three, and
 // the one-row INSERT that hands back its id (EnqueueIDs), for each golden table shape on each
 // database, in internal/sqltext/testdata/publish, every message setting each of the shape's own
-// columns: with -update it writes the files, otherwise it checks that publishing still builds
+// columns, and where VALUES take DEFAULT three messages that set different ones (golden.Sparse): with -update it writes the files, otherwise it checks that publishing still builds
 // what they hold. The files are what internal/sqltext's builders are proven against.
 func TestGoldenStatements(t *testing.T) {
 	for _, dl := range golden.Dialects {
 		for _, sh := range golden.Shapes {
 			var e []golden.Entry
-			build := func(name string, n int, ids, notify bool) {
+			// build publishes n messages, each setting the own columns sets says (nil: all of them).
+			build := func(name string, n int, ids, notify bool, sets [][]bool) {
 				tbl := Table(sh.Table)
 				tbl.Notify = notify
 				msgs := make([]Message, n)
@@ -25,8 +28,10 @@ func TestGoldenStatements(t *testing.T) {
 					if len(sh.Table.Columns) > 0 {
 						msgs[i].Columns = map[string]any{}
 					}
-					for _, c := range sh.Table.Columns {
-						msgs[i].Columns[c] = i
+					for j, c := range sh.Table.Columns {
+						if sets == nil || sets[i][j] {
+							msgs[i].Columns[c] = i
+						}
 					}
 				}
 				sts, err := statements(dl.D, tbl, msgs, ids)
@@ -38,20 +43,25 @@ func TestGoldenStatements(t *testing.T) {
 				}
 				e = append(e, golden.Entry{Name: name, SQL: sts[0].query})
 			}
-			build("insert(1)", 1, false, false)
-			build("insert(3)", 3, false, false)
-			build("insertID", 1, true, false)
+			build("insert(1)", 1, false, false, nil)
+			build("insert(3)", 3, false, false, nil)
+			if n := len(sh.Table.Columns); dl.D.Caps().ValuesDefault && n > 1 {
+				build("insert(3) sparse", 3, false, false, golden.Sparse(n))
+			}
+			build("insertID", 1, true, false, nil)
 			if dl.D.Caps().Notifies {
-				build("insert(1) notifying", 1, false, true)
-				build("insert(3) notifying", 3, false, true)
+				build("insert(1) notifying", 1, false, true, nil)
+				build("insert(3) notifying", 3, false, true, nil)
 			}
 			golden.Pin(t, "publish", dl.Name, sh.Name, e)
 		}
 	}
 }
 
-// TestStatementsKeepOrder: messages that set different own columns are written by runs, in the
-// messages' order, each run's statement binding its own columns after the roles'.
+// TestStatementsKeepOrder: messages that set different own columns are written in the
+// messages' order: in one statement where VALUES take DEFAULT (Postgres here), each row writing
+// DEFAULT for the columns it leaves out; elsewhere (SQLite) by runs of messages that set the same
+// columns, each run's statement binding its own columns after the roles'.
 func TestStatementsKeepOrder(t *testing.T) {
 	tbl := Table{Name: "jobs", ID: "id", IDGenerated: true, Payload: "payload"}
 	msgs := []Message{
@@ -60,25 +70,35 @@ func TestStatementsKeepOrder(t *testing.T) {
 		{Payload: []byte("c")},
 		{Payload: []byte("d"), Columns: map[string]any{"region": "eu", "account": "acme"}},
 	}
-	sts, err := statements(golden.Dialects[0].D, tbl, msgs, false)
-	if err != nil {
-		t.Fatal(err)
-	}
-	want := []struct {
+	type want struct {
 		query       string
 		args        string
 		first, rows int
+	}
+	for _, tc := range []struct {
+		d    dialect.Dialect
+		want []want
 	}{
-		{`INSERT INTO "jobs" ("payload", "account") VALUES ($1, $2), ($3, $4)`, "[[97] acme [98] bolt]", 0, 2},
-		{`INSERT INTO "jobs" ("payload") VALUES ($1)`, "[[99]]", 2, 1},
-		{`INSERT INTO "jobs" ("payload", "account", "region") VALUES ($1, $2, $3)`, "[[100] acme eu]", 3, 1},
-	}
-	if len(sts) != len(want) {
-		t.Fatalf("%d statements, want %d: %+v", len(sts), len(want), sts)
-	}
-	for i, w := range want {
-		if sts[i].query != w.query || fmt.Sprint(sts[i].args) != w.args || sts[i].first != w.first || sts[i].rows != w.rows {
-			t.Errorf("statement %d = %q %v (rows %d from %d), want %q %s (rows %d from %d)", i, sts[i].query, sts[i].args, sts[i].rows, sts[i].first, w.query, w.args, w.rows, w.first)
+		{dialect.Postgres[isolation.Default]{}, []want{
+			{`INSERT INTO "jobs" ("payload", "account", "region") VALUES ($1, $2, DEFAULT), ($3, $4, DEFAULT), ($5, DEFAULT, DEFAULT), ($6, $7, $8)`, "[[97] acme [98] bolt [99] [100] acme eu]", 0, 4},
+		}},
+		{dialect.SQLite[isolation.Default]{}, []want{
+			{"INSERT INTO `jobs` (`payload`, `account`) VALUES (?, ?), (?, ?)", "[[97] acme [98] bolt]", 0, 2},
+			{"INSERT INTO `jobs` (`payload`) VALUES (?)", "[[99]]", 2, 1},
+			{"INSERT INTO `jobs` (`payload`, `account`, `region`) VALUES (?, ?, ?)", "[[100] acme eu]", 3, 1},
+		}},
+	} {
+		sts, err := statements(tc.d, tbl, msgs, false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(sts) != len(tc.want) {
+			t.Fatalf("%s: %d statements, want %d: %+v", tc.d.Name(), len(sts), len(tc.want), sts)
+		}
+		for i, w := range tc.want {
+			if sts[i].query != w.query || fmt.Sprint(sts[i].args) != w.args || sts[i].first != w.first || sts[i].rows != w.rows {
+				t.Errorf("%s: statement %d = %q %v (rows %d from %d), want %q %s (rows %d from %d)", tc.d.Name(), i, sts[i].query, sts[i].args, sts[i].rows, sts[i].first, w.query, w.args, w.rows, w.first)
+			}
 		}
 	}
 }

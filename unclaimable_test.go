@@ -80,7 +80,7 @@ func TestUnclaimableRowsAreLoggedOnceUntilTheyChange(t *testing.T) {
 		{found: []Unclaimable{never}}, // repeats from here on
 	}}
 	logs := &logBuffer{}
-	c := NewConsumer(noDB(0), f, HandlerFunc(nil), &Config{Logger: logs.logger(), PollInterval: time.Hour})
+	c := NewConsumer(noDB(0), f, HandlerFunc(func(context.Context, *Delivery) outcome.Outcome { return outcome.Ack() }), &Config{Logger: logs.logger(), PollInterval: time.Hour})
 	if err := runUntil(t, c, func() bool { return f.searched() >= 30 }); err != nil {
 		t.Fatal(err)
 	}

@@ -18,7 +18,9 @@ import (
 type Waker interface {
 	// Watch calls wake each time rows may have landed in the table named table (as described),
 	// until ctx is done, and returns then. It retries its own failures, logging them to log, and
-	// calls wake after each recovery, since it may have missed a change meanwhile.
+	// calls wake after each recovery, since it may have missed a change meanwhile. log is the
+	// consumer's, and names its queue and table already: a record that named them again would
+	// carry the key twice.
 	Watch(ctx context.Context, table string, log *slog.Logger, wake func())
 }
 
@@ -43,7 +45,7 @@ type DataVersionWaker struct {
 }
 
 // Watch implements Waker.
-func (w *DataVersionWaker) Watch(ctx context.Context, table string, log *slog.Logger, wake func()) {
+func (w *DataVersionWaker) Watch(ctx context.Context, _ string, log *slog.Logger, wake func()) {
 	every := w.Every
 	if every <= 0 {
 		every = 5 * time.Millisecond
@@ -77,7 +79,7 @@ func (w *DataVersionWaker) Watch(ctx context.Context, table string, log *slog.Lo
 			return
 		case err != nil:
 			if !failing {
-				log.Error("inbox: reading SQLite's data version failed; trying again, and meanwhile the consumer polls", "table", table, "err", err)
+				log.Error("inbox: reading SQLite's data version failed; trying again, and meanwhile the consumer polls", "err", err)
 			}
 			failing = true
 			if conn != nil {
@@ -88,7 +90,7 @@ func (w *DataVersionWaker) Watch(ctx context.Context, table string, log *slog.Lo
 			// A version read on a new connection is not comparable with the last one: wake
 			// once, as after any recovery.
 			if failing {
-				log.Info("inbox: reading SQLite's data version again", "table", table)
+				log.Info("inbox: reading SQLite's data version again")
 			}
 			failing, last = false, v
 			wake()
@@ -98,12 +100,19 @@ func (w *DataVersionWaker) Watch(ctx context.Context, table string, log *slog.Lo
 
 // dueWatch is the query for when the queue's next delayed row falls due: after a claim that
 // found nothing, an idle worker waits until then where that comes before its next poll.
+//
+// On MySQL and MariaDB (Caps.DefaultReadCommitted) it runs in a READ COMMITTED transaction, the
+// level their dialects open at by default, rather than alone at the session's level (the
+// server's REPEATABLE READ, unless the DSN says otherwise). It reads at READ COMMITTED whatever
+// level the dialect declares: one MIN reads the same at any level, and InnoDB would take a
+// serializable transaction's read for a locking one, which waits behind the rows that claims hold.
 type dueWatch struct {
-	db    *sql.DB
-	d     dialect.Dialect
-	query string
-	args  []any // the queue's name, where the table has a group
-	clock Clock
+	db            *sql.DB
+	d             dialect.Dialect
+	readCommitted dialect.Dialect // the dialect's database at READ COMMITTED; nil: the query runs alone
+	query         string
+	args          []any // the queue's name, where the table has a group
+	clock         Clock
 }
 
 // newDueWatch returns the query for plan's table, or nil where the form did not describe its
@@ -117,6 +126,11 @@ func newDueWatch(db *sql.DB, plan Plan, queue string, clock Clock) (*dueWatch, e
 		return nil, err
 	}
 	w := &dueWatch{db: db, d: plan.Dialect, query: sqltext.New(plan.Dialect.Caps(), sqltext.Table(q)).NextDue(), clock: clock}
+	if plan.Dialect.Caps().DefaultReadCommitted {
+		if w.readCommitted, err = dialect.Parse(plan.Dialect.Name(), "read committed"); err != nil {
+			return nil, err
+		}
+	}
 	if plan.Described.Queue != "" {
 		w.args = []any{queue}
 	}
@@ -130,8 +144,8 @@ func newDueWatch(db *sql.DB, plan Plan, queue string, clock Clock) (*dueWatch, e
 // row is delayed or the query failed (the worker then waits its poll).
 func (w *dueWatch) until(ctx context.Context) (time.Duration, bool) {
 	now := w.clock.Now()
-	var due any
-	if err := w.db.QueryRowContext(ctx, w.query, append([]any{w.d.Time(now)}, w.args...)...).Scan(&due); err != nil || due == nil {
+	due, err := w.read(ctx, append([]any{w.d.Time(now)}, w.args...))
+	if err != nil || due == nil {
 		return 0, false
 	}
 	t, err := dialect.ScannedTime(due)
@@ -139,4 +153,23 @@ func (w *dueWatch) until(ctx context.Context) (time.Duration, bool) {
 		return 0, false
 	}
 	return t.Sub(now), true
+}
+
+// read runs the query with args, in a READ COMMITTED transaction where w.readCommitted is set,
+// and returns the time it read (nil for none), as the driver scanned it. A transaction whose end
+// fails discards its connection (dialect.Tx).
+func (w *dueWatch) read(ctx context.Context, args []any) (due any, err error) {
+	if w.readCommitted == nil {
+		err = w.db.QueryRowContext(ctx, w.query, args...).Scan(&due)
+		return due, err
+	}
+	tx, err := w.readCommitted.Begin(ctx, w.db)
+	if err != nil {
+		return nil, err
+	}
+	if err := tx.QueryRowContext(ctx, w.query, args...).Scan(&due); err != nil {
+		tx.Rollback()
+		return nil, err
+	}
+	return due, tx.Commit()
 }

@@ -31,6 +31,12 @@ type Caps struct {
 	// column to write: DEFAULT, or NULL on SQLite, whose VALUES take no DEFAULT and which
 	// assigns the rowid for a NULL. Publishing (inbox.Enqueue) writes it.
 	IDOnlyValue string
+	// ValuesDefault says a row of an INSERT's VALUES may write DEFAULT for a column, which then
+	// takes its default as if the INSERT left it out (Postgres, MySQL, MariaDB; not SQLite).
+	// Publishing (inbox.Enqueue) then writes messages that set different own columns in one
+	// INSERT, DEFAULT where a message leaves a column out; elsewhere in an INSERT per run of
+	// messages that set the same columns.
+	ValuesDefault bool
 	// NullsLast says ascending order sorts NULL after every value (Postgres), so the claim
 	// order, which takes a row never delayed (retry_after NULL) before a delayed one, says
 	// NULLS FIRST; MySQL, MariaDB and SQLite sort NULL first by themselves. Every claim's
@@ -245,6 +251,7 @@ var (
 		MaxNameBytes:        63,
 		NumberedParams:      true,
 		IDOnlyValue:         "DEFAULT",
+		ValuesDefault:       true,
 		NullsLast:           true,
 		Returning:           true,
 		UpdateFrom:          true,
@@ -301,6 +308,7 @@ func mysqlFamilyCaps(title string, server Floor, sessionLevelQueries ...string) 
 		Quote:                '`',
 		MaxNameChars:         64,
 		IDOnlyValue:          "DEFAULT",
+		ValuesDefault:        true,
 		SkipLocked:           true,
 		TextType:             "CHAR",
 		Locks:                NamedLocks,

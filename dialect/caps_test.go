@@ -23,7 +23,7 @@ var capsCases = []struct {
 }{
 	{"postgres", []string{"default", "read committed", "repeatable read", "serializable"}, dialect.Caps{
 		Title: "Postgres", Quote: '"', MaxNameBytes: 63, NumberedParams: true,
-		IDOnlyValue: "DEFAULT", NullsLast: true, Returning: true, UpdateFrom: true, SkipLocked: true,
+		IDOnlyValue: "DEFAULT", ValuesDefault: true, NullsLast: true, Returning: true, UpdateFrom: true, SkipLocked: true,
 		ConcatOperator: true, TextType: "TEXT", Locks: dialect.HashedLocks, IDListSettles: true,
 		SnapshotLevels: []dialect.Level{dialect.LevelRepeatableRead, dialect.LevelSerializable}, PredicateLockLevels: []dialect.Level{dialect.LevelSerializable},
 		Server: dialect.Floor{Major: 9, Minor: 5, Needs: "SKIP LOCKED"}, Advisory: dialect.Floor{Major: 11, Needs: "hashtextextended"},
@@ -51,7 +51,7 @@ var mysqlFamilyLevels = []string{"default", "read uncommitted", "read committed"
 
 // wantMySQL is the record MySQL must return.
 var wantMySQL = dialect.Caps{
-	Title: "MySQL", Quote: '`', MaxNameChars: 64, IDOnlyValue: "DEFAULT", SkipLocked: true, TextType: "CHAR",
+	Title: "MySQL", Quote: '`', MaxNameChars: 64, IDOnlyValue: "DEFAULT", ValuesDefault: true, SkipLocked: true, TextType: "CHAR",
 	Locks: dialect.NamedLocks, LockNameMaxChars: 64, DefaultReadCommitted: true,
 	SessionLevelQueries: []string{"SELECT @@SESSION.transaction_isolation", "SELECT @@SESSION.tx_isolation"},
 	Server:              dialect.Floor{Major: 8, Patch: 1, Needs: "SKIP LOCKED"},

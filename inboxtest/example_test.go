@@ -3,6 +3,7 @@ package inboxtest_test
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"time"
 
@@ -14,23 +15,34 @@ import (
 	"github.com/sqlinbox/inbox/outcome"
 )
 
-// The handler's outcome, as the consumer would settle the row, for a payload and an attempt.
-func ExampleHandle() {
+// The outcome the application's consumer would settle a row by, for a payload and an attempt:
+// its table and Config decide what a retry becomes.
+func ExampleConsumer_Handle() {
 	type order struct{ ID int }
 	h := inbox.JSON(func(ctx context.Context, d *inbox.Delivery, o order) outcome.Outcome {
-		if d.Attempt < 3 {
+		switch {
+		case o.ID == 0:
+			return outcome.Retry().WithError(errors.New("order 0 is not there yet"))
+		case d.Attempt < 3:
 			return outcome.RetryAfter(time.Duration(d.Attempt) * time.Minute)
 		}
 		return outcome.Ack()
 	})
+	orders := inbox.Table{Name: "orders", ID: "id", Payload: "payload", Attempt: "attempt", RetryAfter: "retry_after", DeadAt: "dead_at"}
+	c := inboxtest.Consumer{Table: orders, Config: &inbox.Config{Retry: inbox.ExponentialBackoff{Base: time.Minute, Max: time.Minute}, MaxAttempts: 5}}
 	ctx := context.Background()
-	fmt.Println(inboxtest.Handle(ctx, h, inboxtest.JSONDelivery(order{ID: 7}, 1)).Outcome)
-	fmt.Println(inboxtest.Handle(ctx, h, inboxtest.JSONDelivery(order{ID: 7}, 3)).Outcome)
-	r := inboxtest.Handle(ctx, h, inboxtest.Delivery([]byte(`{"ID": "seven"}`), 1))
+	fmt.Println(c.Handle(ctx, h, inboxtest.JSONDelivery(order{ID: 7}, 1)).Outcome)
+	fmt.Println(c.Handle(ctx, h, inboxtest.JSONDelivery(order{ID: 7}, 3)).Outcome)
+	fmt.Println(c.Handle(ctx, h, inboxtest.JSONDelivery(order{ID: 0}, 2)).Outcome.Kind())
+	dead := c.Handle(ctx, h, inboxtest.JSONDelivery(order{ID: 0}, 5)).Outcome
+	fmt.Println(dead, dead.Err())
+	r := c.Handle(ctx, h, inboxtest.Delivery([]byte(`{"ID": "seven"}`), 1))
 	fmt.Println(r.Outcome, r.DecodeErr != nil)
 	// Output:
 	// retry after 1m0s
 	// ack
+	// retry after
+	// fail attempt 5 of 5: order 0 is not there yet
 	// drop true
 }
 

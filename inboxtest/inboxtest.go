@@ -1,7 +1,7 @@
 // Package inboxtest helps test the handlers of an application that uses
 // github.com/sqlinbox/inbox: run a handler on a delivery and see the outcome the consumer would
-// settle it by (Handle, HandleBatch); run a consumer until its queue has no row due (Drain);
-// read back what was enqueued (Enqueued). It imports the standard library only.
+// settle it by (Consumer.Handle, Consumer.HandleBatch); run a consumer until its queue has no
+// row due (Drain); read back what was enqueued (Enqueued). It imports the standard library only.
 package inboxtest
 
 import (
@@ -20,11 +20,26 @@ import (
 	"github.com/sqlinbox/inbox/outcome"
 )
 
+// Consumer stands for the consumer a handler runs under in production: what becomes of a row
+// depends on it as much as on the handler. The retry policy delays a retry only where the table
+// has a RetryAfter column, the attempt limit applies only where it has an Attempt column, and a
+// row that dies is dropped where it has no DeadAt column; Config gives the policy
+// (Config.Retry), the limit (Config.MaxAttempts), what an undecodable row is settled by
+// (Config.UndecodablePayload) and whether a batch's writes share a transaction
+// (Config.Transactional). Give it the table and the Config of the application's consumer.
+type Consumer struct {
+	Table  inbox.Table
+	Config *inbox.Config // nil: the defaults
+}
+
 // Result is what became of one delivery handed to a handler.
 type Result struct {
-	// Outcome is what the consumer settles the row by: the handler's outcome, Retry where the
-	// handler panicked or returned none (the zero outcome), and Drop, the default of
-	// inbox.Config.UndecodablePayload, where the row does not decode (DecodeErr).
+	// Outcome is what the consumer settles the row by, as a consumer of Consumer.Table
+	// configured by Consumer.Config does, through the same code (inbox.Applied): a panic or the
+	// zero outcome is a Retry, and an undecodable row (DecodeErr) takes
+	// Config.UndecodablePayload (Drop by default); then a retry waits by the retry policy where
+	// the table has a RetryAfter column, and is a Fail at the attempt limit; a Fail is a Drop on
+	// a table without a DeadAt column.
 	Outcome outcome.Outcome
 	// Returned is the outcome the handler returned for the row; zero where it returned none or
 	// panicked.
@@ -53,20 +68,26 @@ func JSONDelivery(v any, attempt int) *inbox.Delivery {
 	return Delivery(payload, attempt)
 }
 
-// Handle runs h on d with ctx, as a consumer does, and returns what became of it.
-func Handle(ctx context.Context, h inbox.Handler, d *inbox.Delivery) Result {
+// Handle runs h on d with ctx, as c's consumer does, and returns what became of it. It panics
+// where the consumer's Run would refuse c (inbox.ErrSchema: a retry policy that delays, the
+// default among them, on a table without a RetryAfter column), as a test's mistake.
+func (c Consumer) Handle(ctx context.Context, h inbox.Handler, d *inbox.Delivery) Result {
 	var r Result
 	func() {
 		defer func() { r.Panic = recover() }()
 		r.Returned = h.Handle(ctx, d)
 	}()
-	return settle(r, d)
+	return c.results([]*inbox.Delivery{d}, []Result{r})[0]
 }
 
-// HandleBatch runs h on ds with ctx, as a batch consumer does, and returns what became of each
-// (the result at index i is ds[i]'s). A panic retries every row of the batch; a row missing
-// from a short slice of outcomes is retried; outcomes beyond the batch are ignored.
-func HandleBatch(ctx context.Context, h inbox.BatchHandler, ds []*inbox.Delivery) []Result {
+// HandleBatch runs h on ds with ctx, as c's batch consumer does, and returns what became of
+// each (the result at index i is ds[i]'s). A panic retries every row of the batch; a row
+// missing from a short slice of outcomes is retried; outcomes beyond the batch are ignored. It
+// panics where Run would refuse c, as Handle does.
+func (c Consumer) HandleBatch(ctx context.Context, h inbox.BatchHandler, ds []*inbox.Delivery) []Result {
+	if len(ds) == 0 {
+		return nil // a consumer hands a batch handler at least one row
+	}
 	rs := make([]Result, len(ds))
 	var outs []outcome.Outcome
 	var p any
@@ -74,28 +95,30 @@ func HandleBatch(ctx context.Context, h inbox.BatchHandler, ds []*inbox.Delivery
 		defer func() { p = recover() }()
 		outs = h.HandleBatch(ctx, ds)
 	}()
-	for i, d := range ds {
+	for i := range ds {
 		rs[i].Panic = p
 		if p == nil && i < len(outs) {
 			rs[i].Returned = outs[i]
 		}
-		rs[i] = settle(rs[i], d)
 	}
-	return rs
+	return c.results(ds, rs)
 }
 
-// settle fills in the outcome the consumer settles d by, r holding what the handler did.
-func settle(r Result, d *inbox.Delivery) Result {
-	r.DecodeErr = d.DecodeError()
-	switch {
-	case r.DecodeErr != nil:
-		r.Outcome = outcome.Drop()
-	case r.Panic != nil, r.Returned.Kind() == outcome.KindNone:
-		r.Outcome = outcome.Retry()
-	default:
-		r.Outcome = r.Returned
+// results fills in the outcome c's consumer settles each of ds by, rs holding what the handler
+// did, through inbox.Applied.
+func (c Consumer) results(ds []*inbox.Delivery, rs []Result) []Result {
+	returned := make([]outcome.Outcome, len(rs))
+	for i, r := range rs {
+		returned[i] = r.Returned
 	}
-	return r
+	applied, err := inbox.Applied(c.Table, c.Config, ds, returned, rs[0].Panic)
+	if err != nil {
+		panic(fmt.Sprintf("inboxtest: a consumer would not run: %v", err))
+	}
+	for i, d := range ds {
+		rs[i].Outcome, rs[i].DecodeErr = applied[i], d.DecodeError()
+	}
+	return rs
 }
 
 // Drained is what Drain saw the consumer settle.
@@ -110,12 +133,22 @@ type Drained struct {
 // consumer's inbox.Config.Observer, runs it until its queue has no row due, stops it, and says
 // what it settled. The queue is drained once a claim that began after every settlement so far
 // found no row due while no other claim ran and no claimed row was in work; rows delayed
-// (RetryAfter) past then stay in the table. Drain fails when timeout passes first, when ctx is done, or when Run fails.
+// (RetryAfter) past then stay in the table. Drain fails when timeout passes first, when ctx is
+// done, or when Run fails.
+//
+// When it stops the consumer before the queue is drained (timeout, ctx), Drain cancels the
+// context of every handler in work as it does, rather than wait for the consumer's
+// ShutdownTimeout, so it returns as soon as those handlers return and their rows are settled. A
+// handler that ignores its context holds it up to the consumer's ShutdownTimeout, as it would
+// hold up Run.
 //
 // To keep an observer of your own, call it from a wrapper of the one newConsumer is given.
 func Drain(ctx context.Context, timeout time.Duration, newConsumer func(inbox.Observer) *inbox.Consumer) (Drained, error) {
-	w := &watch{drained: make(chan struct{}), got: Drained{Settled: map[outcome.Kind]int{}}}
+	stop, stopHandlers := context.WithCancelCause(context.Background())
+	defer stopHandlers(nil)
+	w := &watch{drained: make(chan struct{}), got: Drained{Settled: map[outcome.Kind]int{}}, stop: stop}
 	c := newConsumer(w)
+	parent := ctx
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	errc := make(chan error, 1)
@@ -130,9 +163,12 @@ func Drain(ctx context.Context, timeout time.Duration, newConsumer func(inbox.Ob
 			err = ctx.Err()
 		}
 		return w.result(), fmt.Errorf("inboxtest: the consumer stopped before its queue was drained: %w", err)
+	case <-parent.Done():
+		err = fmt.Errorf("inboxtest: the queue was not drained before the context ended: %d rows claimed and not settled: %w", w.inWork(), context.Cause(parent))
 	case <-limit.C:
 		err = fmt.Errorf("inboxtest: the queue was not drained within %v: %d rows claimed and not settled", timeout, w.inWork())
 	}
+	stopHandlers(errStopped)
 	cancel()
 	if runErr := <-errc; runErr != nil {
 		err = errors.Join(err, runErr)
@@ -140,8 +176,12 @@ func Drain(ctx context.Context, timeout time.Duration, newConsumer func(inbox.Ob
 	return w.result(), err
 }
 
-// watch is Drain's observer: it counts the rows claimed and not yet settled, and notes when
-// the queue is drained.
+// errStopped is the cause of a handler's context that Drain cancelled when it stopped the
+// consumer.
+var errStopped = fmt.Errorf("inboxtest: Drain stopped the consumer: %w", context.Canceled)
+
+// watch is Drain's observer: it counts the rows claimed and not yet settled, notes when the
+// queue is drained, and ends the handlers' contexts with stop.
 type watch struct {
 	mu          sync.Mutex
 	working     int       // rows claimed and not settled
@@ -149,6 +189,7 @@ type watch struct {
 	got         Drained
 	drained     chan struct{}
 	closed      bool
+	stop        context.Context // done when Drain stops the consumer
 }
 
 func (w *watch) Claimed(_ context.Context, c inbox.Claim) {
@@ -163,9 +204,25 @@ func (w *watch) Claimed(_ context.Context, c inbox.Claim) {
 	}
 }
 
-func (w *watch) Handling(ctx context.Context, _ inbox.Unit) context.Context { return ctx }
+// Handling returns the handler's context: ctx, and cancelled too when Drain stops the consumer.
+// Settled ends it (endHandling).
+func (w *watch) Handling(ctx context.Context, _ inbox.Unit) context.Context {
+	ctx, cancel := context.WithCancelCause(ctx)
+	unhook := context.AfterFunc(w.stop, func() { cancel(context.Cause(w.stop)) })
+	return context.WithValue(ctx, endHandling{}, func() {
+		unhook()
+		cancel(nil)
+	})
+}
 
-func (w *watch) Settled(_ context.Context, s inbox.Settlement) {
+// endHandling is the key of the func that ends a handler's context Handling made, once its unit
+// is settled.
+type endHandling struct{}
+
+func (w *watch) Settled(ctx context.Context, s inbox.Settlement) {
+	if end, ok := ctx.Value(endHandling{}).(func()); ok {
+		end()
+	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	w.working -= len(s.Deliveries)

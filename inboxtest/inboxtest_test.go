@@ -32,6 +32,10 @@ var issue = inbox.JSON(func(ctx context.Context, d *inbox.Delivery, inv invoice)
 	return outcome.Ack()
 })
 
+// invoices is the consumer the tests' handlers run under: the default Config, on a table whose
+// retries wait (RetryAfter).
+var invoices = inboxtest.Consumer{Table: inbox.Table{Name: "invoices", ID: "id", Payload: "payload", Attempt: "attempt", RetryAfter: "retry_after"}}
+
 func TestHandleSaysWhatTheConsumerSettlesBy(t *testing.T) {
 	ctx := context.Background()
 	for _, tc := range []struct {
@@ -44,12 +48,12 @@ func TestHandleSaysWhatTheConsumerSettlesBy(t *testing.T) {
 	}{
 		{"ack", inboxtest.JSONDelivery(invoice{7}, 1), outcome.KindAck, outcome.KindAck, false, true},
 		{"retry after", inboxtest.JSONDelivery(invoice{0}, 1), outcome.KindRetryAfter, outcome.KindRetryAfter, false, true},
-		{"zero outcome", inboxtest.JSONDelivery(invoice{99}, 1), outcome.KindRetry, outcome.KindNone, false, true},
-		{"panic", inboxtest.JSONDelivery(invoice{-1}, 1), outcome.KindRetry, outcome.KindNone, true, true},
+		{"zero outcome", inboxtest.JSONDelivery(invoice{99}, 1), outcome.KindRetryAfter, outcome.KindNone, false, true},
+		{"panic", inboxtest.JSONDelivery(invoice{-1}, 1), outcome.KindRetryAfter, outcome.KindNone, true, true},
 		{"undecodable", inboxtest.Delivery([]byte("{not json"), 1), outcome.KindDrop, outcome.KindNone, false, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			r := inboxtest.Handle(ctx, issue, tc.d)
+			r := invoices.Handle(ctx, issue, tc.d)
 			if r.Outcome.Kind() != tc.want || r.Returned.Kind() != tc.returned || (r.Panic != nil) != tc.panics || (r.DecodeErr == nil) != tc.decodes {
 				t.Fatalf("got %+v; want outcome %v, returned %v, panic %v, decodes %v", r, tc.want, tc.returned, tc.panics, tc.decodes)
 			}
@@ -71,13 +75,13 @@ func TestHandleBatchSaysWhatBecomesOfEachRow(t *testing.T) {
 		}
 		return outs
 	})
-	rs := inboxtest.HandleBatch(ctx, h, []*inbox.Delivery{inboxtest.JSONDelivery(invoice{1}, 1), inboxtest.Delivery([]byte("x"), 1), inboxtest.JSONDelivery(invoice{0}, 2)})
-	if rs[0].Outcome.Kind() != outcome.KindAck || rs[1].Outcome.Kind() != outcome.KindDrop || rs[1].DecodeErr == nil || rs[2].Outcome.Kind() != outcome.KindRetry {
-		t.Fatalf("results %+v: want ack, drop (undecodable), retry (no outcome)", rs)
+	rs := invoices.HandleBatch(ctx, h, []*inbox.Delivery{inboxtest.JSONDelivery(invoice{1}, 1), inboxtest.Delivery([]byte("x"), 1), inboxtest.JSONDelivery(invoice{0}, 2)})
+	if rs[0].Outcome.Kind() != outcome.KindAck || rs[1].Outcome.Kind() != outcome.KindDrop || rs[1].DecodeErr == nil || rs[2].Outcome.Kind() != outcome.KindRetryAfter {
+		t.Fatalf("results %+v: want ack, drop (undecodable), retry after (no outcome)", rs)
 	}
-	rs = inboxtest.HandleBatch(ctx, h, []*inbox.Delivery{inboxtest.JSONDelivery(invoice{1}, 1), inboxtest.JSONDelivery(invoice{-1}, 1)})
+	rs = invoices.HandleBatch(ctx, h, []*inbox.Delivery{inboxtest.JSONDelivery(invoice{1}, 1), inboxtest.JSONDelivery(invoice{-1}, 1)})
 	for i, r := range rs {
-		if r.Outcome.Kind() != outcome.KindRetry || r.Panic == nil {
+		if r.Outcome.Kind() != outcome.KindRetryAfter || r.Panic == nil {
 			t.Errorf("row %d of a batch that panicked: %+v, want a retry with the panic", i, r)
 		}
 	}

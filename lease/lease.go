@@ -85,6 +85,7 @@ import (
 
 	"github.com/sqlinbox/inbox"
 	"github.com/sqlinbox/inbox/dialect"
+	"github.com/sqlinbox/inbox/internal/formcolumn"
 	"github.com/sqlinbox/inbox/internal/formlife"
 	"github.com/sqlinbox/inbox/internal/schema"
 	"github.com/sqlinbox/inbox/internal/sqlitewriter"
@@ -139,13 +140,23 @@ type Form[D dialect.Dialect] struct {
 	b    *binding // Open's; read by the calls life admits
 }
 
-// New returns the lease form over table t. Nothing is checked until Open.
+// New returns the lease form over table t. Nothing is checked until Open. From then on,
+// publishing to t in this process refuses its lease column in inbox.Message.Columns.
 func New[D dialect.Dialect](d D, t inbox.Table, cfg *Config) *Form[D] {
 	f := &Form[D]{d: d, t: t, life: formlife.New[*hold](fmt.Errorf("%w: table %q: the lease form is not open: Open it (a Consumer does) before claiming or settling", inbox.ErrClosed, t.Name))}
 	if cfg != nil {
 		f.cfg = *cfg
 	}
+	formcolumn.Add(t.Name, f.column())
 	return f
+}
+
+// column is the lease column's name (Config.Column).
+func (f *Form[D]) column() string {
+	if f.cfg.Column == "" {
+		return "locked_until"
+	}
+	return f.cfg.Column
 }
 
 // binding is what Open binds the form to, until Close.
@@ -237,10 +248,7 @@ func (f *Form[D]) bind(ctx context.Context, db *sql.DB, q inbox.Queue) (inbox.Pl
 	if q.Transactional && slices.Contains(caps.SnapshotLevels, f.d.Level()) {
 		return inbox.Plan{}, fmt.Errorf("%w: table %q: the lease form on %s at %s cannot run in transactional mode: the handler's transaction keeps the snapshot of its first statement and would not see the lease extended, so its Ack would find the lease lost; use isolation.ReadCommitted (or isolation.Default), or turn Transactional off", inbox.ErrDialect, f.t.Name, caps.Title, f.d.Level())
 	}
-	column := f.cfg.Column
-	if column == "" {
-		column = "locked_until"
-	}
+	column := f.column()
 	st, err := stmt.New(f.d, f.t)
 	if err != nil {
 		return inbox.Plan{}, err

@@ -16,7 +16,11 @@
 //	c := inbox.NewConsumer(db, form, h, &inbox.Config{Queue: "invoices", Observer: obs})
 //
 // The handler's context carries the delivery's span (a batch handler's, the batch's span,
-// whose children are its deliveries' spans), so spans the handler starts are its children.
+// whose children are its deliveries' spans), so spans the handler starts are its children. A
+// delivery's span ends with status Error, and its error recorded, where the delivery failed: its
+// row died (outcome fail), or the outcome the consumer applied carries an error (a handler's
+// error, a panic, a zero outcome, a payload that did not decode, a drop with a reason), or its
+// settlement failed. A batch's span is an error where any of its rows failed.
 package inboxotel
 
 import (
@@ -46,7 +50,7 @@ const (
 	AttrQueue   = attribute.Key("inbox.queue")   // Config.Queue (empty where the table is one queue)
 	AttrForm    = attribute.Key("inbox.form")    // "rowlock", "lease", "advisory"
 	AttrTable   = attribute.Key("inbox.table")   // the table's name
-	AttrOutcome = attribute.Key("inbox.outcome") // "ack", "drop", "retry", "retry_after"
+	AttrOutcome = attribute.Key("inbox.outcome") // "ack", "drop", "retry", "retry_after", "fail"
 	AttrAttempt = attribute.Key("inbox.attempt") // Delivery.Attempt (spans only)
 	AttrID      = attribute.Key("messaging.message.id")
 	AttrError   = attribute.Key("error.type") // why a settlement or a claim failed (see errorType)
@@ -205,16 +209,16 @@ func (o *Observer) Settled(ctx context.Context, st inbox.Settlement) {
 	if st.HandlerDuration > 0 {
 		o.handler.Record(ctx, st.HandlerDuration.Seconds(), o.attrs(where))
 	}
-	failure := ""
+	settleErr := ""
 	if st.Err != nil {
-		failure = errorType(st.Err)
+		settleErr = errorType(st.Err)
 	}
-	where.errorType = failure
+	where.errorType = settleErr
 	o.settling.Record(ctx, st.SettleDuration.Seconds(), o.attrs(where))
 	for i, out := range st.Outcomes {
 		where.outcome, where.errorType = out.Kind(), ""
 		if failed(st, st.Deliveries[i].ID) {
-			where.errorType = failure
+			where.errorType = settleErr
 		}
 		o.settled.Add(ctx, 1, o.attrs(where))
 	}
@@ -223,29 +227,57 @@ func (o *Observer) Settled(ctx context.Context, st inbox.Settlement) {
 	if s == nil {
 		return
 	}
-	end := func(span trace.Span, d *inbox.Delivery, out outcome.Outcome) {
+	end := func(span trace.Span, d *inbox.Delivery, out outcome.Outcome) (failedRow bool) {
 		span.SetAttributes(AttrOutcome.String(outcomeName(out.Kind())))
-		if err := d.DecodeError(); err != nil {
+		if err := d.DecodeError(); err != nil && out.Err() != err {
 			span.RecordError(err)
+		}
+		var why string
+		if why, failedRow = failure(out); failedRow {
+			if out.Err() != nil {
+				span.RecordError(out.Err())
+			}
+			span.SetStatus(codes.Error, why)
 		}
 		if failed(st, d.ID) {
 			span.RecordError(st.Err)
-			span.SetStatus(codes.Error, "settlement failed: "+failure)
+			span.SetStatus(codes.Error, "settlement failed: "+settleErr)
 		}
 		span.End()
+		return failedRow
 	}
 	if s.rows == nil {
 		end(s.unit, st.Deliveries[0], st.Outcomes[0])
 		return
 	}
+	rowsFailed := 0
 	for i, span := range s.rows {
-		end(span, st.Deliveries[i], st.Outcomes[i])
+		if end(span, st.Deliveries[i], st.Outcomes[i]) {
+			rowsFailed++
+		}
+	}
+	if rowsFailed > 0 {
+		s.unit.SetStatus(codes.Error, fmt.Sprintf("%d of %d rows failed", rowsFailed, len(s.rows)))
 	}
 	if st.Err != nil {
 		s.unit.RecordError(st.Err)
-		s.unit.SetStatus(codes.Error, "settlement failed: "+failure)
+		s.unit.SetStatus(codes.Error, "settlement failed: "+settleErr)
 	}
 	s.unit.End()
+}
+
+// failure says whether a delivery settled by out failed, and how, for its span's status: its row
+// died (Fail), or its outcome carries an error (a handler's error, a panic, a zero outcome, a
+// payload that did not decode, a drop with a reason). An Ack, and a Drop, Retry or RetryAfter
+// the handler chose without a reason, are not failures.
+func failure(out outcome.Outcome) (why string, failed bool) {
+	switch {
+	case out.Kind() == outcome.KindAck:
+		return "", false
+	case out.Err() != nil:
+		return outcomeName(out.Kind()) + ": " + out.Err().Error(), true
+	}
+	return outcomeName(out.Kind()), out.Kind() == outcome.KindFail
 }
 
 // failed reports whether the settlement st left row id unchanged: every row of a settlement

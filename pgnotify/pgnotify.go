@@ -42,7 +42,8 @@ func (l *Listener) Watch(ctx context.Context, table string, log *slog.Logger, wa
 		if listened {
 			backoff = minBackoff
 		}
-		log.Warn("inbox: listening for notifications failed; connecting again, and meanwhile the consumer polls", "table", table, "channel", channel, "err", err, "in", backoff)
+		// log names the consumer's queue and table already (inbox.Waker).
+		log.Warn("inbox: listening for notifications failed; connecting again, and meanwhile the consumer polls", "channel", channel, "err", err, "in", backoff)
 		select {
 		case <-ctx.Done():
 			return

@@ -588,9 +588,16 @@ func TestRowlockConsumerPanic(t *testing.T) {
 				fx.expectRowlockClaim("claim")
 				fx.mock.ExpectRollback()
 				if full {
-					// After the claim that found nothing: when the next delayed row falls due.
+					// After the claim that found nothing: when the next delayed row falls due, on
+					// MySQL and MariaDB in a READ COMMITTED transaction of its own.
 					nextDue := goldenSQL(t, "wakeup", c.db, sh).of("next-due")
+					if c.d.Caps().DefaultReadCommitted {
+						fx.mock.ExpectBegin()
+					}
 					fx.mock.ExpectQuery(nextDue).WithArgs(c.near(time.Now()), rowlockQueue).WillReturnRows(fx.mock.NewRows([]string{"min"}).AddRow(nil))
+					if c.d.Caps().DefaultReadCommitted {
+						fx.mock.ExpectCommit()
+					}
 				}
 				rollbacks := 1 // the claim that finds nothing
 				if !full {

@@ -142,33 +142,57 @@ func (s SQL) Order(alias string) string {
 // that every row of the statement sets. A table whose only column is its generated id, and no
 // own column, binds nothing: each row is the value that has the database assign the id
 // (dialect.Caps.IDOnlyValue).
-func (s SQL) Insert(rows int, own []string) string { return s.insert(s.Params(), rows, own) }
+func (s SQL) Insert(rows int, own []string) string {
+	return s.insert(s.Params(), own, make([][]bool, rows))
+}
 
 // InsertNotifying is Insert that also notifies a channel (Notifying), bound after the rows.
 func (s SQL) InsertNotifying(rows int, own []string) string {
 	p := s.Params()
-	insert := s.insert(p, rows, own)
+	insert := s.insert(p, own, make([][]bool, rows))
 	return Notifying(insert, p.Next())
 }
 
-func (s SQL) insert(p *Params, rows int, own []string) string {
+// InsertSparse publishes a row for each of sets in one statement, as Insert does, but for the
+// own columns a row leaves out: row i binds own[j] where sets[i][j] is true, and writes DEFAULT
+// for it otherwise, so that it takes the column's default as a row of an INSERT that left the
+// column out would. Only where VALUES take DEFAULT (dialect.Caps.ValuesDefault).
+func (s SQL) InsertSparse(own []string, sets [][]bool) string {
+	return s.insert(s.Params(), own, sets)
+}
+
+// insert is the INSERT of a row for each of sets, numbering its parameters by p: a nil set binds
+// every own column (see InsertSparse).
+func (s SQL) insert(p *Params, own []string, sets [][]bool) string {
 	var cols []string
 	if !s.t.IDGenerated {
 		cols = append(cols, s.t.ID)
 	}
-	for _, c := range append([]string{s.t.Payload, s.t.Queue, s.t.Priority, s.t.Headers, s.t.RetryAfter}, own...) {
+	for _, c := range []string{s.t.Payload, s.t.Queue, s.t.Priority, s.t.Headers, s.t.RetryAfter} {
 		if c != "" {
 			cols = append(cols, c)
 		}
 	}
-	row := func() string { return "(" + p.list(len(cols)) + ")" }
+	roles := len(cols)
+	cols = append(cols, own...)
+	row := func(set []bool) string {
+		vs := make([]string, len(cols))
+		for i := range vs {
+			if i < roles || set == nil || set[i-roles] {
+				vs[i] = p.Next()
+			} else {
+				vs[i] = "DEFAULT"
+			}
+		}
+		return "(" + strings.Join(vs, ", ") + ")"
+	}
 	if len(cols) == 0 {
 		cols = []string{s.t.ID}
-		row = func() string { return "(" + s.c.IDOnlyValue + ")" }
+		row = func([]bool) string { return "(" + s.c.IDOnlyValue + ")" }
 	}
-	values := make([]string, rows)
-	for i := range values {
-		values[i] = row()
+	values := make([]string, len(sets))
+	for i, set := range sets {
+		values[i] = row(set)
 	}
 	return "INSERT INTO " + s.t.Name + " (" + strings.Join(cols, ", ") + ") VALUES " + strings.Join(values, ", ")
 }

@@ -26,7 +26,7 @@ func TestGoldens(t *testing.T) {
 			s, lease, key := quoted(t, dl.D, sh)
 			forms := map[string][]golden.Entry{
 				"lease":       leaseEntries(c, s.Lease(lease)),
-				"publish":     publishEntries(s, own(t, dl.D, sh), dl.D.Caps().Notifies),
+				"publish":     publishEntries(c, s, own(t, dl.D, sh)),
 				"wakeup":      wakeupEntries(s, dl.Name),
 				"unclaimable": unclaimableEntries(s.Unclaimable(1001)),
 			}
@@ -196,13 +196,18 @@ func advisoryEntries(c *dialect.Caps, a sqltext.Advisory, dead bool) []golden.En
 	return e
 }
 
-// On Postgres (notifying) a publish to a table with Notify set also notifies its channel.
-func publishEntries(s sqltext.SQL, own []string, notifying bool) []golden.Entry {
+// On Postgres (notifying) a publish to a table with Notify set also notifies its channel. Where
+// VALUES take DEFAULT, three rows of which the second leaves the last own column out and the
+// third sets only that one.
+func publishEntries(c *dialect.Caps, s sqltext.SQL, own []string) []golden.Entry {
 	var e entries
 	e.add("insert(1)", s.Insert(1, own))
 	e.add("insert(3)", s.Insert(3, own))
+	if c.ValuesDefault && len(own) > 1 {
+		e.add("insert(3) sparse", s.InsertSparse(own, golden.Sparse(len(own))))
+	}
 	e.add("insertID", s.InsertID(own))
-	if notifying {
+	if c.Notifies {
 		e.add("insert(1) notifying", s.InsertNotifying(1, own))
 		e.add("insert(3) notifying", s.InsertNotifying(3, own))
 	}
@@ -337,7 +342,7 @@ func FuzzNamesStayQuoted(f *testing.F) {
 func all(t *testing.T, d dialect.Dialect, sh golden.Shape) []golden.Entry {
 	c := d.Caps()
 	s, lease, key := quoted(t, d, sh)
-	out := append(leaseEntries(c, s.Lease(lease)), publishEntries(s, own(t, d, sh), d.Caps().Notifies)...)
+	out := append(leaseEntries(c, s.Lease(lease)), publishEntries(c, s, own(t, d, sh))...)
 	out = append(out, wakeupEntries(s, d.Name())...)
 	if c.SkipLocked {
 		out = append(out, rowLockEntries(c, s.RowLock())...)

@@ -246,3 +246,13 @@ func writer(form string) string {
 	}
 	return "go test ./internal/sqltext -run TestGoldens -update"
 }
+
+// Sparse is which of n own columns each row of the golden sparse INSERT ("insert(3) sparse")
+// sets: the first row every one, the second all but the last, the third only the last.
+func Sparse(n int) [][]bool {
+	rows := [][]bool{make([]bool, n), make([]bool, n), make([]bool, n)}
+	for j := range n {
+		rows[0][j], rows[1][j], rows[2][j] = true, j < n-1, j == n-1
+	}
+	return rows
+}
