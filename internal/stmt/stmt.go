@@ -31,6 +31,9 @@ type Table struct {
 	// Unprepared says the form runs its statements by their text, never prepared
 	// (inbox.Queue.UnpreparedStatements): Statement then checks each by EXPLAIN.
 	Unprepared bool
+	// MaxAttempts is the attempt limit the form's claims honour (inbox.Queue.MaxAttempts,
+	// sqltext.SQL.Limited); zero: none.
+	MaxAttempts int
 }
 
 // New quotes t for d; errors wrap inbox.ErrSchema.
@@ -148,12 +151,12 @@ type unclaimableSearch struct {
 
 // unclaimableSearches lists the searches for the kinds of row of queue that no claim takes as
 // they stand, at now (see inbox.Unclaimable): a NULL queue, a retry_after more than farYears
-// ahead, and where timestamps are text (Caps.TimeLayout: SQLite, whose GLOB and typeof the
-// search uses) a retry_after that is not text in the library's layout. Each is a
-// SELECT of ids, bounded by a LIMIT, over the rows a claim would consider (not processed, of
-// the queue): the claim index's leading columns.
+// ahead, an attempt at the limit (MaxAttempts), and where timestamps are text (Caps.TimeLayout:
+// SQLite, whose GLOB and typeof the search uses) a retry_after that is not text in the
+// library's layout. Each is a SELECT of ids, bounded by a LIMIT, over the rows a claim would
+// consider (not processed, of the queue): the claim index's leading columns.
 func (t *Table) unclaimableSearches(queue string, now time.Time) []unclaimableSearch {
-	u := sqltext.New(t.D.Caps(), sqltext.Table(t.Q)).Unclaimable(unclaimableLimit + 1)
+	u := sqltext.New(t.D.Caps(), sqltext.Table(t.Q)).Limited(t.MaxAttempts).Unclaimable(unclaimableLimit + 1)
 	var ofQueue []any
 	if t.Q.Queue != "" {
 		ofQueue = []any{queue}
@@ -174,6 +177,18 @@ func (t *Table) unclaimableSearches(queue string, now time.Time) []unclaimableSe
 			why:   fmt.Sprintf("retry_after (column %q) is more than %d years ahead, a way of writing never: set it to NULL to run the row, or %s to end it", t.Raw.RetryAfter, farYears, done),
 			query: q,
 			args:  append(ofQueue[:len(ofQueue):len(ofQueue)], t.D.Time(now.AddDate(farYears, 0, 0))),
+		})
+	}
+	if q := u.Exhausted(); q != "" {
+		death := "a DELETE, since the table has no DeadAt column"
+		if t.Q.DeadAt != "" {
+			death = "stamping " + strconv.Quote(t.Raw.DeadAt)
+		}
+		out = append(out, unclaimableSearch{
+			why: fmt.Sprintf("the attempt column %q has reached the consumer's MaxAttempts (%d) and the row did not settle: its consumer stopped during its last delivery, or that delivery's settlement failed and so did its death (%s), as the consumer logged then. Set the attempt to 0 to run the row again, or %s to end it",
+				t.Raw.Attempt, t.MaxAttempts, death, done),
+			query: q,
+			args:  ofQueue,
 		})
 	}
 	if q := u.BadLayout(); q != "" {
