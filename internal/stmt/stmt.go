@@ -127,6 +127,23 @@ func (t *Table) DueArgs(args []any, now any, queue string) []any {
 	return args
 }
 
+// DeathFailed is the error of d's death, the back-off of a failed settlement, that failed with
+// err while the row's attempt column counts d.Attempt, where that is the attempt limit
+// (MaxAttempts): it wraps inbox.ErrDeathFailed and says that the row stays where it is, and
+// why no claim takes it again. Nil below the limit, or without one: the row is claimed again.
+func (t *Table) DeathFailed(queue string, d *inbox.Delivery, err error) error {
+	if t.Q.Attempt == "" || t.MaxAttempts == 0 || d.Attempt < t.MaxAttempts {
+		return nil
+	}
+	how, remedy := "stamping "+strconv.Quote(t.Raw.DeadAt), "fix what refuses it"
+	if t.Q.DeadAt == "" {
+		how = "a DELETE, since the table has no DeadAt column"
+		remedy = "name a DeadAt column (a nullable timestamp) in inbox.Table.DeadAt, so that a row that cannot be deleted can die, and fix what refuses the DELETE"
+	}
+	return fmt.Errorf("%w: table %q, queue %q, row %d, attempt %d of %d: its death (%s) failed too: %w; the row stays in the table with its attempt at the limit, and no claim takes it again: %s, then set its attempt to 0 to run it again, or end it",
+		inbox.ErrDeathFailed, t.Raw.Name, queue, d.ID, d.Attempt, t.MaxAttempts, how, err, remedy)
+}
+
 // farYears is how far ahead a retry_after reads as never: a row put off further is reported
 // as unclaimable. A handler's backoff is seconds to days, and a row parked for a date to come
 // (a yearly renewal) is parked for months or years; a century is beyond both and beyond any
