@@ -80,8 +80,10 @@
 // lock form's transaction, the lease form's unexpired lease, the advisory form's lock. A crash
 // never loses a row: it returns to the queue at once (row lock, advisory) or when its lease runs
 // out (lease). Delivery is at least once: a handler that ran but whose settlement did not commit
-// runs again. A row that keeps failing retries by Config.Retry and dies at Config.MaxAttempts:
-// stamped dead_at with its last error, kept in its table, never claimed again; no delivery
-// reads an Attempt past the limit (see the README's section on retries). In transactional mode the handler's own writes commit in the same transaction as
-// the row's settlement, so its effects happen exactly once with the row's Ack.
+// runs again, unless its connection was lost, which returns the row as a crash does without
+// counting an attempt against it. A row that keeps failing retries by Config.Retry and dies at
+// Config.MaxAttempts: stamped dead_at with its last error, kept in its table, never claimed
+// again; no delivery reads an Attempt past the limit (see the README's section on retries).
+// In transactional mode the handler's own writes commit in the same transaction as the row's
+// settlement, so its effects happen exactly once with the row's Ack.
 package inbox

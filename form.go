@@ -73,9 +73,10 @@ type Queue struct {
 	// never commit counts its attempts and backs off like a retry. A Fail is the row's death;
 	// where that fails too at the attempt limit, the row is left counted at the limit (the row
 	// lock form counts the attempt; the others' claims did), so that no claim takes it again,
-	// and the settlement fails with ErrDeathFailed. Backoff is not called for a lost hold,
-	// ErrClosed, ErrTransactionHeld, ErrTransactionEnded or ErrCommitUnknown. Nil (a form
-	// driven without a consumer): a failed settlement leaves the row as it was.
+	// and the settlement fails with ErrDeathFailed. Backoff is not called for a lost hold, a
+	// lost connection (dialect.ConnectionFailed: the row returns by the form's rule, as after a
+	// crash), ErrClosed, ErrTransactionHeld, ErrTransactionEnded or ErrCommitUnknown. Nil (a
+	// form driven without a consumer): a failed settlement leaves the row as it was.
 	Backoff func(d *Delivery, err error) outcome.Outcome
 }
 

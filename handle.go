@@ -8,6 +8,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/sqlinbox/inbox/dialect"
 	"github.com/sqlinbox/inbox/outcome"
 )
 
@@ -121,6 +122,8 @@ func (r *run) settledAs(u []*Delivery, outs []outcome.Outcome, err error) {
 		r.log.Error("inbox: settlement outcome unknown: its COMMIT was sent and no answer came back; the rows are settled, or else return to the queue by their form's rule", "ids", ids(u), "err", err)
 	case errors.Is(err, ErrClosed), errors.Is(err, ErrTransactionHeld), errors.Is(err, ErrTransactionEnded):
 		r.log.Error("inbox: settlement failed; the rows return to the queue by their form's rule", "ids", ids(u), "err", err)
+	case dialect.ConnectionFailed(err):
+		r.log.Warn("inbox: settlement failed: its connection was lost; the rows return to the queue by their form's rule, as after a crash, and the settlement does not count an attempt against them", "ids", ids(u), "err", err)
 	case err != nil:
 		r.settleFailed(u, err)
 	}

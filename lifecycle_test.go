@@ -141,7 +141,8 @@ func TestResolveWithoutLifecycleColumns(t *testing.T) {
 func settling(c *Consumer) *run { return &run{c: c, log: c.log, failed: map[failureKey]struct{}{}} }
 
 // TestSettledAsSaysOnceWhatAFailedSettlementLeaves: a row whose death failed at its limit is
-// said once at ERROR however often its settlement's error comes back.
+// said once at ERROR however often its settlement's error comes back; a settlement whose
+// connection was lost is a warning that no attempt was counted, not a failed settlement.
 func TestSettledAsSaysOnceWhatAFailedSettlementLeaves(t *testing.T) {
 	var logs logBuffer
 	r := settling(resolving(lifecycle{Attempt: true}, &Config{Retry: RetryAtOnce, MaxAttempts: 3}, &logs))
@@ -154,6 +155,13 @@ func TestSettledAsSaysOnceWhatAFailedSettlementLeaves(t *testing.T) {
 		t.Errorf("a row whose death failed was logged at ERROR %d times, want once, saying it can neither settle nor die:\n%s", n, logs.String())
 	}
 
+	var lostLogs logBuffer
+	r = settling(resolving(lifecycle{Attempt: true}, &Config{Retry: RetryAtOnce}, &lostLogs))
+	lost := fmt.Errorf("inbox: table \"jobs\", row 9: ack: %w", errors.New("invalid connection")) // go-sql-driver/mysql's
+	r.settledAs([]*Delivery{d}, []outcome.Outcome{outcome.Ack()}, lost)
+	if out := lostLogs.String(); strings.Contains(out, "level=ERROR") || !strings.Contains(out, "level=WARN") || !strings.Contains(out, "connection was lost") {
+		t.Errorf("a settlement whose connection was lost: want a warning that says so, and no error:\n%s", out)
+	}
 }
 
 func TestRunRefusesADelayingPolicyWithoutRetryAfter(t *testing.T) {

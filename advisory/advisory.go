@@ -93,7 +93,6 @@ import (
 	"github.com/sqlinbox/inbox/dialect"
 	"github.com/sqlinbox/inbox/internal/formlife"
 	"github.com/sqlinbox/inbox/internal/schema"
-	"github.com/sqlinbox/inbox/internal/sentinel"
 	"github.com/sqlinbox/inbox/internal/sqltext"
 	"github.com/sqlinbox/inbox/internal/stmt"
 	"github.com/sqlinbox/inbox/outcome"
@@ -506,7 +505,7 @@ func (f *Form[D]) Settle(ctx context.Context, d *inbox.Delivery, o outcome.Outco
 // releases the lock.
 func (f *Form[D]) commit(ctx context.Context, h *hold, o outcome.Outcome) error {
 	if err := f.settle(ctx, h.tx, h.ds[0], o); err != nil {
-		if !sentinel.BacksOff(err) || f.q.Backoff == nil || !f.rollback(h) {
+		if !stmt.BacksOff(err) || f.q.Backoff == nil || !f.rollback(h) {
 			f.giveBack(ctx, h)
 			return err
 		}
@@ -664,13 +663,13 @@ func (f *Form[D]) stampArgs(at time.Time, lastError any) []any {
 
 // backOff applies the consumer's back-off (inbox.Queue.Backoff) to d's row through ex, the
 // delivery's connection, when its settlement failed with err for a reason of its own (a
-// statement the database refused): the lock still holds the row, so a
+// statement the database refused, not a lost connection): the lock still holds the row, so a
 // settlement that can never commit counts its attempts (the take counted this one) and waits
 // like a retry. A death at the attempt limit that fails too leaves the row with its attempt at
 // the limit, where no claim takes it again: the failure then wraps inbox.ErrDeathFailed. It
 // returns the back-off's own failure, if any.
 func (f *Form[D]) backOff(ctx context.Context, ex execer, d *inbox.Delivery, err error) error {
-	if f.q.Backoff == nil || ctx.Err() != nil || !sentinel.BacksOff(err) {
+	if f.q.Backoff == nil || ctx.Err() != nil || !stmt.BacksOff(err) {
 		return nil
 	}
 	o := f.q.Backoff(d, err)

@@ -9,7 +9,6 @@ import (
 
 	"github.com/sqlinbox/inbox"
 	"github.com/sqlinbox/inbox/dialect"
-	"github.com/sqlinbox/inbox/internal/sentinel"
 	"github.com/sqlinbox/inbox/internal/sqltext"
 	"github.com/sqlinbox/inbox/internal/stmt"
 	"github.com/sqlinbox/inbox/outcome"
@@ -199,13 +198,14 @@ func (f *Form[D]) backedOff(ctx context.Context, b *binding, h *hold, d *inbox.D
 }
 
 // backOff applies the consumer's back-off (inbox.Queue.Backoff) to d's row when its settlement
-// failed with err for a reason of its own (a statement the database refused): the row is still leased under h's token, so the back-off runs under the same
+// failed with err for a reason of its own (a statement the database refused, not a lost
+// connection): the row is still leased under h's token, so the back-off runs under the same
 // guard, and a settlement that can never commit counts its attempts and waits like a retry. A
 // death at the attempt limit that fails too leaves the row leased until its lease runs out,
 // its attempt (which the claim counted) at the limit, where no claim takes it again: the
 // failure then wraps inbox.ErrDeathFailed. It returns the back-off's own failure, if any.
 func (f *Form[D]) backOff(ctx context.Context, b *binding, h *hold, d *inbox.Delivery, err error) error {
-	if b.q.Backoff == nil || ctx.Err() != nil || !sentinel.BacksOff(err) {
+	if b.q.Backoff == nil || ctx.Err() != nil || !stmt.BacksOff(err) {
 		return nil
 	}
 	o := b.q.Backoff(d, err)

@@ -111,7 +111,6 @@ import (
 	"github.com/sqlinbox/inbox/dialect"
 	"github.com/sqlinbox/inbox/internal/formlife"
 	"github.com/sqlinbox/inbox/internal/schema"
-	"github.com/sqlinbox/inbox/internal/sentinel"
 	"github.com/sqlinbox/inbox/internal/sqltext"
 	"github.com/sqlinbox/inbox/internal/stmt"
 	"github.com/sqlinbox/inbox/outcome"
@@ -549,9 +548,10 @@ func (f *Form[D]) Settle(ctx context.Context, d *inbox.Delivery, o outcome.Outco
 // and settled it meanwhile); only the failure path pays for it. A death (a Fail, at the
 // attempt limit) that fails too is undone to a savepoint and the attempt counted instead (see
 // die). It returns err, joined with the back-off's own failure; nothing is backed off after a
-// COMMIT whose outcome is unknown.
+// COMMIT whose outcome is unknown, nor after a lost connection (the rows are back as they
+// were, as after a crash).
 func (f *Form[D]) backOff(ctx context.Context, ds []*inbox.Delivery, err error) error {
-	if f.q.Backoff == nil || ctx.Err() != nil || !sentinel.BacksOff(err) {
+	if f.q.Backoff == nil || ctx.Err() != nil || !stmt.BacksOff(err) {
 		return err
 	}
 	tx, berr := f.d.Begin(ctx, f.db)

@@ -6,6 +6,9 @@ import (
 	"errors"
 	"fmt"
 	"testing"
+	"time"
+
+	"github.com/DATA-DOG/go-sqlmock"
 
 	"github.com/sqlinbox/inbox"
 	"github.com/sqlinbox/inbox/outcome"
@@ -101,6 +104,65 @@ func TestAdvisoryDeathRefusedAtTheLimit(t *testing.T) {
 
 			ds := claimed(t, f.Claim, 1)
 			checkDeathFailed(t, f.Settle(context.Background(), ds[0], outcome.Ack()))
+			fx.closed(t, f)
+		})
+	}
+}
+
+// lostConnection is the error of a settlement whose connection was lost, as c's driver reports
+// it: Postgres's terminated session (pgx, with its SQLSTATE), go-sql-driver/mysql's invalid
+// connection.
+func lostConnection(c dbCase) error {
+	if c.db == "postgres" {
+		return sqlState{"57P01"}
+	}
+	return errors.New("invalid connection")
+}
+
+// TestSettlementConnectionLostIsNotBackedOff: a settlement that fails because its connection was
+// lost runs no back-off, on a table where the back-off would retry the row after a delay with
+// the settlement's error as its last: the row returns by its form's rule, with no attempt
+// counted for it (no relock and retry after of the row lock form, no guarded retry after of
+// the lease form, nothing more on the advisory form's connection but the release of its key).
+func TestSettlementConnectionLostIsNotBackedOff(t *testing.T) {
+	q := inbox.Queue{Name: "q", Backoff: lifecycleBackoff}
+	for _, c := range rowlockCases {
+		t.Run("rowlock/"+c.name, func(t *testing.T) {
+			fx, f := openRowlock(t, c, fullShape, 0, q)
+			fx.expectRowlockClaim("claim", lifecycleRows(1)...)
+			fx.mock.ExpectExec(fx.sql("ack")).WithArgs(c.near(time.Now()), int64(5)).WillReturnError(lostConnection(c))
+			fx.mock.ExpectRollback()
+			if err := f.Settle(context.Background(), rowlockClaimOne(t, f), outcome.Ack()); err == nil {
+				t.Fatal("Settle succeeded, want the lost connection's error")
+			}
+			fx.closed(t, f)
+		})
+	}
+	for _, c := range leaseCases {
+		if c.db == "sqlite" {
+			continue // no connection to lose
+		}
+		t.Run("lease/"+c.name, func(t *testing.T) {
+			fx, f := openLease(t, c, fullShape, 1, q)
+			var token driver.Value
+			fx.expectLeaseClaim(1, &token, leaseRow(7, 3))
+			fx.mock.ExpectExec(fx.sql("ack")).WithArgs(c.near(time.Now()), int64(7), sameValue{&token}).WillReturnError(lostConnection(c))
+			if err := f.Settle(context.Background(), claimOne(t, f, 7, 3), outcome.Ack()); err == nil {
+				t.Fatal("Settle succeeded, want the lost connection's error")
+			}
+			fx.closed(t, f)
+		})
+	}
+	for _, c := range advisoryCases {
+		t.Run("advisory/"+c.name, func(t *testing.T) {
+			fx, f := openAdvisory(t, c, fullShape, q)
+			fx.expectAdvisoryClaim(1, 3, 7)
+			fx.mock.ExpectExec(fx.sql("ack")).WithArgs(sqlmock.AnyArg(), int64(7)).WillReturnError(lostConnection(c))
+			fx.expectUnlock(7).WillReturnRows(fx.unlocked(true))
+			ds := claimed(t, f.Claim, 1)
+			if err := f.Settle(context.Background(), ds[0], outcome.Ack()); err == nil {
+				t.Fatal("Settle succeeded, want the lost connection's error")
+			}
 			fx.closed(t, f)
 		})
 	}

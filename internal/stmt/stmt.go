@@ -19,6 +19,7 @@ import (
 
 	"github.com/sqlinbox/inbox"
 	"github.com/sqlinbox/inbox/dialect"
+	"github.com/sqlinbox/inbox/internal/sentinel"
 	"github.com/sqlinbox/inbox/internal/sqlshape"
 	"github.com/sqlinbox/inbox/internal/sqltext"
 )
@@ -126,6 +127,12 @@ func (t *Table) DueArgs(args []any, now any, queue string) []any {
 	}
 	return args
 }
+
+// BacksOff reports whether a settlement that failed with err is one a form backs off by the
+// consumer's policy (inbox.Queue.Backoff): a failure of the rows' own, a statement the database
+// refused (sentinel.BacksOff), and not a lost connection (dialect.ConnectionFailed), which
+// returns the rows by the form's rule, as a crash does, their attempts not counted for it.
+func BacksOff(err error) bool { return sentinel.BacksOff(err) && !dialect.ConnectionFailed(err) }
 
 // DeathFailed is the error of d's death, the back-off of a failed settlement, that failed with
 // err while the row's attempt column counts d.Attempt, where that is the attempt limit
