@@ -58,6 +58,13 @@ func settleConnectionLost(t *testing.T, c cell, transactional bool) {
 		kills   sync.WaitGroup
 	)
 	t.Cleanup(kills.Wait)
+	t.Cleanup(func() {
+		mu.Lock()
+		defer mu.Unlock()
+		if blocker != nil {
+			blocker.Rollback() // done already where the kill came
+		}
+	})
 	kill := func(session int64) {
 		if err := c.killSession(context.Background(), admin, session); err != nil {
 			t.Errorf("killing the settlement's session: %v", err)
@@ -80,11 +87,16 @@ func settleConnectionLost(t *testing.T, c cell, transactional bool) {
 		kills.Add(1)
 		go func() {
 			defer kills.Done()
-			time.Sleep(300 * time.Millisecond) // the statement is sent, and waits for the lock
+			// Called off the test's goroutine: it reports, and may not stop the test.
+			if !eventually(30*time.Second, func() bool { return c.waitsForLock(admin, ev.conn.session) }) {
+				t.Errorf("the settlement's session %d did not wait for the row's lock within 30 s", ev.conn.session)
+			}
 			kill(ev.conn.session)
 			mu.Lock()
 			defer mu.Unlock()
-			blocker.Rollback()
+			if blocker != nil {
+				blocker.Rollback()
+			}
 		}()
 	}
 	db, _, err := hookedDB(c.b, dsn, on)
@@ -100,10 +112,10 @@ func settleConnectionLost(t *testing.T, c cell, transactional bool) {
 		rec.start(d)
 		defer rec.end(d)
 		if c.form == "lease" && len(rec.get(d.ID)) == 1 {
-			tx, err := admin.BeginTx(ctx, nil)
+			tx, err := admin.BeginTx(context.Background(), nil) // held past the handler, until the kill
 			if err == nil {
 				var locked int64
-				err = tx.QueryRowContext(ctx, "SELECT "+c.q(t, tbl.ID)+" FROM "+c.q(t, tbl.Name)+" WHERE "+c.q(t, tbl.ID)+" = "+c.ph(1)+" FOR UPDATE", d.ID).Scan(&locked)
+				err = tx.QueryRow("SELECT "+c.q(t, tbl.ID)+" FROM "+c.q(t, tbl.Name)+" WHERE "+c.q(t, tbl.ID)+" = "+c.ph(1)+" FOR UPDATE", d.ID).Scan(&locked)
 			}
 			if err != nil {
 				t.Errorf("locking the row: %v", err)
@@ -114,7 +126,9 @@ func settleConnectionLost(t *testing.T, c cell, transactional bool) {
 		}
 		return outcome.Ack()
 	})
-	stop := runConsumer(t, db, &phasedForm{inner: c.newForm(t, tbl)}, h, &inbox.Config{
+	// The lease is long enough that no extension, which would wait for the test's lock as the
+	// settlement does and hold the settlement back, falls due before the first settlement.
+	stop := runConsumer(t, db, &phasedForm{inner: c.newFormLease(t, tbl, 4*time.Second)}, h, &inbox.Config{
 		Queue: "q", Transactional: transactional, Retry: lifecyclePolicy, Logger: logs.Logger(slog.LevelInfo),
 	})
 	waitFor(t, 30*time.Second, "the row to settle", func() bool {
@@ -157,4 +171,15 @@ func settleConnectionLost(t *testing.T, c cell, transactional bool) {
 	if !strings.Contains(out, "level=WARN") || !strings.Contains(out, "connection was lost") {
 		t.Errorf("the consumer did not warn that the settlement's connection was lost:\n%s", lastLines(out, 20))
 	}
+}
+
+// waitsForLock reports whether server session id waits for a row lock: its statement has been
+// sent and runs.
+func (c cell) waitsForLock(admin *sql.DB, id int64) bool {
+	query := "SELECT COUNT(*) FROM information_schema.innodb_trx WHERE trx_mysql_thread_id = ? AND trx_state = 'LOCK WAIT'"
+	if c.b.name == "postgres" {
+		query = "SELECT COUNT(*) FROM pg_stat_activity WHERE pid = $1 AND wait_event_type = 'Lock'"
+	}
+	var n int
+	return admin.QueryRow(query, id).Scan(&n) == nil && n == 1
 }
