@@ -209,7 +209,7 @@ func (t *Table) unclaimableSearches(queue string, now time.Time) []unclaimableSe
 			death = "stamping " + strconv.Quote(t.Raw.DeadAt)
 		}
 		out = append(out, unclaimableSearch{
-			why: fmt.Sprintf("the attempt column %q has reached the consumer's MaxAttempts (%d) and the row did not settle: its consumer stopped during its last delivery, or that delivery's settlement failed and so did its death (%s), as the consumer logged then. Set the attempt to 0 to run the row again, or %s to end it",
+			why: fmt.Sprintf("the attempt column %q has reached the consumer's MaxAttempts (%d) and the row did not settle: its consumer stopped or lost its connection during its last delivery, or that delivery's settlement failed and so did its death (%s), as the consumer logged then. Set the attempt to 0 to run the row again, or %s to end it",
 				t.Raw.Attempt, t.MaxAttempts, death, done),
 			query: q,
 			args:  ofQueue,
