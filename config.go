@@ -96,8 +96,10 @@ type Config struct {
 	Retry RetryPolicy
 	// MaxAttempts is the attempt limit: a row delivered MaxAttempts times whose outcome would
 	// retry it dies instead (stamped dead_at, with its last error, or dropped and logged where
-	// the table has no DeadAt column). Zero: DefaultMaxAttempts (25); negative: no limit. Where
-	// the table has no Attempt column attempts are not counted, and there is no limit.
+	// the table has no DeadAt column), and no claim takes a row whose attempt column has
+	// reached it (a row whose death failed too: ErrDeathFailed). Zero: DefaultMaxAttempts (25);
+	// negative: no limit. Where the table has no Attempt column attempts are not counted, and
+	// there is no limit.
 	MaxAttempts int
 }
 

@@ -61,14 +61,15 @@
 // # Claimable rows
 //
 // A claim takes a row when it is not processed (processed_at NULL), not dead (dead_at NULL),
-// due (retry_after NULL or past), of the consumer's queue (its queue column equal to
-// Config.Queue) and not held (the lease form: locked_until NULL or past), each where the table
-// has the column; in claim order, priority, retry_after (a row never delayed first), id. Some
-// rows never become claimable by themselves: a NULL in the queue column, which no queue
-// matches; a retry_after more than 100 years
-// ahead (9999-12-31, Postgres's infinity), which is a way of writing never, since no backoff and
-// no row parked for a date to come waits that long; and on SQLite a retry_after that is not a
-// time in dialect.SQLiteTimeLayout, which compares as text. A consumer searches its queue for
+// below the attempt limit (its attempt column under Config.MaxAttempts), due (retry_after NULL
+// or past), of the consumer's queue (its queue column equal to Config.Queue) and not held (the
+// lease form: locked_until NULL or past), each where the table has the column; in claim order,
+// priority, retry_after (a row never delayed first), id. Some rows never become claimable by
+// themselves: a NULL in the queue column, which no queue matches; a row at the attempt limit
+// whose last delivery did not settle and whose death failed (ErrDeathFailed) or never ran; a
+// retry_after more than 100 years ahead (9999-12-31, Postgres's infinity), which is a way of
+// writing never, since no backoff and no row parked for a date to come waits that long; and on
+// SQLite a retry_after that is not a time in dialect.SQLiteTimeLayout, which compares as text. A consumer searches its queue for
 // such rows at Run's start and then every ten minutes (a few reads, each bounded by a LIMIT and
 // taking no lock a claim waits for) and logs each kind with its count and a few ids, once for as
 // long as it stays as it is (see Unclaimable).
@@ -79,8 +80,10 @@
 // lock form's transaction, the lease form's unexpired lease, the advisory form's lock. A crash
 // never loses a row: it returns to the queue at once (row lock, advisory) or when its lease runs
 // out (lease). Delivery is at least once: a handler that ran but whose settlement did not commit
-// runs again. A row that keeps failing retries by Config.Retry and dies past
+// runs again, unless its connection was lost, which returns the row as a crash does without
+// counting an attempt against it. A row that keeps failing retries by Config.Retry and dies at
 // Config.MaxAttempts: stamped dead_at with its last error, kept in its table, never claimed
-// again (see the README's section on retries). In transactional mode the handler's own writes commit in the same transaction as
-// the row's settlement, so its effects happen exactly once with the row's Ack.
+// again; no delivery reads an Attempt past the limit (see the README's section on retries).
+// In transactional mode the handler's own writes commit in the same transaction as the row's
+// settlement, so its effects happen exactly once with the row's Ack.
 package inbox

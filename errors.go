@@ -39,6 +39,12 @@ var (
 	// the transaction may have committed or not. Its connection was discarded. A settlement that
 	// fails with it may have settled its rows: if it did not, they return by the form's rule.
 	ErrCommitUnknown = sentinel.CommitUnknown
+	// ErrDeathFailed: a row at its attempt limit can neither settle nor die: its settlement
+	// failed, and so did its death (stamping dead_at, or where the table has no DeadAt column
+	// deleting it, often the very statement that failed). The row stays in the table, its
+	// attempt column at the limit, and no claim takes it again (Queue.MaxAttempts); a consumer
+	// logs it once at ERROR and reports it among the queue's unclaimable rows.
+	ErrDeathFailed = sentinel.DeathFailed
 )
 
 // LeaseLostError is the ErrLeaseLost of a lease batch's settlement that found rows of the batch

@@ -61,12 +61,21 @@ type Queue struct {
 	Logger *slog.Logger
 	// Clock is what the form reads the time from (Queue.Now); nil: this host's clock.
 	Clock Clock
+	// MaxAttempts is the attempt limit (Config.MaxAttempts), where the table counts attempts:
+	// no claim takes a row whose attempt column has reached it, so no delivery reads an
+	// Attempt past it, whatever ended the row's last delivery (a consumer that stopped during
+	// it, a settlement and a death the database both refused). Zero: no limit.
+	MaxAttempts int
 	// Backoff, when set, is what a settlement that failed leaves instead: given the delivery
 	// and the settlement's error, it returns the outcome (a Retry, RetryAfter or Fail carrying
 	// that error) the form then applies, under the hold it still has or through a guarded
 	// statement that passes over a row another consumer holds, so that a settlement that can
-	// never commit counts its attempts and backs off like a retry. It is not called for a lost
-	// hold, ErrClosed, ErrTransactionHeld, ErrTransactionEnded or ErrCommitUnknown. Nil (a
+	// never commit counts its attempts and backs off like a retry. A Fail is the row's death;
+	// where that fails too at the attempt limit, the row is left counted at the limit (the row
+	// lock form counts the attempt; the others' claims did), so that no claim takes it again,
+	// and the settlement fails with ErrDeathFailed. Backoff is not called for a lost hold, a
+	// lost connection (dialect.ConnectionFailed: the row returns by the form's rule, as after a
+	// crash), ErrClosed, ErrTransactionHeld, ErrTransactionEnded or ErrCommitUnknown. Nil (a
 	// form driven without a consumer): a failed settlement leaves the row as it was.
 	Backoff func(d *Delivery, err error) outcome.Outcome
 }

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/sqlinbox/inbox/dialect"
 	"github.com/sqlinbox/inbox/outcome"
 )
 
@@ -106,6 +107,10 @@ func (r *run) settleBehind(ctx context.Context, done func()) {
 // settledAs logs what a settlement of u by outs that ended in err leaves to say.
 func (r *run) settledAs(u []*Delivery, outs []outcome.Outcome, err error) {
 	switch {
+	case errors.Is(err, ErrDeathFailed):
+		if r.firstTime(u, err) {
+			r.log.Error("inbox: row can neither settle nor die: it stays in the table with its attempt at the limit, and no claim takes it again (said once)", "ids", ids(u), "err", err)
+		}
 	case errors.Is(err, ErrLeaseLost):
 		lost := ids(u)
 		var batch *LeaseLostError
@@ -117,6 +122,8 @@ func (r *run) settledAs(u []*Delivery, outs []outcome.Outcome, err error) {
 		r.log.Error("inbox: settlement outcome unknown: its COMMIT was sent and no answer came back; the rows are settled, or else return to the queue by their form's rule", "ids", ids(u), "err", err)
 	case errors.Is(err, ErrClosed), errors.Is(err, ErrTransactionHeld), errors.Is(err, ErrTransactionEnded):
 		r.log.Error("inbox: settlement failed; the rows return to the queue by their form's rule", "ids", ids(u), "err", err)
+	case dialect.ConnectionFailed(err):
+		r.log.Warn("inbox: settlement failed: its connection was lost; the rows return to the queue by their form's rule, as after a crash, and the settlement does not count an attempt against them", "ids", ids(u), "err", err)
 	case err != nil:
 		r.settleFailed(u, err)
 	}
@@ -128,10 +135,14 @@ func (r *run) settledAs(u []*Delivery, outs []outcome.Outcome, err error) {
 }
 
 // settled logs what ends a row's life in the queue other than an Ack: a Drop with its reason,
-// a row dead.
+// a row dead, or dropped for want of a dead_at column to die in.
 func (r *run) settled(d *Delivery, o outcome.Outcome) {
 	switch o.Kind() {
 	case outcome.KindDrop:
+		if death, ok := o.Err().(dying); ok {
+			r.log.Error("inbox: row died and was dropped, since the table has no DeadAt column: name one (a nullable timestamp) in inbox.Table.DeadAt to keep dead rows", "id", d.ID, "attempt", d.Attempt, "last_error", death.error)
+			return
+		}
 		why := "dropped by the handler"
 		if o.Err() != nil {
 			why = o.Err().Error()
@@ -143,26 +154,33 @@ func (r *run) settled(d *Delivery, o outcome.Outcome) {
 }
 
 // settleFailed logs a settlement that failed for a reason of its own (a statement the database
-// refused): the form backed its rows off by the retry policy. The same error for the same rows
-// is logged once at ERROR, and again at DEBUG, so that a settlement that can never commit says
-// why once and does not fill the log.
+// refused): the form backed its rows off by the retry policy, or where that was their last
+// attempt had them die. The same error for the same rows is logged once at ERROR, and again
+// at DEBUG, so that a settlement that can never commit says why once and does not fill the
+// log.
 func (r *run) settleFailed(u []*Delivery, err error) {
-	msg := "inbox: settlement failed; the rows back off by the retry policy, their attempt counted, and the error kept as their last"
-	key := failureKey{u[0].ID, err.Error()}
-	r.failedMu.Lock()
-	_, seen := r.failed[key]
-	if !seen {
-		if len(r.failed) >= failuresKept {
-			clear(r.failed)
-		}
-		r.failed[key] = struct{}{}
-	}
-	r.failedMu.Unlock()
-	if seen {
+	msg := "inbox: settlement failed; each row backs off by the retry policy, its attempt counted and the error kept as its last, or dies where that was its last attempt"
+	if !r.firstTime(u, err) {
 		r.log.Debug(msg, "ids", ids(u), "err", err)
 		return
 	}
 	r.log.Error(msg+" (said once per row and error)", "ids", ids(u), "err", err)
+}
+
+// firstTime reports whether the run meets the failed settlement of u with err for the first
+// time, and remembers it.
+func (r *run) firstTime(u []*Delivery, err error) bool {
+	key := failureKey{u[0].ID, err.Error()}
+	r.failedMu.Lock()
+	defer r.failedMu.Unlock()
+	if _, seen := r.failed[key]; seen {
+		return false
+	}
+	if len(r.failed) >= failuresKept {
+		clear(r.failed)
+	}
+	r.failed[key] = struct{}{}
+	return true
 }
 
 // failureKey names a failed settlement: its first row and its error's text.
@@ -174,16 +192,37 @@ type failureKey struct {
 // failuresKept bounds the failed settlements a run remembers having logged.
 const failuresKept = 1024
 
+// dying is the reason of a row that dies where the table has no dead_at column: resolve turns
+// its Fail into a Drop that carries it, so that the row's end is logged as a death once the
+// drop has settled.
+type dying struct{ error }
+
+func (d dying) Unwrap() error { return d.error }
+
 // errNoOutcome is the reason of a row whose handler gave no outcome.
 var errNoOutcome = errors.New("the handler gave the row no outcome")
 
 // resolve applies the retry policy and the attempt limit to o, the outcome of d, and returns
 // what the form is to apply: a retry becomes a RetryAfter by the policy (a Retry at once where
 // the table has no retry_after column, which an explicit RetryAfter then is too, logged once
-// per consumer); a retry past the attempt limit becomes a Fail with "attempt n of m: <reason>";
-// a Fail on a table without dead_at becomes a Drop, logged at ERROR. Ack and Drop pass as they
-// are, and cost nothing.
+// per consumer); a retry at the attempt limit becomes a Fail with "attempt n of m: <reason>";
+// a Fail on a table without dead_at becomes a Drop whose reason is dying, logged at ERROR once
+// it has settled. Ack and Drop pass as they are, and cost nothing.
 func (c *Consumer) resolve(d *Delivery, o outcome.Outcome) outcome.Outcome {
+	o = c.limit(d, o)
+	if o.Kind() == outcome.KindFail && !c.life.DeadAt {
+		why := o.Err()
+		if why == nil {
+			why = errors.New("failed by the handler")
+		}
+		return outcome.Drop().WithError(dying{why})
+	}
+	return o
+}
+
+// limit is resolve but for a Fail, which it leaves a Fail whether or not the table has a
+// dead_at column.
+func (c *Consumer) limit(d *Delivery, o outcome.Outcome) outcome.Outcome {
 	switch o.Kind() {
 	case outcome.KindAck, outcome.KindDrop:
 		return o
@@ -198,11 +237,6 @@ func (c *Consumer) resolve(d *Delivery, o outcome.Outcome) outcome.Outcome {
 		o = outcome.Fail(fmt.Errorf("attempt %d of %d: %w", d.Attempt, c.cfg.MaxAttempts, why))
 	}
 	switch o.Kind() {
-	case outcome.KindFail:
-		if !c.life.DeadAt {
-			c.log.Error("inbox: row dies and is dropped, since the table has no DeadAt column: name one (a nullable timestamp) in inbox.Table.DeadAt to keep dead rows", "queue", c.cfg.Queue, "id", d.ID, "attempt", d.Attempt, "last_error", o.Err())
-			return outcome.Drop().WithError(o.Err())
-		}
 	case outcome.KindRetry:
 		if c.life.RetryAfter {
 			return outcome.RetryAfter(c.cfg.Retry.Delay(d.Attempt)).WithError(o.Err())
@@ -219,10 +253,11 @@ func (c *Consumer) resolve(d *Delivery, o outcome.Outcome) outcome.Outcome {
 }
 
 // backoff is what a form applies to d when its settlement failed with err (Queue.Backoff): a
-// retry by the policy, or a Fail past the attempt limit, with the settlement's error as the
-// row's last.
+// retry by the policy, or at the attempt limit a Fail, the row's death (which the form applies
+// as a drop where the table has no dead_at column), with the settlement's error as the row's
+// last.
 func (c *Consumer) backoff(d *Delivery, err error) outcome.Outcome {
-	return c.resolve(d, outcome.Retry().WithError(fmt.Errorf("settlement failed: %w", err)))
+	return c.limit(d, outcome.Retry().WithError(fmt.Errorf("settlement failed: %w", err)))
 }
 
 func ids(u []*Delivery) []int64 {

@@ -120,12 +120,47 @@ func TestResolveWithoutLifecycleColumns(t *testing.T) {
 	if n := strings.Count(logs.String(), "without a retry_after column"); n != 1 {
 		t.Errorf("RetryAfter without the column logged %d times, want once per consumer:\n%s", n, logs.String())
 	}
-	o := c.resolve(&Delivery{ID: 4, Attempt: 2}, outcome.Retry().WithError(errors.New("boom")))
+	d := &Delivery{ID: 4, Attempt: 2}
+	o := c.resolve(d, outcome.Retry().WithError(errors.New("boom")))
 	if o.Kind() != outcome.KindDrop || o.Err() == nil || o.Err().Error() != "attempt 2 of 2: boom" {
 		t.Errorf("a dying row without dead_at = %v (err %v), want a Drop with its last error", o, o.Err())
 	}
+	if strings.Contains(logs.String(), "level=ERROR") {
+		t.Errorf("the death was logged before its drop settled:\n%s", logs.String())
+	}
+	settling(c).settledAs([]*Delivery{d}, []outcome.Outcome{o}, nil)
 	if out := logs.String(); !strings.Contains(out, "level=ERROR") || !strings.Contains(out, "DeadAt") || !strings.Contains(out, "id=4") {
 		t.Errorf("the dropped dying row was not logged at ERROR with its id, saying to name DeadAt:\n%s", out)
+	}
+	if c.backoff(d, errors.New("refused")).Kind() != outcome.KindFail {
+		t.Error("the back-off at the limit without dead_at is not a Fail, which the forms apply as a drop and tell from a settlement's")
+	}
+}
+
+// settling is a run of c as far as its settlements' logs need one.
+func settling(c *Consumer) *run { return &run{c: c, log: c.log, failed: map[failureKey]struct{}{}} }
+
+// TestSettledAsSaysOnceWhatAFailedSettlementLeaves: a row whose death failed at its limit is
+// said once at ERROR however often its settlement's error comes back; a settlement whose
+// connection was lost is a warning that no attempt was counted, not a failed settlement.
+func TestSettledAsSaysOnceWhatAFailedSettlementLeaves(t *testing.T) {
+	var logs logBuffer
+	r := settling(resolving(lifecycle{Attempt: true}, &Config{Retry: RetryAtOnce, MaxAttempts: 3}, &logs))
+	d := &Delivery{ID: 9, Attempt: 3}
+	dead := fmt.Errorf("%w: table \"jobs\", row 9: its death failed too", ErrDeathFailed)
+	for range 3 {
+		r.settledAs([]*Delivery{d}, []outcome.Outcome{outcome.Ack()}, dead)
+	}
+	if n := strings.Count(logs.String(), "level=ERROR"); n != 1 || !strings.Contains(logs.String(), "can neither settle nor die") {
+		t.Errorf("a row whose death failed was logged at ERROR %d times, want once, saying it can neither settle nor die:\n%s", n, logs.String())
+	}
+
+	var lostLogs logBuffer
+	r = settling(resolving(lifecycle{Attempt: true}, &Config{Retry: RetryAtOnce}, &lostLogs))
+	lost := fmt.Errorf("inbox: table \"jobs\", row 9: ack: %w", errors.New("invalid connection")) // go-sql-driver/mysql's
+	r.settledAs([]*Delivery{d}, []outcome.Outcome{outcome.Ack()}, lost)
+	if out := lostLogs.String(); strings.Contains(out, "level=ERROR") || !strings.Contains(out, "level=WARN") || !strings.Contains(out, "connection was lost") {
+		t.Errorf("a settlement whose connection was lost: want a warning that says so, and no error:\n%s", out)
 	}
 }
 

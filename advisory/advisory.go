@@ -93,7 +93,6 @@ import (
 	"github.com/sqlinbox/inbox/dialect"
 	"github.com/sqlinbox/inbox/internal/formlife"
 	"github.com/sqlinbox/inbox/internal/schema"
-	"github.com/sqlinbox/inbox/internal/sentinel"
 	"github.com/sqlinbox/inbox/internal/sqltext"
 	"github.com/sqlinbox/inbox/internal/stmt"
 	"github.com/sqlinbox/inbox/outcome"
@@ -244,7 +243,8 @@ func (f *Form[D]) bind(ctx context.Context, db *sql.DB, q inbox.Queue) error {
 	if q.UnpreparedStatements {
 		return fmt.Errorf("%w: table %q, queue %q: the advisory form does not run with unprepared statements (inbox.Config.UnpreparedStatements), which are for a pooler in transaction mode: its session locks land on whatever server connection a statement got and outlive the client, so such a pooler hands them to other clients; connect directly or through session pooling and leave the setting off, or take the row lock or lease form", inbox.ErrDialect, f.table.Name, q.Name)
 	}
-	a := sqltext.New(f.d.Caps(), sqltext.Table(st.Q)).Advisory(key)
+	st.MaxAttempts = q.MaxAttempts
+	a := sqltext.New(f.d.Caps(), sqltext.Table(st.Q)).Limited(q.MaxAttempts).Advisory(key)
 	if err := f.d.CheckServer(ctx, db); err != nil {
 		return fmt.Errorf("table %q, queue %q: %w", f.table.Name, q.Name, err)
 	}
@@ -505,7 +505,7 @@ func (f *Form[D]) Settle(ctx context.Context, d *inbox.Delivery, o outcome.Outco
 // releases the lock.
 func (f *Form[D]) commit(ctx context.Context, h *hold, o outcome.Outcome) error {
 	if err := f.settle(ctx, h.tx, h.ds[0], o); err != nil {
-		if !sentinel.BacksOff(err) || f.q.Backoff == nil || !f.rollback(h) {
+		if !stmt.BacksOff(err) || f.q.Backoff == nil || !f.rollback(h) {
 			f.giveBack(ctx, h)
 			return err
 		}
@@ -612,6 +612,15 @@ type execer interface {
 
 // settle runs the statement of outcome o, if it has one, through ex.
 func (f *Form[D]) settle(ctx context.Context, ex execer, d *inbox.Delivery, o outcome.Outcome) error {
+	if err := f.exec(ctx, ex, d, o); err != nil {
+		return fmt.Errorf("inbox: table %q: settling row %d (%s): %w; the row returns to the queue", f.table.Name, d.ID, o, err)
+	}
+	return nil
+}
+
+// exec runs the statement of outcome o, if it has one, through ex, and returns the database's
+// error.
+func (f *Form[D]) exec(ctx context.Context, ex execer, d *inbox.Delivery, o outcome.Outcome) error {
 	var (
 		query string
 		args  []any
@@ -639,10 +648,8 @@ func (f *Form[D]) settle(ctx context.Context, ex execer, d *inbox.Delivery, o ou
 		// hands the row back.
 		return nil
 	}
-	if _, err := ex.ExecContext(ctx, query, args...); err != nil {
-		return fmt.Errorf("inbox: table %q: settling row %d (%s): %w; the row returns to the queue", f.table.Name, d.ID, o, err)
-	}
-	return nil
+	_, err := ex.ExecContext(ctx, query, args...)
+	return err
 }
 
 // stampArgs are the leading arguments of a retry after or a fail: the time it stamps, then the
@@ -656,17 +663,26 @@ func (f *Form[D]) stampArgs(at time.Time, lastError any) []any {
 
 // backOff applies the consumer's back-off (inbox.Queue.Backoff) to d's row through ex, the
 // delivery's connection, when its settlement failed with err for a reason of its own (a
-// statement the database refused): the lock still holds the row, so a settlement that can
-// never commit counts its attempts (the take counted this one) and waits like a retry. It
+// statement the database refused, not a lost connection): the lock still holds the row, so a
+// settlement that can never commit counts its attempts (the take counted this one) and waits
+// like a retry. A death at the attempt limit that fails too leaves the row with its attempt at
+// the limit, where no claim takes it again: the failure then wraps inbox.ErrDeathFailed. It
 // returns the back-off's own failure, if any.
 func (f *Form[D]) backOff(ctx context.Context, ex execer, d *inbox.Delivery, err error) error {
-	if f.q.Backoff == nil || ctx.Err() != nil || !sentinel.BacksOff(err) {
+	if f.q.Backoff == nil || ctx.Err() != nil || !stmt.BacksOff(err) {
 		return nil
 	}
-	if berr := f.settle(ctx, ex, d, f.q.Backoff(d, err)); berr != nil {
-		return fmt.Errorf("inbox: table %q, row %d: backing the row off after its failed settlement: %w", f.table.Name, d.ID, berr)
+	o := f.q.Backoff(d, err)
+	berr := f.exec(ctx, ex, d, o)
+	if berr == nil {
+		return nil
 	}
-	return nil
+	if o.Kind() == outcome.KindFail {
+		if dead := f.t.DeathFailed(f.q.Name, d, berr); dead != nil {
+			return dead
+		}
+	}
+	return fmt.Errorf("inbox: table %q, row %d: backing the row off after its failed settlement (%s): %w", f.table.Name, d.ID, o, berr)
 }
 
 // rollback rolls back h's transaction and reports whether its connection is still there to

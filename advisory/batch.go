@@ -8,8 +8,8 @@ import (
 
 	"github.com/sqlinbox/inbox"
 	"github.com/sqlinbox/inbox/dialect"
-	"github.com/sqlinbox/inbox/internal/sentinel"
 	"github.com/sqlinbox/inbox/internal/sqltext"
+	"github.com/sqlinbox/inbox/internal/stmt"
 	"github.com/sqlinbox/inbox/outcome"
 )
 
@@ -178,7 +178,7 @@ func (f *Form[D]) SettleBatch(ctx context.Context, ds []*inbox.Delivery, os []ou
 // then releases the batch's keys.
 func (f *Form[D]) commitBatch(ctx context.Context, h *hold, ds []*inbox.Delivery, os []outcome.Outcome) error {
 	if err := f.settleMany(ctx, h.tx, ds, os, false); err != nil {
-		if !sentinel.BacksOff(err) || f.q.Backoff == nil || !f.rollback(h) {
+		if !stmt.BacksOff(err) || f.q.Backoff == nil || !f.rollback(h) {
 			f.giveBack(ctx, h)
 			return err
 		}

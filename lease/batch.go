@@ -10,7 +10,6 @@ import (
 
 	"github.com/sqlinbox/inbox"
 	"github.com/sqlinbox/inbox/dialect"
-	"github.com/sqlinbox/inbox/internal/sentinel"
 	"github.com/sqlinbox/inbox/internal/stmt"
 	"github.com/sqlinbox/inbox/outcome"
 )
@@ -336,7 +335,7 @@ func (f *Form[D]) ackBatchInTx(ctx context.Context, b *binding, h *hold, ds []*i
 	if err != nil {
 		h.txToken = time.Time{}
 		err = errors.Join(err, rollback(tx, f.t.Name, first.ID), fmt.Errorf("inbox: table %q: the handler's writes for the batch %v were rolled back", f.t.Name, h.batch))
-		if b.q.Backoff == nil || !sentinel.BacksOff(err) {
+		if b.q.Backoff == nil || !stmt.BacksOff(err) {
 			return errors.Join(err, b.giveBack(ctx, h, first.ID))
 		}
 		// Still leased: back every row off under the batch's token rather than give it back

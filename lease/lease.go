@@ -253,7 +253,7 @@ func (f *Form[D]) bind(ctx context.Context, db *sql.DB, q inbox.Queue) (inbox.Pl
 	if err != nil {
 		return inbox.Plan{}, err
 	}
-	st.Unprepared = q.UnpreparedStatements
+	st.Unprepared, st.MaxAttempts = q.UnpreparedStatements, q.MaxAttempts
 	col, err := f.d.Quote(column)
 	if err != nil {
 		return inbox.Plan{}, fmt.Errorf("%w: table %q, lease column: %v", inbox.ErrSchema, f.t.Name, err)
@@ -267,7 +267,7 @@ func (f *Form[D]) bind(ctx context.Context, db *sql.DB, q inbox.Queue) (inbox.Pl
 
 	b := &binding{
 		db: db, q: q, log: q.Logger, st: st, lease: lease,
-		sql:    sqltext.New(caps, sqltext.Table(st.Q)).Lease(col),
+		sql:    sqltext.New(caps, sqltext.Table(st.Q)).Limited(q.MaxAttempts).Lease(col),
 		listed: map[listKey]*stmt.Stmt{},
 		stamps: map[int]string{},
 		life:   f.life,

@@ -9,7 +9,6 @@ import (
 
 	"github.com/sqlinbox/inbox"
 	"github.com/sqlinbox/inbox/dialect"
-	"github.com/sqlinbox/inbox/internal/sentinel"
 	"github.com/sqlinbox/inbox/internal/sqltext"
 	"github.com/sqlinbox/inbox/internal/stmt"
 	"github.com/sqlinbox/inbox/outcome"
@@ -199,15 +198,18 @@ func (f *Form[D]) backedOff(ctx context.Context, b *binding, h *hold, d *inbox.D
 }
 
 // backOff applies the consumer's back-off (inbox.Queue.Backoff) to d's row when its settlement
-// failed with err for a reason of its own (a statement the database refused): the row is still
-// leased under h's token, so the back-off runs under the same guard, and a settlement that can
-// never commit counts its attempts and waits like a retry. It returns the back-off's own
-// failure, if any.
+// failed with err for a reason of its own (a statement the database refused, not a lost
+// connection): the row is still leased under h's token, so the back-off runs under the same
+// guard, and a settlement that can never commit counts its attempts and waits like a retry. A
+// death at the attempt limit that fails too leaves the row leased until its lease runs out,
+// its attempt (which the claim counted) at the limit, where no claim takes it again: the
+// failure then wraps inbox.ErrDeathFailed. It returns the back-off's own failure, if any.
 func (f *Form[D]) backOff(ctx context.Context, b *binding, h *hold, d *inbox.Delivery, err error) error {
-	if b.q.Backoff == nil || ctx.Err() != nil || !sentinel.BacksOff(err) {
+	if b.q.Backoff == nil || ctx.Err() != nil || !stmt.BacksOff(err) {
 		return nil
 	}
-	s, args, what := f.settlement(b, d, h, b.q.Backoff(d, err))
+	o := b.q.Backoff(d, err)
+	s, args, what := f.settlement(b, d, h, o)
 	res, berr := b.exec(ctx, s, args...)
 	if berr == nil {
 		var n int64
@@ -215,10 +217,15 @@ func (f *Form[D]) backOff(ctx context.Context, b *binding, h *hold, d *inbox.Del
 			berr = lostLease(f.t.Name, fmt.Sprintf("row %d", d.ID), what)
 		}
 	}
-	if berr != nil {
-		return fmt.Errorf("inbox: table %q, row %d: backing the row off after its failed settlement: %w", f.t.Name, d.ID, berr)
+	if berr == nil {
+		return nil
 	}
-	return nil
+	if o.Kind() == outcome.KindFail && !errors.Is(berr, inbox.ErrLeaseLost) {
+		if dead := b.st.DeathFailed(b.q.Name, d, berr); dead != nil {
+			return dead
+		}
+	}
+	return fmt.Errorf("inbox: table %q, row %d: backing the row off after its failed settlement: %w", f.t.Name, d.ID, berr)
 }
 
 // settlement is the statement that applies o to d's row under h's token outside a

@@ -111,7 +111,6 @@ import (
 	"github.com/sqlinbox/inbox/dialect"
 	"github.com/sqlinbox/inbox/internal/formlife"
 	"github.com/sqlinbox/inbox/internal/schema"
-	"github.com/sqlinbox/inbox/internal/sentinel"
 	"github.com/sqlinbox/inbox/internal/sqltext"
 	"github.com/sqlinbox/inbox/internal/stmt"
 	"github.com/sqlinbox/inbox/outcome"
@@ -215,11 +214,11 @@ func (f *Form[D]) bind(ctx context.Context, db *sql.DB, q inbox.Queue) error {
 	if err != nil {
 		return err
 	}
-	st.Unprepared = q.UnpreparedStatements
+	st.Unprepared, st.MaxAttempts = q.UnpreparedStatements, q.MaxAttempts
 	if err := schema.Verify(ctx, db, f.d, f.t, ""); err != nil {
 		return err
 	}
-	text := sqltext.New(f.d.Caps(), sqltext.Table(st.Q)).RowLock()
+	text := sqltext.New(f.d.Caps(), sqltext.Table(st.Q)).Limited(q.MaxAttempts).RowLock()
 	// In transactional mode the ack commits the handler's writes, which are the user's.
 	unflushed := q.UnflushedAcks && !q.Transactional && f.d.Caps().UnflushedCommit != ""
 	if err := f.prepare(ctx, db, st, text, unflushed); err != nil {
@@ -546,10 +545,13 @@ func (f *Form[D]) Settle(ctx context.Context, d *inbox.Delivery, o outcome.Outco
 // a retry. The claim's lock is gone with its transaction, so the back-off runs in a
 // transaction of its own that locks each row again, passing over a row another transaction
 // locks (SKIP LOCKED) or whose attempt has moved since this claim (another consumer claimed
-// and settled it meanwhile); only the failure path pays for it. It returns err, joined with the
-// back-off's own failure; nothing is backed off after a COMMIT whose outcome is unknown.
+// and settled it meanwhile); only the failure path pays for it. A death (a Fail, at the
+// attempt limit) that fails too is undone to a savepoint and the attempt counted instead (see
+// die). It returns err, joined with the back-off's own failure; nothing is backed off after a
+// COMMIT whose outcome is unknown, nor after a lost connection (the rows are back as they
+// were, as after a crash).
 func (f *Form[D]) backOff(ctx context.Context, ds []*inbox.Delivery, err error) error {
-	if f.q.Backoff == nil || ctx.Err() != nil || !sentinel.BacksOff(err) {
+	if f.q.Backoff == nil || ctx.Err() != nil || !stmt.BacksOff(err) {
 		return err
 	}
 	tx, berr := f.d.Begin(ctx, f.db)
@@ -557,8 +559,10 @@ func (f *Form[D]) backOff(ctx context.Context, ds []*inbox.Delivery, err error) 
 		return errors.Join(err, fmt.Errorf("inbox: table %q, queue %q: backing %s off: %w", f.t.Name, f.q.Name, rowsOf(ds), berr))
 	}
 	lock := f.text.Relock()
+	var died []error // the deaths that failed, each row's attempt counted instead
 	for _, d := range ds {
-		k, s, args := f.settlement(d, f.q.Backoff(d, err))
+		o := f.q.Backoff(d, err)
+		k, s, args := f.settlement(d, o)
 		if s == nil {
 			continue // a retry without an attempt column: the row as it was is the retry
 		}
@@ -574,6 +578,17 @@ func (f *Form[D]) backOff(ctx context.Context, ds []*inbox.Delivery, err error) 
 			tx.Rollback()
 			return errors.Join(err, fmt.Errorf("inbox: table %q, queue %q: backing row %d off: locking it again: %w", f.t.Name, f.q.Name, d.ID, lerr))
 		}
+		if o.Kind() == outcome.KindFail && f.retry != nil {
+			derr, serr := f.die(ctx, tx, d, s, args)
+			if serr != nil {
+				tx.Rollback()
+				return errors.Join(err, serr)
+			}
+			if derr != nil {
+				died = append(died, derr)
+			}
+			continue
+		}
 		if _, serr := s.ExecIn(ctx, tx, args...); serr != nil {
 			tx.Rollback()
 			return errors.Join(err, fmt.Errorf("inbox: table %q, queue %q: backing row %d off: the %s statement: %w", f.t.Name, f.q.Name, d.ID, k, serr))
@@ -582,7 +597,35 @@ func (f *Form[D]) backOff(ctx context.Context, ds []*inbox.Delivery, err error) 
 	if cerr := tx.Commit(); cerr != nil {
 		return errors.Join(err, fmt.Errorf("inbox: table %q, queue %q: backing %s off: committing: %w", f.t.Name, f.q.Name, rowsOf(ds), cerr))
 	}
-	return err
+	return errors.Join(append([]error{err}, died...)...)
+}
+
+// die runs, in tx, which locks d's row again, the statement s that makes the row dead (a
+// dead_at stamp, or a DELETE where the table has no dead_at column). When the database refuses
+// it, as it may refuse the very statement whose failure led here (a foreign key refusing the
+// DELETE), the row must still not be claimed again: die undoes the statement to a savepoint
+// and counts the attempt, which brings the attempt column to d.Attempt, the limit, where no
+// claim takes the row (inbox.Queue.MaxAttempts). It returns the death's failure (wrapping
+// inbox.ErrDeathFailed at the limit), and the failure, if any, of what else it ran, after which
+// tx must be rolled back.
+func (f *Form[D]) die(ctx context.Context, tx dialect.Tx, d *inbox.Delivery, s *stmt.Stmt, args []any) (died, err error) {
+	if _, err := tx.ExecContext(ctx, f.text.Savepoint()); err != nil {
+		return nil, fmt.Errorf("inbox: table %q, queue %q: backing row %d off: SAVEPOINT before its death: %w", f.t.Name, f.q.Name, d.ID, err)
+	}
+	_, derr := s.ExecIn(ctx, tx, args...)
+	if derr == nil {
+		return nil, nil
+	}
+	if _, err := tx.ExecContext(ctx, f.text.RollbackToSavepoint()); err != nil {
+		return nil, fmt.Errorf("inbox: table %q, queue %q: backing row %d off: its death failed (%w), and so did undoing it: %w", f.t.Name, f.q.Name, d.ID, derr, err)
+	}
+	if _, err := f.retry.ExecIn(ctx, tx, d.ID); err != nil {
+		return nil, fmt.Errorf("inbox: table %q, queue %q: backing row %d off: its death failed (%w), and so did counting its attempt: %w", f.t.Name, f.q.Name, d.ID, derr, err)
+	}
+	if dead := f.st.DeathFailed(f.q.Name, d, derr); dead != nil {
+		return dead, nil
+	}
+	return fmt.Errorf("inbox: table %q, queue %q: backing row %d off: its death failed, and its attempt was counted instead: %w", f.t.Name, f.q.Name, d.ID, derr), nil
 }
 
 // commitFailed describes the settlement of ds whose COMMIT failed: the rows are unchanged and

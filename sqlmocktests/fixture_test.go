@@ -40,10 +40,21 @@ type fixture struct {
 
 // newFixture is a fixture of form over sh on c's database on a new mock of at most maxOpen
 // connections (see newRecorder); the form is to be opened for queue q, logging to the fixture's
-// log where q has no logger.
+// log where q has no logger. Where q has an attempt limit the statements a limit changes are
+// their limited variants ("claim, max attempts 25" for "claim"), which the golden files hold
+// for the limit 25 alone.
 func newFixture(t *testing.T, form string, c dbCase, sh shape, maxOpen int, q inbox.Queue) *fixture {
 	t.Helper()
-	fx := &fixture{recorder: newRecorder(t, maxOpen), form: form, c: c, sh: sh, st: goldenSQL(t, form, c.db, sh), q: q}
+	st := goldenSQL(t, form, c.db, sh)
+	if q.MaxAttempts > 0 {
+		suffix := fmt.Sprintf(", max attempts %d", q.MaxAttempts)
+		for name, sql := range st.byName {
+			if base, ok := strings.CutSuffix(name, suffix); ok {
+				st.byName[base] = sql
+			}
+		}
+	}
+	fx := &fixture{recorder: newRecorder(t, maxOpen), form: form, c: c, sh: sh, st: st, q: q}
 	if fx.q.Logger == nil {
 		fx.q.Logger = fx.logs.Logger(slog.LevelWarn)
 	}

@@ -571,7 +571,8 @@ func TestRowlockConsumerPanic(t *testing.T) {
 		for _, sh := range []shape{fullShape, minimalShape} {
 			t.Run(c.name+"/"+sh.name, func(t *testing.T) {
 				full := sh.table.Attempt != ""
-				fx := newFixture(t, "rowlock", c, sh, 0, inbox.Queue{Name: rowlockQueue})
+				// The consumer's attempt limit, the default, is in its claims.
+				fx := newFixture(t, "rowlock", c, sh, 0, inbox.Queue{Name: rowlockQueue, MaxAttempts: inbox.DefaultMaxAttempts})
 				fx.expectOpen()
 				fx.expectRowlockClaim("claim", rowlockRow(5))
 				fx.mock.ExpectExec(fx.sql("savepoint")).WillReturnResult(changed(0))

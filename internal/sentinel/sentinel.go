@@ -14,6 +14,7 @@ var (
 	TransactionHeld  = errors.New("inbox: transaction held")
 	TransactionEnded = errors.New("inbox: transaction ended")
 	CommitUnknown    = errors.New("inbox: commit outcome unknown")
+	DeathFailed      = errors.New("inbox: death failed")
 )
 
 // BacksOff reports whether a settlement that failed with err is one a form backs off by the

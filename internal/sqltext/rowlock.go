@@ -72,12 +72,14 @@ func (r RowLock) Relock() string {
 	return q + " FOR UPDATE SKIP LOCKED"
 }
 
-// Savepoint marks, in transactional mode, where the handler's writes begin inside the claim's
-// transaction. It binds nothing.
+// Savepoint marks where statements that may be undone begin: in transactional mode the
+// handler's writes, inside the claim's transaction; in a back-off's transaction a row's death,
+// which the database may refuse. It binds nothing.
 func (RowLock) Savepoint() string { return "SAVEPOINT " + savepoint }
 
-// RollbackToSavepoint undoes the handler's writes and keeps the claim's row locks, before every
-// settlement but an Ack's in transactional mode. It binds nothing.
+// RollbackToSavepoint undoes what ran since Savepoint and keeps the transaction's row locks:
+// the handler's writes before every settlement but an Ack's in transactional mode, a death the
+// database refused in a back-off. It binds nothing.
 func (RowLock) RollbackToSavepoint() string { return "ROLLBACK TO SAVEPOINT " + savepoint }
 
 const savepoint = "inbox_handler"

@@ -45,10 +45,22 @@ type Table struct {
 type SQL struct {
 	c *dialect.Caps
 	t Table
+	// maxAttempts is the attempt limit the claims honour (Limited); zero: none.
+	maxAttempts int
 }
 
 // New returns the builder of table t's statements on the database c describes.
 func New(c *dialect.Caps, t Table) SQL { return SQL{c: c, t: t} }
+
+// Limited returns the builder whose claimable rows (Due) are also below the attempt limit
+// maxAttempts, where the table counts attempts: a row whose attempt column has reached it has
+// had every delivery the limit allows, and no claim takes it again (a row that could neither
+// settle nor die at its last attempt; see inbox.Queue.MaxAttempts). The limit is written into
+// the text, as a claim's LIMIT is. Zero or less: no limit, the builder s is.
+func (s SQL) Limited(maxAttempts int) SQL {
+	s.maxAttempts = max(maxAttempts, 0)
+	return s
+}
 
 // Params numbers a statement's parameters in the order they appear: $1, $2, … where the
 // database numbers them, ? elsewhere.
@@ -93,9 +105,9 @@ func (s SQL) Columns(alias string) string {
 }
 
 // Due is the predicate of a claimable row, its columns prefixed as Columns prefixes them: not
-// processed, not dead, due (retry_after passed) and of the queue, each where the table has the column;
-// "1 = 1" where it has none of them. It binds, in order: now (where the table has retry_after),
-// then the queue's name (where it has a group).
+// processed, not dead, below the attempt limit (Limited), due (retry_after passed) and of the
+// queue, each where the table has the column; "1 = 1" where it has none of them. It binds, in
+// order: now (where the table has retry_after), then the queue's name (where it has a group).
 func (s SQL) Due(p *Params, alias string) string {
 	prefix := dotted(alias)
 	var conds []string
@@ -104,6 +116,9 @@ func (s SQL) Due(p *Params, alias string) string {
 	}
 	if s.t.DeadAt != "" {
 		conds = append(conds, prefix+s.t.DeadAt+" IS NULL")
+	}
+	if s.t.Attempt != "" && s.maxAttempts > 0 {
+		conds = append(conds, "COALESCE("+prefix+s.t.Attempt+", 0) < "+strconv.Itoa(s.maxAttempts))
 	}
 	if s.t.RetryAfter != "" {
 		conds = append(conds, "("+prefix+s.t.RetryAfter+" IS NULL OR "+prefix+s.t.RetryAfter+" <= "+p.Next()+")")

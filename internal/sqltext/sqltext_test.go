@@ -36,6 +36,18 @@ func TestGoldens(t *testing.T) {
 			if c.Locks != dialect.NoSessionLocks {
 				forms["advisory"] = advisoryEntries(c, s.Advisory(key), sh.Table.DeadAt != "")
 			}
+			if sh.Table.Attempt != "" {
+				// The attempt limit changes what a claim takes where the table counts attempts.
+				limited := s.Limited(goldenMaxAttempts)
+				forms["lease"] = append(forms["lease"], limitedLeaseEntries(c, limited.Lease(lease))...)
+				forms["unclaimable"] = append(forms["unclaimable"], limitedUnclaimableEntries(limited.Unclaimable(1001))...)
+				if c.SkipLocked {
+					forms["rowlock"] = append(forms["rowlock"], limitedRowLockEntries(limited.RowLock())...)
+				}
+				if c.Locks != dialect.NoSessionLocks {
+					forms["advisory"] = append(forms["advisory"], limitedAdvisoryEntries(limited.Advisory(key))...)
+				}
+			}
 			for form, e := range forms {
 				switch {
 				case len(e) == 0:
@@ -193,6 +205,40 @@ func advisoryEntries(c *dialect.Caps, a sqltext.Advisory, dead bool) []golden.En
 		e.add("ack unflushed", u.Settle(outcome.KindAck, sqltext.ByID()))
 		e.add("ackMany(3) unflushed", u.Settle(outcome.KindAck, sqltext.ByIDs(3)))
 	}
+	return e
+}
+
+// goldenMaxAttempts is the attempt limit of the golden files' limited claims (SQL.Limited).
+const goldenMaxAttempts = 25
+
+// The statements that a limit changes (SQL.Limited): those that say which rows are claimable,
+// each named for the limit.
+func limitedRowLockEntries(r sqltext.RowLock) []golden.Entry {
+	var e entries
+	e.add("claim, max attempts 25", r.Claim(1))
+	e.add("claim(3), max attempts 25", r.Claim(3))
+	return e
+}
+
+func limitedLeaseEntries(c *dialect.Caps, l sqltext.Lease) []golden.Entry {
+	var e entries
+	e.add("claim, max attempts 25", l.Claim(1))
+	if c.UpdateFrom {
+		e.add("claim(3), max attempts 25", l.Claim(3))
+	}
+	return e
+}
+
+func limitedAdvisoryEntries(a sqltext.Advisory) []golden.Entry {
+	var e entries
+	e.add("candidates, max attempts 25", a.Candidates())
+	e.add("take, max attempts 25", a.Take())
+	return e
+}
+
+func limitedUnclaimableEntries(u sqltext.Unclaimable) []golden.Entry {
+	var e entries
+	e.add("exhausted, max attempts 25", u.Exhausted())
 	return e
 }
 

@@ -45,6 +45,18 @@ func (u Unclaimable) FarAhead() string {
 	return q + u.limit
 }
 
+// Exhausted finds the rows of the queue whose attempt column has reached the attempt limit
+// (Limited), which no claim takes: rows that had their last delivery and neither settled nor
+// died. It binds the queue's name (where the table has a queue column). Empty where the table
+// counts no attempts or the builder has no limit.
+func (u Unclaimable) Exhausted() string {
+	t, p := u.s.t, u.s.Params()
+	if t.Attempt == "" || u.s.maxAttempts == 0 {
+		return ""
+	}
+	return "SELECT " + t.ID + " FROM " + t.Name + " WHERE " + u.pending() + u.ofQueue(p) + "COALESCE(" + t.Attempt + ", 0) >= " + strconv.Itoa(u.s.maxAttempts) + u.limit
+}
+
 // BadLayout finds, where timestamps are text (dialect.Caps.TimeLayout: SQLite), the rows of the
 // queue whose retry_after is not text in the layout, which compares as text and may never come
 // due. It binds the queue's name (where the table has a queue column). Empty elsewhere.

@@ -19,6 +19,7 @@ import (
 
 	"github.com/sqlinbox/inbox"
 	"github.com/sqlinbox/inbox/dialect"
+	"github.com/sqlinbox/inbox/internal/sentinel"
 	"github.com/sqlinbox/inbox/internal/sqlshape"
 	"github.com/sqlinbox/inbox/internal/sqltext"
 )
@@ -31,6 +32,9 @@ type Table struct {
 	// Unprepared says the form runs its statements by their text, never prepared
 	// (inbox.Queue.UnpreparedStatements): Statement then checks each by EXPLAIN.
 	Unprepared bool
+	// MaxAttempts is the attempt limit the form's claims honour (inbox.Queue.MaxAttempts,
+	// sqltext.SQL.Limited); zero: none.
+	MaxAttempts int
 }
 
 // New quotes t for d; errors wrap inbox.ErrSchema.
@@ -124,6 +128,29 @@ func (t *Table) DueArgs(args []any, now any, queue string) []any {
 	return args
 }
 
+// BacksOff reports whether a settlement that failed with err is one a form backs off by the
+// consumer's policy (inbox.Queue.Backoff): a failure of the rows' own, a statement the database
+// refused (sentinel.BacksOff), and not a lost connection (dialect.ConnectionFailed), which
+// returns the rows by the form's rule, as a crash does, their attempts not counted for it.
+func BacksOff(err error) bool { return sentinel.BacksOff(err) && !dialect.ConnectionFailed(err) }
+
+// DeathFailed is the error of d's death, the back-off of a failed settlement, that failed with
+// err while the row's attempt column counts d.Attempt, where that is the attempt limit
+// (MaxAttempts): it wraps inbox.ErrDeathFailed and says that the row stays where it is, and
+// why no claim takes it again. Nil below the limit, or without one: the row is claimed again.
+func (t *Table) DeathFailed(queue string, d *inbox.Delivery, err error) error {
+	if t.Q.Attempt == "" || t.MaxAttempts == 0 || d.Attempt < t.MaxAttempts {
+		return nil
+	}
+	how, remedy := "stamping "+strconv.Quote(t.Raw.DeadAt), "fix what refuses it"
+	if t.Q.DeadAt == "" {
+		how = "a DELETE, since the table has no DeadAt column"
+		remedy = "name a DeadAt column (a nullable timestamp) in inbox.Table.DeadAt, so that a row that cannot be deleted can die, and fix what refuses the DELETE"
+	}
+	return fmt.Errorf("%w: table %q, queue %q, row %d, attempt %d of %d: its death (%s) failed too: %w; the row stays in the table with its attempt at the limit, and no claim takes it again: %s, then set its attempt to 0 to run it again, or end it",
+		inbox.ErrDeathFailed, t.Raw.Name, queue, d.ID, d.Attempt, t.MaxAttempts, how, err, remedy)
+}
+
 // farYears is how far ahead a retry_after reads as never: a row put off further is reported
 // as unclaimable. A handler's backoff is seconds to days, and a row parked for a date to come
 // (a yearly renewal) is parked for months or years; a century is beyond both and beyond any
@@ -148,12 +175,12 @@ type unclaimableSearch struct {
 
 // unclaimableSearches lists the searches for the kinds of row of queue that no claim takes as
 // they stand, at now (see inbox.Unclaimable): a NULL queue, a retry_after more than farYears
-// ahead, and where timestamps are text (Caps.TimeLayout: SQLite, whose GLOB and typeof the
-// search uses) a retry_after that is not text in the library's layout. Each is a
-// SELECT of ids, bounded by a LIMIT, over the rows a claim would consider (not processed, of
-// the queue): the claim index's leading columns.
+// ahead, an attempt at the limit (MaxAttempts), and where timestamps are text (Caps.TimeLayout:
+// SQLite, whose GLOB and typeof the search uses) a retry_after that is not text in the
+// library's layout. Each is a SELECT of ids, bounded by a LIMIT, over the rows a claim would
+// consider (not processed, of the queue): the claim index's leading columns.
 func (t *Table) unclaimableSearches(queue string, now time.Time) []unclaimableSearch {
-	u := sqltext.New(t.D.Caps(), sqltext.Table(t.Q)).Unclaimable(unclaimableLimit + 1)
+	u := sqltext.New(t.D.Caps(), sqltext.Table(t.Q)).Limited(t.MaxAttempts).Unclaimable(unclaimableLimit + 1)
 	var ofQueue []any
 	if t.Q.Queue != "" {
 		ofQueue = []any{queue}
@@ -174,6 +201,18 @@ func (t *Table) unclaimableSearches(queue string, now time.Time) []unclaimableSe
 			why:   fmt.Sprintf("retry_after (column %q) is more than %d years ahead, a way of writing never: set it to NULL to run the row, or %s to end it", t.Raw.RetryAfter, farYears, done),
 			query: q,
 			args:  append(ofQueue[:len(ofQueue):len(ofQueue)], t.D.Time(now.AddDate(farYears, 0, 0))),
+		})
+	}
+	if q := u.Exhausted(); q != "" {
+		death := "a DELETE, since the table has no DeadAt column"
+		if t.Q.DeadAt != "" {
+			death = "stamping " + strconv.Quote(t.Raw.DeadAt)
+		}
+		out = append(out, unclaimableSearch{
+			why: fmt.Sprintf("the attempt column %q has reached the consumer's MaxAttempts (%d) and the row did not settle: its consumer stopped or lost its connection during its last delivery, or that delivery's settlement failed and so did its death (%s), as the consumer logged then. Set the attempt to 0 to run the row again, or %s to end it",
+				t.Raw.Attempt, t.MaxAttempts, death, done),
+			query: q,
+			args:  ofQueue,
 		})
 	}
 	if q := u.BadLayout(); q != "" {

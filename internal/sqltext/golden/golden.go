@@ -65,8 +65,9 @@ type Shape struct {
 }
 
 // Shapes are the table descriptions the golden files cover: every role; id and payload only
-// (the id given by the publisher); no attempt column; processed_at without a group; a
-// generated id alone; every role under names that hold both kinds of quote, spaces and
+// (the id given by the publisher); no attempt column; processed_at without a group; attempts
+// counted, and an ack or a death deletes (neither processed_at nor dead_at); a generated id
+// alone; every role under names that hold both kinds of quote, spaces and
 // reserved words; and every role with two of the application's own columns.
 var Shapes = []Shape{
 	{
@@ -94,6 +95,12 @@ var Shapes = []Shape{
 		Name: "processed-no-group",
 		Table: sqltext.Table{Name: "jobs", ID: "id", IDGenerated: true, Payload: "payload", Attempt: "attempt",
 			ProcessedAt: "processed_at", RetryAfter: "retry_after"},
+		Lease: "locked_until",
+		Key:   []sqltext.KeyPart{{Text: "jobs-"}, {Column: "id"}},
+	},
+	{
+		Name:  "attempt-deletes",
+		Table: sqltext.Table{Name: "jobs", ID: "id", IDGenerated: true, Payload: "payload", Attempt: "attempt"},
 		Lease: "locked_until",
 		Key:   []sqltext.KeyPart{{Text: "jobs-"}, {Column: "id"}},
 	},
