@@ -44,7 +44,7 @@ func TestLeaseBatchInWorkWaitsForNoPooledConnection(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			ctx, waited := failOnPoolWait(fx.db)
+			ctx, waited := failOnPoolWait(t, fx.db)
 			if err := f.Extend(ctx, ds[0]); err != nil {
 				t.Fatalf("Extend: %v (waited for the pool: %v)", err, waited())
 			}
@@ -60,11 +60,12 @@ func TestLeaseBatchInWorkWaitsForNoPooledConnection(t *testing.T) {
 	}
 }
 
-// failOnPoolWait returns a context that is cancelled as soon as a request begins to wait for a
-// connection of db's pool (its WaitCount grows), so that a call that would wait fails at once
-// rather than block, and reports whether one did.
-func failOnPoolWait(db *sql.DB) (context.Context, func() bool) {
+// failOnPoolWait returns a context, cancelled when the test ends, that is cancelled as soon as a
+// request begins to wait for a connection of db's pool (its WaitCount grows), so that a call that
+// would wait fails at once rather than block, and reports whether one did.
+func failOnPoolWait(t *testing.T, db *sql.DB) (context.Context, func() bool) {
 	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
 	base := db.Stats().WaitCount
 	go func() {
 		for ctx.Err() == nil {
