@@ -16,10 +16,13 @@ import (
 
 // ClaimBatch claims at most max due rows of the queue, in claim order, with the statements
 // Claim runs and one token for all of them: the batch's hold. Extend on any of its deliveries
-// renews the lease of every row of the batch in one statement. In transactional mode it then
-// opens one transaction, at the dialect's level, lent to every delivery; if it cannot be opened,
-// the rows are given back and the error returned. On SQLite that transaction holds the one
-// write lock from its first write until the batch settles, as a single delivery's does.
+// renews the lease of every row of the batch in one statement, run by its text: an extension
+// never waits for a connection of the pool to prepare one. In transactional mode it then
+// prepares the ack over the batch's ids where the pool has a connection to spare (the ack runs
+// inside the transaction, where nothing waits for the pool: without one it runs by its text),
+// and opens one transaction, at the dialect's level, lent to every delivery; if it cannot be
+// opened, the rows are given back and the error returned. On SQLite that transaction holds the
+// one write lock from its first write until the batch settles, as a single delivery's does.
 func (f *Form[D]) ClaimBatch(ctx context.Context, max int) ([]*inbox.Delivery, error) {
 	if err := f.life.Enter(); err != nil {
 		return nil, err
@@ -40,8 +43,12 @@ func (f *Form[D]) ClaimBatch(ctx context.Context, max int) ([]*inbox.Delivery, e
 	}
 	var failed error
 	if b.q.Transactional {
-		// The transaction outlives this call: it must not end with the claim's context.
-		if tx, err := f.d.Begin(context.WithoutCancel(ctx), b.db); err != nil {
+		// The ack runs inside the transaction, where nothing waits for the pool (inWork): it is
+		// readied before the transaction holds any lock. The transaction outlives this call: it
+		// must not end with the claim's context.
+		if _, err := b.statement(ctx, h, "ack"); err != nil {
+			failed = fmt.Errorf("inbox: table %q: readying the ack of the batch %v: %w; the claimed rows were given back", f.t.Name, h.batch, err)
+		} else if tx, err := f.d.Begin(context.WithoutCancel(ctx), b.db); err != nil {
 			failed = fmt.Errorf("inbox: table %q: opening the transaction of the batch %v: %w; the claimed rows were given back", f.t.Name, h.batch, err)
 		} else {
 			h.tx, h.lent = tx, ds[0]
@@ -314,23 +321,21 @@ func scanIDs(rows *sql.Rows, ids map[int64]bool) error {
 // given back.
 func (f *Form[D]) ackBatchInTx(ctx context.Context, b *binding, h *hold, ds []*inbox.Delivery, tx dialect.Tx) error {
 	first := ds[0]
-	s, err := b.statement(ctx, h, "ack")
+	var args []any
+	if b.st.Q.ProcessedAt != "" {
+		args = []any{f.d.Time(b.q.Now())}
+	}
+	args = append(append(args, h.idArgs(first.ID)...), f.d.Time(h.current()))
+	res, err := b.inWork(h, "ack").ExecIn(ctx, tx, args...)
 	if err == nil {
-		var args []any
-		if b.st.Q.ProcessedAt != "" {
-			args = []any{f.d.Time(b.q.Now())}
+		var n int64
+		if n, err = res.RowsAffected(); err == nil && n < int64(len(h.batch)) {
+			err = errors.Join(&inbox.LeaseLostError{Table: f.t.Name, IDs: slices.Clone(h.batch)},
+				fmt.Errorf("inbox: table %q: the lease of %d of the batch's rows ran out before the ack, so none of them settled", f.t.Name, int64(len(h.batch))-n))
 		}
-		args = append(append(args, h.idArgs(first.ID)...), f.d.Time(h.current()))
-		var res sql.Result
-		if res, err = s.ExecIn(ctx, tx, args...); err == nil {
-			var n int64
-			if n, err = res.RowsAffected(); err == nil && n < int64(len(h.batch)) {
-				err = errors.Join(&inbox.LeaseLostError{Table: f.t.Name, IDs: slices.Clone(h.batch)},
-					fmt.Errorf("inbox: table %q: the lease of %d of the batch's rows ran out before the ack, so none of them settled", f.t.Name, int64(len(h.batch))-n))
-			} else if err != nil {
-				err = fmt.Errorf("inbox: table %q, batch %v: ack: %w", f.t.Name, h.batch, err)
-			}
-		}
+	}
+	if err != nil && !errors.Is(err, inbox.ErrLeaseLost) {
+		err = fmt.Errorf("inbox: table %q, batch %v: ack: %w", f.t.Name, h.batch, err)
 	}
 	if err != nil {
 		h.txToken = time.Time{}

@@ -287,21 +287,40 @@ type listKey struct {
 	n    int
 }
 
-// listStmt returns statement what over n ids, preparing (or checking) it the first time it is
-// asked for (Open prepares the claim stamp for one id, the consumer's claim). Claims and
-// batches pad their id lists to the length they asked for (IN ignores repeats), so a consumer
-// prepares about one statement per batch size.
+// listStmt returns statement what over n ids (query(n)): the one kept since it was first
+// prepared (or checked; Open prepares the claim stamp for one id, the consumer's claim), or,
+// where the pool has a connection to spare, the statement prepared now and kept; where it has
+// none, the statement by its text, kept by no one, to run where the caller runs its statements
+// (the form's own connection, a transaction's). Preparing takes a connection of the pool, which
+// a caller must not wait for behind the handlers' transactions, and it runs outside the lock,
+// so that no other call waits behind it. Claims and batches pad their id lists to the length
+// they asked for (IN ignores repeats), so a consumer prepares about one statement per batch
+// size.
 func (b *binding) listStmt(ctx context.Context, what string, query func(n int) string, n int) (*stmt.Stmt, error) {
-	b.listedMu.Lock()
-	defer b.listedMu.Unlock()
 	key := listKey{what, n}
-	if s := b.listed[key]; s != nil {
+	if s := b.kept(key); s != nil {
 		return s, nil
+	}
+	if !b.own.spare() {
+		return stmt.ByText(b.db, query(n)), nil
 	}
 	s, err := b.st.Statement(ctx, b.db, what, query(n))
 	if err != nil {
 		return nil, err
 	}
+	b.listedMu.Lock()
+	defer b.listedMu.Unlock()
+	if kept := b.listed[key]; kept != nil {
+		s.Close() // another call prepared it meanwhile
+		return kept, nil
+	}
 	b.listed[key] = s
 	return s, nil
+}
+
+// kept returns the statement listStmt kept under key, or nil.
+func (b *binding) kept(key listKey) *stmt.Stmt {
+	b.listedMu.Lock()
+	defer b.listedMu.Unlock()
+	return b.listed[key]
 }

@@ -39,10 +39,7 @@ func (f *Form[D]) Extend(ctx context.Context, d *inbox.Delivery) error {
 	if !next.After(held) {
 		next = held.Add(time.Microsecond)
 	}
-	s, err := b.statement(ctx, h, "extend")
-	if err != nil {
-		return fmt.Errorf("inbox: table %q, row %d: extension: %w", f.t.Name, d.ID, err)
-	}
+	s := b.inWork(h, "extend")
 	args := append(append([]any{f.d.Time(next)}, h.idArgs(d.ID)...), f.d.Time(held))
 	if h.tx != nil && f.d.Caps().OneWriter {
 		// Not cancelled: SQLite rolls the whole transaction back when a write in it is
@@ -64,12 +61,33 @@ func (f *Form[D]) Extend(ctx context.Context, d *inbox.Delivery) error {
 }
 
 // statement returns the statement what ("extend", "ack", "retry", "retry after" or "fail")
-// over h's rows: the single-row statement, or the one over the batch's ids.
+// over h's rows: the single-row statement, or the one over the batch's ids (listStmt).
 func (b *binding) statement(ctx context.Context, h *hold, what string) (*stmt.Stmt, error) {
 	if h.batch == nil {
 		return b.single(what), nil
 	}
-	return b.listStmt(ctx, what, func(n int) string { return b.text(what, sqltext.ByIDsAndToken(n)) }, h.size)
+	return b.listStmt(ctx, what, b.overBatch(what), h.size)
+}
+
+// inWork returns the statement what over h's rows for a call made while they are in work: an
+// extension, which runs beside the handler, and the ack inside the handler's transaction, which
+// holds the handler's locks meanwhile. Neither waits for a connection of the pool, which the
+// handlers' transactions may hold, one of them waiting for those very locks: each runs the
+// statement prepared before (ClaimBatch readies the ack), or else its text, on the form's own
+// connection or in the transaction.
+func (b *binding) inWork(h *hold, what string) *stmt.Stmt {
+	if h.batch == nil {
+		return b.single(what)
+	}
+	if s := b.kept(listKey{what, h.size}); s != nil {
+		return s
+	}
+	return stmt.ByText(b.db, b.overBatch(what)(h.size))
+}
+
+// overBatch writes statement what over a batch of n ids.
+func (b *binding) overBatch(what string) func(n int) string {
+	return func(n int) string { return b.text(what, sqltext.ByIDsAndToken(n)) }
 }
 
 // single returns the single-row statement what ("extend", "ack", "retry", "retry after" or

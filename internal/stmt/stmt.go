@@ -283,6 +283,11 @@ type Stmt struct {
 	prepared *sql.Stmt // nil: the statement runs by its text
 }
 
+// ByText is query as a statement that runs by its text on db, unchecked: for a statement a form
+// must run without waiting to prepare it, since preparing takes a connection of the pool (see
+// the lease form's statements over id lists).
+func ByText(db *sql.DB, query string) *Stmt { return &Stmt{db: db, text: query} }
+
 // Text is the statement's text.
 func (s *Stmt) Text() string { return s.text }
 
