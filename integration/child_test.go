@@ -79,7 +79,7 @@ func (f *phasedForm) Close() error { return f.inner.Close() }
 // reaches the server or after the server answered, before database/sql gets the answer.
 type hookEvent struct {
 	phase phase  // the form's call; zero outside one (the handler's own statements, say)
-	what  string // "prepare", "begin", "query", "exec", "commit", "rollback"
+	what  string // "prepare", "begin", "query", "exec", "commit", "rollback", "reuse"
 	query string
 	after bool
 	conn  *hookConn
@@ -389,13 +389,18 @@ func (c *hookConn) Ping(ctx context.Context) error {
 	return nil
 }
 
+// ResetSession is database/sql's call before it hands a pooled connection to its next user;
+// where the connection passes, the hook hears of it ("reuse"), outside any phase.
 func (c *hookConn) ResetSession(ctx context.Context) error {
 	if err := c.dead(); err != nil {
 		return driver.ErrBadConn // as a driver's liveness check finds a closed socket
 	}
 	if r, ok := c.inner.(driver.SessionResetter); ok {
-		return r.ResetSession(ctx)
+		if err := r.ResetSession(ctx); err != nil {
+			return err
+		}
 	}
+	c.event(phase{}, "reuse", "", false)
 	return nil
 }
 

@@ -837,7 +837,7 @@ type killLoopResult struct {
 	drained  time.Duration // from the end of the kills until the last row settled
 	stranded int           // rows unsettled when the drain stalled
 	leaked   int           // server transactions open on the pools once the consumers stopped
-	unended  int           // COMMITs and ROLLBACKs that succeeded and left their session in a transaction
+	unended  int           // sessions found in a transaction after a COMMIT or ROLLBACK that succeeded, or handed out of the pool so
 	lost     int           // rows settled without a delivery
 	twice    int           // rows delivered more than once
 	errors   int           // ERROR and WARN lines the consumers logged
@@ -892,9 +892,9 @@ func (r killLoopRun) short(c cell) bool {
 // one without. When the kills stop, the consumers must settle every row they have not yet: a
 // row still unsettled once no row has settled for killLoopStall is stranded. Then the consumers
 // stop, and a transaction still open on a session of their pools is leaked. Throughout, the
-// session of every COMMIT and ROLLBACK that succeeds is asked at once whether it is still in a
-// transaction (unended): a transaction left open that the next round of kills, or the
-// connection's next transaction, would end shows there. No row may be stranded, no transaction
+// session of every COMMIT and ROLLBACK that succeeds, and of every connection the pool hands out
+// again, is asked at once whether it is in a transaction (unended): a transaction left open that
+// the next round of kills, or the connection's next transaction, would end shows there. No row may be stranded, no transaction
 // unended or leaked, and no row lost (settled without ever reaching a handler); rows delivered
 // twice are counted, as the forms allow them after a fault.
 //
@@ -925,7 +925,7 @@ func TestKillLoop(t *testing.T) {
 			f.cell, r.run.unit(), r.run.indexed(), r.rows, r.rounds, r.killed, r.left, r.drained.Round(10*time.Millisecond), r.stranded, r.unended, r.leaked, r.lost, r.twice, r.errors)
 	}
 	b.WriteString("index: the table has its claim index, or its primary key alone; left: unsettled when the kills stopped; drained: from then until the last row settled;\n")
-	b.WriteString("stranded: unsettled once no row settled for 5 s; unended: COMMITs and ROLLBACKs that succeeded and left their session in a transaction;\n")
+	b.WriteString("stranded: unsettled once no row settled for 5 s; unended: sessions in a transaction after a COMMIT or ROLLBACK that succeeded, or when the pool handed them out;\n")
 	b.WriteString("leaked: server transactions still open on the pools' connections once the consumers stopped;\n")
 	b.WriteString("twice: rows delivered more than once\n")
 	t.Log("\n" + b.String())
@@ -969,14 +969,21 @@ func killLoopCell(t *testing.T, c cell, run killLoopRun, plan killLoopPlan) kill
 		unended collector[string]
 	)
 	// Right after each COMMIT or ROLLBACK the server answered, before database/sql has the
-	// connection back, its session must be out of any transaction: a leak that the next round
-	// of kills, or the connection's next transaction, would end shows here all the same.
+	// connection back, and whenever database/sql hands a pooled connection out again, its
+	// session must be out of any transaction: a transaction left open that the next round of
+	// kills, or the connection's next transaction, would end shows here all the same.
 	ended := func(ev hookEvent) {
-		if !ev.after || ev.what != "commit" && ev.what != "rollback" {
+		var when string
+		switch {
+		case ev.after && (ev.what == "commit" || ev.what == "rollback"):
+			when = "after its " + strings.ToUpper(ev.what)
+		case ev.what == "reuse":
+			when = "when the pool handed it out again"
+		default:
 			return
 		}
 		if in, err := c.inTransaction(ev.conn.inner); err == nil && in {
-			unended.add(fmt.Sprintf("session %d: still in a transaction after its %s", ev.conn.session, strings.ToUpper(ev.what)))
+			unended.add(fmt.Sprintf("session %d: in a transaction %s", ev.conn.session, when))
 		}
 	}
 	for range consumers {
@@ -1066,7 +1073,7 @@ func killLoopCell(t *testing.T, c cell, run killLoopRun, plan killLoopPlan) kill
 	}
 	if found := unended.all(); len(found) > 0 {
 		r.unended = len(found)
-		t.Errorf("%d COMMITs or ROLLBACKs succeeded and left their session in a transaction:\n%s", len(found), strings.Join(found, "\n"))
+		t.Errorf("%d times a session was in a transaction after a COMMIT or ROLLBACK that succeeded, or when the pool handed it out; the first:\n%s", len(found), strings.Join(found[:min(len(found), 10)], "\n"))
 	}
 	if open := c.openTransactions(t, admin, sessions); len(open) > 0 {
 		r.leaked = len(open)
