@@ -21,6 +21,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/sqlinbox/inbox"
+	"github.com/sqlinbox/inbox/dialect"
 	"github.com/sqlinbox/inbox/inboxtest"
 	"github.com/sqlinbox/inbox/internal/schema"
 	"github.com/sqlinbox/inbox/outcome"
@@ -1053,8 +1054,8 @@ func killLoopCell(t *testing.T, c cell, run killLoopRun, plan killLoopPlan) kill
 		if len(open) == 0 {
 			open = []string{"(none)"}
 		}
-		t.Errorf("%d rows stranded: still unsettled %v after the kills stopped, none settled for %v; the server's open transactions of the consumers' sessions:\n%s",
-			left, time.Since(stopped).Round(time.Second), killLoopStall, strings.Join(open, "\n"))
+		t.Errorf("%d rows stranded: still unsettled %v after the kills stopped, none settled for %v (%s); the server's open transactions of the consumers' sessions:\n%s",
+			left, time.Since(stopped).Round(time.Second), killLoopStall, c.notDue(t, admin, tbl), strings.Join(open, "\n"))
 		t.Logf("the consumers' last log lines:\n%s", lastLines(logs.String(), 10))
 	}
 
@@ -1096,6 +1097,35 @@ func killLoopCell(t *testing.T, c cell, run killLoopRun, plan killLoopPlan) kill
 	}
 	r.errors = logs.Lines()
 	return r
+}
+
+// notDue says how many of tbl's unsettled rows are not due yet, backed off by a failure
+// (retry_after ahead of the host's clock, which writes it), and when the last falls due: rows
+// that wait so are not held by anyone.
+func (c cell) notDue(t *testing.T, db *sql.DB, tbl inbox.Table) string {
+	t.Helper()
+	var (
+		due  any
+		n    int
+		last time.Time
+	)
+	now := time.Now()
+	forRows(t, db, "SELECT "+c.q(t, tbl.RetryAfter)+" FROM "+c.q(t, tbl.Name)+" WHERE "+c.q(t, tbl.ProcessedAt)+" IS NULL AND "+c.q(t, tbl.RetryAfter)+" IS NOT NULL", nil, func() {
+		at, err := dialect.ScannedTime(due)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if at.After(now) {
+			n++
+			if at.After(last) {
+				last = at
+			}
+		}
+	}, &due)
+	if n == 0 {
+		return "none of them backed off"
+	}
+	return fmt.Sprintf("%d of them backed off, the last due in %v", n, last.Sub(now).Round(100*time.Millisecond))
 }
 
 // setClaimIndex gives tbl, as createTable made it, the claim index admin.Schema creates
