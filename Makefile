@@ -46,9 +46,9 @@ scale: ## many consumer processes and a table that grows, as docs/benchmarks.md 
 # Every run runs whatever the others' results; the target fails if any does. The long kill loop
 # runs without -race: under the race detector the pure-Go SQLite driver drains a few rows a
 # second, and the loop would measure the detector (CI's short loop runs with -race).
-reliability: ## the reliability suite, the long crash matrix (100 SIGKILLs per cell and mode) and the long kill loop (sessions killed every 200 ms for 20 s), with their tables; about 12 minutes
+reliability: ## the reliability suite, the long crash matrix (100 SIGKILLs per cell and mode) and the long kill loop (sessions killed every 200 ms for 20 s), with their tables; about 25 minutes
 	@status=0; \
 	INBOX_REQUIRE_DATABASES=1 go test -race -count=1 -run '^(TestConformance|TestFaults.*|TestBadInput)$$' ./integration/ || status=1; \
 	INBOX_REQUIRE_DATABASES=1 INBOX_RELIABILITY=long go test -race -count=1 -timeout 30m -v -run '^TestCrashMatrix$$' ./integration/ || status=1; \
-	INBOX_REQUIRE_DATABASES=1 INBOX_RELIABILITY=long go test -count=1 -timeout 30m -v -run '^TestKillLoop$$' ./integration/ || status=1; \
+	INBOX_REQUIRE_DATABASES=1 INBOX_RELIABILITY=long go test -count=1 -timeout 60m -v -run '^TestKillLoop$$' ./integration/ || status=1; \
 	exit $$status

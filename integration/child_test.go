@@ -79,7 +79,7 @@ func (f *phasedForm) Close() error { return f.inner.Close() }
 // reaches the server or after the server answered, before database/sql gets the answer.
 type hookEvent struct {
 	phase phase  // the form's call; zero outside one (the handler's own statements, say)
-	what  string // "prepare", "begin", "query", "exec", "commit", "rollback"
+	what  string // "prepare", "begin", "query", "exec", "commit", "rollback", "reuse"
 	query string
 	after bool
 	conn  *hookConn
@@ -208,7 +208,7 @@ func (c hookConnector) Connect(ctx context.Context) (driver.Conn, error) {
 		query = "SELECT CONNECTION_ID()"
 	}
 	if query != "" {
-		if hc.session, err = sessionID(ctx, conn, query); err != nil {
+		if hc.session, err = queryInt(ctx, conn, query); err != nil {
 			conn.Close()
 			return nil, fmt.Errorf("reading the session id: %w", err)
 		}
@@ -219,8 +219,8 @@ func (c hookConnector) Connect(ctx context.Context) (driver.Conn, error) {
 	return hc, nil
 }
 
-// sessionID runs query, which answers one integer, on a raw driver connection.
-func sessionID(ctx context.Context, conn driver.Conn, query string) (int64, error) {
+// queryInt runs query, which answers one integer, on a raw driver connection.
+func queryInt(ctx context.Context, conn driver.Conn, query string) (int64, error) {
 	q, ok := conn.(driver.QueryerContext)
 	if !ok {
 		return 0, errors.New("the driver's connection cannot run a query directly")
@@ -237,10 +237,12 @@ func sessionID(ctx context.Context, conn driver.Conn, query string) (int64, erro
 	switch n := v[0].(type) {
 	case int64:
 		return n, nil
+	case uint64:
+		return int64(n), nil
 	case []byte:
 		return strconv.ParseInt(string(n), 10, 64)
 	}
-	return 0, fmt.Errorf("session id of type %T", v[0])
+	return 0, fmt.Errorf("an integer of type %T", v[0])
 }
 
 // hookConn is one connection of a hooked pool. It passes every optional interface of the
@@ -387,13 +389,18 @@ func (c *hookConn) Ping(ctx context.Context) error {
 	return nil
 }
 
+// ResetSession is database/sql's call before it hands a pooled connection to its next user;
+// where the connection passes, the hook hears of it ("reuse"), outside any phase.
 func (c *hookConn) ResetSession(ctx context.Context) error {
 	if err := c.dead(); err != nil {
 		return driver.ErrBadConn // as a driver's liveness check finds a closed socket
 	}
 	if r, ok := c.inner.(driver.SessionResetter); ok {
-		return r.ResetSession(ctx)
+		if err := r.ResetSession(ctx); err != nil {
+			return err
+		}
 	}
+	c.event(phase{}, "reuse", "", false)
 	return nil
 }
 
@@ -448,8 +455,13 @@ func (t *hookTx) Rollback() error {
 	if err := t.end("rollback"); err != nil {
 		return err
 	}
-	t.conn.event(t.conn.current(), "rollback", "", false)
-	return t.inner.Rollback()
+	p := t.conn.current()
+	t.conn.event(p, "rollback", "", false)
+	err := t.inner.Rollback()
+	if err == nil {
+		t.conn.event(p, "rollback", "", true)
+	}
+	return err
 }
 
 type hookStmt struct {

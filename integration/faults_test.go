@@ -3,6 +3,7 @@ package integration
 import (
 	"context"
 	"database/sql"
+	"database/sql/driver"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -17,8 +18,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/sqlinbox/inbox"
+	"github.com/sqlinbox/inbox/dialect"
 	"github.com/sqlinbox/inbox/inboxtest"
+	"github.com/sqlinbox/inbox/internal/schema"
 	"github.com/sqlinbox/inbox/outcome"
 )
 
@@ -806,6 +811,7 @@ func TestFaultsSQLiteLeaseExtendInterrupted(t *testing.T) {
 // killLoopPlan is how hard the kill loop runs: CI's short run, or the one make reliability runs
 // (INBOX_RELIABILITY=long).
 type killLoopPlan struct {
+	long  bool          // INBOX_RELIABILITY=long
 	rows  int           // published before the consumers start
 	kills time.Duration // how long the kills go on
 	every time.Duration // between two rounds of kills
@@ -813,7 +819,7 @@ type killLoopPlan struct {
 
 func killLoopPlanFromEnv() killLoopPlan {
 	if os.Getenv("INBOX_RELIABILITY") == "long" {
-		return killLoopPlan{rows: 5000, kills: 20 * time.Second, every: 200 * time.Millisecond}
+		return killLoopPlan{long: true, rows: 5000, kills: 20 * time.Second, every: 200 * time.Millisecond}
 	}
 	return killLoopPlan{rows: 300, kills: 2 * time.Second, every: 200 * time.Millisecond}
 }
@@ -824,6 +830,7 @@ const killLoopStall = 5 * time.Second
 
 // killLoopResult is one line of the kill loop's table.
 type killLoopResult struct {
+	run      killLoopRun
 	rows     int
 	rounds   int           // rounds of kills
 	killed   int           // sessions killed (SQLite: connections severed)
@@ -831,53 +838,107 @@ type killLoopResult struct {
 	drained  time.Duration // from the end of the kills until the last row settled
 	stranded int           // rows unsettled when the drain stalled
 	leaked   int           // server transactions open on the pools once the consumers stopped
+	unended  int           // sessions found in a transaction after a COMMIT or ROLLBACK that succeeded, or handed out of the pool so
 	lost     int           // rows settled without a delivery
 	twice    int           // rows delivered more than once
 	errors   int           // ERROR and WARN lines the consumers logged
 }
 
+// killLoopRun is one run of the kill loop on a cell: single rows or batches, on a table with its
+// claim index or without one.
+type killLoopRun struct {
+	batch int // rows a claim takes; 0 claims single rows (inbox.NewConsumer)
+	// index: the table has the claim index admin.Schema creates (schema.ClaimIndex). Without it
+	// the table has its primary key alone, which does not serve the claim: on MySQL and MariaDB
+	// a claim then reads and locks every due row it does not skip, so that a transaction left
+	// open on a pooled connection holds nearly the whole queue and strands it, where with the
+	// index it would hold only the rows it claimed (issue 22, defect 1).
+	index bool
+}
+
+// unit names how the run claims: "single" or "batch16".
+func (r killLoopRun) unit() string {
+	if r.batch > 0 {
+		return fmt.Sprintf("batch%d", r.batch)
+	}
+	return "single"
+}
+
+// indexed says whether the run's table has its claim index: "yes" or "no".
+func (r killLoopRun) indexed() string {
+	if r.index {
+		return "yes"
+	}
+	return "no"
+}
+
+func (r killLoopRun) String() string {
+	if r.index {
+		return r.unit() + "-index"
+	}
+	return r.unit() + "-noindex"
+}
+
+// short reports whether CI's short run takes r on c: every cell with its claim index, and
+// without it the MySQL and MariaDB cells, where a claim that cannot walk an index locks every
+// due row it reads (on Postgres and SQLite it locks only the rows it returns). The long run
+// takes every run.
+func (r killLoopRun) short(c cell) bool {
+	return r.index || c.b.name == "mysql" || c.b.name == "mariadb"
+}
+
 // TestKillLoop kills every server session of two consumers' pools (pg_terminate_backend,
 // KILL CONNECTION) every 200 ms while the consumers, four workers each, drain the table, on
-// every cell, claiming single rows and batches of 16. When the kills stop, the consumers must
-// settle every row they have not yet: a row still unsettled once no row has settled for
-// killLoopStall is stranded. Then the consumers stop, and a transaction still open on a session
-// of their pools is leaked. No row may be stranded, no transaction leaked, and no row lost
-// (settled without ever reaching a handler); rows delivered twice are counted, as the forms
-// allow them after a fault.
+// every cell, claiming single rows and batches of 16, on a table with its claim index and on
+// one without. When the kills stop, the consumers must settle every row they have not yet: a
+// row still unsettled once no row has settled for killLoopStall is stranded. Then the consumers
+// stop, and a transaction still open on a session of their pools is leaked. Throughout, the
+// session of every COMMIT and ROLLBACK that succeeds, and of every connection the pool hands out
+// again, is asked at once whether it is in a transaction (unended): a transaction left open that
+// the next round of kills, or the connection's next transaction, would end shows there. No row may be stranded, no transaction
+// unended or leaked, and no row lost (settled without ever reaching a handler); rows delivered
+// twice are counted, as the forms allow them after a fault.
 //
 // SQLite has no server sessions: there the test severs every connection of the two pools
 // instead (hooks.sever), which ends its session at its next call, rolling back what it has
 // open, and fails that call and every later one, as a killed connection would.
 func TestKillLoop(t *testing.T) {
 	plan := killLoopPlanFromEnv()
-	unit := func(batch int) string {
-		if batch > 0 {
-			return fmt.Sprintf("batch%d", batch)
+	var runs []killLoopRun
+	for _, batch := range []int{0, 16} {
+		for _, index := range []bool{true, false} {
+			runs = append(runs, killLoopRun{batch: batch, index: index})
 		}
-		return "single"
 	}
-	runs := matrix(t, []int{0, 16}, unit, func(t *testing.T, c cell, batch int) killLoopResult {
-		return killLoopCell(t, c, batch, plan)
+	found := matrix(t, runs, killLoopRun.String, func(t *testing.T, c cell, run killLoopRun) killLoopResult {
+		if !plan.long && !run.short(c) {
+			t.Skip("CI's short run leaves the tables without a claim index to MySQL and MariaDB; INBOX_RELIABILITY=long takes every run")
+		}
+		return killLoopCell(t, c, run, plan)
 	})
 	var b strings.Builder
 	fmt.Fprintf(&b, "kill loop: every session of 2 consumers × 4 workers killed every %v for %v (SQLite: connections severed), %d rows\n", plan.every, plan.kills, plan.rows)
-	fmt.Fprintf(&b, "%-18s %-7s %5s %6s %6s %5s %8s %8s %6s %4s %5s %6s\n",
-		"cell", "unit", "rows", "rounds", "killed", "left", "drained", "stranded", "leaked", "lost", "twice", "logged")
-	for _, run := range runs {
-		r := run.r
-		fmt.Fprintf(&b, "%-18s %-7s %5d %6d %6d %5d %8s %8d %6d %4d %5d %6d\n",
-			run.cell, run.variant, r.rows, r.rounds, r.killed, r.left, r.drained.Round(10*time.Millisecond), r.stranded, r.leaked, r.lost, r.twice, r.errors)
+	fmt.Fprintf(&b, "%-18s %-7s %-5s %5s %6s %6s %5s %8s %8s %7s %6s %4s %5s %6s\n",
+		"cell", "unit", "index", "rows", "rounds", "killed", "left", "drained", "stranded", "unended", "leaked", "lost", "twice", "logged")
+	for _, f := range found {
+		r := f.r
+		fmt.Fprintf(&b, "%-18s %-7s %-5s %5d %6d %6d %5d %8s %8d %7d %6d %4d %5d %6d\n",
+			f.cell, r.run.unit(), r.run.indexed(), r.rows, r.rounds, r.killed, r.left, r.drained.Round(10*time.Millisecond), r.stranded, r.unended, r.leaked, r.lost, r.twice, r.errors)
 	}
-	b.WriteString("left: unsettled when the kills stopped; drained: from then until the last row settled; stranded: unsettled once no row settled for 5 s;\n")
-	b.WriteString("leaked: server transactions still open on the pools' connections once the consumers stopped; twice: rows delivered more than once\n")
+	b.WriteString("index: the table has its claim index, or its primary key alone; left: unsettled when the kills stopped; drained: from then until the last row settled;\n")
+	b.WriteString("stranded: unsettled once no row settled for 5 s; unended: sessions in a transaction after a COMMIT or ROLLBACK that succeeded, or when the pool handed them out;\n")
+	b.WriteString("leaked: server transactions still open on the pools' connections once the consumers stopped;\n")
+	b.WriteString("twice: rows delivered more than once\n")
 	t.Log("\n" + b.String())
 }
 
-// killLoopCell runs the kill loop on one cell, claiming single rows (batch 0) or batches.
-func killLoopCell(t *testing.T, c cell, batch int, plan killLoopPlan) killLoopResult {
+// killLoopCell runs the kill loop on one cell as run says.
+func killLoopCell(t *testing.T, c cell, run killLoopRun, plan killLoopPlan) killLoopResult {
 	dsn := c.dsn(t)
 	admin := c.openDSN(t, dsn, 2)
 	tbl := c.b.newTable(t, admin, fullTable)
+	c.setClaimIndex(t, admin, tbl, run.index)
+	batch := run.batch
 	c.publish(t, admin, tbl, messages("q", plan.rows)...)
 
 	// The handlers take long enough that the drain, unhindered, would last most of the kills,
@@ -904,11 +965,30 @@ func killLoopCell(t *testing.T, c cell, batch int, plan killLoopPlan) killLoopRe
 	}
 	logs := &inboxtest.Log{}
 	var (
-		pools []*hooks
-		stops []func()
+		pools   []*hooks
+		stops   []func()
+		unended collector[string]
 	)
+	// Right after each COMMIT or ROLLBACK the server answered, before database/sql has the
+	// connection back, and whenever database/sql hands a pooled connection out again, its
+	// session must be out of any transaction: a transaction left open that the next round of
+	// kills, or the connection's next transaction, would end shows here all the same.
+	ended := func(ev hookEvent) {
+		var when string
+		switch {
+		case ev.after && (ev.what == "commit" || ev.what == "rollback"):
+			when = "after its " + strings.ToUpper(ev.what)
+		case ev.what == "reuse":
+			when = "when the pool handed it out again"
+		default:
+			return
+		}
+		if in, err := c.inTransaction(ev.conn.inner); err == nil && in {
+			unended.add(fmt.Sprintf("session %d: in a transaction %s", ev.conn.session, when))
+		}
+	}
 	for range consumers {
-		db, h, err := hookedDB(c.b, dsn, nil)
+		db, h, err := hookedDB(c.b, dsn, ended)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -936,8 +1016,7 @@ func killLoopCell(t *testing.T, c cell, batch int, plan killLoopPlan) killLoopRe
 		stops = append(stops, startConsumer(t, cons))
 	}
 
-	var r killLoopResult
-	r.rows = plan.rows
+	r := killLoopResult{run: run, rows: plan.rows}
 	tick := time.NewTicker(plan.every)
 	for end := time.Now().Add(plan.kills); time.Now().Before(end); {
 		<-tick.C
@@ -975,8 +1054,8 @@ func killLoopCell(t *testing.T, c cell, batch int, plan killLoopPlan) killLoopRe
 		if len(open) == 0 {
 			open = []string{"(none)"}
 		}
-		t.Errorf("%d rows stranded: still unsettled %v after the kills stopped, none settled for %v; the server's open transactions of the consumers' sessions:\n%s",
-			left, time.Since(stopped).Round(time.Second), killLoopStall, strings.Join(open, "\n"))
+		t.Errorf("%d rows stranded: still unsettled %v after the kills stopped, none settled for %v (%s); the server's open transactions of the consumers' sessions:\n%s",
+			left, time.Since(stopped).Round(time.Second), killLoopStall, c.notDue(t, admin, tbl), strings.Join(open, "\n"))
 		t.Logf("the consumers' last log lines:\n%s", lastLines(logs.String(), 10))
 	}
 
@@ -992,6 +1071,10 @@ func killLoopCell(t *testing.T, c cell, batch int, plan killLoopPlan) killLoopRe
 	var sessions []int64
 	for _, h := range pools {
 		sessions = append(sessions, h.sessions()...)
+	}
+	if found := unended.all(); len(found) > 0 {
+		r.unended = len(found)
+		t.Errorf("%d times a session was in a transaction after a COMMIT or ROLLBACK that succeeded, or when the pool handed it out; the first:\n%s", len(found), strings.Join(found[:min(len(found), 10)], "\n"))
 	}
 	if open := c.openTransactions(t, admin, sessions); len(open) > 0 {
 		r.leaked = len(open)
@@ -1014,6 +1097,73 @@ func killLoopCell(t *testing.T, c cell, batch int, plan killLoopPlan) killLoopRe
 	}
 	r.errors = logs.Lines()
 	return r
+}
+
+// notDue says how many of tbl's unsettled rows are not due yet, backed off by a failure
+// (retry_after ahead of the host's clock, which writes it), and when the last falls due: rows
+// that wait so are not held by anyone.
+func (c cell) notDue(t *testing.T, db *sql.DB, tbl inbox.Table) string {
+	t.Helper()
+	var (
+		due  any
+		n    int
+		last time.Time
+	)
+	now := time.Now()
+	forRows(t, db, "SELECT "+c.q(t, tbl.RetryAfter)+" FROM "+c.q(t, tbl.Name)+" WHERE "+c.q(t, tbl.ProcessedAt)+" IS NULL AND "+c.q(t, tbl.RetryAfter)+" IS NOT NULL", nil, func() {
+		at, err := dialect.ScannedTime(due)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if at.After(now) {
+			n++
+			if at.After(last) {
+				last = at
+			}
+		}
+	}, &due)
+	if n == 0 {
+		return "none of them backed off"
+	}
+	return fmt.Sprintf("%d of them backed off, the last due in %v", n, last.Sub(now).Round(100*time.Millisecond))
+}
+
+// setClaimIndex gives tbl, as createTable made it, the claim index admin.Schema creates
+// (schema.ClaimIndex), or leaves it its primary key alone, as index says.
+func (c cell) setClaimIndex(t *testing.T, db *sql.DB, tbl inbox.Table, index bool) {
+	t.Helper()
+	ix, err := schema.ClaimIndex(c.b.dialect, tbl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// createTable gives a MySQL or MariaDB table the claim index, under the same name.
+	made := c.b.name == "mysql" || c.b.name == "mariadb"
+	switch {
+	case index && !made:
+		mustExec(t, db, ix.Create)
+	case !index && made:
+		mustExec(t, db, "DROP INDEX "+c.q(t, ix.Name)+" ON "+c.q(t, tbl.Name))
+	}
+}
+
+// inTransaction says whether the session of conn, a raw driver connection, is in a
+// transaction: on Postgres by the status pgx read in the server's last ReadyForQuery, on MySQL
+// and MariaDB by asking @@in_transaction. SQLite has no server session; it answers false.
+func (c cell) inTransaction(conn driver.Conn) (bool, error) {
+	switch c.b.name {
+	case "postgres":
+		pc, ok := conn.(interface{ Conn() *pgx.Conn })
+		if !ok {
+			return false, fmt.Errorf("a Postgres connection of type %T, not pgx's", conn)
+		}
+		return pc.Conn().PgConn().TxStatus() != 'I', nil
+	case "mysql", "mariadb":
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		n, err := queryInt(ctx, conn, "SELECT @@in_transaction")
+		return n != 0, err
+	}
+	return false, nil
 }
 
 // killSessions kills the server sessions ids from admin without waiting for them to go, and

@@ -12,9 +12,9 @@
 // costs no attempt, since a row's attempt column only moves when a Retry or RetryAfter commits
 // (a delivery reads it plus one: the first delivery reads 1). Each transaction runs on a
 // connection pinned for it (dialect.Tx): a claim, settlement or release whose COMMIT or
-// ROLLBACK fails discards that connection, which ends the transaction with its session, so no
-// transaction outlives its delivery on a pooled connection holding rows no one will claim. A
-// COMMIT whose answer never came (inbox.ErrCommitUnknown) may have settled its rows.
+// ROLLBACK fails discards that connection, which ends the transaction with its session, rather
+// than give it back to the pool with the transaction open. A COMMIT whose answer never came
+// (inbox.ErrCommitUnknown) may have settled its rows.
 //
 // # Durability
 //
