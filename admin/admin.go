@@ -101,9 +101,9 @@ type Stats struct {
 	// Processed rows are kept with ProcessedAt set; 0 without a ProcessedAt column, where they
 	// are deleted.
 	Processed int64 `json:"processed"`
-	// OldestDue is how long the longest-waiting due row has been due, since its retry_after; 0
-	// when no row is due; Unknown when a due row has no retry_after (it was never delayed, and
-	// the table keeps no time of its publishing), and without a RetryAfter column.
+	// OldestDue is how long the longest-waiting due row has been due, since its retry_after,
+	// or since its created_at where it was never delayed (Table.CreatedAt); 0 when no row is
+	// due; Unknown when a due row has neither, and without both columns.
 	OldestDue time.Duration `json:"oldest_due_ns"`
 }
 
@@ -138,12 +138,12 @@ func (a *Admin) Stats(ctx context.Context) ([]Stats, error) {
 		}
 		switch {
 		case s.Due == 0:
-		case undated > 0 || a.t.RetryAfter == "":
+		case undated > 0 || a.t.RetryAfter == "" && a.t.CreatedAt == "":
 			s.OldestDue = Unknown
 		default:
 			since, err := dialect.ScannedTime(oldest)
 			if err != nil {
-				return nil, fmt.Errorf("inbox: table %q, column %q: %w", a.t.Name, a.t.RetryAfter, err)
+				return nil, fmt.Errorf("inbox: table %q: reading the oldest due row's time (RetryAfter, CreatedAt): %w", a.t.Name, err)
 			}
 			s.OldestDue = max(now.Sub(since), 0)
 		}

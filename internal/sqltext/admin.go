@@ -21,8 +21,9 @@ func (s SQL) Admin(lease string) Admin { return Admin{s: s, lease: lease} }
 // group), in queue order. Its columns, in order: the queue (empty without a group); the rows due
 // now; delayed (retry_after ahead); in work (the lease column ahead; 0 without one); retrying
 // (due or delayed, attempt above 0; 0 without an attempt column); dead; processed; the
-// earliest retry_after of a due row (NULL without a due row that has one); the due rows
-// without a retry_after. A row is pending when it is neither processed nor dead, and only
+// earliest time a due row has been due since, its retry_after or else its created_at (NULL
+// without a due row that has one); the due rows with neither (without the columns, every due
+// row). A row is pending when it is neither processed nor dead, and only
 // pending rows are due, delayed, in work or retrying. It binds now, nows times.
 func (a Admin) Stats() (query string, nows int) {
 	t := a.s.t
@@ -80,11 +81,21 @@ func (a Admin) Stats() (query string, nows int) {
 			cols = append(cols, count(c+" IS NOT NULL"))
 		}
 	}
-	if t.RetryAfter != "" {
+	switch {
+	case t.RetryAfter != "" && t.CreatedAt != "":
+		cols = append(cols,
+			"MIN(CASE WHEN "+when(append(free(), "("+t.RetryAfter+" IS NULL OR "+t.RetryAfter+" <= "+now()+")")...)+
+				" THEN COALESCE("+t.RetryAfter+", "+t.CreatedAt+") END)",
+			count(when(append(free(), t.RetryAfter+" IS NULL AND "+t.CreatedAt+" IS NULL")...)))
+	case t.RetryAfter != "":
 		cols = append(cols,
 			"MIN(CASE WHEN "+when(append(free(), t.RetryAfter+" <= "+now())...)+" THEN "+t.RetryAfter+" END)",
 			count(when(append(free(), t.RetryAfter+" IS NULL")...)))
-	} else {
+	case t.CreatedAt != "":
+		cols = append(cols,
+			"MIN(CASE WHEN "+when(free()...)+" THEN "+t.CreatedAt+" END)",
+			count(when(append(free(), t.CreatedAt+" IS NULL")...)))
+	default:
 		cols = append(cols, "NULL", count(when(free()...)))
 	}
 	query = "SELECT " + strings.Join(cols, ", ") + " FROM " + t.Name

@@ -9,17 +9,19 @@ import (
 
 // adminShapes are the table descriptions the operating statements' golden files cover: every
 // role with the lease column; dead rows kept with nothing else (no group, attempt, error,
-// retry_after or lease); processed rows kept without a group; and every role under odd names.
+// retry_after or lease); processed rows kept without a group; a publishing time without
+// retry_after; and every role under odd names.
 var adminShapes = []golden.Shape{
 	{
 		Name: "all-roles",
 		Table: sqltext.Table{Name: "jobs", ID: "id", IDGenerated: true, Payload: "payload", Attempt: "attempt",
 			ProcessedAt: "processed_at", Queue: "queue", Priority: "priority", RetryAfter: "retry_after", Headers: "headers",
-			DeadAt: "dead_at", LastError: "last_error"},
+			DeadAt: "dead_at", LastError: "last_error", CreatedAt: "created_at"},
 		Lease: "locked_until",
 	},
 	{Name: "dead-only", Table: sqltext.Table{Name: "jobs", ID: "id", DeadAt: "dead_at"}},
 	{Name: "processed-no-group", Table: sqltext.Table{Name: "jobs", ID: "id", Attempt: "attempt", ProcessedAt: "processed_at", RetryAfter: "retry_after"}},
+	{Name: "created-no-retry", Table: sqltext.Table{Name: "jobs", ID: "id", Queue: "queue", CreatedAt: "created_at"}},
 	{
 		Name: "odd-names",
 		Table: sqltext.Table{Name: "select `from` \"where\"", ID: `id "x"`, IDGenerated: true, Attempt: "order",
