@@ -156,12 +156,13 @@ func (a *Admin) Stats(ctx context.Context) ([]Stats, error) {
 }
 
 // A Selection names rows for Dead, Requeue, PurgeDead and PurgeProcessed: All, a Queue, or
-// IDs. The zero Selection names none, and is refused.
+// IDs; and for Act and Count, Matching too. The zero Selection names none, and is refused.
 type Selection struct {
 	all     bool
 	byQueue bool
 	queue   string
 	ids     []int64
+	filter  *Filter // Matching
 }
 
 // All selects every row, of every queue.
@@ -179,6 +180,8 @@ func (s Selection) String() string {
 		return "every queue"
 	case s.byQueue:
 		return fmt.Sprintf("queue %q", s.queue)
+	case s.filter != nil:
+		return "the rows a filter matches"
 	}
 	return fmt.Sprintf("ids %v", s.ids)
 }
@@ -186,6 +189,8 @@ func (s Selection) String() string {
 // check refuses a selection that names nothing, or a queue of a table without a Queue column.
 func (a *Admin) check(call string, sel Selection) error {
 	switch {
+	case sel.filter != nil:
+		return fmt.Errorf("inbox: table %q: %s does not take admin.Matching (Act and Count do): select with admin.All(), admin.Queue(name) or admin.IDs(ids...)", a.t.Name, call)
 	case !sel.all && !sel.byQueue && sel.ids == nil:
 		return fmt.Errorf("inbox: table %q: %s was given no rows: select them with admin.All(), admin.Queue(name) or admin.IDs(ids...)", a.t.Name, call)
 	case sel.byQueue && a.t.Queue == "":
