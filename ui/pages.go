@@ -93,7 +93,36 @@ type overviewPage struct {
 	view
 	Counts  countsRead
 	Queues  []queueLine
-	Refresh int // seconds between the live refreshes of the counts
+	Total   *admin.Stats // the queues' counts summed, where there are several
+	Refresh int          // seconds between the live refreshes of the counts
+}
+
+// total sums the counts of several queues: an unknown count stays unknown; the oldest due row
+// is the oldest of them all.
+func total(stats []admin.Stats) *admin.Stats {
+	if len(stats) < 2 {
+		return nil
+	}
+	var sum admin.Stats
+	add := func(to *int64, n int64) {
+		if *to == admin.Unknown || n == admin.Unknown {
+			*to = admin.Unknown
+			return
+		}
+		*to += n
+	}
+	for _, s := range stats {
+		sum.Due += s.Due
+		sum.Delayed += s.Delayed
+		add(&sum.InWork, s.InWork)
+		add(&sum.Retrying, s.Retrying)
+		sum.Dead += s.Dead
+		sum.Processed += s.Processed
+		if sum.OldestDue != admin.Unknown && (s.OldestDue == admin.Unknown || s.OldestDue > sum.OldestDue) {
+			sum.OldestDue = s.OldestDue
+		}
+	}
+	return &sum
 }
 
 func (h *handler) overview(w http.ResponseWriter, r *http.Request) {
@@ -103,6 +132,7 @@ func (h *handler) overview(w http.ResponseWriter, r *http.Request) {
 	for _, s := range p.Counts.Stats {
 		p.Queues = append(p.Queues, queueLine{Stats: s, Shown: shownQueue(s.Queue)})
 	}
+	p.Total = total(p.Counts.Stats)
 	page := "overview"
 	if r.URL.Query().Get("part") == "queues" {
 		page = "queues" // the live refresh's fragment
