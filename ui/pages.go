@@ -441,6 +441,8 @@ type actPage struct {
 	Done   bool   // the action ran
 	Cut    string // why the action stopped before its end, where it did
 	Back   string // the listing's query to go back to
+	// Bounded says the filter's ids were bounded to those a listing reads (see bound).
+	Bounded bool
 }
 
 func (h *handler) act(w http.ResponseWriter, r *http.Request) {
@@ -456,6 +458,13 @@ func (h *handler) act(w http.ResponseWriter, r *http.Request) {
 	if err != nil {
 		h.fail(w, r, http.StatusBadRequest, err)
 		return
+	}
+	if p.Scope == "matching" && unindexed(p.Filter) && p.Filter.FromID == 0 {
+		if err := h.bound(r, &p); err != nil {
+			h.fail(w, r, http.StatusInternalServerError, err)
+			return
+		}
+		sel = admin.Matching(p.Filter)
 	}
 	if r.PostFormValue("confirm") != "yes" {
 		ctx, cancel := h.queryCtx(r)
@@ -481,6 +490,32 @@ func (h *handler) act(w http.ResponseWriter, r *http.Request) {
 		p.Error = err.Error()
 	}
 	h.render(w, http.StatusOK, "act", p)
+}
+
+// unindexed reports whether f has a condition no index serves, which reads every row of its
+// id range: on the last error, or on the payload.
+func unindexed(f admin.Filter) bool { return f.ErrorContains != "" || f.Path != "" }
+
+// bound gives the filter of an action over every match, where it has a condition no index
+// serves and no lowest id, the ids a listing reads: the scanSpan highest below its highest id,
+// or the table's. The form then carries them, and the confirmation and the action take the same
+// ids. A wider range is the operator's to give (from, to).
+func (h *handler) bound(r *http.Request, p *actPage) error {
+	ctx, cancel := h.queryCtx(r)
+	defer cancel()
+	lowest, highest, err := h.a.Bounds(ctx)
+	if err != nil {
+		return err
+	}
+	top := highest
+	if p.Filter.ToID != 0 {
+		top = min(top, p.Filter.ToID)
+	}
+	p.Filter.FromID = max(lowest, top-scanSpan+1, 1)
+	p.Filter.ToID = max(top, p.Filter.FromID)
+	p.Form.From, p.Form.To = strconv.FormatInt(p.Filter.FromID, 10), strconv.FormatInt(p.Filter.ToID, 10)
+	p.Bounded = true
+	return nil
 }
 
 // readAct reads an action's form: the action, and the rows it names, its selection or every

@@ -333,3 +333,20 @@ func cloneValues(v url.Values) url.Values {
 	}
 	return out
 }
+
+// TestEveryMatchOfAnUnindexedFilterIsBounded: an action over every row a filter on the payload
+// matches, given no id range, takes the ids a listing reads, says so, and counts only those.
+func TestEveryMatchOfAnUnindexedFilterIsBounded(t *testing.T) {
+	f := &fakeDB{answers: answers()}
+	c := newClient(t, page(t, f, nil))
+	_, body := c.get("/rows?state=dead")
+	form := url.Values{"csrf": {c.csrf(body)}, "do": {"delete"}, "scope": {"matching"}, "state": {"dead"}, "path": {"customer.id"}, "value": {"42"}}
+	resp, body := c.do("POST", "/act", form, nil)
+	if resp.StatusCode != http.StatusOK || !strings.Contains(body, `id="bounded"`) || !strings.Contains(body, `name="from" value="1"`) || !strings.Contains(body, `name="to" value="3"`) {
+		t.Errorf("the confirmation of a delete of every payload match: %s, want the ids bounded, and carried by its form:\n%s", resp.Status, body)
+	}
+	counts := f.statements("SELECT COUNT(*) FROM (")
+	if len(counts) != 1 || !strings.Contains(counts[0], "`id` >= ? AND `id` <= ?") {
+		t.Errorf("the count before the action: %q, want it over an id range", counts)
+	}
+}
