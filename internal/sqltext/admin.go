@@ -54,11 +54,18 @@ func (a Admin) Stats() (query string, nows int) {
 		return []string{"(" + a.lease + " IS NULL OR " + a.lease + " < " + now() + ")"}
 	}
 	count := func(cond string) string { return "COUNT(CASE WHEN " + cond + " THEN 1 END)" }
-	group := "''"
-	if t.Queue != "" {
-		group = t.Queue
+	name, group := "''", ""
+	switch {
+	case t.Queue != "" && a.s.c.PartialIndexes:
+		name, group = t.Queue, t.Queue
+	case t.Queue != "":
+		// The claim index covers every row and leads with the queue: grouped by the column, the
+		// optimizer walks it in queue order and reads every row through it (MariaDB 10.11: 27 s
+		// over a million rows, against 5 s for a scan of the table). No index serves an
+		// expression, and its groups are the queue's.
+		name, group = "MIN("+t.Queue+")", "CONCAT("+t.Queue+", '')"
 	}
-	cols := []string{group}
+	cols := []string{name}
 	if t.RetryAfter != "" {
 		cols = append(cols,
 			count(when(append(free(), "("+t.RetryAfter+" IS NULL OR "+t.RetryAfter+" <= "+now()+")")...)),
@@ -104,8 +111,8 @@ func (a Admin) Stats() (query string, nows int) {
 		cols = append(cols, "NULL", count(when(free()...)))
 	}
 	query = "SELECT " + strings.Join(cols, ", ") + " FROM " + t.Name
-	if t.Queue != "" {
-		query += " GROUP BY " + t.Queue + " ORDER BY " + t.Queue
+	if group != "" {
+		query += " GROUP BY " + group + " ORDER BY 1"
 	}
 	return query, nows
 }
