@@ -13,9 +13,14 @@ import (
 // being counted, and refreshes).
 const countWait = 150 * time.Millisecond
 
+// countPause is how many times as long as the last count took a new one waits, at least: the
+// counts keep a connection busy a fifth of the time at most, however large the table.
+const countPause = 4
+
 // counts keeps the overview's counts: admin.Stats, one statement that reads the whole table,
-// run in the background when a page asks for counts older than every, at most one at a time,
-// each under timeout. No goroutine outlives its count.
+// run in the background when a page asks for counts older than every (or countPause times as
+// long as the last count took), at most one at a time, each under timeout. No goroutine
+// outlives its count.
 type counts struct {
 	stats   func(context.Context) ([]admin.Stats, error)
 	every   time.Duration
@@ -40,7 +45,7 @@ type countsRead struct {
 // first count ends it waits for it up to countWait (or ctx's end).
 func (c *counts) read(ctx context.Context) countsRead {
 	c.mu.Lock()
-	if c.running == nil && time.Since(c.last.At) >= c.every {
+	if c.running == nil && time.Since(c.last.At) >= max(c.every, countPause*c.last.Took) {
 		c.running = make(chan struct{})
 		go c.count(c.running)
 	}
@@ -78,8 +83,11 @@ func (c *counts) count(done chan struct{}) {
 }
 
 // lastStats are the last counts, without starting a count.
-func (c *counts) lastStats() []admin.Stats {
+func (c *counts) lastStats() []admin.Stats { return c.lastRead().Stats }
+
+// lastRead is the last count, without starting one.
+func (c *counts) lastRead() countsRead {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return c.last.Stats
+	return c.last
 }

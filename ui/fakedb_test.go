@@ -11,6 +11,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 )
 
 // fakeDB is a database/sql connector whose connections answer each statement by the first of
@@ -31,6 +32,7 @@ type answer struct {
 	rows    [][]driver.Value
 	changed int64
 	block   bool
+	delay   time.Duration // how long the statement takes before it answers
 }
 
 func (f *fakeDB) open(t *testing.T) *sql.DB {
@@ -76,6 +78,7 @@ func (c *fakeConn) answer(ctx context.Context, query string) (answer, error) {
 			<-ctx.Done()
 			return answer{}, ctx.Err()
 		}
+		time.Sleep(a.delay)
 		return a, nil
 	}
 	return answer{}, errors.New("fakeDB: no answer for " + query)

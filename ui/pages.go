@@ -304,7 +304,7 @@ func (h *handler) errorText(err error) string {
 }
 
 // listInto lists a page of the rows f matches into p: at most pageRows rows, from at most
-// scanSpan ids below the page's start (the before parameter, or the filter's highest id, or
+// span(f) ids below the page's start (the before parameter, or the filter's highest id, or
 // the table's), and the query of the next page: after a full page, the ids below its last
 // row; after a page that read its span without filling up, the ids below the span.
 func (h *handler) listInto(r *http.Request, p *rowsPage, f admin.Filter) error {
@@ -332,7 +332,7 @@ func (h *handler) listInto(r *http.Request, p *rowsPage, f admin.Filter) error {
 		return nil
 	}
 	window := f
-	window.FromID, window.ToID = max(bottom, top-scanSpan+1), top
+	window.FromID, window.ToID = max(bottom, top-span(f)+1), top
 	p.From, p.To = window.FromID, window.ToID
 	rows, err := h.a.Rows(ctx, window, pageRows)
 	if err != nil {
@@ -437,10 +437,15 @@ type actPage struct {
 	Filter admin.Filter
 	Count  int64
 	Capped bool // Count reached countCap: that many or more
-	Result admin.Result
-	Done   bool   // the action ran
-	Cut    string // why the action stopped before its end, where it did
-	Back   string // the listing's query to go back to
+	// Counted is how far down the count went where it stopped before the lowest id (the ids
+	// from CountedFrom up): then Count is a lower bound.
+	CountedFrom int64
+	// CountedAt dates a count taken from the queues' counts (the last admin.Stats).
+	CountedAt time.Time
+	Result    admin.Result
+	Done      bool   // the action ran
+	Cut       string // why the action stopped before its end, where it did
+	Back      string // the listing's query to go back to
 	// Bounded says the filter's ids were bounded to those a listing reads (see bound).
 	Bounded bool
 }
@@ -467,14 +472,9 @@ func (h *handler) act(w http.ResponseWriter, r *http.Request) {
 		sel = admin.Matching(p.Filter)
 	}
 	if r.PostFormValue("confirm") != "yes" {
-		ctx, cancel := h.queryCtx(r)
-		defer cancel()
-		if p.Count, err = h.a.Count(ctx, p.Action, sel, countCap); err != nil {
+		if err := h.count(r, &p, sel); err != nil {
 			p.Error = h.errorText(err) + " The action was not run: without its count, it is not offered."
-			h.render(w, http.StatusOK, "act", p)
-			return
 		}
-		p.Capped = p.Count >= countCap
 		h.render(w, http.StatusOK, "act", p)
 		return
 	}
@@ -496,8 +496,16 @@ func (h *handler) act(w http.ResponseWriter, r *http.Request) {
 // id range: on the last error, or on the payload.
 func unindexed(f admin.Filter) bool { return f.ErrorContains != "" || f.Path != "" }
 
+// span is how many ids a listing of f reads at most.
+func span(f admin.Filter) int64 {
+	if f.Path != "" {
+		return jsonSpan
+	}
+	return scanSpan
+}
+
 // bound gives the filter of an action over every match, where it has a condition no index
-// serves and no lowest id, the ids a listing reads: the scanSpan highest below its highest id,
+// serves and no lowest id, the ids a listing reads: the span(f) highest below its highest id,
 // or the table's. The form then carries them, and the confirmation and the action take the same
 // ids. A wider range is the operator's to give (from, to).
 func (h *handler) bound(r *http.Request, p *actPage) error {
@@ -511,7 +519,7 @@ func (h *handler) bound(r *http.Request, p *actPage) error {
 	if p.Filter.ToID != 0 {
 		top = min(top, p.Filter.ToID)
 	}
-	p.Filter.FromID = max(lowest, top-scanSpan+1, 1)
+	p.Filter.FromID = max(lowest, top-span(p.Filter)+1, 1)
 	p.Filter.ToID = max(top, p.Filter.FromID)
 	p.Form.From, p.Form.To = strconv.FormatInt(p.Filter.FromID, 10), strconv.FormatInt(p.Filter.ToID, 10)
 	p.Bounded = true

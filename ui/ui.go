@@ -80,12 +80,19 @@ const (
 const (
 	// pageRows is how many rows a listing shows.
 	pageRows = 50
-	// scanSpan is how many ids one listing page reads at most: a filter that no index serves
-	// (a last error, a payload path), or a state whose rows are few, reads this much of the
-	// primary key and no more, and the page offers to read on from where it stopped.
+	// scanSpan is how many ids one listing page reads at most: a state whose rows are few, or
+	// a filter on the last error, reads this much of the primary key and no more, and the page
+	// offers to read on from where it stopped. A filter on the payload, which parses each row's
+	// JSON, reads jsonSpan.
 	scanSpan = 20_000
+	jsonSpan = 10_000
 	// countCap is where the count before an action stops: "10,000 or more".
 	countCap = 10_000
+	// countWindow is how many ids one statement of the count before an action reads, and
+	// countBudget how long the count goes on reading windows: a count that has not read every
+	// id by then says it is a lower bound, and down to which id it counted.
+	countWindow = 200_000
+	countBudget = 150 * time.Millisecond
 )
 
 //go:embed templates static

@@ -350,3 +350,47 @@ func TestEveryMatchOfAnUnindexedFilterIsBounded(t *testing.T) {
 		t.Errorf("the count before the action: %q, want it over an id range", counts)
 	}
 }
+
+// TestCountBeforeAnAction: before an action over every row of a state in a queue, the count is
+// the queues' own (no statement), dated; over another filter it is counted, a window of ids
+// after another, and where that takes longer than the page's budget it says it is a lower
+// bound, and how far down it counted.
+func TestCountBeforeAnAction(t *testing.T) {
+	confirm := func(c *client, form url.Values) string {
+		t.Helper()
+		_, body := c.get("/rows?state=dead")
+		form.Set("csrf", c.csrf(body))
+		resp, body := c.do("POST", "/act", form, nil)
+		if resp.StatusCode != http.StatusOK {
+			t.Fatalf("POST /act %v: %s\n%s", form, resp.Status, body)
+		}
+		return body
+	}
+	t.Run("from the queues' counts", func(t *testing.T) {
+		f := &fakeDB{answers: answers()}
+		c := newClient(t, page(t, f, nil))
+		c.get("/") // reads the queues' counts
+		body := confirm(c, url.Values{"do": {"requeue"}, "scope": {"matching"}, "state": {"dead"}, "queue": {quotedQueue}})
+		if !strings.Contains(body, `id="counted-at"`) || !regexp.MustCompile(`(?s)id="count">\s*1 row the filter matches`).MatchString(body) {
+			t.Errorf("the confirmation of a requeue of a queue's dead rows:\n%s", body)
+		}
+		if got := f.statements("SELECT COUNT(*) FROM ("); len(got) != 0 {
+			t.Errorf("counted by %q, want the queues' counts", got)
+		}
+	})
+	t.Run("a lower bound", func(t *testing.T) {
+		slow := append([]answer{
+			{key: "(SELECT MIN(", columns: []string{"lo", "hi"}, rows: [][]driver.Value{{int64(1), int64(1_000_000)}}},
+			{key: "SELECT COUNT(*) FROM (", columns: []string{"n"}, rows: [][]driver.Value{{int64(7)}}, delay: 200 * time.Millisecond},
+		}, answers()...)
+		f := &fakeDB{answers: slow}
+		c := newClient(t, page(t, f, nil))
+		body := confirm(c, url.Values{"do": {"delete"}, "scope": {"matching"}, "state": {"dead"}, "older": {"1h"}})
+		if !strings.Contains(body, `id="partial"`) || !strings.Contains(body, "At least 7 rows") || !strings.Contains(body, "800,001") {
+			t.Errorf("a count that took longer than its budget: the confirmation does not say it is a lower bound, counted down to id 800,001:\n%s", body)
+		}
+		if got := f.statements("SELECT COUNT(*) FROM ("); len(got) != 1 {
+			t.Errorf("%d counting statements after the budget ran out, want 1", len(got))
+		}
+	})
+}
