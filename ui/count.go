@@ -36,19 +36,21 @@ func (h *handler) count(r *http.Request, p *actPage, sel admin.Selection) error 
 		top = min(top, p.Filter.ToID)
 	}
 	start := time.Now()
+	size, last := int64(scanSpan), time.Duration(0)
 	for top >= lowest && p.Count < countCap {
-		if time.Since(start) >= countBudget {
+		if time.Since(start)+2*last > countBudget {
 			p.CountedFrom = top + 1
 			return nil
 		}
 		window := p.Filter
-		window.FromID, window.ToID = max(lowest, top-countWindow+1), top
+		window.FromID, window.ToID = max(lowest, top-size+1), top
+		began := time.Now()
 		n, err := h.a.Count(ctx, p.Action, admin.Matching(window), countCap-p.Count)
 		if err != nil {
 			return err
 		}
 		p.Count += n
-		top = window.FromID - 1
+		top, size, last = window.FromID-1, 2*size, time.Since(began)
 	}
 	return nil
 }

@@ -88,10 +88,10 @@ const (
 	jsonSpan = 10_000
 	// countCap is where the count before an action stops: "10,000 or more".
 	countCap = 10_000
-	// countWindow is how many ids one statement of the count before an action reads, and
-	// countBudget how long the count goes on reading windows: a count that has not read every
-	// id by then says it is a lower bound, and down to which id it counted.
-	countWindow = 200_000
+	// countBudget is how long the count before an action goes on reading windows of ids, the
+	// first of scanSpan ids, each next one of twice as many: a count that has not read every id by
+	// then says it is a lower bound, and down to which id it counted. A window is not begun
+	// that would end past the budget, were it to take twice as long as the last.
 	countBudget = 150 * time.Millisecond
 )
 
