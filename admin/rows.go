@@ -341,7 +341,7 @@ func (a *Admin) stateNeeds(call string, s State) error {
 		return a.needs(call+" of delayed rows", "RetryAfter", a.t.RetryAfter)
 	case InWork:
 		if a.lease == "" {
-			return fmt.Errorf("inbox: table %q: %s of rows in work needs the lease column, which the row lock and advisory forms do not write (they hold rows by locks): give admin.New the lease form's column", a.t.Name, call)
+			return fmt.Errorf("%w: table %q: %s of rows in work needs the lease column, which the row lock and advisory forms do not write (they hold rows by locks): give admin.New the lease form's column", inbox.ErrSchema, a.t.Name, call)
 		}
 		return nil
 	case Retrying:

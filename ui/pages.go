@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/sqlinbox/inbox"
 	"github.com/sqlinbox/inbox/admin"
 )
 
@@ -280,19 +281,33 @@ func (h *handler) rows(w http.ResponseWriter, r *http.Request) {
 		p.Queues = append(p.Queues, shownQueue(q.Queue))
 	}
 	f, err := ff.filter()
+	status := http.StatusBadRequest // a filter that does not read, or that the table cannot take
 	if err == nil {
 		err = h.listInto(r, &p, f)
+		status = h.statusOf(err)
 	}
 	if err != nil {
-		status := http.StatusBadRequest
-		if errors.Is(err, context.DeadlineExceeded) {
-			status = http.StatusGatewayTimeout
-		}
 		p.Error = h.errorText(err)
-		h.render(w, status, "rows", p)
-		return
 	}
-	h.render(w, http.StatusOK, "rows", p)
+	if status >= http.StatusInternalServerError {
+		h.log.Error("inbox ui: listing rows", "err", err)
+	}
+	h.render(w, status, "rows", p)
+}
+
+// statusOf is the status of a page whose queries ended with err: 504 when QueryTimeout cut them
+// short, 400 for a filter the table cannot take (it lacks a role: inbox.ErrSchema), 500 for
+// another error.
+func (h *handler) statusOf(err error) int {
+	switch {
+	case err == nil:
+		return http.StatusOK
+	case errors.Is(err, context.DeadlineExceeded):
+		return http.StatusGatewayTimeout
+	case errors.Is(err, inbox.ErrSchema):
+		return http.StatusBadRequest
+	}
+	return http.StatusInternalServerError
 }
 
 // errorText is what a page says of err: a query cut short by QueryTimeout says what to narrow.

@@ -394,3 +394,18 @@ func TestCountBeforeAnAction(t *testing.T) {
 		}
 	})
 }
+
+// TestListingFailureIsTheServers: a listing whose query fails answers 500 and shows the error; a
+// filter that does not read answers 400 (TestFilterFieldsAreRead).
+func TestListingFailureIsTheServers(t *testing.T) {
+	var broken []answer
+	for _, a := range answers() {
+		if a.key != "SUBSTR(COALESCE(" {
+			broken = append(broken, a)
+		}
+	}
+	c := newClient(t, page(t, &fakeDB{answers: broken}, nil))
+	if resp, body := c.get("/rows?state=dead"); resp.StatusCode != http.StatusInternalServerError || !strings.Contains(body, "no answer for") {
+		t.Errorf("a listing whose query fails: %s, want 500 with the error shown:\n%s", resp.Status, body)
+	}
+}
