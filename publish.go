@@ -395,6 +395,9 @@ func rowArgs(t Table, d dialect.Dialect, m Message, now time.Time) ([]any, error
 	case m.Delay > 0:
 		return nil, fmt.Errorf("inbox: table %q has no RetryAfter column, so a Message cannot be delayed: add the column or publish without Delay", t.Name)
 	}
+	if t.CreatedAt != "" {
+		row = append(row, d.Time(now))
+	}
 	return row, nil
 }
 

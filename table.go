@@ -21,6 +21,7 @@ import (
 //	Headers      text holding a JSON object of strings, NULL
 //	DeadAt       timestamp, NULL
 //	LastError    text, NULL
+//	CreatedAt    timestamp, NULL
 //
 // Timestamps are written in UTC to the microsecond; on SQLite as fixed-width text (see
 // dialect.SQLiteTimeLayout). Every form checks the types at Open and fails with ErrSchema,
@@ -66,6 +67,11 @@ type Table struct {
 	// LastError names the column that keeps the text of the error of a row's last failed
 	// delivery (bounded in length), for inspection.
 	LastError string
+	// CreatedAt names the column publishing stamps with the time of the publish, taken from
+	// the host's clock as RetryAfter's times are, so that a due row's wait is known from its
+	// publishing when it was never delayed (admin.Stats' OldestDue). Rows written by the
+	// application's own INSERT carry whatever it writes there (NULL: their wait is unknown).
+	CreatedAt string
 
 	// Columns names the application's own columns, those with no role, that every claim reads
 	// with the row (in the same statement), so that a handler reads them with Column. They may
@@ -169,7 +175,7 @@ func (t *Table) roles() []role {
 		{"ID", &t.ID}, {"Payload", &t.Payload}, {"Attempt", &t.Attempt},
 		{"ProcessedAt", &t.ProcessedAt}, {"Queue", &t.Queue}, {"Priority", &t.Priority},
 		{"RetryAfter", &t.RetryAfter}, {"Headers", &t.Headers}, {"DeadAt", &t.DeadAt},
-		{"LastError", &t.LastError},
+		{"LastError", &t.LastError}, {"CreatedAt", &t.CreatedAt},
 	}
 }
 

@@ -102,10 +102,10 @@ type Stats struct {
 	// Processed rows are kept with ProcessedAt set; 0 without a ProcessedAt column, where they
 	// are deleted.
 	Processed int64 `json:"processed"`
-	// OldestDue is how long the longest-waiting due row has been due, since its retry_after; 0
-	// when no row is due; Unknown when a due row has no retry_after (it was never delayed, and
-	// the table keeps no time of its publishing), and without a RetryAfter column. JSON gives it
-	// in seconds, as oldest_due_seconds (-1 when Unknown), as inbox stats -json does.
+	// OldestDue is how long the longest-waiting due row has been due, since its retry_after,
+	// or since its created_at where it was never delayed (Table.CreatedAt); 0 when no row is
+	// due; Unknown when a due row has neither, and without both columns. JSON gives it in
+	// seconds, as oldest_due_seconds (-1 when Unknown), as inbox stats -json does.
 	OldestDue time.Duration `json:"-"`
 }
 
@@ -172,12 +172,12 @@ func (a *Admin) Stats(ctx context.Context) ([]Stats, error) {
 		}
 		switch {
 		case s.Due == 0:
-		case undated > 0 || a.t.RetryAfter == "":
+		case undated > 0 || a.t.RetryAfter == "" && a.t.CreatedAt == "":
 			s.OldestDue = Unknown
 		default:
 			since, err := dialect.ScannedTime(oldest)
 			if err != nil {
-				return nil, fmt.Errorf("inbox: table %q, column %q: %w", a.t.Name, a.t.RetryAfter, err)
+				return nil, fmt.Errorf("inbox: table %q: reading the oldest due row's time (RetryAfter, CreatedAt): %w", a.t.Name, err)
 			}
 			s.OldestDue = max(now.Sub(since), 0)
 		}
@@ -190,12 +190,13 @@ func (a *Admin) Stats(ctx context.Context) ([]Stats, error) {
 }
 
 // A Selection names rows for Dead, Requeue, PurgeDead and PurgeProcessed: All, a Queue, or
-// IDs. The zero Selection names none, and is refused.
+// IDs; and for Act and Count, Matching too. The zero Selection names none, and is refused.
 type Selection struct {
 	all     bool
 	byQueue bool
 	queue   string
 	ids     []int64
+	filter  *Filter // Matching
 }
 
 // All selects every row, of every queue.
@@ -213,6 +214,8 @@ func (s Selection) String() string {
 		return "every queue"
 	case s.byQueue:
 		return fmt.Sprintf("queue %q", s.queue)
+	case s.filter != nil:
+		return "the rows a filter matches"
 	}
 	return fmt.Sprintf("ids %v", s.ids)
 }
@@ -220,6 +223,8 @@ func (s Selection) String() string {
 // check refuses a selection that names nothing, or a queue of a table without a Queue column.
 func (a *Admin) check(call string, sel Selection) error {
 	switch {
+	case sel.filter != nil:
+		return fmt.Errorf("inbox: table %q: %s does not take admin.Matching (Act and Count do): select with admin.All(), admin.Queue(name) or admin.IDs(ids...)", a.t.Name, call)
 	case !sel.all && !sel.byQueue && sel.ids == nil:
 		return fmt.Errorf("inbox: table %q: %s was given no rows: select them with admin.All(), admin.Queue(name) or admin.IDs(ids...)", a.t.Name, call)
 	case sel.byQueue && a.t.Queue == "":

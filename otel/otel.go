@@ -33,6 +33,7 @@ import (
 	"time"
 
 	"github.com/sqlinbox/inbox"
+	"github.com/sqlinbox/inbox/admin"
 	"github.com/sqlinbox/inbox/outcome"
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
@@ -291,13 +292,34 @@ func failed(st inbox.Settlement, id int64) bool {
 }
 
 // StatsFunc reads a queue's depth (rows due now) and the age of its oldest due row (zero when
-// none is due). inbox.Admin's stats, or a query of your own, can serve.
+// none is due; negative when it is unknown). AdminStats serves, or a query of your own.
 type StatsFunc func(ctx context.Context) (depth int64, oldest time.Duration, err error)
 
+// AdminStats is the StatsFunc of queue ("" for a table without a Queue column) read from a's
+// counts (admin.Stats): its due rows, and how long its oldest due row has waited, since its
+// retry_after or, for a row never delayed, its publishing where the table names a CreatedAt
+// column; negative (admin.Unknown) where a due row has neither. admin.Stats is one statement
+// that reads the whole table, at each collection: on a large table, collect seldom.
+func AdminStats(a *admin.Admin, queue string) StatsFunc {
+	return func(ctx context.Context) (int64, time.Duration, error) {
+		stats, err := a.Stats(ctx)
+		if err != nil {
+			return 0, 0, err
+		}
+		for _, s := range stats {
+			if s.Queue == queue {
+				return s.Due, s.OldestDue, nil
+			}
+		}
+		return 0, 0, nil
+	}
+}
+
 // WatchQueue registers two gauges read from stats at each collection, with queue and table
-// as attributes: inbox.queue.depth ({message}) and inbox.queue.oldest_age (s). A collection
-// at which stats fails records neither and returns its error to the SDK (which hands it to
-// otel's error handler). Unregister the returned registration when the queue goes.
+// as attributes: inbox.queue.depth ({message}) and inbox.queue.oldest_age (s), which is not
+// recorded while stats says the age is unknown. A collection at which stats fails records
+// neither and returns its error to the SDK (which hands it to otel's error handler).
+// Unregister the returned registration when the queue goes.
 func (o *Observer) WatchQueue(queue, table string, stats StatsFunc) (metric.Registration, error) {
 	depth, err := o.meter.Int64ObservableGauge("inbox.queue.depth", metric.WithUnit("{message}"),
 		metric.WithDescription("Rows of the queue due now."))
@@ -316,7 +338,9 @@ func (o *Observer) WatchQueue(queue, table string, stats StatsFunc) (metric.Regi
 			return fmt.Errorf("inboxotel: queue %q of table %q: reading its stats: %w", queue, table, err)
 		}
 		m.ObserveInt64(depth, n, attrs)
-		m.ObserveFloat64(oldest, age.Seconds(), attrs)
+		if age >= 0 {
+			m.ObserveFloat64(oldest, age.Seconds(), attrs)
+		}
 		return nil
 	}, depth, oldest)
 }

@@ -49,6 +49,7 @@ var commands = []command{
 	{"stats", "count a table's rows by state, per queue (-watch, -json)", statsCommand},
 	{"dead", "list, requeue or purge dead rows", deadCommand},
 	{"purge", "delete processed rows older than an age (-processed-before 7d)", purgeCommand},
+	{"ui", "serve the operator's web page for one table (-addr 127.0.0.1:8080)", uiCommand},
 	{"version", "print the versions of this command, the library and Go", version},
 }
 

@@ -14,12 +14,13 @@ var (
 	postgresDefinitions = map[Role]string{
 		ID: "BIGINT PRIMARY KEY", Payload: "BYTEA", Attempt: "INT NOT NULL DEFAULT 0", Priority: "INT NOT NULL DEFAULT 0",
 		Queue: "TEXT NOT NULL DEFAULT ''", Headers: "TEXT", LastError: "TEXT",
-		ProcessedAt: "TIMESTAMPTZ", RetryAfter: "TIMESTAMPTZ", DeadAt: "TIMESTAMPTZ", Lease: "TIMESTAMPTZ",
+		ProcessedAt: "TIMESTAMPTZ", RetryAfter: "TIMESTAMPTZ", DeadAt: "TIMESTAMPTZ", CreatedAt: "TIMESTAMPTZ", Lease: "TIMESTAMPTZ",
 	}
 	mysqlDefinitions = map[Role]string{
 		ID: "BIGINT PRIMARY KEY", Payload: "LONGBLOB", Attempt: "INT NOT NULL DEFAULT 0", Priority: "INT NOT NULL DEFAULT 0",
 		Queue: "VARCHAR(191) NOT NULL DEFAULT ''", Headers: "TEXT", LastError: "TEXT",
-		ProcessedAt: "DATETIME(6) NULL", RetryAfter: "DATETIME(6) NULL", DeadAt: "DATETIME(6) NULL", Lease: "DATETIME(6) NULL",
+		ProcessedAt: "DATETIME(6) NULL", RetryAfter: "DATETIME(6) NULL", DeadAt: "DATETIME(6) NULL", CreatedAt: "DATETIME(6) NULL",
+		Lease: "DATETIME(6) NULL",
 	}
 )
 

@@ -37,11 +37,12 @@ const (
 	Headers
 	DeadAt
 	LastError
+	CreatedAt
 	Lease
 )
 
 func (r Role) String() string {
-	return [...]string{"ID", "Payload", "Attempt", "ProcessedAt", "Queue", "Priority", "RetryAfter", "Headers", "DeadAt", "LastError", "lease column"}[r]
+	return [...]string{"ID", "Payload", "Attempt", "ProcessedAt", "Queue", "Priority", "RetryAfter", "Headers", "DeadAt", "LastError", "CreatedAt", "lease column"}[r]
 }
 
 // Named is a column a description names, by its role.
@@ -57,7 +58,7 @@ func Describe(t inbox.Table, lease string) []Named {
 	for _, n := range []Named{
 		{ID, t.ID}, {Payload, t.Payload}, {Attempt, t.Attempt}, {ProcessedAt, t.ProcessedAt},
 		{Queue, t.Queue}, {Priority, t.Priority}, {RetryAfter, t.RetryAfter}, {Headers, t.Headers},
-		{DeadAt, t.DeadAt}, {LastError, t.LastError}, {Lease, lease},
+		{DeadAt, t.DeadAt}, {LastError, t.LastError}, {CreatedAt, t.CreatedAt}, {Lease, lease},
 	} {
 		if n.Column != "" {
 			out = append(out, n)

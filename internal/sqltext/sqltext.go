@@ -37,6 +37,7 @@ type Table struct {
 	Headers     string
 	DeadAt      string
 	LastError   string
+	CreatedAt   string
 	Columns     []string // the application's own columns a delivery reads (inbox.Table.Columns)
 	Notify      bool     // Postgres: the publish notifies the table's channel (InsertNotifying)
 }
@@ -152,8 +153,8 @@ func (s SQL) Order(alias string) string {
 }
 
 // Insert publishes rows rows in one statement. Each row binds, in order: its id (unless the
-// table's id is generated), payload, group, priority, headers and retry_after, each where the
-// table has the column, then the value of each of own, the application's own columns (quoted)
+// table's id is generated), payload, group, priority, headers, retry_after and created_at, each
+// where the table has the column, then the value of each of own, the application's own columns (quoted)
 // that every row of the statement sets. A table whose only column is its generated id, and no
 // own column, binds nothing: each row is the value that has the database assign the id
 // (dialect.Caps.IDOnlyValue).
@@ -183,7 +184,7 @@ func (s SQL) insert(p *Params, own []string, sets [][]bool) string {
 	if !s.t.IDGenerated {
 		cols = append(cols, s.t.ID)
 	}
-	for _, c := range []string{s.t.Payload, s.t.Queue, s.t.Priority, s.t.Headers, s.t.RetryAfter} {
+	for _, c := range []string{s.t.Payload, s.t.Queue, s.t.Priority, s.t.Headers, s.t.RetryAfter, s.t.CreatedAt} {
 		if c != "" {
 			cols = append(cols, c)
 		}

@@ -74,7 +74,7 @@ var Shapes = []Shape{
 		Name: "all-roles",
 		Table: sqltext.Table{Name: "jobs", ID: "id", IDGenerated: true, Payload: "payload", Attempt: "attempt",
 			ProcessedAt: "processed_at", Queue: "queue", Priority: "priority", RetryAfter: "retry_after", Headers: "headers",
-			DeadAt: "dead_at", LastError: "last_error"},
+			DeadAt: "dead_at", LastError: "last_error", CreatedAt: "created_at"},
 		Lease: "locked_until",
 		Key:   []sqltext.KeyPart{{Text: "jobs-"}, {Column: "queue"}, {Text: ":"}, {Column: "id"}},
 	},

@@ -1,0 +1,71 @@
+package admin
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/sqlinbox/inbox"
+)
+
+// Capabilities are what the table's description lets an operator see and do: the states its
+// rows are told apart in, the filters that apply, and the actions. A page built on them shows
+// what the table has and hides what it lacks; features to come (kinds, groups, schedules,
+// pausing, cancelling) add fields here as they land.
+type Capabilities struct {
+	// Queues says rows have a queue (the Queue role): counts and listings are per queue.
+	Queues bool `json:"queues"`
+	// States are the states a listing and Stats tell apart, in the order an operator reads
+	// them: due always; delayed with RetryAfter, in work with the lease column, retrying with
+	// Attempt, dead with DeadAt, processed with ProcessedAt.
+	States []State `json:"states"`
+	// Ages are the states whose rows a filter takes by age (Filter.OlderThan): dead and
+	// processed rows by their own stamps, the others with CreatedAt.
+	Ages []State `json:"ages"`
+	// ErrorFilter says rows can be filtered by their last error (LastError).
+	ErrorFilter bool `json:"error_filter"`
+	// PayloadFilter says rows can be filtered by a JSON path into their payload (Payload).
+	PayloadFilter bool `json:"payload_filter"`
+	// Actions are the actions Act runs on this table: requeue with DeadAt, retry now with
+	// RetryAfter, delete always.
+	Actions []Action `json:"actions"`
+	// OldestDue says Stats can date every due row (RetryAfter and CreatedAt), not only those
+	// delayed before.
+	OldestDue bool `json:"oldest_due"`
+}
+
+// Capabilities returns what the description lets an operator see and do.
+func (a *Admin) Capabilities() Capabilities {
+	t := a.t
+	c := Capabilities{
+		Queues:        t.Queue != "",
+		ErrorFilter:   t.LastError != "",
+		PayloadFilter: t.Payload != "",
+		OldestDue:     t.CreatedAt != "",
+	}
+	for _, s := range States {
+		if a.stateNeeds("", s) != nil {
+			continue
+		}
+		c.States = append(c.States, s)
+		if _, column := a.ageRole(s); column != "" {
+			c.Ages = append(c.Ages, s)
+		}
+	}
+	for _, act := range Actions {
+		if a.actionNeeds(act) == nil {
+			c.Actions = append(c.Actions, act)
+		}
+	}
+	return c
+}
+
+// Table returns the description the operator was made with.
+func (a *Admin) Table() inbox.Table { return a.t }
+
+// Ping checks that the database answers.
+func (a *Admin) Ping(ctx context.Context) error {
+	if err := a.db.PingContext(ctx); err != nil {
+		return fmt.Errorf("inbox: table %q: the database does not answer: %w", a.t.Name, err)
+	}
+	return nil
+}
