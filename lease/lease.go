@@ -88,6 +88,7 @@ import (
 	"github.com/sqlinbox/inbox/internal/formcolumn"
 	"github.com/sqlinbox/inbox/internal/formlife"
 	"github.com/sqlinbox/inbox/internal/schema"
+	"github.com/sqlinbox/inbox/internal/settleplan"
 	"github.com/sqlinbox/inbox/internal/sqlitewriter"
 	"github.com/sqlinbox/inbox/internal/sqltext"
 	"github.com/sqlinbox/inbox/internal/stmt"
@@ -179,6 +180,8 @@ type binding struct {
 	claim, extend, ack, retry, retryAfter, dead *stmt.Stmt
 
 	acks, retries *merger // Postgres and SQLite: settlements that arrive together share a statement
+
+	shape settleplan.Table // what the table records of an outcome, for settleplan
 
 	writer *sync.Mutex // SQLite: this process's one writer to the database (see package sqlitewriter)
 	own    *ownConn    // nil where the pool is unbounded or too small to keep one (keepOwn)
@@ -289,15 +292,16 @@ func (f *Form[D]) bind(ctx context.Context, db *sql.DB, q inbox.Queue) (inbox.Pl
 		b.closeStatements()
 		return inbox.Plan{}, err
 	}
+	b.shape = settleplan.Table{
+		ProcessedAt: st.Q.ProcessedAt != "", DeadAt: b.dead != nil, RetryAfter: b.retryAfter != nil,
+		LastError: st.Q.LastError != "", RetryWrites: true, // a retry clears the lease
+	}
 	if caps.OneWriter {
 		b.writer = sqlitewriter.For(db)
 	}
 	if caps.Returning {
 		b.acks = newMerger(b, "ack", b.acked, outcome.KindAck, b.ack, func() []any {
-			if b.st.Q.ProcessedAt != "" {
-				return []any{f.d.Time(b.q.Now())}
-			}
-			return nil
+			return b.shape.Args(settleplan.Step{Kind: outcome.KindAck}, b.q.Now(), f.d.Time)
 		})
 		b.retries = newMerger(b, "retry", b.sql, outcome.KindRetry, b.retry, func() []any { return nil })
 	}

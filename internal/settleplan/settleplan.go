@@ -19,6 +19,7 @@ import (
 
 // Table is what a unit's table and form can record of an outcome.
 type Table struct {
+	ProcessedAt bool // an Ack stamps processed_at; without it an Ack deletes the row
 	DeadAt     bool // a Fail stamps dead_at; without it a dying row is dropped
 	RetryAfter bool // a RetryAfter stamps retry_after; without it the row is retried at once
 	LastError  bool // a Fail and a RetryAfter also stamp last_error
@@ -105,6 +106,26 @@ func stamped(stamps []Step, s Step, i int) []Step {
 func One(t Table, o outcome.Outcome, writesRolledBack bool) (Step, bool) {
 	s := t.step(o, writesRolledBack)
 	return s, s.Kind != outcome.KindRetry || t.RetryWrites
+}
+
+// Args are the arguments step s binds before the rows it names, with now the settlement's time
+// and at the database's form of a time (dialect.Dialect.Time): an Ack's processed_at stamp
+// (where t has the column), a stamp's time (now, or now plus a RetryAfter's delay) and its last
+// error (where t has the column), nothing for a Retry.
+func (t Table) Args(s Step, now time.Time, at func(time.Time) any) []any {
+	switch s.Kind {
+	case outcome.KindAck:
+		if t.ProcessedAt {
+			return []any{at(now)}
+		}
+		return nil
+	case outcome.KindRetry:
+		return nil
+	}
+	if t.LastError {
+		return []any{at(now.Add(s.Delay)), s.LastError}
+	}
+	return []any{at(now.Add(s.Delay))}
 }
 
 // step is the statement o settles as on t, without its rows.
