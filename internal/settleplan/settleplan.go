@@ -20,9 +20,9 @@ import (
 // Table is what a unit's table and form can record of an outcome.
 type Table struct {
 	ProcessedAt bool // an Ack stamps processed_at; without it an Ack deletes the row
-	DeadAt     bool // a Fail stamps dead_at; without it a dying row is dropped
-	RetryAfter bool // a RetryAfter stamps retry_after; without it the row is retried at once
-	LastError  bool // a Fail and a RetryAfter also stamp last_error
+	DeadAt      bool // a Fail stamps dead_at; without it a dying row is dropped
+	RetryAfter  bool // a RetryAfter stamps retry_after; without it the row is retried at once
+	LastError   bool // a Fail and a RetryAfter also stamp last_error
 	// RetryWrites says a retry is a statement (the lease form clears its lease; the row lock
 	// form counts the attempt where the claim did not). Without it, a retry is the end of the
 	// hold alone, and the plan has no step for it.
