@@ -111,6 +111,7 @@ import (
 	"github.com/sqlinbox/inbox/dialect"
 	"github.com/sqlinbox/inbox/internal/formlife"
 	"github.com/sqlinbox/inbox/internal/schema"
+	"github.com/sqlinbox/inbox/internal/settleplan"
 	"github.com/sqlinbox/inbox/internal/sqltext"
 	"github.com/sqlinbox/inbox/internal/stmt"
 	"github.com/sqlinbox/inbox/outcome"
@@ -167,6 +168,7 @@ type Form[D Dialect] struct {
 	// and ack always; ackUnflushed where unflushed; retry where the table has an attempt column;
 	// retryAfter where it has a retry_after column; dead where it has a dead_at column.
 	claim, ack, ackUnflushed, retry, retryAfter, dead *stmt.Stmt
+	shape                                             settleplan.Table // what the table records of an outcome, for settleplan
 }
 
 // hold is a claim's open transaction and the rows it holds: one delivery's (Claim), or a
@@ -176,6 +178,7 @@ type hold struct {
 	cancel context.CancelFunc // ends the context the transaction was begun with
 	ds     []*inbox.Delivery
 	batch  bool
+	size   int // a batch's: the size its ClaimBatch asked for, which its settlements pad id lists to
 }
 
 // New returns the row lock form over table t.
@@ -282,6 +285,10 @@ func (f *Form[D]) prepare(ctx context.Context, db *sql.DB, st *stmt.Table, r sql
 		return err
 	}
 	f.claim, f.ack, f.ackUnflushed, f.retry, f.retryAfter, f.dead = claim, ack, ackUnflushed, retry, retryAfter, dead
+	f.shape = settleplan.Table{
+		ProcessedAt: f.t.ProcessedAt != "", DeadAt: dead != nil, RetryAfter: retryAfter != nil,
+		LastError: f.t.LastError != "", RetryWrites: retry != nil, // a retry counts the attempt
+	}
 	return nil
 }
 
@@ -317,7 +324,7 @@ func (f *Form[D]) Claim(ctx context.Context, max int) ([]*inbox.Delivery, error)
 func (f *Form[D]) claimRetrying(ctx context.Context) (*inbox.Delivery, error) {
 	var ds []*inbox.Delivery
 	err := f.retrying(ctx, func() (err error) {
-		ds, err = f.claimTx(ctx, f.claim, false)
+		ds, err = f.claimTx(ctx, f.claim, 0)
 		return err
 	})
 	if err != nil || len(ds) == 0 {
@@ -352,10 +359,10 @@ func (f *Form[D]) retrying(ctx context.Context, claim func() error) error {
 	}
 }
 
-// claimTx runs claim (f.claim, or a batch claim statement) in a transaction of its own and
-// holds the rows it returns under one hold, a batch's when batch. It returns none, and rolls
-// back, when no row is due.
-func (f *Form[D]) claimTx(ctx context.Context, claim *stmt.Stmt, batch bool) ([]*inbox.Delivery, error) {
+// claimTx runs claim (f.claim, or a batch claim statement of size rows) in a transaction of its
+// own and holds the rows it returns under one hold, a batch's when size is not 0. It returns
+// none, and rolls back, when no row is due.
+func (f *Form[D]) claimTx(ctx context.Context, claim *stmt.Stmt, size int) ([]*inbox.Delivery, error) {
 	// database/sql rolls a transaction back when the context it was begun with ends. The hold
 	// must outlive ctx (a consumer may cancel its claim context at shutdown while handlers
 	// finish), so it gets a context of its own, tied to ctx only until the claim is done.
@@ -400,7 +407,7 @@ func (f *Form[D]) claimTx(ctx context.Context, claim *stmt.Stmt, batch bool) ([]
 		return abandon(ctx.Err())
 	}
 
-	h := &hold{tx: tx, cancel: cancel, ds: ds, batch: batch}
+	h := &hold{tx: tx, cancel: cancel, ds: ds, batch: size > 0, size: size}
 	for _, d := range ds {
 		inbox.SetHold(d, h)
 	}
@@ -640,36 +647,34 @@ func (f *Form[D]) commitFailed(ds []*inbox.Delivery, what string, err error) err
 }
 
 // settlement is the statement that applies o to d's row, the kind it settles as and its
-// arguments; a nil statement means the transaction is to be rolled back instead.
+// arguments; a nil statement means the transaction is to be rolled back instead (a retry where
+// the table counts no attempt: the row as it was is the retry).
 func (f *Form[D]) settlement(d *inbox.Delivery, o outcome.Outcome) (outcome.Kind, *stmt.Stmt, []any) {
-	switch o.Kind() {
-	case outcome.KindFail:
-		if f.dead != nil {
-			return outcome.KindFail, f.dead, append(f.stampArgs(f.q.Now(), o.LastError()), d.ID)
-		}
-		fallthrough
-	case outcome.KindAck, outcome.KindDrop:
-		if f.t.ProcessedAt != "" {
-			return outcome.KindAck, f.ack, []any{f.d.Time(f.q.Now()), d.ID}
-		}
-		return outcome.KindAck, f.ack, []any{d.ID}
-	case outcome.KindRetryAfter:
-		if f.retryAfter != nil {
-			return outcome.KindRetryAfter, f.retryAfter, append(f.stampArgs(f.q.Now().Add(o.Delay()), o.LastError()), d.ID)
-		}
+	step, ok := settleplan.One(f.shape, o, false)
+	if o.Kind() == outcome.KindRetryAfter && step.Kind == outcome.KindRetry {
 		f.log.Warn("inbox: RetryAfter on a table without a retry_after column retries at once: add the column and name it in inbox.Table.RetryAfter",
 			"table", f.t.Name, "queue", f.q.Name, "id", d.ID, "delay", o.Delay())
 	}
-	return outcome.KindRetry, f.retry, []any{d.ID}
+	if !ok {
+		return step.Kind, nil, nil
+	}
+	return step.Kind, f.one(step.Kind, false), append(f.shape.Args(step, f.q.Now(), f.d.Time), d.ID)
 }
 
-// stampArgs are the leading arguments of a retry after or a fail: the time it stamps, then the
-// last error where the table has the column.
-func (f *Form[D]) stampArgs(at time.Time, lastError any) []any {
-	if f.t.LastError != "" {
-		return []any{f.d.Time(at), lastError}
+// one is the statement that settles one row as kind k (Ack, Retry, RetryAfter or Fail), the
+// unflushed ack where asked.
+func (f *Form[D]) one(k outcome.Kind, unflushed bool) *stmt.Stmt {
+	switch {
+	case k == outcome.KindAck && unflushed:
+		return f.ackUnflushed
+	case k == outcome.KindAck:
+		return f.ack
+	case k == outcome.KindRetry:
+		return f.retry
+	case k == outcome.KindFail:
+		return f.dead
 	}
-	return []any{f.d.Time(at)}
+	return f.retryAfter
 }
 
 // rollback ends h (see end) and reports a rollback that failed.

@@ -73,22 +73,22 @@ func TestRowlockLifecycle(t *testing.T) {
 			f.Close()
 		})
 		t.Run(c.name+"/batch", func(t *testing.T) {
-			// Where a batch settles by id lists its statements are prepared at their first
-			// run, while the batch's transaction holds a connection: on a second connection,
-			// then again on the transaction's (see expectRowlockBatchGroups).
+			// Where a batch settles by id lists its ack and retry are prepared at the first
+			// ClaimBatch, before its transaction holds a connection, then again on the
+			// transaction's (see expectRowlockBatchGroups); its fail runs by its text.
 			pool := 1
 			if c.d.Caps().IDListSettles {
 				pool = 0
 			}
 			fx, f := openRowlock(t, c, fullShape, pool, q)
 			fx.mock.ExpectPrepare(fx.sql("claim(3)")).WillBeClosed()
+			fx.expectRowlockSettlePrepares()
 			fx.expectRowlockClaim("claim(3)", lifecycleRows(3)...)
 			groups := []rowlockBatchGroup{
 				{"ack", []driver.Value{c.near(time.Now())}, []int64{6, 7}},
 				{"fail", []driver.Value{c.near(time.Now()), "boom"}, []int64{5}},
 			}
-			fx.expectRowlockBatchPrepares(groups)
-			fx.expectRowlockBatchGroups(groups, true)
+			fx.expectRowlockBatchGroups(groups)
 			fx.mock.ExpectCommit()
 			// The second batch's ack is refused: its rows back off in one transaction.
 			fx.expectRowlockClaim("claim(3)", lifecycleRows(3)...)

@@ -97,24 +97,22 @@ func TestRowlockUnflushedAcksBatch(t *testing.T) {
 			fx, f, _ := openRowlockUnflushed(t, c, inbox.Queue{Name: rowlockQueue})
 			now := []driver.Value{c.near(time.Now())}
 			fx.mock.ExpectPrepare(fx.sql("claim(3)")).WillBeClosed()
+			fx.expectRowlockSettlePrepares()
 
 			fx.expectRowlockClaim("claim(3)", rowlockBatchRows(3)...)
 			if fx.inLists() {
-				// Prepared on the pool, then again on the batch's connection.
+				// Prepared at the claim, on the connection the batch then takes.
 				in := fx.sql("ackIn(3) unflushed")
-				fx.mock.ExpectPrepare(in).WillBeClosed()
-				fx.mock.ExpectPrepare(in).WillBeClosed()
 				fx.mock.ExpectExec(in).WithArgs(padded(now, []int64{1, 2, 3}, 3)...).WillReturnResult(changed(3))
 			} else {
-				fx.expectRowlockBatchGroups([]rowlockBatchGroup{{"ack", now, []int64{1, 2, 3}}}, true)
+				fx.expectRowlockBatchGroups([]rowlockBatchGroup{{"ack", now, []int64{1, 2, 3}}})
 			}
 			fx.mock.ExpectCommit()
 			settleBatch(t, f, claimBatch(t, f, 3, 3), outcome.Ack(), outcome.Drop(), outcome.Ack())
 
 			mixed := []rowlockBatchGroup{{"ack", now, []int64{1, 3}}, {"retry", nil, []int64{2}}}
 			fx.expectRowlockClaim("claim(3)", rowlockBatchRows(3)...)
-			fx.expectRowlockBatchPrepares(mixed)
-			fx.expectRowlockBatchGroups(mixed, true)
+			fx.expectRowlockBatchGroups(mixed)
 			fx.mock.ExpectCommit()
 			settleBatch(t, f, claimBatch(t, f, 3, 3), outcome.Ack(), outcome.Retry(), outcome.Ack())
 			fx.closed(t, f)

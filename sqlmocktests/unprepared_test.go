@@ -42,15 +42,17 @@ func TestUnpreparedRowlockSequence(t *testing.T) {
 				settle(t, f, rowlockClaimOne(t, f), outcome.RetryAfter(time.Hour))
 
 				fx.expectPrepare(fx.sql("claim(3)"))
+				if fx.inLists() {
+					// Checked at the claim, before its transaction begins; run by their text.
+					fx.expectPrepare(fx.sql("ackIn(3)"))
+					fx.expectPrepare(fx.sql("retryIn(3)"))
+				}
 				fx.expectRowlockClaim("claim(3)", rowlockBatchRows(3)...)
 				if transactional {
 					fx.mock.ExpectExec(fx.sql("savepoint")).WillReturnResult(changed(0))
 				}
 				groups := []rowlockBatchGroup{{"ack", []driver.Value{c.near(time.Now())}, []int64{1, 2, 3}}}
-				if fx.inLists() {
-					fx.expectPrepare(fx.sql("ackIn(3)"))
-				}
-				fx.expectRowlockBatchGroups(groups, false)
+				fx.expectRowlockBatchGroups(groups)
 				fx.mock.ExpectCommit()
 				ds := claimBatch(t, f, 3, 3)
 				settleBatch(t, f, ds, outcome.Ack(), outcome.Ack(), outcome.Ack())
