@@ -71,7 +71,7 @@ func (fx *fixture) expectRowlockBatchGroups(groups []rowlockBatchGroup) {
 			}
 			continue
 		}
-		fx.mock.ExpectExec(fx.sql(g.kind+"In(3)")).WithArgs(padded(g.lead, g.ids, 3)...).WillReturnResult(changed(int64(len(g.ids))))
+		fx.mock.ExpectExec(fx.sql(g.kind + "In(3)")).WithArgs(padded(g.lead, g.ids, 3)...).WillReturnResult(changed(int64(len(g.ids))))
 	}
 }
 
