@@ -32,8 +32,7 @@ var (
 // watchUnclaimable searches a queue with find for unclaimable rows at once and then every
 // unclaimableEvery until ctx ends, and logs each kind whose count changed since the last search
 // that succeeded: a warning for a kind found, a line at info for a kind gone.
-func watchUnclaimable(ctx context.Context, find func(context.Context) ([]Unclaimable, error), log *slog.Logger, done chan<- struct{}) {
-	defer close(done)
+func watchUnclaimable(ctx context.Context, find func(context.Context) ([]Unclaimable, error), log *slog.Logger) {
 	reported := map[string]int{} // rows of each kind, as last logged
 	timer := time.NewTimer(0)
 	defer timer.Stop()
