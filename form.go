@@ -116,9 +116,8 @@ type Plan struct {
 	// SettleAndClaim settles d by o, as Settle does, and claims at most max rows, as Claim does,
 	// in one transaction, where that saves a commit (the lease form on SQLite outside
 	// transactional mode: one writer commits one transaction at a time). It returns the rows
-	// claimed, the settlement's error and the claim's. A consumer of single rows calls it when a
-	// worker that settles would claim next and no other worker is waiting or settling, whose
-	// rows the separate statements would share.
+	// claimed, the settlement's error and the claim's. When the consumer calls it: see "Where
+	// settlements run" in the package documentation.
 	SettleAndClaim func(ctx context.Context, d *Delivery, o outcome.Outcome, max int) (claimed []*Delivery, settleErr, claimErr error)
 	// FindUnclaimable returns each kind of unclaimable row the open form's queue has (see
 	// Unclaimable), with at least one row; none when every row can be claimed. The forms of

@@ -6,25 +6,8 @@ import (
 	"github.com/sqlinbox/inbox/outcome"
 )
 
-// Where a settlement runs. A worker handles its unit, and the unit's settlement then runs in one
-// of three places, decided here and nowhere else in the consumer:
-//
-//   - Behind the worker, which takes its next row meanwhile: the settlement of a single row
-//     whose hold is nothing of the worker's (the plan holds no connection, the consumer is not
-//     transactional), when its outcome takes the row out of the queue (an Ack, a Drop, a Fail).
-//     Up to behindPerWorker settlements per worker run so, side by side; a form that merges
-//     settlements running at once (the lease form on Postgres and SQLite) gives them one
-//     statement and one commit. A retry settles in its worker instead, so that its row is back
-//     in the queue, its retry_after written, before the worker claims again or asks when a row
-//     falls due: a lone worker still takes a retried row of the first priority next.
-//   - With the worker's next claim, in one call and one transaction (Plan.SettleAndClaim: the
-//     lease form on SQLite outside transactional mode, whose one writer commits one transaction
-//     at a time): for a single row whose hold is nothing of the worker's, when the worker would
-//     claim next and no other worker waits for a row or settles, whose claim or settlement the
-//     separate statements would share.
-//   - In the worker, before it takes its next unit: everything else. A batch settles whole,
-//     and a delivery that holds a connection (the row lock and advisory forms, transactional
-//     mode) holds it until it settles.
+// Where a settlement runs: the package documentation states the policy ("Where settlements
+// run"); this file is the one place the consumer decides it, and the rest asks placeOf.
 
 // place is where a settlement runs.
 type place int

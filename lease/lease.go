@@ -26,13 +26,14 @@
 //
 // # Commits, shared
 //
-// A claim and a settlement commit apart, so the form shares commits where it can: the consumer
-// keeps one claim in flight, which takes a row for every worker waiting or settling; on Postgres
+// A claim and a settlement commit apart, so the form shares commits where it can: on Postgres
 // and SQLite, settlements of one kind that arrive while another runs share its next statement,
 // whose RETURNING tells each whether its own row changed (each Settle still returns only once
 // its row's statement has committed); on SQLite, the process's writes outside a transaction
-// queue on one lock per *sql.DB rather than in SQLite's busy handler, and a lone worker's
-// settlement claims its next row in the same transaction (SettleAndClaim). A guarded statement
+// queue on one lock per *sql.DB rather than in SQLite's busy handler, and the form offers to
+// settle a row and claim the next in one transaction (SettleAndClaim). Which settlements the
+// consumer runs side by side, and when it fuses one with its next claim, the inbox package
+// documentation says ("Where settlements run"). A guarded statement
 // that meets a transient conflict (SQLITE_BUSY, a deadlock) runs again, a few times: the token
 // guard makes that safe.
 //
