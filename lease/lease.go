@@ -86,6 +86,7 @@ import (
 
 	"github.com/sqlinbox/inbox"
 	"github.com/sqlinbox/inbox/dialect"
+	"github.com/sqlinbox/inbox/internal/conflict"
 	"github.com/sqlinbox/inbox/internal/formcolumn"
 	"github.com/sqlinbox/inbox/internal/formlife"
 	"github.com/sqlinbox/inbox/internal/schema"
@@ -404,11 +405,6 @@ func (f *Form[D]) FindUnclaimable(ctx context.Context) ([]inbox.Unclaimable, err
 	return b.st.FindUnclaimable(ctx, b.db, b.q.Name, b.q.Now())
 }
 
-// writeTries bounds how often a guarded statement runs when the database reports a transient
-// conflict (dialect.Dialect.Retryable: SQLITE_BUSY, a deadlock, a lock wait timeout). Running
-// it again is safe: the token guard lets it change a row only while the lease holds.
-const writeTries = 5
-
 // exec runs one of the binding's statements outside a transaction, on the pool or, when it
 // has no connection to spare, on the form's own connection, under the SQLite writer lock, and
 // again after a transient conflict.
@@ -424,22 +420,15 @@ func (b *binding) exec(ctx context.Context, s *stmt.Stmt, args ...any) (res sql.
 	return res, err
 }
 
-// written runs write under the SQLite writer lock, and again after a transient conflict, up to
-// writeTries times in all.
+// written runs write under the SQLite writer lock, and again after a transient conflict (see
+// conflict.Retry): the token guard lets a guarded statement change a row only while its lease
+// holds, so running it again is safe.
 func (b *binding) written(ctx context.Context, write func() error) error {
-	for try := 1; ; try++ {
+	return conflict.Retry(ctx, b.st.D, func() error {
 		unlock := b.write()
-		err := write()
-		unlock()
-		if err == nil || try == writeTries || !b.st.D.Retryable(err) {
-			return err
-		}
-		select {
-		case <-ctx.Done():
-			return err
-		case <-time.After(time.Duration(try) * 10 * time.Millisecond):
-		}
-	}
+		defer unlock()
+		return write()
+	})
 }
 
 // write takes the SQLite writer lock, where there is one, and returns its release.

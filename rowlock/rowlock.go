@@ -100,15 +100,14 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"math/rand/v2"
 	"slices"
 	"strconv"
 	"strings"
 	"sync"
-	"time"
 
 	"github.com/sqlinbox/inbox"
 	"github.com/sqlinbox/inbox/dialect"
+	"github.com/sqlinbox/inbox/internal/conflict"
 	"github.com/sqlinbox/inbox/internal/formlife"
 	"github.com/sqlinbox/inbox/internal/schema"
 	"github.com/sqlinbox/inbox/internal/settleplan"
@@ -124,10 +123,6 @@ type Dialect interface {
 	dialect.Dialect
 	RowLocks() dialect.SkipLocked
 }
-
-// claimTries bounds how often Claim runs a claim that failed with a transient conflict
-// (Dialect.Retryable) before it reports the failure.
-const claimTries = 10
 
 // Form is the row lock form over one table. Build it with New and hand it to a consumer, which
 // opens it; its methods are safe for concurrent use.
@@ -333,30 +328,16 @@ func (f *Form[D]) claimRetrying(ctx context.Context) (*inbox.Delivery, error) {
 	return ds[0], nil
 }
 
-// retrying runs claim until it succeeds, fails with an error that is not a transient conflict,
-// or has conflicted claimTries times.
+// retrying runs claim until it succeeds or fails for good (see conflict.Retry).
 func (f *Form[D]) retrying(ctx context.Context, claim func() error) error {
-	for try := 1; ; try++ {
-		err := claim()
-		if err == nil {
-			return nil
-		}
-		if !f.d.Retryable(err) || ctx.Err() != nil {
-			return fmt.Errorf("inbox: table %q, queue %q: claim: %w", f.t.Name, f.q.Name, err)
-		}
-		if try == claimTries {
-			return fmt.Errorf("inbox: table %q, queue %q: the claim conflicted %d times in a row at level %s: %w; see the rowlock package doc on isolation levels and the claim index", f.t.Name, f.q.Name, try, f.d.Level(), err)
-		}
-		f.log.Debug("inbox: claim conflicted, retrying", "table", f.t.Name, "queue", f.q.Name, "try", try, "err", err)
-		// A short random pause, growing with each try, so that claims which collided do not
-		// collide again in step.
-		pause := time.Duration(try) * time.Duration(1+rand.IntN(5)) * time.Millisecond
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("inbox: table %q, queue %q: claim: %w", f.t.Name, f.q.Name, ctx.Err())
-		case <-time.After(pause):
-		}
+	err := conflict.Retry(ctx, f.d, claim)
+	switch {
+	case errors.Is(err, conflict.ErrTooMany):
+		return fmt.Errorf("inbox: table %q, queue %q: the claim conflicted %d times in a row at level %s: %w; see the rowlock package doc on isolation levels and the claim index", f.t.Name, f.q.Name, f.d.Caps().ConflictTries, f.d.Level(), err)
+	case err != nil:
+		return fmt.Errorf("inbox: table %q, queue %q: claim: %w", f.t.Name, f.q.Name, err)
 	}
+	return nil
 }
 
 // claimTx runs claim (f.claim, or a batch claim statement of size rows) in a transaction of its
