@@ -127,7 +127,7 @@ func (c *Consumer) open(ctx context.Context) (plan *Plan, closeForm, unqueue fun
 	if err := claimForm(c.form); err != nil {
 		return nil, nil, nil, err
 	}
-	q := Queue{Name: c.cfg.Queue, Transactional: c.cfg.Transactional, UnflushedAcks: c.cfg.UnflushedAcks, UnpreparedStatements: c.cfg.UnpreparedStatements, Logger: c.log, Clock: c.cfg.Clock, MaxAttempts: max(c.cfg.MaxAttempts, 0), Backoff: c.backoff}
+	q := Binding{Name: c.cfg.Queue, Transactional: c.cfg.Transactional, UnflushedAcks: c.cfg.UnflushedAcks, UnpreparedStatements: c.cfg.UnpreparedStatements, Logger: c.log, Clock: c.cfg.Clock, MaxAttempts: max(c.cfg.MaxAttempts, 0), Backoff: c.backoff}
 	for {
 		plan, err := c.form.Open(ctx, c.db, q)
 		if err == nil {

@@ -100,6 +100,17 @@
 // waiting or settling, so the claims that would run side by side share one statement and one
 // commit; batches claim side by side, each for its own worker.
 //
+// # Writing a form
+//
+// A form is how rows are held while their handlers run; the packages rowlock, lease and advisory
+// build the three this module has. Its contract with the consumer is the Form and BatchForm
+// interfaces, the Binding a consumer opens it with, the Plan it answers, and five functions
+// it calls on the deliveries it claims (SetHold, HoldOf, SetColumns, LendTx, TakeBackTx), all
+// in one file, form.go. A form written outside this module can implement them, and the
+// consumer drives it as it drives this module's; but until the module's first release that
+// contract may change in any commit, and the CHANGELOG says when it does. internal/settleplan,
+// which plans the statements of a unit's settlement, is this module's alone.
+//
 // # Guarantees
 //
 // A row is in work with at most one handler at a time while its form's hold stands: the row

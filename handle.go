@@ -241,7 +241,7 @@ func (c *Consumer) limit(d *Delivery, o outcome.Outcome) outcome.Outcome {
 	return o
 }
 
-// backoff is what a form applies to d when its settlement failed with err (Queue.Backoff): a
+// backoff is what a form applies to d when its settlement failed with err (Binding.Backoff): a
 // retry by the policy, or at the attempt limit a Fail, the row's death (which the form applies
 // as a drop where the table has no dead_at column), with the settlement's error as the row's
 // last.

@@ -8,7 +8,7 @@ import (
 
 // Unclaimable is one kind of row of a queue that no claim takes as the row stands, and that
 // nothing in the library will change: a NULL in the queue column, an attempt at the limit
-// (Queue.MaxAttempts) on a row that did not settle, a retry_after more than a century ahead,
+// (Binding.MaxAttempts) on a row that did not settle, a retry_after more than a century ahead,
 // or (SQLite) a retry_after that is not a time in the library's layout. See the package
 // documentation on what a claimable row is.
 type Unclaimable struct {

@@ -129,7 +129,7 @@ type Form[D Dialect] struct {
 	// Set by Open before it opens the form; read by the calls it admits. Close frees the
 	// candidate select once no call uses it.
 	db         *sql.DB
-	q          inbox.Queue
+	q          inbox.Binding
 	log        *slog.Logger
 	candidates *stmt.Stmt
 	t          *stmt.Table
@@ -168,7 +168,7 @@ func (s statements) many(k outcome.Kind, n int) string {
 }
 
 // newStatements builds the statements over table t; with unflushedAcks its acks commit without
-// waiting for the disk (inbox.Queue.UnflushedAcks outside transactional mode).
+// waiting for the disk (inbox.Binding.UnflushedAcks outside transactional mode).
 func newStatements(a sqltext.Advisory, t inbox.Table, unflushedAcks bool) statements {
 	acked := a
 	if unflushedAcks {
@@ -238,7 +238,7 @@ func defaultKey(t inbox.Table) string {
 // column, including one the key names, or a column whose type breaks its role, fails with
 // inbox.ErrSchema. q.UnpreparedStatements, the setting for a pooler in transaction mode, fails
 // with inbox.ErrDialect: session locks do not hold there.
-func (f *Form[D]) Open(ctx context.Context, db *sql.DB, q inbox.Queue) (inbox.Plan, error) {
+func (f *Form[D]) Open(ctx context.Context, db *sql.DB, q inbox.Binding) (inbox.Plan, error) {
 	already := func() error {
 		return fmt.Errorf("%w: the advisory form over table %q is already open: build one form per consumer", inbox.ErrAlreadyConsuming, f.table.Name)
 	}
@@ -249,7 +249,7 @@ func (f *Form[D]) Open(ctx context.Context, db *sql.DB, q inbox.Queue) (inbox.Pl
 }
 
 // bind checks the form against db and binds it to q, as Open says.
-func (f *Form[D]) bind(ctx context.Context, db *sql.DB, q inbox.Queue) error {
+func (f *Form[D]) bind(ctx context.Context, db *sql.DB, q inbox.Binding) error {
 	st, err := stmt.New(f.d, f.table)
 	if err != nil {
 		return err
@@ -659,7 +659,7 @@ func (f *Form[D]) exec(ctx context.Context, ex execer, d *inbox.Delivery, o outc
 	return err
 }
 
-// backOff applies the consumer's back-off (inbox.Queue.Backoff) to d's row through ex, the
+// backOff applies the consumer's back-off (inbox.Binding.Backoff) to d's row through ex, the
 // delivery's connection, when its settlement failed with err for a reason of its own (a
 // statement the database refused, not a lost connection): the lock still holds the row, so a
 // settlement that can never commit counts its attempts (the take counted this one) and waits

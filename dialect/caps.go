@@ -201,7 +201,7 @@ type Caps struct {
 	// a statement that matches no row sets it as well. A server crash may then forget the
 	// commit, unless a later commit waited for the disk (the log is one sequence).
 	// The lease form's claims and extensions and the advisory form's take carry it, and every
-	// form's acks outside transactional mode where inbox.Queue.UnflushedAcks asks (internal/sqltext
+	// form's acks outside transactional mode where inbox.Binding.UnflushedAcks asks (internal/sqltext
 	// Lease, Advisory, RowLock). Empty where durability is not set per transaction: MySQL and
 	// MariaDB (innodb_flush_log_at_trx_commit is the server's), SQLite (synchronous is the
 	// connection's).

@@ -20,7 +20,7 @@
 // for it, and fail after the busy timeout, but no other consumer can claim the row meanwhile
 // either, so the lease still holds when the Ack commits.
 //
-// Expiries are computed on the queue's clock (inbox.Queue.Clock) and compared with it: by
+// Expiries are computed on the queue's clock (inbox.Binding.Clock) and compared with it: by
 // default the host's, so the hosts that consume one table need clocks that agree to well within
 // a lease, unless their consumers follow the database's clock (inbox.DatabaseClock).
 //
@@ -165,18 +165,18 @@ func (f *Form[D]) column() string {
 // binding is what Open binds the form to, until Close.
 type binding struct {
 	db    *sql.DB
-	q     inbox.Queue
+	q     inbox.Binding
 	log   *slog.Logger
 	st    *stmt.Table
 	lease time.Duration
 	sql   sqltext.Lease
 	// acked builds the statements of an Ack (and of a Drop, which settles by the same): sql, or
-	// outside transactional mode where inbox.Queue.UnflushedAcks asks, sql.Unflushed().
+	// outside transactional mode where inbox.Binding.UnflushedAcks asks, sql.Unflushed().
 	acked sqltext.Lease
 	// claimText is the claim's text: SQLite's claim runs it by its text (see prepare).
 	claimText string
 
-	// The statements, prepared or run by their text (inbox.Queue.UnpreparedStatements). claim
+	// The statements, prepared or run by their text (inbox.Binding.UnpreparedStatements). claim
 	// is the pick of MySQL and MariaDB; nil on SQLite, and on Postgres, whose claims are one
 	// per size (claimInOne). retryAfter and dead are nil without their column.
 	claim, extend, ack, retry, retryAfter, dead *stmt.Stmt
@@ -226,7 +226,7 @@ func (h *hold) current() time.Time {
 // an error wrapping inbox.ErrDialect for a pair the database cannot run (transactional mode on
 // Postgres at repeatable read or serializable), inbox.ErrServerTooOld for an old server, and
 // inbox.ErrSchema for a table, column or column type that does not fit.
-func (f *Form[D]) Open(ctx context.Context, db *sql.DB, q inbox.Queue) (inbox.Plan, error) {
+func (f *Form[D]) Open(ctx context.Context, db *sql.DB, q inbox.Binding) (inbox.Plan, error) {
 	var plan inbox.Plan
 	err := f.life.Open(func() error {
 		return fmt.Errorf("%w: table %q: this lease form is already open: build one form per consumer", inbox.ErrAlreadyConsuming, f.t.Name)
@@ -238,7 +238,7 @@ func (f *Form[D]) Open(ctx context.Context, db *sql.DB, q inbox.Queue) (inbox.Pl
 }
 
 // bind checks the form against the server, prepares its statements and binds it to db and q.
-func (f *Form[D]) bind(ctx context.Context, db *sql.DB, q inbox.Queue) (inbox.Plan, error) {
+func (f *Form[D]) bind(ctx context.Context, db *sql.DB, q inbox.Binding) (inbox.Plan, error) {
 	if err := f.d.Allows(dialect.LeaseForm); err != nil {
 		return inbox.Plan{}, fmt.Errorf("table %q, queue %q: %w", f.t.Name, q.Name, err)
 	}

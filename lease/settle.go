@@ -216,7 +216,7 @@ func (f *Form[D]) backedOff(ctx context.Context, b *binding, h *hold, d *inbox.D
 	return errors.Join(err, f.backOff(ctx, b, h, d, err))
 }
 
-// backOff applies the consumer's back-off (inbox.Queue.Backoff) to d's row when its settlement
+// backOff applies the consumer's back-off (inbox.Binding.Backoff) to d's row when its settlement
 // failed with err for a reason of its own (a statement the database refused, not a lost
 // connection): the row is still leased under h's token, so the back-off runs under the same
 // guard, and a settlement that can never commit counts its attempts and waits like a retry. A

@@ -153,13 +153,13 @@ type Form[D Dialect] struct {
 	db   *sql.DB
 	st   *stmt.Table
 	text sqltext.RowLock // the text of every statement the form runs
-	q    inbox.Queue
+	q    inbox.Binding
 	log  *slog.Logger
 	// unflushed: an Ack's settlement, where it is the transaction's only change, commits without
-	// waiting for the disk (inbox.Queue.UnflushedAcks outside transactional mode, on a database
+	// waiting for the disk (inbox.Binding.UnflushedAcks outside transactional mode, on a database
 	// that sets durability per statement).
 	unflushed bool
-	// The statements, prepared or run by their text (inbox.Queue.UnpreparedStatements): claim
+	// The statements, prepared or run by their text (inbox.Binding.UnpreparedStatements): claim
 	// and ack always; ackUnflushed where unflushed; retry where the table has an attempt column;
 	// retryAfter where it has a retry_after column; dead where it has a dead_at column.
 	claim, ack, ackUnflushed, retry, retryAfter, dead *stmt.Stmt
@@ -187,7 +187,7 @@ func New[D Dialect](d D, t inbox.Table) *Form[D] {
 // q.UnpreparedStatements asks checks it by EXPLAIN without preparing it (a missing table or
 // column, or a column whose type breaks its role, fails with inbox.ErrSchema naming the table
 // and the statement or the column). The plan it returns says each delivery in work holds a pooled connection.
-func (f *Form[D]) Open(ctx context.Context, db *sql.DB, q inbox.Queue) (inbox.Plan, error) {
+func (f *Form[D]) Open(ctx context.Context, db *sql.DB, q inbox.Binding) (inbox.Plan, error) {
 	already := func() error {
 		return fmt.Errorf("%w: table %q: the row lock form is open already (queue %q): a form serves one consumer at a time, so build one per consumer", inbox.ErrAlreadyConsuming, f.t.Name, f.q.Name)
 	}
@@ -198,7 +198,7 @@ func (f *Form[D]) Open(ctx context.Context, db *sql.DB, q inbox.Queue) (inbox.Pl
 }
 
 // bind checks the form against db and binds it to q, as Open says.
-func (f *Form[D]) bind(ctx context.Context, db *sql.DB, q inbox.Queue) error {
+func (f *Form[D]) bind(ctx context.Context, db *sql.DB, q inbox.Binding) error {
 	if err := f.d.Allows(dialect.RowLockForm); err != nil {
 		return fmt.Errorf("table %q, queue %q: %w", f.t.Name, q.Name, err)
 	}
@@ -527,7 +527,7 @@ func (f *Form[D]) Settle(ctx context.Context, d *inbox.Delivery, o outcome.Outco
 	return nil
 }
 
-// backOff applies the consumer's back-off (inbox.Queue.Backoff) to the rows of ds, whose
+// backOff applies the consumer's back-off (inbox.Binding.Backoff) to the rows of ds, whose
 // settlement failed with err and whose transaction has rolled back, so that a settlement that
 // can never commit (a foreign key refusing the ack's DELETE) counts its attempts and waits like
 // a retry. The claim's lock is gone with its transaction, so the back-off runs in a
@@ -593,7 +593,7 @@ func (f *Form[D]) backOff(ctx context.Context, ds []*inbox.Delivery, err error) 
 // it, as it may refuse the very statement whose failure led here (a foreign key refusing the
 // DELETE), the row must still not be claimed again: die undoes the statement to a savepoint
 // and counts the attempt, which brings the attempt column to d.Attempt, the limit, where no
-// claim takes the row (inbox.Queue.MaxAttempts). It returns the death's failure (wrapping
+// claim takes the row (inbox.Binding.MaxAttempts). It returns the death's failure (wrapping
 // inbox.ErrDeathFailed at the limit), and the failure, if any, of what else it ran, after which
 // tx must be rolled back.
 func (f *Form[D]) die(ctx context.Context, tx dialect.Tx, d *inbox.Delivery, s *stmt.Stmt, args []any) (died, err error) {

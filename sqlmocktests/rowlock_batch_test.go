@@ -121,7 +121,7 @@ func TestRowlockBatchSettles(t *testing.T) {
 	for _, c := range rowlockBatchCases {
 		for _, tc := range cases {
 			t.Run(c.name+"/"+tc.name, func(t *testing.T) {
-				fx, f := openRowlock(t, c, fullShape, 0, inbox.Queue{Name: rowlockQueue, Transactional: tc.transactional})
+				fx, f := openRowlock(t, c, fullShape, 0, inbox.Binding{Name: rowlockQueue, Transactional: tc.transactional})
 				groups := tc.groups(c)
 				fx.mock.ExpectPrepare(fx.sql("claim(3)")).WillBeClosed()
 				fx.expectRowlockSettlePrepares()
@@ -194,7 +194,7 @@ func TestRowlockBatchMinimalTable(t *testing.T) {
 		{onPostgres, []outcome.Outcome{outcome.Retry(), outcome.RetryAfter(time.Minute), {}}, false},
 	} {
 		t.Run(tc.c.name+"/"+tc.outcomes[0].String()+","+tc.outcomes[1].String()+","+tc.outcomes[2].String(), func(t *testing.T) {
-			fx, f := openRowlock(t, tc.c, minimalShape, 0, inbox.Queue{})
+			fx, f := openRowlock(t, tc.c, minimalShape, 0, inbox.Binding{})
 			fx.mock.ExpectPrepare(fx.sql("claim(3)")).WillBeClosed()
 			fx.expectRowlockSettlePrepares()
 			fx.expectRowlockClaim("claim(3)", row{id: 1, payload: []byte("a")}, row{id: 2, payload: []byte("b")}, row{id: 3, payload: []byte("c")})
@@ -227,7 +227,7 @@ func TestRowlockBatchMinimalTable(t *testing.T) {
 func TestRowlockBatchClaim(t *testing.T) {
 	for _, tc := range rowlockConflicts {
 		t.Run(tc.c.name, func(t *testing.T) {
-			fx, f := openRowlock(t, tc.c, fullShape, 0, inbox.Queue{Name: rowlockQueue})
+			fx, f := openRowlock(t, tc.c, fullShape, 0, inbox.Binding{Name: rowlockQueue})
 			fx.mock.ExpectPrepare(fx.sql("claim(3)")).WillBeClosed()
 			fx.expectRowlockSettlePrepares()
 			fx.mock.ExpectBegin()
@@ -268,7 +268,7 @@ func TestRowlockBatchMisuse(t *testing.T) {
 	}
 	ack := outcome.Ack()
 
-	fx, f := openRowlock(t, onPostgres, fullShape, 0, inbox.Queue{Name: rowlockQueue})
+	fx, f := openRowlock(t, onPostgres, fullShape, 0, inbox.Binding{Name: rowlockQueue})
 	fx.mock.ExpectPrepare(fx.sql("claim(3)")).WillBeClosed()
 	fx.expectRowlockSettlePrepares()
 	fx.expectRowlockClaim("claim(3)", rowlockBatchRows(3)...)
@@ -294,7 +294,7 @@ func TestRowlockBatchMisuse(t *testing.T) {
 	fx.closed(t, f)
 
 	t.Run("single delivery as a batch", func(t *testing.T) {
-		fx, f := openRowlock(t, onPostgres, fullShape, 0, inbox.Queue{Name: rowlockQueue})
+		fx, f := openRowlock(t, onPostgres, fullShape, 0, inbox.Binding{Name: rowlockQueue})
 		fx.expectRowlockClaim("claim", rowlockRow(9))
 		fx.mock.ExpectRollback()
 		d := rowlockClaimOne(t, f)
@@ -314,7 +314,7 @@ func TestRowlockBatchMisuse(t *testing.T) {
 func TestRowlockBatchTransactionHeld(t *testing.T) {
 	for _, c := range rowlockBatchCases {
 		t.Run(c.name, func(t *testing.T) {
-			fx, f := openRowlock(t, c, fullShape, 0, inbox.Queue{Name: rowlockQueue, Transactional: true})
+			fx, f := openRowlock(t, c, fullShape, 0, inbox.Binding{Name: rowlockQueue, Transactional: true})
 			fx.mock.ExpectPrepare(fx.sql("claim(3)")).WillBeClosed()
 			fx.expectRowlockSettlePrepares()
 			fx.expectRowlockClaim("claim(3)", rowlockBatchRows(3)...)
@@ -344,7 +344,7 @@ func TestRowlockBatchFailures(t *testing.T) {
 				name = c.name + "/commit"
 			}
 			t.Run(name, func(t *testing.T) {
-				fx, f := openRowlock(t, c, fullShape, 0, inbox.Queue{Name: rowlockQueue})
+				fx, f := openRowlock(t, c, fullShape, 0, inbox.Binding{Name: rowlockQueue})
 				fx.mock.ExpectPrepare(fx.sql("claim(3)")).WillBeClosed()
 				fx.expectRowlockSettlePrepares()
 				fx.expectRowlockClaim("claim(3)", rowlockBatchRows(3)...)
@@ -389,7 +389,7 @@ func TestRowlockBatchFailures(t *testing.T) {
 // TestRowlockBatchCloseRollsBack: Close rolls back a batch still held and frees the batch
 // claim statement; the batch then no longer settles.
 func TestRowlockBatchCloseRollsBack(t *testing.T) {
-	fx, f := openRowlock(t, mariadbSerializable, fullShape, 0, inbox.Queue{Name: rowlockQueue})
+	fx, f := openRowlock(t, mariadbSerializable, fullShape, 0, inbox.Binding{Name: rowlockQueue})
 	fx.mock.ExpectPrepare(fx.sql("claim(3)")).WillBeClosed()
 	fx.expectRowlockSettlePrepares()
 	fx.expectRowlockClaim("claim(3)", row{id: 1}, row{id: 2})
