@@ -37,7 +37,7 @@ func Applied(t Table, cfg *Config, ds []*Delivery, returned []outcome.Outcome, p
 	for i, d := range ds[:min(len(ds), len(returned))] {
 		byRow[d] = returned[i]
 	}
-	c.bh = BatchHandlerFunc(func(_ context.Context, pass []*Delivery) []outcome.Outcome {
+	c.units = batches{h: BatchHandlerFunc(func(_ context.Context, pass []*Delivery) []outcome.Outcome {
 		if p != nil {
 			panic(p)
 		}
@@ -46,7 +46,7 @@ func Applied(t Table, cfg *Config, ds []*Delivery, returned []outcome.Outcome, p
 			outs[i] = byRow[d]
 		}
 		return outs
-	})
+	})}
 	r := &run{c: c, log: c.log}
 	s := &slot{}
 	outs := r.handle(context.Background(), s, ds)

@@ -24,7 +24,7 @@ type hostClock struct{}
 func (hostClock) Now() time.Time { return time.Now() }
 
 // Now reads q's clock, or this host's where q has none.
-func (q Queue) Now() time.Time {
+func (q Binding) Now() time.Time {
 	if q.Clock == nil {
 		return time.Now()
 	}

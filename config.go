@@ -17,12 +17,9 @@ type Config struct {
 	// per delivery (row lock, advisory, and every form in transactional mode), the consumer
 	// runs at most the pool's MaxOpenConns less one (less two for the lease form, which keeps a
 	// connection of its own), so the application always has a connection; it says so in the log
-	// when it runs fewer than asked. Where a delivery holds nothing (the lease form outside
-	// transactional mode, but on SQLite, whose lone worker settles and claims in one
-	// transaction), a worker hands each Ack, Drop or Fail over and takes its next row while it
-	// commits: up to four settlements per worker run behind the handlers, and settlements that
-	// run at once share a commit where the form merges them. A retry settles before its worker
-	// claims again.
+	// when it runs fewer than asked. Where a delivery holds nothing of its worker's, a worker may
+	// take its next row while its last one's settlement commits: the package documentation says
+	// where each settlement runs ("Where settlements run").
 	Workers int
 	// PollInterval bounds how long a worker waits after a claim that found nothing, or failed,
 	// before it claims again: each wait is drawn anew, uniformly from PollInterval/2 up to (not

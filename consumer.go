@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"log/slog"
 	"reflect"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -17,15 +16,11 @@ import (
 // Consumer claims rows of one queue through a form and runs a handler for each row, or for each
 // batch of rows. Create it with NewConsumer or NewBatchConsumer; Run does the work.
 type Consumer struct {
-	db   *sql.DB
-	form Form
-	h    Handler
-	cfg  Config
-	log  *slog.Logger
-
-	batches   BatchForm // set by NewBatchConsumer: the form, claiming batches
-	bh        BatchHandler
-	batchSize int
+	db    *sql.DB
+	form  Form  // opened and closed by Run; its units claim through it
+	units units // single rows or batches, as the constructor chose
+	cfg   Config
+	log   *slog.Logger
 
 	life          lifecycle   // the table's lifecycle columns, as the form's plan said at Run
 	warnedNoDelay atomic.Bool // a RetryAfter on a table without retry_after was logged
@@ -40,7 +35,7 @@ type Consumer struct {
 // by an error from Run that a retry loop around Run would log and try again.
 func NewConsumer(db *sql.DB, form Form, h Handler, cfg *Config) *Consumer {
 	mustBuild("NewConsumer", form, h)
-	c := &Consumer{db: db, form: form, h: h}
+	c := &Consumer{db: db, form: form, units: singles{form, h}}
 	c.configure(cfg)
 	return c
 }
@@ -51,7 +46,7 @@ func NewConsumer(db *sql.DB, form Form, h Handler, cfg *Config) *Consumer {
 // panics when form or h is nil, as NewConsumer does.
 func NewBatchConsumer(db *sql.DB, form BatchForm, size int, h BatchHandler, cfg *Config) *Consumer {
 	mustBuild("NewBatchConsumer", form, h)
-	c := &Consumer{db: db, form: form, batches: form, bh: h, batchSize: max(size, 1)}
+	c := &Consumer{db: db, form: form, units: batches{form, h, max(size, 1)}}
 	c.configure(cfg)
 	return c
 }
@@ -108,127 +103,14 @@ func (c *Consumer) Run(ctx context.Context) error {
 		return err
 	}
 	defer unqueue()
-	log := c.log.With("queue", c.cfg.Queue, "table", plan.Table)
-	c.life = plan.Described.lifecycle()
-	if err := c.checkRetry(plan.Table); err != nil {
+	r, err := c.newRun(*plan)
+	if err != nil {
 		closeForm()
 		return err
 	}
-
-	workers := c.cfg.Workers
-	claimSlots := workers
-	if max := c.db.Stats().MaxOpenConnections; max > 0 {
-		if max < 2 {
-			return fmt.Errorf("inbox: queue %q of table %q: the pool allows %d connection, which leaves none for the application: raise db.SetMaxOpenConns to at least 2", c.cfg.Queue, plan.Table, max)
-		}
-		deliveries := max - 1 // connections deliveries may hold: one stays free for the application
-		if plan.OwnConnection {
-			deliveries--
-		}
-		if plan.HoldsConnection && deliveries < 1 {
-			return fmt.Errorf("inbox: queue %q of table %q: the pool allows %d connections: the form keeps one for its own statements and one stays free for the application, which leaves none for a delivery in work to hold: raise db.SetMaxOpenConns to at least 3", c.cfg.Queue, plan.Table, max)
-		}
-		if plan.HoldsConnection && workers > deliveries {
-			log.Warn("inbox: running fewer workers than configured: each delivery in work holds a pooled connection, and one stays free for the application", "workers", workers, "running", deliveries, "max_open_conns", max, "form_keeps", plan.OwnConnection)
-			workers = deliveries
-		}
-		claimSlots = min(workers, max-1)
-	}
-	if plan.SerialClaims || (!plan.HoldsConnection && c.batches == nil) {
-		// One claim in flight takes a row for every worker waiting or settling meanwhile: the
-		// claims that would otherwise run side by side, a row each, share one statement and one
-		// commit. A batch claim serves its own worker only, so batches claim side by side.
-		claimSlots = 1
-	}
-
-	r := &run{
-		c:          c,
-		plan:       *plan,
-		log:        log,
-		claimSlots: make(chan struct{}, claimSlots),
-		handoff:    make(chan []*Delivery, workers),
-		notify:     make(chan struct{}),
-		slots:      make([]*slot, workers),
-		failed:     map[failureKey]struct{}{},
-	}
-	if r.due, err = newDueWatch(c.db, *plan, c.cfg.Queue, c.cfg.Clock); err != nil {
-		closeForm()
-		return err
-	}
-	if c.batches != nil || plan.HoldsConnection {
-		// A batch settles whole, and a delivery that holds a connection holds it until it
-		// settles: neither claims its next rows with its settlement.
-		r.plan.SettleAndClaim = nil
-	}
-	var settlers sync.WaitGroup
-	if n := c.settlersBehind(*plan, workers); n > 0 {
-		r.behind = make(chan settlement)
-		settlers.Add(n)
-		for range n {
-			go r.settleBehind(ctx, settlers.Done)
-		}
-	}
-	r.handlerCtx, r.cancelHandlers = context.WithCancel(context.WithoutCancel(ctx))
-	defer r.cancelHandlers()
-
-	wakeups := make(chan struct{}, 1)
-	defer listen(plan.Table, wakeups)()
-	go r.relayWakeups(ctx, wakeups)
-	wakerDone := make(chan struct{})
-	if w := c.cfg.Wakeups; w != nil {
-		go func() {
-			defer close(wakerDone)
-			w.Watch(ctx, plan.Table, log, r.wakeAll)
-		}()
-	} else {
-		close(wakerDone)
-	}
-
-	for i := range r.slots {
-		s := &slot{exited: make(chan struct{})}
-		r.slots[i] = s
-		go r.work(ctx, s)
-	}
-	extendDone := make(chan struct{})
-	go r.extend(ctx, extendDone)
-	unclaimableDone := make(chan struct{})
-	if plan.FindUnclaimable != nil {
-		go watchUnclaimable(ctx, plan.FindUnclaimable, log, unclaimableDone)
-	} else {
-		close(unclaimableDone)
-	}
-	stopWatch, watchDone := make(chan struct{}), make(chan struct{})
-	go r.watchPool(stopWatch, watchDone)
-	defer func() {
-		close(stopWatch)
-		<-watchDone
-	}()
-
+	r.start(ctx)
 	<-ctx.Done()
-	// Everything after the handlers' shutdown timeout gives rows back and closes the form, which
-	// may wait for a statement a handler runs on a connection the form also uses (database/sql
-	// closes a prepared statement only once each connection it was prepared on is free). Run
-	// does not wait for that longer than shutdownGrace: the rest finishes in the background.
-	finished := make(chan struct{})
-	go func() {
-		defer close(finished)
-		r.shutdown()
-		if r.behind != nil {
-			close(r.behind)
-			settlers.Wait()
-		}
-		<-extendDone
-		<-unclaimableDone
-		<-wakerDone
-		closeForm()
-	}()
-	grace := time.NewTimer(c.cfg.ShutdownTimeout + shutdownGrace)
-	defer grace.Stop()
-	select {
-	case <-finished:
-	case <-grace.C:
-		log.Warn("inbox: giving rows back and closing the form outlast the shutdown timeout, waiting for statements the abandoned handlers still run; Run returns and they finish in the background, the form free again once they have", "shutdown_timeout", c.cfg.ShutdownTimeout)
-	}
+	r.stop(closeForm)
 	return nil
 }
 
@@ -245,7 +127,7 @@ func (c *Consumer) open(ctx context.Context) (plan *Plan, closeForm, unqueue fun
 	if err := claimForm(c.form); err != nil {
 		return nil, nil, nil, err
 	}
-	q := Queue{Name: c.cfg.Queue, Transactional: c.cfg.Transactional, UnflushedAcks: c.cfg.UnflushedAcks, UnpreparedStatements: c.cfg.UnpreparedStatements, Logger: c.log, Clock: c.cfg.Clock, MaxAttempts: max(c.cfg.MaxAttempts, 0), Backoff: c.backoff}
+	q := Binding{Name: c.cfg.Queue, Transactional: c.cfg.Transactional, UnflushedAcks: c.cfg.UnflushedAcks, UnpreparedStatements: c.cfg.UnpreparedStatements, Logger: c.log, Clock: c.cfg.Clock, MaxAttempts: max(c.cfg.MaxAttempts, 0), Backoff: c.backoff}
 	for {
 		plan, err := c.form.Open(ctx, c.db, q)
 		if err == nil {
@@ -303,19 +185,3 @@ func fatal(err error) bool {
 	}
 	return false
 }
-
-// settlersBehind is how many settlements may run behind the workers of plan: none where a
-// delivery's settlement ends a hold that is its worker's (a transaction or a connection in
-// work, a batch's hold), or where the form claims the worker's next row with it
-// (Plan.SettleAndClaim); otherwise behindPerWorker for each worker.
-func (c *Consumer) settlersBehind(plan Plan, workers int) int {
-	if plan.HoldsConnection || c.batches != nil || c.cfg.Transactional || plan.SettleAndClaim != nil {
-		return 0
-	}
-	return behindPerWorker * workers
-}
-
-// behindPerWorker bounds the settlements that run behind each worker: enough that while one
-// commit is in flight the next rows' settlements queue up and share the one after, few enough
-// that a slow database soon makes the workers wait for it rather than claim more.
-const behindPerWorker = 4

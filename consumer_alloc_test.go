@@ -34,7 +34,7 @@ func newAllocFreeForm(rows int) *allocFreeForm {
 	return f
 }
 
-func (f *allocFreeForm) Open(context.Context, *sql.DB, Queue) (Plan, error) { return f.plan, nil }
+func (f *allocFreeForm) Open(context.Context, *sql.DB, Binding) (Plan, error) { return f.plan, nil }
 
 func (f *allocFreeForm) Claim(_ context.Context, max int) ([]*Delivery, error) {
 	f.mu.Lock()

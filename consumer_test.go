@@ -53,7 +53,7 @@ func (f *fakeForm) push(ids ...int64) {
 	f.rows = append(f.rows, ids...)
 }
 
-func (f *fakeForm) Open(ctx context.Context, db *sql.DB, q Queue) (Plan, error) {
+func (f *fakeForm) Open(ctx context.Context, db *sql.DB, q Binding) (Plan, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if len(f.openErr) > 0 {
@@ -716,7 +716,7 @@ type settleClaimForm struct {
 	fused atomic.Int32
 }
 
-func (f *settleClaimForm) Open(ctx context.Context, db *sql.DB, q Queue) (Plan, error) {
+func (f *settleClaimForm) Open(ctx context.Context, db *sql.DB, q Binding) (Plan, error) {
 	plan, err := f.fakeForm.Open(ctx, db, q)
 	plan.SettleAndClaim = f.settleAndClaim
 	return plan, err

@@ -54,25 +54,6 @@ type Delivery struct {
 	ownValues []any
 }
 
-// SetColumns is for forms: it records the values of the application's own columns of table
-// (names, as Table.Columns describes them) that the claim read with d's row, in that order,
-// for Column to read. The form shares names between deliveries; values becomes d's.
-func SetColumns(d *Delivery, table string, names []string, values []any) {
-	d.ownTable, d.ownNames, d.ownValues = table, names, values
-}
-
-// SetHold is for forms: it records h, the claiming form's handle on d's row (a transaction, a
-// lease token, a locked connection), which HoldOf gives back when the delivery returns to the
-// form. Handlers never see it.
-func SetHold(d *Delivery, h any) { d.hold = h }
-
-// HoldOf is for forms: it returns the handle SetHold recorded on d as an H, and whether there is
-// one of that type (a delivery another form claimed has none).
-func HoldOf[H any](d *Delivery) (H, bool) {
-	h, ok := d.hold.(H)
-	return h, ok
-}
-
 // Column returns the value of the application's own column name (one of Table.Columns), read
 // with d's row by its claim, converted to T as Rows.Scan converts a column into a *T: text reads
 // as a string or []byte on every driver (MySQL's returns text as bytes), a number as int64 or a
@@ -108,38 +89,6 @@ type Tx interface {
 	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
 	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
 	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
-}
-
-// LendTx is for forms: it lends tx, a transaction the form began through dialect dl on table
-// table, to the handlers of ds, the rows of one claim (one delivery, or a batch whose deliveries
-// share tx): each Delivery.Tx becomes one guarded view of tx. The guard counts the statements
-// running through it. After a statement fails, and before the next statement after rows were
-// read (whose errors reach only their reader), it asks dl.TxEnded whether the database ended
-// tx; once it has, the guard refuses every statement with an error wrapping
-// ErrTransactionEnded, so that nothing the handler runs lands outside the transaction (MySQL
-// and MariaDB would run it in autocommit). TakeBackTx ends the loan before the form settles.
-func LendTx(tx dialect.Tx, dl dialect.Dialect, table string, ds ...*Delivery) {
-	l := &loan{tx: tx, dl: dl, table: table, ds: ds}
-	for _, d := range ds {
-		d.lent = l
-		d.Tx = l
-	}
-}
-
-// TakeBackTx is for forms: it ends the handler's use of d.Tx (and of every delivery's it was
-// lent with), so that later statements through it fail. It fails with ErrTransactionHeld when a
-// statement of the handler's is still running on the transaction (from a goroutine the handler
-// left behind, or a handler abandoned at shutdown), and with ErrTransactionEnded when the
-// database ended the transaction while the handler had it. Either way the form must settle
-// nothing and give the rows back. A held transaction must not be waited for: database/sql's
-// Rollback waits for the statement running on it, which may run for as long as the handler
-// likes, so the form rolls such a transaction back in the background. Every call after the
-// first, for any delivery of the loan, returns the first call's error.
-func TakeBackTx(d *Delivery) error {
-	if d.lent == nil {
-		return nil
-	}
-	return d.lent.takeBack()
 }
 
 // loan is one transaction lent to the handlers of one claim's deliveries: the view of it each

@@ -74,6 +74,43 @@
 // taking no lock a claim waits for) and logs each kind with its count and a few ids, once for as
 // long as it stays as it is (see Unclaimable).
 //
+// # Where settlements run
+//
+// A worker handles its unit, a row or a batch, and the unit's settlement then runs in one of
+// three places:
+//
+//   - Behind the worker, which takes its next row meanwhile: the settlement of a single row
+//     whose hold is nothing of the worker's (the lease form outside transactional mode, but on
+//     SQLite), when its outcome takes the row out of the queue (an Ack, a Drop, a Fail). Up to
+//     four settlements per worker run so, side by side; the lease form on Postgres gives those
+//     that run at once one statement and one commit. A row whose settlement has not committed
+//     is still held, so no claim takes it; Run waits for every settlement handed over before it
+//     closes the form. A retry settles in its worker instead, so that its row is back in the
+//     queue, its retry_after written, before the worker claims again: a lone worker still takes
+//     a retried row of the first priority next.
+//   - With the worker's next claim, in one transaction (the lease form on SQLite outside
+//     transactional mode, whose one writer commits one transaction at a time): a single row's
+//     settlement, when its worker would claim next and no other worker waits for a row or
+//     settles.
+//   - In the worker, before it takes its next unit: everything else. A batch settles whole, and
+//     a delivery that holds a connection (the row lock and advisory forms, and every form in
+//     transactional mode) holds it until it settles.
+//
+// A claim of single rows where deliveries hold no connection takes a row for every worker
+// waiting or settling, so the claims that would run side by side share one statement and one
+// commit; batches claim side by side, each for its own worker.
+//
+// # Writing a form
+//
+// A form is how rows are held while their handlers run; the packages rowlock, lease and advisory
+// build the three this module has. Its contract with the consumer is the Form and BatchForm
+// interfaces, the Binding a consumer opens it with, the Plan it answers, and five functions
+// it calls on the deliveries it claims (SetHold, HoldOf, SetColumns, LendTx, TakeBackTx), all
+// in one file, form.go. A form written outside this module can implement them, and the
+// consumer drives it as it drives this module's; but until the module's first release that
+// contract may change in any commit, and the CHANGELOG says when it does. internal/settleplan,
+// which plans the statements of a unit's settlement, is this module's alone.
+//
 // # Guarantees
 //
 // A row is in work with at most one handler at a time while its form's hold stands: the row

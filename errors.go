@@ -42,7 +42,7 @@ var (
 	// ErrDeathFailed: a row at its attempt limit can neither settle nor die: its settlement
 	// failed, and so did its death (stamping dead_at, or where the table has no DeadAt column
 	// deleting it, often the very statement that failed). The row stays in the table, its
-	// attempt column at the limit, and no claim takes it again (Queue.MaxAttempts); a consumer
+	// attempt column at the limit, and no claim takes it again (Binding.MaxAttempts); a consumer
 	// logs it once at ERROR and reports it among the queue's unclaimable rows.
 	ErrDeathFailed = sentinel.DeathFailed
 )

@@ -66,13 +66,7 @@ const shutdownGrace = time.Second
 func (r *run) release(u []*Delivery) {
 	ctx, cancel := context.WithTimeout(context.Background(), settleTimeout)
 	defer cancel()
-	var err error
-	if r.c.batches != nil {
-		err = r.c.batches.ReleaseBatch(ctx, u)
-	} else {
-		err = r.c.form.Release(ctx, u[0])
-	}
-	if err != nil {
+	if err := r.c.units.release(ctx, u); err != nil {
 		r.log.Error("inbox: giving rows back failed; they return to the queue by their form's rule", "ids", ids(u), "err", err)
 	}
 }
@@ -82,8 +76,7 @@ func (r *run) release(u []*Delivery) {
 // never overlap: both take its slot's lock. An extension that finds the hold lost
 // (ErrLeaseLost) cancels the unit's handler with that error as the cause, and the unit is not
 // extended again.
-func (r *run) extend(ctx context.Context, done chan<- struct{}) {
-	defer close(done)
+func (r *run) extend(ctx context.Context) {
 	if r.plan.ExtendEvery <= 0 {
 		<-ctx.Done()
 		return

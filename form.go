@@ -14,14 +14,14 @@ import (
 // advisory each build one; a Consumer drives it, and so may a test. A Form value serves one
 // consumer at a time: Open binds it to a database and a queue until Close.
 type Form interface {
-	// Open binds the form to db and queue q and checks it against the server before anything is
+	// Open binds the form to db and b and checks it against the server before anything is
 	// claimed: the dialect's pair and server version, the type of every column the table
 	// description names (a type that breaks its role fails with ErrSchema naming the column and
 	// the statement that fixes it), and every statement the form runs, prepared against the
 	// server, or checked there by EXPLAIN where q.UnpreparedStatements asks (a missing table or
 	// column fails with ErrSchema naming the table and the statement). It returns the plan the
 	// consumer drives the form by.
-	Open(ctx context.Context, db *sql.DB, q Queue) (Plan, error)
+	Open(ctx context.Context, db *sql.DB, b Binding) (Plan, error)
 	// Claim claims at most max due rows of the queue, in claim order, and returns them held.
 	// No rows is not an error.
 	Claim(ctx context.Context, max int) ([]*Delivery, error)
@@ -41,8 +41,9 @@ type Form interface {
 	Close() error
 }
 
-// Queue is what a consumer asks of the form it opens.
-type Queue struct {
+// Binding is what a consumer binds a form to when it opens it: the queue it claims from, and
+// how the consumer runs.
+type Binding struct {
 	// Name is the queue the form claims from, a value of the table's queue column
 	// (Table.Queue). Ignored where the table has none.
 	Name string
@@ -59,7 +60,7 @@ type Queue struct {
 	UnpreparedStatements bool
 	// Logger receives the form's warnings; never nil once the consumer opens the form.
 	Logger *slog.Logger
-	// Clock is what the form reads the time from (Queue.Now); nil: this host's clock.
+	// Clock is what the form reads the time from (Binding.Now); nil: this host's clock.
 	Clock Clock
 	// MaxAttempts is the attempt limit (Config.MaxAttempts), where the table counts attempts:
 	// no claim takes a row whose attempt column has reached it, so no delivery reads an
@@ -116,9 +117,8 @@ type Plan struct {
 	// SettleAndClaim settles d by o, as Settle does, and claims at most max rows, as Claim does,
 	// in one transaction, where that saves a commit (the lease form on SQLite outside
 	// transactional mode: one writer commits one transaction at a time). It returns the rows
-	// claimed, the settlement's error and the claim's. A consumer of single rows calls it when a
-	// worker that settles would claim next and no other worker is waiting or settling, whose
-	// rows the separate statements would share.
+	// claimed, the settlement's error and the claim's. When the consumer calls it: see "Where
+	// settlements run" in the package documentation.
 	SettleAndClaim func(ctx context.Context, d *Delivery, o outcome.Outcome, max int) (claimed []*Delivery, settleErr, claimErr error)
 	// FindUnclaimable returns each kind of unclaimable row the open form's queue has (see
 	// Unclaimable), with at least one row; none when every row can be claimed. The forms of
@@ -150,4 +150,59 @@ type BatchForm interface {
 	SettleBatch(ctx context.Context, ds []*Delivery, os []outcome.Outcome) error
 	// ReleaseBatch gives the rows of one ClaimBatch back without an outcome and ends the hold.
 	ReleaseBatch(ctx context.Context, ds []*Delivery) error
+}
+
+// The functions below are the rest of the forms' contract with the consumer (see "Writing a
+// form" in the package documentation): a form calls them on the deliveries it claims, and
+// nothing else needs them.
+
+// SetColumns records the values of the application's own columns of table
+// (names, as Table.Columns describes them) that the claim read with d's row, in that order,
+// for Column to read. The form shares names between deliveries; values becomes d's.
+func SetColumns(d *Delivery, table string, names []string, values []any) {
+	d.ownTable, d.ownNames, d.ownValues = table, names, values
+}
+
+// SetHold records h, the claiming form's handle on d's row (a transaction, a
+// lease token, a locked connection), which HoldOf gives back when the delivery returns to the
+// form. Handlers never see it.
+func SetHold(d *Delivery, h any) { d.hold = h }
+
+// HoldOf returns the handle SetHold recorded on d as an H, and whether there is
+// one of that type (a delivery another form claimed has none).
+func HoldOf[H any](d *Delivery) (H, bool) {
+	h, ok := d.hold.(H)
+	return h, ok
+}
+
+// LendTx lends tx, a transaction the form began through dialect dl on table
+// table, to the handlers of ds, the rows of one claim (one delivery, or a batch whose deliveries
+// share tx): each Delivery.Tx becomes one guarded view of tx. The guard counts the statements
+// running through it. After a statement fails, and before the next statement after rows were
+// read (whose errors reach only their reader), it asks dl.TxEnded whether the database ended
+// tx; once it has, the guard refuses every statement with an error wrapping
+// ErrTransactionEnded, so that nothing the handler runs lands outside the transaction (MySQL
+// and MariaDB would run it in autocommit). TakeBackTx ends the loan before the form settles.
+func LendTx(tx dialect.Tx, dl dialect.Dialect, table string, ds ...*Delivery) {
+	l := &loan{tx: tx, dl: dl, table: table, ds: ds}
+	for _, d := range ds {
+		d.lent = l
+		d.Tx = l
+	}
+}
+
+// TakeBackTx ends the handler's use of d.Tx (and of every delivery's it was
+// lent with), so that later statements through it fail. It fails with ErrTransactionHeld when a
+// statement of the handler's is still running on the transaction (from a goroutine the handler
+// left behind, or a handler abandoned at shutdown), and with ErrTransactionEnded when the
+// database ended the transaction while the handler had it. Either way the form must settle
+// nothing and give the rows back. A held transaction must not be waited for: database/sql's
+// Rollback waits for the statement running on it, which may run for as long as the handler
+// likes, so the form rolls such a transaction back in the background. Every call after the
+// first, for any delivery of the loan, returns the first call's error.
+func TakeBackTx(d *Delivery) error {
+	if d.lent == nil {
+		return nil
+	}
+	return d.lent.takeBack()
 }

@@ -38,34 +38,27 @@ func (r *run) deliver(ctx context.Context, ops *detached, s *slot, u []*Delivery
 	s.mu.Unlock()
 
 	handled := r.now()
-	if r.behind != nil && final(outs[0]) {
-		// Nothing of the delivery's hold is the worker's: the settlement runs behind it while it
-		// takes its next row, and settlements that run at once share a commit where the form
-		// merges them. A retry settles here instead, so that its row is back in the queue, its
-		// retry_after written, before this worker claims again or asks when a row falls due:
-		// a lone worker still takes a retried row of the first priority next.
+	where := r.placeOf(ctx, outs, mayClaim)
+	if where == behindWorker {
 		r.behind <- settlement{ctx: hctx, d: u[0], o: outs[0], handler: handled.Sub(began)}
 		return nil, true
 	}
 	sctx := ops.begin()
 	var err error
 	var next []*Delivery
-	switch {
-	case r.c.batches != nil:
-		err = r.c.batches.SettleBatch(sctx, u, outs)
-	case mayClaim && r.fuse(ctx):
+	if where == withNextClaim {
 		var claimErr error
 		next, err, claimErr = r.plan.SettleAndClaim(sctx, u[0], outs[0], 1)
 		r.observeClaim(sctx, next, handled, claimErr)
 		<-r.claimSlots
 		r.noteClaim(claimErr)
-	default:
+	} else {
 		r.settling.Add(1)
-		err = r.c.form.Settle(sctx, u[0], outs[0])
+		err = r.c.units.settle(sctx, u, outs)
 		r.settling.Add(-1)
 	}
 	shown := outs
-	if r.c.batches != nil && r.c.cfg.Transactional {
+	if r.c.cfg.Transactional {
 		shown = r.appliedInTx(s, outs)
 	}
 	r.observeSettled(hctx, u, shown, handled.Sub(began), handled, err)
@@ -73,10 +66,6 @@ func (r *run) deliver(ctx context.Context, ops *detached, s *slot, u []*Delivery
 	r.settledAs(u, outs, err)
 	return next, true
 }
-
-// final reports whether o takes its row out of the queue for good: an Ack or a Drop, which
-// settle it, or a Fail, which leaves it dead.
-func final(o outcome.Outcome) bool { return o.Settles() || o.Kind() == outcome.KindFail }
 
 // settlement is a single delivery's outcome, settled behind its worker (run.behind).
 type settlement struct {
@@ -252,7 +241,7 @@ func (c *Consumer) limit(d *Delivery, o outcome.Outcome) outcome.Outcome {
 	return o
 }
 
-// backoff is what a form applies to d when its settlement failed with err (Queue.Backoff): a
+// backoff is what a form applies to d when its settlement failed with err (Binding.Backoff): a
 // retry by the policy, or at the attempt limit a Fail, the row's death (which the form applies
 // as a drop where the table has no dead_at column), with the settlement's error as the row's
 // last.
@@ -332,9 +321,5 @@ func (r *run) call(ctx context.Context, s *slot, ds []*Delivery) (outs []outcome
 			}
 		}
 	}()
-	if r.c.bh != nil {
-		return r.c.bh.HandleBatch(ctx, ds)
-	}
-	s.one[0] = r.c.h.Handle(ctx, ds[0])
-	return s.one[:]
+	return r.c.units.call(ctx, ds, &s.one)
 }

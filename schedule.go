@@ -16,9 +16,11 @@ type run struct {
 	plan Plan
 	log  *slog.Logger
 
+	sharesClaims  bool             // a claim takes rows for the workers waiting or settling too
 	claimSlots    chan struct{}    // a token per claim allowed in flight
 	handoff       chan []*Delivery // rows claimed by one worker for others, a unit of one each
 	behind        chan settlement  // single settlements the workers hand to settleBehind; nil: each worker settles its own
+	settlers      int              // the goroutines that settle behind the workers (settlersBehind)
 	waiting       atomic.Int32     // workers waiting for a row, whom a claim takes rows for
 	settling      atomic.Int32     // workers settling, who will want a row in a moment
 	failing       sync.Mutex       // guards claimsFailing
@@ -36,6 +38,10 @@ type run struct {
 
 	failedMu sync.Mutex
 	failed   map[failureKey]struct{} // failed settlements logged at ERROR
+
+	runGroups
+	unlisten             func()        // stops the wake-ups of this process's publishes
+	stopWatch, watchDone chan struct{} // end the pool's watch, and say it ended
 }
 
 // slot is one worker's state, shared with the extender and with shutdown.
@@ -158,10 +164,7 @@ func (r *run) next(ctx context.Context, ops *detached, timer *time.Timer) (unit,
 	if err != nil || len(ds) == 0 {
 		return r.idle(ctx, ops, timer, woken), nil
 	}
-	if r.c.batches != nil {
-		return ds, nil
-	}
-	rest := ds[1:]
+	mine, rest := r.c.units.split(ds)
 	for len(rest) > 0 {
 		select {
 		case r.handoff <- rest[:1:1]:
@@ -171,7 +174,7 @@ func (r *run) next(ctx context.Context, ops *detached, timer *time.Timer) (unit,
 		}
 		break
 	}
-	return ds[:1:1], rest
+	return mine, rest
 }
 
 // idle waits a poll wait, or until ctx is done, woken is closed (a publish since the claim,
@@ -210,17 +213,11 @@ func (r *run) idle(ctx context.Context, ops *detached, timer *time.Timer, woken 
 func (r *run) claim(ops *detached) ([]*Delivery, error) {
 	cctx := ops.begin()
 	began := r.now()
-	var ds []*Delivery
-	var err error
-	if r.c.batches != nil {
-		ds, err = r.c.batches.ClaimBatch(cctx, r.c.batchSize)
-	} else {
-		n := 1
-		if !r.plan.HoldsConnection {
-			n += int(r.waiting.Load() + r.settling.Load())
-		}
-		ds, err = r.c.form.Claim(cctx, n)
+	others := 0
+	if r.sharesClaims {
+		others = int(r.waiting.Load() + r.settling.Load())
 	}
+	ds, err := r.c.units.claim(cctx, others)
 	r.observeClaim(cctx, ds, began, err)
 	ops.end()
 	<-r.claimSlots
@@ -239,20 +236,5 @@ func (r *run) noteClaim(err error) {
 	case err == nil && r.claimsFailing:
 		r.claimsFailing = false
 		r.log.Info("inbox: claims succeed again")
-	}
-}
-
-// fuse reports whether a worker that settles should claim its next row in the same call, and
-// if so takes the claim slot for it: only when the form can, and no other worker waits for a
-// row or settles, so that no claim or settlement would be shared by running them apart.
-func (r *run) fuse(ctx context.Context) bool {
-	if r.plan.SettleAndClaim == nil || ctx.Err() != nil || len(r.handoff) > 0 || r.waiting.Load() > 0 || r.settling.Load() > 0 {
-		return false
-	}
-	select {
-	case r.claimSlots <- struct{}{}:
-		return true
-	default:
-		return false
 	}
 }

@@ -8,7 +8,7 @@ import (
 
 // Unclaimable is one kind of row of a queue that no claim takes as the row stands, and that
 // nothing in the library will change: a NULL in the queue column, an attempt at the limit
-// (Queue.MaxAttempts) on a row that did not settle, a retry_after more than a century ahead,
+// (Binding.MaxAttempts) on a row that did not settle, a retry_after more than a century ahead,
 // or (SQLite) a retry_after that is not a time in the library's layout. See the package
 // documentation on what a claimable row is.
 type Unclaimable struct {
@@ -32,8 +32,7 @@ var (
 // watchUnclaimable searches a queue with find for unclaimable rows at once and then every
 // unclaimableEvery until ctx ends, and logs each kind whose count changed since the last search
 // that succeeded: a warning for a kind found, a line at info for a kind gone.
-func watchUnclaimable(ctx context.Context, find func(context.Context) ([]Unclaimable, error), log *slog.Logger, done chan<- struct{}) {
-	defer close(done)
+func watchUnclaimable(ctx context.Context, find func(context.Context) ([]Unclaimable, error), log *slog.Logger) {
 	reported := map[string]int{} // rows of each kind, as last logged
 	timer := time.NewTimer(0)
 	defer timer.Stop()

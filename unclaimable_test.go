@@ -29,7 +29,7 @@ type finding struct {
 	err   error
 }
 
-func (f *findingForm) Open(ctx context.Context, db *sql.DB, q Queue) (Plan, error) {
+func (f *findingForm) Open(ctx context.Context, db *sql.DB, q Binding) (Plan, error) {
 	plan, err := f.fakeForm.Open(ctx, db, q)
 	plan.FindUnclaimable = f.find
 	return plan, err

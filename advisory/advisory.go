@@ -93,6 +93,7 @@ import (
 	"github.com/sqlinbox/inbox/dialect"
 	"github.com/sqlinbox/inbox/internal/formlife"
 	"github.com/sqlinbox/inbox/internal/schema"
+	"github.com/sqlinbox/inbox/internal/settleplan"
 	"github.com/sqlinbox/inbox/internal/sqltext"
 	"github.com/sqlinbox/inbox/internal/stmt"
 	"github.com/sqlinbox/inbox/outcome"
@@ -128,11 +129,12 @@ type Form[D Dialect] struct {
 	// Set by Open before it opens the form; read by the calls it admits. Close frees the
 	// candidate select once no call uses it.
 	db         *sql.DB
-	q          inbox.Queue
+	q          inbox.Binding
 	log        *slog.Logger
 	candidates *stmt.Stmt
 	t          *stmt.Table
 	s          statements
+	shape      settleplan.Table // what the table records of an outcome, for settleplan
 }
 
 // statements is the text of the form's statements over its table, as internal/sqltext writes
@@ -146,8 +148,27 @@ type statements struct {
 	ack, retryAfter, dead    string // retryAfter and dead are empty where the table lacks the column
 }
 
+// one is the statement that settles one row as kind k (Ack, RetryAfter or Fail).
+func (s statements) one(k outcome.Kind) string {
+	switch k {
+	case outcome.KindAck:
+		return s.ack
+	case outcome.KindFail:
+		return s.dead
+	}
+	return s.retryAfter
+}
+
+// many is the statement that settles n rows as kind k (Ack, RetryAfter or Fail).
+func (s statements) many(k outcome.Kind, n int) string {
+	if k == outcome.KindAck {
+		return s.acked.Settle(k, sqltext.ByIDs(n))
+	}
+	return s.a.Settle(k, sqltext.ByIDs(n))
+}
+
 // newStatements builds the statements over table t; with unflushedAcks its acks commit without
-// waiting for the disk (inbox.Queue.UnflushedAcks outside transactional mode).
+// waiting for the disk (inbox.Binding.UnflushedAcks outside transactional mode).
 func newStatements(a sqltext.Advisory, t inbox.Table, unflushedAcks bool) statements {
 	acked := a
 	if unflushedAcks {
@@ -217,7 +238,7 @@ func defaultKey(t inbox.Table) string {
 // column, including one the key names, or a column whose type breaks its role, fails with
 // inbox.ErrSchema. q.UnpreparedStatements, the setting for a pooler in transaction mode, fails
 // with inbox.ErrDialect: session locks do not hold there.
-func (f *Form[D]) Open(ctx context.Context, db *sql.DB, q inbox.Queue) (inbox.Plan, error) {
+func (f *Form[D]) Open(ctx context.Context, db *sql.DB, q inbox.Binding) (inbox.Plan, error) {
 	already := func() error {
 		return fmt.Errorf("%w: the advisory form over table %q is already open: build one form per consumer", inbox.ErrAlreadyConsuming, f.table.Name)
 	}
@@ -228,7 +249,7 @@ func (f *Form[D]) Open(ctx context.Context, db *sql.DB, q inbox.Queue) (inbox.Pl
 }
 
 // bind checks the form against db and binds it to q, as Open says.
-func (f *Form[D]) bind(ctx context.Context, db *sql.DB, q inbox.Queue) error {
+func (f *Form[D]) bind(ctx context.Context, db *sql.DB, q inbox.Binding) error {
 	st, err := stmt.New(f.d, f.table)
 	if err != nil {
 		return err
@@ -287,6 +308,11 @@ func (f *Form[D]) bind(ctx context.Context, db *sql.DB, q inbox.Queue) error {
 	}
 	f.db, f.q, f.log, f.candidates = db, q, log, candidates
 	f.t, f.s = st, s
+	f.shape = settleplan.Table{
+		ProcessedAt: f.table.ProcessedAt != "", DeadAt: f.table.DeadAt != "",
+		RetryAfter: f.table.RetryAfter != "", LastError: f.table.LastError != "",
+		// A retry writes nothing: the take counted the attempt, and the released lock is the retry.
+	}
 	return nil
 }
 
@@ -619,49 +645,21 @@ func (f *Form[D]) settle(ctx context.Context, ex execer, d *inbox.Delivery, o ou
 }
 
 // exec runs the statement of outcome o, if it has one, through ex, and returns the database's
-// error.
+// error. A retry has none: the take counted the attempt, and releasing the lock hands the row
+// back.
 func (f *Form[D]) exec(ctx context.Context, ex execer, d *inbox.Delivery, o outcome.Outcome) error {
-	var (
-		query string
-		args  []any
-	)
-	k := o.Kind()
-	if k == outcome.KindFail && f.table.DeadAt == "" {
-		k = outcome.KindDrop // without a dead_at column a failed row is dropped
+	step, ok := settleplan.One(f.shape, o, false)
+	if o.Kind() == outcome.KindRetryAfter && step.Kind == outcome.KindRetry {
+		f.log.Warn("inbox: RetryAfter on a table without a RetryAfter column: the row is retried at once; add the column to delay retries", "table", f.table.Name, "id", d.ID)
 	}
-	switch k {
-	case outcome.KindAck, outcome.KindDrop:
-		query, args = f.s.ack, []any{d.ID}
-		if f.table.ProcessedAt != "" {
-			args = []any{f.d.Time(f.q.Now()), d.ID}
-		}
-	case outcome.KindFail:
-		query, args = f.s.dead, append(f.stampArgs(f.q.Now(), o.LastError()), d.ID)
-	case outcome.KindRetryAfter:
-		if f.table.RetryAfter == "" {
-			f.log.Warn("inbox: RetryAfter on a table without a RetryAfter column: the row is retried at once; add the column to delay retries", "table", f.table.Name, "id", d.ID)
-			return nil
-		}
-		query, args = f.s.retryAfter, append(f.stampArgs(f.q.Now().Add(o.Delay()), o.LastError()), d.ID)
-	default:
-		// Retry, and the zero outcome: the take counted the attempt, and releasing the lock
-		// hands the row back.
+	if !ok {
 		return nil
 	}
-	_, err := ex.ExecContext(ctx, query, args...)
+	_, err := ex.ExecContext(ctx, f.s.one(step.Kind), append(f.shape.Args(step, f.q.Now(), f.d.Time), d.ID)...)
 	return err
 }
 
-// stampArgs are the leading arguments of a retry after or a fail: the time it stamps, then the
-// last error where the table has the column.
-func (f *Form[D]) stampArgs(at time.Time, lastError any) []any {
-	if f.table.LastError != "" {
-		return []any{f.d.Time(at), lastError}
-	}
-	return []any{f.d.Time(at)}
-}
-
-// backOff applies the consumer's back-off (inbox.Queue.Backoff) to d's row through ex, the
+// backOff applies the consumer's back-off (inbox.Binding.Backoff) to d's row through ex, the
 // delivery's connection, when its settlement failed with err for a reason of its own (a
 // statement the database refused, not a lost connection): the lock still holds the row, so a
 // settlement that can never commit counts its attempts (the take counted this one) and waits

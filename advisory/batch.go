@@ -4,11 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"time"
 
 	"github.com/sqlinbox/inbox"
 	"github.com/sqlinbox/inbox/dialect"
-	"github.com/sqlinbox/inbox/internal/sqltext"
+	"github.com/sqlinbox/inbox/internal/settleplan"
 	"github.com/sqlinbox/inbox/internal/stmt"
 	"github.com/sqlinbox/inbox/outcome"
 )
@@ -197,94 +196,44 @@ func (f *Form[D]) commitBatch(ctx context.Context, h *hold, ds []*inbox.Delivery
 	return nil
 }
 
-// settleMany runs through ex the statements that settle ds[i] by os[i]: one for the Acks and
-// Drops, one per distinct RetryAfter delay and last error, one per distinct Fail's last error.
-// A statement that fails does not stop the others; with backOff, the rows of a statement that
-// failed are backed off by the consumer's policy (see backOff).
+// settleMany runs through ex the statements that settle ds[i] by os[i], as settleplan plans
+// them: one for the Acks and Drops, one per distinct RetryAfter delay and last error, one per
+// distinct Fail's last error; a Retry runs none. A statement that fails does not stop the
+// others; with backOff, the rows of a statement that failed are backed off by the consumer's
+// policy (see backOff).
 func (f *Form[D]) settleMany(ctx context.Context, ex execer, ds []*inbox.Delivery, os []outcome.Outcome, backOff bool) error {
+	p := settleplan.Of(f.shape, os, false)
+	if len(p.Unscheduled) > 0 {
+		f.log.Warn("inbox: RetryAfter on a table without a RetryAfter column: the rows are retried at once; add the column to delay retries", "table", f.table.Name, "ids", rowIDs(ds, p.Unscheduled))
+	}
 	now := f.q.Now()
-	var acks []any
-	var stamps []stampKey // in order of first appearance
-	later := map[stampKey][]any{}
-	byID := make(map[int64]*inbox.Delivery, len(ds))
-	for i, o := range os {
-		byID[ds[i].ID] = ds[i]
-		k := o.Kind()
-		if k == outcome.KindFail && f.table.DeadAt == "" {
-			k = outcome.KindDrop // without a dead_at column a failed row is dropped
-		}
-		switch k {
-		case outcome.KindAck, outcome.KindDrop:
-			acks = append(acks, ds[i].ID)
-		case outcome.KindRetryAfter, outcome.KindFail:
-			key := stampKey{kind: k, delay: o.Delay()}
-			if f.table.LastError != "" {
-				key.lastError = o.LastError()
-			}
-			if _, ok := later[key]; !ok {
-				stamps = append(stamps, key)
-			}
-			later[key] = append(later[key], ds[i].ID)
-		}
-		// Retry, and the zero outcome: the take counted the attempt, and releasing the key hands
-		// the row back.
-	}
 	var errs []error
-	failed := func(rows []any, err error) {
-		errs = append(errs, err)
-		if !backOff {
-			return
+	for _, step := range p.Steps {
+		ids := rowIDs(ds, step.Rows)
+		args := f.shape.Args(step, now, f.d.Time)
+		for _, id := range ids {
+			args = append(args, id)
 		}
-		for _, id := range rows {
-			if berr := f.backOff(ctx, ex, byID[id.(int64)], err); berr != nil {
-				errs = append(errs, berr)
+		if _, err := ex.ExecContext(ctx, f.s.many(step.Kind, len(ids)), args...); err != nil {
+			err = fmt.Errorf("inbox: table %q: settling rows %v (%s): %w; the rows return to the queue", f.table.Name, ids, step.Kind, err)
+			errs = append(errs, err)
+			for _, i := range step.Rows {
+				if backOff {
+					errs = append(errs, f.backOff(ctx, ex, ds[i], err))
+				}
 			}
-		}
-	}
-	if len(acks) > 0 {
-		args := acks
-		if f.table.ProcessedAt != "" {
-			args = append([]any{f.d.Time(now)}, acks...)
-		}
-		if _, err := ex.ExecContext(ctx, f.s.acked.Settle(outcome.KindAck, sqltext.ByIDs(len(acks))), args...); err != nil {
-			failed(acks, fmt.Errorf("inbox: table %q: settling rows %v (ack or drop): %w; the rows return to the queue", f.table.Name, acks, err))
-		}
-	}
-	if f.table.RetryAfter == "" {
-		var rows []any
-		kept := stamps[:0]
-		for _, k := range stamps {
-			if k.kind == outcome.KindFail {
-				kept = append(kept, k)
-				continue
-			}
-			rows = append(rows, later[k]...)
-		}
-		if len(rows) > 0 {
-			f.log.Warn("inbox: RetryAfter on a table without a RetryAfter column: the rows are retried at once; add the column to delay retries", "table", f.table.Name, "ids", rows)
-		}
-		stamps = kept
-	}
-	for _, k := range stamps {
-		rows := later[k]
-		what := "retry after " + k.delay.String()
-		if k.kind == outcome.KindFail {
-			what = "fail"
-		}
-		args := append(f.stampArgs(now.Add(k.delay), k.lastError), rows...)
-		if _, err := ex.ExecContext(ctx, f.s.a.Settle(k.kind, sqltext.ByIDs(len(rows))), args...); err != nil {
-			failed(rows, fmt.Errorf("inbox: table %q: settling rows %v (%s): %w; the rows return to the queue", f.table.Name, rows, what, err))
 		}
 	}
 	return errors.Join(errs...)
 }
 
-// stampKey groups the rows of a batch that one stamping statement settles: a retry after of
-// one delay, or a fail, with one last error.
-type stampKey struct {
-	kind      outcome.Kind // RetryAfter or Fail
-	delay     time.Duration
-	lastError any // the text, or nil
+// rowIDs are the ids of the rows of ds at indexes rows.
+func rowIDs(ds []*inbox.Delivery, rows []int) []int64 {
+	ids := make([]int64, len(rows))
+	for j, i := range rows {
+		ids[j] = ds[i].ID
+	}
+	return ids
 }
 
 // ReleaseBatch gives the rows of one ClaimBatch back without an outcome: it rolls the handler's

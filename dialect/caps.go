@@ -163,6 +163,11 @@ type Caps struct {
 	// Dialect.Retryable recognises these codes and marks, and no others; the forms run a
 	// conflicted claim, or a guarded statement, again.
 	ConflictMarks []string
+	// ConflictTries bounds how often a form runs a claim or a guarded statement that keeps
+	// meeting such conflicts, in all: 10 on the servers, whose conflicts end at once (a
+	// deadlock, a certification failure) or after a lock wait the claim's SKIP LOCKED keeps
+	// short; 5 on SQLite, where each SQLITE_BUSY has waited out the busy timeout already.
+	ConflictTries int
 
 	// Catalog is how the database describes its tables and which types it has: what the schema
 	// checks (Open, inbox schema -check) read a table's columns and indexes from, the type rules
@@ -196,7 +201,7 @@ type Caps struct {
 	// a statement that matches no row sets it as well. A server crash may then forget the
 	// commit, unless a later commit waited for the disk (the log is one sequence).
 	// The lease form's claims and extensions and the advisory form's take carry it, and every
-	// form's acks outside transactional mode where inbox.Queue.UnflushedAcks asks (internal/sqltext
+	// form's acks outside transactional mode where inbox.Binding.UnflushedAcks asks (internal/sqltext
 	// Lease, Advisory, RowLock). Empty where durability is not set per transaction: MySQL and
 	// MariaDB (innodb_flush_log_at_trx_commit is the server's), SQLite (synchronous is the
 	// connection's).
@@ -269,6 +274,7 @@ var (
 		ClockQuery:          "SELECT to_char(clock_timestamp() AT TIME ZONE 'UTC', 'YYYY-MM-DD HH24:MI:SS.US')",
 		ConflictCodes:       []string{"40001", "40P01"},
 		ConflictMarks:       []string{"SQLSTATE 40001", "SQLSTATE 40P01"},
+		ConflictTries:       10,
 		Catalog:             PostgresCatalog,
 		PartialIndexes:      true,
 		CaseSensitiveNames:  true,
@@ -294,6 +300,7 @@ var (
 		Server:            Floor{3, 35, 0, "RETURNING"},
 		ClockQuery:        "SELECT strftime('%Y-%m-%d %H:%M:%f', 'now')",
 		ConflictMarks:     []string{"SQLITE_BUSY", "database is locked"},
+		ConflictTries:     5,
 		Catalog:           SQLiteCatalog,
 		PartialIndexes:    true,
 	}
@@ -318,6 +325,7 @@ func mysqlFamilyCaps(title string, server Floor, sessionLevelQueries ...string) 
 		Server:               server,
 		ClockQuery:           "SELECT DATE_FORMAT(UTC_TIMESTAMP(6), '%Y-%m-%d %H:%i:%s.%f')",
 		ConflictMarks:        []string{"Error 1213", "Error 1205"},
+		ConflictTries:        10,
 		Catalog:              MySQLCatalog,
 		Clusters:             true,
 	}

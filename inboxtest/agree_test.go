@@ -23,7 +23,7 @@ type oneRowForm struct {
 	got   chan outcome.Outcome
 }
 
-func (f *oneRowForm) Open(context.Context, *sql.DB, inbox.Queue) (inbox.Plan, error) {
+func (f *oneRowForm) Open(context.Context, *sql.DB, inbox.Binding) (inbox.Plan, error) {
 	return inbox.Plan{Table: f.table.Name, Form: "one_row", Described: f.table}, nil
 }
 

@@ -94,7 +94,7 @@ type memForm struct {
 	endless bool // every claim finds a row
 }
 
-func (f *memForm) Open(context.Context, *sql.DB, inbox.Queue) (inbox.Plan, error) {
+func (f *memForm) Open(context.Context, *sql.DB, inbox.Binding) (inbox.Plan, error) {
 	return inbox.Plan{Table: "mem", Form: "mem", Described: inbox.Table{Name: "mem", ID: "id", RetryAfter: "retry_after"}}, nil
 }
 

@@ -70,14 +70,14 @@ func TestAdvisoryBatchOutcomes(t *testing.T) {
 		b.enqueue(t, db, tbl, messages("q", 6)...)
 		b.enqueue(t, db, tbl, messages("other", 1)...)
 
-		f := openForm(t, batchForm(t, advisoryForm(t, b, tbl, tbl.Name+"-{id}")), db, inbox.Queue{Name: "q"})
+		f := openForm(t, batchForm(t, advisoryForm(t, b, tbl, tbl.Name+"-{id}")), db, inbox.Binding{Name: "q"})
 		ds := claimBatchN(t, f, 10, 6) // the queue's rows
 		for i, d := range ds {
 			if want := fmt.Sprintf("m%d", i+1); string(d.Payload) != want || d.Attempt != 1 || d.Queue != "q" {
 				t.Fatalf("delivery %d: payload %q attempt %d group %q; want %q, 1, q (claim order)", i, d.Payload, d.Attempt, d.Queue, want)
 			}
 		}
-		other := openForm(t, batchForm(t, advisoryForm(t, b, tbl, tbl.Name+"-{id}")), db, inbox.Queue{Name: "q"})
+		other := openForm(t, batchForm(t, advisoryForm(t, b, tbl, tbl.Name+"-{id}")), db, inbox.Binding{Name: "q"})
 		if got := claimBatch(t, other, 10); len(got) != 0 {
 			t.Fatalf("a second consumer claimed %v while the batch held every row", deliveryIDs(got))
 		}
@@ -131,7 +131,7 @@ func TestAdvisoryBatchTransactional(t *testing.T) {
 		insert := "INSERT INTO " + side + " (id) VALUES (" + b.dialect.Placeholder(1) + ")"
 		b.enqueue(t, db, tbl, messages("q", 6)...)
 
-		f := openForm(t, batchForm(t, advisoryForm(t, b, tbl, tbl.Name+"-{id}")), db, inbox.Queue{Name: "q", Transactional: true})
+		f := openForm(t, batchForm(t, advisoryForm(t, b, tbl, tbl.Name+"-{id}")), db, inbox.Binding{Name: "q", Transactional: true})
 		handle := func(ds []*inbox.Delivery) {
 			t.Helper()
 			for _, d := range ds {
@@ -182,8 +182,8 @@ func TestAdvisoryBatchReleaseAndClose(t *testing.T) {
 		db, tbl := b.openTable(t, 0, fullTable)
 		b.enqueue(t, db, tbl, messages("q", 3)...)
 
-		f := openForm(t, batchForm(t, advisoryForm(t, b, tbl, tbl.Name+"-{id}")), db, inbox.Queue{Name: "q"})
-		other := openForm(t, batchForm(t, advisoryForm(t, b, tbl, tbl.Name+"-{id}")), db, inbox.Queue{Name: "q"})
+		f := openForm(t, batchForm(t, advisoryForm(t, b, tbl, tbl.Name+"-{id}")), db, inbox.Binding{Name: "q"})
+		other := openForm(t, batchForm(t, advisoryForm(t, b, tbl, tbl.Name+"-{id}")), db, inbox.Binding{Name: "q"})
 
 		ds := claimBatchN(t, f, 3, 3)
 		if err := f.Release(context.Background(), ds[0]); err == nil || errors.Is(err, inbox.ErrClosed) {

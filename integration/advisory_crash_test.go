@@ -78,7 +78,7 @@ func TestAdvisoryCrash(t *testing.T) {
 			t.Fatalf("the child did not hold its rows; its stderr:\n%s", stderr.String())
 		}
 
-		other := openForm(t, advisoryForm(t, b, tbl, tbl.Name+"-{id}"), db, inbox.Queue{Name: "q"})
+		other := openForm(t, advisoryForm(t, b, tbl, tbl.Name+"-{id}"), db, inbox.Binding{Name: "q"})
 		if ds := claim(t, other, advisoryCrashRows); len(ds) != 0 {
 			t.Fatalf("claimed %v while the child held every row", deliveryIDs(ds))
 		}

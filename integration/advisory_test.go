@@ -32,7 +32,7 @@ func TestAdvisoryOutcomes(t *testing.T) {
 		b.enqueue(t, db, tbl, messages("q", 4)...)
 		b.enqueue(t, db, tbl, messages("other", 1)...)
 
-		f := openForm(t, advisoryForm(t, b, tbl, tbl.Name+"-{id}"), db, inbox.Queue{Name: "q"})
+		f := openForm(t, advisoryForm(t, b, tbl, tbl.Name+"-{id}"), db, inbox.Binding{Name: "q"})
 		ds := claimN(t, f, 10, 4) // the queue's rows
 		for i, d := range ds {
 			if want := fmt.Sprintf("m%d", i+1); string(d.Payload) != want || d.Attempt != 1 || d.Queue != "q" {
@@ -41,7 +41,7 @@ func TestAdvisoryOutcomes(t *testing.T) {
 		}
 
 		// Another consumer finds every key held.
-		other := openForm(t, advisoryForm(t, b, tbl, tbl.Name+"-{id}"), db, inbox.Queue{Name: "q"})
+		other := openForm(t, advisoryForm(t, b, tbl, tbl.Name+"-{id}"), db, inbox.Binding{Name: "q"})
 		if got := claim(t, other, 10); len(got) != 0 {
 			t.Fatalf("a second consumer claimed %v while every row was held", deliveryIDs(got))
 		}
@@ -94,7 +94,7 @@ func TestAdvisoryMinimalTable(t *testing.T) {
 		db, tbl := b.openTable(t, 0, minimalTable)
 		b.enqueue(t, db, tbl, messages("", 3)...)
 
-		f := openForm(t, advisoryForm(t, b, tbl, tbl.Name+":{id}"), db, inbox.Queue{})
+		f := openForm(t, advisoryForm(t, b, tbl, tbl.Name+":{id}"), db, inbox.Binding{})
 		ds := claim(t, f, 3)
 		if len(ds) != 3 || ds[0].Attempt != 0 {
 			t.Fatalf("claimed %v, want 3 rows with attempt 0 (no attempt column)", deliveryIDs(ds))
@@ -117,7 +117,7 @@ func TestAdvisoryTransactional(t *testing.T) {
 		insert := "INSERT INTO " + side + " (id) VALUES (" + b.dialect.Placeholder(1) + ")"
 		b.enqueue(t, db, tbl, messages("q", 4)...)
 
-		f := openForm(t, advisoryForm(t, b, tbl, tbl.Name+"-{id}"), db, inbox.Queue{Name: "q", Transactional: true})
+		f := openForm(t, advisoryForm(t, b, tbl, tbl.Name+"-{id}"), db, inbox.Binding{Name: "q", Transactional: true})
 		ds := claimN(t, f, 4, 4)
 		outcomes := []outcome.Outcome{outcome.Ack(), outcome.Drop(), outcome.Retry(), outcome.RetryAfter(time.Hour)}
 		for i, d := range ds {
@@ -149,14 +149,14 @@ func TestAdvisoryKeyTemplate(t *testing.T) {
 	forEachBackend(t, backends(t, false), func(t *testing.T, b backend) {
 		db, tbl := b.openTable(t, 0, fullTable)
 		for _, key := range []string{"jobs-{id", "jobs-id}", "jobs-{}", "jobs-{{id}}", "it's-{id}", `a\b-{id}`, "jobs-{" + strings.Repeat("x", 70) + "}"} {
-			_, err := advisoryForm(t, b, tbl, key).Open(context.Background(), db, inbox.Queue{Name: "q"})
+			_, err := advisoryForm(t, b, tbl, key).Open(context.Background(), db, inbox.Binding{Name: "q"})
 			if err == nil || !strings.Contains(err.Error(), fmt.Sprintf("%q", key)) {
 				t.Errorf("template %q: %v, want an error naming the template", key, err)
 			}
 		}
 
 		f := advisoryForm(t, b, tbl, tbl.Name+"-{account}")
-		_, err := f.Open(context.Background(), db, inbox.Queue{Name: "q"})
+		_, err := f.Open(context.Background(), db, inbox.Binding{Name: "q"})
 		if !errors.Is(err, inbox.ErrSchema) || !strings.Contains(err.Error(), tbl.Name+"-{account}") || !strings.Contains(err.Error(), "account") {
 			t.Fatalf("a template over a column the table lacks: %v, want ErrSchema naming the template", err)
 		}

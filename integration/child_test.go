@@ -49,7 +49,7 @@ type phasedForm struct {
 	settled func(d *inbox.Delivery, o outcome.Outcome)
 }
 
-func (f *phasedForm) Open(ctx context.Context, db *sql.DB, q inbox.Queue) (inbox.Plan, error) {
+func (f *phasedForm) Open(ctx context.Context, db *sql.DB, q inbox.Binding) (inbox.Plan, error) {
 	return f.inner.Open(context.WithValue(ctx, phaseKey{}, phase{name: "open"}), db, q)
 }
 

@@ -51,7 +51,7 @@ func TestClusterGalera(t *testing.T) {
 			b.createTable(t, admin, tbl)
 			g.applied(t, tbl.Name)
 			f := cell{b: b, form: w.form}.newForm(t, tbl)
-			_, err := f.Open(context.Background(), pools[1], inbox.Queue{Name: "q"})
+			_, err := f.Open(context.Background(), pools[1], inbox.Binding{Name: "q"})
 			if !errors.Is(err, inbox.ErrDialect) || !strings.Contains(err.Error(), "lease form") {
 				t.Errorf("the %s form's Open on a Galera node: %v; want ErrDialect naming the lease form", w.form, err)
 			}

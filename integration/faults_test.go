@@ -1295,7 +1295,7 @@ func TestFaultsFailedEndDiscardsConnection(t *testing.T) {
 				db.SetMaxOpenConns(4)
 				t.Cleanup(func() { db.Close() })
 				f := c.newForm(t, tbl)
-				q := inbox.Queue{Name: "q", Transactional: tc.transactional, Logger: testLogger(t)}
+				q := inbox.Binding{Name: "q", Transactional: tc.transactional, Logger: testLogger(t)}
 				if _, err := f.Open(ctx, db, q); err != nil {
 					t.Fatal(err)
 				}
@@ -1318,7 +1318,7 @@ func TestFaultsFailedEndDiscardsConnection(t *testing.T) {
 				// Another consumer, on a pool of its own, takes the row once the transaction has
 				// ended (on the lease form, once the claim's lease has run out).
 				other := c.newForm(t, tbl)
-				if _, err := other.Open(ctx, c.openDSN(t, dsn, 4), inbox.Queue{Name: "q", Logger: testLogger(t)}); err != nil {
+				if _, err := other.Open(ctx, c.openDSN(t, dsn, 4), inbox.Binding{Name: "q", Logger: testLogger(t)}); err != nil {
 					t.Fatal(err)
 				}
 				defer other.Close()

@@ -25,7 +25,7 @@ import (
 
 // openForm opens f on db for q and closes it when the test ends; an error of either fails the
 // test.
-func openForm[F inbox.Form](t *testing.T, f F, db *sql.DB, q inbox.Queue) F {
+func openForm[F inbox.Form](t *testing.T, f F, db *sql.DB, q inbox.Binding) F {
 	t.Helper()
 	if _, err := f.Open(context.Background(), db, q); err != nil {
 		t.Fatalf("Open: %v", err)

@@ -27,7 +27,7 @@ func TestLeaseBatchOutcomes(t *testing.T) {
 		for i := range 6 {
 			b.enqueue(t, db, tbl, inbox.Message{Payload: []byte(strconv.Itoa(i))})
 		}
-		f := leaseForm(t, b, db, tbl, nil, inbox.Queue{})
+		f := leaseForm(t, b, db, tbl, nil, inbox.Binding{})
 		ds := claimBatchN(t, f, 16, 6)
 		batch, _ := inbox.HoldOf[any](ds[0])
 		for _, d := range ds {
@@ -68,7 +68,7 @@ func TestLeaseBatchOutcomes(t *testing.T) {
 // ackTakenBatch acks, with a lease consumer for queue q, a batch of three rows whose lease ran
 // out after another consumer took one of them. It returns the batch, how many rows the table
 // held after the settlement and the settlement's error; the other consumer then acks its row.
-func ackTakenBatch(t *testing.T, b backend, q inbox.Queue) (batch []*inbox.Delivery, left int, err error) {
+func ackTakenBatch(t *testing.T, b backend, q inbox.Binding) (batch []*inbox.Delivery, left int, err error) {
 	t.Helper()
 	db, tbl, mine, theirs := leaseContended(t, b, 3, q)
 	batch, taken := batchTaken(t, mine, theirs, 3, 1)
@@ -80,7 +80,7 @@ func ackTakenBatch(t *testing.T, b backend, q inbox.Queue) (batch []*inbox.Deliv
 
 func TestLeaseBatchLostLeaseSettlesTheRest(t *testing.T) {
 	forEachBackend(t, backends(t, true), func(t *testing.T, b backend) {
-		_, left, err := ackTakenBatch(t, b, inbox.Queue{})
+		_, left, err := ackTakenBatch(t, b, inbox.Binding{})
 		if !errors.Is(err, inbox.ErrLeaseLost) {
 			t.Fatalf("SettleBatch with a row taken by another consumer: %v, want ErrLeaseLost", err)
 		}
@@ -97,7 +97,7 @@ func TestLeaseBatchLostLeaseSettlesTheRest(t *testing.T) {
 func TestLeaseBatchLostRowsNamed(t *testing.T) {
 	forEachBackend(t, backends(t, true), func(t *testing.T, b backend) {
 		ctx := context.Background()
-		db, tbl, mine, theirs := leaseContended(t, b, 4, inbox.Queue{})
+		db, tbl, mine, theirs := leaseContended(t, b, 4, inbox.Binding{})
 		ds, taken := batchTaken(t, mine, theirs, 4, 2)
 		lost := []int64{ds[0].ID, ds[1].ID}
 		if got := deliveryIDs(taken); !slices.Equal(got, lost) {
@@ -132,7 +132,7 @@ func TestLeaseBatchLostRowsNamed(t *testing.T) {
 // *inbox.LeaseLostError names every row of the batch.
 func TestLeaseBatchTransactionalLostRowsNamed(t *testing.T) {
 	forEachBackend(t, backends(t, true), func(t *testing.T, b backend) {
-		ds, left, err := ackTakenBatch(t, b, inbox.Queue{Transactional: true})
+		ds, left, err := ackTakenBatch(t, b, inbox.Binding{Transactional: true})
 		var lle *inbox.LeaseLostError
 		if !errors.Is(err, inbox.ErrLeaseLost) || !errors.As(err, &lle) || !slices.Equal(lle.IDs, deliveryIDs(ds)) {
 			t.Fatalf("SettleBatch of acks with a row taken: %v (%+v), want a *inbox.LeaseLostError naming every row, %v", err, lle, deliveryIDs(ds))
@@ -145,7 +145,7 @@ func TestLeaseBatchTransactionalLostRowsNamed(t *testing.T) {
 
 func TestLeaseBatchExtendRenewsEveryRow(t *testing.T) {
 	forEachBackend(t, backends(t, true), func(t *testing.T, b backend) {
-		_, _, mine, theirs := leaseContended(t, b, 3, inbox.Queue{})
+		_, _, mine, theirs := leaseContended(t, b, 3, inbox.Binding{})
 		ds := claimBatchN(t, mine, 16, 3)
 		for range 3 {
 			time.Sleep(500 * time.Millisecond)
@@ -164,7 +164,7 @@ func TestLeaseBatchTransactional(t *testing.T) {
 	forEachBackend(t, backends(t, true), func(t *testing.T, b backend) {
 		db, tbl := b.openTable(t, 0, withAttempt)
 		side := b.scratchTable(t, db, tbl.Name+"_side", "id BIGINT")
-		f := leaseForm(t, b, db, tbl, nil, inbox.Queue{Transactional: true})
+		f := leaseForm(t, b, db, tbl, nil, inbox.Binding{Transactional: true})
 		// handle claims the table's three rows in a batch, writes a side row for each through the
 		// batch's transaction and settles the batch with outs; it returns the batch, and how many
 		// writes landed and rows were left after.

@@ -163,7 +163,7 @@ func TestLeaseClaimPlansOnce(t *testing.T) {
 	for range 40 {
 		b.enqueue(t, db, tbl, inbox.Message{Queue: "q"})
 	}
-	f := leaseForm(t, b, db, tbl, &lease.Config{Lease: time.Minute}, inbox.Queue{Name: "q", Logger: testLogger(t)})
+	f := leaseForm(t, b, db, tbl, &lease.Config{Lease: time.Minute}, inbox.Binding{Name: "q", Logger: testLogger(t)})
 	const runs = 10
 	for _, n := range []int{1, 3} {
 		for range runs {

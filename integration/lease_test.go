@@ -21,7 +21,7 @@ import (
 )
 
 // leaseForm opens a lease form over tbl on db, closed when the test ends.
-func leaseForm(t *testing.T, b backend, db *sql.DB, tbl inbox.Table, cfg *lease.Config, q inbox.Queue) *lease.Form[dialect.Dialect] {
+func leaseForm(t *testing.T, b backend, db *sql.DB, tbl inbox.Table, cfg *lease.Config, q inbox.Binding) *lease.Form[dialect.Dialect] {
 	t.Helper()
 	return openForm(t, lease.New(b.dialect, tbl, cfg), db, q)
 }
@@ -36,12 +36,12 @@ func withAttempt(name string) inbox.Table {
 // leaseContended publishes rows rows to a fresh table with an attempt column and opens two lease
 // forms of a one-second lease over it, as two consumers contending for them: mine for queue q,
 // theirs for the default queue.
-func leaseContended(t *testing.T, b backend, rows int, q inbox.Queue) (db *sql.DB, tbl inbox.Table, mine, theirs *lease.Form[dialect.Dialect]) {
+func leaseContended(t *testing.T, b backend, rows int, q inbox.Binding) (db *sql.DB, tbl inbox.Table, mine, theirs *lease.Form[dialect.Dialect]) {
 	t.Helper()
 	db, tbl = b.openTable(t, 0, withAttempt)
 	b.enqueue(t, db, tbl, messages("", rows)...)
 	cfg := &lease.Config{Lease: time.Second}
-	return db, tbl, leaseForm(t, b, db, tbl, cfg, q), leaseForm(t, b, db, tbl, cfg, inbox.Queue{})
+	return db, tbl, leaseForm(t, b, db, tbl, cfg, q), leaseForm(t, b, db, tbl, cfg, inbox.Binding{})
 }
 
 // batchTaken claims a batch of n rows with mine, lets the batch's one-second lease run out and
@@ -59,7 +59,7 @@ func TestLeaseOutcomesProcessedAt(t *testing.T) {
 		for range 5 {
 			b.enqueue(t, db, tbl, inbox.Message{Queue: "q", Payload: []byte("p")})
 		}
-		f := leaseForm(t, b, db, tbl, nil, inbox.Queue{Name: "q"})
+		f := leaseForm(t, b, db, tbl, nil, inbox.Binding{Name: "q"})
 		ds := claimN(t, f, 10, 5)
 		ack, drop, retry, later, released := ds[0], ds[1], ds[2], ds[3], ds[4]
 		settle(t, f, ack, outcome.Ack())
@@ -100,7 +100,7 @@ func TestLeaseOutcomesDelete(t *testing.T) {
 			b.enqueue(t, db, tbl, inbox.Message{Payload: []byte("p")})
 		}
 		var log inboxtest.Log
-		f := leaseForm(t, b, db, tbl, nil, inbox.Queue{Logger: log.Logger(slog.LevelInfo)})
+		f := leaseForm(t, b, db, tbl, nil, inbox.Binding{Logger: log.Logger(slog.LevelInfo)})
 		ds := claimN(t, f, 10, 4)
 		settle(t, f, ds[0], outcome.Ack())
 		settle(t, f, ds[1], outcome.Drop())
@@ -125,7 +125,7 @@ func TestLeaseAttempts(t *testing.T) {
 	forEachBackend(t, backends(t, true), func(t *testing.T, b backend) {
 		db, tbl := b.openTable(t, 0, withAttempt)
 		b.enqueue(t, db, tbl, inbox.Message{Payload: []byte("p")})
-		f := leaseForm(t, b, db, tbl, nil, inbox.Queue{})
+		f := leaseForm(t, b, db, tbl, nil, inbox.Binding{})
 		for want, give := range []func(*inbox.Delivery){
 			func(d *inbox.Delivery) { settle(t, f, d, outcome.Retry()) },
 			func(d *inbox.Delivery) {
@@ -148,7 +148,7 @@ func TestLeaseAttempts(t *testing.T) {
 		plain := minimalTable(tableName(t) + "p")
 		b.createTable(t, db, plain)
 		b.enqueue(t, db, plain, inbox.Message{Payload: []byte("p")})
-		g := leaseForm(t, b, db, plain, nil, inbox.Queue{})
+		g := leaseForm(t, b, db, plain, nil, inbox.Binding{})
 		if d := claimN(t, g, 1, 1)[0]; d.Attempt != 0 {
 			t.Errorf("attempt %d on a table without an attempt column, want 0", d.Attempt)
 		}
@@ -169,7 +169,7 @@ func TestLeaseOrder(t *testing.T) {
 			m.Payload = []byte(m.Queue)
 			b.enqueue(t, db, tbl, m)
 		}
-		a := leaseForm(t, b, db, tbl, nil, inbox.Queue{Name: "a"})
+		a := leaseForm(t, b, db, tbl, nil, inbox.Binding{Name: "a"})
 		ds := claimN(t, a, 10, 4)
 		if got, want := deliveryIDs(ds), []int64{3, 4, 5, 2}; !slices.Equal(got, want) {
 			t.Errorf("queue a claimed %v, want %v (priority, then id; the delayed row and queue b's left)", got, want)
@@ -179,7 +179,7 @@ func TestLeaseOrder(t *testing.T) {
 				t.Errorf("row %d of group %q claimed by queue a", d.ID, d.Queue)
 			}
 		}
-		other := leaseForm(t, b, db, tbl, nil, inbox.Queue{Name: "b"})
+		other := leaseForm(t, b, db, tbl, nil, inbox.Binding{Name: "b"})
 		if got := deliveryIDs(claimN(t, other, 10, 1)); got[0] != 1 {
 			t.Errorf("queue b claimed %v, want [1]", got)
 		}
@@ -189,7 +189,7 @@ func TestLeaseOrder(t *testing.T) {
 func TestLeaseExpiredLeaseIsTaken(t *testing.T) {
 	forEachBackend(t, backends(t, true), func(t *testing.T, b backend) {
 		ctx := context.Background()
-		db, tbl, first, second := leaseContended(t, b, 1, inbox.Queue{})
+		db, tbl, first, second := leaseContended(t, b, 1, inbox.Binding{})
 
 		mine := claimN(t, first, 1, 1)[0]
 		claimN(t, second, 1, 0)
@@ -218,7 +218,7 @@ func TestLeaseExpiredLeaseIsTaken(t *testing.T) {
 
 func TestLeaseExtendKeepsRow(t *testing.T) {
 	forEachBackend(t, backends(t, true), func(t *testing.T, b backend) {
-		db, tbl, holder, other := leaseContended(t, b, 1, inbox.Queue{})
+		db, tbl, holder, other := leaseContended(t, b, 1, inbox.Binding{})
 
 		d := claimN(t, holder, 1, 1)[0]
 		for start := time.Now(); time.Since(start) < 3*time.Second; {
@@ -251,7 +251,7 @@ func TestLeaseTransactional(t *testing.T) {
 			}
 		}
 		cfg := &lease.Config{Lease: time.Second}
-		f := leaseForm(t, b, db, tbl, cfg, inbox.Queue{Transactional: true})
+		f := leaseForm(t, b, db, tbl, cfg, inbox.Binding{Transactional: true})
 
 		// Ack commits the handler's write with the settlement. The transaction outlives the
 		// claim's context, as a consumer's claim context ends when the claim returns.
@@ -290,7 +290,7 @@ func TestLeaseTransactional(t *testing.T) {
 		b.enqueue(t, db, tbl, inbox.Message{Payload: []byte("lost")})
 		d = claimN(t, f, 1, 1)[0]
 		time.Sleep(1200 * time.Millisecond)
-		other := leaseForm(t, b, db, tbl, cfg, inbox.Queue{})
+		other := leaseForm(t, b, db, tbl, cfg, inbox.Binding{})
 		theirs := claimN(t, other, 1, 1)[0]
 		write(d, "3")
 		if err := f.Settle(ctx, d, outcome.Ack()); !errors.Is(err, inbox.ErrLeaseLost) {
@@ -313,7 +313,7 @@ func TestLeaseTransactionalSQLiteOneAtATime(t *testing.T) {
 		db, tbl := b.openTable(t, 0, withAttempt)
 		b.enqueue(t, db, tbl, inbox.Message{Payload: []byte("1")}, inbox.Message{Payload: []byte("2")})
 		b.dialect = dialect.SQLite[isolation.Immediate]{}
-		f := leaseForm(t, b, db, tbl, nil, inbox.Queue{Transactional: true})
+		f := leaseForm(t, b, db, tbl, nil, inbox.Binding{Transactional: true})
 		for _, want := range []int64{1, 2} {
 			d := claimN(t, f, 5, 1)[0]
 			if d.ID != want {
@@ -328,12 +328,12 @@ func TestLeaseTransactionalStrictPostgres(t *testing.T) {
 	forEachBackend(t, onlyBackends(t, "postgres"), func(t *testing.T, b backend) {
 		db, tbl := b.openTable(t, 0, minimalTable)
 		for _, d := range []dialect.Dialect{dialect.Postgres[isolation.RepeatableRead]{}, dialect.Postgres[isolation.Serializable]{}} {
-			_, err := lease.New(d, tbl, nil).Open(context.Background(), db, inbox.Queue{Transactional: true})
+			_, err := lease.New(d, tbl, nil).Open(context.Background(), db, inbox.Binding{Transactional: true})
 			if !errors.Is(err, inbox.ErrDialect) || !strings.Contains(err.Error(), tbl.Name) || !strings.Contains(err.Error(), string(d.Level())) {
 				t.Errorf("transactional lease at %s: %v, want ErrDialect naming the table and the level", d.Level(), err)
 			}
 			f := lease.New(d, tbl, nil)
-			if _, err := f.Open(context.Background(), db, inbox.Queue{}); err != nil {
+			if _, err := f.Open(context.Background(), db, inbox.Binding{}); err != nil {
 				t.Errorf("lease at %s without transactional mode: %v", d.Level(), err)
 			}
 			f.Close()
@@ -347,22 +347,22 @@ func TestLeaseSchema(t *testing.T) {
 		db, tbl := b.openTable(t, 0, minimalTable)
 
 		missing := withAttempt(tbl.Name) // the table has no attempt column
-		_, err := lease.New(b.dialect, missing, nil).Open(ctx, db, inbox.Queue{})
+		_, err := lease.New(b.dialect, missing, nil).Open(ctx, db, inbox.Binding{})
 		if !errors.Is(err, inbox.ErrSchema) || !strings.Contains(err.Error(), tbl.Name) || !strings.Contains(err.Error(), "claim") {
 			t.Errorf("Open with a missing column: %v, want ErrSchema naming the table and the statement", err)
 		}
-		_, err = lease.New(b.dialect, tbl, &lease.Config{Column: "leased_until"}).Open(ctx, db, inbox.Queue{})
+		_, err = lease.New(b.dialect, tbl, &lease.Config{Column: "leased_until"}).Open(ctx, db, inbox.Binding{})
 		if !errors.Is(err, inbox.ErrSchema) || !strings.Contains(err.Error(), tbl.Name) {
 			t.Errorf("Open with a missing lease column: %v, want ErrSchema naming the table", err)
 		}
-		_, err = lease.New(b.dialect, tbl, &lease.Config{Lease: 1500 * time.Millisecond}).Open(ctx, db, inbox.Queue{})
+		_, err = lease.New(b.dialect, tbl, &lease.Config{Lease: 1500 * time.Millisecond}).Open(ctx, db, inbox.Binding{})
 		if err == nil || !strings.Contains(err.Error(), tbl.Name) || !strings.Contains(err.Error(), "lease.Config.Lease") {
 			t.Errorf("Open with a 1.5 s lease: %v, want an error naming the table and lease.Config.Lease", err)
 		}
 
 		if b.name == "mysql" || b.name == "mariadb" {
 			b.scratchTable(t, db, tbl.Name+"_s", "id BIGINT AUTO_INCREMENT PRIMARY KEY, payload LONGBLOB, locked_until DATETIME NULL")
-			_, err := lease.New(b.dialect, minimalTable(tbl.Name+"_s"), nil).Open(ctx, db, inbox.Queue{})
+			_, err := lease.New(b.dialect, minimalTable(tbl.Name+"_s"), nil).Open(ctx, db, inbox.Binding{})
 			if !errors.Is(err, inbox.ErrSchema) || !strings.Contains(err.Error(), "DATETIME(6)") || !strings.Contains(err.Error(), tbl.Name+"_s") {
 				t.Errorf("Open with a DATETIME lease column: %v, want ErrSchema asking for DATETIME(6)", err)
 			}
@@ -375,12 +375,12 @@ func TestLeaseClose(t *testing.T) {
 		ctx := context.Background()
 		db, tbl := b.openTable(t, 0, withAttempt)
 		b.enqueue(t, db, tbl, inbox.Message{Payload: []byte("1")}, inbox.Message{Payload: []byte("2")})
-		f := leaseForm(t, b, db, tbl, nil, inbox.Queue{Transactional: true})
+		f := leaseForm(t, b, db, tbl, nil, inbox.Binding{Transactional: true})
 		ds := append(claimN(t, f, 1, 1), claimN(t, f, 1, 1)...) // each with its transaction open
 		if err := f.Close(); err != nil {
 			t.Fatal(err)
 		}
-		other := leaseForm(t, b, db, tbl, nil, inbox.Queue{})
+		other := leaseForm(t, b, db, tbl, nil, inbox.Binding{})
 		claimN(t, other, 2, 2) // Close gave both rows back
 
 		if _, err := f.Claim(ctx, 1); !errors.Is(err, inbox.ErrClosed) {
@@ -455,7 +455,7 @@ func TestLeaseSQLiteClaimsFromTwoPools(t *testing.T) {
 		wg      sync.WaitGroup
 	)
 	for _, db := range dbs {
-		f := leaseForm(t, b, db, tbl, nil, inbox.Queue{})
+		f := leaseForm(t, b, db, tbl, nil, inbox.Binding{})
 		for range 4 {
 			wg.Add(1)
 			go func() {

@@ -81,7 +81,7 @@ type cutForm struct {
 	cuts *openCuts
 }
 
-func (f *cutForm) Open(ctx context.Context, db *sql.DB, q inbox.Queue) (inbox.Plan, error) {
+func (f *cutForm) Open(ctx context.Context, db *sql.DB, q inbox.Binding) (inbox.Plan, error) {
 	plan, err := f.phasedForm.Open(ctx, db, q)
 	f.cuts.opened(err)
 	return plan, err

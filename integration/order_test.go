@@ -20,7 +20,7 @@ func TestClaimOrderAgreesAcrossDatabases(t *testing.T) {
 		mustExec(t, db, "INSERT INTO "+q+" (id, retry_after, priority) VALUES (1, "+p(1)+", 0)", past)
 		mustExec(t, db, "INSERT INTO "+q+" (id, priority) VALUES (2, 0)")
 		mustExec(t, db, "INSERT INTO "+q+" (id, priority) VALUES (3, 1)")
-		f := leaseForm(t, b, db, tbl, nil, inbox.Queue{Logger: slog.New(slog.DiscardHandler)})
+		f := leaseForm(t, b, db, tbl, nil, inbox.Binding{Logger: slog.New(slog.DiscardHandler)})
 		var got []int64
 		for range 3 {
 			got = append(got, claimN(t, f, 1, 1)[0].ID)

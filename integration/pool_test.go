@@ -198,7 +198,7 @@ func TestPoolLeaseOwnConnectionReplaced(t *testing.T) {
 		t.Cleanup(func() { db.Close() })
 		tbl := b.newTable(t, admin, withAttempt)
 		b.enqueue(t, admin, tbl, inbox.Message{Payload: []byte("p")})
-		f := leaseForm(t, b, db, tbl, nil, inbox.Queue{})
+		f := leaseForm(t, b, db, tbl, nil, inbox.Binding{})
 		d := claimN(t, f, 1, 1)[0]
 
 		sessions := hooks.sessions()

@@ -19,7 +19,7 @@ func deletingTable(name string) inbox.Table {
 	return tbl
 }
 
-func (c rowlockCell) batchForm(t *testing.T, q inbox.Queue) inbox.BatchForm {
+func (c rowlockCell) batchForm(t *testing.T, q inbox.Binding) inbox.BatchForm {
 	t.Helper()
 	return batchForm(t, c.form(t, q))
 }
@@ -43,7 +43,7 @@ func TestRowlockBatchDrain(t *testing.T) {
 func TestRowlockBatchOutcomes(t *testing.T) {
 	forEachBackend(t, backends(t, false), func(t *testing.T, b backend) {
 		c := rowlockSetup(t, b, 0, deletingTable)
-		f := c.batchForm(t, inbox.Queue{Name: "q"})
+		f := c.batchForm(t, inbox.Binding{Name: "q"})
 		for i := range 5 {
 			c.publish(t, inbox.Message{Queue: "q", Payload: fmt.Appendf(nil, "%d", i)})
 		}
@@ -83,7 +83,7 @@ func TestRowlockBatchTransactional(t *testing.T) {
 	forEachBackend(t, backends(t, false), func(t *testing.T, b backend) {
 		c := rowlockSetup(t, b, 0, deletingTable)
 		notes := c.scratchTable(t, c.db, c.tbl.Name+"_notes", "row_id BIGINT NOT NULL")
-		f := c.batchForm(t, inbox.Queue{Name: "q", Transactional: true})
+		f := c.batchForm(t, inbox.Binding{Name: "q", Transactional: true})
 		write := func(ds []*inbox.Delivery) {
 			t.Helper()
 			for _, d := range ds {
@@ -128,8 +128,8 @@ func TestRowlockBatchHolds(t *testing.T) {
 	forEachBackend(t, backends(t, false), func(t *testing.T, b backend) {
 		c := rowlockSetup(t, b, 0, deletingTable)
 		c.publish(t, messages("q", 6)...)
-		f1 := c.batchForm(t, inbox.Queue{Name: "q"})
-		f2 := c.batchForm(t, inbox.Queue{Name: "q"})
+		f1 := c.batchForm(t, inbox.Binding{Name: "q"})
+		f2 := c.batchForm(t, inbox.Binding{Name: "q"})
 
 		held := claimBatchN(t, f1, 4, 4)
 		rest := claimBatch(t, f2, 10)

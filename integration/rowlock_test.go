@@ -36,7 +36,7 @@ func rowlockSetup(t *testing.T, b backend, pool int, newTable func(name string) 
 }
 
 // form opens a row lock form over the cell's table, closed when the test ends.
-func (c rowlockCell) form(t *testing.T, q inbox.Queue) inbox.Form {
+func (c rowlockCell) form(t *testing.T, q inbox.Binding) inbox.Form {
 	t.Helper()
 	return openForm(t, rowlock.New(c.dialect.(rowlock.Dialect), c.tbl), c.db, q)
 }
@@ -65,7 +65,7 @@ func TestRowlockOutcomes(t *testing.T) {
 	for _, b := range backends(t, false) {
 		t.Run(b.name+"/full", func(t *testing.T) {
 			c := rowlockSetup(t, b, 0, fullTable)
-			f := c.form(t, inbox.Queue{Name: "q"})
+			f := c.form(t, inbox.Binding{Name: "q"})
 			id := func(t *testing.T) string { return c.q(t, "id") + " = " + c.dialect.Placeholder(1) }
 
 			for _, o := range []outcome.Outcome{outcome.Ack(), outcome.Drop()} {
@@ -106,7 +106,7 @@ func TestRowlockOutcomes(t *testing.T) {
 		t.Run(b.name+"/minimal", func(t *testing.T) {
 			c := rowlockSetup(t, b, 0, minimalTable)
 			var logs inboxtest.Log
-			f := c.form(t, inbox.Queue{Logger: logs.Logger(slog.LevelInfo)})
+			f := c.form(t, inbox.Binding{Logger: logs.Logger(slog.LevelInfo)})
 
 			for _, o := range []outcome.Outcome{outcome.Ack(), outcome.Drop()} {
 				c.publish(t, inbox.Message{Payload: []byte("x")})
@@ -142,7 +142,7 @@ func TestRowlockOutcomes(t *testing.T) {
 func TestRowlockAttemptCounting(t *testing.T) {
 	forEachBackend(t, backends(t, false), func(t *testing.T, b backend) {
 		c := rowlockSetup(t, b, 0, fullTable)
-		f := c.form(t, inbox.Queue{Name: "q"})
+		f := c.form(t, inbox.Binding{Name: "q"})
 		c.publish(t, inbox.Message{Queue: "q"})
 		var seen []int
 		for range 3 {
@@ -185,13 +185,13 @@ func TestRowlockGroupsAndPriority(t *testing.T) {
 			}
 			return strings.Join(s, " ")
 		}
-		fa := c.form(t, inbox.Queue{Name: "a"})
+		fa := c.form(t, inbox.Binding{Name: "a"})
 		first := claim(t, fa, 2)
 		rest := claim(t, fa, 10)
 		if got := payloads(first) + " | " + payloads(rest); got != "a-1 a1 | a1bis a5" {
 			t.Fatalf("queue a claimed %q, want %q", got, "a-1 a1 | a1bis a5")
 		}
-		fb := c.form(t, inbox.Queue{Name: "b"})
+		fb := c.form(t, inbox.Binding{Name: "b"})
 		if got := payloads(claim(t, fb, 10)); got != "b0" {
 			t.Fatalf("queue b claimed %q, want b0", got)
 		}
@@ -208,8 +208,8 @@ func TestRowlockClaimsDoNotWait(t *testing.T) {
 	forEachBackend(t, backends(t, false), func(t *testing.T, b backend) {
 		c := rowlockSetup(t, b, 0, fullTable)
 		c.publish(t, inbox.Message{Queue: "q"}, inbox.Message{Queue: "q"})
-		f1 := c.form(t, inbox.Queue{Name: "q"})
-		f2 := c.form(t, inbox.Queue{Name: "q"})
+		f1 := c.form(t, inbox.Binding{Name: "q"})
+		f2 := c.form(t, inbox.Binding{Name: "q"})
 		held := claimN(t, f1, 1, 1)[0]
 		next := claimN(t, f2, 1, 1)[0]
 		if next.ID == held.ID {
@@ -227,7 +227,7 @@ func TestRowlockTransactional(t *testing.T) {
 	forEachBackend(t, backends(t, false), func(t *testing.T, b backend) {
 		c := rowlockSetup(t, b, 0, fullTable)
 		notes := c.scratchTable(t, c.db, c.tbl.Name+"_notes", "row_id BIGINT NOT NULL")
-		f := c.form(t, inbox.Queue{Name: "q", Transactional: true})
+		f := c.form(t, inbox.Binding{Name: "q", Transactional: true})
 		// handle claims the next row, writes the handler's note through the row's transaction,
 		// settles the row with o and counts the row's notes after.
 		handle := func(o outcome.Outcome) (d *inbox.Delivery, noted int) {
@@ -273,7 +273,7 @@ func TestRowlockTransactional(t *testing.T) {
 func TestRowlockTransactionHeld(t *testing.T) {
 	forEachBackend(t, backends(t, false), func(t *testing.T, b backend) {
 		c := rowlockSetup(t, b, 0, fullTable)
-		f := c.form(t, inbox.Queue{Name: "q", Transactional: true})
+		f := c.form(t, inbox.Binding{Name: "q", Transactional: true})
 		c.publish(t, inbox.Message{Queue: "q"})
 		d := claimN(t, f, 1, 1)[0]
 

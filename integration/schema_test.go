@@ -134,7 +134,7 @@ func TestSchemaRefusesWrongTypes(t *testing.T) {
 					tbl.IDGenerated = false
 				}
 				f := c.newForm(t, tbl)
-				_, err := f.Open(ctx, db, inbox.Queue{Name: "q"})
+				_, err := f.Open(ctx, db, inbox.Binding{Name: "q"})
 				if err == nil {
 					f.Close()
 					t.Fatalf("Open accepted column %q declared %s", w.column, w.decl)
@@ -163,7 +163,7 @@ func TestSchemaRefusesWrongTypes(t *testing.T) {
 					t.Fatalf("the fix the error gives, %s: %v", fix, err)
 				}
 				f = c.newForm(t, tbl)
-				if _, err := f.Open(ctx, db, inbox.Queue{Name: "q"}); err != nil {
+				if _, err := f.Open(ctx, db, inbox.Binding{Name: "q"}); err != nil {
 					t.Fatalf("Open after %s: %v", fix, err)
 				}
 				defer f.Close()
@@ -341,7 +341,7 @@ func TestSchemaSQLiteKeepsTheLibrarysTextInAnyColumn(t *testing.T) {
 			typed := map[string]string{"processed_at": decl, "retry_after": decl, "locked_until": decl, "headers": decl}
 			tbl := schemaCreate(t, b, db, tableName(t), typed, false)
 			b.enqueue(t, db, tbl, inbox.Message{Queue: "q", Payload: []byte("x"), Headers: map[string]string{"k": "v"}})
-			f := leaseForm(t, b, db, tbl, nil, inbox.Queue{Name: "q"})
+			f := leaseForm(t, b, db, tbl, nil, inbox.Binding{Name: "q"})
 			stored := func(col string) (kind, text string) {
 				t.Helper()
 				err := db.QueryRowContext(ctx, "SELECT typeof("+col+"), CAST("+col+" AS TEXT) FROM "+tbl.Name).Scan(&kind, &text)

@@ -104,7 +104,7 @@ func settleNeverCommits(t *testing.T, c cell, m lifecycleMode) {
 
 	// A consumer's search for unclaimable rows names it.
 	f := c.newForm(t, tbl)
-	plan, err := f.Open(context.Background(), db, inbox.Queue{Name: "q", MaxAttempts: maxAttempts})
+	plan, err := f.Open(context.Background(), db, inbox.Binding{Name: "q", MaxAttempts: maxAttempts})
 	if err != nil {
 		t.Fatalf("opening a form to search for unclaimable rows: %v", err)
 	}

@@ -46,7 +46,7 @@ func TestUnpreparedStatements(t *testing.T) {
 			tests = append(tests, subtest{b.name + "/advisory-refused", func(t *testing.T) {
 				db := unpreparedPool(t, c, c.dsn(t), 4)
 				f := advisory.New(b.dialect.(advisory.Dialect), fullTable(tableName(t)), nil)
-				_, err := f.Open(context.Background(), db, inbox.Queue{Name: "q", UnpreparedStatements: true})
+				_, err := f.Open(context.Background(), db, inbox.Binding{Name: "q", UnpreparedStatements: true})
 				if !errors.Is(err, inbox.ErrDialect) || !strings.Contains(err.Error(), "session locks") || !strings.Contains(err.Error(), "row lock or lease form") {
 					t.Fatalf("advisory Open with UnpreparedStatements: %v; want ErrDialect saying why and naming the row lock and lease forms", err)
 				}
@@ -137,7 +137,7 @@ func unpreparedMissingColumn(t *testing.T, c cell) {
 	tbl := c.b.newTable(t, admin, fullTable)
 	tbl.Priority = "no_such_priority"
 	f := c.newForm(t, tbl)
-	_, err := f.Open(context.Background(), unpreparedPool(t, c, dsn, 4), inbox.Queue{Name: "q", UnpreparedStatements: true})
+	_, err := f.Open(context.Background(), unpreparedPool(t, c, dsn, 4), inbox.Binding{Name: "q", UnpreparedStatements: true})
 	if err == nil {
 		f.Close()
 	}

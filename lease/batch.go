@@ -10,6 +10,7 @@ import (
 
 	"github.com/sqlinbox/inbox"
 	"github.com/sqlinbox/inbox/dialect"
+	"github.com/sqlinbox/inbox/internal/settleplan"
 	"github.com/sqlinbox/inbox/internal/stmt"
 	"github.com/sqlinbox/inbox/outcome"
 )
@@ -117,81 +118,31 @@ func (f *Form[D]) SettleBatch(ctx context.Context, ds []*inbox.Delivery, os []ou
 		h.txToken = time.Time{}
 	}
 
-	var acks, retries []int64
-	var stamps []stampKey // of the rows retried after a delay or failed, in the order first met
-	stamped := map[stampKey][]int64{}
-	for i, o := range os {
-		id := ds[i].ID
-		if o.Kind() == outcome.KindFail && b.dead == nil {
-			o = outcome.Drop() // without a dead_at column a failed row is dropped
-		}
-		switch o.Kind() {
-		case outcome.KindAck:
-			if b.q.Transactional {
-				retries = append(retries, id) // its writes were rolled back
-				continue
-			}
-			acks = append(acks, id)
-		case outcome.KindDrop:
-			acks = append(acks, id)
-		case outcome.KindRetryAfter, outcome.KindFail:
-			if b.retryAfter != nil || o.Kind() == outcome.KindFail {
-				k := stampKey{what: "retry after", delay: o.Delay()}
-				if o.Kind() == outcome.KindFail {
-					k.what = "fail"
-				}
-				if b.st.Q.LastError != "" {
-					k.lastError = o.LastError()
-				}
-				if stamped[k] == nil {
-					stamps = append(stamps, k)
-				}
-				stamped[k] = append(stamped[k], id)
-				continue
-			}
-			b.noRetryAfter(id, o.Delay())
-			retries = append(retries, id)
-		default:
-			retries = append(retries, id)
-		}
+	p := settleplan.Of(b.shape, os, b.q.Transactional) // in transactional mode the writes rolled back
+	for _, i := range p.Unscheduled {
+		b.noRetryAfter(ds[i].ID, os[i].Delay())
 	}
 	var errs []error
 	unchanged := map[int64]bool{}
-	byID := make(map[int64]*inbox.Delivery, len(ds))
-	for _, d := range ds {
-		byID[d.ID] = d
-	}
-	settle := func(what string, head []any, ids []int64) {
-		changed, err := f.settleRows(ctx, b, h, what, head, ids)
+	now := b.q.Now()
+	for _, step := range p.Steps {
+		ids := make([]int64, len(step.Rows))
+		for j, i := range step.Rows {
+			ids[j] = ds[i].ID
+		}
+		changed, err := f.settleRows(ctx, b, h, step.Kind.String(), b.shape.Args(step, now, f.d.Time), ids)
 		if err != nil {
 			errs = append(errs, err)
-			for _, id := range ids {
-				errs = append(errs, f.backOff(ctx, b, h, byID[id], err))
+			for _, i := range step.Rows {
+				errs = append(errs, f.backOff(ctx, b, h, ds[i], err))
 			}
-			return
+			continue
 		}
 		for _, id := range ids {
 			if !changed[id] {
 				unchanged[id] = true
 			}
 		}
-	}
-	if len(acks) > 0 {
-		var head []any
-		if b.st.Q.ProcessedAt != "" {
-			head = []any{f.d.Time(b.q.Now())}
-		}
-		settle("ack", head, acks)
-	}
-	if len(retries) > 0 {
-		settle("retry", nil, retries)
-	}
-	for _, k := range stamps {
-		head := []any{f.d.Time(b.q.Now().Add(k.delay))}
-		if b.st.Q.LastError != "" {
-			head = append(head, k.lastError)
-		}
-		settle(k.what, head, stamped[k])
 	}
 	if len(unchanged) > 0 {
 		lost := &inbox.LeaseLostError{Table: f.t.Name}
@@ -397,12 +348,4 @@ func deliveryIDs(ds []*inbox.Delivery) []int64 {
 		ids[i] = d.ID
 	}
 	return ids
-}
-
-// stampKey groups the rows of a batch that one stamping statement settles: a retry after of
-// one delay, or a fail, with one last error.
-type stampKey struct {
-	what      string // "retry after" or "fail"
-	delay     time.Duration
-	lastError any // the text, or nil
 }

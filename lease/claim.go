@@ -5,11 +5,11 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"time"
 
 	"github.com/sqlinbox/inbox"
 	"github.com/sqlinbox/inbox/dialect"
+	"github.com/sqlinbox/inbox/internal/conflict"
 	"github.com/sqlinbox/inbox/internal/stmt"
 	"github.com/sqlinbox/inbox/isolation"
 )
@@ -81,9 +81,6 @@ func (f *Form[D]) keepRows(ctx context.Context, b *binding, ds []*inbox.Delivery
 	return nil, errors.Join(errs...)
 }
 
-// claimTries bounds the claims a conflict (Dialect.Retryable) makes run again in a row.
-const claimTries = 10
-
 // claimRows claims at most max rows under one token, read from the clock once, and commits.
 func (f *Form[D]) claimRows(ctx context.Context, b *binding, max int) ([]*inbox.Delivery, time.Time, error) {
 	now := b.q.Now()
@@ -96,20 +93,15 @@ func (f *Form[D]) claimRows(ctx context.Context, b *binding, max int) ([]*inbox.
 	case caps.OneWriter:
 		ds, token, err = f.claimSQLite(ctx, b, max)
 	default:
-		ds, err = f.claimInTx(ctx, b, max, now, token)
-		for try := 1; err != nil && try < claimTries && f.d.Retryable(err) && ctx.Err() == nil; try++ {
-			// A deadlock, a lock wait timeout, or on a Galera node a certification failure at
-			// COMMIT (1213, another node's claim took a row first): the transaction changed
-			// nothing, so claim again after a short random pause, quietly.
-			b.log.Debug("inbox: claim conflicted, retrying", "table", f.t.Name, "queue", b.q.Name, "try", try, "err", err)
-			select {
-			case <-ctx.Done():
-			case <-time.After(time.Duration(try) * time.Duration(1+rand.IntN(5)) * time.Millisecond):
-			}
+		// A deadlock, a lock wait timeout, or on a Galera node a certification failure at COMMIT
+		// (1213, another node's claim took a row first): the transaction changed nothing, so
+		// claim again, under a new token.
+		err = conflict.Retry(ctx, f.d, func() (err error) {
 			now = b.q.Now()
 			token = tokenAt(now.Add(b.lease))
 			ds, err = f.claimInTx(ctx, b, max, now, token)
-		}
+			return err
+		})
 	}
 	if err != nil {
 		return nil, token, fmt.Errorf("inbox: table %q: claiming: %w", f.t.Name, err)

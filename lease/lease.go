@@ -20,19 +20,20 @@
 // for it, and fail after the busy timeout, but no other consumer can claim the row meanwhile
 // either, so the lease still holds when the Ack commits.
 //
-// Expiries are computed on the queue's clock (inbox.Queue.Clock) and compared with it: by
+// Expiries are computed on the queue's clock (inbox.Binding.Clock) and compared with it: by
 // default the host's, so the hosts that consume one table need clocks that agree to well within
 // a lease, unless their consumers follow the database's clock (inbox.DatabaseClock).
 //
 // # Commits, shared
 //
-// A claim and a settlement commit apart, so the form shares commits where it can: the consumer
-// keeps one claim in flight, which takes a row for every worker waiting or settling; on Postgres
+// A claim and a settlement commit apart, so the form shares commits where it can: on Postgres
 // and SQLite, settlements of one kind that arrive while another runs share its next statement,
 // whose RETURNING tells each whether its own row changed (each Settle still returns only once
 // its row's statement has committed); on SQLite, the process's writes outside a transaction
-// queue on one lock per *sql.DB rather than in SQLite's busy handler, and a lone worker's
-// settlement claims its next row in the same transaction (SettleAndClaim). A guarded statement
+// queue on one lock per *sql.DB rather than in SQLite's busy handler, and the form offers to
+// settle a row and claim the next in one transaction (SettleAndClaim). Which settlements the
+// consumer runs side by side, and when it fuses one with its next claim, the inbox package
+// documentation says ("Where settlements run"). A guarded statement
 // that meets a transient conflict (SQLITE_BUSY, a deadlock) runs again, a few times: the token
 // guard makes that safe.
 //
@@ -85,9 +86,11 @@ import (
 
 	"github.com/sqlinbox/inbox"
 	"github.com/sqlinbox/inbox/dialect"
+	"github.com/sqlinbox/inbox/internal/conflict"
 	"github.com/sqlinbox/inbox/internal/formcolumn"
 	"github.com/sqlinbox/inbox/internal/formlife"
 	"github.com/sqlinbox/inbox/internal/schema"
+	"github.com/sqlinbox/inbox/internal/settleplan"
 	"github.com/sqlinbox/inbox/internal/sqlitewriter"
 	"github.com/sqlinbox/inbox/internal/sqltext"
 	"github.com/sqlinbox/inbox/internal/stmt"
@@ -162,23 +165,25 @@ func (f *Form[D]) column() string {
 // binding is what Open binds the form to, until Close.
 type binding struct {
 	db    *sql.DB
-	q     inbox.Queue
+	q     inbox.Binding
 	log   *slog.Logger
 	st    *stmt.Table
 	lease time.Duration
 	sql   sqltext.Lease
 	// acked builds the statements of an Ack (and of a Drop, which settles by the same): sql, or
-	// outside transactional mode where inbox.Queue.UnflushedAcks asks, sql.Unflushed().
+	// outside transactional mode where inbox.Binding.UnflushedAcks asks, sql.Unflushed().
 	acked sqltext.Lease
 	// claimText is the claim's text: SQLite's claim runs it by its text (see prepare).
 	claimText string
 
-	// The statements, prepared or run by their text (inbox.Queue.UnpreparedStatements). claim
+	// The statements, prepared or run by their text (inbox.Binding.UnpreparedStatements). claim
 	// is the pick of MySQL and MariaDB; nil on SQLite, and on Postgres, whose claims are one
 	// per size (claimInOne). retryAfter and dead are nil without their column.
 	claim, extend, ack, retry, retryAfter, dead *stmt.Stmt
 
 	acks, retries *merger // Postgres and SQLite: settlements that arrive together share a statement
+
+	shape settleplan.Table // what the table records of an outcome, for settleplan
 
 	writer *sync.Mutex // SQLite: this process's one writer to the database (see package sqlitewriter)
 	own    *ownConn    // nil where the pool is unbounded or too small to keep one (keepOwn)
@@ -221,7 +226,7 @@ func (h *hold) current() time.Time {
 // an error wrapping inbox.ErrDialect for a pair the database cannot run (transactional mode on
 // Postgres at repeatable read or serializable), inbox.ErrServerTooOld for an old server, and
 // inbox.ErrSchema for a table, column or column type that does not fit.
-func (f *Form[D]) Open(ctx context.Context, db *sql.DB, q inbox.Queue) (inbox.Plan, error) {
+func (f *Form[D]) Open(ctx context.Context, db *sql.DB, q inbox.Binding) (inbox.Plan, error) {
 	var plan inbox.Plan
 	err := f.life.Open(func() error {
 		return fmt.Errorf("%w: table %q: this lease form is already open: build one form per consumer", inbox.ErrAlreadyConsuming, f.t.Name)
@@ -233,7 +238,7 @@ func (f *Form[D]) Open(ctx context.Context, db *sql.DB, q inbox.Queue) (inbox.Pl
 }
 
 // bind checks the form against the server, prepares its statements and binds it to db and q.
-func (f *Form[D]) bind(ctx context.Context, db *sql.DB, q inbox.Queue) (inbox.Plan, error) {
+func (f *Form[D]) bind(ctx context.Context, db *sql.DB, q inbox.Binding) (inbox.Plan, error) {
 	if err := f.d.Allows(dialect.LeaseForm); err != nil {
 		return inbox.Plan{}, fmt.Errorf("table %q, queue %q: %w", f.t.Name, q.Name, err)
 	}
@@ -289,15 +294,16 @@ func (f *Form[D]) bind(ctx context.Context, db *sql.DB, q inbox.Queue) (inbox.Pl
 		b.closeStatements()
 		return inbox.Plan{}, err
 	}
+	b.shape = settleplan.Table{
+		ProcessedAt: st.Q.ProcessedAt != "", DeadAt: b.dead != nil, RetryAfter: b.retryAfter != nil,
+		LastError: st.Q.LastError != "", RetryWrites: true, // a retry clears the lease
+	}
 	if caps.OneWriter {
 		b.writer = sqlitewriter.For(db)
 	}
 	if caps.Returning {
 		b.acks = newMerger(b, "ack", b.acked, outcome.KindAck, b.ack, func() []any {
-			if b.st.Q.ProcessedAt != "" {
-				return []any{f.d.Time(b.q.Now())}
-			}
-			return nil
+			return b.shape.Args(settleplan.Step{Kind: outcome.KindAck}, b.q.Now(), f.d.Time)
 		})
 		b.retries = newMerger(b, "retry", b.sql, outcome.KindRetry, b.retry, func() []any { return nil })
 	}
@@ -399,11 +405,6 @@ func (f *Form[D]) FindUnclaimable(ctx context.Context) ([]inbox.Unclaimable, err
 	return b.st.FindUnclaimable(ctx, b.db, b.q.Name, b.q.Now())
 }
 
-// writeTries bounds how often a guarded statement runs when the database reports a transient
-// conflict (dialect.Dialect.Retryable: SQLITE_BUSY, a deadlock, a lock wait timeout). Running
-// it again is safe: the token guard lets it change a row only while the lease holds.
-const writeTries = 5
-
 // exec runs one of the binding's statements outside a transaction, on the pool or, when it
 // has no connection to spare, on the form's own connection, under the SQLite writer lock, and
 // again after a transient conflict.
@@ -419,22 +420,15 @@ func (b *binding) exec(ctx context.Context, s *stmt.Stmt, args ...any) (res sql.
 	return res, err
 }
 
-// written runs write under the SQLite writer lock, and again after a transient conflict, up to
-// writeTries times in all.
+// written runs write under the SQLite writer lock, and again after a transient conflict (see
+// conflict.Retry): the token guard lets a guarded statement change a row only while its lease
+// holds, so running it again is safe.
 func (b *binding) written(ctx context.Context, write func() error) error {
-	for try := 1; ; try++ {
+	return conflict.Retry(ctx, b.st.D, func() error {
 		unlock := b.write()
-		err := write()
-		unlock()
-		if err == nil || try == writeTries || !b.st.D.Retryable(err) {
-			return err
-		}
-		select {
-		case <-ctx.Done():
-			return err
-		case <-time.After(time.Duration(try) * 10 * time.Millisecond):
-		}
-	}
+		defer unlock()
+		return write()
+	})
 }
 
 // write takes the SQLite writer lock, where there is one, and returns its release.

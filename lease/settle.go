@@ -9,6 +9,7 @@ import (
 
 	"github.com/sqlinbox/inbox"
 	"github.com/sqlinbox/inbox/dialect"
+	"github.com/sqlinbox/inbox/internal/settleplan"
 	"github.com/sqlinbox/inbox/internal/sqltext"
 	"github.com/sqlinbox/inbox/internal/stmt"
 	"github.com/sqlinbox/inbox/outcome"
@@ -215,7 +216,7 @@ func (f *Form[D]) backedOff(ctx context.Context, b *binding, h *hold, d *inbox.D
 	return errors.Join(err, f.backOff(ctx, b, h, d, err))
 }
 
-// backOff applies the consumer's back-off (inbox.Queue.Backoff) to d's row when its settlement
+// backOff applies the consumer's back-off (inbox.Binding.Backoff) to d's row when its settlement
 // failed with err for a reason of its own (a statement the database refused, not a lost
 // connection): the row is still leased under h's token, so the back-off runs under the same
 // guard, and a settlement that can never commit counts its attempts and waits like a retry. A
@@ -249,40 +250,17 @@ func (f *Form[D]) backOff(ctx context.Context, b *binding, h *hold, d *inbox.Del
 // settlement is the statement that applies o to d's row under h's token outside a
 // transaction, its arguments, and what it does.
 func (f *Form[D]) settlement(b *binding, d *inbox.Delivery, h *hold, o outcome.Outcome) (*stmt.Stmt, []any, string) {
-	switch o.Kind() {
-	case outcome.KindFail:
-		if b.dead != nil {
-			return b.dead, append(f.stampArgs(b, b.q.Now(), o), d.ID, f.d.Time(h.token)), o.String()
-		}
-		fallthrough
-	case outcome.KindAck, outcome.KindDrop:
-		return b.ack, f.ackArgs(b, d, h.token), o.String()
-	case outcome.KindRetryAfter:
-		if b.retryAfter != nil {
-			return b.retryAfter, append(f.stampArgs(b, b.q.Now().Add(o.Delay()), o), d.ID, f.d.Time(h.token)), o.String()
-		}
+	step, _ := settleplan.One(b.shape, o, false) // a lease's retry writes: it always has a step
+	if o.Kind() == outcome.KindRetryAfter && step.Kind == outcome.KindRetry {
 		b.noRetryAfter(d.ID, o.Delay())
-		return b.retry, []any{d.ID, f.d.Time(h.token)}, o.String()
 	}
-	return b.retry, []any{d.ID, f.d.Time(h.token)}, "retry"
-}
-
-// stampArgs are the leading arguments of a retry after or a fail: the time it stamps, then o's
-// last error where the table has the column.
-func (f *Form[D]) stampArgs(b *binding, at time.Time, o outcome.Outcome) []any {
-	if b.st.Q.LastError != "" {
-		return []any{f.d.Time(at), o.LastError()}
-	}
-	return []any{f.d.Time(at)}
+	return b.single(step.Kind.String()), append(b.shape.Args(step, b.q.Now(), f.d.Time), d.ID, f.d.Time(h.token)), step.Kind.String()
 }
 
 // ackArgs are the ack statement's arguments: DELETE (id, token) or the processed_at stamp
 // (now, id, token).
 func (f *Form[D]) ackArgs(b *binding, d *inbox.Delivery, token time.Time) []any {
-	if b.st.Q.ProcessedAt != "" {
-		return []any{f.d.Time(b.q.Now()), d.ID, f.d.Time(token)}
-	}
-	return []any{d.ID, f.d.Time(token)}
+	return append(b.shape.Args(settleplan.Step{Kind: outcome.KindAck}, b.q.Now(), f.d.Time), d.ID, f.d.Time(token))
 }
 
 // ackInTx runs the guarded ack inside the handler's transaction and commits both; a lost lease

@@ -24,7 +24,7 @@ import (
 // idleForm is a form whose queue is always empty: the consumer runs, and its Waker with it.
 type idleForm struct{}
 
-func (idleForm) Open(context.Context, *sql.DB, inbox.Queue) (inbox.Plan, error) {
+func (idleForm) Open(context.Context, *sql.DB, inbox.Binding) (inbox.Plan, error) {
 	return inbox.Plan{Table: "jobs", Form: "idle"}, nil
 }
 func (idleForm) Claim(context.Context, int) ([]*inbox.Delivery, error)          { return nil, nil }

@@ -5,9 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"time"
 
 	"github.com/sqlinbox/inbox"
+	"github.com/sqlinbox/inbox/internal/settleplan"
 	"github.com/sqlinbox/inbox/internal/sqltext"
 	"github.com/sqlinbox/inbox/internal/stmt"
 	"github.com/sqlinbox/inbox/outcome"
@@ -33,12 +33,15 @@ func (f *Form[D]) ClaimBatch(ctx context.Context, max int) ([]*inbox.Delivery, e
 		return nil, nil
 	}
 	claim, err := f.batchClaim(ctx, max)
+	if err == nil {
+		err = f.prepareSettles(ctx, max)
+	}
 	if err != nil {
 		return nil, err
 	}
 	var ds []*inbox.Delivery
 	err = f.retrying(ctx, func() (err error) {
-		ds, err = f.claimTx(ctx, claim, true)
+		ds, err = f.claimTx(ctx, claim, max)
 		return err
 	})
 	if err != nil {
@@ -70,13 +73,14 @@ func (f *Form[D]) batchClaim(ctx context.Context, n int) (*stmt.Stmt, error) {
 // (without an attempt column the rows are left as they were); RetryAfter sets retry_after and
 // adds one to attempt (without a retry_after column it acts as Retry and logs a warning). The
 // zero outcome is retried, as the consumer does. On Postgres each kind of outcome is one
-// prepared statement naming its rows in an id IN (…) list padded to the batch's size by
-// repeating the last id (RetryAfter runs its statement once per distinct delay). The statement
-// of each kind and batch size is prepared at the first SettleBatch that runs it and kept until
-// Close, so a consumer prepares about one statement per kind and batch size, whatever the mix
-// of outcomes. It binds a parameter per row: a batch stays under Postgres's 65,535 parameters
-// a statement. On MySQL and MariaDB each row is one statement on its id, as a single delivery
-// settles: InnoDB may take an IN list through a scan, which waits for the rows other batches
+// statement naming its rows in an id IN (…) list padded to the batch's asked size by repeating
+// the last id (RetryAfter runs its statement once per distinct delay); the ack and the retry of
+// each size are prepared at the first ClaimBatch of that size, before its transaction begins,
+// and kept until Close, and a stamp runs by its text: nothing is prepared inside the batch's
+// transaction, where preparing would wait for a pooled connection the handlers may all hold. It
+// binds a parameter per row: a batch stays under Postgres's 65,535 parameters a statement. On
+// MySQL and MariaDB each row is one statement on its id, as a single delivery settles: InnoDB
+// may take an IN list through a scan, which waits for the rows other batches
 // hold. Either way the batch commits once.
 //
 // The transaction holds every row of the batch until it ends, so no row is lost while the
@@ -121,10 +125,7 @@ func (f *Form[D]) SettleBatch(ctx context.Context, ds []*inbox.Delivery, os []ou
 	for _, o := range os {
 		writesLand = writesLand && o.Kind() == outcome.KindAck
 	}
-	stmts, err := f.batchSettlements(ctx, ds, os, len(h.ds), f.q.Transactional && !writesLand)
-	if err != nil {
-		return f.fail(h, ds, "preparing the settlement", err)
-	}
+	stmts := f.batchSettlements(ds, os, h.size, f.q.Transactional && !writesLand)
 	if len(stmts) == 0 {
 		// Retries without an attempt column: the rows as they were are the retry.
 		return f.rollback(h)
@@ -154,140 +155,53 @@ type batchSettlement struct {
 	args []any
 }
 
-// batchSettlements are the statements that apply os to the rows of ds, a batch of n rows as
-// claimed: ack (with drop), retry, then retry after, one per distinct delay, each present when
-// a row needs it. On Postgres each is a prepared statement over an id IN list padded to n; on
-// MySQL and MariaDB each is the single row's statement, once per row. With ackAsRetry an Ack
-// is settled as a Retry. Where the form's acks are unflushed and the acks are the batch's only
-// statements, the ack is the unflushed one: the setting holds for the whole transaction, so a
-// batch that also retries or fails a row waits for the disk.
-func (f *Form[D]) batchSettlements(ctx context.Context, ds []*inbox.Delivery, os []outcome.Outcome, n int, ackAsRetry bool) ([]batchSettlement, error) {
-	var (
-		acks, retries bool
-		stamps        []stampKey // of the rows retried after a delay or failed, in the order first met
-		unscheduled   []int64    // RetryAfter rows retried at once, for want of a column
-	)
-	for i, o := range os {
-		switch k := f.settlesAs(o, ackAsRetry); k {
-		case outcome.KindAck:
-			acks = true
-		case outcome.KindRetry:
-			retries = true
-			if o.Kind() == outcome.KindRetryAfter {
-				unscheduled = append(unscheduled, ds[i].ID)
-			}
-		default:
-			if sk := f.stampOf(k, o); !slices.Contains(stamps, sk) {
-				stamps = append(stamps, sk)
-			}
-		}
-	}
-	// Only acks change rows: the transaction may commit without waiting, as a single ack does.
-	ackUnflushed := f.unflushed && !(retries && f.retry != nil) && len(stamps) == 0
-	if len(unscheduled) > 0 {
+// batchSettlements are the statements that apply os to the rows of ds, a batch claimed by a
+// ClaimBatch of size n, as settleplan plans them: ack (with drop), retry, then each stamp. Where
+// the database settles by id list (Caps.IDListSettles) each step is one statement over its ids
+// padded to n; otherwise, and for a batch of one, each is the single row's statement, once per
+// row: InnoDB may take an IN list through a scan that locks every row it reads, waiting for the
+// rows other batches hold (on MariaDB 10.11 batch consumers draining a table deadlocked and
+// timed out that way). With writesRolledBack an Ack is settled as a Retry. Where the form's
+// acks are unflushed and the ack is the batch's only step, the ack is the unflushed one: the
+// setting holds for the whole transaction, so a batch that also retries or fails a row waits
+// for the disk.
+func (f *Form[D]) batchSettlements(ds []*inbox.Delivery, os []outcome.Outcome, n int, writesRolledBack bool) []batchSettlement {
+	p := settleplan.Of(f.shape, os, writesRolledBack)
+	if len(p.Unscheduled) > 0 {
 		f.log.Warn("inbox: RetryAfter on a table without a retry_after column retries at once: add the column and name it in inbox.Table.RetryAfter",
-			"table", f.t.Name, "queue", f.q.Name, "ids", unscheduled)
+			"table", f.t.Name, "queue", f.q.Name, "ids", rowIDs(ds, p.Unscheduled))
 	}
-
+	unflushed := f.unflushed && len(p.Steps) == 1 && p.Steps[0].Kind == outcome.KindAck
+	now := f.q.Now()
 	var out []batchSettlement
-	// add settles the rows that settle as kind k (with stamp sk, for a retry after or a
-	// fail), binding lead before the ids: where the database settles by id list
-	// (Caps.IDListSettles) with one prepared statement over their ids padded to n, or else
-	// with one, the single row's statement, per row. InnoDB may take an IN list through a scan
-	// that locks every row it reads, waiting for the rows other batches hold: on MariaDB 10.11
-	// batch consumers draining a table deadlocked and timed out that way.
-	inLists := f.d.Caps().IDListSettles
-	add := func(k outcome.Kind, one *stmt.Stmt, sk stampKey, lead ...any) error {
-		var args []any
-		for i, o := range os {
-			if f.settlesAs(o, ackAsRetry) != k || sk.kind != outcome.KindNone && f.stampOf(k, o) != sk {
-				continue
+	for _, step := range p.Steps {
+		lead := f.shape.Args(step, now, f.d.Time)
+		if !f.d.Caps().IDListSettles || n == 1 {
+			one := f.one(step.Kind, unflushed)
+			for _, i := range step.Rows {
+				out = append(out, batchSettlement{kind: step.Kind, stmt: one, args: append(slices.Clip(lead), ds[i].ID)})
 			}
-			if !inLists {
-				out = append(out, batchSettlement{kind: k, stmt: one, args: append(slices.Clip(lead), ds[i].ID)})
-				continue
-			}
-			if args == nil {
-				args = make([]any, len(lead), len(lead)+n)
-				copy(args, lead)
-			}
-			args = append(args, ds[i].ID)
+			continue
 		}
-		if args == nil {
-			return nil
+		args := append(make([]any, 0, len(lead)+n), lead...)
+		for _, id := range rowIDs(ds, step.Rows) {
+			args = append(args, id)
 		}
 		for len(args) < cap(args) {
 			args = append(args, args[len(args)-1]) // IN ignores the repeats
 		}
-		s, err := f.batchSettle(ctx, k, n, k == outcome.KindAck && ackUnflushed)
-		if err != nil {
-			return err
-		}
-		out = append(out, batchSettlement{kind: k, stmt: s, args: args})
-		return nil
+		out = append(out, batchSettlement{kind: step.Kind, stmt: f.batchSettle(step.Kind, n, unflushed), args: args})
 	}
-	now := f.q.Now()
-	if acks {
-		ack := f.ack
-		if ackUnflushed {
-			ack = f.ackUnflushed
-		}
-		var err error
-		if f.t.ProcessedAt != "" {
-			err = add(outcome.KindAck, ack, stampKey{}, f.d.Time(now))
-		} else {
-			err = add(outcome.KindAck, ack, stampKey{})
-		}
-		if err != nil {
-			return nil, err
-		}
-	}
-	if retries && f.retry != nil {
-		if err := add(outcome.KindRetry, f.retry, stampKey{}); err != nil {
-			return nil, err
-		}
-	}
-	for _, sk := range stamps {
-		one := f.retryAfter
-		if sk.kind == outcome.KindFail {
-			one = f.dead
-		}
-		if err := add(sk.kind, one, sk, f.stampArgs(now.Add(sk.delay), sk.lastError)...); err != nil {
-			return nil, err
-		}
-	}
-	return out, nil
+	return out
 }
 
-// settlesAs is the kind a batch's row settles as with outcome o: Ack for Ack and Drop (and Fail
-// where the table has no dead_at column), Fail for Fail, RetryAfter for RetryAfter where the
-// table has a retry_after column, Retry for the rest (and, with ackAsRetry, for Ack).
-func (f *Form[D]) settlesAs(o outcome.Outcome, ackAsRetry bool) outcome.Kind {
-	switch k := o.Kind(); {
-	case k == outcome.KindFail && f.dead != nil:
-		return outcome.KindFail
-	case k == outcome.KindDrop, k == outcome.KindFail, k == outcome.KindAck && !ackAsRetry:
-		return outcome.KindAck
-	case k == outcome.KindRetryAfter && f.retryAfter != nil:
-		return outcome.KindRetryAfter
+// rowIDs are the ids of the rows of ds at indexes rows.
+func rowIDs(ds []*inbox.Delivery, rows []int) []int64 {
+	ids := make([]int64, len(rows))
+	for j, i := range rows {
+		ids[j] = ds[i].ID
 	}
-	return outcome.KindRetry
-}
-
-// stampKey groups the rows of a batch that one stamping statement settles: a retry after of
-// one delay, or a fail, with one last error.
-type stampKey struct {
-	kind      outcome.Kind // RetryAfter or Fail
-	delay     time.Duration
-	lastError any // the text, or nil
-}
-
-func (f *Form[D]) stampOf(k outcome.Kind, o outcome.Outcome) stampKey {
-	sk := stampKey{kind: k, delay: o.Delay()}
-	if f.t.LastError != "" {
-		sk.lastError = o.LastError()
-	}
-	return sk
+	return ids
 }
 
 // settleKey names a batch settlement statement: the kind it settles as (Ack, Retry,
@@ -298,26 +212,56 @@ type settleKey struct {
 	unflushed bool
 }
 
-// batchSettle returns the batch settlement statement of kind k over an id IN list of n
-// placeholders, unflushed where asked (sqltext.RowLock.Unflushed), preparing it at the first
-// call.
-func (f *Form[D]) batchSettle(ctx context.Context, k outcome.Kind, n int, unflushed bool) (*stmt.Stmt, error) {
+// prepareSettles prepares, where the database settles by id list, the batch settlements of a
+// ClaimBatch of size n that most batches run (the ack, and the retry where the table counts
+// attempts), before the batch's transaction begins: preparing takes a connection of the pool,
+// which inside the transaction could wait for ever behind the handlers holding the others.
+func (f *Form[D]) prepareSettles(ctx context.Context, n int) error {
+	if !f.d.Caps().IDListSettles || n == 1 {
+		return nil
+	}
+	keys := []settleKey{{outcome.KindAck, n, false}}
+	if f.unflushed {
+		keys = append(keys, settleKey{outcome.KindAck, n, true})
+	}
+	if f.retry != nil {
+		keys = append(keys, settleKey{outcome.KindRetry, n, false})
+	}
 	f.batchMu.Lock()
 	defer f.batchMu.Unlock()
-	key := settleKey{k, n, unflushed}
-	if s := f.batchSettles[key]; s != nil {
-		return s, nil
+	for _, key := range keys {
+		if f.batchSettles[key] != nil {
+			continue
+		}
+		what, text := fmt.Sprintf("batch %s (%d ids)", key.kind, n), f.text
+		if key.unflushed {
+			what, text = "unflushed "+what, text.Unflushed()
+		}
+		s, err := f.st.Statement(ctx, f.db, what, text.Settle(key.kind, sqltext.ByIDs(n)))
+		if err != nil {
+			return err
+		}
+		f.batchSettles[key] = s
 	}
-	what, text := fmt.Sprintf("batch %s (%d ids)", k, n), f.text
+	return nil
+}
+
+// batchSettle returns the batch settlement statement of kind k over an id IN list of n
+// placeholders, unflushed where asked (sqltext.RowLock.Unflushed): the one prepareSettles
+// prepared, or else (a stamp, which few batches need) the statement by its text, never
+// prepared inside the batch's transaction.
+func (f *Form[D]) batchSettle(k outcome.Kind, n int, unflushed bool) *stmt.Stmt {
+	f.batchMu.Lock()
+	s := f.batchSettles[settleKey{k, n, unflushed}]
+	f.batchMu.Unlock()
+	if s != nil {
+		return s
+	}
+	text := f.text
 	if unflushed {
-		what, text = "unflushed "+what, text.Unflushed()
+		text = text.Unflushed()
 	}
-	s, err := f.st.Statement(ctx, f.db, what, text.Settle(k, sqltext.ByIDs(n)))
-	if err != nil {
-		return nil, err
-	}
-	f.batchSettles[key] = s
-	return s, nil
+	return stmt.ByText(f.db, text.Settle(k, sqltext.ByIDs(n)))
 }
 
 // ReleaseBatch rolls the batch's transaction back: its rows are claimable again at once, with

@@ -100,17 +100,17 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"math/rand/v2"
 	"slices"
 	"strconv"
 	"strings"
 	"sync"
-	"time"
 
 	"github.com/sqlinbox/inbox"
 	"github.com/sqlinbox/inbox/dialect"
+	"github.com/sqlinbox/inbox/internal/conflict"
 	"github.com/sqlinbox/inbox/internal/formlife"
 	"github.com/sqlinbox/inbox/internal/schema"
+	"github.com/sqlinbox/inbox/internal/settleplan"
 	"github.com/sqlinbox/inbox/internal/sqltext"
 	"github.com/sqlinbox/inbox/internal/stmt"
 	"github.com/sqlinbox/inbox/outcome"
@@ -123,10 +123,6 @@ type Dialect interface {
 	dialect.Dialect
 	RowLocks() dialect.SkipLocked
 }
-
-// claimTries bounds how often Claim runs a claim that failed with a transient conflict
-// (Dialect.Retryable) before it reports the failure.
-const claimTries = 10
 
 // Form is the row lock form over one table. Build it with New and hand it to a consumer, which
 // opens it; its methods are safe for concurrent use.
@@ -157,16 +153,17 @@ type Form[D Dialect] struct {
 	db   *sql.DB
 	st   *stmt.Table
 	text sqltext.RowLock // the text of every statement the form runs
-	q    inbox.Queue
+	q    inbox.Binding
 	log  *slog.Logger
 	// unflushed: an Ack's settlement, where it is the transaction's only change, commits without
-	// waiting for the disk (inbox.Queue.UnflushedAcks outside transactional mode, on a database
+	// waiting for the disk (inbox.Binding.UnflushedAcks outside transactional mode, on a database
 	// that sets durability per statement).
 	unflushed bool
-	// The statements, prepared or run by their text (inbox.Queue.UnpreparedStatements): claim
+	// The statements, prepared or run by their text (inbox.Binding.UnpreparedStatements): claim
 	// and ack always; ackUnflushed where unflushed; retry where the table has an attempt column;
 	// retryAfter where it has a retry_after column; dead where it has a dead_at column.
 	claim, ack, ackUnflushed, retry, retryAfter, dead *stmt.Stmt
+	shape                                             settleplan.Table // what the table records of an outcome, for settleplan
 }
 
 // hold is a claim's open transaction and the rows it holds: one delivery's (Claim), or a
@@ -176,6 +173,7 @@ type hold struct {
 	cancel context.CancelFunc // ends the context the transaction was begun with
 	ds     []*inbox.Delivery
 	batch  bool
+	size   int // a batch's: the size its ClaimBatch asked for, which its settlements pad id lists to
 }
 
 // New returns the row lock form over table t.
@@ -189,7 +187,7 @@ func New[D Dialect](d D, t inbox.Table) *Form[D] {
 // q.UnpreparedStatements asks checks it by EXPLAIN without preparing it (a missing table or
 // column, or a column whose type breaks its role, fails with inbox.ErrSchema naming the table
 // and the statement or the column). The plan it returns says each delivery in work holds a pooled connection.
-func (f *Form[D]) Open(ctx context.Context, db *sql.DB, q inbox.Queue) (inbox.Plan, error) {
+func (f *Form[D]) Open(ctx context.Context, db *sql.DB, q inbox.Binding) (inbox.Plan, error) {
 	already := func() error {
 		return fmt.Errorf("%w: table %q: the row lock form is open already (queue %q): a form serves one consumer at a time, so build one per consumer", inbox.ErrAlreadyConsuming, f.t.Name, f.q.Name)
 	}
@@ -200,7 +198,7 @@ func (f *Form[D]) Open(ctx context.Context, db *sql.DB, q inbox.Queue) (inbox.Pl
 }
 
 // bind checks the form against db and binds it to q, as Open says.
-func (f *Form[D]) bind(ctx context.Context, db *sql.DB, q inbox.Queue) error {
+func (f *Form[D]) bind(ctx context.Context, db *sql.DB, q inbox.Binding) error {
 	if err := f.d.Allows(dialect.RowLockForm); err != nil {
 		return fmt.Errorf("table %q, queue %q: %w", f.t.Name, q.Name, err)
 	}
@@ -282,6 +280,10 @@ func (f *Form[D]) prepare(ctx context.Context, db *sql.DB, st *stmt.Table, r sql
 		return err
 	}
 	f.claim, f.ack, f.ackUnflushed, f.retry, f.retryAfter, f.dead = claim, ack, ackUnflushed, retry, retryAfter, dead
+	f.shape = settleplan.Table{
+		ProcessedAt: f.t.ProcessedAt != "", DeadAt: dead != nil, RetryAfter: retryAfter != nil,
+		LastError: f.t.LastError != "", RetryWrites: retry != nil, // a retry counts the attempt
+	}
 	return nil
 }
 
@@ -317,7 +319,7 @@ func (f *Form[D]) Claim(ctx context.Context, max int) ([]*inbox.Delivery, error)
 func (f *Form[D]) claimRetrying(ctx context.Context) (*inbox.Delivery, error) {
 	var ds []*inbox.Delivery
 	err := f.retrying(ctx, func() (err error) {
-		ds, err = f.claimTx(ctx, f.claim, false)
+		ds, err = f.claimTx(ctx, f.claim, 0)
 		return err
 	})
 	if err != nil || len(ds) == 0 {
@@ -326,36 +328,22 @@ func (f *Form[D]) claimRetrying(ctx context.Context) (*inbox.Delivery, error) {
 	return ds[0], nil
 }
 
-// retrying runs claim until it succeeds, fails with an error that is not a transient conflict,
-// or has conflicted claimTries times.
+// retrying runs claim until it succeeds or fails for good (see conflict.Retry).
 func (f *Form[D]) retrying(ctx context.Context, claim func() error) error {
-	for try := 1; ; try++ {
-		err := claim()
-		if err == nil {
-			return nil
-		}
-		if !f.d.Retryable(err) || ctx.Err() != nil {
-			return fmt.Errorf("inbox: table %q, queue %q: claim: %w", f.t.Name, f.q.Name, err)
-		}
-		if try == claimTries {
-			return fmt.Errorf("inbox: table %q, queue %q: the claim conflicted %d times in a row at level %s: %w; see the rowlock package doc on isolation levels and the claim index", f.t.Name, f.q.Name, try, f.d.Level(), err)
-		}
-		f.log.Debug("inbox: claim conflicted, retrying", "table", f.t.Name, "queue", f.q.Name, "try", try, "err", err)
-		// A short random pause, growing with each try, so that claims which collided do not
-		// collide again in step.
-		pause := time.Duration(try) * time.Duration(1+rand.IntN(5)) * time.Millisecond
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("inbox: table %q, queue %q: claim: %w", f.t.Name, f.q.Name, ctx.Err())
-		case <-time.After(pause):
-		}
+	err := conflict.Retry(ctx, f.d, claim)
+	switch {
+	case errors.Is(err, conflict.ErrTooMany):
+		return fmt.Errorf("inbox: table %q, queue %q: the claim conflicted %d times in a row at level %s: %w; see the rowlock package doc on isolation levels and the claim index", f.t.Name, f.q.Name, f.d.Caps().ConflictTries, f.d.Level(), err)
+	case err != nil:
+		return fmt.Errorf("inbox: table %q, queue %q: claim: %w", f.t.Name, f.q.Name, err)
 	}
+	return nil
 }
 
-// claimTx runs claim (f.claim, or a batch claim statement) in a transaction of its own and
-// holds the rows it returns under one hold, a batch's when batch. It returns none, and rolls
-// back, when no row is due.
-func (f *Form[D]) claimTx(ctx context.Context, claim *stmt.Stmt, batch bool) ([]*inbox.Delivery, error) {
+// claimTx runs claim (f.claim, or a batch claim statement of size rows) in a transaction of its
+// own and holds the rows it returns under one hold, a batch's when size is not 0. It returns
+// none, and rolls back, when no row is due.
+func (f *Form[D]) claimTx(ctx context.Context, claim *stmt.Stmt, size int) ([]*inbox.Delivery, error) {
 	// database/sql rolls a transaction back when the context it was begun with ends. The hold
 	// must outlive ctx (a consumer may cancel its claim context at shutdown while handlers
 	// finish), so it gets a context of its own, tied to ctx only until the claim is done.
@@ -400,7 +388,7 @@ func (f *Form[D]) claimTx(ctx context.Context, claim *stmt.Stmt, batch bool) ([]
 		return abandon(ctx.Err())
 	}
 
-	h := &hold{tx: tx, cancel: cancel, ds: ds, batch: batch}
+	h := &hold{tx: tx, cancel: cancel, ds: ds, batch: size > 0, size: size}
 	for _, d := range ds {
 		inbox.SetHold(d, h)
 	}
@@ -539,7 +527,7 @@ func (f *Form[D]) Settle(ctx context.Context, d *inbox.Delivery, o outcome.Outco
 	return nil
 }
 
-// backOff applies the consumer's back-off (inbox.Queue.Backoff) to the rows of ds, whose
+// backOff applies the consumer's back-off (inbox.Binding.Backoff) to the rows of ds, whose
 // settlement failed with err and whose transaction has rolled back, so that a settlement that
 // can never commit (a foreign key refusing the ack's DELETE) counts its attempts and waits like
 // a retry. The claim's lock is gone with its transaction, so the back-off runs in a
@@ -605,7 +593,7 @@ func (f *Form[D]) backOff(ctx context.Context, ds []*inbox.Delivery, err error) 
 // it, as it may refuse the very statement whose failure led here (a foreign key refusing the
 // DELETE), the row must still not be claimed again: die undoes the statement to a savepoint
 // and counts the attempt, which brings the attempt column to d.Attempt, the limit, where no
-// claim takes the row (inbox.Queue.MaxAttempts). It returns the death's failure (wrapping
+// claim takes the row (inbox.Binding.MaxAttempts). It returns the death's failure (wrapping
 // inbox.ErrDeathFailed at the limit), and the failure, if any, of what else it ran, after which
 // tx must be rolled back.
 func (f *Form[D]) die(ctx context.Context, tx dialect.Tx, d *inbox.Delivery, s *stmt.Stmt, args []any) (died, err error) {
@@ -640,36 +628,34 @@ func (f *Form[D]) commitFailed(ds []*inbox.Delivery, what string, err error) err
 }
 
 // settlement is the statement that applies o to d's row, the kind it settles as and its
-// arguments; a nil statement means the transaction is to be rolled back instead.
+// arguments; a nil statement means the transaction is to be rolled back instead (a retry where
+// the table counts no attempt: the row as it was is the retry).
 func (f *Form[D]) settlement(d *inbox.Delivery, o outcome.Outcome) (outcome.Kind, *stmt.Stmt, []any) {
-	switch o.Kind() {
-	case outcome.KindFail:
-		if f.dead != nil {
-			return outcome.KindFail, f.dead, append(f.stampArgs(f.q.Now(), o.LastError()), d.ID)
-		}
-		fallthrough
-	case outcome.KindAck, outcome.KindDrop:
-		if f.t.ProcessedAt != "" {
-			return outcome.KindAck, f.ack, []any{f.d.Time(f.q.Now()), d.ID}
-		}
-		return outcome.KindAck, f.ack, []any{d.ID}
-	case outcome.KindRetryAfter:
-		if f.retryAfter != nil {
-			return outcome.KindRetryAfter, f.retryAfter, append(f.stampArgs(f.q.Now().Add(o.Delay()), o.LastError()), d.ID)
-		}
+	step, ok := settleplan.One(f.shape, o, false)
+	if o.Kind() == outcome.KindRetryAfter && step.Kind == outcome.KindRetry {
 		f.log.Warn("inbox: RetryAfter on a table without a retry_after column retries at once: add the column and name it in inbox.Table.RetryAfter",
 			"table", f.t.Name, "queue", f.q.Name, "id", d.ID, "delay", o.Delay())
 	}
-	return outcome.KindRetry, f.retry, []any{d.ID}
+	if !ok {
+		return step.Kind, nil, nil
+	}
+	return step.Kind, f.one(step.Kind, false), append(f.shape.Args(step, f.q.Now(), f.d.Time), d.ID)
 }
 
-// stampArgs are the leading arguments of a retry after or a fail: the time it stamps, then the
-// last error where the table has the column.
-func (f *Form[D]) stampArgs(at time.Time, lastError any) []any {
-	if f.t.LastError != "" {
-		return []any{f.d.Time(at), lastError}
+// one is the statement that settles one row as kind k (Ack, Retry, RetryAfter or Fail), the
+// unflushed ack where asked.
+func (f *Form[D]) one(k outcome.Kind, unflushed bool) *stmt.Stmt {
+	switch {
+	case k == outcome.KindAck && unflushed:
+		return f.ackUnflushed
+	case k == outcome.KindAck:
+		return f.ack
+	case k == outcome.KindRetry:
+		return f.retry
+	case k == outcome.KindFail:
+		return f.dead
 	}
-	return []any{f.d.Time(at)}
+	return f.retryAfter
 }
 
 // rollback ends h (see end) and reports a rollback that failed.

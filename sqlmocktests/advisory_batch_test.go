@@ -63,8 +63,8 @@ func (fx *fixture) unlockMany(n int) string {
 // TestAdvisoryBatchStatementText pins the resizing of the batch statements for two rows, so
 // that the sequences below test the form against statements written out.
 func TestAdvisoryBatchStatementText(t *testing.T) {
-	pg := newFixture(t, "advisory", onPostgres, fullShape, 0, inbox.Queue{})
-	my := newFixture(t, "advisory", onMySQL, fullShape, 0, inbox.Queue{})
+	pg := newFixture(t, "advisory", onPostgres, fullShape, 0, inbox.Binding{})
+	my := newFixture(t, "advisory", onMySQL, fullShape, 0, inbox.Binding{})
 	for got, want := range map[string]string{
 		pg.many("ackMany", 2):        `UPDATE "jobs" SET "processed_at" = $1 WHERE "id" IN ($2, $3)`,
 		pg.many("retryAfterMany", 1): `UPDATE "jobs" SET "retry_after" = $1, "last_error" = $2 WHERE "id" IN ($3)`,
@@ -107,7 +107,7 @@ func (fx *fixture) expectUnlockMany(released int, ids ...int64) {
 func TestAdvisoryBatchSequence(t *testing.T) {
 	for _, c := range advisoryCases {
 		t.Run(c.name, func(t *testing.T) {
-			fx, f := openAdvisory(t, c, fullShape, inbox.Queue{Name: "q"})
+			fx, f := openAdvisory(t, c, fullShape, inbox.Binding{Name: "q"})
 			candidates := sqlmock.NewRows([]string{"id", "inbox_key"})
 			for _, id := range []int64{5, 6, 7, 70, 8, 9, 10, 11, 12, 13} {
 				key := fx.key(id)
@@ -172,7 +172,7 @@ func TestAdvisoryBatchSequence(t *testing.T) {
 func TestAdvisoryBatchRetryRunsNothing(t *testing.T) {
 	for _, c := range advisoryCases {
 		t.Run(c.name, func(t *testing.T) {
-			fx, f := openAdvisory(t, c, fullShape, inbox.Queue{Name: "q"})
+			fx, f := openAdvisory(t, c, fullShape, inbox.Binding{Name: "q"})
 			for _, settle := range []func([]*inbox.Delivery) error{
 				func(ds []*inbox.Delivery) error {
 					return f.SettleBatch(context.Background(), ds, []outcome.Outcome{outcome.Retry(), {}})
@@ -194,7 +194,7 @@ func TestAdvisoryBatchRetryRunsNothing(t *testing.T) {
 func TestAdvisoryBatchMinimalTable(t *testing.T) {
 	for _, c := range advisoryCases {
 		t.Run(c.name, func(t *testing.T) {
-			fx, f := openAdvisory(t, c, minimalShape, inbox.Queue{})
+			fx, f := openAdvisory(t, c, minimalShape, inbox.Binding{})
 			fx.expectAdvisoryClaim(3, 0, 7, 8, 9)
 			ds := claimed(t, f.ClaimBatch, 3)
 			fx.mock.ExpectExec(fx.many("ackMany", 2)).WithArgs(int64(7), int64(9)).WillReturnResult(changed(2))
@@ -214,7 +214,7 @@ func TestAdvisoryBatchMinimalTable(t *testing.T) {
 func TestAdvisoryBatchTransactional(t *testing.T) {
 	for _, c := range advisoryCases {
 		t.Run(c.name, func(t *testing.T) {
-			fx, f := openAdvisory(t, c, fullShape, inbox.Queue{Name: "q", Transactional: true})
+			fx, f := openAdvisory(t, c, fullShape, inbox.Binding{Name: "q", Transactional: true})
 			claim := func(ids ...int64) []*inbox.Delivery {
 				fx.expectAdvisoryClaim(len(ids), 1, ids...)
 				fx.mock.ExpectBegin()
@@ -256,7 +256,7 @@ func TestAdvisoryBatchTransactional(t *testing.T) {
 func TestAdvisoryBatchUnconfirmedUnlockClosesConnection(t *testing.T) {
 	for _, c := range advisoryCases {
 		t.Run(c.name, func(t *testing.T) {
-			fx, f := openAdvisory(t, c, fullShape, inbox.Queue{Name: "q"})
+			fx, f := openAdvisory(t, c, fullShape, inbox.Binding{Name: "q"})
 			ds := fx.claimPair(t, f, 1)
 			fx.mock.ExpectClose()
 			if err := f.ReleaseBatch(context.Background(), ds); err != nil {
@@ -272,7 +272,7 @@ func TestAdvisoryBatchUnconfirmedUnlockClosesConnection(t *testing.T) {
 func TestAdvisoryBatchClaimFailureClosesConnection(t *testing.T) {
 	for _, c := range advisoryCases {
 		t.Run(c.name, func(t *testing.T) {
-			fx, f := openAdvisory(t, c, fullShape, inbox.Queue{Name: "q"})
+			fx, f := openAdvisory(t, c, fullShape, inbox.Binding{Name: "q"})
 			fx.expectCandidates(2+4, 7, 8)
 			fx.expectLock(7, true)
 			fx.expectTake(7, 1, true)
@@ -292,7 +292,7 @@ func TestAdvisoryBatchClaimFailureClosesConnection(t *testing.T) {
 func TestAdvisoryBatchCloseReleasesHolds(t *testing.T) {
 	for _, c := range advisoryCases {
 		t.Run(c.name, func(t *testing.T) {
-			fx, f := openAdvisory(t, c, fullShape, inbox.Queue{Name: "q"})
+			fx, f := openAdvisory(t, c, fullShape, inbox.Binding{Name: "q"})
 			ds := fx.claimPair(t, f, 2)
 			fx.closed(t, f)
 			if err := f.SettleBatch(context.Background(), ds, []outcome.Outcome{outcome.Ack(), outcome.Ack()}); !errors.Is(err, inbox.ErrClosed) {

@@ -109,7 +109,7 @@ func TestAdvisorySequence(t *testing.T) {
 	for _, c := range advisoryCases {
 		for _, oc := range outcomes {
 			t.Run(c.name+"/"+oc.o.String(), func(t *testing.T) {
-				fx, f := openAdvisory(t, c, fullShape, inbox.Queue{Name: "q"})
+				fx, f := openAdvisory(t, c, fullShape, inbox.Binding{Name: "q"})
 				fx.expectAdvisoryClaim(1, 3, 7)
 				ds := claimed(t, f.Claim, 1)
 				if len(ds) != 1 || ds[0].ID != 7 || ds[0].Attempt != 3 || ds[0].Queue != "q" || string(ds[0].Payload) != "p" {
@@ -129,7 +129,7 @@ func TestAdvisorySequence(t *testing.T) {
 func TestAdvisoryMinimalTable(t *testing.T) {
 	for _, c := range advisoryCases {
 		t.Run(c.name, func(t *testing.T) {
-			fx, f := openAdvisory(t, c, minimalShape, inbox.Queue{})
+			fx, f := openAdvisory(t, c, minimalShape, inbox.Binding{})
 			fx.expectAdvisoryClaim(2, 0, 7, 8)
 			ds := claimed(t, f.Claim, 2)
 			if len(ds) != 2 || ds[0].Attempt != 0 {
@@ -153,7 +153,7 @@ func TestAdvisoryMinimalTable(t *testing.T) {
 func TestAdvisoryPassesOver(t *testing.T) {
 	for _, c := range advisoryCases {
 		t.Run(c.name, func(t *testing.T) {
-			fx, f := openAdvisory(t, c, fullShape, inbox.Queue{Name: "q"})
+			fx, f := openAdvisory(t, c, fullShape, inbox.Binding{Name: "q"})
 			fx.mock.ExpectQuery(fx.sql("candidates")).WithArgs(sqlmock.AnyArg(), "q", 2+4).WillReturnRows(
 				sqlmock.NewRows([]string{"id", "inbox_key"}).
 					AddRow(5, fx.key(5)).AddRow(6, fx.key(6)).AddRow(7, fx.key(7)).AddRow(70, fx.key(7)).AddRow(8, fx.key(8)))
@@ -188,7 +188,7 @@ func TestAdvisoryPassesOver(t *testing.T) {
 func TestAdvisoryTransactional(t *testing.T) {
 	for _, c := range advisoryCases {
 		t.Run(c.name, func(t *testing.T) {
-			fx, f := openAdvisory(t, c, fullShape, inbox.Queue{Name: "q", Transactional: true})
+			fx, f := openAdvisory(t, c, fullShape, inbox.Binding{Name: "q", Transactional: true})
 			fx.expectAdvisoryClaim(1, 1, 7)
 			fx.mock.ExpectBegin()
 			ack := claimed(t, f.Claim, 1)[0]
@@ -221,7 +221,7 @@ func TestAdvisoryTransactionEnds(t *testing.T) {
 	broken := errors.New("write: broken pipe")
 	for _, c := range advisoryCases {
 		t.Run(c.name+"/commit", func(t *testing.T) {
-			fx, f := openAdvisory(t, c, fullShape, inbox.Queue{Name: "q", Transactional: true})
+			fx, f := openAdvisory(t, c, fullShape, inbox.Binding{Name: "q", Transactional: true})
 			fx.expectAdvisoryClaim(1, 1, 7)
 			fx.mock.ExpectBegin()
 			dv := claimed(t, f.Claim, 1)[0]
@@ -235,7 +235,7 @@ func TestAdvisoryTransactionEnds(t *testing.T) {
 			fx.checkDiscarded(t, "the failed COMMIT")
 		})
 		t.Run(c.name+"/rollback", func(t *testing.T) {
-			fx, f := openAdvisory(t, c, fullShape, inbox.Queue{Name: "q", Transactional: true})
+			fx, f := openAdvisory(t, c, fullShape, inbox.Binding{Name: "q", Transactional: true})
 			fx.expectAdvisoryClaim(1, 1, 8)
 			fx.mock.ExpectBegin()
 			dv := claimed(t, f.Claim, 1)[0]
@@ -264,7 +264,7 @@ func TestAdvisoryUnconfirmedUnlockClosesConnection(t *testing.T) {
 	for _, c := range advisoryCases {
 		for name, answer := range answers {
 			t.Run(c.name+"/"+name, func(t *testing.T) {
-				fx, f := openAdvisory(t, c, fullShape, inbox.Queue{Name: "q"})
+				fx, f := openAdvisory(t, c, fullShape, inbox.Binding{Name: "q"})
 				fx.expectAdvisoryClaim(1, 1, 7)
 				dv := claimed(t, f.Claim, 1)[0]
 				fx.mock.ExpectExec(fx.sql("ack")).WithArgs(sqlmock.AnyArg(), int64(7)).WillReturnResult(changed(1))
@@ -284,7 +284,7 @@ func TestAdvisoryUnconfirmedUnlockClosesConnection(t *testing.T) {
 func TestAdvisoryCloseReleasesHolds(t *testing.T) {
 	for _, c := range advisoryCases {
 		t.Run(c.name, func(t *testing.T) {
-			fx, f := openAdvisory(t, c, fullShape, inbox.Queue{Name: "q"})
+			fx, f := openAdvisory(t, c, fullShape, inbox.Binding{Name: "q"})
 			fx.expectAdvisoryClaim(1, 1, 7)
 			dv := claimed(t, f.Claim, 1)[0]
 			fx.expectUnlock(7).WillReturnRows(fx.unlocked(true))
@@ -307,7 +307,7 @@ func TestAdvisoryOpenSchemaError(t *testing.T) {
 		m.mock.ExpectPrepare("SELECT CONCAT('jobs-', COALESCE(CAST(`account` AS CHAR), '')) FROM `jobs` WHERE 1 = 0").
 			WillReturnError(errors.New("Error 1054 (42S22): Unknown column 'account' in 'field list'"))
 	}
-	if _, err := f.Open(context.Background(), m.db, inbox.Queue{}); !errors.Is(err, inbox.ErrSchema) || !strings.Contains(err.Error(), `"jobs-{account}"`) {
+	if _, err := f.Open(context.Background(), m.db, inbox.Binding{}); !errors.Is(err, inbox.ErrSchema) || !strings.Contains(err.Error(), `"jobs-{account}"`) {
 		t.Fatalf("Open: %v, want ErrSchema naming the template", err)
 	}
 }
@@ -330,7 +330,7 @@ func TestAdvisoryOpenRefusesBadTemplate(t *testing.T) {
 				m := newRecorder(t, 0)
 				f := c.advisoryForm(fullShape.table, tc.key)
 				for range 2 {
-					_, err := f.Open(context.Background(), m.db, inbox.Queue{Name: "q"})
+					_, err := f.Open(context.Background(), m.db, inbox.Binding{Name: "q"})
 					if !errors.Is(err, inbox.ErrSchema) {
 						t.Fatalf("Open: %v, want the template refused with ErrSchema", err)
 					}
@@ -357,7 +357,7 @@ func TestAdvisoryOpenRefusesRuntimeSQLite(t *testing.T) {
 		t.Fatal(err)
 	}
 	f := advisory.New(d, fullShape.table, &advisory.Config{Key: fullShape.key})
-	if _, err := f.Open(context.Background(), m.db, inbox.Queue{}); !errors.Is(err, inbox.ErrDialect) || !strings.Contains(err.Error(), "advisory") {
+	if _, err := f.Open(context.Background(), m.db, inbox.Binding{}); !errors.Is(err, inbox.ErrDialect) || !strings.Contains(err.Error(), "advisory") {
 		t.Fatalf("Open: %v, want ErrDialect naming the advisory form", err)
 	}
 }
@@ -369,7 +369,7 @@ func TestAdvisoryOpenRefusesRuntimeSQLite(t *testing.T) {
 func TestAdvisoryTransactionEnded(t *testing.T) {
 	for _, c := range onMySQLFamily(advisoryCases) {
 		t.Run(c.name, func(t *testing.T) {
-			fx, f := openAdvisory(t, c, fullShape, inbox.Queue{Name: "q", Transactional: true})
+			fx, f := openAdvisory(t, c, fullShape, inbox.Binding{Name: "q", Transactional: true})
 			fx.expectAdvisoryClaim(1, 1, 7)
 			fx.mock.ExpectBegin()
 			dv := claimed(t, f.Claim, 1)[0]

@@ -31,7 +31,7 @@ type fixture struct {
 	c    dbCase
 	sh   shape
 	st   statements
-	q    inbox.Queue
+	q    inbox.Binding
 	plan inbox.Plan
 	logs inboxtest.Log
 	// claims are the sizes of the lease claims prepared after Open on Postgres (leaseClaimSQL).
@@ -43,7 +43,7 @@ type fixture struct {
 // log where q has no logger. Where q has an attempt limit the statements a limit changes are
 // their limited variants ("claim, max attempts 25" for "claim"), which the golden files hold
 // for the limit 25 alone.
-func newFixture(t *testing.T, form string, c dbCase, sh shape, maxOpen int, q inbox.Queue) *fixture {
+func newFixture(t *testing.T, form string, c dbCase, sh shape, maxOpen int, q inbox.Binding) *fixture {
 	t.Helper()
 	st := goldenSQL(t, form, c.db, sh)
 	if q.MaxAttempts > 0 {
@@ -377,7 +377,7 @@ func (fx *fixture) checkSettleWhileHeld(t *testing.T, tx inbox.Tx, settle func()
 }
 
 // openLease opens the lease form over sh on c's database (see newFixture and open).
-func openLease(t *testing.T, c dbCase, sh shape, maxOpen int, q inbox.Queue) (*fixture, *lease.Form[dialect.Dialect]) {
+func openLease(t *testing.T, c dbCase, sh shape, maxOpen int, q inbox.Binding) (*fixture, *lease.Form[dialect.Dialect]) {
 	t.Helper()
 	fx := newFixture(t, "lease", c, sh, maxOpen, q)
 	f := lease.New(c.d, sh.table, nil)
@@ -387,7 +387,7 @@ func openLease(t *testing.T, c dbCase, sh shape, maxOpen int, q inbox.Queue) (*f
 
 // openRowlock opens the row lock form over sh on c's database (see newFixture and open), and
 // checks its plan (checkRowlockPlan).
-func openRowlock(t *testing.T, c dbCase, sh shape, maxOpen int, q inbox.Queue) (*fixture, *rowlock.Form[rowlock.Dialect]) {
+func openRowlock(t *testing.T, c dbCase, sh shape, maxOpen int, q inbox.Binding) (*fixture, *rowlock.Form[rowlock.Dialect]) {
 	t.Helper()
 	fx := newFixture(t, "rowlock", c, sh, maxOpen, q)
 	f := c.rowlockForm(sh.table)
@@ -408,7 +408,7 @@ func checkRowlockPlan(t *testing.T, p inbox.Plan) {
 // openAdvisory opens the advisory form over sh, with sh's key, on c's database on a pool of two
 // connections (a claim of two rows pins both; see newFixture and open), checks its plan (the
 // table, a held connection, no extension), and closes it when the test ends.
-func openAdvisory(t *testing.T, c dbCase, sh shape, q inbox.Queue) (*fixture, *advisory.Form[advisory.Dialect]) {
+func openAdvisory(t *testing.T, c dbCase, sh shape, q inbox.Binding) (*fixture, *advisory.Form[advisory.Dialect]) {
 	t.Helper()
 	fx := newFixture(t, "advisory", c, sh, 2, q)
 	f := c.advisoryForm(sh.table, sh.key)

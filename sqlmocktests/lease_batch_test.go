@@ -17,7 +17,7 @@ import (
 // openLeaseBatch opens the lease form over the full table on c's database for batches of three
 // (the golden files' lists are of three): on MySQL and MariaDB the first batch claim prepares
 // the stamp of three ids.
-func openLeaseBatch(t *testing.T, c dbCase, q inbox.Queue) (*fixture, *lease.Form[dialect.Dialect]) {
+func openLeaseBatch(t *testing.T, c dbCase, q inbox.Binding) (*fixture, *lease.Form[dialect.Dialect]) {
 	t.Helper()
 	fx, f := openLease(t, c, fullShape, 1, q)
 	if c.mysqlFamily() {
@@ -58,7 +58,7 @@ func TestLeaseBatchSequence(t *testing.T) {
 	for _, c := range leaseCases {
 		t.Run(c.name, func(t *testing.T) {
 			ctx := context.Background()
-			fx, f := openLeaseBatch(t, c, inbox.Queue{})
+			fx, f := openLeaseBatch(t, c, inbox.Binding{})
 			var claimed, extended driver.Value
 			fx.expectLeaseClaim(3, &claimed, leaseRow(7, 1), leaseRow(8, 1), leaseRow(9, 3))
 			extendIn := fx.sql("extendIn(3)")
@@ -97,7 +97,7 @@ func TestLeaseBatchLostSequence(t *testing.T) {
 	for _, c := range leaseCases {
 		t.Run(c.name, func(t *testing.T) {
 			ctx := context.Background()
-			fx, f := openLeaseBatch(t, c, inbox.Queue{})
+			fx, f := openLeaseBatch(t, c, inbox.Binding{})
 			var claimed driver.Value
 			fx.expectLeaseClaim(3, &claimed, leaseRow(7, 1), leaseRow(8, 1), leaseRow(9, 1))
 			ack := fx.sql("ackIn(3)")

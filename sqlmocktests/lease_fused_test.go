@@ -18,7 +18,7 @@ import (
 func TestLeaseSettleAndClaimSQLite(t *testing.T) {
 	ctx := context.Background()
 	c := onSQLite
-	fx, f := openLease(t, c, fullShape, 2, inbox.Queue{})
+	fx, f := openLease(t, c, fullShape, 2, inbox.Binding{})
 	now := time.Now()
 
 	var first, second, third driver.Value

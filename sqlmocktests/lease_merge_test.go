@@ -24,7 +24,7 @@ func TestLeaseMergesSettlementsThatArriveTogether(t *testing.T) {
 		}
 		t.Run(c.name, func(t *testing.T) {
 			ctx := context.Background()
-			fx, f := openLease(t, c, minimalShape, 4, inbox.Queue{})
+			fx, f := openLease(t, c, minimalShape, 4, inbox.Binding{})
 			var token driver.Value
 			fx.expectLeaseClaim(3, &token, leaseRow(7, 0), leaseRow(8, 0), leaseRow(9, 0))
 			ds, err := f.Claim(ctx, 3)

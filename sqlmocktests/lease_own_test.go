@@ -17,14 +17,14 @@ import (
 // extensions and the ack run on the form's own connection, each prepared there once by its
 // text; Close frees them.
 func TestLeaseOwnConnection(t *testing.T) {
-	checkLeaseOwnConnection(t, inbox.Queue{})
+	checkLeaseOwnConnection(t, inbox.Binding{})
 }
 
 // checkLeaseOwnConnection runs, on Postgres and MySQL, the lease form opened for q on a pool of
 // two while the application holds the pool's other connection: a claim, two extensions and an
 // ack on the form's own connection, each statement prepared there once by its text before it
 // first runs, or where q asks for unprepared statements run by its text alone.
-func checkLeaseOwnConnection(t *testing.T, q inbox.Queue) {
+func checkLeaseOwnConnection(t *testing.T, q inbox.Binding) {
 	for _, c := range []dbCase{onPostgres, onMySQL} {
 		t.Run(c.name, func(t *testing.T) {
 			fx, f := openLease(t, c, fullShape, 2, q)

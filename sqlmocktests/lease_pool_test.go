@@ -23,7 +23,7 @@ import (
 func TestLeaseBatchInWorkWaitsForNoPooledConnection(t *testing.T) {
 	for _, c := range []dbCase{onPostgres, onMySQL, onMariaDB} {
 		t.Run(c.name, func(t *testing.T) {
-			fx, f := openLease(t, c, fullShape, 3, inbox.Queue{Transactional: true})
+			fx, f := openLease(t, c, fullShape, 3, inbox.Binding{Transactional: true})
 			if !fx.plan.OwnConnection {
 				t.Fatalf("plan %+v on a pool of three in transactional mode, want OwnConnection", fx.plan)
 			}

@@ -132,7 +132,7 @@ func TestLeaseSequence(t *testing.T) {
 	for _, c := range leaseCases {
 		t.Run(c.name, func(t *testing.T) {
 			ctx := context.Background()
-			fx, f := openLease(t, c, fullShape, 1, inbox.Queue{})
+			fx, f := openLease(t, c, fullShape, 1, inbox.Binding{})
 			plan := fx.plan
 			want := inbox.Plan{Table: "jobs", Form: "lease", ExtendEvery: 15 * time.Second, SerialClaims: c.db == "sqlite", Dialect: c.d, Described: fullShape.table}
 			if plan.FindUnclaimable == nil {
@@ -212,7 +212,7 @@ func TestLeaseSequence(t *testing.T) {
 func TestLeaseSequenceMinimalTable(t *testing.T) {
 	for _, c := range leaseCases {
 		t.Run(c.name, func(t *testing.T) {
-			fx, f := openLease(t, c, minimalShape, 1, inbox.Queue{})
+			fx, f := openLease(t, c, minimalShape, 1, inbox.Binding{})
 
 			fx.settleLeaseRow(t, f, 3, 0, outcome.Drop(), fx.sql("ack"), int64(3))
 			fx.settleLeaseRow(t, f, 4, 0, outcome.RetryAfter(time.Minute), fx.sql("retry"), int64(4))
@@ -232,7 +232,7 @@ func TestLeaseTransactionalSequence(t *testing.T) {
 	for _, c := range leaseTxCases {
 		t.Run(c.name, func(t *testing.T) {
 			ctx := context.Background()
-			fx, f := openLease(t, c, fullShape, 1, inbox.Queue{Transactional: true})
+			fx, f := openLease(t, c, fullShape, 1, inbox.Binding{Transactional: true})
 			if !fx.plan.HoldsConnection {
 				t.Error("transactional plan does not hold a connection")
 			}
@@ -335,7 +335,7 @@ func TestLeaseClaimTransactionEnds(t *testing.T) {
 	broken := errors.New("write: broken pipe")
 	for _, c := range onMySQLFamily(leaseCases) {
 		t.Run(c.name+"/commit", func(t *testing.T) {
-			fx, f := openLease(t, c, fullShape, 1, inbox.Queue{})
+			fx, f := openLease(t, c, fullShape, 1, inbox.Binding{})
 			fx.mock.ExpectBegin()
 			fx.mock.ExpectQuery(fx.sql("claim")).WillReturnRows(fullShape.claimed("", leaseRow(7, 0)))
 			fx.mock.ExpectExec(fx.sql("stamp(1)")).WillReturnResult(changed(1))
@@ -348,7 +348,7 @@ func TestLeaseClaimTransactionEnds(t *testing.T) {
 			fx.checkDiscarded(t, "the failed COMMIT")
 		})
 		t.Run(c.name+"/rollback", func(t *testing.T) {
-			fx, f := openLease(t, c, fullShape, 1, inbox.Queue{})
+			fx, f := openLease(t, c, fullShape, 1, inbox.Binding{})
 			fx.mock.ExpectBegin()
 			fx.mock.ExpectQuery(fx.sql("claim")).WillReturnRows(fullShape.claimed("", leaseRow(7, 0)))
 			fx.mock.ExpectExec(fx.sql("stamp(1)")).WillReturnError(errors.New("Error 1317 (70100): Query execution was interrupted"))
@@ -373,7 +373,7 @@ func TestLeaseOpenRefusals(t *testing.T) {
 	t.Run("postgres strict level, transactional", func(t *testing.T) {
 		m := newRecorder(t, 1) // no expectations: nothing may run
 		for _, d := range []dialect.Dialect{dialect.Postgres[isolation.RepeatableRead]{}, dialect.Postgres[isolation.Serializable]{}} {
-			_, err := lease.New(d, tbl, nil).Open(ctx, m.db, inbox.Queue{Transactional: true})
+			_, err := lease.New(d, tbl, nil).Open(ctx, m.db, inbox.Binding{Transactional: true})
 			if !errors.Is(err, inbox.ErrDialect) || !strings.Contains(err.Error(), `"jobs"`) || !strings.Contains(err.Error(), string(d.Level())) || !strings.Contains(err.Error(), "isolation.ReadCommitted") {
 				t.Errorf("%s: %v, want ErrDialect naming the table, the level and what to use", d.Level(), err)
 			}
@@ -383,7 +383,7 @@ func TestLeaseOpenRefusals(t *testing.T) {
 	t.Run("lease length", func(t *testing.T) {
 		m := newRecorder(t, 1)
 		for _, l := range []time.Duration{1500 * time.Millisecond, 500 * time.Millisecond, -time.Second} {
-			_, err := lease.New(onPostgres.d, tbl, &lease.Config{Lease: l}).Open(ctx, m.db, inbox.Queue{})
+			_, err := lease.New(onPostgres.d, tbl, &lease.Config{Lease: l}).Open(ctx, m.db, inbox.Binding{})
 			if err == nil || !strings.Contains(err.Error(), `"jobs"`) || !strings.Contains(err.Error(), "lease.Config.Lease") {
 				t.Errorf("lease %v: %v, want an error naming the table and lease.Config.Lease", l, err)
 			}
@@ -393,7 +393,7 @@ func TestLeaseOpenRefusals(t *testing.T) {
 	t.Run("server too old", func(t *testing.T) {
 		m := newRecorder(t, 1)
 		expectVersion(m, "mysql", "5.7.44")
-		if _, err := lease.New(onMySQL.d, tbl, nil).Open(ctx, m.db, inbox.Queue{}); !errors.Is(err, inbox.ErrServerTooOld) {
+		if _, err := lease.New(onMySQL.d, tbl, nil).Open(ctx, m.db, inbox.Binding{}); !errors.Is(err, inbox.ErrServerTooOld) {
 			t.Errorf("MySQL 5.7: %v, want ErrServerTooOld", err)
 		}
 	})
@@ -426,7 +426,7 @@ func TestLeaseOpenRefusals(t *testing.T) {
 						m.mock.ExpectPrepare(claim).WillReturnError(refusal)
 					}
 				}
-				_, err := lease.New(c.d, tbl, nil).Open(ctx, m.db, inbox.Queue{UnpreparedStatements: unprepared})
+				_, err := lease.New(c.d, tbl, nil).Open(ctx, m.db, inbox.Binding{UnpreparedStatements: unprepared})
 				if !errors.Is(err, inbox.ErrSchema) || !strings.Contains(err.Error(), `"jobs"`) || !strings.Contains(err.Error(), "claim statement") || !strings.Contains(err.Error(), "attempt") {
 					t.Errorf("%v, want ErrSchema naming the table, the statement and the column", err)
 				}
@@ -446,7 +446,7 @@ func TestLeaseOpenRefusals(t *testing.T) {
 				m.mock.NewRows([]string{"COLUMN_NAME", "COLUMN_TYPE", "DATA_TYPE", "DATETIME_PRECISION", "IS_NULLABLE", "EXTRA"}).
 					AddRow("id", "bigint(20)", "bigint", nil, "NO", "auto_increment").
 					AddRow("locked_until", lossy[0], lossy[1], lossy[2], "YES", ""))
-			_, err := lease.New(onMySQL.d, tbl, nil).Open(ctx, m.db, inbox.Queue{})
+			_, err := lease.New(onMySQL.d, tbl, nil).Open(ctx, m.db, inbox.Binding{})
 			want := "ALTER TABLE `jobs` MODIFY `locked_until` DATETIME(6) NULL"
 			if !errors.Is(err, inbox.ErrSchema) || !strings.Contains(err.Error(), `"jobs"`) || !strings.Contains(err.Error(), `"locked_until"`) || !strings.Contains(err.Error(), want) {
 				t.Errorf("%v: %v, want ErrSchema naming the table, the column and %s", lossy[0], err, want)
@@ -459,7 +459,7 @@ func TestLeaseOpenRefusals(t *testing.T) {
 // STRICT tables either: the catalog query that asks fails, the version says why, and Open goes
 // on with the table taken as not STRICT.
 func TestLeaseOpenOnSQLiteBeforeTableList(t *testing.T) {
-	fx := newFixture(t, "lease", onSQLite, fullShape, 1, inbox.Queue{})
+	fx := newFixture(t, "lease", onSQLite, fullShape, 1, inbox.Binding{})
 	expectVersion(fx.recorder, "sqlite", "3.36.0")
 	fx.mock.ExpectQuery(schemaSQLiteColumns).WithArgs("jobs").WillReturnRows(fx.mock.NewRows([]string{"name", "type", "notnull"}).
 		AddRow("id", "INTEGER", true).AddRow("locked_until", "DATETIME", false))
@@ -467,7 +467,7 @@ func TestLeaseOpenOnSQLiteBeforeTableList(t *testing.T) {
 	expectVersion(fx.recorder, "sqlite", "3.36.0")
 	fx.expectPrepares()
 	f := lease.New(onSQLite.d, fullShape.table, nil)
-	if _, err := f.Open(context.Background(), fx.db, inbox.Queue{}); err != nil {
+	if _, err := f.Open(context.Background(), fx.db, inbox.Binding{}); err != nil {
 		t.Fatalf("Open: %v", err)
 	}
 	fx.closed(t, f)
@@ -481,7 +481,7 @@ func TestLeaseTransactionEnded(t *testing.T) {
 	for _, c := range onMySQLFamily(leaseTxCases) {
 		t.Run(c.name, func(t *testing.T) {
 			ctx := context.Background()
-			fx, f := openLease(t, c, fullShape, 1, inbox.Queue{Transactional: true})
+			fx, f := openLease(t, c, fullShape, 1, inbox.Binding{Transactional: true})
 			var token driver.Value
 			fx.expectLeaseClaim(1, &token, leaseRow(7, 1))
 			fx.expectBegin()
@@ -502,7 +502,7 @@ func TestLeaseTransactionEnded(t *testing.T) {
 func TestLeaseClaimRetriesConflicts(t *testing.T) {
 	for _, c := range onMySQLFamily(leaseCases) {
 		t.Run(c.name, func(t *testing.T) {
-			fx, f := openLease(t, c, fullShape, 1, inbox.Queue{})
+			fx, f := openLease(t, c, fullShape, 1, inbox.Binding{})
 			fx.mock.ExpectBegin()
 			fx.mock.ExpectQuery(fx.sql("claim")).WillReturnRows(fullShape.claimed("", leaseRow(7, 0)))
 			fx.mock.ExpectExec(fx.sql("stamp(1)")).WillReturnError(errDeadlock)

@@ -12,9 +12,9 @@ import (
 )
 
 // openLeaseUnflushed opens the lease form over fullShape on c's database for q with
-// inbox.Queue.UnflushedAcks set, and returns the golden name of the ack it prepares: "ack
+// inbox.Binding.UnflushedAcks set, and returns the golden name of the ack it prepares: "ack
 // unflushed" on Postgres outside transactional mode, "ack" elsewhere.
-func openLeaseUnflushed(t *testing.T, c dbCase, q inbox.Queue) (*fixture, *lease.Form[dialect.Dialect], string) {
+func openLeaseUnflushed(t *testing.T, c dbCase, q inbox.Binding) (*fixture, *lease.Form[dialect.Dialect], string) {
 	t.Helper()
 	fx := newUnflushedFixture(t, "lease", c, 1, q)
 	fx.expectPreparesAcking(fx.ackStatement())
@@ -23,14 +23,14 @@ func openLeaseUnflushed(t *testing.T, c dbCase, q inbox.Queue) (*fixture, *lease
 	return fx, f, fx.ackStatement()
 }
 
-// TestLeaseUnflushedAcks pins what inbox.Queue.UnflushedAcks changes outside transactional mode:
+// TestLeaseUnflushedAcks pins what inbox.Binding.UnflushedAcks changes outside transactional mode:
 // on Postgres a row's ack and a batch's carry the condition that turns synchronous_commit off
 // for them, and a retry still waits; on MySQL, MariaDB and SQLite every statement is the one it
 // is without the option.
 func TestLeaseUnflushedAcks(t *testing.T) {
 	for _, c := range leaseCases {
 		t.Run(c.name, func(t *testing.T) {
-			fx, f, ack := openLeaseUnflushed(t, c, inbox.Queue{})
+			fx, f, ack := openLeaseUnflushed(t, c, inbox.Binding{})
 
 			fx.settleLeaseRow(t, f, 7, 1, outcome.Ack(), fx.sql(ack), c.near(time.Now()), int64(7))
 			fx.settleLeaseRow(t, f, 8, 1, outcome.Retry(), fx.sql("retry"), int64(8))
@@ -56,11 +56,11 @@ func TestLeaseUnflushedAcks(t *testing.T) {
 }
 
 // TestLeaseUnflushedAcksTransactional: in transactional mode the ack commits the handler's
-// writes, so it waits for the disk whatever inbox.Queue.UnflushedAcks says.
+// writes, so it waits for the disk whatever inbox.Binding.UnflushedAcks says.
 func TestLeaseUnflushedAcksTransactional(t *testing.T) {
 	for _, c := range leaseTxCases {
 		t.Run(c.name, func(t *testing.T) {
-			fx, f, _ := openLeaseUnflushed(t, c, inbox.Queue{Transactional: true}) // its ack: "ack"
+			fx, f, _ := openLeaseUnflushed(t, c, inbox.Binding{Transactional: true}) // its ack: "ack"
 			var token driver.Value
 			fx.expectLeaseClaim(1, &token, leaseRow(7, 1))
 			fx.expectBegin()

@@ -43,7 +43,7 @@ func lifecycleRows(n int) []row {
 // as its last; for a single row and for a batch.
 func TestRowlockLifecycle(t *testing.T) {
 	boom := errors.New("boom")
-	q := inbox.Queue{Name: rowlockQueue, Backoff: lifecycleBackoff}
+	q := inbox.Binding{Name: rowlockQueue, Backoff: lifecycleBackoff}
 	for _, c := range []dbCase{onPostgres, onMySQL} {
 		t.Run(c.name+"/fail", func(t *testing.T) {
 			fx, f := openRowlock(t, c, fullShape, 1, q)
@@ -73,22 +73,22 @@ func TestRowlockLifecycle(t *testing.T) {
 			f.Close()
 		})
 		t.Run(c.name+"/batch", func(t *testing.T) {
-			// Where a batch settles by id lists its statements are prepared at their first
-			// run, while the batch's transaction holds a connection: on a second connection,
-			// then again on the transaction's (see expectRowlockBatchGroups).
+			// Where a batch settles by id lists its ack and retry are prepared at the first
+			// ClaimBatch, before its transaction holds a connection, then again on the
+			// transaction's (see expectRowlockBatchGroups); its fail runs by its text.
 			pool := 1
 			if c.d.Caps().IDListSettles {
 				pool = 0
 			}
 			fx, f := openRowlock(t, c, fullShape, pool, q)
 			fx.mock.ExpectPrepare(fx.sql("claim(3)")).WillBeClosed()
+			fx.expectRowlockSettlePrepares()
 			fx.expectRowlockClaim("claim(3)", lifecycleRows(3)...)
 			groups := []rowlockBatchGroup{
 				{"ack", []driver.Value{c.near(time.Now())}, []int64{6, 7}},
 				{"fail", []driver.Value{c.near(time.Now()), "boom"}, []int64{5}},
 			}
-			fx.expectRowlockBatchPrepares(groups)
-			fx.expectRowlockBatchGroups(groups, true)
+			fx.expectRowlockBatchGroups(groups)
 			fx.mock.ExpectCommit()
 			// The second batch's ack is refused: its rows back off in one transaction.
 			fx.expectRowlockClaim("claim(3)", lifecycleRows(3)...)
@@ -122,7 +122,7 @@ func TestRowlockLifecycle(t *testing.T) {
 // the retry after needs no other guard.
 func TestLeaseLifecycle(t *testing.T) {
 	c := onMySQL
-	fx, f := openLease(t, c, fullShape, 1, inbox.Queue{Backoff: lifecycleBackoff})
+	fx, f := openLease(t, c, fullShape, 1, inbox.Binding{Backoff: lifecycleBackoff})
 	var token driver.Value
 	fx.expectLeaseClaim(1, &token, leaseRow(7, 3))
 	fx.mock.ExpectExec(fx.sql("ack")).WithArgs(c.near(time.Now()), int64(7), sameValue{&token}).WillReturnError(refusedFK)
@@ -145,7 +145,7 @@ func TestLeaseLifecycle(t *testing.T) {
 // same connection while the lock still holds the row, before the unlock; for a single row and
 // for a batch.
 func TestAdvisoryLifecycle(t *testing.T) {
-	q := inbox.Queue{Name: "q", Backoff: lifecycleBackoff}
+	q := inbox.Binding{Name: "q", Backoff: lifecycleBackoff}
 	for _, c := range advisoryCases {
 		t.Run(c.name, func(t *testing.T) {
 			fx, f := openAdvisory(t, c, fullShape, q)
@@ -192,7 +192,7 @@ func TestAdvisoryLifecycle(t *testing.T) {
 func TestLeaseBatchLifecycle(t *testing.T) {
 	for _, c := range leaseCases {
 		t.Run(c.name, func(t *testing.T) {
-			fx, f := openLeaseBatch(t, c, inbox.Queue{Backoff: lifecycleBackoff})
+			fx, f := openLeaseBatch(t, c, inbox.Binding{Backoff: lifecycleBackoff})
 			var token driver.Value
 			fx.expectLeaseClaim(3, &token, leaseRow(7, 1), leaseRow(8, 2), leaseRow(9, 2))
 

@@ -54,7 +54,7 @@ func TestOpenErrorsNameTableAndQueueOnce(t *testing.T) {
 			if c.server != nil {
 				c.server(m)
 			}
-			_, err := c.form.Open(context.Background(), m.db, inbox.Queue{Name: queue})
+			_, err := c.form.Open(context.Background(), m.db, inbox.Binding{Name: queue})
 			if !errors.Is(err, c.want) {
 				t.Fatalf("Open: %v, want %v", err, c.want)
 			}

@@ -41,30 +41,29 @@ type rowlockBatchGroup struct {
 // inLists reports whether the case's dialect settles a batch by id lists.
 func (fx *fixture) inLists() bool { return fx.c.d.Caps().IDListSettles }
 
-// expectRowlockBatchPrepares expects, where the dialect settles by id lists, the first
-// preparation of the settlement statements of groups, each once (a kind's statement serves
-// every delay), before any runs: database/sql prepares them on a free connection, since the
-// batch's is busy. Each is closed at Close.
-func (fx *fixture) expectRowlockBatchPrepares(groups []rowlockBatchGroup) {
+// expectRowlockSettlePrepares expects, where the dialect settles by id lists, the first
+// ClaimBatch of size 3 to prepare the settlements most batches run before its transaction
+// begins, on a connection of the pool: the ack (the unflushed ack too, where the form's acks
+// are unflushed), and the retry where the table counts attempts. Each is closed at Close.
+func (fx *fixture) expectRowlockSettlePrepares() {
 	if !fx.inLists() {
 		return
 	}
-	var seen []string
-	for _, g := range groups {
-		if !slices.Contains(seen, g.kind) {
-			seen = append(seen, g.kind)
-			fx.mock.ExpectPrepare(fx.sql(g.kind + "In(3)")).WillBeClosed()
-		}
+	fx.mock.ExpectPrepare(fx.sql("ackIn(3)")).WillBeClosed()
+	if fx.q.UnflushedAcks && !fx.q.Transactional && fx.c.d.Caps().UnflushedCommit != "" {
+		fx.mock.ExpectPrepare(fx.sql("ackIn(3) unflushed")).WillBeClosed()
+	}
+	if fx.sh.table.Attempt != "" {
+		fx.mock.ExpectPrepare(fx.sql("retryIn(3)")).WillBeClosed()
 	}
 }
 
 // expectRowlockBatchGroups expects the settlement statements of groups for a batch of three
-// rows. With prepared, the batch is the first to run them: where the dialect settles by id
-// lists database/sql prepares each again on the batch's connection before it first runs there
-// (and closes that at Close too); without, a batch ran them before on this connection, so
-// nothing prepares.
-func (fx *fixture) expectRowlockBatchGroups(groups []rowlockBatchGroup, prepared bool) {
-	var seen []string
+// rows: where the dialect settles by id lists, one statement per group over its ids padded to
+// the batch's size (the ack and the retry prepared at the claim, on the connection the batch's
+// transaction then takes, so not prepared again; a stamp by its text, never prepared inside the
+// transaction); elsewhere the single row's statement per row.
+func (fx *fixture) expectRowlockBatchGroups(groups []rowlockBatchGroup) {
 	for _, g := range groups {
 		if !fx.inLists() {
 			for _, id := range g.ids {
@@ -72,12 +71,7 @@ func (fx *fixture) expectRowlockBatchGroups(groups []rowlockBatchGroup, prepared
 			}
 			continue
 		}
-		in := fx.sql(g.kind + "In(3)")
-		if prepared && !slices.Contains(seen, g.kind) {
-			seen = append(seen, g.kind)
-			fx.mock.ExpectPrepare(in).WillBeClosed()
-		}
-		fx.mock.ExpectExec(in).WithArgs(padded(g.lead, g.ids, 3)...).WillReturnResult(changed(int64(len(g.ids))))
+		fx.mock.ExpectExec(fx.sql(g.kind + "In(3)")).WithArgs(padded(g.lead, g.ids, 3)...).WillReturnResult(changed(int64(len(g.ids))))
 	}
 }
 
@@ -127,22 +121,20 @@ func TestRowlockBatchSettles(t *testing.T) {
 	for _, c := range rowlockBatchCases {
 		for _, tc := range cases {
 			t.Run(c.name+"/"+tc.name, func(t *testing.T) {
-				fx, f := openRowlock(t, c, fullShape, 0, inbox.Queue{Name: rowlockQueue, Transactional: tc.transactional})
+				fx, f := openRowlock(t, c, fullShape, 0, inbox.Binding{Name: rowlockQueue, Transactional: tc.transactional})
 				groups := tc.groups(c)
 				fx.mock.ExpectPrepare(fx.sql("claim(3)")).WillBeClosed()
-				for batch := range 2 {
+				fx.expectRowlockSettlePrepares()
+				for range 2 {
 					fx.expectRowlockClaim("claim(3)", rowlockBatchRows(3)...)
 					if tc.transactional {
 						fx.mock.ExpectExec(fx.sql("savepoint")).WillReturnResult(changed(0))
 						fx.mock.ExpectExec("INSERT INTO notes (body) VALUES ('sent')").WillReturnResult(changed(1))
 					}
-					if batch == 0 {
-						fx.expectRowlockBatchPrepares(groups)
-					}
 					if tc.rollbackTo {
 						fx.mock.ExpectExec(fx.sql("rollbackToSavepoint")).WillReturnResult(changed(0))
 					}
-					fx.expectRowlockBatchGroups(groups, batch == 0)
+					fx.expectRowlockBatchGroups(groups)
 					fx.mock.ExpectCommit()
 				}
 
@@ -202,13 +194,13 @@ func TestRowlockBatchMinimalTable(t *testing.T) {
 		{onPostgres, []outcome.Outcome{outcome.Retry(), outcome.RetryAfter(time.Minute), {}}, false},
 	} {
 		t.Run(tc.c.name+"/"+tc.outcomes[0].String()+","+tc.outcomes[1].String()+","+tc.outcomes[2].String(), func(t *testing.T) {
-			fx, f := openRowlock(t, tc.c, minimalShape, 0, inbox.Queue{})
+			fx, f := openRowlock(t, tc.c, minimalShape, 0, inbox.Binding{})
 			fx.mock.ExpectPrepare(fx.sql("claim(3)")).WillBeClosed()
+			fx.expectRowlockSettlePrepares()
 			fx.expectRowlockClaim("claim(3)", row{id: 1, payload: []byte("a")}, row{id: 2, payload: []byte("b")}, row{id: 3, payload: []byte("c")})
 			if tc.deletes {
 				deletes := []rowlockBatchGroup{{"ack", nil, []int64{1, 3}}}
-				fx.expectRowlockBatchPrepares(deletes)
-				fx.expectRowlockBatchGroups(deletes, true)
+				fx.expectRowlockBatchGroups(deletes)
 				fx.mock.ExpectCommit()
 			} else {
 				fx.mock.ExpectRollback()
@@ -235,8 +227,9 @@ func TestRowlockBatchMinimalTable(t *testing.T) {
 func TestRowlockBatchClaim(t *testing.T) {
 	for _, tc := range rowlockConflicts {
 		t.Run(tc.c.name, func(t *testing.T) {
-			fx, f := openRowlock(t, tc.c, fullShape, 0, inbox.Queue{Name: rowlockQueue})
+			fx, f := openRowlock(t, tc.c, fullShape, 0, inbox.Binding{Name: rowlockQueue})
 			fx.mock.ExpectPrepare(fx.sql("claim(3)")).WillBeClosed()
+			fx.expectRowlockSettlePrepares()
 			fx.mock.ExpectBegin()
 			fx.expectQuery(fx.sql("claim(3)"), fx.rowlockClaimArgs()...).WillReturnError(tc.conflict)
 			fx.mock.ExpectRollback()
@@ -275,12 +268,12 @@ func TestRowlockBatchMisuse(t *testing.T) {
 	}
 	ack := outcome.Ack()
 
-	fx, f := openRowlock(t, onPostgres, fullShape, 0, inbox.Queue{Name: rowlockQueue})
+	fx, f := openRowlock(t, onPostgres, fullShape, 0, inbox.Binding{Name: rowlockQueue})
 	fx.mock.ExpectPrepare(fx.sql("claim(3)")).WillBeClosed()
+	fx.expectRowlockSettlePrepares()
 	fx.expectRowlockClaim("claim(3)", rowlockBatchRows(3)...)
 	acks := []rowlockBatchGroup{{"ack", []driver.Value{onPostgres.near(time.Now())}, []int64{3, 2, 1}}}
-	fx.expectRowlockBatchPrepares(acks)
-	fx.expectRowlockBatchGroups(acks, true)
+	fx.expectRowlockBatchGroups(acks)
 	fx.mock.ExpectCommit()
 
 	ds := claimBatch(t, f, 3, 3)
@@ -301,7 +294,7 @@ func TestRowlockBatchMisuse(t *testing.T) {
 	fx.closed(t, f)
 
 	t.Run("single delivery as a batch", func(t *testing.T) {
-		fx, f := openRowlock(t, onPostgres, fullShape, 0, inbox.Queue{Name: rowlockQueue})
+		fx, f := openRowlock(t, onPostgres, fullShape, 0, inbox.Binding{Name: rowlockQueue})
 		fx.expectRowlockClaim("claim", rowlockRow(9))
 		fx.mock.ExpectRollback()
 		d := rowlockClaimOne(t, f)
@@ -321,8 +314,9 @@ func TestRowlockBatchMisuse(t *testing.T) {
 func TestRowlockBatchTransactionHeld(t *testing.T) {
 	for _, c := range rowlockBatchCases {
 		t.Run(c.name, func(t *testing.T) {
-			fx, f := openRowlock(t, c, fullShape, 0, inbox.Queue{Name: rowlockQueue, Transactional: true})
+			fx, f := openRowlock(t, c, fullShape, 0, inbox.Binding{Name: rowlockQueue, Transactional: true})
 			fx.mock.ExpectPrepare(fx.sql("claim(3)")).WillBeClosed()
+			fx.expectRowlockSettlePrepares()
 			fx.expectRowlockClaim("claim(3)", rowlockBatchRows(3)...)
 			fx.mock.ExpectExec(fx.sql("savepoint")).WillReturnResult(changed(0))
 			ds := claimBatch(t, f, 3, 3)
@@ -350,17 +344,16 @@ func TestRowlockBatchFailures(t *testing.T) {
 				name = c.name + "/commit"
 			}
 			t.Run(name, func(t *testing.T) {
-				fx, f := openRowlock(t, c, fullShape, 0, inbox.Queue{Name: rowlockQueue})
+				fx, f := openRowlock(t, c, fullShape, 0, inbox.Binding{Name: rowlockQueue})
 				fx.mock.ExpectPrepare(fx.sql("claim(3)")).WillBeClosed()
+				fx.expectRowlockSettlePrepares()
 				fx.expectRowlockClaim("claim(3)", rowlockBatchRows(3)...)
 				broken := errors.New("connection reset by peer")
 				// The first statement of the settlement: on Postgres the retry of every row,
-				// prepared first, on MySQL the retry of row 1, then of rows 2 and 3.
+				// prepared at the claim, on MySQL the retry of row 1, then of rows 2 and 3.
 				first, firstArgs := fx.sql("retry"), []driver.Value{int64(1)}
 				if fx.inLists() {
 					first, firstArgs = fx.sql("retryIn(3)"), []driver.Value{int64(1), int64(2), int64(3)}
-					fx.mock.ExpectPrepare(first).WillBeClosed()
-					fx.mock.ExpectPrepare(first).WillBeClosed()
 				}
 				if commit {
 					fx.mock.ExpectExec(first).WithArgs(firstArgs...).WillReturnResult(changed(3))
@@ -396,8 +389,9 @@ func TestRowlockBatchFailures(t *testing.T) {
 // TestRowlockBatchCloseRollsBack: Close rolls back a batch still held and frees the batch
 // claim statement; the batch then no longer settles.
 func TestRowlockBatchCloseRollsBack(t *testing.T) {
-	fx, f := openRowlock(t, mariadbSerializable, fullShape, 0, inbox.Queue{Name: rowlockQueue})
+	fx, f := openRowlock(t, mariadbSerializable, fullShape, 0, inbox.Binding{Name: rowlockQueue})
 	fx.mock.ExpectPrepare(fx.sql("claim(3)")).WillBeClosed()
+	fx.expectRowlockSettlePrepares()
 	fx.expectRowlockClaim("claim(3)", row{id: 1}, row{id: 2})
 	fx.mock.ExpectRollback()
 

@@ -105,7 +105,7 @@ func TestRowlockSettles(t *testing.T) {
 					name += "/transactional"
 				}
 				t.Run(name, func(t *testing.T) {
-					fx, f := openRowlock(t, c, fullShape, 0, inbox.Queue{Name: rowlockQueue, Transactional: transactional})
+					fx, f := openRowlock(t, c, fullShape, 0, inbox.Binding{Name: rowlockQueue, Transactional: transactional})
 					fx.expectRowlockClaim("claim", rowlockRow(7))
 					if transactional {
 						fx.mock.ExpectExec(fx.sql("savepoint")).WillReturnResult(changed(0))
@@ -150,7 +150,7 @@ func TestRowlockSettles(t *testing.T) {
 func TestRowlockMinimalTable(t *testing.T) {
 	for _, c := range []dbCase{onPostgres, onMySQL} {
 		t.Run(c.name+"/ack deletes", func(t *testing.T) {
-			fx, f := openRowlock(t, c, minimalShape, 0, inbox.Queue{Name: rowlockQueue})
+			fx, f := openRowlock(t, c, minimalShape, 0, inbox.Binding{Name: rowlockQueue})
 			fx.expectRowlockClaim("claim", rowlockRow(11))
 			fx.mock.ExpectExec(fx.sql("ack")).WithArgs(int64(11)).WillReturnResult(changed(1))
 			fx.mock.ExpectCommit()
@@ -164,7 +164,7 @@ func TestRowlockMinimalTable(t *testing.T) {
 		})
 		for _, o := range []outcome.Outcome{outcome.Retry(), outcome.RetryAfter(time.Minute)} {
 			t.Run(c.name+"/"+o.String()+" rolls back", func(t *testing.T) {
-				fx, f := openRowlock(t, c, minimalShape, 0, inbox.Queue{Name: rowlockQueue})
+				fx, f := openRowlock(t, c, minimalShape, 0, inbox.Binding{Name: rowlockQueue})
 				fx.expectRowlockClaim("claim", rowlockRow(12))
 				fx.mock.ExpectRollback()
 
@@ -199,7 +199,7 @@ func TestRowlockRetryAfterWithoutRetryAfterColumn(t *testing.T) {
 
 	var logs inboxtest.Log
 	f := onPostgres.rowlockForm(tbl)
-	plan, err := f.Open(context.Background(), m.db, inbox.Queue{Logger: logs.Logger(slog.LevelWarn)})
+	plan, err := f.Open(context.Background(), m.db, inbox.Binding{Logger: logs.Logger(slog.LevelWarn)})
 	if err != nil {
 		t.Fatalf("Open: %v", err)
 	}
@@ -221,7 +221,7 @@ func TestRowlockRetryAfterWithoutRetryAfterColumn(t *testing.T) {
 func TestRowlockNoRow(t *testing.T) {
 	for _, c := range rowlockCases {
 		t.Run(c.name, func(t *testing.T) {
-			fx, f := openRowlock(t, c, fullShape, 0, inbox.Queue{Name: rowlockQueue})
+			fx, f := openRowlock(t, c, fullShape, 0, inbox.Binding{Name: rowlockQueue})
 			fx.expectRowlockClaim("claim")
 			fx.mock.ExpectRollback()
 
@@ -239,7 +239,7 @@ func TestRowlockNoRow(t *testing.T) {
 // first that finds none. Each transaction holds its own connection, so the claim statement is
 // prepared again on each new one.
 func TestRowlockClaimSeveral(t *testing.T) {
-	fx, f := openRowlock(t, onPostgres, fullShape, 0, inbox.Queue{Name: rowlockQueue})
+	fx, f := openRowlock(t, onPostgres, fullShape, 0, inbox.Binding{Name: rowlockQueue})
 	claim := fx.sql("claim")
 	fx.expectRowlockClaim("claim", rowlockRow(1))
 	fx.mock.ExpectBegin()
@@ -278,7 +278,7 @@ func TestRowlockClaimSeveral(t *testing.T) {
 func TestRowlockRelease(t *testing.T) {
 	for _, c := range rowlockCases {
 		t.Run(c.name, func(t *testing.T) {
-			fx, f := openRowlock(t, c, fullShape, 0, inbox.Queue{Name: rowlockQueue, Transactional: true})
+			fx, f := openRowlock(t, c, fullShape, 0, inbox.Binding{Name: rowlockQueue, Transactional: true})
 			fx.expectRowlockClaim("claim", rowlockRow(3))
 			fx.mock.ExpectExec(fx.sql("savepoint")).WillReturnResult(changed(0))
 			fx.mock.ExpectRollback()
@@ -320,7 +320,7 @@ func TestRowlockFailedCommit(t *testing.T) {
 			{"refused", refused, false},
 		} {
 			t.Run(c.name+"/"+tc.name, func(t *testing.T) {
-				fx, f := openRowlock(t, c, fullShape, 0, inbox.Queue{Name: rowlockQueue})
+				fx, f := openRowlock(t, c, fullShape, 0, inbox.Binding{Name: rowlockQueue})
 				fx.expectRowlockClaim("claim", rowlockRow(4))
 				fx.mock.ExpectExec(fx.sql("ack")).WithArgs(c.near(time.Now()), int64(4)).WillReturnResult(changed(1))
 				fx.mock.ExpectCommit().WillReturnError(tc.err)
@@ -351,7 +351,7 @@ func TestRowlockFailedRollback(t *testing.T) {
 	broken := errors.New("write: broken pipe")
 	for _, c := range rowlockCases {
 		t.Run(c.name+"/claim", func(t *testing.T) {
-			fx, f := openRowlock(t, c, fullShape, 0, inbox.Queue{Name: rowlockQueue})
+			fx, f := openRowlock(t, c, fullShape, 0, inbox.Binding{Name: rowlockQueue})
 			fx.expectRowlockClaim("claim")
 			fx.mock.ExpectRollback().WillReturnError(broken)
 			fx.mock.ExpectClose()
@@ -363,7 +363,7 @@ func TestRowlockFailedRollback(t *testing.T) {
 			fx.closed(t, f)
 		})
 		t.Run(c.name+"/release", func(t *testing.T) {
-			fx, f := openRowlock(t, c, fullShape, 0, inbox.Queue{Name: rowlockQueue})
+			fx, f := openRowlock(t, c, fullShape, 0, inbox.Binding{Name: rowlockQueue})
 			fx.expectRowlockClaim("claim", rowlockRow(5))
 			fx.mock.ExpectRollback().WillReturnError(broken)
 			fx.mock.ExpectClose()
@@ -381,7 +381,7 @@ func TestRowlockFailedRollback(t *testing.T) {
 // TestRowlockFailedSettlement: a settlement statement that fails rolls the transaction back
 // and is returned; nothing is committed.
 func TestRowlockFailedSettlement(t *testing.T) {
-	fx, f := openRowlock(t, onMySQL, fullShape, 0, inbox.Queue{Name: rowlockQueue})
+	fx, f := openRowlock(t, onMySQL, fullShape, 0, inbox.Binding{Name: rowlockQueue})
 	fx.expectRowlockClaim("claim", rowlockRow(4))
 	broken := errors.New("Error 1146 (42S02): Table 'test.jobs' doesn't exist")
 	fx.mock.ExpectExec(fx.sql("retry")).WithArgs(int64(4)).WillReturnError(broken)
@@ -412,7 +412,7 @@ var rowlockConflicts = []struct {
 func TestRowlockClaimRetriesConflicts(t *testing.T) {
 	for _, tc := range rowlockConflicts {
 		t.Run(tc.c.name, func(t *testing.T) {
-			fx, f := openRowlock(t, tc.c, fullShape, 0, inbox.Queue{Name: rowlockQueue})
+			fx, f := openRowlock(t, tc.c, fullShape, 0, inbox.Binding{Name: rowlockQueue})
 			for range 2 {
 				fx.mock.ExpectBegin()
 				fx.expectQuery(fx.sql("claim"), fx.rowlockClaimArgs()...).WillReturnError(tc.conflict)
@@ -446,7 +446,7 @@ func TestRowlockClaimReportsPersistentConflicts(t *testing.T) {
 		{"other error", sqlState{"42703"}, 1},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			fx, f := openRowlock(t, pgRepeatableRead, fullShape, 0, inbox.Queue{Name: rowlockQueue})
+			fx, f := openRowlock(t, pgRepeatableRead, fullShape, 0, inbox.Binding{Name: rowlockQueue})
 			for range tc.tries {
 				fx.mock.ExpectBegin()
 				fx.expectQuery(fx.sql("claim"), fx.rowlockClaimArgs()...).WillReturnError(tc.err)
@@ -468,7 +468,7 @@ func TestRowlockClaimReportsPersistentConflicts(t *testing.T) {
 func TestRowlockTransactionHeld(t *testing.T) {
 	for _, c := range []dbCase{onPostgres, onMySQL} {
 		t.Run(c.name, func(t *testing.T) {
-			fx, f := openRowlock(t, c, fullShape, 0, inbox.Queue{Name: rowlockQueue, Transactional: true})
+			fx, f := openRowlock(t, c, fullShape, 0, inbox.Binding{Name: rowlockQueue, Transactional: true})
 			fx.expectRowlockClaim("claim", rowlockRow(6))
 			fx.mock.ExpectExec(fx.sql("savepoint")).WillReturnResult(changed(0))
 			d := rowlockClaimOne(t, f)
@@ -486,7 +486,7 @@ func TestRowlockTransactionHeld(t *testing.T) {
 // TestRowlockCloseRollsBackHolds: Close rolls back the transactions still held and frees the
 // statements; later calls fail with ErrClosed.
 func TestRowlockCloseRollsBackHolds(t *testing.T) {
-	fx, f := openRowlock(t, mariadbSerializable, fullShape, 0, inbox.Queue{Name: rowlockQueue})
+	fx, f := openRowlock(t, mariadbSerializable, fullShape, 0, inbox.Binding{Name: rowlockQueue})
 	fx.expectRowlockClaim("claim", rowlockRow(8))
 	fx.mock.ExpectRollback()
 
@@ -496,7 +496,7 @@ func TestRowlockCloseRollsBackHolds(t *testing.T) {
 // TestRowlockOpenSchemaError: a statement that does not prepare fails Open with ErrSchema
 // naming the table and the statement, and the statements prepared before it are closed.
 func TestRowlockOpenSchemaError(t *testing.T) {
-	fx := newFixture(t, "rowlock", onPostgres, fullShape, 0, inbox.Queue{Name: rowlockQueue})
+	fx := newFixture(t, "rowlock", onPostgres, fullShape, 0, inbox.Binding{Name: rowlockQueue})
 	expectVersion(fx.recorder, "postgres", "")
 	withoutAttempt := fullShape.table
 	withoutAttempt.Attempt = ""
@@ -523,7 +523,7 @@ func TestRowlockOpenRefusesServer(t *testing.T) {
 	m := newRecorder(t, 0)
 	expectVersion(m, "mysql", "5.7.44")
 	f := onMySQL.rowlockForm(fullShape.table)
-	if _, err := f.Open(context.Background(), m.db, inbox.Queue{Name: rowlockQueue}); !errors.Is(err, inbox.ErrServerTooOld) {
+	if _, err := f.Open(context.Background(), m.db, inbox.Binding{Name: rowlockQueue}); !errors.Is(err, inbox.ErrServerTooOld) {
 		t.Fatalf("Open = %v; want ErrServerTooOld", err)
 	}
 }
@@ -537,7 +537,7 @@ func TestRowlockOpenRefusesRuntimeSQLite(t *testing.T) {
 	}
 	m := newRecorder(t, 0)
 	f := rowlock.New(d, fullShape.table)
-	if _, err := f.Open(context.Background(), m.db, inbox.Queue{Name: rowlockQueue}); !errors.Is(err, inbox.ErrDialect) {
+	if _, err := f.Open(context.Background(), m.db, inbox.Binding{Name: rowlockQueue}); !errors.Is(err, inbox.ErrDialect) {
 		t.Fatalf("Open = %v; want ErrDialect", err)
 	}
 }
@@ -553,7 +553,7 @@ func TestRowlockWarnsPostgresSerializable(t *testing.T) {
 		{dbCase{name: "read committed", db: "postgres", d: dialect.Postgres[isolation.ReadCommitted]{}}, false},
 	} {
 		t.Run(tc.c.name, func(t *testing.T) {
-			fx, f := openRowlock(t, tc.c, minimalShape, 0, inbox.Queue{})
+			fx, f := openRowlock(t, tc.c, minimalShape, 0, inbox.Binding{})
 			fx.closed(t, f)
 			if warned := fx.warned("table=jobs"); warned != tc.warn {
 				t.Errorf("warning logged: %v, want %v; log:\n%s", warned, tc.warn, fx.logs.String())
@@ -572,7 +572,7 @@ func TestRowlockConsumerPanic(t *testing.T) {
 			t.Run(c.name+"/"+sh.name, func(t *testing.T) {
 				full := sh.table.Attempt != ""
 				// The consumer's attempt limit, the default, is in its claims.
-				fx := newFixture(t, "rowlock", c, sh, 0, inbox.Queue{Name: rowlockQueue, MaxAttempts: inbox.DefaultMaxAttempts})
+				fx := newFixture(t, "rowlock", c, sh, 0, inbox.Binding{Name: rowlockQueue, MaxAttempts: inbox.DefaultMaxAttempts})
 				fx.expectOpen()
 				fx.expectRowlockClaim("claim", rowlockRow(5))
 				fx.mock.ExpectExec(fx.sql("savepoint")).WillReturnResult(changed(0))
@@ -661,7 +661,7 @@ func TestRowlockTransactionEnded(t *testing.T) {
 		{"mariadb duplicate key", mariadbSerializable, duplicate, 1, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			fx, f := openRowlock(t, tc.c, fullShape, 0, inbox.Queue{Name: rowlockQueue, Transactional: true})
+			fx, f := openRowlock(t, tc.c, fullShape, 0, inbox.Binding{Name: rowlockQueue, Transactional: true})
 			fx.expectRowlockClaim("claim", rowlockRow(6))
 			fx.mock.ExpectExec(fx.sql("savepoint")).WillReturnResult(changed(0))
 			fx.mock.ExpectExec("UPDATE accounts SET balance = 0").WillReturnError(tc.fails)
@@ -710,7 +710,7 @@ func TestRowlockTransactionEnded(t *testing.T) {
 // delivery's transaction asks the server before the next statement, refuses it once the
 // transaction is over, and the settlement fails having run only a ROLLBACK.
 func TestRowlockTransactionEndedWhileRowsWereRead(t *testing.T) {
-	fx, f := openRowlock(t, mariadbSerializable, fullShape, 0, inbox.Queue{Name: rowlockQueue, Transactional: true})
+	fx, f := openRowlock(t, mariadbSerializable, fullShape, 0, inbox.Binding{Name: rowlockQueue, Transactional: true})
 	fx.expectRowlockClaim("claim", rowlockRow(6))
 	fx.mock.ExpectExec(fx.sql("savepoint")).WillReturnResult(changed(0))
 	fx.mock.ExpectQuery("SELECT balance FROM accounts WHERE id = 1 FOR UPDATE").
@@ -738,7 +738,7 @@ func TestRowlockTransactionEndedWhileRowsWereRead(t *testing.T) {
 // consumer does not try again: the pooler does the same on every try. The error names the
 // statement, the pooler and the settings that avoid it.
 func TestRowlockOpenStatementLost(t *testing.T) {
-	fx := newFixture(t, "rowlock", onPostgres, fullShape, 0, inbox.Queue{Name: rowlockQueue})
+	fx := newFixture(t, "rowlock", onPostgres, fullShape, 0, inbox.Binding{Name: rowlockQueue})
 	fx.expectServer()
 	for range 2 {
 		fx.mock.ExpectPrepare(fx.sql("claim")).WillReturnError(sqlState{"42P05"})
@@ -768,7 +768,7 @@ func TestOpenRefusesGalera(t *testing.T) {
 			expectVersion(m, "mariadb", "")
 			m.mock.ExpectQuery("SHOW GLOBAL VARIABLES LIKE 'wsrep_on'").WillReturnRows(m.mock.NewRows([]string{"Variable_name", "Value"}).AddRow("wsrep_on", "ON"))
 			m.mock.ExpectQuery("SHOW GLOBAL STATUS LIKE 'wsrep_cluster_size'").WillReturnRows(m.mock.NewRows([]string{"Variable_name", "Value"}).AddRow("wsrep_cluster_size", "3"))
-			_, err := f.Open(context.Background(), m.db, inbox.Queue{Name: rowlockQueue})
+			_, err := f.Open(context.Background(), m.db, inbox.Binding{Name: rowlockQueue})
 			if !errors.Is(err, inbox.ErrDialect) || !strings.Contains(err.Error(), "Galera") || !strings.Contains(err.Error(), "lease form") || !strings.Contains(err.Error(), `"jobs"`) {
 				t.Fatalf("Open = %v; want ErrDialect naming Galera, the lease form and the table", err)
 			}
@@ -780,7 +780,7 @@ func TestOpenRefusesGalera(t *testing.T) {
 // beside the claims in no fixed order (TestUnclaimableSearchesAreBoundedReads pins them).
 type withoutSearch struct{ inbox.Form }
 
-func (f withoutSearch) Open(ctx context.Context, db *sql.DB, q inbox.Queue) (inbox.Plan, error) {
+func (f withoutSearch) Open(ctx context.Context, db *sql.DB, q inbox.Binding) (inbox.Plan, error) {
 	plan, err := f.Form.Open(ctx, db, q)
 	plan.FindUnclaimable = nil
 	return plan, err

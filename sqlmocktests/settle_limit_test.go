@@ -33,7 +33,7 @@ func limitBackoff(d *inbox.Delivery, err error) outcome.Outcome {
 
 // limitQueue is the queue the tests open their forms for: the consumer's default limit, and
 // its back-off.
-var limitQueue = inbox.Queue{Name: "q", MaxAttempts: inbox.DefaultMaxAttempts, Backoff: limitBackoff}
+var limitQueue = inbox.Binding{Name: "q", MaxAttempts: inbox.DefaultMaxAttempts, Backoff: limitBackoff}
 
 // checkDeathFailed checks the error of a settlement whose ack and death were both refused.
 func checkDeathFailed(t *testing.T, err error) {
@@ -125,7 +125,7 @@ func lostConnection(c dbCase) error {
 // counted for it (no relock and retry after of the row lock form, no guarded retry after of
 // the lease form, nothing more on the advisory form's connection but the release of its key).
 func TestSettlementConnectionLostIsNotBackedOff(t *testing.T) {
-	q := inbox.Queue{Name: "q", Backoff: lifecycleBackoff}
+	q := inbox.Binding{Name: "q", Backoff: lifecycleBackoff}
 	for _, c := range rowlockCases {
 		t.Run("rowlock/"+c.name, func(t *testing.T) {
 			fx, f := openRowlock(t, c, fullShape, 0, q)

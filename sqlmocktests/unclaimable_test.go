@@ -32,7 +32,7 @@ func TestUnclaimableSearchesAreBoundedReads(t *testing.T) {
 	}
 	for _, c := range []dbCase{onPostgres, onMySQL} {
 		t.Run(c.name, func(t *testing.T) {
-			fx, f := openRowlock(t, c, fullShape, 1, inbox.Queue{Name: rowlockQueue})
+			fx, f := openRowlock(t, c, fullShape, 1, inbox.Binding{Name: rowlockQueue})
 			defer f.Close()
 			searches := goldenSQL(t, "unclaimable", c.db, fullShape)
 			fx.mock.ExpectQuery(searches.of("null-queue")).WithoutArgs().WillReturnRows(idRows(many...))
@@ -55,7 +55,7 @@ func TestUnclaimableSearchesAreBoundedReads(t *testing.T) {
 	}
 
 	t.Run("sqlite", func(t *testing.T) {
-		fx, f := openLease(t, onSQLite, fullShape, 1, inbox.Queue{})
+		fx, f := openLease(t, onSQLite, fullShape, 1, inbox.Binding{})
 		defer f.Close()
 		searches := goldenSQL(t, "unclaimable", "sqlite", fullShape)
 		fx.mock.ExpectQuery(searches.of("null-queue")).WithoutArgs().WillReturnRows(idRows())

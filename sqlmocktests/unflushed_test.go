@@ -14,15 +14,15 @@ import (
 )
 
 // unflushedAcks reports whether a form opened for q on c's database acks without waiting for the
-// disk: on Postgres, outside transactional mode, with inbox.Queue.UnflushedAcks.
-func unflushedAcks(c dbCase, q inbox.Queue) bool {
+// disk: on Postgres, outside transactional mode, with inbox.Binding.UnflushedAcks.
+func unflushedAcks(c dbCase, q inbox.Binding) bool {
 	return c.db == "postgres" && q.UnflushedAcks && !q.Transactional
 }
 
 // newUnflushedFixture is a fixture of form over fullShape on c's database on a mock of at most
-// maxOpen connections (see newFixture), for q with inbox.Queue.UnflushedAcks set, that expects the
+// maxOpen connections (see newFixture), for q with inbox.Binding.UnflushedAcks set, that expects the
 // server checks of the form's Open (expectServer).
-func newUnflushedFixture(t *testing.T, form string, c dbCase, maxOpen int, q inbox.Queue) *fixture {
+func newUnflushedFixture(t *testing.T, form string, c dbCase, maxOpen int, q inbox.Binding) *fixture {
 	t.Helper()
 	q.UnflushedAcks = true
 	fx := newFixture(t, form, c, fullShape, maxOpen, q)
@@ -40,10 +40,10 @@ func (fx *fixture) ackStatement() string {
 }
 
 // openRowlockUnflushed opens the row lock form over fullShape on c's database for q with
-// inbox.Queue.UnflushedAcks set, and returns the golden name of the ack a delivery's Ack runs:
+// inbox.Binding.UnflushedAcks set, and returns the golden name of the ack a delivery's Ack runs:
 // where the acks are unflushed the form prepares "ack unflushed" after "ack", which it keeps for
 // the back-off.
-func openRowlockUnflushed(t *testing.T, c dbCase, q inbox.Queue) (*fixture, *rowlock.Form[rowlock.Dialect], string) {
+func openRowlockUnflushed(t *testing.T, c dbCase, q inbox.Binding) (*fixture, *rowlock.Form[rowlock.Dialect], string) {
 	t.Helper()
 	fx := newUnflushedFixture(t, "rowlock", c, 0, q)
 	ack := fx.ackStatement()
@@ -60,14 +60,14 @@ func openRowlockUnflushed(t *testing.T, c dbCase, q inbox.Queue) (*fixture, *row
 	return fx, f, ack
 }
 
-// TestRowlockUnflushedAcks pins what inbox.Queue.UnflushedAcks changes outside transactional
+// TestRowlockUnflushedAcks pins what inbox.Binding.UnflushedAcks changes outside transactional
 // mode: on Postgres an Ack's and a Drop's settlement carry the condition that turns
 // synchronous_commit off for the claim's transaction, and a Retry and a RetryAfter still wait;
 // on MySQL and MariaDB every statement is the one it is without the option.
 func TestRowlockUnflushedAcks(t *testing.T) {
 	for _, c := range rowlockCases {
 		t.Run(c.name, func(t *testing.T) {
-			fx, f, ack := openRowlockUnflushed(t, c, inbox.Queue{Name: rowlockQueue})
+			fx, f, ack := openRowlockUnflushed(t, c, inbox.Binding{Name: rowlockQueue})
 			for _, s := range []struct {
 				o    outcome.Outcome
 				stmt string
@@ -94,27 +94,25 @@ func TestRowlockUnflushedAcks(t *testing.T) {
 func TestRowlockUnflushedAcksBatch(t *testing.T) {
 	for _, c := range rowlockBatchCases {
 		t.Run(c.name, func(t *testing.T) {
-			fx, f, _ := openRowlockUnflushed(t, c, inbox.Queue{Name: rowlockQueue})
+			fx, f, _ := openRowlockUnflushed(t, c, inbox.Binding{Name: rowlockQueue})
 			now := []driver.Value{c.near(time.Now())}
 			fx.mock.ExpectPrepare(fx.sql("claim(3)")).WillBeClosed()
+			fx.expectRowlockSettlePrepares()
 
 			fx.expectRowlockClaim("claim(3)", rowlockBatchRows(3)...)
 			if fx.inLists() {
-				// Prepared on the pool, then again on the batch's connection.
+				// Prepared at the claim, on the connection the batch then takes.
 				in := fx.sql("ackIn(3) unflushed")
-				fx.mock.ExpectPrepare(in).WillBeClosed()
-				fx.mock.ExpectPrepare(in).WillBeClosed()
 				fx.mock.ExpectExec(in).WithArgs(padded(now, []int64{1, 2, 3}, 3)...).WillReturnResult(changed(3))
 			} else {
-				fx.expectRowlockBatchGroups([]rowlockBatchGroup{{"ack", now, []int64{1, 2, 3}}}, true)
+				fx.expectRowlockBatchGroups([]rowlockBatchGroup{{"ack", now, []int64{1, 2, 3}}})
 			}
 			fx.mock.ExpectCommit()
 			settleBatch(t, f, claimBatch(t, f, 3, 3), outcome.Ack(), outcome.Drop(), outcome.Ack())
 
 			mixed := []rowlockBatchGroup{{"ack", now, []int64{1, 3}}, {"retry", nil, []int64{2}}}
 			fx.expectRowlockClaim("claim(3)", rowlockBatchRows(3)...)
-			fx.expectRowlockBatchPrepares(mixed)
-			fx.expectRowlockBatchGroups(mixed, true)
+			fx.expectRowlockBatchGroups(mixed)
 			fx.mock.ExpectCommit()
 			settleBatch(t, f, claimBatch(t, f, 3, 3), outcome.Ack(), outcome.Retry(), outcome.Ack())
 			fx.closed(t, f)
@@ -123,12 +121,12 @@ func TestRowlockUnflushedAcksBatch(t *testing.T) {
 }
 
 // TestRowlockUnflushedAcksTransactional: in transactional mode the ack commits the handler's
-// writes, so it waits for the disk whatever inbox.Queue.UnflushedAcks says, and the form
+// writes, so it waits for the disk whatever inbox.Binding.UnflushedAcks says, and the form
 // prepares no unflushed ack.
 func TestRowlockUnflushedAcksTransactional(t *testing.T) {
 	for _, c := range rowlockCases {
 		t.Run(c.name, func(t *testing.T) {
-			fx, f, ack := openRowlockUnflushed(t, c, inbox.Queue{Name: rowlockQueue, Transactional: true})
+			fx, f, ack := openRowlockUnflushed(t, c, inbox.Binding{Name: rowlockQueue, Transactional: true})
 			if ack != "ack" {
 				t.Fatalf("the ack in transactional mode is %q, want the one that waits", ack)
 			}
@@ -143,10 +141,10 @@ func TestRowlockUnflushedAcksTransactional(t *testing.T) {
 }
 
 // openAdvisoryUnflushed opens the advisory form over fullShape on c's database for q with
-// inbox.Queue.UnflushedAcks set, and returns the golden names of its acks, a row's and a batch's
+// inbox.Binding.UnflushedAcks set, and returns the golden names of its acks, a row's and a batch's
 // of three: "ack unflushed" and "ackMany(3) unflushed" where the acks are unflushed, which Open
 // checks in the ack's place.
-func openAdvisoryUnflushed(t *testing.T, c dbCase, q inbox.Queue) (fx *fixture, f *advisory.Form[advisory.Dialect], ack, ackMany string) {
+func openAdvisoryUnflushed(t *testing.T, c dbCase, q inbox.Binding) (fx *fixture, f *advisory.Form[advisory.Dialect], ack, ackMany string) {
 	t.Helper()
 	fx = newUnflushedFixture(t, "advisory", c, 2, q)
 	ack, ackMany = "ack", "ackMany(3)"
@@ -160,7 +158,7 @@ func openAdvisoryUnflushed(t *testing.T, c dbCase, q inbox.Queue) (fx *fixture, 
 	return fx, f, ack, ackMany
 }
 
-// TestAdvisoryUnflushedAcks pins what inbox.Queue.UnflushedAcks changes outside transactional
+// TestAdvisoryUnflushedAcks pins what inbox.Binding.UnflushedAcks changes outside transactional
 // mode: on Postgres a row's ack and a batch's carry the condition that turns
 // synchronous_commit off for them, and a RetryAfter still waits; on MySQL and MariaDB every
 // statement is the one it is without the option. (The take on Postgres carries the condition
@@ -168,7 +166,7 @@ func openAdvisoryUnflushed(t *testing.T, c dbCase, q inbox.Queue) (fx *fixture, 
 func TestAdvisoryUnflushedAcks(t *testing.T) {
 	for _, c := range advisoryCases {
 		t.Run(c.name, func(t *testing.T) {
-			fx, f, ack, ackMany := openAdvisoryUnflushed(t, c, inbox.Queue{Name: "q"})
+			fx, f, ack, ackMany := openAdvisoryUnflushed(t, c, inbox.Binding{Name: "q"})
 
 			fx.expectAdvisoryClaim(1, 1, 7)
 			fx.mock.ExpectExec(fx.sql(ack)).WithArgs(c.near(time.Now()), int64(7)).WillReturnResult(changed(1))
@@ -192,12 +190,12 @@ func TestAdvisoryUnflushedAcks(t *testing.T) {
 }
 
 // TestAdvisoryUnflushedAcksTransactional: in transactional mode every settlement waits for the
-// disk whatever inbox.Queue.UnflushedAcks says: the Ack in the handler's transaction, which
+// disk whatever inbox.Binding.UnflushedAcks says: the Ack in the handler's transaction, which
 // commits its writes, and a Drop on the connection after the rollback.
 func TestAdvisoryUnflushedAcksTransactional(t *testing.T) {
 	for _, c := range advisoryCases {
 		t.Run(c.name, func(t *testing.T) {
-			fx, f, ack, _ := openAdvisoryUnflushed(t, c, inbox.Queue{Name: "q", Transactional: true})
+			fx, f, ack, _ := openAdvisoryUnflushed(t, c, inbox.Binding{Name: "q", Transactional: true})
 			if ack != "ack" {
 				t.Fatalf("the ack in transactional mode is %q, want the one that waits", ack)
 			}

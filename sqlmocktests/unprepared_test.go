@@ -13,7 +13,7 @@ import (
 	"github.com/sqlinbox/inbox/outcome"
 )
 
-// The forms with inbox.Queue.UnpreparedStatements: every statement runs by its text, and none
+// The forms with inbox.Binding.UnpreparedStatements: every statement runs by its text, and none
 // is prepared. The mock refuses a Prepare it was not told of (the recorder fails the test on
 // it), so each sequence below proves that nothing prepares: Open checks each statement by
 // EXPLAIN, in the order it would prepare them, and a statement first needed later (a batch
@@ -30,7 +30,7 @@ func TestUnpreparedRowlockSequence(t *testing.T) {
 				name += "/transactional"
 			}
 			t.Run(name, func(t *testing.T) {
-				fx, f := openRowlock(t, c, fullShape, 0, inbox.Queue{Name: rowlockQueue, Transactional: transactional, UnpreparedStatements: true})
+				fx, f := openRowlock(t, c, fullShape, 0, inbox.Binding{Name: rowlockQueue, Transactional: transactional, UnpreparedStatements: true})
 
 				fx.expectRowlockClaim("claim", rowlockRow(7))
 				if transactional {
@@ -42,15 +42,17 @@ func TestUnpreparedRowlockSequence(t *testing.T) {
 				settle(t, f, rowlockClaimOne(t, f), outcome.RetryAfter(time.Hour))
 
 				fx.expectPrepare(fx.sql("claim(3)"))
+				if fx.inLists() {
+					// Checked at the claim, before its transaction begins; run by their text.
+					fx.expectPrepare(fx.sql("ackIn(3)"))
+					fx.expectPrepare(fx.sql("retryIn(3)"))
+				}
 				fx.expectRowlockClaim("claim(3)", rowlockBatchRows(3)...)
 				if transactional {
 					fx.mock.ExpectExec(fx.sql("savepoint")).WillReturnResult(changed(0))
 				}
 				groups := []rowlockBatchGroup{{"ack", []driver.Value{c.near(time.Now())}, []int64{1, 2, 3}}}
-				if fx.inLists() {
-					fx.expectPrepare(fx.sql("ackIn(3)"))
-				}
-				fx.expectRowlockBatchGroups(groups, false)
+				fx.expectRowlockBatchGroups(groups)
 				fx.mock.ExpectCommit()
 				ds := claimBatch(t, f, 3, 3)
 				settleBatch(t, f, ds, outcome.Ack(), outcome.Ack(), outcome.Ack())
@@ -68,7 +70,7 @@ func TestUnpreparedRowlockSequence(t *testing.T) {
 func TestUnpreparedLeaseSequence(t *testing.T) {
 	for _, c := range leaseCases {
 		t.Run(c.name, func(t *testing.T) {
-			fx, f := openLease(t, c, fullShape, 1, inbox.Queue{UnpreparedStatements: true})
+			fx, f := openLease(t, c, fullShape, 1, inbox.Binding{UnpreparedStatements: true})
 
 			var claimed, extended driver.Value
 			fx.expectLeaseClaim(1, &claimed, leaseRow(7, 1))
@@ -100,7 +102,7 @@ func TestUnpreparedLeaseSequence(t *testing.T) {
 // statements run on its own connection by their text, prepared there neither (compare
 // TestLeaseOwnConnection).
 func TestUnpreparedLeaseOwnConnection(t *testing.T) {
-	checkLeaseOwnConnection(t, inbox.Queue{UnpreparedStatements: true})
+	checkLeaseOwnConnection(t, inbox.Binding{UnpreparedStatements: true})
 }
 
 // TestUnpreparedAdvisoryRefused: the advisory form refuses the setting at Open with ErrDialect
@@ -109,7 +111,7 @@ func TestUnpreparedAdvisoryRefused(t *testing.T) {
 	for _, c := range []dbCase{onPostgres, onMySQL} {
 		t.Run(c.name, func(t *testing.T) {
 			m := newRecorder(t, 1) // no expectations: nothing may run
-			_, err := c.advisoryForm(fullShape.table, "").Open(context.Background(), m.db, inbox.Queue{Name: "q", UnpreparedStatements: true})
+			_, err := c.advisoryForm(fullShape.table, "").Open(context.Background(), m.db, inbox.Binding{Name: "q", UnpreparedStatements: true})
 			if !errors.Is(err, inbox.ErrDialect) {
 				t.Fatalf("Open: %v, want ErrDialect", err)
 			}

@@ -123,7 +123,7 @@ func (f *countedForm) Claim(ctx context.Context, max int) ([]*inbox.Delivery, er
 }
 
 // Open counts the claims and settlements of the form's settle-and-claim too, where it offers one.
-func (f *countedForm) Open(ctx context.Context, db *sql.DB, q inbox.Queue) (inbox.Plan, error) {
+func (f *countedForm) Open(ctx context.Context, db *sql.DB, q inbox.Binding) (inbox.Plan, error) {
 	plan, err := f.Form.Open(ctx, db, q)
 	if sc := plan.SettleAndClaim; sc != nil {
 		plan.SettleAndClaim = func(ctx context.Context, d *inbox.Delivery, o outcome.Outcome, max int) ([]*inbox.Delivery, error, error) {

@@ -18,7 +18,7 @@ var (
 )
 
 // BacksOff reports whether a settlement that failed with err is one a form backs off by the
-// consumer's policy (inbox.Queue.Backoff): a failure of its own (a statement the database
+// consumer's policy (inbox.Binding.Backoff): a failure of its own (a statement the database
 // refused), not a lost hold, a closed form, a transaction the handler held or the database
 // ended, or a COMMIT whose outcome is unknown, each of which has its own rule.
 func BacksOff(err error) bool {

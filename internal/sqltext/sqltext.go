@@ -56,7 +56,7 @@ func New(c *dialect.Caps, t Table) SQL { return SQL{c: c, t: t} }
 // Limited returns the builder whose claimable rows (Due) are also below the attempt limit
 // maxAttempts, where the table counts attempts: a row whose attempt column has reached it has
 // had every delivery the limit allows, and no claim takes it again (a row that could neither
-// settle nor die at its last attempt; see inbox.Queue.MaxAttempts). The limit is written into
+// settle nor die at its last attempt; see inbox.Binding.MaxAttempts). The limit is written into
 // the text, as a claim's LIMIT is. Zero or less: no limit, the builder s is.
 func (s SQL) Limited(maxAttempts int) SQL {
 	s.maxAttempts = max(maxAttempts, 0)

@@ -30,9 +30,9 @@ type Table struct {
 	Raw inbox.Table // as described, for messages
 	Q   inbox.Table // every name quoted
 	// Unprepared says the form runs its statements by their text, never prepared
-	// (inbox.Queue.UnpreparedStatements): Statement then checks each by EXPLAIN.
+	// (inbox.Binding.UnpreparedStatements): Statement then checks each by EXPLAIN.
 	Unprepared bool
-	// MaxAttempts is the attempt limit the form's claims honour (inbox.Queue.MaxAttempts,
+	// MaxAttempts is the attempt limit the form's claims honour (inbox.Binding.MaxAttempts,
 	// sqltext.SQL.Limited); zero: none.
 	MaxAttempts int
 }
@@ -129,7 +129,7 @@ func (t *Table) DueArgs(args []any, now any, queue string) []any {
 }
 
 // BacksOff reports whether a settlement that failed with err is one a form backs off by the
-// consumer's policy (inbox.Queue.Backoff): a failure of the rows' own, a statement the database
+// consumer's policy (inbox.Binding.Backoff): a failure of the rows' own, a statement the database
 // refused (sentinel.BacksOff), and not a lost connection (dialect.ConnectionFailed), which
 // returns the rows by the form's rule, as a crash does, their attempts not counted for it.
 func BacksOff(err error) bool { return sentinel.BacksOff(err) && !dialect.ConnectionFailed(err) }
