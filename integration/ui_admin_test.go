@@ -240,7 +240,7 @@ func TestPageActionsNeverWaitForARowLock(t *testing.T) {
 	forEachBackend(t, backends(t, false), func(t *testing.T, b backend) {
 		db, tbl, a := pageTable(t, b)
 		publishIDs(t, b, db, tbl, messages("q", 5)...)
-		f := openForm(t, rowlock.New(b.dialect.(rowlock.Dialect), tbl), db, inbox.Queue{Name: "q"})
+		f := openForm(t, rowlock.New(b.dialect.(rowlock.Dialect), tbl), db, inbox.Binding{Name: "q"})
 		held := claim(t, f, 2)
 		if len(held) != 2 {
 			t.Fatalf("claimed %d rows, want 2", len(held))
@@ -268,7 +268,7 @@ func TestPageActionsPassOverLeasedRows(t *testing.T) {
 		ctx := context.Background()
 		db, tbl, a := pageTable(t, b)
 		ids := publishIDs(t, b, db, tbl, messages("q", 4)...)
-		f := openForm(t, lease.New(b.dialect, tbl, nil), db, inbox.Queue{Name: "q"})
+		f := openForm(t, lease.New(b.dialect, tbl, nil), db, inbox.Binding{Name: "q"})
 		held := claim(t, f, 2)
 		r, err := a.Act(ctx, admin.Delete, admin.IDs(ids...))
 		if err != nil || r != (admin.Result{Changed: 2, InWork: 2}) {
