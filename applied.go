@@ -57,11 +57,22 @@ func Applied(t Table, cfg *Config, ds []*Delivery, returned []outcome.Outcome, p
 	return slices.Clone(outs), nil
 }
 
-// checkRetry refuses a retry policy that delays on a table (named table) without a RetryAfter
-// column to hold a row until then (c.life).
+// checkRetry refuses a retry policy that delays, the consumer's or a kind's, on a table (named
+// table) without a RetryAfter column to hold a row until then (c.life).
 func (c *Consumer) checkRetry(table string) error {
-	if c.life.RetryAfter || c.cfg.Retry == RetryAtOnce {
+	if c.life.RetryAfter {
 		return nil
 	}
-	return fmt.Errorf("%w: queue %q of table %q: the retry policy delays retries, and the table has no RetryAfter column to hold a row until then: add a nullable timestamp column (retry_after) and name it in inbox.Table.RetryAfter, or retry at once with Config.Retry = inbox.RetryAtOnce", ErrSchema, c.cfg.Queue, table)
+	if c.cfg.Retry != RetryAtOnce {
+		return fmt.Errorf("%w: queue %q of table %q: the retry policy delays retries, and the table has no RetryAfter column to hold a row until then: add a nullable timestamp column (retry_after) and name it in inbox.Table.RetryAfter, or retry at once with Config.Retry = inbox.RetryAtOnce", ErrSchema, c.cfg.Queue, table)
+	}
+	if c.kinds == nil {
+		return nil
+	}
+	for _, name := range c.kinds.Names() {
+		if o, _ := c.kinds.options(name); o.Retry != nil && o.Retry != RetryAtOnce {
+			return fmt.Errorf("%w: queue %q of table %q: kind %q's retry policy (KindOptions.Retry) delays retries, and the table has no RetryAfter column: add one (retry_after), or give the kind inbox.RetryAtOnce", ErrSchema, c.cfg.Queue, table, name)
+		}
+	}
+	return nil
 }

@@ -41,6 +41,13 @@ type Config struct {
 	// the form then finishes in the background, and the form can be run again once it has.
 	// Default 30 s.
 	ShutdownTimeout time.Duration
+	// HandlerTimeout bounds each handler call: the handler's context carries a deadline that
+	// far from its start, and is cancelled then, its Err context.DeadlineExceeded. A handler
+	// that has not returned a second later is abandoned, as at shutdown: its unit settles as a
+	// retry by the retry policy (it dies at the attempt limit), its last error naming the
+	// timeout, and a new worker takes its place while it runs on. A kind's KindOptions.Timeout
+	// replaces it for its jobs. Default DefaultHandlerTimeout (10 minutes); below zero: no bound.
+	HandlerTimeout time.Duration
 	// Transactional lends each delivery a transaction (Delivery.Tx) opened at the dialect's
 	// level: Ack commits the handler's writes with the settlement, every other outcome rolls
 	// them back.
@@ -115,6 +122,9 @@ func (c *Consumer) configure(cfg *Config) {
 	}
 	if c.cfg.UndecodablePayload.Kind() == outcome.KindNone {
 		c.cfg.UndecodablePayload = outcome.Drop()
+	}
+	if c.cfg.HandlerTimeout == 0 {
+		c.cfg.HandlerTimeout = DefaultHandlerTimeout
 	}
 	if c.cfg.Retry == nil {
 		c.cfg.Retry = ExponentialBackoff{}

@@ -17,8 +17,9 @@ import (
 // batch of rows. Create it with NewConsumer or NewBatchConsumer; Run does the work.
 type Consumer struct {
 	db    *sql.DB
-	form  Form  // opened and closed by Run; its units claim through it
-	units units // single rows or batches, as the constructor chose
+	form  Form   // opened and closed by Run; its units claim through it
+	units units  // single rows or batches, as the constructor chose
+	kinds *Kinds // the handler, where it runs jobs by kind; nil otherwise
 	cfg   Config
 	log   *slog.Logger
 
@@ -36,6 +37,7 @@ type Consumer struct {
 func NewConsumer(db *sql.DB, form Form, h Handler, cfg *Config) *Consumer {
 	mustBuild("NewConsumer", form, h)
 	c := &Consumer{db: db, form: form, units: singles{form, h}}
+	c.kinds, _ = h.(*Kinds)
 	c.configure(cfg)
 	return c
 }
@@ -127,7 +129,7 @@ func (c *Consumer) open(ctx context.Context) (plan *Plan, closeForm, unqueue fun
 	if err := claimForm(c.form); err != nil {
 		return nil, nil, nil, err
 	}
-	q := Binding{Name: c.cfg.Queue, Transactional: c.cfg.Transactional, UnflushedAcks: c.cfg.UnflushedAcks, UnpreparedStatements: c.cfg.UnpreparedStatements, Logger: c.log, Clock: c.cfg.Clock, MaxAttempts: max(c.cfg.MaxAttempts, 0), Backoff: c.backoff}
+	q := c.binding()
 	for {
 		plan, err := c.form.Open(ctx, c.db, q)
 		if err == nil {
@@ -157,6 +159,15 @@ func (c *Consumer) open(ctx context.Context) (plan *Plan, closeForm, unqueue fun
 		case <-time.After(c.cfg.PollInterval):
 		}
 	}
+}
+
+// binding is what the consumer opens its form with.
+func (c *Consumer) binding() Binding {
+	b := Binding{Name: c.cfg.Queue, Transactional: c.cfg.Transactional, UnflushedAcks: c.cfg.UnflushedAcks, UnpreparedStatements: c.cfg.UnpreparedStatements, Logger: c.log, Clock: c.cfg.Clock, MaxAttempts: max(c.cfg.MaxAttempts, 0), Backoff: c.backoff}
+	if c.kinds != nil {
+		b.Kinds = c.kinds.claimed(b.MaxAttempts)
+	}
+	return b
 }
 
 // start claims plan's queue in this process and, where the clock follows the database's, syncs

@@ -25,6 +25,9 @@ type Delivery struct {
 	// Queue is the row's queue, read from the queue column (Table.Queue); empty where the table
 	// has none.
 	Queue string
+	// Kind is the row's kind, read from the kind column (Table.Kind); empty where the table has
+	// none.
+	Kind string
 	// Headers are the row's headers; nil where the table has no headers column or the row holds
 	// none.
 	Headers map[string]string

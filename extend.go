@@ -91,7 +91,7 @@ func (r *run) extend(ctx context.Context) {
 			return
 		case <-ticker.C:
 		}
-		for _, s := range r.slots {
+		for _, s := range r.workers() {
 			s.mu.Lock()
 			if u := s.inWork; u != nil && !s.abandoned && s.ctx.Err() == nil {
 				err := r.c.form.Extend(ops.begin(), u[0])
@@ -114,7 +114,8 @@ func (r *run) extend(ctx context.Context) {
 func (r *run) shutdown() {
 	deadline := time.NewTimer(r.c.cfg.ShutdownTimeout)
 	defer deadline.Stop()
-	for _, s := range r.slots {
+	slots := r.workers()
+	for _, s := range slots {
 		select {
 		case <-s.exited:
 			continue
@@ -123,7 +124,7 @@ func (r *run) shutdown() {
 		break
 	}
 	r.cancelHandlers()
-	for _, s := range r.slots {
+	for _, s := range r.workers() {
 		s.mu.Lock()
 		u := s.inWork
 		if u != nil {

@@ -67,6 +67,12 @@ type Binding struct {
 	// Attempt past it, whatever ended the row's last delivery (a consumer that stopped during
 	// it, a settlement and a death the database both refused). Zero: no limit.
 	MaxAttempts int
+	// Kinds are the kinds of job the consumer runs (the kinds registered with its *Kinds), each
+	// with its attempt limit, which replaces MaxAttempts for its rows; its claims take rows of
+	// these kinds alone (Table.Kind), so that rows of other kinds wait for a consumer that runs
+	// them. They are in the order the form binds them: by limit, then by name. Empty: rows of
+	// every kind.
+	Kinds []ClaimedKind
 	// Backoff, when set, is what a settlement that failed leaves instead: given the delivery
 	// and the settlement's error, it returns the outcome (a Retry, RetryAfter or Fail carrying
 	// that error) the form then applies, under the hold it still has or through a guarded
@@ -79,6 +85,13 @@ type Binding struct {
 	// crash), ErrClosed, ErrTransactionHeld, ErrTransactionEnded or ErrCommitUnknown. Nil (a
 	// form driven without a consumer): a failed settlement leaves the row as it was.
 	Backoff func(d *Delivery, err error) outcome.Outcome
+}
+
+// ClaimedKind is a kind of job a consumer claims (Binding.Kinds), and its attempt limit (zero:
+// none).
+type ClaimedKind struct {
+	Kind        string
+	MaxAttempts int
 }
 
 // Plan is what an opened form tells the consumer about driving it.

@@ -21,10 +21,14 @@ func (r *run) deliver(ctx context.Context, ops *detached, s *slot, u []*Delivery
 	if s.ctx == nil || s.ctx.Err() != nil {
 		s.ctx, s.cancel = context.WithCancelCause(r.handlerCtx)
 	}
+	s.hctx.Context, s.hctx.deadline = s.ctx, time.Time{}
+	if t := r.c.timeoutOf(u); t > 0 {
+		s.hctx.deadline = time.Now().Add(t)
+	}
 	s.inWork = u
 	s.mu.Unlock()
 
-	hctx, began := r.observeHandling(s.ctx, u)
+	hctx, began := r.observeHandling(&s.hctx, u)
 	outs := r.handle(hctx, s, u)
 
 	s.mu.Lock()
@@ -218,17 +222,18 @@ func (c *Consumer) limit(d *Delivery, o outcome.Outcome) outcome.Outcome {
 	case outcome.KindNone:
 		o = outcome.Retry().WithError(errNoOutcome)
 	}
-	if o.Kind() != outcome.KindFail && c.life.Attempt && c.cfg.MaxAttempts > 0 && d.Attempt >= c.cfg.MaxAttempts {
+	maxAttempts, retry := c.policyOf(d.Kind)
+	if o.Kind() != outcome.KindFail && c.life.Attempt && maxAttempts > 0 && d.Attempt >= maxAttempts {
 		why := o.Err()
 		if why == nil {
 			why = errors.New("retried by the handler")
 		}
-		o = outcome.Fail(fmt.Errorf("attempt %d of %d: %w", d.Attempt, c.cfg.MaxAttempts, why))
+		o = outcome.Fail(fmt.Errorf("attempt %d of %d: %w", d.Attempt, maxAttempts, why))
 	}
 	switch o.Kind() {
 	case outcome.KindRetry:
 		if c.life.RetryAfter {
-			return outcome.RetryAfter(c.cfg.Retry.Delay(d.Attempt)).WithError(o.Err())
+			return outcome.RetryAfter(retry.Delay(d.Attempt)).WithError(o.Err())
 		}
 	case outcome.KindRetryAfter:
 		if !c.life.RetryAfter {
@@ -239,6 +244,22 @@ func (c *Consumer) limit(d *Delivery, o outcome.Outcome) outcome.Outcome {
 		}
 	}
 	return o
+}
+
+// policyOf is the attempt limit (zero: none) and the retry policy of a row of kind: its kind's
+// (KindOptions), where the consumer runs jobs by kind, or the consumer's.
+func (c *Consumer) policyOf(kind string) (maxAttempts int, retry RetryPolicy) {
+	maxAttempts, retry = max(c.cfg.MaxAttempts, 0), c.cfg.Retry
+	if c.kinds == nil {
+		return maxAttempts, retry
+	}
+	if o, ok := c.kinds.options(kind); ok {
+		maxAttempts = limitOf(o.MaxAttempts, maxAttempts)
+		if o.Retry != nil {
+			retry = o.Retry
+		}
+	}
+	return maxAttempts, retry
 }
 
 // backoff is what a form applies to d when its settlement failed with err (Binding.Backoff): a

@@ -25,6 +25,10 @@ type Message struct {
 	// Queue is the row's queue, written to the queue column (Table.Queue); ignored where the
 	// table has none.
 	Queue string
+	// Kind is the row's kind of job, written to the kind column (Table.Kind): the kind a
+	// consumer registers a handler for (Kinds). Job sets it from its arguments' type. Ignored
+	// where the table has no kind column.
+	Kind string
 	// Payload is the row's payload; ignored where the table has no payload column.
 	Payload []byte
 	// Priority orders claims, smaller first; ignored where the table has no priority column.
@@ -45,6 +49,8 @@ type Message struct {
 	// on SQLite, whose VALUES take no DEFAULT, one INSERT for each run of consecutive messages
 	// that set the same columns.
 	Columns map[string]any
+
+	err error // Job's: the arguments did not encode, and the message cannot be published
 }
 
 // JSONMessage returns a message for queue whose payload is v encoded with encoding/json, for
@@ -183,6 +189,11 @@ type statement struct {
 func statements(d dialect.Dialect, t Table, msgs []Message, ids bool) ([]statement, error) {
 	if len(msgs) == 0 {
 		return nil, nil
+	}
+	for _, m := range msgs {
+		if m.err != nil {
+			return nil, m.err
+		}
 	}
 	q, err := t.Quote(d)
 	if err != nil {
@@ -372,6 +383,9 @@ func rowArgs(t Table, d dialect.Dialect, m Message, now time.Time) ([]any, error
 	}
 	if t.Queue != "" {
 		row = append(row, m.Queue)
+	}
+	if t.Kind != "" {
+		row = append(row, m.Kind)
 	}
 	if t.Priority != "" {
 		row = append(row, m.Priority)

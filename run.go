@@ -16,6 +16,9 @@ func (c *Consumer) newRun(plan Plan) (*run, error) {
 	if err := c.checkRetry(plan.Table); err != nil {
 		return nil, err
 	}
+	if err := c.checkKinds(plan); err != nil {
+		return nil, err
+	}
 	log := c.log.With("queue", c.cfg.Queue, "table", plan.Table)
 	workers, claims, err := c.budget(plan, log)
 	if err != nil {
@@ -34,7 +37,7 @@ func (c *Consumer) newRun(plan Plan) (*run, error) {
 		settlers:     settlersBehind(plan, c.cfg, c.units, workers),
 	}
 	r.plan.SettleAndClaim = fusing(plan, c.cfg, c.units)
-	if r.due, err = newDueWatch(c.db, plan, c.cfg.Queue, c.cfg.Clock); err != nil {
+	if r.due, err = newDueWatch(c.db, plan, c.binding()); err != nil {
 		return nil, err
 	}
 	return r, nil
@@ -98,6 +101,9 @@ func (r *run) start(ctx context.Context) {
 		go r.work(ctx, s)
 	}
 	r.background(func() { r.extend(ctx) })
+	if r.c.cfg.HandlerTimeout > 0 || r.c.kinds.timed() {
+		r.background(func() { r.watchTimeouts(ctx, timeoutTick) })
+	}
 	if find := r.plan.FindUnclaimable; find != nil {
 		r.background(func() { watchUnclaimable(ctx, find, r.log) })
 	}

@@ -3,6 +3,7 @@ package inbox
 import (
 	"context"
 	"log/slog"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -32,7 +33,8 @@ type run struct {
 	handlerCtx     context.Context // handlers' context: cancelled when the shutdown timeout runs out
 	cancelHandlers context.CancelFunc
 
-	slots []*slot
+	slotsMu sync.Mutex
+	slots   []*slot // the workers' slots; a slot abandoned past its time is replaced (replace)
 
 	due *dueWatch // when the next delayed row falls due; nil without a RetryAfter column
 
@@ -56,10 +58,32 @@ type slot struct {
 	one     [1]outcome.Outcome // a single handler's outcome, reused
 
 	// The worker's handler context, a child of the run's, which the extender cancels when it
-	// finds the hold of the unit in work lost. Replaced only once cancelled, so that a delivery
-	// costs no allocation; written by the worker under mu.
+	// finds the hold of the unit in work lost, and the timeout watch at its deadline. Replaced
+	// only once cancelled, so that a delivery costs no allocation; written by the worker under
+	// mu. hctx is what the handler gets: ctx, with the unit's deadline.
 	ctx    context.Context
 	cancel context.CancelCauseFunc
+	hctx   handlerContext
+}
+
+// workers returns the workers' slots as they are now.
+func (r *run) workers() []*slot {
+	r.slotsMu.Lock()
+	defer r.slotsMu.Unlock()
+	return slices.Clone(r.slots)
+}
+
+// replace puts a new worker in the place of slot s, at index i, whose handler was abandoned.
+func (r *run) replace(ctx context.Context, i int, s *slot) {
+	n := &slot{exited: make(chan struct{})}
+	r.slotsMu.Lock()
+	if r.slots[i] != s {
+		r.slotsMu.Unlock()
+		return
+	}
+	r.slots[i] = n
+	r.slotsMu.Unlock()
+	go r.work(ctx, n)
 }
 
 // relayWakeups turns a publish's wake-up into a broadcast to the idle workers.

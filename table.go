@@ -15,7 +15,8 @@ import (
 //	Payload      bytes or text (BYTEA, BLOB, LONGBLOB, TEXT); may be NULL
 //	Attempt      integer, NOT NULL DEFAULT 0 (a NULL attempt reads as a row never delivered)
 //	ProcessedAt  timestamp, NULL (Postgres TIMESTAMPTZ; MySQL/MariaDB DATETIME(6); SQLite TEXT)
-//	Group        text
+//	Queue        text
+//	Kind         text (VARCHAR(n) on MySQL and MariaDB: registered kinds longer than n are refused)
 //	Priority     integer, NOT NULL DEFAULT 0
 //	RetryAfter   timestamp, NULL
 //	Headers      text holding a JSON object of strings, NULL
@@ -53,6 +54,11 @@ type Table struct {
 	// Queue names the queue column, which holds the name of a row's queue; a consumer claims
 	// only the rows of its Config.Queue. Without it the table is one queue.
 	Queue string
+	// Kind names the kind column, which holds the name of a row's kind of job (see Kinds): a
+	// consumer whose handler is a *Kinds claims only the rows of the kinds registered with it,
+	// so that rows of other kinds wait for a consumer that runs them. Without it every row is
+	// of no kind, and a *Kinds handler is refused at Run.
+	Kind string
 	// Priority names the column claims order by first, smaller first. Without it claims go by id.
 	Priority string
 	// RetryAfter names the column that outcome.RetryAfter sets and claims wait for. Without it
@@ -173,7 +179,7 @@ type role struct {
 func (t *Table) roles() []role {
 	return []role{
 		{"ID", &t.ID}, {"Payload", &t.Payload}, {"Attempt", &t.Attempt},
-		{"ProcessedAt", &t.ProcessedAt}, {"Queue", &t.Queue}, {"Priority", &t.Priority},
+		{"ProcessedAt", &t.ProcessedAt}, {"Queue", &t.Queue}, {"Kind", &t.Kind}, {"Priority", &t.Priority},
 		{"RetryAfter", &t.RetryAfter}, {"Headers", &t.Headers}, {"DeadAt", &t.DeadAt},
 		{"LastError", &t.LastError}, {"CreatedAt", &t.CreatedAt},
 	}

@@ -117,7 +117,7 @@ type dueWatch struct {
 
 // newDueWatch returns the query for plan's table, or nil where the form did not describe its
 // table or the table has no RetryAfter column.
-func newDueWatch(db *sql.DB, plan Plan, queue string, clock Clock) (*dueWatch, error) {
+func newDueWatch(db *sql.DB, plan Plan, b Binding) (*dueWatch, error) {
 	if plan.Dialect == nil || plan.Described.RetryAfter == "" {
 		return nil, nil
 	}
@@ -125,14 +125,23 @@ func newDueWatch(db *sql.DB, plan Plan, queue string, clock Clock) (*dueWatch, e
 	if err != nil {
 		return nil, err
 	}
-	w := &dueWatch{db: db, d: plan.Dialect, query: sqltext.New(plan.Dialect.Caps(), sqltext.Table(q)).NextDue(), clock: clock}
+	limits := make([]int, len(b.Kinds))
+	for i, k := range b.Kinds {
+		limits[i] = k.MaxAttempts
+	}
+	w := &dueWatch{db: db, d: plan.Dialect, query: sqltext.New(plan.Dialect.Caps(), sqltext.Table(q)).OfKinds(limits).NextDue(), clock: b.Clock}
 	if plan.Dialect.Caps().DefaultReadCommitted {
 		if w.readCommitted, err = dialect.Parse(plan.Dialect.Name(), "read committed"); err != nil {
 			return nil, err
 		}
 	}
 	if plan.Described.Queue != "" {
-		w.args = []any{queue}
+		w.args = []any{b.Name}
+	}
+	if plan.Described.Kind != "" {
+		for _, k := range b.Kinds {
+			w.args = append(w.args, k.Kind)
+		}
 	}
 	if w.clock == nil {
 		w.clock = hostClock{}

@@ -207,6 +207,13 @@ type hold struct {
 	batch bool
 }
 
+// For returns the advisory form over c's table, on c's database, locking each row on the key
+// cfg.Key renders (nil: the defaults): the form a consumer of c (inbox.Client.NewConsumer)
+// holds its rows by, as New returns it. It compiles only where the database has session locks.
+func For[D Dialect](c *inbox.Client[D], cfg *Config) *Form[D] {
+	return New(c.Dialect(), c.Table(), cfg)
+}
+
 // New returns the advisory form over table t, locking each row on the key cfg.Key renders (see
 // Config). It never fails: Open checks the description and the key template.
 func New[D Dialect](d D, t inbox.Table, cfg *Config) *Form[D] {
@@ -264,8 +271,8 @@ func (f *Form[D]) bind(ctx context.Context, db *sql.DB, q inbox.Binding) error {
 	if q.UnpreparedStatements {
 		return fmt.Errorf("%w: table %q, queue %q: the advisory form does not run with unprepared statements (inbox.Config.UnpreparedStatements), which are for a pooler in transaction mode: its session locks land on whatever server connection a statement got and outlive the client, so such a pooler hands them to other clients; connect directly or through session pooling and leave the setting off, or take the row lock or lease form", inbox.ErrDialect, f.table.Name, q.Name)
 	}
-	st.MaxAttempts = q.MaxAttempts
-	a := sqltext.New(f.d.Caps(), sqltext.Table(st.Q)).Limited(q.MaxAttempts).Advisory(key)
+	st.Claiming(q)
+	a := st.SQL().Advisory(key)
 	if err := f.d.CheckServer(ctx, db); err != nil {
 		return fmt.Errorf("table %q, queue %q: %w", f.table.Name, q.Name, err)
 	}
@@ -278,7 +285,7 @@ func (f *Form[D]) bind(ctx context.Context, db *sql.DB, q inbox.Binding) error {
 			return fmt.Errorf("table %q, queue %q: %w", f.table.Name, q.Name, err)
 		}
 	}
-	if err := schema.Verify(ctx, db, f.d, f.table, ""); err != nil {
+	if err := schema.Verify(ctx, db, f.d, f.table, "", q.Kinds); err != nil {
 		return err
 	}
 	if err := st.Check(ctx, db, fmt.Sprintf("key template %q (the table must have every column it names)", f.template), a.KeyCheck()); err != nil {

@@ -143,6 +143,13 @@ type Form[D dialect.Dialect] struct {
 	b    *binding // Open's; read by the calls life admits
 }
 
+// For returns the lease form over c's table, on c's database, configured by cfg (nil: the
+// defaults): the form a consumer of c (inbox.Client.NewConsumer) holds its rows by, as New
+// returns it.
+func For[D dialect.Dialect](c *inbox.Client[D], cfg *Config) *Form[D] {
+	return New(c.Dialect(), c.Table(), cfg)
+}
+
 // New returns the lease form over table t. Nothing is checked until Open. From then on,
 // publishing to t in this process refuses its lease column in inbox.Message.Columns.
 func New[D dialect.Dialect](d D, t inbox.Table, cfg *Config) *Form[D] {
@@ -258,7 +265,7 @@ func (f *Form[D]) bind(ctx context.Context, db *sql.DB, q inbox.Binding) (inbox.
 	if err != nil {
 		return inbox.Plan{}, err
 	}
-	st.Unprepared, st.MaxAttempts = q.UnpreparedStatements, q.MaxAttempts
+	st.Claiming(q)
 	col, err := f.d.Quote(column)
 	if err != nil {
 		return inbox.Plan{}, fmt.Errorf("%w: table %q, lease column: %v", inbox.ErrSchema, f.t.Name, err)
@@ -266,13 +273,13 @@ func (f *Form[D]) bind(ctx context.Context, db *sql.DB, q inbox.Binding) (inbox.
 	if err := f.d.CheckServer(ctx, db); err != nil {
 		return inbox.Plan{}, fmt.Errorf("table %q, queue %q: %w", f.t.Name, q.Name, err)
 	}
-	if err := schema.Verify(ctx, db, f.d, f.t, column); err != nil {
+	if err := schema.Verify(ctx, db, f.d, f.t, column, q.Kinds); err != nil {
 		return inbox.Plan{}, err
 	}
 
 	b := &binding{
 		db: db, q: q, log: q.Logger, st: st, lease: lease,
-		sql:    sqltext.New(caps, sqltext.Table(st.Q)).Limited(q.MaxAttempts).Lease(col),
+		sql:    st.SQL().Lease(col),
 		listed: map[listKey]*stmt.Stmt{},
 		stamps: map[int]string{},
 		life:   f.life,

@@ -176,6 +176,11 @@ type hold struct {
 	size   int // a batch's: the size its ClaimBatch asked for, which its settlements pad id lists to
 }
 
+// For returns the row lock form over c's table, on c's database: the form a consumer of c
+// (inbox.Client.NewConsumer) holds its rows by. It compiles only where the database has row
+// locks to skip, as New does.
+func For[D Dialect](c *inbox.Client[D]) *Form[D] { return New(c.Dialect(), c.Table()) }
+
 // New returns the row lock form over table t.
 func New[D Dialect](d D, t inbox.Table) *Form[D] {
 	closed := fmt.Errorf("%w: table %q: the row lock form is not open: open it (a consumer does) before claiming or settling, and not after Close", inbox.ErrClosed, t.Name)
@@ -212,11 +217,11 @@ func (f *Form[D]) bind(ctx context.Context, db *sql.DB, q inbox.Binding) error {
 	if err != nil {
 		return err
 	}
-	st.Unprepared, st.MaxAttempts = q.UnpreparedStatements, q.MaxAttempts
-	if err := schema.Verify(ctx, db, f.d, f.t, ""); err != nil {
+	st.Claiming(q)
+	if err := schema.Verify(ctx, db, f.d, f.t, "", q.Kinds); err != nil {
 		return err
 	}
-	text := sqltext.New(f.d.Caps(), sqltext.Table(st.Q)).Limited(q.MaxAttempts).RowLock()
+	text := st.SQL().RowLock()
 	// In transactional mode the ack commits the handler's writes, which are the user's.
 	unflushed := q.UnflushedAcks && !q.Transactional && f.d.Caps().UnflushedCommit != ""
 	if err := f.prepare(ctx, db, st, text, unflushed); err != nil {

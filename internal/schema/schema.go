@@ -16,7 +16,9 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"strconv"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/sqlinbox/inbox"
 	"github.com/sqlinbox/inbox/dialect"
@@ -130,13 +132,16 @@ func Check(d dialect.Dialect, tbl Table, cols []Named) []Result {
 // and the statement that fixes it. Columns the table lacks, and tables the catalog does not
 // list (MySQL and MariaDB keep temporary tables out of information_schema), are left to the
 // statements the form prepares, whose errors name them.
-func Verify(ctx context.Context, db *sql.DB, d dialect.Dialect, t inbox.Table, lease string) error {
+func Verify(ctx context.Context, db *sql.DB, d dialect.Dialect, t inbox.Table, lease string, kinds []inbox.ClaimedKind) error {
 	tbl, err := Read(ctx, db, d, t.Name)
 	if err != nil {
 		return fmt.Errorf("inbox: table %q: reading its columns' types: %w", t.Name, err)
 	}
 	if !tbl.Found {
 		return nil
+	}
+	if err := fitKinds(d, tbl, t, kinds); err != nil {
+		return err
 	}
 	var wrong []string
 	for _, r := range Check(d, tbl, Describe(t, lease)) {
@@ -151,4 +156,39 @@ func Verify(ctx context.Context, db *sql.DB, d dialect.Dialect, t inbox.Table, l
 		return fmt.Errorf("%w: table %q: %s", inbox.ErrSchema, t.Name, wrong[0])
 	}
 	return fmt.Errorf("%w: table %q: %d columns do not fit their roles:\n%s", inbox.ErrSchema, t.Name, len(wrong), strings.Join(wrong, "\n"))
+}
+
+// fitKinds refuses a kind the table's kind column cannot hold: longer than the characters its
+// type allows (VARCHAR(n), CHAR(n)), which the database would refuse or cut at the publish,
+// where the claims, naming the kind in full, would never find it.
+func fitKinds(d dialect.Dialect, tbl Table, t inbox.Table, kinds []inbox.ClaimedKind) error {
+	if t.Kind == "" || len(kinds) == 0 {
+		return nil
+	}
+	c, ok := tbl.column(t.Kind, d.Caps().CaseSensitiveNames)
+	if !ok {
+		return nil
+	}
+	n, ok := charLimit(c.Type)
+	if !ok {
+		return nil
+	}
+	for _, k := range kinds {
+		if l := utf8.RuneCountInString(k.Kind); l > n {
+			return fmt.Errorf("%w: table %q: kind %q has %d characters, and its kind column %q (%s) holds %d: shorten the kind, or widen the column", inbox.ErrSchema, t.Name, k.Kind, l, t.Kind, c.Type, n)
+		}
+	}
+	return nil
+}
+
+// charLimit is the characters a text type of a given length holds (varchar(64), character
+// varying(64), char(8)), and whether it has one.
+func charLimit(typ string) (int, bool) {
+	open, end := strings.IndexByte(typ, '('), strings.IndexByte(typ, ')')
+	base := strings.ToLower(typ)
+	if open < 0 || end < open || !strings.Contains(base, "char") {
+		return 0, false
+	}
+	n, err := strconv.Atoi(typ[open+1 : end])
+	return n, err == nil
 }

@@ -32,6 +32,7 @@ type Table struct {
 	Attempt     string
 	ProcessedAt string
 	Queue       string
+	Kind        string
 	Priority    string
 	RetryAfter  string
 	Headers     string
@@ -48,6 +49,9 @@ type SQL struct {
 	t Table
 	// maxAttempts is the attempt limit the claims honour (Limited); zero: none.
 	maxAttempts int
+	// kindLimits are the attempt limits of the kinds the claims take (OfKinds), one per kind, in
+	// the order their names are bound; nil: rows of every kind.
+	kindLimits []int
 }
 
 // New returns the builder of table t's statements on the database c describes.
@@ -60,6 +64,17 @@ func New(c *dialect.Caps, t Table) SQL { return SQL{c: c, t: t} }
 // the text, as a claim's LIMIT is. Zero or less: no limit, the builder s is.
 func (s SQL) Limited(maxAttempts int) SQL {
 	s.maxAttempts = max(maxAttempts, 0)
+	return s
+}
+
+// OfKinds returns the builder whose claimable rows (Due) are also of one of len(limits) kinds,
+// each below its own attempt limit (limits[i], where the table counts attempts; zero: none)
+// instead of Limited's: kind IN (…) for each run of consecutive kinds of one limit, the runs
+// ORed. The kinds' names are bound, in that order, after Due's other arguments. Empty: rows of
+// every kind, the builder s is; and so it is where the table has no kind column (a consumer
+// refuses to run kinds there).
+func (s SQL) OfKinds(limits []int) SQL {
+	s.kindLimits = limits
 	return s
 }
 
@@ -91,13 +106,13 @@ func (p *Params) list(n int) string {
 	return strings.Join(ps, ", ")
 }
 
-// Columns is the select list of a delivery: id, then payload, attempt, group and headers where
+// Columns is the select list of a delivery: id, then payload, attempt, queue, kind and headers where
 // the table has them, then the application's own columns in the description's order, each
 // prefixed with alias and a dot when alias is not empty.
 func (s SQL) Columns(alias string) string {
 	prefix := dotted(alias)
 	cols := []string{prefix + s.t.ID}
-	for _, c := range append([]string{s.t.Payload, s.t.Attempt, s.t.Queue, s.t.Headers}, s.t.Columns...) {
+	for _, c := range append([]string{s.t.Payload, s.t.Attempt, s.t.Queue, s.t.Kind, s.t.Headers}, s.t.Columns...) {
 		if c != "" {
 			cols = append(cols, prefix+c)
 		}
@@ -106,9 +121,10 @@ func (s SQL) Columns(alias string) string {
 }
 
 // Due is the predicate of a claimable row, its columns prefixed as Columns prefixes them: not
-// processed, not dead, below the attempt limit (Limited), due (retry_after passed) and of the
-// queue, each where the table has the column; "1 = 1" where it has none of them. It binds, in
-// order: now (where the table has retry_after), then the queue's name (where it has a group).
+// processed, not dead, below the attempt limit (Limited), due (retry_after passed), of the
+// queue, and of the kinds claimed (OfKinds, each below its own limit), each where the table has
+// the column; "1 = 1" where it has none of them. It binds, in order: now (where the table has
+// retry_after), the queue's name (where it has a queue column), then the kinds' names.
 func (s SQL) Due(p *Params, alias string) string {
 	prefix := dotted(alias)
 	var conds []string
@@ -118,7 +134,7 @@ func (s SQL) Due(p *Params, alias string) string {
 	if s.t.DeadAt != "" {
 		conds = append(conds, prefix+s.t.DeadAt+" IS NULL")
 	}
-	if s.t.Attempt != "" && s.maxAttempts > 0 {
+	if s.t.Attempt != "" && s.maxAttempts > 0 && len(s.kindLimits) == 0 {
 		conds = append(conds, "COALESCE("+prefix+s.t.Attempt+", 0) < "+strconv.Itoa(s.maxAttempts))
 	}
 	if s.t.RetryAfter != "" {
@@ -127,10 +143,36 @@ func (s SQL) Due(p *Params, alias string) string {
 	if s.t.Queue != "" {
 		conds = append(conds, prefix+s.t.Queue+" = "+p.Next())
 	}
+	if len(s.kindLimits) > 0 && s.t.Kind != "" {
+		conds = append(conds, s.ofKinds(p, prefix))
+	}
 	if len(conds) == 0 {
 		return "1 = 1"
 	}
 	return strings.Join(conds, " AND ")
+}
+
+// ofKinds is the predicate of a row of the kinds OfKinds names, each below its attempt limit:
+// kind IN (…) [AND COALESCE(attempt, 0) < n] for each run of kinds of one limit, ORed and
+// parenthesized where there are several.
+func (s SQL) ofKinds(p *Params, prefix string) string {
+	var runs []string
+	for i := 0; i < len(s.kindLimits); {
+		j := i + 1
+		for j < len(s.kindLimits) && s.kindLimits[j] == s.kindLimits[i] {
+			j++
+		}
+		run := prefix + s.t.Kind + " IN (" + p.list(j-i) + ")"
+		if s.t.Attempt != "" && s.kindLimits[i] > 0 {
+			run += " AND COALESCE(" + prefix + s.t.Attempt + ", 0) < " + strconv.Itoa(s.kindLimits[i])
+		}
+		runs = append(runs, run)
+		i = j
+	}
+	if len(runs) == 1 {
+		return runs[0]
+	}
+	return "(" + strings.Join(runs, " OR ") + ")"
 }
 
 // Order is the claim order, its columns prefixed as Columns prefixes them: priority,
@@ -184,7 +226,7 @@ func (s SQL) insert(p *Params, own []string, sets [][]bool) string {
 	if !s.t.IDGenerated {
 		cols = append(cols, s.t.ID)
 	}
-	for _, c := range []string{s.t.Payload, s.t.Queue, s.t.Priority, s.t.Headers, s.t.RetryAfter, s.t.CreatedAt} {
+	for _, c := range []string{s.t.Payload, s.t.Queue, s.t.Kind, s.t.Priority, s.t.Headers, s.t.RetryAfter, s.t.CreatedAt} {
 		if c != "" {
 			cols = append(cols, c)
 		}

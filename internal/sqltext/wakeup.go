@@ -6,9 +6,9 @@ import (
 )
 
 // NextDue is the earliest retry_after of the queue's live rows (not processed, not dead) that
-// are not due yet, or NULL when
-// none is delayed; empty where the table has no retry_after column. It binds, in order: now,
-// then the queue's name (where the table has a group).
+// are not due yet, of the kinds claimed (OfKinds), or NULL when none is delayed; empty where the
+// table has no retry_after column. It binds, in order: now, the queue's name (where the table
+// has a queue column), then the kinds' names.
 func (s SQL) NextDue() string {
 	t := s.t
 	if t.RetryAfter == "" {
@@ -24,6 +24,9 @@ func (s SQL) NextDue() string {
 	}
 	if t.Queue != "" {
 		conds += " AND " + t.Queue + " = " + p.Next()
+	}
+	if len(s.kindLimits) > 0 && t.Kind != "" {
+		conds += " AND " + s.ofKinds(p, "")
 	}
 	return "SELECT MIN(" + t.RetryAfter + ") FROM " + t.Name + " WHERE " + conds
 }

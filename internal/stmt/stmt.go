@@ -35,6 +35,34 @@ type Table struct {
 	// MaxAttempts is the attempt limit the form's claims honour (inbox.Binding.MaxAttempts,
 	// sqltext.SQL.Limited); zero: none.
 	MaxAttempts int
+	// Kinds are the kinds the form's claims take, each below its limit (inbox.Binding.Kinds,
+	// sqltext.SQL.OfKinds); none: every kind, below MaxAttempts.
+	Kinds []inbox.ClaimedKind
+}
+
+// Claiming sets what the form's claims take and how it runs its statements, from the binding a
+// consumer opens it with: its attempt limits, its kinds, and whether it prepares.
+func (t *Table) Claiming(b inbox.Binding) {
+	t.Unprepared, t.MaxAttempts, t.Kinds = b.UnpreparedStatements, b.MaxAttempts, b.Kinds
+}
+
+// SQL is the builder of the table's statements, its claims taking what Claiming set.
+func (t *Table) SQL() sqltext.SQL {
+	limits := make([]int, len(t.Kinds))
+	for i, k := range t.Kinds {
+		limits[i] = k.MaxAttempts
+	}
+	return sqltext.New(t.D.Caps(), sqltext.Table(t.Q)).Limited(t.MaxAttempts).OfKinds(limits)
+}
+
+// limit is the attempt limit of a row of kind: its kind's, where the form claims by kind.
+func (t *Table) limit(kind string) int {
+	for _, k := range t.Kinds {
+		if k.Kind == kind {
+			return k.MaxAttempts
+		}
+	}
+	return t.MaxAttempts
 }
 
 // New quotes t for d; errors wrap inbox.ErrSchema.
@@ -63,10 +91,10 @@ func (t *Table) Scan(rows *sql.Rows) ([]*inbox.Delivery, error) {
 // scanned is a delivery and the scratch its row is scanned through, allocated together: a
 // row costs one allocation (and the driver's), not one per column read.
 type scanned struct {
-	d              inbox.Delivery
-	attempt        sql.NullInt64
-	group, headers sql.NullString
-	dest           [5]any
+	d                    inbox.Delivery
+	attempt              sql.NullInt64
+	group, kind, headers sql.NullString
+	dest                 [6]any
 }
 
 // ScanOne reads one row of the Columns list through scan (a Rows.Scan or Row.Scan). The
@@ -74,7 +102,7 @@ type scanned struct {
 // values the delivery keeps (inbox.Column reads them); a table without them costs nothing more.
 func (t *Table) ScanOne(scan func(...any) error) (*inbox.Delivery, error) {
 	s := &scanned{}
-	d, attempt, group, headers := &s.d, &s.attempt, &s.group, &s.headers
+	d, attempt, group, kind, headers := &s.d, &s.attempt, &s.group, &s.kind, &s.headers
 	dest, vals := s.dest[:0], []any(nil)
 	if n := len(t.Q.Columns); n > 0 {
 		// One allocation holds the values, then the destinations that point at them.
@@ -91,6 +119,9 @@ func (t *Table) ScanOne(scan func(...any) error) (*inbox.Delivery, error) {
 	if t.Q.Queue != "" {
 		dest = append(dest, group)
 	}
+	if t.Q.Kind != "" {
+		dest = append(dest, kind)
+	}
 	if t.Q.Headers != "" {
 		dest = append(dest, headers)
 	}
@@ -104,7 +135,7 @@ func (t *Table) ScanOne(scan func(...any) error) (*inbox.Delivery, error) {
 		inbox.SetColumns(d, t.Raw.Name, t.Raw.Columns, vals)
 	}
 	d.Attempt = int(attempt.Int64)
-	d.Queue = group.String
+	d.Queue, d.Kind = group.String, kind.String
 	if headers.Valid && headers.String != "" {
 		if err := json.Unmarshal([]byte(headers.String), &d.Headers); err != nil {
 			// One bad row must not fail every claim of its queue: it is delivered, and the
@@ -116,14 +147,19 @@ func (t *Table) ScanOne(scan func(...any) error) (*inbox.Delivery, error) {
 	return d, nil
 }
 
-// DueArgs appends to args the arguments of sqltext.SQL.Due: now (the claim's one reading of the clock, as
-// the dialect binds it) and the queue name.
+// DueArgs appends to args the arguments of sqltext.SQL.Due: now (the claim's one reading of the
+// clock, as the dialect binds it), the queue name and the kinds claimed.
 func (t *Table) DueArgs(args []any, now any, queue string) []any {
 	if t.Q.RetryAfter != "" {
 		args = append(args, now)
 	}
 	if t.Q.Queue != "" {
 		args = append(args, queue)
+	}
+	if t.Q.Kind != "" {
+		for _, k := range t.Kinds {
+			args = append(args, k.Kind)
+		}
 	}
 	return args
 }
@@ -139,7 +175,8 @@ func BacksOff(err error) bool { return sentinel.BacksOff(err) && !dialect.Connec
 // (MaxAttempts): it wraps inbox.ErrDeathFailed and says that the row stays where it is, and
 // why no claim takes it again. Nil below the limit, or without one: the row is claimed again.
 func (t *Table) DeathFailed(queue string, d *inbox.Delivery, err error) error {
-	if t.Q.Attempt == "" || t.MaxAttempts == 0 || d.Attempt < t.MaxAttempts {
+	limit := t.limit(d.Kind)
+	if t.Q.Attempt == "" || limit == 0 || d.Attempt < limit {
 		return nil
 	}
 	how, remedy := "stamping "+strconv.Quote(t.Raw.DeadAt), "fix what refuses it"
@@ -148,7 +185,7 @@ func (t *Table) DeathFailed(queue string, d *inbox.Delivery, err error) error {
 		remedy = "name a DeadAt column (a nullable timestamp) in inbox.Table.DeadAt, so that a row that cannot be deleted can die, and fix what refuses the DELETE"
 	}
 	return fmt.Errorf("%w: table %q, queue %q, row %d, attempt %d of %d: its death (%s) failed too: %w; the row stays in the table with its attempt at the limit, and no claim takes it again: %s, then set its attempt to 0 to run it again, or end it",
-		inbox.ErrDeathFailed, t.Raw.Name, queue, d.ID, d.Attempt, t.MaxAttempts, how, err, remedy)
+		inbox.ErrDeathFailed, t.Raw.Name, queue, d.ID, d.Attempt, limit, how, err, remedy)
 }
 
 // farYears is how far ahead a retry_after reads as never: a row put off further is reported
@@ -180,7 +217,7 @@ type unclaimableSearch struct {
 // library's layout. Each is a SELECT of ids, bounded by a LIMIT, over the rows a claim would
 // consider (not processed, of the queue): the claim index's leading columns.
 func (t *Table) unclaimableSearches(queue string, now time.Time) []unclaimableSearch {
-	u := sqltext.New(t.D.Caps(), sqltext.Table(t.Q)).Limited(t.MaxAttempts).Unclaimable(unclaimableLimit + 1)
+	u := t.SQL().Unclaimable(unclaimableLimit + 1)
 	var ofQueue []any
 	if t.Q.Queue != "" {
 		ofQueue = []any{queue}

@@ -1,0 +1,70 @@
+package inbox
+
+import (
+	"context"
+	"database/sql"
+
+	"github.com/sqlinbox/inbox/dialect"
+)
+
+// Client is the handle of one inbox table on one database: made once from the database, the
+// dialect and the table's description, it publishes rows (alone, or in the caller's
+// transaction), makes the table's consumers, and gives the forms (rowlock.For, lease.For,
+// advisory.For) and the operator (admin.For) what they need, so that none of them repeats the
+// three. Its type carries the dialect's, so that a form the database cannot run does not
+// compile: rowlock.For of a Client[dialect.SQLite[…]] is refused by the compiler, as
+// rowlock.New is. A Client is safe for concurrent use.
+type Client[D dialect.Dialect] struct {
+	db *sql.DB
+	d  D
+	t  Table
+}
+
+// NewClient returns the client of table t on db, whose database d speaks. It checks the
+// description (Table.Validate) and every name against d's rules for identifiers; the table
+// itself is checked against the database when a consumer starts (ErrSchema).
+func NewClient[D dialect.Dialect](db *sql.DB, d D, t Table) (*Client[D], error) {
+	if _, err := t.Quote(d); err != nil {
+		return nil, err
+	}
+	return &Client[D]{db: db, d: d, t: t}, nil
+}
+
+// DB is the client's database.
+func (c *Client[D]) DB() *sql.DB { return c.db }
+
+// Dialect is the client's dialect.
+func (c *Client[D]) Dialect() D { return c.d }
+
+// Table is the client's table, as described.
+func (c *Client[D]) Table() Table { return c.t }
+
+// Enqueue publishes msgs as rows of the table, all or nothing (see the function Enqueue).
+func (c *Client[D]) Enqueue(ctx context.Context, msgs ...Message) error {
+	return Enqueue(ctx, c.db, c.d, c.t, msgs...)
+}
+
+// EnqueueIDs publishes msgs as Enqueue does and returns their rows' ids, in the order of msgs
+// (see the function EnqueueIDs, which says what that costs).
+func (c *Client[D]) EnqueueIDs(ctx context.Context, msgs ...Message) ([]int64, error) {
+	return EnqueueIDs(ctx, c.db, c.d, c.t, msgs...)
+}
+
+// EnqueueTx publishes msgs inside tx, the caller's own transaction: they commit or roll back
+// with its other writes (see the function EnqueueTx).
+func (c *Client[D]) EnqueueTx(ctx context.Context, tx Tx, msgs ...Message) error {
+	return EnqueueTx(ctx, tx, c.d, c.t, msgs...)
+}
+
+// NewConsumer returns a consumer of the table's rows, held by form (made by rowlock.For,
+// lease.For or advisory.For of this client) and handled one at a time by h: a *Kinds, to run
+// jobs by kind, or any Handler (see the function NewConsumer).
+func (c *Client[D]) NewConsumer(form Form, h Handler, cfg *Config) *Consumer {
+	return NewConsumer(c.db, form, h, cfg)
+}
+
+// NewBatchConsumer returns a consumer of the table's rows in batches of at most size rows (see
+// the function NewBatchConsumer).
+func (c *Client[D]) NewBatchConsumer(form BatchForm, size int, h BatchHandler, cfg *Config) *Consumer {
+	return NewBatchConsumer(c.db, form, size, h, cfg)
+}
