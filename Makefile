@@ -1,5 +1,5 @@
 # Every module of the workspace (go.work): the library, and the modules that hold drivers.
-PKGS := ./... ./bench/... ./cmd/... ./integration/... ./otel/... ./pgnotify/... ./sqlmocktests/...
+PKGS := ./... ./bench/... ./cmd/... ./integration/... ./otel/... ./pgnotify/... ./sqlmocktests/... ./examples/...
 
 .DEFAULT_GOAL := help
 .PHONY: help test test/integration lint fmt-check vet bench
