@@ -21,14 +21,14 @@ func (r *run) deliver(ctx context.Context, ops *detached, s *slot, u []*Delivery
 	if s.ctx == nil || s.ctx.Err() != nil {
 		s.ctx, s.cancel = context.WithCancelCause(r.handlerCtx)
 	}
-	s.hctx.Context, s.hctx.deadline = s.ctx, time.Time{}
+	s.hctx = &handlerContext{Context: s.ctx}
 	if t := r.c.timeoutOf(u); t > 0 {
 		s.hctx.deadline = time.Now().Add(t)
 	}
 	s.inWork = u
 	s.mu.Unlock()
 
-	hctx, began := r.observeHandling(&s.hctx, u)
+	hctx, began := r.observeHandling(s.hctx, u)
 	outs := r.handle(hctx, s, u)
 
 	s.mu.Lock()

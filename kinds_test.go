@@ -247,3 +247,41 @@ func TestHandlerTimeout(t *testing.T) {
 		t.Errorf("row 3, after the abandoned handler: %v; want an Ack by the worker in its place", os)
 	}
 }
+
+// A handler may leave its context with a goroutine that outlives it, as database/sql does for a
+// transaction begun on it; the next unit of the same worker must not change that context (under
+// -race, this test failed while a worker reused one handler context for all its units).
+func TestHandlerContextOutlivesItsHandler(t *testing.T) {
+	f := newFakeForm("jobs", 1, 2, 3, 4, 5, 6)
+	var watchers sync.WaitGroup
+	stop := make(chan struct{})
+	h := HandlerFunc(func(ctx context.Context, d *Delivery) outcome.Outcome {
+		at, _ := ctx.Deadline()
+		watchers.Add(1)
+		go func() {
+			defer watchers.Done()
+			for {
+				select {
+				case <-stop:
+					return
+				case <-ctx.Done():
+					return
+				default:
+				}
+				if got, _ := ctx.Deadline(); !got.Equal(at) || ctx.Err() != nil {
+					t.Errorf("row %d: its context changed after its handler returned: deadline %v, want %v; err %v", d.ID, got, at, ctx.Err())
+					return
+				}
+				time.Sleep(time.Millisecond)
+			}
+		}()
+		return outcome.Ack()
+	})
+	c := NewConsumer(noDB(0), f, h, &Config{Workers: 1, HandlerTimeout: time.Hour})
+	err := runUntil(t, c, func() bool { return f.settledCount() == 6 })
+	close(stop)
+	watchers.Wait()
+	if err != nil {
+		t.Fatal(err)
+	}
+}

@@ -59,11 +59,12 @@ type slot struct {
 
 	// The worker's handler context, a child of the run's, which the extender cancels when it
 	// finds the hold of the unit in work lost, and the timeout watch at its deadline. Replaced
-	// only once cancelled, so that a delivery costs no allocation; written by the worker under
-	// mu. hctx is what the handler gets: ctx, with the unit's deadline.
+	// only once cancelled; written by the worker under mu. hctx is what the handler gets: ctx,
+	// with the unit's deadline. It is new for every unit, since a handler may leave the context
+	// with goroutines that outlive it (database/sql watches a transaction's context).
 	ctx    context.Context
 	cancel context.CancelCauseFunc
-	hctx   handlerContext
+	hctx   *handlerContext
 }
 
 // workers returns the workers' slots as they are now.

@@ -23,8 +23,7 @@ const timeoutTick = 100 * time.Millisecond
 var errHandlerTimeout = errors.New("the handler ran out of its time (Config.HandlerTimeout, KindOptions.Timeout)")
 
 // handlerContext is a worker's handler context: its slot's cancellable context, with the deadline
-// of the unit in work. The slot holds it, so that a delivery costs no allocation. It is valid
-// while its handler runs.
+// of the unit in work.
 type handlerContext struct {
 	context.Context
 	deadline time.Time
