@@ -21,14 +21,16 @@ func (r *run) deliver(ctx context.Context, ops *detached, s *slot, u []*Delivery
 	if s.ctx == nil || s.ctx.Err() != nil {
 		s.ctx, s.cancel = context.WithCancelCause(r.handlerCtx)
 	}
-	s.hctx = &handlerContext{Context: s.ctx}
+	var handlerCtx context.Context = s.ctx
+	s.hctx = nil
 	if t := r.c.timeoutOf(u); t > 0 {
-		s.hctx.deadline = time.Now().Add(t)
+		s.hctx = &handlerContext{Context: s.ctx, deadline: time.Now().Add(t)}
+		handlerCtx = s.hctx
 	}
 	s.inWork = u
 	s.mu.Unlock()
 
-	hctx, began := r.observeHandling(s.hctx, u)
+	hctx, began := r.observeHandling(handlerCtx, u)
 	outs := r.handle(hctx, s, u)
 
 	s.mu.Lock()

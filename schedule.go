@@ -59,9 +59,10 @@ type slot struct {
 
 	// The worker's handler context, a child of the run's, which the extender cancels when it
 	// finds the hold of the unit in work lost, and the timeout watch at its deadline. Replaced
-	// only once cancelled; written by the worker under mu. hctx is what the handler gets: ctx,
-	// with the unit's deadline. It is new for every unit, since a handler may leave the context
-	// with goroutines that outlive it (database/sql watches a transaction's context).
+	// only once cancelled; written by the worker under mu. hctx, where the unit has a time
+	// bound, is what the handler gets: ctx, with the unit's deadline. It is new for every unit,
+	// its one allocation, since a context must not change once given out: a handler may leave
+	// it with goroutines that outlive it (database/sql watches a transaction's context).
 	ctx    context.Context
 	cancel context.CancelCauseFunc
 	hctx   *handlerContext

@@ -79,10 +79,11 @@ func (r *run) watchTimeouts(ctx context.Context, tick time.Duration) {
 func (r *run) overdue(s *slot, now time.Time) []*Delivery {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	u, deadline := s.inWork, s.hctx.deadline
-	if u == nil || s.abandoned || deadline.IsZero() || now.Before(deadline) {
+	u := s.inWork
+	if u == nil || s.abandoned || s.hctx == nil || now.Before(s.hctx.deadline) {
 		return nil
 	}
+	deadline := s.hctx.deadline
 	if s.ctx.Err() == nil {
 		s.cancel(errHandlerTimeout)
 		r.log.Warn("inbox: handler outran its time; its context is cancelled", "ids", ids(u), "timeout", r.c.timeoutOf(u))
