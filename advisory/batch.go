@@ -2,6 +2,7 @@ package advisory
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
 
@@ -60,26 +61,11 @@ func (f *Form[D]) ClaimBatch(ctx context.Context, max int) ([]*inbox.Delivery, e
 			continue
 		}
 		tried[c.key] = true
-		locked, err := confirmed(conn.QueryRowContext(ctx, f.s.lock, c.key))
-		if err != nil {
-			return fail(fmt.Errorf("inbox: table %q: locking key %q of row %d for a batch: %w", f.table.Name, c.key, c.id, err))
-		}
-		if !locked {
-			continue
-		}
-		d, err := f.takeRow(ctx, conn, c, now)
+		d, err := f.takeKey(ctx, conn, c, now)
 		if err != nil {
 			return fail(err)
 		}
 		if d == nil {
-			// Settled by another holder between the select and the lock: give the key back.
-			ok, err := f.releaseKeys(ctx, conn, []string{c.key})
-			if err == nil && !ok {
-				err = errors.New("the server did not confirm the release, so the session had lost its lock: do not run the advisory form through a transaction-pooling proxy")
-			}
-			if err != nil {
-				return fail(fmt.Errorf("inbox: table %q: releasing key %q of row %d, passed over: %w", f.table.Name, c.key, c.id, err))
-			}
 			continue
 		}
 		h.keys, h.ds = append(h.keys, c.key), append(h.ds, d)
@@ -99,6 +85,31 @@ func (f *Form[D]) ClaimBatch(ctx context.Context, max int) ([]*inbox.Delivery, e
 		return nil, err
 	}
 	return h.ds, nil
+}
+
+// takeKey tries the lock of candidate c's key on conn without waiting and, once held, takes c's
+// row: the delivery, or nil where the key is another holder's or the row was settled between
+// the select and the lock (its key given back at once).
+func (f *Form[D]) takeKey(ctx context.Context, conn *sql.Conn, c candidate, now any) (*inbox.Delivery, error) {
+	locked, err := confirmed(conn.QueryRowContext(ctx, f.s.lock, c.key))
+	if err != nil {
+		return nil, fmt.Errorf("inbox: table %q: locking key %q of row %d for a batch: %w", f.table.Name, c.key, c.id, err)
+	}
+	if !locked {
+		return nil, nil
+	}
+	d, err := f.takeRow(ctx, conn, c, now)
+	if err != nil || d != nil {
+		return d, err
+	}
+	ok, err := f.releaseKeys(ctx, conn, []string{c.key})
+	if err == nil && !ok {
+		err = errors.New("the server did not confirm the release, so the session had lost its lock: do not run the advisory form through a transaction-pooling proxy")
+	}
+	if err != nil {
+		return nil, fmt.Errorf("inbox: table %q: releasing key %q of row %d, passed over: %w", f.table.Name, c.key, c.id, err)
+	}
+	return nil, nil
 }
 
 // keep hands h to its deliveries (lending its transaction, if any) and records it as held, so
