@@ -13,7 +13,6 @@ import (
 	"time"
 
 	"github.com/sqlinbox/inbox/dialect"
-	"github.com/sqlinbox/inbox/internal/formcolumn"
 	"github.com/sqlinbox/inbox/internal/sqlitewriter"
 	"github.com/sqlinbox/inbox/internal/sqltext"
 )
@@ -312,16 +311,11 @@ func ownColumns(t Table, d dialect.Dialect, m Message) ([]string, error) {
 }
 
 // written returns the column the library writes by itself that name names, compared by same,
-// and what it is ("the table's Attempt column", "the lease form's column"); empty for none.
+// and what it is ("the table's Attempt column"); empty for none.
 func written(t Table, name string, same func(a, b string) bool) (what, column string) {
 	for _, r := range t.roles() {
 		if *r.name != "" && same(*r.name, name) {
 			return "the table's " + r.role + " column", *r.name
-		}
-	}
-	for _, c := range formcolumn.Of(t.Name) {
-		if same(c, name) {
-			return "the lease form's column", c
 		}
 	}
 	return "", ""

@@ -23,6 +23,7 @@ import (
 //	DeadAt       timestamp, NULL
 //	LastError    text, NULL
 //	CreatedAt    timestamp, NULL
+//	LockedUntil  timestamp with microseconds, NULL (the lease form's)
 //
 // Timestamps are written in UTC to the microsecond; on SQLite as fixed-width text (see
 // dialect.SQLiteTimeLayout). Every form checks the types at Open and fails with ErrSchema,
@@ -78,6 +79,12 @@ type Table struct {
 	// publishing when it was never delayed (admin.Stats' OldestDue). Rows written by the
 	// application's own INSERT carry whatever it writes there (NULL: their wait is unknown).
 	CreatedAt string
+	// LockedUntil names the lease form's column: the expiry of a row's lease, which the lease
+	// form writes at each claim and extension and guards every settlement by. Only the lease
+	// form uses it, and takes locked_until where it is empty; name it wherever a lease form
+	// holds the table, so that the operator's calls (admin, the inbox command, the page) tell
+	// the rows in work and publishing refuses it in Message.Columns.
+	LockedUntil string
 
 	// Columns names the application's own columns, those with no role, that every claim reads
 	// with the row (in the same statement), so that a handler reads them with Column. They may
@@ -181,7 +188,7 @@ func (t *Table) roles() []role {
 		{"ID", &t.ID}, {"Payload", &t.Payload}, {"Attempt", &t.Attempt},
 		{"ProcessedAt", &t.ProcessedAt}, {"Queue", &t.Queue}, {"Kind", &t.Kind}, {"Priority", &t.Priority},
 		{"RetryAfter", &t.RetryAfter}, {"Headers", &t.Headers}, {"DeadAt", &t.DeadAt},
-		{"LastError", &t.LastError}, {"CreatedAt", &t.CreatedAt},
+		{"LastError", &t.LastError}, {"CreatedAt", &t.CreatedAt}, {"LockedUntil", &t.LockedUntil},
 	}
 }
 

@@ -32,44 +32,42 @@ const chunk = 1000
 
 // Admin operates one table on one database.
 type Admin struct {
-	db    *sql.DB
-	d     dialect.Dialect
-	t     inbox.Table
-	lease string
-	sql   sqltext.Admin
+	db  *sql.DB
+	d   dialect.Dialect
+	t   inbox.Table
+	sql sqltext.Admin
 }
 
-// New returns the operator of the table t describes on db, whose database d speaks. lease
-// names the lease form's column (lease.Config.Column, locked_until by default there), or is
-// empty for a table no lease form consumes: Schema and Check then leave it out, and Stats
-// cannot tell the rows in work. It fails, wrapping inbox.ErrSchema, on a description the forms
-// would refuse (no name or id, a column named twice, a name the database would not keep).
-func New(db *sql.DB, d dialect.Dialect, t inbox.Table, lease string) (*Admin, error) {
+// New returns the operator of the table t describes on db, whose database d speaks. Where a
+// lease form holds the table, t must name its column (inbox.Table.LockedUntil), or Schema and
+// Check leave it out and Stats cannot tell the rows in work. It fails, wrapping
+// inbox.ErrSchema, on a description the forms would refuse (no name or id, a column named
+// twice, a name the database would not keep).
+func New(db *sql.DB, d dialect.Dialect, t inbox.Table) (*Admin, error) {
 	q, err := t.Quote(d)
 	if err != nil {
 		return nil, err
 	}
-	var quotedLease string
-	if lease != "" {
-		if quotedLease, err = d.Quote(lease); err != nil {
-			return nil, fmt.Errorf("%w: table %q, lease column: %v", inbox.ErrSchema, t.Name, err)
-		}
-	}
-	return &Admin{db: db, d: d, t: t, lease: lease, sql: sqltext.New(d.Caps(), sqltext.Table(q)).Admin(quotedLease)}, nil
+	return &Admin{db: db, d: d, t: t, sql: sqltext.New(d.Caps(), sqltext.Table(q)).Admin(q.LockedUntil)}, nil
+}
+
+// For returns the operator of c's table on c's database (see New).
+func For[D dialect.Dialect](c *inbox.Client[D]) (*Admin, error) {
+	return New(c.DB(), c.Dialect(), c.Table())
 }
 
 // Schema returns the statements that create the table t describes on d's database, with the
-// lease form's column when lease is not empty: the CREATE TABLE with every role's column typed
-// as the README recommends, then, on Postgres and SQLite, the claim index (partial, over the
-// rows neither processed nor dead); on MySQL and MariaDB the claim index is part of the CREATE
-// TABLE, its equality columns first. A table whose claim orders by id alone gets no index: its
-// primary key serves. It fails, wrapping inbox.ErrSchema, as New does.
-func Schema(d dialect.Dialect, t inbox.Table, lease string) ([]string, error) {
-	return schema.Create(d, t, lease)
+// lease form's column where t names one (inbox.Table.LockedUntil): the CREATE TABLE with every
+// role's column typed as the README recommends, then, on Postgres and SQLite, the claim index
+// (partial, over the rows neither processed nor dead); on MySQL and MariaDB the claim index is
+// part of the CREATE TABLE, its equality columns first. A table whose claim orders by id alone
+// gets no index: its primary key serves. It fails, wrapping inbox.ErrSchema, as New does.
+func Schema(d dialect.Dialect, t inbox.Table) ([]string, error) {
+	return schema.Create(d, t, t.LockedUntil)
 }
 
 // Schema returns the statements that create the operator's table (see the function Schema).
-func (a *Admin) Schema() ([]string, error) { return schema.Create(a.d, a.t, a.lease) }
+func (a *Admin) Schema() ([]string, error) { return schema.Create(a.d, a.t, a.t.LockedUntil) }
 
 // needs refuses, wrapping inbox.ErrSchema, a call that needs a role the description lacks.
 func (a *Admin) needs(call, role, column string) error {
@@ -164,7 +162,7 @@ func (a *Admin) Stats(ctx context.Context) ([]Stats, error) {
 		if err := rows.Scan(&s.Queue, &s.Due, &s.Delayed, &s.InWork, &s.Retrying, &s.Dead, &s.Processed, &oldest, &undated); err != nil {
 			return nil, fmt.Errorf("inbox: table %q: counting rows: %w", a.t.Name, err)
 		}
-		if a.lease == "" {
+		if a.t.LockedUntil == "" {
 			s.InWork = Unknown
 		}
 		if a.t.Attempt == "" {

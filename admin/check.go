@@ -76,7 +76,7 @@ func (a *Admin) Check(ctx context.Context) (Check, error) {
 		return Check{}, fmt.Errorf("inbox: table %q: reading its columns from the catalog: %w", a.t.Name, err)
 	}
 	out := Check{Table: a.t.Name, Found: tbl.Found}
-	for _, r := range schema.Check(a.d, tbl, schema.Describe(a.t, a.lease)) {
+	for _, r := range schema.Check(a.d, tbl, schema.Describe(a.t, a.t.LockedUntil)) {
 		out.Columns = append(out.Columns, ColumnCheck{
 			Role: r.Role.String(), Column: r.Column, Has: r.Has, Problem: r.Problem, Needs: r.Needs, Fix: r.Fix, text: r.String(),
 		})

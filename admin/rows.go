@@ -163,7 +163,7 @@ func (a *Admin) Rows(ctx context.Context, f Filter, limit int) ([]Row, error) {
 // Row reads the row of id, whole, or fails with ErrNoRow.
 func (a *Admin) Row(ctx context.Context, id int64) (Row, error) {
 	t := a.t
-	names := []string{t.ID, t.Payload, t.Attempt, t.ProcessedAt, t.Queue, t.Priority, t.RetryAfter, t.Headers, t.DeadAt, t.LastError, t.CreatedAt, a.lease}
+	names := []string{t.ID, t.Payload, t.Attempt, t.ProcessedAt, t.Queue, t.Priority, t.RetryAfter, t.Headers, t.DeadAt, t.LastError, t.CreatedAt, a.t.LockedUntil}
 	var r Row
 	var text struct{ queue, headers, lastError sql.NullString }
 	var times [5]any
@@ -340,7 +340,7 @@ func (a *Admin) stateNeeds(call string, s State) error {
 	case Delayed:
 		return a.needs(call+" of delayed rows", "RetryAfter", a.t.RetryAfter)
 	case InWork:
-		if a.lease == "" {
+		if a.t.LockedUntil == "" {
 			return fmt.Errorf("%w: table %q: %s of rows in work needs the lease column, which the row lock and advisory forms do not write (they hold rows by locks): give admin.New the lease form's column", inbox.ErrSchema, a.t.Name, call)
 		}
 		return nil

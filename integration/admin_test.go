@@ -23,7 +23,8 @@ func adminOpen(t *testing.T, b backend) (*sql.DB, inbox.Table, *admin.Admin) {
 	t.Helper()
 	db := b.open(t, 4)
 	tbl := deadTable(tableName(t))
-	stmts, err := admin.Schema(b.dialect, tbl, "locked_until")
+	tbl.LockedUntil = "locked_until"
+	stmts, err := admin.Schema(b.dialect, tbl)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -33,7 +34,7 @@ func adminOpen(t *testing.T, b backend) (*sql.DB, inbox.Table, *admin.Admin) {
 	for _, s := range stmts {
 		mustExec(t, db, s)
 	}
-	a, err := admin.New(db, b.dialect, tbl, "locked_until")
+	a, err := admin.New(db, b.dialect, tbl)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -109,7 +110,9 @@ func TestAdminStatsCountsEachState(t *testing.T) {
 		}
 
 		// Without a lease column the rows in work cannot be told.
-		noLease, err := admin.New(db, b.dialect, tbl, "")
+		unleased := tbl
+		unleased.LockedUntil = ""
+		noLease, err := admin.New(db, b.dialect, unleased)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -297,7 +300,7 @@ func TestAdminPurgeProcessedTakesOnlyOldRowsInBoundedStatements(t *testing.T) {
 func TestAdminRefusesWhatTheDescriptionLacks(t *testing.T) {
 	b := backends(t, true)[3] // SQLite: the refusals are the same everywhere
 	db := b.open(t, 1)
-	a, err := admin.New(db, b.dialect, minimalTable("jobs"), "")
+	a, err := admin.New(db, b.dialect, minimalTable("jobs"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -312,7 +315,7 @@ func TestAdminRefusesWhatTheDescriptionLacks(t *testing.T) {
 			t.Errorf("%s on a table without the role: %v", name, err)
 		}
 	}
-	full, err := admin.New(db, b.dialect, inbox.Table{Name: "jobs", ID: "id", DeadAt: "dead_at"}, "")
+	full, err := admin.New(db, b.dialect, inbox.Table{Name: "jobs", ID: "id", DeadAt: "dead_at"})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -351,7 +351,9 @@ func TestLeaseSchema(t *testing.T) {
 		if !errors.Is(err, inbox.ErrSchema) || !strings.Contains(err.Error(), tbl.Name) || !strings.Contains(err.Error(), "claim") {
 			t.Errorf("Open with a missing column: %v, want ErrSchema naming the table and the statement", err)
 		}
-		_, err = lease.New(b.dialect, tbl, &lease.Config{Column: "leased_until"}).Open(ctx, db, inbox.Binding{})
+		elsewhere := tbl
+		elsewhere.LockedUntil = "leased_until"
+		_, err = lease.New(b.dialect, elsewhere, nil).Open(ctx, db, inbox.Binding{})
 		if !errors.Is(err, inbox.ErrSchema) || !strings.Contains(err.Error(), tbl.Name) {
 			t.Errorf("Open with a missing lease column: %v, want ErrSchema naming the table", err)
 		}

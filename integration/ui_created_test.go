@@ -79,7 +79,8 @@ func TestCreatedAtStampedAtPublishDatesTheOldestDueRow(t *testing.T) {
 // locked_until, dropped when the test ends, and returns its admin.Admin.
 func createAdminTable(t *testing.T, b backend, db *sql.DB, tbl inbox.Table) *admin.Admin {
 	t.Helper()
-	stmts, err := admin.Schema(b.dialect, tbl, "locked_until")
+	tbl.LockedUntil = "locked_until"
+	stmts, err := admin.Schema(b.dialect, tbl)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -89,7 +90,7 @@ func createAdminTable(t *testing.T, b backend, db *sql.DB, tbl inbox.Table) *adm
 	for _, s := range stmts {
 		mustExec(t, db, s)
 	}
-	a, err := admin.New(db, b.dialect, tbl, "locked_until")
+	a, err := admin.New(db, b.dialect, tbl)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -19,8 +19,8 @@ import (
 //
 //	CREATE TABLE reports (id INTEGER PRIMARY KEY, payload BLOB, attempt INTEGER NOT NULL DEFAULT 0, expires TEXT);
 func ExampleNew() {
-	reports := inbox.Table{Name: "reports", ID: "id", IDGenerated: true, Payload: "payload", Attempt: "attempt"}
-	form := lease.New(dialect.SQLite[isolation.Immediate]{}, reports, &lease.Config{Column: "expires", Lease: 2 * time.Minute})
+	reports := inbox.Table{Name: "reports", ID: "id", IDGenerated: true, Payload: "payload", Attempt: "attempt", LockedUntil: "expires"}
+	form := lease.New(dialect.SQLite[isolation.Immediate]{}, reports, &lease.Config{Lease: 2 * time.Minute})
 
 	// The driver: import _ "github.com/glebarez/go-sqlite".
 	db, err := sql.Open("sqlite", "file:app.db?_pragma=journal_mode(WAL)&_pragma=busy_timeout(5000)")

@@ -87,7 +87,6 @@ import (
 	"github.com/sqlinbox/inbox"
 	"github.com/sqlinbox/inbox/dialect"
 	"github.com/sqlinbox/inbox/internal/conflict"
-	"github.com/sqlinbox/inbox/internal/formcolumn"
 	"github.com/sqlinbox/inbox/internal/formlife"
 	"github.com/sqlinbox/inbox/internal/schema"
 	"github.com/sqlinbox/inbox/internal/settleplan"
@@ -99,8 +98,6 @@ import (
 
 // Config tunes the lease form. The zero value (or nil) takes the defaults.
 type Config struct {
-	// Column names the lease's expiry column. Default "locked_until".
-	Column string
 	// Lease is how long a claim holds its row before another consumer may take it; the consumer
 	// extends it every half lease while the handler runs. Whole seconds, at least one. Default
 	// 30 s.
@@ -150,24 +147,21 @@ func For[D dialect.Dialect](c *inbox.Client[D], cfg *Config) *Form[D] {
 	return New(c.Dialect(), c.Table(), cfg)
 }
 
-// New returns the lease form over table t. Nothing is checked until Open. From then on,
-// publishing to t in this process refuses its lease column in inbox.Message.Columns.
+// New returns the lease form over table t, whose LockedUntil column (locked_until where it is
+// empty) holds each row's lease. Nothing is checked until Open.
 func New[D dialect.Dialect](d D, t inbox.Table, cfg *Config) *Form[D] {
+	if t.LockedUntil == "" {
+		t.LockedUntil = DefaultColumn
+	}
 	f := &Form[D]{d: d, t: t, life: formlife.New[*hold](fmt.Errorf("%w: table %q: the lease form is not open: Open it (a Consumer does) before claiming or settling", inbox.ErrClosed, t.Name))}
 	if cfg != nil {
 		f.cfg = *cfg
 	}
-	formcolumn.Add(t.Name, f.column())
 	return f
 }
 
-// column is the lease column's name (Config.Column).
-func (f *Form[D]) column() string {
-	if f.cfg.Column == "" {
-		return "locked_until"
-	}
-	return f.cfg.Column
-}
+// DefaultColumn is the lease form's column where inbox.Table.LockedUntil is empty.
+const DefaultColumn = "locked_until"
 
 // binding is what Open binds the form to, until Close.
 type binding struct {
@@ -260,7 +254,7 @@ func (f *Form[D]) bind(ctx context.Context, db *sql.DB, q inbox.Binding) (inbox.
 	if q.Transactional && slices.Contains(caps.SnapshotLevels, f.d.Level()) {
 		return inbox.Plan{}, fmt.Errorf("%w: table %q: the lease form on %s at %s cannot run in transactional mode: the handler's transaction keeps the snapshot of its first statement and would not see the lease extended, so its Ack would find the lease lost; use isolation.ReadCommitted (or isolation.Default), or turn Transactional off", inbox.ErrDialect, f.t.Name, caps.Title, f.d.Level())
 	}
-	column := f.column()
+	column := f.t.LockedUntil
 	st, err := stmt.New(f.d, f.t)
 	if err != nil {
 		return inbox.Plan{}, err

@@ -35,7 +35,7 @@ func TestAdminStatsGaugesTheOldestDueRow(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		a, err := admin.New(db, sqliteD, tbl, "locked_until")
+		a, err := admin.New(db, sqliteD, tbl)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -134,7 +134,9 @@ func TestLeaseSequence(t *testing.T) {
 			ctx := context.Background()
 			fx, f := openLease(t, c, fullShape, 1, inbox.Binding{})
 			plan := fx.plan
-			want := inbox.Plan{Table: "jobs", Form: "lease", ExtendEvery: 15 * time.Second, SerialClaims: c.db == "sqlite", Dialect: c.d, Described: fullShape.table}
+			described := fullShape.table
+			described.LockedUntil = "locked_until" // the lease form's default column, named in the description it holds
+			want := inbox.Plan{Table: "jobs", Form: "lease", ExtendEvery: 15 * time.Second, SerialClaims: c.db == "sqlite", Dialect: c.d, Described: described}
 			if plan.FindUnclaimable == nil {
 				t.Error("the plan offers no search for unclaimable rows")
 			}

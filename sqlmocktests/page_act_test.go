@@ -71,7 +71,9 @@ func TestPageActStatements(t *testing.T) {
 						m.mock.ExpectCommit()
 					}
 				}
-				a, err := admin.New(m.db, c.d, fullShape.table, fullShape.lease)
+				tbl := fullShape.table
+				tbl.LockedUntil = fullShape.lease
+				a, err := admin.New(m.db, c.d, tbl)
 				if err != nil {
 					t.Fatal(err)
 				}

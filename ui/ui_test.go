@@ -26,7 +26,7 @@ import (
 var jobs = inbox.Table{
 	Name: "jobs", ID: "id", IDGenerated: true, Payload: "payload", Attempt: "attempt", ProcessedAt: "processed_at",
 	Queue: "queue", Priority: "priority", RetryAfter: "retry_after", Headers: "headers", DeadAt: "dead_at",
-	LastError: "last_error", CreatedAt: "created_at",
+	LastError: "last_error", CreatedAt: "created_at", LockedUntil: "locked_until",
 }
 
 const (
@@ -57,7 +57,7 @@ func answers() []answer {
 // would mount it.
 func page(t *testing.T, f *fakeDB, cfg *ui.Config) *httptest.Server {
 	t.Helper()
-	a, err := admin.New(f.open(t), dialect.SQLite[isolation.Default]{}, jobs, "locked_until")
+	a, err := admin.New(f.open(t), dialect.SQLite[isolation.Default]{}, jobs)
 	if err != nil {
 		t.Fatal(err)
 	}

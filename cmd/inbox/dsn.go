@@ -89,29 +89,15 @@ func parseDSN(dsn string) (target, error) {
 	case dsn == "":
 		return fail("empty: name a database with %s", schemesAccepted)
 	case scheme == "postgres" || scheme == "postgresql":
-		if !slashes {
-			return fail("write %s://…", scheme)
+		if err := t.postgres(scheme, rest, dsn); err != nil {
+			return fail("%v", err)
 		}
-		// pgx, as libpq, ends the user information at the first @ before the first /.
-		authority, path, _ := strings.Cut(rest[2:], "/")
-		path, _, _ = strings.Cut(path, "?")
-		if _, host, _ := strings.Cut(authority, "@"); strings.Contains(host, "@") || strings.Contains(path, "@") {
-			return fail("an @ or a / in the user name or the password must be percent-encoded (%%40, %%2F)")
-		}
-		name, t.driver, t.source = "postgres", "pgx", dsn
+		name = "postgres"
 	case scheme == "mysql" || scheme == "mariadb":
-		if !slashes {
-			return fail("write %s://…", scheme)
+		if err := t.mysql(scheme, rest); err != nil {
+			return fail("%v", err)
 		}
-		native := rest[2:]
-		cfg, err := mysql.ParseDSN(native)
-		if err == nil && cfg.Net != "tcp" && cfg.Net != "unix" {
-			err = fmt.Errorf("network %q", cfg.Net)
-		}
-		if err != nil {
-			return fail("%v: after %s:// comes go-sql-driver/mysql's DSN, user:password@tcp(host:3306)/dbname?param=value", err, scheme)
-		}
-		name, t.driver, t.source = scheme, "mysql", native
+		name = scheme
 	case scheme == "sqlite" || scheme == "file":
 		path := rest
 		if scheme == "sqlite" {
@@ -140,6 +126,38 @@ func parseDSN(dsn string) (target, error) {
 	}
 	t.dialect = d
 	return t, nil
+}
+
+// postgres sets t to the Postgres database of dsn, whose scheme and what follows it are given.
+func (t *target) postgres(scheme, rest, dsn string) error {
+	if !strings.HasPrefix(rest, "//") {
+		return fmt.Errorf("write %s://…", scheme)
+	}
+	// pgx, as libpq, ends the user information at the first @ before the first /.
+	authority, path, _ := strings.Cut(rest[2:], "/")
+	path, _, _ = strings.Cut(path, "?")
+	if _, host, _ := strings.Cut(authority, "@"); strings.Contains(host, "@") || strings.Contains(path, "@") {
+		return errors.New("an @ or a / in the user name or the password must be percent-encoded (%40, %2F)")
+	}
+	t.driver, t.source = "pgx", dsn
+	return nil
+}
+
+// mysql sets t to the MySQL or MariaDB database of go-sql-driver/mysql's DSN after scheme://.
+func (t *target) mysql(scheme, rest string) error {
+	if !strings.HasPrefix(rest, "//") {
+		return fmt.Errorf("write %s://…", scheme)
+	}
+	native := rest[2:]
+	cfg, err := mysql.ParseDSN(native)
+	if err == nil && cfg.Net != "tcp" && cfg.Net != "unix" {
+		err = fmt.Errorf("network %q", cfg.Net)
+	}
+	if err != nil {
+		return fmt.Errorf("%v: after %s:// comes go-sql-driver/mysql's DSN, user:password@tcp(host:3306)/dbname?param=value", err, scheme)
+	}
+	t.driver, t.source = "mysql", native
+	return nil
 }
 
 // sqlitePragmas are the pragmas a SQLite database opens with, unless its DSN sets them: WAL, so

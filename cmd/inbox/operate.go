@@ -48,29 +48,34 @@ func schemaCommand(ctx context.Context, s *session, args []string) error {
 	case !ok && *db == "":
 		return usagef("no database: give -dsn (or set $INBOX_DSN), or -db to print for one")
 	}
-	if !*apply && !*check {
-		// Printing needs no connection: the DSN's scheme names the database.
-		var d dialect.Dialect = t.dialect
-		if !ok {
-			if d, err = dialectNamed(*db); err != nil {
-				return err
-			}
-		}
-		stmts, err := admin.Schema(d, tf.table(), *tf.lease)
-		if err != nil {
-			return usagef("%v", err)
-		}
-		fmt.Fprint(s.stdout, statements(stmts))
-		return nil
-	}
-	if *check {
+	switch {
+	case *check:
 		o, err := s.operateOn(ctx, t, tf, readFile)
 		if err != nil {
 			return err
 		}
 		defer o.db.Close()
 		return printCheck(ctx, s, o, *asJSON)
+	case *apply:
+		return applySchema(ctx, s, t, tf)
 	}
+	// Printing needs no connection: the DSN's scheme names the database.
+	var d dialect.Dialect = t.dialect
+	if !ok {
+		if d, err = dialectNamed(*db); err != nil {
+			return err
+		}
+	}
+	stmts, err := admin.Schema(d, tf.table())
+	if err != nil {
+		return usagef("%v", err)
+	}
+	fmt.Fprint(s.stdout, statements(stmts))
+	return nil
+}
+
+// applySchema creates the described table on t's database, and prints the statements it ran.
+func applySchema(ctx context.Context, s *session, t target, tf *tableFlags) error {
 	o, err := s.operateOn(ctx, t, tf, createFile)
 	if err != nil {
 		return err

@@ -14,9 +14,9 @@ import (
 // operate one. Their defaults are the README's table; an empty value (-headers=) says the
 // table has no column for that role.
 type tableFlags struct {
-	name, lease *string
-	generated   *bool
-	roles       []struct {
+	name      *string
+	generated *bool
+	roles     []struct {
 		column *string
 		set    func(t *inbox.Table, column string)
 	}
@@ -26,7 +26,6 @@ func addTableFlags(fs *flag.FlagSet) *tableFlags {
 	f := &tableFlags{
 		name:      fs.String("table", "jobs", "the table's name"),
 		generated: fs.Bool("id-generated", true, "the database assigns the id (false: publishers give it)"),
-		lease:     fs.String("lease", "locked_until", "the lease form's column; empty (-lease=) for a table no lease form consumes"),
 	}
 	for _, r := range []struct {
 		flag, column, role string
@@ -42,6 +41,7 @@ func addTableFlags(fs *flag.FlagSet) *tableFlags {
 		{"headers", "headers", "Headers", func(t *inbox.Table, c string) { t.Headers = c }},
 		{"dead-at", "dead_at", "DeadAt", func(t *inbox.Table, c string) { t.DeadAt = c }},
 		{"last-error", "last_error", "LastError", func(t *inbox.Table, c string) { t.LastError = c }},
+		{"lease", "locked_until", "LockedUntil", func(t *inbox.Table, c string) { t.LockedUntil = c }},
 	} {
 		usage := "the " + r.role + " role's column"
 		if r.role != "ID" {
@@ -88,14 +88,14 @@ func (s *session) operate(ctx context.Context, dsn string, f *tableFlags, a acce
 
 func (s *session) operateOn(ctx context.Context, t target, f *tableFlags, a access) (*operated, error) {
 	// The description is checked before connecting: a mistyped flag is a usage error.
-	if _, err := admin.Schema(t.dialect, f.table(), *f.lease); err != nil {
+	if _, err := admin.Schema(t.dialect, f.table()); err != nil {
 		return nil, usagef("%v", err)
 	}
 	db, err := open(ctx, t, 2, a)
 	if err != nil {
 		return nil, err
 	}
-	adm, err := admin.New(db, t.dialect, f.table(), *f.lease)
+	adm, err := admin.New(db, t.dialect, f.table())
 	if err != nil {
 		db.Close()
 		return nil, err

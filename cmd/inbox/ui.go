@@ -58,7 +58,7 @@ func uiCommand(ctx context.Context, s *session, args []string) error {
 	}
 	tbl := tf.table()
 	tbl.CreatedAt = *createdAt
-	if _, err := admin.Schema(t.dialect, tbl, *tf.lease); err != nil {
+	if _, err := admin.Schema(t.dialect, tbl); err != nil {
 		return usagef("%v", err)
 	}
 	// The pages, the count behind the queues' table and an action may each hold a connection.
@@ -72,7 +72,7 @@ func uiCommand(ctx context.Context, s *session, args []string) error {
 		return err
 	}
 	defer db.Close()
-	a, err := admin.New(db, t.dialect, tbl, *tf.lease)
+	a, err := admin.New(db, t.dialect, tbl)
 	if err != nil {
 		return err
 	}
@@ -84,13 +84,19 @@ func uiCommand(ctx context.Context, s *session, args []string) error {
 	if err != nil {
 		return usagef("%v", err)
 	}
-	ln, err := net.Listen("tcp", *addr)
+	return serveUI(ctx, s, page, *addr, *token != "", fmt.Sprintf("table %s of %s", tbl.Name, t.shown))
+}
+
+// serveUI serves page on addr until ctx is done, then shuts down, giving requests in flight 5
+// seconds.
+func serveUI(ctx context.Context, s *session, page http.Handler, addr string, token bool, what string) error {
+	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return err
 	}
 	srv := &http.Server{Handler: page, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: time.Minute, IdleTimeout: 2 * time.Minute}
-	fmt.Fprintf(s.stdout, "inbox ui: table %s of %s at http://%s/\n", tbl.Name, t.shown, ln.Addr())
-	if *token != "" {
+	fmt.Fprintf(s.stdout, "inbox ui: %s at http://%s/\n", what, ln.Addr())
+	if token {
 		fmt.Fprintln(s.stdout, "inbox ui: open it once with ?token=… (the token it was given); the page keeps it in a cookie")
 	}
 	served := make(chan error, 1)

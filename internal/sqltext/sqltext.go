@@ -39,6 +39,7 @@ type Table struct {
 	DeadAt      string
 	LastError   string
 	CreatedAt   string
+	LockedUntil string   // the lease form's; its statements take it by itself (Lease)
 	Columns     []string // the application's own columns a delivery reads (inbox.Table.Columns)
 	Notify      bool     // Postgres: the publish notifies the table's channel (InsertNotifying)
 }

@@ -59,7 +59,7 @@ const table = "inbox_uibench"
 var jobs = inbox.Table{
 	Name: table, ID: "id", IDGenerated: true, Payload: "payload", Attempt: "attempt", ProcessedAt: "processed_at",
 	Queue: "queue", Priority: "priority", RetryAfter: "retry_after", Headers: "headers", DeadAt: "dead_at",
-	LastError: "last_error", CreatedAt: "created_at",
+	LastError: "last_error", CreatedAt: "created_at", LockedUntil: "locked_until",
 }
 
 func env(name, fallback string) string {
@@ -179,7 +179,7 @@ func timePages(ctx context.Context, dbase database) (map[string]timing, []string
 	if err := fill(ctx, db, dbase); err != nil {
 		return nil, nil, err
 	}
-	a, err := admin.New(db, dbase.d, jobs, "locked_until")
+	a, err := admin.New(db, dbase.d, jobs)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -294,7 +294,7 @@ func fill(ctx context.Context, db *sql.DB, dbase database) error {
 		fmt.Fprintf(os.Stderr, "%d rows already; ", *rows)
 		return nil
 	}
-	stmts, err := admin.Schema(dbase.d, jobs, "locked_until")
+	stmts, err := admin.Schema(dbase.d, jobs)
 	if err != nil {
 		return err
 	}
