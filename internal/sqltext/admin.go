@@ -28,8 +28,10 @@ func (s SQL) Admin(lease string) Admin { return Admin{s: s, lease: lease} }
 // (due or delayed, attempt above 0; 0 without an attempt column); dead; processed; the
 // earliest time a due row has been due since, its retry_after or else its created_at (NULL
 // without a due row that has one); the due rows with neither (without the columns, every due
-// row). A row is pending when it is neither processed nor dead, and only
-// pending rows are due, delayed, in work or retrying. It binds now, nows times.
+// row); and, where the table has a kind column, last, the kind (NULL for rows of none), the
+// rows then counted per queue and kind, in queue order. A row is pending when it is neither
+// processed nor dead, and only pending rows are due, delayed, in work or retrying. It binds
+// now, nows times.
 func (a Admin) Stats() (query string, nows int) {
 	t := a.s.t
 	p := a.s.Params()
@@ -64,6 +66,16 @@ func (a Admin) Stats() (query string, nows int) {
 		// over a million rows, against 5 s for a scan of the table). No index serves an
 		// expression, and its groups are the queue's.
 		name, group = "MIN("+t.Queue+")", "CONCAT("+t.Queue+", '')"
+	}
+	kind, groups := "", []string{group}
+	switch {
+	case t.Kind != "" && a.s.c.PartialIndexes:
+		kind, groups = t.Kind, append(groups, t.Kind)
+	case t.Kind != "":
+		kind, groups = "MIN("+t.Kind+")", append(groups, "CONCAT("+t.Kind+", '')")
+	}
+	if groups[0] == "" {
+		groups = groups[1:]
 	}
 	cols := []string{name}
 	if t.RetryAfter != "" {
@@ -110,9 +122,12 @@ func (a Admin) Stats() (query string, nows int) {
 	default:
 		cols = append(cols, "NULL", count(when(free()...)))
 	}
+	if kind != "" {
+		cols = append(cols, kind)
+	}
 	query = "SELECT " + strings.Join(cols, ", ") + " FROM " + t.Name
-	if group != "" {
-		query += " GROUP BY " + group + " ORDER BY 1"
+	if len(groups) > 0 {
+		query += " GROUP BY " + strings.Join(groups, ", ") + " ORDER BY 1"
 	}
 	return query, nows
 }
