@@ -105,4 +105,3 @@ func watchOtherKinds(ctx context.Context, find func(context.Context, []string) (
 		}
 	}
 }
-
