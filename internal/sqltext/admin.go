@@ -120,7 +120,8 @@ func (a Admin) Stats() (query string, nows int) {
 }
 
 // grouped is how Stats reads column c, whose values it groups by: the value of each group, as
-// selected, and the group (empty, and the value ”, where the table has no such column).
+// selected, and the group (empty, and the value an empty string, where the table has no such
+// column).
 func (a Admin) grouped(c string) (value, group string) {
 	switch {
 	case c == "":
