@@ -9,26 +9,31 @@ import (
 	"github.com/sqlinbox/inbox/outcome"
 )
 
-// Applied returns the outcomes a consumer of table t configured by cfg (nil: the defaults)
-// settles a unit's rows by (ds: one delivery, or a batch) when its handler returned returned
+// Applied returns the outcomes a consumer of table t configured by cfg (nil: the defaults),
+// whose handler is kinds where it runs jobs by kind (nil otherwise), settles a unit's rows by (ds: one delivery, or a batch) when its handler returned returned
 // (returned[i] is ds[i]'s; the zero outcome, or none past the end of a short slice, where it gave
 // none) or, where p is not nil, panicked with p. It runs the code by which a consumer turns what
 // its handler did into what it applies, without a form or a database: a panic or a zero outcome
 // is a Retry; a row whose payload did not decode (Delivery.DecodeError) takes
 // Config.UndecodablePayload; the retry policy, the attempt limit and the table's columns of the
 // failure lifecycle then apply (Config.Retry, Config.MaxAttempts, Table.Attempt, RetryAfter and
-// DeadAt); in transactional mode a batch whose outcomes are not all Ack has its Acks retried. A
+// DeadAt), each row's kind's own (KindOptions.MaxAttempts and Retry) where kinds registers
+// it; in transactional mode a batch whose outcomes are not all Ack has its Acks retried. A
 // consumer's Observer sees the same in Settlement.Outcomes. It fails, wrapping ErrSchema, where
-// Run would refuse the pair: a retry policy that delays, and no RetryAfter column.
+// Run would refuse the pair: a retry policy that delays, the consumer's or a kind's, and no
+// RetryAfter column; kinds, and no Kind column.
 //
 // It is the seam of package inboxtest, which reports what it returns; an application has no
 // other use for it.
-func Applied(t Table, cfg *Config, ds []*Delivery, returned []outcome.Outcome, p any) ([]outcome.Outcome, error) {
-	c := &Consumer{}
+func Applied(t Table, cfg *Config, kinds *Kinds, ds []*Delivery, returned []outcome.Outcome, p any) ([]outcome.Outcome, error) {
+	c := &Consumer{kinds: kinds}
 	c.configure(cfg)
 	c.log = slog.New(slog.DiscardHandler) // a rehearsal, not a consumer's event
 	c.life = t.lifecycle()
 	if err := c.checkRetry(t.Name); err != nil {
+		return nil, err
+	}
+	if err := c.checkKinds(Plan{Table: t.Name, Described: t}); err != nil {
 		return nil, err
 	}
 	// The handler's part is replayed, so that the consumer's code recovers the panic, and

@@ -74,6 +74,18 @@
 // taking no lock a claim waits for) and logs each kind with its count and a few ids, once for as
 // long as it stays as it is (see Unclaimable).
 //
+// # Kinds of job
+//
+// Where the table has a Kind column (Table.Kind), Job publishes a typed value as a row of its
+// kind, and a consumer whose handler is a *Kinds claims the rows of the kinds registered with
+// it (Handle) alone, each under its kind's options (KindOptions). Rows of other kinds wait for a
+// consumer that runs them; a consumer of a *Kinds searches its queue for them at Run's start
+// and then every ten minutes, and logs each such kind once a run, at WARN, with its rows and
+// the wait of its oldest due row. admin.Stats counts each queue's rows per kind, the inbox
+// command's stats does with -kind-column, the OpenTelemetry observer (package inboxotel) sets
+// inbox.kind on a delivery's span and its counters, and inboxtest.HandleJob runs a typed
+// handler under its kind's attempt limit and retry policy.
+//
 // # Where settlements run
 //
 // A worker handles its unit, a row or a batch, and the unit's settlement then runs in one of

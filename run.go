@@ -40,6 +40,9 @@ func (c *Consumer) newRun(plan Plan) (*run, error) {
 	if r.due, err = newDueWatch(c.db, plan, c.binding()); err != nil {
 		return nil, err
 	}
+	if r.otherKinds, err = c.findOtherKinds(plan); err != nil {
+		return nil, err
+	}
 	return r, nil
 }
 
@@ -106,6 +109,9 @@ func (r *run) start(ctx context.Context) {
 	}
 	if find := r.plan.FindUnclaimable; find != nil {
 		r.background(func() { watchUnclaimable(ctx, find, r.log) })
+	}
+	if r.otherKinds != nil {
+		r.background(func() { watchOtherKinds(ctx, r.otherKinds, r.log, unclaimableEvery) })
 	}
 	r.stopWatch, r.watchDone = make(chan struct{}), make(chan struct{})
 	go r.watchPool(r.stopWatch, r.watchDone)

@@ -17,14 +17,15 @@ type run struct {
 	plan Plan
 	log  *slog.Logger
 
-	sharesClaims  bool             // a claim takes rows for the workers waiting or settling too
-	claimSlots    chan struct{}    // a token per claim allowed in flight
-	handoff       chan []*Delivery // rows claimed by one worker for others, a unit of one each
-	behind        chan settlement  // single settlements the workers hand to settleBehind; nil: each worker settles its own
-	settlers      int              // the goroutines that settle behind the workers (settlersBehind)
-	waiting       atomic.Int32     // workers waiting for a row, whom a claim takes rows for
-	settling      atomic.Int32     // workers settling, who will want a row in a moment
-	failing       sync.Mutex       // guards claimsFailing
+	sharesClaims  bool                                                 // a claim takes rows for the workers waiting or settling too
+	claimSlots    chan struct{}                                        // a token per claim allowed in flight
+	handoff       chan []*Delivery                                     // rows claimed by one worker for others, a unit of one each
+	behind        chan settlement                                      // single settlements the workers hand to settleBehind; nil: each worker settles its own
+	settlers      int                                                  // the goroutines that settle behind the workers (settlersBehind)
+	otherKinds    func(context.Context, []string) ([]otherKind, error) // the search for kinds the consumer does not run; nil: none
+	waiting       atomic.Int32                                         // workers waiting for a row, whom a claim takes rows for
+	settling      atomic.Int32                                         // workers settling, who will want a row in a moment
+	failing       sync.Mutex                                           // guards claimsFailing
 	claimsFailing bool
 
 	notifyMu sync.Mutex

@@ -105,6 +105,15 @@ type Stats struct {
 	// due; Unknown when a due row has neither, and without both columns. JSON gives it in
 	// seconds, as oldest_due_seconds (-1 when Unknown), as inbox stats -json does.
 	OldestDue time.Duration `json:"-"`
+	// Kind is the kind of job of the rows an entry of Kinds counts; empty (and left out of the
+	// JSON) for the rows of no kind (a NULL or empty kind column), and in a queue's Stats.
+	Kind string `json:"kind,omitempty"`
+	// Kinds are the queue's rows counted per kind, in kind order, where the table has a Kind
+	// column (Table.Kind): each entry is of one kind, its figures those of the queue's rows of
+	// that kind, which add up to the queue's. Rows of a kind that no consumer runs are due
+	// there, their OldestDue growing: no consumer of other kinds claims them. Nil without a
+	// Kind column (and left out of the JSON).
+	Kinds []Stats `json:"kinds,omitempty"`
 }
 
 // statsJSON is Stats as JSON writes it.
@@ -140,8 +149,9 @@ func (s *Stats) UnmarshalJSON(b []byte) error {
 }
 
 // Stats counts the table's rows by state, per queue in queue order (one Stats for a table
-// without a Queue column), in one statement that reads every row of the table: on a large
-// table, ask it seldom. Time is the host's clock, as the forms' claims take it.
+// without a Queue column), and where the table has a Kind column per kind of each queue too
+// (Stats.Kinds), in one statement that reads every row of the table: on a large table, ask it
+// seldom. Time is the host's clock, as the forms' claims take it.
 func (a *Admin) Stats(ctx context.Context) ([]Stats, error) {
 	query, nows := a.sql.Stats()
 	now := time.Now()
@@ -159,14 +169,13 @@ func (a *Admin) Stats(ctx context.Context) ([]Stats, error) {
 		var s Stats
 		var oldest any
 		var undated int64
-		if err := rows.Scan(&s.Queue, &s.Due, &s.Delayed, &s.InWork, &s.Retrying, &s.Dead, &s.Processed, &oldest, &undated); err != nil {
+		var kind sql.NullString
+		dest := []any{&s.Queue, &s.Due, &s.Delayed, &s.InWork, &s.Retrying, &s.Dead, &s.Processed, &oldest, &undated}
+		if a.t.Kind != "" {
+			dest = append(dest, &kind)
+		}
+		if err := rows.Scan(dest...); err != nil {
 			return nil, fmt.Errorf("inbox: table %q: counting rows: %w", a.t.Name, err)
-		}
-		if a.t.LockedUntil == "" {
-			s.InWork = Unknown
-		}
-		if a.t.Attempt == "" {
-			s.Retrying = Unknown
 		}
 		switch {
 		case s.Due == 0:
@@ -179,12 +188,60 @@ func (a *Admin) Stats(ctx context.Context) ([]Stats, error) {
 			}
 			s.OldestDue = max(now.Sub(since), 0)
 		}
-		out = append(out, s)
+		if a.t.Kind == "" {
+			out = append(out, s)
+			continue
+		}
+		// The statement counts per queue and kind, in queue order: a queue's figures are its
+		// kinds' summed.
+		s.Kind = kind.String
+		if len(out) == 0 || out[len(out)-1].Queue != s.Queue {
+			out = append(out, Stats{Queue: s.Queue})
+		}
+		q := &out[len(out)-1]
+		q.add(s)
+		if i := slices.IndexFunc(q.Kinds, func(k Stats) bool { return k.Kind == s.Kind }); i >= 0 {
+			q.Kinds[i].add(s) // a NULL kind and an empty one are both no kind
+		} else {
+			q.Kinds = append(q.Kinds, s)
+		}
 	}
 	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("inbox: table %q: counting rows: %w", a.t.Name, err)
 	}
+	for i := range out {
+		a.unknowns(&out[i])
+		slices.SortFunc(out[i].Kinds, func(x, y Stats) int { return strings.Compare(x.Kind, y.Kind) })
+		for j := range out[i].Kinds {
+			a.unknowns(&out[i].Kinds[j])
+		}
+	}
 	return out, nil
+}
+
+// add counts the rows of o in s too: its counts added, and its oldest due row if older, or
+// Unknown if its age is.
+func (s *Stats) add(o Stats) {
+	s.Due += o.Due
+	s.Delayed += o.Delayed
+	s.InWork += o.InWork
+	s.Retrying += o.Retrying
+	s.Dead += o.Dead
+	s.Processed += o.Processed
+	if s.OldestDue != Unknown && (o.OldestDue == Unknown || o.OldestDue > s.OldestDue) {
+		s.OldestDue = o.OldestDue
+	}
+}
+
+// unknowns marks the counts s cannot tell as Unknown: the rows in work without a lease column,
+// the retrying rows without an Attempt column.
+func (a *Admin) unknowns(s *Stats) {
+	if a.t.LockedUntil == "" {
+		s.InWork = Unknown
+	}
+	if a.t.Attempt == "" {
+		s.Retrying = Unknown
+	}
 }
 
 // A Selection names rows for Dead, Requeue, PurgeDead and PurgeProcessed: All, a Queue, or

@@ -26,7 +26,10 @@ import (
 // row that dies is dropped where it has no DeadAt column; Config gives the policy
 // (Config.Retry), the limit (Config.MaxAttempts), what an undecodable row is settled by
 // (Config.UndecodablePayload) and whether a batch's writes share a transaction
-// (Config.Transactional). Give it the table and the Config of the application's consumer.
+// (Config.Transactional). Give it the table and the Config of the application's consumer. A
+// handler that runs jobs by kind (an *inbox.Kinds, or one registered by HandleJob) is run under
+// its kind's options, as the consumer runs it: the kind's attempt limit and retry policy
+// (inbox.KindOptions) in place of the Config's.
 type Consumer struct {
 	Table  inbox.Table
 	Config *inbox.Config // nil: the defaults
@@ -68,16 +71,39 @@ func JSONDelivery(v any, attempt int) *inbox.Delivery {
 	return Delivery(payload, attempt)
 }
 
-// Handle runs h on d with ctx, as c's consumer does, and returns what became of it. It panics
-// where the consumer's Run would refuse c (inbox.ErrSchema: a retry policy that delays, the
-// default among them, on a table without a RetryAfter column), as a test's mistake.
+// JobDelivery returns a delivery of a job of args' kind at attempt, as Handle hands it to its
+// handler: Kind is the kind, and the payload args encoded by encoding/json, as inbox.Job
+// publishes it. It panics if args do not encode.
+func JobDelivery[A inbox.JobArgs](args A, attempt int) *inbox.Delivery {
+	var zero A
+	d := JSONDelivery(args, attempt)
+	d.Kind = zero.Kind()
+	return d
+}
+
+// Handle runs h on d with ctx, as c's consumer does, and returns what became of it. Where h is
+// an *inbox.Kinds, d runs by the handler of its kind (Delivery.Kind) under the kind's options.
+// It panics where the consumer's Run would refuse c (inbox.ErrSchema: a retry policy that
+// delays, the default among them, on a table without a RetryAfter column; an *inbox.Kinds on a
+// table without a Kind column), as a test's mistake.
 func (c Consumer) Handle(ctx context.Context, h inbox.Handler, d *inbox.Delivery) Result {
 	var r Result
 	func() {
 		defer func() { r.Panic = recover() }()
 		r.Returned = h.Handle(ctx, d)
 	}()
-	return c.results([]*inbox.Delivery{d}, []Result{r})[0]
+	kinds, _ := h.(*inbox.Kinds)
+	return c.results(kinds, []*inbox.Delivery{d}, []Result{r})[0]
+}
+
+// HandleJob runs h, the handler of the jobs of A's kind (as inbox.Handle registers it), on a
+// job of args at attempt (JobDelivery) with ctx, as c's consumer of that kind does, and returns
+// what became of it: h's error read as inbox.Result reads it, then A's kind's attempt limit
+// and retry policy (its KindOptions) in place of the Config's. It panics as Handle does.
+func HandleJob[A inbox.JobArgs](ctx context.Context, c Consumer, h func(ctx context.Context, d *inbox.Delivery, args A) error, args A, attempt int) Result {
+	var kinds inbox.Kinds
+	inbox.Handle(&kinds, h)
+	return c.Handle(ctx, &kinds, JobDelivery(args, attempt))
 }
 
 // HandleBatch runs h on ds with ctx, as c's batch consumer does, and returns what became of
@@ -101,17 +127,17 @@ func (c Consumer) HandleBatch(ctx context.Context, h inbox.BatchHandler, ds []*i
 			rs[i].Returned = outs[i]
 		}
 	}
-	return c.results(ds, rs)
+	return c.results(nil, ds, rs)
 }
 
 // results fills in the outcome c's consumer settles each of ds by, rs holding what the handler
-// did, through inbox.Applied.
-func (c Consumer) results(ds []*inbox.Delivery, rs []Result) []Result {
+// (kinds, where it runs jobs by kind) did, through inbox.Applied.
+func (c Consumer) results(kinds *inbox.Kinds, ds []*inbox.Delivery, rs []Result) []Result {
 	returned := make([]outcome.Outcome, len(rs))
 	for i, r := range rs {
 		returned[i] = r.Returned
 	}
-	applied, err := inbox.Applied(c.Table, c.Config, ds, returned, rs[0].Panic)
+	applied, err := inbox.Applied(c.Table, c.Config, kinds, ds, returned, rs[0].Panic)
 	if err != nil {
 		panic(fmt.Sprintf("inboxtest: a consumer would not run: %v", err))
 	}

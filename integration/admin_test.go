@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"reflect"
 	"slices"
 	"strings"
 	"sync"
@@ -102,10 +103,10 @@ func TestAdminStatsCountsEachState(t *testing.T) {
 			t.Errorf("queue a: oldest due %v, want 10 minutes", sa.OldestDue)
 		}
 		sa.OldestDue = 0
-		if want := (admin.Stats{Queue: "a", Due: 3, Delayed: 1, InWork: 1, Retrying: 3, Dead: 2, Processed: 3}); sa != want {
+		if want := (admin.Stats{Queue: "a", Due: 3, Delayed: 1, InWork: 1, Retrying: 3, Dead: 2, Processed: 3}); !reflect.DeepEqual(sa, want) {
 			t.Errorf("queue a:\n got %+v\nwant %+v", sa, want)
 		}
-		if want := (admin.Stats{Queue: "b", Due: 1, OldestDue: admin.Unknown}); sb != want {
+		if want := (admin.Stats{Queue: "b", Due: 1, OldestDue: admin.Unknown}); !reflect.DeepEqual(sb, want) {
 			t.Errorf("queue b:\n got %+v\nwant %+v", sb, want)
 		}
 

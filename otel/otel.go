@@ -53,6 +53,7 @@ const (
 	AttrTable   = attribute.Key("inbox.table")   // the table's name
 	AttrOutcome = attribute.Key("inbox.outcome") // "ack", "drop", "retry", "retry_after", "fail"
 	AttrAttempt = attribute.Key("inbox.attempt") // Delivery.Attempt (spans only)
+	AttrKind    = attribute.Key("inbox.kind")    // Delivery.Kind, the row's kind of job; set only where it has one
 	AttrID      = attribute.Key("messaging.message.id")
 	AttrError   = attribute.Key("error.type") // why a settlement or a claim failed (see errorType)
 )
@@ -99,6 +100,7 @@ var _ inbox.Observer = (*Observer)(nil)
 // attrKey names one attribute set of the metrics; an empty field is not an attribute.
 type attrKey struct {
 	queue, form, table string
+	kind               string // the rows' kind of job; empty: none, or a batch of several
 	outcome            outcome.Kind
 	errorType          string
 }
@@ -113,6 +115,9 @@ func (o *Observer) attrs(k attrKey) metric.MeasurementOption {
 		return opt
 	}
 	kvs := []attribute.KeyValue{AttrQueue.String(k.queue), AttrForm.String(k.form), AttrTable.String(k.table)}
+	if k.kind != "" {
+		kvs = append(kvs, AttrKind.String(k.kind))
+	}
 	if k.outcome != outcome.KindNone {
 		kvs = append(kvs, AttrOutcome.String(outcomeName(k.outcome)))
 	}
@@ -128,11 +133,13 @@ func (o *Observer) attrs(k attrKey) metric.MeasurementOption {
 
 // NewObserver returns an Observer reporting to cfg's providers. Its instruments:
 //
-//	inbox.settled            counter, {message}   rows settled, by queue, form and outcome
+//	inbox.settled            counter, {message}   rows settled, by queue, form, kind and outcome
 //	inbox.claim.failures     counter, {claim}     claims that failed, by queue, form and error.type
-//	inbox.handler.duration   histogram, s         how long each handler call ran (a batch's: once)
-//	inbox.settle.duration    histogram, s         how long each settlement took, by error.type when it failed
+//	inbox.handler.duration   histogram, s         how long each handler call ran (a batch's: once), by kind
+//	inbox.settle.duration    histogram, s         how long each settlement took, by kind, and by error.type when it failed
 //
+// The kind (inbox.kind) is an attribute only where the rows have one (Delivery.Kind: a table
+// with a Kind column), and on a histogram only where every row of the unit has the same.
 // A settlement that failed counts its rows in inbox.settled with error.type set: their outcome
 // was not applied (of a lease batch's, the rows its *inbox.LeaseLostError names; the others
 // settled). Their spans end with an error status.
@@ -206,7 +213,7 @@ func (o *Observer) Handling(ctx context.Context, u inbox.Unit) context.Context {
 
 // Settled ends the unit's spans with their outcomes and records the metrics.
 func (o *Observer) Settled(ctx context.Context, st inbox.Settlement) {
-	where := attrKey{queue: st.Queue, form: st.Form, table: st.Table}
+	where := attrKey{queue: st.Queue, form: st.Form, table: st.Table, kind: unitKind(st.Deliveries)}
 	if st.HandlerDuration > 0 {
 		o.handler.Record(ctx, st.HandlerDuration.Seconds(), o.attrs(where))
 	}
@@ -217,7 +224,7 @@ func (o *Observer) Settled(ctx context.Context, st inbox.Settlement) {
 	where.errorType = settleErr
 	o.settling.Record(ctx, st.SettleDuration.Seconds(), o.attrs(where))
 	for i, out := range st.Outcomes {
-		where.outcome, where.errorType = out.Kind(), ""
+		where.outcome, where.errorType, where.kind = out.Kind(), "", st.Deliveries[i].Kind
 		if failed(st, st.Deliveries[i].ID) {
 			where.errorType = settleErr
 		}
@@ -358,7 +365,25 @@ func publisher(d *inbox.Delivery) []trace.Link {
 }
 
 func deliveryAttrs(d *inbox.Delivery) []attribute.KeyValue {
+	if d.Kind != "" {
+		return []attribute.KeyValue{AttrID.Int64(d.ID), AttrAttempt.Int(d.Attempt), AttrKind.String(d.Kind)}
+	}
 	return []attribute.KeyValue{AttrID.Int64(d.ID), AttrAttempt.Int(d.Attempt)}
+}
+
+// unitKind is the kind of job every delivery of a unit has; empty where they have none, or
+// several.
+func unitKind(ds []*inbox.Delivery) string {
+	if len(ds) == 0 {
+		return ""
+	}
+	kind := ds[0].Kind
+	for _, d := range ds[1:] {
+		if d.Kind != kind {
+			return ""
+		}
+	}
+	return kind
 }
 
 // destination names a span's queue: the queue, or the table where it is one queue.

@@ -154,8 +154,10 @@ const statsHead = `Prints, per queue, the table's rows by state: due now, delaye
 (held by a lease; "unknown" without a lease column: the row lock and advisory forms hold rows
 by locks, and their rows in work count as due), retrying (due or delayed after a delivery),
 dead, processed, and how long the longest-waiting due row has been due ("unknown" when a due
-row was never delayed: the table keeps no publishing time). One statement, which reads the
-whole table. With -watch it prints again and again: on a terminal in place, into a file or a
+row was never delayed: the table keeps no publishing time). With -kind-column, each queue's
+rows are counted per kind of job too, a line per kind under the queue's (with -json, under
+"kinds"): rows of a kind that no consumer runs wait there, due, their oldest due growing. One
+statement, which reads the whole table. With -watch it prints again and again: on a terminal in place, into a file or a
 pipe one snapshot after the other, a blank line apart.`
 
 func statsCommand(ctx context.Context, s *session, args []string) error {
@@ -217,11 +219,20 @@ func shown(n int64) string {
 	return strconv.FormatInt(n, 10)
 }
 
+// printStats prints a line per queue, and where the table has a kind column a column kind and
+// a line per kind of each queue under the queue's line, whose kind reads "(all)".
 func printStats(s *session, stats []admin.Stats) {
 	var b strings.Builder
 	w := tabwriter.NewWriter(&b, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(w, "queue\tdue\tdelayed\tin work\tretrying\tdead\tprocessed\toldest due\t")
-	for _, st := range stats {
+	byKind := slices.ContainsFunc(stats, func(st admin.Stats) bool { return st.Kinds != nil })
+	kind := func(k string) string {
+		if !byKind {
+			return ""
+		}
+		return k + "\t"
+	}
+	fmt.Fprintln(w, "queue\t"+kind("kind")+"due\tdelayed\tin work\tretrying\tdead\tprocessed\toldest due\t")
+	line := func(queue, kind string, st admin.Stats) {
 		oldest := "-"
 		switch {
 		case st.OldestDue == admin.Unknown:
@@ -229,11 +240,21 @@ func printStats(s *session, stats []admin.Stats) {
 		case st.Due > 0:
 			oldest = st.OldestDue.Round(time.Second).String()
 		}
+		fmt.Fprintf(w, "%s\t%s%d\t%d\t%s\t%s\t%d\t%d\t%s\t\n", queue, kind, st.Due, st.Delayed, shown(st.InWork), shown(st.Retrying), st.Dead, st.Processed, oldest)
+	}
+	for _, st := range stats {
 		queue := st.Queue
 		if queue == "" {
 			queue = `""`
 		}
-		fmt.Fprintf(w, "%s\t%d\t%d\t%s\t%s\t%d\t%d\t%s\t\n", queue, st.Due, st.Delayed, shown(st.InWork), shown(st.Retrying), st.Dead, st.Processed, oldest)
+		line(queue, kind("(all)"), st)
+		for _, k := range st.Kinds {
+			name := k.Kind
+			if name == "" {
+				name = "(none)"
+			}
+			line(queue, kind(name), k)
+		}
 	}
 	w.Flush()
 	fmt.Fprint(s.stdout, b.String())
@@ -253,26 +274,40 @@ type jsonStats struct {
 	Dead      int64    `json:"dead"`
 	Processed int64    `json:"processed"`
 	OldestDue *float64 `json:"oldest_due_seconds"`
-	At        string   `json:"at"`
+	// Kind and Kinds are as admin.Stats's: a queue's counts per kind of job, where the table
+	// has a kind column (-kind-column).
+	Kind  string      `json:"kind,omitempty"`
+	Kinds []jsonStats `json:"kinds,omitempty"`
+	At    string      `json:"at,omitempty"` // on a queue's line only
 }
 
 func printStatsJSON(s *session, stats []admin.Stats) {
+	at := time.Now().UTC().Format(time.RFC3339)
+	for _, st := range stats {
+		j := toJSONStats(st)
+		j.At = at
+		b, _ := json.Marshal(j)
+		fmt.Fprintf(s.stdout, "%s\n", b)
+	}
+}
+
+// toJSONStats is st as -json prints it, its kinds' counts with it.
+func toJSONStats(st admin.Stats) jsonStats {
 	known := func(n int64) *int64 {
 		if n == admin.Unknown {
 			return nil
 		}
 		return &n
 	}
-	at := time.Now().UTC().Format(time.RFC3339)
-	for _, st := range stats {
-		j := jsonStats{Queue: st.Queue, Due: st.Due, Delayed: st.Delayed, InWork: known(st.InWork), Retrying: known(st.Retrying), Dead: st.Dead, Processed: st.Processed, At: at}
-		if st.OldestDue != admin.Unknown {
-			secs := st.OldestDue.Seconds()
-			j.OldestDue = &secs
-		}
-		b, _ := json.Marshal(j)
-		fmt.Fprintf(s.stdout, "%s\n", b)
+	j := jsonStats{Queue: st.Queue, Kind: st.Kind, Due: st.Due, Delayed: st.Delayed, InWork: known(st.InWork), Retrying: known(st.Retrying), Dead: st.Dead, Processed: st.Processed}
+	if st.OldestDue != admin.Unknown {
+		secs := st.OldestDue.Seconds()
+		j.OldestDue = &secs
 	}
+	for _, k := range st.Kinds {
+		j.Kinds = append(j.Kinds, toJSONStats(k))
+	}
+	return j
 }
 
 const deadHead = `Lists, requeues or purges the table's dead rows (DeadAt set):

@@ -12,7 +12,8 @@ import (
 
 // tableFlags are the flags that describe a table by its columns' roles, for the commands that
 // operate one. Their defaults are the README's table; an empty value (-headers=) says the
-// table has no column for that role.
+// table has no column for that role. The kind column alone defaults to none, since the
+// README's table has none: -kind-column=kind names it.
 type tableFlags struct {
 	name      *string
 	generated *bool
@@ -36,6 +37,7 @@ func addTableFlags(fs *flag.FlagSet) *tableFlags {
 		{"attempt", "attempt", "Attempt", func(t *inbox.Table, c string) { t.Attempt = c }},
 		{"processed-at", "processed_at", "ProcessedAt", func(t *inbox.Table, c string) { t.ProcessedAt = c }},
 		{"queue-column", "queue", "Queue", func(t *inbox.Table, c string) { t.Queue = c }},
+		{"kind-column", "", "Kind", func(t *inbox.Table, c string) { t.Kind = c }},
 		{"priority", "priority", "Priority", func(t *inbox.Table, c string) { t.Priority = c }},
 		{"retry-after", "retry_after", "RetryAfter", func(t *inbox.Table, c string) { t.RetryAfter = c }},
 		{"headers", "headers", "Headers", func(t *inbox.Table, c string) { t.Headers = c }},
@@ -44,7 +46,10 @@ func addTableFlags(fs *flag.FlagSet) *tableFlags {
 		{"lease", "locked_until", "LockedUntil", func(t *inbox.Table, c string) { t.LockedUntil = c }},
 	} {
 		usage := "the " + r.role + " role's column"
-		if r.role != "ID" {
+		switch {
+		case r.column == "":
+			usage += " (the kinds of job: stats counts each queue's rows per kind); none unless named"
+		case r.role != "ID":
 			usage += "; empty (-" + r.flag + "=) when the table has none"
 		}
 		f.roles = append(f.roles, struct {

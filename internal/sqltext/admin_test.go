@@ -24,6 +24,8 @@ var adminShapes = []golden.Shape{
 	{Name: "dead-only", Table: sqltext.Table{Name: "jobs", ID: "id", DeadAt: "dead_at"}},
 	{Name: "processed-no-group", Table: sqltext.Table{Name: "jobs", ID: "id", Attempt: "attempt", ProcessedAt: "processed_at", RetryAfter: "retry_after"}},
 	{Name: "created-no-retry", Table: sqltext.Table{Name: "jobs", ID: "id", Queue: "queue", CreatedAt: "created_at"}},
+	{Name: "kinds", Table: sqltext.Table{Name: "jobs", ID: "id", Queue: "queue", Kind: "kind", Attempt: "attempt", RetryAfter: "retry_after", DeadAt: "dead_at", CreatedAt: "created_at"}},
+	{Name: "kinds-no-group", Table: sqltext.Table{Name: "jobs", ID: "id", Kind: "kind", RetryAfter: "retry_after"}},
 	{
 		Name: "odd-names",
 		Table: sqltext.Table{Name: "select `from` \"where\"", ID: `id "x"`, IDGenerated: true, Attempt: "order",

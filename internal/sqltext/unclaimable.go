@@ -90,3 +90,38 @@ func (u Unclaimable) ofQueue(p *Params) string {
 	}
 	return u.s.t.Queue + " = " + p.Next() + " AND "
 }
+
+// OtherKinds counts the pending rows of the queue (neither processed nor dead) whose kind is
+// none of n kinds, per kind, a NULL kind read as the empty one: the rows a consumer of those
+// kinds never claims. Its columns, in order: the kind (empty for none), the rows, and the
+// earliest time one of them that is due has been due since, its retry_after or else its
+// created_at (NULL where none is due or the table keeps neither). It binds now (where the table
+// has a retry_after column), the queue's name (where it has a queue column), then the n kinds.
+// It reads every pending row of the queue, as a search that finds nothing does; empty where the
+// table has no kind column.
+func (s SQL) OtherKinds(n int) string {
+	t, p := s.t, s.Params()
+	if t.Kind == "" {
+		return ""
+	}
+	kind := "COALESCE(" + t.Kind + ", '')"
+	var oldest string
+	switch {
+	case t.RetryAfter != "" && t.CreatedAt != "":
+		oldest = "MIN(CASE WHEN " + t.RetryAfter + " IS NULL OR " + t.RetryAfter + " <= " + p.Next() + " THEN COALESCE(" + t.RetryAfter + ", " + t.CreatedAt + ") END)"
+	case t.RetryAfter != "":
+		oldest = "MIN(CASE WHEN " + t.RetryAfter + " <= " + p.Next() + " THEN " + t.RetryAfter + " END)"
+	case t.CreatedAt != "":
+		oldest = "MIN(" + t.CreatedAt + ")"
+	default:
+		oldest = "NULL"
+	}
+	u := Unclaimable{s: s}
+	q := "SELECT " + kind + ", COUNT(*), " + oldest + " FROM " + t.Name + " WHERE " + u.pending() + u.ofQueue(p)
+	if n > 0 {
+		q += kind + " NOT IN (" + p.list(n) + ")"
+	} else {
+		q += "1 = 1"
+	}
+	return q + " GROUP BY " + kind + " ORDER BY 1"
+}
