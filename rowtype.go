@@ -44,6 +44,9 @@ func TableOf[R any](name string) (Table, error) {
 	if err != nil {
 		return Table{}, err
 	}
+	if name == "" {
+		return Table{}, fmt.Errorf("%w: TableOf[%s] is given no table name: name the table", ErrSchema, rt.typ)
+	}
 	t := rt.table
 	t.Name = name
 	t.Columns = append([]string(nil), rt.table.Columns...)
@@ -217,7 +220,9 @@ func parseRowType(typ reflect.Type) (*rowType, error) {
 			}
 			byRole[f.role] = sf.Name
 			tagRoles[f.role].set(&rt.table, rt, f.column)
-			rt.table.IDGenerated = f.generated
+			if f.role == "id" {
+				rt.table.IDGenerated = f.generated
+			}
 		}
 		rt.fields = append(rt.fields, f)
 	}
