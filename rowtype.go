@@ -366,34 +366,41 @@ func assign(v reflect.Value, src any) error {
 		v.Set(sv)
 		return nil
 	}
-	text, isText := asText(src)
+	text, ok := asText(src)
+	if !ok {
+		return fmt.Errorf("unsupported conversion of %T into %s: give the field a type the column's values convert to, or an sql.Scanner", src, v.Type())
+	}
+	return assignText(v, src, text)
+}
+
+// assignText sets v from text, the text form of src.
+func assignText(v reflect.Value, src any, text string) error {
+	var err error
 	switch k := v.Kind(); {
-	case k == reflect.String && isText:
+	case k == reflect.String:
 		v.SetString(text)
-	case k == reflect.Slice && v.Type().Elem().Kind() == reflect.Uint8 && isText:
+	case k == reflect.Slice && v.Type().Elem().Kind() == reflect.Uint8:
 		v.SetBytes([]byte(text))
-	case k >= reflect.Int && k <= reflect.Int64 && isText:
+	case k >= reflect.Int && k <= reflect.Int64:
 		return setInt(v, text)
-	case k >= reflect.Uint && k <= reflect.Uint64 && isText:
-		n, err := strconv.ParseUint(text, 10, v.Type().Bits())
-		if err != nil {
-			return fmt.Errorf("converting %T %q to %s: %w", src, text, v.Type(), err)
-		}
+	case k >= reflect.Uint && k <= reflect.Uint64:
+		var n uint64
+		n, err = strconv.ParseUint(text, 10, v.Type().Bits())
 		v.SetUint(n)
-	case (k == reflect.Float32 || k == reflect.Float64) && isText:
-		n, err := strconv.ParseFloat(text, v.Type().Bits())
-		if err != nil {
-			return fmt.Errorf("converting %T %q to %s: %w", src, text, v.Type(), err)
-		}
+	case k == reflect.Float32 || k == reflect.Float64:
+		var n float64
+		n, err = strconv.ParseFloat(text, v.Type().Bits())
 		v.SetFloat(n)
-	case k == reflect.Bool && isText:
-		b, err := strconv.ParseBool(text)
-		if err != nil {
-			return fmt.Errorf("converting %T %q to %s: %w", src, text, v.Type(), err)
-		}
+	case k == reflect.Bool:
+		var b bool
+		b, err = strconv.ParseBool(text)
 		v.SetBool(b)
 	default:
 		return fmt.Errorf("unsupported conversion of %T into %s: give the field a type the column's values convert to, or an sql.Scanner", src, v.Type())
+	}
+	if err != nil {
+		v.SetZero()
+		return fmt.Errorf("converting %T %q to %s: %w", src, text, v.Type(), err)
 	}
 	return nil
 }
