@@ -320,9 +320,20 @@ func TestRowOf(t *testing.T) {
 	check("any", o.Any, mustColumn[any](t, od, "any"))
 	check("raw", o.Raw, mustColumn[json.RawMessage](t, od, "raw"))
 	check("named", o.Named, mustColumn[customerID](t, od, "named"))
-	if o.S != "12" || string(o.B) != "text" || o.I != -7 || o.U != 65535 || o.F != 2.5 || !o.OK || !o.T.Equal(at) ||
-		o.PT == nil || !o.PT.Equal(at) || o.NS.String != "n" || o.NI.Valid || o.PNS == nil || o.PNS.String != "x" || o.Any != int64(9) || o.Named != 77 {
-		t.Errorf("RowOf[own] = %+v", o)
+	// And what it reads is the value itself, converted.
+	for _, c := range []struct {
+		name      string
+		got, want any
+	}{
+		{"s", o.S, "12"}, {"b", o.B, []byte("text")}, {"i", o.I, int32(-7)}, {"u", o.U, uint16(65535)},
+		{"f", o.F, 2.5}, {"ok", o.OK, true}, {"t", o.T, at}, {"pt", o.PT, &at},
+		{"ns", o.NS, sql.NullString{String: "n", Valid: true}}, {"ni", o.NI, sql.Null[int64]{}},
+		{"pns", o.PNS, &sql.NullString{String: "x", Valid: true}}, {"any", o.Any, int64(9)},
+		{"raw", o.Raw, json.RawMessage(`[1]`)}, {"named", o.Named, customerID(77)},
+	} {
+		if !reflect.DeepEqual(c.got, c.want) {
+			t.Errorf("column %s: RowOf reads %#v, want %#v", c.name, c.got, c.want)
+		}
 	}
 }
 
