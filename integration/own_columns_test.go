@@ -40,6 +40,15 @@ type read struct {
 	region  *string
 }
 
+// ownRow is the row type of ownTable's rows, for inbox.RowOf.
+type ownRow struct {
+	ID      int64   `inbox:"id"`
+	Payload []byte  `inbox:"payload"`
+	Account string  `inbox:"column=account"`
+	Amount  int64   `inbox:"column=amount"`
+	Region  *string `inbox:"column=region"`
+}
+
 func readOwn(d *inbox.Delivery) (read, error) {
 	var r read
 	var err error
@@ -112,6 +121,13 @@ func ownColumnsCell(t *testing.T, c cell, batch int) {
 		if err != nil {
 			t.Errorf("row %d: %v", d.ID, err)
 			return outcome.Drop()
+		}
+		// The typed row reads what Column reads, from the driver's own values.
+		row, err := inbox.RowOf[ownRow](d)
+		if err != nil {
+			t.Errorf("row %d: RowOf: %v", d.ID, err)
+		} else if row.ID != d.ID || string(row.Payload) != string(d.Payload) || row.Account != r.account || row.Amount != r.amount || deref(row.Region) != deref(r.region) {
+			t.Errorf("row %d: RowOf reads %+v (region %v), Column %+v (region %v)", d.ID, row, deref(row.Region), r, deref(r.region))
 		}
 		mu.Lock()
 		got[d.ID] = r
