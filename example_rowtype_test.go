@@ -15,7 +15,7 @@ type InvoiceJob struct {
 	Body        json.RawMessage `inbox:"payload,column=body"`
 	Attempt     int             `inbox:"attempt"`
 	RetryAfter  *time.Time      `inbox:"retry_after"`
-	LockedUntil *time.Time      `inbox:"lease"`
+	LockedUntil *time.Time      `inbox:"locked_until"`
 	Customer    int64           `inbox:"column=customer_id"`
 }
 
@@ -26,9 +26,8 @@ func ExampleTableOf() {
 		panic(err)
 	}
 	byHand := inbox.Table{Name: "invoice_jobs", ID: "id", IDGenerated: true, Payload: "body",
-		Attempt: "attempt", RetryAfter: "retry_after", Columns: []string{"customer_id"}}
-	lease, _ := inbox.LeaseColumnOf[InvoiceJob]()
-	fmt.Println(reflect.DeepEqual(derived, byHand), lease)
+		Attempt: "attempt", RetryAfter: "retry_after", LockedUntil: "locked_until", Columns: []string{"customer_id"}}
+	fmt.Println(reflect.DeepEqual(derived, byHand))
 
 	type broken struct {
 		ID   int64  `inbox:"id"`
@@ -37,6 +36,6 @@ func ExampleTableOf() {
 	_, err = inbox.TableOf[broken]("invoice_jobs")
 	fmt.Println(err)
 	// Output:
-	// true locked_until
-	// inbox: schema: row type inbox_test.broken, field Body, tag `inbox:"paylod"`: unknown role "paylod": the roles are id, payload, attempt, processed_at, queue, kind, priority, retry_after, headers, dead_at, last_error, created_at, lease, and an own column is tagged `inbox:"column=NAME"`
+	// true
+	// inbox: schema: row type inbox_test.broken, field Body, tag `inbox:"paylod"`: unknown role "paylod": the roles are id, payload, attempt, processed_at, queue, kind, priority, retry_after, headers, dead_at, last_error, created_at, locked_until, and an own column is tagged `inbox:"column=NAME"`
 }

@@ -22,8 +22,7 @@ import (
 // unexported tagged field, no id; and on a description Table.Validate refuses.
 //
 // A field's tag `inbox:"ROLE[,column=NAME][,generated]"` gives it a role of the table; the
-// column is the role's name unless column= names another (the lease's defaults to
-// locked_until, as lease.Config's does). The roles, with the Go types their fields may be:
+// column is the role's name unless column= names another. The roles, with the Go types their fields may be:
 //
 //	id            int64; ",generated" where the database assigns it (Table.IDGenerated)
 //	payload       []byte, json.RawMessage or string
@@ -32,13 +31,12 @@ import (
 //	queue, kind   string
 //	headers       map[string]string
 //	last_error    string, *string, sql.NullString or sql.Null[string]
-//	processed_at, retry_after, dead_at, created_at, lease
+//	processed_at, retry_after, dead_at, created_at, locked_until
 //	              time.Time, *time.Time, sql.NullTime or sql.Null[time.Time]
 //
 // A field tagged `inbox:"column=NAME"` alone, with no role, is one of the application's own columns
 // (Table.Columns), of any type the driver scans, in the order of R's fields. Fields without an
-// inbox tag, or tagged "-", are not columns of the table. The lease column is not a role of
-// Table: LeaseColumnOf gives it, for lease.Config.Column. Table.Notify is the caller's to set.
+// inbox tag, or tagged "-", are not columns of the table. Table.Notify is the caller's to set.
 func TableOf[R any](name string) (Table, error) {
 	rt, err := rowTypeOf[R]()
 	if err != nil {
@@ -56,20 +54,10 @@ func TableOf[R any](name string) (Table, error) {
 	return t, nil
 }
 
-// LeaseColumnOf returns the column the row type R tags `inbox:"lease"`, for lease.Config.Column:
-// "" where R tags none. It fails as TableOf does on R's tags.
-func LeaseColumnOf[R any]() (string, error) {
-	rt, err := rowTypeOf[R]()
-	if err != nil {
-		return "", err
-	}
-	return rt.lease, nil
-}
-
 // RowOf returns d's row as an R, R's tagged fields filled from d: the id, payload, attempt,
 // queue, kind and headers from d's, and each own column from the value d's claim read
 // (converted as Column converts it; a NULL leaves the field zero). The roles a Delivery does not
-// carry (processed_at, retry_after, dead_at, last_error, created_at, priority, lease) are left
+// carry (processed_at, retry_after, dead_at, last_error, created_at, priority, locked_until) are left
 // zero. The payload shares d.Payload's bytes, valid as long as d is. It fails as TableOf does on
 // R's tags, and naming the field and the column where d's claim did not read an own column of R
 // (the consumer's table does not name it in Columns) or its value does not convert.
@@ -108,7 +96,6 @@ func RowFunc[R any](f func(ctx context.Context, d *Delivery, row R) error) Handl
 type rowType struct {
 	typ    reflect.Type
 	table  Table // Name left empty
-	lease  string
 	fields []rowField
 }
 
@@ -153,7 +140,7 @@ var (
 
 const timeTypes = "time.Time, *time.Time, sql.NullTime or sql.Null[time.Time]"
 
-// tagRoles are the roles by their tag, one for each role of Table and the lease's column.
+// tagRoles are the roles by their tag, one for each role of Table.
 var tagRoles = map[string]tagRole{
 	"id":           {func(t *Table, _ *rowType, c string) { t.ID = c }, isInt64, "int64", "id"},
 	"payload":      {func(t *Table, _ *rowType, c string) { t.Payload = c }, isBytes, "[]byte, json.RawMessage or string", "payload"},
@@ -167,11 +154,11 @@ var tagRoles = map[string]tagRole{
 	"dead_at":      {func(t *Table, _ *rowType, c string) { t.DeadAt = c }, isTime, timeTypes, "dead_at"},
 	"last_error":   {func(t *Table, _ *rowType, c string) { t.LastError = c }, isText, "string, *string, sql.NullString or sql.Null[string]", "last_error"},
 	"created_at":   {func(t *Table, _ *rowType, c string) { t.CreatedAt = c }, isTime, timeTypes, "created_at"},
-	"lease":        {func(_ *Table, rt *rowType, c string) { rt.lease = c }, isTime, timeTypes, "locked_until"},
+	"locked_until": {func(t *Table, _ *rowType, c string) { t.LockedUntil = c }, isTime, timeTypes, "locked_until"},
 }
 
 // tagRoleNames lists the roles' tags, for errors.
-const tagRoleNames = "id, payload, attempt, processed_at, queue, kind, priority, retry_after, headers, dead_at, last_error, created_at, lease"
+const tagRoleNames = "id, payload, attempt, processed_at, queue, kind, priority, retry_after, headers, dead_at, last_error, created_at, locked_until"
 
 var rowTypes sync.Map // reflect.Type → *rowTypeResult
 

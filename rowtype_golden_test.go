@@ -27,13 +27,13 @@ type allRolesRow struct {
 	DeadAt      *time.Time        `inbox:"dead_at"`
 	LastError   *string           `inbox:"last_error"`
 	CreatedAt   *time.Time        `inbox:"created_at"`
-	LockedUntil *time.Time        `inbox:"lease"`
+	LockedUntil *time.Time        `inbox:"locked_until"`
 }
 
 type idPayloadRow struct {
 	ID      int64     `inbox:"id"`
 	Payload string    `inbox:"payload"`
-	Lease   time.Time `inbox:"lease"`
+	Lease   time.Time `inbox:"locked_until"`
 }
 
 type oddNamesRow struct {
@@ -45,7 +45,7 @@ type oddNamesRow struct {
 	Priority    int               "inbox:\"priority,column=`priority`\""
 	RetryAfter  *time.Time        `inbox:"retry_after,column=retry after"`
 	Headers     map[string]string `inbox:"headers,column=select"`
-	LockedUntil *time.Time        "inbox:\"lease,column=locked `until` \\\"now\\\"\""
+	LockedUntil *time.Time        "inbox:\"locked_until,column=locked `until` \\\"now\\\"\""
 }
 
 type ownColumnsRow struct {
@@ -59,7 +59,7 @@ type ownColumnsRow struct {
 	Headers     map[string]string `inbox:"headers"`
 	Account     string            `inbox:"column=account"`
 	Region      *string           `inbox:"column=region"`
-	LockedUntil *time.Time        `inbox:"lease"`
+	LockedUntil *time.Time        `inbox:"locked_until"`
 }
 
 // TestGoldenRowTypes: a description derived from a row type's tags is the one its golden shape
@@ -67,11 +67,11 @@ type ownColumnsRow struct {
 // lock and lease forms' claims and settlements, each equal to the manual description's and to
 // the entry of the same name in the shape's golden file (internal/sqltext/testdata).
 func TestGoldenRowTypes(t *testing.T) {
-	derive := map[string]func(name string) (Table, string, error){
-		"all-roles":   derived[allRolesRow],
-		"id-payload":  derived[idPayloadRow],
-		"odd-names":   derived[oddNamesRow],
-		"own-columns": derived[ownColumnsRow],
+	derive := map[string]func(name string) (Table, error){
+		"all-roles":   TableOf[allRolesRow],
+		"id-payload":  TableOf[idPayloadRow],
+		"odd-names":   TableOf[oddNamesRow],
+		"own-columns": TableOf[ownColumnsRow],
 	}
 	checked := 0
 	for _, sh := range golden.Shapes {
@@ -79,17 +79,18 @@ func TestGoldenRowTypes(t *testing.T) {
 		if !ok {
 			continue
 		}
-		got, lease, err := of(sh.Table.Name)
+		got, err := of(sh.Table.Name)
 		if err != nil {
 			t.Fatalf("%s: %v", sh.Name, err)
 		}
 		manual := Table(sh.Table)
-		if !reflect.DeepEqual(got, manual) || lease != sh.Lease {
-			t.Fatalf("%s: the row type describes\n%+v, lease %q\nthe manual description is\n%+v, lease %q", sh.Name, got, lease, manual, sh.Lease)
+		manual.LockedUntil = sh.Lease
+		if !reflect.DeepEqual(got, manual) {
+			t.Fatalf("%s: the row type describes\n%+v\nthe manual description is\n%+v", sh.Name, got, manual)
 		}
 		for _, dl := range golden.Dialects {
-			want := shapeStatements(t, dl.D, manual, sh.Lease)
-			have := shapeStatements(t, dl.D, got, lease)
+			want := shapeStatements(t, dl.D, manual)
+			have := shapeStatements(t, dl.D, got)
 			if !reflect.DeepEqual(have, want) {
 				t.Errorf("%s, %s: the derived description builds\n%v\nthe manual one\n%v", dl.Name, sh.Name, have, want)
 			}
@@ -103,20 +104,10 @@ func TestGoldenRowTypes(t *testing.T) {
 	}
 }
 
-// derived is the description R's tags give the table name, and its lease column.
-func derived[R any](name string) (Table, string, error) {
-	t, err := TableOf[R](name)
-	if err != nil {
-		return t, "", err
-	}
-	lease, err := LeaseColumnOf[R]()
-	return t, lease, err
-}
-
 // shapeStatements builds, over t on d, publishing's INSERTs of one row (each setting every own
 // column) and with its id, and the claims and settlements of the forms the database takes, by
 // their names in the golden files.
-func shapeStatements(t *testing.T, d dialect.Dialect, tbl Table, lease string) map[string][]golden.Entry {
+func shapeStatements(t *testing.T, d dialect.Dialect, tbl Table) map[string][]golden.Entry {
 	t.Helper()
 	out := map[string][]golden.Entry{}
 	for _, ids := range []bool{false, true} {
@@ -138,7 +129,7 @@ func shapeStatements(t *testing.T, d dialect.Dialect, tbl Table, lease string) m
 	if err != nil {
 		t.Fatal(err)
 	}
-	ql, err := d.Quote(lease)
+	ql, err := d.Quote(tbl.LockedUntil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -14,7 +14,7 @@ import (
 	"github.com/sqlinbox/inbox/outcome"
 )
 
-// everyRole tags every role of Table, the lease's column and two own columns.
+// everyRole tags every role of Table and two own columns.
 type everyRole struct {
 	ID          int64               `inbox:"id,generated"`
 	Body        json.RawMessage     `inbox:"payload,column=body"`
@@ -28,7 +28,7 @@ type everyRole struct {
 	DeadAt      sql.Null[time.Time] `inbox:"dead_at"`
 	LastError   sql.NullString      `inbox:"last_error"`
 	CreatedAt   time.Time           `inbox:"created_at"`
-	LockedUntil *time.Time          `inbox:"lease,column=lease_until"`
+	LockedUntil *time.Time          `inbox:"locked_until,column=lease_until"`
 	Customer    int64               `inbox:"column=customer_id"`
 	Note        *string             `inbox:"column=note"`
 	Ignored     string
@@ -43,7 +43,7 @@ func TestTableOfEveryRole(t *testing.T) {
 	want := Table{Name: "jobs", ID: "id", IDGenerated: true, Payload: "body", Attempt: "attempt",
 		ProcessedAt: "processed_at", Queue: "grp", Kind: "kind", Priority: "priority", RetryAfter: "retry_after",
 		Headers: "headers", DeadAt: "dead_at", LastError: "last_error", CreatedAt: "created_at",
-		Columns: []string{"customer_id", "note"}}
+		LockedUntil: "lease_until", Columns: []string{"customer_id", "note"}}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("TableOf[everyRole]:\n got %+v\nwant %+v", got, want)
 	}
@@ -55,31 +55,18 @@ func TestTableOfEveryRole(t *testing.T) {
 		}
 		roles = append(roles, r.role)
 	}
-	if len(tagRoles) != len(roles)+1 { // and the lease
-		t.Errorf("%d tag roles for Table's %d roles and the lease: %v", len(tagRoles), len(roles), roles)
+	if len(tagRoles) != len(roles) {
+		t.Errorf("%d tag roles for Table's %d roles: %v", len(tagRoles), len(roles), roles)
 	}
-	lease, err := LeaseColumnOf[everyRole]()
-	if err != nil || lease != "lease_until" {
-		t.Errorf("LeaseColumnOf[everyRole] = %q, %v; want lease_until", lease, err)
-	}
-	// Every default column is the role's tag, the lease's locked_until.
+	// Every default column is the role's tag.
 	type defaults struct {
 		ID    int64     `inbox:"id"`
 		P     string    `inbox:"payload"`
-		Lease time.Time `inbox:"lease"`
+		Lease time.Time `inbox:"locked_until"`
 	}
 	d, err := TableOf[defaults]("t")
-	if err != nil || d.ID != "id" || d.Payload != "payload" || d.IDGenerated {
+	if err != nil || d.ID != "id" || d.Payload != "payload" || d.IDGenerated || d.LockedUntil != "locked_until" {
 		t.Errorf("TableOf[defaults] = %+v, %v", d, err)
-	}
-	if lease, _ := LeaseColumnOf[defaults](); lease != "locked_until" {
-		t.Errorf("the lease's default column is %q, want locked_until", lease)
-	}
-	type noLease struct {
-		ID int64 `inbox:"id"`
-	}
-	if lease, err := LeaseColumnOf[noLease](); lease != "" || err != nil {
-		t.Errorf("LeaseColumnOf[noLease] = %q, %v; want none", lease, err)
 	}
 }
 
@@ -177,7 +164,7 @@ func TestTableOfRefuses(t *testing.T) {
 	}
 	type leaseOnID struct {
 		ID int64     `inbox:"id"`
-		L  time.Time `inbox:"lease,column=id"`
+		L  time.Time `inbox:"locked_until,column=id"`
 	}
 	type columnTwice struct {
 		ID int64  `inbox:"id"`
@@ -244,13 +231,12 @@ func TestTableOfRefuses(t *testing.T) {
 	}
 }
 
-// of is TableOf[R]'s error, where RowOf and LeaseColumnOf refuse R with the same error.
+// of is TableOf[R]'s error, where RowOf refuses R with the same error.
 func of[R any]() error {
 	_, err := TableOf[R]("jobs")
 	_, rerr := RowOf[R](&Delivery{})
-	_, lerr := LeaseColumnOf[R]()
-	if err == nil || rerr == nil || lerr == nil || rerr.Error() != err.Error() || lerr.Error() != err.Error() {
-		return fmt.Errorf("TableOf, RowOf and LeaseColumnOf differ: %v; %v; %v", err, rerr, lerr)
+	if err == nil || rerr == nil || rerr.Error() != err.Error() {
+		return fmt.Errorf("TableOf and RowOf differ: %v; %v", err, rerr)
 	}
 	return err
 }
