@@ -14,6 +14,7 @@ import (
 	"database/sql"
 	"encoding/json"
 	"fmt"
+	"github.com/sqlinbox/inbox/internal/sentinel"
 	"math"
 	"slices"
 	"strconv"
@@ -52,7 +53,7 @@ func New(db *sql.DB, d dialect.Dialect, t inbox.Table, lease string) (*Admin, er
 	var quotedLease string
 	if lease != "" {
 		if quotedLease, err = d.Quote(lease); err != nil {
-			return nil, fmt.Errorf("%w: table %q, lease column: %v", inbox.ErrSchema, t.Name, err)
+			return nil, sentinel.Errorf(inbox.ErrSchema, "", "table %q, lease column: %v", t.Name, err)
 		}
 	}
 	return &Admin{db: db, d: d, t: t, lease: lease, sql: sqltext.New(d.Caps(), sqltext.Table(q)).Admin(quotedLease)}, nil
@@ -76,7 +77,7 @@ func (a *Admin) needs(call, role, column string) error {
 	if column != "" {
 		return nil
 	}
-	return fmt.Errorf("%w: table %q: %s needs the %s role, which the description lacks: add the column (admin.Schema prints its definition) and name it in inbox.Table.%s", inbox.ErrSchema, a.t.Name, call, role, role)
+	return sentinel.Errorf(inbox.ErrSchema, sentinel.Table(a.t.Name), "%s needs the %s role, which the description lacks: add the column (admin.Schema prints its definition) and name it in inbox.Table.%s", call, role, role)
 }
 
 // Unknown is a count or an age the table cannot tell (see Stats).
@@ -153,7 +154,7 @@ func (a *Admin) Stats(ctx context.Context) ([]Stats, error) {
 	}
 	rows, err := a.db.QueryContext(ctx, query, args...)
 	if err != nil {
-		return nil, fmt.Errorf("inbox: table %q: counting rows: %w", a.t.Name, err)
+		return nil, sentinel.Errorf(nil, sentinel.Table(a.t.Name), "counting rows: %w", err)
 	}
 	defer rows.Close()
 	var out []Stats
@@ -162,7 +163,7 @@ func (a *Admin) Stats(ctx context.Context) ([]Stats, error) {
 		var oldest any
 		var undated int64
 		if err := rows.Scan(&s.Queue, &s.Due, &s.Delayed, &s.InWork, &s.Retrying, &s.Dead, &s.Processed, &oldest, &undated); err != nil {
-			return nil, fmt.Errorf("inbox: table %q: counting rows: %w", a.t.Name, err)
+			return nil, sentinel.Errorf(nil, sentinel.Table(a.t.Name), "counting rows: %w", err)
 		}
 		if a.lease == "" {
 			s.InWork = Unknown
@@ -177,14 +178,14 @@ func (a *Admin) Stats(ctx context.Context) ([]Stats, error) {
 		default:
 			since, err := dialect.ScannedTime(oldest)
 			if err != nil {
-				return nil, fmt.Errorf("inbox: table %q: reading the oldest due row's time (RetryAfter, CreatedAt): %w", a.t.Name, err)
+				return nil, sentinel.Errorf(nil, sentinel.Table(a.t.Name), "reading the oldest due row's time (RetryAfter, CreatedAt): %w", err)
 			}
 			s.OldestDue = max(now.Sub(since), 0)
 		}
 		out = append(out, s)
 	}
 	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("inbox: table %q: counting rows: %w", a.t.Name, err)
+		return nil, sentinel.Errorf(nil, sentinel.Table(a.t.Name), "counting rows: %w", err)
 	}
 	return out, nil
 }
@@ -224,11 +225,11 @@ func (s Selection) String() string {
 func (a *Admin) check(call string, sel Selection) error {
 	switch {
 	case sel.filter != nil:
-		return fmt.Errorf("inbox: table %q: %s does not take admin.Matching (Act and Count do): select with admin.All(), admin.Queue(name) or admin.IDs(ids...)", a.t.Name, call)
+		return sentinel.Errorf(nil, sentinel.Table(a.t.Name), "%s does not take admin.Matching (Act and Count do): select with admin.All(), admin.Queue(name) or admin.IDs(ids...)", call)
 	case !sel.all && !sel.byQueue && sel.ids == nil:
-		return fmt.Errorf("inbox: table %q: %s was given no rows: select them with admin.All(), admin.Queue(name) or admin.IDs(ids...)", a.t.Name, call)
+		return sentinel.Errorf(nil, sentinel.Table(a.t.Name), "%s was given no rows: select them with admin.All(), admin.Queue(name) or admin.IDs(ids...)", call)
 	case sel.byQueue && a.t.Queue == "":
-		return fmt.Errorf("inbox: table %q: %s of queue %q: the description has no Queue column, so the table is one queue: select with admin.All()", a.t.Name, call, sel.queue)
+		return sentinel.Errorf(nil, sentinel.Table(a.t.Name), "%s of queue %q: the description has no Queue column, so the table is one queue: select with admin.All()", call, sel.queue)
 	}
 	return nil
 }
@@ -281,7 +282,7 @@ func (a *Admin) Dead(ctx context.Context, sel Selection, after Cursor, limit int
 		return nil, err
 	}
 	if limit <= 0 {
-		return nil, fmt.Errorf("inbox: table %q: Dead with a limit of %d: give a limit above 0", a.t.Name, limit)
+		return nil, sentinel.Errorf(nil, sentinel.Table(a.t.Name), "Dead with a limit of %d: give a limit above 0", limit)
 	}
 	if sel.ids != nil {
 		return a.deadByID(ctx, sel.ids, after, limit)
@@ -297,7 +298,7 @@ func (a *Admin) Dead(ctx context.Context, sel Selection, after Cursor, limit int
 	}
 	rows, err := a.db.QueryContext(ctx, a.sql.Dead(sel.byQueue, started), append(args, limit)...)
 	if err != nil {
-		return nil, fmt.Errorf("inbox: table %q: listing the dead rows of %s: %w", a.t.Name, sel, err)
+		return nil, sentinel.Errorf(nil, sentinel.Table(a.t.Name), "listing the dead rows of %s: %w", sel, err)
 	}
 	defer rows.Close()
 	var out []DeadRow
@@ -305,15 +306,15 @@ func (a *Admin) Dead(ctx context.Context, sel Selection, after Cursor, limit int
 		var r DeadRow
 		var at any
 		if err := rows.Scan(&r.ID, &r.Queue, &r.Attempt, &at, &r.LastError); err != nil {
-			return nil, fmt.Errorf("inbox: table %q: listing dead rows: %w", a.t.Name, err)
+			return nil, sentinel.Errorf(nil, sentinel.Table(a.t.Name), "listing dead rows: %w", err)
 		}
 		if r.DeadAt, err = dialect.ScannedTime(at); err != nil {
-			return nil, fmt.Errorf("inbox: table %q, row %d, column %q: %w", a.t.Name, r.ID, a.t.DeadAt, err)
+			return nil, sentinel.Errorf(nil, "", "table %q, row %d, column %q: %w", a.t.Name, r.ID, a.t.DeadAt, err)
 		}
 		out = append(out, r)
 	}
 	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("inbox: table %q: listing dead rows: %w", a.t.Name, err)
+		return nil, sentinel.Errorf(nil, sentinel.Table(a.t.Name), "listing dead rows: %w", err)
 	}
 	return out, nil
 }
@@ -371,7 +372,7 @@ func (a *Admin) PurgeProcessed(ctx context.Context, sel Selection, olderThan tim
 		return 0, err
 	}
 	if olderThan < 0 {
-		return 0, fmt.Errorf("inbox: table %q: PurgeProcessed of rows processed %v ago: give an age of 0 or more", a.t.Name, olderThan)
+		return 0, sentinel.Errorf(nil, sentinel.Table(a.t.Name), "PurgeProcessed of rows processed %v ago: give an age of 0 or more", olderThan)
 	}
 	return a.change(ctx, "PurgeProcessed", sel, sqltext.ProcessedRows, a.d.Time(time.Now().Add(-olderThan)),
 		func(n int) string { return a.sql.Purge(sqltext.ProcessedRows, n) })
@@ -403,7 +404,7 @@ func (a *Admin) change(ctx context.Context, call string, sel Selection, k sqltex
 		return err
 	}
 	fail := func(err error) (int64, error) {
-		return total, fmt.Errorf("inbox: table %q: %s of %s, after %d rows: %w", a.t.Name, call, sel, total, err)
+		return total, sentinel.Errorf(nil, sentinel.Table(a.t.Name), "%s of %s, after %d rows: %w", call, sel, total, err)
 	}
 	if sel.ids != nil {
 		for ids := range slices.Chunk(sel.ids, chunk) {

@@ -79,6 +79,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"github.com/sqlinbox/inbox/internal/sentinel"
 	"log/slog"
 	"slices"
 	"sync"
@@ -153,7 +154,7 @@ func For[D dialect.Dialect](c *inbox.Client[D], cfg *Config) *Form[D] {
 // New returns the lease form over table t. Nothing is checked until Open. From then on,
 // publishing to t in this process refuses its lease column in inbox.Message.Columns.
 func New[D dialect.Dialect](d D, t inbox.Table, cfg *Config) *Form[D] {
-	f := &Form[D]{d: d, t: t, life: formlife.New[*hold](fmt.Errorf("%w: table %q: the lease form is not open: Open it (a Consumer does) before claiming or settling", inbox.ErrClosed, t.Name))}
+	f := &Form[D]{d: d, t: t, life: formlife.New[*hold](sentinel.Errorf(inbox.ErrClosed, sentinel.Table(t.Name), "the lease form is not open: Open it (a Consumer does) before claiming or settling"))}
 	if cfg != nil {
 		f.cfg = *cfg
 	}
@@ -236,7 +237,7 @@ func (h *hold) current() time.Time {
 func (f *Form[D]) Open(ctx context.Context, db *sql.DB, q inbox.Binding) (inbox.Plan, error) {
 	var plan inbox.Plan
 	err := f.life.Open(func() error {
-		return fmt.Errorf("%w: table %q: this lease form is already open: build one form per consumer", inbox.ErrAlreadyConsuming, f.t.Name)
+		return sentinel.Errorf(inbox.ErrAlreadyConsuming, sentinel.Table(f.t.Name), "this lease form is already open: build one form per consumer")
 	}, func() (err error) {
 		plan, err = f.bind(ctx, db, q)
 		return err
@@ -254,11 +255,11 @@ func (f *Form[D]) bind(ctx context.Context, db *sql.DB, q inbox.Binding) (inbox.
 		lease = DefaultLease
 	}
 	if lease < time.Second || lease%time.Second != 0 {
-		return inbox.Plan{}, fmt.Errorf("inbox: table %q: lease %v is not a whole number of seconds of at least 1s: set lease.Config.Lease to one (or leave it zero for %v)", f.t.Name, f.cfg.Lease, DefaultLease)
+		return inbox.Plan{}, sentinel.Errorf(nil, sentinel.Table(f.t.Name), "lease %v is not a whole number of seconds of at least 1s: set lease.Config.Lease to one (or leave it zero for %v)", f.cfg.Lease, DefaultLease)
 	}
 	caps := f.d.Caps()
 	if q.Transactional && slices.Contains(caps.SnapshotLevels, f.d.Level()) {
-		return inbox.Plan{}, fmt.Errorf("%w: table %q: the lease form on %s at %s cannot run in transactional mode: the handler's transaction keeps the snapshot of its first statement and would not see the lease extended, so its Ack would find the lease lost; use isolation.ReadCommitted (or isolation.Default), or turn Transactional off", inbox.ErrDialect, f.t.Name, caps.Title, f.d.Level())
+		return inbox.Plan{}, sentinel.Errorf(inbox.ErrDialect, sentinel.Table(f.t.Name), "the lease form on %s at %s cannot run in transactional mode: the handler's transaction keeps the snapshot of its first statement and would not see the lease extended, so its Ack would find the lease lost; use isolation.ReadCommitted (or isolation.Default), or turn Transactional off", caps.Title, f.d.Level())
 	}
 	column := f.column()
 	st, err := stmt.New(f.d, f.t)
@@ -268,7 +269,7 @@ func (f *Form[D]) bind(ctx context.Context, db *sql.DB, q inbox.Binding) (inbox.
 	st.Claiming(q)
 	col, err := f.d.Quote(column)
 	if err != nil {
-		return inbox.Plan{}, fmt.Errorf("%w: table %q, lease column: %v", inbox.ErrSchema, f.t.Name, err)
+		return inbox.Plan{}, sentinel.Errorf(inbox.ErrSchema, "", "table %q, lease column: %v", f.t.Name, err)
 	}
 	if err := f.d.CheckServer(ctx, db); err != nil {
 		return inbox.Plan{}, fmt.Errorf("table %q, queue %q: %w", f.t.Name, q.Name, err)
@@ -295,7 +296,7 @@ func (f *Form[D]) bind(ctx context.Context, db *sql.DB, q inbox.Binding) (inbox.
 	// Taken before the statements are prepared, so that they are prepared on another
 	// connection, which the pool's statements then find them on.
 	if b.own, err = keepOwn(ctx, db, q.Transactional); err != nil {
-		return inbox.Plan{}, fmt.Errorf("inbox: table %q, queue %q: taking the form's own connection from the pool: %w", f.t.Name, q.Name, err)
+		return inbox.Plan{}, sentinel.Errorf(nil, sentinel.Queue(f.t.Name, q.Name), "taking the form's own connection from the pool: %w", err)
 	}
 	if err := b.prepare(ctx); err != nil {
 		b.closeStatements()
