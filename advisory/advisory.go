@@ -267,7 +267,7 @@ func (f *Form[D]) bind(ctx context.Context, db *sql.DB, q inbox.Binding) error {
 		return err
 	}
 	if err := f.d.Allows(dialect.AdvisoryForm); err != nil {
-		return fmt.Errorf("table %q, queue %q: %w", f.table.Name, q.Name, err)
+		return sentinel.At(sentinel.Queue(f.table.Name, q.Name), err)
 	}
 	if q.UnpreparedStatements {
 		return sentinel.Errorf(inbox.ErrDialect, sentinel.Queue(f.table.Name, q.Name), "the advisory form does not run with unprepared statements (inbox.Config.UnpreparedStatements), which are for a pooler in transaction mode: its session locks land on whatever server connection a statement got and outlive the client, so such a pooler hands them to other clients; connect directly or through session pooling and leave the setting off, or take the row lock or lease form")
@@ -275,15 +275,15 @@ func (f *Form[D]) bind(ctx context.Context, db *sql.DB, q inbox.Binding) error {
 	st.Claiming(q)
 	a := st.SQL().Advisory(key)
 	if err := f.d.CheckServer(ctx, db); err != nil {
-		return fmt.Errorf("table %q, queue %q: %w", f.table.Name, q.Name, err)
+		return sentinel.At(sentinel.Queue(f.table.Name, q.Name), err)
 	}
 	if err := dialect.CheckGalera(ctx, f.d, db, dialect.AdvisoryForm); err != nil {
-		return fmt.Errorf("table %q, queue %q: %w", f.table.Name, q.Name, err)
+		return sentinel.At(sentinel.Queue(f.table.Name, q.Name), err)
 	}
 	if f.d.Caps().Locks == dialect.HashedLocks {
 		// Hashed locks hash each key with hashtextextended, which Postgres has since 11.
 		if err := checkHashTextExtended(ctx, db); err != nil {
-			return fmt.Errorf("table %q, queue %q: %w", f.table.Name, q.Name, err)
+			return sentinel.At(sentinel.Queue(f.table.Name, q.Name), err)
 		}
 	}
 	if err := schema.Verify(ctx, db, f.d, f.table, "", q.Kinds); err != nil {

@@ -78,7 +78,6 @@ import (
 	"context"
 	"database/sql"
 	"errors"
-	"fmt"
 	"github.com/sqlinbox/inbox/internal/sentinel"
 	"log/slog"
 	"slices"
@@ -248,7 +247,7 @@ func (f *Form[D]) Open(ctx context.Context, db *sql.DB, q inbox.Binding) (inbox.
 // bind checks the form against the server, prepares its statements and binds it to db and q.
 func (f *Form[D]) bind(ctx context.Context, db *sql.DB, q inbox.Binding) (inbox.Plan, error) {
 	if err := f.d.Allows(dialect.LeaseForm); err != nil {
-		return inbox.Plan{}, fmt.Errorf("table %q, queue %q: %w", f.t.Name, q.Name, err)
+		return inbox.Plan{}, sentinel.At(sentinel.Queue(f.t.Name, q.Name), err)
 	}
 	lease := f.cfg.Lease
 	if lease == 0 {
@@ -272,7 +271,7 @@ func (f *Form[D]) bind(ctx context.Context, db *sql.DB, q inbox.Binding) (inbox.
 		return inbox.Plan{}, sentinel.Errorf(inbox.ErrSchema, "", "table %q, lease column: %v", f.t.Name, err)
 	}
 	if err := f.d.CheckServer(ctx, db); err != nil {
-		return inbox.Plan{}, fmt.Errorf("table %q, queue %q: %w", f.t.Name, q.Name, err)
+		return inbox.Plan{}, sentinel.At(sentinel.Queue(f.t.Name, q.Name), err)
 	}
 	if err := schema.Verify(ctx, db, f.d, f.t, column, q.Kinds); err != nil {
 		return inbox.Plan{}, err

@@ -206,13 +206,13 @@ func (f *Form[D]) Open(ctx context.Context, db *sql.DB, q inbox.Binding) (inbox.
 // bind checks the form against db and binds it to q, as Open says.
 func (f *Form[D]) bind(ctx context.Context, db *sql.DB, q inbox.Binding) error {
 	if err := f.d.Allows(dialect.RowLockForm); err != nil {
-		return fmt.Errorf("table %q, queue %q: %w", f.t.Name, q.Name, err)
+		return sentinel.At(sentinel.Queue(f.t.Name, q.Name), err)
 	}
 	if err := f.d.CheckServer(ctx, db); err != nil {
-		return fmt.Errorf("table %q, queue %q: %w", f.t.Name, q.Name, err)
+		return sentinel.At(sentinel.Queue(f.t.Name, q.Name), err)
 	}
 	if err := dialect.CheckGalera(ctx, f.d, db, dialect.RowLockForm); err != nil {
-		return fmt.Errorf("table %q, queue %q: %w", f.t.Name, q.Name, err)
+		return sentinel.At(sentinel.Queue(f.t.Name, q.Name), err)
 	}
 	st, err := stmt.New(f.d, f.t)
 	if err != nil {

@@ -49,7 +49,7 @@ func Errorf(kind error, where, format string, args ...any) error {
 			args[i] = unprefixed{e}
 		}
 	}
-	e := &libError{kind: kind, cause: fmt.Errorf(format, args...)}
+	e := &libError{kind: kind, where: where, cause: fmt.Errorf(format, args...)}
 	var b strings.Builder
 	if kind != nil {
 		b.WriteString(kind.Error())
@@ -91,6 +91,7 @@ func Rows(table string, ids []int64) string { return Table(table) + fmt.Sprintf(
 type libError struct {
 	text  string
 	kind  error
+	where string
 	cause error
 }
 
@@ -111,3 +112,12 @@ type unprefixed struct{ err error }
 
 func (u unprefixed) Error() string { return strings.TrimPrefix(u.err.Error(), prefix) }
 func (u unprefixed) Unwrap() error { return u.err }
+
+// At returns err said of where: an error Errorf made with no where of its own takes where (and
+// keeps its kind and what); any other error is wrapped as Errorf(nil, where, "%w", err).
+func At(where string, err error) error {
+	if e, ok := err.(*libError); ok && e.where == "" {
+		return Errorf(e.kind, where, "%w", e.cause)
+	}
+	return Errorf(nil, where, "%w", err)
+}

@@ -44,3 +44,22 @@ func TestErrorfMatches(t *testing.T) {
 		t.Error("BacksOff of a lease-lost error = true")
 	}
 }
+
+func TestAt(t *testing.T) {
+	inner := Errorf(ServerTooOld, "", "Postgres %s: upgrade", "9.4")
+	err := At(Queue("jobs", "mail"), inner)
+	if want := `inbox: server too old: table "jobs", queue "mail": Postgres 9.4: upgrade`; err.Error() != want {
+		t.Errorf("got  %s\nwant %s", err, want)
+	}
+	if !errors.Is(err, ServerTooOld) {
+		t.Errorf("errors.Is(%v, ServerTooOld) = false", err)
+	}
+	err = At(Table("jobs"), io.EOF)
+	if want := `inbox: table "jobs": EOF`; err.Error() != want || !errors.Is(err, io.EOF) {
+		t.Errorf("got %v, want %s matching io.EOF", err, want)
+	}
+	placed := Errorf(Schema, Table("a"), "x")
+	if err := At(Table("b"), placed); err.Error() != `inbox: table "b": schema: table "a": x` || !errors.Is(err, Schema) {
+		t.Errorf("At over an error with a where: %v", err)
+	}
+}
