@@ -180,7 +180,7 @@ func (c *Consumer) checkKinds(plan Plan) error {
 	case c.kinds == nil:
 		return nil
 	case plan.Described.Kind == "":
-		return sentinel.Errorf(ErrSchema, sentinel.Queue(plan.Table, c.cfg.Queue), "the handler runs jobs by kind (inbox.Kinds), and the table has no Kind column: add a text column (kind) and name it in inbox.Table.Kind")
+		return sentinel.Errorf(ErrSchema, sentinel.Queue(plan.Table, c.cfg.Queue), "inbox.Kinds needs a Kind column: add one and name it in inbox.Table.Kind")
 	case len(c.kinds.byKind) == 0:
 		return sentinel.Errorf(nil, sentinel.Queue(plan.Table, c.cfg.Queue), "no kind is registered with the consumer's inbox.Kinds: register each with inbox.Handle before Run")
 	}

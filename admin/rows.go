@@ -342,7 +342,7 @@ func (a *Admin) stateNeeds(call string, s State) error {
 		return a.needs(call+" of delayed rows", "RetryAfter", a.t.RetryAfter)
 	case InWork:
 		if a.lease == "" {
-			return sentinel.Errorf(inbox.ErrSchema, sentinel.Table(a.t.Name), "%s of rows in work needs the lease column, which the row lock and advisory forms do not write (they hold rows by locks): give admin.New the lease form's column", call)
+			return sentinel.Errorf(inbox.ErrSchema, sentinel.Table(a.t.Name), "%s of rows in work needs the lease form's column: give it to admin.New", call)
 		}
 		return nil
 	case Retrying:

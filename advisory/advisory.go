@@ -270,7 +270,7 @@ func (f *Form[D]) bind(ctx context.Context, db *sql.DB, q inbox.Binding) error {
 		return sentinel.At(sentinel.Queue(f.table.Name, q.Name), err)
 	}
 	if q.UnpreparedStatements {
-		return sentinel.Errorf(inbox.ErrDialect, sentinel.Queue(f.table.Name, q.Name), "the advisory form does not run with unprepared statements (inbox.Config.UnpreparedStatements), which are for a pooler in transaction mode: its session locks land on whatever server connection a statement got and outlive the client, so such a pooler hands them to other clients; connect directly or through session pooling and leave the setting off, or take the row lock or lease form")
+		return sentinel.Errorf(inbox.ErrDialect, sentinel.Queue(f.table.Name, q.Name), "the advisory form cannot run with Config.UnpreparedStatements: connect directly or take another form; see docs/errors.md#dialect")
 	}
 	st.Claiming(q)
 	a := st.SQL().Advisory(key)
@@ -626,7 +626,7 @@ func (f *Form[D]) giveBack(ctx context.Context, h *hold) {
 func (f *Form[D]) begin(d *inbox.Delivery) (*hold, error) {
 	h, _ := inbox.HoldOf[*hold](d)
 	if h != nil && h.batch {
-		return nil, sentinel.Errorf(nil, sentinel.Row(f.table.Name, d.ID), "the delivery belongs to a batch of %d rows, which share one hold: settle it with SettleBatch or give it back with ReleaseBatch, together with the rest of its batch; nothing changed", len(h.ds))
+		return nil, sentinel.Errorf(nil, sentinel.Row(f.table.Name, d.ID), "the delivery is in a batch of %d rows: use SettleBatch or ReleaseBatch; nothing changed", len(h.ds))
 	}
 	// A closed form keeps no holds: its lock was released at Close.
 	if kept, _ := f.life.Take(h, nil); !kept {
@@ -636,7 +636,7 @@ func (f *Form[D]) begin(d *inbox.Delivery) (*hold, error) {
 }
 
 func (f *Form[D]) ended(d *inbox.Delivery) error {
-	return sentinel.Errorf(inbox.ErrClosed, sentinel.Row(f.table.Name, d.ID), "the delivery's advisory lock was already released (the form was closed, or the delivery was settled or released before); nothing changed, and the row is back in the queue unless it was settled")
+	return sentinel.Errorf(inbox.ErrClosed, sentinel.Row(f.table.Name, d.ID), "the delivery's lock was already released; nothing changed; see docs/errors.md#closed")
 }
 
 // execer is the delivery's connection, or its transaction.

@@ -288,7 +288,7 @@ func (f *Form[D]) beginBatch(ds []*inbox.Delivery) (*hold, error) {
 	}); {
 	case !kept:
 		// A closed form keeps no holds: its locks were released at Close.
-		return nil, sentinel.Errorf(inbox.ErrClosed, "", "table %q, rows %v: the batch's advisory locks were already released (the form was closed, or the batch was settled or released before); nothing changed, and the rows are back in the queue unless they were settled", f.table.Name, ids(ds))
+		return nil, sentinel.Errorf(inbox.ErrClosed, "", "table %q, rows %v: the batch's locks were already released; nothing changed; see docs/errors.md#closed", f.table.Name, ids(ds))
 	case err != nil:
 		return nil, err
 	}

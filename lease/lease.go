@@ -258,7 +258,7 @@ func (f *Form[D]) bind(ctx context.Context, db *sql.DB, q inbox.Binding) (inbox.
 	}
 	caps := f.d.Caps()
 	if q.Transactional && slices.Contains(caps.SnapshotLevels, f.d.Level()) {
-		return inbox.Plan{}, sentinel.Errorf(inbox.ErrDialect, sentinel.Table(f.t.Name), "the lease form on %s at %s cannot run in transactional mode: the handler's transaction keeps the snapshot of its first statement and would not see the lease extended, so its Ack would find the lease lost; use isolation.ReadCommitted (or isolation.Default), or turn Transactional off", caps.Title, f.d.Level())
+		return inbox.Plan{}, sentinel.Errorf(inbox.ErrDialect, sentinel.Table(f.t.Name), "the lease form on %s at %s cannot run transactional: use isolation.ReadCommitted; see docs/errors.md#dialect", caps.Title, f.d.Level())
 	}
 	column := f.column()
 	st, err := stmt.New(f.d, f.t)

@@ -396,7 +396,7 @@ func (f *Form[D]) guarded(res sql.Result, err error, d *inbox.Delivery, h *hold,
 
 // lostLease is the error of a guarded statement that found rows no longer held.
 func lostLease(table, rows, what string) error {
-	return sentinel.Errorf(inbox.ErrLeaseLost, "", "table %q, %s: the lease ran out before the %s and the row may be another consumer's now; it was not changed (a handler that outlives its lease needs its lease extended: the consumer does so every half lease; raise lease.Config.Lease if extensions cannot keep up)", table, rows, what)
+	return sentinel.Errorf(inbox.ErrLeaseLost, "", "table %q, %s: the lease ran out before the %s; nothing changed; see docs/errors.md#lease-lost", table, rows, what)
 }
 
 // lockHold admits the call (Close waits for it before freeing the statements) and takes the

@@ -433,7 +433,7 @@ func (f *Form[D]) take(d *inbox.Delivery) (*hold, error) {
 	h, _ := inbox.HoldOf[*hold](d)
 	switch kept, err := f.life.Take(h, func() error {
 		if h.batch {
-			return sentinel.Errorf(nil, sentinel.Queue(f.t.Name, f.q.Name), "delivery %d belongs to a batch of %d rows that one transaction holds: settle the batch with SettleBatch and give it back with ReleaseBatch, not row by row", d.ID, len(h.ds))
+			return sentinel.Errorf(nil, sentinel.Queue(f.t.Name, f.q.Name), "delivery %d is in a batch of %d rows: use SettleBatch or ReleaseBatch", d.ID, len(h.ds))
 		}
 		return nil
 	}); {

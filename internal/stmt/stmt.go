@@ -184,7 +184,7 @@ func (t *Table) DeathFailed(queue string, d *inbox.Delivery, err error) error {
 		how = "a DELETE, since the table has no DeadAt column"
 		remedy = "name a DeadAt column (a nullable timestamp) in inbox.Table.DeadAt, so that a row that cannot be deleted can die, and fix what refuses the DELETE"
 	}
-	return sentinel.Errorf(inbox.ErrDeathFailed, "", "table %q, queue %q, row %d, attempt %d of %d: its death (%s) failed too: %w; the row stays in the table with its attempt at the limit, and no claim takes it again: %s, then set its attempt to 0 to run it again, or end it", t.Raw.Name, queue, d.ID, d.Attempt, limit, how, err, remedy)
+	return sentinel.Errorf(inbox.ErrDeathFailed, "", "table %q, queue %q, row %d, attempt %d of %d: its death (%s) failed too: %w; %s; see docs/errors.md#death-failed", t.Raw.Name, queue, d.ID, d.Attempt, limit, how, err, remedy)
 }
 
 // farYears is how far ahead a retry_after reads as never: a row put off further is reported
