@@ -145,13 +145,13 @@ func publish(ctx context.Context, db *sql.DB, d dialect.Dialect, t Table, msgs [
 	}
 	tx, err := dialect.BeginWrite(ctx, d, db)
 	if err != nil {
-		return sentinel.Errorf(nil, "", "publishing %d rows to table %q: beginning the transaction: %w; nothing was published", len(msgs), t.Name, err)
+		return sentinel.Errorf(nil, sentinel.Table(t.Name), "publishing %d rows: beginning the transaction: %w; nothing was published", len(msgs), err)
 	}
 	if err := insert(ctx, tx, d, t, msgs, sts, ids); err != nil {
 		return errors.Join(fmt.Errorf("%w; nothing was published (the publish's transaction rolled back)", err), rollbackIfOpen(tx))
 	}
 	if err := tx.Commit(); err != nil {
-		return sentinel.Errorf(nil, "", "publishing %d rows to table %q: COMMIT failed: %w; nothing was published, unless the connection failed after the database committed", len(msgs), t.Name, err)
+		return sentinel.Errorf(nil, sentinel.Table(t.Name), "publishing %d rows: COMMIT failed: %w; nothing was published, unless the connection failed after the COMMIT", len(msgs), err)
 	}
 	return nil
 }
@@ -334,15 +334,15 @@ func written(t Table, name string, same func(a, b string) bool) (what, column st
 func insert(ctx context.Context, ex execer, d dialect.Dialect, t Table, msgs []Message, sts []statement, ids []int64) error {
 	fail := func(st statement, err error) error {
 		if len(sts) == 1 {
-			return sentinel.Errorf(nil, "", "publishing %d row(s) to table %q: %w", len(msgs), t.Name, err)
+			return sentinel.Errorf(nil, sentinel.Table(t.Name), "publishing %d row(s): %w", len(msgs), err)
 		}
-		return sentinel.Errorf(nil, "", "publishing %d rows to table %q: the statement of rows %d to %d: %w", len(msgs), t.Name, st.first+1, st.first+st.rows, err)
+		return sentinel.Errorf(nil, sentinel.Table(t.Name), "publishing %d rows: the statement of rows %d to %d: %w", len(msgs), st.first+1, st.first+st.rows, err)
 	}
 	for _, st := range sts {
 		switch {
 		case st.notify:
 			if _, err := ex.ExecContext(ctx, st.query, st.args...); err != nil {
-				return sentinel.Errorf(nil, "", "publishing %d row(s) to table %q: notifying its channel: %w", len(msgs), t.Name, err)
+				return sentinel.Errorf(nil, sentinel.Table(t.Name), "publishing %d row(s): notifying its channel: %w", len(msgs), err)
 			}
 		case ids != nil && t.IDGenerated && d.Caps().Returning:
 			if err := ex.QueryRowContext(ctx, st.query, st.args...).Scan(&ids[st.first]); err != nil {

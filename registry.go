@@ -42,7 +42,7 @@ func claimQueue(db *sql.DB, table, queue string) (stop func(), err error) {
 	consuming.Lock()
 	defer consuming.Unlock()
 	if consuming.queues[key] {
-		return nil, sentinel.Errorf(ErrAlreadyConsuming, "", "queue %q of table %q already has a consumer in this process: run one consumer with more Workers", queue, table)
+		return nil, sentinel.Errorf(ErrAlreadyConsuming, sentinel.Queue(table, queue), "the queue already has a consumer in this process: run one consumer with more Workers")
 	}
 	if consuming.queues == nil {
 		consuming.queues = map[queueKey]bool{}

@@ -5,6 +5,7 @@ package sentinel
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -44,8 +45,12 @@ func BacksOff(err error) bool {
 // A wrapped error of the library loses its own "inbox: " in the text, so that an error reads
 // with one prefix however deep the wrapping.
 func Errorf(kind error, where, format string, args ...any) error {
+	cloned := false
 	for i, a := range args {
 		if e, ok := a.(error); ok && strings.HasPrefix(e.Error(), prefix) {
+			if !cloned { // args may be the caller's own slice: change a copy
+				args, cloned = slices.Clone(args), true
+			}
 			args[i] = unprefixed{e}
 		}
 	}
