@@ -237,24 +237,51 @@ func literal(e ast.Expr) (string, bool) {
 	return "", false
 }
 
-// order names how a text's prefix is ordered.
+// order names how a text's prefix is ordered: the prefix, the kind (a sentinel's text), where
+// (a table, queue, column or row) and what, each where the text has it.
 func order(s string, kinds map[string]string) string {
+	rest, kind := s, false
 	for _, k := range kinds {
 		if strings.HasPrefix(s, k+": ") || s == k {
-			return "inbox: <kind>: <where>: <what>"
+			rest, kind = strings.TrimPrefix(strings.TrimPrefix(s, k), ": "), true
+			break
 		}
 	}
-	switch {
-	case strings.HasPrefix(s, "inbox: table"), strings.HasPrefix(s, "inbox: queue"), strings.HasPrefix(s, "inbox: column"):
-		return "inbox: <where>: <what>"
-	case strings.HasPrefix(s, "inbox: "):
-		return "inbox: <what>"
-	case strings.HasPrefix(s, "table "), strings.HasPrefix(s, "queue "), strings.HasPrefix(s, "column "):
-		return "<where>: <what> (no prefix)"
-	case strings.HasPrefix(s, "%w"), strings.HasPrefix(s, "%v"):
-		return "<cause> first (no prefix)"
+	prefixed := kind || strings.HasPrefix(s, "inbox: ")
+	if !kind {
+		rest = strings.TrimPrefix(rest, "inbox: ")
 	}
-	return "<what> (no prefix)"
+	var o []string
+	if prefixed {
+		o = append(o, "inbox:")
+	}
+	if kind {
+		o = append(o, "<kind>:")
+	}
+	switch {
+	case isWhere(rest):
+		o = append(o, "<where>:", "<what>")
+	case strings.HasPrefix(rest, "%w"), strings.HasPrefix(rest, "%v"):
+		o = append(o, "<cause> <what>")
+	case strings.Contains(rest, "table %q") || strings.Contains(rest, "queue %q"):
+		o = append(o, "<what naming where>")
+	default:
+		o = append(o, "<what>")
+	}
+	if !prefixed {
+		o = append(o, "(no prefix)")
+	}
+	return strings.Join(o, " ")
+}
+
+// isWhere reports whether s starts with a where: a table, queue, column or row named first.
+func isWhere(s string) bool {
+	for _, w := range []string{"table ", "queue ", "column ", "row ", "rows "} {
+		if strings.HasPrefix(s, w) {
+			return true
+		}
+	}
+	return false
 }
 
 func report(texts []text, verbose bool) {
