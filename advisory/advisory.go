@@ -222,7 +222,7 @@ func New[D Dialect](d D, t inbox.Table, cfg *Config) *Form[D] {
 	if cfg != nil && cfg.Key != "" {
 		key = cfg.Key
 	}
-	closed := sentinel.Errorf(inbox.ErrClosed, "", "the advisory form over table %q is not open", t.Name)
+	closed := sentinel.Errorf(inbox.ErrClosed, sentinel.Table(t.Name), "the advisory form is not open")
 	return &Form[D]{d: d, table: t, template: key, life: formlife.New[*hold](closed)}
 }
 
@@ -248,7 +248,7 @@ func defaultKey(t inbox.Table) string {
 // with inbox.ErrDialect: session locks do not hold there.
 func (f *Form[D]) Open(ctx context.Context, db *sql.DB, q inbox.Binding) (inbox.Plan, error) {
 	already := func() error {
-		return sentinel.Errorf(inbox.ErrAlreadyConsuming, "", "the advisory form over table %q is already open: build one form per consumer", f.table.Name)
+		return sentinel.Errorf(inbox.ErrAlreadyConsuming, sentinel.Table(f.table.Name), "the advisory form is already open: build one form per consumer")
 	}
 	if err := f.life.Open(already, func() error { return f.bind(ctx, db, q) }); err != nil {
 		return inbox.Plan{}, err

@@ -124,7 +124,7 @@ func (f *Form[D]) keep(ctx context.Context, h *hold) error {
 	}
 	if !f.life.Keep(h) {
 		f.giveBack(context.WithoutCancel(ctx), h)
-		return sentinel.Errorf(inbox.ErrClosed, "", "the advisory form over table %q closed during the claim; rows %v are back in the queue", f.table.Name, ids(h.ds))
+		return sentinel.Errorf(inbox.ErrClosed, sentinel.Rows(f.table.Name, ids(h.ds)), "the advisory form closed during the claim; the rows are back in the queue")
 	}
 	return nil
 }

@@ -106,7 +106,7 @@ func (f *Form[D]) SettleBatch(ctx context.Context, ds []*inbox.Delivery, os []ou
 	}
 	if h.tx != nil {
 		if err := b.takeBack(h); err != nil {
-			return errors.Join(err, fmt.Errorf("table %q: nothing settled, the handler's writes were rolled back and the batch's rows given back", f.t.Name), b.giveBack(ctx, h, ds[0].ID))
+			return errors.Join(err, sentinel.Errorf(nil, sentinel.Table(f.t.Name), "nothing settled, the handler's writes were rolled back and the batch's rows given back"), b.giveBack(ctx, h, ds[0].ID))
 		}
 		tx := h.tx
 		h.tx = nil

@@ -185,7 +185,7 @@ func (f *Form[D]) Settle(ctx context.Context, d *inbox.Delivery, o outcome.Outco
 
 	if h.tx != nil {
 		if err := b.takeBack(h); err != nil {
-			return errors.Join(fmt.Errorf("table %q: nothing settled, the handler's writes were rolled back and the row given back: %w", f.t.Name, err), b.giveBack(ctx, h, d.ID))
+			return errors.Join(sentinel.Errorf(nil, sentinel.Row(f.t.Name, d.ID), "nothing settled, the handler's writes were rolled back and the row given back: %w", err), b.giveBack(ctx, h, d.ID))
 		}
 		tx := h.tx
 		h.tx = nil

@@ -141,7 +141,7 @@ func (t *Table) ScanOne(scan func(...any) error) (*inbox.Delivery, error) {
 			// One bad row must not fail every claim of its queue: it is delivered, and the
 			// consumer settles it by its undecodable-payload policy.
 			d.Headers = nil
-			d.Undecodable(fmt.Errorf("table %q, row %d: headers column %q does not hold a JSON object of strings: %w", t.Raw.Name, d.ID, t.Raw.Headers, err))
+			d.Undecodable(sentinel.Errorf(nil, sentinel.Row(t.Raw.Name, d.ID), "headers column %q does not hold a JSON object of strings: %w", t.Raw.Headers, err))
 		}
 	}
 	return d, nil
