@@ -2,7 +2,7 @@ package inbox
 
 import (
 	"context"
-	"fmt"
+	"github.com/sqlinbox/inbox/internal/sentinel"
 	"log/slog"
 	"slices"
 
@@ -69,14 +69,14 @@ func (c *Consumer) checkRetry(table string) error {
 		return nil
 	}
 	if c.cfg.Retry != RetryAtOnce {
-		return fmt.Errorf("%w: queue %q of table %q: the retry policy delays retries, and the table has no RetryAfter column to hold a row until then: add a nullable timestamp column (retry_after) and name it in inbox.Table.RetryAfter, or retry at once with Config.Retry = inbox.RetryAtOnce", ErrSchema, c.cfg.Queue, table)
+		return sentinel.Errorf(ErrSchema, sentinel.Queue(table, c.cfg.Queue), "delayed retries need a RetryAfter column: add one, or use inbox.RetryAtOnce")
 	}
 	if c.kinds == nil {
 		return nil
 	}
 	for _, name := range c.kinds.Names() {
 		if o, _ := c.kinds.options(name); o.Retry != nil && o.Retry != RetryAtOnce {
-			return fmt.Errorf("%w: queue %q of table %q: kind %q's retry policy (KindOptions.Retry) delays retries, and the table has no RetryAfter column: add one (retry_after), or give the kind inbox.RetryAtOnce", ErrSchema, c.cfg.Queue, table, name)
+			return sentinel.Errorf(ErrSchema, sentinel.Queue(table, c.cfg.Queue), "kind %q's delayed retries need a RetryAfter column: add one, or use inbox.RetryAtOnce", name)
 		}
 	}
 	return nil

@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"github.com/sqlinbox/inbox/internal/sentinel"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -90,7 +91,7 @@ func (c *DatabaseClock) sync(ctx context.Context) error {
 	host := c.host()
 	if c.DB == nil || c.Dialect == nil {
 		c.next.Store(host.Now().Add(clockRetry).UnixNano())
-		return fmt.Errorf("inbox: a DatabaseClock needs the database whose clock it follows: set its DB and Dialect")
+		return sentinel.Errorf(nil, "", "a DatabaseClock needs the database whose clock it follows: set its DB and Dialect")
 	}
 	best, bestTrip := time.Duration(0), time.Duration(-1)
 	var err error
@@ -112,7 +113,7 @@ func (c *DatabaseClock) sync(ctx context.Context) error {
 	}
 	if bestTrip < 0 {
 		c.next.Store(host.Now().Add(clockRetry).UnixNano())
-		return fmt.Errorf("inbox: reading the database's clock (%s): %w", c.Dialect.Name(), err)
+		return sentinel.Errorf(nil, "", "reading the database's clock (%s): %w", c.Dialect.Name(), err)
 	}
 	c.offset.Store(int64(best))
 	c.next.Store(host.Now().Add(clockEvery).UnixNano())

@@ -4,7 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"errors"
-	"fmt"
+	"github.com/sqlinbox/inbox/internal/sentinel"
 	"log/slog"
 	"reflect"
 	"sync/atomic"
@@ -179,7 +179,7 @@ func (c *Consumer) start(ctx context.Context, plan Plan) (unqueue func(), err er
 	if s, ok := c.cfg.Clock.(interface{ Sync(context.Context) error }); ok {
 		if err := s.Sync(ctx); err != nil {
 			unqueue()
-			return nil, fmt.Errorf("inbox: queue %q of table %q: %w", c.cfg.Queue, plan.Table, dialect.Pooled(err, c.cfg.UnpreparedStatements))
+			return nil, sentinel.Errorf(nil, sentinel.Queue(plan.Table, c.cfg.Queue), "%w", dialect.Pooled(err, c.cfg.UnpreparedStatements))
 		}
 	}
 	return unqueue, nil

@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"github.com/sqlinbox/inbox/internal/sentinel"
 	"strconv"
 	"strings"
 	"sync"
@@ -71,14 +72,14 @@ func Column[T any](d *Delivery, name string) (T, error) {
 			continue
 		}
 		if err := v.Scan(d.ownValues[i]); err != nil {
-			return v.V, fmt.Errorf("inbox: table %q, row %d, column %q: %w", d.ownTable, d.ID, name, err)
+			return v.V, sentinel.Errorf(nil, "", "table %q, row %d, column %q: %w", d.ownTable, d.ID, name, err)
 		}
 		return v.V, nil
 	}
 	if d.ownNames == nil {
-		return v.V, fmt.Errorf("inbox: row %d: column %q is not read with the row, since the table's description names no Columns: name it in inbox.Table.Columns", d.ID, name)
+		return v.V, sentinel.Errorf(nil, "", "row %d: column %q is not read with the row, since the table's description names no Columns: name it in inbox.Table.Columns", d.ID, name)
 	}
-	return v.V, fmt.Errorf("inbox: table %q, row %d: column %q is not read with the row (Table.Columns names %s): add it to inbox.Table.Columns", d.ownTable, d.ID, name, strings.Join(d.ownNames, ", "))
+	return v.V, sentinel.Errorf(nil, sentinel.Row(d.ownTable, d.ID), "column %q is not read with the row (Table.Columns names %s): add it to inbox.Table.Columns", name, strings.Join(d.ownNames, ", "))
 }
 
 // Undecodable is for forms and handler adapters: it records that the row's data (its payload
@@ -143,7 +144,7 @@ func (l *loan) takeBack() error {
 	defer l.mu.Unlock()
 	switch {
 	case l.running > 0:
-		l.verdict = fmt.Errorf("%w: table %q, %s: %d statement(s) of the handler still running on its transaction: finish with the transaction before the handler returns", ErrTransactionHeld, l.table, l.rows(), l.running)
+		l.verdict = sentinel.Errorf(ErrTransactionHeld, "", "table %q, %s: %d statement(s) of the handler still running on its transaction: finish with the transaction before the handler returns", l.table, l.rows(), l.running)
 	case l.ended != nil:
 		l.verdict = l.ended
 	}
@@ -157,7 +158,7 @@ func (l *loan) enter(ctx context.Context) error {
 	switch {
 	case l.returned:
 		l.mu.Unlock()
-		return fmt.Errorf("%w: table %q, %s: the delivery's transaction was used after its handler returned", ErrTransactionHeld, l.table, l.rows())
+		return sentinel.Errorf(ErrTransactionHeld, "", "table %q, %s: the delivery's transaction was used after its handler returned", l.table, l.rows())
 	case l.ended != nil:
 		l.mu.Unlock()
 		return l.ended

@@ -58,7 +58,7 @@ type LeaseLostError struct {
 }
 
 func (e *LeaseLostError) Error() string {
-	return fmt.Sprintf("%v: table %q: rows %v of the batch were not changed: the lease on them ran out before the settlement and they may be another consumer's now; any other row of the batch settled (a handler that outlives its lease needs it extended: the consumer does so every half lease; raise lease.Config.Lease if extensions cannot keep up)", ErrLeaseLost, e.Table, e.IDs)
+	return fmt.Sprintf("%v: table %q, rows %v: the lease ran out before the settlement; those rows were not changed, the others settled; see docs/errors.md#lease-lost", ErrLeaseLost, e.Table, e.IDs)
 }
 
 // Unwrap returns ErrLeaseLost.

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/sqlinbox/inbox/internal/sentinel"
 	"reflect"
 	"slices"
 	"time"
@@ -61,7 +62,7 @@ func Job[A JobArgs](args A) Message {
 	kind, o := kindOf[A]()
 	m := Message{Kind: kind, Queue: o.Queue, Priority: o.Priority}
 	if m.Payload, m.err = json.Marshal(args); m.err != nil {
-		m.err = fmt.Errorf("inbox: job of kind %q: encoding its arguments (%T): %w", kind, args, m.err)
+		m.err = sentinel.Errorf(nil, "", "job of kind %q: encoding its arguments (%T): %w", kind, args, m.err)
 	}
 	return m
 }
@@ -179,9 +180,9 @@ func (c *Consumer) checkKinds(plan Plan) error {
 	case c.kinds == nil:
 		return nil
 	case plan.Described.Kind == "":
-		return fmt.Errorf("%w: queue %q of table %q: the handler runs jobs by kind (inbox.Kinds), and the table has no Kind column: add a text column (kind) and name it in inbox.Table.Kind", ErrSchema, c.cfg.Queue, plan.Table)
+		return sentinel.Errorf(ErrSchema, sentinel.Queue(plan.Table, c.cfg.Queue), "inbox.Kinds needs a Kind column: add one and name it in inbox.Table.Kind")
 	case len(c.kinds.byKind) == 0:
-		return fmt.Errorf("inbox: queue %q of table %q: no kind is registered with the consumer's inbox.Kinds: register each with inbox.Handle before Run", c.cfg.Queue, plan.Table)
+		return sentinel.Errorf(nil, sentinel.Queue(plan.Table, c.cfg.Queue), "no kind is registered with the consumer's inbox.Kinds: register each with inbox.Handle before Run")
 	}
 	return nil
 }

@@ -2,7 +2,7 @@ package inbox
 
 import (
 	"context"
-	"fmt"
+	"github.com/sqlinbox/inbox/internal/sentinel"
 	"time"
 
 	"github.com/sqlinbox/inbox/outcome"
@@ -90,7 +90,7 @@ type Settlement struct {
 }
 
 // errAbandoned is the Settlement.Err of a unit that shutdown gave back while its handler ran.
-var errAbandoned = fmt.Errorf("%w: the handler outlived the shutdown timeout, and its rows were given back unsettled", ErrClosed)
+var errAbandoned = sentinel.Errorf(ErrClosed, "", "the handler outlived the shutdown timeout, and its rows were given back unsettled")
 
 // DecodeError is the error Undecodable recorded for the delivery, nil when its data decodes.
 // A middleware or an observer reads it to tell why a row was settled by

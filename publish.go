@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/sqlinbox/inbox/internal/sentinel"
 	"maps"
 	"slices"
 	"strings"
@@ -57,7 +58,7 @@ type Message struct {
 func JSONMessage[T any](queue string, v T) (Message, error) {
 	payload, err := json.Marshal(v)
 	if err != nil {
-		return Message{}, fmt.Errorf("inbox: encoding a %T payload for queue %q: %w", v, queue, err)
+		return Message{}, sentinel.Errorf(nil, "", "encoding a %T payload for queue %q: %w", v, queue, err)
 	}
 	return Message{Queue: queue, Payload: payload}, nil
 }
@@ -143,20 +144,20 @@ func publish(ctx context.Context, db *sql.DB, d dialect.Dialect, t Table, msgs [
 	}
 	tx, err := dialect.BeginWrite(ctx, d, db)
 	if err != nil {
-		return fmt.Errorf("inbox: publishing %d rows to table %q: beginning the transaction: %w; nothing was published", len(msgs), t.Name, err)
+		return sentinel.Errorf(nil, sentinel.Table(t.Name), "publishing %d rows: beginning the transaction: %w; nothing was published", len(msgs), err)
 	}
 	if err := insert(ctx, tx, d, t, msgs, sts, ids); err != nil {
 		return errors.Join(fmt.Errorf("%w; nothing was published (the publish's transaction rolled back)", err), rollbackIfOpen(tx))
 	}
 	if err := tx.Commit(); err != nil {
-		return fmt.Errorf("inbox: publishing %d rows to table %q: COMMIT failed: %w; nothing was published, unless the connection failed after the database committed", len(msgs), t.Name, err)
+		return sentinel.Errorf(nil, sentinel.Table(t.Name), "publishing %d rows: COMMIT failed: %w; nothing was published, unless the connection failed after the COMMIT", len(msgs), err)
 	}
 	return nil
 }
 
 func rollbackIfOpen(tx dialect.Tx) error {
 	if err := tx.Rollback(); err != nil && !errors.Is(err, sql.ErrTxDone) {
-		return fmt.Errorf("inbox: rolling back the publish: %w", err)
+		return sentinel.Errorf(nil, "", "rolling back the publish: %w", err)
 	}
 	return nil
 }
@@ -244,7 +245,7 @@ func (st *statement) build(s sqltext.SQL, d dialect.Dialect, t Table, msgs []Mes
 	for j, n := range union {
 		var err error
 		if own[j], err = d.Quote(n); err != nil {
-			return fmt.Errorf("%w: table %q, Message.Columns: %v", ErrSchema, t.Name, err)
+			return sentinel.Errorf(ErrSchema, "", "table %q, Message.Columns: %v", t.Name, err)
 		}
 	}
 	var sparse [][]bool // which own columns each row binds; nil where every row binds them all
@@ -297,14 +298,14 @@ func ownColumns(t Table, d dialect.Dialect, m Message) ([]string, error) {
 	}
 	for _, n := range names {
 		if err := t.ownColumn("Message.Columns", n); err != nil {
-			return nil, fmt.Errorf("%w: table %q: %v", ErrSchema, t.Name, err)
+			return nil, sentinel.Errorf(ErrSchema, sentinel.Table(t.Name), "%v", err)
 		}
 		what, column := written(t, n, same)
 		switch {
 		case column == n:
-			return nil, fmt.Errorf("%w: table %q: Message.Columns names column %q, %s, which the library writes by itself: leave it out of Message.Columns", ErrSchema, t.Name, n, what)
+			return nil, sentinel.Errorf(ErrSchema, sentinel.Table(t.Name), "Message.Columns names column %q, %s, which the library writes by itself: leave it out of Message.Columns", n, what)
 		case column != "":
-			return nil, fmt.Errorf("%w: table %q: Message.Columns names column %q, which %s takes for %q, %s (its column names ignore case): leave it out of Message.Columns", ErrSchema, t.Name, n, d.Caps().Title, column, what)
+			return nil, sentinel.Errorf(ErrSchema, sentinel.Table(t.Name), "Message.Columns names column %q, which %s takes for %q, %s (its column names ignore case): leave it out of Message.Columns", n, d.Caps().Title, column, what)
 		}
 	}
 	return names, nil
@@ -327,15 +328,15 @@ func written(t Table, name string, same func(a, b string) bool) (what, column st
 func insert(ctx context.Context, ex execer, d dialect.Dialect, t Table, msgs []Message, sts []statement, ids []int64) error {
 	fail := func(st statement, err error) error {
 		if len(sts) == 1 {
-			return fmt.Errorf("inbox: publishing %d row(s) to table %q: %w", len(msgs), t.Name, err)
+			return sentinel.Errorf(nil, sentinel.Table(t.Name), "publishing %d row(s): %w", len(msgs), err)
 		}
-		return fmt.Errorf("inbox: publishing %d rows to table %q: the statement of rows %d to %d: %w", len(msgs), t.Name, st.first+1, st.first+st.rows, err)
+		return sentinel.Errorf(nil, sentinel.Table(t.Name), "publishing %d rows: the statement of rows %d to %d: %w", len(msgs), st.first+1, st.first+st.rows, err)
 	}
 	for _, st := range sts {
 		switch {
 		case st.notify:
 			if _, err := ex.ExecContext(ctx, st.query, st.args...); err != nil {
-				return fmt.Errorf("inbox: publishing %d row(s) to table %q: notifying its channel: %w", len(msgs), t.Name, err)
+				return sentinel.Errorf(nil, sentinel.Table(t.Name), "publishing %d row(s): notifying its channel: %w", len(msgs), err)
 			}
 		case ids != nil && t.IDGenerated && d.Caps().Returning:
 			if err := ex.QueryRowContext(ctx, st.query, st.args...).Scan(&ids[st.first]); err != nil {
@@ -368,7 +369,7 @@ func rowArgs(t Table, d dialect.Dialect, m Message, now time.Time) ([]any, error
 	var row []any
 	if !t.IDGenerated {
 		if m.ID == 0 {
-			return nil, fmt.Errorf("inbox: table %q: its id column %q is not generated, so each Message needs an ID: set Message.ID or Table.IDGenerated", t.Name, t.ID)
+			return nil, sentinel.Errorf(nil, sentinel.Table(t.Name), "its id column %q is not generated, so each Message needs an ID: set Message.ID or Table.IDGenerated", t.ID)
 		}
 		row = append(row, m.ID)
 	}
@@ -401,7 +402,7 @@ func rowArgs(t Table, d dialect.Dialect, m Message, now time.Time) ([]any, error
 	case t.RetryAfter != "":
 		row = append(row, nil)
 	case m.Delay > 0:
-		return nil, fmt.Errorf("inbox: table %q has no RetryAfter column, so a Message cannot be delayed: add the column or publish without Delay", t.Name)
+		return nil, sentinel.Errorf(nil, "", "table %q has no RetryAfter column, so a Message cannot be delayed: add the column or publish without Delay", t.Name)
 	}
 	if t.CreatedAt != "" {
 		row = append(row, d.Time(now))

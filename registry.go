@@ -2,7 +2,7 @@ package inbox
 
 import (
 	"database/sql"
-	"fmt"
+	"github.com/sqlinbox/inbox/internal/sentinel"
 	"sync"
 )
 
@@ -22,7 +22,7 @@ func claimForm(f Form) error {
 	consuming.Lock()
 	defer consuming.Unlock()
 	if consuming.forms[f] {
-		return fmt.Errorf("%w: this form value is already opened by a running consumer: build one form per consumer", ErrAlreadyConsuming)
+		return sentinel.Errorf(ErrAlreadyConsuming, "", "this form value is already opened by a running consumer: build one form per consumer")
 	}
 	if consuming.forms == nil {
 		consuming.forms = map[Form]bool{}
@@ -42,7 +42,7 @@ func claimQueue(db *sql.DB, table, queue string) (stop func(), err error) {
 	consuming.Lock()
 	defer consuming.Unlock()
 	if consuming.queues[key] {
-		return nil, fmt.Errorf("%w: queue %q of table %q already has a consumer in this process: run one consumer with more Workers", ErrAlreadyConsuming, queue, table)
+		return nil, sentinel.Errorf(ErrAlreadyConsuming, sentinel.Queue(table, queue), "the queue already has a consumer in this process: run one consumer with more Workers")
 	}
 	if consuming.queues == nil {
 		consuming.queues = map[queueKey]bool{}

@@ -2,7 +2,7 @@ package inbox
 
 import (
 	"context"
-	"fmt"
+	"github.com/sqlinbox/inbox/internal/sentinel"
 	"log/slog"
 	"sync"
 	"time"
@@ -62,9 +62,9 @@ func (c *Consumer) budget(plan Plan, log *slog.Logger) (workers, claims int, err
 		}
 		switch {
 		case max < 2:
-			return 0, 0, fmt.Errorf("inbox: queue %q of table %q: the pool allows %d connection, which leaves none for the application: raise db.SetMaxOpenConns to at least 2", c.cfg.Queue, plan.Table, max)
+			return 0, 0, sentinel.Errorf(nil, sentinel.Queue(plan.Table, c.cfg.Queue), "the pool allows %d connection, which leaves none for the application: raise db.SetMaxOpenConns to at least 2", max)
 		case plan.HoldsConnection && deliveries < 1:
-			return 0, 0, fmt.Errorf("inbox: queue %q of table %q: the pool allows %d connections: the form keeps one for its own statements and one stays free for the application, which leaves none for a delivery in work to hold: raise db.SetMaxOpenConns to at least 3", c.cfg.Queue, plan.Table, max)
+			return 0, 0, sentinel.Errorf(nil, sentinel.Queue(plan.Table, c.cfg.Queue), "the pool allows %d connections, which leaves none for a delivery: raise db.SetMaxOpenConns to at least 3", max)
 		case plan.HoldsConnection && workers > deliveries:
 			log.Warn("inbox: running fewer workers than configured: each delivery in work holds a pooled connection, and one stays free for the application", "workers", workers, "running", deliveries, "max_open_conns", max, "form_keeps", plan.OwnConnection)
 			workers = deliveries

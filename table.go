@@ -2,6 +2,7 @@ package inbox
 
 import (
 	"fmt"
+	"github.com/sqlinbox/inbox/internal/sentinel"
 
 	"github.com/sqlinbox/inbox/dialect"
 )
@@ -104,10 +105,10 @@ type Table struct {
 // column, or one column named for two roles.
 func (t Table) Validate() error {
 	if t.Name == "" {
-		return fmt.Errorf("%w: the table description has no Name: set inbox.Table.Name", ErrSchema)
+		return sentinel.Errorf(ErrSchema, "", "the table description has no Name: set inbox.Table.Name")
 	}
 	if t.ID == "" {
-		return fmt.Errorf("%w: table %q: the description has no ID column: set inbox.Table.ID", ErrSchema, t.Name)
+		return sentinel.Errorf(ErrSchema, sentinel.Table(t.Name), "the description has no ID column: set inbox.Table.ID")
 	}
 	seen := map[string]string{}
 	for _, c := range t.roles() {
@@ -115,16 +116,16 @@ func (t Table) Validate() error {
 			continue
 		}
 		if other, ok := seen[*c.name]; ok {
-			return fmt.Errorf("%w: table %q: column %q is named for both %s and %s: give each role its own column", ErrSchema, t.Name, *c.name, other, c.role)
+			return sentinel.Errorf(ErrSchema, sentinel.Table(t.Name), "column %q is named for both %s and %s: give each role its own column", *c.name, other, c.role)
 		}
 		seen[*c.name] = c.role
 	}
 	for _, c := range t.Columns {
 		if err := t.ownColumn("inbox.Table.Columns", c); err != nil {
-			return fmt.Errorf("%w: table %q: %v", ErrSchema, t.Name, err)
+			return sentinel.Errorf(ErrSchema, sentinel.Table(t.Name), "%v", err)
 		}
 		if seen[c] == "Columns" {
-			return fmt.Errorf("%w: table %q: inbox.Table.Columns names %q twice: name each column once", ErrSchema, t.Name, c)
+			return sentinel.Errorf(ErrSchema, sentinel.Table(t.Name), "inbox.Table.Columns names %q twice: name each column once", c)
 		}
 		seen[c] = "Columns"
 	}
@@ -156,21 +157,21 @@ func (t Table) Quote(d dialect.Dialect) (Table, error) {
 	q := t
 	var err error
 	if q.Name, err = d.Quote(t.Name); err != nil {
-		return Table{}, fmt.Errorf("%w: table name: %v", ErrSchema, err)
+		return Table{}, sentinel.Errorf(ErrSchema, "", "table name: %v", err)
 	}
 	for _, c := range q.roles() {
 		if *c.name == "" {
 			continue
 		}
 		if *c.name, err = d.Quote(*c.name); err != nil {
-			return Table{}, fmt.Errorf("%w: table %q, %s column: %v", ErrSchema, t.Name, c.role, err)
+			return Table{}, sentinel.Errorf(ErrSchema, "", "table %q, %s column: %v", t.Name, c.role, err)
 		}
 	}
 	if len(t.Columns) > 0 {
 		q.Columns = make([]string, len(t.Columns))
 		for i, c := range t.Columns {
 			if q.Columns[i], err = d.Quote(c); err != nil {
-				return Table{}, fmt.Errorf("%w: table %q, column %q of Columns: %v", ErrSchema, t.Name, c, err)
+				return Table{}, sentinel.Errorf(ErrSchema, "", "table %q, column %q of Columns: %v", t.Name, c, err)
 			}
 		}
 	}

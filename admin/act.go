@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"github.com/sqlinbox/inbox/internal/sentinel"
 	"math"
 	"slices"
 	"time"
@@ -51,7 +52,7 @@ func ParseAction(name string) (Action, error) {
 			return act, nil
 		}
 	}
-	return 0, fmt.Errorf("inbox: no action %q: name requeue, retry now or delete", name)
+	return 0, sentinel.Errorf(nil, "", "no action %q: name requeue, retry now or delete", name)
 }
 
 // Takes reports whether act changes rows of state s (AnyState: some rows of any state): a
@@ -112,7 +113,7 @@ func (a *Admin) Act(ctx context.Context, act Action, sel Selection) (Result, err
 	}
 	var total Result
 	fail := func(err error) (Result, error) {
-		return total, fmt.Errorf("inbox: table %q: %s of %s, after %d rows: %w", a.t.Name, call, sel, total.Changed, err)
+		return total, sentinel.Errorf(nil, sentinel.Table(a.t.Name), "%s of %s, after %d rows: %w", call, sel, total.Changed, err)
 	}
 	if sel.ids != nil {
 		for ids := range slices.Chunk(sel.ids, chunk) {
@@ -252,7 +253,7 @@ func (a *Admin) Count(ctx context.Context, act Action, sel Selection, limit int6
 		return 0, err
 	}
 	if limit <= 0 {
-		return 0, fmt.Errorf("inbox: table %q: %s up to %d: give a limit above 0", a.t.Name, call, limit)
+		return 0, sentinel.Errorf(nil, sentinel.Table(a.t.Name), "%s up to %d: give a limit above 0", call, limit)
 	}
 	if sel.ids != nil {
 		var n int64
@@ -261,7 +262,7 @@ func (a *Admin) Count(ctx context.Context, act Action, sel Selection, limit int6
 			v := &values{now: a.d.Time(time.Now()), ids: ids}
 			taken, err := stmt.ReadIDs(ctx, a.db, eligible.SQL, v.args(eligible.Binds)...)
 			if err != nil {
-				return 0, fmt.Errorf("inbox: table %q: %s of %s: %w", a.t.Name, call, sel, err)
+				return 0, sentinel.Errorf(nil, sentinel.Table(a.t.Name), "%s of %s: %w", call, sel, err)
 			}
 			n += int64(len(taken))
 		}
@@ -279,7 +280,7 @@ func (a *Admin) Count(ctx context.Context, act Action, sel Selection, limit int6
 	b := a.sql.Count(sf)
 	var n int64
 	if err := a.db.QueryRowContext(ctx, b.SQL, v.args(b.Binds)...).Scan(&n); err != nil {
-		return 0, fmt.Errorf("inbox: table %q: %s of %s: %w", a.t.Name, call, sel, err)
+		return 0, sentinel.Errorf(nil, sentinel.Table(a.t.Name), "%s of %s: %w", call, sel, err)
 	}
 	return n, nil
 }
@@ -295,7 +296,7 @@ func (a *Admin) selected(call string, sel Selection) (Filter, error) {
 	case sel.byQueue:
 		return Filter{Queues: []string{sel.queue}}, nil
 	}
-	return Filter{}, fmt.Errorf("inbox: table %q: %s was given no rows: select them with admin.IDs(ids...), admin.Matching(filter), admin.Queue(name) or admin.All()", a.t.Name, call)
+	return Filter{}, sentinel.Errorf(nil, sentinel.Table(a.t.Name), "%s was given no rows: select them with admin.IDs(ids...), admin.Matching(filter), admin.Queue(name) or admin.All()", call)
 }
 
 // actionNeeds refuses an action whose role the description lacks.
@@ -308,7 +309,7 @@ func (a *Admin) actionNeeds(act Action) error {
 	case Delete:
 		return nil
 	}
-	return fmt.Errorf("inbox: table %q: %v: no such action: name admin.Requeue, admin.RetryNow or admin.Delete", a.t.Name, act)
+	return sentinel.Errorf(nil, sentinel.Table(a.t.Name), "%v: no such action: name admin.Requeue, admin.RetryNow or admin.Delete", act)
 }
 
 // execer runs a change: the pool, or a transaction.

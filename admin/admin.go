@@ -14,6 +14,7 @@ import (
 	"database/sql"
 	"encoding/json"
 	"fmt"
+	"github.com/sqlinbox/inbox/internal/sentinel"
 	"math"
 	"slices"
 	"strconv"
@@ -74,7 +75,7 @@ func (a *Admin) needs(call, role, column string) error {
 	if column != "" {
 		return nil
 	}
-	return fmt.Errorf("%w: table %q: %s needs the %s role, which the description lacks: add the column (admin.Schema prints its definition) and name it in inbox.Table.%s", inbox.ErrSchema, a.t.Name, call, role, role)
+	return sentinel.Errorf(inbox.ErrSchema, sentinel.Table(a.t.Name), "%s needs the %s role, which the description lacks: add the column (admin.Schema prints its definition) and name it in inbox.Table.%s", call, role, role)
 }
 
 // Unknown is a count or an age the table cannot tell (see Stats).
@@ -161,7 +162,7 @@ func (a *Admin) Stats(ctx context.Context) ([]Stats, error) {
 	}
 	rows, err := a.db.QueryContext(ctx, query, args...)
 	if err != nil {
-		return nil, fmt.Errorf("inbox: table %q: counting rows: %w", a.t.Name, err)
+		return nil, sentinel.Errorf(nil, sentinel.Table(a.t.Name), "counting rows: %w", err)
 	}
 	defer rows.Close()
 	var out []Stats
@@ -175,7 +176,7 @@ func (a *Admin) Stats(ctx context.Context) ([]Stats, error) {
 			dest = append(dest, &kind)
 		}
 		if err := rows.Scan(dest...); err != nil {
-			return nil, fmt.Errorf("inbox: table %q: counting rows: %w", a.t.Name, err)
+			return nil, sentinel.Errorf(nil, sentinel.Table(a.t.Name), "counting rows: %w", err)
 		}
 		switch {
 		case s.Due == 0:
@@ -184,7 +185,7 @@ func (a *Admin) Stats(ctx context.Context) ([]Stats, error) {
 		default:
 			since, err := dialect.ScannedTime(oldest)
 			if err != nil {
-				return nil, fmt.Errorf("inbox: table %q: reading the oldest due row's time (RetryAfter, CreatedAt): %w", a.t.Name, err)
+				return nil, sentinel.Errorf(nil, sentinel.Table(a.t.Name), "reading the oldest due row's time (RetryAfter, CreatedAt): %w", err)
 			}
 			s.OldestDue = max(now.Sub(since), 0)
 		}
@@ -207,7 +208,7 @@ func (a *Admin) Stats(ctx context.Context) ([]Stats, error) {
 		}
 	}
 	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("inbox: table %q: counting rows: %w", a.t.Name, err)
+		return nil, sentinel.Errorf(nil, sentinel.Table(a.t.Name), "counting rows: %w", err)
 	}
 	for i := range out {
 		a.unknowns(&out[i])
@@ -279,11 +280,11 @@ func (s Selection) String() string {
 func (a *Admin) check(call string, sel Selection) error {
 	switch {
 	case sel.filter != nil:
-		return fmt.Errorf("inbox: table %q: %s does not take admin.Matching (Act and Count do): select with admin.All(), admin.Queue(name) or admin.IDs(ids...)", a.t.Name, call)
+		return sentinel.Errorf(nil, sentinel.Table(a.t.Name), "%s does not take admin.Matching (Act and Count do): select with admin.All(), admin.Queue(name) or admin.IDs(ids...)", call)
 	case !sel.all && !sel.byQueue && sel.ids == nil:
-		return fmt.Errorf("inbox: table %q: %s was given no rows: select them with admin.All(), admin.Queue(name) or admin.IDs(ids...)", a.t.Name, call)
+		return sentinel.Errorf(nil, sentinel.Table(a.t.Name), "%s was given no rows: select them with admin.All(), admin.Queue(name) or admin.IDs(ids...)", call)
 	case sel.byQueue && a.t.Queue == "":
-		return fmt.Errorf("inbox: table %q: %s of queue %q: the description has no Queue column, so the table is one queue: select with admin.All()", a.t.Name, call, sel.queue)
+		return sentinel.Errorf(nil, sentinel.Table(a.t.Name), "%s of queue %q: the description has no Queue column, so the table is one queue: select with admin.All()", call, sel.queue)
 	}
 	return nil
 }
@@ -336,7 +337,7 @@ func (a *Admin) Dead(ctx context.Context, sel Selection, after Cursor, limit int
 		return nil, err
 	}
 	if limit <= 0 {
-		return nil, fmt.Errorf("inbox: table %q: Dead with a limit of %d: give a limit above 0", a.t.Name, limit)
+		return nil, sentinel.Errorf(nil, sentinel.Table(a.t.Name), "Dead with a limit of %d: give a limit above 0", limit)
 	}
 	if sel.ids != nil {
 		return a.deadByID(ctx, sel.ids, after, limit)
@@ -352,7 +353,7 @@ func (a *Admin) Dead(ctx context.Context, sel Selection, after Cursor, limit int
 	}
 	rows, err := a.db.QueryContext(ctx, a.sql.Dead(sel.byQueue, started), append(args, limit)...)
 	if err != nil {
-		return nil, fmt.Errorf("inbox: table %q: listing the dead rows of %s: %w", a.t.Name, sel, err)
+		return nil, sentinel.Errorf(nil, sentinel.Table(a.t.Name), "listing the dead rows of %s: %w", sel, err)
 	}
 	defer rows.Close()
 	var out []DeadRow
@@ -360,15 +361,15 @@ func (a *Admin) Dead(ctx context.Context, sel Selection, after Cursor, limit int
 		var r DeadRow
 		var at any
 		if err := rows.Scan(&r.ID, &r.Queue, &r.Attempt, &at, &r.LastError); err != nil {
-			return nil, fmt.Errorf("inbox: table %q: listing dead rows: %w", a.t.Name, err)
+			return nil, sentinel.Errorf(nil, sentinel.Table(a.t.Name), "listing dead rows: %w", err)
 		}
 		if r.DeadAt, err = dialect.ScannedTime(at); err != nil {
-			return nil, fmt.Errorf("inbox: table %q, row %d, column %q: %w", a.t.Name, r.ID, a.t.DeadAt, err)
+			return nil, sentinel.Errorf(nil, "", "table %q, row %d, column %q: %w", a.t.Name, r.ID, a.t.DeadAt, err)
 		}
 		out = append(out, r)
 	}
 	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("inbox: table %q: listing dead rows: %w", a.t.Name, err)
+		return nil, sentinel.Errorf(nil, sentinel.Table(a.t.Name), "listing dead rows: %w", err)
 	}
 	return out, nil
 }
@@ -426,7 +427,7 @@ func (a *Admin) PurgeProcessed(ctx context.Context, sel Selection, olderThan tim
 		return 0, err
 	}
 	if olderThan < 0 {
-		return 0, fmt.Errorf("inbox: table %q: PurgeProcessed of rows processed %v ago: give an age of 0 or more", a.t.Name, olderThan)
+		return 0, sentinel.Errorf(nil, sentinel.Table(a.t.Name), "PurgeProcessed of rows processed %v ago: give an age of 0 or more", olderThan)
 	}
 	return a.change(ctx, "PurgeProcessed", sel, sqltext.ProcessedRows, a.d.Time(time.Now().Add(-olderThan)),
 		func(n int) string { return a.sql.Purge(sqltext.ProcessedRows, n) })
@@ -458,7 +459,7 @@ func (a *Admin) change(ctx context.Context, call string, sel Selection, k sqltex
 		return err
 	}
 	fail := func(err error) (int64, error) {
-		return total, fmt.Errorf("inbox: table %q: %s of %s, after %d rows: %w", a.t.Name, call, sel, total, err)
+		return total, sentinel.Errorf(nil, sentinel.Table(a.t.Name), "%s of %s, after %d rows: %w", call, sel, total, err)
 	}
 	if sel.ids != nil {
 		for ids := range slices.Chunk(sel.ids, chunk) {

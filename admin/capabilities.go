@@ -2,7 +2,7 @@ package admin
 
 import (
 	"context"
-	"fmt"
+	"github.com/sqlinbox/inbox/internal/sentinel"
 
 	"github.com/sqlinbox/inbox"
 )
@@ -65,7 +65,7 @@ func (a *Admin) Table() inbox.Table { return a.t }
 // Ping checks that the database answers.
 func (a *Admin) Ping(ctx context.Context) error {
 	if err := a.db.PingContext(ctx); err != nil {
-		return fmt.Errorf("inbox: table %q: the database does not answer: %w", a.t.Name, err)
+		return sentinel.Errorf(nil, sentinel.Table(a.t.Name), "the database does not answer: %w", err)
 	}
 	return nil
 }

@@ -2,7 +2,7 @@ package admin
 
 import (
 	"context"
-	"fmt"
+	"github.com/sqlinbox/inbox/internal/sentinel"
 
 	"github.com/sqlinbox/inbox/internal/schema"
 )
@@ -73,7 +73,7 @@ func (c IndexCheck) OK() bool { return len(c.Columns) == 0 || c.Found != "" }
 func (a *Admin) Check(ctx context.Context) (Check, error) {
 	tbl, err := schema.Read(ctx, a.db, a.d, a.t.Name)
 	if err != nil {
-		return Check{}, fmt.Errorf("inbox: table %q: reading its columns from the catalog: %w", a.t.Name, err)
+		return Check{}, sentinel.Errorf(nil, sentinel.Table(a.t.Name), "reading its columns from the catalog: %w", err)
 	}
 	out := Check{Table: a.t.Name, Found: tbl.Found}
 	for _, r := range schema.Check(a.d, tbl, schema.Describe(a.t, a.t.LockedUntil)) {
@@ -92,7 +92,7 @@ func (a *Admin) Check(ctx context.Context) (Check, error) {
 	if tbl.Found {
 		indexes, err := schema.ReadIndexes(ctx, a.db, a.d, a.t.Name)
 		if err != nil {
-			return Check{}, fmt.Errorf("inbox: table %q: reading its indexes from the catalog: %w", a.t.Name, err)
+			return Check{}, sentinel.Errorf(nil, sentinel.Table(a.t.Name), "reading its indexes from the catalog: %w", err)
 		}
 		out.Index.Found = schema.Serving(a.d, indexes, want)
 	}

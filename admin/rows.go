@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"github.com/sqlinbox/inbox/internal/sentinel"
 	"strings"
 	"time"
 
@@ -53,7 +54,7 @@ func ParseState(name string) (State, error) {
 			return State(i), nil
 		}
 	}
-	return 0, fmt.Errorf("inbox: no state %q: name one of %s", name, strings.Join(stateNames[:], ", "))
+	return 0, sentinel.Errorf(nil, "", "no state %q: name one of %s", name, strings.Join(stateNames[:], ", "))
 }
 
 // Filter names rows by their state and what they hold. The zero Filter matches every row.
@@ -116,7 +117,7 @@ var ErrNoRow = errors.New("inbox: no such row")
 func (a *Admin) Bounds(ctx context.Context) (lowest, highest int64, err error) {
 	var lo, hi sql.NullInt64
 	if err := a.db.QueryRowContext(ctx, a.sql.Bounds()).Scan(&lo, &hi); err != nil {
-		return 0, 0, fmt.Errorf("inbox: table %q: reading its lowest and highest id: %w", a.t.Name, err)
+		return 0, 0, sentinel.Errorf(nil, sentinel.Table(a.t.Name), "reading its lowest and highest id: %w", err)
 	}
 	return lo.Int64, hi.Int64, nil
 }
@@ -126,7 +127,7 @@ func (a *Admin) Bounds(ctx context.Context) (lowest, highest int64, err error) {
 // ID less 1: pages follow the primary key, so rows that come or go meanwhile never shift one.
 func (a *Admin) Rows(ctx context.Context, f Filter, limit int) ([]Row, error) {
 	if limit <= 0 {
-		return nil, fmt.Errorf("inbox: table %q: Rows with a limit of %d: give a limit above 0", a.t.Name, limit)
+		return nil, sentinel.Errorf(nil, sentinel.Table(a.t.Name), "Rows with a limit of %d: give a limit above 0", limit)
 	}
 	sf, v, err := a.filter(ctx, "Rows", f, sqltext.NoAct)
 	if err != nil {
@@ -136,7 +137,7 @@ func (a *Admin) Rows(ctx context.Context, f Filter, limit int) ([]Row, error) {
 	b := a.sql.Rows(sf, PreviewBytes)
 	rows, err := a.db.QueryContext(ctx, b.SQL, v.args(b.Binds)...)
 	if err != nil {
-		return nil, fmt.Errorf("inbox: table %q: listing rows: %w", a.t.Name, err)
+		return nil, sentinel.Errorf(nil, sentinel.Table(a.t.Name), "listing rows: %w", err)
 	}
 	defer rows.Close()
 	var out []Row
@@ -144,18 +145,18 @@ func (a *Admin) Rows(ctx context.Context, f Filter, limit int) ([]Row, error) {
 		var r Row
 		var times [5]any
 		if err := rows.Scan(&r.ID, &r.Queue, &r.Attempt, &r.Priority, &times[0], &times[1], &times[2], &times[3], &times[4], &r.LastError, &r.Payload); err != nil {
-			return nil, fmt.Errorf("inbox: table %q: listing rows: %w", a.t.Name, err)
+			return nil, sentinel.Errorf(nil, sentinel.Table(a.t.Name), "listing rows: %w", err)
 		}
 		for i, at := range []*time.Time{&r.RetryAfter, &r.LockedUntil, &r.DeadAt, &r.ProcessedAt, &r.CreatedAt} {
 			if *at, err = scannedTime(times[i]); err != nil {
-				return nil, fmt.Errorf("inbox: table %q, row %d: %w", a.t.Name, r.ID, err)
+				return nil, sentinel.Errorf(nil, sentinel.Row(a.t.Name, r.ID), "%w", err)
 			}
 		}
 		r.State = r.stateAt(v.nowTime)
 		out = append(out, r)
 	}
 	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("inbox: table %q: listing rows: %w", a.t.Name, err)
+		return nil, sentinel.Errorf(nil, sentinel.Table(a.t.Name), "listing rows: %w", err)
 	}
 	return out, nil
 }
@@ -181,16 +182,16 @@ func (a *Admin) Row(ctx context.Context, id int64) (Row, error) {
 	}
 	err := a.db.QueryRowContext(ctx, a.sql.Row(), id).Scan(scan...)
 	if errors.Is(err, sql.ErrNoRows) {
-		return Row{}, fmt.Errorf("%w: table %q holds no row %d", ErrNoRow, t.Name, id)
+		return Row{}, sentinel.Errorf(ErrNoRow, "", "table %q holds no row %d", t.Name, id)
 	}
 	if err != nil {
-		return Row{}, fmt.Errorf("inbox: table %q: reading row %d: %w", t.Name, id, err)
+		return Row{}, sentinel.Errorf(nil, sentinel.Table(t.Name), "reading row %d: %w", id, err)
 	}
 	r.Queue, r.Headers, r.LastError = text.queue.String, text.headers.String, text.lastError.String
 	r.Attempt, r.Priority = attempt.Int64, priority.Int64
 	for i, at := range []*time.Time{&r.ProcessedAt, &r.RetryAfter, &r.DeadAt, &r.CreatedAt, &r.LockedUntil} {
 		if *at, err = scannedTime(times[i]); err != nil {
-			return Row{}, fmt.Errorf("inbox: table %q, row %d: %w", t.Name, id, err)
+			return Row{}, sentinel.Errorf(nil, sentinel.Row(t.Name, id), "%w", err)
 		}
 	}
 	if len(t.Columns) > 0 {
@@ -293,7 +294,7 @@ func (a *Admin) filter(ctx context.Context, call string, f Filter, act sqltext.A
 		}
 	}
 	if f.OlderThan < 0 {
-		return sf, nil, fmt.Errorf("inbox: table %q: %s of rows older than %v: give an age of 0 or more", a.t.Name, call, f.OlderThan)
+		return sf, nil, sentinel.Errorf(nil, sentinel.Table(a.t.Name), "%s of rows older than %v: give an age of 0 or more", call, f.OlderThan)
 	}
 	if f.OlderThan > 0 {
 		role, column := a.ageRole(f.State)
@@ -314,7 +315,7 @@ func (a *Admin) filter(ctx context.Context, call string, f Filter, act sqltext.A
 		}
 		steps, err := parsePath(f.Path)
 		if err != nil {
-			return sf, nil, fmt.Errorf("inbox: table %q: %s by payload: %w", a.t.Name, call, err)
+			return sf, nil, sentinel.Errorf(nil, sentinel.Table(a.t.Name), "%s by payload: %w", call, err)
 		}
 		if sf.Payload, err = a.jsonSource(ctx); err != nil {
 			return sf, nil, err
@@ -341,7 +342,7 @@ func (a *Admin) stateNeeds(call string, s State) error {
 		return a.needs(call+" of delayed rows", "RetryAfter", a.t.RetryAfter)
 	case InWork:
 		if a.t.LockedUntil == "" {
-			return fmt.Errorf("%w: table %q: %s of rows in work needs the lease column, which the row lock and advisory forms do not write (they hold rows by locks): give admin.New the lease form's column", inbox.ErrSchema, a.t.Name, call)
+			return sentinel.Errorf(inbox.ErrSchema, sentinel.Table(a.t.Name), "%s of rows in work needs the lease form's column: name it in Table.LockedUntil", call)
 		}
 		return nil
 	case Retrying:
@@ -351,7 +352,7 @@ func (a *Admin) stateNeeds(call string, s State) error {
 	case Processed:
 		return a.needs(call+" of processed rows", "ProcessedAt", a.t.ProcessedAt)
 	}
-	return fmt.Errorf("inbox: table %q: %s of %v: no such state", a.t.Name, call, s)
+	return sentinel.Errorf(nil, sentinel.Table(a.t.Name), "%s of %v: no such state", call, s)
 }
 
 // ageRole is the role, and its column, that dates a row's entry into state s (Filter.OlderThan).
@@ -374,7 +375,7 @@ func (a *Admin) jsonSource(ctx context.Context) (sqltext.JSONSource, error) {
 	}
 	tbl, err := schema.Read(ctx, a.db, a.d, a.t.Name)
 	if err != nil {
-		return 0, fmt.Errorf("inbox: table %q: reading the payload column's type: %w", a.t.Name, err)
+		return 0, sentinel.Errorf(nil, sentinel.Table(a.t.Name), "reading the payload column's type: %w", err)
 	}
 	for _, c := range tbl.Columns {
 		if c.Name != a.t.Payload {
@@ -388,5 +389,5 @@ func (a *Admin) jsonSource(ctx context.Context) (sqltext.JSONSource, error) {
 		}
 		return sqltext.PayloadText, nil
 	}
-	return 0, fmt.Errorf("%w: table %q has no payload column %q: add it, or name the column the payload is in (inbox.Table.Payload)", inbox.ErrSchema, a.t.Name, a.t.Payload)
+	return 0, sentinel.Errorf(inbox.ErrSchema, "", "table %q has no payload column %q: add it, or name the column the payload is in (inbox.Table.Payload)", a.t.Name, a.t.Payload)
 }

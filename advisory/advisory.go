@@ -84,6 +84,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"github.com/sqlinbox/inbox/internal/sentinel"
 	"log/slog"
 	"strconv"
 	"strings"
@@ -221,7 +222,7 @@ func New[D Dialect](d D, t inbox.Table, cfg *Config) *Form[D] {
 	if cfg != nil && cfg.Key != "" {
 		key = cfg.Key
 	}
-	closed := fmt.Errorf("%w: the advisory form over table %q is not open", inbox.ErrClosed, t.Name)
+	closed := sentinel.Errorf(inbox.ErrClosed, sentinel.Table(t.Name), "the advisory form is not open")
 	return &Form[D]{d: d, table: t, template: key, life: formlife.New[*hold](closed)}
 }
 
@@ -247,7 +248,7 @@ func defaultKey(t inbox.Table) string {
 // with inbox.ErrDialect: session locks do not hold there.
 func (f *Form[D]) Open(ctx context.Context, db *sql.DB, q inbox.Binding) (inbox.Plan, error) {
 	already := func() error {
-		return fmt.Errorf("%w: the advisory form over table %q is already open: build one form per consumer", inbox.ErrAlreadyConsuming, f.table.Name)
+		return sentinel.Errorf(inbox.ErrAlreadyConsuming, sentinel.Table(f.table.Name), "the advisory form is already open: build one form per consumer")
 	}
 	if err := f.life.Open(already, func() error { return f.bind(ctx, db, q) }); err != nil {
 		return inbox.Plan{}, err
@@ -266,23 +267,23 @@ func (f *Form[D]) bind(ctx context.Context, db *sql.DB, q inbox.Binding) error {
 		return err
 	}
 	if err := f.d.Allows(dialect.AdvisoryForm); err != nil {
-		return fmt.Errorf("table %q, queue %q: %w", f.table.Name, q.Name, err)
+		return sentinel.At(sentinel.Queue(f.table.Name, q.Name), err)
 	}
 	if q.UnpreparedStatements {
-		return fmt.Errorf("%w: table %q, queue %q: the advisory form does not run with unprepared statements (inbox.Config.UnpreparedStatements), which are for a pooler in transaction mode: its session locks land on whatever server connection a statement got and outlive the client, so such a pooler hands them to other clients; connect directly or through session pooling and leave the setting off, or take the row lock or lease form", inbox.ErrDialect, f.table.Name, q.Name)
+		return sentinel.Errorf(inbox.ErrDialect, sentinel.Queue(f.table.Name, q.Name), "the advisory form cannot run with Config.UnpreparedStatements: connect directly or take another form; see docs/errors.md#dialect")
 	}
 	st.Claiming(q)
 	a := st.SQL().Advisory(key)
 	if err := f.d.CheckServer(ctx, db); err != nil {
-		return fmt.Errorf("table %q, queue %q: %w", f.table.Name, q.Name, err)
+		return sentinel.At(sentinel.Queue(f.table.Name, q.Name), err)
 	}
 	if err := dialect.CheckGalera(ctx, f.d, db, dialect.AdvisoryForm); err != nil {
-		return fmt.Errorf("table %q, queue %q: %w", f.table.Name, q.Name, err)
+		return sentinel.At(sentinel.Queue(f.table.Name, q.Name), err)
 	}
 	if f.d.Caps().Locks == dialect.HashedLocks {
 		// Hashed locks hash each key with hashtextextended, which Postgres has since 11.
 		if err := checkHashTextExtended(ctx, db); err != nil {
-			return fmt.Errorf("table %q, queue %q: %w", f.table.Name, q.Name, err)
+			return sentinel.At(sentinel.Queue(f.table.Name, q.Name), err)
 		}
 	}
 	if err := schema.Verify(ctx, db, f.d, f.table, "", q.Kinds); err != nil {
@@ -327,10 +328,10 @@ func (f *Form[D]) bind(ctx context.Context, db *sql.DB, q inbox.Binding) error {
 func checkHashTextExtended(ctx context.Context, db *sql.DB) error {
 	var num string
 	if err := db.QueryRowContext(ctx, "SHOW server_version_num").Scan(&num); err != nil {
-		return fmt.Errorf("inbox: reading the Postgres server version: %w", err)
+		return sentinel.Errorf(nil, "", "reading the Postgres server version: %w", err)
 	}
 	if n, _ := strconv.Atoi(num); n < 110000 {
-		return fmt.Errorf("%w: Postgres %s; the advisory form needs 11 or later (hashtextextended): upgrade the server, or take the row lock or lease form", inbox.ErrServerTooOld, num)
+		return sentinel.Errorf(inbox.ErrServerTooOld, "", "Postgres %s; the advisory form needs 11 or later (hashtextextended): upgrade the server, or take the row lock or lease form", num)
 	}
 	return nil
 }
@@ -388,19 +389,19 @@ func (f *Form[D]) selectCandidates(ctx context.Context, now any, limit int) ([]c
 	args := append(f.t.DueArgs(nil, now, f.q.Name), limit)
 	rows, err := f.candidates.QueryContext(ctx, args...)
 	if err != nil {
-		return nil, fmt.Errorf("inbox: table %q, queue %q: selecting advisory candidates: %w", f.table.Name, f.q.Name, err)
+		return nil, sentinel.Errorf(nil, sentinel.Queue(f.table.Name, f.q.Name), "selecting advisory candidates: %w", err)
 	}
 	defer rows.Close()
 	var out []candidate
 	for rows.Next() {
 		var c candidate
 		if err := rows.Scan(&c.id, &c.key); err != nil {
-			return nil, fmt.Errorf("inbox: table %q: reading advisory candidates: %w", f.table.Name, err)
+			return nil, sentinel.Errorf(nil, sentinel.Table(f.table.Name), "reading advisory candidates: %w", err)
 		}
 		out = append(out, c)
 	}
 	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("inbox: table %q, queue %q: selecting advisory candidates: %w", f.table.Name, f.q.Name, err)
+		return nil, sentinel.Errorf(nil, sentinel.Queue(f.table.Name, f.q.Name), "selecting advisory candidates: %w", err)
 	}
 	return out, nil
 }
@@ -411,14 +412,14 @@ func (f *Form[D]) selectCandidates(ctx context.Context, now any, limit int) ([]c
 func (f *Form[D]) take(ctx context.Context, c candidate, now any) (*inbox.Delivery, error) {
 	conn, err := f.db.Conn(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("inbox: table %q: pinning a connection for row %d: %w", f.table.Name, c.id, err)
+		return nil, sentinel.Errorf(nil, sentinel.Table(f.table.Name), "pinning a connection for row %d: %w", c.id, err)
 	}
 	locked, err := confirmed(conn.QueryRowContext(ctx, f.s.lock, c.key))
 	if err != nil {
 		// The server may have taken the lock before the error; only ending the session is sure
 		// to release it.
 		dialect.Discard(conn)
-		return nil, fmt.Errorf("inbox: table %q: locking key %q of row %d: %w", f.table.Name, c.key, c.id, err)
+		return nil, sentinel.Errorf(nil, sentinel.Table(f.table.Name), "locking key %q of row %d: %w", c.key, c.id, err)
 	}
 	if !locked {
 		conn.Close()
@@ -434,7 +435,7 @@ func (f *Form[D]) take(ctx context.Context, c candidate, now any) (*inbox.Delive
 		// database/sql rolls a transaction back when its context ends; this one outlives the
 		// claim.
 		if h.tx, err = dialect.BeginOn(context.WithoutCancel(ctx), f.d, conn); err != nil {
-			return nil, fmt.Errorf("inbox: table %q: beginning the transaction of row %d: %w; %s", f.table.Name, c.id, err, lockGone("the row is back in the queue, its attempt counted"))
+			return nil, sentinel.Errorf(nil, sentinel.Table(f.table.Name), "beginning the transaction of row %d: %w; %s", c.id, err, lockGone("the row is back in the queue, its attempt counted"))
 		}
 	}
 	h.ds = []*inbox.Delivery{d}
@@ -471,7 +472,7 @@ func (f *Form[D]) takeRow(ctx context.Context, conn *sql.Conn, c candidate, now 
 		return nil, nil
 	}
 	if err != nil {
-		return nil, fmt.Errorf("inbox: table %q: taking row %d: %w", f.table.Name, c.id, err)
+		return nil, sentinel.Errorf(nil, sentinel.Table(f.table.Name), "taking row %d: %w", c.id, err)
 	}
 	return d, nil
 }
@@ -524,7 +525,7 @@ func (f *Form[D]) Settle(ctx context.Context, d *inbox.Delivery, o outcome.Outco
 		}
 		if !f.rollback(h) {
 			// The connection is gone, and with it the lock: the row is back, unsettled.
-			return fmt.Errorf("inbox: table %q: rolling back the transaction of row %d failed, so it was not settled (%s); it is back in the queue", f.table.Name, d.ID, o)
+			return sentinel.Errorf(nil, sentinel.Table(f.table.Name), "rolling back the transaction of row %d failed, so it was not settled (%s); it is back in the queue", d.ID, o)
 		}
 	}
 	if err = f.settle(ctx, h.conn, d, o); err != nil {
@@ -548,7 +549,7 @@ func (f *Form[D]) commit(ctx context.Context, h *hold, o outcome.Outcome) error 
 		return err
 	}
 	if err := h.tx.Commit(); err != nil {
-		return fmt.Errorf("inbox: table %q: committing the settlement of row %d with the handler's writes: %w; %s", f.table.Name, h.ds[0].ID, err, lockGone(committed(err, "the row is")))
+		return sentinel.Errorf(nil, sentinel.Table(f.table.Name), "committing the settlement of row %d with the handler's writes: %w; %s", h.ds[0].ID, err, lockGone(committed(err, "the row is")))
 	}
 	f.unlock(ctx, h)
 	return nil
@@ -625,7 +626,7 @@ func (f *Form[D]) giveBack(ctx context.Context, h *hold) {
 func (f *Form[D]) begin(d *inbox.Delivery) (*hold, error) {
 	h, _ := inbox.HoldOf[*hold](d)
 	if h != nil && h.batch {
-		return nil, fmt.Errorf("inbox: table %q, row %d: the delivery belongs to a batch of %d rows, which share one hold: settle it with SettleBatch or give it back with ReleaseBatch, together with the rest of its batch; nothing changed", f.table.Name, d.ID, len(h.ds))
+		return nil, sentinel.Errorf(nil, sentinel.Row(f.table.Name, d.ID), "the delivery is in a batch of %d rows: use SettleBatch or ReleaseBatch; nothing changed", len(h.ds))
 	}
 	// A closed form keeps no holds: its lock was released at Close.
 	if kept, _ := f.life.Take(h, nil); !kept {
@@ -635,7 +636,7 @@ func (f *Form[D]) begin(d *inbox.Delivery) (*hold, error) {
 }
 
 func (f *Form[D]) ended(d *inbox.Delivery) error {
-	return fmt.Errorf("%w: table %q, row %d: the delivery's advisory lock was already released (the form was closed, or the delivery was settled or released before); nothing changed, and the row is back in the queue unless it was settled", inbox.ErrClosed, f.table.Name, d.ID)
+	return sentinel.Errorf(inbox.ErrClosed, sentinel.Row(f.table.Name, d.ID), "the delivery's lock was already released; nothing changed; see docs/errors.md#closed")
 }
 
 // execer is the delivery's connection, or its transaction.
@@ -646,7 +647,7 @@ type execer interface {
 // settle runs the statement of outcome o, if it has one, through ex.
 func (f *Form[D]) settle(ctx context.Context, ex execer, d *inbox.Delivery, o outcome.Outcome) error {
 	if err := f.exec(ctx, ex, d, o); err != nil {
-		return fmt.Errorf("inbox: table %q: settling row %d (%s): %w; the row returns to the queue", f.table.Name, d.ID, o, err)
+		return sentinel.Errorf(nil, sentinel.Table(f.table.Name), "settling row %d (%s): %w; the row returns to the queue", d.ID, o, err)
 	}
 	return nil
 }
@@ -687,7 +688,7 @@ func (f *Form[D]) backOff(ctx context.Context, ex execer, d *inbox.Delivery, err
 			return dead
 		}
 	}
-	return fmt.Errorf("inbox: table %q, row %d: backing the row off after its failed settlement (%s): %w", f.table.Name, d.ID, o, berr)
+	return sentinel.Errorf(nil, sentinel.Row(f.table.Name, d.ID), "backing the row off after its failed settlement (%s): %w", o, berr)
 }
 
 // rollback rolls back h's transaction and reports whether its connection is still there to

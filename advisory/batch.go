@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"github.com/sqlinbox/inbox/internal/sentinel"
 
 	"github.com/sqlinbox/inbox"
 	"github.com/sqlinbox/inbox/dialect"
@@ -39,7 +40,7 @@ func (f *Form[D]) ClaimBatch(ctx context.Context, max int) ([]*inbox.Delivery, e
 	}
 	conn, err := f.db.Conn(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("inbox: table %q: pinning a connection for a batch: %w", f.table.Name, err)
+		return nil, sentinel.Errorf(nil, sentinel.Table(f.table.Name), "pinning a connection for a batch: %w", err)
 	}
 	h := &hold{conn: conn, batch: true}
 	// fail ends the session, and with it every lock the batch took: the lock state after a failed
@@ -78,7 +79,7 @@ func (f *Form[D]) ClaimBatch(ctx context.Context, max int) ([]*inbox.Delivery, e
 		// database/sql rolls a transaction back when its context ends; this one outlives the
 		// claim.
 		if h.tx, err = dialect.BeginOn(context.WithoutCancel(ctx), f.d, conn); err != nil {
-			return nil, fmt.Errorf("inbox: table %q: beginning the transaction of the batch of rows %v: %w; %s", f.table.Name, ids(h.ds), err, lockGone("the rows are back in the queue, their attempts counted"))
+			return nil, sentinel.Errorf(nil, sentinel.Table(f.table.Name), "beginning the transaction of the batch of rows %v: %w; %s", ids(h.ds), err, lockGone("the rows are back in the queue, their attempts counted"))
 		}
 	}
 	if err := f.keep(ctx, h); err != nil {
@@ -93,7 +94,7 @@ func (f *Form[D]) ClaimBatch(ctx context.Context, max int) ([]*inbox.Delivery, e
 func (f *Form[D]) takeKey(ctx context.Context, conn *sql.Conn, c candidate, now any) (*inbox.Delivery, error) {
 	locked, err := confirmed(conn.QueryRowContext(ctx, f.s.lock, c.key))
 	if err != nil {
-		return nil, fmt.Errorf("inbox: table %q: locking key %q of row %d for a batch: %w", f.table.Name, c.key, c.id, err)
+		return nil, sentinel.Errorf(nil, sentinel.Table(f.table.Name), "locking key %q of row %d for a batch: %w", c.key, c.id, err)
 	}
 	if !locked {
 		return nil, nil
@@ -107,7 +108,7 @@ func (f *Form[D]) takeKey(ctx context.Context, conn *sql.Conn, c candidate, now 
 		err = errors.New("the server did not confirm the release, so the session had lost its lock: do not run the advisory form through a transaction-pooling proxy")
 	}
 	if err != nil {
-		return nil, fmt.Errorf("inbox: table %q: releasing key %q of row %d, passed over: %w", f.table.Name, c.key, c.id, err)
+		return nil, sentinel.Errorf(nil, sentinel.Table(f.table.Name), "releasing key %q of row %d, passed over: %w", c.key, c.id, err)
 	}
 	return nil, nil
 }
@@ -123,7 +124,7 @@ func (f *Form[D]) keep(ctx context.Context, h *hold) error {
 	}
 	if !f.life.Keep(h) {
 		f.giveBack(context.WithoutCancel(ctx), h)
-		return fmt.Errorf("%w: the advisory form over table %q closed during the claim; rows %v are back in the queue", inbox.ErrClosed, f.table.Name, ids(h.ds))
+		return sentinel.Errorf(inbox.ErrClosed, sentinel.Rows(f.table.Name, ids(h.ds)), "the advisory form closed during the claim; the rows are back in the queue")
 	}
 	return nil
 }
@@ -146,7 +147,7 @@ func (f *Form[D]) keep(ctx context.Context, h *hold) error {
 // attempts counted; the other statements still run.
 func (f *Form[D]) SettleBatch(ctx context.Context, ds []*inbox.Delivery, os []outcome.Outcome) error {
 	if len(os) != len(ds) {
-		return fmt.Errorf("inbox: table %q: settling a batch of %d rows with %d outcomes: give one outcome per delivery; nothing changed", f.table.Name, len(ds), len(os))
+		return sentinel.Errorf(nil, sentinel.Table(f.table.Name), "settling a batch of %d rows with %d outcomes: give one outcome per delivery; nothing changed", len(ds), len(os))
 	}
 	h, err := f.beginBatch(ds)
 	if err != nil || h == nil {
@@ -167,7 +168,7 @@ func (f *Form[D]) SettleBatch(ctx context.Context, ds []*inbox.Delivery, os []ou
 		}
 		if !f.rollback(h) {
 			// The connection is gone, and with it the locks: the rows are back, unsettled.
-			return fmt.Errorf("inbox: table %q: rolling back the transaction of the batch of rows %v failed, so it was not settled; its rows are back in the queue", f.table.Name, ids(ds))
+			return sentinel.Errorf(nil, sentinel.Table(f.table.Name), "rolling back the transaction of the batch of rows %v failed, so it was not settled; its rows are back in the queue", ids(ds))
 		}
 		// The handler's writes did not land: an Ack is retried, so that they are made again.
 		retried := make([]outcome.Outcome, len(os))
@@ -201,7 +202,7 @@ func (f *Form[D]) commitBatch(ctx context.Context, h *hold, ds []*inbox.Delivery
 		return errors.Join(errs...)
 	}
 	if err := h.tx.Commit(); err != nil {
-		return fmt.Errorf("inbox: table %q: committing the settlement of rows %v with the handler's writes: %w; %s", f.table.Name, ids(ds), err, lockGone(committed(err, "the rows are")))
+		return sentinel.Errorf(nil, sentinel.Table(f.table.Name), "committing the settlement of rows %v with the handler's writes: %w; %s", ids(ds), err, lockGone(committed(err, "the rows are")))
 	}
 	f.unlock(ctx, h)
 	return nil
@@ -226,7 +227,7 @@ func (f *Form[D]) settleMany(ctx context.Context, ex execer, ds []*inbox.Deliver
 			args = append(args, id)
 		}
 		if _, err := ex.ExecContext(ctx, f.s.many(step.Kind, len(ids)), args...); err != nil {
-			err = fmt.Errorf("inbox: table %q: settling rows %v (%s): %w; the rows return to the queue", f.table.Name, ids, step.Kind, err)
+			err = sentinel.Errorf(nil, sentinel.Table(f.table.Name), "settling rows %v (%s): %w; the rows return to the queue", ids, step.Kind, err)
 			errs = append(errs, err)
 			for _, i := range step.Rows {
 				if backOff {
@@ -272,22 +273,22 @@ func (f *Form[D]) beginBatch(ds []*inbox.Delivery) (*hold, error) {
 	}
 	h, _ := inbox.HoldOf[*hold](ds[0])
 	if h != nil && !h.batch {
-		return nil, fmt.Errorf("inbox: table %q, row %d: the delivery was claimed alone, not in a batch: settle it with Settle or give it back with Release; nothing changed", f.table.Name, ds[0].ID)
+		return nil, sentinel.Errorf(nil, sentinel.Row(f.table.Name, ds[0].ID), "the delivery was claimed alone, not in a batch: settle it with Settle or give it back with Release; nothing changed")
 	}
 	for _, d := range ds[1:] {
 		if dh, _ := inbox.HoldOf[*hold](d); dh != h {
-			return nil, fmt.Errorf("inbox: table %q: rows %d and %d are of different claims: settle or give back each batch on its own; nothing changed", f.table.Name, ds[0].ID, d.ID)
+			return nil, sentinel.Errorf(nil, sentinel.Table(f.table.Name), "rows %d and %d are of different claims: settle or give back each batch on its own; nothing changed", ds[0].ID, d.ID)
 		}
 	}
 	switch kept, err := f.life.Take(h, func() error {
 		if len(ds) != len(h.ds) {
-			return fmt.Errorf("inbox: table %q: %d of the %d rows of a batch given: settle or give back the whole batch at once; nothing changed", f.table.Name, len(ds), len(h.ds))
+			return sentinel.Errorf(nil, sentinel.Table(f.table.Name), "%d of the %d rows of a batch given: settle or give back the whole batch at once; nothing changed", len(ds), len(h.ds))
 		}
 		return nil
 	}); {
 	case !kept:
 		// A closed form keeps no holds: its locks were released at Close.
-		return nil, fmt.Errorf("%w: table %q, rows %v: the batch's advisory locks were already released (the form was closed, or the batch was settled or released before); nothing changed, and the rows are back in the queue unless they were settled", inbox.ErrClosed, f.table.Name, ids(ds))
+		return nil, sentinel.Errorf(inbox.ErrClosed, "", "table %q, rows %v: the batch's locks were already released; nothing changed; see docs/errors.md#closed", f.table.Name, ids(ds))
 	case err != nil:
 		return nil, err
 	}

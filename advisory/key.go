@@ -2,6 +2,7 @@ package advisory
 
 import (
 	"fmt"
+	"github.com/sqlinbox/inbox/internal/sentinel"
 	"strings"
 
 	"github.com/sqlinbox/inbox"
@@ -42,7 +43,7 @@ func parseKey(d dialect.Dialect, table, tmpl string) ([]sqltext.KeyPart, error) 
 		}
 		q, err := d.Quote(name)
 		if err != nil {
-			return nil, fmt.Errorf("%w: table %q: advisory key template %q, column %q: %v", inbox.ErrSchema, table, tmpl, name, err)
+			return nil, sentinel.Errorf(inbox.ErrSchema, sentinel.Table(table), "advisory key template %q, column %q: %v", tmpl, name, err)
 		}
 		parts = append(parts, sqltext.KeyPart{Column: q})
 		rest = rest[open+1+end+1:]

@@ -18,7 +18,6 @@ package dialect
 import (
 	"context"
 	"database/sql"
-	"fmt"
 	"strconv"
 	"time"
 
@@ -132,5 +131,5 @@ type NoRowLocksOnSQLiteUseLease struct{}
 type NoSessionLocksOnSQLiteUseLease struct{}
 
 func dialectError(format string, args ...any) error {
-	return fmt.Errorf("%w: "+format, append([]any{sentinel.Dialect}, args...)...)
+	return sentinel.Errorf(sentinel.Dialect, "", format, args...)
 }

@@ -4,7 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"errors"
-	"fmt"
+	"github.com/sqlinbox/inbox/internal/sentinel"
 	"strconv"
 )
 
@@ -21,17 +21,17 @@ func Galera(ctx context.Context, d Dialect, db *sql.DB) (nodes int, err error) {
 	case errors.Is(err, sql.ErrNoRows): // MySQL without Galera has no such variable
 		return 0, nil
 	case err != nil:
-		return 0, fmt.Errorf("inbox: reading wsrep_on: %w", err)
+		return 0, sentinel.Errorf(nil, "", "reading wsrep_on: %w", err)
 	case on != "ON":
 		return 0, nil
 	}
 	var size string
 	if err := db.QueryRowContext(ctx, "SHOW GLOBAL STATUS LIKE 'wsrep_cluster_size'").Scan(&name, &size); err != nil {
-		return 0, fmt.Errorf("inbox: reading wsrep_cluster_size: %w", err)
+		return 0, sentinel.Errorf(nil, "", "reading wsrep_cluster_size: %w", err)
 	}
 	n, err := strconv.Atoi(size)
 	if err != nil {
-		return 0, fmt.Errorf("inbox: wsrep_cluster_size is %q, not a number", size)
+		return 0, sentinel.Errorf(nil, "", "wsrep_cluster_size is %q, not a number", size)
 	}
 	return max(n, 1), nil
 }

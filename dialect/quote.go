@@ -2,6 +2,7 @@ package dialect
 
 import (
 	"fmt"
+	"github.com/sqlinbox/inbox/internal/sentinel"
 	"strconv"
 	"strings"
 	"time"
@@ -14,16 +15,16 @@ import (
 func quote(c *Caps, ident string) (string, error) {
 	switch {
 	case ident == "":
-		return "", fmt.Errorf("inbox: empty identifier: name the table or column")
+		return "", sentinel.Errorf(nil, "", "empty identifier: name the table or column")
 	case strings.IndexByte(ident, 0) >= 0:
-		return "", fmt.Errorf("inbox: identifier %q holds a NUL byte: no database accepts it in a name", ident)
+		return "", sentinel.Errorf(nil, "", "identifier %q holds a NUL byte: no database accepts it in a name", ident)
 	case !utf8.ValidString(ident):
-		return "", fmt.Errorf("inbox: identifier %q is not valid UTF-8", ident)
+		return "", sentinel.Errorf(nil, "", "identifier %q is not valid UTF-8", ident)
 	case c.MaxNameBytes > 0 && len(ident) > c.MaxNameBytes:
-		return "", fmt.Errorf("inbox: identifier %q is %d bytes; %s keeps %d: shorten the name", ident, len(ident), c.Title, c.MaxNameBytes)
+		return "", sentinel.Errorf(nil, "", "identifier %q is %d bytes; %s keeps %d: shorten the name", ident, len(ident), c.Title, c.MaxNameBytes)
 	}
 	if n := utf8.RuneCountInString(ident); c.MaxNameChars > 0 && n > c.MaxNameChars {
-		return "", fmt.Errorf("inbox: identifier %q is %d characters; %s keeps %d: shorten the name", ident, n, c.Title, c.MaxNameChars)
+		return "", sentinel.Errorf(nil, "", "identifier %q is %d characters; %s keeps %d: shorten the name", ident, n, c.Title, c.MaxNameChars)
 	}
 	q := string(c.Quote)
 	return q + strings.ReplaceAll(ident, q, q+q) + q, nil

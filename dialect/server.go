@@ -5,7 +5,6 @@ import (
 	"database/sql"
 	"database/sql/driver"
 	"errors"
-	"fmt"
 	"slices"
 	"strconv"
 	"strings"
@@ -19,7 +18,7 @@ func checkPostgres(ctx context.Context, db *sql.DB) error {
 		return versionError(ctx, db, "Postgres", err)
 	}
 	if n, _ := strconv.Atoi(num); n < 90500 {
-		return fmt.Errorf("%w: Postgres %s; the library needs 9.5 or later (SKIP LOCKED): upgrade the server", sentinel.ServerTooOld, num)
+		return sentinel.Errorf(sentinel.ServerTooOld, "", "Postgres %s; the library needs 9.5 or later (SKIP LOCKED): upgrade the server", num)
 	}
 	return nil
 }
@@ -41,12 +40,12 @@ func checkMySQLFamily(ctx context.Context, db *sql.DB, wantMariaDB bool) error {
 	}
 	if isMariaDB {
 		if !atLeast(version, 10, 6, 0) {
-			return fmt.Errorf("%w: MariaDB %s; the library needs 10.6 or later (SKIP LOCKED): upgrade the server", sentinel.ServerTooOld, version)
+			return sentinel.Errorf(sentinel.ServerTooOld, "", "MariaDB %s; the library needs 10.6 or later (SKIP LOCKED): upgrade the server", version)
 		}
 		return nil
 	}
 	if !atLeast(version, 8, 0, 1) {
-		return fmt.Errorf("%w: MySQL %s; the library needs 8.0.1 or later (SKIP LOCKED): upgrade the server", sentinel.ServerTooOld, version)
+		return sentinel.Errorf(sentinel.ServerTooOld, "", "MySQL %s; the library needs 8.0.1 or later (SKIP LOCKED): upgrade the server", version)
 	}
 	return nil
 }
@@ -57,7 +56,7 @@ func checkSQLite(ctx context.Context, db *sql.DB) error {
 		return versionError(ctx, db, "SQLite", err)
 	}
 	if !atLeast(version, 3, 35, 0) {
-		return fmt.Errorf("%w: SQLite %s; the library needs 3.35 or later (RETURNING): upgrade the driver", sentinel.ServerTooOld, version)
+		return sentinel.Errorf(sentinel.ServerTooOld, "", "SQLite %s; the library needs 3.35 or later (RETURNING): upgrade the driver", version)
 	}
 	return nil
 }
@@ -72,14 +71,14 @@ func versionError(ctx context.Context, db *sql.DB, want string, err error) error
 	if db.QueryRowContext(ctx, "SELECT VERSION()").Scan(&version) == nil {
 		postgres := strings.Contains(version, "PostgreSQL")
 		if (want == "Postgres" && postgres) || (want == "MySQL or MariaDB" && !postgres) {
-			return fmt.Errorf("inbox: reading the %s server version: %w", want, err)
+			return sentinel.Errorf(nil, "", "reading the %s server version: %w", want, err)
 		}
 		return dialectError("the dialect is %s, but the server is %s: use the dialect of the server", want, version)
 	}
 	if db.QueryRowContext(ctx, "SELECT sqlite_version()").Scan(&version) == nil {
 		return dialectError("the dialect is %s, but the database is SQLite %s: use dialect.SQLite", want, version)
 	}
-	return fmt.Errorf("inbox: reading the %s server version: %w", want, err)
+	return sentinel.Errorf(nil, "", "reading the %s server version: %w", want, err)
 }
 
 // atLeast reports whether version ("10.11.19-MariaDB-0+deb12u1", "8.0.36") is at least

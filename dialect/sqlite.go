@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"github.com/sqlinbox/inbox/internal/sentinel"
 	"sync"
 )
 
@@ -75,7 +76,7 @@ func (tx *sqliteTx) probe(cause error) {
 	tx.conn.ExecContext(context.Background(), "ROLLBACK")
 	tx.mu.Lock()
 	defer tx.mu.Unlock()
-	tx.reason = fmt.Errorf("inbox: SQLite rolled the transaction back when a statement failed (%v); nothing more runs in it, and it cannot commit", cause)
+	tx.reason = sentinel.Errorf(nil, "", "SQLite rolled the transaction back when a statement failed (%v); nothing more runs in it, and it cannot commit", cause)
 }
 
 // Commit commits and lets go of the connection. A failed COMMIT (SQLITE_BUSY, say) leaves the

@@ -200,7 +200,7 @@ func commitError(err error) error {
 	case rolledBack(err):
 		return fmt.Errorf("COMMIT failed and the transaction was rolled back: %w", err)
 	}
-	return fmt.Errorf("%w: the connection failed after the COMMIT was sent, so it may have committed or not (%w); the connection was closed", sentinel.CommitUnknown, err)
+	return sentinel.Errorf(sentinel.CommitUnknown, "", "the connection failed after the COMMIT was sent, so it may have committed or not (%w); the connection was closed", err)
 }
 
 // rolledBack reports whether a COMMIT that failed with err is known not to have committed:

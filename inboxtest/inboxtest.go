@@ -304,7 +304,7 @@ func Enqueued(ctx context.Context, db *sql.DB, d dialect.Dialect, t inbox.Table,
 	query += " ORDER BY " + q.ID
 	rows, err := db.QueryContext(ctx, query, args...)
 	if err != nil {
-		return nil, fmt.Errorf("inboxtest: reading the rows of table %q: %w", t.Name, err)
+		return nil, fmt.Errorf("inboxtest: table %q: reading the rows: %w", t.Name, err)
 	}
 	defer rows.Close()
 	var msgs []inbox.Message
@@ -327,18 +327,18 @@ func Enqueued(ctx context.Context, db *sql.DB, d dialect.Dialect, t inbox.Table,
 			dest = append(dest, &headers)
 		}
 		if err := rows.Scan(dest...); err != nil {
-			return nil, fmt.Errorf("inboxtest: reading the rows of table %q: %w", t.Name, err)
+			return nil, fmt.Errorf("inboxtest: table %q: reading the rows: %w", t.Name, err)
 		}
 		m.Queue, m.Priority = group.String, int(priority.Int64)
 		if len(headers) > 0 {
 			if err := json.Unmarshal(headers, &m.Headers); err != nil {
-				return nil, fmt.Errorf("inboxtest: table %q, row %d: its headers (column %q) are not a JSON object of strings: %w", t.Name, m.ID, t.Headers, err)
+				return nil, fmt.Errorf("inboxtest: table %q, row %d: headers column %q does not hold a JSON object of strings: %w", t.Name, m.ID, t.Headers, err)
 			}
 		}
 		msgs = append(msgs, m)
 	}
 	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("inboxtest: reading the rows of table %q: %w", t.Name, err)
+		return nil, fmt.Errorf("inboxtest: table %q: reading the rows: %w", t.Name, err)
 	}
 	return msgs, nil
 }

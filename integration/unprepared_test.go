@@ -47,8 +47,8 @@ func TestUnpreparedStatements(t *testing.T) {
 				db := unpreparedPool(t, c, c.dsn(t), 4)
 				f := advisory.New(b.dialect.(advisory.Dialect), fullTable(tableName(t)), nil)
 				_, err := f.Open(context.Background(), db, inbox.Binding{Name: "q", UnpreparedStatements: true})
-				if !errors.Is(err, inbox.ErrDialect) || !strings.Contains(err.Error(), "session locks") || !strings.Contains(err.Error(), "row lock or lease form") {
-					t.Fatalf("advisory Open with UnpreparedStatements: %v; want ErrDialect saying why and naming the row lock and lease forms", err)
+				if !errors.Is(err, inbox.ErrDialect) || !strings.Contains(err.Error(), "UnpreparedStatements") || !strings.Contains(err.Error(), "docs/errors.md#dialect") {
+					t.Fatalf("advisory Open with UnpreparedStatements: %v; want ErrDialect naming the setting and pointing to docs/errors.md for why", err)
 				}
 			}})
 		}

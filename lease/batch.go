@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"github.com/sqlinbox/inbox/internal/sentinel"
 	"slices"
 	"time"
 
@@ -48,9 +49,9 @@ func (f *Form[D]) ClaimBatch(ctx context.Context, max int) ([]*inbox.Delivery, e
 		// readied before the transaction holds any lock. The transaction outlives this call: it
 		// must not end with the claim's context.
 		if _, err := b.statement(ctx, h, "ack"); err != nil {
-			failed = fmt.Errorf("inbox: table %q: readying the ack of the batch %v: %w; the claimed rows were given back", f.t.Name, h.batch, err)
+			failed = sentinel.Errorf(nil, sentinel.Table(f.t.Name), "readying the ack of the batch %v: %w; the claimed rows were given back", h.batch, err)
 		} else if tx, err := f.d.Begin(context.WithoutCancel(ctx), b.db); err != nil {
-			failed = fmt.Errorf("inbox: table %q: opening the transaction of the batch %v: %w; the claimed rows were given back", f.t.Name, h.batch, err)
+			failed = sentinel.Errorf(nil, sentinel.Table(f.t.Name), "opening the transaction of the batch %v: %w; the claimed rows were given back", h.batch, err)
 		} else {
 			h.tx, h.lent = tx, ds[0]
 			inbox.LendTx(tx, f.d, f.t.Name, ds...)
@@ -60,7 +61,7 @@ func (f *Form[D]) ClaimBatch(ctx context.Context, max int) ([]*inbox.Delivery, e
 		return ds, nil
 	}
 	if failed == nil {
-		failed = fmt.Errorf("%w: table %q: the form was closed during the claim of the batch %v; its rows were given back", inbox.ErrClosed, f.t.Name, h.batch)
+		failed = sentinel.Errorf(inbox.ErrClosed, sentinel.Table(f.t.Name), "the form was closed during the claim of the batch %v; its rows were given back", h.batch)
 	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -90,7 +91,7 @@ func (f *Form[D]) SettleBatch(ctx context.Context, ds []*inbox.Delivery, os []ou
 		return nil
 	}
 	if len(os) != len(ds) {
-		return fmt.Errorf("inbox: table %q: %d outcomes for a batch of %d deliveries: give one outcome per delivery", f.t.Name, len(os), len(ds))
+		return sentinel.Errorf(nil, sentinel.Table(f.t.Name), "%d outcomes for a batch of %d deliveries: give one outcome per delivery", len(os), len(ds))
 	}
 	b, h, unlock, err := f.lockBatch(ds)
 	if err != nil {
@@ -105,7 +106,7 @@ func (f *Form[D]) SettleBatch(ctx context.Context, ds []*inbox.Delivery, os []ou
 	}
 	if h.tx != nil {
 		if err := b.takeBack(h); err != nil {
-			return errors.Join(err, fmt.Errorf("table %q: nothing settled, the handler's writes were rolled back and the batch's rows given back", f.t.Name), b.giveBack(ctx, h, ds[0].ID))
+			return errors.Join(err, sentinel.Errorf(nil, sentinel.Table(f.t.Name), "nothing settled, the handler's writes were rolled back and the batch's rows given back"), b.giveBack(ctx, h, ds[0].ID))
 		}
 		tx := h.tx
 		h.tx = nil
@@ -175,7 +176,7 @@ func (f *Form[D]) settleRows(ctx context.Context, b *binding, h *hold, what stri
 		}
 	}
 	if err != nil {
-		return nil, fmt.Errorf("inbox: table %q, rows %v: %s: %w; they were not changed, and return when their lease runs out", f.t.Name, ids, what, err)
+		return nil, sentinel.Errorf(nil, "", "table %q, rows %v: %s: %w; they were not changed, and return when their lease runs out", f.t.Name, ids, what, err)
 	}
 	return changed, nil
 }
@@ -282,15 +283,15 @@ func (f *Form[D]) ackBatchInTx(ctx context.Context, b *binding, h *hold, ds []*i
 		var n int64
 		if n, err = res.RowsAffected(); err == nil && n < int64(len(h.batch)) {
 			err = errors.Join(&inbox.LeaseLostError{Table: f.t.Name, IDs: slices.Clone(h.batch)},
-				fmt.Errorf("inbox: table %q: the lease of %d of the batch's rows ran out before the ack, so none of them settled", f.t.Name, int64(len(h.batch))-n))
+				sentinel.Errorf(nil, sentinel.Table(f.t.Name), "the lease of %d of the batch's rows ran out before the ack, so none of them settled", int64(len(h.batch))-n))
 		}
 	}
 	if err != nil && !errors.Is(err, inbox.ErrLeaseLost) {
-		err = fmt.Errorf("inbox: table %q, batch %v: ack: %w", f.t.Name, h.batch, err)
+		err = sentinel.Errorf(nil, "", "table %q, batch %v: ack: %w", f.t.Name, h.batch, err)
 	}
 	if err != nil {
 		h.txToken = time.Time{}
-		err = errors.Join(err, rollback(tx, f.t.Name, first.ID), fmt.Errorf("inbox: table %q: the handler's writes for the batch %v were rolled back", f.t.Name, h.batch))
+		err = errors.Join(err, rollback(tx, f.t.Name, first.ID), sentinel.Errorf(nil, sentinel.Table(f.t.Name), "the handler's writes for the batch %v were rolled back", h.batch))
 		if b.q.Backoff == nil || !stmt.BacksOff(err) {
 			return errors.Join(err, b.giveBack(ctx, h, first.ID))
 		}
@@ -303,7 +304,7 @@ func (f *Form[D]) ackBatchInTx(ctx context.Context, b *binding, h *hold, ds []*i
 		return errors.Join(errs...)
 	}
 	if err := tx.Commit(); err != nil {
-		return fmt.Errorf("inbox: table %q, batch %v: committing the handler's writes with the ack failed: %w; %s", f.t.Name, h.batch, err, landed(err, "the rows return"))
+		return sentinel.Errorf(nil, "", "table %q, batch %v: committing the handler's writes with the ack failed: %w; %s", f.t.Name, h.batch, err, landed(err, "the rows return"))
 	}
 	return nil
 }
@@ -337,7 +338,7 @@ func (f *Form[D]) lockBatch(ds []*inbox.Delivery) (*binding, *hold, func(), erro
 	}
 	if !ok {
 		unlock()
-		return nil, nil, nil, fmt.Errorf("inbox: table %q: the deliveries %v are not one batch of this form as ClaimBatch returned it: settle or release a batch whole, in claim order", f.t.Name, deliveryIDs(ds))
+		return nil, nil, nil, sentinel.Errorf(nil, sentinel.Table(f.t.Name), "the deliveries %v are not one batch of this form as ClaimBatch returned it: settle or release a batch whole, in claim order", deliveryIDs(ds))
 	}
 	return b, h, unlock, nil
 }

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"github.com/sqlinbox/inbox/internal/sentinel"
 	"time"
 
 	"github.com/sqlinbox/inbox"
@@ -60,7 +61,7 @@ func (f *Form[D]) keepRows(ctx context.Context, b *binding, ds []*inbox.Delivery
 		// the context it began with ends: it must not end with the claim's.
 		tx, err := f.d.Begin(context.WithoutCancel(ctx), b.db)
 		if err != nil {
-			failed = fmt.Errorf("inbox: table %q: opening the transaction of row %d: %w; the claimed rows were given back", f.t.Name, d.ID, err)
+			failed = sentinel.Errorf(nil, sentinel.Table(f.t.Name), "opening the transaction of row %d: %w; the claimed rows were given back", d.ID, err)
 			break
 		}
 		holds[i].tx, holds[i].lent = tx, d
@@ -70,7 +71,7 @@ func (f *Form[D]) keepRows(ctx context.Context, b *binding, ds []*inbox.Delivery
 		return ds, nil
 	}
 	if failed == nil {
-		failed = fmt.Errorf("%w: table %q: the form was closed during the claim; the claimed rows were given back", inbox.ErrClosed, f.t.Name)
+		failed = sentinel.Errorf(inbox.ErrClosed, sentinel.Table(f.t.Name), "the form was closed during the claim; the claimed rows were given back")
 	}
 	errs := []error{failed}
 	for _, h := range holds {
@@ -104,7 +105,7 @@ func (f *Form[D]) claimRows(ctx context.Context, b *binding, max int) ([]*inbox.
 		})
 	}
 	if err != nil {
-		return nil, token, fmt.Errorf("inbox: table %q: claiming: %w", f.t.Name, err)
+		return nil, token, sentinel.Errorf(nil, sentinel.Table(f.t.Name), "claiming: %w", err)
 	}
 	return ds, token, nil
 }

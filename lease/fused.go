@@ -3,7 +3,7 @@ package lease
 import (
 	"context"
 	"errors"
-	"fmt"
+	"github.com/sqlinbox/inbox/internal/sentinel"
 	"time"
 
 	"github.com/sqlinbox/inbox"
@@ -75,7 +75,7 @@ func (f *Form[D]) settleAndClaimInTx(ctx context.Context, b *binding, d *inbox.D
 		err = tx.Commit()
 	}
 	if err != nil {
-		return nil, token, nil, errors.Join(fmt.Errorf("inbox: table %q, row %d: settling and claiming in one transaction: %w", f.t.Name, d.ID, err), tx.Rollback())
+		return nil, token, nil, errors.Join(sentinel.Errorf(nil, sentinel.Row(f.t.Name, d.ID), "settling and claiming in one transaction: %w", err), tx.Rollback())
 	}
 	return ds, token, settled, nil
 }

@@ -78,7 +78,7 @@ import (
 	"context"
 	"database/sql"
 	"errors"
-	"fmt"
+	"github.com/sqlinbox/inbox/internal/sentinel"
 	"log/slog"
 	"slices"
 	"sync"
@@ -153,7 +153,7 @@ func New[D dialect.Dialect](d D, t inbox.Table, cfg *Config) *Form[D] {
 	if t.LockedUntil == "" {
 		t.LockedUntil = DefaultColumn
 	}
-	f := &Form[D]{d: d, t: t, life: formlife.New[*hold](fmt.Errorf("%w: table %q: the lease form is not open: Open it (a Consumer does) before claiming or settling", inbox.ErrClosed, t.Name))}
+	f := &Form[D]{d: d, t: t, life: formlife.New[*hold](sentinel.Errorf(inbox.ErrClosed, sentinel.Table(t.Name), "the lease form is not open: Open it (a Consumer does) before claiming or settling"))}
 	if cfg != nil {
 		f.cfg = *cfg
 	}
@@ -230,7 +230,7 @@ func (h *hold) current() time.Time {
 func (f *Form[D]) Open(ctx context.Context, db *sql.DB, q inbox.Binding) (inbox.Plan, error) {
 	var plan inbox.Plan
 	err := f.life.Open(func() error {
-		return fmt.Errorf("%w: table %q: this lease form is already open: build one form per consumer", inbox.ErrAlreadyConsuming, f.t.Name)
+		return sentinel.Errorf(inbox.ErrAlreadyConsuming, sentinel.Table(f.t.Name), "this lease form is already open: build one form per consumer")
 	}, func() (err error) {
 		plan, err = f.bind(ctx, db, q)
 		return err
@@ -241,18 +241,18 @@ func (f *Form[D]) Open(ctx context.Context, db *sql.DB, q inbox.Binding) (inbox.
 // bind checks the form against the server, prepares its statements and binds it to db and q.
 func (f *Form[D]) bind(ctx context.Context, db *sql.DB, q inbox.Binding) (inbox.Plan, error) {
 	if err := f.d.Allows(dialect.LeaseForm); err != nil {
-		return inbox.Plan{}, fmt.Errorf("table %q, queue %q: %w", f.t.Name, q.Name, err)
+		return inbox.Plan{}, sentinel.At(sentinel.Queue(f.t.Name, q.Name), err)
 	}
 	lease := f.cfg.Lease
 	if lease == 0 {
 		lease = DefaultLease
 	}
 	if lease < time.Second || lease%time.Second != 0 {
-		return inbox.Plan{}, fmt.Errorf("inbox: table %q: lease %v is not a whole number of seconds of at least 1s: set lease.Config.Lease to one (or leave it zero for %v)", f.t.Name, f.cfg.Lease, DefaultLease)
+		return inbox.Plan{}, sentinel.Errorf(nil, sentinel.Table(f.t.Name), "lease %v is not a whole number of seconds of at least 1s: set lease.Config.Lease to one (or leave it zero for %v)", f.cfg.Lease, DefaultLease)
 	}
 	caps := f.d.Caps()
 	if q.Transactional && slices.Contains(caps.SnapshotLevels, f.d.Level()) {
-		return inbox.Plan{}, fmt.Errorf("%w: table %q: the lease form on %s at %s cannot run in transactional mode: the handler's transaction keeps the snapshot of its first statement and would not see the lease extended, so its Ack would find the lease lost; use isolation.ReadCommitted (or isolation.Default), or turn Transactional off", inbox.ErrDialect, f.t.Name, caps.Title, f.d.Level())
+		return inbox.Plan{}, sentinel.Errorf(inbox.ErrDialect, sentinel.Table(f.t.Name), "the lease form on %s at %s cannot run transactional: use isolation.ReadCommitted; see docs/errors.md#dialect", caps.Title, f.d.Level())
 	}
 	column := f.t.LockedUntil
 	st, err := stmt.New(f.d, f.t)
@@ -262,10 +262,10 @@ func (f *Form[D]) bind(ctx context.Context, db *sql.DB, q inbox.Binding) (inbox.
 	st.Claiming(q)
 	col, err := f.d.Quote(column)
 	if err != nil {
-		return inbox.Plan{}, fmt.Errorf("%w: table %q, lease column: %v", inbox.ErrSchema, f.t.Name, err)
+		return inbox.Plan{}, sentinel.Errorf(inbox.ErrSchema, "", "table %q, lease column: %v", f.t.Name, err)
 	}
 	if err := f.d.CheckServer(ctx, db); err != nil {
-		return inbox.Plan{}, fmt.Errorf("table %q, queue %q: %w", f.t.Name, q.Name, err)
+		return inbox.Plan{}, sentinel.At(sentinel.Queue(f.t.Name, q.Name), err)
 	}
 	if err := schema.Verify(ctx, db, f.d, f.t, column, q.Kinds); err != nil {
 		return inbox.Plan{}, err
@@ -289,7 +289,7 @@ func (f *Form[D]) bind(ctx context.Context, db *sql.DB, q inbox.Binding) (inbox.
 	// Taken before the statements are prepared, so that they are prepared on another
 	// connection, which the pool's statements then find them on.
 	if b.own, err = keepOwn(ctx, db, q.Transactional); err != nil {
-		return inbox.Plan{}, fmt.Errorf("inbox: table %q, queue %q: taking the form's own connection from the pool: %w", f.t.Name, q.Name, err)
+		return inbox.Plan{}, sentinel.Errorf(nil, sentinel.Queue(f.t.Name, q.Name), "taking the form's own connection from the pool: %w", err)
 	}
 	if err := b.prepare(ctx); err != nil {
 		b.closeStatements()

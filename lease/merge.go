@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"github.com/sqlinbox/inbox/internal/sentinel"
 	"sync"
 	"time"
 
@@ -138,7 +139,7 @@ func (m *merger) result(r *mergeRow, changed bool, err error) error {
 	table := m.b.st.Raw.Name
 	switch {
 	case err != nil:
-		return fmt.Errorf("inbox: table %q, row %d: %s: %w", table, r.id, m.what, err)
+		return sentinel.Errorf(nil, sentinel.Row(table, r.id), "%s: %w", m.what, err)
 	case !changed:
 		return lostLease(table, fmt.Sprintf("row %d", r.id), m.what)
 	}

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"github.com/sqlinbox/inbox/internal/sentinel"
 	"time"
 
 	"github.com/sqlinbox/inbox"
@@ -184,7 +185,7 @@ func (f *Form[D]) Settle(ctx context.Context, d *inbox.Delivery, o outcome.Outco
 
 	if h.tx != nil {
 		if err := b.takeBack(h); err != nil {
-			return errors.Join(fmt.Errorf("table %q: nothing settled, the handler's writes were rolled back and the row given back: %w", f.t.Name, err), b.giveBack(ctx, h, d.ID))
+			return errors.Join(sentinel.Errorf(nil, sentinel.Row(f.t.Name, d.ID), "nothing settled, the handler's writes were rolled back and the row given back: %w", err), b.giveBack(ctx, h, d.ID))
 		}
 		tx := h.tx
 		h.tx = nil
@@ -244,7 +245,7 @@ func (f *Form[D]) backOff(ctx context.Context, b *binding, h *hold, d *inbox.Del
 			return dead
 		}
 	}
-	return fmt.Errorf("inbox: table %q, row %d: backing the row off after its failed settlement: %w", f.t.Name, d.ID, berr)
+	return sentinel.Errorf(nil, sentinel.Row(f.t.Name, d.ID), "backing the row off after its failed settlement: %w", berr)
 }
 
 // settlement is the statement that applies o to d's row under h's token outside a
@@ -273,7 +274,7 @@ func (f *Form[D]) ackInTx(ctx context.Context, b *binding, tx dialect.Tx, h *hol
 		return errors.Join(err, f.backOff(ctx, b, h, d, err))
 	}
 	if err := tx.Commit(); err != nil {
-		err = fmt.Errorf("inbox: table %q, row %d: committing the handler's writes with the ack failed: %w; %s", f.t.Name, d.ID, err, landed(err, "the row returns"))
+		err = sentinel.Errorf(nil, sentinel.Row(f.t.Name, d.ID), "committing the handler's writes with the ack failed: %w; %s", err, landed(err, "the row returns"))
 		h.txToken = time.Time{}
 		return errors.Join(err, f.backOff(ctx, b, h, d, err))
 	}
@@ -292,7 +293,7 @@ func landed(err error, rows string) string {
 
 func rollback(tx dialect.Tx, table string, id int64) error {
 	if err := tx.Rollback(); err != nil && !errors.Is(err, sql.ErrTxDone) {
-		return fmt.Errorf("inbox: table %q, row %d: rolling back the handler's transaction: %w", table, id, err)
+		return sentinel.Errorf(nil, sentinel.Row(table, id), "rolling back the handler's transaction: %w", err)
 	}
 	return nil
 }
@@ -357,11 +358,11 @@ func (b *binding) giveBack(ctx context.Context, h *hold, id int64) error {
 	if err == nil {
 		var n int64
 		if n, err = res.RowsAffected(); err == nil && n == 0 {
-			err = fmt.Errorf("%w: table %q, %s: the lease ran out before the rows were given back; nothing was changed", inbox.ErrLeaseLost, b.st.Raw.Name, what)
+			err = sentinel.Errorf(inbox.ErrLeaseLost, "", "table %q, %s: the lease ran out before the rows were given back; nothing was changed", b.st.Raw.Name, what)
 		}
 	}
 	if err != nil && !errors.Is(err, inbox.ErrLeaseLost) {
-		err = fmt.Errorf("inbox: table %q, %s: giving the rows back: %w; they return when their lease runs out", b.st.Raw.Name, what, err)
+		err = sentinel.Errorf(nil, "", "table %q, %s: giving the rows back: %w; they return when their lease runs out", b.st.Raw.Name, what, err)
 	}
 	return errors.Join(append(errs, err)...)
 }
@@ -381,7 +382,7 @@ func (f *Form[D]) guarded(res sql.Result, err error, d *inbox.Delivery, h *hold,
 		n, err = res.RowsAffected()
 	}
 	if err != nil {
-		return 0, fmt.Errorf("inbox: table %q, row %d: %s: %w", f.t.Name, d.ID, what, err)
+		return 0, sentinel.Errorf(nil, sentinel.Row(f.t.Name, d.ID), "%s: %w", what, err)
 	}
 	if want := int64(max(len(h.batch), 1)); n < want {
 		rows := fmt.Sprintf("row %d", d.ID)
@@ -395,7 +396,7 @@ func (f *Form[D]) guarded(res sql.Result, err error, d *inbox.Delivery, h *hold,
 
 // lostLease is the error of a guarded statement that found rows no longer held.
 func lostLease(table, rows, what string) error {
-	return fmt.Errorf("%w: table %q, %s: the lease ran out before the %s and the row may be another consumer's now; it was not changed (a handler that outlives its lease needs its lease extended: the consumer does so every half lease; raise lease.Config.Lease if extensions cannot keep up)", inbox.ErrLeaseLost, table, rows, what)
+	return sentinel.Errorf(inbox.ErrLeaseLost, "", "table %q, %s: the lease ran out before the %s; nothing changed; see docs/errors.md#lease-lost", table, rows, what)
 }
 
 // lockHold admits the call (Close waits for it before freeing the statements) and takes the
@@ -410,7 +411,7 @@ func (f *Form[D]) lockHold(d *inbox.Delivery) (*binding, *hold, func(), error) {
 	h, ok := inbox.HoldOf[*hold](d)
 	if !ok {
 		f.life.Leave()
-		return nil, nil, nil, fmt.Errorf("inbox: table %q, row %d: the delivery was not claimed by this lease form", f.t.Name, d.ID)
+		return nil, nil, nil, sentinel.Errorf(nil, sentinel.Row(f.t.Name, d.ID), "the delivery was not claimed by this lease form")
 	}
 	h.mu.Lock()
 	if h.ended {
@@ -425,11 +426,11 @@ func (f *Form[D]) lockHold(d *inbox.Delivery) (*binding, *hold, func(), error) {
 }
 
 func (f *Form[D]) ended(d *inbox.Delivery) error {
-	return fmt.Errorf("%w: table %q, row %d: the delivery's hold already ended (settled, released, or given back when the form closed)", inbox.ErrClosed, f.t.Name, d.ID)
+	return sentinel.Errorf(inbox.ErrClosed, sentinel.Row(f.t.Name, d.ID), "the delivery's hold already ended (settled, released, or given back when the form closed)")
 }
 
 func (f *Form[D]) inBatch(d *inbox.Delivery, done, use string) error {
-	return fmt.Errorf("inbox: table %q, row %d: the delivery belongs to a batch, which is %s whole: use %s", f.t.Name, d.ID, done, use)
+	return sentinel.Errorf(nil, sentinel.Row(f.t.Name, d.ID), "the delivery belongs to a batch, which is %s whole: use %s", done, use)
 }
 
 // noRetryAfter warns that a RetryAfter on a table without a retry_after column retries at once.

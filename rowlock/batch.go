@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/sqlinbox/inbox/internal/sentinel"
 	"slices"
 
 	"github.com/sqlinbox/inbox"
@@ -106,7 +107,7 @@ func (f *Form[D]) SettleBatch(ctx context.Context, ds []*inbox.Delivery, os []ou
 		}
 		defer f.life.Leave()
 		if len(os) != len(ds) {
-			return fmt.Errorf("inbox: table %q, queue %q: SettleBatch of %d deliveries with %d outcomes: give one outcome per delivery; nothing settled, the batch is still held", f.t.Name, f.q.Name, len(ds), len(os))
+			return sentinel.Errorf(nil, sentinel.Queue(f.t.Name, f.q.Name), "SettleBatch of %d deliveries with %d outcomes: give one outcome per delivery; nothing settled, the batch is still held", len(ds), len(os))
 		}
 		return nil
 	}
@@ -118,7 +119,7 @@ func (f *Form[D]) SettleBatch(ctx context.Context, ds []*inbox.Delivery, os []ou
 	defer h.cancel()
 
 	if err := h.takeBack(); err != nil {
-		return errors.Join(fmt.Errorf("inbox: table %q, queue %q: settling the batch of %s: nothing settled, the rows are back in the queue: %w", f.t.Name, f.q.Name, rowsOf(ds), err), f.rollback(h))
+		return errors.Join(sentinel.Errorf(nil, sentinel.Queue(f.t.Name, f.q.Name), "settling the batch of %s: nothing settled, the rows are back in the queue: %w", rowsOf(ds), err), f.rollback(h))
 	}
 
 	writesLand := f.q.Transactional
@@ -282,7 +283,7 @@ func (f *Form[D]) ReleaseBatch(_ context.Context, ds []*inbox.Delivery) error {
 	}
 	defer f.life.Leave()
 	if err := h.end(); err != nil {
-		return fmt.Errorf("inbox: table %q, queue %q: releasing the batch of %s: %w", f.t.Name, f.q.Name, rowsOf(ds), err)
+		return sentinel.Errorf(nil, sentinel.Queue(f.t.Name, f.q.Name), "releasing the batch of %s: %w", rowsOf(ds), err)
 	}
 	return nil
 }
@@ -295,7 +296,7 @@ func (f *Form[D]) takeBatch(ds []*inbox.Delivery) (*hold, error) {
 	h, _ := inbox.HoldOf[*hold](ds[0])
 	switch kept, err := f.life.Take(h, func() error {
 		if !h.batch {
-			return fmt.Errorf("inbox: table %q, queue %q: delivery %d was claimed alone, by Claim: settle it with Settle and give it back with Release", f.t.Name, f.q.Name, ds[0].ID)
+			return sentinel.Errorf(nil, sentinel.Queue(f.t.Name, f.q.Name), "delivery %d was claimed alone, by Claim: settle it with Settle and give it back with Release", ds[0].ID)
 		}
 		whole := len(ds) == len(h.ds)
 		seen := make(map[*inbox.Delivery]bool, len(ds))
@@ -307,14 +308,14 @@ func (f *Form[D]) takeBatch(ds []*inbox.Delivery) (*hold, error) {
 			seen[d] = true
 		}
 		if !whole {
-			return fmt.Errorf("inbox: table %q, queue %q: the deliveries given (%s) are not the batch ClaimBatch returned (%s): settle or give back a batch whole, each delivery once", f.t.Name, f.q.Name, rowsOf(ds), rowsOf(h.ds))
+			return sentinel.Errorf(nil, sentinel.Queue(f.t.Name, f.q.Name), "the deliveries given (%s) are not the batch ClaimBatch returned (%s): settle or give back a batch whole, each delivery once", rowsOf(ds), rowsOf(h.ds))
 		}
 		return nil
 	}); {
 	case err != nil:
 		return nil, err
 	case !kept:
-		return nil, fmt.Errorf("%w: table %q: the batch of %s is not held by this form (settled, released, or given back at Close); its rows are back in the queue or settled", inbox.ErrClosed, f.t.Name, rowsOf(ds))
+		return nil, sentinel.Errorf(inbox.ErrClosed, sentinel.Table(f.t.Name), "the batch of %s is not held by this form (settled, released, or given back at Close); its rows are back in the queue or settled", rowsOf(ds))
 	}
 	return h, nil
 }

@@ -99,6 +99,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"github.com/sqlinbox/inbox/internal/sentinel"
 	"log/slog"
 	"slices"
 	"strconv"
@@ -183,7 +184,7 @@ func For[D Dialect](c *inbox.Client[D]) *Form[D] { return New(c.Dialect(), c.Tab
 
 // New returns the row lock form over table t.
 func New[D Dialect](d D, t inbox.Table) *Form[D] {
-	closed := fmt.Errorf("%w: table %q: the row lock form is not open: open it (a consumer does) before claiming or settling, and not after Close", inbox.ErrClosed, t.Name)
+	closed := sentinel.Errorf(inbox.ErrClosed, sentinel.Table(t.Name), "the row lock form is not open: open it (a consumer does) before claiming or settling, and not after Close")
 	return &Form[D]{d: d, t: t, life: formlife.New[*hold](closed)}
 }
 
@@ -194,7 +195,7 @@ func New[D Dialect](d D, t inbox.Table) *Form[D] {
 // and the statement or the column). The plan it returns says each delivery in work holds a pooled connection.
 func (f *Form[D]) Open(ctx context.Context, db *sql.DB, q inbox.Binding) (inbox.Plan, error) {
 	already := func() error {
-		return fmt.Errorf("%w: table %q: the row lock form is open already (queue %q): a form serves one consumer at a time, so build one per consumer", inbox.ErrAlreadyConsuming, f.t.Name, f.q.Name)
+		return sentinel.Errorf(inbox.ErrAlreadyConsuming, sentinel.Table(f.t.Name), "the row lock form is open already (queue %q): a form serves one consumer at a time, so build one per consumer", f.q.Name)
 	}
 	if err := f.life.Open(already, func() error { return f.bind(ctx, db, q) }); err != nil {
 		return inbox.Plan{}, err
@@ -205,13 +206,13 @@ func (f *Form[D]) Open(ctx context.Context, db *sql.DB, q inbox.Binding) (inbox.
 // bind checks the form against db and binds it to q, as Open says.
 func (f *Form[D]) bind(ctx context.Context, db *sql.DB, q inbox.Binding) error {
 	if err := f.d.Allows(dialect.RowLockForm); err != nil {
-		return fmt.Errorf("table %q, queue %q: %w", f.t.Name, q.Name, err)
+		return sentinel.At(sentinel.Queue(f.t.Name, q.Name), err)
 	}
 	if err := f.d.CheckServer(ctx, db); err != nil {
-		return fmt.Errorf("table %q, queue %q: %w", f.t.Name, q.Name, err)
+		return sentinel.At(sentinel.Queue(f.t.Name, q.Name), err)
 	}
 	if err := dialect.CheckGalera(ctx, f.d, db, dialect.RowLockForm); err != nil {
-		return fmt.Errorf("table %q, queue %q: %w", f.t.Name, q.Name, err)
+		return sentinel.At(sentinel.Queue(f.t.Name, q.Name), err)
 	}
 	st, err := stmt.New(f.d, f.t)
 	if err != nil {
@@ -338,9 +339,9 @@ func (f *Form[D]) retrying(ctx context.Context, claim func() error) error {
 	err := conflict.Retry(ctx, f.d, claim)
 	switch {
 	case errors.Is(err, conflict.ErrTooMany):
-		return fmt.Errorf("inbox: table %q, queue %q: the claim conflicted %d times in a row at level %s: %w; see the rowlock package doc on isolation levels and the claim index", f.t.Name, f.q.Name, f.d.Caps().ConflictTries, f.d.Level(), err)
+		return sentinel.Errorf(nil, sentinel.Queue(f.t.Name, f.q.Name), "the claim conflicted %d times in a row at level %s: %w; see the rowlock package doc on isolation levels and the claim index", f.d.Caps().ConflictTries, f.d.Level(), err)
 	case err != nil:
-		return fmt.Errorf("inbox: table %q, queue %q: claim: %w", f.t.Name, f.q.Name, err)
+		return sentinel.Errorf(nil, sentinel.Queue(f.t.Name, f.q.Name), "claim: %w", err)
 	}
 	return nil
 }
@@ -400,7 +401,7 @@ func (f *Form[D]) claimTx(ctx context.Context, claim *stmt.Stmt, size int) ([]*i
 	if !f.life.Keep(h) {
 		// Close ran meanwhile and did not see this hold.
 		h.end()
-		return nil, fmt.Errorf("%w: table %q: the form closed during the claim; %s back in the queue", inbox.ErrClosed, f.t.Name, isBack(ds))
+		return nil, sentinel.Errorf(inbox.ErrClosed, sentinel.Table(f.t.Name), "the form closed during the claim; %s back in the queue", isBack(ds))
 	}
 	return ds, nil
 }
@@ -432,14 +433,14 @@ func (f *Form[D]) take(d *inbox.Delivery) (*hold, error) {
 	h, _ := inbox.HoldOf[*hold](d)
 	switch kept, err := f.life.Take(h, func() error {
 		if h.batch {
-			return fmt.Errorf("inbox: table %q, queue %q: delivery %d belongs to a batch of %d rows that one transaction holds: settle the batch with SettleBatch and give it back with ReleaseBatch, not row by row", f.t.Name, f.q.Name, d.ID, len(h.ds))
+			return sentinel.Errorf(nil, sentinel.Queue(f.t.Name, f.q.Name), "delivery %d is in a batch of %d rows: use SettleBatch or ReleaseBatch", d.ID, len(h.ds))
 		}
 		return nil
 	}); {
 	case err != nil:
 		return nil, err
 	case !kept:
-		return nil, fmt.Errorf("%w: table %q: delivery %d is not held by this form (settled, released, or given back at Close); its row is back in the queue or settled", inbox.ErrClosed, f.t.Name, d.ID)
+		return nil, sentinel.Errorf(inbox.ErrClosed, sentinel.Table(f.t.Name), "delivery %d is not held by this form (settled, released, or given back at Close); its row is back in the queue or settled", d.ID)
 	}
 	return h, nil
 }
@@ -507,7 +508,7 @@ func (f *Form[D]) Settle(ctx context.Context, d *inbox.Delivery, o outcome.Outco
 	defer h.cancel()
 
 	if err := h.takeBack(); err != nil {
-		return errors.Join(fmt.Errorf("inbox: table %q, queue %q: settling row %d (%s): nothing settled, the row is back in the queue: %w", f.t.Name, f.q.Name, d.ID, o, err), f.rollback(h))
+		return errors.Join(sentinel.Errorf(nil, sentinel.Queue(f.t.Name, f.q.Name), "settling row %d (%s): nothing settled, the row is back in the queue: %w", d.ID, o, err), f.rollback(h))
 	}
 	k, s, args := f.settlement(d, o)
 	if s == nil {
@@ -549,7 +550,7 @@ func (f *Form[D]) backOff(ctx context.Context, ds []*inbox.Delivery, err error) 
 	}
 	tx, berr := f.d.Begin(ctx, f.db)
 	if berr != nil {
-		return errors.Join(err, fmt.Errorf("inbox: table %q, queue %q: backing %s off: %w", f.t.Name, f.q.Name, rowsOf(ds), berr))
+		return errors.Join(err, sentinel.Errorf(nil, sentinel.Queue(f.t.Name, f.q.Name), "backing %s off: %w", rowsOf(ds), berr))
 	}
 	lock := f.text.Relock()
 	var died []error // the deaths that failed, each row's attempt counted instead
@@ -569,7 +570,7 @@ func (f *Form[D]) backOff(ctx context.Context, ds []*inbox.Delivery, err error) 
 			continue // another consumer has the row, or had it
 		case lerr != nil:
 			tx.Rollback()
-			return errors.Join(err, fmt.Errorf("inbox: table %q, queue %q: backing row %d off: locking it again: %w", f.t.Name, f.q.Name, d.ID, lerr))
+			return errors.Join(err, sentinel.Errorf(nil, sentinel.Queue(f.t.Name, f.q.Name), "backing row %d off: locking it again: %w", d.ID, lerr))
 		}
 		if o.Kind() == outcome.KindFail && f.retry != nil {
 			derr, serr := f.die(ctx, tx, d, s, args)
@@ -584,11 +585,11 @@ func (f *Form[D]) backOff(ctx context.Context, ds []*inbox.Delivery, err error) 
 		}
 		if _, serr := s.ExecIn(ctx, tx, args...); serr != nil {
 			tx.Rollback()
-			return errors.Join(err, fmt.Errorf("inbox: table %q, queue %q: backing row %d off: the %s statement: %w", f.t.Name, f.q.Name, d.ID, k, serr))
+			return errors.Join(err, sentinel.Errorf(nil, sentinel.Queue(f.t.Name, f.q.Name), "backing row %d off: the %s statement: %w", d.ID, k, serr))
 		}
 	}
 	if cerr := tx.Commit(); cerr != nil {
-		return errors.Join(err, fmt.Errorf("inbox: table %q, queue %q: backing %s off: committing: %w", f.t.Name, f.q.Name, rowsOf(ds), cerr))
+		return errors.Join(err, sentinel.Errorf(nil, sentinel.Queue(f.t.Name, f.q.Name), "backing %s off: committing: %w", rowsOf(ds), cerr))
 	}
 	return errors.Join(append([]error{err}, died...)...)
 }
@@ -603,22 +604,22 @@ func (f *Form[D]) backOff(ctx context.Context, ds []*inbox.Delivery, err error) 
 // tx must be rolled back.
 func (f *Form[D]) die(ctx context.Context, tx dialect.Tx, d *inbox.Delivery, s *stmt.Stmt, args []any) (died, err error) {
 	if _, err := tx.ExecContext(ctx, f.text.Savepoint()); err != nil {
-		return nil, fmt.Errorf("inbox: table %q, queue %q: backing row %d off: SAVEPOINT before its death: %w", f.t.Name, f.q.Name, d.ID, err)
+		return nil, sentinel.Errorf(nil, sentinel.Queue(f.t.Name, f.q.Name), "backing row %d off: SAVEPOINT before its death: %w", d.ID, err)
 	}
 	_, derr := s.ExecIn(ctx, tx, args...)
 	if derr == nil {
 		return nil, nil
 	}
 	if _, err := tx.ExecContext(ctx, f.text.RollbackToSavepoint()); err != nil {
-		return nil, fmt.Errorf("inbox: table %q, queue %q: backing row %d off: its death failed (%w), and so did undoing it: %w", f.t.Name, f.q.Name, d.ID, derr, err)
+		return nil, sentinel.Errorf(nil, sentinel.Queue(f.t.Name, f.q.Name), "backing row %d off: its death failed (%w), and so did undoing it: %w", d.ID, derr, err)
 	}
 	if _, err := f.retry.ExecIn(ctx, tx, d.ID); err != nil {
-		return nil, fmt.Errorf("inbox: table %q, queue %q: backing row %d off: its death failed (%w), and so did counting its attempt: %w", f.t.Name, f.q.Name, d.ID, derr, err)
+		return nil, sentinel.Errorf(nil, sentinel.Queue(f.t.Name, f.q.Name), "backing row %d off: its death failed (%w), and so did counting its attempt: %w", d.ID, derr, err)
 	}
 	if dead := f.st.DeathFailed(f.q.Name, d, derr); dead != nil {
 		return dead, nil
 	}
-	return fmt.Errorf("inbox: table %q, queue %q: backing row %d off: its death failed, and its attempt was counted instead: %w", f.t.Name, f.q.Name, d.ID, derr), nil
+	return sentinel.Errorf(nil, sentinel.Queue(f.t.Name, f.q.Name), "backing row %d off: its death failed, and its attempt was counted instead: %w", d.ID, derr), nil
 }
 
 // commitFailed describes the settlement of ds whose COMMIT failed: the rows are unchanged and
@@ -627,9 +628,9 @@ func (f *Form[D]) die(ctx context.Context, tx dialect.Tx, d *inbox.Delivery, s *
 // discarded, so nothing of it stays open.
 func (f *Form[D]) commitFailed(ds []*inbox.Delivery, what string, err error) error {
 	if errors.Is(err, inbox.ErrCommitUnknown) {
-		return fmt.Errorf("inbox: table %q, queue %q: committing %s of %s: %w; %s either settled or back in the queue", f.t.Name, f.q.Name, what, rowsOf(ds), err, isBack(ds))
+		return sentinel.Errorf(nil, sentinel.Queue(f.t.Name, f.q.Name), "committing %s of %s: %w; %s either settled or back in the queue", what, rowsOf(ds), err, isBack(ds))
 	}
-	return fmt.Errorf("inbox: table %q, queue %q: committing %s of %s: %w; %s unchanged and back in the queue", f.t.Name, f.q.Name, what, rowsOf(ds), err, isBack(ds))
+	return sentinel.Errorf(nil, sentinel.Queue(f.t.Name, f.q.Name), "committing %s of %s: %w; %s unchanged and back in the queue", what, rowsOf(ds), err, isBack(ds))
 }
 
 // settlement is the statement that applies o to d's row, the kind it settles as and its
@@ -666,14 +667,14 @@ func (f *Form[D]) one(k outcome.Kind, unflushed bool) *stmt.Stmt {
 // rollback ends h (see end) and reports a rollback that failed.
 func (f *Form[D]) rollback(h *hold) error {
 	if err := h.end(); err != nil {
-		return fmt.Errorf("inbox: table %q, queue %q: rolling back: %w", f.t.Name, f.q.Name, err)
+		return sentinel.Errorf(nil, sentinel.Queue(f.t.Name, f.q.Name), "rolling back: %w", err)
 	}
 	return nil
 }
 
 // fail rolls back after a failed statement of the settlement of ds and reports both.
 func (f *Form[D]) fail(h *hold, ds []*inbox.Delivery, what string, err error) error {
-	return errors.Join(fmt.Errorf("inbox: table %q, queue %q: settling %s: %s: %w; %s unchanged and back in the queue", f.t.Name, f.q.Name, rowsOf(ds), what, err, isBack(ds)), f.rollback(h))
+	return errors.Join(sentinel.Errorf(nil, sentinel.Queue(f.t.Name, f.q.Name), "settling %s: %s: %w; %s unchanged and back in the queue", rowsOf(ds), what, err, isBack(ds)), f.rollback(h))
 }
 
 // FindUnclaimable searches the queue for rows that no claim takes as they stand (see
@@ -702,7 +703,7 @@ func (f *Form[D]) Release(_ context.Context, d *inbox.Delivery) error {
 	}
 	defer f.life.Leave()
 	if err := h.end(); err != nil {
-		return fmt.Errorf("inbox: table %q, queue %q: releasing row %d: %w", f.t.Name, f.q.Name, d.ID, err)
+		return sentinel.Errorf(nil, sentinel.Queue(f.t.Name, f.q.Name), "releasing row %d: %w", d.ID, err)
 	}
 	return nil
 }
@@ -715,7 +716,7 @@ func (f *Form[D]) Release(_ context.Context, d *inbox.Delivery) error {
 func (f *Form[D]) Close() error {
 	return f.life.Close(func(h *hold) error {
 		if err := h.end(); err != nil {
-			return fmt.Errorf("inbox: table %q: rolling back %s at Close: %w", f.t.Name, rowsOf(h.ds), err)
+			return sentinel.Errorf(nil, sentinel.Table(f.t.Name), "rolling back %s at Close: %w", rowsOf(h.ds), err)
 		}
 		return nil
 	}, f.free)

@@ -106,7 +106,8 @@ func TestUnpreparedLeaseOwnConnection(t *testing.T) {
 }
 
 // TestUnpreparedAdvisoryRefused: the advisory form refuses the setting at Open with ErrDialect
-// that says why and what to use instead, before it asks the server anything.
+// that names the setting and what to do instead, and points to the docs for why, before it asks
+// the server anything.
 func TestUnpreparedAdvisoryRefused(t *testing.T) {
 	for _, c := range []dbCase{onPostgres, onMySQL} {
 		t.Run(c.name, func(t *testing.T) {
@@ -115,7 +116,7 @@ func TestUnpreparedAdvisoryRefused(t *testing.T) {
 			if !errors.Is(err, inbox.ErrDialect) {
 				t.Fatalf("Open: %v, want ErrDialect", err)
 			}
-			for _, want := range []string{`table "jobs", queue "q"`, "session locks", "transaction mode", "session pooling", "row lock or lease form"} {
+			for _, want := range []string{`table "jobs", queue "q"`, "UnpreparedStatements", "connect directly", "docs/errors.md#dialect"} {
 				if !strings.Contains(err.Error(), want) {
 					t.Errorf("Open: %v; want it to say %q", err, want)
 				}

@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"github.com/sqlinbox/inbox/internal/sentinel"
 	"html/template"
 	"strconv"
 	"strings"
@@ -45,7 +46,7 @@ func parsePages() (map[string]*template.Template, error) {
 		}
 		t, err := template.New(page).Funcs(funcs).ParseFS(assets, paths...)
 		if err != nil {
-			return nil, fmt.Errorf("inbox: ui: the %s page's templates: %w", page, err)
+			return nil, sentinel.Errorf(nil, "", "ui: the %s page's templates: %w", page, err)
 		}
 		pages[page] = t
 	}

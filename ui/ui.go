@@ -28,7 +28,7 @@ import (
 	"crypto/subtle"
 	"embed"
 	"errors"
-	"fmt"
+	"github.com/sqlinbox/inbox/internal/sentinel"
 	"html/template"
 	"io"
 	"io/fs"
@@ -121,7 +121,7 @@ func New(a *admin.Admin, cfg *Config) (http.Handler, error) {
 		def  time.Duration
 	}{{"QueryTimeout", &c.QueryTimeout, DefaultQueryTimeout}, {"ActionTimeout", &c.ActionTimeout, DefaultActionTimeout}, {"CountEvery", &c.CountEvery, DefaultCountEvery}} {
 		if *d.v < 0 {
-			return nil, fmt.Errorf("inbox: ui.Config.%s is %v: give 0 (the default, %v) or more", d.name, *d.v, d.def)
+			return nil, sentinel.Errorf(nil, "", "ui.Config.%s is %v: give 0 (the default, %v) or more", d.name, *d.v, d.def)
 		}
 		if *d.v == 0 {
 			*d.v = d.def

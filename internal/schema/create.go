@@ -1,7 +1,7 @@
 package schema
 
 import (
-	"fmt"
+	"github.com/sqlinbox/inbox/internal/sentinel"
 	"strings"
 
 	"github.com/sqlinbox/inbox"
@@ -57,7 +57,7 @@ func Create(d dialect.Dialect, t inbox.Table, lease string) ([]string, error) {
 	for _, n := range Describe(t, lease) {
 		col, err := d.Quote(n.Column)
 		if err != nil {
-			return nil, fmt.Errorf("%w: table %q, %s column: %v", inbox.ErrSchema, t.Name, n.Role, err)
+			return nil, sentinel.Errorf(inbox.ErrSchema, "", "table %q, %s column: %v", t.Name, n.Role, err)
 		}
 		cols = append(cols, col+" "+definition(d, n.Role, t.IDGenerated))
 	}
@@ -102,7 +102,7 @@ func ClaimIndex(d dialect.Dialect, t inbox.Table) (Index, error) {
 		}
 		q, err := d.Quote(c)
 		if err != nil {
-			return Index{}, fmt.Errorf("%w: table %q, column %q: %v", inbox.ErrSchema, t.Name, c, err)
+			return Index{}, sentinel.Errorf(inbox.ErrSchema, sentinel.Column(t.Name, c), "%v", err)
 		}
 		ix.Columns = append(ix.Columns, c)
 		col := q
@@ -117,11 +117,11 @@ func ClaimIndex(d dialect.Dialect, t inbox.Table) (Index, error) {
 	ix.Name = t.Name + "_claim"
 	var err error
 	if ix.quoted, err = d.Quote(ix.Name); err != nil {
-		return Index{}, fmt.Errorf("%w: table %q: its claim index's name: %v (name the table shorter)", inbox.ErrSchema, t.Name, err)
+		return Index{}, sentinel.Errorf(inbox.ErrSchema, sentinel.Table(t.Name), "its claim index's name: %v (name the table shorter)", err)
 	}
 	table, err := d.Quote(t.Name)
 	if err != nil {
-		return Index{}, fmt.Errorf("%w: table name: %v", inbox.ErrSchema, err)
+		return Index{}, sentinel.Errorf(inbox.ErrSchema, "", "table name: %v", err)
 	}
 	ix.Create = "CREATE INDEX " + ix.quoted + " ON " + table + " (" + strings.Join(ix.quotedColumns, ", ") + ")"
 	if d.Caps().PartialIndexes {

@@ -16,6 +16,7 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"github.com/sqlinbox/inbox/internal/sentinel"
 	"strconv"
 	"strings"
 	"unicode/utf8"
@@ -135,7 +136,7 @@ func Check(d dialect.Dialect, tbl Table, cols []Named) []Result {
 func Verify(ctx context.Context, db *sql.DB, d dialect.Dialect, t inbox.Table, lease string, kinds []inbox.ClaimedKind) error {
 	tbl, err := Read(ctx, db, d, t.Name)
 	if err != nil {
-		return fmt.Errorf("inbox: table %q: reading its columns' types: %w", t.Name, err)
+		return sentinel.Errorf(nil, sentinel.Table(t.Name), "reading its columns' types: %w", err)
 	}
 	if !tbl.Found {
 		return nil
@@ -153,9 +154,9 @@ func Verify(ctx context.Context, db *sql.DB, d dialect.Dialect, t inbox.Table, l
 	case 0:
 		return nil
 	case 1:
-		return fmt.Errorf("%w: table %q: %s", inbox.ErrSchema, t.Name, wrong[0])
+		return sentinel.Errorf(inbox.ErrSchema, sentinel.Table(t.Name), "%s", wrong[0])
 	}
-	return fmt.Errorf("%w: table %q: %d columns do not fit their roles:\n%s", inbox.ErrSchema, t.Name, len(wrong), strings.Join(wrong, "\n"))
+	return sentinel.Errorf(inbox.ErrSchema, sentinel.Table(t.Name), "%d columns do not fit their roles:\n%s", len(wrong), strings.Join(wrong, "\n"))
 }
 
 // fitKinds refuses a kind the table's kind column cannot hold: longer than the characters its
@@ -175,7 +176,7 @@ func fitKinds(d dialect.Dialect, tbl Table, t inbox.Table, kinds []inbox.Claimed
 	}
 	for _, k := range kinds {
 		if l := utf8.RuneCountInString(k.Kind); l > n {
-			return fmt.Errorf("%w: table %q: kind %q has %d characters, and its kind column %q (%s) holds %d: shorten the kind, or widen the column", inbox.ErrSchema, t.Name, k.Kind, l, t.Kind, c.Type, n)
+			return sentinel.Errorf(inbox.ErrSchema, sentinel.Table(t.Name), "kind %q has %d characters, and its kind column %q (%s) holds %d: shorten the kind, or widen the column", k.Kind, l, t.Kind, c.Type, n)
 		}
 	}
 	return nil

@@ -141,7 +141,7 @@ func (t *Table) ScanOne(scan func(...any) error) (*inbox.Delivery, error) {
 			// One bad row must not fail every claim of its queue: it is delivered, and the
 			// consumer settles it by its undecodable-payload policy.
 			d.Headers = nil
-			d.Undecodable(fmt.Errorf("table %q, row %d: headers column %q does not hold a JSON object of strings: %w", t.Raw.Name, d.ID, t.Raw.Headers, err))
+			d.Undecodable(sentinel.Errorf(nil, sentinel.Row(t.Raw.Name, d.ID), "headers column %q does not hold a JSON object of strings: %w", t.Raw.Headers, err))
 		}
 	}
 	return d, nil
@@ -184,8 +184,7 @@ func (t *Table) DeathFailed(queue string, d *inbox.Delivery, err error) error {
 		how = "a DELETE, since the table has no DeadAt column"
 		remedy = "name a DeadAt column (a nullable timestamp) in inbox.Table.DeadAt, so that a row that cannot be deleted can die, and fix what refuses the DELETE"
 	}
-	return fmt.Errorf("%w: table %q, queue %q, row %d, attempt %d of %d: its death (%s) failed too: %w; the row stays in the table with its attempt at the limit, and no claim takes it again: %s, then set its attempt to 0 to run it again, or end it",
-		inbox.ErrDeathFailed, t.Raw.Name, queue, d.ID, d.Attempt, limit, how, err, remedy)
+	return sentinel.Errorf(inbox.ErrDeathFailed, "", "table %q, queue %q, row %d, attempt %d of %d: its death (%s) failed too: %w; %s; see docs/errors.md#death-failed", t.Raw.Name, queue, d.ID, d.Attempt, limit, how, err, remedy)
 }
 
 // farYears is how far ahead a retry_after reads as never: a row put off further is reported
@@ -269,7 +268,7 @@ func (t *Table) FindUnclaimable(ctx context.Context, db *sql.DB, queue string, n
 	for _, s := range t.unclaimableSearches(queue, now) {
 		ids, err := ReadIDs(ctx, db, s.query, s.args...)
 		if err != nil {
-			return nil, fmt.Errorf("inbox: table %q, queue %q: searching for unclaimable rows: %w (statement: %s)", t.Raw.Name, queue, err, s.query)
+			return nil, sentinel.Errorf(nil, sentinel.Queue(t.Raw.Name, queue), "searching for unclaimable rows: %w (statement: %s)", err, s.query)
 		}
 		if len(ids) == 0 {
 			continue
@@ -447,15 +446,15 @@ func (t *Table) refused(ctx context.Context, db *sql.DB, what, query string, err
 		doing, verb = "checking", "pass its check (EXPLAIN)"
 	}
 	if dialect.StatementLost(err) {
-		return fmt.Errorf("inbox: table %q: %s the %s statement: %w", t.Raw.Name, doing, what, dialect.Pooled(err, t.Unprepared))
+		return sentinel.Errorf(nil, sentinel.Table(t.Raw.Name), "%s the %s statement: %w", doing, what, dialect.Pooled(err, t.Unprepared))
 	}
 	if ctx.Err() != nil || dialect.ConnectionFailed(err) {
-		return fmt.Errorf("inbox: table %q: %s the %s statement: its connection failed: %w", t.Raw.Name, doing, what, err)
+		return sentinel.Errorf(nil, sentinel.Table(t.Raw.Name), "%s the %s statement: its connection failed: %w", doing, what, err)
 	}
 	if pingErr := db.PingContext(ctx); pingErr != nil {
-		return fmt.Errorf("inbox: table %q: %s the %s statement: the server answers no connection: %w", t.Raw.Name, doing, what, errors.Join(err, pingErr))
+		return sentinel.Errorf(nil, sentinel.Table(t.Raw.Name), "%s the %s statement: the server answers no connection: %w", doing, what, errors.Join(err, pingErr))
 	}
-	return fmt.Errorf("%w: table %q: the %s statement does not %s: %v; create the table and columns the description names, or fix the description (statement: %s)", inbox.ErrSchema, t.Raw.Name, what, verb, err, query)
+	return sentinel.Errorf(inbox.ErrSchema, sentinel.Table(t.Raw.Name), "the %s statement does not %s: %v; create the table and columns the description names, or fix the description (statement: %s)", what, verb, err, query)
 }
 
 // compile prepares query once (and on SQLite compiles it with EXPLAIN).
