@@ -509,6 +509,7 @@ func freePort(t *testing.T) int {
 // privatePostgres initialises and starts a Postgres cluster as the postgres system user (the
 // server refuses to run as root). It skips the test where that cannot be done here.
 func privatePostgres(t *testing.T) *privateServer {
+	skipShort(t, "a private Postgres server")
 	bins, _ := filepath.Glob("/usr/lib/postgresql/*/bin/initdb")
 	if len(bins) == 0 || os.Geteuid() != 0 {
 		t.Skip("a private Postgres needs root and the Debian postgresql package (/usr/lib/postgresql/*/bin)")
@@ -538,6 +539,7 @@ func privatePostgres(t *testing.T) *privateServer {
 
 // privateMariaDB installs a data directory and runs mariadbd on it as a child process.
 func privateMariaDB(t *testing.T) *privateServer {
+	skipShort(t, "a private MariaDB server")
 	install, err1 := exec.LookPath("mariadb-install-db")
 	server, err2 := exec.LookPath("mariadbd")
 	if err2 != nil {
