@@ -46,8 +46,8 @@ const crashReturnSlack = 2 * time.Second
 
 // crashChildWait is how long a child may take to start, and then to reach its kill point. It
 // bounds the harness, not the form: a child stuck there is a broken test, and its kill (with
-// the rows it held) is left out. A passing child takes far less, so the bound costs only a
-// stuck one; a loaded machine under -race starts a child in seconds, not the 30 s once allowed.
+// the rows it held) is left out. A passing child takes seconds even on a loaded machine, so
+// the bound costs only a stuck one.
 const crashChildWait = 2 * time.Minute
 
 // crashResult is one line of the matrix's table.
