@@ -15,7 +15,7 @@ test: fmt-check vet ## gofmt check, go vet and go test -race on every module
 # -short: the integration package takes SQLite's cells only, whatever the environment says (no
 # server, no container), and the command's install test is skipped. The examples' Example_invoices
 # needs Postgres and cannot skip itself.
-test/short: fmt-check ## the library's tests, sqlmocktests and SQLite's integration cells under -race, for a change in progress; a few minutes
+test/short: fmt-check ## the library's tests, sqlmocktests and SQLite's integration cells under -race, for a change in progress; about 11 minutes on a loaded 2-core machine
 	go test -short -race -count=1 -timeout 15m ./... ./otel/... ./pgnotify/... ./sqlmocktests/...
 	go test -short -race -count=1 -timeout 15m -skip '^Example_invoices$$' ./integration/...
 
