@@ -2,7 +2,7 @@
 PKGS := ./... ./bench/... ./cmd/... ./integration/... ./otel/... ./pgnotify/... ./sqlmocktests/... ./examples/...
 
 .DEFAULT_GOAL := help
-.PHONY: help test test/integration lint fmt-check vet bench
+.PHONY: help test test/short test/integration lint fmt-check vet bench
 
 help: ## list the targets
 	@awk 'BEGIN { FS = ":.*## " } /^[a-z\/-]+:.*## / { printf "  %-18s %s\n", $$1, $$2 }' $(MAKEFILE_LIST)
@@ -11,6 +11,13 @@ help: ## list the targets
 # cache does not see; the live tests must run against the databases as they are now.
 test: fmt-check vet ## gofmt check, go vet and go test -race on every module
 	go test -race -count=1 -timeout 30m $(PKGS)
+
+# -short: the integration package takes SQLite's cells only, whatever the environment says (no
+# server, no container), and the command's install test is skipped. The examples' Example_invoices
+# needs Postgres and cannot skip itself.
+test/short: fmt-check ## the library's tests, sqlmocktests and SQLite's integration cells under -race, for a change in progress; about 11 minutes on a loaded 2-core machine
+	go test -short -race -count=1 -timeout 15m ./... ./otel/... ./pgnotify/... ./sqlmocktests/...
+	go test -short -race -count=1 -timeout 15m -skip '^Example_invoices$$' ./integration/...
 
 test/integration: ## only the live tests, failing when a database is unreachable
 	INBOX_REQUIRE_DATABASES=1 go test -race -count=1 ./integration/...

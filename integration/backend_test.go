@@ -116,6 +116,7 @@ func (b backend) openDBs(t *testing.T, n, pool int) []*sql.DB {
 func (b backend) openDSN(t *testing.T, dsn string, pool int) *sql.DB {
 	t.Helper()
 	if dsn == "" {
+		skipShort(t, b.name+"'s server")
 		skipOrFail(t, b.name+": no server")
 	}
 	db, err := sql.Open(b.driver, dsn)
@@ -161,6 +162,15 @@ func skipOrFail(t *testing.T, why string) {
 		t.Fatalf("database required (INBOX_REQUIRE_DATABASES=1): %s", why)
 	}
 	t.Skip(why)
+}
+
+// skipShort skips the test under -short (make test/short), which takes SQLite's cells only:
+// what needs names the server or the run the test would start.
+func skipShort(t *testing.T, what string) {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("-short takes SQLite's cells only (make test/short); make test takes " + what)
+	}
 }
 
 // tableName is a table name of the test's own, short enough for every database. It carries the
@@ -422,9 +432,13 @@ var serversOnce struct {
 type servers struct{ postgres, mysql, mariadb string }
 
 // startServers returns the DSNs of the servers: containers started through dockertest when a
-// Docker engine answers, the environment's (or the defaults) otherwise.
+// Docker engine answers, the environment's (or the defaults) otherwise. Under -short (make
+// test/short) there are none, whatever the environment says.
 func startServers(t *testing.T) servers {
 	serversOnce.Do(func() {
+		if testing.Short() {
+			return // no servers: their cells skip, and SQLite's run (make test/short)
+		}
 		if s, ok := dockerServers(); ok {
 			serversOnce.s = s
 			return

@@ -152,6 +152,7 @@ type galera struct {
 // run by root would write the state as nobody. It skips the test when galera-4, rsync or the
 // MariaDB server is missing, or when the test does not run as root.
 func galeraCluster(t *testing.T, n int) *galera {
+	skipShort(t, "a Galera cluster")
 	provider := galeraProvider()
 	server, errServer := exec.LookPath("mariadbd")
 	if errServer != nil {

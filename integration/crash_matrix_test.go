@@ -44,6 +44,12 @@ func crashPlanFromEnv() crashPlan {
 // machine (-race, other tests on the same servers).
 const crashReturnSlack = 2 * time.Second
 
+// crashChildWait is how long a child may take to start, and then to reach its kill point. It
+// bounds the harness, not the form: a child stuck there is a broken test, and its kill (with
+// the rows it held) is left out. A passing child takes seconds even on a loaded machine, so
+// the bound costs only a stuck one.
+const crashChildWait = 2 * time.Minute
+
 // crashResult is one line of the matrix's table.
 type crashResult struct {
 	kills        int
@@ -230,9 +236,9 @@ func crashOne(t *testing.T, c cell, db *sql.DB, tbl inbox.Table, who int, spec c
 	}
 	select {
 	case <-ready:
-	case <-time.After(30 * time.Second):
+	case <-time.After(crashChildWait):
 		kill()
-		t.Errorf("child %d did not start within 30 s: %s", who, stderr.String())
+		t.Errorf("child %d did not start within %v: %s", who, crashChildWait, stderr.String())
 		return
 	}
 	// A batch goes in while the child may already be stopped inside a claim: on SQLite that
@@ -262,7 +268,7 @@ func crashOne(t *testing.T, c cell, db *sql.DB, tbl inbox.Table, who int, spec c
 	// every few seconds: it always has rows to reach its point with. Every row is checked at
 	// the end all the same.
 	topUp := time.NewTicker(3 * time.Second)
-	deadline := time.After(30 * time.Second)
+	deadline := time.After(crashChildWait)
 wait:
 	for {
 		select {
@@ -276,7 +282,7 @@ wait:
 			publish()
 		case <-deadline:
 			kill()
-			t.Errorf("child %d (%+v) did not reach its kill point within 30 s: %s", who, spec, stderr.String())
+			t.Errorf("child %d (%+v) did not reach its kill point within %v: %s", who, spec, crashChildWait, stderr.String())
 			break wait
 		}
 	}

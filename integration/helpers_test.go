@@ -298,6 +298,23 @@ func waitFor(t testing.TB, limit time.Duration, what string, cond func() bool) {
 	}
 }
 
+// waitProgress waits until left reports 0, for as long as it keeps falling: it fails the test
+// when left has not fallen for stall (what names what left counts). A wait so bounded holds on
+// a loaded machine, where a fixed limit on the whole wait would be the machine's speed.
+func waitProgress(t testing.TB, stall time.Duration, what string, left func() int) {
+	t.Helper()
+	n, progress := left(), time.Now()
+	for n > 0 {
+		if time.Since(progress) > stall {
+			t.Fatalf("%d %s, none gone for %v", n, what, stall)
+		}
+		time.Sleep(50 * time.Millisecond)
+		if m := left(); m < n {
+			n, progress = m, time.Now()
+		}
+	}
+}
+
 // drainTable runs the consumers until tbl has no row left to process (no row at all, where it
 // has no processed_at column), failing the test after limit (what names the wait), and stops
 // them before it returns.

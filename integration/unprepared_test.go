@@ -152,6 +152,10 @@ func unpreparedMissingColumn(t *testing.T, c cell) {
 // connections fail the test on any Prepare.
 func unpreparedPool(t *testing.T, c cell, dsn string, pool int) *sql.DB {
 	t.Helper()
+	if dsn == "" {
+		skipShort(t, c.b.name+"'s server")
+		skipOrFail(t, c.b.name+": no server")
+	}
 	sep := "?"
 	if strings.Contains(dsn, "?") {
 		sep = "&"
