@@ -12,9 +12,9 @@
 package settleplan
 
 import (
-	"github.com/sqlinbox/inbox/internal/sqltext"
 	"time"
 
+	"github.com/sqlinbox/inbox/internal/sqltext"
 	"github.com/sqlinbox/inbox/outcome"
 )
 

@@ -147,6 +147,25 @@ func (t *Table) ScanOne(scan func(...any) error) (*inbox.Delivery, error) {
 	return d, nil
 }
 
+// DueArgs appends to args the arguments of sqltext.SQL.Due: now (the claim's one reading of the
+// clock, as the dialect binds it), the queue name and the kinds claimed. For the forms that
+// still order their claims' arguments themselves (lease, advisory); the row lock form binds by
+// ClaimValues.
+func (t *Table) DueArgs(args []any, now any, queue string) []any {
+	if t.Q.RetryAfter != "" {
+		args = append(args, now)
+	}
+	if t.Q.Queue != "" {
+		args = append(args, queue)
+	}
+	if t.Q.Kind != "" {
+		for _, k := range t.Kinds {
+			args = append(args, k.Kind)
+		}
+	}
+	return args
+}
+
 // ClaimValues are the values of the form's claims over queue that hold for every run: the queue's
 // name and the kinds claimed (Claiming), in the order sqltext.SQL.OfKinds binds them. A run
 // sets the rest (now, the limit) on a copy and binds it (sqltext.Statement.Bind).
