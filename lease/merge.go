@@ -23,10 +23,10 @@ const mergeMax = 64
 // alone. Postgres and SQLite only, where the statement returns the ids it changed.
 type merger struct {
 	b    *binding
-	what string             // "ack" or "retry"
-	head func() []any       // the arguments before the rows' (the ack's processed_at)
+	what string                        // "ack" or "retry"
+	head func() []any                  // the arguments before the rows' (the ack's processed_at)
 	list func(n int) sqltext.Statement // the statement over n rows (sqltext.ByPairs)
-	one  *stmt.Stmt         // the single-row statement, for a row alone
+	one  *stmt.Stmt                    // the single-row statement, for a row alone
 
 	turn chan struct{} // holds a token while a statement of this kind runs
 

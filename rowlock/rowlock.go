@@ -157,7 +157,7 @@ type Form[D Dialect] struct {
 	// claimed are the values every claim binds (the queue, the kinds: stmt.Table.ClaimValues);
 	// a claim binds a copy with its now.
 	claimed sqltext.Values
-	log  *slog.Logger
+	log     *slog.Logger
 	// unflushed: an Ack's settlement, where it is the transaction's only change, commits without
 	// waiting for the disk (inbox.Binding.UnflushedAcks outside transactional mode, on a database
 	// that sets durability per statement).

@@ -329,7 +329,7 @@ type Stmt struct {
 	db       *sql.DB
 	text     string
 	args     []sqltext.Arg // the roles of its parameters, in order (sqltext.Statement)
-	prepared *sql.Stmt // nil: the statement runs by its text
+	prepared *sql.Stmt     // nil: the statement runs by its text
 }
 
 // ByText is query as a statement that runs by its text on db, unchecked: for a statement a form
