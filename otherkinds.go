@@ -48,7 +48,7 @@ func (c *Consumer) findOtherKinds(plan Plan) (func(ctx context.Context, reported
 		for _, k := range kinds {
 			args = append(args, k)
 		}
-		rows, err := c.db.QueryContext(ctx, s.OtherKinds(len(kinds)), args...)
+		rows, err := c.db.QueryContext(ctx, s.OtherKinds(len(kinds)).SQL, args...)
 		if err != nil {
 			return nil, err
 		}

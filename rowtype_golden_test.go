@@ -137,17 +137,17 @@ func shapeStatements(t *testing.T, d dialect.Dialect, tbl Table) map[string][]go
 	if d.Caps().SkipLocked {
 		r := s.RowLock()
 		out["rowlock"] = []golden.Entry{
-			{Name: "claim", SQL: r.Claim(1)},
-			{Name: "ack", SQL: r.Settle(outcome.KindAck, sqltext.ByID())},
-			{Name: "retry", SQL: r.Settle(outcome.KindRetry, sqltext.ByID())},
+			{Name: "claim", SQL: r.Claim(1).SQL},
+			{Name: "ack", SQL: r.Settle(outcome.KindAck, sqltext.ByID()).SQL},
+			{Name: "retry", SQL: r.Settle(outcome.KindRetry, sqltext.ByID()).SQL},
 		}
 	}
 	l := s.Lease(ql)
 	out["lease"] = []golden.Entry{
-		{Name: "claim", SQL: l.Claim(1)},
-		{Name: "extend", SQL: l.Extend(sqltext.ByIDAndToken())},
-		{Name: "ack", SQL: l.Settle(outcome.KindAck, sqltext.ByIDAndToken())},
-		{Name: "retry", SQL: l.Settle(outcome.KindRetry, sqltext.ByIDAndToken())},
+		{Name: "claim", SQL: l.Claim(1).SQL},
+		{Name: "extend", SQL: l.Extend(sqltext.ByIDAndToken()).SQL},
+		{Name: "ack", SQL: l.Settle(outcome.KindAck, sqltext.ByIDAndToken()).SQL},
+		{Name: "retry", SQL: l.Settle(outcome.KindRetry, sqltext.ByIDAndToken()).SQL},
 	}
 	for form, entries := range out {
 		// A statement the table does not have is empty, and not in the golden file.

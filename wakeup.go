@@ -110,8 +110,8 @@ type dueWatch struct {
 	db            *sql.DB
 	d             dialect.Dialect
 	readCommitted dialect.Dialect // the dialect's database at READ COMMITTED; nil: the query runs alone
-	query         string
-	args          []any // the queue's name, where the table has a group
+	query         sqltext.Statement
+	vals          sqltext.Values // the queue's name and the kinds claimed; each run sets now
 	clock         Clock
 }
 
@@ -135,13 +135,9 @@ func newDueWatch(db *sql.DB, plan Plan, b Binding) (*dueWatch, error) {
 			return nil, err
 		}
 	}
-	if plan.Described.Queue != "" {
-		w.args = []any{b.Name}
-	}
-	if plan.Described.Kind != "" {
-		for _, k := range b.Kinds {
-			w.args = append(w.args, k.Kind)
-		}
+	w.vals.Queue = b.Name
+	for _, k := range b.Kinds {
+		w.vals.Kinds = append(w.vals.Kinds, k.Kind)
 	}
 	if w.clock == nil {
 		w.clock = hostClock{}
@@ -153,7 +149,9 @@ func newDueWatch(db *sql.DB, plan Plan, b Binding) (*dueWatch, error) {
 // row is delayed or the query failed (the worker then waits its poll).
 func (w *dueWatch) until(ctx context.Context) (time.Duration, bool) {
 	now := w.clock.Now()
-	due, err := w.read(ctx, append([]any{w.d.Time(now)}, w.args...))
+	v := w.vals
+	v.Now = w.d.Time(now)
+	due, err := w.read(ctx, w.query.Bind(make([]any, 0, len(w.query.Args)), &v))
 	if err != nil || due == nil {
 		return 0, false
 	}
@@ -169,14 +167,14 @@ func (w *dueWatch) until(ctx context.Context) (time.Duration, bool) {
 // fails discards its connection (dialect.Tx).
 func (w *dueWatch) read(ctx context.Context, args []any) (due any, err error) {
 	if w.readCommitted == nil {
-		err = w.db.QueryRowContext(ctx, w.query, args...).Scan(&due)
+		err = w.db.QueryRowContext(ctx, w.query.SQL, args...).Scan(&due)
 		return due, err
 	}
 	tx, err := w.readCommitted.Begin(ctx, w.db)
 	if err != nil {
 		return nil, err
 	}
-	if err := tx.QueryRowContext(ctx, w.query, args...).Scan(&due); err != nil {
+	if err := tx.QueryRowContext(ctx, w.query.SQL, args...).Scan(&due); err != nil {
 		tx.Rollback()
 		return nil, err
 	}

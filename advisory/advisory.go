@@ -163,9 +163,9 @@ func (s statements) one(k outcome.Kind) string {
 // many is the statement that settles n rows as kind k (Ack, RetryAfter or Fail).
 func (s statements) many(k outcome.Kind, n int) string {
 	if k == outcome.KindAck {
-		return s.acked.Settle(k, sqltext.ByIDs(n))
+		return s.acked.Settle(k, sqltext.ByIDs(n)).SQL
 	}
-	return s.a.Settle(k, sqltext.ByIDs(n))
+	return s.a.Settle(k, sqltext.ByIDs(n)).SQL
 }
 
 // newStatements builds the statements over table t; with unflushedAcks its acks commit without
@@ -175,13 +175,13 @@ func newStatements(a sqltext.Advisory, t inbox.Table, unflushedAcks bool) statem
 	if unflushedAcks {
 		acked = a.Unflushed()
 	}
-	s := statements{a: a, acked: acked, lock: a.Lock(), unlock: a.Unlock(), take: a.Take(), read: a.Read(),
-		ack: acked.Settle(outcome.KindAck, sqltext.ByID())}
+	s := statements{a: a, acked: acked, lock: a.Lock().SQL, unlock: a.Unlock().SQL, take: a.Take().SQL, read: a.Read().SQL,
+		ack: acked.Settle(outcome.KindAck, sqltext.ByID()).SQL}
 	if t.RetryAfter != "" {
-		s.retryAfter = a.Settle(outcome.KindRetryAfter, sqltext.ByID())
+		s.retryAfter = a.Settle(outcome.KindRetryAfter, sqltext.ByID()).SQL
 	}
 	if t.DeadAt != "" {
-		s.dead = a.Settle(outcome.KindFail, sqltext.ByID())
+		s.dead = a.Settle(outcome.KindFail, sqltext.ByID()).SQL
 	}
 	return s
 }
@@ -735,7 +735,7 @@ func (f *Form[D]) releaseKeys(ctx context.Context, conn *sql.Conn, keys []string
 		args[i] = k
 	}
 	var n int
-	if err := conn.QueryRowContext(ctx, f.s.a.UnlockMany(len(keys)), args...).Scan(&n); err != nil {
+	if err := conn.QueryRowContext(ctx, f.s.a.UnlockMany(len(keys)).SQL, args...).Scan(&n); err != nil {
 		return false, err
 	}
 	return n == len(keys), nil

@@ -106,14 +106,14 @@ func TestLeaseUnflushedCommit(t *testing.T) {
 	now := time.Now()
 	token := now.Add(time.Minute).UTC().Truncate(time.Microsecond)
 
-	ids, _, setting := syncCommitAfter(t, db, l.Claim(3), tm(now), "q", tm(now), tm(token))
+	ids, _, setting := syncCommitAfter(t, db, l.Claim(3).SQL, tm(now), "q", tm(now), tm(token))
 	if want := []int64{5, 2, 4}; !slices.Equal(ids, want) {
 		t.Errorf("the claim of 3 returned %v, want %v (priority, then id)", ids, want)
 	}
 	if setting != "off" {
 		t.Errorf("after the claim synchronous_commit is %s, want off", setting)
 	}
-	if _, _, setting := syncCommitAfter(t, db, l.Claim(3), tm(now), "another queue", tm(now), tm(token)); setting != "off" {
+	if _, _, setting := syncCommitAfter(t, db, l.Claim(3).SQL, tm(now), "another queue", tm(now), tm(token)); setting != "off" {
 		t.Errorf("after a claim that found nothing synchronous_commit is %s, want off", setting)
 	}
 
@@ -123,19 +123,19 @@ func TestLeaseUnflushedCommit(t *testing.T) {
 		id      int64
 		changed int64
 	}{{"an extension", 5, 1}, {"an extension that found its lease lost", 1, 0}} {
-		_, n, setting := syncCommitAfter(t, db, l.Extend(sqltext.ByIDAndToken()), tm(next), c.id, tm(token))
+		_, n, setting := syncCommitAfter(t, db, l.Extend(sqltext.ByIDAndToken()).SQL, tm(next), c.id, tm(token))
 		if n != c.changed || setting != "off" {
 			t.Errorf("%s changed %d rows (want %d), synchronous_commit %s after it, want off", c.what, n, c.changed, setting)
 		}
 	}
 
-	if _, n, setting := syncCommitAfter(t, db, l.Settle(outcome.KindAck, sqltext.ByIDAndToken()), tm(now), int64(2), tm(token)); n != 1 || setting != "on" {
+	if _, n, setting := syncCommitAfter(t, db, l.Settle(outcome.KindAck, sqltext.ByIDAndToken()).SQL, tm(now), int64(2), tm(token)); n != 1 || setting != "on" {
 		t.Errorf("the ack changed %d rows (want 1), synchronous_commit %s after it, want on", n, setting)
 	}
 
 	// The acks Config.UnflushedAcks asks for: a row's, several holders' rows merged (row 1's
 	// never claimed), a batch's (row 3, claimed now).
-	if ids, _, _ := syncCommitAfter(t, db, l.Claim(1), tm(now), "q", tm(now), tm(token)); !slices.Equal(ids, []int64{3}) {
+	if ids, _, _ := syncCommitAfter(t, db, l.Claim(1).SQL, tm(now), "q", tm(now), tm(token)); !slices.Equal(ids, []int64{3}) {
 		t.Fatalf("the claim of 1 returned %v, want [3]", ids)
 	}
 	u := l.Unflushed()
@@ -144,9 +144,9 @@ func TestLeaseUnflushedCommit(t *testing.T) {
 		query string
 		args  []any
 	}{
-		{"an unflushed ack", u.Settle(outcome.KindAck, sqltext.ByIDAndToken()), []any{tm(now), int64(4), tm(token)}},
-		{"unflushed acks merged", u.Settle(outcome.KindAck, sqltext.ByPairs(2)), []any{tm(now), int64(5), tm(next), int64(1), tm(token)}},
-		{"a batch's unflushed ack", u.SettleReturning(outcome.KindAck, 2), []any{tm(now), int64(3), int64(3), tm(token)}},
+		{"an unflushed ack", u.Settle(outcome.KindAck, sqltext.ByIDAndToken()).SQL, []any{tm(now), int64(4), tm(token)}},
+		{"unflushed acks merged", u.Settle(outcome.KindAck, sqltext.ByPairs(2)).SQL, []any{tm(now), int64(5), tm(next), int64(1), tm(token)}},
+		{"a batch's unflushed ack", u.SettleReturning(outcome.KindAck, 2).SQL, []any{tm(now), int64(3), int64(3), tm(token)}},
 	} {
 		if _, n, setting := syncCommitAfter(t, db, c.query, c.args...); n != 1 || setting != "off" {
 			t.Errorf("%s changed %d rows (want 1), synchronous_commit %s after it, want off", c.what, n, setting)

@@ -43,11 +43,11 @@ func TestRowlockUnflushedCommit(t *testing.T) {
 		changed int64
 		want    string
 	}{
-		{"an ack", 1, r.Settle(outcome.KindAck, sqltext.ByID()), []any{now}, []int64{1}, 1, "on"},
-		{"an unflushed ack", 1, u.Settle(outcome.KindAck, sqltext.ByID()), []any{now}, []int64{2}, 1, "off"},
-		{"a batch's unflushed ack", 2, u.Settle(outcome.KindAck, sqltext.ByIDs(2)), []any{now}, []int64{3, 4}, 2, "off"},
-		{"an unflushed ack that matched no row", 1, u.Settle(outcome.KindAck, sqltext.ByID()), []any{now}, []int64{99}, 0, "off"},
-		{"a retry", 1, r.Settle(outcome.KindRetry, sqltext.ByID()), nil, []int64{5}, 1, "on"},
+		{"an ack", 1, r.Settle(outcome.KindAck, sqltext.ByID()).SQL, []any{now}, []int64{1}, 1, "on"},
+		{"an unflushed ack", 1, u.Settle(outcome.KindAck, sqltext.ByID()).SQL, []any{now}, []int64{2}, 1, "off"},
+		{"a batch's unflushed ack", 2, u.Settle(outcome.KindAck, sqltext.ByIDs(2)).SQL, []any{now}, []int64{3, 4}, 2, "off"},
+		{"an unflushed ack that matched no row", 1, u.Settle(outcome.KindAck, sqltext.ByID()).SQL, []any{now}, []int64{99}, 0, "off"},
+		{"a retry", 1, r.Settle(outcome.KindRetry, sqltext.ByID()).SQL, nil, []int64{5}, 1, "on"},
 	} {
 		tx, err := db.BeginTx(ctx, nil)
 		if err != nil {
@@ -56,7 +56,7 @@ func TestRowlockUnflushedCommit(t *testing.T) {
 		var claimed []int64
 		var id int64
 		var payload, attempt, grp, headers any
-		forRows(t, tx, r.Claim(c.claim), []any{now, "q"}, func() { claimed = append(claimed, id) }, &id, &payload, &attempt, &grp, &headers)
+		forRows(t, tx, r.Claim(c.claim).SQL, []any{now, "q"}, func() { claimed = append(claimed, id) }, &id, &payload, &attempt, &grp, &headers)
 		var setting string
 		if err := tx.QueryRowContext(ctx, "SHOW synchronous_commit").Scan(&setting); err != nil || setting != "on" {
 			t.Fatalf("%s: synchronous_commit %q after the claim (%v), want on", c.what, setting, err)
@@ -103,11 +103,11 @@ func TestAdvisoryUnflushedCommit(t *testing.T) {
 	tm := b.dialect.Time
 	now := time.Now()
 
-	ids, _, setting := syncCommitAfter(t, db, a.Take(), int64(1), key(1), tm(now), "q")
+	ids, _, setting := syncCommitAfter(t, db, a.Take().SQL, int64(1), key(1), tm(now), "q")
 	if !slices.Equal(ids, []int64{1}) || setting != "off" {
 		t.Errorf("the take of row 1 returned %v (want [1]), synchronous_commit %s after it, want off", ids, setting)
 	}
-	if ids, _, setting := syncCommitAfter(t, db, a.Take(), int64(2), key(3), tm(now), "q"); len(ids) != 0 || setting != "off" {
+	if ids, _, setting := syncCommitAfter(t, db, a.Take().SQL, int64(2), key(3), tm(now), "q"); len(ids) != 0 || setting != "off" {
 		t.Errorf("the take of row 2 under another key returned %v (want none), synchronous_commit %s after it, want off", ids, setting)
 	}
 
@@ -118,10 +118,10 @@ func TestAdvisoryUnflushedCommit(t *testing.T) {
 		args  []any
 		want  string
 	}{
-		{"an ack", a.Settle(outcome.KindAck, sqltext.ByID()), []any{tm(now), int64(1)}, "on"},
-		{"an unflushed ack", u.Settle(outcome.KindAck, sqltext.ByID()), []any{tm(now), int64(2)}, "off"},
-		{"a batch's unflushed ack", u.Settle(outcome.KindAck, sqltext.ByIDs(2)), []any{tm(now), int64(3), int64(4)}, "off"},
-		{"a retry after", a.Settle(outcome.KindRetryAfter, sqltext.ByID()), []any{tm(now.Add(time.Hour)), int64(5)}, "on"},
+		{"an ack", a.Settle(outcome.KindAck, sqltext.ByID()).SQL, []any{tm(now), int64(1)}, "on"},
+		{"an unflushed ack", u.Settle(outcome.KindAck, sqltext.ByID()).SQL, []any{tm(now), int64(2)}, "off"},
+		{"a batch's unflushed ack", u.Settle(outcome.KindAck, sqltext.ByIDs(2)).SQL, []any{tm(now), int64(3), int64(4)}, "off"},
+		{"a retry after", a.Settle(outcome.KindRetryAfter, sqltext.ByID()).SQL, []any{tm(now.Add(time.Hour)), int64(5)}, "on"},
 	} {
 		if _, n, setting := syncCommitAfter(t, db, c.query, c.args...); n != int64(len(c.args)-1) || setting != c.want {
 			t.Errorf("%s changed %d rows (want %d), synchronous_commit %s after it, want %s", c.what, n, len(c.args)-1, setting, c.want)

@@ -12,6 +12,7 @@ import (
 	"github.com/sqlinbox/inbox"
 	"github.com/sqlinbox/inbox/dialect"
 	"github.com/sqlinbox/inbox/internal/settleplan"
+	"github.com/sqlinbox/inbox/internal/sqltext"
 	"github.com/sqlinbox/inbox/internal/stmt"
 	"github.com/sqlinbox/inbox/outcome"
 )
@@ -168,7 +169,7 @@ func (f *Form[D]) settleRows(ctx context.Context, b *binding, h *hold, what stri
 		err = f.settleInTx(ctx, b, h, what, head, ids, token, changed)
 	} else {
 		var s *stmt.Stmt
-		s, err = b.listStmt(ctx, what+" returning", func(n int) string { return b.settles(what).SettleReturning(kindOf(what), n) }, h.size)
+		s, err = b.listStmt(ctx, what+" returning", func(n int) sqltext.Statement { return b.settles(what).SettleReturning(kindOf(what), n) }, h.size)
 		if err == nil {
 			err = b.query(ctx, s, append(append(head, padded(ids, h.size)...), token), func(rows *sql.Rows) error {
 				return scanIDs(rows, changed)

@@ -11,6 +11,7 @@ import (
 	"github.com/sqlinbox/inbox"
 	"github.com/sqlinbox/inbox/dialect"
 	"github.com/sqlinbox/inbox/internal/conflict"
+	"github.com/sqlinbox/inbox/internal/sqltext"
 	"github.com/sqlinbox/inbox/internal/stmt"
 	"github.com/sqlinbox/inbox/isolation"
 )
@@ -254,7 +255,7 @@ func beginWrite(ctx context.Context, db *sql.DB) (dialect.Tx, error) {
 // pick runs the SQLite claim inside tx: the SELECT of at most max rows in claim order, then the
 // stamp of the rows it read. The attempts of ds count this delivery only once tx commits.
 func (f *Form[D]) pick(ctx context.Context, b *binding, tx dialect.Tx, max int, now, token time.Time) ([]*inbox.Delivery, error) {
-	rows, err := tx.QueryContext(ctx, b.claimText, f.pickArgs(b, max, now)...)
+	rows, err := tx.QueryContext(ctx, b.claimText.SQL, f.pickArgs(b, max, now)...)
 	if err != nil {
 		return nil, err
 	}
@@ -289,7 +290,7 @@ type listKey struct {
 // so that no other call waits behind it. Claims and batches pad their id lists to the length
 // they asked for (IN ignores repeats), so a consumer prepares about one statement per batch
 // size.
-func (b *binding) listStmt(ctx context.Context, what string, query func(n int) string, n int) (*stmt.Stmt, error) {
+func (b *binding) listStmt(ctx context.Context, what string, query func(n int) sqltext.Statement, n int) (*stmt.Stmt, error) {
 	key := listKey{what, n}
 	if s := b.kept(key); s != nil {
 		return s, nil

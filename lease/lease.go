@@ -175,7 +175,7 @@ type binding struct {
 	// outside transactional mode where inbox.Binding.UnflushedAcks asks, sql.Unflushed().
 	acked sqltext.Lease
 	// claimText is the claim's text: SQLite's claim runs it by its text (see prepare).
-	claimText string
+	claimText sqltext.Statement
 
 	// The statements, prepared or run by their text (inbox.Binding.UnpreparedStatements). claim
 	// is the pick of MySQL and MariaDB; nil on SQLite, and on Postgres, whose claims are one
@@ -330,8 +330,8 @@ func (f *Form[D]) bind(ctx context.Context, db *sql.DB, q inbox.Binding) (inbox.
 // failure names the statement and wraps inbox.ErrSchema.
 func (b *binding) prepare(ctx context.Context) error {
 	var err error
-	prep := func(what, query string) *stmt.Stmt {
-		if err != nil || query == "" {
+	prep := func(what string, query sqltext.Statement) *stmt.Stmt {
+		if err != nil || query.Empty() {
 			return nil
 		}
 		var s *stmt.Stmt
@@ -343,8 +343,8 @@ func (b *binding) prepare(ctx context.Context) error {
 	case caps.BeginsByStatement:
 		// The claim runs inside a transaction on a pinned connection, where a statement the
 		// pool prepared cannot run: it is only checked against the schema here.
-		if err = b.st.Check(ctx, b.db, "claim", b.claimText); err == nil {
-			err = b.st.Check(ctx, b.db, "claim stamp", b.sql.Stamp(1))
+		if err = b.st.Check(ctx, b.db, "claim", b.claimText.SQL); err == nil {
+			err = b.st.Check(ctx, b.db, "claim stamp", b.sql.Stamp(1).SQL)
 		}
 	case caps.UpdateFrom:
 		// The claim of one row, the consumer's first; the other sizes as first asked for.
@@ -473,7 +473,7 @@ func (b *binding) stampText(n int) string {
 	defer b.listedMu.Unlock()
 	text, ok := b.stamps[n]
 	if !ok {
-		text = b.sql.Stamp(n)
+		text = b.sql.Stamp(n).SQL
 		b.stamps[n] = text
 	}
 	return text

@@ -24,10 +24,10 @@ const mergeMax = 64
 // alone. Postgres and SQLite only, where the statement returns the ids it changed.
 type merger struct {
 	b    *binding
-	what string             // "ack" or "retry"
-	head func() []any       // the arguments before the rows' (the ack's processed_at)
-	list func(n int) string // the statement over n rows (sqltext.ByPairs)
-	one  *stmt.Stmt         // the single-row statement, for a row alone
+	what string                        // "ack" or "retry"
+	head func() []any                  // the arguments before the rows' (the ack's processed_at)
+	list func(n int) sqltext.Statement // the statement over n rows (sqltext.ByPairs)
+	one  *stmt.Stmt                    // the single-row statement, for a row alone
 
 	turn chan struct{} // holds a token while a statement of this kind runs
 
@@ -44,7 +44,7 @@ type mergeRow struct {
 // newMerger merges the settlements of kind k (outcome.KindAck or outcome.KindRetry), built by
 // l, which single rows settle by one.
 func newMerger(b *binding, what string, l sqltext.Lease, k outcome.Kind, one *stmt.Stmt, head func() []any) *merger {
-	list := func(n int) string { return l.Settle(k, sqltext.ByPairs(n)) }
+	list := func(n int) sqltext.Statement { return l.Settle(k, sqltext.ByPairs(n)) }
 	return &merger{b: b, what: what, list: list, one: one, head: head, turn: make(chan struct{}, 1)}
 }
 

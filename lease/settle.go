@@ -88,8 +88,8 @@ func (b *binding) inWork(h *hold, what string) *stmt.Stmt {
 }
 
 // overBatch writes statement what over a batch of n ids.
-func (b *binding) overBatch(what string) func(n int) string {
-	return func(n int) string { return b.text(what, sqltext.ByIDsAndToken(n)) }
+func (b *binding) overBatch(what string) func(n int) sqltext.Statement {
+	return func(n int) sqltext.Statement { return b.text(what, sqltext.ByIDsAndToken(n)) }
 }
 
 // single returns the single-row statement what ("extend", "ack", "retry", "retry after" or
@@ -109,7 +109,7 @@ func (b *binding) single(what string) *stmt.Stmt {
 }
 
 // text is the text of statement what over the rows g names.
-func (b *binding) text(what string, g sqltext.Guard) string {
+func (b *binding) text(what string, g sqltext.Guard) sqltext.Statement {
 	if what == "extend" {
 		return b.sql.Extend(g)
 	}

@@ -4,10 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/sqlinbox/inbox/internal/sentinel"
-	"slices"
 
 	"github.com/sqlinbox/inbox"
+	"github.com/sqlinbox/inbox/internal/sentinel"
 	"github.com/sqlinbox/inbox/internal/settleplan"
 	"github.com/sqlinbox/inbox/internal/sqltext"
 	"github.com/sqlinbox/inbox/internal/stmt"
@@ -132,7 +131,7 @@ func (f *Form[D]) SettleBatch(ctx context.Context, ds []*inbox.Delivery, os []ou
 		return f.rollback(h)
 	}
 	if f.q.Transactional && !writesLand {
-		if _, err := h.tx.ExecContext(ctx, f.text.RollbackToSavepoint()); err != nil {
+		if _, err := h.tx.ExecContext(ctx, f.text.RollbackToSavepoint().SQL); err != nil {
 			return f.fail(h, ds, "rolling back the handler's writes", err)
 		}
 	}
@@ -176,22 +175,22 @@ func (f *Form[D]) batchSettlements(ds []*inbox.Delivery, os []outcome.Outcome, n
 	now := f.q.Now()
 	var out []batchSettlement
 	for _, step := range p.Steps {
-		lead := f.shape.Args(step, now, f.d.Time)
+		v := f.shape.Values(step, now, f.d.Time)
 		if !f.d.Caps().IDListSettles || n == 1 {
 			one := f.one(step.Kind, unflushed)
 			for _, i := range step.Rows {
-				out = append(out, batchSettlement{kind: step.Kind, stmt: one, args: append(slices.Clip(lead), ds[i].ID)})
+				v.IDs = []int64{ds[i].ID}
+				out = append(out, batchSettlement{kind: step.Kind, stmt: one, args: one.Bind(nil, &v)})
 			}
 			continue
 		}
-		args := append(make([]any, 0, len(lead)+n), lead...)
-		for _, id := range rowIDs(ds, step.Rows) {
-			args = append(args, id)
+		ids := rowIDs(ds, step.Rows)
+		for len(ids) < n {
+			ids = append(ids, ids[len(ids)-1]) // IN ignores the repeats
 		}
-		for len(args) < cap(args) {
-			args = append(args, args[len(args)-1]) // IN ignores the repeats
-		}
-		out = append(out, batchSettlement{kind: step.Kind, stmt: f.batchSettle(step.Kind, n, unflushed), args: args})
+		v.IDs = ids
+		s := f.batchSettle(step.Kind, n, unflushed)
+		out = append(out, batchSettlement{kind: step.Kind, stmt: s, args: s.Bind(make([]any, 0, 2+n), &v)})
 	}
 	return out
 }

@@ -155,7 +155,10 @@ type Form[D Dialect] struct {
 	st   *stmt.Table
 	text sqltext.RowLock // the text of every statement the form runs
 	q    inbox.Binding
-	log  *slog.Logger
+	// claimed are the values every claim binds (the queue, the kinds: stmt.Table.ClaimValues);
+	// a claim binds a copy with its now.
+	claimed sqltext.Values
+	log     *slog.Logger
 	// unflushed: an Ack's settlement, where it is the transaction's only change, commits without
 	// waiting for the disk (inbox.Binding.UnflushedAcks outside transactional mode, on a database
 	// that sets durability per statement).
@@ -229,6 +232,7 @@ func (f *Form[D]) bind(ctx context.Context, db *sql.DB, q inbox.Binding) error {
 		return err
 	}
 	f.db, f.st, f.text, f.q, f.unflushed = db, st, text, q, unflushed
+	f.claimed = st.ClaimValues(q.Name)
 	f.log = q.Logger
 	if f.log == nil {
 		f.log = slog.New(slog.DiscardHandler)
@@ -254,7 +258,7 @@ func (f *Form[D]) prepare(ctx context.Context, db *sql.DB, st *stmt.Table, r sql
 			}
 		}
 	}()
-	prep := func(what, query string) *stmt.Stmt {
+	prep := func(what string, query sqltext.Statement) *stmt.Stmt {
 		if err != nil {
 			return nil
 		}
@@ -368,8 +372,9 @@ func (f *Form[D]) claimTx(ctx context.Context, claim *stmt.Stmt, size int) ([]*i
 		return nil, err
 	}
 
-	now := f.d.Time(f.q.Now())
-	rows, err := claim.QueryIn(ctx, tx, f.st.DueArgs(nil, now, f.q.Name)...)
+	v := f.claimed
+	v.Now = f.d.Time(f.q.Now())
+	rows, err := claim.QueryIn(ctx, tx, claim.Bind(nil, &v)...)
 	if err != nil {
 		return abandon(err)
 	}
@@ -384,7 +389,7 @@ func (f *Form[D]) claimTx(ctx context.Context, claim *stmt.Stmt, size int) ([]*i
 		}
 	}
 	if f.q.Transactional {
-		if _, err := tx.ExecContext(ctx, f.text.Savepoint()); err != nil {
+		if _, err := tx.ExecContext(ctx, f.text.Savepoint().SQL); err != nil {
 			return abandon(fmt.Errorf("%s: SAVEPOINT for the handler's writes: %w", rowsOf(ds), err))
 		}
 		inbox.LendTx(tx, f.d, f.t.Name, ds...)
@@ -520,7 +525,7 @@ func (f *Form[D]) Settle(ctx context.Context, d *inbox.Delivery, o outcome.Outco
 		s = f.ackUnflushed
 	}
 	if f.q.Transactional && o.Kind() != outcome.KindAck {
-		if _, err := h.tx.ExecContext(ctx, f.text.RollbackToSavepoint()); err != nil {
+		if _, err := h.tx.ExecContext(ctx, f.text.RollbackToSavepoint().SQL); err != nil {
 			return f.fail(h, h.ds, "rolling back the handler's writes for "+k.String(), err)
 		}
 	}
@@ -560,12 +565,9 @@ func (f *Form[D]) backOff(ctx context.Context, ds []*inbox.Delivery, err error) 
 		if s == nil {
 			continue // a retry without an attempt column: the row as it was is the retry
 		}
-		largs := []any{d.ID}
-		if f.t.Attempt != "" {
-			largs = append(largs, d.Attempt-1)
-		}
+		largs := lock.Bind(nil, &sqltext.Values{IDs: []int64{d.ID}, Attempt: d.Attempt - 1})
 		var id int64
-		switch lerr := tx.QueryRowContext(ctx, lock, largs...).Scan(&id); {
+		switch lerr := tx.QueryRowContext(ctx, lock.SQL, largs...).Scan(&id); {
 		case errors.Is(lerr, sql.ErrNoRows):
 			continue // another consumer has the row, or had it
 		case lerr != nil:
@@ -603,14 +605,14 @@ func (f *Form[D]) backOff(ctx context.Context, ds []*inbox.Delivery, err error) 
 // inbox.ErrDeathFailed at the limit), and the failure, if any, of what else it ran, after which
 // tx must be rolled back.
 func (f *Form[D]) die(ctx context.Context, tx dialect.Tx, d *inbox.Delivery, s *stmt.Stmt, args []any) (died, err error) {
-	if _, err := tx.ExecContext(ctx, f.text.Savepoint()); err != nil {
+	if _, err := tx.ExecContext(ctx, f.text.Savepoint().SQL); err != nil {
 		return nil, sentinel.Errorf(nil, sentinel.Queue(f.t.Name, f.q.Name), "backing row %d off: SAVEPOINT before its death: %w", d.ID, err)
 	}
 	_, derr := s.ExecIn(ctx, tx, args...)
 	if derr == nil {
 		return nil, nil
 	}
-	if _, err := tx.ExecContext(ctx, f.text.RollbackToSavepoint()); err != nil {
+	if _, err := tx.ExecContext(ctx, f.text.RollbackToSavepoint().SQL); err != nil {
 		return nil, sentinel.Errorf(nil, sentinel.Queue(f.t.Name, f.q.Name), "backing row %d off: its death failed (%w), and so did undoing it: %w", d.ID, derr, err)
 	}
 	if _, err := f.retry.ExecIn(ctx, tx, d.ID); err != nil {
@@ -645,7 +647,13 @@ func (f *Form[D]) settlement(d *inbox.Delivery, o outcome.Outcome) (outcome.Kind
 	if !ok {
 		return step.Kind, nil, nil
 	}
-	return step.Kind, f.one(step.Kind, false), append(f.shape.Args(step, f.q.Now(), f.d.Time), d.ID)
+	s := f.one(step.Kind, false)
+	if s == nil {
+		return step.Kind, nil, nil
+	}
+	v := f.shape.Values(step, f.q.Now(), f.d.Time)
+	v.IDs = []int64{d.ID}
+	return step.Kind, s, s.Bind(make([]any, 0, 4), &v)
 }
 
 // one is the statement that settles one row as kind k (Ack, Retry, RetryAfter or Fail), the

@@ -14,6 +14,7 @@ package settleplan
 import (
 	"time"
 
+	"github.com/sqlinbox/inbox/internal/sqltext"
 	"github.com/sqlinbox/inbox/outcome"
 )
 
@@ -126,6 +127,28 @@ func (t Table) Args(s Step, now time.Time, at func(time.Time) any) []any {
 		return []any{at(now.Add(s.Delay)), s.LastError}
 	}
 	return []any{at(now.Add(s.Delay))}
+}
+
+// Values are the values step s binds before the rows it names (sqltext.Values), as Args
+// lists them: At, an Ack's processed_at stamp (where t has the column) or a stamp's time (now,
+// or now plus a RetryAfter's delay), and Error, the stamp's last error (where t has the
+// column); nothing for a Retry. A statement binds them in the order of its parameters
+// (sqltext.Statement.Bind); the caller adds the rows' ids and tokens.
+func (t Table) Values(s Step, now time.Time, at func(time.Time) any) sqltext.Values {
+	switch s.Kind {
+	case outcome.KindAck:
+		if t.ProcessedAt {
+			return sqltext.Values{At: at(now)}
+		}
+		return sqltext.Values{}
+	case outcome.KindRetry:
+		return sqltext.Values{}
+	}
+	v := sqltext.Values{At: at(now.Add(s.Delay))}
+	if t.LastError {
+		v.Error = s.LastError
+	}
+	return v
 }
 
 // step is the statement o settles as on t, without its rows.

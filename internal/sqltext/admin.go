@@ -35,7 +35,7 @@ func (s SQL) Admin(lease string) Admin { return Admin{s: s, lease: lease} }
 func (a Admin) Stats() (query string, nows int) {
 	t := a.s.t
 	p := a.s.Params()
-	now := func() string { nows++; return p.Next() }
+	now := func() string { nows++; return p.param() }
 	var pending []string
 	for _, c := range []string{t.ProcessedAt, t.DeadAt} {
 		if c != "" {
@@ -156,13 +156,13 @@ func (a Admin) Dead(byQueue, after bool) string {
 	}
 	conds := []string{t.DeadAt + " IS NOT NULL"}
 	if byQueue {
-		conds = append(conds, t.Queue+" = "+p.Next())
+		conds = append(conds, t.Queue+" = "+p.param())
 	}
 	if after {
-		conds = append(conds, "("+t.DeadAt+" < "+p.Next()+" OR "+t.DeadAt+" = "+p.Next()+" AND "+t.ID+" < "+p.Next()+")")
+		conds = append(conds, "("+t.DeadAt+" < "+p.param()+" OR "+t.DeadAt+" = "+p.param()+" AND "+t.ID+" < "+p.param()+")")
 	}
 	return "SELECT " + strings.Join(cols, ", ") + " FROM " + t.Name + " WHERE " + strings.Join(conds, " AND ") +
-		" ORDER BY " + t.DeadAt + " DESC, " + t.ID + " DESC LIMIT " + p.Next()
+		" ORDER BY " + t.DeadAt + " DESC, " + t.ID + " DESC LIMIT " + p.param()
 }
 
 // Kept is which rows a Pick or a change over ids takes: the dead rows, or the rows processed
@@ -178,7 +178,7 @@ const (
 // was processed.
 func (a Admin) kept(p *Params, k Kept) string {
 	if k == ProcessedRows {
-		return a.s.t.ProcessedAt + " < " + p.Next()
+		return a.s.t.ProcessedAt + " < " + p.param()
 	}
 	return a.s.t.DeadAt + " IS NOT NULL"
 }
@@ -191,10 +191,10 @@ func (a Admin) Pick(k Kept, byQueue bool) string {
 	p := a.s.Params()
 	conds := []string{a.kept(p, k)}
 	if byQueue {
-		conds = append(conds, t.Queue+" = "+p.Next())
+		conds = append(conds, t.Queue+" = "+p.param())
 	}
-	conds = append(conds, t.ID+" > "+p.Next())
-	return "SELECT " + t.ID + " FROM " + t.Name + " WHERE " + strings.Join(conds, " AND ") + " ORDER BY " + t.ID + " LIMIT " + p.Next()
+	conds = append(conds, t.ID+" > "+p.param())
+	return "SELECT " + t.ID + " FROM " + t.Name + " WHERE " + strings.Join(conds, " AND ") + " ORDER BY " + t.ID + " LIMIT " + p.param()
 }
 
 // Requeue puts n dead rows back in the queue by their ids: dead_at and retry_after cleared,
@@ -316,7 +316,7 @@ func (a Admin) binder() *binder { return &binder{p: a.s.Params()} }
 
 func (b *binder) next(k Bind) string {
 	b.binds = append(b.binds, k)
-	return b.p.Next()
+	return b.p.param()
 }
 
 func (b *binder) list(k Bind, n int) string {
@@ -559,7 +559,7 @@ func (a Admin) RowColumns() []string {
 // Row reads one row, whole, by its id (bound): its RowColumns.
 func (a Admin) Row() string {
 	t := a.s.t
-	return "SELECT " + strings.Join(a.RowColumns(), ", ") + " FROM " + t.Name + " WHERE " + t.ID + " = " + a.s.Params().Next()
+	return "SELECT " + strings.Join(a.RowColumns(), ", ") + " FROM " + t.Name + " WHERE " + t.ID + " = " + a.s.Params().param()
 }
 
 // Eligible reads which of n ids are of rows act takes, held or not, in a plain read that waits

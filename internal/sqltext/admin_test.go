@@ -44,29 +44,29 @@ func adminGoldens(t *testing.T) []string {
 			a := s.Admin(lease)
 			var e entries
 			stats, _ := a.Stats()
-			e.add("stats", stats)
+			e.addText("stats", stats)
 			if sh.Table.DeadAt != "" {
-				e.add("dead", a.Dead(false, false))
-				e.add("dead(after)", a.Dead(false, true))
+				e.addText("dead", a.Dead(false, false))
+				e.addText("dead(after)", a.Dead(false, true))
 				if sh.Table.Queue != "" {
-					e.add("dead(queue, after)", a.Dead(true, true))
+					e.addText("dead(queue, after)", a.Dead(true, true))
 				}
-				e.add("pickDead", a.Pick(sqltext.DeadRows, false))
+				e.addText("pickDead", a.Pick(sqltext.DeadRows, false))
 				if sh.Table.Queue != "" {
-					e.add("pickDead(queue)", a.Pick(sqltext.DeadRows, true))
+					e.addText("pickDead(queue)", a.Pick(sqltext.DeadRows, true))
 				}
-				e.add("requeue(3)", a.Requeue(3))
-				e.add("purgeDead(3)", a.Purge(sqltext.DeadRows, 3))
+				e.addText("requeue(3)", a.Requeue(3))
+				e.addText("purgeDead(3)", a.Purge(sqltext.DeadRows, 3))
 			}
 			if sh.Table.ProcessedAt != "" {
-				e.add("pickProcessed", a.Pick(sqltext.ProcessedRows, false))
+				e.addText("pickProcessed", a.Pick(sqltext.ProcessedRows, false))
 				if sh.Table.Queue != "" {
-					e.add("pickProcessed(queue)", a.Pick(sqltext.ProcessedRows, true))
+					e.addText("pickProcessed(queue)", a.Pick(sqltext.ProcessedRows, true))
 				}
-				e.add("purgeProcessed(3)", a.Purge(sqltext.ProcessedRows, 3))
+				e.addText("purgeProcessed(3)", a.Purge(sqltext.ProcessedRows, 3))
 			}
 			for _, b := range pageStatements(dl.D.Caps(), a, sh.Table, lease != "") {
-				e.add(b.name, b.SQL)
+				e.addText(b.name, b.SQL)
 			}
 			golden.Pin(t, "admin", dl.Name, sh.Name, e)
 			paths = append(paths, golden.Path("admin", dl.Name, sh.Name))

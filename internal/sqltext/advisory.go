@@ -76,54 +76,56 @@ func (a Advisory) KeyCheck() string {
 // it looks at until the statement ends: in the WHERE of the scan it would run on every due row
 // before the sort and exhaust the lock table on a large backlog, so it runs behind the sort
 // (OFFSET 0 keeps the subquery apart), only on the rows pulled until the limit is met.
-func (a Advisory) Candidates() string {
+func (a Advisory) Candidates() Statement {
 	s, t := a.s, a.s.t
 	p := s.Params()
 	if s.c.Locks == dialect.HashedLocks {
-		return "SELECT c." + t.ID + ", c.inbox_key FROM (SELECT " + t.ID + ", " + a.key + " AS inbox_key FROM " + t.Name +
+		return p.statement("SELECT c." + t.ID + ", c.inbox_key FROM (SELECT " + t.ID + ", " + a.key + " AS inbox_key FROM " + t.Name +
 			" WHERE " + s.Due(p, "") + " ORDER BY " + s.Order("") + " OFFSET 0) c" +
-			" WHERE pg_try_advisory_xact_lock_shared(hashtextextended(c.inbox_key, 0)) LIMIT " + p.Next()
+			" WHERE pg_try_advisory_xact_lock_shared(hashtextextended(c.inbox_key, 0)) LIMIT " + p.Next(ArgLimit))
 	}
-	return "SELECT " + t.ID + ", " + a.key + " FROM " + t.Name +
+	return p.statement("SELECT " + t.ID + ", " + a.key + " FROM " + t.Name +
 		" WHERE " + and(s.Due(p, ""), "IS_USED_LOCK("+a.lockName("CONCAT(DATABASE(), '.', "+a.key+")")+") IS NULL") +
-		" ORDER BY " + s.Order("") + " LIMIT " + p.Next()
+		" ORDER BY " + s.Order("") + " LIMIT " + p.Next(ArgLimit))
 }
 
 // Lock tries a key's lock without waiting and answers whether it was taken (true, or 1). It
 // binds the key.
-func (a Advisory) Lock() string {
+func (a Advisory) Lock() Statement {
 	p := a.s.Params()
 	if a.s.c.Locks == dialect.HashedLocks {
-		return "SELECT pg_try_advisory_lock(hashtextextended(" + p.Next() + ", 0))"
+		return p.statement("SELECT pg_try_advisory_lock(hashtextextended(" + p.Next(ArgKey) + ", 0))")
 	}
-	return "SELECT GET_LOCK(" + a.lockName("n") + ", 0)" + a.scoped(p)
+	scoped := a.scoped(p)
+	return p.statement("SELECT GET_LOCK(" + a.lockName("n") + ", 0)" + scoped)
 }
 
 // Unlock releases a key's lock and answers whether the session held it (true, or 1). It binds
 // the key.
-func (a Advisory) Unlock() string {
+func (a Advisory) Unlock() Statement {
 	p := a.s.Params()
 	if a.s.c.Locks == dialect.HashedLocks {
-		return "SELECT pg_advisory_unlock(hashtextextended(" + p.Next() + ", 0))"
+		return p.statement("SELECT pg_advisory_unlock(hashtextextended(" + p.Next(ArgKey) + ", 0))")
 	}
-	return "SELECT RELEASE_LOCK(" + a.lockName("n") + ")" + a.scoped(p)
+	scoped := a.scoped(p)
+	return p.statement("SELECT RELEASE_LOCK(" + a.lockName("n") + ")" + scoped)
 }
 
 // UnlockMany releases n keys' locks, each once, and answers how many releases the server
 // confirmed. It binds the n keys.
-func (a Advisory) UnlockMany(n int) string {
+func (a Advisory) UnlockMany(n int) Statement {
 	p := a.s.Params()
 	rows := make([]string, n)
 	if a.s.c.Locks == dialect.HashedLocks {
 		for i := range rows {
-			rows[i] = "(CAST(" + p.Next() + " AS " + a.s.c.TextType + "))"
+			rows[i] = "(CAST(" + p.Next(ArgKey) + " AS " + a.s.c.TextType + "))"
 		}
-		return "SELECT COUNT(*) FROM (VALUES " + strings.Join(rows, ", ") + ") AS k(v) WHERE pg_advisory_unlock(hashtextextended(k.v, 0))"
+		return p.statement("SELECT COUNT(*) FROM (VALUES " + strings.Join(rows, ", ") + ") AS k(v) WHERE pg_advisory_unlock(hashtextextended(k.v, 0))")
 	}
 	for i := range rows {
-		rows[i] = "SELECT CONCAT(DATABASE(), '.', " + p.Next() + ") AS n"
+		rows[i] = "SELECT CONCAT(DATABASE(), '.', " + p.Next(ArgKey) + ") AS n"
 	}
-	return "SELECT COUNT(*) FROM (" + strings.Join(rows, " UNION ALL ") + ") AS k WHERE RELEASE_LOCK(" + a.lockName("n") + ") = 1"
+	return p.statement("SELECT COUNT(*) FROM (" + strings.Join(rows, " UNION ALL ") + ") AS k WHERE RELEASE_LOCK(" + a.lockName("n") + ") = 1")
 }
 
 // Take re-checks, in a statement that starts after the key's lock is held, that the row is still
@@ -132,33 +134,34 @@ func (a Advisory) UnlockMany(n int) string {
 // Read elsewhere, and which commits without waiting for the disk where the database has
 // dialect.Caps.UnflushedCommit; without an attempt column it is a SELECT of the Columns, which
 // writes nothing to wait for. It binds the id, the key, then Due's arguments.
-func (a Advisory) Take() string {
+func (a Advisory) Take() Statement {
 	s, t := a.s, a.s.t
 	p := s.Params()
-	where := " WHERE " + t.ID + " = " + p.Next() + " AND (" + a.key + ") = " + p.Next()
+	where := " WHERE " + t.ID + " = " + p.Next(ArgID) + " AND (" + a.key + ") = " + p.Next(ArgKey)
 	if due := s.Due(p, ""); due != "1 = 1" {
 		where += " AND " + due
 	}
 	if t.Attempt == "" {
-		return "SELECT " + s.Columns("") + " FROM " + t.Name + where
+		return p.statement("SELECT " + s.Columns("") + " FROM " + t.Name + where)
 	}
 	if cond := s.unflushedIf(true); cond != "" {
 		where += " AND " + cond
 	}
 	if s.c.Returning {
-		return "UPDATE " + t.Name + " SET " + attemptCounted(t, "") + where + " RETURNING " + s.Columns("")
+		return p.statement("UPDATE " + t.Name + " SET " + attemptCounted(t, "") + where + " RETURNING " + s.Columns(""))
 	}
-	return "UPDATE " + t.Name + " SET " + attemptCounted(t, "") + where
+	return p.statement("UPDATE " + t.Name + " SET " + attemptCounted(t, "") + where)
 }
 
 // Read reads the Columns of the row a Take changed, where the Take returns nothing; empty where
 // it returns the row. It binds the id.
-func (a Advisory) Read() string {
+func (a Advisory) Read() Statement {
 	s, t := a.s, a.s.t
 	if t.Attempt == "" || s.c.Returning {
-		return ""
+		return Statement{}
 	}
-	return "SELECT " + s.Columns("") + " FROM " + t.Name + " WHERE " + t.ID + " = " + s.Params().Next()
+	p := s.Params()
+	return p.statement("SELECT " + s.Columns("") + " FROM " + t.Name + " WHERE " + t.ID + " = " + p.Next(ArgID))
 }
 
 // Settle applies an outcome of kind k to the rows g names (ByID, or ByIDs for a batch), on the
@@ -173,7 +176,7 @@ func (a Advisory) Read() string {
 // then g's ids. It is empty for a retry (the take counted the attempt, and releasing the key
 // hands the row back) and for a RetryAfter on a table without a retry_after column, which the
 // form settles as a retry. It waits for the disk unless the builder is Unflushed.
-func (a Advisory) Settle(k outcome.Kind, g Guard) string {
+func (a Advisory) Settle(k outcome.Kind, g Guard) Statement {
 	return a.s.settle(k, g, settles{failAsAck: true, unflushed: a.unflushed})
 }
 
@@ -186,5 +189,5 @@ func (a Advisory) lockName(scoped string) string {
 // scoped is the FROM clause that names a bound key n, prefixed with the database's name (named
 // locks span the server, and tables of two databases must not share them).
 func (Advisory) scoped(p *Params) string {
-	return " FROM (SELECT CONCAT(DATABASE(), '.', " + p.Next() + ") AS n) AS k"
+	return " FROM (SELECT CONCAT(DATABASE(), '.', " + p.Next(ArgKey) + ") AS n) AS k"
 }

@@ -63,7 +63,7 @@ func (s SQL) whereAnd(g Guard, p *Params, lease, cond string) string {
 	case g.pairs:
 		or := make([]string, g.ids)
 		for i := range or {
-			or[i] = "(" + id + " = " + p.Next() + " AND " + lease + " = " + p.Next() + ")"
+			or[i] = "(" + id + " = " + p.Next(ArgID) + " AND " + lease + " = " + p.Next(ArgToken) + ")"
 		}
 		pairs := strings.Join(or, " OR ")
 		if cond != "" {
@@ -71,13 +71,13 @@ func (s SQL) whereAnd(g Guard, p *Params, lease, cond string) string {
 		}
 		return " WHERE " + pairs + also + " RETURNING " + id
 	case g.ids == 0 && g.token:
-		return " WHERE " + id + " = " + p.Next() + " AND " + lease + " = " + p.Next() + also
+		return " WHERE " + id + " = " + p.Next(ArgID) + " AND " + lease + " = " + p.Next(ArgToken) + also
 	case g.ids == 0:
-		return " WHERE " + id + " = " + p.Next() + also
+		return " WHERE " + id + " = " + p.Next(ArgID) + also
 	case g.token:
-		return " WHERE " + id + " IN (" + p.list(g.ids) + ") AND " + lease + " = " + p.Next() + also
+		return " WHERE " + id + " IN (" + p.listOf(ArgID, g.ids) + ") AND " + lease + " = " + p.Next(ArgToken) + also
 	}
-	return " WHERE " + id + " IN (" + p.list(g.ids) + ")" + also
+	return " WHERE " + id + " IN (" + p.listOf(ArgID, g.ids) + ")" + also
 }
 
 // unflushedIf is the database's condition that its statement's transaction commits without
@@ -106,7 +106,7 @@ type settles struct {
 // with last_error = ? where the table has it (see stamp); then g's WHERE. It binds in that
 // order. It is empty where the table lacks the column the kind stamps, and for a retry that
 // changes nothing.
-func (s SQL) settle(k outcome.Kind, g Guard, f settles) string {
+func (s SQL) settle(k outcome.Kind, g Guard, f settles) Statement {
 	t, p := s.t, s.Params()
 	if k == outcome.KindFail && t.DeadAt == "" && f.failAsAck {
 		k = outcome.KindAck
@@ -116,7 +116,7 @@ func (s SQL) settle(k outcome.Kind, g Guard, f settles) string {
 	case outcome.KindAck, outcome.KindDrop:
 		head = "DELETE FROM " + t.Name
 		if t.ProcessedAt != "" {
-			head = "UPDATE " + t.Name + " SET " + t.ProcessedAt + " = " + p.Next() + f.acked
+			head = "UPDATE " + t.Name + " SET " + t.ProcessedAt + " = " + p.Next(ArgAt) + f.acked
 		}
 	case outcome.KindFail, outcome.KindRetryAfter:
 		col := t.DeadAt
@@ -124,14 +124,15 @@ func (s SQL) settle(k outcome.Kind, g Guard, f settles) string {
 			col = t.RetryAfter
 		}
 		if col == "" {
-			return ""
+			return Statement{}
 		}
 		head = "UPDATE " + t.Name + " SET " + s.stamp(col, p) + f.stamped
 	default:
 		if f.retried == "" {
-			return ""
+			return Statement{}
 		}
 		head = "UPDATE " + t.Name + " SET " + f.retried
 	}
-	return head + s.whereAnd(g, p, f.lease, s.unflushedIf(f.unflushed))
+	where := s.whereAnd(g, p, f.lease, s.unflushedIf(f.unflushed))
+	return p.statement(head + where)
 }

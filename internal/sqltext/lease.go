@@ -54,15 +54,15 @@ func (l Lease) Unflushed() Lease {
 // (SELECT …) RETURNING would do both, but SQLite builds temporary tables for the subquery and
 // the RETURNING at every run, which cost a single-row claim more than twice what the SELECT and
 // the UPDATE by id do.)
-func (l Lease) Claim(n int) string {
+func (l Lease) Claim(n int) Statement {
 	s, t := l.s, l.s.t
 	p := s.Params()
 	due := s.Due(p, "")
 	if !s.c.UpdateFrom {
-		return "SELECT " + s.Columns("") + " FROM " + t.Name + " WHERE " + due + " AND " + l.free(p.Next()) +
-			" ORDER BY " + s.Order("") + " LIMIT " + p.Next() + l.skipLocked()
+		return p.statement("SELECT " + s.Columns("") + " FROM " + t.Name + " WHERE " + due + " AND " + l.free(p.Next(ArgNow)) +
+			" ORDER BY " + s.Order("") + " LIMIT " + p.Next(ArgLimit) + l.skipLocked())
 	}
-	free := l.free(p.Next())
+	free := l.free(p.Next(ArgNow))
 	if cond := l.s.unflushedIf(true); cond != "" {
 		free += " AND " + cond
 	}
@@ -74,31 +74,32 @@ func (l Lease) Claim(n int) string {
 			returning += ", " + t.Name + "." + c
 		}
 	}
-	stamp := "UPDATE " + t.Name + " SET " + l.col + " = " + p.Next() + attemptCounted(t, ", ") +
+	stamp := "UPDATE " + t.Name + " SET " + l.col + " = " + p.Next(ArgLease) + attemptCounted(t, ", ") +
 		" FROM inbox_lease_pick WHERE " + t.Name + "." + t.ID + " = inbox_lease_pick." + t.ID +
 		" RETURNING " + returning
-	return "WITH inbox_lease_pick AS (" + pick + "), inbox_lease_claimed AS (" + stamp + ") SELECT " +
-		s.Columns("") + " FROM inbox_lease_claimed ORDER BY " + s.Order("")
+	return p.statement("WITH inbox_lease_pick AS (" + pick + "), inbox_lease_claimed AS (" + stamp + ") SELECT " +
+		s.Columns("") + " FROM inbox_lease_claimed ORDER BY " + s.Order(""))
 }
 
 // Stamp writes the token into the n rows a pick read, and counts their attempt: the second
 // statement of a claim where the database has no UPDATE … FROM; empty where Claim stamps
 // itself. It binds the token, then n ids.
-func (l Lease) Stamp(n int) string {
+func (l Lease) Stamp(n int) Statement {
 	if l.s.c.UpdateFrom {
-		return ""
+		return Statement{}
 	}
 	t, p := l.s.t, l.s.Params()
-	token := p.Next()
-	return "UPDATE " + t.Name + " SET " + l.col + " = " + token + attemptCounted(t, ", ") +
-		" WHERE " + t.ID + " IN (" + p.list(n) + ")"
+	token := p.Next(ArgLease)
+	return p.statement("UPDATE " + t.Name + " SET " + l.col + " = " + token + attemptCounted(t, ", ") +
+		" WHERE " + t.ID + " IN (" + p.listOf(ArgID, n) + ")")
 }
 
 // Extend writes a new token into the rows g names (ByIDAndToken, or ByIDsAndToken for a
 // batch) while the old one holds. It binds the new token, then g's id or ids and the old token.
-func (l Lease) Extend(g Guard) string {
+func (l Lease) Extend(g Guard) Statement {
 	t, p := l.s.t, l.s.Params()
-	return "UPDATE " + t.Name + " SET " + l.col + " = " + p.Next() + l.s.whereAnd(g, p, l.col, l.s.unflushedIf(true))
+	set := "UPDATE " + t.Name + " SET " + l.col + " = " + p.Next(ArgLease)
+	return p.statement(set + l.s.whereAnd(g, p, l.col, l.s.unflushedIf(true)))
 }
 
 // Settle applies an outcome of kind k to the rows g names while their lease holds, clearing it:
@@ -116,7 +117,7 @@ func (l Lease) Extend(g Guard) string {
 // table without a retry_after column, which the form settles as a retry, and for a Fail on a
 // table without a dead_at column, which it settles as a Drop. It waits for the disk unless the
 // builder is Unflushed.
-func (l Lease) Settle(k outcome.Kind, g Guard) string {
+func (l Lease) Settle(k outcome.Kind, g Guard) Statement {
 	released := l.col + " = NULL"
 	return l.s.settle(k, g, settles{acked: ", " + released, stamped: ", " + released, retried: released, lease: l.col, unflushed: l.unflushed})
 }
@@ -125,15 +126,16 @@ func (l Lease) Settle(k outcome.Kind, g Guard) string {
 // changed: the batch's settlement where the database has RETURNING (dialect.Caps.Returning), so
 // that it tells which rows were still held. It binds as Settle does, and is empty where Settle
 // is. It panics where the database has no RETURNING.
-func (l Lease) SettleReturning(k outcome.Kind, n int) string {
+func (l Lease) SettleReturning(k outcome.Kind, n int) Statement {
 	if !l.s.c.Returning {
 		panic("sqltext: a settlement returning its ids needs RETURNING, which the database lacks")
 	}
 	settle := l.Settle(k, ByIDsAndToken(n))
-	if settle == "" {
-		return ""
+	if settle.Empty() {
+		return Statement{}
 	}
-	return settle + " RETURNING " + l.s.t.ID
+	settle.SQL += " RETURNING " + l.s.t.ID
+	return settle
 }
 
 // Held locks those of n rows whose lease still holds the token and returns their ids:
@@ -141,12 +143,12 @@ func (l Lease) SettleReturning(k outcome.Kind, n int) string {
 // (MySQL, MariaDB), a batch's settlement that changed fewer rows than it names is run again, in
 // a transaction, over the rows this finds. It binds n ids, then the token. It is empty where the
 // database has RETURNING, whose settlements return the ids they changed (SettleReturning).
-func (l Lease) Held(n int) string {
+func (l Lease) Held(n int) Statement {
 	if l.s.c.Returning {
-		return ""
+		return Statement{}
 	}
 	t, p := l.s.t, l.s.Params()
-	return "SELECT " + t.ID + " FROM " + t.Name + l.s.where(ByIDsAndToken(n), p, l.col) + " FOR UPDATE"
+	return p.statement("SELECT " + t.ID + " FROM " + t.Name + l.s.where(ByIDsAndToken(n), p, l.col) + " FOR UPDATE")
 }
 
 // free is the predicate of a row no lease holds: never leased, released, or run out by now.

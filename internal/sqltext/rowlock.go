@@ -31,10 +31,10 @@ func (r RowLock) Unflushed() RowLock {
 
 // Claim selects and locks up to n due rows in claim order (the limit is written into the
 // text), passing over the rows other transactions lock. It binds Due's arguments.
-func (r RowLock) Claim(n int) string {
-	s := r.s
-	return "SELECT " + s.Columns("") + " FROM " + s.t.Name + " WHERE " + s.Due(s.Params(), "") +
-		" ORDER BY " + s.Order("") + " LIMIT " + strconv.Itoa(n) + " FOR UPDATE SKIP LOCKED"
+func (r RowLock) Claim(n int) Statement {
+	s, p := r.s, r.s.Params()
+	return p.statement("SELECT " + s.Columns("") + " FROM " + s.t.Name + " WHERE " + s.Due(p, "") +
+		" ORDER BY " + s.Order("") + " LIMIT " + strconv.Itoa(n) + " FOR UPDATE SKIP LOCKED")
 }
 
 // Settle applies an outcome of kind k to the rows g names (ByID, or ByIDs for a batch):
@@ -50,7 +50,7 @@ func (r RowLock) Claim(n int) string {
 // without an attempt column (rolling the claim back is the retry), and a RetryAfter on a table
 // without a retry_after column (which the form settles as a retry). Its transaction waits for
 // the disk unless the builder is Unflushed.
-func (r RowLock) Settle(k outcome.Kind, g Guard) string {
+func (r RowLock) Settle(k outcome.Kind, g Guard) Statement {
 	return r.s.settle(k, g, settles{stamped: attemptCounted(r.s.t, ", "), retried: attemptCounted(r.s.t, ""), failAsAck: true, unflushed: r.unflushed})
 }
 
@@ -58,29 +58,31 @@ func (r RowLock) Settle(k outcome.Kind, g Guard) string {
 // follows in a transaction of its own: it passes over the row when another transaction holds
 // it, it was settled after all (processed or dead) or its attempt has moved since the claim. It
 // binds the id, then the attempt the claim read where the table counts attempts.
-func (r RowLock) Relock() string {
+func (r RowLock) Relock() Statement {
 	t, p := r.s.t, r.s.Params()
-	q := "SELECT " + t.ID + " FROM " + t.Name + " WHERE " + t.ID + " = " + p.Next()
+	q := "SELECT " + t.ID + " FROM " + t.Name + " WHERE " + t.ID + " = " + p.Next(ArgID)
 	for _, c := range []string{t.ProcessedAt, t.DeadAt} {
 		if c != "" {
 			q += " AND " + c + " IS NULL"
 		}
 	}
 	if t.Attempt != "" {
-		q += " AND COALESCE(" + t.Attempt + ", 0) = " + p.Next()
+		q += " AND COALESCE(" + t.Attempt + ", 0) = " + p.Next(ArgAttempt)
 	}
-	return q + " FOR UPDATE SKIP LOCKED"
+	return p.statement(q + " FOR UPDATE SKIP LOCKED")
 }
 
 // Savepoint marks where statements that may be undone begin: in transactional mode the
 // handler's writes, inside the claim's transaction; in a back-off's transaction a row's death,
 // which the database may refuse. It binds nothing.
-func (RowLock) Savepoint() string { return "SAVEPOINT " + savepoint }
+func (RowLock) Savepoint() Statement { return Statement{SQL: "SAVEPOINT " + savepoint} }
 
 // RollbackToSavepoint undoes what ran since Savepoint and keeps the transaction's row locks:
 // the handler's writes before every settlement but an Ack's in transactional mode, a death the
 // database refused in a back-off. It binds nothing.
-func (RowLock) RollbackToSavepoint() string { return "ROLLBACK TO SAVEPOINT " + savepoint }
+func (RowLock) RollbackToSavepoint() Statement {
+	return Statement{SQL: "ROLLBACK TO SAVEPOINT " + savepoint}
+}
 
 const savepoint = "inbox_handler"
 
@@ -96,9 +98,9 @@ func attemptCounted(t Table, sep string) string {
 // stamp is the SET assignment of a time to col, then of the last error where the table keeps
 // it: the head of a RetryAfter's and a Fail's settlement. It binds the time, then the text.
 func (s SQL) stamp(col string, p *Params) string {
-	set := col + " = " + p.Next()
+	set := col + " = " + p.Next(ArgAt)
 	if s.t.LastError != "" {
-		set += ", " + s.t.LastError + " = " + p.Next()
+		set += ", " + s.t.LastError + " = " + p.Next(ArgError)
 	}
 	return set
 }

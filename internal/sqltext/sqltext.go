@@ -84,13 +84,21 @@ func (s SQL) OfKinds(limits []int) SQL {
 type Params struct {
 	numbered bool
 	n        int
+	args     []Arg // the roles of the parameters Next numbered, in order
 }
 
 // Params starts numbering a statement's parameters from 1.
 func (s SQL) Params() *Params { return &Params{numbered: s.c.NumberedParams} }
 
-// Next returns the next parameter.
-func (p *Params) Next() string {
+// Next returns the next parameter, which binds a value of role a.
+func (p *Params) Next(a Arg) string {
+	p.args = append(p.args, a)
+	return p.param()
+}
+
+// param returns the next parameter without recording its role: for the statements whose
+// callers bind by a record of their own (Admin's Bound) or by their own rule (Insert).
+func (p *Params) param() string {
 	p.n++
 	if p.numbered {
 		return "$" + strconv.Itoa(p.n)
@@ -98,14 +106,26 @@ func (p *Params) Next() string {
 	return "?"
 }
 
-// list is n parameters, comma-separated.
+// list is n parameters, comma-separated, their roles unrecorded (see param).
 func (p *Params) list(n int) string {
 	ps := make([]string, n)
 	for i := range ps {
-		ps[i] = p.Next()
+		ps[i] = p.param()
 	}
 	return strings.Join(ps, ", ")
 }
+
+// listOf is n parameters of role a, comma-separated.
+func (p *Params) listOf(a Arg, n int) string {
+	ps := make([]string, n)
+	for i := range ps {
+		ps[i] = p.Next(a)
+	}
+	return strings.Join(ps, ", ")
+}
+
+// statement is query with the roles of the parameters p numbered in it.
+func (p *Params) statement(query string) Statement { return Statement{SQL: query, Args: p.args} }
 
 // Columns is the select list of a delivery: id, then payload, attempt, queue, kind and headers where
 // the table has them, then the application's own columns in the description's order, each
@@ -139,10 +159,10 @@ func (s SQL) Due(p *Params, alias string) string {
 		conds = append(conds, "COALESCE("+prefix+s.t.Attempt+", 0) < "+strconv.Itoa(s.maxAttempts))
 	}
 	if s.t.RetryAfter != "" {
-		conds = append(conds, "("+prefix+s.t.RetryAfter+" IS NULL OR "+prefix+s.t.RetryAfter+" <= "+p.Next()+")")
+		conds = append(conds, "("+prefix+s.t.RetryAfter+" IS NULL OR "+prefix+s.t.RetryAfter+" <= "+p.Next(ArgNow)+")")
 	}
 	if s.t.Queue != "" {
-		conds = append(conds, prefix+s.t.Queue+" = "+p.Next())
+		conds = append(conds, prefix+s.t.Queue+" = "+p.Next(ArgQueue))
 	}
 	if len(s.kindLimits) > 0 && s.t.Kind != "" {
 		conds = append(conds, s.ofKinds(p, prefix))
@@ -163,7 +183,7 @@ func (s SQL) ofKinds(p *Params, prefix string) string {
 		for j < len(s.kindLimits) && s.kindLimits[j] == s.kindLimits[i] {
 			j++
 		}
-		run := prefix + s.t.Kind + " IN (" + p.list(j-i) + ")"
+		run := prefix + s.t.Kind + " IN (" + p.listOf(ArgKind, j-i) + ")"
 		if s.t.Attempt != "" && s.kindLimits[i] > 0 {
 			run += " AND COALESCE(" + prefix + s.t.Attempt + ", 0) < " + strconv.Itoa(s.kindLimits[i])
 		}
@@ -209,7 +229,7 @@ func (s SQL) Insert(rows int, own []string) string {
 func (s SQL) InsertNotifying(rows int, own []string) string {
 	p := s.Params()
 	insert := s.insert(p, own, make([][]bool, rows))
-	return Notifying(insert, p.Next())
+	return Notifying(insert, p.param())
 }
 
 // InsertSparse publishes a row for each of sets in one statement, as Insert does, but for the
@@ -238,7 +258,7 @@ func (s SQL) insert(p *Params, own []string, sets [][]bool) string {
 		vs := make([]string, len(cols))
 		for i := range vs {
 			if i < roles || set == nil || set[i-roles] {
-				vs[i] = p.Next()
+				vs[i] = p.param()
 			} else {
 				vs[i] = "DEFAULT"
 			}

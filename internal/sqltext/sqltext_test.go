@@ -114,7 +114,15 @@ func quoted(t testing.TB, d dialect.Dialect, sh golden.Shape) (sqltext.SQL, stri
 // database does not have).
 type entries []golden.Entry
 
-func (e *entries) add(name, sql string) {
+// add adds a statement built with the roles of its parameters, which its entry lists.
+func (e *entries) add(name string, st sqltext.Statement) {
+	if !st.Empty() {
+		*e = append(*e, golden.Entry{Name: name, SQL: st.SQL, Args: st.ArgList()})
+	}
+}
+
+// addText adds a statement whose caller binds by its own rule: its entry lists no roles.
+func (e *entries) addText(name, sql string) {
 	if sql != "" {
 		*e = append(*e, golden.Entry{Name: name, SQL: sql})
 	}
@@ -183,7 +191,7 @@ func leaseEntries(c *dialect.Caps, l sqltext.Lease) []golden.Entry {
 
 func advisoryEntries(c *dialect.Caps, a sqltext.Advisory, dead bool) []golden.Entry {
 	var e entries
-	e.add("keyCheck", a.KeyCheck())
+	e.addText("keyCheck", a.KeyCheck())
 	e.add("candidates", a.Candidates())
 	e.add("lock", a.Lock())
 	e.add("unlock", a.Unlock())
@@ -247,15 +255,15 @@ func limitedUnclaimableEntries(u sqltext.Unclaimable) []golden.Entry {
 // third sets only that one.
 func publishEntries(c *dialect.Caps, s sqltext.SQL, own []string) []golden.Entry {
 	var e entries
-	e.add("insert(1)", s.Insert(1, own))
-	e.add("insert(3)", s.Insert(3, own))
+	e.addText("insert(1)", s.Insert(1, own))
+	e.addText("insert(3)", s.Insert(3, own))
 	if c.ValuesDefault && len(own) > 1 {
-		e.add("insert(3) sparse", s.InsertSparse(own, golden.Sparse(len(own))))
+		e.addText("insert(3) sparse", s.InsertSparse(own, golden.Sparse(len(own))))
 	}
-	e.add("insertID", s.InsertID(own))
+	e.addText("insertID", s.InsertID(own))
 	if c.Notifies {
-		e.add("insert(1) notifying", s.InsertNotifying(1, own))
-		e.add("insert(3) notifying", s.InsertNotifying(3, own))
+		e.addText("insert(1) notifying", s.InsertNotifying(1, own))
+		e.addText("insert(3) notifying", s.InsertNotifying(3, own))
 	}
 	return e
 }
@@ -268,15 +276,15 @@ func TestSettlementKinds(t *testing.T) {
 		s, lease, key := quoted(t, dl.D, golden.Shapes[0])
 		type settle func(outcome.Kind) string
 		forms := map[string]settle{
-			"lease": func(k outcome.Kind) string { return s.Lease(lease).Settle(k, sqltext.ByIDAndToken()) },
+			"lease": func(k outcome.Kind) string { return s.Lease(lease).Settle(k, sqltext.ByIDAndToken()).SQL },
 		}
 		if c.SkipLocked {
-			forms["rowlock"] = func(k outcome.Kind) string { return s.RowLock().Settle(k, sqltext.ByID()) }
+			forms["rowlock"] = func(k outcome.Kind) string { return s.RowLock().Settle(k, sqltext.ByID()).SQL }
 		}
 		if c.Locks != dialect.NoSessionLocks {
 			a := s.Advisory(key)
-			forms["advisory"] = func(k outcome.Kind) string { return a.Settle(k, sqltext.ByID()) }
-			if got := a.Settle(outcome.KindRetry, sqltext.ByIDs(3)); got != "" {
+			forms["advisory"] = func(k outcome.Kind) string { return a.Settle(k, sqltext.ByID()).SQL }
+			if got := a.Settle(outcome.KindRetry, sqltext.ByIDs(3)); !got.Empty() {
 				t.Errorf("%s: the advisory form's batch retry is %q, want no statement", dl.Name, got)
 			}
 		}
@@ -405,7 +413,7 @@ func wakeupEntries(s sqltext.SQL, dialect string) []golden.Entry {
 	var e entries
 	e.add("next-due", s.NextDue())
 	if dialect == "sqlite" {
-		e.add("data-version", sqltext.DataVersion)
+		e.addText("data-version", sqltext.DataVersion)
 	}
 	return e
 }

@@ -22,51 +22,51 @@ func (s SQL) Unclaimable(limit int) Unclaimable {
 
 // NullQueue finds the rows whose queue column is NULL, which no consumer's queue matches. It
 // binds nothing.
-func (u Unclaimable) NullQueue() string {
+func (u Unclaimable) NullQueue() Statement {
 	t := u.s.t
 	if t.Queue == "" {
-		return ""
+		return Statement{}
 	}
-	return "SELECT " + t.ID + " FROM " + t.Name + " WHERE " + u.pending() + t.Queue + " IS NULL" + u.limit
+	return Statement{SQL: "SELECT " + t.ID + " FROM " + t.Name + " WHERE " + u.pending() + t.Queue + " IS NULL" + u.limit}
 }
 
 // FarAhead finds the rows of the queue whose retry_after lies after a time. Where timestamps
 // are text (dialect.Caps.TimeLayout) it passes over text not in the layout, which BadLayout
 // finds. It binds the queue's name (where the table has a queue column), then the time.
-func (u Unclaimable) FarAhead() string {
+func (u Unclaimable) FarAhead() Statement {
 	t, p := u.s.t, u.s.Params()
 	if t.RetryAfter == "" {
-		return ""
+		return Statement{}
 	}
-	q := "SELECT " + t.ID + " FROM " + t.Name + " WHERE " + u.pending() + u.ofQueue(p) + t.RetryAfter + " > " + p.Next()
+	q := "SELECT " + t.ID + " FROM " + t.Name + " WHERE " + u.pending() + u.ofQueue(p) + t.RetryAfter + " > " + p.Next(ArgHorizon)
 	if u.s.c.TimeLayout != "" {
 		q += " AND " + t.RetryAfter + " GLOB '" + textTimeGlob + "'"
 	}
-	return q + u.limit
+	return p.statement(q + u.limit)
 }
 
 // Exhausted finds the rows of the queue whose attempt column has reached the attempt limit
 // (Limited), which no claim takes: rows that had their last delivery and neither settled nor
 // died. It binds the queue's name (where the table has a queue column). Empty where the table
 // counts no attempts or the builder has no limit.
-func (u Unclaimable) Exhausted() string {
+func (u Unclaimable) Exhausted() Statement {
 	t, p := u.s.t, u.s.Params()
 	if t.Attempt == "" || u.s.maxAttempts == 0 {
-		return ""
+		return Statement{}
 	}
-	return "SELECT " + t.ID + " FROM " + t.Name + " WHERE " + u.pending() + u.ofQueue(p) + "COALESCE(" + t.Attempt + ", 0) >= " + strconv.Itoa(u.s.maxAttempts) + u.limit
+	return p.statement("SELECT " + t.ID + " FROM " + t.Name + " WHERE " + u.pending() + u.ofQueue(p) + "COALESCE(" + t.Attempt + ", 0) >= " + strconv.Itoa(u.s.maxAttempts) + u.limit)
 }
 
 // BadLayout finds, where timestamps are text (dialect.Caps.TimeLayout: SQLite), the rows of the
 // queue whose retry_after is not text in the layout, which compares as text and may never come
 // due. It binds the queue's name (where the table has a queue column). Empty elsewhere.
-func (u Unclaimable) BadLayout() string {
+func (u Unclaimable) BadLayout() Statement {
 	t, p := u.s.t, u.s.Params()
 	if t.RetryAfter == "" || u.s.c.TimeLayout == "" {
-		return ""
+		return Statement{}
 	}
-	return "SELECT " + t.ID + " FROM " + t.Name + " WHERE " + u.pending() + u.ofQueue(p) + t.RetryAfter + " IS NOT NULL AND (typeof(" + t.RetryAfter +
-		") <> 'text' OR " + t.RetryAfter + " NOT GLOB '" + textTimeGlob + "')" + u.limit
+	return p.statement("SELECT " + t.ID + " FROM " + t.Name + " WHERE " + u.pending() + u.ofQueue(p) + t.RetryAfter + " IS NOT NULL AND (typeof(" + t.RetryAfter +
+		") <> 'text' OR " + t.RetryAfter + " NOT GLOB '" + textTimeGlob + "')" + u.limit)
 }
 
 // pending is the head of a search's WHERE clause: neither processed nor dead, where the table
@@ -88,7 +88,7 @@ func (u Unclaimable) ofQueue(p *Params) string {
 	if u.s.t.Queue == "" {
 		return ""
 	}
-	return u.s.t.Queue + " = " + p.Next() + " AND "
+	return u.s.t.Queue + " = " + p.Next(ArgQueue) + " AND "
 }
 
 // OtherKinds counts the pending rows of the queue (neither processed nor dead) whose kind is
@@ -99,18 +99,18 @@ func (u Unclaimable) ofQueue(p *Params) string {
 // has a retry_after column), the queue's name (where it has a queue column), then the n kinds.
 // It reads every pending row of the queue, as a search that finds nothing does; empty where the
 // table has no kind column.
-func (s SQL) OtherKinds(n int) string {
+func (s SQL) OtherKinds(n int) Statement {
 	t, p := s.t, s.Params()
 	if t.Kind == "" {
-		return ""
+		return Statement{}
 	}
 	kind := "COALESCE(" + t.Kind + ", '')"
 	var oldest string
 	switch {
 	case t.RetryAfter != "" && t.CreatedAt != "":
-		oldest = "MIN(CASE WHEN " + t.RetryAfter + " IS NULL OR " + t.RetryAfter + " <= " + p.Next() + " THEN COALESCE(" + t.RetryAfter + ", " + t.CreatedAt + ") END)"
+		oldest = "MIN(CASE WHEN " + t.RetryAfter + " IS NULL OR " + t.RetryAfter + " <= " + p.Next(ArgNow) + " THEN COALESCE(" + t.RetryAfter + ", " + t.CreatedAt + ") END)"
 	case t.RetryAfter != "":
-		oldest = "MIN(CASE WHEN " + t.RetryAfter + " <= " + p.Next() + " THEN " + t.RetryAfter + " END)"
+		oldest = "MIN(CASE WHEN " + t.RetryAfter + " <= " + p.Next(ArgNow) + " THEN " + t.RetryAfter + " END)"
 	case t.CreatedAt != "":
 		oldest = "MIN(" + t.CreatedAt + ")"
 	default:
@@ -119,9 +119,9 @@ func (s SQL) OtherKinds(n int) string {
 	u := Unclaimable{s: s}
 	q := "SELECT " + kind + ", COUNT(*), " + oldest + " FROM " + t.Name + " WHERE " + u.pending() + u.ofQueue(p)
 	if n > 0 {
-		q += kind + " NOT IN (" + p.list(n) + ")"
+		q += kind + " NOT IN (" + p.listOf(ArgKind, n) + ")"
 	} else {
 		q += "1 = 1"
 	}
-	return q + " GROUP BY " + kind + " ORDER BY 1"
+	return p.statement(q + " GROUP BY " + kind + " ORDER BY 1")
 }

@@ -9,13 +9,13 @@ import (
 // are not due yet, of the kinds claimed (OfKinds), or NULL when none is delayed; empty where the
 // table has no retry_after column. It binds, in order: now, the queue's name (where the table
 // has a queue column), then the kinds' names.
-func (s SQL) NextDue() string {
+func (s SQL) NextDue() Statement {
 	t := s.t
 	if t.RetryAfter == "" {
-		return ""
+		return Statement{}
 	}
 	p := s.Params()
-	conds := t.RetryAfter + " > " + p.Next()
+	conds := t.RetryAfter + " > " + p.Next(ArgNow)
 	if t.DeadAt != "" {
 		conds = t.DeadAt + " IS NULL AND " + conds
 	}
@@ -23,12 +23,12 @@ func (s SQL) NextDue() string {
 		conds = t.ProcessedAt + " IS NULL AND " + conds
 	}
 	if t.Queue != "" {
-		conds += " AND " + t.Queue + " = " + p.Next()
+		conds += " AND " + t.Queue + " = " + p.Next(ArgQueue)
 	}
 	if len(s.kindLimits) > 0 && t.Kind != "" {
 		conds += " AND " + s.ofKinds(p, "")
 	}
-	return "SELECT MIN(" + t.RetryAfter + ") FROM " + t.Name + " WHERE " + conds
+	return p.statement("SELECT MIN(" + t.RetryAfter + ") FROM " + t.Name + " WHERE " + conds)
 }
 
 // Notifying is statement stmt that also sends a Postgres notification with an empty payload

@@ -14,6 +14,7 @@ import (
 
 	"github.com/sqlinbox/inbox"
 	"github.com/sqlinbox/inbox/dialect"
+	"github.com/sqlinbox/inbox/internal/sqltext"
 	"github.com/sqlinbox/inbox/internal/stmt"
 	"github.com/sqlinbox/inbox/isolation"
 )
@@ -82,7 +83,7 @@ func TestStatementCutIsNotSchema(t *testing.T) {
 				st.Unprepared = unprepared
 				db := sql.OpenDB(failingDB{err})
 				defer db.Close()
-				_, got := st.Statement(context.Background(), db, "claim", "SELECT "+d.Placeholder(1))
+				_, got := st.Statement(context.Background(), db, "claim", sqltext.Statement{SQL: "SELECT " + d.Placeholder(1)})
 				return got
 			}
 			for _, err := range cut {
@@ -116,7 +117,7 @@ func TestStatementLostNamesTheRemedy(t *testing.T) {
 			}
 			st.Unprepared = unprepared
 			db := sql.OpenDB(failingDB{lost})
-			_, got := st.Statement(context.Background(), db, "claim", "SELECT $1")
+			_, got := st.Statement(context.Background(), db, "claim", sqltext.Statement{SQL: "SELECT $1"})
 			db.Close()
 			if !errors.Is(got, inbox.ErrDialect) || errors.Is(got, inbox.ErrSchema) || !errors.Is(got, lost) {
 				t.Errorf("unprepared %v, %q: %v, want ErrDialect wrapping the driver's error, not ErrSchema", unprepared, lost, got)

@@ -148,7 +148,9 @@ func (t *Table) ScanOne(scan func(...any) error) (*inbox.Delivery, error) {
 }
 
 // DueArgs appends to args the arguments of sqltext.SQL.Due: now (the claim's one reading of the
-// clock, as the dialect binds it), the queue name and the kinds claimed.
+// clock, as the dialect binds it), the queue name and the kinds claimed. For the forms that
+// still order their claims' arguments themselves (lease, advisory); the row lock form binds by
+// ClaimValues.
 func (t *Table) DueArgs(args []any, now any, queue string) []any {
 	if t.Q.RetryAfter != "" {
 		args = append(args, now)
@@ -162,6 +164,17 @@ func (t *Table) DueArgs(args []any, now any, queue string) []any {
 		}
 	}
 	return args
+}
+
+// ClaimValues are the values of the form's claims over queue that hold for every run: the queue's
+// name and the kinds claimed (Claiming), in the order sqltext.SQL.OfKinds binds them. A run
+// sets the rest (now, the limit) on a copy and binds it (sqltext.Statement.Bind).
+func (t *Table) ClaimValues(queue string) sqltext.Values {
+	v := sqltext.Values{Queue: queue}
+	for _, k := range t.Kinds {
+		v.Kinds = append(v.Kinds, k.Kind)
+	}
+	return v
 }
 
 // BacksOff reports whether a settlement that failed with err is one a form backs off by the
@@ -217,29 +230,27 @@ type unclaimableSearch struct {
 // consider (not processed, of the queue): the claim index's leading columns.
 func (t *Table) unclaimableSearches(queue string, now time.Time) []unclaimableSearch {
 	u := t.SQL().Unclaimable(unclaimableLimit + 1)
-	var ofQueue []any
-	if t.Q.Queue != "" {
-		ofQueue = []any{queue}
-	}
+	v := sqltext.Values{Queue: queue, Horizon: t.D.Time(now.AddDate(farYears, 0, 0))}
 	done := "delete it"
 	if t.Q.ProcessedAt != "" {
 		done = "stamp " + strconv.Quote(t.Raw.ProcessedAt) + " (or delete the row)"
 	}
 	var out []unclaimableSearch
-	if q := u.NullQueue(); q != "" {
+	if q := u.NullQueue(); !q.Empty() {
 		out = append(out, unclaimableSearch{
 			why:   fmt.Sprintf("the queue column %q is NULL, which no consumer's queue matches: set it to the queue that should run the row", t.Raw.Queue),
-			query: q,
+			query: q.SQL,
+			args:  q.Bind(nil, &v),
 		})
 	}
-	if q := u.FarAhead(); q != "" {
+	if q := u.FarAhead(); !q.Empty() {
 		out = append(out, unclaimableSearch{
 			why:   fmt.Sprintf("retry_after (column %q) is more than %d years ahead, a way of writing never: set it to NULL to run the row, or %s to end it", t.Raw.RetryAfter, farYears, done),
-			query: q,
-			args:  append(ofQueue[:len(ofQueue):len(ofQueue)], t.D.Time(now.AddDate(farYears, 0, 0))),
+			query: q.SQL,
+			args:  q.Bind(nil, &v),
 		})
 	}
-	if q := u.Exhausted(); q != "" {
+	if q := u.Exhausted(); !q.Empty() {
 		death := "a DELETE, since the table has no DeadAt column"
 		if t.Q.DeadAt != "" {
 			death = "stamping " + strconv.Quote(t.Raw.DeadAt)
@@ -247,16 +258,16 @@ func (t *Table) unclaimableSearches(queue string, now time.Time) []unclaimableSe
 		out = append(out, unclaimableSearch{
 			why: fmt.Sprintf("the attempt column %q has reached the consumer's MaxAttempts (%d) and the row did not settle: its consumer stopped or lost its connection during its last delivery, or that delivery's settlement failed and so did its death (%s), as the consumer logged then. Set the attempt to 0 to run the row again, or %s to end it",
 				t.Raw.Attempt, t.MaxAttempts, death, done),
-			query: q,
-			args:  ofQueue,
+			query: q.SQL,
+			args:  q.Bind(nil, &v),
 		})
 	}
-	if q := u.BadLayout(); q != "" {
+	if q := u.BadLayout(); !q.Empty() {
 		out = append(out, unclaimableSearch{
 			why: fmt.Sprintf("retry_after (column %q) is not a time in the library's layout (%s, UTC), so it compares as text and may never come due: rewrite it in that layout, or set it to NULL to run the row",
 				t.Raw.RetryAfter, t.D.Caps().TimeLayout),
-			query: q,
-			args:  ofQueue,
+			query: q.SQL,
+			args:  q.Bind(nil, &v),
 		})
 	}
 	return out
@@ -316,13 +327,22 @@ func ReadRows[T any](ctx context.Context, db *sql.DB, read func(scan func(...any
 type Stmt struct {
 	db       *sql.DB
 	text     string
-	prepared *sql.Stmt // nil: the statement runs by its text
+	args     []sqltext.Arg // the roles of its parameters, in order (sqltext.Statement)
+	prepared *sql.Stmt     // nil: the statement runs by its text
 }
 
 // ByText is query as a statement that runs by its text on db, unchecked: for a statement a form
 // must run without waiting to prepare it, since preparing takes a connection of the pool (see
 // the lease form's statements over id lists).
-func ByText(db *sql.DB, query string) *Stmt { return &Stmt{db: db, text: query} }
+func ByText(db *sql.DB, query sqltext.Statement) *Stmt {
+	return &Stmt{db: db, text: query.SQL, args: query.Args}
+}
+
+// Bind appends to dst the arguments of a run of the statement, v's values in the order of its
+// parameters (sqltext.Statement.Bind), so that no caller orders them itself.
+func (s *Stmt) Bind(dst []any, v *sqltext.Values) []any {
+	return sqltext.Statement{SQL: s.text, Args: s.args}.Bind(dst, v)
+}
 
 // Text is the statement's text.
 func (s *Stmt) Text() string { return s.text }
@@ -407,8 +427,9 @@ func (s *Stmt) Close() error {
 //
 // SQLite drivers compile a statement only when it first runs, so on SQLite a prepared
 // statement is also compiled by EXPLAIN, which fails on a missing table or column.
-func (t *Table) Statement(ctx context.Context, db *sql.DB, what, query string) (*Stmt, error) {
-	s := &Stmt{db: db, text: query}
+func (t *Table) Statement(ctx context.Context, db *sql.DB, what string, built sqltext.Statement) (*Stmt, error) {
+	query := built.SQL
+	s := &Stmt{db: db, text: query, args: built.Args}
 	check := func() (err error) {
 		if t.Unprepared {
 			return explain(ctx, t.D.Caps(), db, query)
@@ -429,7 +450,7 @@ func (t *Table) Statement(ctx context.Context, db *sql.DB, what, query string) (
 // Check checks query as Statement does and keeps nothing: for a statement the form runs by its
 // text on a pinned connection, where a statement prepared on the pool cannot run.
 func (t *Table) Check(ctx context.Context, db *sql.DB, what, query string) error {
-	s, err := t.Statement(ctx, db, what, query)
+	s, err := t.Statement(ctx, db, what, sqltext.Statement{SQL: query})
 	if err != nil {
 		return err
 	}

@@ -259,11 +259,11 @@ func newRawRowLock(ctx context.Context, t *harness.Target, s *statements, batch 
 	l := &rawRowLock{t: t, tx: txOptions(s.caps), inList: batch > 1 && s.caps.IDListSettles}
 	rl, acks := s.RowLock(), s.rowLockAcks()
 	var err error
-	l.claim = l.prepare(ctx, t.DB, rl.Claim(batch), &err)
+	l.claim = l.prepare(ctx, t.DB, rl.Claim(batch).SQL, &err)
 	if l.inList {
-		l.ack = l.prepare(ctx, t.DB, acks.Settle(outcome.KindAck, sqltext.ByIDs(batch)), &err)
+		l.ack = l.prepare(ctx, t.DB, acks.Settle(outcome.KindAck, sqltext.ByIDs(batch)).SQL, &err)
 	} else {
-		l.ack = l.prepare(ctx, t.DB, acks.Settle(outcome.KindAck, sqltext.ByID()), &err)
+		l.ack = l.prepare(ctx, t.DB, acks.Settle(outcome.KindAck, sqltext.ByID()).SQL, &err)
 	}
 	if err != nil {
 		l.stmts.close()
@@ -339,7 +339,7 @@ func newRawLeaseOneStatement(ctx context.Context, t *harness.Target, s *statemen
 	l := &rawLeaseOneStatement{t: t}
 	ls := s.leaseStatements()
 	var err error
-	l.claim = l.prepare(ctx, t.DB, ls.Claim(batch), &err)
+	l.claim = l.prepare(ctx, t.DB, ls.Claim(batch).SQL, &err)
 	l.ack = l.prepare(ctx, t.DB, leaseAck(ls, batch), &err)
 	if err != nil {
 		l.stmts.close()
@@ -350,9 +350,9 @@ func newRawLeaseOneStatement(ctx context.Context, t *harness.Target, s *statemen
 // leaseAck is the lease form's Ack of one row, or of a batch of n, under its token.
 func leaseAck(ls sqltext.Lease, n int) string {
 	if n == 1 {
-		return ls.Settle(outcome.KindAck, sqltext.ByIDAndToken())
+		return ls.Settle(outcome.KindAck, sqltext.ByIDAndToken()).SQL
 	}
-	return ls.Settle(outcome.KindAck, sqltext.ByIDsAndToken(n))
+	return ls.Settle(outcome.KindAck, sqltext.ByIDsAndToken(n)).SQL
 }
 
 func (l *rawLeaseOneStatement) step(ctx context.Context, batch int, handle func()) (int, error) {
@@ -426,8 +426,8 @@ func newRawLeasePicked(ctx context.Context, t *harness.Target, s *statements, ba
 	}
 	ls := s.leaseStatements()
 	var err error
-	l.claim = l.prepare(ctx, t.DB, ls.Claim(batch), &err) // the pick binds its limit
-	l.stamp = l.prepare(ctx, t.DB, ls.Stamp(batch), &err)
+	l.claim = l.prepare(ctx, t.DB, ls.Claim(batch).SQL, &err) // the pick binds its limit
+	l.stamp = l.prepare(ctx, t.DB, ls.Stamp(batch).SQL, &err)
 	l.ack = l.prepare(ctx, t.DB, leaseAck(ls, batch), &err)
 	if err != nil {
 		l.stmts.close()
@@ -484,10 +484,10 @@ func newRawAdvisory(ctx context.Context, t *harness.Target, s *statements) (*raw
 	// The key template the harness gives the form: the table's name, a dash, the id.
 	a := s.Advisory([]sqltext.KeyPart{{Text: s.table + "-"}, {Column: s.id}})
 	acked := s.advisoryAcks(a)
-	l := &rawAdvisory{t: t, a: a, acked: acked, lock: a.Lock(), unlock: a.Unlock(), take: a.Take(), read: a.Read(),
-		ack: acked.Settle(outcome.KindAck, sqltext.ByID())}
+	l := &rawAdvisory{t: t, a: a, acked: acked, lock: a.Lock().SQL, unlock: a.Unlock().SQL, take: a.Take().SQL, read: a.Read().SQL,
+		ack: acked.Settle(outcome.KindAck, sqltext.ByID()).SQL}
 	var err error
-	l.candidates = l.prepare(ctx, t.DB, a.Candidates(), &err)
+	l.candidates = l.prepare(ctx, t.DB, a.Candidates().SQL, &err)
 	if err != nil {
 		l.stmts.close()
 	}
@@ -578,14 +578,14 @@ func (l *rawAdvisory) step(ctx context.Context, batch int, handle func()) (int, 
 	for range got {
 		handle()
 	}
-	if _, err := conn.ExecContext(ctx, l.acked.Settle(outcome.KindAck, sqltext.ByIDs(len(got))), got...); err != nil {
+	if _, err := conn.ExecContext(ctx, l.acked.Settle(outcome.KindAck, sqltext.ByIDs(len(got))).SQL, got...); err != nil {
 		return 0, err
 	}
 	if len(keys) == 1 {
 		return 1, l.release(ctx, conn, keys[0].(string))
 	}
 	var released int
-	if err := conn.QueryRowContext(ctx, l.a.UnlockMany(len(keys)), keys...).Scan(&released); err != nil {
+	if err := conn.QueryRowContext(ctx, l.a.UnlockMany(len(keys)).SQL, keys...).Scan(&released); err != nil {
 		return 0, err
 	}
 	if released != len(keys) {

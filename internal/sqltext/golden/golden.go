@@ -4,13 +4,21 @@
 //
 // A golden file, testdata/<form>/<dialect>-<shape>.golden under internal/sqltext, lists every
 // statement one form builds over one table shape on one database, each as a line "-- name"
-// followed by the statement on one line, entries apart by a blank line:
+// followed by the statement on one line and, for a statement built with the roles of its
+// parameters (sqltext.Statement), a line "-- args: …" that lists them in the order their
+// placeholders appear ("none" for a statement without one), entries apart by a blank line:
 //
 //	-- claim
 //	SELECT "id" FROM "jobs" WHERE 1 = 1 ORDER BY "id" LIMIT 1 FOR UPDATE SKIP LOCKED
+//	-- args: none
 //
 //	-- ack
 //	DELETE FROM "jobs" WHERE "id" = $1
+//	-- args: id
+//
+// So a change to the order in which a statement binds its arguments shows in a golden diff, as
+// a change to its text does. Publishing's and the operating statements' files carry no args
+// line: their callers bind by a record of their own.
 //
 // Publishing's golden test writes its files from the statements it builds today
 // (go test . -run TestGoldenStatements -update) and otherwise checks that it still builds
@@ -38,8 +46,12 @@ import (
 
 var update = flag.Bool("update", false, "rewrite the golden files of internal/sqltext from the statements the forms build")
 
-// Entry is one statement of a golden file: its name and its text.
-type Entry struct{ Name, SQL string }
+// Entry is one statement of a golden file: its name, its text and, where it was built with
+// them, the roles of its parameters in order (sqltext.Statement.ArgList; empty: no args line).
+type Entry struct{ Name, SQL, Args string }
+
+// argsPrefix starts the line of an entry's parameters' roles.
+const argsPrefix = "-- args: "
 
 // Dialect is a database the golden files cover, by the name their files carry.
 type Dialect struct {
@@ -154,13 +166,16 @@ func Files() ([]string, error) {
 func Format(entries []Entry) ([]byte, error) {
 	var b bytes.Buffer
 	for i, e := range entries {
-		if e.Name == "" || e.SQL == "" || strings.ContainsAny(e.Name+e.SQL, "\r\n") {
+		if e.Name == "" || e.SQL == "" || strings.ContainsAny(e.Name+e.SQL+e.Args, "\r\n") {
 			return nil, fmt.Errorf("entry %d (%q): a golden entry is a name and a statement, each on one line", i, e.Name)
 		}
 		if i > 0 {
 			b.WriteByte('\n')
 		}
 		b.WriteString("-- " + e.Name + "\n" + e.SQL + "\n")
+		if e.Args != "" {
+			b.WriteString(argsPrefix + e.Args + "\n")
+		}
 	}
 	return b.Bytes(), nil
 }
@@ -174,8 +189,13 @@ func Parse(b []byte) ([]Entry, error) {
 		switch {
 		case line == "":
 		case strings.HasPrefix(line, "-- ") && i+1 < len(lines) && lines[i+1] != "":
-			out = append(out, Entry{Name: strings.TrimPrefix(line, "-- "), SQL: lines[i+1]})
+			e := Entry{Name: strings.TrimPrefix(line, "-- "), SQL: lines[i+1]}
 			i++
+			if i+1 < len(lines) && strings.HasPrefix(lines[i+1], argsPrefix) {
+				e.Args = strings.TrimPrefix(lines[i+1], argsPrefix)
+				i++
+			}
+			out = append(out, e)
 		default:
 			return nil, fmt.Errorf("line %d: %q is neither a \"-- name\" line followed by its statement nor blank", i+1, line)
 		}
@@ -236,7 +256,8 @@ func Match(t testing.TB, form, dialect, shape string, entries []Entry) {
 		case i >= len(wantEntries):
 			t.Errorf("%s: entry %d, %q, is built but not in the file:\n%s", path, i+1, entries[i].Name, entries[i].SQL)
 		case entries[i] != wantEntries[i]:
-			t.Errorf("%s: entry %d differs:\n got -- %s\n     %s\nwant -- %s\n     %s", path, i+1, entries[i].Name, entries[i].SQL, wantEntries[i].Name, wantEntries[i].SQL)
+			t.Errorf("%s: entry %d differs:\n got -- %s\n     %s\n     args: %s\nwant -- %s\n     %s\n     args: %s", path, i+1,
+				entries[i].Name, entries[i].SQL, entries[i].Args, wantEntries[i].Name, wantEntries[i].SQL, wantEntries[i].Args)
 		default:
 			continue
 		}

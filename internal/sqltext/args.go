@@ -1,0 +1,111 @@
+package sqltext
+
+import "strings"
+
+// Arg is what a statement's parameter binds, by its role; a statement lists its parameters'
+// Args in the order their placeholders appear (Statement.Args), and the golden files print
+// them beside the text, so that a change to the order shows in a golden diff.
+type Arg string
+
+// The roles a form's, a wake-up's or a search's parameter binds. A role of several values (ids,
+// tokens, kinds, keys) takes them in order, one per placeholder of the role.
+const (
+	ArgNow     Arg = "now"     // the claim's (or the wake-up's) reading of the clock
+	ArgQueue   Arg = "queue"   // the queue's name
+	ArgKind    Arg = "kind"    // a kind's name, in the order OfKinds claims them
+	ArgID      Arg = "id"      // a row's id
+	ArgToken   Arg = "token"   // the lease token a row's holder wrote, which must still hold
+	ArgLease   Arg = "lease"   // the lease token a claim or an extension writes
+	ArgAttempt Arg = "attempt" // the attempt the claim read (a relock's check)
+	ArgAt      Arg = "at"      // the time a settlement stamps: processed_at, retry_after or dead_at
+	ArgError   Arg = "error"   // the last error a settlement writes
+	ArgLimit   Arg = "limit"   // how many rows a claim takes
+	ArgKey     Arg = "key"     // a row's key, the advisory lock's name
+	ArgHorizon Arg = "horizon" // the time past which a retry_after reads as never (FarAhead)
+	ArgChannel Arg = "channel" // the channel a publish notifies
+)
+
+// Statement is a statement's text and the roles of its parameters, in the order they appear.
+// Bind orders the arguments of a run by those roles, so that no caller orders them itself.
+type Statement struct {
+	SQL  string
+	Args []Arg
+}
+
+// Values are the values a run of a statement binds, by role; a statement binds those of the
+// roles it lists (Statement.Args). A value of the database's form (a time as
+// dialect.Dialect.Time returns it) is given as it is to be bound.
+type Values struct {
+	Now, Queue, Lease, Attempt, At, Error, Limit, Horizon, Channel any
+	Kinds                                                          []string
+	IDs                                                            []int64
+	Tokens                                                         []any
+	Keys                                                           []string
+}
+
+// Bind appends to dst the arguments of a run of st, v's values in the order st lists their
+// roles, and returns the extended slice. Given a dst with room for them, it allocates nothing
+// but what boxing a value as an any costs. It panics where v holds fewer values of a role of
+// several than st has placeholders of it: the form's mistake, never the user's.
+func (st Statement) Bind(dst []any, v *Values) []any {
+	var ids, tokens, kinds, keys int
+	for _, a := range st.Args {
+		switch a {
+		case ArgID:
+			dst = append(dst, v.IDs[ids])
+			ids++
+		case ArgToken:
+			dst = append(dst, v.Tokens[tokens])
+			tokens++
+		case ArgKind:
+			dst = append(dst, v.Kinds[kinds])
+			kinds++
+		case ArgKey:
+			dst = append(dst, v.Keys[keys])
+			keys++
+		default:
+			dst = append(dst, v.one(a))
+		}
+	}
+	return dst
+}
+
+// one is v's value of a role of one value.
+func (v *Values) one(a Arg) any {
+	switch a {
+	case ArgNow:
+		return v.Now
+	case ArgQueue:
+		return v.Queue
+	case ArgLease:
+		return v.Lease
+	case ArgAttempt:
+		return v.Attempt
+	case ArgAt:
+		return v.At
+	case ArgError:
+		return v.Error
+	case ArgLimit:
+		return v.Limit
+	case ArgHorizon:
+		return v.Horizon
+	case ArgChannel:
+		return v.Channel
+	}
+	panic("sqltext: no value for the parameter role " + string(a))
+}
+
+// Empty reports whether the statement has no text: one the table or the database does not have.
+func (st Statement) Empty() bool { return st.SQL == "" }
+
+// ArgList is the statement's roles, comma-separated, or "none": the golden files' line.
+func (st Statement) ArgList() string {
+	if len(st.Args) == 0 {
+		return "none"
+	}
+	ss := make([]string, len(st.Args))
+	for i, a := range st.Args {
+		ss[i] = string(a)
+	}
+	return strings.Join(ss, ", ")
+}
