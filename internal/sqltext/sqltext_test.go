@@ -38,15 +38,12 @@ func TestGoldens(t *testing.T) {
 			}
 			if sh.Table.Attempt != "" {
 				// The attempt limit changes what a claim takes where the table counts attempts.
-				limited := s.Limited(goldenMaxAttempts)
-				forms["lease"] = append(forms["lease"], limitedLeaseEntries(c, limited.Lease(lease))...)
-				forms["unclaimable"] = append(forms["unclaimable"], limitedUnclaimableEntries(limited.Unclaimable(1001))...)
-				if c.SkipLocked {
-					forms["rowlock"] = append(forms["rowlock"], limitedRowLockEntries(limited.RowLock())...)
-				}
-				if c.Locks != dialect.NoSessionLocks {
-					forms["advisory"] = append(forms["advisory"], limitedAdvisoryEntries(limited.Advisory(key))...)
-				}
+				limited(forms, c, s.Limited(goldenMaxAttempts), lease, key, "max attempts 25")
+			}
+			if sh.Table.Kind != "" {
+				// A consumer of kinds (inbox.Kinds) claims its kinds alone, each below its own
+				// limit: two kinds under the consumer's limit, one under its own, one unlimited.
+				limited(forms, c, s.OfKinds(goldenKindLimits), lease, key, "kinds 0, 3, 25, 25")
 			}
 			for form, e := range forms {
 				switch {
@@ -211,34 +208,52 @@ func advisoryEntries(c *dialect.Caps, a sqltext.Advisory, dead bool) []golden.En
 // goldenMaxAttempts is the attempt limit of the golden files' limited claims (SQL.Limited).
 const goldenMaxAttempts = 25
 
-// The statements that a limit changes (SQL.Limited): those that say which rows are claimable,
-// each named for the limit.
-func limitedRowLockEntries(r sqltext.RowLock) []golden.Entry {
+// goldenKindLimits are the attempt limits of the kinds the golden files' claims of kinds take
+// (SQL.OfKinds), in the order a consumer binds them (by limit): one kind without a limit, one
+// with its own, two under the consumer's.
+var goldenKindLimits = []int{0, 3, 25, 25}
+
+// limited adds to forms the statements that say which rows are claimable, built by s (Limited
+// or OfKinds), each named for what limits it (label).
+func limited(forms map[string][]golden.Entry, c *dialect.Caps, s sqltext.SQL, lease string, key []sqltext.KeyPart, label string) {
+	forms["lease"] = append(forms["lease"], limitedLeaseEntries(c, s.Lease(lease), label)...)
+	forms["unclaimable"] = append(forms["unclaimable"], limitedUnclaimableEntries(s.Unclaimable(1001), label)...)
+	if c.SkipLocked {
+		forms["rowlock"] = append(forms["rowlock"], limitedRowLockEntries(s.RowLock(), label)...)
+	}
+	if c.Locks != dialect.NoSessionLocks {
+		forms["advisory"] = append(forms["advisory"], limitedAdvisoryEntries(s.Advisory(key), label)...)
+	}
+}
+
+// The statements that a limit changes (SQL.Limited, SQL.OfKinds): those that say which rows
+// are claimable, each named for the limit.
+func limitedRowLockEntries(r sqltext.RowLock, label string) []golden.Entry {
 	var e entries
-	e.add("claim, max attempts 25", r.Claim(1))
-	e.add("claim(3), max attempts 25", r.Claim(3))
+	e.add("claim, "+label, r.Claim(1))
+	e.add("claim(3), "+label, r.Claim(3))
 	return e
 }
 
-func limitedLeaseEntries(c *dialect.Caps, l sqltext.Lease) []golden.Entry {
+func limitedLeaseEntries(c *dialect.Caps, l sqltext.Lease, label string) []golden.Entry {
 	var e entries
-	e.add("claim, max attempts 25", l.Claim(1))
+	e.add("claim, "+label, l.Claim(1))
 	if c.UpdateFrom {
-		e.add("claim(3), max attempts 25", l.Claim(3))
+		e.add("claim(3), "+label, l.Claim(3))
 	}
 	return e
 }
 
-func limitedAdvisoryEntries(a sqltext.Advisory) []golden.Entry {
+func limitedAdvisoryEntries(a sqltext.Advisory, label string) []golden.Entry {
 	var e entries
-	e.add("candidates, max attempts 25", a.Candidates())
-	e.add("take, max attempts 25", a.Take())
+	e.add("candidates, "+label, a.Candidates())
+	e.add("take, "+label, a.Take())
 	return e
 }
 
-func limitedUnclaimableEntries(u sqltext.Unclaimable) []golden.Entry {
+func limitedUnclaimableEntries(u sqltext.Unclaimable, label string) []golden.Entry {
 	var e entries
-	e.add("exhausted, max attempts 25", u.Exhausted())
+	e.add("exhausted, "+label, u.Exhausted())
 	return e
 }
 
