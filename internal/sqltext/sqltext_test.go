@@ -42,8 +42,10 @@ func TestGoldens(t *testing.T) {
 			}
 			if sh.Table.Kind != "" {
 				// A consumer of kinds (inbox.Kinds) claims its kinds alone, each below its own
-				// limit: two kinds under the consumer's limit, one under its own, one unlimited.
-				limited(forms, c, s.OfKinds(goldenKindLimits), lease, key, "kinds 0, 3, 25, 25")
+				// limit: of two kinds, one under its own limit and one under the consumer's; of
+				// four, one unlimited, one under its own, two under the consumer's (one IN list).
+				limited(forms, c, s.OfKinds([]int{3, 25}), lease, key, "kinds 3, 25")
+				limited(forms, c, s.OfKinds([]int{0, 3, 25, 25}), lease, key, "kinds 0, 3, 25, 25")
 			}
 			for form, e := range forms {
 				switch {
@@ -207,11 +209,6 @@ func advisoryEntries(c *dialect.Caps, a sqltext.Advisory, dead bool) []golden.En
 
 // goldenMaxAttempts is the attempt limit of the golden files' limited claims (SQL.Limited).
 const goldenMaxAttempts = 25
-
-// goldenKindLimits are the attempt limits of the kinds the golden files' claims of kinds take
-// (SQL.OfKinds), in the order a consumer binds them (by limit): one kind without a limit, one
-// with its own, two under the consumer's.
-var goldenKindLimits = []int{0, 3, 25, 25}
 
 // limited adds to forms the statements that say which rows are claimable, built by s (Limited
 // or OfKinds), each named for what limits it (label).
