@@ -180,6 +180,14 @@ func fullTable(name string) inbox.Table {
 	}
 }
 
+// kindTable describes a table with every role, the failure lifecycle's columns and a kind
+// column, which holds jobs of many kinds (inbox.Kinds).
+func kindTable(name string) inbox.Table {
+	tbl := deadTable(name)
+	tbl.Kind = "kind"
+	return tbl
+}
+
 // deadTable describes a table with every role and the failure lifecycle's columns, which keep
 // dead rows (dead_at) and why they died (last_error), as admin.Schema creates it (with the
 // lease column locked_until).
@@ -243,6 +251,7 @@ func (b backend) createTable(t *testing.T, db *sql.DB, tbl inbox.Table) {
 	add(tbl.Attempt, ty.number)
 	add(tbl.ProcessedAt, ty.time)
 	add(tbl.Queue, ty.queue)
+	add(tbl.Kind, ty.queue)
 	add(tbl.Priority, ty.number)
 	add(tbl.RetryAfter, ty.time)
 	add(tbl.Headers, ty.text)
