@@ -3,9 +3,11 @@ package schema
 import (
 	"context"
 	"database/sql"
+	"fmt"
 	"slices"
 	"strings"
 
+	"github.com/sqlinbox/inbox"
 	"github.com/sqlinbox/inbox/dialect"
 )
 
@@ -50,6 +52,32 @@ func ReadIndexes(ctx context.Context, db *sql.DB, d dialect.Dialect, name string
 		}
 	}
 	return out, rows.Err()
+}
+
+// LacksKind returns the name of an index among indexes that would serve the claim but for the
+// kind column, want's last (see Index), or "" when there is none or want has no kind column.
+func LacksKind(d dialect.Dialect, indexes map[string][]string, want Index, kind string) string {
+	n := len(want.Columns)
+	if kind == "" || n < 2 || want.Columns[n-1] != kind {
+		return ""
+	}
+	short := want
+	short.Columns = want.Columns[:n-1]
+	return Serving(d, indexes, short)
+}
+
+// Replacing is the statement that replaces index old of the table named table by the claim
+// index ix, in one ALTER TABLE (MySQL and MariaDB, whose claim index can lack the kind).
+func (ix Index) Replacing(d dialect.Dialect, table, old string) (string, error) {
+	qt, err := d.Quote(table)
+	if err != nil {
+		return "", fmt.Errorf("%w: table name: %v", inbox.ErrSchema, err)
+	}
+	qo, err := d.Quote(old)
+	if err != nil {
+		return "", fmt.Errorf("%w: table %q: index name %q: %v", inbox.ErrSchema, table, old, err)
+	}
+	return "ALTER TABLE " + qt + " DROP INDEX " + qo + ", ADD INDEX " + ix.quoted + " (" + strings.Join(ix.quotedColumns, ", ") + ")", nil
 }
 
 // Serving returns the name of an index among indexes whose columns begin with want's, in

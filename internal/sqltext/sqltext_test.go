@@ -2,10 +2,12 @@ package sqltext_test
 
 import (
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/sqlinbox/inbox"
 	"github.com/sqlinbox/inbox/dialect"
+	"github.com/sqlinbox/inbox/internal/schema"
 	"github.com/sqlinbox/inbox/internal/sqlshape"
 	"github.com/sqlinbox/inbox/internal/sqltext"
 	"github.com/sqlinbox/inbox/internal/sqltext/golden"
@@ -29,6 +31,7 @@ func TestGoldens(t *testing.T) {
 				"publish":     publishEntries(c, s, own(t, dl.D, sh)),
 				"wakeup":      wakeupEntries(s, dl.Name),
 				"unclaimable": unclaimableEntries(s.Unclaimable(1001)),
+				"schema":      schemaEntries(t, dl.D, sh),
 			}
 			if c.SkipLocked {
 				forms["rowlock"] = rowLockEntries(c, s.RowLock())
@@ -107,6 +110,26 @@ func quoted(t testing.TB, d dialect.Dialect, sh golden.Shape) (sqltext.SQL, stri
 		}
 	}
 	return sqltext.New(d.Caps(), sqltext.Table(q)), lease, key
+}
+
+// schemaEntries are the statements that create shape sh's table on d (schema.Create, which
+// inbox schema prints), with the lease column: the CREATE TABLE, its line breaks taken out (a
+// golden statement is one line), and the claim index where it is a statement of its own.
+func schemaEntries(t *testing.T, d dialect.Dialect, sh golden.Shape) []golden.Entry {
+	t.Helper()
+	sts, err := schema.Create(d, inbox.Table(sh.Table), sh.Lease)
+	if err != nil {
+		t.Fatalf("%s, %s: %v", d.Name(), sh.Name, err)
+	}
+	var e entries
+	for i, st := range sts {
+		name := "create table"
+		if i > 0 {
+			name = "create index"
+		}
+		e.add(name, strings.NewReplacer("(\n    ", "(", ",\n    ", ", ", "\n)", ")").Replace(st))
+	}
+	return e
 }
 
 // entries collects named statements, leaving out the empty ones (a statement the table or the
