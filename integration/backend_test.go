@@ -262,9 +262,10 @@ func (b backend) createTable(t *testing.T, db *sql.DB, tbl inbox.Table) {
 	if b.name == "mysql" || b.name == "mariadb" {
 		// The claim index the README documents: the claim's equality columns first (group, and
 		// processed_at IS NULL), then the claim order, so a claim reads only its queue's
-		// pending rows and locks no others.
+		// pending rows and locks no others; then the kind, which a claim of kinds tests on the
+		// index entry (schema.ClaimIndex).
 		var order []string
-		for _, c := range []string{tbl.Queue, tbl.ProcessedAt, tbl.Priority, tbl.RetryAfter, tbl.ID} {
+		for _, c := range []string{tbl.Queue, tbl.ProcessedAt, tbl.Priority, tbl.RetryAfter, tbl.ID, tbl.Kind} {
 			if c != "" {
 				order = append(order, b.q(t, c))
 			}

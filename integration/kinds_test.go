@@ -6,11 +6,13 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/sqlinbox/inbox"
+	"github.com/sqlinbox/inbox/admin"
 	"github.com/sqlinbox/inbox/dialect"
 )
 
@@ -387,6 +389,81 @@ func TestKindOptionsApply(t *testing.T) {
 		}
 		if got := routed.rows(); len(got) != 1 {
 			t.Errorf("the consumer of queue other was handed rows %v, want the routed row", got)
+		}
+	})
+}
+
+// TestSchemaOfKinds: the table admin.Schema creates for a description with a kind column passes
+// its check and is drained by a consumer of kinds on every database; on MySQL and MariaDB,
+// whose claim index ends with the kind, the check finds an index without it wanting, names it,
+// and its fix (one ALTER TABLE) makes the check pass.
+func TestSchemaOfKinds(t *testing.T) {
+	forEachBackend(t, backends(t, true), func(t *testing.T, b backend) {
+		ctx := context.Background()
+		db := b.open(t, 4)
+		tbl := kindTable(tableName(t))
+		stmts, err := admin.Schema(b.dialect, tbl, "locked_until")
+		if err != nil {
+			t.Fatal(err)
+		}
+		drop := "DROP TABLE IF EXISTS " + b.q(t, tbl.Name)
+		mustExec(t, db, drop)
+		t.Cleanup(func() { db.Exec(drop) })
+		for _, s := range stmts {
+			mustExec(t, db, s)
+		}
+		a, err := admin.New(db, b.dialect, tbl, "locked_until")
+		if err != nil {
+			t.Fatal(err)
+		}
+		check := func() admin.Check {
+			t.Helper()
+			c, err := a.Check(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return c
+		}
+		if c := check(); !c.OK() {
+			t.Fatalf("the table admin.Schema created does not pass its check: %+v", c)
+		}
+		if b.name == "mysql" || b.name == "mariadb" {
+			claim := tbl.Name + "_claim"
+			ix := check().Index.Columns
+			if ix[len(ix)-1] != tbl.Kind {
+				t.Fatalf("claim index %v does not end with the kind", ix)
+			}
+			// The index as it was before kinds: the claim order without the kind.
+			cols := make([]string, len(ix)-1)
+			for i, col := range ix[:len(ix)-1] {
+				cols[i] = b.q(t, col)
+			}
+			mustExec(t, db, "ALTER TABLE "+b.q(t, tbl.Name)+" DROP INDEX "+b.q(t, claim)+", ADD INDEX "+b.q(t, claim)+" ("+strings.Join(cols, ", ")+")")
+			c := check()
+			if c.OK() || c.Index.LacksKind != claim {
+				t.Fatalf("the check of an index without the kind: OK %v, lacking the kind %q; want not OK, %q", c.OK(), c.Index.LacksKind, claim)
+			}
+			mustExec(t, db, c.Index.Fix)
+			if c := check(); !c.OK() || c.Index.Found != claim {
+				t.Fatalf("after the fix %q the check finds %+v", c.Index.Fix, c.Index)
+			}
+		}
+		var kinds inbox.Kinds
+		var log kindLog
+		inbox.Handle(&kinds, func(ctx context.Context, d *inbox.Delivery, _ alphaJob) error { log.add(d); return nil })
+		client, err := inbox.NewClient(db, b.dialect, tbl)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := client.Enqueue(ctx, inbox.Job(alphaJob{1}), inbox.Job(betaJob{2}), inbox.Job(alphaJob{3})); err != nil {
+			t.Fatal(err)
+		}
+		form := cell{b: b, form: "lease"}.newForm(t, tbl)
+		stop := runConsumer(t, db, form, &kinds, &inbox.Config{})
+		waitFor(t, 30*time.Second, "the alpha rows handled", func() bool { return len(log.rows()) == 2 })
+		stop()
+		if got := log.kinds(); !slices.Equal(got, []string{"alpha"}) {
+			t.Errorf("handed kinds %v, want alpha alone", got)
 		}
 	})
 }
