@@ -402,7 +402,8 @@ func TestSchemaOfKinds(t *testing.T) {
 		ctx := context.Background()
 		db := b.open(t, 4)
 		tbl := kindTable(tableName(t))
-		stmts, err := admin.Schema(b.dialect, tbl, "locked_until")
+		tbl.LockedUntil = "locked_until"
+		stmts, err := admin.Schema(b.dialect, tbl)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -412,7 +413,7 @@ func TestSchemaOfKinds(t *testing.T) {
 		for _, s := range stmts {
 			mustExec(t, db, s)
 		}
-		a, err := admin.New(db, b.dialect, tbl, "locked_until")
+		a, err := admin.New(db, b.dialect, tbl)
 		if err != nil {
 			t.Fatal(err)
 		}
