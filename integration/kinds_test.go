@@ -214,23 +214,7 @@ func TestKindsKeepToTheirRows(t *testing.T) {
 			}
 		}
 
-		// A batch rolled back lands nothing; the next, committed, lands whole.
-		for _, commit := range []bool{false, true} {
-			tx, err := db.BeginTx(ctx, nil)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := client.EnqueueTx(ctx, tx, mixedJobs(30, 9)...); err != nil {
-				t.Fatal(err)
-			}
-			end := tx.Rollback
-			if commit {
-				end = tx.Commit
-			}
-			if err := end(); err != nil {
-				t.Fatal(err)
-			}
-		}
+		c.publishInTx(t, db, tbl, client, mixedJobs(30, 9))
 		for _, k := range []string{"alpha", "beta", "gamma"} {
 			if n := len(c.ofKind(t, db, tbl, k, "")); n != 13 {
 				t.Fatalf("%d rows of kind %q after a batch rolled back and one committed, want 13", n, k)
@@ -245,17 +229,8 @@ func TestKindsKeepToTheirRows(t *testing.T) {
 		stopA()
 		stopB()
 		c.checkUntouched(t, db, tbl, "gamma", 13)
-		for _, r := range []struct {
-			log  *kindLog
-			kind string
-		}{{&logA, "alpha"}, {&logB, "beta"}} {
-			if got := r.log.kinds(); !slices.Equal(got, []string{r.kind}) {
-				t.Errorf("the %s consumer was handed kinds %v", r.kind, got)
-			}
-			if got, want := r.log.rows(), c.ofKind(t, db, tbl, r.kind, ""); !slices.Equal(got, want) {
-				t.Errorf("the %s consumer was handed rows %v, want its kind's %v", r.kind, got, want)
-			}
-		}
+		c.checkHandedItsKind(t, db, tbl, &logA, "alpha")
+		c.checkHandedItsKind(t, db, tbl, &logB, "beta")
 		twice := 0
 		for _, id := range logB.rows() {
 			if logB.deliveries(id) == 2 {
@@ -266,6 +241,41 @@ func TestKindsKeepToTheirRows(t *testing.T) {
 			t.Errorf("%d beta rows delivered twice, want the 6 that failed once", twice)
 		}
 	})
+}
+
+// publishInTx publishes msgs in a transaction of the caller's that rolls back, which lands
+// none of them, then in one that commits.
+func (c cell) publishInTx(t *testing.T, db *sql.DB, tbl inbox.Table, client *inbox.Client[dialect.Dialect], msgs []inbox.Message) {
+	t.Helper()
+	ctx := context.Background()
+	for _, commit := range []bool{false, true} {
+		tx, err := db.BeginTx(ctx, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := client.EnqueueTx(ctx, tx, msgs...); err != nil {
+			t.Fatal(err)
+		}
+		end := tx.Rollback
+		if commit {
+			end = tx.Commit
+		}
+		if err := end(); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// checkHandedItsKind checks that the consumer whose handlers log recorded was handed rows of
+// kind alone, and every one of them.
+func (c cell) checkHandedItsKind(t *testing.T, db *sql.DB, tbl inbox.Table, log *kindLog, kind string) {
+	t.Helper()
+	if got := log.kinds(); !slices.Equal(got, []string{kind}) {
+		t.Errorf("the %s consumer was handed kinds %v", kind, got)
+	}
+	if got, want := log.rows(), c.ofKind(t, db, tbl, kind, ""); !slices.Equal(got, want) {
+		t.Errorf("the %s consumer was handed rows %v, want its kind's %v", kind, got, want)
+	}
 }
 
 // kindOptionsRun is what the handlers of TestKindOptionsApply saw.
