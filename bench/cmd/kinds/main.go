@@ -8,6 +8,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"flag"
@@ -15,6 +16,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/sqlinbox/inbox/bench/harness"
@@ -26,11 +28,12 @@ type config struct {
 	workers          []int
 	dbs, forms       []string
 	poll             time.Duration
+	dsns             map[string]string
 }
 
 func parseFlags(args []string) (*config, error) {
 	fs := flag.NewFlagSet("kinds", flag.ContinueOnError)
-	cfg := &config{}
+	cfg := &config{dsns: map[string]string{}}
 	fs.IntVar(&cfg.n, "n", 5000, "rows to prefill and drain per drain")
 	fs.IntVar(&cfg.rounds, "rounds", 5, "rounds per cell (each a drain with kinds and one without, their order alternating)")
 	fs.IntVar(&cfg.kinds, "kinds", harness.MaxKinds, fmt.Sprintf("kinds the consumer of kinds registers, the rows spread over them (1 to %d)", harness.MaxKinds))
@@ -38,6 +41,14 @@ func parseFlags(args []string) (*config, error) {
 	dbs := fs.String("db", "postgres,mariadb,sqlite", "databases: postgres, mysql, mariadb, sqlite")
 	forms := fs.String("forms", "lease", "forms: rowlock, lease, advisory (SQLite runs lease only)")
 	fs.DurationVar(&cfg.poll, "poll", 100*time.Millisecond, "the consumers' PollInterval")
+	fs.Func("dsn", "database=DSN, repeatable (defaults: the development machine's servers; sqlite: a new file in a temporary directory)", func(s string) error {
+		name, dsn, ok := strings.Cut(s, "=")
+		if !ok || !slices.Contains(harness.Databases, name) {
+			return fmt.Errorf("-dsn %q: want database=DSN with database one of %s", s, strings.Join(harness.Databases, ", "))
+		}
+		cfg.dsns[name] = dsn
+		return nil
+	})
 	if err := fs.Parse(args); err != nil {
 		return nil, err
 	}
@@ -83,8 +94,8 @@ func run(ctx context.Context, args []string) error {
 	fmt.Printf("machine   %s\n", harness.Machine())
 	var cells []*cell
 	for _, db := range cfg.dbs {
-		dsn := harness.DefaultDSNs[db]
-		if db == "sqlite" {
+		dsn := cmp.Or(cfg.dsns[db], harness.DefaultDSNs[db])
+		if db == "sqlite" && cfg.dsns[db] == "" {
 			dsn = filepath.Join(tmp, "kinds.db")
 		}
 		t, err := harness.Open(ctx, db, dsn, slices.Max(cfg.workers)+2)
