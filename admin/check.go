@@ -57,8 +57,12 @@ type IndexCheck struct {
 	// Found names an index of the table whose columns begin with Columns; empty when there is
 	// none.
 	Found string `json:"found,omitempty"`
-	// Fix is the CREATE INDEX statement that adds the claim index; empty when none is needed
-	// or one is found.
+	// LacksKind names an index that would serve the claim but for the kind column, which on
+	// MySQL and MariaDB the claim index ends with (a consumer of kinds claims by it); empty
+	// when there is none. Fix then replaces it.
+	LacksKind string `json:"lacksKind,omitempty"`
+	// Fix is the CREATE INDEX statement that adds the claim index (or, where an index lacks
+	// the kind, the ALTER TABLE that replaces it); empty when none is needed or one is found.
 	Fix string `json:"fix,omitempty"`
 }
 
@@ -95,8 +99,17 @@ func (a *Admin) Check(ctx context.Context) (Check, error) {
 			return Check{}, sentinel.Errorf(nil, sentinel.Table(a.t.Name), "reading its indexes from the catalog: %w", err)
 		}
 		out.Index.Found = schema.Serving(a.d, indexes, want)
+		if out.Index.Found == "" {
+			out.Index.LacksKind = schema.LacksKind(a.d, indexes, want, a.t.Kind)
+		}
 	}
-	if out.Index.Found == "" {
+	switch {
+	case out.Index.Found != "":
+	case out.Index.LacksKind != "":
+		if out.Index.Fix, err = want.Replacing(a.d, a.t.Name, out.Index.LacksKind); err != nil {
+			return Check{}, err
+		}
+	default:
 		out.Index.Fix = want.Create
 	}
 	return out, nil

@@ -190,6 +190,14 @@ func fullTable(name string) inbox.Table {
 	}
 }
 
+// kindTable describes a table with every role, the failure lifecycle's columns and a kind
+// column, which holds jobs of many kinds (inbox.Kinds).
+func kindTable(name string) inbox.Table {
+	tbl := deadTable(name)
+	tbl.Kind = "kind"
+	return tbl
+}
+
 // deadTable describes a table with every role and the failure lifecycle's columns, which keep
 // dead rows (dead_at) and why they died (last_error), as admin.Schema creates it (with the
 // lease column locked_until).
@@ -253,6 +261,7 @@ func (b backend) createTable(t *testing.T, db *sql.DB, tbl inbox.Table) {
 	add(tbl.Attempt, ty.number)
 	add(tbl.ProcessedAt, ty.time)
 	add(tbl.Queue, ty.queue)
+	add(tbl.Kind, ty.queue)
 	add(tbl.Priority, ty.number)
 	add(tbl.RetryAfter, ty.time)
 	add(tbl.Headers, ty.text)
@@ -263,9 +272,10 @@ func (b backend) createTable(t *testing.T, db *sql.DB, tbl inbox.Table) {
 	if b.name == "mysql" || b.name == "mariadb" {
 		// The claim index the README documents: the claim's equality columns first (group, and
 		// processed_at IS NULL), then the claim order, so a claim reads only its queue's
-		// pending rows and locks no others.
+		// pending rows and locks no others; then the kind, which a claim of kinds tests on the
+		// index entry (schema.ClaimIndex).
 		var order []string
-		for _, c := range []string{tbl.Queue, tbl.ProcessedAt, tbl.Priority, tbl.RetryAfter, tbl.ID} {
+		for _, c := range []string{tbl.Queue, tbl.ProcessedAt, tbl.Priority, tbl.RetryAfter, tbl.ID, tbl.Kind} {
 			if c != "" {
 				order = append(order, b.q(t, c))
 			}

@@ -52,6 +52,7 @@ func expectColumns(m *recorder, db string, tbl inbox.Table, lease string) {
 	add(tbl.Attempt, integer)
 	add(tbl.ProcessedAt, timestamp)
 	add(tbl.Queue, col{pg: "text", pgBase: "text", my: "varchar(191)", myBase: "varchar", sqlite: "TEXT", notNullOnAll: true})
+	add(tbl.Kind, col{pg: "text", pgBase: "text", my: "varchar(191)", myBase: "varchar", sqlite: "TEXT", notNullOnAll: true})
 	add(tbl.Priority, integer)
 	add(tbl.RetryAfter, timestamp)
 	text := col{pg: "text", pgBase: "text", my: "text", myBase: "text", sqlite: "TEXT"}

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -42,12 +43,25 @@ type fixture struct {
 // connections (see newRecorder); the form is to be opened for queue q, logging to the fixture's
 // log where q has no logger. Where q has an attempt limit the statements a limit changes are
 // their limited variants ("claim, max attempts 25" for "claim"), which the golden files hold
-// for the limit 25 alone.
+// for the limit 25 alone; where q has kinds, their variants of those kinds' limits ("claim,
+// kinds 3, 25"), which the golden files hold for a table with a kind column.
 func newFixture(t *testing.T, form string, c dbCase, sh shape, maxOpen int, q inbox.Binding) *fixture {
 	t.Helper()
 	st := goldenSQL(t, form, c.db, sh)
 	if q.MaxAttempts > 0 {
 		suffix := fmt.Sprintf(", max attempts %d", q.MaxAttempts)
+		for name, sql := range st.byName {
+			if base, ok := strings.CutSuffix(name, suffix); ok {
+				st.byName[base] = sql
+			}
+		}
+	}
+	if len(q.Kinds) > 0 {
+		limits := make([]string, len(q.Kinds))
+		for i, k := range q.Kinds {
+			limits[i] = strconv.Itoa(k.MaxAttempts)
+		}
+		suffix := ", kinds " + strings.Join(limits, ", ")
 		for name, sql := range st.byName {
 			if base, ok := strings.CutSuffix(name, suffix); ok {
 				st.byName[base] = sql

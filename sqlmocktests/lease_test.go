@@ -37,7 +37,8 @@ func leaseRow(id, attempt int64) row {
 }
 
 // leaseClaimArgs are the arguments of a lease claim of at most max rows at now, but the token
-// Postgres's claim writes: now for retry_after and the queue where the table has them, now
+// Postgres's claim writes: now for retry_after and the queue where the table has them, the
+// names of the queue's kinds, now
 // for the lease, and max, except on Postgres, whose claim has its limit in its text.
 func (fx *fixture) leaseClaimArgs(now time.Time, max int) []driver.Value {
 	var args []driver.Value
@@ -47,6 +48,7 @@ func (fx *fixture) leaseClaimArgs(now time.Time, max int) []driver.Value {
 	if fx.sh.table.Queue != "" {
 		args = append(args, fx.q.Name)
 	}
+	args = append(args, fx.kindArgs()...)
 	args = append(args, fx.c.near(now))
 	if fx.c.db == "postgres" {
 		return args

@@ -60,11 +60,11 @@ var (
 )
 
 // claimed is the rows a claim (or an advisory take or read) over sh returns: its id, then its
-// payload, attempt, queue and headers where sh has them, with queue q.
+// payload, attempt, queue, kind and headers where sh has them, with queue q.
 func (sh shape) claimed(q string, rs ...row) *sqlmock.Rows {
 	t := sh.table
 	cols := []string{t.ID}
-	for _, c := range []string{t.Payload, t.Attempt, t.Queue, t.Headers} {
+	for _, c := range []string{t.Payload, t.Attempt, t.Queue, t.Kind, t.Headers} {
 		if c != "" {
 			cols = append(cols, c)
 		}
@@ -80,6 +80,9 @@ func (sh shape) claimed(q string, rs ...row) *sqlmock.Rows {
 		}
 		if t.Queue != "" {
 			vals = append(vals, q)
+		}
+		if t.Kind != "" {
+			vals = append(vals, r.kind)
 		}
 		if t.Headers != "" {
 			vals = append(vals, r.headers)
@@ -103,6 +106,7 @@ type row struct {
 	attempt int64  // as the claim's statement reads it
 	payload []byte // nil: NULL
 	headers any    // the headers column's text, or nil
+	kind    string // the kind column's text, where the shape has one
 }
 
 // advisoryKey is row id's advisory key under sh's template, in queue q.

@@ -43,6 +43,11 @@ type Consumer struct {
 	Queue string
 	// UnflushedAcks is the consumer's Config.UnflushedAcks.
 	UnflushedAcks bool
+	// Kinds, above zero, has the consumer run jobs by kind: its handler an *inbox.Kinds with
+	// that many kinds registered (at most MaxKinds), over a table made by CreateKindTable
+	// whose rows SetKinds spread over them; its claims then name the kinds. Zero: the
+	// consumer takes every row, whatever its kind column holds.
+	Kinds int
 
 	counts *drainCounts // set by DrainLibrary
 }
@@ -75,6 +80,11 @@ func (c Consumer) Build(t *Target) (Runner, error) {
 	if c.Batch <= 1 {
 		if c.counts != nil {
 			f = &countedForm{f, c.counts}
+		}
+		if c.Kinds > 0 {
+			var k inbox.Kinds
+			registerKinds(&k, min(c.Kinds, MaxKinds), handle)
+			return inbox.NewConsumer(t.DB, f, &k, cfg), nil
 		}
 		return inbox.NewConsumer(t.DB, f, inbox.HandlerFunc(func(ctx context.Context, d *inbox.Delivery) outcome.Outcome {
 			handle(d.Payload)

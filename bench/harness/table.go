@@ -37,7 +37,50 @@ func (c Consumer) table() inbox.Table {
 	if c.Queue != "" {
 		tbl.Queue = QueueColumn
 	}
+	if c.Kinds > 0 {
+		tbl.Kind = KindColumn
+	}
 	return tbl
+}
+
+// KindColumn is the kind column of a bench table made by CreateKindTable.
+const KindColumn = "kind"
+
+// CreateKindTable drops and creates the bench table called name with a kind column as well,
+// for consumers of kinds (Consumer.Kinds) and, over the same rows, consumers of every row.
+func (t *Target) CreateKindTable(ctx context.Context, name string) error {
+	if err := t.CreateTable(ctx, name); err != nil {
+		return err
+	}
+	q, err := t.D.Quote(name)
+	if err != nil {
+		return err
+	}
+	typ := "TEXT NOT NULL DEFAULT ''"
+	if t.Name == "mysql" || t.Name == "mariadb" {
+		typ = "VARCHAR(191) NOT NULL DEFAULT ''"
+	}
+	if _, err := t.DB.ExecContext(ctx, "ALTER TABLE "+q+" ADD COLUMN "+KindColumn+" "+typ); err != nil {
+		return fmt.Errorf("%s: adding the kind column to %s: %w", t.Name, name, err)
+	}
+	return nil
+}
+
+// SetKinds spreads the rows of the bench table called name over n kinds (kind_0 to
+// kind_{n-1}, by id), after Prefill.
+func (t *Target) SetKinds(ctx context.Context, name string, n int) error {
+	q, err := t.D.Quote(name)
+	if err != nil {
+		return err
+	}
+	kind := "'kind_' || (id % " + strconv.Itoa(n) + ")"
+	if t.Name == "mysql" || t.Name == "mariadb" {
+		kind = "CONCAT('kind_', id % " + strconv.Itoa(n) + ")"
+	}
+	if _, err := t.DB.ExecContext(ctx, "UPDATE "+q+" SET "+KindColumn+" = "+kind); err != nil {
+		return fmt.Errorf("%s: setting the kinds of %s: %w", t.Name, name, err)
+	}
+	return t.Analyze(ctx, name)
 }
 
 // left counts the rows of c's table that c's consumer has still to settle: those of its queue

@@ -145,6 +145,8 @@ func printColumns(s *session, c admin.Check) {
 		fmt.Fprintf(s.stdout, "ok    claim index: none needed, the claim orders by id\n")
 	case c.Index.OK():
 		fmt.Fprintf(s.stdout, "ok    claim index (%s): %s\n", strings.Join(c.Index.Columns, ", "), c.Index.Found)
+	case c.Index.LacksKind != "":
+		fmt.Fprintf(s.stdout, "WRONG claim index (%s): %s lacks the kind column, which a consumer of kinds claims by: %s\n", strings.Join(c.Index.Columns, ", "), c.Index.LacksKind, c.Index.Fix)
 	default:
 		fmt.Fprintf(s.stdout, "WRONG claim index (%s) is missing: %s\n", strings.Join(c.Index.Columns, ", "), c.Index.Fix)
 	}

@@ -1,11 +1,12 @@
 package schema
 
 import (
-	"github.com/sqlinbox/inbox/internal/sentinel"
+	"slices"
 	"strings"
 
 	"github.com/sqlinbox/inbox"
 	"github.com/sqlinbox/inbox/dialect"
+	"github.com/sqlinbox/inbox/internal/sentinel"
 )
 
 // Definitions of the columns the README gives each role, by database; the id's is that of an
@@ -13,12 +14,12 @@ import (
 var (
 	postgresDefinitions = map[Role]string{
 		ID: "BIGINT PRIMARY KEY", Payload: "BYTEA", Attempt: "INT NOT NULL DEFAULT 0", Priority: "INT NOT NULL DEFAULT 0",
-		Queue: "TEXT NOT NULL DEFAULT ''", Headers: "TEXT", LastError: "TEXT",
+		Queue: "TEXT NOT NULL DEFAULT ''", Kind: "TEXT NOT NULL DEFAULT ''", Headers: "TEXT", LastError: "TEXT",
 		ProcessedAt: "TIMESTAMPTZ", RetryAfter: "TIMESTAMPTZ", DeadAt: "TIMESTAMPTZ", CreatedAt: "TIMESTAMPTZ", Lease: "TIMESTAMPTZ",
 	}
 	mysqlDefinitions = map[Role]string{
 		ID: "BIGINT PRIMARY KEY", Payload: "LONGBLOB", Attempt: "INT NOT NULL DEFAULT 0", Priority: "INT NOT NULL DEFAULT 0",
-		Queue: "VARCHAR(191) NOT NULL DEFAULT ''", Headers: "TEXT", LastError: "TEXT",
+		Queue: "VARCHAR(191) NOT NULL DEFAULT ''", Kind: "VARCHAR(191) NOT NULL DEFAULT ''", Headers: "TEXT", LastError: "TEXT",
 		ProcessedAt: "DATETIME(6) NULL", RetryAfter: "DATETIME(6) NULL", DeadAt: "DATETIME(6) NULL", CreatedAt: "DATETIME(6) NULL",
 		Lease: "DATETIME(6) NULL",
 	}
@@ -80,6 +81,15 @@ func Create(d dialect.Dialect, t inbox.Table, lease string) ([]string, error) {
 // (group; on MySQL and MariaDB also processed_at and dead_at, which the claim asks to be NULL)
 // and then the claim order (priority, retry_after, id), each where the table has it. On
 // Postgres and SQLite it is partial, over the rows neither processed nor dead.
+//
+// On MySQL and MariaDB the kind column, where the table has one, comes last: a consumer of
+// kinds claims kind IN (…), which InnoDB then tests on the index entry (index condition
+// pushdown) before it reads the row, and the index still gives the claim's order, so that a
+// claim reads its rows in order and stops at its LIMIT. After the queue, the kind would split
+// the order into one run per kind: every claim, of kinds or not, would then read and sort every
+// pending row of its kinds (docs/benchmarks.md shows both plans). Postgres tests the kind on the
+// row whether or not the index holds it, and SQLite's planner, given ANALYZE's statistics,
+// turned from the wider index to a scan of the table: neither gains from it there.
 type Index struct {
 	Name    string   // the table's name and "_claim"; empty when the claim orders by the id alone, which the primary key serves
 	Columns []string // unquoted, in order
@@ -94,6 +104,12 @@ func ClaimIndex(d dialect.Dialect, t inbox.Table) (Index, error) {
 	cols := []string{t.Queue, t.ProcessedAt, t.DeadAt, t.Priority, t.RetryAfter, t.ID}
 	if d.Caps().PartialIndexes {
 		cols = []string{t.Queue, t.Priority, t.RetryAfter, t.ID}
+	}
+	if slices.IndexFunc(cols, func(c string) bool { return c != "" && c != t.ID }) < 0 {
+		return Index{}, nil // the claim orders by the id alone, which the primary key serves
+	}
+	if !d.Caps().PartialIndexes {
+		cols = append(cols, t.Kind)
 	}
 	var ix Index
 	for _, c := range cols {
@@ -110,9 +126,6 @@ func ClaimIndex(d dialect.Dialect, t inbox.Table) (Index, error) {
 			col += " NULLS FIRST" // the claim takes a row never delayed first
 		}
 		ix.quotedColumns = append(ix.quotedColumns, col)
-	}
-	if len(ix.Columns) == 1 {
-		return Index{}, nil
 	}
 	ix.Name = t.Name + "_claim"
 	var err error

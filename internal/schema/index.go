@@ -6,7 +6,9 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/sqlinbox/inbox"
 	"github.com/sqlinbox/inbox/dialect"
+	"github.com/sqlinbox/inbox/internal/sentinel"
 )
 
 // Catalog queries of a table's indexes: a row per index column, by index and position.
@@ -50,6 +52,32 @@ func ReadIndexes(ctx context.Context, db *sql.DB, d dialect.Dialect, name string
 		}
 	}
 	return out, rows.Err()
+}
+
+// LacksKind returns the name of an index among indexes that would serve the claim but for the
+// kind column, want's last (see Index), or "" when there is none or want has no kind column.
+func LacksKind(d dialect.Dialect, indexes map[string][]string, want Index, kind string) string {
+	n := len(want.Columns)
+	if kind == "" || n < 2 || want.Columns[n-1] != kind {
+		return ""
+	}
+	short := want
+	short.Columns = want.Columns[:n-1]
+	return Serving(d, indexes, short)
+}
+
+// Replacing is the statement that replaces index old of the table named table by the claim
+// index ix, in one ALTER TABLE (MySQL and MariaDB, whose claim index can lack the kind).
+func (ix Index) Replacing(d dialect.Dialect, table, old string) (string, error) {
+	qt, err := d.Quote(table)
+	if err != nil {
+		return "", sentinel.Errorf(inbox.ErrSchema, "", "table name: %v", err)
+	}
+	qo, err := d.Quote(old)
+	if err != nil {
+		return "", sentinel.Errorf(inbox.ErrSchema, sentinel.Table(table), "index name %q: %v", old, err)
+	}
+	return "ALTER TABLE " + qt + " DROP INDEX " + qo + ", ADD INDEX " + ix.quoted + " (" + strings.Join(ix.quotedColumns, ", ") + ")", nil
 }
 
 // Serving returns the name of an index among indexes whose columns begin with want's, in

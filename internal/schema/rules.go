@@ -46,7 +46,7 @@ func kindOf(r Role) kind {
 		return kindTime
 	case Lease:
 		return kindLease
-	case Queue:
+	case Queue, Kind:
 		return kindQueue
 	case Payload:
 		return kindPayload
@@ -171,7 +171,7 @@ func mysqlFix(table, col string, r Role, c Column) string {
 		if c.Base == "timestamp" {
 			def = "TIMESTAMP(6)" + null
 		}
-	case Queue:
+	case Queue, Kind:
 		def = "VARCHAR(191)" + null + " DEFAULT ''"
 	case Payload:
 		def = "LONGBLOB" + null
@@ -195,7 +195,7 @@ func sqliteNeeds(r Role) string {
 	switch r {
 	case ID, Attempt, Priority:
 		return "INTEGER affinity (a declared type containing INT, such as INTEGER)"
-	case Queue:
+	case Queue, Kind:
 		return "TEXT (or no declared type)"
 	case Payload:
 		return "BLOB or TEXT (or no declared type)"
@@ -209,7 +209,7 @@ func sqliteFits(r Role, c Column, strict bool) string {
 		if c.Affinity != "INTEGER" {
 			return "not of INTEGER affinity: SQLite keeps text in it as text, which compares and sorts as text"
 		}
-	case Queue, Payload:
+	case Queue, Kind, Payload:
 		if strict {
 			ok := []string{"TEXT", "ANY"}
 			if r == Payload {
@@ -235,7 +235,7 @@ func sqliteDefinition(r Role) string {
 		return "INTEGER PRIMARY KEY"
 	case Attempt, Priority:
 		return "INTEGER NOT NULL DEFAULT 0"
-	case Queue:
+	case Queue, Kind:
 		return "TEXT NOT NULL DEFAULT ''"
 	case Payload:
 		return "BLOB"

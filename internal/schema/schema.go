@@ -8,7 +8,7 @@
 // README shows: an id, attempt or priority that is not an integer; a processed_at, retry_after
 // or lease column that is not a timestamp (on SQLite, one that cannot hold the library's text);
 // a lease column that drops microseconds, since the lease token is compared to the microsecond;
-// a queue column that is not text; a payload that is neither bytes nor text; headers that are not
+// a queue or kind column that is not text; a payload that is neither bytes nor text; headers that are not
 // text.
 package schema
 
@@ -35,6 +35,7 @@ const (
 	Attempt
 	ProcessedAt
 	Queue
+	Kind
 	Priority
 	RetryAfter
 	Headers
@@ -45,7 +46,7 @@ const (
 )
 
 func (r Role) String() string {
-	return [...]string{"ID", "Payload", "Attempt", "ProcessedAt", "Queue", "Priority", "RetryAfter", "Headers", "DeadAt", "LastError", "CreatedAt", "lease column"}[r]
+	return [...]string{"ID", "Payload", "Attempt", "ProcessedAt", "Queue", "Kind", "Priority", "RetryAfter", "Headers", "DeadAt", "LastError", "CreatedAt", "lease column"}[r]
 }
 
 // Named is a column a description names, by its role.
@@ -60,7 +61,7 @@ func Describe(t inbox.Table, lease string) []Named {
 	var out []Named
 	for _, n := range []Named{
 		{ID, t.ID}, {Payload, t.Payload}, {Attempt, t.Attempt}, {ProcessedAt, t.ProcessedAt},
-		{Queue, t.Queue}, {Priority, t.Priority}, {RetryAfter, t.RetryAfter}, {Headers, t.Headers},
+		{Queue, t.Queue}, {Kind, t.Kind}, {Priority, t.Priority}, {RetryAfter, t.RetryAfter}, {Headers, t.Headers},
 		{DeadAt, t.DeadAt}, {LastError, t.LastError}, {CreatedAt, t.CreatedAt}, {Lease, lease},
 	} {
 		if n.Column != "" {

@@ -2,10 +2,12 @@ package sqltext_test
 
 import (
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/sqlinbox/inbox"
 	"github.com/sqlinbox/inbox/dialect"
+	"github.com/sqlinbox/inbox/internal/schema"
 	"github.com/sqlinbox/inbox/internal/sqlshape"
 	"github.com/sqlinbox/inbox/internal/sqltext"
 	"github.com/sqlinbox/inbox/internal/sqltext/golden"
@@ -29,6 +31,7 @@ func TestGoldens(t *testing.T) {
 				"publish":     publishEntries(c, s, own(t, dl.D, sh)),
 				"wakeup":      wakeupEntries(s, dl.Name),
 				"unclaimable": unclaimableEntries(s.Unclaimable(1001)),
+				"schema":      schemaEntries(t, dl.D, sh),
 			}
 			if c.SkipLocked {
 				forms["rowlock"] = rowLockEntries(c, s.RowLock())
@@ -38,15 +41,14 @@ func TestGoldens(t *testing.T) {
 			}
 			if sh.Table.Attempt != "" {
 				// The attempt limit changes what a claim takes where the table counts attempts.
-				limited := s.Limited(goldenMaxAttempts)
-				forms["lease"] = append(forms["lease"], limitedLeaseEntries(c, limited.Lease(lease))...)
-				forms["unclaimable"] = append(forms["unclaimable"], limitedUnclaimableEntries(limited.Unclaimable(1001))...)
-				if c.SkipLocked {
-					forms["rowlock"] = append(forms["rowlock"], limitedRowLockEntries(limited.RowLock())...)
-				}
-				if c.Locks != dialect.NoSessionLocks {
-					forms["advisory"] = append(forms["advisory"], limitedAdvisoryEntries(limited.Advisory(key))...)
-				}
+				limited(forms, c, s.Limited(goldenMaxAttempts), lease, key, "max attempts 25")
+			}
+			if sh.Table.Kind != "" {
+				// A consumer of kinds (inbox.Kinds) claims its kinds alone, each below its own
+				// limit: of two kinds, one under its own limit and one under the consumer's; of
+				// four, one unlimited, one under its own, two under the consumer's (one IN list).
+				limited(forms, c, s.OfKinds([]int{3, 25}), lease, key, "kinds 3, 25")
+				limited(forms, c, s.OfKinds([]int{0, 3, 25, 25}), lease, key, "kinds 0, 3, 25, 25")
 			}
 			for form, e := range forms {
 				switch {
@@ -108,6 +110,26 @@ func quoted(t testing.TB, d dialect.Dialect, sh golden.Shape) (sqltext.SQL, stri
 		}
 	}
 	return sqltext.New(d.Caps(), sqltext.Table(q)), lease, key
+}
+
+// schemaEntries are the statements that create shape sh's table on d (schema.Create, which
+// inbox schema prints), with the lease column: the CREATE TABLE, its line breaks taken out (a
+// golden statement is one line), and the claim index where it is a statement of its own.
+func schemaEntries(t *testing.T, d dialect.Dialect, sh golden.Shape) []golden.Entry {
+	t.Helper()
+	sts, err := schema.Create(d, inbox.Table(sh.Table), sh.Lease)
+	if err != nil {
+		t.Fatalf("%s, %s: %v", d.Name(), sh.Name, err)
+	}
+	var e entries
+	for i, st := range sts {
+		name := "create table"
+		if i > 0 {
+			name = "create index"
+		}
+		e.addText(name, strings.NewReplacer("(\n    ", "(", ",\n    ", ", ", "\n)", ")").Replace(st))
+	}
+	return e
 }
 
 // entries collects named statements, leaving out the empty ones (a statement the table or the
@@ -219,34 +241,47 @@ func advisoryEntries(c *dialect.Caps, a sqltext.Advisory, dead bool) []golden.En
 // goldenMaxAttempts is the attempt limit of the golden files' limited claims (SQL.Limited).
 const goldenMaxAttempts = 25
 
-// The statements that a limit changes (SQL.Limited): those that say which rows are claimable,
-// each named for the limit.
-func limitedRowLockEntries(r sqltext.RowLock) []golden.Entry {
+// limited adds to forms the statements that say which rows are claimable, built by s (Limited
+// or OfKinds), each named for what limits it (label).
+func limited(forms map[string][]golden.Entry, c *dialect.Caps, s sqltext.SQL, lease string, key []sqltext.KeyPart, label string) {
+	forms["lease"] = append(forms["lease"], limitedLeaseEntries(c, s.Lease(lease), label)...)
+	forms["unclaimable"] = append(forms["unclaimable"], limitedUnclaimableEntries(s.Unclaimable(1001), label)...)
+	if c.SkipLocked {
+		forms["rowlock"] = append(forms["rowlock"], limitedRowLockEntries(s.RowLock(), label)...)
+	}
+	if c.Locks != dialect.NoSessionLocks {
+		forms["advisory"] = append(forms["advisory"], limitedAdvisoryEntries(s.Advisory(key), label)...)
+	}
+}
+
+// The statements that a limit changes (SQL.Limited, SQL.OfKinds): those that say which rows
+// are claimable, each named for the limit.
+func limitedRowLockEntries(r sqltext.RowLock, label string) []golden.Entry {
 	var e entries
-	e.add("claim, max attempts 25", r.Claim(1))
-	e.add("claim(3), max attempts 25", r.Claim(3))
+	e.add("claim, "+label, r.Claim(1))
+	e.add("claim(3), "+label, r.Claim(3))
 	return e
 }
 
-func limitedLeaseEntries(c *dialect.Caps, l sqltext.Lease) []golden.Entry {
+func limitedLeaseEntries(c *dialect.Caps, l sqltext.Lease, label string) []golden.Entry {
 	var e entries
-	e.add("claim, max attempts 25", l.Claim(1))
+	e.add("claim, "+label, l.Claim(1))
 	if c.UpdateFrom {
-		e.add("claim(3), max attempts 25", l.Claim(3))
+		e.add("claim(3), "+label, l.Claim(3))
 	}
 	return e
 }
 
-func limitedAdvisoryEntries(a sqltext.Advisory) []golden.Entry {
+func limitedAdvisoryEntries(a sqltext.Advisory, label string) []golden.Entry {
 	var e entries
-	e.add("candidates, max attempts 25", a.Candidates())
-	e.add("take, max attempts 25", a.Take())
+	e.add("candidates, "+label, a.Candidates())
+	e.add("take, "+label, a.Take())
 	return e
 }
 
-func limitedUnclaimableEntries(u sqltext.Unclaimable) []golden.Entry {
+func limitedUnclaimableEntries(u sqltext.Unclaimable, label string) []golden.Entry {
 	var e entries
-	e.add("exhausted, max attempts 25", u.Exhausted())
+	e.add("exhausted, "+label, u.Exhausted())
 	return e
 }
 

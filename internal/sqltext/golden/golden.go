@@ -80,7 +80,8 @@ type Shape struct {
 // (the id given by the publisher); no attempt column; processed_at without a group; attempts
 // counted, and an ack or a death deletes (neither processed_at nor dead_at); a generated id
 // alone; every role under names that hold both kinds of quote, spaces and
-// reserved words; and every role with two of the application's own columns.
+// reserved words; every role with two of the application's own columns; and every role with a
+// kind column (jobs by kind, whose claims name the kinds they take).
 var Shapes = []Shape{
 	{
 		Name: "all-roles",
@@ -137,6 +138,14 @@ var Shapes = []Shape{
 			Columns: []string{"account", "region"}},
 		Lease: "locked_until",
 		Key:   []sqltext.KeyPart{{Text: "accounts-"}, {Column: "account"}},
+	},
+	{
+		Name: "kinds",
+		Table: sqltext.Table{Name: "jobs", ID: "id", IDGenerated: true, Payload: "payload", Attempt: "attempt",
+			ProcessedAt: "processed_at", Queue: "queue", Kind: "kind", Priority: "priority", RetryAfter: "retry_after",
+			Headers: "headers", DeadAt: "dead_at", LastError: "last_error", CreatedAt: "created_at"},
+		Lease: "locked_until",
+		Key:   []sqltext.KeyPart{{Text: "jobs-"}, {Column: "kind"}, {Text: ":"}, {Column: "id"}},
 	},
 }
 

@@ -1,0 +1,162 @@
+// Command kinds measures what a consumer of kinds (inbox.Kinds) pays for its claims naming its
+// kinds: it drains one prefilled table, whose rows are spread over -kinds kinds, through a
+// consumer that registers every kind (its claims filtered by kind IN (…)) and through one that
+// takes every row (no kind filter), in the same run, rounds interleaved, and reports each
+// cell's medians and their paired ratio. See docs/benchmarks.md.
+//
+//	go run ./bench/cmd/kinds -db postgres,mariadb,sqlite -workers 1,8 -kinds 50 -n 5000 -rounds 5
+package main
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/sqlinbox/inbox/bench/harness"
+)
+
+// config is the command's flags.
+type config struct {
+	n, rounds, kinds int
+	workers          []int
+	dbs, forms       []string
+	poll             time.Duration
+	dsns             map[string]string
+}
+
+func parseFlags(args []string) (*config, error) {
+	fs := flag.NewFlagSet("kinds", flag.ContinueOnError)
+	cfg := &config{dsns: map[string]string{}}
+	fs.IntVar(&cfg.n, "n", 5000, "rows to prefill and drain per drain")
+	fs.IntVar(&cfg.rounds, "rounds", 5, "rounds per cell (each a drain with kinds and one without, their order alternating)")
+	fs.IntVar(&cfg.kinds, "kinds", harness.MaxKinds, fmt.Sprintf("kinds the consumer of kinds registers, the rows spread over them (1 to %d)", harness.MaxKinds))
+	workers := fs.String("workers", "1,8", "worker counts, comma-separated")
+	dbs := fs.String("db", "postgres,mariadb,sqlite", "databases: postgres, mysql, mariadb, sqlite")
+	forms := fs.String("forms", "lease", "forms: rowlock, lease, advisory (SQLite runs lease only)")
+	fs.DurationVar(&cfg.poll, "poll", 100*time.Millisecond, "the consumers' PollInterval")
+	fs.Func("dsn", "database=DSN, repeatable (defaults: the development machine's servers; sqlite: a new file in a temporary directory)", func(s string) error {
+		name, dsn, ok := strings.Cut(s, "=")
+		if !ok || !slices.Contains(harness.Databases, name) {
+			return fmt.Errorf("-dsn %q: want database=DSN with database one of %s", s, strings.Join(harness.Databases, ", "))
+		}
+		cfg.dsns[name] = dsn
+		return nil
+	})
+	if err := fs.Parse(args); err != nil {
+		return nil, err
+	}
+	var err error
+	if cfg.workers, err = harness.Ints("workers", *workers); err != nil {
+		return nil, err
+	}
+	if cfg.dbs, err = harness.Names("db", *dbs, harness.Databases); err != nil {
+		return nil, err
+	}
+	if cfg.forms, err = harness.Names("forms", *forms, harness.Forms); err != nil {
+		return nil, err
+	}
+	if cfg.n < 1 || cfg.rounds < 1 || cfg.kinds < 1 || cfg.kinds > harness.MaxKinds {
+		return nil, fmt.Errorf("-n and -rounds must be at least 1, -kinds from 1 to %d", harness.MaxKinds)
+	}
+	return cfg, nil
+}
+
+func main() { harness.Main("kinds", run) }
+
+// cell is one form on one database at one worker count: msgs/s of each round's drain without
+// and with kinds.
+type cell struct {
+	db, form     string
+	workers      int
+	plain, kinds []float64
+}
+
+func run(ctx context.Context, args []string) error {
+	cfg, err := parseFlags(args)
+	if err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return nil
+		}
+		return err
+	}
+	tmp, err := os.MkdirTemp("", "inbox-kinds-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(tmp)
+	fmt.Printf("machine   %s\n", harness.Machine())
+	var cells []*cell
+	for _, db := range cfg.dbs {
+		dsn := cmp.Or(cfg.dsns[db], harness.DefaultDSNs[db])
+		if db == "sqlite" && cfg.dsns[db] == "" {
+			dsn = filepath.Join(tmp, "kinds.db")
+		}
+		t, err := harness.Open(ctx, db, dsn, slices.Max(cfg.workers)+2)
+		if err != nil {
+			return err
+		}
+		fmt.Printf("%-9s %s\n", db, t.Facts(ctx))
+		for _, form := range cfg.forms {
+			if db == "sqlite" && form != "lease" {
+				continue
+			}
+			table := "inbox_bench_kinds_" + db + "_" + form
+			if err := t.CreateKindTable(ctx, table); err != nil {
+				t.Close()
+				return err
+			}
+			for _, w := range cfg.workers {
+				c := &cell{db: db, form: form, workers: w}
+				t.SetPool(w + 2)
+				if err := runCell(ctx, t, c, table, cfg); err != nil {
+					t.Close()
+					return err
+				}
+				cells = append(cells, c)
+			}
+		}
+		t.Close()
+	}
+	fmt.Printf("\nClaims of %d kinds against claims of every row: %d rows per drain, %d rounds, msgs/s median (min–max)\n\n", cfg.kinds, cfg.n, cfg.rounds)
+	fmt.Println("| database | form | workers | no kind filter | kind IN (" + fmt.Sprint(cfg.kinds) + " kinds) | with/without (paired) | claim cost |")
+	fmt.Println("|---|---|--:|--:|--:|--:|--:|")
+	for _, c := range cells {
+		ratio, cost := "–", "–"
+		if r := harness.PairedRatio(c.kinds, c.plain); r > 0 {
+			ratio, cost = fmt.Sprintf("%.3f", r), fmt.Sprintf("%+.1f%%", (1/r-1)*100)
+		}
+		fmt.Printf("| %s | %s | %d | %s | %s | %s | %s |\n", harness.Label(c.db), c.form, c.workers, harness.Spread(c.plain), harness.Spread(c.kinds), ratio, cost)
+	}
+	return nil
+}
+
+// runCell drains the table once without kinds and once with them each round, alternating
+// which goes first (harness.Rounds), the table prefilled and its rows spread over the kinds
+// before each drain.
+func runCell(ctx context.Context, t *harness.Target, c *cell, table string, cfg *config) error {
+	drain := func(kinds int, into *[]float64) func(r int) error {
+		return func(r int) error {
+			if err := t.Prefill(ctx, table, cfg.n); err != nil {
+				return err
+			}
+			if err := t.SetKinds(ctx, table, cfg.kinds); err != nil {
+				return err
+			}
+			d, err := harness.DrainLibrary(ctx, t, harness.Consumer{Form: c.form, Table: table, Workers: c.workers, Batch: 1, Poll: cfg.poll, Kinds: kinds}, int64(cfg.n))
+			if err != nil {
+				return fmt.Errorf("%s %s, %d workers, %d kinds, round %d: %w", c.db, c.form, c.workers, kinds, r, err)
+			}
+			*into = append(*into, d.Rate)
+			fmt.Fprintf(os.Stderr, "%-8s %-8s W=%d kinds=%-2d round %d: %8.0f msgs/s\n", c.db, c.form, c.workers, kinds, r, d.Rate)
+			return nil
+		}
+	}
+	return harness.Rounds(cfg.rounds, drain(0, &c.plain), drain(cfg.kinds, &c.kinds))
+}
