@@ -76,23 +76,10 @@ func (c *Consumer) findOtherKinds(plan Plan) (func(ctx context.Context, reported
 // another consumer runs the kind they wait for ever. A kind logged is not searched for again.
 func watchOtherKinds(ctx context.Context, find func(context.Context, []string) ([]otherKind, error), log *slog.Logger, every time.Duration) {
 	var reported []string
-	timer := time.NewTimer(0)
-	defer timer.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-timer.C:
-		}
-		search, cancel := context.WithTimeout(ctx, unclaimableTimeout)
-		found, err := find(search, reported)
-		cancel()
-		timer.Reset(every)
+	searchEvery(ctx, every, log, "rows of kinds this consumer does not run", func(ctx context.Context) error {
+		found, err := find(ctx, reported)
 		if err != nil {
-			if ctx.Err() == nil {
-				log.Warn("inbox: searching the queue for rows of kinds this consumer does not run failed; trying again later", "err", err, "in", every)
-			}
-			continue
+			return err
 		}
 		for _, k := range found {
 			oldest := any(k.oldest)
@@ -103,5 +90,6 @@ func watchOtherKinds(ctx context.Context, find func(context.Context, []string) (
 				"kind", k.kind, "rows", k.rows, "oldest_due", oldest)
 			reported = append(reported, k.kind)
 		}
-	}
+		return nil
+	})
 }

@@ -29,11 +29,10 @@ var (
 	unclaimableTimeout = 30 * time.Second
 )
 
-// watchUnclaimable searches a queue with find for unclaimable rows at once and then every
-// unclaimableEvery until ctx ends, and logs each kind whose count changed since the last search
-// that succeeded: a warning for a kind found, a line at info for a kind gone.
-func watchUnclaimable(ctx context.Context, find func(context.Context) ([]Unclaimable, error), log *slog.Logger) {
-	reported := map[string]int{} // rows of each kind, as last logged
+// searchEvery runs search at once and then every `every` until ctx ends, each run bounded by
+// unclaimableTimeout; a failure is logged at WARN (what names the search) and tried again at
+// the next turn.
+func searchEvery(ctx context.Context, every time.Duration, log *slog.Logger, what string, search func(ctx context.Context) error) {
 	timer := time.NewTimer(0)
 	defer timer.Stop()
 	for {
@@ -42,15 +41,25 @@ func watchUnclaimable(ctx context.Context, find func(context.Context) ([]Unclaim
 			return
 		case <-timer.C:
 		}
-		search, cancel := context.WithTimeout(ctx, unclaimableTimeout)
-		found, err := find(search)
+		bounded, cancel := context.WithTimeout(ctx, unclaimableTimeout)
+		err := search(bounded)
 		cancel()
-		timer.Reset(unclaimableEvery)
+		timer.Reset(every)
+		if err != nil && ctx.Err() == nil {
+			log.Warn("inbox: searching the queue for "+what+" failed; trying again later", "err", err, "in", every)
+		}
+	}
+}
+
+// watchUnclaimable searches a queue with find for unclaimable rows at once and then every
+// unclaimableEvery until ctx ends, and logs each kind whose count changed since the last search
+// that succeeded: a warning for a kind found, a line at info for a kind gone.
+func watchUnclaimable(ctx context.Context, find func(context.Context) ([]Unclaimable, error), log *slog.Logger) {
+	reported := map[string]int{} // rows of each kind, as last logged
+	searchEvery(ctx, unclaimableEvery, log, "rows no claim will take", func(ctx context.Context) error {
+		found, err := find(ctx)
 		if err != nil {
-			if ctx.Err() == nil {
-				log.Warn("inbox: searching the queue for rows no claim will take failed; trying again later", "err", err, "in", unclaimableEvery)
-			}
-			continue
+			return err
 		}
 		now := map[string]int{}
 		for _, u := range found {
@@ -65,5 +74,6 @@ func watchUnclaimable(ctx context.Context, find func(context.Context) ([]Unclaim
 			}
 		}
 		reported = now
-	}
+		return nil
+	})
 }

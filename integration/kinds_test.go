@@ -413,20 +413,7 @@ func TestSchemaOfKinds(t *testing.T) {
 		db := b.open(t, 4)
 		tbl := kindTable(tableName(t))
 		tbl.LockedUntil = "locked_until"
-		stmts, err := admin.Schema(b.dialect, tbl)
-		if err != nil {
-			t.Fatal(err)
-		}
-		drop := "DROP TABLE IF EXISTS " + b.q(t, tbl.Name)
-		mustExec(t, db, drop)
-		t.Cleanup(func() { db.Exec(drop) })
-		for _, s := range stmts {
-			mustExec(t, db, s)
-		}
-		a, err := admin.New(db, b.dialect, tbl)
-		if err != nil {
-			t.Fatal(err)
-		}
+		a := createAdminTable(t, b, db, tbl)
 		check := func() admin.Check {
 			t.Helper()
 			c, err := a.Check(ctx)
