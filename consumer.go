@@ -87,7 +87,8 @@ func isNil(v any) bool {
 // Before the first claim Run checks the form against the database: a missing table or column,
 // or a description or advisory key template the form cannot use (ErrSchema), a server too old
 // (ErrServerTooOld), a pair the database cannot run (ErrDialect) or another consumer of the same
-// queue in this process (ErrAlreadyConsuming) fails Run at once. So does a prepared statement
+// queue in this process (ErrAlreadyConsuming; consumers of Kinds share a queue where no kind is
+// registered with two of them) fails Run at once. So does a prepared statement
 // the server lost or already held (Postgres 26000, 42P05): a pooler in transaction mode
 // (PgBouncer before 1.21) does that on every try, so Run returns it wrapping ErrDialect, as a
 // way of speaking to the database that cannot run the form, naming the pooler,
@@ -173,7 +174,11 @@ func (c *Consumer) binding() Binding {
 // start claims plan's queue in this process and, where the clock follows the database's, syncs
 // it; when the sync fails it lets the queue go again.
 func (c *Consumer) start(ctx context.Context, plan Plan) (unqueue func(), err error) {
-	if unqueue, err = claimQueue(c.db, plan.Table, c.cfg.Queue); err != nil {
+	var kinds []string
+	if c.kinds != nil {
+		kinds = c.kinds.Names()
+	}
+	if unqueue, err = claimQueue(c.db, plan.Table, c.cfg.Queue, kinds); err != nil {
 		return nil, err
 	}
 	if s, ok := c.cfg.Clock.(interface{ Sync(context.Context) error }); ok {

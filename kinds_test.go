@@ -285,3 +285,41 @@ func TestHandlerContextOutlivesItsHandler(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// Consumers of disjoint kinds share a queue in one process, as two services sharing a table do;
+// a kind registered with two of them, or a consumer of the whole queue beside one of kinds, is
+// refused (ErrAlreadyConsuming, naming the kind).
+func TestConsumersOfDisjointKindsShareAQueue(t *testing.T) {
+	db := noDB(0)
+	var emails, reports, both Kinds
+	Handle(&emails, func(context.Context, *Delivery, emailArgs) error { return nil })
+	Handle(&reports, func(context.Context, *Delivery, reportArgs) error { return nil })
+	Handle(&both, func(context.Context, *Delivery, reportArgs) error { return nil })
+	Handle(&both, func(context.Context, *Delivery, unlimitedArgs) error { return nil })
+	form := func() *fakeForm {
+		f := newFakeForm("jobs")
+		f.plan.Described = kindsTable()
+		return f
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	errs := make(chan error, 2)
+	for _, k := range []*Kinds{&emails, &reports} {
+		f := form()
+		go func() { errs <- NewConsumer(db, f, k, &Config{Queue: "q"}).Run(ctx) }()
+		<-f.opened
+	}
+	if err := NewConsumer(db, form(), &both, &Config{Queue: "q"}).Run(ctx); !errors.Is(err, ErrAlreadyConsuming) || !strings.Contains(err.Error(), `kind "report"`) {
+		t.Errorf("a consumer registering a kind another already runs: %v, want ErrAlreadyConsuming naming the kind", err)
+	}
+	plain := HandlerFunc(func(context.Context, *Delivery) outcome.Outcome { return outcome.Ack() })
+	if err := NewConsumer(db, form(), plain, &Config{Queue: "q"}).Run(ctx); !errors.Is(err, ErrAlreadyConsuming) {
+		t.Errorf("a consumer of the whole queue beside consumers of kinds: %v, want ErrAlreadyConsuming", err)
+	}
+	cancel()
+	for range 2 {
+		if err := <-errs; err != nil {
+			t.Errorf("a consumer of its own kinds: %v", err)
+		}
+	}
+}

@@ -2,15 +2,18 @@ package inbox
 
 import (
 	"database/sql"
-	"github.com/sqlinbox/inbox/internal/sentinel"
+	"slices"
 	"sync"
+
+	"github.com/sqlinbox/inbox/internal/sentinel"
 )
 
-// consuming records the forms and queues consumed in this process.
+// consuming records the forms and queues consumed in this process: for each queue, the kinds
+// each of its consumers claims (nil: every row of the queue).
 var consuming struct {
 	sync.Mutex
 	forms  map[Form]bool
-	queues map[queueKey]bool
+	queues map[queueKey][]*[]string
 }
 
 type queueKey struct {
@@ -37,20 +40,33 @@ func releaseForm(f Form) {
 	delete(consuming.forms, f)
 }
 
-func claimQueue(db *sql.DB, table, queue string) (stop func(), err error) {
+// claimQueue records a consumer of the queue in this process, claiming the rows of kinds (nil:
+// every row), and returns the call that forgets it. It refuses a second consumer whose rows may
+// be another's: of the whole queue, or of a kind another consumer of the queue claims. Consumers
+// of disjoint kinds share a queue, as two services sharing a table do.
+func claimQueue(db *sql.DB, table, queue string, kinds []string) (stop func(), err error) {
 	key := queueKey{db, table, queue}
 	consuming.Lock()
 	defer consuming.Unlock()
-	if consuming.queues[key] {
-		return nil, sentinel.Errorf(ErrAlreadyConsuming, sentinel.Queue(table, queue), "the queue already has a consumer in this process: run one consumer with more Workers")
+	for _, other := range consuming.queues[key] {
+		if *other == nil || kinds == nil {
+			return nil, sentinel.Errorf(ErrAlreadyConsuming, sentinel.Queue(table, queue), "the queue already has a consumer in this process: run one consumer with more Workers")
+		}
+		if i := slices.IndexFunc(kinds, func(k string) bool { return slices.Contains(*other, k) }); i >= 0 {
+			return nil, sentinel.Errorf(ErrAlreadyConsuming, sentinel.Queue(table, queue), "kind %q already has a consumer in this process: register each kind with one consumer", kinds[i])
+		}
 	}
 	if consuming.queues == nil {
-		consuming.queues = map[queueKey]bool{}
+		consuming.queues = map[queueKey][]*[]string{}
 	}
-	consuming.queues[key] = true
+	mine := &kinds
+	consuming.queues[key] = append(consuming.queues[key], mine)
 	return func() {
 		consuming.Lock()
 		defer consuming.Unlock()
-		delete(consuming.queues, key)
+		consuming.queues[key] = slices.DeleteFunc(consuming.queues[key], func(k *[]string) bool { return k == mine })
+		if len(consuming.queues[key]) == 0 {
+			delete(consuming.queues, key)
+		}
 	}, nil
 }
