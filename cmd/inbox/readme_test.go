@@ -77,9 +77,21 @@ func TestREADMEQuickStartSchemaIsWhatSchemaPrints(t *testing.T) {
 	if schema != out {
 		t.Errorf("README.md: the Quick start's schema differs from what inbox %s prints; put its output there:\n%s\nit holds:\n%s", strings.Join(args, " "), out, schema)
 	}
+
+	// The examples module runs the Quick start as Example_quickStart: the same command, the
+	// same schema.
+	const example = "../../examples/quickstart_test.go"
+	src, err := os.ReadFile(example)
+	if err != nil {
+		t.Fatal(err)
+	}
+	exArgs, exSchema := quickStartSchema(t, string(src))
+	if !slices.Equal(exArgs, args) || exSchema != schema {
+		t.Errorf("%s: its schema or the command in its comment (inbox %s) differ from the README's Quick start's (inbox %s): copy the README's", example, strings.Join(exArgs, " "), strings.Join(args, " "))
+	}
 }
 
-// quickStartSchema returns, from the Quick start's source, the arguments of the inbox command
+// quickStartSchema returns, from the Quick start's source (the README's, or its Example's), the arguments of the inbox command
 // its constant schema's doc comment names (the line that starts "inbox schema"), and the
 // constant's value.
 func quickStartSchema(t *testing.T, src string) (args []string, schema string) {
@@ -87,7 +99,7 @@ func quickStartSchema(t *testing.T, src string) (args []string, schema string) {
 	fset := token.NewFileSet()
 	f, err := parser.ParseFile(fset, "main.go", src, parser.ParseComments)
 	if err != nil {
-		t.Fatalf("README.md: the Quick start does not parse: %v", err)
+		t.Fatalf("the Quick start does not parse: %v", err)
 	}
 	for _, decl := range f.Decls {
 		g, ok := decl.(*ast.GenDecl)
@@ -105,12 +117,12 @@ func quickStartSchema(t *testing.T, src string) (args []string, schema string) {
 				}
 			}
 			if args == nil {
-				t.Fatal("README.md: the Quick start's schema constant has no doc comment line \"inbox schema …\" naming the command that prints it")
+				t.Fatal("the Quick start's schema constant has no doc comment line \"inbox schema …\" naming the command that prints it")
 			}
 			return args, constString(t, fset, src, v.Values[0])
 		}
 	}
-	t.Fatal("README.md: the Quick start declares no constant schema")
+	t.Fatal("the Quick start declares no constant schema")
 	return nil, ""
 }
 
@@ -126,13 +138,13 @@ func constString(t *testing.T, fset *token.FileSet, src string, e ast.Expr) stri
 	}
 	info := &types.Info{Defs: map[*ast.Ident]types.Object{}}
 	if _, err := (&types.Config{}).Check("p", files, []*ast.File{g}, info); err != nil {
-		t.Fatalf("README.md: the Quick start's schema is not a constant string: %v", err)
+		t.Fatalf("the Quick start's schema is not a constant string: %v", err)
 	}
 	for id, obj := range info.Defs {
 		if c, ok := obj.(*types.Const); ok && id.Name == "schema" && c.Val().Kind() == constant.String {
 			return constant.StringVal(c.Val())
 		}
 	}
-	t.Fatal("README.md: the Quick start's schema is not a constant string")
+	t.Fatal("the Quick start's schema is not a constant string")
 	return ""
 }
