@@ -39,24 +39,27 @@
 //
 // # Quick start
 //
-//	jobs := inbox.Table{Name: "jobs", ID: "id", IDGenerated: true, Payload: "payload", Attempt: "attempt",
-//		RetryAfter: "retry_after", DeadAt: "dead_at", LastError: "last_error"}
-//	d := dialect.Postgres[isolation.ReadCommitted]{}
+//	// A typed job: its kind declared once, its arguments JSON.
+//	type SendInvoice struct{ Number int }
+//	func (SendInvoice) Kind() string { return "send_invoice" }
+//
+//	client, err := inbox.NewClient(db, dialect.Postgres[isolation.ReadCommitted]{}, inbox.Table{
+//		Name: "jobs", ID: "id", IDGenerated: true, Payload: "payload", Kind: "kind", Attempt: "attempt",
+//		RetryAfter: "retry_after", DeadAt: "dead_at", LastError: "last_error"})
 //
 //	// Publish, alone or inside your own transaction (EnqueueTx).
-//	err := inbox.EnqueueJSON(ctx, db, d, jobs, "", Invoice{Number: 42})
+//	err = client.Enqueue(ctx, inbox.Job(SendInvoice{Number: 42}))
 //
 //	// Consume with four workers, each holding its row's lock until its outcome commits.
-//	c := inbox.NewConsumer(db, rowlock.New(d, jobs), inbox.JSON(func(ctx context.Context, dl *inbox.Delivery, inv Invoice) outcome.Outcome {
-//		if err := issue(ctx, inv); err != nil {
-//			return outcome.RetryAfter(time.Minute)
-//		}
-//		return outcome.Ack()
-//	}), &inbox.Config{Workers: 4})
+//	var jobs inbox.Kinds
+//	inbox.Handle(&jobs, func(ctx context.Context, d *inbox.Delivery, job SendInvoice) error {
+//		return issue(ctx, job.Number) // an error retries by the retry policy
+//	})
+//	c := client.NewConsumer(rowlock.For(client), &jobs, &inbox.Config{Workers: 4})
 //	err = c.Run(ctx) // until ctx is done, then a graceful shutdown
 //
-// The package's Example is this as a complete program, and the README's Quick start one that
-// runs on SQLite.
+// The README's Quick start is this as a complete program on SQLite (examples' Example_quickStart),
+// its table created by what inbox schema prints.
 //
 // # Claimable rows
 //
