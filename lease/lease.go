@@ -307,10 +307,10 @@ func (f *Form[D]) bind(ctx context.Context, db *sql.DB, q inbox.Binding) (inbox.
 		b.writer = sqlitewriter.For(db)
 	}
 	if caps.Returning {
-		b.acks = newMerger(b, "ack", b.acked, outcome.KindAck, b.ack, func() []any {
-			return b.shape.Args(settleplan.Step{Kind: outcome.KindAck}, b.q.Now(), f.d.Time)
+		b.acks = newMerger(b, "ack", b.acked, outcome.KindAck, b.ack, func() sqltext.Values {
+			return b.shape.Values(settleplan.Step{Kind: outcome.KindAck}, b.q.Now(), f.d.Time)
 		})
-		b.retries = newMerger(b, "retry", b.sql, outcome.KindRetry, b.retry, func() []any { return nil })
+		b.retries = newMerger(b, "retry", b.sql, outcome.KindRetry, b.retry, func() sqltext.Values { return sqltext.Values{} })
 	}
 	f.b = b
 	plan := inbox.Plan{
