@@ -215,6 +215,7 @@ type hold struct {
 	// delivery. Statements over the batch pad the list to size ids.
 	batch []int64
 	size  int
+	args  rowArgs // the arguments of a statement over the hold's rows, under mu (guard)
 }
 
 // current is the token the row holds as seen from inside the delivery's transaction.

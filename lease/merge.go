@@ -39,6 +39,7 @@ type mergeRow struct {
 	id    int64
 	token time.Time
 	done  chan error // receives the row's result once
+	args  rowArgs    // its arguments, where it runs alone
 }
 
 // newMerger merges the settlements of kind k (outcome.KindAck or outcome.KindRetry), built by
@@ -100,7 +101,7 @@ func (m *merger) run(ctx context.Context, group []*mergeRow) {
 	if len(group) == 1 {
 		r := group[0]
 		v := m.head()
-		oneRow(&v, r.id, d.Time(r.token))
+		r.args.set(&v, r.id, d.Time(r.token))
 		res, err := m.b.exec(ctx, m.one, m.one.Bind(nil, &v)...)
 		var n int64
 		if err == nil {

@@ -140,18 +140,27 @@ func kindOf(what string) outcome.Kind {
 }
 
 // guard sets the rows v names, guarded by token, to h's: the row id, or the batch's ids padded
-// to the batch's size.
+// to the batch's size. The caller holds h.mu and binds v before it lets go (see rowArgs).
 func (h *hold) guard(v *sqltext.Values, id int64, token any) {
-	if h.batch == nil {
-		oneRow(v, id, token)
-		return
+	h.args.set(v, id, token)
+	if h.batch != nil {
+		v.IDs = padded(h.batch, h.size)
 	}
-	v.IDs, v.Tokens = padded(h.batch, h.size), []any{token}
 }
 
-// oneRow sets the row v names to id, guarded by token.
-func oneRow(v *sqltext.Values, id int64, token any) {
-	v.IDs, v.Tokens = []int64{id}, []any{token}
+// rowArgs holds the id and the token of one row's guarded statement (sqltext.Values.IDs and
+// Tokens), kept beside what the statement runs for (a hold, a merged settlement's row), so that
+// a run binds them without a slice of its own: the hot path's extensions and acks allocate no
+// more than the values they box. Bind copies them out, so a run may reuse them once bound.
+type rowArgs struct {
+	ids    [1]int64
+	tokens [1]any
+}
+
+// set sets the row v names to id, guarded by token, through r.
+func (r *rowArgs) set(v *sqltext.Values, id int64, token any) {
+	r.ids[0], r.tokens[0] = id, token
+	v.IDs, v.Tokens = r.ids[:], r.tokens[:]
 }
 
 // padded is ids repeating the last up to size (IN ignores repeats): ids itself where it has
@@ -268,7 +277,7 @@ func (f *Form[D]) settlement(b *binding, d *inbox.Delivery, h *hold, o outcome.O
 		b.noRetryAfter(d.ID, o.Delay())
 	}
 	v := b.shape.Values(step, b.q.Now(), f.d.Time)
-	oneRow(&v, d.ID, f.d.Time(h.token))
+	h.args.set(&v, d.ID, f.d.Time(h.token))
 	s := b.single(step.Kind.String())
 	return s, s.Bind(nil, &v), step.Kind.String()
 }
@@ -277,7 +286,7 @@ func (f *Form[D]) settlement(b *binding, d *inbox.Delivery, h *hold, o outcome.O
 // rolls the handler's writes back with it.
 func (f *Form[D]) ackInTx(ctx context.Context, b *binding, tx dialect.Tx, h *hold, d *inbox.Delivery) error {
 	v := b.shape.Values(settleplan.Step{Kind: outcome.KindAck}, b.q.Now(), f.d.Time)
-	oneRow(&v, d.ID, f.d.Time(h.current()))
+	h.args.set(&v, d.ID, f.d.Time(h.current()))
 	res, err := b.ack.ExecIn(ctx, tx, b.ack.Bind(nil, &v)...)
 	if _, err := f.guarded(res, err, d, h, "ack"); err != nil {
 		err = errors.Join(err, rollback(tx, f.t.Name, d.ID))
