@@ -135,7 +135,10 @@ type Form[D Dialect] struct {
 	candidates *stmt.Stmt
 	t          *stmt.Table
 	s          statements
-	shape      settleplan.Table // what the table records of an outcome, for settleplan
+	// claimed are the values every claim binds (the queue, the kinds: stmt.Table.ClaimValues);
+	// a claim's statements bind them with the rest set on a copy.
+	claimed sqltext.Values
+	shape   settleplan.Table // what the table records of an outcome, for settleplan
 }
 
 // statements is the text of the form's statements over its table, as internal/sqltext writes
@@ -145,12 +148,12 @@ type statements struct {
 	// acked builds the statements of an Ack (and of a Drop, which settles by the same): a, or
 	// a.Unflushed() where the acks are unflushed.
 	acked                    sqltext.Advisory
-	lock, unlock, take, read string // read is empty where take returns the row
-	ack, retryAfter, dead    string // retryAfter and dead are empty where the table lacks the column
+	lock, unlock, take, read sqltext.Statement // read is empty where take returns the row
+	ack, retryAfter, dead    sqltext.Statement // retryAfter and dead are empty where the table lacks the column
 }
 
 // one is the statement that settles one row as kind k (Ack, RetryAfter or Fail).
-func (s statements) one(k outcome.Kind) string {
+func (s statements) one(k outcome.Kind) sqltext.Statement {
 	switch k {
 	case outcome.KindAck:
 		return s.ack
@@ -161,11 +164,11 @@ func (s statements) one(k outcome.Kind) string {
 }
 
 // many is the statement that settles n rows as kind k (Ack, RetryAfter or Fail).
-func (s statements) many(k outcome.Kind, n int) string {
+func (s statements) many(k outcome.Kind, n int) sqltext.Statement {
 	if k == outcome.KindAck {
-		return s.acked.Settle(k, sqltext.ByIDs(n)).SQL
+		return s.acked.Settle(k, sqltext.ByIDs(n))
 	}
-	return s.a.Settle(k, sqltext.ByIDs(n)).SQL
+	return s.a.Settle(k, sqltext.ByIDs(n))
 }
 
 // newStatements builds the statements over table t; with unflushedAcks its acks commit without
@@ -175,13 +178,13 @@ func newStatements(a sqltext.Advisory, t inbox.Table, unflushedAcks bool) statem
 	if unflushedAcks {
 		acked = a.Unflushed()
 	}
-	s := statements{a: a, acked: acked, lock: a.Lock().SQL, unlock: a.Unlock().SQL, take: a.Take().SQL, read: a.Read().SQL,
-		ack: acked.Settle(outcome.KindAck, sqltext.ByID()).SQL}
+	s := statements{a: a, acked: acked, lock: a.Lock(), unlock: a.Unlock(), take: a.Take(), read: a.Read(),
+		ack: acked.Settle(outcome.KindAck, sqltext.ByID())}
 	if t.RetryAfter != "" {
-		s.retryAfter = a.Settle(outcome.KindRetryAfter, sqltext.ByID()).SQL
+		s.retryAfter = a.Settle(outcome.KindRetryAfter, sqltext.ByID())
 	}
 	if t.DeadAt != "" {
-		s.dead = a.Settle(outcome.KindFail, sqltext.ByID()).SQL
+		s.dead = a.Settle(outcome.KindFail, sqltext.ByID())
 	}
 	return s
 }
@@ -300,12 +303,15 @@ func (f *Form[D]) bind(ctx context.Context, db *sql.DB, q inbox.Binding) error {
 	// check them against the table. In transactional mode the ack commits the handler's writes,
 	// which are the user's, so it waits.
 	s := newStatements(a, f.table, q.UnflushedAcks && !q.Transactional)
-	for _, n := range [][2]string{{"lock", s.lock}, {"unlock", s.unlock}, {"take", s.take}, {"read", s.read},
+	for _, n := range []struct {
+		what string
+		st   sqltext.Statement
+	}{{"lock", s.lock}, {"unlock", s.unlock}, {"take", s.take}, {"read", s.read},
 		{"ack", s.ack}, {"retry after", s.retryAfter}, {"fail", s.dead}} {
-		if n[1] == "" {
+		if n.st.Empty() {
 			continue
 		}
-		if err := st.Check(ctx, db, n[0], n[1]); err != nil {
+		if err := st.Check(ctx, db, n.what, n.st.SQL); err != nil {
 			candidates.Close()
 			return err
 		}
@@ -315,7 +321,7 @@ func (f *Form[D]) bind(ctx context.Context, db *sql.DB, q inbox.Binding) error {
 		log = slog.New(slog.DiscardHandler)
 	}
 	f.db, f.q, f.log, f.candidates = db, q, log, candidates
-	f.t, f.s = st, s
+	f.t, f.s, f.claimed = st, s, st.ClaimValues(q.Name)
 	f.shape = settleplan.Table{
 		ProcessedAt: f.table.ProcessedAt != "", DeadAt: f.table.DeadAt != "",
 		RetryAfter: f.table.RetryAfter != "", LastError: f.table.LastError != "",
@@ -338,9 +344,15 @@ func checkHashTextExtended(ctx context.Context, db *sql.DB) error {
 
 // candidate is a row the candidate select found, with its rendered key.
 type candidate struct {
-	id  int64
-	key string
+	id int64
+	// keys is the key alone, as the statements over it bind it (sqltext.Values.Keys) and a hold
+	// of its row alone keeps it: one slice of the select's, so that a row costs no slice of its
+	// own.
+	keys []string
 }
+
+// key is c's rendered key.
+func (c candidate) key() string { return c.keys[0] }
 
 // Claim claims at most max due rows in claim order, each held by its key's lock on its own
 // pooled connection. It takes one row per key (the others of that key wait their turn). A
@@ -366,10 +378,10 @@ func (f *Form[D]) Claim(ctx context.Context, max int) ([]*inbox.Delivery, error)
 			break
 		}
 		// Rows behind the first of a key wait for it, whether or not its lock is taken here.
-		if tried[c.key] {
+		if tried[c.key()] {
 			continue
 		}
-		tried[c.key] = true
+		tried[c.key()] = true
 		d, err := f.take(ctx, c, now)
 		if err != nil {
 			if len(out) == 0 {
@@ -386,19 +398,28 @@ func (f *Form[D]) Claim(ctx context.Context, max int) ([]*inbox.Delivery, error)
 }
 
 func (f *Form[D]) selectCandidates(ctx context.Context, now any, limit int) ([]candidate, error) {
-	args := append(f.t.DueArgs(nil, now, f.q.Name), limit)
-	rows, err := f.candidates.QueryContext(ctx, args...)
+	v := f.claimed
+	v.Now, v.Limit = now, limit
+	rows, err := f.candidates.QueryContext(ctx, f.candidates.Bind(nil, &v)...)
 	if err != nil {
 		return nil, sentinel.Errorf(nil, sentinel.Queue(f.table.Name, f.q.Name), "selecting advisory candidates: %w", err)
 	}
 	defer rows.Close()
 	var out []candidate
+	// Each candidate's keys is its one key of these, made at the first row for the at most
+	// limit rows the select returns (should the array grow, the keys read keep the old one).
+	var keys []string
 	for rows.Next() {
-		var c candidate
-		if err := rows.Scan(&c.id, &c.key); err != nil {
+		var id int64
+		var key string
+		if err := rows.Scan(&id, &key); err != nil {
 			return nil, sentinel.Errorf(nil, sentinel.Table(f.table.Name), "reading advisory candidates: %w", err)
 		}
-		out = append(out, c)
+		if keys == nil {
+			keys = make([]string, 0, limit)
+		}
+		keys = append(keys, key)
+		out = append(out, candidate{id: id, keys: keys[len(keys)-1 : len(keys) : len(keys)]})
 	}
 	if err := rows.Err(); err != nil {
 		return nil, sentinel.Errorf(nil, sentinel.Queue(f.table.Name, f.q.Name), "selecting advisory candidates: %w", err)
@@ -414,18 +435,18 @@ func (f *Form[D]) take(ctx context.Context, c candidate, now any) (*inbox.Delive
 	if err != nil {
 		return nil, sentinel.Errorf(nil, sentinel.Table(f.table.Name), "pinning a connection for row %d: %w", c.id, err)
 	}
-	locked, err := confirmed(conn.QueryRowContext(ctx, f.s.lock, c.key))
+	locked, err := f.lock(ctx, conn, c)
 	if err != nil {
 		// The server may have taken the lock before the error; only ending the session is sure
 		// to release it.
 		dialect.Discard(conn)
-		return nil, sentinel.Errorf(nil, sentinel.Table(f.table.Name), "locking key %q of row %d: %w", c.key, c.id, err)
+		return nil, sentinel.Errorf(nil, sentinel.Table(f.table.Name), "locking key %q of row %d: %w", c.key(), c.id, err)
 	}
 	if !locked {
 		conn.Close()
 		return nil, nil
 	}
-	h := &hold{conn: conn, keys: []string{c.key}}
+	h := &hold{conn: conn, keys: c.keys}
 	d, err := f.takeRow(ctx, conn, c, now)
 	if err != nil || d == nil {
 		f.unlock(ctx, h)
@@ -449,23 +470,25 @@ func (f *Form[D]) take(ctx context.Context, c candidate, now any) (*inbox.Delive
 // held, so it sees every settlement committed before; nil when the row is gone, settled or not
 // due.
 func (f *Form[D]) takeRow(ctx context.Context, conn *sql.Conn, c candidate, now any) (*inbox.Delivery, error) {
-	args := f.t.DueArgs([]any{c.id, c.key}, now, f.q.Name)
+	v := f.claimed
+	v.Now, v.IDs, v.Keys = now, []int64{c.id}, c.keys
+	take, read := f.s.take, f.s.read
 	var (
 		d   *inbox.Delivery
 		err error
 	)
-	if f.s.read == "" {
-		d, err = f.t.ScanOne(conn.QueryRowContext(ctx, f.s.take, args...).Scan)
+	if read.Empty() {
+		d, err = f.t.ScanOne(conn.QueryRowContext(ctx, take.SQL, take.Bind(nil, &v)...).Scan)
 	} else {
 		var res sql.Result
 		var n int64
-		if res, err = conn.ExecContext(ctx, f.s.take, args...); err == nil {
+		if res, err = conn.ExecContext(ctx, take.SQL, take.Bind(nil, &v)...); err == nil {
 			if n, err = res.RowsAffected(); err == nil && n == 0 {
 				return nil, nil
 			}
 		}
 		if err == nil {
-			d, err = f.t.ScanOne(conn.QueryRowContext(ctx, f.s.read, c.id).Scan)
+			d, err = f.t.ScanOne(conn.QueryRowContext(ctx, read.SQL, read.Bind(nil, &v)...).Scan)
 		}
 	}
 	if errors.Is(err, sql.ErrNoRows) {
@@ -663,7 +686,10 @@ func (f *Form[D]) exec(ctx context.Context, ex execer, d *inbox.Delivery, o outc
 	if !ok {
 		return nil
 	}
-	_, err := ex.ExecContext(ctx, f.s.one(step.Kind), append(f.shape.Args(step, f.q.Now(), f.d.Time), d.ID)...)
+	v := f.shape.Values(step, f.q.Now(), f.d.Time)
+	v.IDs = []int64{d.ID}
+	s := f.s.one(step.Kind)
+	_, err := ex.ExecContext(ctx, s.SQL, s.Bind(nil, &v)...)
 	return err
 }
 
@@ -727,15 +753,13 @@ func (f *Form[D]) unlock(ctx context.Context, h *hold) {
 // reentrant (MySQL, MariaDB), so a key locked twice would need two releases: a hold locks each
 // of its keys once.
 func (f *Form[D]) releaseKeys(ctx context.Context, conn *sql.Conn, keys []string) (bool, error) {
+	v := sqltext.Values{Keys: keys}
 	if len(keys) == 1 {
-		return confirmed(conn.QueryRowContext(ctx, f.s.unlock, keys[0]))
+		return confirmed(conn.QueryRowContext(ctx, f.s.unlock.SQL, f.s.unlock.Bind(nil, &v)...))
 	}
-	args := make([]any, len(keys))
-	for i, k := range keys {
-		args[i] = k
-	}
+	many := f.s.a.UnlockMany(len(keys))
 	var n int
-	if err := conn.QueryRowContext(ctx, f.s.a.UnlockMany(len(keys)).SQL, args...).Scan(&n); err != nil {
+	if err := conn.QueryRowContext(ctx, many.SQL, many.Bind(nil, &v)...).Scan(&n); err != nil {
 		return false, err
 	}
 	return n == len(keys), nil
@@ -766,4 +790,11 @@ func (f *Form[D]) Close() error {
 		f.db, f.candidates = nil, nil
 		return err
 	})
+}
+
+// lock tries the lock of candidate c's key on conn without waiting, and reports whether it
+// holds it now.
+func (f *Form[D]) lock(ctx context.Context, conn *sql.Conn, c candidate) (bool, error) {
+	v := sqltext.Values{Keys: c.keys}
+	return confirmed(conn.QueryRowContext(ctx, f.s.lock.SQL, f.s.lock.Bind(nil, &v)...))
 }

@@ -58,10 +58,10 @@ func (f *Form[D]) ClaimBatch(ctx context.Context, max int) ([]*inbox.Delivery, e
 			break
 		}
 		// Rows behind the first of a key wait for it, whether or not its lock is taken here.
-		if tried[c.key] {
+		if tried[c.key()] {
 			continue
 		}
-		tried[c.key] = true
+		tried[c.key()] = true
 		d, err := f.takeKey(ctx, conn, c, now)
 		if err != nil {
 			return fail(err)
@@ -69,7 +69,7 @@ func (f *Form[D]) ClaimBatch(ctx context.Context, max int) ([]*inbox.Delivery, e
 		if d == nil {
 			continue
 		}
-		h.keys, h.ds = append(h.keys, c.key), append(h.ds, d)
+		h.keys, h.ds = append(h.keys, c.key()), append(h.ds, d)
 	}
 	if len(h.ds) == 0 {
 		conn.Close()
@@ -92,9 +92,9 @@ func (f *Form[D]) ClaimBatch(ctx context.Context, max int) ([]*inbox.Delivery, e
 // row: the delivery, or nil where the key is another holder's or the row was settled between
 // the select and the lock (its key given back at once).
 func (f *Form[D]) takeKey(ctx context.Context, conn *sql.Conn, c candidate, now any) (*inbox.Delivery, error) {
-	locked, err := confirmed(conn.QueryRowContext(ctx, f.s.lock, c.key))
+	locked, err := f.lock(ctx, conn, c)
 	if err != nil {
-		return nil, sentinel.Errorf(nil, sentinel.Table(f.table.Name), "locking key %q of row %d for a batch: %w", c.key, c.id, err)
+		return nil, sentinel.Errorf(nil, sentinel.Table(f.table.Name), "locking key %q of row %d for a batch: %w", c.key(), c.id, err)
 	}
 	if !locked {
 		return nil, nil
@@ -103,12 +103,12 @@ func (f *Form[D]) takeKey(ctx context.Context, conn *sql.Conn, c candidate, now 
 	if err != nil || d != nil {
 		return d, err
 	}
-	ok, err := f.releaseKeys(ctx, conn, []string{c.key})
+	ok, err := f.releaseKeys(ctx, conn, c.keys)
 	if err == nil && !ok {
 		err = errors.New("the server did not confirm the release, so the session had lost its lock: do not run the advisory form through a transaction-pooling proxy")
 	}
 	if err != nil {
-		return nil, sentinel.Errorf(nil, sentinel.Table(f.table.Name), "releasing key %q of row %d, passed over: %w", c.key, c.id, err)
+		return nil, sentinel.Errorf(nil, sentinel.Table(f.table.Name), "releasing key %q of row %d, passed over: %w", c.key(), c.id, err)
 	}
 	return nil, nil
 }
@@ -222,11 +222,10 @@ func (f *Form[D]) settleMany(ctx context.Context, ex execer, ds []*inbox.Deliver
 	var errs []error
 	for _, step := range p.Steps {
 		ids := rowIDs(ds, step.Rows)
-		args := f.shape.Args(step, now, f.d.Time)
-		for _, id := range ids {
-			args = append(args, id)
-		}
-		if _, err := ex.ExecContext(ctx, f.s.many(step.Kind, len(ids)), args...); err != nil {
+		v := f.shape.Values(step, now, f.d.Time)
+		v.IDs = ids
+		s := f.s.many(step.Kind, len(ids))
+		if _, err := ex.ExecContext(ctx, s.SQL, s.Bind(nil, &v)...); err != nil {
 			err = sentinel.Errorf(nil, sentinel.Table(f.table.Name), "settling rows %v (%s): %w; the rows return to the queue", ids, step.Kind, err)
 			errs = append(errs, err)
 			for _, i := range step.Rows {

@@ -132,7 +132,7 @@ func (f *Form[D]) SettleBatch(ctx context.Context, ds []*inbox.Delivery, os []ou
 		for j, i := range step.Rows {
 			ids[j] = ds[i].ID
 		}
-		changed, err := f.settleRows(ctx, b, h, step.Kind.String(), b.shape.Args(step, now, f.d.Time), ids)
+		changed, err := f.settleRows(ctx, b, h, step.Kind.String(), b.shape.Values(step, now, f.d.Time), ids)
 		if err != nil {
 			errs = append(errs, err)
 			for _, i := range step.Rows {
@@ -158,20 +158,21 @@ func (f *Form[D]) SettleBatch(ctx context.Context, ds []*inbox.Delivery, os []ou
 	return errors.Join(errs...)
 }
 
-// settleRows runs statement what over ids, a part of h's batch, guarded by the batch's token
-// (arguments: head, the ids padded to the batch's size, the token), and returns the ids it
-// changed. Its error says it changed none.
-func (f *Form[D]) settleRows(ctx context.Context, b *binding, h *hold, what string, head []any, ids []int64) (map[int64]bool, error) {
+// settleRows runs statement what over ids, a part of h's batch, guarded by the batch's token,
+// binding step's values (settleplan.Table.Values), the ids padded to the batch's size and the
+// token, and returns the ids it changed. Its error says it changed none.
+func (f *Form[D]) settleRows(ctx context.Context, b *binding, h *hold, what string, step sqltext.Values, ids []int64) (map[int64]bool, error) {
 	changed := make(map[int64]bool, len(ids))
-	token := f.d.Time(h.token)
+	step.Tokens = []any{f.d.Time(h.token)}
 	var err error
 	if !f.d.Caps().Returning {
-		err = f.settleInTx(ctx, b, h, what, head, ids, token, changed)
+		err = f.settleInTx(ctx, b, h, what, step, ids, changed)
 	} else {
 		var s *stmt.Stmt
 		s, err = b.listStmt(ctx, what+" returning", func(n int) sqltext.Statement { return b.settles(what).SettleReturning(kindOf(what), n) }, h.size)
 		if err == nil {
-			err = b.query(ctx, s, append(append(head, padded(ids, h.size)...), token), func(rows *sql.Rows) error {
+			step.IDs = padded(ids, h.size)
+			err = b.query(ctx, s, s.Bind(nil, &step), func(rows *sql.Rows) error {
 				return scanIDs(rows, changed)
 			})
 		}
@@ -183,16 +184,19 @@ func (f *Form[D]) settleRows(ctx context.Context, b *binding, h *hold, what stri
 }
 
 // settleInTx runs statement what over ids in a transaction (MySQL and MariaDB, whose statements
-// cannot return the ids they changed) and records the ids it changed: when it changed every
-// row, COMMIT; otherwise it rolls back, locks the rows that still hold the token (heldIn), and
-// runs the statement again over those alone. A transient conflict runs it all again.
-func (f *Form[D]) settleInTx(ctx context.Context, b *binding, h *hold, what string, head []any, ids []int64, token any, changed map[int64]bool) error {
+// cannot return the ids they changed), binding step's values and token (settleRows), and records
+// the ids it changed: when it changed every row, COMMIT; otherwise it rolls back, locks the rows
+// that still hold the token (heldIn), and runs the statement again over those alone. A
+// transient conflict runs it all again.
+func (f *Form[D]) settleInTx(ctx context.Context, b *binding, h *hold, what string, step sqltext.Values, ids []int64, changed map[int64]bool) error {
 	s, err := b.statement(ctx, h, what)
 	if err != nil {
 		return err
 	}
 	run := func(tx dialect.Tx, ids []int64) (int64, error) {
-		res, err := s.ExecIn(ctx, tx, append(append(head[:len(head):len(head)], padded(ids, h.size)...), token)...)
+		v := step
+		v.IDs = padded(ids, h.size)
+		res, err := s.ExecIn(ctx, tx, s.Bind(nil, &v)...)
 		if err != nil {
 			return 0, err
 		}
@@ -229,7 +233,8 @@ func (f *Form[D]) settleInTx(ctx context.Context, b *binding, h *hold, what stri
 			return err
 		}
 		defer done()
-		rows, err := held.QueryIn(ctx, tx, append(padded(ids, h.size), token)...)
+		v := sqltext.Values{IDs: padded(ids, h.size), Tokens: step.Tokens}
+		rows, err := held.QueryIn(ctx, tx, held.Bind(nil, &v)...)
 		if err == nil {
 			err = scanIDs(rows, changed)
 		}
@@ -274,12 +279,10 @@ func scanIDs(rows *sql.Rows, ids map[int64]bool) error {
 // given back.
 func (f *Form[D]) ackBatchInTx(ctx context.Context, b *binding, h *hold, ds []*inbox.Delivery, tx dialect.Tx) error {
 	first := ds[0]
-	var args []any
-	if b.st.Q.ProcessedAt != "" {
-		args = []any{f.d.Time(b.q.Now())}
-	}
-	args = append(append(args, h.idArgs(first.ID)...), f.d.Time(h.current()))
-	res, err := b.inWork(h, "ack").ExecIn(ctx, tx, args...)
+	v := b.shape.Values(settleplan.Step{Kind: outcome.KindAck}, b.q.Now(), f.d.Time)
+	h.guard(&v, first.ID, f.d.Time(h.current()))
+	ack := b.inWork(h, "ack")
+	res, err := ack.ExecIn(ctx, tx, ack.Bind(nil, &v)...)
 	if err == nil {
 		var n int64
 		if n, err = res.RowsAffected(); err == nil && n < int64(len(h.batch)) {

@@ -111,18 +111,13 @@ func (f *Form[D]) claimRows(ctx context.Context, b *binding, max int) ([]*inbox.
 	return ds, token, nil
 }
 
-// pickArgs are the arguments of the claim's pick of at most max rows due and free at now:
-// freeArgs, then max.
-func (f *Form[D]) pickArgs(b *binding, max int, now time.Time) []any {
-	return append(f.freeArgs(b, now), max)
-}
-
-// freeArgs are the arguments that select the rows due and free at now: the due arguments, then
-// now again (the lease ran out). Postgres's one-statement claim, whose limit is in its text,
-// takes the token after them.
-func (f *Form[D]) freeArgs(b *binding, now time.Time) []any {
-	at := f.d.Time(now)
-	return append(b.st.DueArgs(nil, at, b.q.Name), at)
+// claimValues are the values of a claim at now, of at most max rows, each written token: the
+// queue and the kinds every claim binds (binding.claimed), now (the due and free predicates),
+// the limit and the token. Each of the claim's statements binds those its parameters name.
+func (f *Form[D]) claimValues(b *binding, max int, now, token time.Time) sqltext.Values {
+	v := b.claimed
+	v.Now, v.Limit, v.Lease = f.d.Time(now), max, f.d.Time(token)
+	return v
 }
 
 // tokenAt is the token for an expiry at t: as the database keeps it, UTC to the microsecond.
@@ -136,9 +131,9 @@ func (f *Form[D]) claimInOne(ctx context.Context, b *binding, max int, now, toke
 	if err != nil {
 		return nil, err
 	}
-	args := append(f.freeArgs(b, now), f.d.Time(token))
+	v := f.claimValues(b, max, now, token)
 	var ds []*inbox.Delivery
-	err = b.query(ctx, claim, args, func(rows *sql.Rows) (err error) {
+	err = b.query(ctx, claim, claim.Bind(nil, &v), func(rows *sql.Rows) (err error) {
 		ds, err = b.st.Scan(rows)
 		return err
 	})
@@ -163,8 +158,8 @@ func (f *Form[D]) claimInTx(ctx context.Context, b *binding, max int, now, token
 			tx.Rollback() // after a failed Commit it does nothing
 		}
 	}()
-	args := f.pickArgs(b, max, now)
-	rows, err := b.claim.QueryIn(ctx, tx, args...)
+	v := f.claimValues(b, max, now, token)
+	rows, err := b.claim.QueryIn(ctx, tx, b.claim.Bind(nil, &v)...)
 	if err != nil {
 		return nil, err
 	}
@@ -175,11 +170,11 @@ func (f *Form[D]) claimInTx(ctx context.Context, b *binding, max int, now, token
 		return nil, tx.Commit()
 	}
 	// The statement takes max ids; a short claim repeats its last id (IN ignores repeats).
-	args = []any{f.d.Time(token)}
-	for i := range max {
-		args = append(args, ds[min(i, len(ds)-1)].ID)
+	v.IDs = make([]int64, max)
+	for i := range v.IDs {
+		v.IDs[i] = ds[min(i, len(ds)-1)].ID
 	}
-	if _, err = stamp.ExecIn(ctx, tx, args...); err != nil {
+	if _, err = stamp.ExecIn(ctx, tx, stamp.Bind(make([]any, 0, 1+max), &v)...); err != nil {
 		return nil, err
 	}
 	if err = tx.Commit(); err != nil {
@@ -255,7 +250,8 @@ func beginWrite(ctx context.Context, db *sql.DB) (dialect.Tx, error) {
 // pick runs the SQLite claim inside tx: the SELECT of at most max rows in claim order, then the
 // stamp of the rows it read. The attempts of ds count this delivery only once tx commits.
 func (f *Form[D]) pick(ctx context.Context, b *binding, tx dialect.Tx, max int, now, token time.Time) ([]*inbox.Delivery, error) {
-	rows, err := tx.QueryContext(ctx, b.claimText.SQL, f.pickArgs(b, max, now)...)
+	v := f.claimValues(b, max, now, token)
+	rows, err := tx.QueryContext(ctx, b.claimText.SQL, b.claimText.Bind(nil, &v)...)
 	if err != nil {
 		return nil, err
 	}
@@ -263,12 +259,12 @@ func (f *Form[D]) pick(ctx context.Context, b *binding, tx dialect.Tx, max int, 
 	if err != nil || len(ds) == 0 {
 		return nil, err
 	}
-	args := make([]any, 0, 1+len(ds))
-	args = append(args, f.d.Time(token))
-	for _, d := range ds {
-		args = append(args, d.ID)
+	v.IDs = make([]int64, len(ds))
+	for i, d := range ds {
+		v.IDs[i] = d.ID
 	}
-	if _, err := tx.ExecContext(ctx, b.stampText(len(ds)), args...); err != nil {
+	stamp := b.stampStatement(len(ds))
+	if _, err := tx.ExecContext(ctx, stamp.SQL, stamp.Bind(make([]any, 0, 1+len(ds)), &v)...); err != nil {
 		return nil, err
 	}
 	counted(b, ds)

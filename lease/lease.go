@@ -176,6 +176,9 @@ type binding struct {
 	acked sqltext.Lease
 	// claimText is the claim's text: SQLite's claim runs it by its text (see prepare).
 	claimText sqltext.Statement
+	// claimed are the values every claim binds (the queue, the kinds: stmt.Table.ClaimValues);
+	// a claim sets the rest on a copy (claimValues).
+	claimed sqltext.Values
 
 	// The statements, prepared or run by their text (inbox.Binding.UnpreparedStatements). claim
 	// is the pick of MySQL and MariaDB; nil on SQLite, and on Postgres, whose claims are one
@@ -190,8 +193,8 @@ type binding struct {
 	own    *ownConn    // nil where the pool is unbounded or too small to keep one (keepOwn)
 
 	listedMu sync.Mutex
-	listed   map[listKey]*stmt.Stmt // statements over an id list: by statement and list length
-	stamps   map[int]string         // SQLite: the claim's stamp by its number of ids
+	listed   map[listKey]*stmt.Stmt    // statements over an id list: by statement and list length
+	stamps   map[int]sqltext.Statement // SQLite: the claim's stamp by its number of ids
 
 	life *formlife.Life[*hold] // the form's: its holds not yet ended, which Close gives back
 }
@@ -212,6 +215,7 @@ type hold struct {
 	// delivery. Statements over the batch pad the list to size ids.
 	batch []int64
 	size  int
+	args  rowArgs // the arguments of a statement over the hold's rows, under mu (guard)
 }
 
 // current is the token the row holds as seen from inside the delivery's transaction.
@@ -273,10 +277,11 @@ func (f *Form[D]) bind(ctx context.Context, db *sql.DB, q inbox.Binding) (inbox.
 
 	b := &binding{
 		db: db, q: q, log: q.Logger, st: st, lease: lease,
-		sql:    st.SQL().Lease(col),
-		listed: map[listKey]*stmt.Stmt{},
-		stamps: map[int]string{},
-		life:   f.life,
+		sql:     st.SQL().Lease(col),
+		listed:  map[listKey]*stmt.Stmt{},
+		stamps:  map[int]sqltext.Statement{},
+		claimed: st.ClaimValues(q.Name),
+		life:    f.life,
 	}
 	if b.log == nil {
 		b.log = slog.New(slog.DiscardHandler)
@@ -303,10 +308,10 @@ func (f *Form[D]) bind(ctx context.Context, db *sql.DB, q inbox.Binding) (inbox.
 		b.writer = sqlitewriter.For(db)
 	}
 	if caps.Returning {
-		b.acks = newMerger(b, "ack", b.acked, outcome.KindAck, b.ack, func() []any {
-			return b.shape.Args(settleplan.Step{Kind: outcome.KindAck}, b.q.Now(), f.d.Time)
+		b.acks = newMerger(b, "ack", b.acked, outcome.KindAck, b.ack, func() sqltext.Values {
+			return b.shape.Values(settleplan.Step{Kind: outcome.KindAck}, b.q.Now(), f.d.Time)
 		})
-		b.retries = newMerger(b, "retry", b.sql, outcome.KindRetry, b.retry, func() []any { return nil })
+		b.retries = newMerger(b, "retry", b.sql, outcome.KindRetry, b.retry, func() sqltext.Values { return sqltext.Values{} })
 	}
 	f.b = b
 	plan := inbox.Plan{
@@ -467,14 +472,14 @@ func readRows(rows *sql.Rows, err error, read func(*sql.Rows) error) error {
 	return err
 }
 
-// stampText is the SQLite claim's stamp over n ids, written once per n.
-func (b *binding) stampText(n int) string {
+// stampStatement is the SQLite claim's stamp over n ids, written once per n.
+func (b *binding) stampStatement(n int) sqltext.Statement {
 	b.listedMu.Lock()
 	defer b.listedMu.Unlock()
-	text, ok := b.stamps[n]
+	st, ok := b.stamps[n]
 	if !ok {
-		text = b.sql.Stamp(n).SQL
-		b.stamps[n] = text
+		st = b.sql.Stamp(n)
+		b.stamps[n] = st
 	}
-	return text
+	return st
 }

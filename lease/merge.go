@@ -25,7 +25,7 @@ const mergeMax = 64
 type merger struct {
 	b    *binding
 	what string                        // "ack" or "retry"
-	head func() []any                  // the arguments before the rows' (the ack's processed_at)
+	head func() sqltext.Values         // the values besides the rows' (the ack's processed_at)
 	list func(n int) sqltext.Statement // the statement over n rows (sqltext.ByPairs)
 	one  *stmt.Stmt                    // the single-row statement, for a row alone
 
@@ -39,11 +39,12 @@ type mergeRow struct {
 	id    int64
 	token time.Time
 	done  chan error // receives the row's result once
+	args  rowArgs    // its arguments, where it runs alone
 }
 
 // newMerger merges the settlements of kind k (outcome.KindAck or outcome.KindRetry), built by
 // l, which single rows settle by one.
-func newMerger(b *binding, what string, l sqltext.Lease, k outcome.Kind, one *stmt.Stmt, head func() []any) *merger {
+func newMerger(b *binding, what string, l sqltext.Lease, k outcome.Kind, one *stmt.Stmt, head func() sqltext.Values) *merger {
 	list := func(n int) sqltext.Statement { return l.Settle(k, sqltext.ByPairs(n)) }
 	return &merger{b: b, what: what, list: list, one: one, head: head, turn: make(chan struct{}, 1)}
 }
@@ -99,7 +100,9 @@ func (m *merger) run(ctx context.Context, group []*mergeRow) {
 	d := m.b.st.D
 	if len(group) == 1 {
 		r := group[0]
-		res, err := m.b.exec(ctx, m.one, append(m.head(), r.id, d.Time(r.token))...)
+		v := m.head()
+		r.args.set(&v, r.id, d.Time(r.token))
+		res, err := m.b.exec(ctx, m.one, m.one.Bind(nil, &v)...)
 		var n int64
 		if err == nil {
 			n, err = res.RowsAffected()
@@ -111,15 +114,16 @@ func (m *merger) run(ctx context.Context, group []*mergeRow) {
 	for size < len(group) {
 		size *= 2
 	}
-	args := m.head()
+	v := m.head()
+	v.IDs, v.Tokens = make([]int64, size), make([]any, size)
 	for i := range size {
 		r := group[min(i, len(group)-1)]
-		args = append(args, r.id, d.Time(r.token))
+		v.IDs[i], v.Tokens[i] = r.id, d.Time(r.token)
 	}
 	changed := map[int64]bool{}
 	s, err := m.b.listStmt(ctx, m.what+" merged", m.list, size)
 	if err == nil {
-		err = m.b.query(ctx, s, args, func(rows *sql.Rows) error {
+		err = m.b.query(ctx, s, s.Bind(nil, &v), func(rows *sql.Rows) error {
 			for rows.Next() {
 				var id int64
 				if err := rows.Scan(&id); err != nil {

@@ -42,7 +42,9 @@ func (f *Form[D]) Extend(ctx context.Context, d *inbox.Delivery) error {
 		next = held.Add(time.Microsecond)
 	}
 	s := b.inWork(h, "extend")
-	args := append(append([]any{f.d.Time(next)}, h.idArgs(d.ID)...), f.d.Time(held))
+	v := sqltext.Values{Lease: f.d.Time(next)}
+	h.guard(&v, d.ID, f.d.Time(held))
+	args := s.Bind(nil, &v)
 	if h.tx != nil && f.d.Caps().OneWriter {
 		// Not cancelled: SQLite rolls the whole transaction back when a write in it is
 		// interrupted. A lock it cannot take fails the extension after the busy timeout with
@@ -137,22 +139,41 @@ func kindOf(what string) outcome.Kind {
 	return outcome.KindRetryAfter
 }
 
-// idArgs are the id arguments of h's statements: the row's id, or the batch's ids padded to
-// the batch's size.
-func (h *hold) idArgs(id int64) []any {
-	if h.batch == nil {
-		return []any{id}
+// guard sets the rows v names, guarded by token, to h's: the row id, or the batch's ids padded
+// to the batch's size. The caller holds h.mu and binds v before it lets go (see rowArgs).
+func (h *hold) guard(v *sqltext.Values, id int64, token any) {
+	h.args.set(v, id, token)
+	if h.batch != nil {
+		v.IDs = padded(h.batch, h.size)
 	}
-	return padded(h.batch, h.size)
 }
 
-// padded lists ids as arguments, repeating the last up to size (IN ignores repeats).
-func padded(ids []int64, size int) []any {
-	args := make([]any, max(size, len(ids)))
-	for i := range args {
-		args[i] = ids[min(i, len(ids)-1)]
+// rowArgs holds the id and the token of one row's guarded statement (sqltext.Values.IDs and
+// Tokens), kept beside what the statement runs for (a hold, a merged settlement's row), so that
+// a run binds them without a slice of its own: the hot path's extensions and acks allocate no
+// more than the values they box. Bind copies them out, so a run may reuse them once bound.
+type rowArgs struct {
+	ids    [1]int64
+	tokens [1]any
+}
+
+// set sets the row v names to id, guarded by token, through r.
+func (r *rowArgs) set(v *sqltext.Values, id int64, token any) {
+	r.ids[0], r.tokens[0] = id, token
+	v.IDs, v.Tokens = r.ids[:], r.tokens[:]
+}
+
+// padded is ids repeating the last up to size (IN ignores repeats): ids itself where it has
+// size ids already.
+func padded(ids []int64, size int) []int64 {
+	if len(ids) >= size {
+		return ids
 	}
-	return args
+	out := make([]int64, size)
+	for i := range out {
+		out[i] = ids[min(i, len(ids)-1)]
+	}
+	return out
 }
 
 // Settle applies o to the row while its lease holds: Ack and Drop delete it (or stamp
@@ -255,19 +276,18 @@ func (f *Form[D]) settlement(b *binding, d *inbox.Delivery, h *hold, o outcome.O
 	if o.Kind() == outcome.KindRetryAfter && step.Kind == outcome.KindRetry {
 		b.noRetryAfter(d.ID, o.Delay())
 	}
-	return b.single(step.Kind.String()), append(b.shape.Args(step, b.q.Now(), f.d.Time), d.ID, f.d.Time(h.token)), step.Kind.String()
-}
-
-// ackArgs are the ack statement's arguments: DELETE (id, token) or the processed_at stamp
-// (now, id, token).
-func (f *Form[D]) ackArgs(b *binding, d *inbox.Delivery, token time.Time) []any {
-	return append(b.shape.Args(settleplan.Step{Kind: outcome.KindAck}, b.q.Now(), f.d.Time), d.ID, f.d.Time(token))
+	v := b.shape.Values(step, b.q.Now(), f.d.Time)
+	h.args.set(&v, d.ID, f.d.Time(h.token))
+	s := b.single(step.Kind.String())
+	return s, s.Bind(nil, &v), step.Kind.String()
 }
 
 // ackInTx runs the guarded ack inside the handler's transaction and commits both; a lost lease
 // rolls the handler's writes back with it.
 func (f *Form[D]) ackInTx(ctx context.Context, b *binding, tx dialect.Tx, h *hold, d *inbox.Delivery) error {
-	res, err := b.ack.ExecIn(ctx, tx, f.ackArgs(b, d, h.current())...)
+	v := b.shape.Values(settleplan.Step{Kind: outcome.KindAck}, b.q.Now(), f.d.Time)
+	h.args.set(&v, d.ID, f.d.Time(h.current()))
+	res, err := b.ack.ExecIn(ctx, tx, b.ack.Bind(nil, &v)...)
 	if _, err := f.guarded(res, err, d, h, "ack"); err != nil {
 		err = errors.Join(err, rollback(tx, f.t.Name, d.ID))
 		h.txToken = time.Time{} // rolled back with the transaction: the claim's token holds
@@ -353,7 +373,9 @@ func (b *binding) giveBack(ctx context.Context, h *hold, id int64) error {
 	s, err := b.statement(ctx, h, "retry")
 	var res sql.Result
 	if err == nil {
-		res, err = b.exec(ctx, s, append(h.idArgs(id), b.st.D.Time(h.token))...)
+		var v sqltext.Values
+		h.guard(&v, id, b.st.D.Time(h.token))
+		res, err = b.exec(ctx, s, s.Bind(nil, &v)...)
 	}
 	if err == nil {
 		var n int64

@@ -109,30 +109,11 @@ func One(t Table, o outcome.Outcome, writesRolledBack bool) (Step, bool) {
 	return s, s.Kind != outcome.KindRetry || t.RetryWrites
 }
 
-// Args are the arguments step s binds before the rows it names, with now the settlement's time
-// and at the database's form of a time (dialect.Dialect.Time): an Ack's processed_at stamp
-// (where t has the column), a stamp's time (now, or now plus a RetryAfter's delay) and its last
-// error (where t has the column), nothing for a Retry.
-func (t Table) Args(s Step, now time.Time, at func(time.Time) any) []any {
-	switch s.Kind {
-	case outcome.KindAck:
-		if t.ProcessedAt {
-			return []any{at(now)}
-		}
-		return nil
-	case outcome.KindRetry:
-		return nil
-	}
-	if t.LastError {
-		return []any{at(now.Add(s.Delay)), s.LastError}
-	}
-	return []any{at(now.Add(s.Delay))}
-}
-
-// Values are the values step s binds before the rows it names (sqltext.Values), as Args
-// lists them: At, an Ack's processed_at stamp (where t has the column) or a stamp's time (now,
-// or now plus a RetryAfter's delay), and Error, the stamp's last error (where t has the
-// column); nothing for a Retry. A statement binds them in the order of its parameters
+// Values are the values step s binds besides the rows it names (sqltext.Values), with now the
+// settlement's time and at the database's form of a time (dialect.Dialect.Time): At, an Ack's
+// processed_at stamp (where t has the column) or a stamp's time (now, or now plus a
+// RetryAfter's delay), and Error, the stamp's last error (where t has the column); nothing for
+// a Retry. A statement binds them in the order of its parameters
 // (sqltext.Statement.Bind); the caller adds the rows' ids and tokens.
 func (t Table) Values(s Step, now time.Time, at func(time.Time) any) sqltext.Values {
 	switch s.Kind {

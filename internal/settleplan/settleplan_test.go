@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sqlinbox/inbox/internal/sqltext"
 	"github.com/sqlinbox/inbox/outcome"
 )
 
@@ -224,23 +225,24 @@ func TestOneAllocatesNothing(t *testing.T) {
 	}
 }
 
-func TestArgs(t *testing.T) {
+func TestValues(t *testing.T) {
 	now := time.Date(2026, 12, 2, 12, 0, 0, 0, time.UTC)
 	at := func(t time.Time) any { return t.Format(time.RFC3339) }
 	for _, tt := range []struct {
 		t    Table
 		s    Step
-		want []any
+		want sqltext.Values
 	}{
-		{Table{}, Step{Kind: outcome.KindAck}, nil},
-		{Table{ProcessedAt: true}, Step{Kind: outcome.KindAck}, []any{"2026-12-02T12:00:00Z"}},
-		{full, Step{Kind: outcome.KindRetry}, nil},
-		{full, Step{Kind: outcome.KindRetryAfter, Delay: time.Minute, LastError: "boom"}, []any{"2026-12-02T12:01:00Z", "boom"}},
-		{full, Step{Kind: outcome.KindFail, LastError: nil}, []any{"2026-12-02T12:00:00Z", nil}},
-		{Table{DeadAt: true}, Step{Kind: outcome.KindFail}, []any{"2026-12-02T12:00:00Z"}},
+		{Table{}, Step{Kind: outcome.KindAck}, sqltext.Values{}},
+		{Table{ProcessedAt: true}, Step{Kind: outcome.KindAck}, sqltext.Values{At: "2026-12-02T12:00:00Z"}},
+		{full, Step{Kind: outcome.KindRetry}, sqltext.Values{}},
+		{full, Step{Kind: outcome.KindRetryAfter, Delay: time.Minute, LastError: "boom"}, sqltext.Values{At: "2026-12-02T12:01:00Z", Error: "boom"}},
+		{full, Step{Kind: outcome.KindFail, LastError: nil}, sqltext.Values{At: "2026-12-02T12:00:00Z"}},
+		// Without a last_error column the stamp binds no error, whatever the step carries.
+		{Table{DeadAt: true}, Step{Kind: outcome.KindFail, LastError: "boom"}, sqltext.Values{At: "2026-12-02T12:00:00Z"}},
 	} {
-		if got := tt.t.Args(tt.s, now, at); !reflect.DeepEqual(got, tt.want) {
-			t.Errorf("%+v.Args(%+v) = %v, want %v", tt.t, tt.s, got, tt.want)
+		if got := tt.t.Values(tt.s, now, at); !reflect.DeepEqual(got, tt.want) {
+			t.Errorf("%+v.Values(%+v) = %+v, want %+v", tt.t, tt.s, got, tt.want)
 		}
 	}
 }

@@ -45,9 +45,12 @@ type Values struct {
 
 // Bind appends to dst the arguments of a run of st, v's values in the order st lists their
 // roles, and returns the extended slice. Given a dst with room for them, it allocates nothing
-// but what boxing a value as an any costs. It panics where v holds fewer values of a role of
+// but what boxing a value as an any costs; given nil, one slice of their number. It panics where v holds fewer values of a role of
 // several than st has placeholders of it: the form's mistake, never the user's.
 func (st Statement) Bind(dst []any, v *Values) []any {
+	if dst == nil {
+		dst = make([]any, 0, len(st.Args))
+	}
 	var ids, tokens, kinds, keys int
 	for _, a := range st.Args {
 		switch a {

@@ -1,6 +1,6 @@
 // Package stmt runs what the forms share around their statements, whose text internal/sqltext
 // builds: reading a delivery from a claimed row (Scan, ScanOne, in the order of
-// sqltext.SQL.Columns), the arguments of a claimable row's predicate (DueArgs), the searches
+// sqltext.SQL.Columns), the values every claim binds (ClaimValues), the searches
 // for rows no claim takes (FindUnclaimable), and the statements a form runs (Stmt), prepared or
 // run by their text, checked at startup with an error that names the table and the statement
 // (Statement).
@@ -145,25 +145,6 @@ func (t *Table) ScanOne(scan func(...any) error) (*inbox.Delivery, error) {
 		}
 	}
 	return d, nil
-}
-
-// DueArgs appends to args the arguments of sqltext.SQL.Due: now (the claim's one reading of the
-// clock, as the dialect binds it), the queue name and the kinds claimed. For the forms that
-// still order their claims' arguments themselves (lease, advisory); the row lock form binds by
-// ClaimValues.
-func (t *Table) DueArgs(args []any, now any, queue string) []any {
-	if t.Q.RetryAfter != "" {
-		args = append(args, now)
-	}
-	if t.Q.Queue != "" {
-		args = append(args, queue)
-	}
-	if t.Q.Kind != "" {
-		for _, k := range t.Kinds {
-			args = append(args, k.Kind)
-		}
-	}
-	return args
 }
 
 // ClaimValues are the values of the form's claims over queue that hold for every run: the queue's
