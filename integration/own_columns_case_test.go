@@ -8,18 +8,17 @@ import (
 	"time"
 
 	"github.com/sqlinbox/inbox"
-	"github.com/sqlinbox/inbox/lease"
 )
 
 // TestOwnColumnsRefuseRolesByCase: Message.Columns cannot set a column the library reads and
 // writes by its role, under any case on the databases whose column names ignore case (MySQL
-// and MariaDB, under both dialects, and SQLite), nor the lease column of a lease form over the
-// table: the publish fails, naming the role, and publishes nothing. On Postgres a name of
+// and MariaDB, under both dialects, and SQLite), the lease form's column (Table.LockedUntil)
+// included: the publish fails, naming the role, and publishes nothing. On Postgres a name of
 // another case is another column, which the table does not have: the database refuses it.
 func TestOwnColumnsRefuseRolesByCase(t *testing.T) {
 	forEachBackend(t, backends(t, true), func(t *testing.T, b backend) {
 		db, tbl := b.openTable(t, 4, deadTable)
-		lease.New(b.dialect, tbl, nil) // the table's lease form, in this process: its column is taken
+		tbl.LockedUntil = "locked_until"
 		folds := b.name != "postgres"
 		future := time.Now().Add(time.Hour).UTC()
 		for _, tc := range []struct {
@@ -32,8 +31,8 @@ func TestOwnColumnsRefuseRolesByCase(t *testing.T) {
 			{"Dead_At", b.dialect.Time(future), "DeadAt"},
 			{"RETRY_AFTER", b.dialect.Time(future), "RetryAfter"},
 			{"Id", 12345, "ID"},
-			{"locked_until", b.dialect.Time(future), "lease"},
-			{"Locked_Until", b.dialect.Time(future), "lease"},
+			{"locked_until", b.dialect.Time(future), "LockedUntil"},
+			{"Locked_Until", b.dialect.Time(future), "LockedUntil"},
 		} {
 			t.Run(tc.column, func(t *testing.T) {
 				if !folds && tc.column != "locked_until" {

@@ -30,7 +30,7 @@ func TestGoldens(t *testing.T) {
 				"lease":       leaseEntries(c, s.Lease(lease)),
 				"publish":     publishEntries(c, s, own(t, dl.D, sh)),
 				"wakeup":      wakeupEntries(s, dl.Name),
-				"unclaimable": unclaimableEntries(s.Unclaimable(1001)),
+				"unclaimable": unclaimableEntries(s),
 				"schema":      schemaEntries(t, dl.D, sh),
 			}
 			if c.SkipLocked {
@@ -453,10 +453,15 @@ func wakeupEntries(s sqltext.SQL, dialect string) []golden.Entry {
 	return e
 }
 
-func unclaimableEntries(u sqltext.Unclaimable) []golden.Entry {
+// unclaimableEntries are the searches for rows no claim takes, and, where the table has a kind
+// column, those for the rows of kinds a consumer of none or two kinds does not run.
+func unclaimableEntries(s sqltext.SQL) []golden.Entry {
+	u := s.Unclaimable(1001)
 	var e entries
 	e.add("null-queue", u.NullQueue())
 	e.add("far-ahead", u.FarAhead())
 	e.add("bad-layout", u.BadLayout())
+	e.add("other-kinds(0)", s.OtherKinds(0))
+	e.add("other-kinds(2)", s.OtherKinds(2))
 	return e
 }
