@@ -37,18 +37,10 @@ func (c *Consumer) findOtherKinds(plan Plan) (func(ctx context.Context, reported
 	runs := c.kinds.Names()
 	return func(ctx context.Context, reported []string) ([]otherKind, error) {
 		now := clock.Now()
-		var args []any
-		if q.RetryAfter != "" {
-			args = append(args, plan.Dialect.Time(now))
-		}
-		if q.Queue != "" {
-			args = append(args, c.cfg.Queue)
-		}
 		kinds := append(append([]string(nil), runs...), reported...)
-		for _, k := range kinds {
-			args = append(args, k)
-		}
-		rows, err := c.db.QueryContext(ctx, s.OtherKinds(len(kinds)).SQL, args...)
+		st := s.OtherKinds(len(kinds))
+		args := st.Bind(nil, &sqltext.Values{Now: plan.Dialect.Time(now), Queue: c.cfg.Queue, Kinds: kinds})
+		rows, err := c.db.QueryContext(ctx, st.SQL, args...)
 		if err != nil {
 			return nil, err
 		}
