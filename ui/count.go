@@ -27,13 +27,9 @@ func (h *handler) count(r *http.Request, p *actPage, sel admin.Selection) error 
 		p.Count, p.CountedAt = n, at
 		return nil
 	}
-	lowest, highest, err := h.a.Bounds(ctx)
+	lowest, top, _, err := h.ids(ctx, p.Filter)
 	if err != nil {
 		return err
-	}
-	top := highest
-	if p.Filter.ToID != 0 {
-		top = min(top, p.Filter.ToID)
 	}
 	start := time.Now()
 	size, last := int64(scanSpan), time.Duration(0)

@@ -332,14 +332,11 @@ func (h *handler) listInto(r *http.Request, p *rowsPage, f admin.Filter) error {
 			p.Actions = append(p.Actions, actionButton{Action: act, Label: actionLabel(act)})
 		}
 	}
-	lowest, highest, err := h.a.Bounds(ctx)
+	lowest, top, highest, err := h.ids(ctx, f)
 	if err != nil {
 		return err
 	}
-	top, bottom := highest, max(lowest, f.FromID)
-	if f.ToID != 0 {
-		top = min(top, f.ToID)
-	}
+	bottom := max(lowest, f.FromID)
 	if before, err := strconv.ParseInt(r.URL.Query().Get("before"), 10, 64); err == nil && before > 0 {
 		top = min(top, before-1)
 	}
@@ -519,6 +516,17 @@ func span(f admin.Filter) int64 {
 	return scanSpan
 }
 
+// ids returns the table's lowest and highest ids, and top, the highest a reading of f takes:
+// the table's, or f's highest id where it is lower.
+func (h *handler) ids(ctx context.Context, f admin.Filter) (lowest, top, highest int64, err error) {
+	lowest, highest, err = h.a.Bounds(ctx)
+	top = highest
+	if f.ToID != 0 {
+		top = min(top, f.ToID)
+	}
+	return lowest, top, highest, err
+}
+
 // bound gives the filter of an action over every match, where it has a condition no index
 // serves and no lowest id, the ids a listing reads: the span(f) highest below its highest id,
 // or the table's. The form then carries them, and the confirmation and the action take the same
@@ -526,13 +534,9 @@ func span(f admin.Filter) int64 {
 func (h *handler) bound(r *http.Request, p *actPage) error {
 	ctx, cancel := h.queryCtx(r)
 	defer cancel()
-	lowest, highest, err := h.a.Bounds(ctx)
+	lowest, top, _, err := h.ids(ctx, p.Filter)
 	if err != nil {
 		return err
-	}
-	top := highest
-	if p.Filter.ToID != 0 {
-		top = min(top, p.Filter.ToID)
 	}
 	p.Filter.FromID = max(lowest, top-span(p.Filter)+1, 1)
 	p.Filter.ToID = max(top, p.Filter.FromID)
