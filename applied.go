@@ -2,10 +2,10 @@ package inbox
 
 import (
 	"context"
-	"github.com/sqlinbox/inbox/internal/sentinel"
 	"log/slog"
 	"slices"
 
+	"github.com/sqlinbox/inbox/internal/sentinel"
 	"github.com/sqlinbox/inbox/outcome"
 )
 

@@ -4,12 +4,12 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
-	"github.com/sqlinbox/inbox/internal/sentinel"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/sqlinbox/inbox/dialect"
+	"github.com/sqlinbox/inbox/internal/sentinel"
 )
 
 // Clock tells the time that the forms write and compare: lease expiries, retry_after,

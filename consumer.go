@@ -4,13 +4,13 @@ import (
 	"context"
 	"database/sql"
 	"errors"
-	"github.com/sqlinbox/inbox/internal/sentinel"
 	"log/slog"
 	"reflect"
 	"sync/atomic"
 	"time"
 
 	"github.com/sqlinbox/inbox/dialect"
+	"github.com/sqlinbox/inbox/internal/sentinel"
 )
 
 // Consumer claims rows of one queue through a form and runs a handler for each row, or for each

@@ -4,13 +4,13 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
-	"github.com/sqlinbox/inbox/internal/sentinel"
 	"strconv"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/sqlinbox/inbox/dialect"
+	"github.com/sqlinbox/inbox/internal/sentinel"
 )
 
 // Delivery is one claimed row, handed to a handler. It is valid until the handler returns.

@@ -5,11 +5,11 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"github.com/sqlinbox/inbox/internal/sentinel"
 	"reflect"
 	"slices"
 	"time"
 
+	"github.com/sqlinbox/inbox/internal/sentinel"
 	"github.com/sqlinbox/inbox/outcome"
 )
 

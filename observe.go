@@ -2,9 +2,9 @@ package inbox
 
 import (
 	"context"
-	"github.com/sqlinbox/inbox/internal/sentinel"
 	"time"
 
+	"github.com/sqlinbox/inbox/internal/sentinel"
 	"github.com/sqlinbox/inbox/outcome"
 )
 

@@ -2,10 +2,11 @@ package inbox
 
 import (
 	"context"
-	"github.com/sqlinbox/inbox/internal/sentinel"
 	"log/slog"
 	"sync"
 	"time"
+
+	"github.com/sqlinbox/inbox/internal/sentinel"
 )
 
 // newRun checks what the form's plan asks of the consumer and prepares a run of it: the table's

@@ -2,9 +2,9 @@ package inbox
 
 import (
 	"fmt"
-	"github.com/sqlinbox/inbox/internal/sentinel"
 
 	"github.com/sqlinbox/inbox/dialect"
+	"github.com/sqlinbox/inbox/internal/sentinel"
 )
 
 // Table describes an inbox table: the name of each column by the role it plays. Only Name and

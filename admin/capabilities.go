@@ -2,9 +2,9 @@ package admin
 
 import (
 	"context"
-	"github.com/sqlinbox/inbox/internal/sentinel"
 
 	"github.com/sqlinbox/inbox"
+	"github.com/sqlinbox/inbox/internal/sentinel"
 )
 
 // Capabilities are what the table's description lets an operator see and do: the states its

@@ -2,9 +2,9 @@ package admin
 
 import (
 	"context"
-	"github.com/sqlinbox/inbox/internal/sentinel"
 
 	"github.com/sqlinbox/inbox/internal/schema"
+	"github.com/sqlinbox/inbox/internal/sentinel"
 )
 
 // Check is an existing table compared with its description.

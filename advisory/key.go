@@ -2,11 +2,11 @@ package advisory
 
 import (
 	"fmt"
-	"github.com/sqlinbox/inbox/internal/sentinel"
 	"strings"
 
 	"github.com/sqlinbox/inbox"
 	"github.com/sqlinbox/inbox/dialect"
+	"github.com/sqlinbox/inbox/internal/sentinel"
 	"github.com/sqlinbox/inbox/internal/sqltext"
 )
 

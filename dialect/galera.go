@@ -4,8 +4,9 @@ import (
 	"context"
 	"database/sql"
 	"errors"
-	"github.com/sqlinbox/inbox/internal/sentinel"
 	"strconv"
+
+	"github.com/sqlinbox/inbox/internal/sentinel"
 )
 
 // Galera reports whether the server behind db is a node of a Galera cluster (MariaDB Galera

@@ -2,11 +2,12 @@ package dialect
 
 import (
 	"fmt"
-	"github.com/sqlinbox/inbox/internal/sentinel"
 	"strconv"
 	"strings"
 	"time"
 	"unicode/utf8"
+
+	"github.com/sqlinbox/inbox/internal/sentinel"
 )
 
 // quote quotes ident for the database c describes: inside c.Quote, inner

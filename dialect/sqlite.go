@@ -4,8 +4,9 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
-	"github.com/sqlinbox/inbox/internal/sentinel"
 	"sync"
+
+	"github.com/sqlinbox/inbox/internal/sentinel"
 )
 
 // sqliteTx is a transaction on a pinned connection, begun with a statement database/sql cannot

@@ -3,10 +3,10 @@ package lease
 import (
 	"context"
 	"errors"
-	"github.com/sqlinbox/inbox/internal/sentinel"
 	"time"
 
 	"github.com/sqlinbox/inbox"
+	"github.com/sqlinbox/inbox/internal/sentinel"
 	"github.com/sqlinbox/inbox/outcome"
 )
 

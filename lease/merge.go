@@ -4,10 +4,10 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
-	"github.com/sqlinbox/inbox/internal/sentinel"
 	"sync"
 	"time"
 
+	"github.com/sqlinbox/inbox/internal/sentinel"
 	"github.com/sqlinbox/inbox/internal/sqltext"
 	"github.com/sqlinbox/inbox/internal/stmt"
 	"github.com/sqlinbox/inbox/outcome"

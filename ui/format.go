@@ -5,7 +5,6 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
-	"github.com/sqlinbox/inbox/internal/sentinel"
 	"html/template"
 	"strconv"
 	"strings"
@@ -14,6 +13,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/sqlinbox/inbox/admin"
+	"github.com/sqlinbox/inbox/internal/sentinel"
 )
 
 // parsePages parses each page's template with the layout and the parts pages share.

@@ -28,7 +28,6 @@ import (
 	"crypto/subtle"
 	"embed"
 	"errors"
-	"github.com/sqlinbox/inbox/internal/sentinel"
 	"html/template"
 	"io"
 	"io/fs"
@@ -39,6 +38,7 @@ import (
 	"time"
 
 	"github.com/sqlinbox/inbox/admin"
+	"github.com/sqlinbox/inbox/internal/sentinel"
 )
 
 // Config configures the page; nil means every default.

@@ -16,13 +16,13 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
-	"github.com/sqlinbox/inbox/internal/sentinel"
 	"strconv"
 	"strings"
 	"unicode/utf8"
 
 	"github.com/sqlinbox/inbox"
 	"github.com/sqlinbox/inbox/dialect"
+	"github.com/sqlinbox/inbox/internal/sentinel"
 )
 
 // Role is what a column is for.
