@@ -8,13 +8,16 @@ import (
 	"github.com/sqlinbox/inbox/internal/sentinel"
 )
 
-// consuming records the forms and queues consumed in this process: for each queue, the kinds
-// each of its consumers claims (nil: every row of the queue).
+// consuming records the forms and queues consumed in this process: for each queue, its
+// consumers' claims.
 var consuming struct {
 	sync.Mutex
 	forms  map[Form]bool
-	queues map[queueKey][]*[]string
+	queues map[queueKey][]*queueClaim
 }
+
+// queueClaim is one consumer's claim on a queue: the kinds it runs, nil for every row.
+type queueClaim struct{ kinds []string }
 
 type queueKey struct {
 	db           *sql.DB
@@ -49,22 +52,22 @@ func claimQueue(db *sql.DB, table, queue string, kinds []string) (stop func(), e
 	consuming.Lock()
 	defer consuming.Unlock()
 	for _, other := range consuming.queues[key] {
-		if *other == nil || kinds == nil {
+		if other.kinds == nil || kinds == nil {
 			return nil, sentinel.Errorf(ErrAlreadyConsuming, sentinel.Queue(table, queue), "the queue already has a consumer in this process: run one consumer with more Workers")
 		}
-		if i := slices.IndexFunc(kinds, func(k string) bool { return slices.Contains(*other, k) }); i >= 0 {
+		if i := slices.IndexFunc(kinds, func(k string) bool { return slices.Contains(other.kinds, k) }); i >= 0 {
 			return nil, sentinel.Errorf(ErrAlreadyConsuming, sentinel.Queue(table, queue), "kind %q already has a consumer in this process: register each kind with one consumer", kinds[i])
 		}
 	}
 	if consuming.queues == nil {
-		consuming.queues = map[queueKey][]*[]string{}
+		consuming.queues = map[queueKey][]*queueClaim{}
 	}
-	mine := &kinds
+	mine := &queueClaim{kinds}
 	consuming.queues[key] = append(consuming.queues[key], mine)
 	return func() {
 		consuming.Lock()
 		defer consuming.Unlock()
-		consuming.queues[key] = slices.DeleteFunc(consuming.queues[key], func(k *[]string) bool { return k == mine })
+		consuming.queues[key] = slices.DeleteFunc(consuming.queues[key], func(c *queueClaim) bool { return c == mine })
 		if len(consuming.queues[key]) == 0 {
 			delete(consuming.queues, key)
 		}
