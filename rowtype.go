@@ -112,7 +112,7 @@ type rowField struct {
 // tagRole is one role a field's tag may name: the Table field it sets, the Go types its field
 // may be, and the default column.
 type tagRole struct {
-	set    func(t *Table, rt *rowType, column string)
+	set    func(t *Table, column string)
 	fits   func(reflect.Type) bool
 	types  string // fits, said in an error
 	column string
@@ -142,19 +142,19 @@ const timeTypes = "time.Time, *time.Time, sql.NullTime or sql.Null[time.Time]"
 
 // tagRoles are the roles by their tag, one for each role of Table.
 var tagRoles = map[string]tagRole{
-	"id":           {func(t *Table, _ *rowType, c string) { t.ID = c }, isInt64, "int64", "id"},
-	"payload":      {func(t *Table, _ *rowType, c string) { t.Payload = c }, isBytes, "[]byte, json.RawMessage or string", "payload"},
-	"attempt":      {func(t *Table, _ *rowType, c string) { t.Attempt = c }, isInt, "an integer (int)", "attempt"},
-	"processed_at": {func(t *Table, _ *rowType, c string) { t.ProcessedAt = c }, isTime, timeTypes, "processed_at"},
-	"queue":        {func(t *Table, _ *rowType, c string) { t.Queue = c }, isString, "string", "queue"},
-	"kind":         {func(t *Table, _ *rowType, c string) { t.Kind = c }, isString, "string", "kind"},
-	"priority":     {func(t *Table, _ *rowType, c string) { t.Priority = c }, isInt, "an integer (int)", "priority"},
-	"retry_after":  {func(t *Table, _ *rowType, c string) { t.RetryAfter = c }, isTime, timeTypes, "retry_after"},
-	"headers":      {func(t *Table, _ *rowType, c string) { t.Headers = c }, isHeaders, "map[string]string", "headers"},
-	"dead_at":      {func(t *Table, _ *rowType, c string) { t.DeadAt = c }, isTime, timeTypes, "dead_at"},
-	"last_error":   {func(t *Table, _ *rowType, c string) { t.LastError = c }, isText, "string, *string, sql.NullString or sql.Null[string]", "last_error"},
-	"created_at":   {func(t *Table, _ *rowType, c string) { t.CreatedAt = c }, isTime, timeTypes, "created_at"},
-	"locked_until": {func(t *Table, _ *rowType, c string) { t.LockedUntil = c }, isTime, timeTypes, "locked_until"},
+	"id":           {func(t *Table, c string) { t.ID = c }, isInt64, "int64", "id"},
+	"payload":      {func(t *Table, c string) { t.Payload = c }, isBytes, "[]byte, json.RawMessage or string", "payload"},
+	"attempt":      {func(t *Table, c string) { t.Attempt = c }, isInt, "an integer (int)", "attempt"},
+	"processed_at": {func(t *Table, c string) { t.ProcessedAt = c }, isTime, timeTypes, "processed_at"},
+	"queue":        {func(t *Table, c string) { t.Queue = c }, isString, "string", "queue"},
+	"kind":         {func(t *Table, c string) { t.Kind = c }, isString, "string", "kind"},
+	"priority":     {func(t *Table, c string) { t.Priority = c }, isInt, "an integer (int)", "priority"},
+	"retry_after":  {func(t *Table, c string) { t.RetryAfter = c }, isTime, timeTypes, "retry_after"},
+	"headers":      {func(t *Table, c string) { t.Headers = c }, isHeaders, "map[string]string", "headers"},
+	"dead_at":      {func(t *Table, c string) { t.DeadAt = c }, isTime, timeTypes, "dead_at"},
+	"last_error":   {func(t *Table, c string) { t.LastError = c }, isText, "string, *string, sql.NullString or sql.Null[string]", "last_error"},
+	"created_at":   {func(t *Table, c string) { t.CreatedAt = c }, isTime, timeTypes, "created_at"},
+	"locked_until": {func(t *Table, c string) { t.LockedUntil = c }, isTime, timeTypes, "locked_until"},
 }
 
 // tagRoleNames lists the roles' tags, for errors.
@@ -206,7 +206,7 @@ func parseRowType(typ reflect.Type) (*rowType, error) {
 				return nil, fmt.Errorf("%w: row type %s, field %s, tag `inbox:%q`: role %s is tagged on field %s already: tag each role on one field", ErrSchema, typ, sf.Name, tag, f.role, other)
 			}
 			byRole[f.role] = sf.Name
-			tagRoles[f.role].set(&rt.table, rt, f.column)
+			tagRoles[f.role].set(&rt.table, f.column)
 			if f.role == "id" {
 				rt.table.IDGenerated = f.generated
 			}
