@@ -56,6 +56,7 @@ func settleConnectionLost(t *testing.T, c cell, transactional bool) {
 	// on the connection that holds the row: that one is killed just before the settlement's
 	// first statement.
 	var (
+		pool    *hooks // set before the consumer runs, and so before on reads it
 		mu      sync.Mutex
 		blocker *sql.Tx
 		killed  bool
@@ -93,7 +94,8 @@ func settleConnectionLost(t *testing.T, c cell, transactional bool) {
 			defer kills.Done()
 			// Called off the test's goroutine: it reports, and may not stop the test.
 			if !eventually(30*time.Second, func() bool { return c.waitsForLock(admin, ev.conn.session) }) {
-				t.Errorf("the settlement's session %d did not wait for the row's lock within 30 s", ev.conn.session)
+				t.Errorf("the settlement's session %d did not wait for the row's lock within 30 s; its first statement was %s %q; the pool's sessions %v have these transactions open:\n%s",
+					ev.conn.session, ev.what, ev.query, pool.sessions(), strings.Join(c.openTransactions(t, admin, pool.sessions()), "\n"))
 			}
 			kill(ev.conn.session)
 			mu.Lock()
@@ -103,10 +105,11 @@ func settleConnectionLost(t *testing.T, c cell, transactional bool) {
 			}
 		}()
 	}
-	db, _, err := hookedDB(c.b, dsn, on)
+	db, hooked, err := hookedDB(c.b, dsn, on)
 	if err != nil {
 		t.Fatal(err)
 	}
+	pool = hooked
 	db.SetMaxOpenConns(8)
 	t.Cleanup(func() { db.Close() })
 
@@ -131,11 +134,12 @@ func settleConnectionLost(t *testing.T, c cell, transactional bool) {
 		return outcome.Ack()
 	})
 	// The lease is long enough that no extension, which would wait for the test's lock as the
-	// settlement does and hold the settlement back, falls due before the first settlement.
-	stop := runConsumer(t, db, &phasedForm{inner: c.newFormLease(t, tbl, 4*time.Second)}, h, &inbox.Config{
+	// settlement does and hold the settlement back, falls due before the first settlement, even
+	// on a loaded machine (a 4 s lease, extended after 2 s, was not); the row returns after it.
+	stop := runConsumer(t, db, &phasedForm{inner: c.newFormLease(t, tbl, 10*time.Second)}, h, &inbox.Config{
 		Queue: "q", Transactional: transactional, Retry: lifecyclePolicy, Logger: logs.Logger(slog.LevelInfo),
 	})
-	waitFor(t, 30*time.Second, "the row to settle", func() bool {
+	waitFor(t, 45*time.Second, "the row to settle", func() bool {
 		return len(c.ids(t, admin, tbl, c.q(t, tbl.ProcessedAt)+" IS NOT NULL")) == 1
 	})
 	stop()
