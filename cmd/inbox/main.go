@@ -8,6 +8,8 @@
 //	inbox demo -dsn 'mariadb://root@tcp(127.0.0.1:3306)/test'
 //	inbox schema -db postgres       # the CREATE TABLE a description needs (-apply, -check)
 //	inbox stats -watch 2s           # rows by state, per queue
+//	inbox rows -state delayed       # the rows in a state, highest id first
+//	inbox show 42                   # one row, whole: payload, headers, attempts, last error
 //	inbox dead list                 # dead rows, newest first; dead requeue, dead purge
 //	inbox purge -processed-before 7d
 //	inbox version
@@ -16,6 +18,11 @@
 // scheme picks the driver and the dialect (inbox -h lists them), and no output shows its
 // password. inbox exits with 0 when the command succeeded, 1 when it failed, and 2 when the
 // command line is wrong; errors go to standard error.
+//
+// A command that operates a table (every one but schema) finds each role's column by the name
+// the README gives it, where the table has that column, and leaves the role out where it has
+// not: the README's table needs no flag, and neither does one without, say, headers. A flag
+// names a column of another name (-headers=hdrs), which must then exist, or none (-headers=).
 //
 // The benchmarks are commands of the bench/ module: go run ./bench/cmd/throughput and
 // go run ./bench/cmd/peers.
@@ -47,6 +54,8 @@ var commands = []command{
 	{"demo", "publish messages to a table of its own and drain them with a lease consumer", demo},
 	{"schema", "print, create (-apply) or check (-check) the table a description needs", schemaCommand},
 	{"stats", "count a table's rows by state, per queue (-watch, -json)", statsCommand},
+	{"rows", "list the rows in a state, a page at a time (-state delayed)", rowsCommand},
+	{"show", "print one row, whole: inbox show 42", showCommand},
 	{"dead", "list, requeue or purge dead rows", deadCommand},
 	{"purge", "delete processed rows older than an age (-processed-before 7d)", purgeCommand},
 	{"ui", "serve the operator's web page for one table (-addr 127.0.0.1:8080)", uiCommand},

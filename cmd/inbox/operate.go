@@ -50,7 +50,7 @@ func schemaCommand(ctx context.Context, s *session, args []string) error {
 	}
 	switch {
 	case *check:
-		o, err := s.operateOn(ctx, t, tf, readFile)
+		o, err := s.operateOn(ctx, t, tf, readFile, tf.described)
 		if err != nil {
 			return err
 		}
@@ -76,7 +76,7 @@ func schemaCommand(ctx context.Context, s *session, args []string) error {
 
 // applySchema creates the described table on t's database, and prints the statements it ran.
 func applySchema(ctx context.Context, s *session, t target, tf *tableFlags) error {
-	o, err := s.operateOn(ctx, t, tf, createFile)
+	o, err := s.operateOn(ctx, t, tf, createFile, tf.described)
 	if err != nil {
 		return err
 	}

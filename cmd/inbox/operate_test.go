@@ -222,8 +222,8 @@ func TestErrorsCarryOneInboxPrefix(t *testing.T) {
 		code int
 		says string
 	}{
-		{[]string{"stats", "-table", "nosuch"}, 1, `inbox stats: table "nosuch": counting rows: `},
-		{[]string{"dead", "list", "-table", "nosuch"}, 1, `inbox dead: table "nosuch": listing the dead rows of every queue: `},
+		{[]string{"stats", "-table", "nosuch"}, 1, `inbox stats: table "nosuch" does not exist: create it with inbox schema -apply`},
+		{[]string{"dead", "list", "-table", "nosuch"}, 1, `inbox dead: table "nosuch" does not exist: create it with inbox schema -apply`},
 		{[]string{"dead", "list", "-dead-at="}, 1, `inbox dead: schema: table "jobs": Dead needs the DeadAt role`},
 		{[]string{"dead", "requeue", "-queue", "a", "-queue-column="}, 1, `inbox dead: table "jobs": Requeue of queue "a": the description has no Queue column`},
 		{[]string{"stats", "-table", ""}, 2, "inbox stats: schema: the table description has no Name"},

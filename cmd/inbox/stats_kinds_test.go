@@ -10,8 +10,9 @@ import (
 	"github.com/sqlinbox/inbox/isolation"
 )
 
-// TestStatsByKind: with -kind-column, stats prints a line per kind under each queue's, and
-// -json the kinds' counts under "kinds"; without it, neither.
+// TestStatsByKind: with -kind-column, or a kind column found by its name, stats prints a line
+// per kind under each queue's, and -json the kinds' counts under "kinds"; with -kind-column=,
+// neither.
 func TestStatsByKind(t *testing.T) {
 	db, path := sqliteJobs(t)
 	if _, err := db.Exec("ALTER TABLE jobs ADD COLUMN kind TEXT"); err != nil {
@@ -57,8 +58,13 @@ func TestStatsByKind(t *testing.T) {
 		t.Errorf("stats -json: %s; want 4 due, and kinds (none), mail (2 due, two minutes) and report", out)
 	}
 
-	code, out, _ = inboxRun(t, "stats", "-dsn", path)
+	code, inferred, _ := inboxRun(t, "stats", "-dsn", path)
+	_, named, _ := inboxRun(t, "stats", "-dsn", path, "-kind-column", "kind")
+	if code != 0 || inferred != named {
+		t.Errorf("stats without -kind-column: exit %d; want the kinds of the kind column, as with -kind-column kind:\n%s", code, inferred)
+	}
+	code, out, _ = inboxRun(t, "stats", "-dsn", path, "-kind-column=")
 	if code != 0 || strings.Contains(out, "kind") || strings.Count(strings.TrimSpace(out), "\n") != 1 {
-		t.Errorf("stats without -kind-column: want a head and a line, no kinds:\n%s", out)
+		t.Errorf("stats -kind-column=: want a head and a line, no kinds:\n%s", out)
 	}
 }

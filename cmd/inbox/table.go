@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"flag"
+	"fmt"
 
 	"github.com/sqlinbox/inbox"
 	"github.com/sqlinbox/inbox/admin"
@@ -12,50 +13,61 @@ import (
 
 // tableFlags are the flags that describe a table by its columns' roles, for the commands that
 // operate one. Their defaults are the README's table; an empty value (-headers=) says the
-// table has no column for that role. The kind column alone defaults to none, since the
-// README's table has none: -kind-column=kind names it.
+// table has no column for that role. The kind and created-at columns default to none, since the
+// README's table has neither: -kind-column=kind names it.
+//
+// A command that operates an existing table (every one but schema) infers the roles whose flags
+// were not given from the table's columns (inferred): a README column the table lacks has no
+// role, and a kind or created_at column the table has takes its role. A column a flag names
+// must exist.
 type tableFlags struct {
+	fs        *flag.FlagSet
 	name      *string
 	generated *bool
-	roles     []struct {
-		column *string
-		set    func(t *inbox.Table, column string)
-	}
+	roles     []tableRole
+}
+
+// tableRole is one role's flag: the column it names, and the README's name of the column,
+// which inference looks for where the flag was not given.
+type tableRole struct {
+	flag, readme string
+	column       *string
+	set          func(t *inbox.Table, column string)
 }
 
 func addTableFlags(fs *flag.FlagSet) *tableFlags {
 	f := &tableFlags{
+		fs:        fs,
 		name:      fs.String("table", "jobs", "the table's name"),
 		generated: fs.Bool("id-generated", true, "the database assigns the id (false: publishers give it)"),
 	}
 	for _, r := range []struct {
-		flag, column, role string
-		set                func(t *inbox.Table, column string)
+		flag, column, readme, role string
+		set                        func(t *inbox.Table, column string)
 	}{
-		{"id", "id", "ID", func(t *inbox.Table, c string) { t.ID = c }},
-		{"payload", "payload", "Payload", func(t *inbox.Table, c string) { t.Payload = c }},
-		{"attempt", "attempt", "Attempt", func(t *inbox.Table, c string) { t.Attempt = c }},
-		{"processed-at", "processed_at", "ProcessedAt", func(t *inbox.Table, c string) { t.ProcessedAt = c }},
-		{"queue-column", "queue", "Queue", func(t *inbox.Table, c string) { t.Queue = c }},
-		{"kind-column", "", "Kind", func(t *inbox.Table, c string) { t.Kind = c }},
-		{"priority", "priority", "Priority", func(t *inbox.Table, c string) { t.Priority = c }},
-		{"retry-after", "retry_after", "RetryAfter", func(t *inbox.Table, c string) { t.RetryAfter = c }},
-		{"headers", "headers", "Headers", func(t *inbox.Table, c string) { t.Headers = c }},
-		{"dead-at", "dead_at", "DeadAt", func(t *inbox.Table, c string) { t.DeadAt = c }},
-		{"last-error", "last_error", "LastError", func(t *inbox.Table, c string) { t.LastError = c }},
-		{"lease", "locked_until", "LockedUntil", func(t *inbox.Table, c string) { t.LockedUntil = c }},
+		{"id", "id", "id", "ID", func(t *inbox.Table, c string) { t.ID = c }},
+		{"payload", "payload", "payload", "Payload", func(t *inbox.Table, c string) { t.Payload = c }},
+		{"attempt", "attempt", "attempt", "Attempt", func(t *inbox.Table, c string) { t.Attempt = c }},
+		{"processed-at", "processed_at", "processed_at", "ProcessedAt", func(t *inbox.Table, c string) { t.ProcessedAt = c }},
+		{"queue-column", "queue", "queue", "Queue", func(t *inbox.Table, c string) { t.Queue = c }},
+		{"kind-column", "", "kind", "Kind", func(t *inbox.Table, c string) { t.Kind = c }},
+		{"priority", "priority", "priority", "Priority", func(t *inbox.Table, c string) { t.Priority = c }},
+		{"retry-after", "retry_after", "retry_after", "RetryAfter", func(t *inbox.Table, c string) { t.RetryAfter = c }},
+		{"headers", "headers", "headers", "Headers", func(t *inbox.Table, c string) { t.Headers = c }},
+		{"dead-at", "dead_at", "dead_at", "DeadAt", func(t *inbox.Table, c string) { t.DeadAt = c }},
+		{"last-error", "last_error", "last_error", "LastError", func(t *inbox.Table, c string) { t.LastError = c }},
+		{"created-at", "", "created_at", "CreatedAt", func(t *inbox.Table, c string) { t.CreatedAt = c }},
+		{"lease", "locked_until", "locked_until", "LockedUntil", func(t *inbox.Table, c string) { t.LockedUntil = c }},
 	} {
 		usage := "the " + r.role + " role's column"
 		switch {
+		case r.role == "ID":
 		case r.column == "":
-			usage += " (the kinds of job: stats counts each queue's rows per kind); none unless named"
-		case r.role != "ID":
+			usage += "; none unless named, or inferred where the table has a " + r.readme + " column"
+		default:
 			usage += "; empty (-" + r.flag + "=) when the table has none"
 		}
-		f.roles = append(f.roles, struct {
-			column *string
-			set    func(t *inbox.Table, column string)
-		}{fs.String(r.flag, r.column, usage), r.set})
+		f.roles = append(f.roles, tableRole{r.flag, r.readme, fs.String(r.flag, r.column, usage), r.set})
 	}
 	return f
 }
@@ -69,6 +81,53 @@ func (f *tableFlags) table() inbox.Table {
 	return t
 }
 
+// inferred is the description of the table as it is in db: the flags' description, in which
+// each role whose flag was not given names the README's column where the table has it, and
+// none where it lacks it. A column a given flag names (or the id's) that the table lacks fails,
+// with the statement that adds it, and so does a table that does not exist.
+func (f *tableFlags) inferred(ctx context.Context, db *sql.DB, d dialect.Dialect) (inbox.Table, error) {
+	given := map[string]bool{}
+	f.fs.Visit(func(fl *flag.Flag) { given[fl.Name] = true })
+	probe := f.table()
+	columns := make([]string, len(f.roles)) // the column each role names in probe
+	for i, r := range f.roles {
+		columns[i] = *r.column
+		if !given[r.flag] {
+			columns[i] = r.readme
+			r.set(&probe, r.readme)
+		}
+	}
+	a, err := admin.New(db, d, probe)
+	if err != nil {
+		return inbox.Table{}, usagef("%v", err)
+	}
+	c, err := a.Check(ctx)
+	if err != nil {
+		return inbox.Table{}, err
+	}
+	if !c.Found {
+		return inbox.Table{}, fmt.Errorf("table %q does not exist: create it with inbox schema -apply, or name it with -table", probe.Name)
+	}
+	missing := map[string]admin.ColumnCheck{}
+	for _, col := range c.Columns {
+		if col.Has == "" {
+			missing[col.Column] = col
+		}
+	}
+	t := probe
+	for i, r := range f.roles {
+		col, lacks := missing[columns[i]]
+		switch {
+		case !lacks:
+		case given[r.flag] || r.flag == "id":
+			return inbox.Table{}, usagef("-%s: %s", r.flag, col)
+		default:
+			r.set(&t, "")
+		}
+	}
+	return t, nil
+}
+
 // An operated table is a command's table on its database: the connection, the table's
 // operator, the description the flags give, and the database as the output shows it.
 type operated struct {
@@ -79,7 +138,8 @@ type operated struct {
 	shown string
 }
 
-// operate opens the database a command names for access a, and the operator of its table.
+// operate opens the database a command names for access a, and the operator of its table as
+// the table is there (tableFlags.inferred).
 func (s *session) operate(ctx context.Context, dsn string, f *tableFlags, a access) (*operated, error) {
 	t, ok, err := s.target(dsn)
 	if err != nil {
@@ -88,10 +148,11 @@ func (s *session) operate(ctx context.Context, dsn string, f *tableFlags, a acce
 	if !ok {
 		return nil, usagef("no database: give -dsn, or set $INBOX_DSN")
 	}
-	return s.operateOn(ctx, t, f, a)
+	return s.operateOn(ctx, t, f, a, f.inferred)
 }
 
-func (s *session) operateOn(ctx context.Context, t target, f *tableFlags, a access) (*operated, error) {
+// operateOn opens t for access a, and the operator of the table describe says it holds.
+func (s *session) operateOn(ctx context.Context, t target, f *tableFlags, a access, describe func(context.Context, *sql.DB, dialect.Dialect) (inbox.Table, error)) (*operated, error) {
 	// The description is checked before connecting: a mistyped flag is a usage error.
 	if _, err := admin.Schema(t.dialect, f.table()); err != nil {
 		return nil, usagef("%v", err)
@@ -100,12 +161,20 @@ func (s *session) operateOn(ctx context.Context, t target, f *tableFlags, a acce
 	if err != nil {
 		return nil, err
 	}
-	adm, err := admin.New(db, t.dialect, f.table())
-	if err != nil {
-		db.Close()
-		return nil, err
+	tbl, err := describe(ctx, db, t.dialect)
+	if err == nil {
+		var adm *admin.Admin
+		if adm, err = admin.New(db, t.dialect, tbl); err == nil {
+			return &operated{db: db, admin: adm, d: t.dialect, table: tbl, shown: t.shown}, nil
+		}
 	}
-	return &operated{db: db, admin: adm, d: t.dialect, table: f.table(), shown: t.shown}, nil
+	db.Close()
+	return nil, err
+}
+
+// described is the description the flags give, as the schema command takes it.
+func (f *tableFlags) described(context.Context, *sql.DB, dialect.Dialect) (inbox.Table, error) {
+	return f.table(), nil
 }
 
 // dialectNamed is the dialect of a database named as -db names it.

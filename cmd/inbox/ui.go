@@ -32,7 +32,6 @@ func uiCommand(ctx context.Context, s *session, args []string) error {
 	readOnly := fs.Bool("read-only", false, "show no action, and refuse them")
 	queryTimeout := fs.Duration("query-timeout", ui.DefaultQueryTimeout, "the most one page's queries may take")
 	actionTimeout := fs.Duration("action-timeout", ui.DefaultActionTimeout, "the most an action (and the count behind the queues' table) may take")
-	createdAt := fs.String("created-at", "", "the CreatedAt role's column (the publishing time), where the table has one")
 	tf := addTableFlags(fs)
 	if err := s.parse(fs, args); err != nil {
 		return err
@@ -56,9 +55,7 @@ func uiCommand(ctx context.Context, s *session, args []string) error {
 	if !ok {
 		return usagef("no database: give -dsn, or set $INBOX_DSN")
 	}
-	tbl := tf.table()
-	tbl.CreatedAt = *createdAt
-	if _, err := admin.Schema(t.dialect, tbl); err != nil {
+	if _, err := admin.Schema(t.dialect, tf.table()); err != nil {
 		return usagef("%v", err)
 	}
 	// The pages, the count behind the queues' table and an action may each hold a connection.
@@ -72,6 +69,10 @@ func uiCommand(ctx context.Context, s *session, args []string) error {
 		return err
 	}
 	defer db.Close()
+	tbl, err := tf.inferred(ctx, db, t.dialect)
+	if err != nil {
+		return err
+	}
 	a, err := admin.New(db, t.dialect, tbl)
 	if err != nil {
 		return err
