@@ -41,8 +41,9 @@ type Message struct {
 	Delay time.Duration
 	// RunAt hides the row from claims until this time (it sets retry_after); the zero time is
 	// not set. It needs the table's RetryAfter column, and is refused beside a Delay. A time at
-	// or before the publish's now is due at once, as a row without one; a time past the last
-	// microsecond of year 9999 (UTC) is refused. See runAfter for the rule.
+	// or before the publish's now is due at once, written as a row without one (so it is claimed
+	// in a new row's order); a time is kept to the microsecond, and one past the last
+	// microsecond of year 9999 (UTC), which not every database stores, is refused.
 	RunAt time.Time
 	// Columns sets the application's own columns of the row, those with no role, by name: any
 	// column of the table, named in Table.Columns or not (an advisory key's column, say), each

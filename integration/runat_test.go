@@ -238,4 +238,3 @@ func TestPublishClock(t *testing.T) {
 	}
 	runConcurrently(t, 4, tests)
 }
-
