@@ -15,9 +15,10 @@ import (
 // compile: rowlock.For of a Client[dialect.SQLite[…]] is refused by the compiler, as
 // rowlock.New is. A Client is safe for concurrent use.
 type Client[D dialect.Dialect] struct {
-	db *sql.DB
-	d  D
-	t  Table
+	db    *sql.DB
+	d     D
+	t     Table
+	clock Clock // nil: this host's
 }
 
 // NewClient returns the client of table t on db, whose database d speaks. It checks the
@@ -28,6 +29,18 @@ func NewClient[D dialect.Dialect](db *sql.DB, d D, t Table) (*Client[D], error) 
 		return nil, err
 	}
 	return &Client[D]{db: db, d: d, t: t}, nil
+}
+
+// WithClock returns a client like c whose publishing and Reschedule read clock: the time a
+// Message.Delay counts from, and the now at or before which a Message.RunAt or a Reschedule's
+// time is due at once. Give it the DatabaseClock the consumers read (Config.Clock), so that a
+// row delayed on a host whose clock is off falls due when the consumers' clock says, not early
+// or late by the host's skew. By default (and for the functions Enqueue, EnqueueIDs and
+// EnqueueTx) it is this host's clock. A RunAt is an absolute time and no clock changes it.
+func (c *Client[D]) WithClock(clock Clock) *Client[D] {
+	out := *c
+	out.clock = clock
+	return &out
 }
 
 // DB is the client's database.
@@ -41,19 +54,28 @@ func (c *Client[D]) Table() Table { return c.t }
 
 // Enqueue publishes msgs as rows of the table, all or nothing (see the function Enqueue).
 func (c *Client[D]) Enqueue(ctx context.Context, msgs ...Message) error {
-	return Enqueue(ctx, c.db, c.d, c.t, msgs...)
+	if err := publish(ctx, c.db, c.d, c.t, c.clock, msgs, nil); err != nil {
+		return err
+	}
+	wake(c.t.Name)
+	return nil
 }
 
 // EnqueueIDs publishes msgs as Enqueue does and returns their rows' ids, in the order of msgs
 // (see the function EnqueueIDs, which says what that costs).
 func (c *Client[D]) EnqueueIDs(ctx context.Context, msgs ...Message) ([]int64, error) {
-	return EnqueueIDs(ctx, c.db, c.d, c.t, msgs...)
+	ids := make([]int64, len(msgs))
+	if err := publish(ctx, c.db, c.d, c.t, c.clock, msgs, ids); err != nil {
+		return nil, err
+	}
+	wake(c.t.Name)
+	return ids, nil
 }
 
 // EnqueueTx publishes msgs inside tx, the caller's own transaction: they commit or roll back
 // with its other writes (see the function EnqueueTx).
 func (c *Client[D]) EnqueueTx(ctx context.Context, tx Tx, msgs ...Message) error {
-	return EnqueueTx(ctx, tx, c.d, c.t, msgs...)
+	return enqueueTx(ctx, tx, c.d, c.t, c.clock, msgs)
 }
 
 // NewConsumer returns a consumer of the table's rows, held by form (made by rowlock.For,

@@ -45,6 +45,17 @@ var (
 	// attempt column at the limit, and no claim takes it again (Binding.MaxAttempts); a consumer
 	// logs it once at ERROR and reports it among the queue's unclaimable rows.
 	ErrDeathFailed = sentinel.DeathFailed
+	// ErrNotFound: no row of the table has the id asked for (Reschedule): it was never
+	// published, or it was deleted (where the table has no ProcessedAt or DeadAt column, a
+	// settlement deletes the row).
+	ErrNotFound = sentinel.NotFound
+	// ErrInWork: the row is held by a consumer, so it was left unchanged (Reschedule): a row
+	// lock's transaction holds it (the row lock form, or a claim under way), or its lease runs
+	// ahead (the lease form). Its handler's outcome decides what becomes of it.
+	ErrInWork = sentinel.InWork
+	// ErrSettled: the row is processed or dead, so it was left unchanged (Reschedule): requeue a
+	// dead row (admin) to run it again.
+	ErrSettled = sentinel.Settled
 )
 
 // LeaseLostError is the ErrLeaseLost of a lease batch's settlement that found rows of the batch

@@ -55,8 +55,8 @@ func kindOf[A JobArgs]() (string, KindOptions) {
 
 // Job returns the message that publishes args as a job of its kind: Kind is args.Kind(), the
 // payload args encoded by encoding/json, and Queue and Priority are its kind's options
-// (KindOptions). Set the message's other fields (Delay, Headers, Columns) on the value it
-// returns. Arguments that do not encode fail the Enqueue that publishes the message, naming
+// (KindOptions). Set the message's other fields (Delay or RunAt, Headers, Columns) on the value
+// it returns. Arguments that do not encode fail the Enqueue that publishes the message, naming
 // the kind, and nothing of that Enqueue lands.
 func Job[A JobArgs](args A) Message {
 	kind, o := kindOf[A]()

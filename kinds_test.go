@@ -50,7 +50,7 @@ func TestJobMessage(t *testing.T) {
 	}
 	// Arguments that do not encode fail the publish, naming the kind, before any statement.
 	bad := Job(badArgs{F: math.Inf(1)})
-	_, err := statements(nil, Table{Name: "jobs", ID: "id"}, []Message{Job(emailArgs{}), bad}, false)
+	_, err := statements(nil, Table{Name: "jobs", ID: "id"}, []Message{Job(emailArgs{}), bad}, false, time.Now())
 	if err == nil || !strings.Contains(err.Error(), `kind "bad"`) {
 		t.Errorf("publishing unencodable arguments: %v; want an error naming the kind", err)
 	}

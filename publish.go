@@ -39,6 +39,12 @@ type Message struct {
 	// Delay hides the row from claims for this long (it sets retry_after); it needs the table's
 	// RetryAfter column.
 	Delay time.Duration
+	// RunAt hides the row from claims until this time (it sets retry_after); the zero time is
+	// not set. It needs the table's RetryAfter column, and is refused beside a Delay. A time at
+	// or before the publish's now is due at once, written as a row without one (so it is claimed
+	// in a new row's order); a time is kept to the microsecond, and one past the last
+	// microsecond of year 9999 (UTC), which not every database stores, is refused.
+	RunAt time.Time
 	// Columns sets the application's own columns of the row, those with no role, by name: any
 	// column of the table, named in Table.Columns or not (an advisory key's column, say), each
 	// value one the driver takes as an argument. A column a role names is refused (ErrSchema),
@@ -86,7 +92,7 @@ func EnqueueJSON[T any](ctx context.Context, db *sql.DB, d dialect.Dialect, t Ta
 // at their next poll; on Postgres, where t.Notify is set, its last statement also notifies t's
 // channel, which wakes consumers elsewhere that listen to it.
 func Enqueue(ctx context.Context, db *sql.DB, d dialect.Dialect, t Table, msgs ...Message) error {
-	if err := publish(ctx, db, d, t, msgs, nil); err != nil {
+	if err := publish(ctx, db, d, t, nil, msgs, nil); err != nil {
 		return err
 	}
 	wake(t.Name)
@@ -104,7 +110,7 @@ func Enqueue(ctx context.Context, db *sql.DB, d dialect.Dialect, t Table, msgs .
 // message: publish bulk rows whose ids are not needed with Enqueue.
 func EnqueueIDs(ctx context.Context, db *sql.DB, d dialect.Dialect, t Table, msgs ...Message) ([]int64, error) {
 	ids := make([]int64, len(msgs))
-	if err := publish(ctx, db, d, t, msgs, ids); err != nil {
+	if err := publish(ctx, db, d, t, nil, msgs, ids); err != nil {
 		return nil, err
 	}
 	wake(t.Name)
@@ -120,7 +126,12 @@ func EnqueueIDs(ctx context.Context, db *sql.DB, d dialect.Dialect, t Table, msg
 // MariaDB and SQLite keep the rows of the statements before the one that failed in tx: roll tx
 // back rather than commit it.
 func EnqueueTx(ctx context.Context, tx Tx, d dialect.Dialect, t Table, msgs ...Message) error {
-	sts, err := statements(d, t, msgs, false)
+	return enqueueTx(ctx, tx, d, t, nil, msgs)
+}
+
+// enqueueTx is EnqueueTx, its Delays counted from clock's now (nil: this host's).
+func enqueueTx(ctx context.Context, tx Tx, d dialect.Dialect, t Table, clock Clock, msgs []Message) error {
+	sts, err := statements(d, t, msgs, false, clockNow(clock))
 	if err != nil {
 		return err
 	}
@@ -128,9 +139,10 @@ func EnqueueTx(ctx context.Context, tx Tx, d dialect.Dialect, t Table, msgs ...M
 }
 
 // publish runs Enqueue's statements: alone where one statement takes every row, in a
-// transaction otherwise. Where ids is not nil it receives the rows' ids, as insert says.
-func publish(ctx context.Context, db *sql.DB, d dialect.Dialect, t Table, msgs []Message, ids []int64) error {
-	sts, err := statements(d, t, msgs, ids != nil)
+// transaction otherwise. Where ids is not nil it receives the rows' ids, as insert says. Its
+// Delays count from clock's now (nil: this host's).
+func publish(ctx context.Context, db *sql.DB, d dialect.Dialect, t Table, clock Clock, msgs []Message, ids []int64) error {
+	sts, err := statements(d, t, msgs, ids != nil, clockNow(clock))
 	if err != nil {
 		return err
 	}
@@ -186,7 +198,8 @@ type statement struct {
 // the statement it leaves out; elsewhere a statement apart for each run of consecutive messages
 // that set the same own columns. With ids set, a statement per message that hands back its
 // generated id. It builds them all before any runs, so that a message it refuses sends nothing.
-func statements(d dialect.Dialect, t Table, msgs []Message, ids bool) ([]statement, error) {
+// A Delay counts from now, and a RunAt not after it is due at once (runAfter).
+func statements(d dialect.Dialect, t Table, msgs []Message, ids bool, now time.Time) ([]statement, error) {
 	if len(msgs) == 0 {
 		return nil, nil
 	}
@@ -212,7 +225,6 @@ func statements(d dialect.Dialect, t Table, msgs []Message, ids bool) ([]stateme
 		out[len(out)-1].rows++
 	}
 	s := sqltext.New(d.Caps(), sqltext.Table(q))
-	now := time.Now()
 	for i := range out {
 		st := &out[i]
 		if err := st.build(s, d, t, msgs[st.first:st.first+st.rows], sets[st.first:st.first+st.rows], now, perRow); err != nil {
@@ -396,13 +408,13 @@ func rowArgs(t Table, d dialect.Dialect, m Message, now time.Time) ([]any, error
 			row = append(row, string(h))
 		}
 	}
-	switch {
-	case t.RetryAfter != "" && m.Delay > 0:
-		row = append(row, d.Time(now.Add(m.Delay)))
+	switch at, err := runAfter(t, m, now); {
+	case err != nil:
+		return nil, err
+	case t.RetryAfter != "" && !at.IsZero():
+		row = append(row, d.Time(at))
 	case t.RetryAfter != "":
 		row = append(row, nil)
-	case m.Delay > 0:
-		return nil, sentinel.Errorf(nil, "", "table %q has no RetryAfter column, so a Message cannot be delayed: add the column or publish without Delay", t.Name)
 	}
 	if t.CreatedAt != "" {
 		row = append(row, d.Time(now))

@@ -3,6 +3,7 @@ package inbox
 import (
 	"fmt"
 	"testing"
+	"time"
 
 	"github.com/sqlinbox/inbox/dialect"
 	"github.com/sqlinbox/inbox/internal/sqltext/golden"
@@ -34,7 +35,7 @@ func TestGoldenStatements(t *testing.T) {
 						}
 					}
 				}
-				sts, err := statements(dl.D, tbl, msgs, ids)
+				sts, err := statements(dl.D, tbl, msgs, ids, time.Now())
 				if err != nil {
 					t.Fatalf("%s, %s: %v", dl.Name, sh.Name, err)
 				}
@@ -88,7 +89,7 @@ func TestStatementsKeepOrder(t *testing.T) {
 			{"INSERT INTO `jobs` (`payload`, `account`, `region`) VALUES (?, ?, ?)", "[[100] acme eu]", 3, 1},
 		}},
 	} {
-		sts, err := statements(tc.d, tbl, msgs, false)
+		sts, err := statements(tc.d, tbl, msgs, false, time.Now())
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -118,7 +118,7 @@ func shapeStatements(t *testing.T, d dialect.Dialect, tbl Table) map[string][]go
 				m.Columns[c] = 0
 			}
 		}
-		sts, err := statements(d, tbl, []Message{m}, ids)
+		sts, err := statements(d, tbl, []Message{m}, ids, time.Now())
 		if err != nil || len(sts) != 1 {
 			t.Fatalf("%s, table %q: publishing builds %d statements: %v", d.Name(), tbl.Name, len(sts), err)
 		}

@@ -21,6 +21,9 @@ var (
 	TransactionEnded = errors.New("inbox: transaction ended")
 	CommitUnknown    = errors.New("inbox: commit outcome unknown")
 	DeathFailed      = errors.New("inbox: death failed")
+	NotFound         = errors.New("inbox: not found")
+	InWork           = errors.New("inbox: in work")
+	Settled          = errors.New("inbox: settled")
 )
 
 // BacksOff reports whether a settlement that failed with err is one a form backs off by the

@@ -36,6 +36,9 @@ func TestGoldens(t *testing.T) {
 			if c.SkipLocked {
 				forms["rowlock"] = rowLockEntries(c, s.RowLock())
 			}
+			if sh.Table.RetryAfter != "" {
+				forms["reschedule"] = rescheduleEntries(c, s.Reschedule(lease))
+			}
 			if c.Locks != dialect.NoSessionLocks {
 				forms["advisory"] = advisoryEntries(c, s.Advisory(key), sh.Table.DeadAt != "")
 			}
@@ -450,6 +453,19 @@ func wakeupEntries(s sqltext.SQL, dialect string) []golden.Entry {
 	if dialect == "sqlite" {
 		e.addText("data-version", sqltext.DataVersion)
 	}
+	return e
+}
+
+// rescheduleEntries are the statements of a reschedule by id (inbox.Client.Reschedule), over a
+// table a lease form holds: its lock where the database has row locks, its change, and the
+// read of a row it did not change.
+func rescheduleEntries(c *dialect.Caps, r sqltext.Reschedule) []golden.Entry {
+	var e entries
+	if c.SkipLocked {
+		e.add("lock", r.Lock())
+	}
+	e.add("change", r.Change())
+	e.add("state", r.State())
 	return e
 }
 
