@@ -54,22 +54,13 @@ func (c *Client[D]) Table() Table { return c.t }
 
 // Enqueue publishes msgs as rows of the table, all or nothing (see the function Enqueue).
 func (c *Client[D]) Enqueue(ctx context.Context, msgs ...Message) error {
-	if err := publish(ctx, c.db, c.d, c.t, c.clock, msgs, nil); err != nil {
-		return err
-	}
-	wake(c.t.Name)
-	return nil
+	return publish(ctx, c.db, c.d, c.t, c.clock, msgs, nil)
 }
 
 // EnqueueIDs publishes msgs as Enqueue does and returns their rows' ids, in the order of msgs
 // (see the function EnqueueIDs, which says what that costs).
 func (c *Client[D]) EnqueueIDs(ctx context.Context, msgs ...Message) ([]int64, error) {
-	ids := make([]int64, len(msgs))
-	if err := publish(ctx, c.db, c.d, c.t, c.clock, msgs, ids); err != nil {
-		return nil, err
-	}
-	wake(c.t.Name)
-	return ids, nil
+	return publishIDs(ctx, c.db, c.d, c.t, c.clock, msgs)
 }
 
 // EnqueueTx publishes msgs inside tx, the caller's own transaction: they commit or roll back

@@ -92,11 +92,7 @@ func EnqueueJSON[T any](ctx context.Context, db *sql.DB, d dialect.Dialect, t Ta
 // at their next poll; on Postgres, where t.Notify is set, its last statement also notifies t's
 // channel, which wakes consumers elsewhere that listen to it.
 func Enqueue(ctx context.Context, db *sql.DB, d dialect.Dialect, t Table, msgs ...Message) error {
-	if err := publish(ctx, db, d, t, nil, msgs, nil); err != nil {
-		return err
-	}
-	wake(t.Name)
-	return nil
+	return publish(ctx, db, d, t, nil, msgs, nil)
 }
 
 // EnqueueIDs publishes msgs as Enqueue does, all or nothing, and returns the ids of their rows,
@@ -109,11 +105,15 @@ func Enqueue(ctx context.Context, db *sql.DB, d dialect.Dialect, t Table, msgs .
 // LAST_INSERT_ID, the first of them, does not give the others. It costs a round trip per
 // message: publish bulk rows whose ids are not needed with Enqueue.
 func EnqueueIDs(ctx context.Context, db *sql.DB, d dialect.Dialect, t Table, msgs ...Message) ([]int64, error) {
+	return publishIDs(ctx, db, d, t, nil, msgs)
+}
+
+// publishIDs publishes msgs as publish does and returns their rows' ids.
+func publishIDs(ctx context.Context, db *sql.DB, d dialect.Dialect, t Table, clock Clock, msgs []Message) ([]int64, error) {
 	ids := make([]int64, len(msgs))
-	if err := publish(ctx, db, d, t, nil, msgs, ids); err != nil {
+	if err := publish(ctx, db, d, t, clock, msgs, ids); err != nil {
 		return nil, err
 	}
-	wake(t.Name)
 	return ids, nil
 }
 
@@ -138,10 +138,20 @@ func enqueueTx(ctx context.Context, tx Tx, d dialect.Dialect, t Table, clock Clo
 	return insert(ctx, tx, d, t, msgs, sts, nil)
 }
 
-// publish runs Enqueue's statements: alone where one statement takes every row, in a
+// publish runs Enqueue's statements (publishRows), then wakes the consumers of t in this
+// process.
+func publish(ctx context.Context, db *sql.DB, d dialect.Dialect, t Table, clock Clock, msgs []Message, ids []int64) error {
+	if err := publishRows(ctx, db, d, t, clock, msgs, ids); err != nil {
+		return err
+	}
+	wake(t.Name)
+	return nil
+}
+
+// publishRows runs Enqueue's statements: alone where one statement takes every row, in a
 // transaction otherwise. Where ids is not nil it receives the rows' ids, as insert says. Its
 // Delays count from clock's now (nil: this host's).
-func publish(ctx context.Context, db *sql.DB, d dialect.Dialect, t Table, clock Clock, msgs []Message, ids []int64) error {
+func publishRows(ctx context.Context, db *sql.DB, d dialect.Dialect, t Table, clock Clock, msgs []Message, ids []int64) error {
 	sts, err := statements(d, t, msgs, ids != nil, clockNow(clock))
 	if err != nil {
 		return err
