@@ -10,6 +10,7 @@
 //	inbox stats -watch 2s           # rows by state, per queue
 //	inbox rows -state delayed       # the rows in a state, highest id first
 //	inbox show 42                   # one row, whole: payload, headers, attempts, last error
+//	inbox reschedule 42 -in 2h      # a queued row runs later (or -at 2026-12-24T08:00:00Z)
 //	inbox dead list                 # dead rows, newest first; dead requeue, dead purge
 //	inbox purge -processed-before 7d
 //	inbox version
@@ -56,6 +57,7 @@ var commands = []command{
 	{"stats", "count a table's rows by state, per queue (-watch, -json)", statsCommand},
 	{"rows", "list the rows in a state, a page at a time (-state delayed)", rowsCommand},
 	{"show", "print one row, whole: inbox show 42", showCommand},
+	{"reschedule", "move one queued row to another run time (-at, -in)", rescheduleCommand},
 	{"dead", "list, requeue or purge dead rows", deadCommand},
 	{"purge", "delete processed rows older than an age (-processed-before 7d)", purgeCommand},
 	{"ui", "serve the operator's web page for one table (-addr 127.0.0.1:8080)", uiCommand},
@@ -65,7 +67,7 @@ var commands = []command{
 func usage(w io.Writer) {
 	fmt.Fprint(w, "usage: inbox <command> [flags]\n\ncommands:\n")
 	for _, c := range commands {
-		fmt.Fprintf(w, "  %-9s %s\n", c.name, c.summary)
+		fmt.Fprintf(w, "  %-10s %s\n", c.name, c.summary)
 	}
 	fmt.Fprint(w, "\n'inbox <command> -h' lists a command's flags.\n\n", dsnHelp)
 }

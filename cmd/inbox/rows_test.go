@@ -149,3 +149,44 @@ func TestRowsListsAState(t *testing.T) {
 		t.Errorf("rows -state late: exit %d, %q; want 2, naming the states", code, errOut)
 	}
 }
+
+// TestRescheduleMovesAQueuedRow: reschedule moves a due row ahead (rows then lists it as
+// delayed) and back (due again), and says why it leaves a processed or a missing row as it was.
+func TestRescheduleMovesAQueuedRow(t *testing.T) {
+	db, path := sqliteJobs(t)
+	if _, err := db.Exec("INSERT INTO jobs (queue) VALUES ('a'), ('a')"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.Exec("UPDATE jobs SET processed_at = ? WHERE id = 2", sqliteTime(time.Now())); err != nil {
+		t.Fatal(err)
+	}
+	at := time.Now().Add(48 * time.Hour).UTC().Truncate(time.Second)
+	code, out, errOut := inboxRun(t, "reschedule", "1", "-dsn", path, "-at", at.Format(time.RFC3339))
+	if code != 0 || !strings.Contains(out, "row 1 runs at "+at.Format("2006-01-02 15:04:05")) {
+		t.Fatalf("reschedule 1 -at: exit %d\n%s%s", code, out, errOut)
+	}
+	if _, out, _ := inboxRun(t, "rows", "-dsn", path, "-state", "delayed"); !strings.Contains(out, "\n1 ") {
+		t.Fatalf("after reschedule -at, rows -state delayed does not list row 1:\n%s", out)
+	}
+	if code, out, errOut := inboxRun(t, "reschedule", "-dsn", path, "-in", "0s", "1"); code != 0 || out != "row 1 is due now\n" {
+		t.Fatalf("reschedule -in 0s 1: exit %d\n%s%s", code, out, errOut)
+	}
+	if _, out, _ := inboxRun(t, "rows", "-dsn", path, "-state", "due"); !strings.Contains(out, "\n1 ") {
+		t.Fatalf("after reschedule -in 0s, rows -state due does not list row 1:\n%s", out)
+	}
+	for _, c := range []struct {
+		args []string
+		code int
+		says string
+	}{
+		{[]string{"reschedule", "2", "-in", "1h"}, 1, "the row is processed or dead"},
+		{[]string{"reschedule", "9", "-in", "1h"}, 1, "no row has the id"},
+		{[]string{"reschedule", "1"}, 2, "give the run time by -at or by -in"},
+		{[]string{"reschedule", "1", "-at", "tomorrow"}, 2, "write the time as 2026-12-24T08:00:00Z"},
+	} {
+		code, _, errOut := inboxRun(t, append(c.args, "-dsn", path)...)
+		if code != c.code || !strings.Contains(errOut, c.says) || strings.Contains(errOut, "inbox: ") {
+			t.Errorf("inbox %s: exit %d, stderr %q; want %d and %q, with one inbox prefix", strings.Join(c.args, " "), code, errOut, c.code, c.says)
+		}
+	}
+}
