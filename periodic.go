@@ -477,7 +477,7 @@ func (p *Periodic) publish(ctx context.Context, tx dialect.Tx, k sqltext.Ticks, 
 	for i, t := range ticks {
 		msgs[i] = s.Message(t)
 	}
-	sts, err := statements(p.d, p.t, msgs, true)
+	sts, err := statements(p.d, p.t, msgs, true, time.Now())
 	if err != nil {
 		return sentinel.At(s.where, err)
 	}
