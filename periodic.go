@@ -229,6 +229,7 @@ func (p *Periodic) Run(ctx context.Context) error {
 			p.loop(ctx, k, s)
 		}()
 	}
+	<-ctx.Done() // the schedules that stopped leave the others running
 	wg.Wait()
 	return nil
 }
