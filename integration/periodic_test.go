@@ -91,21 +91,7 @@ func TestPeriodicProcesses(t *testing.T) {
 			run.killAll()
 			end := time.Now()
 
-			lasts := map[string]time.Time{}
-			for _, s := range periodicSchedules {
-				ticks := periodicTicks(t, b, db, tbl, s.name)
-				if len(ticks) < 29 || len(ticks) > 31 {
-					t.Errorf("%s: %d jobs in %s of 4 processes; want 30 ±1", s.name, len(ticks), end.Sub(start).Round(time.Millisecond))
-				}
-				for i := 1; i < len(ticks); i++ {
-					if ticks[i].Sub(ticks[i-1]) != time.Second {
-						t.Errorf("%s: tick %s follows %s: want each second's tick once", s.name, ticks[i].Format(time.StampMilli), ticks[i-1].Format(time.StampMilli))
-					}
-				}
-				if len(ticks) > 0 {
-					lasts[s.name] = ticks[len(ticks)-1]
-				}
-			}
+			lasts := periodicCheckRun(t, b, db, tbl, end.Sub(start))
 			t.Logf("%d processes killed and started again in %s", run.killed, end.Sub(start).Round(time.Millisecond))
 
 			// The outage: 10 s, ending 0.6 s after a tick, so that the tick before the restart
@@ -119,39 +105,7 @@ func TestPeriodicProcesses(t *testing.T) {
 			time.Sleep(time.Until(started.Add(2500 * time.Millisecond)))
 			run.killAll()
 
-			missedBefore := started.Add(-500 * time.Millisecond) // a tick earlier than this was missed
-			for _, s := range periodicSchedules {
-				ticks := periodicTicks(t, b, db, tbl, s.name)
-				var backfilled, after []time.Time
-				for _, tick := range ticks {
-					switch {
-					case !tick.After(lasts[s.name]):
-					case tick.Before(missedBefore):
-						backfilled = append(backfilled, tick)
-					default:
-						after = append(after, tick)
-					}
-				}
-				missed := int(missedBefore.Sub(lasts[s.name]) / time.Second)
-				want := min(s.backfill, missed)
-				if len(backfilled) != want {
-					t.Errorf("%s after a %s outage (%d ticks missed): %d missed ticks published %v; want %d", s.name, up.Sub(end).Round(time.Millisecond), missed, len(backfilled), backfilled, want)
-				}
-				for i := 1; i < len(backfilled); i++ {
-					if backfilled[i].Sub(backfilled[i-1]) != time.Second {
-						t.Errorf("%s: backfilled %v: want the latest ticks missed", s.name, backfilled)
-					}
-				}
-				if len(backfilled) > 0 && missedBefore.Sub(backfilled[len(backfilled)-1]) > time.Second {
-					t.Errorf("%s: backfilled %v: want the latest ticks missed, before %s", s.name, backfilled, missedBefore.Format(time.StampMilli))
-				}
-				if len(after) < 2 {
-					t.Errorf("%s: %d ticks published in the 2.5 s after the restart; want them on time", s.name, len(after))
-				}
-				if dup := len(ticks) - len(slices.Compact(slices.Clone(ticks))); dup > 0 {
-					t.Errorf("%s: %d ticks published twice", s.name, dup)
-				}
-			}
+			periodicCheckOutage(t, b, db, tbl, lasts, started, up.Sub(end))
 		})
 	}
 }
@@ -348,5 +302,67 @@ func TestPeriodicNeedsTicksTable(t *testing.T) {
 				t.Errorf("Run = %v; want ErrSchema with %s", err, create)
 			}
 		})
+	}
+}
+
+// periodicCheckRun checks each schedule's jobs after a run of d: one a second, each tick once,
+// none missing. It returns each schedule's last tick.
+func periodicCheckRun(t *testing.T, b backend, db *sql.DB, tbl inbox.Table, d time.Duration) map[string]time.Time {
+	t.Helper()
+	lasts := map[string]time.Time{}
+	for _, s := range periodicSchedules {
+		ticks := periodicTicks(t, b, db, tbl, s.name)
+		if len(ticks) < 29 || len(ticks) > 31 {
+			t.Errorf("%s: %d jobs in %s of 4 processes; want 30 ±1", s.name, len(ticks), d.Round(time.Millisecond))
+		}
+		for i := 1; i < len(ticks); i++ {
+			if ticks[i].Sub(ticks[i-1]) != time.Second {
+				t.Errorf("%s: tick %s follows %s: want each second's tick once", s.name, ticks[i].Format(time.StampMilli), ticks[i-1].Format(time.StampMilli))
+			}
+		}
+		if len(ticks) > 0 {
+			lasts[s.name] = ticks[len(ticks)-1]
+		}
+	}
+	return lasts
+}
+
+// periodicCheckOutage checks each schedule's jobs after an outage of d since its last tick
+// before it, lasts, and a restart at started: the missed ticks its policy publishes (the latest
+// ones), the ticks on time since, and no tick twice.
+func periodicCheckOutage(t *testing.T, b backend, db *sql.DB, tbl inbox.Table, lasts map[string]time.Time, started time.Time, d time.Duration) {
+	t.Helper()
+	missedBefore := started.Add(-500 * time.Millisecond) // a tick earlier than this was missed
+	for _, s := range periodicSchedules {
+		ticks := periodicTicks(t, b, db, tbl, s.name)
+		var backfilled, after []time.Time
+		for _, tick := range ticks {
+			switch {
+			case !tick.After(lasts[s.name]):
+			case tick.Before(missedBefore):
+				backfilled = append(backfilled, tick)
+			default:
+				after = append(after, tick)
+			}
+		}
+		missed := int(missedBefore.Sub(lasts[s.name]) / time.Second)
+		want := min(s.backfill, missed)
+		if len(backfilled) != want {
+			t.Errorf("%s after a %s outage (%d ticks missed): %d missed ticks published %v; want %d", s.name, d.Round(time.Millisecond), missed, len(backfilled), backfilled, want)
+		}
+		for i := 1; i < len(backfilled); i++ {
+			if backfilled[i].Sub(backfilled[i-1]) != time.Second {
+				t.Errorf("%s: backfilled %v: want the latest ticks missed", s.name, backfilled)
+			}
+		}
+		if len(backfilled) > 0 && missedBefore.Sub(backfilled[len(backfilled)-1]) > time.Second {
+			t.Errorf("%s: backfilled %v: want the latest ticks missed, before %s", s.name, backfilled, missedBefore.Format(time.StampMilli))
+		}
+		if len(after) < 2 {
+			t.Errorf("%s: %d ticks published in the 2.5 s after the restart; want them on time", s.name, len(after))
+		}
+		if dup := len(ticks) - len(slices.Compact(slices.Clone(ticks))); dup > 0 {
+			t.Errorf("%s: %d ticks published twice", s.name, dup)
+		}
 	}
 }
