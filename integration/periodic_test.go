@@ -55,7 +55,7 @@ func periodicCreate(t *testing.T, b backend, db *sql.DB) inbox.Table {
 }
 
 // TestPeriodicProcesses runs schedules of a tick a second in 4 child processes for 30 s,
-// SIGKILLing one of them every 2.5 s (a few milliseconds after a tick, when the processes are
+// SIGKILLing one of them every 2 to 3 s (a few milliseconds after a tick, when the processes are
 // taking it) and starting it again: each schedule's jobs are one per second of the run, every
 // tick once, none missing. Then every process is killed for 10 s, and two started again: each
 // schedule publishes the ticks it missed by its misfire policy (skip none, run once one,
