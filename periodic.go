@@ -99,10 +99,11 @@ type PeriodicConfig struct {
 // Ticks are read on each process's clock: a process whose clock runs ahead takes a tick early
 // by as much, still once.
 type Periodic struct {
-	db  *sql.DB
-	d   dialect.Dialect
-	t   Table
-	log *slog.Logger
+	db    *sql.DB
+	d     dialect.Dialect
+	t     Table
+	clock Clock // a Delay of a tick's job counts from its now; nil: this host's
+	log   *slog.Logger
 
 	mu      sync.Mutex
 	jobs    []*scheduled
@@ -126,9 +127,11 @@ func NewPeriodic(db *sql.DB, d dialect.Dialect, t Table, cfg *PeriodicConfig) *P
 }
 
 // NewPeriodic returns the runner of schedules that publish into the client's table (see the
-// function NewPeriodic).
+// function NewPeriodic), a Delay of their jobs counted on the client's clock (WithClock).
 func (c *Client[D]) NewPeriodic(cfg *PeriodicConfig) *Periodic {
-	return NewPeriodic(c.db, c.d, c.t, cfg)
+	p := NewPeriodic(c.db, c.d, c.t, cfg)
+	p.clock = c.clock
+	return p
 }
 
 // TicksTable is the name of the ticks table of the job table named table: its name and
@@ -478,7 +481,7 @@ func (p *Periodic) publish(ctx context.Context, tx dialect.Tx, k sqltext.Ticks, 
 	for i, t := range ticks {
 		msgs[i] = s.Message(t)
 	}
-	sts, err := statements(p.d, p.t, msgs, true, time.Now())
+	sts, err := statements(p.d, p.t, msgs, true, clockNow(p.clock))
 	if err != nil {
 		return sentinel.At(s.where, err)
 	}

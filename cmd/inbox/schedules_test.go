@@ -10,9 +10,9 @@ import (
 	"github.com/sqlinbox/inbox"
 )
 
-// TestSchedules creates a table with its ticks table (schema -apply -schedules), lists its
-// schedules before any ran and after a Periodic took ticks, and refuses a table without a
-// ticks table with the statement that creates it.
+// TestSchedules refuses a table without a ticks table with the statement that creates it,
+// creates a table with its ticks table (schema -apply -schedules), and lists its schedules
+// before any ran and after a Periodic took ticks.
 func TestSchedules(t *testing.T) {
 	for _, l := range liveDSNs(t) {
 		t.Run(l.name, func(t *testing.T) {
@@ -21,9 +21,16 @@ func TestSchedules(t *testing.T) {
 			db.Exec("DROP TABLE IF EXISTS " + ticks)
 			t.Cleanup(func() { db.Exec("DROP TABLE IF EXISTS " + ticks) })
 
+			if code, out, errOut := inboxRun(t, "schema", "-dsn", l.dsn, "-table", name, "-apply"); code != 0 || strings.Contains(out, ticks) {
+				t.Fatalf("schema -apply: exit %d; want the job table alone\n%s%s", code, out, errOut)
+			}
 			code, _, errOut := inboxRun(t, "schedules", "-dsn", l.dsn, "-table", name)
 			if code != 1 || !strings.Contains(errOut, "CREATE TABLE "+ticks) {
 				t.Fatalf("schedules without the ticks table: exit %d; want 1 and the statement that creates it\n%s", code, errOut)
+			}
+			quoted, _ := tg.dialect.Quote(name)
+			if _, err := db.Exec("DROP TABLE " + quoted); err != nil {
+				t.Fatal(err)
 			}
 			if code, out, errOut := inboxRun(t, "schema", "-dsn", l.dsn, "-table", name, "-apply", "-schedules"); code != 0 || !strings.Contains(out, "CREATE TABLE "+ticks) {
 				t.Fatalf("schema -apply -schedules: exit %d\n%s%s", code, out, errOut)
