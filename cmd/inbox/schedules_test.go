@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"database/sql"
 	"encoding/json"
 	"strings"
 	"testing"
@@ -39,34 +40,46 @@ func TestSchedules(t *testing.T) {
 				t.Fatalf("schedules of none: exit %d\n%s%s", code, out, errOut)
 			}
 
-			tbl := inbox.Table{Name: name, ID: "id", IDGenerated: true, Payload: "payload", Attempt: "attempt", ProcessedAt: "processed_at", Queue: "queue", Priority: "priority", RetryAfter: "retry_after", Headers: "headers"}
-			p := inbox.NewPeriodic(db, tg.dialect, tbl, nil)
-			if err := p.Add(inbox.PeriodicJob{Name: "report", Schedule: inbox.Every(100 * time.Millisecond), Message: func(time.Time) inbox.Message { return inbox.Message{Payload: []byte("r")} }}); err != nil {
-				t.Fatal(err)
-			}
-			ctx, cancel := context.WithTimeout(context.Background(), 450*time.Millisecond)
-			defer cancel()
-			if err := p.Run(ctx); err != nil {
-				t.Fatal(err)
-			}
-
-			code, out, errOut := inboxRun(t, "schedules", "-dsn", l.dsn, "-table", name, "-json")
-			var got struct {
-				Name     string
-				LastTick *time.Time `json:"last_tick"`
-				NextTick *time.Time `json:"next_tick"`
-				JobID    int64      `json:"job_id"`
-			}
-			if code != 0 || json.Unmarshal([]byte(out), &got) != nil {
-				t.Fatalf("schedules -json: exit %d\n%s%s", code, out, errOut)
-			}
-			if got.Name != "report" || got.LastTick == nil || got.NextTick == nil || got.NextTick.Sub(*got.LastTick) != 100*time.Millisecond || got.JobID == 0 {
-				t.Errorf("schedules -json = %s; want report, its last tick, the next 100 ms later, and its job", out)
-			}
-			code, out, _ = inboxRun(t, "schedules", "-dsn", l.dsn, "-table", name)
-			if lines := strings.Split(out, "\n"); code != 0 || len(lines) != 3 || !strings.HasPrefix(lines[0], "schedule  last tick") || !strings.HasPrefix(lines[1], "report    "+got.LastTick.Format("2006-01-02 15:04:05.000")) {
-				t.Errorf("schedules: exit %d\n%s", code, out)
-			}
+			takeTicks(t, db, tg, name)
+			checkListed(t, l, name)
 		})
+	}
+}
+
+// takeTicks runs a Periodic of a schedule of 100 ms, "report", on table name for 450 ms.
+func takeTicks(t *testing.T, db *sql.DB, tg target, name string) {
+	t.Helper()
+	tbl := inbox.Table{Name: name, ID: "id", IDGenerated: true, Payload: "payload", Attempt: "attempt", ProcessedAt: "processed_at", Queue: "queue", Priority: "priority", RetryAfter: "retry_after", Headers: "headers"}
+	p := inbox.NewPeriodic(db, tg.dialect, tbl, nil)
+	if err := p.Add(inbox.PeriodicJob{Name: "report", Schedule: inbox.Every(100 * time.Millisecond), Message: func(time.Time) inbox.Message { return inbox.Message{Payload: []byte("r")} }}); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 450*time.Millisecond)
+	defer cancel()
+	if err := p.Run(ctx); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// checkListed checks that inbox schedules lists "report" with its last tick, the next one
+// 100 ms later and its last job, as JSON and as text.
+func checkListed(t *testing.T, l liveDSN, name string) {
+	t.Helper()
+	code, out, errOut := inboxRun(t, "schedules", "-dsn", l.dsn, "-table", name, "-json")
+	var got struct {
+		Name     string
+		LastTick *time.Time `json:"last_tick"`
+		NextTick *time.Time `json:"next_tick"`
+		JobID    int64      `json:"job_id"`
+	}
+	if code != 0 || json.Unmarshal([]byte(out), &got) != nil {
+		t.Fatalf("schedules -json: exit %d\n%s%s", code, out, errOut)
+	}
+	if got.Name != "report" || got.LastTick == nil || got.NextTick == nil || got.NextTick.Sub(*got.LastTick) != 100*time.Millisecond || got.JobID == 0 {
+		t.Errorf("schedules -json = %s; want report, its last tick, the next 100 ms later, and its job", out)
+	}
+	code, out, _ = inboxRun(t, "schedules", "-dsn", l.dsn, "-table", name)
+	if lines := strings.Split(out, "\n"); code != 0 || len(lines) != 3 || !strings.HasPrefix(lines[0], "schedule  last tick") || !strings.HasPrefix(lines[1], "report    "+got.LastTick.Format("2006-01-02 15:04:05.000")) {
+		t.Errorf("schedules: exit %d\n%s", code, out)
 	}
 }
