@@ -12,6 +12,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/sqlinbox/inbox/dialect"
+	"github.com/sqlinbox/inbox/internal/conflict"
 	"github.com/sqlinbox/inbox/internal/sentinel"
 	"github.com/sqlinbox/inbox/internal/sqlitewriter"
 	"github.com/sqlinbox/inbox/internal/sqltext"
@@ -350,7 +351,9 @@ func (p *Periodic) step(ctx context.Context, k sqltext.Ticks, s *scheduled, now 
 	if plan.latest.IsZero() {
 		return plan.next.Sub(now), nil
 	}
-	return 0, p.take(ctx, k, s, r, plan)
+	// A deadlock or a serialization failure rolled the take back: take it again at once, not
+	// a retryPause later, when the tick may count as missed.
+	return 0, conflict.Retry(ctx, p.d, func() error { return p.take(ctx, k, s, r, plan) })
 }
 
 // add writes the schedule's first row, its first tick planned at the next after now. Where
