@@ -13,6 +13,7 @@
 //	inbox reschedule 42 -in 2h      # a queued row runs later (or -at 2026-12-24T08:00:00Z)
 //	inbox dead list                 # dead rows, newest first; dead requeue, dead purge
 //	inbox purge -processed-before 7d
+//	inbox schedules                 # periodic jobs: each schedule's last and next tick
 //	inbox version
 //
 // Every command that reaches a database takes it from -dsn, or else from $INBOX_DSN; the DSN's
@@ -60,6 +61,7 @@ var commands = []command{
 	{"reschedule", "move one queued row to another run time (-at, -in)", rescheduleCommand},
 	{"dead", "list, requeue or purge dead rows", deadCommand},
 	{"purge", "delete processed rows older than an age (-processed-before 7d)", purgeCommand},
+	{"schedules", "list the periodic jobs' schedules with their last and next tick (-json)", schedulesCommand},
 	{"ui", "serve the operator's web page for one table (-addr 127.0.0.1:8080)", uiCommand},
 	{"version", "print the versions of this command, the library and Go", version},
 }

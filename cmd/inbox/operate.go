@@ -12,6 +12,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/sqlinbox/inbox"
 	"github.com/sqlinbox/inbox/admin"
 	"github.com/sqlinbox/inbox/dialect"
 )
@@ -20,7 +21,8 @@ const schemaHead = `Prints the statements that create the table the flags descri
 README recommends: for the database of -dsn (or $INBOX_DSN), or else of -db. -apply runs them
 on that database. -check compares the table there with the description instead, column by
 column (missing, or of a type that does not fit its role) and the claim index, prints the
-statement that fixes each problem, and exits with 1 when there is one.`
+statement that fixes each problem, and exits with 1 when there is one. -schedules adds the
+ticks table that periodic jobs (inbox.Periodic) need, to the print and to -apply.`
 
 func schemaCommand(ctx context.Context, s *session, args []string) error {
 	fs := s.flags("schema", schemaHead)
@@ -29,12 +31,16 @@ func schemaCommand(ctx context.Context, s *session, args []string) error {
 	apply := fs.Bool("apply", false, "create the table on the database")
 	check := fs.Bool("check", false, "check the table on the database against the description")
 	asJSON := fs.Bool("json", false, "with -check, print the check as JSON")
+	schedules := fs.Bool("schedules", false, "add the ticks table of the table's periodic jobs (<table>_ticks)")
 	tf := addTableFlags(fs)
 	if err := s.parse(fs, args); err != nil {
 		return err
 	}
 	if *apply && *check {
 		return usagef("-apply and -check: give one")
+	}
+	if *schedules && *check {
+		return usagef("-schedules and -check: inbox schedules reads the ticks table")
 	}
 	t, ok, err := s.target(*dsn)
 	if err != nil {
@@ -57,7 +63,7 @@ func schemaCommand(ctx context.Context, s *session, args []string) error {
 		defer o.db.Close()
 		return printCheck(ctx, s, o, *asJSON)
 	case *apply:
-		return applySchema(ctx, s, t, tf)
+		return applySchema(ctx, s, t, tf, *schedules)
 	}
 	// Printing needs no connection: the DSN's scheme names the database.
 	var d dialect.Dialect = t.dialect
@@ -66,7 +72,7 @@ func schemaCommand(ctx context.Context, s *session, args []string) error {
 			return err
 		}
 	}
-	stmts, err := admin.Schema(d, tf.table())
+	stmts, err := schemaStatements(d, tf.table(), *schedules)
 	if err != nil {
 		return usagef("%v", err)
 	}
@@ -74,14 +80,25 @@ func schemaCommand(ctx context.Context, s *session, args []string) error {
 	return nil
 }
 
+// schemaStatements are the statements that create table t on d, and its ticks table where
+// schedules is set.
+func schemaStatements(d dialect.Dialect, t inbox.Table, schedules bool) ([]string, error) {
+	stmts, err := admin.Schema(d, t)
+	if err != nil || !schedules {
+		return stmts, err
+	}
+	ticks, err := inbox.TicksSchema(d, t)
+	return append(stmts, ticks), err
+}
+
 // applySchema creates the described table on t's database, and prints the statements it ran.
-func applySchema(ctx context.Context, s *session, t target, tf *tableFlags) error {
+func applySchema(ctx context.Context, s *session, t target, tf *tableFlags, schedules bool) error {
 	o, err := s.operateOn(ctx, t, tf, createFile, tf.described)
 	if err != nil {
 		return err
 	}
 	defer o.db.Close()
-	stmts, err := o.admin.Schema()
+	stmts, err := schemaStatements(o.d, o.table, schedules)
 	if err != nil {
 		return err
 	}

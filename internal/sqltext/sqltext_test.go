@@ -32,6 +32,7 @@ func TestGoldens(t *testing.T) {
 				"wakeup":      wakeupEntries(s, dl.Name),
 				"unclaimable": unclaimableEntries(s),
 				"schema":      schemaEntries(t, dl.D, sh),
+				"ticks":       ticksEntries(t, dl.D, sh),
 			}
 			if c.SkipLocked {
 				forms["rowlock"] = rowLockEntries(c, s.RowLock())
