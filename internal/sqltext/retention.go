@@ -129,7 +129,7 @@ func (s SQL) expired(p *Params, e Expiry) string {
 // database's DELETE can: on Postgres over the rows a SELECT … FOR UPDATE SKIP LOCKED picks, so
 // that it never waits for a row another transaction holds; on SQLite (one writer, no row
 // locks) over a plain SELECT. Empty on MySQL and MariaDB, whose DELETE cannot read its own
-// table in a subquery: there PurgePick and PurgeIDs run in one transaction. It binds the
+// table in a subquery: there PurgePick and PurgeID run in one transaction. It binds the
 // cutoffs Expiry asks for.
 func (s SQL) Purge(e Expiry, limit int) Statement {
 	if s.c.Catalog == dialect.MySQLCatalog {
@@ -151,8 +151,11 @@ func (s SQL) PurgePick(e Expiry, limit int) Statement {
 	return p.statement("SELECT " + t.ID + " FROM " + t.Name + " WHERE " + s.expired(p, e) + " ORDER BY " + t.ID + " LIMIT " + strconv.Itoa(limit) + " FOR UPDATE SKIP LOCKED")
 }
 
-// PurgeIDs deletes n rows PurgePick locked, by id. It binds their ids.
-func (s SQL) PurgeIDs(n int) Statement {
+// PurgeID deletes one row PurgePick locked, by its id: MySQL's and MariaDB's second step of a
+// purge, a statement per row, since InnoDB may take an id IN (…) list through a scan that locks
+// every row it reads and waits for the rows other transactions hold (see
+// dialect.Caps.IDListSettles). It binds the id.
+func (s SQL) PurgeID() Statement {
 	p, t := s.Params(), s.t
-	return p.statement("DELETE FROM " + t.Name + " WHERE " + t.ID + " IN (" + p.listOf(ArgID, n) + ")")
+	return p.statement("DELETE FROM " + t.Name + " WHERE " + t.ID + " = " + p.Next(ArgID))
 }

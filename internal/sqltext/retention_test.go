@@ -38,7 +38,7 @@ func retentionEntries(c *dialect.Caps, s sqltext.SQL, t sqltext.Table) []golden.
 		}
 	}
 	if c.Catalog == dialect.MySQLCatalog {
-		e.add("purge ids(3)", s.PurgeIDs(3))
+		e.add("purge id", s.PurgeID())
 	}
 	return e
 }
