@@ -244,11 +244,12 @@ func (s *sweeper) pass(ctx context.Context) bool {
 	sw := Sweep{Table: s.table, Holder: s.holder, Began: time.Now()}
 	leaseEnd, budgetEnd := sent.Add(s.lease()), sw.Began.Add(s.cfg.Budget)
 	for {
+		batchSent := time.Now()
 		n, err := s.batch(ctx, leaseEnd)
 		sw.Deleted += n
 		sw.Batches++
 		if err != nil {
-			sw.Err = err
+			sw.Err = fmt.Errorf("deleting batch %d (after %v): %w", sw.Batches, time.Since(batchSent).Round(time.Millisecond), err)
 			break
 		}
 		if n < int64(s.cfg.BatchSize) {
@@ -259,7 +260,8 @@ func (s *sweeper) pass(ctx context.Context) bool {
 			break
 		}
 		sent = time.Now()
-		if sw.Err = s.renew(ctx); sw.Err != nil {
+		if err := s.renew(ctx); err != nil {
+			sw.Err = fmt.Errorf("renewing the sweeper lease: %w", err)
 			break
 		}
 		leaseEnd = sent.Add(s.lease())

@@ -138,7 +138,7 @@ func testRetention(t *testing.T, c cell) {
 		return outcome.Ack()
 	})
 	rec := &sweeps{}
-	ret := &inbox.Retention{ProcessedAge: retentionAge, DeadAge: retentionAge, BatchSize: batch, Interval: 100 * time.Millisecond, Budget: 500 * time.Millisecond}
+	ret := &inbox.Retention{ProcessedAge: retentionAge, DeadAge: retentionAge, BatchSize: batch, Interval: 100 * time.Millisecond, Budget: time.Second}
 	for i := range 3 {
 		runConsumer(t, dbs[i], c.newForm(t, tbl), h, &inbox.Config{Queue: "q", Retention: ret, Observer: rec, ShutdownTimeout: time.Second})
 	}
