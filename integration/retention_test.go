@@ -3,6 +3,7 @@ package integration
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -269,4 +270,23 @@ func takeSweepLease(t *testing.T, b backend, db *sql.DB, table string) int64 {
 		t.Fatal(fmt.Errorf("rows affected: %w", err))
 	}
 	return n
+}
+
+// TestRetentionNeedsSweepsTable: Run with retention on refuses a database without the sweeper
+// leases' table, with ErrSchema naming the statement that creates it; without retention the
+// same consumer runs. (A new SQLite file: the servers' databases have the table by now.)
+func TestRetentionNeedsSweepsTable(t *testing.T) {
+	b := onlyBackends(t, "sqlite")[0]
+	db, tbl := b.openTable(t, 4, deadTable)
+	h := inbox.HandlerFunc(func(context.Context, *inbox.Delivery) outcome.Outcome { return outcome.Ack() })
+	cons := inbox.NewConsumer(db, lease.New(b.dialect, tbl, nil), h, &inbox.Config{Retention: &inbox.Retention{DeadAge: time.Hour}, Logger: testLogger(t)})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	err := cons.Run(ctx)
+	if !errors.Is(err, inbox.ErrSchema) || !strings.Contains(err.Error(), admin.RetentionSchema(b.dialect)[0]) {
+		t.Fatalf("Run: %v; want ErrSchema naming %s", err, admin.RetentionSchema(b.dialect)[0])
+	}
+	t.Log(err)
+	createSweeps(t, b, db)
+	runConsumer(t, db, lease.New(b.dialect, tbl, nil), h, &inbox.Config{Retention: &inbox.Retention{DeadAge: time.Hour}})()
 }
