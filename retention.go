@@ -234,8 +234,10 @@ func (s *sweeper) lease() time.Duration { return 2 * s.cfg.Budget }
 func (s *sweeper) pass(ctx context.Context) bool {
 	sent := time.Now()
 	taken, err := s.takeLease(ctx)
-	if err != nil {
+	if err != nil && ctx.Err() == nil {
 		s.log.Warn("inbox: retention: taking the sweeper lease failed; trying again at the next interval", "err", err, "in", s.cfg.Interval)
+	}
+	if err != nil {
 		return false
 	}
 	if !taken {
