@@ -196,7 +196,12 @@ func checkSweeps(t *testing.T, all []inbox.Sweep, batch int, deleted int64) {
 		if i > 0 && sw.Began.Before(all[i-1].Ended) {
 			t.Errorf("pass %d of %s began at %v, before pass %d of %s ended at %v: two held the lease", i, sw.Holder, sw.Began.Format(time.StampMicro), i-1, all[i-1].Holder, all[i-1].Ended.Format(time.StampMicro))
 		}
-		if sw.Err != nil {
+		switch {
+		case errors.Is(sw.Err, context.DeadlineExceeded):
+			// A batch outran its lease on a loaded machine: the pass stopped, as it must, and
+			// another takes the rest.
+			t.Logf("pass %d stopped at its lease: %v", i, sw.Err)
+		case sw.Err != nil:
 			t.Errorf("pass %d failed: %v", i, sw.Err)
 		}
 	}
