@@ -105,6 +105,10 @@ type Config struct {
 	// negative: no limit. Where the table has no Attempt column attempts are not counted, and
 	// there is no limit.
 	MaxAttempts int
+	// Retention deletes the table's processed and dead rows once they are older than an age, in
+	// bounded batches, one consumer at a time under a lease of its own (see Retention). Nil:
+	// settled rows are kept. Setting it needs the table inbox_sweeps (inbox schema -retention).
+	Retention *Retention
 }
 
 func (c *Consumer) configure(cfg *Config) {

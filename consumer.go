@@ -171,14 +171,18 @@ func (c *Consumer) binding() Binding {
 	return b
 }
 
-// start claims plan's queue in this process and, where the clock follows the database's, syncs
-// it; when the sync fails it lets the queue go again.
+// start claims plan's queue in this process, checks its retention (checkRetention) and, where
+// the clock follows the database's, syncs it; when either fails it lets the queue go again.
 func (c *Consumer) start(ctx context.Context, plan Plan) (unqueue func(), err error) {
 	var kinds []string
 	if c.kinds != nil {
 		kinds = c.kinds.Names()
 	}
 	if unqueue, err = claimQueue(c.db, plan.Table, c.cfg.Queue, kinds); err != nil {
+		return nil, err
+	}
+	if err := c.checkRetention(ctx, plan); err != nil {
+		unqueue()
 		return nil, err
 	}
 	if s, ok := c.cfg.Clock.(interface{ Sync(context.Context) error }); ok {

@@ -82,7 +82,8 @@ func (c *Consumer) budget(plan Plan, log *slog.Logger) (workers, claims int, err
 }
 
 // start starts the run's goroutines: the settlers behind the workers, the wake-ups, the
-// workers, the extender, the search for unclaimable rows and the pool's watch. stop ends them.
+// workers, the extender, the search for unclaimable rows, the sweeper (Config.Retention) and
+// the pool's watch. stop ends them.
 func (r *run) start(ctx context.Context) {
 	if r.settlers > 0 {
 		r.behind = make(chan settlement)
@@ -113,6 +114,9 @@ func (r *run) start(ctx context.Context) {
 	}
 	if r.otherKinds != nil {
 		r.background(func() { watchOtherKinds(ctx, r.otherKinds, r.log, unclaimableEvery) })
+	}
+	if s := r.sweeper(); s != nil {
+		r.background(func() { s.run(ctx) })
 	}
 	r.stopWatch, r.watchDone = make(chan struct{}), make(chan struct{})
 	go r.watchPool(r.stopWatch, r.watchDone)

@@ -22,7 +22,8 @@ README recommends: for the database of -dsn (or $INBOX_DSN), or else of -db. -ap
 on that database. -check compares the table there with the description instead, column by
 column (missing, or of a type that does not fit its role) and the claim index, prints the
 statement that fixes each problem, and exits with 1 when there is one. -schedules adds the
-ticks table that periodic jobs (inbox.Periodic) need, to the print and to -apply.`
+ticks table that periodic jobs (inbox.Periodic) need, to the print and to -apply; -retention
+the sweeper leases' table (inbox_sweeps) that inbox.Retention needs, once per database.`
 
 func schemaCommand(ctx context.Context, s *session, args []string) error {
 	fs := s.flags("schema", schemaHead)
@@ -32,6 +33,7 @@ func schemaCommand(ctx context.Context, s *session, args []string) error {
 	check := fs.Bool("check", false, "check the table on the database against the description")
 	asJSON := fs.Bool("json", false, "with -check, print the check as JSON")
 	schedules := fs.Bool("schedules", false, "add the ticks table of the table's periodic jobs (<table>_ticks)")
+	retention := fs.Bool("retention", false, "add the table of the sweeper leases (inbox_sweeps) that inbox.Retention needs, once per database")
 	tf := addTableFlags(fs)
 	if err := s.parse(fs, args); err != nil {
 		return err
@@ -63,7 +65,7 @@ func schemaCommand(ctx context.Context, s *session, args []string) error {
 		defer o.db.Close()
 		return printCheck(ctx, s, o, *asJSON)
 	case *apply:
-		return applySchema(ctx, s, t, tf, *schedules)
+		return applySchema(ctx, s, t, tf, *schedules, *retention)
 	}
 	// Printing needs no connection: the DSN's scheme names the database.
 	var d dialect.Dialect = t.dialect
@@ -72,7 +74,7 @@ func schemaCommand(ctx context.Context, s *session, args []string) error {
 			return err
 		}
 	}
-	stmts, err := schemaStatements(d, tf.table(), *schedules)
+	stmts, err := schemaStatements(d, tf.table(), *schedules, *retention)
 	if err != nil {
 		return usagef("%v", err)
 	}
@@ -80,25 +82,35 @@ func schemaCommand(ctx context.Context, s *session, args []string) error {
 	return nil
 }
 
-// schemaStatements are the statements that create table t on d, and its ticks table where
-// schedules is set.
-func schemaStatements(d dialect.Dialect, t inbox.Table, schedules bool) ([]string, error) {
+// schemaStatements are the statements that create table t on d, its ticks table where
+// schedules is set, and the sweeper leases' table (where it is not there) where retention is.
+func schemaStatements(d dialect.Dialect, t inbox.Table, schedules, retention bool) ([]string, error) {
 	stmts, err := admin.Schema(d, t)
-	if err != nil || !schedules {
-		return stmts, err
+	if err != nil {
+		return nil, err
 	}
-	ticks, err := inbox.TicksSchema(d, t)
-	return append(stmts, ticks), err
+	if schedules {
+		ticks, err := inbox.TicksSchema(d, t)
+		if err != nil {
+			return nil, err
+		}
+		stmts = append(stmts, ticks)
+	}
+	if retention {
+		stmts = append(stmts, admin.RetentionSchema(d)...)
+	}
+	return stmts, nil
 }
 
-// applySchema creates the described table on t's database, and prints the statements it ran.
-func applySchema(ctx context.Context, s *session, t target, tf *tableFlags, schedules bool) error {
+// applySchema creates the described table on t's database, with the tables schedules and
+// retention add (schemaStatements), and prints the statements it ran.
+func applySchema(ctx context.Context, s *session, t target, tf *tableFlags, schedules, retention bool) error {
 	o, err := s.operateOn(ctx, t, tf, createFile, tf.described)
 	if err != nil {
 		return err
 	}
 	defer o.db.Close()
-	stmts, err := schemaStatements(o.d, o.table, schedules)
+	stmts, err := schemaStatements(o.d, o.table, schedules, retention)
 	if err != nil {
 		return err
 	}

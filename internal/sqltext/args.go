@@ -23,6 +23,13 @@ const (
 	ArgKey     Arg = "key"     // a row's key, the advisory lock's name
 	ArgHorizon Arg = "horizon" // the time past which a retry_after reads as never (FarAhead)
 	ArgChannel Arg = "channel" // the channel a publish notifies
+
+	// The sweeper lease's and retention's roles (Sweeps, Purge).
+	ArgTable           Arg = "table"            // the job table's name, the sweeper lease's key
+	ArgHolder          Arg = "holder"           // the sweeper's name, the lease's holder
+	ArgFor             Arg = "for"              // a duration on the database's clock, in microseconds
+	ArgProcessedBefore Arg = "processed_before" // the time before which a processed row expires
+	ArgDeadBefore      Arg = "dead_before"      // the time before which a dead row expires
 )
 
 // Statement is a statement's text and the roles of its parameters, in the order they appear.
@@ -37,10 +44,12 @@ type Statement struct {
 // dialect.Dialect.Time returns it) is given as it is to be bound.
 type Values struct {
 	Now, Queue, Lease, Attempt, At, Error, Limit, Horizon, Channel any
-	Kinds                                                          []string
-	IDs                                                            []int64
-	Tokens                                                         []any
-	Keys                                                           []string
+	// The sweeper lease's and retention's values (Sweeps, Purge).
+	Table, Holder, For, ProcessedBefore, DeadBefore any
+	Kinds                                           []string
+	IDs                                             []int64
+	Tokens                                          []any
+	Keys                                            []string
 }
 
 // Bind appends to dst the arguments of a run of st, v's values in the order st lists their
@@ -94,6 +103,16 @@ func (v *Values) one(a Arg) any {
 		return v.Horizon
 	case ArgChannel:
 		return v.Channel
+	case ArgTable:
+		return v.Table
+	case ArgHolder:
+		return v.Holder
+	case ArgFor:
+		return v.For
+	case ArgProcessedBefore:
+		return v.ProcessedBefore
+	case ArgDeadBefore:
+		return v.DeadBefore
 	}
 	panic("sqltext: no value for the parameter role " + string(a))
 }

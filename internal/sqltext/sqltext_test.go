@@ -33,6 +33,7 @@ func TestGoldens(t *testing.T) {
 				"unclaimable": unclaimableEntries(s),
 				"schema":      schemaEntries(t, dl.D, sh),
 				"ticks":       ticksEntries(t, dl.D, sh),
+				"retention":   retentionEntries(c, s, sh.Table),
 			}
 			if c.SkipLocked {
 				forms["rowlock"] = rowLockEntries(c, s.RowLock())
