@@ -1,0 +1,261 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"time"
+
+	"github.com/sqlinbox/inbox/bench/harness"
+)
+
+// result is one contender's measurements of one shape on one database, a value per round.
+type result struct {
+	db, name string
+	role     role
+	// shape is "1 × n" or "calls × rows" for the rates, latencyShape for the latencies.
+	shape string
+	rates []float64 // rows per second
+	// p50 and p99 are the latency's percentiles per round, in milliseconds.
+	p50, p99 []float64
+	// trips is what ours' calls sent per call (-count-trips), from the last round.
+	trips string
+}
+
+const latencyShape = "single"
+
+// runPublish measures every contender on each database of cfg.
+func runPublish(ctx context.Context, cfg *config) ([]*result, error) {
+	tmp, err := os.MkdirTemp("", "inbox-publish-")
+	if err != nil {
+		return nil, err
+	}
+	defer os.RemoveAll(tmp)
+	fmt.Fprintf(cfg.out, "machine   %s; %d rows per measurement, %d rounds\n", harness.Machine(), cfg.n, cfg.rounds)
+	var results []*result
+	for _, db := range cfg.dbs {
+		cs, err := contenders(ctx, db, cfg, tmp)
+		if err == nil {
+			fmt.Fprintf(cfg.out, "%-9s %s\n", db, cs[0].(*oursPublisher).t.Facts(ctx))
+			var res []*result
+			res, err = measure(ctx, db, cs, cfg)
+			results = append(results, res...)
+		}
+		for _, c := range cs {
+			c.close()
+		}
+		if err != nil {
+			return nil, err
+		}
+	}
+	return results, nil
+}
+
+// contenders opens every contender on database db: ours on the bench table and on the job
+// table first, then the peers (Postgres) and the raw publishes (-raw). On an error it closes
+// those it opened.
+func contenders(ctx context.Context, db string, cfg *config, tmp string) ([]contender, error) {
+	dsn := cfg.dsns[db]
+	if dsn == "" {
+		dsn = harness.DefaultDSNs[db]
+		if db == "sqlite" {
+			dsn = filepath.Join(tmp, "publish.db")
+		}
+	}
+	var cs []contender
+	add := func(what string, c contender, err error) error {
+		if err != nil {
+			return fmt.Errorf("%s on %s: %w", what, harness.Label(db), err)
+		}
+		cs = append(cs, c)
+		return nil
+	}
+	err := func() error {
+		for _, job := range []bool{false, true} {
+			o, err := newOurs(ctx, db, dsn, job, cfg.countTrips)
+			if err := add("ours", o, err); err != nil {
+				return err
+			}
+		}
+		if db == "postgres" {
+			for _, p := range cfg.peers {
+				open := map[string][]func() (contender, error){
+					"river": {func() (contender, error) { return newRiver(ctx, dsn, false) }, func() (contender, error) { return newRiver(ctx, dsn, true) }},
+					"gue":   {func() (contender, error) { return newGue(ctx, dsn) }},
+				}[p]
+				for _, o := range open {
+					c, err := o()
+					if err := add(p, c, err); err != nil {
+						return err
+					}
+				}
+			}
+		}
+		if !cfg.raw {
+			return nil
+		}
+		ways := []string{}
+		for range cfg.chunks {
+			ways = append(ways, "chunks")
+		}
+		if db == "postgres" {
+			ways = append(ways, "unnest", "unnest-text", "copy")
+		}
+		for i, way := range ways {
+			chunk := 0
+			if i < len(cfg.chunks) {
+				chunk = cfg.chunks[i]
+			}
+			r, err := newRaw(ctx, db, dsn, way, chunk)
+			if err := add("raw", r, err); err != nil {
+				return err
+			}
+		}
+		return nil
+	}()
+	if err != nil {
+		for _, c := range cs {
+			c.close()
+		}
+		return nil, err
+	}
+	return cs, nil
+}
+
+// shapes are the calls each measurement makes: one call of n rows, then n/call calls of call.
+func shapes(cfg *config) []int {
+	if cfg.call == cfg.n {
+		return []int{cfg.n}
+	}
+	return []int{cfg.n, cfg.call}
+}
+
+func shapeName(n, rows int) string {
+	return fmt.Sprintf("%s × %s", harness.Thousands(float64(n/rows)), harness.Thousands(float64(rows)))
+}
+
+// measure runs every contender once per round on each shape, then the latency, each round
+// starting one contender further along (harness.Rounds). The raw publishes run the one-call
+// shape only.
+func measure(ctx context.Context, db string, cs []contender, cfg *config) ([]*result, error) {
+	var out []*result
+	for _, rows := range shapes(cfg) {
+		var runs []func(int) error
+		for _, c := range cs {
+			if c.role() == rawRole && rows != cfg.n {
+				continue
+			}
+			res := &result{db: db, name: c.name(), role: c.role(), shape: shapeName(cfg.n, rows)}
+			out = append(out, res)
+			runs = append(runs, func(r int) error {
+				rate, trips, err := publishAll(ctx, c, cfg.n, rows)
+				if err != nil {
+					return fmt.Errorf("%s, %s, %s: %w", harness.Label(db), c.name(), res.shape, err)
+				}
+				res.rates, res.trips = append(res.rates, rate), trips
+				fmt.Fprintf(os.Stderr, "%-8s %-48s %-12s round %d: %9.0f rows/s %s\n", db, c.name(), res.shape, r, rate, trips)
+				return nil
+			})
+		}
+		if err := harness.Rounds(cfg.rounds, runs...); err != nil {
+			return nil, err
+		}
+	}
+	if cfg.singles == 0 {
+		return out, nil
+	}
+	var runs []func(int) error
+	for _, c := range cs {
+		if c.oneName() == "" {
+			continue
+		}
+		res := &result{db: db, name: c.oneName(), role: c.role(), shape: latencyShape}
+		out = append(out, res)
+		runs = append(runs, func(r int) error {
+			lat, err := publishSingles(ctx, c, cfg.singles)
+			if err != nil {
+				return fmt.Errorf("%s, %s, single publishes: %w", harness.Label(db), c.name(), err)
+			}
+			res.p50, res.p99 = append(res.p50, ms(percentile(lat, 50))), append(res.p99, ms(percentile(lat, 99)))
+			fmt.Fprintf(os.Stderr, "%-8s %-48s single       round %d: p50 %.3f ms, p99 %.3f ms\n", db, c.name(), r, res.p50[len(res.p50)-1], res.p99[len(res.p99)-1])
+			return nil
+		})
+	}
+	return out, harness.Rounds(cfg.rounds, runs...)
+}
+
+// publishAll empties c's table, publishes n rows in calls of rows each, timed, and checks that
+// every row landed; it returns the rows per second, and for ours, where the target counts them,
+// what the calls sent per call.
+func publishAll(ctx context.Context, c contender, n, rows int) (float64, string, error) {
+	if err := c.empty(ctx); err != nil {
+		return 0, "", err
+	}
+	calls := make([]func(context.Context) error, n/rows)
+	for i := range calls {
+		calls[i] = c.prepare(i*rows, rows)
+	}
+	o, counted := c.(*oursPublisher)
+	counted = counted && o.t.Trips != nil
+	var before harness.TripCounts
+	if counted {
+		before = o.snapshot()
+	}
+	start := time.Now()
+	for _, call := range calls {
+		if err := call(ctx); err != nil {
+			return 0, "", err
+		}
+	}
+	elapsed := time.Since(start)
+	trips := ""
+	if counted {
+		d := o.snapshot().Sub(before)
+		k := float64(len(calls))
+		trips = fmt.Sprintf("%.0f round trips, %.0f execs, %.0f prepares, %.0f begins, %.0f commits per call",
+			float64(d.RoundTrips())/k, float64(d.Calls[harness.CallExec])/k, float64(d.Calls[harness.CallPrepare])/k,
+			float64(d.Calls[harness.CallBegin])/k, float64(d.AllCommits())/k)
+	}
+	return float64(n) / elapsed.Seconds(), trips, landed(ctx, c, n)
+}
+
+// landed fails unless c's table holds want rows.
+func landed(ctx context.Context, c contender, want int) error {
+	got, err := c.count(ctx)
+	if err != nil {
+		return err
+	}
+	if got != int64(want) {
+		return fmt.Errorf("%d rows landed of %d published", got, want)
+	}
+	return nil
+}
+
+// publishSingles empties c's table, publishes n rows one call each, in sequence, and returns
+// each call's time, once it checked that every row landed.
+func publishSingles(ctx context.Context, c contender, n int) ([]time.Duration, error) {
+	if err := c.empty(ctx); err != nil {
+		return nil, err
+	}
+	lat := make([]time.Duration, n)
+	for i := range lat {
+		start := time.Now()
+		if err := c.one(ctx, i+1); err != nil {
+			return nil, err
+		}
+		lat[i] = time.Since(start)
+	}
+	return lat, landed(ctx, c, n)
+}
+
+// percentile is the p-th percentile of lat (nearest rank).
+func percentile(lat []time.Duration, p int) time.Duration {
+	s := slices.Clone(lat)
+	slices.Sort(s)
+	i := (len(s)*p+99)/100 - 1
+	return s[max(i, 0)]
+}
+
+func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
