@@ -96,21 +96,28 @@ func contenders(ctx context.Context, db string, cfg *config, tmp string) ([]cont
 		if !cfg.raw {
 			return nil
 		}
-		ways := []string{}
-		for range cfg.chunks {
-			ways = append(ways, "chunks")
-		}
-		if db == "postgres" {
-			ways = append(ways, "unnest", "unnest-text", "copy")
-		}
-		for i, way := range ways {
-			chunk := 0
-			if i < len(cfg.chunks) {
-				chunk = cfg.chunks[i]
+		for _, job := range []bool{false, true} {
+			for _, chunk := range cfg.chunks {
+				if job && chunk*6 > maxParams[db] {
+					fmt.Fprintf(os.Stderr, "%s: no raw INSERT of %d rows a statement on the job table: %d values, past the %d the database binds\n", db, chunk, chunk*6, maxParams[db])
+					continue
+				}
+				r, err := newRaw(ctx, db, dsn, "chunks", chunk, job)
+				if err := add("raw", r, err); err != nil {
+					return err
+				}
 			}
-			r, err := newRaw(ctx, db, dsn, way, chunk)
-			if err := add("raw", r, err); err != nil {
-				return err
+			if db != "postgres" {
+				continue
+			}
+			for _, way := range []string{"unnest", "unnest-text", "copy"} {
+				if job && way == "unnest-text" {
+					continue
+				}
+				r, err := newRaw(ctx, db, dsn, way, 0, job)
+				if err := add("raw", r, err); err != nil {
+					return err
+				}
 			}
 		}
 		return nil
@@ -123,6 +130,10 @@ func contenders(ctx context.Context, db string, cfg *config, tmp string) ([]cont
 	}
 	return cs, nil
 }
+
+// maxParams are the values one statement binds at most: Postgres's and MariaDB's protocols
+// count them in 16 bits, and SQLite's SQLITE_MAX_VARIABLE_NUMBER defaults to 32,766.
+var maxParams = map[string]int{"postgres": 65535, "mariadb": 65535, "sqlite": 32766}
 
 // shapes are the calls each measurement makes: one call of n rows, then n/call calls of call.
 func shapes(cfg *config) []int {

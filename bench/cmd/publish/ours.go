@@ -46,7 +46,7 @@ func newOurs(ctx context.Context, db, dsn string, job, countTrips bool) (*oursPu
 	o := &oursPublisher{label: "ours: Enqueue, bench table", t: t, tbl: harness.Table("inbox_publish_bench")}
 	if job {
 		o.label, o.tbl = "ours: Enqueue, job table", jobTable("inbox_publish_jobs")
-		err = o.createJobTable(ctx)
+		err = createJobTable(ctx, t, o.tbl)
 	} else {
 		err = t.CreateTable(ctx, o.tbl.Name)
 	}
@@ -57,18 +57,19 @@ func newOurs(ctx context.Context, db, dsn string, job, countTrips bool) (*oursPu
 	return o, nil
 }
 
-func (o *oursPublisher) createJobTable(ctx context.Context) error {
-	ddl, err := schema.Create(o.t.D, o.tbl, "")
+// createJobTable drops and creates the job table tbl on t as the README prints it.
+func createJobTable(ctx context.Context, t *harness.Target, tbl inbox.Table) error {
+	ddl, err := schema.Create(t.D, tbl, "")
 	if err != nil {
 		return err
 	}
-	q, err := o.tbl.Quote(o.t.D)
+	q, err := tbl.Quote(t.D)
 	if err != nil {
 		return err
 	}
 	for _, s := range append([]string{"DROP TABLE IF EXISTS " + q.Name}, ddl...) {
-		if _, err := o.t.DB.ExecContext(ctx, s); err != nil {
-			return fmt.Errorf("creating table %s: %w", o.tbl.Name, err)
+		if _, err := t.DB.ExecContext(ctx, s); err != nil {
+			return fmt.Errorf("creating table %s: %w", tbl.Name, err)
 		}
 	}
 	return nil
