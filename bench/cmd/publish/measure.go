@@ -65,70 +65,65 @@ func contenders(ctx context.Context, db string, cfg *config, tmp string) ([]cont
 		}
 	}
 	var cs []contender
-	add := func(what string, c contender, err error) error {
+	for _, o := range openers(ctx, db, dsn, cfg) {
+		c, err := o.open()
 		if err != nil {
-			return fmt.Errorf("%s on %s: %w", what, harness.Label(db), err)
+			for _, c := range cs {
+				c.close()
+			}
+			return nil, fmt.Errorf("%s on %s: %w", o.what, harness.Label(db), err)
 		}
 		cs = append(cs, c)
-		return nil
-	}
-	err := func() error {
-		for _, job := range []bool{false, true} {
-			o, err := newOurs(ctx, db, dsn, job, cfg.countTrips)
-			if err := add("ours", o, err); err != nil {
-				return err
-			}
-		}
-		if db == "postgres" {
-			for _, p := range cfg.peers {
-				open := map[string][]func() (contender, error){
-					"river": {func() (contender, error) { return newRiver(ctx, dsn, false) }, func() (contender, error) { return newRiver(ctx, dsn, true) }},
-					"gue":   {func() (contender, error) { return newGue(ctx, dsn) }},
-				}[p]
-				for _, o := range open {
-					c, err := o()
-					if err := add(p, c, err); err != nil {
-						return err
-					}
-				}
-			}
-		}
-		if !cfg.raw {
-			return nil
-		}
-		for _, job := range []bool{false, true} {
-			for _, chunk := range cfg.chunks {
-				if job && chunk*6 > maxParams[db] {
-					fmt.Fprintf(os.Stderr, "%s: no raw INSERT of %d rows a statement on the job table: %d values, past the %d the database binds\n", db, chunk, chunk*6, maxParams[db])
-					continue
-				}
-				r, err := newRaw(ctx, db, dsn, "chunks", chunk, job)
-				if err := add("raw", r, err); err != nil {
-					return err
-				}
-			}
-			if db != "postgres" {
-				continue
-			}
-			for _, way := range []string{"unnest", "unnest-text", "copy"} {
-				if job && way == "unnest-text" {
-					continue
-				}
-				r, err := newRaw(ctx, db, dsn, way, 0, job)
-				if err := add("raw", r, err); err != nil {
-					return err
-				}
-			}
-		}
-		return nil
-	}()
-	if err != nil {
-		for _, c := range cs {
-			c.close()
-		}
-		return nil, err
 	}
 	return cs, nil
+}
+
+// opener opens a contender; what names it in an error.
+type opener struct {
+	what string
+	open func() (contender, error)
+}
+
+// openers are the contenders on database db at dsn, in the order contenders opens them.
+func openers(ctx context.Context, db, dsn string, cfg *config) []opener {
+	var out []opener
+	for _, job := range []bool{false, true} {
+		out = append(out, opener{"ours", func() (contender, error) { return newOurs(ctx, db, dsn, job, cfg.countTrips) }})
+	}
+	for _, p := range cfg.peers {
+		switch {
+		case db != "postgres":
+		case p == "river":
+			for _, fast := range []bool{false, true} {
+				out = append(out, opener{"River", func() (contender, error) { return newRiver(ctx, dsn, fast) }})
+			}
+		case p == "gue":
+			out = append(out, opener{"gue", func() (contender, error) { return newGue(ctx, dsn) }})
+		}
+	}
+	if !cfg.raw {
+		return out
+	}
+	raw := func(way string, chunk int, job bool) opener {
+		return opener{"raw", func() (contender, error) { return newRaw(ctx, db, dsn, way, chunk, job) }}
+	}
+	for _, job := range []bool{false, true} {
+		for _, chunk := range cfg.chunks {
+			if job && chunk*6 > maxParams[db] {
+				fmt.Fprintf(os.Stderr, "%s: no raw INSERT of %d rows a statement on the job table: %d values, past the %d the database binds\n", db, chunk, chunk*6, maxParams[db])
+				continue
+			}
+			out = append(out, raw("chunks", chunk, job))
+		}
+		if db == "postgres" {
+			out = append(out, raw("unnest", 0, job))
+			if !job {
+				out = append(out, raw("unnest-text", 0, job))
+			}
+			out = append(out, raw("copy", 0, job))
+		}
+	}
+	return out
 }
 
 // maxParams are the values one statement binds at most: Postgres's and MariaDB's protocols
