@@ -9,10 +9,10 @@
 //	go run ./bench/cmd/publish -db postgres -n 2000 -rounds 1 # a quick look
 //	go run ./bench/cmd/publish -db postgres -peers none -raw -count-trips -cpuprofile cpu.out
 //
-// With -raw, hand-written publishes of the same rows run beside ours on the one-call shape: the
-// library's multi-row INSERT at other chunk sizes, and on Postgres one INSERT … SELECT unnest of
-// a bytea[] and a COPY (pgx's CopyFrom through database/sql's Conn.Raw), each in one transaction:
-// what a change of the library's publish could reach.
+// With -raw, hand-written publishes of the same rows run beside ours, each all or nothing: the
+// library's multi-row INSERT at other chunk sizes (on the one-call shape), and on Postgres one
+// INSERT … SELECT FROM unnest of an array per column and a COPY (pgx's CopyFrom through
+// database/sql's Conn.Raw) on both shapes: what a change of the library's publish could reach.
 //
 // It lives in the bench module, so that the peers' dependencies never reach the library's.
 package main
@@ -56,7 +56,7 @@ type role int
 const (
 	oursRole role = iota // this library's Enqueue
 	peerRole             // a peer's documented call
-	rawRole              // a hand-written publish (-raw): one-call shape only, no latency
+	rawRole              // a hand-written publish (-raw): no latency
 )
 
 type config struct {
@@ -114,7 +114,7 @@ func parseFlags(args []string) (*config, error) {
 		cfg.dsns[name] = dsn
 		return nil
 	})
-	fs.BoolVar(&cfg.raw, "raw", false, "also run hand-written publishes on the one-call shape: multi-row INSERTs in chunks of -chunks rows, and on Postgres unnest and COPY")
+	fs.BoolVar(&cfg.raw, "raw", false, "also run hand-written publishes: multi-row INSERTs in chunks of -chunks rows (one-call shape), and on Postgres unnest and COPY (both shapes)")
 	chunks := fs.String("chunks", "100,1000,5000,10000", "-raw: rows per INSERT, comma-separated")
 	fs.BoolVar(&cfg.countTrips, "count-trips", false, "count our calls' round trips, statements and commits through a counting driver wrapper and print them per call (our rates then run through the wrapper)")
 	fs.StringVar(&cfg.cpuProfile, "cpuprofile", "", "write a CPU profile of the whole run to this path")
