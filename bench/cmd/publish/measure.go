@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime/pprof"
 	"slices"
 	"time"
 
@@ -156,7 +157,15 @@ func measure(ctx context.Context, db string, cs []contender, cfg *config) ([]*re
 			res := &result{db: db, name: c.name(), role: c.role(), shape: shapeName(cfg.n, rows)}
 			out = append(out, res)
 			runs = append(runs, func(r int) error {
-				rate, trips, err := publishAll(ctx, c, cfg.n, rows)
+				var (
+					rate  float64
+					trips string
+					err   error
+				)
+				// A CPU profile (-cpuprofile) tells the contenders and shapes apart by these labels.
+				pprof.Do(ctx, pprof.Labels("publisher", c.name(), "shape", res.shape), func(ctx context.Context) {
+					rate, trips, err = publishAll(ctx, c, cfg.n, rows)
+				})
 				if err != nil {
 					return fmt.Errorf("%s, %s, %s: %w", harness.Label(db), c.name(), res.shape, err)
 				}
