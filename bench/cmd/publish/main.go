@@ -54,9 +54,10 @@ type contender interface {
 type role int
 
 const (
-	oursRole role = iota // this library's Enqueue
-	peerRole             // a peer's documented call
-	rawRole              // a hand-written publish (-raw): no latency
+	oursRole    role = iota // this library's Enqueue
+	peerRole                // a peer's documented call
+	rawRole                 // a hand-written publish (-raw): no latency
+	variantRole             // ours under another driver setting (MariaDB: interpolateParams=true)
 )
 
 type config struct {

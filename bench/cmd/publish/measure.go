@@ -7,7 +7,10 @@ import (
 	"path/filepath"
 	"runtime/pprof"
 	"slices"
+	"strings"
 	"time"
+
+	"github.com/go-sql-driver/mysql"
 
 	"github.com/sqlinbox/inbox/bench/harness"
 )
@@ -79,6 +82,21 @@ func contenders(ctx context.Context, db string, cfg *config, tmp string) ([]cont
 	return cs, nil
 }
 
+// interpolated is a MariaDB dsn with interpolateParams=true, which has go-sql-driver/mysql
+// send each statement with its arguments written in, rather than prepare, execute and close it:
+// false for another database, or a dsn that sets it already.
+func interpolated(db, dsn string) (string, bool) {
+	if db != "mariadb" {
+		return "", false
+	}
+	c, err := mysql.ParseDSN(strings.TrimPrefix(dsn, "mysql://"))
+	if err != nil || c.InterpolateParams {
+		return "", false
+	}
+	c.InterpolateParams = true
+	return c.FormatDSN(), true
+}
+
 // opener opens a contender; what names it in an error.
 type opener struct {
 	what string
@@ -89,7 +107,14 @@ type opener struct {
 func openers(ctx context.Context, db, dsn string, cfg *config) []opener {
 	var out []opener
 	for _, job := range []bool{false, true} {
-		out = append(out, opener{"ours", func() (contender, error) { return newOurs(ctx, db, dsn, job, cfg.countTrips) }})
+		out = append(out, opener{"ours", func() (contender, error) { return newOurs(ctx, db, dsn, job, cfg.countTrips, "") }})
+	}
+	if interpolating, ok := interpolated(db, dsn); ok {
+		for _, job := range []bool{false, true} {
+			out = append(out, opener{"ours", func() (contender, error) {
+				return newOurs(ctx, db, interpolating, job, cfg.countTrips, "interpolateParams=true")
+			}})
+		}
 	}
 	for _, p := range cfg.peers {
 		switch {

@@ -18,9 +18,10 @@ import (
 // of up to 1,000 rows is one INSERT committed on its own; a larger one is an INSERT a 1,000 rows
 // in one transaction.
 type oursPublisher struct {
-	label string
-	t     *harness.Target
-	tbl   inbox.Table
+	label   string
+	variant string // the driver setting of a variant of ours (variantRole); empty for ours
+	t       *harness.Target
+	tbl     inbox.Table
 	// trips, when the target counts them, is what the last measured call sequence sent.
 	trips harness.TripCounts
 }
@@ -33,8 +34,9 @@ func jobTable(name string) inbox.Table {
 }
 
 // newOurs opens database db at dsn and creates ours' table: the job table with job set, the
-// bench table otherwise.
-func newOurs(ctx context.Context, db, dsn string, job, countTrips bool) (*oursPublisher, error) {
+// bench table otherwise. A variant names the driver setting its dsn adds, and has tables of its
+// own.
+func newOurs(ctx context.Context, db, dsn string, job, countTrips bool, variant string) (*oursPublisher, error) {
 	open := harness.Open
 	if countTrips {
 		open = harness.OpenCounting
@@ -43,9 +45,15 @@ func newOurs(ctx context.Context, db, dsn string, job, countTrips bool) (*oursPu
 	if err != nil {
 		return nil, err
 	}
-	o := &oursPublisher{label: "ours: Enqueue, bench table", t: t, tbl: harness.Table("inbox_publish_bench")}
+	o := &oursPublisher{label: "ours: Enqueue, bench table", variant: variant, t: t, tbl: harness.Table("inbox_publish_bench")}
 	if job {
 		o.label, o.tbl = "ours: Enqueue, job table", jobTable("inbox_publish_jobs")
+	}
+	if variant != "" {
+		o.label += ", " + variant
+		o.tbl.Name += "_variant"
+	}
+	if job {
 		err = createJobTable(ctx, t, o.tbl)
 	} else {
 		err = t.CreateTable(ctx, o.tbl.Name)
@@ -76,8 +84,13 @@ func createJobTable(ctx context.Context, t *harness.Target, tbl inbox.Table) err
 }
 
 func (o *oursPublisher) name() string { return o.label }
-func (o *oursPublisher) role() role   { return oursRole }
-func (o *oursPublisher) close()       { o.t.Close() }
+func (o *oursPublisher) role() role {
+	if o.variant != "" {
+		return variantRole
+	}
+	return oursRole
+}
+func (o *oursPublisher) close() { o.t.Close() }
 
 func (o *oursPublisher) empty(ctx context.Context) error { return o.t.Empty(ctx, o.tbl.Name) }
 
