@@ -1,6 +1,6 @@
 // Command publish measures publishing: this library's Enqueue beside the peers' batch inserts
 // (River's InsertMany and InsertManyFast, gue's EnqueueBatch) on Postgres, and ours alone on
-// MariaDB and SQLite. Each contender publishes -n rows in one call, then in calls of -call rows,
+// MariaDB (twice: the DSN as given, and with interpolateParams=true) and SQLite. Each contender publishes -n rows in one call, then in calls of -call rows,
 // and -singles rows one call each, timing each call for the latency; every call commits its rows
 // together (all or nothing). Rounds run every contender in turn (harness.Rounds), so a ratio of
 // ours to a peer is the median over rounds of the pair measured in the same round.

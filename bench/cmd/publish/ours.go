@@ -15,7 +15,7 @@ import (
 // command drains (an id and a payload: one bound value a row), or a job table as the README
 // prints it (schema.Create: queue, kind, priority, retry_after, created_at, dead_at and
 // last_error beside the payload, and the claim index), whose rows carry what a peer's do. A call
-// of up to 1,000 rows is one INSERT committed on its own; a larger one is an INSERT a 1,000 rows
+// of up to 1,000 rows is one INSERT committed on its own; a larger one is an INSERT per 1,000 rows
 // in one transaction.
 type oursPublisher struct {
 	label   string
