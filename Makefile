@@ -32,10 +32,11 @@ fmt-check: ## fail when a file is not gofmt-formatted
 vet: ## go vet on every module
 	go vet $(PKGS)
 
-bench: ## throughput beside raw SQL loops, latency (also across processes), then the peers (River, gue, goqite); about an hour
+bench: ## throughput beside raw SQL loops, latency (also across processes), then the peers (River, gue, goqite) draining and publishing; about an hour
 	go run ./bench/cmd/throughput -plot docs/benchmarks.svg
 	go run ./bench/cmd/latency
 	go run ./bench/cmd/peers
+	go run ./bench/cmd/publish -rounds 5
 
 .PHONY: scale
 scale: ## many consumer processes and a table that grows, as docs/benchmarks.md quotes them (bench/cmd/scale); about 75 minutes
