@@ -33,12 +33,13 @@ func parsePages() (map[string]*template.Template, error) {
 	}
 	pages := map[string]*template.Template{}
 	for page, files := range map[string][]string{
-		"overview": {"layout.html", "overview.html"},
-		"queues":   {"layout.html", "overview.html"},
-		"rows":     {"layout.html", "rows.html"},
-		"row":      {"layout.html", "row.html"},
-		"act":      {"layout.html", "act.html"},
-		"error":    {"layout.html", "error.html"},
+		"overview":  {"layout.html", "overview.html"},
+		"queues":    {"layout.html", "overview.html"},
+		"rows":      {"layout.html", "rows.html"},
+		"row":       {"layout.html", "row.html"},
+		"act":       {"layout.html", "act.html"},
+		"error":     {"layout.html", "error.html"},
+		"schedules": {"layout.html", "schedules.html"},
 	} {
 		paths := make([]string, len(files))
 		for i, f := range files {

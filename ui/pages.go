@@ -25,7 +25,7 @@ type view struct {
 	CSRF     string
 	ReadOnly bool
 	Caps     admin.Capabilities
-	Nav      string // "overview" or "rows": the navigation's current entry
+	Nav      string // "overview", "rows" or "schedules": the navigation's current entry
 	Error    string
 	Shows    shows
 }

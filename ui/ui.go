@@ -148,6 +148,7 @@ func New(a *admin.Admin, cfg *Config) (http.Handler, error) {
 	mux.HandleFunc("GET /{$}", h.overview)
 	mux.HandleFunc("GET /rows", h.rows)
 	mux.HandleFunc("GET /rows/{id}", h.row)
+	mux.HandleFunc("GET /schedules", h.schedules)
 	mux.HandleFunc("POST /act", h.act)
 	mux.Handle("GET /static/", http.StripPrefix("/static", http.FileServerFS(static)))
 	h.mux = mux

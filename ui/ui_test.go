@@ -409,3 +409,32 @@ func TestListingFailureIsTheServers(t *testing.T) {
 		t.Errorf("a listing whose query fails: %s, want 500 with the error shown:\n%s", resp.Status, body)
 	}
 }
+
+// TestSchedulesPage: the schedules of the table's periodic jobs from its ticks table, a name
+// with markup shown as text and the last job linked under the mount; a ticks table that cannot
+// be read says so on the page, with what admin.Schedules says to do.
+func TestSchedulesPage(t *testing.T) {
+	tick := time.Date(2026, 12, 3, 7, 0, 0, 0, time.UTC)
+	f := &fakeDB{answers: []answer{{key: "FROM `jobs_ticks`", columns: make([]string, 4), rows: [][]driver.Value{
+		{script, tick.UnixMicro(), tick.Add(time.Minute).UnixMicro(), int64(7)},
+		{"nightly", int64(0), int64(0), int64(0)},
+	}}}}
+	c := newClient(t, page(t, f, nil))
+	resp, body := c.get("/schedules")
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("GET /schedules: %s\n%s", resp.Status, body)
+	}
+	for _, want := range []string{"&lt;script&gt;alert(1)&lt;/script&gt;", "2026-12-03 07:00:00Z", "2026-12-03 07:01:00Z", `href="/ops/inbox/rows/7"`, "nightly", "never", "none planned", `aria-current="page">Schedules`} {
+		if !strings.Contains(body, want) {
+			t.Errorf("the schedules page lacks %q:\n%s", want, body)
+		}
+	}
+	if strings.Contains(body, "<script>alert") {
+		t.Errorf("a schedule's name reached the page unescaped")
+	}
+
+	resp, body = newClient(t, page(t, &fakeDB{}, nil)).get("/schedules")
+	if resp.StatusCode != http.StatusOK || !strings.Contains(body, "its ticks table cannot be read") || !strings.Contains(body, "CREATE TABLE") {
+		t.Errorf("GET /schedules without a ticks table: %s, want the page saying so with the statement that creates it:\n%s", resp.Status, body)
+	}
+}
