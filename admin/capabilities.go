@@ -9,11 +9,14 @@ import (
 
 // Capabilities are what the table's description lets an operator see and do: the states its
 // rows are told apart in, the filters that apply, and the actions. A page built on them shows
-// what the table has and hides what it lacks; features to come (kinds, groups, schedules,
-// pausing, cancelling) add fields here as they land.
+// what the table has and hides what it lacks; features to come (groups, pausing,
+// cancelling) add fields here as they land.
 type Capabilities struct {
 	// Queues says rows have a queue (the Queue role): counts and listings are per queue.
 	Queues bool `json:"queues"`
+	// Kinds says rows have a kind of job (the Kind role): counts are per kind of each queue
+	// too, and listings are filtered by kind (Filter.Kinds).
+	Kinds bool `json:"kinds"`
 	// States are the states a listing and Stats tell apart, in the order an operator reads
 	// them: due always; delayed with RetryAfter, in work with the lease column, retrying with
 	// Attempt, dead with DeadAt, processed with ProcessedAt.
@@ -38,6 +41,7 @@ func (a *Admin) Capabilities() Capabilities {
 	t := a.t
 	c := Capabilities{
 		Queues:        t.Queue != "",
+		Kinds:         t.Kind != "",
 		ErrorFilter:   t.LastError != "",
 		PayloadFilter: t.Payload != "",
 		OldestDue:     t.CreatedAt != "",

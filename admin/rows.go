@@ -63,6 +63,7 @@ func ParseState(name string) (State, error) {
 type Filter struct {
 	State  State
 	Queues []string // the rows of these queues; every queue when empty (tables with a Queue column)
+	Kinds  []string // the rows of these kinds of job; every kind when empty (tables with a Kind column)
 	// FromID and ToID bound the ids, inclusive; 0 leaves the bound open.
 	FromID, ToID int64
 	// OlderThan takes the rows that entered their state more than this long ago, on the host's
@@ -85,6 +86,7 @@ type Filter struct {
 type Row struct {
 	ID    int64  `json:"id"`
 	Queue string `json:"queue"`
+	Kind  string `json:"kind,omitempty"` // the kind of job (the Kind role)
 	// State is the row's state when it was read (on the host's clock); never Retrying, which
 	// Attempt tells.
 	State       State     `json:"state"`
@@ -144,7 +146,7 @@ func (a *Admin) Rows(ctx context.Context, f Filter, limit int) ([]Row, error) {
 	for rows.Next() {
 		var r Row
 		var times [5]any
-		if err := rows.Scan(&r.ID, &r.Queue, &r.Attempt, &r.Priority, &times[0], &times[1], &times[2], &times[3], &times[4], &r.LastError, &r.Payload); err != nil {
+		if err := rows.Scan(&r.ID, &r.Queue, &r.Attempt, &r.Priority, &times[0], &times[1], &times[2], &times[3], &times[4], &r.LastError, &r.Payload, &r.Kind); err != nil {
 			return nil, sentinel.Errorf(nil, sentinel.Table(a.t.Name), "listing rows: %w", err)
 		}
 		for i, at := range []*time.Time{&r.RetryAfter, &r.LockedUntil, &r.DeadAt, &r.ProcessedAt, &r.CreatedAt} {
@@ -164,12 +166,12 @@ func (a *Admin) Rows(ctx context.Context, f Filter, limit int) ([]Row, error) {
 // Row reads the row of id, whole, or fails with ErrNoRow.
 func (a *Admin) Row(ctx context.Context, id int64) (Row, error) {
 	t := a.t
-	names := []string{t.ID, t.Payload, t.Attempt, t.ProcessedAt, t.Queue, t.Priority, t.RetryAfter, t.Headers, t.DeadAt, t.LastError, t.CreatedAt, a.t.LockedUntil}
+	names := []string{t.ID, t.Payload, t.Attempt, t.ProcessedAt, t.Queue, t.Priority, t.RetryAfter, t.Headers, t.DeadAt, t.LastError, t.CreatedAt, a.t.LockedUntil, t.Kind}
 	var r Row
-	var text struct{ queue, headers, lastError sql.NullString }
+	var text struct{ queue, headers, lastError, kind sql.NullString }
 	var times [5]any
 	var attempt, priority sql.NullInt64
-	dests := []any{&r.ID, &r.Payload, &attempt, &times[0], &text.queue, &priority, &times[1], &text.headers, &times[2], &text.lastError, &times[3], &times[4]}
+	dests := []any{&r.ID, &r.Payload, &attempt, &times[0], &text.queue, &priority, &times[1], &text.headers, &times[2], &text.lastError, &times[3], &times[4], &text.kind}
 	var scan []any
 	for i, name := range names {
 		if name != "" {
@@ -187,7 +189,7 @@ func (a *Admin) Row(ctx context.Context, id int64) (Row, error) {
 	if err != nil {
 		return Row{}, sentinel.Errorf(nil, sentinel.Table(t.Name), "reading row %d: %w", id, err)
 	}
-	r.Queue, r.Headers, r.LastError = text.queue.String, text.headers.String, text.lastError.String
+	r.Queue, r.Headers, r.LastError, r.Kind = text.queue.String, text.headers.String, text.lastError.String, text.kind.String
 	r.Attempt, r.Priority = attempt.Int64, priority.Int64
 	for i, at := range []*time.Time{&r.ProcessedAt, &r.RetryAfter, &r.DeadAt, &r.CreatedAt, &r.LockedUntil} {
 		if *at, err = scannedTime(times[i]); err != nil {
@@ -231,22 +233,23 @@ func scannedTime(v any) (time.Time, error) {
 // values are what a statement of the page binds, by what each parameter binds
 // (sqltext.Bind).
 type values struct {
-	nowTime       time.Time
-	now           any
-	queues        []string
-	from, to      int64
-	before        any
-	errorPattern  string
-	path, value   string
-	after, limit  int64
-	ids           []int64
-	queued, idded int // how many queues and ids args has bound
+	nowTime               time.Time
+	now                   any
+	queues                []string
+	kinds                 []string
+	from, to              int64
+	before                any
+	errorPattern          string
+	path, value           string
+	after, limit          int64
+	ids                   []int64
+	queued, kinded, idded int // how many queues, kinds and ids args has bound
 }
 
 // args are the arguments of a statement whose parameters bind binds, in order.
 func (v *values) args(binds []sqltext.Bind) []any {
 	out := make([]any, 0, len(binds))
-	v.queued, v.idded = 0, 0
+	v.queued, v.kinded, v.idded = 0, 0, 0
 	for _, k := range binds {
 		switch k {
 		case sqltext.BindNow:
@@ -254,6 +257,9 @@ func (v *values) args(binds []sqltext.Bind) []any {
 		case sqltext.BindQueue:
 			out = append(out, v.queues[v.queued])
 			v.queued++
+		case sqltext.BindKind:
+			out = append(out, v.kinds[v.kinded])
+			v.kinded++
 		case sqltext.BindFrom:
 			out = append(out, v.from)
 		case sqltext.BindTo:
@@ -283,13 +289,18 @@ func (v *values) args(binds []sqltext.Bind) []any {
 // description lacks, naming the role.
 func (a *Admin) filter(ctx context.Context, call string, f Filter, act sqltext.Act) (sqltext.Filter, *values, error) {
 	now := time.Now()
-	v := &values{nowTime: now, now: a.d.Time(now), queues: f.Queues, from: f.FromID, to: f.ToID}
-	sf := sqltext.Filter{State: sqltext.State(f.State), Queues: len(f.Queues), From: f.FromID != 0, To: f.ToID != 0, Act: act}
+	v := &values{nowTime: now, now: a.d.Time(now), queues: f.Queues, kinds: f.Kinds, from: f.FromID, to: f.ToID}
+	sf := sqltext.Filter{State: sqltext.State(f.State), Queues: len(f.Queues), Kinds: len(f.Kinds), From: f.FromID != 0, To: f.ToID != 0, Act: act}
 	if err := a.stateNeeds(call, f.State); err != nil {
 		return sf, nil, err
 	}
 	if len(f.Queues) > 0 {
 		if err := a.needs(call+" of queues", "Queue", a.t.Queue); err != nil {
+			return sf, nil, err
+		}
+	}
+	if len(f.Kinds) > 0 {
+		if err := a.needs(call+" of kinds", "Kind", a.t.Kind); err != nil {
 			return sf, nil, err
 		}
 	}

@@ -52,10 +52,10 @@ func (h *handler) count(r *http.Request, p *actPage, sel admin.Selection) error 
 }
 
 // counted is the count of the rows act takes among those f matches, from the queues' counts
-// (the last admin.Stats) and when they were read, where they tell it: f names a state and at
-// most a queue, and act takes every row of that state that no consumer holds.
+// (the last admin.Stats) and when they were read, where they tell it: f names a state, at
+// most a queue and no kind, and act takes every row of that state that no consumer holds.
 func (h *handler) counted(act admin.Action, f admin.Filter) (int64, time.Time, bool) {
-	if f.ToID != 0 || f.OlderThan != 0 || unindexed(f) || len(f.Queues) > 1 {
+	if f.ToID != 0 || f.OlderThan != 0 || unindexed(f) || len(f.Queues) > 1 || len(f.Kinds) > 0 {
 		return 0, time.Time{}, false
 	}
 	of := map[admin.Action][]admin.State{

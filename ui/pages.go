@@ -154,13 +154,13 @@ func shownQueue(name string) string {
 
 // filterForm is the filter's form as typed, each field as its query parameter names it.
 type filterForm struct {
-	State, Queue, From, To, Older, Error, Path, Value string
+	State, Queue, Kind, From, To, Older, Error, Path, Value string
 }
 
-var filterParams = []string{"state", "queue", "from", "to", "older", "error", "path", "value"}
+var filterParams = []string{"state", "queue", "kind", "from", "to", "older", "error", "path", "value"}
 
 func (ff *filterForm) fields() []*string {
-	return []*string{&ff.State, &ff.Queue, &ff.From, &ff.To, &ff.Older, &ff.Error, &ff.Path, &ff.Value}
+	return []*string{&ff.State, &ff.Queue, &ff.Kind, &ff.From, &ff.To, &ff.Older, &ff.Error, &ff.Path, &ff.Value}
 }
 
 func readForm(v url.Values) filterForm {
@@ -204,6 +204,9 @@ func (ff filterForm) filter() (admin.Filter, error) {
 		f.Queues = []string{""}
 	default:
 		f.Queues = []string{ff.Queue}
+	}
+	if ff.Kind != "" {
+		f.Kinds = []string{ff.Kind}
 	}
 	for _, id := range []struct {
 		text, name string
@@ -269,6 +272,7 @@ type rowsPage struct {
 	Next     string // the query of the next page; empty at the end
 	States   []stateTab
 	Queues   []string
+	Kinds    []string // the kinds the last count saw, for the kind field's suggestions
 	Actions  []actionButton
 	Ages     bool // the age field applies to the listed state
 }
@@ -279,6 +283,11 @@ func (h *handler) rows(w http.ResponseWriter, r *http.Request) {
 	p.States = h.stateTabs(ff)
 	for _, q := range h.counts.lastStats() {
 		p.Queues = append(p.Queues, shownQueue(q.Queue))
+		for _, k := range q.Kinds {
+			if !slices.Contains(p.Kinds, k.Kind) {
+				p.Kinds = append(p.Kinds, k.Kind)
+			}
+		}
 	}
 	f, err := ff.filter()
 	status := http.StatusBadRequest // a filter that does not read, or that the table cannot take

@@ -42,8 +42,8 @@ func answers() []answer {
 		{key: "COUNT(CASE WHEN", columns: make([]string, 9), rows: [][]driver.Value{{quotedQueue, int64(0), int64(0), int64(0), int64(1), int64(1), int64(0), nil, int64(0)}}},
 		{key: "(SELECT MIN(", columns: []string{"lo", "hi"}, rows: [][]driver.Value{{int64(1), int64(3)}}},
 		{key: "SELECT COUNT(*) FROM (", columns: []string{"n"}, rows: [][]driver.Value{{int64(1)}}},
-		{key: "SUBSTR(COALESCE(", columns: make([]string, 11), rows: [][]driver.Value{{
-			int64(3), quotedQueue, int64(5), int64(0), nil, nil, "2026-01-01 00:00:00.000000", nil, "2025-12-31 00:00:00.000000", script, payload,
+		{key: "SUBSTR(COALESCE(", columns: make([]string, 12), rows: [][]driver.Value{{
+			int64(3), quotedQueue, int64(5), int64(0), nil, nil, "2026-01-01 00:00:00.000000", nil, "2025-12-31 00:00:00.000000", script, payload, "",
 		}}},
 		{key: "`headers`, `dead_at`", columns: make([]string, 12), rows: [][]driver.Value{{
 			int64(3), payload, int64(5), nil, quotedQueue, int64(0), nil, `{"h":"` + script + `"}`, "2026-01-01 00:00:00.000000", script, "2025-12-31 00:00:00.000000", nil,

@@ -105,6 +105,7 @@ func (o *operated) fields(r admin.Row) []field {
 		}
 	}
 	add(t.Queue, "queue", r.Queue)
+	add(t.Kind, "kind", r.Kind)
 	add(t.Attempt, "attempt", strconv.FormatInt(r.Attempt, 10))
 	add(t.Priority, "priority", strconv.FormatInt(r.Priority, 10))
 	add(t.CreatedAt, "created at", shownTime(r.CreatedAt))
@@ -159,7 +160,7 @@ func printable(p []byte) bool {
 }
 
 const rowsHead = `Lists the rows in one state (-state due, delayed, in-work, retrying, dead, processed or any),
-the highest id first, a page at a time, each with its queue, attempt, the time of its state
+the highest id first, a page at a time, each with its queue (and kind), attempt, the time of its state
 (publishing for due rows, run time for delayed ones, lease expiry for rows in work, settlement
 for dead and processed ones) and the start of its last error. -before-id pages on.`
 
@@ -169,6 +170,7 @@ func rowsCommand(ctx context.Context, s *session, args []string) error {
 	tf := addTableFlags(fs)
 	stateName := fs.String("state", "due", "the rows' state: due, delayed, in-work, retrying, dead, processed or any")
 	queue := fs.String("queue", "", "the rows of this queue only")
+	kind := fs.String("kind", "", "the rows of this kind of job only (a table with a kind column)")
 	limit := fs.Int("limit", 50, "the most rows to list")
 	before := fs.Int64("before-id", 0, "list the rows below this id, as the previous page printed it")
 	asJSON := fs.Bool("json", false, "print a JSON object per row")
@@ -185,6 +187,9 @@ func rowsCommand(ctx context.Context, s *session, args []string) error {
 	f := admin.Filter{State: state}
 	if *queue != "" {
 		f.Queues = []string{*queue}
+	}
+	if *kind != "" {
+		f.Kinds = []string{*kind}
 	}
 	if *before > 0 {
 		f.ToID = *before - 1
@@ -205,19 +210,26 @@ func rowsCommand(ctx context.Context, s *session, args []string) error {
 		}
 		return nil
 	}
-	printRows(s, rows)
+	printRows(s, rows, o.table.Kind != "")
 	if len(rows) == *limit {
 		fmt.Fprintf(s.stdout, "next page: -before-id %d\n", rows[len(rows)-1].ID)
 	}
 	return nil
 }
 
-func printRows(s *session, rows []admin.Row) {
+// printRows prints rows as a table, with their kind where the table has kinds.
+func printRows(s *session, rows []admin.Row, kinds bool) {
 	var b strings.Builder
 	w := tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(w, "id\tstate\tqueue\tattempt\tsince\tlast error")
+	queue := func(r admin.Row) string { return r.Queue }
+	if kinds {
+		fmt.Fprintln(w, "id\tstate\tqueue\tkind\tattempt\tsince\tlast error")
+		queue = func(r admin.Row) string { return r.Queue + "\t" + r.Kind }
+	} else {
+		fmt.Fprintln(w, "id\tstate\tqueue\tattempt\tsince\tlast error")
+	}
 	for _, r := range rows {
-		fmt.Fprintf(w, "%d\t%s\t%s\t%d\t%s\t%s\n", r.ID, r.State, r.Queue, r.Attempt, shownTime(stateTime(r)), oneLine(r.LastError))
+		fmt.Fprintf(w, "%d\t%s\t%s\t%d\t%s\t%s\n", r.ID, r.State, queue(r), r.Attempt, shownTime(stateTime(r)), oneLine(r.LastError))
 	}
 	w.Flush()
 	fmt.Fprint(s.stdout, b.String())

@@ -145,6 +145,17 @@ func TestRowsListsAState(t *testing.T) {
 	if got := ids(out); code != 0 || len(got) != 0 {
 		t.Errorf("rows -state in-work: exit %d, rows %q; want none", code, got)
 	}
+	// A kind column added later: the command finds it by its name.
+	if _, err := db.Exec("ALTER TABLE jobs ADD COLUMN kind TEXT"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.Exec("UPDATE jobs SET kind = CASE WHEN id IN (1, 5) THEN 'welcome' ELSE 'report' END"); err != nil {
+		t.Fatal(err)
+	}
+	code, out, _ = inboxRun(t, "rows", "-dsn", path, "-kind", "welcome")
+	if got := strings.Join(ids(out), " "); code != 0 || got != "5:due 1:due" || !strings.Contains(out, "welcome") || strings.Contains(out, "report") {
+		t.Errorf("rows -kind welcome: exit %d, rows %q; want due rows 5 and 1, their kind shown:\n%s", code, got, out)
+	}
 	if code, _, errOut := inboxRun(t, "rows", "-dsn", path, "-state", "late"); code != 2 || !strings.Contains(errOut, `no state "late"`) {
 		t.Errorf("rows -state late: exit %d, %q; want 2, naming the states", code, errOut)
 	}

@@ -271,6 +271,7 @@ const (
 type Filter struct {
 	State   State
 	Queues  int        // the rows of one of so many queues (bound, each)
+	Kinds   int        // the rows of one of so many kinds (bound, each)
 	From    bool       // the rows of an id at least the one bound
 	To      bool       // the rows of an id at most the one bound
 	Before  bool       // the rows that entered their state before the time bound (see age)
@@ -282,13 +283,14 @@ type Filter struct {
 // Bind is what a parameter binds.
 type Bind int
 
-// The things a parameter binds: the host's now; a queue's name; the lowest id, the highest;
+// The things a parameter binds: the host's now; a queue's name; a kind's; the lowest id, the highest;
 // the time before which a row entered its state; a pattern of the last error; a JSON path into
 // the payload (Postgres: a text[] literal, '{a,0,b}'; elsewhere '$."a"[0]."b"'), and the value
 // there; the id a pick starts after; a limit; one id of a list.
 const (
 	BindNow Bind = iota + 1
 	BindQueue
+	BindKind
 	BindFrom
 	BindTo
 	BindBefore
@@ -419,13 +421,16 @@ func (a Admin) unheld(b *binder, act Act) []string {
 	return a.free(b)
 }
 
-// filter are f's conditions, bound in their order: the state's, then the queues, the ids, the
+// filter are f's conditions, bound in their order: the state's, then the queues, the kinds, the ids, the
 // age, the last error, the payload, then the act's guard.
 func (a Admin) filter(b *binder, f Filter) []string {
 	t := a.s.t
 	conds := a.state(b, f.State)
 	if f.Queues > 0 {
 		conds = append(conds, t.Queue+" IN ("+b.list(BindQueue, f.Queues)+")")
+	}
+	if f.Kinds > 0 {
+		conds = append(conds, t.Kind+" IN ("+b.list(BindKind, f.Kinds)+")")
 	}
 	if f.From {
 		conds = append(conds, t.ID+" >= "+b.next(BindFrom))
@@ -492,7 +497,8 @@ func (a Admin) Bounds() string {
 // columns, in order: id; queue (” without the column); attempt and priority (0 without the
 // column, or where NULL); retry_after, the lease column, dead_at, processed_at and created_at
 // (NULL without the column); the first preview characters of the last error (” without the
-// column) and the first preview bytes of the payload (NULL without the column).
+// column), the first preview bytes of the payload (NULL without the column), and the kind (”
+// without the column).
 func (a Admin) Rows(f Filter, preview int) Bound {
 	t := a.s.t
 	b := a.binder()
@@ -512,7 +518,7 @@ func (a Admin) Rows(f Filter, preview int) Bound {
 	cols := []string{
 		t.ID, or(t.Queue, "''"), coalesce(t.Attempt, "0"), coalesce(t.Priority, "0"),
 		or(t.RetryAfter, "NULL"), or(a.lease, "NULL"), or(t.DeadAt, "NULL"), or(t.ProcessedAt, "NULL"), or(t.CreatedAt, "NULL"),
-		"''", "NULL",
+		"''", "NULL", or(t.Kind, "''"),
 	}
 	if t.LastError != "" {
 		cols[9] = "SUBSTR(COALESCE(" + t.LastError + ", ''), 1, " + n + ")"
@@ -543,12 +549,12 @@ func (a Admin) PickMatching(f Filter) Bound {
 }
 
 // RowColumns are the columns Row reads, in order: id, payload, attempt, processed_at, queue,
-// priority, retry_after, headers, dead_at, last_error, created_at, the lease column, each where
-// the table has it, then the application's own columns (Table.Columns).
+// priority, retry_after, headers, dead_at, last_error, created_at, the lease column, kind, each
+// where the table has it, then the application's own columns (Table.Columns).
 func (a Admin) RowColumns() []string {
 	t := a.s.t
 	var cols []string
-	for _, c := range []string{t.ID, t.Payload, t.Attempt, t.ProcessedAt, t.Queue, t.Priority, t.RetryAfter, t.Headers, t.DeadAt, t.LastError, t.CreatedAt, a.lease} {
+	for _, c := range []string{t.ID, t.Payload, t.Attempt, t.ProcessedAt, t.Queue, t.Priority, t.RetryAfter, t.Headers, t.DeadAt, t.LastError, t.CreatedAt, a.lease, t.Kind} {
 		if c != "" {
 			cols = append(cols, c)
 		}

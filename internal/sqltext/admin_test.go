@@ -131,6 +131,10 @@ func pageStatements(c *dialect.Caps, a sqltext.Admin, tb sqltext.Table, lease bo
 	if tb.Queue != "" {
 		add("rows(due, 2 queues)", a.Rows(sqltext.Filter{State: sqltext.Due, Queues: 2, From: true, To: true}, 120))
 	}
+	if tb.Kind != "" {
+		add("rows(any, a queue, 2 kinds)", a.Rows(sqltext.Filter{Queues: min(len(tb.Queue), 1), Kinds: 2, To: true}, 120))
+		add("count(dead, 2 kinds, delete)", a.Count(sqltext.Filter{State: sqltext.Dead, Kinds: 2, Act: sqltext.DeleteAct}))
+	}
 	if tb.CreatedAt != "" {
 		add("rows(due, older)", a.Rows(sqltext.Filter{State: sqltext.Due, Before: true, To: true}, 120))
 	}
