@@ -1,0 +1,257 @@
+package integration
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/sqlinbox/inbox"
+	"github.com/sqlinbox/inbox/outcome"
+)
+
+// uniqueTable is deadTable with a unique key column, the lease column named (so that a publish
+// tells a leased holder), in the scope scope sets.
+func uniqueTable(scope func(*inbox.Table)) func(name string) inbox.Table {
+	return func(name string) inbox.Table {
+		tbl := deadTable(name)
+		tbl.LockedUntil = "locked_until"
+		tbl.UniqueKey = "unique_key"
+		if scope != nil {
+			scope(&tbl)
+		}
+		return tbl
+	}
+}
+
+// newUniqueTable creates the table uniqueTable(scope) describes, named for the test, with its
+// unique key column and the key's unique index as inbox schema creates them.
+func (b backend) newUniqueTable(t *testing.T, db *sql.DB, scope func(*inbox.Table)) inbox.Table {
+	t.Helper()
+	tbl := b.newTable(t, db, uniqueTable(scope))
+	typ := "VARCHAR(191) NULL"
+	if b.name == "sqlite" {
+		typ = "TEXT"
+	}
+	mustExec(t, db, "ALTER TABLE "+b.q(t, tbl.Name)+" ADD "+b.q(t, tbl.UniqueKey)+" "+typ)
+	mustExec(t, db, "CREATE UNIQUE INDEX "+b.q(t, tbl.UniqueIndex())+" ON "+b.q(t, tbl.Name)+" ("+b.q(t, tbl.UniqueKey)+")")
+	return tbl
+}
+
+// liveKeys counts tbl's rows that hold a unique key.
+func (b backend) liveKeys(t *testing.T, db *sql.DB, tbl inbox.Table) int {
+	t.Helper()
+	return b.countRows(t, db, tbl, b.q(t, tbl.UniqueKey)+" IS NOT NULL")
+}
+
+// TestUniqueConcurrentProducers: 8 producers publish 1,000 messages each over 50 keys at once,
+// each in its own transaction, on every database: exactly 50 rows land, one per key, each
+// publish that did not insert is told the id of the row that holds its key, and every key
+// inserted once.
+func TestUniqueConcurrentProducers(t *testing.T) {
+	const producers, each, keys = 8, 1000, 50
+	forEachBackend(t, backends(t, true), func(t *testing.T, b backend) {
+		db := b.open(t, producers+2)
+		tbl := b.newUniqueTable(t, db, nil)
+		client, err := inbox.NewClient(db, b.dialect, tbl)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx := context.Background()
+		var (
+			mu       sync.Mutex
+			inserted = map[string]int64{}
+			holders  = map[string][]int64{}
+			wg       sync.WaitGroup
+			errs     collector[error]
+		)
+		for p := range producers {
+			wg.Go(func() {
+				for i := range each {
+					key := fmt.Sprintf("key-%d", (p*7+i)%keys)
+					res, err := client.EnqueueResults(ctx, inbox.Message{Queue: "q", Payload: []byte(key), UniqueKey: key})
+					if err != nil {
+						errs.add(fmt.Errorf("producer %d, publish %d: %w", p, i, err))
+						return
+					}
+					mu.Lock()
+					if res[0].Duplicate {
+						holders[key] = append(holders[key], res[0].ID)
+					} else if old, ok := inserted[key]; ok {
+						errs.add(fmt.Errorf("key %s inserted twice: rows %d and %d", key, old, res[0].ID))
+					} else {
+						inserted[key] = res[0].ID
+					}
+					mu.Unlock()
+				}
+			})
+		}
+		wg.Wait()
+		for _, err := range errs.all() {
+			t.Error(err)
+		}
+		if n := b.countRows(t, db, tbl, ""); n != keys {
+			t.Errorf("%d rows after %d publishes over %d keys, want %d", n, producers*each, keys, keys)
+		}
+		if n := b.liveKeys(t, db, tbl); n != keys {
+			t.Errorf("%d rows hold a key, want %d", n, keys)
+		}
+		for key, ids := range holders {
+			for _, id := range ids {
+				if id != inserted[key] {
+					t.Errorf("a duplicate of %s was told row %d, but row %d holds the key", key, id, inserted[key])
+					break
+				}
+			}
+		}
+	})
+}
+
+// TestUniqueInWork: while a handler holds the row of key "k", a publish of "k" returns at once
+// (well before the handler is let go) under every OnConflict, as a duplicate of that row, and
+// changes it only where the form's hold does not show in the table (the advisory form, whose
+// row looks queued: a replace writes it); once the row settles, a publish of "k" inserts. On
+// every cell: on MySQL and MariaDB under the row lock form the holder's row is locked FOR UPDATE
+// by the consumer's transaction while the publish reads it.
+func TestUniqueInWork(t *testing.T) {
+	forEachCell(t, func(t *testing.T, c cell) {
+		db := c.b.open(t, 8)
+		tbl := c.b.newUniqueTable(t, db, nil)
+		client := c.kindClient(t, db, tbl)
+		ctx := context.Background()
+		first, err := client.EnqueueResults(ctx, inbox.Message{Queue: "q", Payload: []byte("first"), UniqueKey: "k"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		started, release := make(chan struct{}), make(chan struct{})
+		var once sync.Once
+		h := inbox.HandlerFunc(func(ctx context.Context, d *inbox.Delivery) outcome.Outcome {
+			if string(d.Payload) == "first" {
+				once.Do(func() { close(started) })
+				select {
+				case <-release:
+				case <-ctx.Done():
+				}
+			}
+			return outcome.Ack()
+		})
+		stop := runConsumer(t, db, c.newForm(t, tbl), h, &inbox.Config{Queue: "q"})
+		defer stop()
+		var released sync.Once
+		let := func() { released.Do(func() { close(release) }) }
+		defer let() // before stop, where the test fails with the handler blocked
+		select {
+		case <-started:
+		case <-time.After(10 * time.Second):
+			t.Fatal("the handler was not handed the row")
+		}
+		for _, oc := range []inbox.OnConflict{inbox.OnConflictSkip, inbox.OnConflictReplace, inbox.OnConflictThrottle} {
+			bounded, cancel := context.WithTimeout(ctx, 5*time.Second)
+			began := time.Now()
+			res, err := client.EnqueueResults(bounded, inbox.Message{Queue: "q", Payload: []byte("first"), UniqueKey: "k", OnConflict: oc, Delay: time.Minute})
+			took := time.Since(began)
+			cancel()
+			select {
+			case <-release:
+				t.Fatal("released early")
+			default: // the handler still holds the row
+			}
+			if err != nil {
+				t.Fatalf("OnConflict %d while the key's row is in work: %v (after %v)", oc, err, took)
+			}
+			if took > time.Second {
+				t.Errorf("OnConflict %d: the publish took %v: it waited for the row in work", oc, took)
+			}
+			wantChanged := c.form == "advisory" && oc == inbox.OnConflictReplace
+			if got := res[0]; !got.Duplicate || got.ID != first[0].ID || got.Changed != wantChanged {
+				t.Errorf("OnConflict %d while the key's row is in work: %+v, want a duplicate of row %d, changed %v", oc, got, first[0].ID, wantChanged)
+			}
+		}
+		let()
+		waitFor(t, 10*time.Second, "the row settled", func() bool { return c.b.liveKeys(t, db, tbl) == 0 })
+		res, err := client.EnqueueResults(ctx, inbox.Message{Queue: "other", Payload: []byte("second"), UniqueKey: "k"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res[0].Duplicate || res[0].ID == first[0].ID {
+			t.Errorf("a publish after the key's row settled: %+v, want a new row", res[0])
+		}
+	})
+}
+
+// TestUniqueInTransaction: on every database, a key published in the caller's transaction
+// that rolls back leaves no row and no key, and the next publish inserts; a batch with a key
+// twice and keys already held is resolved message by message; a replace and a throttle change a
+// queued holder; a key too long is refused with nothing published.
+func TestUniqueInTransaction(t *testing.T) {
+	forEachBackend(t, backends(t, true), func(t *testing.T, b backend) {
+		db := b.open(t, 4)
+		tbl := b.newUniqueTable(t, db, nil)
+		client, err := inbox.NewClient(db, b.dialect, tbl)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx := context.Background()
+		tx, err := db.BeginTx(ctx, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		res, err := client.EnqueueTxResults(ctx, tx, inbox.Message{Queue: "q", UniqueKey: "r"})
+		if err != nil || res[0].Duplicate {
+			t.Fatalf("in a transaction: %+v, %v", res, err)
+		}
+		if err := tx.Rollback(); err != nil {
+			t.Fatal(err)
+		}
+		if n := b.countRows(t, db, tbl, ""); n != 0 {
+			t.Errorf("%d rows after a rollback, want 0", n)
+		}
+		if res, err = client.EnqueueResults(ctx, inbox.Message{Queue: "q", UniqueKey: "r"}); err != nil || res[0].Duplicate {
+			t.Fatalf("after the rollback: %+v, %v, want a row inserted", res, err)
+		}
+		r := res[0].ID
+
+		later := time.Now().Add(time.Hour)
+		res, err = client.EnqueueResults(ctx,
+			inbox.Message{Queue: "q", UniqueKey: "a", Payload: []byte("a1"), RunAt: later},
+			inbox.Message{Queue: "q", Payload: []byte("no key")},
+			inbox.Message{Queue: "q", UniqueKey: "a", Payload: []byte("a2")},
+			inbox.Message{Queue: "q", UniqueKey: "r", Payload: []byte("r2"), OnConflict: inbox.OnConflictReplace})
+		if err != nil {
+			t.Fatal(err)
+		}
+		a := res[0].ID
+		want := []inbox.Enqueued{{ID: a}, {ID: res[1].ID}, {ID: a, Duplicate: true}, {ID: r, Duplicate: true, Changed: true}}
+		if !slices.Equal(res, want) {
+			t.Errorf("a batch: %+v, want %+v", res, want)
+		}
+		if got := column[[]byte](t, db, "SELECT "+b.q(t, "payload")+" FROM "+b.q(t, tbl.Name)+" WHERE "+b.q(t, "id")+" = "+b.dialect.Placeholder(1), r); len(got) != 1 || string(got[0]) != "r2" {
+			t.Errorf("the replaced row's payload: %q, want r2", got)
+		}
+
+		// A throttle keeps the earlier run time: a later one changes nothing, an earlier one moves it.
+		res, err = client.EnqueueResults(ctx, inbox.Message{Queue: "q", UniqueKey: "a", OnConflict: inbox.OnConflictThrottle, RunAt: later.Add(time.Hour)})
+		if err != nil || res[0] != (inbox.Enqueued{ID: a, Duplicate: true}) {
+			t.Errorf("a throttle to a later time: %+v, %v, want a duplicate unchanged", res, err)
+		}
+		res, err = client.EnqueueResults(ctx, inbox.Message{Queue: "q", UniqueKey: "a", OnConflict: inbox.OnConflictThrottle})
+		if err != nil || res[0] != (inbox.Enqueued{ID: a, Duplicate: true, Changed: true}) {
+			t.Errorf("a throttle to now: %+v, %v, want a duplicate changed", res, err)
+		}
+		if n := b.countRows(t, db, tbl, b.q(t, "id")+" = "+b.dialect.Placeholder(1)+" AND "+b.q(t, "retry_after")+" IS NULL", a); n != 1 {
+			t.Errorf("the throttled row is not due at once")
+		}
+
+		long := string(make([]byte, inbox.MaxUniqueKey+1))
+		if _, err := client.EnqueueResults(ctx, inbox.Message{Queue: "q", UniqueKey: "z"}, inbox.Message{Queue: "q", UniqueKey: long}); !errors.Is(err, inbox.ErrUniqueKeyTooLong) {
+			t.Errorf("a key of %d characters: %v, want ErrUniqueKeyTooLong", len(long), err)
+		}
+		if n := b.countRows(t, db, tbl, ""); n != 3 {
+			t.Errorf("%d rows, want 3 (r, a, no key): the refused publish landed a row", n)
+		}
+	})
+}
