@@ -261,76 +261,97 @@ func TestUniqueInTransaction(t *testing.T) {
 // new row on the lease form, whose claim cleared the key, and the row lock and advisory forms
 // refuse the scope at Open; under UniqueWindow a settled row keeps its key until the window has
 // passed (read on the publisher's clock, here one running two hours ahead), and a publish after
-// it clears the old row's key and inserts. On every cell.
+// it clears the old row's key and inserts; a unique key column without its index is refused at
+// Open. On every cell.
 func TestUniqueScopes(t *testing.T) {
 	forEachCell(t, func(t *testing.T, c cell) {
-		ctx := context.Background()
-		t.Run("while queued", func(t *testing.T) {
-			db := c.b.open(t, 8)
-			tbl := c.b.newUniqueTable(t, db, func(t *inbox.Table) { t.UniqueWhileQueued = true })
-			if c.form != "lease" {
-				_, err := c.newForm(t, tbl).Open(ctx, db, inbox.Binding{Name: "q"})
-				if !errors.Is(err, inbox.ErrSchema) || !strings.Contains(err.Error(), "UniqueWhileQueued") {
-					t.Errorf("the %s form opened under UniqueWhileQueued: %v, want ErrSchema naming it", c.form, err)
-				}
-				return
-			}
-			client := c.kindClient(t, db, tbl)
-			first, err := client.EnqueueResults(ctx, inbox.Message{Queue: "q", Payload: []byte("first"), UniqueKey: "k"})
-			if err != nil {
-				t.Fatal(err)
-			}
-			again, err := client.EnqueueResults(ctx, inbox.Message{Queue: "q", Payload: []byte("again"), UniqueKey: "k"})
-			if err != nil || again[0] != (inbox.Enqueued{ID: first[0].ID, Duplicate: true}) {
-				t.Fatalf("a publish while the key's row is queued: %+v, %v, want a duplicate", again, err)
-			}
-			started, release := make(chan struct{}), make(chan struct{})
-			var once sync.Once
-			h := inbox.HandlerFunc(func(ctx context.Context, d *inbox.Delivery) outcome.Outcome {
-				once.Do(func() { close(started) })
-				select {
-				case <-release:
-				case <-ctx.Done():
-				}
-				return outcome.Ack()
-			})
-			stop := runConsumer(t, db, c.newForm(t, tbl), h, &inbox.Config{Queue: "q"})
-			defer stop()
-			defer close(release)
-			select {
-			case <-started:
-			case <-time.After(10 * time.Second):
-				t.Fatal("the handler was not handed the row")
-			}
-			res, err := client.EnqueueResults(ctx, inbox.Message{Queue: "other", Payload: []byte("second"), UniqueKey: "k"})
-			if err != nil || res[0].Duplicate {
-				t.Errorf("a publish while the key's row is in work: %+v, %v, want a new row", res, err)
-			}
-		})
-		t.Run("window", func(t *testing.T) {
-			db := c.b.open(t, 8)
-			tbl := c.b.newUniqueTable(t, db, func(t *inbox.Table) { t.UniqueWindow = time.Hour })
-			client := c.kindClient(t, db, tbl)
-			first, err := client.EnqueueResults(ctx, inbox.Message{Queue: "q", Payload: []byte("first"), UniqueKey: "k"})
-			if err != nil {
-				t.Fatal(err)
-			}
-			stop := runConsumer(t, db, c.newForm(t, tbl), inbox.HandlerFunc(func(context.Context, *inbox.Delivery) outcome.Outcome { return outcome.Ack() }), &inbox.Config{Queue: "q"})
-			waitFor(t, 10*time.Second, "the row processed", func() bool {
-				return c.b.countRows(t, db, tbl, c.q(t, "processed_at")+" IS NOT NULL") == 1
-			})
-			stop()
-			res, err := client.EnqueueResults(ctx, inbox.Message{Queue: "q", UniqueKey: "k"})
-			if err != nil || res[0] != (inbox.Enqueued{ID: first[0].ID, Duplicate: true}) {
-				t.Errorf("a publish within the window: %+v, %v, want a duplicate of row %d", res, err, first[0].ID)
-			}
-			res, err = client.WithClock(skewedClock(2*time.Hour)).EnqueueResults(ctx, inbox.Message{Queue: "q", UniqueKey: "k"})
-			if err != nil || res[0].Duplicate || res[0].ID == first[0].ID {
-				t.Errorf("a publish after the window: %+v, %v, want a new row", res, err)
-			}
-			if n := c.b.liveKeys(t, db, tbl); n != 1 {
-				t.Errorf("%d rows hold the key, want 1", n)
-			}
-		})
+		t.Run("while queued", func(t *testing.T) { uniqueWhileQueued(t, c) })
+		t.Run("window", func(t *testing.T) { uniqueWindow(t, c) })
+		t.Run("no index", func(t *testing.T) { uniqueNoIndex(t, c) })
 	})
+}
+
+// uniqueNoIndex: a form over a table whose unique key column has no unique index refuses to
+// open, naming the statement that creates the index.
+func uniqueNoIndex(t *testing.T, c cell) {
+	db := c.b.open(t, 4)
+	tbl := c.b.newTable(t, db, uniqueTable(nil))
+	mustExec(t, db, "ALTER TABLE "+c.q(t, tbl.Name)+" ADD "+c.q(t, tbl.UniqueKey)+" VARCHAR(191)")
+	_, err := c.newForm(t, tbl).Open(context.Background(), db, inbox.Binding{Name: "q"})
+	if !errors.Is(err, inbox.ErrSchema) || !strings.Contains(err.Error(), "UNIQUE") || !strings.Contains(err.Error(), tbl.UniqueIndex()) {
+		t.Errorf("a unique key column without its index: Open = %v, want ErrSchema naming the index's statement", err)
+	}
+}
+
+// uniqueWhileQueued is TestUniqueScopes' UniqueWhileQueued on cell c.
+func uniqueWhileQueued(t *testing.T, c cell) {
+	ctx := context.Background()
+	db := c.b.open(t, 8)
+	tbl := c.b.newUniqueTable(t, db, func(t *inbox.Table) { t.UniqueWhileQueued = true })
+	if c.form != "lease" {
+		_, err := c.newForm(t, tbl).Open(ctx, db, inbox.Binding{Name: "q"})
+		if !errors.Is(err, inbox.ErrSchema) || !strings.Contains(err.Error(), "UniqueWhileQueued") {
+			t.Errorf("the %s form opened under UniqueWhileQueued: %v, want ErrSchema naming it", c.form, err)
+		}
+		return
+	}
+	client := c.kindClient(t, db, tbl)
+	first, err := client.EnqueueResults(ctx, inbox.Message{Queue: "q", Payload: []byte("first"), UniqueKey: "k"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	again, err := client.EnqueueResults(ctx, inbox.Message{Queue: "q", Payload: []byte("again"), UniqueKey: "k"})
+	if err != nil || again[0] != (inbox.Enqueued{ID: first[0].ID, Duplicate: true}) {
+		t.Fatalf("a publish while the key's row is queued: %+v, %v, want a duplicate", again, err)
+	}
+	started, release := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	h := inbox.HandlerFunc(func(ctx context.Context, d *inbox.Delivery) outcome.Outcome {
+		once.Do(func() { close(started) })
+		select {
+		case <-release:
+		case <-ctx.Done():
+		}
+		return outcome.Ack()
+	})
+	stop := runConsumer(t, db, c.newForm(t, tbl), h, &inbox.Config{Queue: "q"})
+	defer stop()
+	defer close(release)
+	select {
+	case <-started:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the handler was not handed the row")
+	}
+	res, err := client.EnqueueResults(ctx, inbox.Message{Queue: "other", Payload: []byte("second"), UniqueKey: "k"})
+	if err != nil || res[0].Duplicate {
+		t.Errorf("a publish while the key's row is in work: %+v, %v, want a new row", res, err)
+	}
+}
+
+// uniqueWindow is TestUniqueScopes' UniqueWindow on cell c.
+func uniqueWindow(t *testing.T, c cell) {
+	ctx := context.Background()
+	db := c.b.open(t, 8)
+	tbl := c.b.newUniqueTable(t, db, func(t *inbox.Table) { t.UniqueWindow = time.Hour })
+	client := c.kindClient(t, db, tbl)
+	first, err := client.EnqueueResults(ctx, inbox.Message{Queue: "q", Payload: []byte("first"), UniqueKey: "k"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	stop := runConsumer(t, db, c.newForm(t, tbl), inbox.HandlerFunc(func(context.Context, *inbox.Delivery) outcome.Outcome { return outcome.Ack() }), &inbox.Config{Queue: "q"})
+	waitFor(t, 10*time.Second, "the row processed", func() bool {
+		return c.b.countRows(t, db, tbl, c.q(t, "processed_at")+" IS NOT NULL") == 1
+	})
+	stop()
+	res, err := client.EnqueueResults(ctx, inbox.Message{Queue: "q", UniqueKey: "k"})
+	if err != nil || res[0] != (inbox.Enqueued{ID: first[0].ID, Duplicate: true}) {
+		t.Errorf("a publish within the window: %+v, %v, want a duplicate of row %d", res, err, first[0].ID)
+	}
+	res, err = client.WithClock(skewedClock(2*time.Hour)).EnqueueResults(ctx, inbox.Message{Queue: "q", UniqueKey: "k"})
+	if err != nil || res[0].Duplicate || res[0].ID == first[0].ID {
+		t.Errorf("a publish after the window: %+v, %v, want a new row", res, err)
+	}
+	if n := c.b.liveKeys(t, db, tbl); n != 1 {
+		t.Errorf("%d rows hold the key, want 1", n)
+	}
 }
