@@ -60,7 +60,9 @@ type Message struct {
 	// resolves; the result-returning calls (EnqueueResults) say which row holds it. At most
 	// MaxUniqueKey characters. Empty: no key. A UniqueKey where the table has no unique key
 	// column is refused (ErrSchema). A message with a key is published by a one-row INSERT of
-	// its own, in a transaction with the publish's other messages.
+	// its own, in a transaction with the publish's other messages. The key is held while the row
+	// is queued or in work, by default (Table.UniqueKey says the scopes): a row in work under the
+	// row lock or advisory form looks queued to a publisher, and holds its key all the same.
 	UniqueKey string
 	// OnConflict says what to do where another row holds UniqueKey: skip the message (the
 	// default), replace the holder's payload and run time, or keep the earlier of the two run

@@ -24,7 +24,11 @@ const (
 	OnConflictSkip OnConflict = iota
 	// OnConflictReplace writes the message's payload and run time (Delay or RunAt; none: due at
 	// once) into the row that holds the key, where that row is queued (neither processed nor
-	// dead) and no consumer holds it; a row in work or settled is left as it is.
+	// dead) and no consumer holds it; a row in work or settled is left as it is. A row in work
+	// is told by the row lock form's lock (SKIP LOCKED) and the lease form's lease (where
+	// Table.LockedUntil names its column); the advisory form's lock is on a name the table does
+	// not show, so a row it holds looks queued and is replaced, and its handler's Ack then
+	// settles it with the replacement unrun: take skip or throttle with the advisory form.
 	OnConflictReplace
 	// OnConflictThrottle keeps the earlier of the two run times: the row that holds the key
 	// takes the message's run time where that is earlier than its own, and is queued and held by
