@@ -355,3 +355,36 @@ func uniqueWindow(t *testing.T, c cell) {
 		t.Errorf("%d rows hold the key, want 1", n)
 	}
 }
+
+// TestUniqueRepeatableRead: on MySQL and MariaDB, a caller's REPEATABLE READ transaction whose
+// snapshot predates the holder's commit is still told the holder: the holder's read is a
+// locking read (LOCK IN SHARE MODE), which reads the latest committed row, where a plain read
+// of the snapshot would find no holder at all.
+func TestUniqueRepeatableRead(t *testing.T) {
+	forEachBackend(t, onlyBackends(t, "mysql", "mariadb"), func(t *testing.T, b backend) {
+		db := b.open(t, 4)
+		tbl := b.newUniqueTable(t, db, nil)
+		client, err := inbox.NewClient(db, b.dialect, tbl)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx := context.Background()
+		tx, err := db.BeginTx(ctx, &sql.TxOptions{Isolation: sql.LevelRepeatableRead})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer tx.Rollback()
+		var n int
+		if err := tx.QueryRowContext(ctx, "SELECT COUNT(*) FROM "+b.q(t, tbl.Name)).Scan(&n); err != nil || n != 0 {
+			t.Fatalf("the snapshot's read: %d rows, %v", n, err)
+		}
+		held, err := client.EnqueueResults(ctx, inbox.Message{Queue: "q", UniqueKey: "k"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		res, err := client.EnqueueTxResults(ctx, tx, inbox.Message{Queue: "q", UniqueKey: "k"})
+		if err != nil || res[0] != (inbox.Enqueued{ID: held[0].ID, Duplicate: true}) {
+			t.Errorf("in a REPEATABLE READ transaction older than the holder: %+v, %v, want a duplicate of row %d", res, err, held[0].ID)
+		}
+	})
+}
