@@ -101,6 +101,9 @@ type Row struct {
 	Payload []byte `json:"payload"`
 	// Headers is the headers column's text (a JSON object), as stored; Row reads it.
 	Headers string `json:"headers"`
+	// UniqueKey is the unique key the row holds (inbox.Table.UniqueKey), empty for none: a row
+	// settled under the default scope holds none any more; Row reads it.
+	UniqueKey string `json:"unique_key,omitempty"`
 	// Columns are the application's own columns the description names (inbox.Table.Columns),
 	// as the driver scans them; Row reads them.
 	Columns map[string]any `json:"columns,omitempty"`
@@ -164,12 +167,12 @@ func (a *Admin) Rows(ctx context.Context, f Filter, limit int) ([]Row, error) {
 // Row reads the row of id, whole, or fails with ErrNoRow.
 func (a *Admin) Row(ctx context.Context, id int64) (Row, error) {
 	t := a.t
-	names := []string{t.ID, t.Payload, t.Attempt, t.ProcessedAt, t.Queue, t.Priority, t.RetryAfter, t.Headers, t.DeadAt, t.LastError, t.CreatedAt, a.t.LockedUntil}
+	names := []string{t.ID, t.Payload, t.Attempt, t.ProcessedAt, t.Queue, t.Priority, t.RetryAfter, t.Headers, t.DeadAt, t.LastError, t.CreatedAt, a.t.LockedUntil, t.UniqueKey}
 	var r Row
-	var text struct{ queue, headers, lastError sql.NullString }
+	var text struct{ queue, headers, lastError, uniqueKey sql.NullString }
 	var times [5]any
 	var attempt, priority sql.NullInt64
-	dests := []any{&r.ID, &r.Payload, &attempt, &times[0], &text.queue, &priority, &times[1], &text.headers, &times[2], &text.lastError, &times[3], &times[4]}
+	dests := []any{&r.ID, &r.Payload, &attempt, &times[0], &text.queue, &priority, &times[1], &text.headers, &times[2], &text.lastError, &times[3], &times[4], &text.uniqueKey}
 	var scan []any
 	for i, name := range names {
 		if name != "" {
@@ -187,7 +190,7 @@ func (a *Admin) Row(ctx context.Context, id int64) (Row, error) {
 	if err != nil {
 		return Row{}, sentinel.Errorf(nil, sentinel.Table(t.Name), "reading row %d: %w", id, err)
 	}
-	r.Queue, r.Headers, r.LastError = text.queue.String, text.headers.String, text.lastError.String
+	r.Queue, r.Headers, r.LastError, r.UniqueKey = text.queue.String, text.headers.String, text.lastError.String, text.uniqueKey.String
 	r.Attempt, r.Priority = attempt.Int64, priority.Int64
 	for i, at := range []*time.Time{&r.ProcessedAt, &r.RetryAfter, &r.DeadAt, &r.CreatedAt, &r.LockedUntil} {
 		if *at, err = scannedTime(times[i]); err != nil {

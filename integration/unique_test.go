@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/sqlinbox/inbox"
+	"github.com/sqlinbox/inbox/admin"
+	"github.com/sqlinbox/inbox/dialect"
 	"github.com/sqlinbox/inbox/outcome"
 )
 
@@ -214,47 +216,60 @@ func TestUniqueInTransaction(t *testing.T) {
 		if res, err = client.EnqueueResults(ctx, inbox.Message{Queue: "q", UniqueKey: "r"}); err != nil || res[0].Duplicate {
 			t.Fatalf("after the rollback: %+v, %v, want a row inserted", res, err)
 		}
-		r := res[0].ID
-
-		later := time.Now().Add(time.Hour)
-		res, err = client.EnqueueResults(ctx,
-			inbox.Message{Queue: "q", UniqueKey: "a", Payload: []byte("a1"), RunAt: later},
-			inbox.Message{Queue: "q", Payload: []byte("no key")},
-			inbox.Message{Queue: "q", UniqueKey: "a", Payload: []byte("a2")},
-			inbox.Message{Queue: "q", UniqueKey: "r", Payload: []byte("r2"), OnConflict: inbox.OnConflictReplace})
-		if err != nil {
-			t.Fatal(err)
-		}
-		a := res[0].ID
-		want := []inbox.Enqueued{{ID: a}, {ID: res[1].ID}, {ID: a, Duplicate: true}, {ID: r, Duplicate: true, Changed: true}}
-		if !slices.Equal(res, want) {
-			t.Errorf("a batch: %+v, want %+v", res, want)
-		}
-		if got := column[[]byte](t, db, "SELECT "+b.q(t, "payload")+" FROM "+b.q(t, tbl.Name)+" WHERE "+b.q(t, "id")+" = "+b.dialect.Placeholder(1), r); len(got) != 1 || string(got[0]) != "r2" {
-			t.Errorf("the replaced row's payload: %q, want r2", got)
-		}
-
-		// A throttle keeps the earlier run time: a later one changes nothing, an earlier one moves it.
-		res, err = client.EnqueueResults(ctx, inbox.Message{Queue: "q", UniqueKey: "a", OnConflict: inbox.OnConflictThrottle, RunAt: later.Add(time.Hour)})
-		if err != nil || res[0] != (inbox.Enqueued{ID: a, Duplicate: true}) {
-			t.Errorf("a throttle to a later time: %+v, %v, want a duplicate unchanged", res, err)
-		}
-		res, err = client.EnqueueResults(ctx, inbox.Message{Queue: "q", UniqueKey: "a", OnConflict: inbox.OnConflictThrottle})
-		if err != nil || res[0] != (inbox.Enqueued{ID: a, Duplicate: true, Changed: true}) {
-			t.Errorf("a throttle to now: %+v, %v, want a duplicate changed", res, err)
-		}
-		if n := b.countRows(t, db, tbl, b.q(t, "id")+" = "+b.dialect.Placeholder(1)+" AND "+b.q(t, "retry_after")+" IS NULL", a); n != 1 {
-			t.Errorf("the throttled row is not due at once")
-		}
-
-		long := string(make([]byte, inbox.MaxUniqueKey+1))
-		if _, err := client.EnqueueResults(ctx, inbox.Message{Queue: "q", UniqueKey: "z"}, inbox.Message{Queue: "q", UniqueKey: long}); !errors.Is(err, inbox.ErrUniqueKeyTooLong) {
-			t.Errorf("a key of %d characters: %v, want ErrUniqueKeyTooLong", len(long), err)
-		}
-		if n := b.countRows(t, db, tbl, ""); n != 3 {
-			t.Errorf("%d rows, want 3 (r, a, no key): the refused publish landed a row", n)
-		}
+		checkUniqueBatch(t, b, db, tbl, client, res[0].ID)
 	})
+}
+
+// checkUniqueBatch is the rest of TestUniqueInTransaction, on a table where row r holds key "r".
+func checkUniqueBatch(t *testing.T, b backend, db *sql.DB, tbl inbox.Table, client *inbox.Client[dialect.Dialect], r int64) {
+	ctx := context.Background()
+	later := time.Now().Add(time.Hour)
+	res, err := client.EnqueueResults(ctx,
+		inbox.Message{Queue: "q", UniqueKey: "a", Payload: []byte("a1"), RunAt: later},
+		inbox.Message{Queue: "q", Payload: []byte("no key")},
+		inbox.Message{Queue: "q", UniqueKey: "a", Payload: []byte("a2")},
+		inbox.Message{Queue: "q", UniqueKey: "r", Payload: []byte("r2"), OnConflict: inbox.OnConflictReplace})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := res[0].ID
+	want := []inbox.Enqueued{{ID: a}, {ID: res[1].ID}, {ID: a, Duplicate: true}, {ID: r, Duplicate: true, Changed: true}}
+	if !slices.Equal(res, want) {
+		t.Errorf("a batch: %+v, want %+v", res, want)
+	}
+	if got := column[[]byte](t, db, "SELECT "+b.q(t, "payload")+" FROM "+b.q(t, tbl.Name)+" WHERE "+b.q(t, "id")+" = "+b.dialect.Placeholder(1), r); len(got) != 1 || string(got[0]) != "r2" {
+		t.Errorf("the replaced row's payload: %q, want r2", got)
+	}
+
+	// The operator sees the key a row holds.
+	op, err := admin.New(db, b.dialect, tbl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if row, err := op.Row(ctx, a); err != nil || row.UniqueKey != "a" {
+		t.Errorf("admin's row %d: unique key %q, %v; want a", a, row.UniqueKey, err)
+	}
+
+	// A throttle keeps the earlier run time: a later one changes nothing, an earlier one moves it.
+	res, err = client.EnqueueResults(ctx, inbox.Message{Queue: "q", UniqueKey: "a", OnConflict: inbox.OnConflictThrottle, RunAt: later.Add(time.Hour)})
+	if err != nil || res[0] != (inbox.Enqueued{ID: a, Duplicate: true}) {
+		t.Errorf("a throttle to a later time: %+v, %v, want a duplicate unchanged", res, err)
+	}
+	res, err = client.EnqueueResults(ctx, inbox.Message{Queue: "q", UniqueKey: "a", OnConflict: inbox.OnConflictThrottle})
+	if err != nil || res[0] != (inbox.Enqueued{ID: a, Duplicate: true, Changed: true}) {
+		t.Errorf("a throttle to now: %+v, %v, want a duplicate changed", res, err)
+	}
+	if n := b.countRows(t, db, tbl, b.q(t, "id")+" = "+b.dialect.Placeholder(1)+" AND "+b.q(t, "retry_after")+" IS NULL", a); n != 1 {
+		t.Errorf("the throttled row is not due at once")
+	}
+
+	long := string(make([]byte, inbox.MaxUniqueKey+1))
+	if _, err := client.EnqueueResults(ctx, inbox.Message{Queue: "q", UniqueKey: "z"}, inbox.Message{Queue: "q", UniqueKey: long}); !errors.Is(err, inbox.ErrUniqueKeyTooLong) {
+		t.Errorf("a key of %d characters: %v, want ErrUniqueKeyTooLong", len(long), err)
+	}
+	if n := b.countRows(t, db, tbl, ""); n != 3 {
+		t.Errorf("%d rows, want 3 (r, a, no key): the refused publish landed a row", n)
+	}
 }
 
 // TestUniqueScopes: under UniqueWhileQueued a publish while the key's row is in work inserts a
