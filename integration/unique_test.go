@@ -403,3 +403,62 @@ func TestUniqueRepeatableRead(t *testing.T) {
 		}
 	})
 }
+
+// TestUniqueUnderConsumption: 4 producers publish 300 messages each over 10 keys while a
+// consumer of 4 workers handles and acks the rows, on every cell: no publish fails, no key ever
+// has two rows that hold it (each handled row counted once, and every row a publish inserted is
+// handled once), and once the table is drained no row holds a key. Claims and settlements
+// change only their own rows, so none conflicts with itself, and a settlement that clears a key
+// does not make a publish of that key fail.
+func TestUniqueUnderConsumption(t *testing.T) {
+	const producers, each, keys = 4, 300, 10
+	forEachCell(t, func(t *testing.T, c cell) {
+		db := c.b.open(t, producers+8)
+		tbl := c.b.newUniqueTable(t, db, nil)
+		client := c.kindClient(t, db, tbl)
+		ctx := context.Background()
+		var handled rowCounts
+		h := inbox.HandlerFunc(func(ctx context.Context, d *inbox.Delivery) outcome.Outcome {
+			handled.add(d)
+			return outcome.Ack()
+		})
+		stop := runConsumer(t, db, c.newForm(t, tbl), h, &inbox.Config{Queue: "q", Workers: 4, PollInterval: 10 * time.Millisecond})
+		defer stop()
+		var (
+			wg       sync.WaitGroup
+			errs     collector[error]
+			inserted collector[int64]
+		)
+		for p := range producers {
+			wg.Go(func() {
+				for i := range each {
+					key := fmt.Sprintf("key-%d", (p+i)%keys)
+					res, err := client.EnqueueResults(ctx, inbox.Message{Queue: "q", Payload: []byte(key), UniqueKey: key})
+					if err != nil {
+						errs.add(fmt.Errorf("producer %d, publish %d: %w", p, i, err))
+						return
+					}
+					if !res[0].Duplicate {
+						inserted.add(res[0].ID)
+					}
+				}
+			})
+		}
+		wg.Wait()
+		for _, err := range errs.all() {
+			t.Error(err)
+		}
+		rows := len(inserted.all())
+		waitFor(t, 20*time.Second, "every row handled", func() bool {
+			return c.b.countRows(t, db, tbl, c.q(t, "processed_at")+" IS NULL") == 0
+		})
+		handled.checkOnce(t, "handled", rows)
+		if n := c.b.countRows(t, db, tbl, ""); n != rows {
+			t.Errorf("%d rows in the table, %d inserted by the publishes", n, rows)
+		}
+		if n := c.b.liveKeys(t, db, tbl); n != 0 {
+			t.Errorf("%d processed rows still hold a key", n)
+		}
+		t.Logf("%d publishes over %d keys inserted %d rows", producers*each, keys, rows)
+	})
+}
