@@ -163,12 +163,13 @@ func enqueueTx(ctx context.Context, tx Tx, d dialect.Dialect, t Table, clock Clo
 func publish(ctx context.Context, db *sql.DB, d dialect.Dialect, t Table, clock Clock, msgs []Message, ids []int64) error {
 	if keyed(msgs) {
 		res, err := publishResults(ctx, db, d, t, clock, msgs)
-		for i := range ids {
-			if err == nil {
-				ids[i] = res[i].ID
-			}
+		if err != nil {
+			return err
 		}
-		return err
+		for i := range ids {
+			ids[i] = res[i].ID
+		}
+		return nil
 	}
 	if err := publishRows(ctx, db, d, t, clock, msgs, ids); err != nil {
 		return err
@@ -237,7 +238,8 @@ type statement struct {
 // VALUES take DEFAULT (dialect.Caps.ValuesDefault), which a row writes for the own columns of
 // the statement it leaves out; elsewhere a statement apart for each run of consecutive messages
 // that set the same own columns. With ids set, a statement per message that hands back its
-// generated id. It builds them all before any runs, so that a message it refuses sends nothing.
+// generated id; and wherever a message has a unique key, a statement per message, a keyed
+// message's the INSERT that finds its key taken (sqltext.Unique.Insert). It builds them all before any runs, so that a message it refuses sends nothing.
 // A Delay counts from now, and a RunAt not after it is due at once (runAfter).
 func statements(d dialect.Dialect, t Table, msgs []Message, ids bool, now time.Time) ([]statement, error) {
 	if len(msgs) == 0 {

@@ -75,7 +75,8 @@ func EnqueueResults(ctx context.Context, db *sql.DB, d dialect.Dialect, t Table,
 // transaction, a key taken by a row committed after the transaction's snapshot fails the
 // publish with a serialization failure: run the transaction again. On MySQL and MariaDB the
 // holder's index record stays share-locked until tx ends, so a settlement of that holder (which
-// clears its key) waits for tx: keep tx short.
+// clears its key) waits for tx: keep tx short. When it fails, roll tx back: on MySQL, MariaDB
+// and SQLite the rows of the messages before the one that failed stay in tx.
 func EnqueueTxResults(ctx context.Context, tx Tx, d dialect.Dialect, t Table, msgs ...Message) ([]Enqueued, error) {
 	return enqueueTxResults(ctx, tx, d, t, nil, msgs)
 }
