@@ -462,3 +462,55 @@ func TestUniqueUnderConsumption(t *testing.T) {
 		t.Logf("%d publishes over %d keys inserted %d rows", producers*each, keys, rows)
 	})
 }
+
+// TestUniquePeriodic: a schedule whose job carries a unique key publishes one row while that row
+// holds the key, its later ticks taken all the same with that row recorded as their job, on
+// every database (on MySQL and MariaDB a tick's INSERT meets the duplicate key inside the tick's
+// transaction, which goes on).
+func TestUniquePeriodic(t *testing.T) {
+	forEachBackend(t, backends(t, true), func(t *testing.T, b backend) {
+		db := b.open(t, 4)
+		tbl := b.newUniqueTable(t, db, nil)
+		create, err := inbox.TicksSchema(b.dialect, tbl)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ticks := b.q(t, inbox.TicksTable(tbl.Name))
+		mustExec(t, db, "DROP TABLE IF EXISTS "+ticks)
+		mustExec(t, db, create)
+		t.Cleanup(func() { db.Exec("DROP TABLE IF EXISTS " + ticks) })
+		p := inbox.NewPeriodic(db, b.dialect, tbl, &inbox.PeriodicConfig{Logger: testLogger(t)})
+		if err := p.Add(inbox.PeriodicJob{Name: "nightly", Schedule: inbox.Every(100 * time.Millisecond), Message: func(time.Time) inbox.Message {
+			return inbox.Message{Queue: "q", UniqueKey: "nightly"}
+		}}); err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error, 1)
+		go func() { done <- p.Run(ctx) }()
+		first := int64(0)
+		waitFor(t, 5*time.Second, "the first tick's job", func() bool { return b.countRows(t, db, tbl, "") == 1 })
+		if err := db.QueryRow("SELECT " + b.q(t, "id") + " FROM " + b.q(t, tbl.Name)).Scan(&first); err != nil {
+			t.Fatal(err)
+		}
+		var lastTick int64
+		if err := db.QueryRow("SELECT last_tick FROM " + ticks + " WHERE name = 'nightly'").Scan(&lastTick); err != nil {
+			t.Fatal(err)
+		}
+		waitFor(t, 5*time.Second, "three more ticks taken", func() bool {
+			var last int64
+			return db.QueryRow("SELECT last_tick FROM "+ticks+" WHERE name = 'nightly'").Scan(&last) == nil && last >= lastTick+300_000
+		})
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("Run: %v", err)
+		}
+		var job int64
+		if err := db.QueryRow("SELECT job_id FROM " + ticks + " WHERE name = 'nightly'").Scan(&job); err != nil || job != first {
+			t.Errorf("the last tick's job is %d (%v), want the key's holder %d", job, err, first)
+		}
+		if n := b.countRows(t, db, tbl, ""); n != 1 {
+			t.Errorf("%d rows after the ticks, want 1 (the key's holder)", n)
+		}
+	})
+}
