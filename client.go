@@ -81,3 +81,16 @@ func (c *Client[D]) NewConsumer(form Form, h Handler, cfg *Config) *Consumer {
 func (c *Client[D]) NewBatchConsumer(form BatchForm, size int, h BatchHandler, cfg *Config) *Consumer {
 	return NewBatchConsumer(c.db, form, size, h, cfg)
 }
+
+// EnqueueResults publishes msgs as Enqueue does and says what became of each: its row's id, and
+// for a message whose UniqueKey another row holds, that row's id and what OnConflict did (see
+// the function EnqueueResults).
+func (c *Client[D]) EnqueueResults(ctx context.Context, msgs ...Message) ([]Enqueued, error) {
+	return publishResults(ctx, c.db, c.d, c.t, c.clock, msgs)
+}
+
+// EnqueueTxResults publishes msgs inside tx, the caller's own transaction, as EnqueueResults
+// does (see the function EnqueueTxResults).
+func (c *Client[D]) EnqueueTxResults(ctx context.Context, tx Tx, msgs ...Message) ([]Enqueued, error) {
+	return enqueueTxResults(ctx, tx, c.d, c.t, c.clock, msgs)
+}

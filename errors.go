@@ -56,6 +56,10 @@ var (
 	// ErrSettled: the row is processed or dead, so it was left unchanged (Reschedule): requeue a
 	// dead row (admin) to run it again.
 	ErrSettled = sentinel.Settled
+	// ErrUniqueKeyTooLong: a Message's UniqueKey is longer than MaxUniqueKey characters, which
+	// the unique key column holds; nothing of the publish landed. Hash a longer natural key into
+	// one.
+	ErrUniqueKeyTooLong = sentinel.UniqueKeyTooLong
 )
 
 // LeaseLostError is the ErrLeaseLost of a lease batch's settlement that found rows of the batch

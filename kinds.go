@@ -53,14 +53,22 @@ func kindOf[A JobArgs]() (string, KindOptions) {
 	return a.Kind(), o
 }
 
+// UniqueKeyer is a JobArgs type whose jobs carry a unique key by default: Job sets the
+// message's UniqueKey to args.UniqueKey() (see Table.UniqueKey), so that a kind declares once
+// which of its jobs are the same job ("invoice:" + the invoice's id). An empty key is no key.
+type UniqueKeyer interface{ UniqueKey() string }
+
 // Job returns the message that publishes args as a job of its kind: Kind is args.Kind(), the
-// payload args encoded by encoding/json, and Queue and Priority are its kind's options
-// (KindOptions). Set the message's other fields (Delay or RunAt, Headers, Columns) on the value
+// payload args encoded by encoding/json, Queue and Priority are its kind's options
+// (KindOptions), and UniqueKey is args.UniqueKey() where A is a UniqueKeyer. Set the message's other fields (Delay or RunAt, Headers, Columns) on the value
 // it returns. Arguments that do not encode fail the Enqueue that publishes the message, naming
 // the kind, and nothing of that Enqueue lands.
 func Job[A JobArgs](args A) Message {
 	kind, o := kindOf[A]()
 	m := Message{Kind: kind, Queue: o.Queue, Priority: o.Priority}
+	if u, ok := any(args).(UniqueKeyer); ok {
+		m.UniqueKey = u.UniqueKey()
+	}
 	if m.Payload, m.err = json.Marshal(args); m.err != nil {
 		m.err = sentinel.Errorf(nil, "", "job of kind %q: encoding its arguments (%T): %w", kind, args, m.err)
 	}

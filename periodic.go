@@ -484,15 +484,13 @@ func (p *Periodic) publish(ctx context.Context, tx dialect.Tx, k sqltext.Ticks, 
 	for i, t := range ticks {
 		msgs[i] = s.Message(t)
 	}
-	sts, err := statements(p.d, p.t, msgs, true, clockNow(p.clock))
+	// A job with a unique key that another row holds publishes no row, and the tick records
+	// that row as its job (EnqueueTxResults).
+	res, err := enqueueTxResults(ctx, tx, p.d, p.t, p.clock, msgs)
 	if err != nil {
 		return sentinel.At(s.where, err)
 	}
-	ids := make([]int64, len(msgs))
-	if err := insert(ctx, tx, p.d, p.t, msgs, sts, ids); err != nil {
-		return sentinel.At(s.where, err)
-	}
-	if _, err := tx.ExecContext(ctx, k.SetJob().SQL, ids[len(ids)-1], s.Name); err != nil {
+	if _, err := tx.ExecContext(ctx, k.SetJob().SQL, res[len(res)-1].ID, s.Name); err != nil {
 		return sentinel.Errorf(nil, s.where, "recording the id of its job: %w", err)
 	}
 	return nil

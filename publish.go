@@ -55,6 +55,20 @@ type Message struct {
 	// on SQLite, whose VALUES take no DEFAULT, one INSERT for each run of consecutive messages
 	// that set the same columns.
 	Columns map[string]any
+	// UniqueKey is the row's unique key, written to the unique key column (Table.UniqueKey):
+	// where another row holds the key, no row is published for the message, which OnConflict
+	// resolves; the result-returning calls (EnqueueResults) say which row holds it. At most
+	// MaxUniqueKey characters. Empty: no key. A UniqueKey where the table has no unique key
+	// column is refused (ErrSchema). A message with a key is published by a one-row INSERT of
+	// its own, in a transaction with the publish's other messages. The key is held while the row
+	// is queued or in work, by default (Table.UniqueKey says the scopes): a row in work under the
+	// row lock or advisory form looks queued to a publisher, and holds its key all the same.
+	UniqueKey string
+	// OnConflict says what to do where another row holds UniqueKey: skip the message (the
+	// default), replace the holder's payload and run time, or keep the earlier of the two run
+	// times (throttle), the last two only on a holder that is queued and held by no consumer.
+	// Ignored without a UniqueKey.
+	OnConflict OnConflict
 
 	err error // Job's: the arguments did not encode, and the message cannot be published
 }
@@ -90,7 +104,8 @@ func EnqueueJSON[T any](ctx context.Context, db *sql.DB, d dialect.Dialect, t Ta
 // claims and settlements take too, so that they queue in turn rather than in SQLite's busy
 // handler. It then wakes the consumers of t in this process, so they claim at once rather than
 // at their next poll; on Postgres, where t.Notify is set, its last statement also notifies t's
-// channel, which wakes consumers elsewhere that listen to it.
+// channel, which wakes consumers elsewhere that listen to it. Messages with a UniqueKey are
+// resolved as EnqueueResults says, and whether each was a duplicate is not reported.
 func Enqueue(ctx context.Context, db *sql.DB, d dialect.Dialect, t Table, msgs ...Message) error {
 	return publish(ctx, db, d, t, nil, msgs, nil)
 }
@@ -103,7 +118,8 @@ func Enqueue(ctx context.Context, db *sql.DB, d dialect.Dialect, t Table, msgs .
 // SQLite documents it as arbitrary, and under MySQL's interleaved auto-increment lock mode (8.0's
 // default, innodb_autoinc_lock_mode = 2) the ids of one statement need not be consecutive, so
 // LAST_INSERT_ID, the first of them, does not give the others. It costs a round trip per
-// message: publish bulk rows whose ids are not needed with Enqueue.
+// message: publish bulk rows whose ids are not needed with Enqueue. A message with a UniqueKey
+// that another row holds gets that row's id (EnqueueResults says which were duplicates).
 func EnqueueIDs(ctx context.Context, db *sql.DB, d dialect.Dialect, t Table, msgs ...Message) ([]int64, error) {
 	return publishIDs(ctx, db, d, t, nil, msgs)
 }
@@ -124,13 +140,17 @@ func publishIDs(ctx context.Context, db *sql.DB, d dialect.Dialect, t Table, clo
 // wake-up). When it fails at its second statement or
 // later (more than maxBatchRows messages, or on SQLite messages that set different Columns), MySQL,
 // MariaDB and SQLite keep the rows of the statements before the one that failed in tx: roll tx
-// back rather than commit it.
+// back rather than commit it. Messages with a UniqueKey are resolved as EnqueueTxResults says.
 func EnqueueTx(ctx context.Context, tx Tx, d dialect.Dialect, t Table, msgs ...Message) error {
 	return enqueueTx(ctx, tx, d, t, nil, msgs)
 }
 
 // enqueueTx is EnqueueTx, its Delays counted from clock's now (nil: this host's).
 func enqueueTx(ctx context.Context, tx Tx, d dialect.Dialect, t Table, clock Clock, msgs []Message) error {
+	if keyed(msgs) {
+		_, err := enqueueTxResults(ctx, tx, d, t, clock, msgs)
+		return err
+	}
 	sts, err := statements(d, t, msgs, false, clockNow(clock))
 	if err != nil {
 		return err
@@ -141,6 +161,16 @@ func enqueueTx(ctx context.Context, tx Tx, d dialect.Dialect, t Table, clock Clo
 // publish runs Enqueue's statements (publishRows), then wakes the consumers of t in this
 // process.
 func publish(ctx context.Context, db *sql.DB, d dialect.Dialect, t Table, clock Clock, msgs []Message, ids []int64) error {
+	if keyed(msgs) {
+		res, err := publishResults(ctx, db, d, t, clock, msgs)
+		if err != nil {
+			return err
+		}
+		for i := range ids {
+			ids[i] = res[i].ID
+		}
+		return nil
+	}
 	if err := publishRows(ctx, db, d, t, clock, msgs, ids); err != nil {
 		return err
 	}
@@ -200,6 +230,7 @@ type statement struct {
 	args        []any
 	first, rows int
 	notify      bool // it only notifies the table's channel (after one-row INSERTs)
+	unique      bool // it publishes one message with a unique key (sqltext.Unique.Insert)
 }
 
 // statements are the INSERTs that publish msgs to t, in the messages' order: as many rows in
@@ -207,7 +238,8 @@ type statement struct {
 // VALUES take DEFAULT (dialect.Caps.ValuesDefault), which a row writes for the own columns of
 // the statement it leaves out; elsewhere a statement apart for each run of consecutive messages
 // that set the same own columns. With ids set, a statement per message that hands back its
-// generated id. It builds them all before any runs, so that a message it refuses sends nothing.
+// generated id; and wherever a message has a unique key, a statement per message, a keyed
+// message's the INSERT that finds its key taken (sqltext.Unique.Insert). It builds them all before any runs, so that a message it refuses sends nothing.
 // A Delay counts from now, and a RunAt not after it is due at once (runAfter).
 func statements(d dialect.Dialect, t Table, msgs []Message, ids bool, now time.Time) ([]statement, error) {
 	if len(msgs) == 0 {
@@ -222,7 +254,7 @@ func statements(d dialect.Dialect, t Table, msgs []Message, ids bool, now time.T
 	if err != nil {
 		return nil, err
 	}
-	perRow := ids && t.IDGenerated
+	perRow := ids && t.IDGenerated || keyed(msgs)
 	sets := make([][]string, len(msgs)) // the own columns each message sets, as named, sorted
 	var out []statement
 	for i, m := range msgs {
@@ -295,6 +327,9 @@ func (st *statement) build(s sqltext.SQL, d dialect.Dialect, t Table, msgs []Mes
 		st.args = append(st.args, row...)
 	}
 	switch {
+	case perRow && msgs[0].UniqueKey != "":
+		st.query = s.Unique("").Insert(own)
+		st.unique = true
 	case perRow:
 		st.query = s.InsertID(own)
 	case sparse != nil:
@@ -428,6 +463,13 @@ func rowArgs(t Table, d dialect.Dialect, m Message, now time.Time) ([]any, error
 	}
 	if t.CreatedAt != "" {
 		row = append(row, d.Time(now))
+	}
+	key, err := uniqueKey(t, m)
+	if err != nil {
+		return nil, err
+	}
+	if t.UniqueKey != "" {
+		row = append(row, key)
 	}
 	return row, nil
 }

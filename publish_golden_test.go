@@ -50,6 +50,9 @@ func TestGoldenStatements(t *testing.T) {
 				build("insert(3) sparse", 3, false, false, golden.Sparse(n))
 			}
 			build("insertID", 1, true, false, nil)
+			if sh.Table.UniqueKey != "" {
+				e = append(e, golden.Entry{Name: "insert unique", SQL: uniqueInsert(t, dl.D, Table(sh.Table))})
+			}
 			if dl.D.Caps().Notifies {
 				build("insert(1) notifying", 1, false, true, nil)
 				build("insert(3) notifying", 3, false, true, nil)
@@ -102,4 +105,22 @@ func TestStatementsKeepOrder(t *testing.T) {
 			}
 		}
 	}
+}
+
+// uniqueInsert is the INSERT that publishing builds for a message with a unique key on d, the
+// message setting each of tbl's own columns.
+func uniqueInsert(t *testing.T, d dialect.Dialect, tbl Table) string {
+	t.Helper()
+	m := Message{ID: 1, UniqueKey: "k"}
+	for _, c := range tbl.Columns {
+		if m.Columns == nil {
+			m.Columns = map[string]any{}
+		}
+		m.Columns[c] = 0
+	}
+	sts, err := statements(d, tbl, []Message{m}, false, time.Now())
+	if err != nil || len(sts) != 1 || !sts[0].unique {
+		t.Fatalf("%s: publishing a message with a unique key builds %d statements (%v), want one keyed INSERT", d.Name(), len(sts), err)
+	}
+	return sts[0].query
 }

@@ -98,6 +98,9 @@ type Sweep struct {
 	Err error
 }
 
+// shorter reports whether age, where it is set, is shorter than window, where that is set.
+func shorter(age, window time.Duration) bool { return age > 0 && window > 0 && age < window }
+
 // retention returns the consumer's retention with its defaults, and refuses one the table
 // cannot serve or that deletes nothing; nil where retention is off.
 func (c *Consumer) retention(t Table) (*Retention, error) {
@@ -117,6 +120,8 @@ func (c *Consumer) retention(t Table) (*Retention, error) {
 		return nil, sentinel.Errorf(ErrSchema, where, "inbox.Retention.ProcessedAge needs the ProcessedAt column, which the description lacks (an ack deletes the row): name it in inbox.Table.ProcessedAt, or leave ProcessedAge zero")
 	case r.DeadAge > 0 && t.DeadAt == "":
 		return nil, sentinel.Errorf(ErrSchema, where, "inbox.Retention.DeadAge needs the DeadAt column, which the description lacks (a dying row is dropped): name it in inbox.Table.DeadAt, or leave DeadAge zero")
+	case shorter(r.ProcessedAge, t.UniqueWindow) || shorter(r.DeadAge, t.UniqueWindow):
+		return nil, sentinel.Errorf(nil, where, "inbox.Retention: ProcessedAge %v, DeadAge %v: an age shorter than the table's UniqueWindow (%v) would delete a settled row, and free its unique key, before the window ends: give ages of at least the window", r.ProcessedAge, r.DeadAge, t.UniqueWindow)
 	}
 	out := *r
 	if out.BatchSize == 0 {

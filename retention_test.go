@@ -27,6 +27,7 @@ func TestRetentionRefusesBadInput(t *testing.T) {
 		{"no age", Retention{BatchSize: 10}, full, false, "set ProcessedAge or DeadAge"},
 		{"no processed_at", Retention{ProcessedAge: time.Hour}, Table{Name: "jobs", ID: "id", DeadAt: "dead_at"}, true, "ProcessedAt column"},
 		{"no dead_at", Retention{DeadAge: time.Hour}, Table{Name: "jobs", ID: "id", ProcessedAt: "processed_at"}, true, "DeadAt column"},
+		{"an age within the unique window", Retention{ProcessedAge: 2 * time.Hour, DeadAge: time.Hour}, Table{Name: "jobs", ID: "id", ProcessedAt: "processed_at", DeadAt: "dead_at", UniqueKey: "k", UniqueWindow: 90 * time.Minute}, false, "UniqueWindow (1h30m0s)"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c := &Consumer{cfg: Config{Retention: &tc.r}}

@@ -31,6 +31,7 @@ import (
 //	queue, kind   string
 //	headers       map[string]string
 //	last_error    string, *string, sql.NullString or sql.Null[string]
+//	unique_key    string, *string, sql.NullString or sql.Null[string] (Table.UniqueKey)
 //	processed_at, retry_after, dead_at, created_at, locked_until
 //	              time.Time, *time.Time, sql.NullTime or sql.Null[time.Time]
 //
@@ -57,7 +58,8 @@ func TableOf[R any](name string) (Table, error) {
 // RowOf returns d's row as an R, R's tagged fields filled from d: the id, payload, attempt,
 // queue, kind and headers from d's, and each own column from the value d's claim read
 // (converted as Column converts it; a NULL leaves the field zero). The roles a Delivery does not
-// carry (processed_at, retry_after, dead_at, last_error, created_at, priority, locked_until) are left
+// carry (processed_at, retry_after, dead_at, last_error, created_at, priority, locked_until,
+// unique_key) are left
 // zero. The payload shares d.Payload's bytes, valid as long as d is. It fails as TableOf does on
 // R's tags, and naming the field and the column where d's claim did not read an own column of R
 // (the consumer's table does not name it in Columns) or its value does not convert.
@@ -155,10 +157,11 @@ var tagRoles = map[string]tagRole{
 	"last_error":   {func(t *Table, c string) { t.LastError = c }, isText, "string, *string, sql.NullString or sql.Null[string]", "last_error"},
 	"created_at":   {func(t *Table, c string) { t.CreatedAt = c }, isTime, timeTypes, "created_at"},
 	"locked_until": {func(t *Table, c string) { t.LockedUntil = c }, isTime, timeTypes, "locked_until"},
+	"unique_key":   {func(t *Table, c string) { t.UniqueKey = c }, isText, "string, *string, sql.NullString or sql.Null[string]", "unique_key"},
 }
 
 // tagRoleNames lists the roles' tags, for errors.
-const tagRoleNames = "id, payload, attempt, processed_at, queue, kind, priority, retry_after, headers, dead_at, last_error, created_at, locked_until"
+const tagRoleNames = "id, payload, attempt, processed_at, queue, kind, priority, retry_after, headers, dead_at, last_error, created_at, locked_until, unique_key"
 
 var rowTypes sync.Map // reflect.Type → *rowTypeResult
 

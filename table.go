@@ -2,6 +2,7 @@ package inbox
 
 import (
 	"fmt"
+	"time"
 
 	"github.com/sqlinbox/inbox/dialect"
 	"github.com/sqlinbox/inbox/internal/sentinel"
@@ -25,6 +26,7 @@ import (
 //	LastError    text, NULL
 //	CreatedAt    timestamp, NULL
 //	LockedUntil  timestamp with microseconds, NULL (the lease form's)
+//	UniqueKey    VARCHAR(191) (MaxUniqueKey), NULL, under a UNIQUE index named UniqueIndex()
 //
 // Timestamps are written in UTC to the microsecond; on SQLite as fixed-width text (see
 // dialect.SQLiteTimeLayout). Every form checks the types at Open and fails with ErrSchema,
@@ -87,6 +89,36 @@ type Table struct {
 	// the rows in work and publishing refuses it in Message.Columns.
 	LockedUntil string
 
+	// UniqueKey names the unique key's column: a row published with a Message.UniqueKey holds
+	// that key, and a publish of a message with the same key while the row holds it inserts
+	// nothing and is told which row holds it (Enqueued), or changes that row as its
+	// Message.OnConflict asks. A UNIQUE index on the column (named UniqueIndex(); inbox schema
+	// creates it) is what excludes the second row, in the publisher's own transaction, so no
+	// two concurrent publishes both insert and no rolled-back publish leaves a key taken. Rows
+	// without a key hold NULL, which no unique index on any of the four databases counts as a
+	// duplicate.
+	//
+	// By default a row holds its key while it is queued or in work: every settlement that keeps
+	// the row (an Ack or Drop stamping ProcessedAt, a death stamping DeadAt) clears the key in
+	// its own statement, one that deletes the row takes it away, and a retry keeps it. What "in
+	// work" is to a publisher depends on the form: a row held by the row lock form, whose lock no
+	// other session sees, and one held by the advisory form, whose lock is on a name, look
+	// queued; a row of the lease form is in work while its lease runs ahead. Whatever the form, a
+	// row in work holds its key until it settles. UniqueWhileQueued and UniqueWindow change
+	// the scope.
+	UniqueKey string
+	// UniqueWhileQueued has the key held only while the row is queued, never claimed: the lease
+	// form's claim, a committed UPDATE, clears it, so a publish while the job runs inserts a new
+	// row. Only the lease form can: the row lock and advisory forms hold a row without writing
+	// to it until it settles, and refuse it at Open (ErrSchema).
+	UniqueWhileQueued bool
+	// UniqueWindow has the key held after the row settles too, until this long after its
+	// ProcessedAt (or DeadAt): settlements keep the key, and a publish that finds its holder
+	// settled longer ago clears the holder's key and inserts. It needs the ProcessedAt column;
+	// without one an Ack deletes the row and its key with it. The window is read on the
+	// publisher's clock (Client.WithClock). Zero: no window, the default scope.
+	UniqueWindow time.Duration
+
 	// Columns names the application's own columns, those with no role, that every claim reads
 	// with the row (in the same statement), so that a handler reads them with Column. They may
 	// be of any type the driver scans. Publishing sets such columns by Message.Columns whether
@@ -120,6 +152,9 @@ func (t Table) Validate() error {
 		}
 		seen[*c.name] = c.role
 	}
+	if err := t.validateUnique(); err != nil {
+		return err
+	}
 	for _, c := range t.Columns {
 		if err := t.ownColumn("inbox.Table.Columns", c); err != nil {
 			return sentinel.Errorf(ErrSchema, sentinel.Table(t.Name), "%v", err)
@@ -128,6 +163,39 @@ func (t Table) Validate() error {
 			return sentinel.Errorf(ErrSchema, sentinel.Table(t.Name), "inbox.Table.Columns names %q twice: name each column once", c)
 		}
 		seen[c] = "Columns"
+	}
+	return nil
+}
+
+// MaxUniqueKey is the longest unique key (Message.UniqueKey), in characters: the column is a
+// VARCHAR(191), whose index fits MySQL's and MariaDB's 767-byte key prefix in utf8mb4. A longer
+// key is refused, never cut: hash a longer natural key into one.
+const MaxUniqueKey = 191
+
+// UniqueIndex is the name of the unique key's index, which inbox schema creates: the table's
+// name, the unique key column's and "key" joined by underscores, as Postgres names a UNIQUE
+// constraint. On MySQL and MariaDB publishing tells a duplicate key on this index, the key
+// taken, from one on any other, which it reports as the error it is. Empty without a UniqueKey.
+func (t Table) UniqueIndex() string {
+	if t.UniqueKey == "" {
+		return ""
+	}
+	return t.Name + "_" + t.UniqueKey + "_key"
+}
+
+// validateUnique refuses a unique key's scope that cannot work: a scope without a key, two
+// scopes, a negative window, a window without a ProcessedAt column.
+func (t Table) validateUnique() error {
+	where := sentinel.Table(t.Name)
+	switch {
+	case t.UniqueKey == "" && (t.UniqueWhileQueued || t.UniqueWindow != 0):
+		return sentinel.Errorf(ErrSchema, where, "UniqueWhileQueued or UniqueWindow is set without a UniqueKey column: name the column in inbox.Table.UniqueKey")
+	case t.UniqueWhileQueued && t.UniqueWindow != 0:
+		return sentinel.Errorf(ErrSchema, where, "both UniqueWhileQueued and UniqueWindow are set: choose one scope for the unique key")
+	case t.UniqueWindow < 0:
+		return sentinel.Errorf(ErrSchema, where, "UniqueWindow is negative (%v): give a positive window, or zero for none", t.UniqueWindow)
+	case t.UniqueWindow > 0 && t.ProcessedAt == "":
+		return sentinel.Errorf(ErrSchema, where, "UniqueWindow needs the ProcessedAt column, which keeps a settled row and its key (without it an Ack deletes the row): name it in inbox.Table.ProcessedAt, or set no window")
 	}
 	return nil
 }
@@ -190,6 +258,7 @@ func (t *Table) roles() []role {
 		{"ProcessedAt", &t.ProcessedAt}, {"Queue", &t.Queue}, {"Kind", &t.Kind}, {"Priority", &t.Priority},
 		{"RetryAfter", &t.RetryAfter}, {"Headers", &t.Headers}, {"DeadAt", &t.DeadAt},
 		{"LastError", &t.LastError}, {"CreatedAt", &t.CreatedAt}, {"LockedUntil", &t.LockedUntil},
+		{"UniqueKey", &t.UniqueKey},
 	}
 }
 

@@ -103,6 +103,9 @@ type Row struct {
 	Payload []byte `json:"payload"`
 	// Headers is the headers column's text (a JSON object), as stored; Row reads it.
 	Headers string `json:"headers"`
+	// UniqueKey is the unique key the row holds (inbox.Table.UniqueKey), empty for none: a row
+	// settled under the default scope holds none any more; Row reads it.
+	UniqueKey string `json:"unique_key,omitempty"`
 	// Columns are the application's own columns the description names (inbox.Table.Columns),
 	// as the driver scans them; Row reads them.
 	Columns map[string]any `json:"columns,omitempty"`
@@ -166,12 +169,12 @@ func (a *Admin) Rows(ctx context.Context, f Filter, limit int) ([]Row, error) {
 // Row reads the row of id, whole, or fails with ErrNoRow.
 func (a *Admin) Row(ctx context.Context, id int64) (Row, error) {
 	t := a.t
-	names := []string{t.ID, t.Payload, t.Attempt, t.ProcessedAt, t.Queue, t.Priority, t.RetryAfter, t.Headers, t.DeadAt, t.LastError, t.CreatedAt, a.t.LockedUntil, t.Kind}
+	names := []string{t.ID, t.Payload, t.Attempt, t.ProcessedAt, t.Queue, t.Priority, t.RetryAfter, t.Headers, t.DeadAt, t.LastError, t.CreatedAt, a.t.LockedUntil, t.Kind, t.UniqueKey}
 	var r Row
-	var text struct{ queue, headers, lastError, kind sql.NullString }
+	var text struct{ queue, headers, lastError, kind, uniqueKey sql.NullString }
 	var times [5]any
 	var attempt, priority sql.NullInt64
-	dests := []any{&r.ID, &r.Payload, &attempt, &times[0], &text.queue, &priority, &times[1], &text.headers, &times[2], &text.lastError, &times[3], &times[4], &text.kind}
+	dests := []any{&r.ID, &r.Payload, &attempt, &times[0], &text.queue, &priority, &times[1], &text.headers, &times[2], &text.lastError, &times[3], &times[4], &text.kind, &text.uniqueKey}
 	var scan []any
 	for i, name := range names {
 		if name != "" {
@@ -189,7 +192,8 @@ func (a *Admin) Row(ctx context.Context, id int64) (Row, error) {
 	if err != nil {
 		return Row{}, sentinel.Errorf(nil, sentinel.Table(t.Name), "reading row %d: %w", id, err)
 	}
-	r.Queue, r.Headers, r.LastError, r.Kind = text.queue.String, text.headers.String, text.lastError.String, text.kind.String
+	r.Queue, r.Headers, r.LastError = text.queue.String, text.headers.String, text.lastError.String
+	r.Kind, r.UniqueKey = text.kind.String, text.uniqueKey.String
 	r.Attempt, r.Priority = attempt.Int64, priority.Int64
 	for i, at := range []*time.Time{&r.ProcessedAt, &r.RetryAfter, &r.DeadAt, &r.CreatedAt, &r.LockedUntil} {
 		if *at, err = scannedTime(times[i]); err != nil {

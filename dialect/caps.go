@@ -180,6 +180,19 @@ type Caps struct {
 	// index leads with processed_at and dead_at, which the claim asks to be NULL, and the DDL
 	// declares it inside CREATE TABLE.
 	PartialIndexes bool
+	// UpsertNothing says an INSERT takes ON CONFLICT (column) DO NOTHING, which passes over a
+	// row whose unique key another row holds (Postgres, SQLite): a publish of a message with a
+	// unique key (inbox.Message.UniqueKey) is one statement that inserts or does nothing.
+	// Elsewhere (MySQL, MariaDB) the publish is a plain INSERT, and a duplicate-key error on the
+	// unique key's index (DuplicateOn) says another row holds the key; INSERT IGNORE, which would
+	// pass over unrelated errors too, is never used.
+	UpsertNothing bool
+	// HolderLock is the locking clause of the read of the row that holds a unique key, after an
+	// INSERT found the key taken: " LOCK IN SHARE MODE" on MySQL and MariaDB, where a plain read
+	// in a REPEATABLE READ transaction reads its snapshot and may miss a holder committed since,
+	// and where a shared lock read through the covering unique index locks that index's record
+	// only, so it does not wait for a consumer's FOR UPDATE on the row. Empty elsewhere.
+	HolderLock string
 	// CaseSensitiveNames says two quoted names that differ only in case name two columns
 	// (Postgres); elsewhere they name one, and the catalog is searched without regard to case.
 	CaseSensitiveNames bool
@@ -277,6 +290,7 @@ var (
 		ConflictTries:       10,
 		Catalog:             PostgresCatalog,
 		PartialIndexes:      true,
+		UpsertNothing:       true,
 		CaseSensitiveNames:  true,
 		UnflushedCommit:     "(SELECT set_config('synchronous_commit', 'off', true)) = 'off'",
 	}
@@ -303,6 +317,7 @@ var (
 		ConflictTries:     5,
 		Catalog:           SQLiteCatalog,
 		PartialIndexes:    true,
+		UpsertNothing:     true,
 	}
 )
 
@@ -328,6 +343,7 @@ func mysqlFamilyCaps(title string, server Floor, sessionLevelQueries ...string) 
 		ConflictTries:        10,
 		Catalog:              MySQLCatalog,
 		Clusters:             true,
+		HolderLock:           " LOCK IN SHARE MODE",
 	}
 }
 

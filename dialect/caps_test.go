@@ -30,7 +30,7 @@ var capsCases = []struct {
 		StatementLostCodes: []string{"26000", "42P05"}, Notifies: true,
 		ClockQuery:    "SELECT to_char(clock_timestamp() AT TIME ZONE 'UTC', 'YYYY-MM-DD HH24:MI:SS.US')",
 		ConflictCodes: []string{"40001", "40P01"}, ConflictMarks: []string{"SQLSTATE 40001", "SQLSTATE 40P01"}, ConflictTries: 10,
-		Catalog: dialect.PostgresCatalog, PartialIndexes: true, CaseSensitiveNames: true,
+		Catalog: dialect.PostgresCatalog, PartialIndexes: true, UpsertNothing: true, CaseSensitiveNames: true,
 		UnflushedCommit: "(SELECT set_config('synchronous_commit', 'off', true)) = 'off'",
 	}},
 	{"mysql", mysqlFamilyLevels, wantMySQL},
@@ -42,7 +42,7 @@ var capsCases = []struct {
 		Server:        dialect.Floor{Major: 3, Minor: 35, Needs: "RETURNING"},
 		ClockQuery:    "SELECT strftime('%Y-%m-%d %H:%M:%f', 'now')",
 		ConflictMarks: []string{"SQLITE_BUSY", "database is locked"}, ConflictTries: 5,
-		Catalog: dialect.SQLiteCatalog, PartialIndexes: true,
+		Catalog: dialect.SQLiteCatalog, PartialIndexes: true, UpsertNothing: true,
 	}},
 }
 
@@ -57,6 +57,7 @@ var wantMySQL = dialect.Caps{
 	Server:              dialect.Floor{Major: 8, Patch: 1, Needs: "SKIP LOCKED"},
 	ClockQuery:          "SELECT DATE_FORMAT(UTC_TIMESTAMP(6), '%Y-%m-%d %H:%i:%s.%f')",
 	ConflictMarks:       []string{"Error 1213", "Error 1205"}, ConflictTries: 10, Catalog: dialect.MySQLCatalog, Clusters: true,
+	HolderLock: " LOCK IN SHARE MODE",
 }
 
 // wantMariaDB is the record MariaDB must return: MySQL's but for its title, the order in which

@@ -99,3 +99,22 @@ func mysqlErrorNumber(err error) int {
 	}
 	return 0
 }
+
+// DuplicateOn reports whether err is MySQL's or MariaDB's duplicate-key error (1062) on the
+// index named index, which go-sql-driver/mysql formats as "Error 1062 (23000): Duplicate entry
+// '…' for key '…'": MariaDB names the index alone, MySQL (8.0.19 and later) the table, a dot and
+// the index. A duplicate on any other index (the primary key's, an application's own) is not
+// one, and is the caller's to report as it is.
+func DuplicateOn(err error, index string) bool {
+	if err == nil || mysqlErrorNumber(err) != 1062 {
+		return false
+	}
+	msg := err.Error()
+	const mark = "for key '"
+	i := strings.LastIndex(msg, mark)
+	if i < 0 {
+		return false
+	}
+	key := strings.TrimSuffix(msg[i+len(mark):], "'")
+	return key == index || strings.HasSuffix(key, "."+index)
+}

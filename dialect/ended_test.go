@@ -68,3 +68,21 @@ func TestTxEnded(t *testing.T) {
 		})
 	}
 }
+
+func TestDuplicateOn(t *testing.T) {
+	for _, c := range []struct {
+		err  error
+		want bool
+	}{
+		{errors.New("Error 1062 (23000): Duplicate entry 'a' for key 'jobs_unique_key'"), true},           // MariaDB
+		{errors.New("Error 1062 (23000): Duplicate entry 'a' for key 'jobs.jobs_unique_key'"), true},      // MySQL 8
+		{errors.New("Error 1062 (23000): Duplicate entry '7' for key 'PRIMARY'"), false},                  // another index
+		{errors.New("Error 1062 (23000): Duplicate entry 'a' for key 'other_jobs_unique_key'"), false},    // a longer name
+		{errors.New("Error 1213 (40001): Deadlock found when trying to get lock; try restarting"), false}, // another error
+		{nil, false},
+	} {
+		if got := dialect.DuplicateOn(c.err, "jobs_unique_key"); got != c.want {
+			t.Errorf("DuplicateOn(%v) = %v, want %v", c.err, got, c.want)
+		}
+	}
+}

@@ -23,7 +23,9 @@ on that database. -check compares the table there with the description instead, 
 column (missing, or of a type that does not fit its role) and the claim index, prints the
 statement that fixes each problem, and exits with 1 when there is one. -schedules adds the
 ticks table that periodic jobs (inbox.Periodic) need, to the print and to -apply; -retention
-the sweeper leases' table (inbox_sweeps) that inbox.Retention needs, once per database.`
+the sweeper leases' table (inbox_sweeps) that inbox.Retention needs, once per database.
+-unique-key adds the unique key column (unique_key, or -unique-key=NAME) and its UNIQUE index,
+which unique jobs (Message.UniqueKey) need.`
 
 func schemaCommand(ctx context.Context, s *session, args []string) error {
 	fs := s.flags("schema", schemaHead)

@@ -114,6 +114,7 @@ func (o *operated) fields(r admin.Row) []field {
 	add(t.ProcessedAt, "processed at", shownTime(r.ProcessedAt))
 	add(t.DeadAt, "dead at", shownTime(r.DeadAt))
 	add(t.Headers, "headers", cmp.Or(r.Headers, "-"))
+	add(t.UniqueKey, "unique key", cmp.Or(r.UniqueKey, "-"))
 	for _, c := range t.Columns {
 		out = append(out, field{c, fmt.Sprint(r.Columns[c])})
 	}

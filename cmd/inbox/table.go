@@ -58,6 +58,7 @@ func addTableFlags(fs *flag.FlagSet) *tableFlags {
 		{"last-error", "last_error", "last_error", "LastError", func(t *inbox.Table, c string) { t.LastError = c }},
 		{"created-at", "", "created_at", "CreatedAt", func(t *inbox.Table, c string) { t.CreatedAt = c }},
 		{"lease", "locked_until", "locked_until", "LockedUntil", func(t *inbox.Table, c string) { t.LockedUntil = c }},
+		{"unique-key", "", "unique_key", "UniqueKey", func(t *inbox.Table, c string) { t.UniqueKey = c }},
 	} {
 		usage := "the " + r.role + " role's column"
 		switch {
@@ -67,10 +68,45 @@ func addTableFlags(fs *flag.FlagSet) *tableFlags {
 		default:
 			usage += "; empty (-" + r.flag + "=) when the table has none"
 		}
-		f.roles = append(f.roles, tableRole{r.flag, r.readme, fs.String(r.flag, r.column, usage), r.set})
+		column := new(string)
+		*column = r.column
+		if r.flag == "unique-key" {
+			// -unique-key alone names the README's column (inbox schema -unique-key).
+			fs.Var(readmeColumn{column, r.readme}, r.flag, usage+"; -"+r.flag+" alone names "+r.readme)
+		} else {
+			fs.StringVar(column, r.flag, r.column, usage)
+		}
+		f.roles = append(f.roles, tableRole{r.flag, r.readme, column, r.set})
 	}
 	return f
 }
+
+// readmeColumn is a role's flag that, given alone (-unique-key), names the README's column, and
+// given a value (-unique-key=dedupe), names that column.
+type readmeColumn struct {
+	column *string
+	readme string
+}
+
+func (c readmeColumn) String() string {
+	if c.column == nil {
+		return ""
+	}
+	return *c.column
+}
+
+func (c readmeColumn) Set(v string) error {
+	switch v {
+	case "true":
+		v = c.readme
+	case "false":
+		v = ""
+	}
+	*c.column = v
+	return nil
+}
+
+func (readmeColumn) IsBoolFlag() bool { return true }
 
 // table is the description the flags give.
 func (f *tableFlags) table() inbox.Table {

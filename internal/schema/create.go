@@ -16,12 +16,13 @@ var (
 		ID: "BIGINT PRIMARY KEY", Payload: "BYTEA", Attempt: "INT NOT NULL DEFAULT 0", Priority: "INT NOT NULL DEFAULT 0",
 		Queue: "TEXT NOT NULL DEFAULT ''", Kind: "TEXT NOT NULL DEFAULT ''", Headers: "TEXT", LastError: "TEXT",
 		ProcessedAt: "TIMESTAMPTZ", RetryAfter: "TIMESTAMPTZ", DeadAt: "TIMESTAMPTZ", CreatedAt: "TIMESTAMPTZ", Lease: "TIMESTAMPTZ",
+		UniqueKey: "VARCHAR(191)",
 	}
 	mysqlDefinitions = map[Role]string{
 		ID: "BIGINT PRIMARY KEY", Payload: "LONGBLOB", Attempt: "INT NOT NULL DEFAULT 0", Priority: "INT NOT NULL DEFAULT 0",
 		Queue: "VARCHAR(191) NOT NULL DEFAULT ''", Kind: "VARCHAR(191) NOT NULL DEFAULT ''", Headers: "TEXT", LastError: "TEXT",
 		ProcessedAt: "DATETIME(6) NULL", RetryAfter: "DATETIME(6) NULL", DeadAt: "DATETIME(6) NULL", CreatedAt: "DATETIME(6) NULL",
-		Lease: "DATETIME(6) NULL",
+		Lease: "DATETIME(6) NULL", UniqueKey: "VARCHAR(191) NULL",
 	}
 )
 
@@ -47,7 +48,8 @@ func definition(d dialect.Dialect, r Role, generated bool) string {
 // Create returns the statements that create the table t describes on d's database, with the
 // lease form's column when lease is not empty: the CREATE TABLE, every column typed as the
 // README says, and, where the claim orders by more than the id, the claim index (see
-// ClaimIndex), which on MySQL and MariaDB is part of the CREATE TABLE. It fails, wrapping
+// ClaimIndex), which on MySQL and MariaDB is part of the CREATE TABLE, and where the table has a
+// unique key the UNIQUE index on it (UniqueIndex), part of the CREATE TABLE there too. It fails, wrapping
 // inbox.ErrSchema, on a description Validate refuses or a name the database would not keep.
 func Create(d dialect.Dialect, t inbox.Table, lease string) ([]string, error) {
 	q, err := t.Quote(d)
@@ -70,11 +72,49 @@ func Create(d dialect.Dialect, t inbox.Table, lease string) ([]string, error) {
 		cols = append(cols, "INDEX "+index.quoted+" ("+strings.Join(index.quotedColumns, ", ")+")")
 		index = Index{}
 	}
+	unique, err := UniqueIndex(d, t)
+	if err != nil {
+		return nil, err
+	}
+	if unique != "" && !d.Caps().PartialIndexes {
+		cols = append(cols, unique)
+		unique = ""
+	}
 	out := []string{"CREATE TABLE " + q.Name + " (\n    " + strings.Join(cols, ",\n    ") + "\n)"}
 	if index.Name != "" {
 		out = append(out, index.Create)
 	}
+	if unique != "" {
+		out = append(out, unique)
+	}
 	return out, nil
+}
+
+// UniqueIndex returns the UNIQUE index on the unique key column of the table t describes, named
+// t.UniqueIndex(): a CREATE UNIQUE INDEX statement on Postgres and SQLite, and on MySQL and
+// MariaDB the UNIQUE KEY clause of the CREATE TABLE (add it to a table with ALTER TABLE … ADD).
+// A plain index: NULL, a row without a key, is never a duplicate on any of the four databases,
+// so no partial index is needed. Empty where t has no unique key.
+func UniqueIndex(d dialect.Dialect, t inbox.Table) (string, error) {
+	if t.UniqueKey == "" {
+		return "", nil
+	}
+	name, err := d.Quote(t.UniqueIndex())
+	if err != nil {
+		return "", sentinel.Errorf(inbox.ErrSchema, sentinel.Column(t.Name, t.UniqueKey), "its unique index's name, %q: %v (name the table or the column shorter)", t.UniqueIndex(), err)
+	}
+	col, err := d.Quote(t.UniqueKey)
+	if err != nil {
+		return "", sentinel.Errorf(inbox.ErrSchema, sentinel.Column(t.Name, t.UniqueKey), "%v", err)
+	}
+	if !d.Caps().PartialIndexes {
+		return "UNIQUE KEY " + name + " (" + col + ")", nil
+	}
+	table, err := d.Quote(t.Name)
+	if err != nil {
+		return "", sentinel.Errorf(inbox.ErrSchema, "", "table name: %v", err)
+	}
+	return "CREATE UNIQUE INDEX " + name + " ON " + table + " (" + col + ")", nil
 }
 
 // Index is the claim index of a table: an index whose columns are the claim's equality columns

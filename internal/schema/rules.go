@@ -46,7 +46,7 @@ func kindOf(r Role) kind {
 		return kindTime
 	case Lease:
 		return kindLease
-	case Queue, Kind:
+	case Queue, Kind, UniqueKey:
 		return kindQueue
 	case Payload:
 		return kindPayload
@@ -173,6 +173,8 @@ func mysqlFix(table, col string, r Role, c Column) string {
 		}
 	case Queue, Kind:
 		def = "VARCHAR(191)" + null + " DEFAULT ''"
+	case UniqueKey:
+		def = "VARCHAR(191) NULL"
 	case Payload:
 		def = "LONGBLOB" + null
 	default:
@@ -195,7 +197,7 @@ func sqliteNeeds(r Role) string {
 	switch r {
 	case ID, Attempt, Priority:
 		return "INTEGER affinity (a declared type containing INT, such as INTEGER)"
-	case Queue, Kind:
+	case Queue, Kind, UniqueKey:
 		return "TEXT (or no declared type)"
 	case Payload:
 		return "BLOB or TEXT (or no declared type)"
@@ -209,7 +211,7 @@ func sqliteFits(r Role, c Column, strict bool) string {
 		if c.Affinity != "INTEGER" {
 			return "not of INTEGER affinity: SQLite keeps text in it as text, which compares and sorts as text"
 		}
-	case Queue, Kind, Payload:
+	case Queue, Kind, UniqueKey, Payload:
 		if strict {
 			ok := []string{"TEXT", "ANY"}
 			if r == Payload {

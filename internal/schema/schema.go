@@ -42,11 +42,12 @@ const (
 	DeadAt
 	LastError
 	CreatedAt
+	UniqueKey
 	Lease
 )
 
 func (r Role) String() string {
-	return [...]string{"ID", "Payload", "Attempt", "ProcessedAt", "Queue", "Kind", "Priority", "RetryAfter", "Headers", "DeadAt", "LastError", "CreatedAt", "lease column"}[r]
+	return [...]string{"ID", "Payload", "Attempt", "ProcessedAt", "Queue", "Kind", "Priority", "RetryAfter", "Headers", "DeadAt", "LastError", "CreatedAt", "UniqueKey", "lease column"}[r]
 }
 
 // Named is a column a description names, by its role.
@@ -62,7 +63,7 @@ func Describe(t inbox.Table, lease string) []Named {
 	for _, n := range []Named{
 		{ID, t.ID}, {Payload, t.Payload}, {Attempt, t.Attempt}, {ProcessedAt, t.ProcessedAt},
 		{Queue, t.Queue}, {Kind, t.Kind}, {Priority, t.Priority}, {RetryAfter, t.RetryAfter}, {Headers, t.Headers},
-		{DeadAt, t.DeadAt}, {LastError, t.LastError}, {CreatedAt, t.CreatedAt}, {Lease, lease},
+		{DeadAt, t.DeadAt}, {LastError, t.LastError}, {CreatedAt, t.CreatedAt}, {UniqueKey, t.UniqueKey}, {Lease, lease},
 	} {
 		if n.Column != "" {
 			out = append(out, n)
@@ -133,8 +134,13 @@ func Check(d dialect.Dialect, tbl Table, cols []Named) []Result {
 // the table and, for each column that does not fit, its role, its type, what the role needs
 // and the statement that fixes it. Columns the table lacks, and tables the catalog does not
 // list (MySQL and MariaDB keep temporary tables out of information_schema), are left to the
-// statements the form prepares, whose errors name them.
+// statements the form prepares, whose errors name them. Where t has a unique key it also checks
+// the key's scope against the form (UniqueWhileQueued needs the lease form's column) and that
+// the key's unique index (UniqueIndex) is there, naming the statement that creates it.
 func Verify(ctx context.Context, db *sql.DB, d dialect.Dialect, t inbox.Table, lease string, kinds []inbox.ClaimedKind) error {
+	if t.UniqueWhileQueued && lease == "" {
+		return sentinel.Errorf(inbox.ErrSchema, sentinel.Column(t.Name, t.UniqueKey), "UniqueWhileQueued clears the unique key when a row is claimed, which only the lease form's claim can do (it commits an UPDATE of the row); the row lock and advisory forms write nothing to a row they hold until it settles: take the lease form, or leave UniqueWhileQueued unset to hold the key while the row is queued or in work")
+	}
 	tbl, err := Read(ctx, db, d, t.Name)
 	if err != nil {
 		return sentinel.Errorf(nil, sentinel.Table(t.Name), "reading its columns' types: %w", err)
@@ -143,6 +149,9 @@ func Verify(ctx context.Context, db *sql.DB, d dialect.Dialect, t inbox.Table, l
 		return nil
 	}
 	if err := fitKinds(d, tbl, t, kinds); err != nil {
+		return err
+	}
+	if err := hasUniqueIndex(ctx, db, d, t); err != nil {
 		return err
 	}
 	var wrong []string
@@ -193,4 +202,31 @@ func charLimit(typ string) (int, bool) {
 	}
 	n, err := strconv.Atoi(typ[open+1 : end])
 	return n, err == nil
+}
+
+// hasUniqueIndex refuses a table with a unique key column but no index named t.UniqueIndex() on
+// that column: without it nothing excludes a second row of a key, and on MySQL and MariaDB
+// publishing tells the key taken by a duplicate on that index's name.
+func hasUniqueIndex(ctx context.Context, db *sql.DB, d dialect.Dialect, t inbox.Table) error {
+	if t.UniqueKey == "" {
+		return nil
+	}
+	indexes, err := ReadIndexes(ctx, db, d, t.Name)
+	if err != nil {
+		return sentinel.Errorf(nil, sentinel.Table(t.Name), "reading its indexes: %w", err)
+	}
+	for name, cols := range indexes {
+		if name == t.UniqueIndex() && len(cols) == 1 && cols[0] == t.UniqueKey {
+			return nil
+		}
+	}
+	create, err := UniqueIndex(d, t)
+	if err != nil {
+		return err
+	}
+	if !d.Caps().PartialIndexes {
+		q, _ := d.Quote(t.Name) // quoted by UniqueIndex already
+		create = "ALTER TABLE " + q + " ADD " + create
+	}
+	return sentinel.Errorf(inbox.ErrSchema, sentinel.Column(t.Name, t.UniqueKey), "the unique key column has no unique index named %q on it alone, which excludes a second row of a key: create it with %s", t.UniqueIndex(), create)
 }

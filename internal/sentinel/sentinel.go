@@ -24,6 +24,7 @@ var (
 	NotFound         = errors.New("inbox: not found")
 	InWork           = errors.New("inbox: in work")
 	Settled          = errors.New("inbox: settled")
+	UniqueKeyTooLong = errors.New("inbox: unique key too long")
 )
 
 // BacksOff reports whether a settlement that failed with err is one a form backs off by the

@@ -549,12 +549,12 @@ func (a Admin) PickMatching(f Filter) Bound {
 }
 
 // RowColumns are the columns Row reads, in order: id, payload, attempt, processed_at, queue,
-// priority, retry_after, headers, dead_at, last_error, created_at, the lease column, kind, each
-// where the table has it, then the application's own columns (Table.Columns).
+// priority, retry_after, headers, dead_at, last_error, created_at, the lease column, kind, the
+// unique key, each where the table has it, then the application's own columns (Table.Columns).
 func (a Admin) RowColumns() []string {
 	t := a.s.t
 	var cols []string
-	for _, c := range []string{t.ID, t.Payload, t.Attempt, t.ProcessedAt, t.Queue, t.Priority, t.RetryAfter, t.Headers, t.DeadAt, t.LastError, t.CreatedAt, a.lease, t.Kind} {
+	for _, c := range []string{t.ID, t.Payload, t.Attempt, t.ProcessedAt, t.Queue, t.Priority, t.RetryAfter, t.Headers, t.DeadAt, t.LastError, t.CreatedAt, a.lease, t.Kind, t.UniqueKey} {
 		if c != "" {
 			cols = append(cols, c)
 		}

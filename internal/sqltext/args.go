@@ -24,6 +24,12 @@ const (
 	ArgHorizon Arg = "horizon" // the time past which a retry_after reads as never (FarAhead)
 	ArgChannel Arg = "channel" // the channel a publish notifies
 
+	// A publish's roles where another row holds its unique key (Unique).
+	ArgUniqueKey     Arg = "unique_key"     // the message's unique key
+	ArgPayload       Arg = "payload"        // the payload a replace writes
+	ArgRunAt         Arg = "run_at"         // the message's run time, its now where it is due at once
+	ArgSettledBefore Arg = "settled_before" // the time before which a settled holder's key has expired
+
 	// The sweeper lease's and retention's roles (Sweeps, Purge).
 	ArgTable           Arg = "table"            // the job table's name, the sweeper lease's key
 	ArgHolder          Arg = "holder"           // the sweeper's name, the lease's holder
@@ -46,10 +52,12 @@ type Values struct {
 	Now, Queue, Lease, Attempt, At, Error, Limit, Horizon, Channel any
 	// The sweeper lease's and retention's values (Sweeps, Purge).
 	Table, Holder, For, ProcessedBefore, DeadBefore any
-	Kinds                                           []string
-	IDs                                             []int64
-	Tokens                                          []any
-	Keys                                            []string
+	// A publish's values where another row holds its unique key (Unique).
+	UniqueKey, Payload, RunAt, SettledBefore any
+	Kinds                                    []string
+	IDs                                      []int64
+	Tokens                                   []any
+	Keys                                     []string
 }
 
 // Bind appends to dst the arguments of a run of st, v's values in the order st lists their
@@ -113,6 +121,14 @@ func (v *Values) one(a Arg) any {
 		return v.ProcessedBefore
 	case ArgDeadBefore:
 		return v.DeadBefore
+	case ArgUniqueKey:
+		return v.UniqueKey
+	case ArgPayload:
+		return v.Payload
+	case ArgRunAt:
+		return v.RunAt
+	case ArgSettledBefore:
+		return v.SettledBefore
 	}
 	panic("sqltext: no value for the parameter role " + string(a))
 }

@@ -103,8 +103,8 @@ type settles struct {
 
 // settle is a form's settlement of kind k of the rows g names, before f's changes: Ack and Drop
 // DELETE, or SET processed_at = ?; Fail SET dead_at = ? and RetryAfter SET retry_after = ?, each
-// with last_error = ? where the table has it (see stamp); then g's WHERE. It binds in that
-// order. It is empty where the table lacks the column the kind stamps, and for a retry that
+// with last_error = ? where the table has it (see stamp); a stamp that settles the row clears
+// its unique key too (settlementClearsKey); then g's WHERE. It binds in that order. It is empty where the table lacks the column the kind stamps, and for a retry that
 // changes nothing.
 func (s SQL) settle(k outcome.Kind, g Guard, f settles) Statement {
 	t, p := s.t, s.Params()
@@ -133,6 +133,29 @@ func (s SQL) settle(k outcome.Kind, g Guard, f settles) Statement {
 		}
 		head = "UPDATE " + t.Name + " SET " + f.retried
 	}
+	if s.settlementClearsKey(k) {
+		head += ", " + t.UniqueKey + " = NULL"
+	}
 	where := s.whereAnd(g, p, f.lease, s.unflushedIf(f.unflushed))
 	return p.statement(head + where)
+}
+
+// settlementClearsKey reports whether a settlement of kind k, which stamps the row and keeps it,
+// clears the row's unique key: an Ack or Drop stamping processed_at and a Fail stamping dead_at,
+// where the table has a unique key kept only while the row is queued or in work (no
+// UniqueWindow), so that a later publish of the key inserts. A retry keeps the key, a
+// settlement that deletes the row takes the key with it, and where the key holds only while the
+// row is queued (UniqueWhileQueued) the claim cleared it already.
+func (s SQL) settlementClearsKey(k outcome.Kind) bool {
+	t := s.t
+	if t.UniqueKey == "" || t.UniqueWindow > 0 || t.UniqueWhileQueued {
+		return false
+	}
+	switch k {
+	case outcome.KindAck, outcome.KindDrop:
+		return t.ProcessedAt != ""
+	case outcome.KindFail:
+		return t.DeadAt != ""
+	}
+	return false
 }

@@ -74,14 +74,15 @@ func (l Lease) Claim(n int) Statement {
 			returning += ", " + t.Name + "." + c
 		}
 	}
-	stamp := "UPDATE " + t.Name + " SET " + l.col + " = " + p.Next(ArgLease) + attemptCounted(t, ", ") +
+	stamp := "UPDATE " + t.Name + " SET " + l.col + " = " + p.Next(ArgLease) + attemptCounted(t, ", ") + l.claimClearsKey() +
 		" FROM inbox_lease_pick WHERE " + t.Name + "." + t.ID + " = inbox_lease_pick." + t.ID +
 		" RETURNING " + returning
 	return p.statement("WITH inbox_lease_pick AS (" + pick + "), inbox_lease_claimed AS (" + stamp + ") SELECT " +
 		s.Columns("") + " FROM inbox_lease_claimed ORDER BY " + s.Order(""))
 }
 
-// Stamp writes the token into the n rows a pick read, and counts their attempt: the second
+// Stamp writes the token into the n rows a pick read, counts their attempt, and clears their unique
+// key where it holds only while a row is queued (claimClearsKey): the second
 // statement of a claim where the database has no UPDATE … FROM; empty where Claim stamps
 // itself. It binds the token, then n ids.
 func (l Lease) Stamp(n int) Statement {
@@ -90,7 +91,7 @@ func (l Lease) Stamp(n int) Statement {
 	}
 	t, p := l.s.t, l.s.Params()
 	token := p.Next(ArgLease)
-	return p.statement("UPDATE " + t.Name + " SET " + l.col + " = " + token + attemptCounted(t, ", ") +
+	return p.statement("UPDATE " + t.Name + " SET " + l.col + " = " + token + attemptCounted(t, ", ") + l.claimClearsKey() +
 		" WHERE " + t.ID + " IN (" + p.listOf(ArgID, n) + ")")
 }
 
@@ -149,6 +150,16 @@ func (l Lease) Held(n int) Statement {
 	}
 	t, p := l.s.t, l.s.Params()
 	return p.statement("SELECT " + t.ID + " FROM " + t.Name + l.s.where(ByIDsAndToken(n), p, l.col) + " FOR UPDATE")
+}
+
+// claimClearsKey is the SET assignment, after ", ", that clears a claimed row's unique key where
+// the key holds only while the row is queued (Table.UniqueWhileQueued): the claim commits at
+// once, so from then on a publish of the key inserts a new row. Empty otherwise.
+func (l Lease) claimClearsKey() string {
+	if l.s.t.UniqueKey == "" || !l.s.t.UniqueWhileQueued {
+		return ""
+	}
+	return ", " + l.s.t.UniqueKey + " = NULL"
 }
 
 // free is the predicate of a row no lease holds: never leased, released, or run out by now.

@@ -13,6 +13,7 @@ package sqltext
 import (
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/sqlinbox/inbox/dialect"
 )
@@ -39,9 +40,15 @@ type Table struct {
 	DeadAt      string
 	LastError   string
 	CreatedAt   string
-	LockedUntil string   // the lease form's; its statements take it by itself (Lease)
-	Columns     []string // the application's own columns a delivery reads (inbox.Table.Columns)
-	Notify      bool     // Postgres: the publish notifies the table's channel (InsertNotifying)
+	LockedUntil string // the lease form's; its statements take it by itself (Lease)
+	UniqueKey   string // the unique key's column (inbox.Table.UniqueKey); see Unique
+	// UniqueWhileQueued: the lease form's claim clears the unique key (inbox.Table's).
+	UniqueWhileQueued bool
+	// UniqueWindow: settlements keep the unique key, which a publish clears this long after
+	// the row settled (inbox.Table's); zero: settlements clear it.
+	UniqueWindow time.Duration
+	Columns      []string // the application's own columns a delivery reads (inbox.Table.Columns)
+	Notify       bool     // Postgres: the publish notifies the table's channel (InsertNotifying)
 }
 
 // SQL builds the statements over one table on one database.
@@ -216,7 +223,7 @@ func (s SQL) Order(alias string) string {
 }
 
 // Insert publishes rows rows in one statement. Each row binds, in order: its id (unless the
-// table's id is generated), payload, group, priority, headers, retry_after and created_at, each
+// table's id is generated), payload, group, kind, priority, headers, retry_after, created_at and unique_key, each
 // where the table has the column, then the value of each of own, the application's own columns (quoted)
 // that every row of the statement sets. A table whose only column is its generated id, and no
 // own column, binds nothing: each row is the value that has the database assign the id
@@ -247,7 +254,7 @@ func (s SQL) insert(p *Params, own []string, sets [][]bool) string {
 	if !s.t.IDGenerated {
 		cols = append(cols, s.t.ID)
 	}
-	for _, c := range []string{s.t.Payload, s.t.Queue, s.t.Kind, s.t.Priority, s.t.Headers, s.t.RetryAfter, s.t.CreatedAt} {
+	for _, c := range []string{s.t.Payload, s.t.Queue, s.t.Kind, s.t.Priority, s.t.Headers, s.t.RetryAfter, s.t.CreatedAt, s.t.UniqueKey} {
 		if c != "" {
 			cols = append(cols, c)
 		}

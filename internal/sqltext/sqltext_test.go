@@ -44,6 +44,9 @@ func TestGoldens(t *testing.T) {
 			if c.Locks != dialect.NoSessionLocks {
 				forms["advisory"] = advisoryEntries(c, s.Advisory(key), sh.Table.DeadAt != "")
 			}
+			if sh.Table.UniqueKey != "" {
+				forms["unique"] = uniqueEntries(c, s.Unique(lease))
+			}
 			if sh.Table.Attempt != "" {
 				// The attempt limit changes what a claim takes where the table counts attempts.
 				limited(forms, c, s.Limited(goldenMaxAttempts), lease, key, "max attempts 25")
@@ -301,6 +304,9 @@ func publishEntries(c *dialect.Caps, s sqltext.SQL, own []string) []golden.Entry
 		e.addText("insert(3) sparse", s.InsertSparse(own, golden.Sparse(len(own))))
 	}
 	e.addText("insertID", s.InsertID(own))
+	if s.HasUniqueKey() {
+		e.addText("insert unique", s.Unique("").Insert(own))
+	}
 	if c.Notifies {
 		e.addText("insert(1) notifying", s.InsertNotifying(1, own))
 		e.addText("insert(3) notifying", s.InsertNotifying(3, own))
@@ -481,5 +487,21 @@ func unclaimableEntries(s sqltext.SQL) []golden.Entry {
 	e.add("bad-layout", u.BadLayout())
 	e.add("other-kinds(0)", s.OtherKinds(0))
 	e.add("other-kinds(2)", s.OtherKinds(2))
+	return e
+}
+
+// uniqueEntries are the statements of a publish whose unique key another row holds: the read of
+// the holder, the replace and the throttle of a queued holder (after its pick where the database
+// has row locks), and the expiry of a settled holder's key past the table's window.
+func uniqueEntries(c *dialect.Caps, u sqltext.Unique) []golden.Entry {
+	var e entries
+	e.add("holder", u.Holder())
+	if c.SkipLocked {
+		e.add("pick-queued", u.PickQueued())
+		e.add("pick-expired", u.PickExpired())
+	}
+	e.add("replace", u.Replace())
+	e.add("throttle", u.Throttle())
+	e.add("expire", u.Expire())
 	return e
 }

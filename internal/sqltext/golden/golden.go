@@ -38,6 +38,7 @@ import (
 	"runtime"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/sqlinbox/inbox/dialect"
 	"github.com/sqlinbox/inbox/internal/sqltext"
@@ -80,8 +81,9 @@ type Shape struct {
 // (the id given by the publisher); no attempt column; processed_at without a group; attempts
 // counted, and an ack or a death deletes (neither processed_at nor dead_at); a generated id
 // alone; every role under names that hold both kinds of quote, spaces and
-// reserved words; every role with two of the application's own columns; and every role with a
-// kind column (jobs by kind, whose claims name the kinds they take).
+// reserved words; every role with two of the application's own columns; every role with a
+// kind column (jobs by kind, whose claims name the kinds they take); and every role with a unique
+// key, in each of its three scopes (while queued or in work, while queued, a window after).
 var Shapes = []Shape{
 	{
 		Name: "all-roles",
@@ -147,6 +149,18 @@ var Shapes = []Shape{
 		Lease: "locked_until",
 		Key:   []sqltext.KeyPart{{Text: "jobs-"}, {Column: "kind"}, {Text: ":"}, {Column: "id"}},
 	},
+	uniqueShape("unique", func(*sqltext.Table) {}),
+	uniqueShape("unique-while-queued", func(t *sqltext.Table) { t.UniqueWhileQueued = true }),
+	uniqueShape("unique-window", func(t *sqltext.Table) { t.UniqueWindow = time.Hour }),
+}
+
+// uniqueShape is every role, a unique key among them, with the scope scope sets.
+func uniqueShape(name string, scope func(*sqltext.Table)) Shape {
+	t := sqltext.Table{Name: "jobs", ID: "id", IDGenerated: true, Payload: "payload", Attempt: "attempt",
+		ProcessedAt: "processed_at", Queue: "queue", Priority: "priority", RetryAfter: "retry_after", Headers: "headers",
+		DeadAt: "dead_at", LastError: "last_error", CreatedAt: "created_at", UniqueKey: "unique_key"}
+	scope(&t)
+	return Shape{Name: name, Table: t, Lease: "locked_until", Key: []sqltext.KeyPart{{Text: "jobs-"}, {Column: "id"}}}
 }
 
 // Dir is the directory of the golden files, internal/sqltext/testdata.
