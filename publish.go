@@ -218,6 +218,15 @@ func rollbackIfOpen(tx dialect.Tx) error {
 // MySQL's default max_allowed_packet for small payloads.
 const maxBatchRows = 1000
 
+// rowsPerInsert is how many rows of values bound each one INSERT of a publish writes on the
+// database c describes: maxBatchRows, fewer where it bounds the values (Caps.InsertValues).
+func rowsPerInsert(c *dialect.Caps, values int) int {
+	if c.InsertValues == 0 || values == 0 {
+		return maxBatchRows
+	}
+	return min(max(c.InsertValues/values, 1), maxBatchRows)
+}
+
 type execer interface {
 	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
 	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
@@ -234,7 +243,7 @@ type statement struct {
 }
 
 // statements are the INSERTs that publish msgs to t, in the messages' order: as many rows in
-// each as maxBatchRows allows, whatever own columns (Message.Columns) each message sets where
+// each as rowsPerInsert allows, whatever own columns (Message.Columns) each message sets where
 // VALUES take DEFAULT (dialect.Caps.ValuesDefault), which a row writes for the own columns of
 // the statement it leaves out; elsewhere a statement apart for each run of consecutive messages
 // that set the same own columns. With ids set, a statement per message that hands back its
@@ -254,6 +263,7 @@ func statements(d dialect.Dialect, t Table, msgs []Message, ids bool, now time.T
 	if err != nil {
 		return nil, err
 	}
+	s := sqltext.New(d.Caps(), sqltext.Table(q))
 	perRow := ids && t.IDGenerated || keyed(msgs)
 	sets := make([][]string, len(msgs)) // the own columns each message sets, as named, sorted
 	var out []statement
@@ -261,12 +271,11 @@ func statements(d dialect.Dialect, t Table, msgs []Message, ids bool, now time.T
 		if sets[i], err = ownColumns(t, d, m); err != nil {
 			return nil, err
 		}
-		if i == 0 || perRow || out[len(out)-1].rows == maxBatchRows || !d.Caps().ValuesDefault && !slices.Equal(sets[i], sets[i-1]) {
+		if i == 0 || perRow || out[len(out)-1].rows >= rowsPerInsert(d.Caps(), s.InsertValues(len(sets[i]))) || !d.Caps().ValuesDefault && !slices.Equal(sets[i], sets[i-1]) {
 			out = append(out, statement{first: i})
 		}
 		out[len(out)-1].rows++
 	}
-	s := sqltext.New(d.Caps(), sqltext.Table(q))
 	for i := range out {
 		st := &out[i]
 		if err := st.build(s, d, t, msgs[st.first:st.first+st.rows], sets[st.first:st.first+st.rows], now, perRow); err != nil {

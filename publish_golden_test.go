@@ -124,3 +124,38 @@ func uniqueInsert(t *testing.T, d dialect.Dialect, tbl Table) string {
 	}
 	return sts[0].query
 }
+
+// TestInsertRowsPerStatement: a publish of many rows writes 1,000 rows an INSERT on Postgres and
+// MySQL, and on SQLite as many as keep an INSERT at 1,000 bound values (Caps.InsertValues): 166
+// rows of six values, every row of the bench table's one.
+func TestInsertRowsPerStatement(t *testing.T) {
+	job := Table{Name: "jobs", ID: "id", IDGenerated: true, Payload: "payload", Queue: "queue", Kind: "kind", Priority: "priority", RetryAfter: "retry_after", CreatedAt: "created_at"}
+	bench := Table{Name: "bench", ID: "id", IDGenerated: true, Payload: "payload"}
+	msgs := make([]Message, 2500)
+	for i := range msgs {
+		msgs[i] = Message{Queue: "q", Payload: []byte("x")}
+	}
+	for _, c := range []struct {
+		d     dialect.Dialect
+		tbl   Table
+		first int // rows of the first INSERT
+		n     int // INSERTs
+	}{
+		{dialect.Postgres[isolation.Default]{}, job, 1000, 3},
+		{dialect.MySQL[isolation.Default]{}, job, 1000, 3},
+		{dialect.SQLite[isolation.Default]{}, job, 166, 16},
+		{dialect.SQLite[isolation.Default]{}, bench, 1000, 3},
+	} {
+		sts, err := statements(c.d, c.tbl, msgs, false, time.Now())
+		if err != nil {
+			t.Fatal(err)
+		}
+		rows := 0
+		for _, st := range sts {
+			rows += st.rows
+		}
+		if len(sts) != c.n || sts[0].rows != c.first || rows != len(msgs) || c.d.Caps().InsertValues > 0 && len(sts[0].args) > c.d.Caps().InsertValues {
+			t.Errorf("%s, table %s: %d INSERTs, the first of %d rows (%d values), %d rows in all; want %d INSERTs, the first of %d rows, %d rows", c.d.Name(), c.tbl.Name, len(sts), sts[0].rows, len(sts[0].args), rows, c.n, c.first, len(msgs))
+		}
+	}
+}

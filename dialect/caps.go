@@ -180,6 +180,13 @@ type Caps struct {
 	// index leads with processed_at and dead_at, which the claim asks to be NULL, and the DDL
 	// declares it inside CREATE TABLE.
 	PartialIndexes bool
+	// InsertValues bounds the values one multi-row INSERT of a publish binds; 0 leaves the
+	// bound to the rows (1,000 a statement). SQLite's Go drivers bind each parameter by
+	// looking its argument up from the start of the list, so a statement's cost grows with the
+	// square of its values: 100 rows of six values published 2.4× faster than 1,000
+	// (docs/benchmarks.md, "Publishing"). The statements of a publish share one transaction,
+	// so more of them change nothing of all or nothing.
+	InsertValues int
 	// UpsertNothing says an INSERT takes ON CONFLICT (column) DO NOTHING, which passes over a
 	// row whose unique key another row holds (Postgres, SQLite): a publish of a message with a
 	// unique key (inbox.Message.UniqueKey) is one statement that inserts or does nothing.
@@ -318,6 +325,7 @@ var (
 		Catalog:           SQLiteCatalog,
 		PartialIndexes:    true,
 		UpsertNothing:     true,
+		InsertValues:      1000,
 	}
 )
 

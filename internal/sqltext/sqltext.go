@@ -232,6 +232,23 @@ func (s SQL) Insert(rows int, own []string) string {
 	return s.insert(s.Params(), own, make([][]bool, rows))
 }
 
+// InsertValues is how many values a row of Insert binds with own columns of its own.
+func (s SQL) InsertValues(own int) int { return len(s.insertRoles()) + own }
+
+// insertRoles are the role columns a row of Insert binds, in order.
+func (s SQL) insertRoles() []string {
+	var cols []string
+	if !s.t.IDGenerated {
+		cols = append(cols, s.t.ID)
+	}
+	for _, c := range []string{s.t.Payload, s.t.Queue, s.t.Kind, s.t.Priority, s.t.Headers, s.t.RetryAfter, s.t.CreatedAt, s.t.UniqueKey} {
+		if c != "" {
+			cols = append(cols, c)
+		}
+	}
+	return cols
+}
+
 // InsertNotifying is Insert that also notifies a channel (Notifying), bound after the rows.
 func (s SQL) InsertNotifying(rows int, own []string) string {
 	p := s.Params()
@@ -250,15 +267,7 @@ func (s SQL) InsertSparse(own []string, sets [][]bool) string {
 // insert is the INSERT of a row for each of sets, numbering its parameters by p: a nil set binds
 // every own column (see InsertSparse).
 func (s SQL) insert(p *Params, own []string, sets [][]bool) string {
-	var cols []string
-	if !s.t.IDGenerated {
-		cols = append(cols, s.t.ID)
-	}
-	for _, c := range []string{s.t.Payload, s.t.Queue, s.t.Kind, s.t.Priority, s.t.Headers, s.t.RetryAfter, s.t.CreatedAt, s.t.UniqueKey} {
-		if c != "" {
-			cols = append(cols, c)
-		}
-	}
+	cols := s.insertRoles()
 	roles := len(cols)
 	cols = append(cols, own...)
 	row := func(set []bool) string {
