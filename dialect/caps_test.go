@@ -42,7 +42,7 @@ var capsCases = []struct {
 		Server:        dialect.Floor{Major: 3, Minor: 35, Needs: "RETURNING"},
 		ClockQuery:    "SELECT strftime('%Y-%m-%d %H:%M:%f', 'now')",
 		ConflictMarks: []string{"SQLITE_BUSY", "database is locked"}, ConflictTries: 5,
-		Catalog: dialect.SQLiteCatalog, PartialIndexes: true, UpsertNothing: true,
+		Catalog: dialect.SQLiteCatalog, PartialIndexes: true, UpsertNothing: true, InsertValues: 1000,
 	}},
 }
 
