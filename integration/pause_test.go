@@ -1,0 +1,177 @@
+package integration
+
+import (
+	"context"
+	"errors"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/sqlinbox/inbox"
+	"github.com/sqlinbox/inbox/outcome"
+)
+
+// pauseWindow bounds how long after Pause returns a handler of the paused queue may still
+// start: a claim whose statement began before the pause's commit may still hand out rows, and
+// their handlers start as it returns. It is generous for a loaded machine; every claim that
+// begins after the commit takes nothing of the queue.
+const pauseWindow = time.Second
+
+// pausesCreate keeps the cells from creating the shared pauses table side by side (Postgres
+// may refuse a CREATE TABLE IF NOT EXISTS that races another).
+var pausesCreate sync.Mutex
+
+// pauseLog records, per queue, when each handler started and how many finished.
+type pauseLog struct {
+	mu       sync.Mutex
+	starts   map[string][]time.Time
+	finished map[string]int
+}
+
+func (l *pauseLog) handler(work time.Duration) inbox.Handler {
+	return inbox.HandlerFunc(func(ctx context.Context, d *inbox.Delivery) outcome.Outcome {
+		l.mu.Lock()
+		l.starts[d.Queue] = append(l.starts[d.Queue], time.Now())
+		l.mu.Unlock()
+		select {
+		case <-time.After(work):
+		case <-ctx.Done():
+		}
+		l.mu.Lock()
+		l.finished[d.Queue]++
+		l.mu.Unlock()
+		return outcome.Ack()
+	})
+}
+
+// counts is how many handlers of queue started, how many of them started after at, and how
+// many finished.
+func (l *pauseLog) counts(queue string, at time.Time) (started, after, finished int) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, s := range l.starts[queue] {
+		if s.After(at) {
+			after++
+		}
+	}
+	return len(l.starts[queue]), after, l.finished[queue]
+}
+
+// TestPause: on every database and form, two consumers of queue a (each its own pool, as two
+// processes), one of queue b and one of queue c drain a table whose description names a
+// pauses table. Queue c is paused before any row of it exists. Once a few rows of a are done,
+// a is paused (twice: idempotent) by a fifth pool: no handler of a starts later than
+// pauseWindow after Pause returned, the handlers in work then finish and settle, queue b drains
+// to the end meanwhile, and c's rows wait. Paused lists a and c. Resumed, a and c drain to the
+// end. A description whose pauses table the database lacks fails Run and Pause with ErrSchema
+// naming the CREATE TABLE.
+func TestPause(t *testing.T) {
+	var tests []subtest
+	for _, c := range cells(t) {
+		tests = append(tests, subtest{c.name(), func(t *testing.T) { testPause(t, c) }})
+	}
+	runConcurrently(t, 3, tests)
+}
+
+func testPause(t *testing.T, c cell) {
+	b := c.b
+	ctx := context.Background()
+	dbs := b.openDBs(t, 5, 6)
+	tbl := b.newTable(t, dbs[0], func(name string) inbox.Table {
+		tbl := deadTable(name)
+		tbl.Pauses = inbox.PausesTable
+		return tbl
+	})
+	pausesCreate.Lock()
+	st, err := inbox.PausesSchema(b.dialect, tbl)
+	if err == nil {
+		_, err = dbs[4].ExecContext(ctx, st)
+	}
+	pausesCreate.Unlock()
+	if err != nil {
+		t.Fatalf("creating the pauses table: %v", err)
+	}
+	client, err := inbox.NewClient(dbs[4], b.dialect, tbl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	must := func(what string, err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatalf("%s: %v", what, err)
+		}
+	}
+	must("Pause(c) before any row", client.Pause(ctx, "c"))
+	const rowsA, rowsB, rowsC = 160, 60, 5
+	b.enqueue(t, dbs[4], tbl, messages("a", rowsA)...)
+	b.enqueue(t, dbs[4], tbl, messages("b", rowsB)...)
+	b.enqueue(t, dbs[4], tbl, messages("c", rowsC)...)
+
+	rec := &pauseLog{starts: map[string][]time.Time{}, finished: map[string]int{}}
+	h := rec.handler(50 * time.Millisecond)
+	for i, q := range []string{"a", "a", "b", "c"} {
+		workers := 2
+		if q != "a" {
+			workers = 1
+		}
+		runConsumer(t, dbs[i], c.newForm(t, tbl), h, &inbox.Config{Queue: q, Workers: workers, ShutdownTimeout: 5 * time.Second})
+	}
+	waitFor(t, time.Minute, "ten rows of queue a handled", func() bool { _, _, done := rec.counts("a", time.Time{}); return done >= 10 })
+	must("Pause(a)", client.Pause(ctx, "a"))
+	paused := time.Now()
+	must("Pause(a) again", client.Pause(ctx, "a"))
+
+	processed := func(q string) int {
+		return b.countRows(t, dbs[4], tbl, b.q(t, tbl.Queue)+" = '"+q+"' AND "+b.q(t, tbl.ProcessedAt)+" IS NOT NULL")
+	}
+	waitFor(t, time.Minute, "queue b drained while a is paused", func() bool { return processed("b") == rowsB })
+	if wait := time.Until(paused.Add(pauseWindow + 4*cellPoll)); wait > 0 {
+		time.Sleep(wait)
+	}
+	started, late, finished := rec.counts("a", paused.Add(pauseWindow))
+	if late > 0 {
+		t.Errorf("%d handlers of queue a started more than %v after Pause returned", late, pauseWindow)
+	}
+	if finished != started {
+		t.Errorf("%d handlers of queue a started and %d finished: the rows in work at the pause did not finish", started, finished)
+	}
+	if got := processed("a"); got != started || got >= rowsA {
+		t.Errorf("%d rows of queue a processed, want the %d handled before the pause, fewer than %d", got, started, rowsA)
+	}
+	if got := processed("c"); got != 0 {
+		t.Errorf("%d rows of queue c processed, paused before they were published", got)
+	}
+	list, err := client.Paused(ctx)
+	must("Paused", err)
+	if len(list) != 2 || list[0].Queue != "a" || list[1].Queue != "c" || list[0].Since.IsZero() {
+		t.Errorf("Paused = %+v, want queues a and c with their times", list)
+	}
+
+	must("Resume(a)", client.Resume(ctx, "a"))
+	must("Resume(a) again", client.Resume(ctx, "a"))
+	must("Resume(c)", client.Resume(ctx, "c"))
+	waitFor(t, time.Minute, "queues a and c drained once resumed", func() bool { return processed("a") == rowsA && processed("c") == rowsC })
+	list, err = client.Paused(ctx)
+	must("Paused after Resume", err)
+	if len(list) != 0 {
+		t.Errorf("Paused after Resume = %+v, want none", list)
+	}
+
+	// A description whose pauses table the database lacks.
+	missing := tbl
+	missing.Pauses = "inbox_no_pauses_" + strconv.Itoa(os.Getpid())
+	runCtx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	err = inbox.NewConsumer(dbs[3], c.newForm(t, missing), h, &inbox.Config{Queue: "a", PollInterval: cellPoll}).Run(runCtx)
+	if !errors.Is(err, inbox.ErrSchema) || !strings.Contains(err.Error(), "CREATE TABLE") || !strings.Contains(err.Error(), missing.Pauses) {
+		t.Errorf("Run with a missing pauses table: %v, want ErrSchema naming %s and its CREATE TABLE", err, missing.Pauses)
+	}
+	other, err := inbox.NewClient(dbs[4], b.dialect, missing)
+	must("NewClient", err)
+	if err := other.Pause(ctx, "a"); !errors.Is(err, inbox.ErrSchema) || !strings.Contains(err.Error(), "CREATE TABLE") {
+		t.Errorf("Pause with a missing pauses table: %v, want ErrSchema naming its CREATE TABLE", err)
+	}
+}
