@@ -156,4 +156,3 @@ func PausesSchema(d dialect.Dialect, t Table) (string, error) {
 	}
 	return sqltext.New(d.Caps(), sqltext.Table(q)).Pauses().Create(), nil
 }
-

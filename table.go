@@ -145,7 +145,6 @@ type Table struct {
 // the inbox command reads: name it in Table.Pauses.
 const PausesTable = "inbox_pauses"
 
-
 // Validate reports a description that cannot work whatever the database: no table name, no id
 // column, or one column named for two roles.
 func (t Table) Validate() error {
