@@ -3,6 +3,7 @@ package inbox
 import (
 	"context"
 	"errors"
+	"strings"
 	"time"
 
 	"github.com/sqlinbox/inbox/dialect"
@@ -29,8 +30,8 @@ type PausedQueue struct {
 //
 // It is idempotent: pausing a paused queue changes nothing and keeps the time of its first
 // pause. A queue no row names yet may be paused: the rows published to it later wait too.
-// Where the table has no Queue column the name is ignored and the table's one queue is paused
-// (under the empty name, as Paused lists it). It fails wrapping ErrSchema where the
+// Where the table has no Queue column the table is one queue, paused by the empty name (a
+// name other than empty is refused, as admin's selections refuse a queue there). It fails wrapping ErrSchema where the
 // description names no pauses table, or the database has none (naming the statement that
 // creates it).
 func (c *Client[D]) Pause(ctx context.Context, queue string) error {
@@ -41,8 +42,8 @@ func (c *Client[D]) Pause(ctx context.Context, queue string) error {
 // wakes the consumers of the table in this process, and on Postgres where the description asks
 // for notifications (Table.Notify) it notifies the table's channel at the commit, which wakes
 // consumers elsewhere that listen; others claim at their next poll. Resuming a queue that is not
-// paused changes nothing. Where the table has no Queue column the name is ignored, as Pause
-// ignores it. It fails as Pause does.
+// paused changes nothing. Where the table has no Queue column it takes the empty name, as Pause
+// does. It fails as Pause does.
 func (c *Client[D]) Resume(ctx context.Context, queue string) error {
 	notify := c.t.Notify && c.d.Caps().Notifies
 	err := c.pauseOrResume(ctx, "Resume", queue, func(w sqltext.Pauses) sqltext.Statement {
@@ -95,8 +96,8 @@ func (c *Client[D]) pauseOrResume(ctx context.Context, call, queue string, build
 	if err != nil {
 		return err
 	}
-	if c.t.Queue == "" {
-		queue = ""
+	if c.t.Queue == "" && queue != "" {
+		return sentinel.Errorf(nil, sentinel.Table(c.t.Name), "%s of queue %q: the description has no Queue column, so the table is one queue: %s it by the empty name", call, queue, strings.ToLower(call))
 	}
 	st := build(w)
 	v := &sqltext.Values{Table: c.t.Name, Queue: queue, Channel: NotifyChannel(c.t.Name)}
