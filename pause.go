@@ -2,6 +2,7 @@ package inbox
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"strings"
 	"time"
@@ -156,4 +157,39 @@ func PausesSchema(d dialect.Dialect, t Table) (string, error) {
 		return "", err
 	}
 	return sqltext.New(d.Caps(), sqltext.Table(q)).Pauses().Create(), nil
+}
+
+// refuseIfPaused fails with ErrPaused, where the client refuses paused queues
+// (RefusingPaused), when a queue msgs name is paused, read through q (the pool, or the
+// caller's transaction).
+func (c *Client[D]) refuseIfPaused(ctx context.Context, q Tx, msgs []Message) error {
+	if !c.refusePaused {
+		return nil
+	}
+	w, err := c.pauses("RefusingPaused")
+	if err != nil {
+		return err
+	}
+	since := w.Since()
+	seen := map[string]bool{}
+	for _, m := range msgs {
+		queue := m.Queue
+		if c.t.Queue == "" {
+			queue = ""
+		}
+		if seen[queue] {
+			continue
+		}
+		seen[queue] = true
+		var at any
+		switch err := q.QueryRowContext(ctx, since.SQL, since.Bind(nil, &sqltext.Values{Table: c.t.Name, Queue: queue})...).Scan(&at); {
+		case errors.Is(err, sql.ErrNoRows):
+			continue
+		case err != nil:
+			return c.pausesFailed(ctx, "publishing (RefusingPaused)", w, err)
+		}
+		t, _ := dialect.ScannedTime(at)
+		return sentinel.Errorf(ErrPaused, sentinel.Queue(c.t.Name, queue), "the queue is paused (since %s), so nothing was published: resume it (Client.Resume, inbox resume), or publish without RefusingPaused to queue the rows behind the pause", t.Format(time.RFC3339))
+	}
+	return nil
 }

@@ -2,7 +2,9 @@ package integration
 
 import (
 	"context"
+	"database/sql"
 	"errors"
+	"maps"
 	"os"
 	"strconv"
 	"strings"
@@ -11,6 +13,7 @@ import (
 	"time"
 
 	"github.com/sqlinbox/inbox"
+	"github.com/sqlinbox/inbox/admin"
 	"github.com/sqlinbox/inbox/outcome"
 )
 
@@ -65,8 +68,8 @@ func (l *pauseLog) counts(queue string, at time.Time) (started, after, finished 
 // pauses table. Queue c is paused before any row of it exists. Once a few rows of a are done,
 // a is paused (twice: idempotent) by a fifth pool: no handler of a starts later than
 // pauseWindow after Pause returned, the handlers in work then finish and settle, queue b drains
-// to the end meanwhile, and c's rows wait. Paused lists a and c. Resumed, a and c drain to the
-// end. A description whose pauses table the database lacks fails Run and Pause with ErrSchema
+// to the end meanwhile, and c's rows wait; a client that refuses paused queues publishes
+// nothing to a or c (ErrPaused). Paused lists a and c. Resumed, a and c drain to the end. A description whose pauses table the database lacks fails Run and Pause with ErrSchema
 // naming the CREATE TABLE.
 func TestPause(t *testing.T) {
 	var tests []subtest
@@ -124,6 +127,23 @@ func testPause(t *testing.T, c cell) {
 	paused := time.Now()
 	must("Pause(a) again", client.Pause(ctx, "a"))
 
+	// A client that refuses paused queues publishes nothing of a call that names one, alone or
+	// in the caller's transaction, and publishes to the others.
+	refusing := client.RefusingPaused()
+	if err := refusing.Enqueue(ctx, inbox.Message{Queue: "d"}, inbox.Message{Queue: "a"}); !errors.Is(err, inbox.ErrPaused) || !strings.Contains(err.Error(), `queue "a"`) {
+		t.Errorf("RefusingPaused().Enqueue to paused queue a: %v, want ErrPaused naming it", err)
+	}
+	tx, err := dbs[4].BeginTx(ctx, nil)
+	must("BeginTx", err)
+	if err := refusing.EnqueueTx(ctx, tx, inbox.Message{Queue: "c"}); !errors.Is(err, inbox.ErrPaused) {
+		t.Errorf("RefusingPaused().EnqueueTx to paused queue c: %v, want ErrPaused", err)
+	}
+	must("Rollback", tx.Rollback())
+	must("RefusingPaused().Enqueue to queue d, not paused", refusing.Enqueue(ctx, inbox.Message{Queue: "d"}))
+	if got := b.countRows(t, dbs[4], tbl, b.q(t, tbl.Queue)+" = 'd'"); got != 1 {
+		t.Errorf("%d rows of queue d, want the one of the call that named no paused queue", got)
+	}
+
 	processed := func(q string) int {
 		return b.countRows(t, dbs[4], tbl, b.q(t, tbl.Queue)+" = '"+q+"' AND "+b.q(t, tbl.ProcessedAt)+" IS NOT NULL")
 	}
@@ -144,6 +164,7 @@ func testPause(t *testing.T, c cell) {
 	if got := processed("c"); got != 0 {
 		t.Errorf("%d rows of queue c processed, paused before they were published", got)
 	}
+	checkPausedStats(t, b, dbs[4], tbl, map[string]bool{"a": true, "b": false, "c": true, "d": false})
 	list, err := client.Paused(ctx)
 	must("Paused", err)
 	if len(list) != 2 || list[0].Queue != "a" || list[1].Queue != "c" || list[0].Since.IsZero() {
@@ -174,4 +195,69 @@ func testPause(t *testing.T, c cell) {
 	if err := other.Pause(ctx, "a"); !errors.Is(err, inbox.ErrSchema) || !strings.Contains(err.Error(), "CREATE TABLE") {
 		t.Errorf("Pause with a missing pauses table: %v, want ErrSchema naming its CREATE TABLE", err)
 	}
+}
+
+// checkPausedStats checks that admin.Stats marks the queues of want paused or not, as want
+// says, and lists no other queue.
+func checkPausedStats(t *testing.T, b backend, db *sql.DB, tbl inbox.Table, want map[string]bool) {
+	t.Helper()
+	a, err := admin.New(db, b.dialect, tbl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stats, err := a.Stats(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]bool{}
+	for _, s := range stats {
+		got[s.Queue] = s.Paused
+	}
+	if !maps.Equal(got, want) {
+		t.Errorf("admin.Stats marks paused %v, want %v", got, want)
+	}
+}
+
+// TestPauseOneQueueTable: a table without a queue column is one queue, paused by the empty
+// name on every database and form: its rows wait while it is paused (ten polls), Stats marks
+// it, and once resumed they drain.
+func TestPauseOneQueueTable(t *testing.T) {
+	forEachCell(t, func(t *testing.T, c cell) {
+		b := c.b
+		ctx := context.Background()
+		dbs := b.openDBs(t, 2, 6)
+		tbl := b.newTable(t, dbs[0], func(name string) inbox.Table {
+			tbl := minimalTable(name)
+			tbl.ProcessedAt, tbl.RetryAfter, tbl.Pauses = "processed_at", "retry_after", inbox.PausesTable
+			return tbl
+		})
+		pausesCreate.Lock()
+		st, err := inbox.PausesSchema(b.dialect, tbl)
+		if err == nil {
+			_, err = dbs[1].ExecContext(ctx, st)
+		}
+		pausesCreate.Unlock()
+		if err != nil {
+			t.Fatalf("creating the pauses table: %v", err)
+		}
+		client, err := inbox.NewClient(dbs[1], b.dialect, tbl)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := client.Pause(ctx, ""); err != nil {
+			t.Fatal(err)
+		}
+		b.enqueue(t, dbs[1], tbl, messages("", 5)...)
+		rec := &pauseLog{starts: map[string][]time.Time{}, finished: map[string]int{}}
+		runConsumer(t, dbs[0], c.newForm(t, tbl), rec.handler(0), &inbox.Config{})
+		time.Sleep(10 * cellPoll)
+		if started, _, _ := rec.counts("", time.Time{}); started != 0 {
+			t.Errorf("%d handlers started while the table's queue was paused", started)
+		}
+		checkPausedStats(t, b, dbs[1], tbl, map[string]bool{"": true})
+		if err := client.Resume(ctx, ""); err != nil {
+			t.Fatal(err)
+		}
+		waitFor(t, time.Minute, "the rows handled once resumed", func() bool { _, _, done := rec.counts("", time.Time{}); return done == 5 })
+	})
 }

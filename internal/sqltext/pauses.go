@@ -66,6 +66,13 @@ func (w Pauses) ResumeNotifying() Statement {
 	return p.statement(Notifying(del, p.Next(ArgChannel)))
 }
 
+// Since reads when a queue was paused: no row where it is not. It binds the job table's name,
+// then the queue's.
+func (w Pauses) Since() Statement {
+	p := w.s.Params()
+	return p.statement("SELECT paused_at FROM " + w.s.t.Pauses + " WHERE table_name = " + p.Next(ArgTable) + " AND queue_name = " + p.Next(ArgQueue))
+}
+
 // List reads the job table's paused queues, by name: the queue's name and the time it was
 // paused. It binds the job table's name.
 func (w Pauses) List() Statement {

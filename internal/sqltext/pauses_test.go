@@ -22,6 +22,7 @@ func pausesEntries(c *dialect.Caps, s sqltext.SQL, t sqltext.Table) []golden.Ent
 	if c.Catalog == dialect.PostgresCatalog {
 		e.add("resume notifying", w.ResumeNotifying())
 	}
+	e.add("since", w.Since())
 	e.add("list", w.List())
 	return e
 }
