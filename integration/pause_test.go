@@ -14,7 +14,9 @@ import (
 
 	"github.com/sqlinbox/inbox"
 	"github.com/sqlinbox/inbox/admin"
+	"github.com/sqlinbox/inbox/lease"
 	"github.com/sqlinbox/inbox/outcome"
+	"github.com/sqlinbox/inbox/pgnotify"
 )
 
 // pauseWindow bounds how long after Pause returns a handler of the paused queue may still
@@ -259,5 +261,53 @@ func TestPauseOneQueueTable(t *testing.T) {
 			t.Fatal(err)
 		}
 		waitFor(t, time.Minute, "the rows handled once resumed", func() bool { _, _, done := rec.counts("", time.Time{}); return done == 5 })
+	})
+}
+
+// TestResumeNotifiesAConsumerOnAnotherPool: on Postgres, where the description asks for
+// notifications, Resume notifies the table's channel at its commit: a consumer on another pool,
+// listening through pgnotify and polling once a minute, is woken by it (its listener counts the
+// wake-up) and handles the row that waited behind the pause.
+func TestResumeNotifiesAConsumerOnAnotherPool(t *testing.T) {
+	b := backends(t, false)[0]
+	ctx := context.Background()
+	pub, cons := b.open(t, 4), b.open(t, 4)
+	tbl := minimalTable(tableName(t))
+	tbl.Notify, tbl.Pauses = true, inbox.PausesTable
+	b.createTable(t, pub, tbl)
+	pausesCreate.Lock()
+	st, err := inbox.PausesSchema(b.dialect, tbl)
+	if err == nil {
+		_, err = pub.ExecContext(ctx, st)
+	}
+	pausesCreate.Unlock()
+	if err != nil {
+		t.Fatalf("creating the pauses table: %v", err)
+	}
+	client, err := inbox.NewClient(pub, b.dialect, tbl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := client.Pause(ctx, ""); err != nil {
+		t.Fatal(err)
+	}
+	rec := &pauseLog{starts: map[string][]time.Time{}, finished: map[string]int{}}
+	w := &countingWaker{Waker: &pgnotify.Listener{ConnString: b.dsn}}
+	runConsumer(t, cons, lease.New(b.dialect, tbl, nil), rec.handler(0), &inbox.Config{PollInterval: longPoll, Wakeups: w, Retry: inbox.RetryAtOnce})
+	waitWoken(t, "the listener's first wake-up, once it listens", func() bool { return w.wakes.Load() == 1 })
+	if err := client.Enqueue(ctx, inbox.Message{Payload: []byte("x")}); err != nil {
+		t.Fatal(err)
+	}
+	waitWoken(t, "the publish's wake-up", func() bool { return w.wakes.Load() == 2 })
+	time.Sleep(10 * cellPoll)
+	if started, _, _ := rec.counts("", time.Time{}); started != 0 {
+		t.Fatalf("%d handlers started while the queue was paused", started)
+	}
+	if err := client.Resume(ctx, ""); err != nil {
+		t.Fatal(err)
+	}
+	waitWoken(t, "the resume's wake-up and the row handled", func() bool {
+		_, _, done := rec.counts("", time.Time{})
+		return w.wakes.Load() == 3 && done == 1
 	})
 }
