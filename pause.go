@@ -32,9 +32,9 @@ type PausedQueue struct {
 // It is idempotent: pausing a paused queue changes nothing and keeps the time of its first
 // pause. A queue no row names yet may be paused: the rows published to it later wait too.
 // Where the table has no Queue column the table is one queue, paused by the empty name (a
-// name other than empty is refused, as admin's selections refuse a queue there). It fails wrapping ErrSchema where the
-// description names no pauses table, or the database has none (naming the statement that
-// creates it).
+// name other than empty is refused, as admin's selections refuse a queue there). It fails
+// wrapping ErrSchema where the description names no pauses table, or the database has none
+// (naming the statement that creates it).
 func (c *Client[D]) Pause(ctx context.Context, queue string) error {
 	return c.pauseOrResume(ctx, "Pause", queue, func(w sqltext.Pauses) sqltext.Statement { return w.Pause() })
 }
