@@ -45,13 +45,14 @@ func (c *Client[D]) WithClock(clock Clock) *Client[D] {
 	return &out
 }
 
-// RefusingPaused returns a client like c whose Enqueue, EnqueueIDs and EnqueueTx refuse, with
-// ErrPaused and publishing nothing, messages of a queue that is paused (Pause), so that
-// producers learn of the pause rather than pile rows up behind it. It needs the description's
-// pauses table (Table.Pauses). Each call first reads the pauses table for each queue its
-// messages name (one primary-key read per queue, in tx for EnqueueTx): a publish that read its
-// queue not paused commits its rows even where a Pause commits in between, and they wait like
-// the queue's other rows. The functions Enqueue, EnqueueIDs and EnqueueTx never refuse.
+// RefusingPaused returns a client like c whose Enqueue, EnqueueIDs, EnqueueTx, EnqueueResults
+// and EnqueueTxResults refuse, with ErrPaused and publishing nothing, messages of a queue that
+// is paused (Pause), so that producers learn of the pause rather than pile rows up behind it.
+// It needs the description's pauses table (Table.Pauses). Each call first reads the pauses
+// table for each queue its messages name (one primary-key read per queue, in tx for the
+// methods that publish in the caller's transaction): a publish that read its queue not paused
+// commits its rows even where a Pause commits in between, and they wait like the queue's other
+// rows. The package's functions (Enqueue, EnqueueTx, …) never refuse.
 func (c *Client[D]) RefusingPaused() *Client[D] {
 	out := *c
 	out.refusePaused = true
@@ -110,11 +111,17 @@ func (c *Client[D]) NewBatchConsumer(form BatchForm, size int, h BatchHandler, c
 // for a message whose UniqueKey another row holds, that row's id and what OnConflict did (see
 // the function EnqueueResults).
 func (c *Client[D]) EnqueueResults(ctx context.Context, msgs ...Message) ([]Enqueued, error) {
+	if err := c.refuseIfPaused(ctx, c.db, msgs); err != nil {
+		return nil, err
+	}
 	return publishResults(ctx, c.db, c.d, c.t, c.clock, msgs)
 }
 
 // EnqueueTxResults publishes msgs inside tx, the caller's own transaction, as EnqueueResults
 // does (see the function EnqueueTxResults).
 func (c *Client[D]) EnqueueTxResults(ctx context.Context, tx Tx, msgs ...Message) ([]Enqueued, error) {
+	if err := c.refuseIfPaused(ctx, tx, msgs); err != nil {
+		return nil, err
+	}
 	return enqueueTxResults(ctx, tx, c.d, c.t, c.clock, msgs)
 }

@@ -142,6 +142,9 @@ func testPause(t *testing.T, c cell) {
 	if err := refusing.EnqueueTx(ctx, tx, inbox.Message{Queue: "c"}); !errors.Is(err, inbox.ErrPaused) {
 		t.Errorf("RefusingPaused().EnqueueTx to paused queue c: %v, want ErrPaused", err)
 	}
+	if _, err := refusing.EnqueueResults(ctx, inbox.Message{Queue: "a"}); !errors.Is(err, inbox.ErrPaused) {
+		t.Errorf("RefusingPaused().EnqueueResults to paused queue a: %v, want ErrPaused", err)
+	}
 	must("Rollback", tx.Rollback())
 	must("RefusingPaused().Enqueue to queue d, not paused", refusing.Enqueue(ctx, inbox.Message{Queue: "d"}))
 	if got := b.countRows(t, dbs[4], tbl, b.q(t, tbl.Queue)+" = 'd'"); got != 1 {
