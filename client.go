@@ -19,6 +19,8 @@ type Client[D dialect.Dialect] struct {
 	d     D
 	t     Table
 	clock Clock // nil: this host's
+	// refusePaused has publishing refuse a paused queue's messages (RefusingPaused).
+	refusePaused bool
 }
 
 // NewClient returns the client of table t on db, whose database d speaks. It checks the
@@ -43,6 +45,20 @@ func (c *Client[D]) WithClock(clock Clock) *Client[D] {
 	return &out
 }
 
+// RefusingPaused returns a client like c whose Enqueue, EnqueueIDs, EnqueueTx, EnqueueResults
+// and EnqueueTxResults refuse, with ErrPaused and publishing nothing, messages of a queue that
+// is paused (Pause), so that producers learn of the pause rather than pile rows up behind it.
+// It needs the description's pauses table (Table.Pauses). Each call first reads the pauses
+// table for each queue its messages name (one primary-key read per queue, in tx for the
+// methods that publish in the caller's transaction): a publish that read its queue not paused
+// commits its rows even where a Pause commits in between, and they wait like the queue's other
+// rows. The package's functions (Enqueue, EnqueueTx, …) never refuse.
+func (c *Client[D]) RefusingPaused() *Client[D] {
+	out := *c
+	out.refusePaused = true
+	return &out
+}
+
 // DB is the client's database.
 func (c *Client[D]) DB() *sql.DB { return c.db }
 
@@ -54,18 +70,27 @@ func (c *Client[D]) Table() Table { return c.t }
 
 // Enqueue publishes msgs as rows of the table, all or nothing (see the function Enqueue).
 func (c *Client[D]) Enqueue(ctx context.Context, msgs ...Message) error {
+	if err := c.refuseIfPaused(ctx, c.db, msgs); err != nil {
+		return err
+	}
 	return publish(ctx, c.db, c.d, c.t, c.clock, msgs, nil)
 }
 
 // EnqueueIDs publishes msgs as Enqueue does and returns their rows' ids, in the order of msgs
 // (see the function EnqueueIDs, which says what that costs).
 func (c *Client[D]) EnqueueIDs(ctx context.Context, msgs ...Message) ([]int64, error) {
+	if err := c.refuseIfPaused(ctx, c.db, msgs); err != nil {
+		return nil, err
+	}
 	return publishIDs(ctx, c.db, c.d, c.t, c.clock, msgs)
 }
 
 // EnqueueTx publishes msgs inside tx, the caller's own transaction: they commit or roll back
 // with its other writes (see the function EnqueueTx).
 func (c *Client[D]) EnqueueTx(ctx context.Context, tx Tx, msgs ...Message) error {
+	if err := c.refuseIfPaused(ctx, tx, msgs); err != nil {
+		return err
+	}
 	return enqueueTx(ctx, tx, c.d, c.t, c.clock, msgs)
 }
 
@@ -86,11 +111,17 @@ func (c *Client[D]) NewBatchConsumer(form BatchForm, size int, h BatchHandler, c
 // for a message whose UniqueKey another row holds, that row's id and what OnConflict did (see
 // the function EnqueueResults).
 func (c *Client[D]) EnqueueResults(ctx context.Context, msgs ...Message) ([]Enqueued, error) {
+	if err := c.refuseIfPaused(ctx, c.db, msgs); err != nil {
+		return nil, err
+	}
 	return publishResults(ctx, c.db, c.d, c.t, c.clock, msgs)
 }
 
 // EnqueueTxResults publishes msgs inside tx, the caller's own transaction, as EnqueueResults
 // does (see the function EnqueueTxResults).
 func (c *Client[D]) EnqueueTxResults(ctx context.Context, tx Tx, msgs ...Message) ([]Enqueued, error) {
+	if err := c.refuseIfPaused(ctx, tx, msgs); err != nil {
+		return nil, err
+	}
 	return enqueueTxResults(ctx, tx, c.d, c.t, c.clock, msgs)
 }

@@ -60,6 +60,9 @@ var (
 	// the unique key column holds; nothing of the publish landed. Hash a longer natural key into
 	// one.
 	ErrUniqueKeyTooLong = sentinel.UniqueKeyTooLong
+	// ErrPaused: a client that refuses paused queues (Client.RefusingPaused) was asked to
+	// publish to a queue that is paused (Client.Pause): nothing of the call was published.
+	ErrPaused = sentinel.Paused
 )
 
 // LeaseLostError is the ErrLeaseLost of a lease batch's settlement that found rows of the batch

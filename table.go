@@ -131,7 +131,19 @@ type Table struct {
 	// a time (docs/benchmarks.md): ask for it where a consumer listens. Other databases have no
 	// notifications and ignore it.
 	Notify bool
+
+	// Pauses names the table of paused queues (PausesTable is the name `inbox schema -pauses`
+	// creates), which Client.Pause, Resume and Paused write and read: while it holds a row for
+	// a queue of this table, no claim takes that queue's rows, in any process (see
+	// docs/pause.md). Several job tables can share it: its rows are keyed by the job table's
+	// name. Where the table has no Queue column, its one queue is paused under the empty name.
+	// Empty (the default): queues cannot be paused, and claims do not read it.
+	Pauses string
 }
+
+// PausesTable is the name `inbox schema -pauses` gives the table of paused queues, and the one
+// the inbox command reads: name it in Table.Pauses.
+const PausesTable = "inbox_pauses"
 
 // Validate reports a description that cannot work whatever the database: no table name, no id
 // column, or one column named for two roles.
@@ -163,6 +175,9 @@ func (t Table) Validate() error {
 			return sentinel.Errorf(ErrSchema, sentinel.Table(t.Name), "inbox.Table.Columns names %q twice: name each column once", c)
 		}
 		seen[c] = "Columns"
+	}
+	if t.Pauses == t.Name {
+		return sentinel.Errorf(ErrSchema, sentinel.Table(t.Name), "inbox.Table.Pauses names the job table itself: name a table of its own (inbox.PausesTable), or leave it empty")
 	}
 	return nil
 }
@@ -233,6 +248,11 @@ func (t Table) Quote(d dialect.Dialect) (Table, error) {
 		}
 		if *c.name, err = d.Quote(*c.name); err != nil {
 			return Table{}, sentinel.Errorf(ErrSchema, "", "table %q, %s column: %v", t.Name, c.role, err)
+		}
+	}
+	if t.Pauses != "" {
+		if q.Pauses, err = d.Quote(t.Pauses); err != nil {
+			return Table{}, sentinel.Errorf(ErrSchema, "", "table %q, its pauses table (Pauses): %v", t.Name, err)
 		}
 	}
 	if len(t.Columns) > 0 {

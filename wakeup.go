@@ -111,7 +111,7 @@ type dueWatch struct {
 	d             dialect.Dialect
 	readCommitted dialect.Dialect // the dialect's database at READ COMMITTED; nil: the query runs alone
 	query         sqltext.Statement
-	vals          sqltext.Values // the queue's name and the kinds claimed; each run sets now
+	vals          sqltext.Values // the queue's name, the kinds claimed, the pause's key; each run sets now
 	clock         Clock
 }
 
@@ -136,6 +136,9 @@ func newDueWatch(db *sql.DB, plan Plan, b Binding) (*dueWatch, error) {
 		}
 	}
 	w.vals.Queue = b.Name
+	if plan.Described.Pauses != "" {
+		w.vals.Table = plan.Described.Name
+	}
 	for _, k := range b.Kinds {
 		w.vals.Kinds = append(w.vals.Kinds, k.Kind)
 	}

@@ -86,6 +86,10 @@ const Unknown = -1
 // too.
 type Stats struct {
 	Queue string `json:"queue"` // the queue column's value; empty for a table without a Queue column
+	// Paused says the queue is paused (Pause): no claim takes its rows until it is resumed.
+	// Always false where the description names no pauses table (inbox.Table.Pauses), and in
+	// the entries of Kinds.
+	Paused bool `json:"paused"`
 	// Due rows may be claimed now. Without a lease column they include the rows in work (the
 	// row lock and advisory forms hold rows by locks, which a table does not show).
 	Due int64 `json:"due"`
@@ -152,7 +156,9 @@ func (s *Stats) UnmarshalJSON(b []byte) error {
 // Stats counts the table's rows by state, per queue in queue order (one Stats for a table
 // without a Queue column), and where the table has a Kind column per kind of each queue too
 // (Stats.Kinds), in one statement that reads every row of the table: on a large table, ask it
-// seldom. Time is the host's clock, as the forms' claims take it.
+// seldom. Time is the host's clock, as the forms' claims take it. Where the description names a
+// pauses table (inbox.Table.Pauses) it marks the paused queues (Stats.Paused), and lists after
+// the others a paused queue that has no rows, its counts zero.
 func (a *Admin) Stats(ctx context.Context) ([]Stats, error) {
 	query, nows := a.sql.Stats()
 	now := time.Now()
@@ -210,12 +216,33 @@ func (a *Admin) Stats(ctx context.Context) ([]Stats, error) {
 	if err := rows.Err(); err != nil {
 		return nil, sentinel.Errorf(nil, sentinel.Table(a.t.Name), "counting rows: %w", err)
 	}
+	if out, err = a.markPaused(ctx, out); err != nil {
+		return nil, err
+	}
 	for i := range out {
 		a.unknowns(&out[i])
 		slices.SortFunc(out[i].Kinds, func(x, y Stats) int { return strings.Compare(x.Kind, y.Kind) })
 		for j := range out[i].Kinds {
 			a.unknowns(&out[i].Kinds[j])
 		}
+	}
+	return out, nil
+}
+
+// markPaused marks the paused queues among out, and adds after them those out lacks (a queue
+// paused before any row of it was published, or whose rows are all gone), by name.
+func (a *Admin) markPaused(ctx context.Context, out []Stats) ([]Stats, error) {
+	paused, err := a.Paused(ctx)
+	if err != nil {
+		return nil, err
+	}
+	for _, p := range paused {
+		i := slices.IndexFunc(out, func(s Stats) bool { return s.Queue == p.Queue })
+		if i < 0 {
+			i = len(out)
+			out = append(out, Stats{Queue: p.Queue})
+		}
+		out[i].Paused = true
 	}
 	return out, nil
 }

@@ -49,6 +49,7 @@ func (fx *fixture) leaseClaimArgs(now time.Time, max int) []driver.Value {
 		args = append(args, fx.q.Name)
 	}
 	args = append(args, fx.kindArgs()...)
+	args = append(args, fx.pauseArgs()...)
 	args = append(args, fx.c.near(now))
 	if fx.c.db == "postgres" {
 		return args

@@ -45,7 +45,7 @@ func (fx *fixture) rowlockClaimArgs() []driver.Value {
 	if fx.sh.table.Queue != "" {
 		args = append(args, fx.q.Name)
 	}
-	return append(args, fx.kindArgs()...)
+	return append(append(args, fx.kindArgs()...), fx.pauseArgs()...)
 }
 
 // expectRowlockClaim expects a claim's transaction and its SELECT, the golden file's statement

@@ -57,7 +57,13 @@ func answers() []answer {
 // would mount it.
 func page(t *testing.T, f *fakeDB, cfg *ui.Config) *httptest.Server {
 	t.Helper()
-	a, err := admin.New(f.open(t), dialect.SQLite[isolation.Default]{}, jobs)
+	return pageOf(t, f, cfg, jobs)
+}
+
+// pageOf is page of table tbl.
+func pageOf(t *testing.T, f *fakeDB, cfg *ui.Config, tbl inbox.Table) *httptest.Server {
+	t.Helper()
+	a, err := admin.New(f.open(t), dialect.SQLite[isolation.Default]{}, tbl)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -147,6 +153,27 @@ func TestPagesEscapeNamesPayloadsAndErrors(t *testing.T) {
 		if csp := resp.Header.Get("Content-Security-Policy"); !strings.Contains(csp, "script-src 'self'") {
 			t.Errorf("GET %s: Content-Security-Policy %q, want the page's own scripts only", path, csp)
 		}
+	}
+}
+
+// TestOverviewMarksPausedQueues: where the description names a pauses table, the overview
+// marks the queue the table lists paused, and one that has no rows is listed too; without one,
+// nothing is marked and the pauses table is not read.
+func TestOverviewMarksPausedQueues(t *testing.T) {
+	pausable := jobs
+	pausable.Pauses = inbox.PausesTable
+	listed := answer{key: "FROM `inbox_pauses`", columns: []string{"queue_name", "paused_at"}, rows: [][]driver.Value{
+		{quotedQueue, "2026-01-01 00:00:00.000000"}, {"idle", "2026-01-02 00:00:00.000000"},
+	}}
+	f := &fakeDB{answers: append([]answer{listed}, answers()...)}
+	_, body := newClient(t, pageOf(t, f, nil, pausable)).get("/")
+	if got := strings.Count(body, `<span class="paused"`); got != 2 || !strings.Contains(body, `it&#39;s &#34;q&#34;</a> <span class="paused"`) || !strings.Contains(body, `idle</a> <span class="paused"`) {
+		t.Errorf("the overview marks %d queues paused, want it's \"q\" and idle:\n%s", got, body)
+	}
+	f = &fakeDB{answers: append([]answer{listed}, answers()...)}
+	_, body = newClient(t, page(t, f, nil)).get("/")
+	if strings.Contains(body, `class="paused"`) || len(f.statements("inbox_pauses")) != 0 {
+		t.Errorf("without a pauses table the overview read it or marked a queue paused:\n%s", body)
 	}
 }
 

@@ -23,9 +23,10 @@ on that database. -check compares the table there with the description instead, 
 column (missing, or of a type that does not fit its role) and the claim index, prints the
 statement that fixes each problem, and exits with 1 when there is one. -schedules adds the
 ticks table that periodic jobs (inbox.Periodic) need, to the print and to -apply; -retention
-the sweeper leases' table (inbox_sweeps) that inbox.Retention needs, once per database.
--unique-key adds the unique key column (unique_key, or -unique-key=NAME) and its UNIQUE index,
-which unique jobs (Message.UniqueKey) need.`
+the sweeper leases' table (inbox_sweeps) that inbox.Retention needs, once per database; -pauses
+the table of paused queues (inbox_pauses) that inbox pause and inbox.Table.Pauses need, once
+per database. -unique-key adds the unique key column (unique_key, or -unique-key=NAME) and its
+UNIQUE index, which unique jobs (Message.UniqueKey) need.`
 
 func schemaCommand(ctx context.Context, s *session, args []string) error {
 	fs := s.flags("schema", schemaHead)
@@ -36,6 +37,7 @@ func schemaCommand(ctx context.Context, s *session, args []string) error {
 	asJSON := fs.Bool("json", false, "with -check, print the check as JSON")
 	schedules := fs.Bool("schedules", false, "add the ticks table of the table's periodic jobs (<table>_ticks)")
 	retention := fs.Bool("retention", false, "add the table of the sweeper leases (inbox_sweeps) that inbox.Retention needs, once per database")
+	pauses := fs.Bool("pauses", false, "add the table of paused queues (inbox_pauses) that inbox pause needs, once per database")
 	tf := addTableFlags(fs)
 	if err := s.parse(fs, args); err != nil {
 		return err
@@ -67,7 +69,7 @@ func schemaCommand(ctx context.Context, s *session, args []string) error {
 		defer o.db.Close()
 		return printCheck(ctx, s, o, *asJSON)
 	case *apply:
-		return applySchema(ctx, s, t, tf, *schedules, *retention)
+		return applySchema(ctx, s, t, tf, sideTables{*schedules, *retention, *pauses})
 	}
 	// Printing needs no connection: the DSN's scheme names the database.
 	var d dialect.Dialect = t.dialect
@@ -76,7 +78,7 @@ func schemaCommand(ctx context.Context, s *session, args []string) error {
 			return err
 		}
 	}
-	stmts, err := schemaStatements(d, tf.table(), *schedules, *retention)
+	stmts, err := schemaStatements(d, tf.table(), sideTables{*schedules, *retention, *pauses})
 	if err != nil {
 		return usagef("%v", err)
 	}
@@ -84,35 +86,47 @@ func schemaCommand(ctx context.Context, s *session, args []string) error {
 	return nil
 }
 
-// schemaStatements are the statements that create table t on d, its ticks table where
-// schedules is set, and the sweeper leases' table (where it is not there) where retention is.
-func schemaStatements(d dialect.Dialect, t inbox.Table, schedules, retention bool) ([]string, error) {
+// sideTables are the tables schema adds beside the job table: its ticks table, the sweeper
+// leases' table, the table of paused queues.
+type sideTables struct{ schedules, retention, pauses bool }
+
+// schemaStatements are the statements that create table t on d, and those of the side tables
+// side asks for (the shared ones where they are not there).
+func schemaStatements(d dialect.Dialect, t inbox.Table, side sideTables) ([]string, error) {
 	stmts, err := admin.Schema(d, t)
 	if err != nil {
 		return nil, err
 	}
-	if schedules {
+	if side.schedules {
 		ticks, err := inbox.TicksSchema(d, t)
 		if err != nil {
 			return nil, err
 		}
 		stmts = append(stmts, ticks)
 	}
-	if retention {
+	if side.retention {
 		stmts = append(stmts, admin.RetentionSchema(d)...)
+	}
+	if side.pauses {
+		t.Pauses = inbox.PausesTable
+		pauses, err := admin.PausesSchema(d, t)
+		if err != nil {
+			return nil, err
+		}
+		stmts = append(stmts, pauses...)
 	}
 	return stmts, nil
 }
 
-// applySchema creates the described table on t's database, with the tables schedules and
-// retention add (schemaStatements), and prints the statements it ran.
-func applySchema(ctx context.Context, s *session, t target, tf *tableFlags, schedules, retention bool) error {
+// applySchema creates the described table on t's database, with the side tables side asks for
+// (schemaStatements), and prints the statements it ran.
+func applySchema(ctx context.Context, s *session, t target, tf *tableFlags, side sideTables) error {
 	o, err := s.operateOn(ctx, t, tf, createFile, tf.described)
 	if err != nil {
 		return err
 	}
 	defer o.db.Close()
-	stmts, err := schemaStatements(o.d, o.table, schedules, retention)
+	stmts, err := schemaStatements(o.d, o.table, side)
 	if err != nil {
 		return err
 	}
@@ -280,6 +294,9 @@ func printStats(s *session, stats []admin.Stats) {
 		if queue == "" {
 			queue = `""`
 		}
+		if st.Paused {
+			queue += " (paused)"
+		}
 		line(queue, kind("(all)"), st)
 		for _, k := range st.Kinds {
 			name := k.Kind
@@ -300,6 +317,7 @@ func printStats(s *session, stats []admin.Stats) {
 // and the time of the count: an unknown count is null.
 type jsonStats struct {
 	Queue     string   `json:"queue"`
+	Paused    bool     `json:"paused,omitempty"` // on a queue's line only
 	Due       int64    `json:"due"`
 	Delayed   int64    `json:"delayed"`
 	InWork    *int64   `json:"in_work"`
@@ -332,7 +350,7 @@ func toJSONStats(st admin.Stats) jsonStats {
 		}
 		return &n
 	}
-	j := jsonStats{Queue: st.Queue, Kind: st.Kind, Due: st.Due, Delayed: st.Delayed, InWork: known(st.InWork), Retrying: known(st.Retrying), Dead: st.Dead, Processed: st.Processed}
+	j := jsonStats{Queue: st.Queue, Paused: st.Paused, Kind: st.Kind, Due: st.Due, Delayed: st.Delayed, InWork: known(st.InWork), Retrying: known(st.Retrying), Dead: st.Dead, Processed: st.Processed}
 	if st.OldestDue != admin.Unknown {
 		secs := st.OldestDue.Seconds()
 		j.OldestDue = &secs

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"flag"
 	"fmt"
 
@@ -161,7 +162,26 @@ func (f *tableFlags) inferred(ctx context.Context, db *sql.DB, d dialect.Dialect
 			r.set(&t, "")
 		}
 	}
-	return t, nil
+	return withPauses(ctx, db, d, t)
+}
+
+// withPauses is t naming the table of paused queues (inbox.PausesTable) where the database has
+// it, as inbox schema -pauses creates it, so that stats marks the paused queues and pause and
+// resume can write it; t as it is where the database lacks it.
+func withPauses(ctx context.Context, db *sql.DB, d dialect.Dialect, t inbox.Table) (inbox.Table, error) {
+	p := t
+	p.Pauses = inbox.PausesTable
+	a, err := admin.New(db, d, p)
+	if err != nil {
+		return inbox.Table{}, usagef("%v", err)
+	}
+	switch _, err := a.Paused(ctx); {
+	case errors.Is(err, inbox.ErrSchema):
+		return t, nil
+	case err != nil:
+		return inbox.Table{}, err
+	}
+	return p, nil
 }
 
 // An operated table is a command's table on its database: the connection, the table's

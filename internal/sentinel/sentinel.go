@@ -25,6 +25,7 @@ var (
 	InWork           = errors.New("inbox: in work")
 	Settled          = errors.New("inbox: settled")
 	UniqueKeyTooLong = errors.New("inbox: unique key too long")
+	Paused           = errors.New("inbox: queue paused")
 )
 
 // BacksOff reports whether a settlement that failed with err is one a form backs off by the

@@ -31,7 +31,7 @@ const (
 	ArgSettledBefore Arg = "settled_before" // the time before which a settled holder's key has expired
 
 	// The sweeper lease's and retention's roles (Sweeps, Purge).
-	ArgTable           Arg = "table"            // the job table's name, the sweeper lease's key
+	ArgTable           Arg = "table"            // the job table's name (as described), the sweeper lease's and a pause's key
 	ArgHolder          Arg = "holder"           // the sweeper's name, the lease's holder
 	ArgFor             Arg = "for"              // a duration on the database's clock, in microseconds
 	ArgProcessedBefore Arg = "processed_before" // the time before which a processed row expires
@@ -50,7 +50,8 @@ type Statement struct {
 // dialect.Dialect.Time returns it) is given as it is to be bound.
 type Values struct {
 	Now, Queue, Lease, Attempt, At, Error, Limit, Horizon, Channel any
-	// The sweeper lease's and retention's values (Sweeps, Purge).
+	// The sweeper lease's, retention's and the pauses' values (Sweeps, Purge, Pauses); a claim
+	// binds Table where the description names a pauses table.
 	Table, Holder, For, ProcessedBefore, DeadBefore any
 	// A publish's values where another row holds its unique key (Unique).
 	UniqueKey, Payload, RunAt, SettledBefore any

@@ -35,8 +35,12 @@ func SweepLease(c *dialect.Caps) Sweeps { return Sweeps{c} }
 func (w Sweeps) params() *Params { return &Params{numbered: w.c.NumberedParams} }
 
 // now is the database's clock, as the lease column stores it.
-func (w Sweeps) now() string {
-	switch w.c.Catalog {
+func (w Sweeps) now() string { return databaseNow(w.c) }
+
+// databaseNow is the database's clock, as a timestamp column of the side tables (SweepsTable,
+// the pauses table) stores it.
+func databaseNow(c *dialect.Caps) string {
+	switch c.Catalog {
 	case dialect.PostgresCatalog:
 		return "now()"
 	case dialect.MySQLCatalog:

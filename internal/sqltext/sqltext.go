@@ -49,6 +49,7 @@ type Table struct {
 	UniqueWindow time.Duration
 	Columns      []string // the application's own columns a delivery reads (inbox.Table.Columns)
 	Notify       bool     // Postgres: the publish notifies the table's channel (InsertNotifying)
+	Pauses       string   // the table of paused queues, quoted; empty: no claim asks it (Pauses)
 }
 
 // SQL builds the statements over one table on one database.
@@ -150,9 +151,11 @@ func (s SQL) Columns(alias string) string {
 
 // Due is the predicate of a claimable row, its columns prefixed as Columns prefixes them: not
 // processed, not dead, below the attempt limit (Limited), due (retry_after passed), of the
-// queue, and of the kinds claimed (OfKinds, each below its own limit), each where the table has
-// the column; "1 = 1" where it has none of them. It binds, in order: now (where the table has
-// retry_after), the queue's name (where it has a queue column), then the kinds' names.
+// queue, of the kinds claimed (OfKinds, each below its own limit), each where the table has
+// the column, and of a queue not paused, where the description names a pauses table
+// (Pauses.notPaused); "1 = 1" where it has none of them. It binds, in order: now (where the
+// table has retry_after), the queue's name (where it has a queue column), the kinds' names,
+// then the pause's table and queue (where it names a pauses table).
 func (s SQL) Due(p *Params, alias string) string {
 	prefix := dotted(alias)
 	var conds []string
@@ -173,6 +176,9 @@ func (s SQL) Due(p *Params, alias string) string {
 	}
 	if len(s.kindLimits) > 0 && s.t.Kind != "" {
 		conds = append(conds, s.ofKinds(p, prefix))
+	}
+	if s.t.Pauses != "" {
+		conds = append(conds, s.Pauses().notPaused(p))
 	}
 	if len(conds) == 0 {
 		return "1 = 1"

@@ -148,10 +148,14 @@ func (t *Table) ScanOne(scan func(...any) error) (*inbox.Delivery, error) {
 }
 
 // ClaimValues are the values of the form's claims over queue that hold for every run: the queue's
-// name and the kinds claimed (Claiming), in the order sqltext.SQL.OfKinds binds them. A run
+// name, the kinds claimed (Claiming), in the order sqltext.SQL.OfKinds binds them, and the
+// table's name where the description names a pauses table (its key there). A run
 // sets the rest (now, the limit) on a copy and binds it (sqltext.Statement.Bind).
 func (t *Table) ClaimValues(queue string) sqltext.Values {
 	v := sqltext.Values{Queue: queue}
+	if t.Raw.Pauses != "" {
+		v.Table = t.Raw.Name
+	}
 	for _, k := range t.Kinds {
 		v.Kinds = append(v.Kinds, k.Kind)
 	}
@@ -456,7 +460,25 @@ func (t *Table) refused(ctx context.Context, db *sql.DB, what, query string, err
 	if pingErr := db.PingContext(ctx); pingErr != nil {
 		return sentinel.Errorf(nil, sentinel.Table(t.Raw.Name), "%s the %s statement: the server answers no connection: %w", doing, what, errors.Join(err, pingErr))
 	}
+	if err := t.checkPauses(ctx, db); err != nil {
+		return err
+	}
 	return sentinel.Errorf(inbox.ErrSchema, sentinel.Table(t.Raw.Name), "the %s statement does not %s: %v; create the table and columns the description names, or fix the description (statement: %s)", what, verb, err, query)
+}
+
+// checkPauses fails, wrapping inbox.ErrSchema and naming the statement that creates it, where
+// the description names a pauses table (inbox.Table.Pauses) that the database refuses to read:
+// a claim that reads it is refused for that reason, which the claim's own error would not say.
+func (t *Table) checkPauses(ctx context.Context, db *sql.DB) error {
+	if t.Raw.Pauses == "" {
+		return nil
+	}
+	w := t.SQL().Pauses()
+	rows, err := db.QueryContext(ctx, w.Check().SQL)
+	if err == nil {
+		return rows.Close()
+	}
+	return sentinel.Errorf(inbox.ErrSchema, sentinel.Table(t.Raw.Name), "its pauses table %q (inbox.Table.Pauses), which every claim reads, cannot be read (%v): create it with `inbox schema -pauses -apply`, or run: %s", t.Raw.Pauses, err, w.Create())
 }
 
 // compile prepares query once (and on SQLite compiles it with EXPLAIN).

@@ -82,8 +82,10 @@ type Shape struct {
 // counted, and an ack or a death deletes (neither processed_at nor dead_at); a generated id
 // alone; every role under names that hold both kinds of quote, spaces and
 // reserved words; every role with two of the application's own columns; every role with a
-// kind column (jobs by kind, whose claims name the kinds they take); and every role with a unique
-// key, in each of its three scopes (while queued or in work, while queued, a window after).
+// kind column (jobs by kind, whose claims name the kinds they take); every role with a unique
+// key, in each of its three scopes (while queued or in work, while queued, a window after); and
+// every role, and processed_at without a group, each with a pauses table (claims pass over
+// paused queues).
 var Shapes = []Shape{
 	{
 		Name: "all-roles",
@@ -152,6 +154,21 @@ var Shapes = []Shape{
 	uniqueShape("unique", func(*sqltext.Table) {}),
 	uniqueShape("unique-while-queued", func(t *sqltext.Table) { t.UniqueWhileQueued = true }),
 	uniqueShape("unique-window", func(t *sqltext.Table) { t.UniqueWindow = time.Hour }),
+	{
+		Name: "paused",
+		Table: sqltext.Table{Name: "jobs", ID: "id", IDGenerated: true, Payload: "payload", Attempt: "attempt",
+			ProcessedAt: "processed_at", Queue: "queue", Priority: "priority", RetryAfter: "retry_after", Headers: "headers",
+			DeadAt: "dead_at", LastError: "last_error", CreatedAt: "created_at", Pauses: "inbox_pauses"},
+		Lease: "locked_until",
+		Key:   []sqltext.KeyPart{{Text: "jobs-"}, {Column: "queue"}, {Text: ":"}, {Column: "id"}},
+	},
+	{
+		Name: "paused-one-queue",
+		Table: sqltext.Table{Name: "jobs", ID: "id", IDGenerated: true, Payload: "payload", Attempt: "attempt",
+			ProcessedAt: "processed_at", RetryAfter: "retry_after", Pauses: "inbox_pauses"},
+		Lease: "locked_until",
+		Key:   []sqltext.KeyPart{{Text: "jobs-"}, {Column: "id"}},
+	},
 }
 
 // uniqueShape is every role, a unique key among them, with the scope scope sets.
@@ -161,6 +178,18 @@ func uniqueShape(name string, scope func(*sqltext.Table)) Shape {
 		DeadAt: "dead_at", LastError: "last_error", CreatedAt: "created_at", UniqueKey: "unique_key"}
 	scope(&t)
 	return Shape{Name: name, Table: t, Lease: "locked_until", Key: []sqltext.KeyPart{{Text: "jobs-"}, {Column: "id"}}}
+}
+
+// Covers reports whether the golden files of form cover shape sh: a shape with a pauses table
+// changes only the claims' predicate (its forms' and the next-due wake-up's) and adds the pauses
+// table's statements, so only those forms' files cover it; every other shape is in every form's
+// files.
+func (sh Shape) Covers(form string) bool {
+	switch form {
+	case "rowlock", "lease", "advisory", "wakeup", "pauses":
+		return true
+	}
+	return sh.Table.Pauses == ""
 }
 
 // Dir is the directory of the golden files, internal/sqltext/testdata.
