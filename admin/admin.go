@@ -88,8 +88,8 @@ type Stats struct {
 	Queue string `json:"queue"` // the queue column's value; empty for a table without a Queue column
 	// Paused says the queue is paused (Pause): no claim takes its rows until it is resumed.
 	// Always false where the description names no pauses table (inbox.Table.Pauses), and in
-	// the entries of Kinds.
-	Paused bool `json:"paused"`
+	// the entries of Kinds; left out of the JSON when false, as inbox stats -json leaves it.
+	Paused bool `json:"paused,omitempty"`
 	// Due rows may be claimed now. Without a lease column they include the rows in work (the
 	// row lock and advisory forms hold rows by locks, which a table does not show).
 	Due int64 `json:"due"`
