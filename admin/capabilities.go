@@ -9,8 +9,8 @@ import (
 
 // Capabilities are what the table's description lets an operator see and do: the states its
 // rows are told apart in, the filters that apply, and the actions. A page built on them shows
-// what the table has and hides what it lacks; features to come (groups, pausing,
-// cancelling) add fields here as they land.
+// what the table has and hides what it lacks; features to come (groups, cancelling, limits)
+// add fields here as they land.
 type Capabilities struct {
 	// Queues says rows have a queue (the Queue role): counts and listings are per queue.
 	Queues bool `json:"queues"`
@@ -31,6 +31,9 @@ type Capabilities struct {
 	// Actions are the actions Act runs on this table: requeue with DeadAt, retry now with
 	// RetryAfter, delete always.
 	Actions []Action `json:"actions"`
+	// Pauses says queues can be paused and resumed (Pause, Resume): the description names a
+	// pauses table (inbox.Table.Pauses).
+	Pauses bool `json:"pauses"`
 	// OldestDue says Stats can date every due row (RetryAfter and CreatedAt), not only those
 	// delayed before.
 	OldestDue bool `json:"oldest_due"`
@@ -45,6 +48,7 @@ func (a *Admin) Capabilities() Capabilities {
 		ErrorFilter:   t.LastError != "",
 		PayloadFilter: t.Payload != "",
 		OldestDue:     t.CreatedAt != "",
+		Pauses:        t.Pauses != "",
 	}
 	for _, s := range States {
 		if a.stateNeeds("", s) != nil {

@@ -2,6 +2,7 @@ package ui
 
 import (
 	"context"
+	"slices"
 	"sync"
 	"time"
 
@@ -90,4 +91,18 @@ func (c *counts) lastRead() countsRead {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.last
+}
+
+// setPaused marks queue paused or not in the last counts, as a pause or a resume from the page
+// left it, until the next count reads it.
+func (c *counts) setPaused(queue string, paused bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	stats := slices.Clone(c.last.Stats)
+	for i := range stats {
+		if stats[i].Queue == queue {
+			stats[i].Paused = paused
+		}
+	}
+	c.last.Stats = stats
 }

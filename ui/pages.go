@@ -96,6 +96,7 @@ type overviewPage struct {
 	Queues  []queueLine
 	Total   *admin.Stats // the queues' counts summed, where there are several
 	Refresh int          // seconds between the live refreshes of the counts
+	Pausing bool         // each queue has a button that pauses or resumes it
 }
 
 // total sums the counts of several queues: an unknown count stays unknown; the oldest due row
@@ -130,6 +131,7 @@ func (h *handler) overview(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := h.queryCtx(r)
 	defer cancel()
 	p := overviewPage{view: h.view(w, r, "overview"), Counts: h.counts.read(ctx), Refresh: max(int(h.cfg.CountEvery/time.Second), 2)}
+	p.Pausing = h.caps.Pauses && !h.cfg.ReadOnly
 	for _, s := range p.Counts.Stats {
 		p.Queues = append(p.Queues, queueLine{Stats: s, Shown: shownQueue(s.Queue)})
 	}

@@ -1,0 +1,37 @@
+package ui
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+)
+
+// pause pauses or resumes the queue the form names, through admin.Pause and admin.Resume,
+// and goes back to the overview, which shows the queue's new state at once.
+func (h *handler) pause(w http.ResponseWriter, r *http.Request) {
+	if err := r.ParseForm(); err != nil {
+		h.fail(w, r, http.StatusBadRequest, err)
+		return
+	}
+	if !csrfValid(r) {
+		h.fail(w, r, http.StatusForbidden, errors.New("the form carries no valid session token: reload the page, and pause or resume from it"))
+		return
+	}
+	queue, do := r.PostFormValue("queue"), r.PostFormValue("do")
+	run := map[string]func(context.Context, string) error{"pause": h.a.Pause, "resume": h.a.Resume}[do]
+	if run == nil {
+		h.fail(w, r, http.StatusBadRequest, fmt.Errorf("do=%q: pause or resume", do))
+		return
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), h.cfg.ActionTimeout)
+	defer cancel()
+	err := run(ctx, queue)
+	h.log.Info("inbox ui: "+do, "queue", queue, "err", err)
+	if err != nil {
+		h.fail(w, r, h.statusOf(err), err)
+		return
+	}
+	h.counts.setPaused(queue, do == "pause")
+	http.Redirect(w, r, base(r)+"/", http.StatusSeeOther)
+}
