@@ -219,7 +219,7 @@ func (c *Consumer) resolve(d *Delivery, o outcome.Outcome) outcome.Outcome {
 // dead_at column.
 func (c *Consumer) limit(d *Delivery, o outcome.Outcome) outcome.Outcome {
 	switch o.Kind() {
-	case outcome.KindAck, outcome.KindDrop:
+	case outcome.KindAck, outcome.KindDrop, outcome.KindCancel:
 		return o
 	case outcome.KindNone:
 		o = outcome.Retry().WithError(errNoOutcome)

@@ -43,11 +43,12 @@ const (
 	LastError
 	CreatedAt
 	UniqueKey
+	CancelledAt
 	Lease
 )
 
 func (r Role) String() string {
-	return [...]string{"ID", "Payload", "Attempt", "ProcessedAt", "Queue", "Kind", "Priority", "RetryAfter", "Headers", "DeadAt", "LastError", "CreatedAt", "UniqueKey", "lease column"}[r]
+	return [...]string{"ID", "Payload", "Attempt", "ProcessedAt", "Queue", "Kind", "Priority", "RetryAfter", "Headers", "DeadAt", "LastError", "CreatedAt", "UniqueKey", "CancelledAt", "lease column"}[r]
 }
 
 // Named is a column a description names, by its role.
@@ -63,7 +64,7 @@ func Describe(t inbox.Table, lease string) []Named {
 	for _, n := range []Named{
 		{ID, t.ID}, {Payload, t.Payload}, {Attempt, t.Attempt}, {ProcessedAt, t.ProcessedAt},
 		{Queue, t.Queue}, {Kind, t.Kind}, {Priority, t.Priority}, {RetryAfter, t.RetryAfter}, {Headers, t.Headers},
-		{DeadAt, t.DeadAt}, {LastError, t.LastError}, {CreatedAt, t.CreatedAt}, {UniqueKey, t.UniqueKey}, {Lease, lease},
+		{DeadAt, t.DeadAt}, {LastError, t.LastError}, {CreatedAt, t.CreatedAt}, {UniqueKey, t.UniqueKey}, {CancelledAt, t.CancelledAt}, {Lease, lease},
 	} {
 		if n.Column != "" {
 			out = append(out, n)

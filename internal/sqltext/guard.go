@@ -103,8 +103,9 @@ type settles struct {
 
 // settle is a form's settlement of kind k of the rows g names, before f's changes: Ack and Drop
 // DELETE, or SET processed_at = ?; Fail SET dead_at = ? and RetryAfter SET retry_after = ?, each
-// with last_error = ? where the table has it (see stamp); a stamp that settles the row clears
-// its unique key too (settlementClearsKey); then g's WHERE. It binds in that order. It is empty where the table lacks the column the kind stamps, and for a retry that
+// with last_error = ? where the table has it (see stamp); Cancel SET cancelled_at = ?; a stamp
+// that settles the row clears its unique key too (settlementClearsKey); then g's WHERE. It binds
+// in that order. It is empty where the table lacks the column the kind stamps, and for a retry that
 // changes nothing.
 func (s SQL) settle(k outcome.Kind, g Guard, f settles) Statement {
 	t, p := s.t, s.Params()
@@ -127,6 +128,11 @@ func (s SQL) settle(k outcome.Kind, g Guard, f settles) Statement {
 			return Statement{}
 		}
 		head = "UPDATE " + t.Name + " SET " + s.stamp(col, p) + f.stamped
+	case outcome.KindCancel:
+		if t.CancelledAt == "" {
+			return Statement{}
+		}
+		head = "UPDATE " + t.Name + " SET " + t.CancelledAt + " = " + p.Next(ArgAt) + f.stamped
 	default:
 		if f.retried == "" {
 			return Statement{}

@@ -39,6 +39,7 @@ type Table struct {
 	Headers     string
 	DeadAt      string
 	LastError   string
+	CancelledAt string
 	CreatedAt   string
 	LockedUntil string // the lease form's; its statements take it by itself (Lease)
 	UniqueKey   string // the unique key's column (inbox.Table.UniqueKey); see Unique
@@ -150,9 +151,9 @@ func (s SQL) Columns(alias string) string {
 }
 
 // Due is the predicate of a claimable row, its columns prefixed as Columns prefixes them: not
-// processed, not dead, below the attempt limit (Limited), due (retry_after passed), of the
-// queue, of the kinds claimed (OfKinds, each below its own limit), each where the table has
-// the column, and of a queue not paused, where the description names a pauses table
+// processed, not dead, not cancelled, below the attempt limit (Limited), due (retry_after
+// passed), of the queue, of the kinds claimed (OfKinds, each below its own limit), each where the
+// table has the column, and of a queue not paused, where the description names a pauses table
 // (Pauses.notPaused); "1 = 1" where it has none of them. It binds, in order: now (where the
 // table has retry_after), the queue's name (where it has a queue column), the kinds' names,
 // then the pause's table and queue (where it names a pauses table).
@@ -164,6 +165,9 @@ func (s SQL) Due(p *Params, alias string) string {
 	}
 	if s.t.DeadAt != "" {
 		conds = append(conds, prefix+s.t.DeadAt+" IS NULL")
+	}
+	if s.t.CancelledAt != "" {
+		conds = append(conds, prefix+s.t.CancelledAt+" IS NULL")
 	}
 	if s.t.Attempt != "" && s.maxAttempts > 0 && len(s.kindLimits) == 0 {
 		conds = append(conds, "COALESCE("+prefix+s.t.Attempt+", 0) < "+strconv.Itoa(s.maxAttempts))
