@@ -41,7 +41,12 @@ func (r *run) deliver(ctx context.Context, ops *detached, s *slot, u []*Delivery
 		return nil, false
 	}
 	s.inWork = nil
+	asked := s.asked
+	s.asked = nil
 	s.mu.Unlock()
+	if asked != nil {
+		cancelledOutcomes(u, outs, asked, r.c.cfg.Transactional)
+	}
 
 	handled := r.now()
 	where := r.placeOf(ctx, outs, mayClaim)

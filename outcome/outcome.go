@@ -113,7 +113,9 @@ func (o Outcome) Kind() Kind { return o.kind }
 func (o Outcome) Delay() time.Duration { return o.delay }
 
 // Settles reports whether o ends the row's life in the queue (Ack, Drop or Cancel).
-func (o Outcome) Settles() bool { return o.kind == KindAck || o.kind == KindDrop || o.kind == KindCancel }
+func (o Outcome) Settles() bool {
+	return o.kind == KindAck || o.kind == KindDrop || o.kind == KindCancel
+}
 
 func (o Outcome) String() string {
 	if o.kind == KindRetryAfter {

@@ -9,7 +9,7 @@ import (
 // CancelsTable is the table that holds the cancel requests of rows in work (inbox.Cancel): one
 // row per job table and id, the request's time. A consumer of a table with a cancelled_at
 // column reads it for the rows it holds, cancels their handlers, and deletes the requests whose
-// row has settled.
+// row has settled or is queued again.
 const CancelsTable = "inbox_cancels"
 
 // CreateCancels is the statement that creates CancelsTable on c's database, if it is not there.
@@ -26,7 +26,7 @@ func CreateCancels(c *dialect.Caps) string {
 }
 
 // Cancels builds the statements that cancel rows by id (inbox.Cancel) and those a consumer runs
-// to tell its handlers (every inbox.Config.CancelPoll). A row is queued where it is pending
+// to tell its handlers and apply the requests (every inbox.Config.CancelPoll). A row is queued where it is pending
 // (neither processed, dead nor cancelled) and held by no lease running ahead nor, where the
 // database has row locks, by a transaction's lock. None of them waits for a lock a consumer
 // holds: Lock skips a locked row, and the others read without locking or write CancelsTable and
@@ -127,19 +127,17 @@ func (c Cancels) Asked(n int) Statement {
 		t.CancelledAt + " IS NOT NULL OR " + t.ID + " IN (SELECT id FROM " + CancelsTable + " WHERE table_name = " + p.Next(ArgTable) + "))")
 }
 
-// Stale reads, without locking, the ids of the table's requests whose row is no longer pending
-// (processed, dead, cancelled, or deleted): requests no handler is left to be told of. It binds
-// the job table's name.
-func (c Cancels) Stale() Statement {
-	t, p := c.s.t, c.s.Params()
-	conds := append([]string{t.Name + "." + t.ID + " = r.id"}, c.pending(t.Name+".")...)
-	return p.statement("SELECT r.id FROM " + CancelsTable + " r WHERE r.table_name = " + p.Next(ArgTable) +
-		" AND NOT EXISTS (SELECT 1 FROM " + t.Name + " WHERE " + strings.Join(conds, " AND ") + ")")
+// Requests reads, without locking, the ids of the table's requests. A consumer applies each
+// (inbox.Config.CancelPoll): it tells the handler of a row it holds; it cancels a row queued
+// again; it deletes the request of a row settled, or gone. It binds the job table's name.
+func (c Cancels) Requests() Statement {
+	p := c.s.Params()
+	return p.statement("SELECT id FROM " + CancelsTable + " WHERE table_name = " + p.Next(ArgTable))
 }
 
 // Noted stamps a processed row's cancelled_at with the time of its request, where it has none:
-// the row says that a cancel was asked after its handler had succeeded. A stale request is
-// noted so before Forget deletes it. It binds the job table's name, then the id. It is empty
+// the row says that a cancel was asked after its handler had succeeded. A request whose row is
+// processed is noted so before Forget deletes it. It binds the job table's name, then the id. It is empty
 // where the table has no processed_at column (an Ack deletes the row).
 func (c Cancels) Noted() Statement {
 	t, p := c.s.t, c.s.Params()

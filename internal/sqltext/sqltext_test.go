@@ -491,7 +491,7 @@ func rescheduleEntries(c *dialect.Caps, r sqltext.Reschedule) []golden.Entry {
 // cancelEntries are the statements of a cancel by id (inbox.Cancel) over a table a lease form
 // holds, and those of a consumer's cancel poll: the table of requests, the queued row's lock
 // where the database has row locks and its stamp, the read of a row not stamped, the request of
-// a row in work, the poll's read of the rows asked, and its clean-up of stale requests.
+// a row in work, the poll's read of the rows asked and of the requests, and what it writes of a request applied.
 func cancelEntries(c *dialect.Caps, x sqltext.Cancels) []golden.Entry {
 	var e entries
 	e.addText("create", sqltext.CreateCancels(c))
@@ -504,7 +504,7 @@ func cancelEntries(c *dialect.Caps, x sqltext.Cancels) []golden.Entry {
 	e.add("request", x.Request())
 	e.add("asked(1)", x.Asked(1))
 	e.add("asked(3)", x.Asked(3))
-	e.add("stale", x.Stale())
+	e.add("requests", x.Requests())
 	e.add("noted", x.Noted())
 	e.add("forget", x.Forget())
 	return e

@@ -1,0 +1,220 @@
+package integration
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/sqlinbox/inbox"
+	"github.com/sqlinbox/inbox/admin"
+	"github.com/sqlinbox/inbox/lease"
+	"github.com/sqlinbox/inbox/outcome"
+)
+
+// cancelTable is runAtTable with a cancelled_at column.
+func cancelTable(name string) inbox.Table {
+	tbl := runAtTable(name)
+	tbl.CancelledAt = "cancelled_at"
+	return tbl
+}
+
+// createCancels creates the table of cancel requests, shared by every test's job table.
+func createCancels(t *testing.T, db *sql.DB, b backend) {
+	t.Helper()
+	for _, st := range admin.CancelSchema(b.dialect) {
+		mustExec(t, db, st)
+	}
+}
+
+// cancelPoll is the cancel poll of the tests' consumers.
+const cancelPoll = 200 * time.Millisecond
+
+// TestCancel: on every cell, in plain and transactional mode, Cancel stamps a queued row at
+// once (it is never delivered); a cancel in a transaction rolled back changes nothing (the row
+// runs); a row in work is answered without waiting for its holder (CancelRequested; the advisory
+// form's locks do not show, so Cancelled there), its handler's context ends with the cause
+// ErrCancelled within the poll and a margin, its row ends cancelled and is not run again, and
+// in transactional mode its handler's write rolls back; a settled row reports its state, and an
+// unknown id NotFound; no request is left behind.
+func TestCancel(t *testing.T) {
+	var tests []subtest
+	for _, c := range cells(t) {
+		for _, tx := range []bool{false, true} {
+			tests = append(tests, subtest{c.name() + "-" + txMode(tx), func(t *testing.T) { testCancel(t, c, tx) }})
+		}
+	}
+	runConcurrently(t, 4, tests)
+}
+
+// cancelRun is what the handler of testCancel saw.
+type cancelRun struct {
+	mu      sync.Mutex
+	handled map[string]int
+	cause   error
+	told    time.Time // when the held row's handler saw its context end
+	started chan struct{}
+}
+
+func (r *cancelRun) count(p string) int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.handled[p]
+}
+
+func testCancel(t *testing.T, c cell, transactional bool) {
+	db := c.b.open(t, 8)
+	createCancels(t, db, c.b)
+	tbl := c.b.newTable(t, db, cancelTable)
+	side := c.b.scratchTable(t, db, tbl.Name+"_w", "v "+c.b.columnTypes().queue)
+	client := c.kindClient(t, db, tbl)
+	ctx := context.Background()
+	ids, err := client.EnqueueIDs(ctx,
+		inbox.Message{Queue: "q", Payload: []byte("held"), Priority: -1},
+		inbox.Message{Queue: "q", Payload: []byte("queued")},
+		inbox.Message{Queue: "q", Payload: []byte("rolled back")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	held, queued, rolled := ids[0], ids[1], ids[2]
+
+	got, err := client.Cancel(ctx, queued, 1<<40)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got[0].Outcome != inbox.Cancelled || got[1].Outcome != inbox.NotFound || !errors.Is(got[1].Err(), inbox.ErrNotFound) {
+		t.Errorf("a queued row and an unknown id: %v, want cancelled and not found", got)
+	}
+	tx, err := db.BeginTx(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, err := client.CancelTx(ctx, tx, rolled); err != nil || got[0].Outcome != inbox.Cancelled {
+		t.Errorf("in a transaction: %v, %v; want cancelled", got, err)
+	}
+	if err := tx.Rollback(); err != nil {
+		t.Fatal(err)
+	}
+
+	run := &cancelRun{handled: map[string]int{}, started: make(chan struct{})}
+	h := inbox.HandlerFunc(func(ctx context.Context, d *inbox.Delivery) outcome.Outcome {
+		p := string(d.Payload)
+		run.mu.Lock()
+		run.handled[p]++
+		run.mu.Unlock()
+		if p != "held" {
+			return outcome.Ack()
+		}
+		close(run.started)
+		select {
+		case <-ctx.Done():
+		case <-time.After(30 * time.Second):
+		}
+		// Written once told (SQLite's one writer: a transactional handler that had written would
+		// hold the database's write lock, which Cancel's stamp waits for), and rolled back with
+		// the delivery's transaction in transactional mode.
+		if _, err := writerOf(d, db).ExecContext(context.WithoutCancel(ctx), "INSERT INTO "+side+" (v) VALUES ('written')"); err != nil {
+			t.Errorf("the handler's write: %v", err)
+		}
+		run.mu.Lock()
+		run.cause, run.told = context.Cause(ctx), time.Now()
+		run.mu.Unlock()
+		return outcome.Retry() // settled as cancelled whatever it returns
+	})
+	stop := runConsumer(t, db, c.newForm(t, tbl), h, &inbox.Config{Queue: "q", Workers: 2, Transactional: transactional, CancelPoll: cancelPoll, PollInterval: cellPoll})
+	defer stop()
+	select {
+	case <-run.started:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the handler was not handed the held row")
+	}
+
+	bounded, cancel := context.WithTimeout(ctx, 5*time.Second)
+	began := time.Now()
+	got, err = client.Cancel(bounded, held)
+	took := time.Since(began)
+	cancel()
+	if err != nil {
+		t.Fatalf("a row in work: %v", err)
+	}
+	if took > time.Second {
+		t.Errorf("Cancel of a row in work took %v: it waited for the holder", took)
+	}
+	want := inbox.CancelRequested
+	if c.form == "advisory" {
+		want = inbox.Cancelled // session locks do not show in the table: the row is stamped
+	}
+	if got[0].Outcome != want {
+		t.Errorf("a row in work: %v, want %v", got[0].Outcome, want)
+	}
+	waitFor(t, cancelPoll+5*time.Second, "the held row's handler told", func() bool {
+		run.mu.Lock()
+		defer run.mu.Unlock()
+		return run.cause != nil
+	})
+	run.mu.Lock()
+	cause, told := run.cause, run.told.Sub(began)
+	run.mu.Unlock()
+	if !errors.Is(cause, inbox.ErrCancelled) {
+		t.Errorf("the handler's context ended with the cause %v, want ErrCancelled", cause)
+	}
+	if told > cancelPoll+2*time.Second {
+		t.Errorf("the handler was told %v after the cancel, beyond its poll (%v) and a margin", told, cancelPoll)
+	}
+	waitFor(t, 10*time.Second, "the held row cancelled and the other row handled", func() bool {
+		return c.b.countRows(t, db, tbl, c.q(t, "cancelled_at")+" IS NOT NULL AND "+c.q(t, "processed_at")+" IS NULL") == 2 &&
+			run.count("rolled back") == 1
+	})
+	checkCancelled(t, c, db, tbl, run, transactional, side)
+
+	for id, want := range map[int64]inbox.CancelOutcome{held: inbox.AlreadyCancelled, rolled: inbox.AlreadyProcessed} {
+		got, err := client.Cancel(ctx, id)
+		if err != nil || got[0].Outcome != want || !errors.Is(got[0].Err(), inbox.ErrSettled) {
+			t.Errorf("row %d: %v, %v; want %v", id, got, err, want)
+		}
+	}
+	waitFor(t, 5*time.Second, "no request left", func() bool {
+		return count(t, db, "SELECT COUNT(*) FROM inbox_cancels WHERE table_name = "+c.ph(1), tbl.Name) == 0
+	})
+}
+
+// checkCancelled checks, after the cancels, that no cancelled row ran (again), and that the held
+// row's write is kept outside transactional mode and rolled back in it.
+func checkCancelled(t *testing.T, c cell, db *sql.DB, tbl inbox.Table, run *cancelRun, transactional bool, side string) {
+	t.Helper()
+	time.Sleep(3 * cellPoll) // claims that would take a cancelled row have had their chance
+	if n := run.count("queued"); n != 0 {
+		t.Errorf("the row cancelled while queued was handled %d times", n)
+	}
+	if n := run.count("held"); n != 1 {
+		t.Errorf("the row cancelled in work was handled %d times, want once", n)
+	}
+	writes := count(t, db, "SELECT COUNT(*) FROM "+side)
+	if transactional && writes != 0 {
+		t.Errorf("the cancelled handler's write survived its transaction")
+	}
+	if !transactional && writes != 1 {
+		t.Errorf("%d writes of the cancelled handler, want its one (outside a transaction)", writes)
+	}
+}
+
+// TestCancelNeedsCancelsTable: a consumer of a table with a CancelledAt column fails Run with
+// ErrSchema naming the statement that creates inbox_cancels where it is missing (a scratch
+// SQLite database, which has none), and runs once it is there.
+func TestCancelNeedsCancelsTable(t *testing.T) {
+	b := onlyBackends(t, "sqlite")[0]
+	db, tbl := b.openTable(t, 4, cancelTable)
+	h := inbox.HandlerFunc(func(context.Context, *inbox.Delivery) outcome.Outcome { return outcome.Ack() })
+	cons := inbox.NewConsumer(db, lease.New(b.dialect, tbl, nil), h, &inbox.Config{Logger: testLogger(t)})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	err := cons.Run(ctx)
+	if !errors.Is(err, inbox.ErrSchema) || !strings.Contains(err.Error(), admin.CancelSchema(b.dialect)[0]) {
+		t.Fatalf("Run: %v; want ErrSchema naming %s", err, admin.CancelSchema(b.dialect)[0])
+	}
+	createCancels(t, db, b)
+	runConsumer(t, db, lease.New(b.dialect, tbl, nil), h, &inbox.Config{})()
+}
