@@ -28,16 +28,17 @@ func (s SQL) Admin(lease string) Admin { return Admin{s: s, lease: lease} }
 // (due or delayed, attempt above 0; 0 without an attempt column); dead; processed; the
 // earliest time a due row has been due since, its retry_after or else its created_at (NULL
 // without a due row that has one); the due rows with neither (without the columns, every due
-// row); and, where the table has a kind column, last, the kind (NULL for rows of none), the
+// row); where the table has a cancelled_at column, the cancelled rows (neither processed nor
+// dead); and, where the table has a kind column, last, the kind (NULL for rows of none), the
 // rows then counted per queue and kind, in queue order. A row is pending when it is neither
-// processed nor dead, and only pending rows are due, delayed, in work or retrying. It binds
+// processed, dead nor cancelled, and only pending rows are due, delayed, in work or retrying. It binds
 // now, nows times.
 func (a Admin) Stats() (query string, nows int) {
 	t := a.s.t
 	p := a.s.Params()
 	now := func() string { nows++; return p.param() }
 	var pending []string
-	for _, c := range []string{t.ProcessedAt, t.DeadAt} {
+	for _, c := range []string{t.ProcessedAt, t.DeadAt, t.CancelledAt} {
 		if c != "" {
 			pending = append(pending, c+" IS NULL")
 		}
@@ -109,6 +110,15 @@ func (a Admin) Stats() (query string, nows int) {
 			groups = append(groups, g)
 		}
 	}
+	if t.CancelledAt != "" {
+		cancelled := t.CancelledAt + " IS NOT NULL"
+		for _, c := range []string{t.ProcessedAt, t.DeadAt} {
+			if c != "" {
+				cancelled += " AND " + c + " IS NULL"
+			}
+		}
+		cols = append(cols, count(cancelled))
+	}
 	if t.Kind != "" {
 		cols = append(cols, kind)
 	}
@@ -172,15 +182,26 @@ type Kept int
 const (
 	DeadRows Kept = iota
 	ProcessedRows
+	CancelledRows // stamped cancelled_at, neither processed nor dead
 )
 
 // kept is the predicate of the rows k names; it binds the time before which a processed row
 // was processed.
 func (a Admin) kept(p *Params, k Kept) string {
-	if k == ProcessedRows {
-		return a.s.t.ProcessedAt + " < " + p.param()
+	t := a.s.t
+	switch k {
+	case ProcessedRows:
+		return t.ProcessedAt + " < " + p.param()
+	case CancelledRows:
+		conds := []string{t.CancelledAt + " IS NOT NULL"}
+		for _, c := range []string{t.ProcessedAt, t.DeadAt} {
+			if c != "" {
+				conds = append(conds, c+" IS NULL")
+			}
+		}
+		return strings.Join(conds, " AND ")
 	}
-	return a.s.t.DeadAt + " IS NOT NULL"
+	return t.DeadAt + " IS NOT NULL"
 }
 
 // Pick reads the ids of up to a limit of the rows k names, in id order, after an id. It binds,
@@ -211,6 +232,22 @@ func (a Admin) Requeue(n int) string {
 	}
 	p := a.s.Params()
 	return "UPDATE " + t.Name + " SET " + strings.Join(sets, ", ") + " WHERE " + t.ID + " IN (" + p.list(n) + ") AND " + a.kept(p, DeadRows)
+}
+
+// RequeueCancelled puts n cancelled rows back in the queue by their ids: cancelled_at and
+// retry_after cleared, attempt reset to 0 (each where the table has it), the last error kept. A
+// row no longer cancelled is left alone. It binds the n ids.
+func (a Admin) RequeueCancelled(n int) string {
+	t := a.s.t
+	sets := []string{t.CancelledAt + " = NULL"}
+	if t.RetryAfter != "" {
+		sets = append(sets, t.RetryAfter+" = NULL")
+	}
+	if t.Attempt != "" {
+		sets = append(sets, t.Attempt+" = 0")
+	}
+	p := a.s.Params()
+	return "UPDATE " + t.Name + " SET " + strings.Join(sets, ", ") + " WHERE " + t.ID + " IN (" + p.list(n) + ") AND " + a.kept(p, CancelledRows)
 }
 
 // Purge deletes n of the rows k names by their ids; a row no longer of them is left alone. It
@@ -331,10 +368,10 @@ func (b *binder) list(k Bind, n int) string {
 
 func (b *binder) bound(query string) Bound { return Bound{SQL: query, Binds: b.binds} }
 
-// pending are the conditions of a row neither processed nor dead.
+// pending are the conditions of a row neither processed, dead nor cancelled.
 func (a Admin) pending() []string {
 	var out []string
-	for _, c := range []string{a.s.t.ProcessedAt, a.s.t.DeadAt} {
+	for _, c := range []string{a.s.t.ProcessedAt, a.s.t.DeadAt, a.s.t.CancelledAt} {
 		if c != "" {
 			out = append(out, c+" IS NULL")
 		}
