@@ -39,7 +39,8 @@ const cancelPoll = 200 * time.Millisecond
 // form's locks do not show, so Cancelled there), its handler's context ends with the cause
 // ErrCancelled within the poll and a margin, its row ends cancelled and is not run again, and
 // in transactional mode its handler's write rolls back; a settled row reports its state, and an
-// unknown id NotFound; no request is left behind.
+// unknown id NotFound; no request is left behind; the stats count the cancelled rows, and one
+// requeued (admin.RequeueCancelled) runs.
 func TestCancel(t *testing.T) {
 	var tests []subtest
 	for _, c := range cells(t) {
@@ -179,6 +180,34 @@ func testCancel(t *testing.T, c cell, transactional bool) {
 	waitFor(t, 5*time.Second, "no request left", func() bool {
 		return count(t, db, "SELECT COUNT(*) FROM inbox_cancels WHERE table_name = "+c.ph(1), tbl.Name) == 0
 	})
+	checkRequeueCancelled(t, db, c, tbl, run, queued)
+}
+
+// checkRequeueCancelled: the stats count the two cancelled rows; requeued, the row cancelled
+// while queued runs once, and the stats count one.
+func checkRequeueCancelled(t *testing.T, db *sql.DB, c cell, tbl inbox.Table, run *cancelRun, queued int64) {
+	t.Helper()
+	a, err := admin.New(db, c.b.dialect, tbl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cancelled := func() int64 {
+		st, err := a.Stats(context.Background())
+		if err != nil || len(st) != 1 {
+			t.Fatalf("Stats: %v, %v", st, err)
+		}
+		return st[0].Cancelled
+	}
+	if n := cancelled(); n != 2 {
+		t.Errorf("Stats count %d cancelled rows, want 2", n)
+	}
+	if n, err := a.RequeueCancelled(context.Background(), admin.IDs(queued)); err != nil || n != 1 {
+		t.Fatalf("RequeueCancelled: %d, %v; want 1", n, err)
+	}
+	waitFor(t, 10*time.Second, "the requeued row handled", func() bool { return run.count("queued") == 1 })
+	if n := cancelled(); n != 1 {
+		t.Errorf("Stats count %d cancelled rows after the requeue, want 1", n)
+	}
 }
 
 // checkCancelled checks, after the cancels, that no cancelled row ran (again), and that the held
@@ -217,4 +246,50 @@ func TestCancelNeedsCancelsTable(t *testing.T) {
 	}
 	createCancels(t, db, b)
 	runConsumer(t, db, lease.New(b.dialect, tbl, nil), h, &inbox.Config{})()
+}
+
+// TestCancelAfterSuccess: a handler that acks after its row was cancelled keeps its success
+// outside transactional mode, the row processed and stamped cancelled_at to say a cancel was
+// asked; in transactional mode its ack is overruled, its writes roll back and the row is
+// cancelled. On every cell.
+func TestCancelAfterSuccess(t *testing.T) {
+	var tests []subtest
+	for _, c := range cells(t) {
+		for _, tx := range []bool{false, true} {
+			tests = append(tests, subtest{c.name() + "-" + txMode(tx), func(t *testing.T) { testCancelAfterSuccess(t, c, tx) }})
+		}
+	}
+	runConcurrently(t, 4, tests)
+}
+
+func testCancelAfterSuccess(t *testing.T, c cell, transactional bool) {
+	db := c.b.open(t, 8)
+	createCancels(t, db, c.b)
+	tbl := c.b.newTable(t, db, cancelTable)
+	client := c.kindClient(t, db, tbl)
+	ctx := context.Background()
+	ids, err := client.EnqueueIDs(ctx, inbox.Message{Queue: "q", Payload: []byte("acks")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	started := make(chan struct{})
+	h := inbox.HandlerFunc(func(ctx context.Context, d *inbox.Delivery) outcome.Outcome {
+		close(started)
+		<-ctx.Done()
+		return outcome.Ack()
+	})
+	stop := runConsumer(t, db, c.newForm(t, tbl), h, &inbox.Config{Queue: "q", Transactional: transactional, CancelPoll: cancelPoll, PollInterval: cellPoll})
+	defer stop()
+	<-started
+	if _, err := client.Cancel(ctx, ids[0]); err != nil {
+		t.Fatal(err)
+	}
+	where := c.q(t, "cancelled_at") + " IS NOT NULL AND " + c.q(t, "processed_at") + " IS NOT NULL"
+	if transactional {
+		where = c.q(t, "cancelled_at") + " IS NOT NULL AND " + c.q(t, "processed_at") + " IS NULL"
+	}
+	waitFor(t, 10*time.Second, "the row settled: "+where, func() bool { return c.b.countRows(t, db, tbl, where) == 1 })
+	waitFor(t, 5*time.Second, "no request left", func() bool {
+		return count(t, db, "SELECT COUNT(*) FROM inbox_cancels WHERE table_name = "+c.ph(1), tbl.Name) == 0
+	})
 }
