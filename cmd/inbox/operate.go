@@ -240,7 +240,7 @@ func statsCommand(ctx context.Context, s *session, args []string) error {
 		}
 		switch {
 		case *asJSON:
-			printStatsJSON(s, stats, o.table.CancelledAt != "")
+			printStatsJSON(s, stats)
 		case *watch == 0:
 			printStats(s, stats, o.table.CancelledAt != "")
 		default:
@@ -336,7 +336,7 @@ type jsonStats struct {
 	Retrying  *int64   `json:"retrying"`
 	Dead      int64    `json:"dead"`
 	Processed int64    `json:"processed"`
-	Cancelled *int64   `json:"cancelled,omitempty"` // where the table has a cancelled_at column
+	Cancelled int64    `json:"cancelled"`
 	OldestDue *float64 `json:"oldest_due_seconds"`
 	// Kind and Kinds are as admin.Stats's: a queue's counts per kind of job, where the table
 	// has a kind column (-kind-column).
@@ -345,35 +345,31 @@ type jsonStats struct {
 	At    string      `json:"at,omitempty"` // on a queue's line only
 }
 
-func printStatsJSON(s *session, stats []admin.Stats, cancelled bool) {
+func printStatsJSON(s *session, stats []admin.Stats) {
 	at := time.Now().UTC().Format(time.RFC3339)
 	for _, st := range stats {
-		j := toJSONStats(st, cancelled)
+		j := toJSONStats(st)
 		j.At = at
 		b, _ := json.Marshal(j)
 		fmt.Fprintf(s.stdout, "%s\n", b)
 	}
 }
 
-// toJSONStats is st as -json prints it, its kinds' counts with it, and its cancelled rows where
-// the table has a cancelled_at column (cancelled).
-func toJSONStats(st admin.Stats, cancelled bool) jsonStats {
+// toJSONStats is st as -json prints it, its kinds' counts with it.
+func toJSONStats(st admin.Stats) jsonStats {
 	known := func(n int64) *int64 {
 		if n == admin.Unknown {
 			return nil
 		}
 		return &n
 	}
-	j := jsonStats{Queue: st.Queue, Paused: st.Paused, Kind: st.Kind, Due: st.Due, Delayed: st.Delayed, InWork: known(st.InWork), Retrying: known(st.Retrying), Dead: st.Dead, Processed: st.Processed}
-	if cancelled {
-		j.Cancelled = &st.Cancelled
-	}
+	j := jsonStats{Queue: st.Queue, Paused: st.Paused, Kind: st.Kind, Due: st.Due, Delayed: st.Delayed, InWork: known(st.InWork), Retrying: known(st.Retrying), Dead: st.Dead, Processed: st.Processed, Cancelled: st.Cancelled}
 	if st.OldestDue != admin.Unknown {
 		secs := st.OldestDue.Seconds()
 		j.OldestDue = &secs
 	}
 	for _, k := range st.Kinds {
-		j.Kinds = append(j.Kinds, toJSONStats(k, cancelled))
+		j.Kinds = append(j.Kinds, toJSONStats(k))
 	}
 	return j
 }
