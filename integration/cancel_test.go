@@ -293,3 +293,30 @@ func testCancelAfterSuccess(t *testing.T, c cell, transactional bool) {
 		return count(t, db, "SELECT COUNT(*) FROM inbox_cancels WHERE table_name = "+c.ph(1), tbl.Name) == 0
 	})
 }
+
+// TestRetentionOfCancelledRows: Retention.CancelledAge deletes rows cancelled before the age and
+// keeps those cancelled since, and a processed row stamped cancelled_at long ago (a cancel asked
+// after it succeeded) keeps to the processed rows' age, on every database.
+func TestRetentionOfCancelledRows(t *testing.T) {
+	forEachBackend(t, backends(t, true), func(t *testing.T, b backend) {
+		db := b.open(t, 6)
+		createCancels(t, db, b)
+		createSweeps(t, b, db)
+		tbl := b.newTable(t, db, cancelTable)
+		old, young := b.dialect.Time(time.Now().Add(-2*retentionAge)), b.dialect.Time(time.Now().Add(-time.Minute))
+		name, q := b.q(t, tbl.Name), func(c string) string { return b.q(t, c) }
+		ins := "INSERT INTO " + name + " (" + q(tbl.Queue) + ", " + q(tbl.CancelledAt) + ", " + q(tbl.ProcessedAt) + ") VALUES (" + b.placeholders(3) + ")"
+		mustExec(t, db, ins, "q", old, nil)   // deleted
+		mustExec(t, db, ins, "q", young, nil) // kept: young
+		mustExec(t, db, ins, "q", old, young) // kept: processed, and processed young
+		h := inbox.HandlerFunc(func(context.Context, *inbox.Delivery) outcome.Outcome { return outcome.Ack() })
+		ret := &inbox.Retention{CancelledAge: retentionAge, Interval: 100 * time.Millisecond, Budget: time.Second}
+		runConsumer(t, db, lease.New(b.dialect, tbl, nil), h, &inbox.Config{Queue: "q", Retention: ret})
+		waitFor(t, 30*time.Second, "the old cancelled row deleted", func() bool {
+			return b.countRows(t, db, tbl, "1 = 1") == 2
+		})
+		if n := b.countRows(t, db, tbl, q(tbl.ProcessedAt)+" IS NOT NULL"); n != 1 {
+			t.Errorf("the processed row a cancel was asked of is gone")
+		}
+	})
+}
