@@ -9,8 +9,8 @@ import (
 
 // TestCancelCommand: schema -cancels -cancelled-at creates the table with its cancelled_at
 // column and inbox_cancels; cancel -ids cancels a queued row, says which rows it left (a
-// processed one, a missing one) and exits with 1; stats shows the cancelled row (the column
-// inferred by its name), and cancel -requeue puts it back.
+// processed one, a missing one) and exits with 1; stats, show and rows -state cancelled show the
+// cancelled row (the column inferred by its name), and cancel -requeue puts it back.
 func TestCancelCommand(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "app.db")
 	if code, out, errOut := inboxRun(t, "schema", "-dsn", path, "-apply", "-cancels", "-cancelled-at", "cancelled_at"); code != 0 ||
@@ -30,6 +30,12 @@ func TestCancelCommand(t *testing.T) {
 	}
 	if code, out, errOut := inboxRun(t, "stats", "-dsn", path); code != 0 || !strings.Contains(out, "cancelled") || !strings.Contains(out, "a    0        0        0         0     0          1          1") {
 		t.Errorf("stats: exit %d; want a cancelled column counting 1\n%s%s", code, out, errOut)
+	}
+	if code, out, errOut := inboxRun(t, "show", "-dsn", path, "1"); code != 0 || !strings.Contains(out, "cancelled") || !strings.Contains(out, "cancelled at") {
+		t.Errorf("show 1: exit %d; want the row cancelled, with its time\n%s%s", code, out, errOut)
+	}
+	if code, out, errOut := inboxRun(t, "rows", "-dsn", path, "-state", "cancelled"); code != 0 || !strings.Contains(out, "\n1 ") || strings.Contains(out, "\n2 ") {
+		t.Errorf("rows -state cancelled: exit %d; want row 1 alone\n%s%s", code, out, errOut)
 	}
 	if code, out, errOut := inboxRun(t, "cancel", "-dsn", path, "-requeue", "-ids", "1,2"); code != 0 || out != "requeued 1 of 2 rows (the others were not cancelled)\n" {
 		t.Fatalf("cancel -requeue: exit %d\n%s%s", code, out, errOut)

@@ -263,9 +263,9 @@ func (a Admin) Purge(k Kept, n int) string {
 // statements depend on the conditions they carry, so each is built with the list of what its
 // parameters bind, in order (Bound).
 
-// State is a row's state, as Stats counts it: a pending row (neither processed nor dead) is in
-// work (its lease ahead), or else due or delayed (its retry_after ahead), and retrying besides
-// when it was delivered before (attempt above 0).
+// State is a row's state, as Stats counts it: a pending row (neither processed, dead nor
+// cancelled) is in work (its lease ahead), or else due or delayed (its retry_after ahead), and
+// retrying besides when it was delivered before (attempt above 0).
 type State int
 
 // The states a listing takes; AnyState takes every row.
@@ -277,6 +277,7 @@ const (
 	Retrying
 	Dead
 	Processed
+	Cancelled
 )
 
 // Act is a change over ids, and so the rows it takes (its guard).
@@ -410,18 +411,23 @@ func (a Admin) state(b *binder, s State) []string {
 			return []string{t.ProcessedAt + " IS NOT NULL", t.DeadAt + " IS NULL"}
 		}
 		return []string{t.ProcessedAt + " IS NOT NULL"}
+	case Cancelled:
+		return []string{a.kept(nil, CancelledRows)}
 	}
 	return nil
 }
 
 // age is the column that says when a row of state s entered it: dead_at for a dead row,
-// processed_at for a processed one, created_at (its publishing) otherwise.
+// processed_at for a processed one, cancelled_at for a cancelled one, created_at (its
+// publishing) otherwise.
 func (a Admin) age(s State) string {
 	switch s {
 	case Dead:
 		return a.s.t.DeadAt
 	case Processed:
 		return a.s.t.ProcessedAt
+	case Cancelled:
+		return a.s.t.CancelledAt
 	}
 	return a.s.t.CreatedAt
 }
@@ -535,7 +541,7 @@ func (a Admin) Bounds() string {
 // column, or where NULL); retry_after, the lease column, dead_at, processed_at and created_at
 // (NULL without the column); the first preview characters of the last error (” without the
 // column), the first preview bytes of the payload (NULL without the column), and the kind (”
-// without the column).
+// without the column); then, where the table has the column, cancelled_at.
 func (a Admin) Rows(f Filter, preview int) Bound {
 	t := a.s.t
 	b := a.binder()
@@ -563,6 +569,9 @@ func (a Admin) Rows(f Filter, preview int) Bound {
 	if t.Payload != "" {
 		cols[10] = "SUBSTR(" + t.Payload + ", 1, " + n + ")"
 	}
+	if t.CancelledAt != "" {
+		cols = append(cols, t.CancelledAt)
+	}
 	query := "SELECT " + strings.Join(cols, ", ") + " FROM " + t.Name + where(a.filter(b, f)) + " ORDER BY " + t.ID + " DESC LIMIT " + b.next(BindLimit)
 	return b.bound(query)
 }
@@ -587,11 +596,12 @@ func (a Admin) PickMatching(f Filter) Bound {
 
 // RowColumns are the columns Row reads, in order: id, payload, attempt, processed_at, queue,
 // priority, retry_after, headers, dead_at, last_error, created_at, the lease column, kind, the
-// unique key, each where the table has it, then the application's own columns (Table.Columns).
+// unique key, cancelled_at, each where the table has it, then the application's own columns
+// (Table.Columns).
 func (a Admin) RowColumns() []string {
 	t := a.s.t
 	var cols []string
-	for _, c := range []string{t.ID, t.Payload, t.Attempt, t.ProcessedAt, t.Queue, t.Priority, t.RetryAfter, t.Headers, t.DeadAt, t.LastError, t.CreatedAt, a.lease, t.Kind, t.UniqueKey} {
+	for _, c := range []string{t.ID, t.Payload, t.Attempt, t.ProcessedAt, t.Queue, t.Priority, t.RetryAfter, t.Headers, t.DeadAt, t.LastError, t.CreatedAt, a.lease, t.Kind, t.UniqueKey, t.CancelledAt} {
 		if c != "" {
 			cols = append(cols, c)
 		}
