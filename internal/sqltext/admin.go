@@ -77,16 +77,7 @@ func (a Admin) Stats() (query string, nows int) {
 	} else {
 		cols = append(cols, "0")
 	}
-	for _, c := range []string{t.DeadAt, t.ProcessedAt} {
-		switch {
-		case c == "":
-			cols = append(cols, "0")
-		case c == t.ProcessedAt && t.DeadAt != "":
-			cols = append(cols, count(c+" IS NOT NULL AND "+t.DeadAt+" IS NULL"))
-		default:
-			cols = append(cols, count(c+" IS NOT NULL"))
-		}
-	}
+	cols = append(cols, a.settledCounts(count)...)
 	switch {
 	case t.RetryAfter != "" && t.CreatedAt != "":
 		cols = append(cols,
@@ -111,13 +102,7 @@ func (a Admin) Stats() (query string, nows int) {
 		}
 	}
 	if t.CancelledAt != "" {
-		cancelled := t.CancelledAt + " IS NOT NULL"
-		for _, c := range []string{t.ProcessedAt, t.DeadAt} {
-			if c != "" {
-				cancelled += " AND " + c + " IS NULL"
-			}
-		}
-		cols = append(cols, count(cancelled))
+		cols = append(cols, count(a.kept(nil, CancelledRows)))
 	}
 	if t.Kind != "" {
 		cols = append(cols, kind)
@@ -127,6 +112,24 @@ func (a Admin) Stats() (query string, nows int) {
 		query += " GROUP BY " + strings.Join(groups, ", ") + " ORDER BY 1"
 	}
 	return query, nows
+}
+
+// settledCounts are Stats' counts of the dead rows and of the processed ones (not dead), each
+// "0" where the table has no such column; count counts the rows of a condition.
+func (a Admin) settledCounts(count func(string) string) []string {
+	t := a.s.t
+	var cols []string
+	for _, c := range []string{t.DeadAt, t.ProcessedAt} {
+		switch {
+		case c == "":
+			cols = append(cols, "0")
+		case c == t.ProcessedAt && t.DeadAt != "":
+			cols = append(cols, count(c+" IS NOT NULL AND "+t.DeadAt+" IS NULL"))
+		default:
+			cols = append(cols, count(c+" IS NOT NULL"))
+		}
+	}
+	return cols
 }
 
 // grouped is how Stats reads column c, whose values it groups by: the value of each group, as
