@@ -56,6 +56,7 @@ func (o CancelOutcome) String() string {
 type CancelResult struct {
 	ID      int64
 	Outcome CancelOutcome
+	table   string // the table's name, for Err
 }
 
 // Err is nil where the row was cancelled or its cancel requested; otherwise an error that names
@@ -65,9 +66,17 @@ func (r CancelResult) Err() error {
 	case Cancelled, CancelRequested:
 		return nil
 	case NotFound:
-		return sentinel.Errorf(ErrNotFound, fmt.Sprintf("row %d", r.ID), "no row has the id: it was never published, or was deleted")
+		return sentinel.Errorf(ErrNotFound, r.where(), "no row has the id: it was never published, or was deleted")
 	}
-	return sentinel.Errorf(ErrSettled, fmt.Sprintf("row %d", r.ID), "the row is %s, so it was not cancelled", r.Outcome)
+	return sentinel.Errorf(ErrSettled, r.where(), "the row is %s, so it was not cancelled", r.Outcome)
+}
+
+// where names the row, and its table where the result has it.
+func (r CancelResult) where() string {
+	if r.table == "" {
+		return fmt.Sprintf("row %d", r.ID)
+	}
+	return sentinel.Row(r.table, r.ID)
 }
 
 // Cancel cancels the rows of ids in table t, in one transaction of its own, and returns what
@@ -164,7 +173,7 @@ func cancelIn(ctx context.Context, tx Tx, d dialect.Dialect, t Table, clock Cloc
 		if err != nil {
 			return nil, sentinel.Errorf(nil, sentinel.Row(t.Name, id), "cancelling: %w", err)
 		}
-		out[i] = CancelResult{ID: id, Outcome: o}
+		out[i] = CancelResult{ID: id, Outcome: o, table: t.Name}
 	}
 	return out, nil
 }

@@ -42,11 +42,11 @@ func TestCancelResultErr(t *testing.T) {
 		{AlreadyProcessed, ErrSettled}, {AlreadyDead, ErrSettled}, {AlreadyCancelled, ErrSettled},
 		{NotFound, ErrNotFound},
 	} {
-		err := CancelResult{ID: 7, Outcome: tt.o}.Err()
+		err := CancelResult{ID: 7, Outcome: tt.o, table: "jobs"}.Err()
 		if (err == nil) != (tt.want == nil) || !errors.Is(err, tt.want) {
 			t.Errorf("%v: Err() = %v, want %v", tt.o, err, tt.want)
 		}
-		if err != nil && !strings.Contains(err.Error(), "row 7") {
+		if err != nil && !strings.Contains(err.Error(), `table "jobs", row 7`) {
 			t.Errorf("%v: %q does not name the row", tt.o, err)
 		}
 		if tt.want == ErrSettled && !strings.Contains(err.Error(), tt.o.String()) {
