@@ -320,3 +320,40 @@ func TestRetentionOfCancelledRows(t *testing.T) {
 		}
 	})
 }
+
+// TestCancelRequestsApplied: a consumer's poll applies the requests of rows it does not hold: a
+// row queued again (here one delayed, whose request was left as a holder that rolled back would
+// leave it) is cancelled, and the requests of a dead row and of an unknown id are deleted, on
+// every database.
+func TestCancelRequestsApplied(t *testing.T) {
+	forEachBackend(t, backends(t, true), func(t *testing.T, b backend) {
+		db := b.open(t, 6)
+		createCancels(t, db, b)
+		tbl := b.newTable(t, db, cancelTable)
+		client, err := inbox.NewClient(db, b.dialect, tbl)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids, err := client.EnqueueIDs(context.Background(),
+			inbox.Message{Queue: "q", Payload: []byte("delayed"), RunAt: time.Now().Add(time.Hour)},
+			inbox.Message{Queue: "q", Payload: []byte("dead")})
+		if err != nil {
+			t.Fatal(err)
+		}
+		mustExec(t, db, "UPDATE "+b.q(t, tbl.Name)+" SET "+b.q(t, tbl.DeadAt)+" = "+b.dialect.Placeholder(1)+" WHERE "+b.q(t, tbl.ID)+" = "+b.dialect.Placeholder(2), b.dialect.Time(time.Now()), ids[1])
+		for _, id := range []int64{ids[0], ids[1], 1 << 40} {
+			mustExec(t, db, "INSERT INTO inbox_cancels (table_name, id, requested_at) VALUES ("+b.placeholders(3)+")", tbl.Name, id, b.dialect.Time(time.Now()))
+		}
+		h := inbox.HandlerFunc(func(context.Context, *inbox.Delivery) outcome.Outcome { return outcome.Ack() })
+		runConsumer(t, db, lease.New(b.dialect, tbl, nil), h, &inbox.Config{Queue: "q", CancelPoll: cancelPoll})
+		waitFor(t, 10*time.Second, "every request applied", func() bool {
+			return count(t, db, "SELECT COUNT(*) FROM inbox_cancels WHERE table_name = "+b.dialect.Placeholder(1), tbl.Name) == 0
+		})
+		if n := b.countRows(t, db, tbl, b.q(t, tbl.CancelledAt)+" IS NOT NULL"); n != 1 {
+			t.Errorf("%d rows cancelled, want the delayed one", n)
+		}
+		if n := b.countRows(t, db, tbl, b.q(t, tbl.ID)+" = "+b.dialect.Placeholder(1)+" AND "+b.q(t, tbl.CancelledAt)+" IS NOT NULL", ids[0]); n != 1 {
+			t.Errorf("the delayed row is not the one cancelled")
+		}
+	})
+}
