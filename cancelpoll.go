@@ -14,32 +14,6 @@ import (
 	"github.com/sqlinbox/inbox/outcome"
 )
 
-// checkCancels checks, where plan's table has a CancelledAt column, that the table of cancel
-// requests is there: a missing inbox_cancels, or one whose columns differ, fails with ErrSchema
-// naming the statement that creates it. A connection that fails is the connection's error, for
-// Run to try again.
-func (c *Consumer) checkCancels(ctx context.Context, plan Plan) error {
-	if plan.Described.CancelledAt == "" {
-		return nil
-	}
-	caps := plan.Dialect.Caps()
-	rows, err := c.db.QueryContext(ctx, sqltext.SQL{}.Cancels("").Check().SQL)
-	if err == nil {
-		err = rows.Close()
-	}
-	if err == nil {
-		return nil
-	}
-	where := sentinel.Table(plan.Table)
-	if ctx.Err() != nil || dialect.ConnectionFailed(err) {
-		return sentinel.Errorf(nil, where, "checking the cancel requests' table %s: %w", sqltext.CancelsTable, err)
-	}
-	if pingErr := c.db.PingContext(ctx); pingErr != nil {
-		return sentinel.Errorf(nil, where, "checking the cancel requests' table %s: the server answers no connection: %w", sqltext.CancelsTable, errors.Join(err, pingErr))
-	}
-	return sentinel.Errorf(ErrSchema, where, "a table with a CancelledAt column needs the cancel requests' table %s, which the database refuses (%v): create it with `inbox schema -cancels -apply`, or run: %s", sqltext.CancelsTable, err, sqltext.CreateCancels(caps))
-}
-
 // cancelPoll reads, every Config.CancelPoll, which rows the run holds were cancelled (Cancel),
 // and applies the table's requests.
 type cancelPoll struct {

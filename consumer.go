@@ -171,9 +171,8 @@ func (c *Consumer) binding() Binding {
 	return b
 }
 
-// start claims plan's queue in this process, checks its retention (checkRetention) and its
-// cancel requests' table (checkCancels) and, where the clock follows the database's, syncs it;
-// when one fails it lets the queue go again.
+// start claims plan's queue in this process, checks its retention (checkRetention) and, where
+// the clock follows the database's, syncs it; when either fails it lets the queue go again.
 func (c *Consumer) start(ctx context.Context, plan Plan) (unqueue func(), err error) {
 	var kinds []string
 	if c.kinds != nil {
@@ -183,10 +182,6 @@ func (c *Consumer) start(ctx context.Context, plan Plan) (unqueue func(), err er
 		return nil, err
 	}
 	if err := c.checkRetention(ctx, plan); err != nil {
-		unqueue()
-		return nil, err
-	}
-	if err := c.checkCancels(ctx, plan); err != nil {
 		unqueue()
 		return nil, err
 	}

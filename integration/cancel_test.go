@@ -231,8 +231,8 @@ func checkCancelled(t *testing.T, c cell, db *sql.DB, tbl inbox.Table, run *canc
 }
 
 // TestCancelNeedsCancelsTable: a consumer of a table with a CancelledAt column fails Run with
-// ErrSchema naming the statement that creates inbox_cancels where it is missing (a scratch
-// SQLite database, which has none), and runs once it is there.
+// ErrSchema naming the statement that creates inbox_cancels where it is missing (its form's Open
+// checks it; a scratch SQLite database has none), and runs once it is there.
 func TestCancelNeedsCancelsTable(t *testing.T) {
 	b := onlyBackends(t, "sqlite")[0]
 	db, tbl := b.openTable(t, 4, cancelTable)
