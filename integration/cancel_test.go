@@ -165,6 +165,7 @@ func testCancel(t *testing.T, c cell, transactional bool) {
 	if told > cancelPoll+2*time.Second {
 		t.Errorf("the handler was told %v after the cancel, beyond its poll (%v) and a margin", told, cancelPoll)
 	}
+	t.Logf("Cancel of the row in work returned in %v; its handler was told %v after Cancel began", took, told)
 	waitFor(t, 10*time.Second, "the held row cancelled and the other row handled", func() bool {
 		return c.b.countRows(t, db, tbl, c.q(t, "cancelled_at")+" IS NOT NULL AND "+c.q(t, "processed_at")+" IS NULL") == 2 &&
 			run.count("rolled back") == 1
