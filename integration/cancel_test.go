@@ -358,3 +358,59 @@ func TestCancelRequestsApplied(t *testing.T) {
 		}
 	})
 }
+
+// TestCancelFreesUniqueKey: a cancelled job holds no unique key, in every scope: cancelled while
+// queued, or settled as cancelled after its handler was told in work (lease form), a publish of
+// its key then inserts a new row, on every database.
+func TestCancelFreesUniqueKey(t *testing.T) {
+	forEachBackend(t, backends(t, true), func(t *testing.T, b backend) {
+		db := b.open(t, 6)
+		createCancels(t, db, b)
+		tbl := b.newUniqueTable(t, db, func(tbl *inbox.Table) { tbl.CancelledAt = "cancelled_at" })
+		client, err := inbox.NewClient(db, b.dialect, tbl)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx := context.Background()
+		publish := func(key string) inbox.Enqueued {
+			t.Helper()
+			got, err := client.EnqueueResults(ctx, inbox.Message{Queue: "q", Payload: []byte(key), UniqueKey: key})
+			if err != nil {
+				t.Fatal(err)
+			}
+			return got[0]
+		}
+		queued := publish("queued")
+		if got, err := client.Cancel(ctx, queued.ID); err != nil || got[0].Outcome != inbox.Cancelled {
+			t.Fatalf("cancelling the queued row: %v, %v", got, err)
+		}
+		if again := publish("queued"); again.Duplicate {
+			t.Errorf("the key of a row cancelled while queued is still held (by %d)", again.ID)
+		}
+
+		held := publish("held")
+		started := make(chan struct{})
+		h := inbox.HandlerFunc(func(ctx context.Context, d *inbox.Delivery) outcome.Outcome {
+			if string(d.Payload) == "held" {
+				close(started)
+				<-ctx.Done()
+			}
+			return outcome.Ack()
+		})
+		stop := runConsumer(t, db, lease.New(b.dialect, tbl, nil), h, &inbox.Config{Queue: "q", CancelPoll: cancelPoll})
+		defer stop()
+		<-started
+		if dup := publish("held"); !dup.Duplicate {
+			t.Fatalf("a publish of the key of a row in work inserted row %d", dup.ID)
+		}
+		if got, err := client.Cancel(ctx, held.ID); err != nil || got[0].Outcome != inbox.CancelRequested {
+			t.Fatalf("cancelling the row in work: %v, %v", got, err)
+		}
+		waitFor(t, 10*time.Second, "the row in work settled as cancelled", func() bool {
+			return b.countRows(t, db, tbl, b.q(t, tbl.ID)+" = "+b.dialect.Placeholder(1)+" AND "+b.q(t, tbl.CancelledAt)+" IS NOT NULL", held.ID) == 1
+		})
+		if again := publish("held"); again.Duplicate {
+			t.Errorf("the key of a row cancelled in work is still held (by %d)", again.ID)
+		}
+	})
+}

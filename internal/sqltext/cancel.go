@@ -71,12 +71,17 @@ func (c Cancels) Lock() Statement {
 	return p.statement("SELECT " + t.ID + " FROM " + t.Name + " WHERE " + c.queued(p) + " FOR UPDATE SKIP LOCKED")
 }
 
-// Stamp cancels the row of the id bound where it is queued: SET cancelled_at. It runs after
-// Lock in its transaction, or alone on a database of one writer (SQLite), whose statements hold
-// no row. It binds the time, the id, then now (where the table has a lease column).
+// Stamp cancels the row of the id bound where it is queued: SET cancelled_at, and clears its
+// unique key where the table has one (in every scope: a cancelled job frees its key at once). It
+// runs after Lock in its transaction, or alone on a database of one writer (SQLite), whose
+// statements hold no row. It binds the time, the id, then now (where the table has a lease
+// column).
 func (c Cancels) Stamp() Statement {
 	t, p := c.s.t, c.s.Params()
 	head := "UPDATE " + t.Name + " SET " + t.CancelledAt + " = " + p.Next(ArgAt)
+	if t.UniqueKey != "" {
+		head += ", " + t.UniqueKey + " = NULL"
+	}
 	return p.statement(head + " WHERE " + c.queued(p))
 }
 

@@ -151,9 +151,13 @@ func (s SQL) settle(k outcome.Kind, g Guard, f settles) Statement {
 // where the table has a unique key kept only while the row is queued or in work (no
 // UniqueWindow), so that a later publish of the key inserts. A retry keeps the key, a
 // settlement that deletes the row takes the key with it, and where the key holds only while the
-// row is queued (UniqueWhileQueued) the claim cleared it already.
+// row is queued (UniqueWhileQueued) the claim cleared it already. A Cancel stamping cancelled_at
+// clears it in every scope, the window's too: a cancelled job frees its key at once.
 func (s SQL) settlementClearsKey(k outcome.Kind) bool {
 	t := s.t
+	if t.UniqueKey != "" && k == outcome.KindCancel {
+		return t.CancelledAt != "" // in every scope: a cancelled job holds no key (Cancels.Stamp)
+	}
 	if t.UniqueKey == "" || t.UniqueWindow > 0 || t.UniqueWhileQueued {
 		return false
 	}
