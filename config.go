@@ -109,6 +109,11 @@ type Config struct {
 	// bounded batches, one consumer at a time under a lease of its own (see Retention). Nil:
 	// settled rows are kept. Setting it needs the table inbox_sweeps (inbox schema -retention).
 	Retention *Retention
+	// CancelPoll is how often a consumer of a table with a CancelledAt column reads which of
+	// the rows it holds were cancelled (Cancel), cancels their handlers' contexts with the cause
+	// ErrCancelled, and applies the table's other requests. Default DefaultCancelPoll (1 s).
+	// Such a table needs the table inbox_cancels (inbox schema -cancels).
+	CancelPoll time.Duration
 }
 
 func (c *Consumer) configure(cfg *Config) {
@@ -132,6 +137,9 @@ func (c *Consumer) configure(cfg *Config) {
 	}
 	if c.cfg.Retry == nil {
 		c.cfg.Retry = ExponentialBackoff{}
+	}
+	if c.cfg.CancelPoll <= 0 {
+		c.cfg.CancelPoll = DefaultCancelPoll
 	}
 	if c.cfg.MaxAttempts == 0 {
 		c.cfg.MaxAttempts = DefaultMaxAttempts

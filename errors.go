@@ -54,7 +54,8 @@ var (
 	// ahead (the lease form). Its handler's outcome decides what becomes of it.
 	ErrInWork = sentinel.InWork
 	// ErrSettled: the row is processed or dead, so it was left unchanged (Reschedule): requeue a
-	// dead row (admin) to run it again.
+	// dead row (admin) to run it again. A row Cancel finds processed, dead or cancelled is
+	// settled too (CancelResult.Err).
 	ErrSettled = sentinel.Settled
 	// ErrUniqueKeyTooLong: a Message's UniqueKey is longer than MaxUniqueKey characters, which
 	// the unique key column holds; nothing of the publish landed. Hash a longer natural key into
@@ -63,6 +64,11 @@ var (
 	// ErrPaused: a client that refuses paused queues (Client.RefusingPaused) was asked to
 	// publish to a queue that is paused (Client.Pause): nothing of the call was published.
 	ErrPaused = sentinel.Paused
+	// ErrCancelled is the cause (context.Cause) of a handler's context that a consumer
+	// cancelled because its row was cancelled while the handler ran (Cancel): stop and return;
+	// the row settles as cancelled whatever the handler returns, but for an Ack outside
+	// transactional mode (docs/cancel.md).
+	ErrCancelled = sentinel.Cancelled
 )
 
 // LeaseLostError is the ErrLeaseLost of a lease batch's settlement that found rows of the batch

@@ -41,7 +41,12 @@ func (r *run) deliver(ctx context.Context, ops *detached, s *slot, u []*Delivery
 		return nil, false
 	}
 	s.inWork = nil
+	asked := s.asked
+	s.asked = nil
 	s.mu.Unlock()
+	if asked != nil {
+		cancelledOutcomes(u, outs, asked, r.c.cfg.Transactional)
+	}
 
 	handled := r.now()
 	where := r.placeOf(ctx, outs, mayClaim)
@@ -219,7 +224,7 @@ func (c *Consumer) resolve(d *Delivery, o outcome.Outcome) outcome.Outcome {
 // dead_at column.
 func (c *Consumer) limit(d *Delivery, o outcome.Outcome) outcome.Outcome {
 	switch o.Kind() {
-	case outcome.KindAck, outcome.KindDrop:
+	case outcome.KindAck, outcome.KindDrop, outcome.KindCancel:
 		return o
 	case outcome.KindNone:
 		o = outcome.Retry().WithError(errNoOutcome)

@@ -32,8 +32,8 @@ const (
 )
 
 // Retention deletes the table's settled rows once they are old: processed rows (Table's
-// ProcessedAt stamped) older than ProcessedAge and dead rows (DeadAt stamped) older than
-// DeadAge. Set it as Config.Retention; nil, the default, deletes nothing.
+// ProcessedAt stamped) older than ProcessedAge, dead rows (DeadAt stamped) older than DeadAge
+// and cancelled rows (CancelledAt stamped, Cancel) older than CancelledAge. Set it as Config.Retention; nil, the default, deletes nothing.
 //
 // Guarantees. It deletes only rows whose stamp lies before the consumer's clock (Config.Clock)
 // less the age: never a row queued, in work (a settlement stamps a row as its hold ends, so no
@@ -67,6 +67,10 @@ type Retention struct {
 	// DeadAge is the age past which a dead row is deleted. Zero keeps dead rows. It needs the
 	// table's DeadAt column.
 	DeadAge time.Duration
+	// CancelledAge is the age past which a cancelled row (Cancel) is deleted. Zero keeps
+	// cancelled rows. It needs the table's CancelledAt column. A processed row stamped
+	// cancelled_at (asked to be cancelled after it succeeded) keeps to ProcessedAge.
+	CancelledAge time.Duration
 	// BatchSize is how many rows one statement deletes at most. Default DefaultRetentionBatch.
 	BatchSize int
 	// Interval is how often a consumer tries to start a pass. Default DefaultRetentionInterval.
@@ -108,20 +112,8 @@ func (c *Consumer) retention(t Table) (*Retention, error) {
 	if r == nil {
 		return nil, nil
 	}
-	where := sentinel.Table(t.Name)
-	switch {
-	case r.ProcessedAge < 0 || r.DeadAge < 0:
-		return nil, sentinel.Errorf(nil, where, "inbox.Retention: ProcessedAge %v, DeadAge %v: an age is not negative (zero keeps those rows)", r.ProcessedAge, r.DeadAge)
-	case r.BatchSize < 0 || r.Interval < 0 || r.Budget < 0:
-		return nil, sentinel.Errorf(nil, where, "inbox.Retention: BatchSize %d, Interval %v, Budget %v: none is negative (zero takes the default)", r.BatchSize, r.Interval, r.Budget)
-	case r.ProcessedAge == 0 && r.DeadAge == 0:
-		return nil, sentinel.Errorf(nil, where, "inbox.Retention deletes nothing: set ProcessedAge or DeadAge, or leave Config.Retention nil")
-	case r.ProcessedAge > 0 && t.ProcessedAt == "":
-		return nil, sentinel.Errorf(ErrSchema, where, "inbox.Retention.ProcessedAge needs the ProcessedAt column, which the description lacks (an ack deletes the row): name it in inbox.Table.ProcessedAt, or leave ProcessedAge zero")
-	case r.DeadAge > 0 && t.DeadAt == "":
-		return nil, sentinel.Errorf(ErrSchema, where, "inbox.Retention.DeadAge needs the DeadAt column, which the description lacks (a dying row is dropped): name it in inbox.Table.DeadAt, or leave DeadAge zero")
-	case shorter(r.ProcessedAge, t.UniqueWindow) || shorter(r.DeadAge, t.UniqueWindow):
-		return nil, sentinel.Errorf(nil, where, "inbox.Retention: ProcessedAge %v, DeadAge %v: an age shorter than the table's UniqueWindow (%v) would delete a settled row, and free its unique key, before the window ends: give ages of at least the window", r.ProcessedAge, r.DeadAge, t.UniqueWindow)
+	if err := refuseRetention(*r, t); err != nil {
+		return nil, err
 	}
 	out := *r
 	if out.BatchSize == 0 {
@@ -134,6 +126,46 @@ func (c *Consumer) retention(t Table) (*Retention, error) {
 		out.Budget = DefaultRetentionBudget
 	}
 	return &out, nil
+}
+
+// refuseRetention refuses a Retention that cannot work: a negative field or no age at all
+// (badRetention), or an age the table cannot serve (retentionNeeds).
+func refuseRetention(r Retention, t Table) error {
+	if err := badRetention(r, t); err != nil {
+		return err
+	}
+	return retentionNeeds(r, t)
+}
+
+// badRetention refuses a negative field, and a Retention that deletes nothing.
+func badRetention(r Retention, t Table) error {
+	where := sentinel.Table(t.Name)
+	switch {
+	case r.ProcessedAge < 0 || r.DeadAge < 0 || r.CancelledAge < 0:
+		return sentinel.Errorf(nil, where, "inbox.Retention: ProcessedAge %v, DeadAge %v, CancelledAge %v: an age is not negative (zero keeps those rows)", r.ProcessedAge, r.DeadAge, r.CancelledAge)
+	case r.BatchSize < 0 || r.Interval < 0 || r.Budget < 0:
+		return sentinel.Errorf(nil, where, "inbox.Retention: BatchSize %d, Interval %v, Budget %v: none is negative (zero takes the default)", r.BatchSize, r.Interval, r.Budget)
+	case r.ProcessedAge == 0 && r.DeadAge == 0 && r.CancelledAge == 0:
+		return sentinel.Errorf(nil, where, "inbox.Retention deletes nothing: set ProcessedAge, DeadAge or CancelledAge, or leave Config.Retention nil")
+	}
+	return nil
+}
+
+// retentionNeeds refuses an age whose column the table lacks (ErrSchema), and one shorter than
+// the table's unique key window.
+func retentionNeeds(r Retention, t Table) error {
+	where := sentinel.Table(t.Name)
+	switch {
+	case r.ProcessedAge > 0 && t.ProcessedAt == "":
+		return sentinel.Errorf(ErrSchema, where, "inbox.Retention.ProcessedAge needs the ProcessedAt column, which the description lacks (an ack deletes the row): name it in inbox.Table.ProcessedAt, or leave ProcessedAge zero")
+	case r.CancelledAge > 0 && t.CancelledAt == "":
+		return sentinel.Errorf(ErrSchema, where, "inbox.Retention.CancelledAge needs the CancelledAt column, which the description lacks: name it in inbox.Table.CancelledAt, or leave CancelledAge zero")
+	case r.DeadAge > 0 && t.DeadAt == "":
+		return sentinel.Errorf(ErrSchema, where, "inbox.Retention.DeadAge needs the DeadAt column, which the description lacks (a dying row is dropped): name it in inbox.Table.DeadAt, or leave DeadAge zero")
+	case shorter(r.ProcessedAge, t.UniqueWindow) || shorter(r.DeadAge, t.UniqueWindow):
+		return sentinel.Errorf(nil, where, "inbox.Retention: ProcessedAge %v, DeadAge %v: an age shorter than the table's UniqueWindow (%v) would delete a settled row, and free its unique key, before the window ends: give ages of at least the window", r.ProcessedAge, r.DeadAge, t.UniqueWindow)
+	}
+	return nil
 }
 
 // checkRetention checks, where retention is on, the consumer's Retention against plan's table
@@ -198,7 +230,7 @@ func (r *run) sweeper() *sweeper {
 		db: r.c.db, caps: caps, time: r.plan.Dialect.Time, clock: r.c.cfg.Clock, cfg: *cfg,
 		table: r.plan.Table, holder: sweeperName(), log: r.log,
 		w: sqltext.SweepLease(caps), s: sqltext.New(caps, sqltext.Table(q)),
-		expiry: sqltext.Expiry{Processed: cfg.ProcessedAge > 0, Dead: cfg.DeadAge > 0},
+		expiry: sqltext.Expiry{Processed: cfg.ProcessedAge > 0, Dead: cfg.DeadAge > 0, Cancelled: cfg.CancelledAge > 0},
 	}
 	if s.clock == nil {
 		s.clock = hostClock{}
@@ -314,7 +346,8 @@ func (s *sweeper) batch(ctx context.Context, leaseEnd time.Time) (int64, error) 
 	ctx, cancel := context.WithDeadline(ctx, leaseEnd)
 	defer cancel()
 	now := s.clock.Now()
-	v := &sqltext.Values{ProcessedBefore: s.time(now.Add(-s.cfg.ProcessedAge)), DeadBefore: s.time(now.Add(-s.cfg.DeadAge))}
+	v := &sqltext.Values{ProcessedBefore: s.time(now.Add(-s.cfg.ProcessedAge)), DeadBefore: s.time(now.Add(-s.cfg.DeadAge)),
+		CancelledBefore: s.time(now.Add(-s.cfg.CancelledAge))}
 	if st := s.s.Purge(s.expiry, s.cfg.BatchSize); !st.Empty() {
 		return s.changed(ctx, st, v)
 	}

@@ -156,12 +156,13 @@ var tagRoles = map[string]tagRole{
 	"dead_at":      {func(t *Table, c string) { t.DeadAt = c }, isTime, timeTypes, "dead_at"},
 	"last_error":   {func(t *Table, c string) { t.LastError = c }, isText, "string, *string, sql.NullString or sql.Null[string]", "last_error"},
 	"created_at":   {func(t *Table, c string) { t.CreatedAt = c }, isTime, timeTypes, "created_at"},
+	"cancelled_at": {func(t *Table, c string) { t.CancelledAt = c }, isTime, timeTypes, "cancelled_at"},
 	"locked_until": {func(t *Table, c string) { t.LockedUntil = c }, isTime, timeTypes, "locked_until"},
 	"unique_key":   {func(t *Table, c string) { t.UniqueKey = c }, isText, "string, *string, sql.NullString or sql.Null[string]", "unique_key"},
 }
 
 // tagRoleNames lists the roles' tags, for errors.
-const tagRoleNames = "id, payload, attempt, processed_at, queue, kind, priority, retry_after, headers, dead_at, last_error, created_at, locked_until, unique_key"
+const tagRoleNames = "id, payload, attempt, processed_at, queue, kind, priority, retry_after, headers, dead_at, last_error, created_at, cancelled_at, locked_until, unique_key"
 
 var rowTypes sync.Map // reflect.Type → *rowTypeResult
 

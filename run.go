@@ -82,8 +82,8 @@ func (c *Consumer) budget(plan Plan, log *slog.Logger) (workers, claims int, err
 }
 
 // start starts the run's goroutines: the settlers behind the workers, the wake-ups, the
-// workers, the extender, the search for unclaimable rows, the sweeper (Config.Retention) and
-// the pool's watch. stop ends them.
+// workers, the extender, the search for unclaimable rows, the sweeper (Config.Retention), the
+// cancel poll (Table.CancelledAt) and the pool's watch. stop ends them.
 func (r *run) start(ctx context.Context) {
 	if r.settlers > 0 {
 		r.behind = make(chan settlement)
@@ -117,6 +117,10 @@ func (r *run) start(ctx context.Context) {
 	}
 	if s := r.sweeper(); s != nil {
 		r.background(func() { s.run(ctx) })
+	}
+	if p := r.cancelPoll(); p != nil {
+		// Until the handlers' context ends, so that a handler draining at shutdown is told too.
+		r.background(func() { p.run(r.handlerCtx) })
 	}
 	r.stopWatch, r.watchDone = make(chan struct{}), make(chan struct{})
 	go r.watchPool(r.stopWatch, r.watchDone)

@@ -51,6 +51,7 @@ type run struct {
 type slot struct {
 	mu        sync.Mutex
 	inWork    []*Delivery // the unit whose handler runs, nil otherwise
+	asked     []int64     // the ids of inWork asked to be cancelled (Cancel), nil otherwise
 	abandoned bool        // shutdown gave inWork's rows back; the worker must not settle them
 	exited    chan struct{}
 

@@ -24,6 +24,7 @@ import (
 //	Headers      text holding a JSON object of strings, NULL
 //	DeadAt       timestamp, NULL
 //	LastError    text, NULL
+//	CancelledAt  timestamp, NULL
 //	CreatedAt    timestamp, NULL
 //	LockedUntil  timestamp with microseconds, NULL (the lease form's)
 //	UniqueKey    VARCHAR(191) (MaxUniqueKey), NULL, under a UNIQUE index named UniqueIndex()
@@ -77,6 +78,13 @@ type Table struct {
 	// LastError names the column that keeps the text of the error of a row's last failed
 	// delivery (bounded in length), for inspection.
 	LastError string
+	// CancelledAt names the column Cancel stamps: a row stamped there and neither processed
+	// nor dead is cancelled, settled as a processed or dead row is, and no claim takes it. A
+	// processed row stamped there too was asked to be cancelled after its handler had already
+	// succeeded. A consumer of a table with the column also tells a handler whose row was
+	// cancelled in work, through the table inbox_cancels (docs/cancel.md). Without it Cancel
+	// is refused (ErrSchema).
+	CancelledAt string
 	// CreatedAt names the column publishing stamps with the time of the publish, taken from
 	// the host's clock as RetryAfter's times are, so that a due row's wait is known from its
 	// publishing when it was never delayed (admin.Stats' OldestDue). Rows written by the
@@ -277,7 +285,7 @@ func (t *Table) roles() []role {
 		{"ID", &t.ID}, {"Payload", &t.Payload}, {"Attempt", &t.Attempt},
 		{"ProcessedAt", &t.ProcessedAt}, {"Queue", &t.Queue}, {"Kind", &t.Kind}, {"Priority", &t.Priority},
 		{"RetryAfter", &t.RetryAfter}, {"Headers", &t.Headers}, {"DeadAt", &t.DeadAt},
-		{"LastError", &t.LastError}, {"CreatedAt", &t.CreatedAt}, {"LockedUntil", &t.LockedUntil},
+		{"LastError", &t.LastError}, {"CancelledAt", &t.CancelledAt}, {"CreatedAt", &t.CreatedAt}, {"LockedUntil", &t.LockedUntil},
 		{"UniqueKey", &t.UniqueKey},
 	}
 }

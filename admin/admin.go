@@ -81,9 +81,9 @@ func (a *Admin) needs(call, role, column string) error {
 // Unknown is a count or an age the table cannot tell (see Stats).
 const Unknown = -1
 
-// Stats are the rows of one queue by state. A pending row is neither processed nor dead; the
-// pending rows are due, delayed or in work, and those of them delivered before are retrying
-// too.
+// Stats are the rows of one queue by state. A pending row is neither processed, dead nor
+// cancelled; the pending rows are due, delayed or in work, and those of them delivered before
+// are retrying too.
 type Stats struct {
 	Queue string `json:"queue"` // the queue column's value; empty for a table without a Queue column
 	// Paused says the queue is paused (Pause): no claim takes its rows until it is resumed.
@@ -105,6 +105,9 @@ type Stats struct {
 	// Processed rows are kept with ProcessedAt set; 0 without a ProcessedAt column, where they
 	// are deleted.
 	Processed int64 `json:"processed"`
+	// Cancelled rows are kept with CancelledAt set and neither processed nor dead (Cancel); 0
+	// without a CancelledAt column. A processed row a cancel was asked of counts as processed.
+	Cancelled int64 `json:"cancelled"`
 	// OldestDue is how long the longest-waiting due row has been due, since its retry_after,
 	// or since its created_at where it was never delayed (Table.CreatedAt); 0 when no row is
 	// due; Unknown when a due row has neither, and without both columns. JSON gives it in
@@ -178,6 +181,9 @@ func (a *Admin) Stats(ctx context.Context) ([]Stats, error) {
 		var undated int64
 		var kind sql.NullString
 		dest := []any{&s.Queue, &s.Due, &s.Delayed, &s.InWork, &s.Retrying, &s.Dead, &s.Processed, &oldest, &undated}
+		if a.t.CancelledAt != "" {
+			dest = append(dest, &s.Cancelled)
+		}
 		if a.t.Kind != "" {
 			dest = append(dest, &kind)
 		}
@@ -256,6 +262,7 @@ func (s *Stats) add(o Stats) {
 	s.Retrying += o.Retrying
 	s.Dead += o.Dead
 	s.Processed += o.Processed
+	s.Cancelled += o.Cancelled
 	if s.OldestDue != Unknown && (o.OldestDue == Unknown || o.OldestDue > s.OldestDue) {
 		s.OldestDue = o.OldestDue
 	}
@@ -436,6 +443,17 @@ func (a *Admin) Requeue(ctx context.Context, sel Selection) (int64, error) {
 		return 0, err
 	}
 	return a.change(ctx, "Requeue", sel, sqltext.DeadRows, nil, a.sql.Requeue)
+}
+
+// RequeueCancelled puts the cancelled rows of sel (inbox.Cancel) back in their queue, and
+// returns how many it requeued: CancelledAt and RetryAfter are cleared, so each is due at once,
+// and Attempt is reset to 0; LastError is kept. An id that is not of a cancelled row (queued,
+// processed, dead, or not there) is left alone. It needs the CancelledAt role.
+func (a *Admin) RequeueCancelled(ctx context.Context, sel Selection) (int64, error) {
+	if err := a.needs("RequeueCancelled", "CancelledAt", a.t.CancelledAt); err != nil {
+		return 0, err
+	}
+	return a.change(ctx, "RequeueCancelled", sel, sqltext.CancelledRows, nil, a.sql.RequeueCancelled)
 }
 
 // PurgeDead deletes the dead rows of sel, and returns how many it deleted. An id that is not of

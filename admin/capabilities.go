@@ -19,7 +19,7 @@ type Capabilities struct {
 	Kinds bool `json:"kinds"`
 	// States are the states a listing and Stats tell apart, in the order an operator reads
 	// them: due always; delayed with RetryAfter, in work with the lease column, retrying with
-	// Attempt, dead with DeadAt, processed with ProcessedAt.
+	// Attempt, dead with DeadAt, processed with ProcessedAt, cancelled with CancelledAt.
 	States []State `json:"states"`
 	// Ages are the states whose rows a filter takes by age (Filter.OlderThan): dead and
 	// processed rows by their own stamps, the others with CreatedAt.

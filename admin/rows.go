@@ -15,7 +15,8 @@ import (
 	"github.com/sqlinbox/inbox/internal/sqltext"
 )
 
-// State is a row's state, as Stats counts it. A pending row (neither processed nor dead) is in
+// State is a row's state, as Stats counts it. A pending row (neither processed, dead nor
+// cancelled) is in
 // work while a lease holds it, delayed while its retry_after is ahead, and due otherwise; a
 // pending row delivered before (attempt above 0) is retrying too.
 type State int
@@ -29,12 +30,13 @@ const (
 	Retrying
 	Dead
 	Processed
+	Cancelled
 )
 
 // States are the states in the order an operator reads them.
-var States = []State{Due, Delayed, InWork, Retrying, Dead, Processed}
+var States = []State{Due, Delayed, InWork, Retrying, Dead, Processed, Cancelled}
 
-var stateNames = [...]string{"any", "due", "delayed", "in work", "retrying", "dead", "processed"}
+var stateNames = [...]string{"any", "due", "delayed", "in work", "retrying", "dead", "processed", "cancelled"}
 
 // String names the state as Stats' columns do: "due", "in work", …; "any" for AnyState.
 func (s State) String() string {
@@ -97,6 +99,7 @@ type Row struct {
 	DeadAt      time.Time `json:"dead_at"`
 	ProcessedAt time.Time `json:"processed_at"`
 	CreatedAt   time.Time `json:"created_at"`
+	CancelledAt time.Time `json:"cancelled_at"`
 	// LastError is the last failure's text; Rows reads its first PreviewBytes characters.
 	LastError string `json:"last_error"`
 	// Payload is the row's payload, nil where NULL; Rows reads its first PreviewBytes bytes.
@@ -148,11 +151,15 @@ func (a *Admin) Rows(ctx context.Context, f Filter, limit int) ([]Row, error) {
 	var out []Row
 	for rows.Next() {
 		var r Row
-		var times [5]any
-		if err := rows.Scan(&r.ID, &r.Queue, &r.Attempt, &r.Priority, &times[0], &times[1], &times[2], &times[3], &times[4], &r.LastError, &r.Payload, &r.Kind); err != nil {
+		var times [6]any
+		dest := []any{&r.ID, &r.Queue, &r.Attempt, &r.Priority, &times[0], &times[1], &times[2], &times[3], &times[4], &r.LastError, &r.Payload, &r.Kind}
+		if a.t.CancelledAt != "" {
+			dest = append(dest, &times[5])
+		}
+		if err := rows.Scan(dest...); err != nil {
 			return nil, sentinel.Errorf(nil, sentinel.Table(a.t.Name), "listing rows: %w", err)
 		}
-		for i, at := range []*time.Time{&r.RetryAfter, &r.LockedUntil, &r.DeadAt, &r.ProcessedAt, &r.CreatedAt} {
+		for i, at := range []*time.Time{&r.RetryAfter, &r.LockedUntil, &r.DeadAt, &r.ProcessedAt, &r.CreatedAt, &r.CancelledAt} {
 			if *at, err = scannedTime(times[i]); err != nil {
 				return nil, sentinel.Errorf(nil, sentinel.Row(a.t.Name, r.ID), "%w", err)
 			}
@@ -169,12 +176,12 @@ func (a *Admin) Rows(ctx context.Context, f Filter, limit int) ([]Row, error) {
 // Row reads the row of id, whole, or fails with ErrNoRow.
 func (a *Admin) Row(ctx context.Context, id int64) (Row, error) {
 	t := a.t
-	names := []string{t.ID, t.Payload, t.Attempt, t.ProcessedAt, t.Queue, t.Priority, t.RetryAfter, t.Headers, t.DeadAt, t.LastError, t.CreatedAt, a.t.LockedUntil, t.Kind, t.UniqueKey}
+	names := []string{t.ID, t.Payload, t.Attempt, t.ProcessedAt, t.Queue, t.Priority, t.RetryAfter, t.Headers, t.DeadAt, t.LastError, t.CreatedAt, a.t.LockedUntil, t.Kind, t.UniqueKey, t.CancelledAt}
 	var r Row
 	var text struct{ queue, headers, lastError, kind, uniqueKey sql.NullString }
-	var times [5]any
+	var times [6]any
 	var attempt, priority sql.NullInt64
-	dests := []any{&r.ID, &r.Payload, &attempt, &times[0], &text.queue, &priority, &times[1], &text.headers, &times[2], &text.lastError, &times[3], &times[4], &text.kind, &text.uniqueKey}
+	dests := []any{&r.ID, &r.Payload, &attempt, &times[0], &text.queue, &priority, &times[1], &text.headers, &times[2], &text.lastError, &times[3], &times[4], &text.kind, &text.uniqueKey, &times[5]}
 	var scan []any
 	for i, name := range names {
 		if name != "" {
@@ -195,7 +202,7 @@ func (a *Admin) Row(ctx context.Context, id int64) (Row, error) {
 	r.Queue, r.Headers, r.LastError = text.queue.String, text.headers.String, text.lastError.String
 	r.Kind, r.UniqueKey = text.kind.String, text.uniqueKey.String
 	r.Attempt, r.Priority = attempt.Int64, priority.Int64
-	for i, at := range []*time.Time{&r.ProcessedAt, &r.RetryAfter, &r.DeadAt, &r.CreatedAt, &r.LockedUntil} {
+	for i, at := range []*time.Time{&r.ProcessedAt, &r.RetryAfter, &r.DeadAt, &r.CreatedAt, &r.LockedUntil, &r.CancelledAt} {
 		if *at, err = scannedTime(times[i]); err != nil {
 			return Row{}, sentinel.Errorf(nil, sentinel.Row(t.Name, id), "%w", err)
 		}
@@ -217,6 +224,8 @@ func (r Row) stateAt(now time.Time) State {
 		return Dead
 	case !r.ProcessedAt.IsZero():
 		return Processed
+	case !r.CancelledAt.IsZero():
+		return Cancelled
 	case !r.LockedUntil.IsZero() && !r.LockedUntil.Before(now):
 		return InWork
 	case r.RetryAfter.After(now):
@@ -366,6 +375,8 @@ func (a *Admin) stateNeeds(call string, s State) error {
 		return a.needs(call+" of dead rows", "DeadAt", a.t.DeadAt)
 	case Processed:
 		return a.needs(call+" of processed rows", "ProcessedAt", a.t.ProcessedAt)
+	case Cancelled:
+		return a.needs(call+" of cancelled rows", "CancelledAt", a.t.CancelledAt)
 	}
 	return sentinel.Errorf(nil, sentinel.Table(a.t.Name), "%s of %v: no such state", call, s)
 }
@@ -377,6 +388,8 @@ func (a *Admin) ageRole(s State) (role, column string) {
 		return "DeadAt", a.t.DeadAt
 	case Processed:
 		return "ProcessedAt", a.t.ProcessedAt
+	case Cancelled:
+		return "CancelledAt", a.t.CancelledAt
 	}
 	return "CreatedAt", a.t.CreatedAt
 }

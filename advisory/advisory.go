@@ -150,20 +150,23 @@ type statements struct {
 	acked                    sqltext.Advisory
 	lock, unlock, take, read sqltext.Statement // read is empty where take returns the row
 	ack, retryAfter, dead    sqltext.Statement // retryAfter and dead are empty where the table lacks the column
+	cancel                   sqltext.Statement // empty where the table lacks CancelledAt
 }
 
-// one is the statement that settles one row as kind k (Ack, RetryAfter or Fail).
+// one is the statement that settles one row as kind k (Ack, RetryAfter, Fail or Cancel).
 func (s statements) one(k outcome.Kind) sqltext.Statement {
 	switch k {
 	case outcome.KindAck:
 		return s.ack
 	case outcome.KindFail:
 		return s.dead
+	case outcome.KindCancel:
+		return s.cancel
 	}
 	return s.retryAfter
 }
 
-// many is the statement that settles n rows as kind k (Ack, RetryAfter or Fail).
+// many is the statement that settles n rows as kind k (Ack, RetryAfter, Fail or Cancel).
 func (s statements) many(k outcome.Kind, n int) sqltext.Statement {
 	if k == outcome.KindAck {
 		return s.acked.Settle(k, sqltext.ByIDs(n))
@@ -185,6 +188,9 @@ func newStatements(a sqltext.Advisory, t inbox.Table, unflushedAcks bool) statem
 	}
 	if t.DeadAt != "" {
 		s.dead = a.Settle(outcome.KindFail, sqltext.ByID())
+	}
+	if t.CancelledAt != "" {
+		s.cancel = a.Settle(outcome.KindCancel, sqltext.ByID())
 	}
 	return s
 }
@@ -325,6 +331,7 @@ func (f *Form[D]) bind(ctx context.Context, db *sql.DB, q inbox.Binding) error {
 	f.shape = settleplan.Table{
 		ProcessedAt: f.table.ProcessedAt != "", DeadAt: f.table.DeadAt != "",
 		RetryAfter: f.table.RetryAfter != "", LastError: f.table.LastError != "",
+		CancelledAt: f.table.CancelledAt != "",
 		// A retry writes nothing: the take counted the attempt, and the released lock is the retry.
 	}
 	return nil

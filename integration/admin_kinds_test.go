@@ -74,7 +74,7 @@ func TestAdminStatsByKind(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		const wantJSON = `{"queue":"b","due":1,"delayed":0,"in_work":0,"retrying":0,"dead":0,"processed":0,"kinds":[{"queue":"b","due":1,"delayed":0,"in_work":0,"retrying":0,"dead":0,"processed":0,"kind":"mail","oldest_due_seconds":0}],"oldest_due_seconds":0}`
+		const wantJSON = `{"queue":"b","due":1,"delayed":0,"in_work":0,"retrying":0,"dead":0,"processed":0,"cancelled":0,"kinds":[{"queue":"b","due":1,"delayed":0,"in_work":0,"retrying":0,"dead":0,"processed":0,"cancelled":0,"kind":"mail","oldest_due_seconds":0}],"oldest_due_seconds":0}`
 		if string(j) != wantJSON {
 			t.Errorf("JSON:\n got %s\nwant %s", j, wantJSON)
 		}

@@ -267,6 +267,7 @@ func (b backend) createTable(t *testing.T, db *sql.DB, tbl inbox.Table) {
 	add(tbl.Headers, ty.text)
 	add(tbl.DeadAt, ty.time)
 	add(tbl.LastError, ty.text)
+	add(tbl.CancelledAt, ty.time)
 	add("locked_until", ty.time)
 	b.scratchTable(t, db, tbl.Name, strings.Join(cols, ", "))
 	if b.name == "mysql" || b.name == "mariadb" {

@@ -184,6 +184,7 @@ type binding struct {
 	// is the pick of MySQL and MariaDB; nil on SQLite, and on Postgres, whose claims are one
 	// per size (claimInOne). retryAfter and dead are nil without their column.
 	claim, extend, ack, retry, retryAfter, dead *stmt.Stmt
+	cancel                                      *stmt.Stmt // nil where the table has no CancelledAt
 
 	acks, retries *merger // Postgres and SQLite: settlements that arrive together share a statement
 
@@ -303,6 +304,7 @@ func (f *Form[D]) bind(ctx context.Context, db *sql.DB, q inbox.Binding) (inbox.
 	b.shape = settleplan.Table{
 		ProcessedAt: st.Q.ProcessedAt != "", DeadAt: b.dead != nil, RetryAfter: b.retryAfter != nil,
 		LastError: st.Q.LastError != "", RetryWrites: true, // a retry clears the lease
+		CancelledAt: b.cancel != nil,
 	}
 	if caps.OneWriter {
 		b.writer = sqlitewriter.For(db)
@@ -364,13 +366,14 @@ func (b *binding) prepare(ctx context.Context) error {
 	b.retry = prep("retry", b.sql.Settle(outcome.KindRetry, one))
 	b.retryAfter = prep("retry after", b.sql.Settle(outcome.KindRetryAfter, one))
 	b.dead = prep("fail", b.sql.Settle(outcome.KindFail, one))
+	b.cancel = prep("cancel", b.sql.Settle(outcome.KindCancel, one))
 	return err
 }
 
 // closeStatements frees the prepared statements and gives the own connection back.
 func (b *binding) closeStatements() error {
 	errs := []error{b.own.close()}
-	for _, s := range []*stmt.Stmt{b.claim, b.extend, b.ack, b.retry, b.retryAfter, b.dead} {
+	for _, s := range []*stmt.Stmt{b.claim, b.extend, b.ack, b.retry, b.retryAfter, b.dead, b.cancel} {
 		errs = append(errs, s.Close())
 	}
 	b.listedMu.Lock()

@@ -94,8 +94,8 @@ func (b *binding) overBatch(what string) func(n int) sqltext.Statement {
 	return func(n int) sqltext.Statement { return b.text(what, sqltext.ByIDsAndToken(n)) }
 }
 
-// single returns the single-row statement what ("extend", "ack", "retry", "retry after" or
-// "fail"); nil for a retry after or a fail the table has no column for.
+// single returns the single-row statement what ("extend", "ack", "retry", "retry after", "fail"
+// or "cancel"); nil for a retry after, a fail or a cancel the table has no column for.
 func (b *binding) single(what string) *stmt.Stmt {
 	switch what {
 	case "extend":
@@ -106,6 +106,8 @@ func (b *binding) single(what string) *stmt.Stmt {
 		return b.retry
 	case "fail":
 		return b.dead
+	case "cancel":
+		return b.cancel
 	}
 	return b.retryAfter
 }
@@ -126,7 +128,8 @@ func (b *binding) settles(what string) sqltext.Lease {
 	return b.sql
 }
 
-// kindOf is the outcome settlement what ("ack", "retry", "retry after" or "fail") settles by.
+// kindOf is the outcome settlement what ("ack", "retry", "retry after", "fail" or "cancel")
+// settles by.
 func kindOf(what string) outcome.Kind {
 	switch what {
 	case "ack":
@@ -135,6 +138,8 @@ func kindOf(what string) outcome.Kind {
 		return outcome.KindRetry
 	case "fail":
 		return outcome.KindFail
+	case "cancel":
+		return outcome.KindCancel
 	}
 	return outcome.KindRetryAfter
 }
@@ -219,7 +224,7 @@ func (f *Form[D]) Settle(ctx context.Context, d *inbox.Delivery, o outcome.Outco
 	}
 
 	switch k := o.Kind(); {
-	case b.acks != nil && (k == outcome.KindAck || k == outcome.KindDrop || k == outcome.KindFail && b.dead == nil):
+	case b.acks != nil && (k == outcome.KindAck || k == outcome.KindDrop || k == outcome.KindFail && b.dead == nil || k == outcome.KindCancel && b.cancel == nil):
 		return f.backedOff(ctx, b, h, d, b.acks.settle(ctx, d.ID, h.token))
 	case b.retries != nil && (k == outcome.KindRetry || k == outcome.KindNone):
 		return f.backedOff(ctx, b, h, d, b.retries.settle(ctx, d.ID, h.token))

@@ -13,13 +13,16 @@
 //	             commit                        lease                         unlock
 //	Fail         set dead_at, attempt + 1,     set dead_at, clear the lease  set dead_at, then
 //	             commit                                                      unlock
+//	Cancel       set cancelled_at, attempt + 1, set cancelled_at, clear the   set cancelled_at, then
+//	             commit                        lease                         unlock
 //
 // Retry, RetryAfter and Fail also store their error (WithError) in the last_error column where
 // the table has one. Ack and Drop change the row alike; they differ in what they say: Ack means
 // the work is done, Drop that the message is given up (the consumer logs it, with its reason).
 // Fail kills the row: it stays in the table, stamped dead_at, and no claim takes it again;
 // where the table has no dead_at column a failed row is dropped instead, and the consumer logs
-// it at ERROR.
+// it at ERROR. Cancel settles the row as cancelled (stamped cancelled_at, a Drop where the
+// table has no such column); a consumer settles so a row cancelled while its handler ran.
 //
 // A consumer applies its retry policy before a form sees an outcome: a Retry becomes a
 // RetryAfter by the policy's delay, and a retry past the attempt limit becomes a Fail (see
@@ -46,9 +49,10 @@ const (
 	KindRetry
 	KindRetryAfter
 	KindFail
+	KindCancel
 )
 
-var kindNames = [...]string{"none", "ack", "drop", "retry", "retry after", "fail"}
+var kindNames = [...]string{"none", "ack", "drop", "retry", "retry after", "fail", "cancel"}
 
 func (k Kind) String() string {
 	if int(k) < len(kindNames) {
@@ -81,6 +85,12 @@ func RetryAfter(d time.Duration) Outcome {
 	return Outcome{kind: KindRetryAfter, delay: max(d, 0)}
 }
 
+// Cancel settles the row as cancelled: stamped cancelled_at (inbox.Table.CancelledAt), where no
+// claim takes it again; on a table without that column it settles as Drop. A consumer settles
+// by it every row cancelled while its handler ran (inbox.Cancel), whatever the handler returned
+// but an Ack outside transactional mode.
+func Cancel() Outcome { return Outcome{kind: KindCancel} }
+
 // Fail kills the row at once, for err: it is stamped dead_at and never claimed again, and err's
 // text is kept in last_error, where the table has those columns (without dead_at the row is
 // dropped, and the consumer logs it with err).
@@ -102,8 +112,10 @@ func (o Outcome) Kind() Kind { return o.kind }
 // Delay is how long a RetryAfter outcome hides its row; zero for the others.
 func (o Outcome) Delay() time.Duration { return o.delay }
 
-// Settles reports whether o ends the row's life in the queue (Ack or Drop).
-func (o Outcome) Settles() bool { return o.kind == KindAck || o.kind == KindDrop }
+// Settles reports whether o ends the row's life in the queue (Ack, Drop or Cancel).
+func (o Outcome) Settles() bool {
+	return o.kind == KindAck || o.kind == KindDrop || o.kind == KindCancel
+}
 
 func (o Outcome) String() string {
 	if o.kind == KindRetryAfter {

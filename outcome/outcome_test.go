@@ -22,6 +22,7 @@ func TestOutcomes(t *testing.T) {
 		{outcome.Ack(), outcome.KindAck, 0, true, "ack"},
 		{outcome.Drop(), outcome.KindDrop, 0, true, "drop"},
 		{outcome.Retry(), outcome.KindRetry, 0, false, "retry"},
+		{outcome.Cancel(), outcome.KindCancel, 0, true, "cancel"},
 		{outcome.RetryAfter(90 * time.Second), outcome.KindRetryAfter, 90 * time.Second, false, "retry after 1m30s"},
 		{outcome.RetryAfter(0), outcome.KindRetryAfter, 0, false, "retry after 0s"},
 		// A negative delay is no delay, never a row due in the past.

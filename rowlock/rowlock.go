@@ -167,6 +167,7 @@ type Form[D Dialect] struct {
 	// and ack always; ackUnflushed where unflushed; retry where the table has an attempt column;
 	// retryAfter where it has a retry_after column; dead where it has a dead_at column.
 	claim, ack, ackUnflushed, retry, retryAfter, dead *stmt.Stmt
+	cancel                                            *stmt.Stmt       // nil where the table has no CancelledAt
 	shape                                             settleplan.Table // what the table records of an outcome, for settleplan
 }
 
@@ -286,13 +287,18 @@ func (f *Form[D]) prepare(ctx context.Context, db *sql.DB, st *stmt.Table, r sql
 	if t.DeadAt != "" {
 		dead = settle(outcome.KindFail)
 	}
+	var cancel *stmt.Stmt
+	if t.CancelledAt != "" {
+		cancel = settle(outcome.KindCancel)
+	}
 	if err != nil {
 		return err
 	}
-	f.claim, f.ack, f.ackUnflushed, f.retry, f.retryAfter, f.dead = claim, ack, ackUnflushed, retry, retryAfter, dead
+	f.claim, f.ack, f.ackUnflushed, f.retry, f.retryAfter, f.dead, f.cancel = claim, ack, ackUnflushed, retry, retryAfter, dead, cancel
 	f.shape = settleplan.Table{
 		ProcessedAt: f.t.ProcessedAt != "", DeadAt: dead != nil, RetryAfter: retryAfter != nil,
 		LastError: f.t.LastError != "", RetryWrites: retry != nil, // a retry counts the attempt
+		CancelledAt: cancel != nil,
 	}
 	return nil
 }
@@ -656,7 +662,7 @@ func (f *Form[D]) settlement(d *inbox.Delivery, o outcome.Outcome) (outcome.Kind
 	return step.Kind, s, s.Bind(make([]any, 0, 4), &v)
 }
 
-// one is the statement that settles one row as kind k (Ack, Retry, RetryAfter or Fail), the
+// one is the statement that settles one row as kind k (Ack, Retry, RetryAfter, Fail or Cancel), the
 // unflushed ack where asked.
 func (f *Form[D]) one(k outcome.Kind, unflushed bool) *stmt.Stmt {
 	switch {
@@ -668,6 +674,8 @@ func (f *Form[D]) one(k outcome.Kind, unflushed bool) *stmt.Stmt {
 		return f.retry
 	case k == outcome.KindFail:
 		return f.dead
+	case k == outcome.KindCancel:
+		return f.cancel
 	}
 	return f.retryAfter
 }
@@ -733,7 +741,7 @@ func (f *Form[D]) Close() error {
 // free frees the prepared statements, once no call uses them.
 func (f *Form[D]) free() error {
 	var errs []error
-	for _, s := range []*stmt.Stmt{f.claim, f.ack, f.ackUnflushed, f.retry, f.retryAfter, f.dead} {
+	for _, s := range []*stmt.Stmt{f.claim, f.ack, f.ackUnflushed, f.retry, f.retryAfter, f.dead, f.cancel} {
 		errs = append(errs, s.Close())
 	}
 	for _, s := range f.batchClaims {
@@ -742,6 +750,6 @@ func (f *Form[D]) free() error {
 	for _, s := range f.batchSettles {
 		errs = append(errs, s.Close())
 	}
-	f.claim, f.ack, f.ackUnflushed, f.retry, f.retryAfter, f.dead, f.batchClaims, f.batchSettles = nil, nil, nil, nil, nil, nil, nil, nil
+	f.claim, f.ack, f.ackUnflushed, f.retry, f.retryAfter, f.dead, f.cancel, f.batchClaims, f.batchSettles = nil, nil, nil, nil, nil, nil, nil, nil, nil
 	return errors.Join(errs...)
 }

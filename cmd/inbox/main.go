@@ -12,6 +12,7 @@
 //	inbox show 42                   # one row, whole: payload, headers, attempts, last error
 //	inbox reschedule 42 -in 2h      # a queued row runs later (or -at 2026-12-24T08:00:00Z)
 //	inbox pause -queue emails       # no claim takes the queue's rows until inbox resume
+//	inbox cancel -ids 42,43         # cancel rows, queued or in work; -requeue puts them back
 //	inbox dead list                 # dead rows, newest first; dead requeue, dead purge
 //	inbox purge -processed-before 7d
 //	inbox schedules                 # periodic jobs: each schedule's last and next tick
@@ -62,6 +63,7 @@ var commands = []command{
 	{"reschedule", "move one queued row to another run time (-at, -in)", rescheduleCommand},
 	{"pause", "pause a queue: no claim takes its rows until resume (-queue)", pauseCommand},
 	{"resume", "resume a paused queue (-queue)", resumeCommand},
+	{"cancel", "cancel rows by id, queued or in work (-ids 1,2; -requeue puts them back)", cancelCommand},
 	{"dead", "list, requeue or purge dead rows", deadCommand},
 	{"purge", "delete processed rows older than an age (-processed-before 7d)", purgeCommand},
 	{"schedules", "list the periodic jobs' schedules with their last and next tick (-json)", schedulesCommand},

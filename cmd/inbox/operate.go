@@ -25,7 +25,9 @@ statement that fixes each problem, and exits with 1 when there is one. -schedule
 ticks table that periodic jobs (inbox.Periodic) need, to the print and to -apply; -retention
 the sweeper leases' table (inbox_sweeps) that inbox.Retention needs, once per database; -pauses
 the table of paused queues (inbox_pauses) that inbox pause and inbox.Table.Pauses need, once
-per database. -unique-key adds the unique key column (unique_key, or -unique-key=NAME) and its
+per database; -cancels the cancel requests' table (inbox_cancels) that a table with a
+cancelled_at column needs, once per database. -unique-key adds the unique key column
+(unique_key, or -unique-key=NAME) and its
 UNIQUE index, which unique jobs (Message.UniqueKey) need.`
 
 func schemaCommand(ctx context.Context, s *session, args []string) error {
@@ -38,6 +40,7 @@ func schemaCommand(ctx context.Context, s *session, args []string) error {
 	schedules := fs.Bool("schedules", false, "add the ticks table of the table's periodic jobs (<table>_ticks)")
 	retention := fs.Bool("retention", false, "add the table of the sweeper leases (inbox_sweeps) that inbox.Retention needs, once per database")
 	pauses := fs.Bool("pauses", false, "add the table of paused queues (inbox_pauses) that inbox pause needs, once per database")
+	cancels := fs.Bool("cancels", false, "add the table of cancel requests (inbox_cancels) that a table with a cancelled_at column needs, once per database")
 	tf := addTableFlags(fs)
 	if err := s.parse(fs, args); err != nil {
 		return err
@@ -69,7 +72,7 @@ func schemaCommand(ctx context.Context, s *session, args []string) error {
 		defer o.db.Close()
 		return printCheck(ctx, s, o, *asJSON)
 	case *apply:
-		return applySchema(ctx, s, t, tf, sideTables{*schedules, *retention, *pauses})
+		return applySchema(ctx, s, t, tf, sideTables{*schedules, *retention, *pauses, *cancels})
 	}
 	// Printing needs no connection: the DSN's scheme names the database.
 	var d dialect.Dialect = t.dialect
@@ -78,7 +81,7 @@ func schemaCommand(ctx context.Context, s *session, args []string) error {
 			return err
 		}
 	}
-	stmts, err := schemaStatements(d, tf.table(), sideTables{*schedules, *retention, *pauses})
+	stmts, err := schemaStatements(d, tf.table(), sideTables{*schedules, *retention, *pauses, *cancels})
 	if err != nil {
 		return usagef("%v", err)
 	}
@@ -87,8 +90,8 @@ func schemaCommand(ctx context.Context, s *session, args []string) error {
 }
 
 // sideTables are the tables schema adds beside the job table: its ticks table, the sweeper
-// leases' table, the table of paused queues.
-type sideTables struct{ schedules, retention, pauses bool }
+// leases' table, the table of paused queues, the table of cancel requests.
+type sideTables struct{ schedules, retention, pauses, cancels bool }
 
 // schemaStatements are the statements that create table t on d, and those of the side tables
 // side asks for (the shared ones where they are not there).
@@ -106,6 +109,9 @@ func schemaStatements(d dialect.Dialect, t inbox.Table, side sideTables) ([]stri
 	}
 	if side.retention {
 		stmts = append(stmts, admin.RetentionSchema(d)...)
+	}
+	if side.cancels {
+		stmts = append(stmts, admin.CancelSchema(d)...)
 	}
 	if side.pauses {
 		t.Pauses = inbox.PausesTable
@@ -236,7 +242,7 @@ func statsCommand(ctx context.Context, s *session, args []string) error {
 		case *asJSON:
 			printStatsJSON(s, stats)
 		case *watch == 0:
-			printStats(s, stats)
+			printStats(s, stats, o.table.CancelledAt != "")
 		default:
 			head := fmt.Sprintf("table %s, %s (every %v)\n", *tf.name, time.Now().Format(time.DateTime), *watch)
 			if s.terminal {
@@ -245,7 +251,7 @@ func statsCommand(ctx context.Context, s *session, args []string) error {
 				head = "\n" + head
 			}
 			fmt.Fprint(s.stdout, head)
-			printStats(s, stats)
+			printStats(s, stats, o.table.CancelledAt != "")
 		}
 		if *watch == 0 {
 			return nil
@@ -267,8 +273,9 @@ func shown(n int64) string {
 }
 
 // printStats prints a line per queue, and where the table has a kind column a column kind and
-// a line per kind of each queue under the queue's line, whose kind reads "(all)".
-func printStats(s *session, stats []admin.Stats) {
+// a line per kind of each queue under the queue's line, whose kind reads "(all)"; where it has a
+// cancelled_at column (cancelled), a column of the cancelled rows after the processed ones.
+func printStats(s *session, stats []admin.Stats, cancelled bool) {
 	var b strings.Builder
 	w := tabwriter.NewWriter(&b, 0, 0, 2, ' ', tabwriter.AlignRight)
 	byKind := slices.ContainsFunc(stats, func(st admin.Stats) bool { return st.Kinds != nil })
@@ -278,7 +285,12 @@ func printStats(s *session, stats []admin.Stats) {
 		}
 		return k + "\t"
 	}
-	fmt.Fprintln(w, "queue\t"+kind("kind")+"due\tdelayed\tin work\tretrying\tdead\tprocessed\toldest due\t")
+	cancelledCol, cancelledOf := "", func(admin.Stats) string { return "" }
+	if cancelled {
+		cancelledCol = "cancelled\t"
+		cancelledOf = func(st admin.Stats) string { return strconv.FormatInt(st.Cancelled, 10) + "\t" }
+	}
+	fmt.Fprintln(w, "queue\t"+kind("kind")+"due\tdelayed\tin work\tretrying\tdead\tprocessed\t"+cancelledCol+"oldest due\t")
 	line := func(queue, kind string, st admin.Stats) {
 		oldest := "-"
 		switch {
@@ -287,7 +299,7 @@ func printStats(s *session, stats []admin.Stats) {
 		case st.Due > 0:
 			oldest = st.OldestDue.Round(time.Second).String()
 		}
-		fmt.Fprintf(w, "%s\t%s%d\t%d\t%s\t%s\t%d\t%d\t%s\t\n", queue, kind, st.Due, st.Delayed, shown(st.InWork), shown(st.Retrying), st.Dead, st.Processed, oldest)
+		fmt.Fprintf(w, "%s\t%s%d\t%d\t%s\t%s\t%d\t%d\t%s%s\t\n", queue, kind, st.Due, st.Delayed, shown(st.InWork), shown(st.Retrying), st.Dead, st.Processed, cancelledOf(st), oldest)
 	}
 	for _, st := range stats {
 		queue := st.Queue
@@ -324,6 +336,7 @@ type jsonStats struct {
 	Retrying  *int64   `json:"retrying"`
 	Dead      int64    `json:"dead"`
 	Processed int64    `json:"processed"`
+	Cancelled int64    `json:"cancelled"`
 	OldestDue *float64 `json:"oldest_due_seconds"`
 	// Kind and Kinds are as admin.Stats's: a queue's counts per kind of job, where the table
 	// has a kind column (-kind-column).
@@ -350,7 +363,7 @@ func toJSONStats(st admin.Stats) jsonStats {
 		}
 		return &n
 	}
-	j := jsonStats{Queue: st.Queue, Paused: st.Paused, Kind: st.Kind, Due: st.Due, Delayed: st.Delayed, InWork: known(st.InWork), Retrying: known(st.Retrying), Dead: st.Dead, Processed: st.Processed}
+	j := jsonStats{Queue: st.Queue, Paused: st.Paused, Kind: st.Kind, Due: st.Due, Delayed: st.Delayed, InWork: known(st.InWork), Retrying: known(st.Retrying), Dead: st.Dead, Processed: st.Processed, Cancelled: st.Cancelled}
 	if st.OldestDue != admin.Unknown {
 		secs := st.OldestDue.Seconds()
 		j.OldestDue = &secs

@@ -113,6 +113,7 @@ func (o *operated) fields(r admin.Row) []field {
 	add(t.LockedUntil, "lease until", shownTime(r.LockedUntil))
 	add(t.ProcessedAt, "processed at", shownTime(r.ProcessedAt))
 	add(t.DeadAt, "dead at", shownTime(r.DeadAt))
+	add(t.CancelledAt, "cancelled at", shownTime(r.CancelledAt))
 	add(t.Headers, "headers", cmp.Or(r.Headers, "-"))
 	add(t.UniqueKey, "unique key", cmp.Or(r.UniqueKey, "-"))
 	for _, c := range t.Columns {
@@ -160,16 +161,17 @@ func printable(p []byte) bool {
 	return true
 }
 
-const rowsHead = `Lists the rows in one state (-state due, delayed, in-work, retrying, dead, processed or any),
-the highest id first, a page at a time, each with its queue (and kind), attempt, the time of its state
-(publishing for due rows, run time for delayed ones, lease expiry for rows in work, settlement
-for dead and processed ones) and the start of its last error. -before-id pages on.`
+const rowsHead = `Lists the rows in one state (-state due, delayed, in-work, retrying, dead, processed,
+cancelled or any), the highest id first, a page at a time, each with its queue (and kind),
+attempt, the time of its state (publishing for due rows, run time for delayed ones, lease expiry
+for rows in work, settlement for dead, processed and cancelled ones) and the start of its last
+error. -before-id pages on.`
 
 func rowsCommand(ctx context.Context, s *session, args []string) error {
 	fs := s.flags("rows", rowsHead)
 	dsn := dsnFlag(fs, "none")
 	tf := addTableFlags(fs)
-	stateName := fs.String("state", "due", "the rows' state: due, delayed, in-work, retrying, dead, processed or any")
+	stateName := fs.String("state", "due", "the rows' state: due, delayed, in-work, retrying, dead, processed, cancelled or any")
 	queue := fs.String("queue", "", "the rows of this queue only")
 	kind := fs.String("kind", "", "the rows of this kind of job only (a table with a kind column)")
 	limit := fs.Int("limit", 50, "the most rows to list")
@@ -236,8 +238,8 @@ func printRows(s *session, rows []admin.Row, kinds bool) {
 	fmt.Fprint(s.stdout, b.String())
 }
 
-// stateTime is the time r entered its state, or will leave it: its settlement for a dead or
-// processed row, its lease's expiry for a row in work, its run time for a delayed one, and its
+// stateTime is the time r entered its state, or will leave it: its settlement for a dead,
+// processed or cancelled row, its lease's expiry for a row in work, its run time for a delayed one, and its
 // publishing (or, where it was retried, its last run time) for a due one.
 func stateTime(r admin.Row) time.Time {
 	switch r.State {
@@ -245,6 +247,8 @@ func stateTime(r admin.Row) time.Time {
 		return r.DeadAt
 	case admin.Processed:
 		return r.ProcessedAt
+	case admin.Cancelled:
+		return r.CancelledAt
 	case admin.InWork:
 		return r.LockedUntil
 	case admin.Delayed:

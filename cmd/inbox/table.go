@@ -58,6 +58,7 @@ func addTableFlags(fs *flag.FlagSet) *tableFlags {
 		{"dead-at", "dead_at", "dead_at", "DeadAt", func(t *inbox.Table, c string) { t.DeadAt = c }},
 		{"last-error", "last_error", "last_error", "LastError", func(t *inbox.Table, c string) { t.LastError = c }},
 		{"created-at", "", "created_at", "CreatedAt", func(t *inbox.Table, c string) { t.CreatedAt = c }},
+		{"cancelled-at", "", "cancelled_at", "CancelledAt", func(t *inbox.Table, c string) { t.CancelledAt = c }},
 		{"lease", "locked_until", "locked_until", "LockedUntil", func(t *inbox.Table, c string) { t.LockedUntil = c }},
 		{"unique-key", "", "unique_key", "UniqueKey", func(t *inbox.Table, c string) { t.UniqueKey = c }},
 	} {

@@ -15,14 +15,15 @@ var (
 	postgresDefinitions = map[Role]string{
 		ID: "BIGINT PRIMARY KEY", Payload: "BYTEA", Attempt: "INT NOT NULL DEFAULT 0", Priority: "INT NOT NULL DEFAULT 0",
 		Queue: "TEXT NOT NULL DEFAULT ''", Kind: "TEXT NOT NULL DEFAULT ''", Headers: "TEXT", LastError: "TEXT",
-		ProcessedAt: "TIMESTAMPTZ", RetryAfter: "TIMESTAMPTZ", DeadAt: "TIMESTAMPTZ", CreatedAt: "TIMESTAMPTZ", Lease: "TIMESTAMPTZ",
+		ProcessedAt: "TIMESTAMPTZ", RetryAfter: "TIMESTAMPTZ", DeadAt: "TIMESTAMPTZ", CreatedAt: "TIMESTAMPTZ", CancelledAt: "TIMESTAMPTZ", Lease: "TIMESTAMPTZ",
 		UniqueKey: "VARCHAR(191)",
 	}
 	mysqlDefinitions = map[Role]string{
 		ID: "BIGINT PRIMARY KEY", Payload: "LONGBLOB", Attempt: "INT NOT NULL DEFAULT 0", Priority: "INT NOT NULL DEFAULT 0",
 		Queue: "VARCHAR(191) NOT NULL DEFAULT ''", Kind: "VARCHAR(191) NOT NULL DEFAULT ''", Headers: "TEXT", LastError: "TEXT",
 		ProcessedAt: "DATETIME(6) NULL", RetryAfter: "DATETIME(6) NULL", DeadAt: "DATETIME(6) NULL", CreatedAt: "DATETIME(6) NULL",
-		Lease: "DATETIME(6) NULL", UniqueKey: "VARCHAR(191) NULL",
+		CancelledAt: "DATETIME(6) NULL",
+		Lease:       "DATETIME(6) NULL", UniqueKey: "VARCHAR(191) NULL",
 	}
 )
 
@@ -141,7 +142,7 @@ type Index struct {
 
 // ClaimIndex returns the claim index of the table t describes on d's database.
 func ClaimIndex(d dialect.Dialect, t inbox.Table) (Index, error) {
-	cols := []string{t.Queue, t.ProcessedAt, t.DeadAt, t.Priority, t.RetryAfter, t.ID}
+	cols := []string{t.Queue, t.ProcessedAt, t.DeadAt, t.CancelledAt, t.Priority, t.RetryAfter, t.ID}
 	if d.Caps().PartialIndexes {
 		cols = []string{t.Queue, t.Priority, t.RetryAfter, t.ID}
 	}
@@ -179,7 +180,7 @@ func ClaimIndex(d dialect.Dialect, t inbox.Table) (Index, error) {
 	ix.Create = "CREATE INDEX " + ix.quoted + " ON " + table + " (" + strings.Join(ix.quotedColumns, ", ") + ")"
 	if d.Caps().PartialIndexes {
 		var where []string
-		for _, c := range []string{t.ProcessedAt, t.DeadAt} {
+		for _, c := range []string{t.ProcessedAt, t.DeadAt, t.CancelledAt} {
 			if c != "" {
 				q, _ := d.Quote(c) // quoted above, by Describe's columns
 				where = append(where, q+" IS NULL")

@@ -31,7 +31,7 @@ type kind int
 
 const (
 	kindInteger kind = iota // ID, Attempt, Priority
-	kindTime                // ProcessedAt, RetryAfter, DeadAt, CreatedAt
+	kindTime                // ProcessedAt, RetryAfter, DeadAt, CreatedAt, CancelledAt
 	kindLease               // the lease column: a time kept to the microsecond
 	kindQueue
 	kindPayload
@@ -42,7 +42,7 @@ func kindOf(r Role) kind {
 	switch r {
 	case ID, Attempt, Priority:
 		return kindInteger
-	case ProcessedAt, RetryAfter, DeadAt, CreatedAt:
+	case ProcessedAt, RetryAfter, DeadAt, CreatedAt, CancelledAt:
 		return kindTime
 	case Lease:
 		return kindLease
@@ -108,7 +108,7 @@ func postgresType(r Role, c Column) string {
 		return "BIGINT"
 	case Attempt, Priority:
 		return "INTEGER"
-	case ProcessedAt, RetryAfter, DeadAt, CreatedAt, Lease:
+	case ProcessedAt, RetryAfter, DeadAt, CreatedAt, CancelledAt, Lease:
 		if c.Base == "timestamp" {
 			return "TIMESTAMP"
 		}
@@ -166,7 +166,7 @@ func mysqlFix(table, col string, r Role, c Column) string {
 		}
 	case Attempt, Priority:
 		def = "INT" + null + " DEFAULT 0"
-	case ProcessedAt, RetryAfter, DeadAt, CreatedAt, Lease:
+	case ProcessedAt, RetryAfter, DeadAt, CreatedAt, CancelledAt, Lease:
 		def = "DATETIME(6)" + null
 		if c.Base == "timestamp" {
 			def = "TIMESTAMP(6)" + null

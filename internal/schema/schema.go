@@ -23,6 +23,7 @@ import (
 	"github.com/sqlinbox/inbox"
 	"github.com/sqlinbox/inbox/dialect"
 	"github.com/sqlinbox/inbox/internal/sentinel"
+	"github.com/sqlinbox/inbox/internal/sqltext"
 )
 
 // Role is what a column is for.
@@ -43,11 +44,12 @@ const (
 	LastError
 	CreatedAt
 	UniqueKey
+	CancelledAt
 	Lease
 )
 
 func (r Role) String() string {
-	return [...]string{"ID", "Payload", "Attempt", "ProcessedAt", "Queue", "Kind", "Priority", "RetryAfter", "Headers", "DeadAt", "LastError", "CreatedAt", "UniqueKey", "lease column"}[r]
+	return [...]string{"ID", "Payload", "Attempt", "ProcessedAt", "Queue", "Kind", "Priority", "RetryAfter", "Headers", "DeadAt", "LastError", "CreatedAt", "UniqueKey", "CancelledAt", "lease column"}[r]
 }
 
 // Named is a column a description names, by its role.
@@ -63,7 +65,7 @@ func Describe(t inbox.Table, lease string) []Named {
 	for _, n := range []Named{
 		{ID, t.ID}, {Payload, t.Payload}, {Attempt, t.Attempt}, {ProcessedAt, t.ProcessedAt},
 		{Queue, t.Queue}, {Kind, t.Kind}, {Priority, t.Priority}, {RetryAfter, t.RetryAfter}, {Headers, t.Headers},
-		{DeadAt, t.DeadAt}, {LastError, t.LastError}, {CreatedAt, t.CreatedAt}, {UniqueKey, t.UniqueKey}, {Lease, lease},
+		{DeadAt, t.DeadAt}, {LastError, t.LastError}, {CreatedAt, t.CreatedAt}, {UniqueKey, t.UniqueKey}, {CancelledAt, t.CancelledAt}, {Lease, lease},
 	} {
 		if n.Column != "" {
 			out = append(out, n)
@@ -148,6 +150,9 @@ func Verify(ctx context.Context, db *sql.DB, d dialect.Dialect, t inbox.Table, l
 	if !tbl.Found {
 		return nil
 	}
+	if err := verifyCancels(ctx, db, d, t); err != nil {
+		return err
+	}
 	if err := fitKinds(d, tbl, t, kinds); err != nil {
 		return err
 	}
@@ -167,6 +172,28 @@ func Verify(ctx context.Context, db *sql.DB, d dialect.Dialect, t inbox.Table, l
 		return sentinel.Errorf(inbox.ErrSchema, sentinel.Table(t.Name), "%s", wrong[0])
 	}
 	return sentinel.Errorf(inbox.ErrSchema, sentinel.Table(t.Name), "%d columns do not fit their roles:\n%s", len(wrong), strings.Join(wrong, "\n"))
+}
+
+// verifyCancels checks, where t has a CancelledAt column, that the table of cancel requests is
+// there, which every claim reads (sqltext.SQL.Due): a missing inbox_cancels, or one whose columns
+// differ, fails with ErrSchema naming the statement that creates it. A connection that fails is
+// the connection's error.
+func verifyCancels(ctx context.Context, db *sql.DB, d dialect.Dialect, t inbox.Table) error {
+	if t.CancelledAt == "" {
+		return nil
+	}
+	rows, err := db.QueryContext(ctx, sqltext.SQL{}.Cancels("").Check().SQL)
+	if err == nil {
+		err = rows.Close()
+	}
+	switch {
+	case err == nil:
+		return nil
+	case ctx.Err() != nil || dialect.ConnectionFailed(err):
+		return sentinel.Errorf(nil, sentinel.Table(t.Name), "checking the cancel requests' table %s: %w", sqltext.CancelsTable, err)
+	}
+	return sentinel.Errorf(inbox.ErrSchema, sentinel.Table(t.Name), "a table with a CancelledAt column needs the cancel requests' table %s, which the database refuses (%v): create it with `inbox schema -cancels -apply`, or run: %s",
+		sqltext.CancelsTable, err, sqltext.CreateCancels(d.Caps()))
 }
 
 // fitKinds refuses a kind the table's kind column cannot hold: longer than the characters its

@@ -26,6 +26,7 @@ var (
 	Settled          = errors.New("inbox: settled")
 	UniqueKeyTooLong = errors.New("inbox: unique key too long")
 	Paused           = errors.New("inbox: queue paused")
+	Cancelled        = errors.New("inbox: cancelled")
 )
 
 // BacksOff reports whether a settlement that failed with err is one a form backs off by the

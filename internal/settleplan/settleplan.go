@@ -5,7 +5,8 @@
 // internal/sqltext builds for each kind.
 //
 // Every form settles the same way: an Ack and a Drop take the row out of the queue (a Fail too
-// where the table cannot keep a dead row), a Fail stamps dead_at, a RetryAfter stamps
+// where the table cannot keep a dead row, a Cancel where it cannot keep a cancelled one), a Fail
+// stamps dead_at, a Cancel cancelled_at, a RetryAfter stamps
 // retry_after (a retry at once where the table has no column for it), and a Retry gives the
 // row back, by a statement only where the form's retry writes something. Rows of one kind share
 // one step; stamps share one only when they stamp the same delay and the same last error.
@@ -24,6 +25,7 @@ type Table struct {
 	DeadAt      bool // a Fail stamps dead_at; without it a dying row is dropped
 	RetryAfter  bool // a RetryAfter stamps retry_after; without it the row is retried at once
 	LastError   bool // a Fail and a RetryAfter also stamp last_error
+	CancelledAt bool // a Cancel stamps cancelled_at; without it a Cancel settles as a Drop
 	// RetryWrites says a retry is a statement (the lease form clears its lease; the row lock
 	// form counts the attempt where the claim did not). Without it, a retry is the end of the
 	// hold alone, and the plan has no step for it.
@@ -33,8 +35,9 @@ type Table struct {
 // Step is one settlement statement: the kind it settles as, what it stamps, and the rows it
 // settles, as indexes into the outcomes planned, in their order.
 type Step struct {
-	// Kind is outcome.KindAck (Acks, Drops, and Fails on a table without dead_at),
-	// outcome.KindRetry, outcome.KindRetryAfter or outcome.KindFail.
+	// Kind is outcome.KindAck (Acks, Drops, and Fails on a table without dead_at, Cancels on
+	// one without cancelled_at), outcome.KindRetry, outcome.KindRetryAfter, outcome.KindFail or
+	// outcome.KindCancel.
 	Kind      outcome.Kind
 	Delay     time.Duration // a RetryAfter's: the rows fall due this long after now
 	LastError any           // the last error stamped (outcome.Outcome.LastError), or nil
@@ -111,7 +114,7 @@ func One(t Table, o outcome.Outcome, writesRolledBack bool) (Step, bool) {
 
 // Values are the values step s binds besides the rows it names (sqltext.Values), with now the
 // settlement's time and at the database's form of a time (dialect.Dialect.Time): At, an Ack's
-// processed_at stamp (where t has the column) or a stamp's time (now, or now plus a
+// processed_at stamp (where t has the column), a Cancel's cancelled_at stamp, or a stamp's time (now, or now plus a
 // RetryAfter's delay), and Error, the stamp's last error (where t has the column); nothing for
 // a Retry. A statement binds them in the order of its parameters
 // (sqltext.Statement.Bind); the caller adds the rows' ids and tokens.
@@ -124,6 +127,8 @@ func (t Table) Values(s Step, now time.Time, at func(time.Time) any) sqltext.Val
 		return sqltext.Values{}
 	case outcome.KindRetry:
 		return sqltext.Values{}
+	case outcome.KindCancel:
+		return sqltext.Values{At: at(now)}
 	}
 	v := sqltext.Values{At: at(now.Add(s.Delay))}
 	if t.LastError {
@@ -139,7 +144,9 @@ func (t Table) step(o outcome.Outcome, writesRolledBack bool) Step {
 		return Step{Kind: k, LastError: t.lastError(o)}
 	case k == outcome.KindAck && writesRolledBack:
 		return Step{Kind: outcome.KindRetry}
-	case k == outcome.KindAck, k == outcome.KindDrop, k == outcome.KindFail:
+	case k == outcome.KindCancel && t.CancelledAt:
+		return Step{Kind: k}
+	case k == outcome.KindAck, k == outcome.KindDrop, k == outcome.KindFail, k == outcome.KindCancel:
 		return Step{Kind: outcome.KindAck}
 	case k == outcome.KindRetryAfter && t.RetryAfter:
 		return Step{Kind: k, Delay: o.Delay(), LastError: t.lastError(o)}

@@ -54,6 +54,15 @@ func TestOfExamples(t *testing.T) {
 				{Kind: outcome.KindFail, Rows: []int{0, 1}},
 				{Kind: outcome.KindRetryAfter, Delay: time.Second, Rows: []int{2, 3}},
 			}}},
+		{"cancels share a stamp of cancelled_at, whatever their reason, after the ack", Table{CancelledAt: true, LastError: true},
+			[]outcome.Outcome{outcome.Cancel(), outcome.Ack(), outcome.Cancel().WithError(boom)}, false,
+			Plan{Steps: []Step{
+				{Kind: outcome.KindAck, Rows: []int{1}},
+				{Kind: outcome.KindCancel, Rows: []int{0, 2}},
+			}}},
+		{"without cancelled_at a cancel is dropped", full,
+			[]outcome.Outcome{outcome.Cancel(), outcome.Ack()}, false,
+			Plan{Steps: []Step{{Kind: outcome.KindAck, Rows: []int{0, 1}}}}},
 		{"without dead_at a dying row is dropped", Table{RetryAfter: true, LastError: true},
 			[]outcome.Outcome{outcome.Fail(boom), outcome.Ack()}, false,
 			Plan{Steps: []Step{{Kind: outcome.KindAck, Rows: []int{0, 1}}}}},
@@ -240,6 +249,8 @@ func TestValues(t *testing.T) {
 		{full, Step{Kind: outcome.KindFail, LastError: nil}, sqltext.Values{At: "2026-12-02T12:00:00Z"}},
 		// Without a last_error column the stamp binds no error, whatever the step carries.
 		{Table{DeadAt: true}, Step{Kind: outcome.KindFail, LastError: "boom"}, sqltext.Values{At: "2026-12-02T12:00:00Z"}},
+		// A cancel stamps now, and no last error.
+		{Table{CancelledAt: true, LastError: true}, Step{Kind: outcome.KindCancel}, sqltext.Values{At: "2026-12-02T12:00:00Z"}},
 	} {
 		if got := tt.t.Values(tt.s, now, at); !reflect.DeepEqual(got, tt.want) {
 			t.Errorf("%+v.Values(%+v) = %+v, want %+v", tt.t, tt.s, got, tt.want)

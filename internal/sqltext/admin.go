@@ -28,16 +28,17 @@ func (s SQL) Admin(lease string) Admin { return Admin{s: s, lease: lease} }
 // (due or delayed, attempt above 0; 0 without an attempt column); dead; processed; the
 // earliest time a due row has been due since, its retry_after or else its created_at (NULL
 // without a due row that has one); the due rows with neither (without the columns, every due
-// row); and, where the table has a kind column, last, the kind (NULL for rows of none), the
+// row); where the table has a cancelled_at column, the cancelled rows (neither processed nor
+// dead); and, where the table has a kind column, last, the kind (NULL for rows of none), the
 // rows then counted per queue and kind, in queue order. A row is pending when it is neither
-// processed nor dead, and only pending rows are due, delayed, in work or retrying. It binds
+// processed, dead nor cancelled, and only pending rows are due, delayed, in work or retrying. It binds
 // now, nows times.
 func (a Admin) Stats() (query string, nows int) {
 	t := a.s.t
 	p := a.s.Params()
 	now := func() string { nows++; return p.param() }
 	var pending []string
-	for _, c := range []string{t.ProcessedAt, t.DeadAt} {
+	for _, c := range []string{t.ProcessedAt, t.DeadAt, t.CancelledAt} {
 		if c != "" {
 			pending = append(pending, c+" IS NULL")
 		}
@@ -76,16 +77,7 @@ func (a Admin) Stats() (query string, nows int) {
 	} else {
 		cols = append(cols, "0")
 	}
-	for _, c := range []string{t.DeadAt, t.ProcessedAt} {
-		switch {
-		case c == "":
-			cols = append(cols, "0")
-		case c == t.ProcessedAt && t.DeadAt != "":
-			cols = append(cols, count(c+" IS NOT NULL AND "+t.DeadAt+" IS NULL"))
-		default:
-			cols = append(cols, count(c+" IS NOT NULL"))
-		}
-	}
+	cols = append(cols, a.settledCounts(count)...)
 	switch {
 	case t.RetryAfter != "" && t.CreatedAt != "":
 		cols = append(cols,
@@ -109,6 +101,9 @@ func (a Admin) Stats() (query string, nows int) {
 			groups = append(groups, g)
 		}
 	}
+	if t.CancelledAt != "" {
+		cols = append(cols, count(a.kept(nil, CancelledRows)))
+	}
 	if t.Kind != "" {
 		cols = append(cols, kind)
 	}
@@ -117,6 +112,24 @@ func (a Admin) Stats() (query string, nows int) {
 		query += " GROUP BY " + strings.Join(groups, ", ") + " ORDER BY 1"
 	}
 	return query, nows
+}
+
+// settledCounts are Stats' counts of the dead rows and of the processed ones (not dead), each
+// "0" where the table has no such column; count counts the rows of a condition.
+func (a Admin) settledCounts(count func(string) string) []string {
+	t := a.s.t
+	var cols []string
+	for _, c := range []string{t.DeadAt, t.ProcessedAt} {
+		switch {
+		case c == "":
+			cols = append(cols, "0")
+		case c == t.ProcessedAt && t.DeadAt != "":
+			cols = append(cols, count(c+" IS NOT NULL AND "+t.DeadAt+" IS NULL"))
+		default:
+			cols = append(cols, count(c+" IS NOT NULL"))
+		}
+	}
+	return cols
 }
 
 // grouped is how Stats reads column c, whose values it groups by: the value of each group, as
@@ -172,15 +185,26 @@ type Kept int
 const (
 	DeadRows Kept = iota
 	ProcessedRows
+	CancelledRows // stamped cancelled_at, neither processed nor dead
 )
 
 // kept is the predicate of the rows k names; it binds the time before which a processed row
 // was processed.
 func (a Admin) kept(p *Params, k Kept) string {
-	if k == ProcessedRows {
-		return a.s.t.ProcessedAt + " < " + p.param()
+	t := a.s.t
+	switch k {
+	case ProcessedRows:
+		return t.ProcessedAt + " < " + p.param()
+	case CancelledRows:
+		conds := []string{t.CancelledAt + " IS NOT NULL"}
+		for _, c := range []string{t.ProcessedAt, t.DeadAt} {
+			if c != "" {
+				conds = append(conds, c+" IS NULL")
+			}
+		}
+		return strings.Join(conds, " AND ")
 	}
-	return a.s.t.DeadAt + " IS NOT NULL"
+	return t.DeadAt + " IS NOT NULL"
 }
 
 // Pick reads the ids of up to a limit of the rows k names, in id order, after an id. It binds,
@@ -213,6 +237,22 @@ func (a Admin) Requeue(n int) string {
 	return "UPDATE " + t.Name + " SET " + strings.Join(sets, ", ") + " WHERE " + t.ID + " IN (" + p.list(n) + ") AND " + a.kept(p, DeadRows)
 }
 
+// RequeueCancelled puts n cancelled rows back in the queue by their ids: cancelled_at and
+// retry_after cleared, attempt reset to 0 (each where the table has it), the last error kept. A
+// row no longer cancelled is left alone. It binds the n ids.
+func (a Admin) RequeueCancelled(n int) string {
+	t := a.s.t
+	sets := []string{t.CancelledAt + " = NULL"}
+	if t.RetryAfter != "" {
+		sets = append(sets, t.RetryAfter+" = NULL")
+	}
+	if t.Attempt != "" {
+		sets = append(sets, t.Attempt+" = 0")
+	}
+	p := a.s.Params()
+	return "UPDATE " + t.Name + " SET " + strings.Join(sets, ", ") + " WHERE " + t.ID + " IN (" + p.list(n) + ") AND " + a.kept(p, CancelledRows)
+}
+
 // Purge deletes n of the rows k names by their ids; a row no longer of them is left alone. It
 // binds the n ids, then the time before which a row was processed (ProcessedRows).
 func (a Admin) Purge(k Kept, n int) string {
@@ -226,9 +266,9 @@ func (a Admin) Purge(k Kept, n int) string {
 // statements depend on the conditions they carry, so each is built with the list of what its
 // parameters bind, in order (Bound).
 
-// State is a row's state, as Stats counts it: a pending row (neither processed nor dead) is in
-// work (its lease ahead), or else due or delayed (its retry_after ahead), and retrying besides
-// when it was delivered before (attempt above 0).
+// State is a row's state, as Stats counts it: a pending row (neither processed, dead nor
+// cancelled) is in work (its lease ahead), or else due or delayed (its retry_after ahead), and
+// retrying besides when it was delivered before (attempt above 0).
 type State int
 
 // The states a listing takes; AnyState takes every row.
@@ -240,6 +280,7 @@ const (
 	Retrying
 	Dead
 	Processed
+	Cancelled
 )
 
 // Act is a change over ids, and so the rows it takes (its guard).
@@ -331,10 +372,10 @@ func (b *binder) list(k Bind, n int) string {
 
 func (b *binder) bound(query string) Bound { return Bound{SQL: query, Binds: b.binds} }
 
-// pending are the conditions of a row neither processed nor dead.
+// pending are the conditions of a row neither processed, dead nor cancelled.
 func (a Admin) pending() []string {
 	var out []string
-	for _, c := range []string{a.s.t.ProcessedAt, a.s.t.DeadAt} {
+	for _, c := range []string{a.s.t.ProcessedAt, a.s.t.DeadAt, a.s.t.CancelledAt} {
 		if c != "" {
 			out = append(out, c+" IS NULL")
 		}
@@ -373,18 +414,23 @@ func (a Admin) state(b *binder, s State) []string {
 			return []string{t.ProcessedAt + " IS NOT NULL", t.DeadAt + " IS NULL"}
 		}
 		return []string{t.ProcessedAt + " IS NOT NULL"}
+	case Cancelled:
+		return []string{a.kept(nil, CancelledRows)}
 	}
 	return nil
 }
 
 // age is the column that says when a row of state s entered it: dead_at for a dead row,
-// processed_at for a processed one, created_at (its publishing) otherwise.
+// processed_at for a processed one, cancelled_at for a cancelled one, created_at (its
+// publishing) otherwise.
 func (a Admin) age(s State) string {
 	switch s {
 	case Dead:
 		return a.s.t.DeadAt
 	case Processed:
 		return a.s.t.ProcessedAt
+	case Cancelled:
+		return a.s.t.CancelledAt
 	}
 	return a.s.t.CreatedAt
 }
@@ -498,7 +544,7 @@ func (a Admin) Bounds() string {
 // column, or where NULL); retry_after, the lease column, dead_at, processed_at and created_at
 // (NULL without the column); the first preview characters of the last error (” without the
 // column), the first preview bytes of the payload (NULL without the column), and the kind (”
-// without the column).
+// without the column); then, where the table has the column, cancelled_at.
 func (a Admin) Rows(f Filter, preview int) Bound {
 	t := a.s.t
 	b := a.binder()
@@ -526,6 +572,9 @@ func (a Admin) Rows(f Filter, preview int) Bound {
 	if t.Payload != "" {
 		cols[10] = "SUBSTR(" + t.Payload + ", 1, " + n + ")"
 	}
+	if t.CancelledAt != "" {
+		cols = append(cols, t.CancelledAt)
+	}
 	query := "SELECT " + strings.Join(cols, ", ") + " FROM " + t.Name + where(a.filter(b, f)) + " ORDER BY " + t.ID + " DESC LIMIT " + b.next(BindLimit)
 	return b.bound(query)
 }
@@ -550,11 +599,12 @@ func (a Admin) PickMatching(f Filter) Bound {
 
 // RowColumns are the columns Row reads, in order: id, payload, attempt, processed_at, queue,
 // priority, retry_after, headers, dead_at, last_error, created_at, the lease column, kind, the
-// unique key, each where the table has it, then the application's own columns (Table.Columns).
+// unique key, cancelled_at, each where the table has it, then the application's own columns
+// (Table.Columns).
 func (a Admin) RowColumns() []string {
 	t := a.s.t
 	var cols []string
-	for _, c := range []string{t.ID, t.Payload, t.Attempt, t.ProcessedAt, t.Queue, t.Priority, t.RetryAfter, t.Headers, t.DeadAt, t.LastError, t.CreatedAt, a.lease, t.Kind, t.UniqueKey} {
+	for _, c := range []string{t.ID, t.Payload, t.Attempt, t.ProcessedAt, t.Queue, t.Priority, t.RetryAfter, t.Headers, t.DeadAt, t.LastError, t.CreatedAt, a.lease, t.Kind, t.UniqueKey, t.CancelledAt} {
 		if c != "" {
 			cols = append(cols, c)
 		}

@@ -12,7 +12,7 @@ import (
 // adminShapes are the table descriptions the operating statements' golden files cover: every
 // role with the lease column; dead rows kept with nothing else (no group, attempt, error,
 // retry_after or lease); processed rows kept without a group; a publishing time without
-// retry_after; and every role under odd names.
+// retry_after; every role with cancelled_at; and every role under odd names.
 var adminShapes = []golden.Shape{
 	{
 		Name: "all-roles",
@@ -26,6 +26,13 @@ var adminShapes = []golden.Shape{
 	{Name: "created-no-retry", Table: sqltext.Table{Name: "jobs", ID: "id", Queue: "queue", CreatedAt: "created_at"}},
 	{Name: "kinds", Table: sqltext.Table{Name: "jobs", ID: "id", Queue: "queue", Kind: "kind", Attempt: "attempt", RetryAfter: "retry_after", DeadAt: "dead_at", CreatedAt: "created_at"}},
 	{Name: "kinds-no-group", Table: sqltext.Table{Name: "jobs", ID: "id", Kind: "kind", RetryAfter: "retry_after"}},
+	{
+		Name: "cancelled",
+		Table: sqltext.Table{Name: "jobs", ID: "id", IDGenerated: true, Payload: "payload", Attempt: "attempt",
+			ProcessedAt: "processed_at", Queue: "queue", Priority: "priority", RetryAfter: "retry_after", Headers: "headers",
+			DeadAt: "dead_at", LastError: "last_error", CancelledAt: "cancelled_at", CreatedAt: "created_at"},
+		Lease: "locked_until",
+	},
 	{
 		Name: "odd-names",
 		Table: sqltext.Table{Name: "select `from` \"where\"", ID: `id "x"`, IDGenerated: true, Attempt: "order",
@@ -57,6 +64,10 @@ func adminGoldens(t *testing.T) []string {
 				}
 				e.addText("requeue(3)", a.Requeue(3))
 				e.addText("purgeDead(3)", a.Purge(sqltext.DeadRows, 3))
+			}
+			if sh.Table.CancelledAt != "" {
+				e.addText("pickCancelled(queue)", a.Pick(sqltext.CancelledRows, true))
+				e.addText("requeueCancelled(3)", a.RequeueCancelled(3))
 			}
 			if sh.Table.ProcessedAt != "" {
 				e.addText("pickProcessed", a.Pick(sqltext.ProcessedRows, false))

@@ -36,6 +36,7 @@ const (
 	ArgFor             Arg = "for"              // a duration on the database's clock, in microseconds
 	ArgProcessedBefore Arg = "processed_before" // the time before which a processed row expires
 	ArgDeadBefore      Arg = "dead_before"      // the time before which a dead row expires
+	ArgCancelledBefore Arg = "cancelled_before" // the time before which a cancelled row expires
 )
 
 // Statement is a statement's text and the roles of its parameters, in the order they appear.
@@ -51,8 +52,8 @@ type Statement struct {
 type Values struct {
 	Now, Queue, Lease, Attempt, At, Error, Limit, Horizon, Channel any
 	// The sweeper lease's, retention's and the pauses' values (Sweeps, Purge, Pauses); a claim
-	// binds Table where the description names a pauses table.
-	Table, Holder, For, ProcessedBefore, DeadBefore any
+	// binds Table where the description names a pauses table or a cancelled_at column.
+	Table, Holder, For, ProcessedBefore, DeadBefore, CancelledBefore any
 	// A publish's values where another row holds its unique key (Unique).
 	UniqueKey, Payload, RunAt, SettledBefore any
 	Kinds                                    []string
@@ -130,6 +131,8 @@ func (v *Values) one(a Arg) any {
 		return v.RunAt
 	case ArgSettledBefore:
 		return v.SettledBefore
+	case ArgCancelledBefore:
+		return v.CancelledBefore
 	}
 	panic("sqltext: no value for the parameter role " + string(a))
 }

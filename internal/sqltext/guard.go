@@ -103,8 +103,9 @@ type settles struct {
 
 // settle is a form's settlement of kind k of the rows g names, before f's changes: Ack and Drop
 // DELETE, or SET processed_at = ?; Fail SET dead_at = ? and RetryAfter SET retry_after = ?, each
-// with last_error = ? where the table has it (see stamp); a stamp that settles the row clears
-// its unique key too (settlementClearsKey); then g's WHERE. It binds in that order. It is empty where the table lacks the column the kind stamps, and for a retry that
+// with last_error = ? where the table has it (see stamp); Cancel SET cancelled_at = ?; a stamp
+// that settles the row clears its unique key too (settlementClearsKey); then g's WHERE. It binds
+// in that order. It is empty where the table lacks the column the kind stamps, and for a retry that
 // changes nothing.
 func (s SQL) settle(k outcome.Kind, g Guard, f settles) Statement {
 	t, p := s.t, s.Params()
@@ -127,6 +128,11 @@ func (s SQL) settle(k outcome.Kind, g Guard, f settles) Statement {
 			return Statement{}
 		}
 		head = "UPDATE " + t.Name + " SET " + s.stamp(col, p) + f.stamped
+	case outcome.KindCancel:
+		if t.CancelledAt == "" {
+			return Statement{}
+		}
+		head = "UPDATE " + t.Name + " SET " + t.CancelledAt + " = " + p.Next(ArgAt) + f.stamped
 	default:
 		if f.retried == "" {
 			return Statement{}
@@ -145,9 +151,13 @@ func (s SQL) settle(k outcome.Kind, g Guard, f settles) Statement {
 // where the table has a unique key kept only while the row is queued or in work (no
 // UniqueWindow), so that a later publish of the key inserts. A retry keeps the key, a
 // settlement that deletes the row takes the key with it, and where the key holds only while the
-// row is queued (UniqueWhileQueued) the claim cleared it already.
+// row is queued (UniqueWhileQueued) the claim cleared it already. A Cancel stamping cancelled_at
+// clears it in every scope, the window's too: a cancelled job frees its key at once.
 func (s SQL) settlementClearsKey(k outcome.Kind) bool {
 	t := s.t
+	if t.UniqueKey != "" && k == outcome.KindCancel {
+		return t.CancelledAt != "" // in every scope: a cancelled job holds no key (Cancels.Stamp)
+	}
 	if t.UniqueKey == "" || t.UniqueWindow > 0 || t.UniqueWhileQueued {
 		return false
 	}

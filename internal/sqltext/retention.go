@@ -102,10 +102,11 @@ func (w Sweeps) Leave() Statement {
 }
 
 // Expiry says which settled rows retention deletes: those processed before one time, dead
-// before another, each where it is asked for and the table has the column.
+// before another, cancelled before a third, each where it is asked for and the table has the column.
 type Expiry struct {
 	Processed bool // rows stamped processed_at before ArgProcessedBefore
 	Dead      bool // rows stamped dead_at before ArgDeadBefore
+	Cancelled bool // rows stamped cancelled_at before ArgCancelledBefore, and not processed
 }
 
 // expired is the predicate of a row retention deletes: settled before its cutoff. It is the
@@ -119,6 +120,15 @@ func (s SQL) expired(p *Params, e Expiry) string {
 	}
 	if e.Dead && s.t.DeadAt != "" {
 		or = append(or, s.t.DeadAt+" < "+p.Next(ArgDeadBefore))
+	}
+	if e.Cancelled && s.t.CancelledAt != "" {
+		// A processed row stamped cancelled_at was asked to be cancelled after it succeeded: it
+		// keeps to the processed rows' age.
+		cancelled := s.t.CancelledAt + " < " + p.Next(ArgCancelledBefore)
+		if s.t.ProcessedAt != "" {
+			cancelled = "(" + cancelled + " AND " + s.t.ProcessedAt + " IS NULL)"
+		}
+		or = append(or, cancelled)
 	}
 	switch len(or) {
 	case 0:

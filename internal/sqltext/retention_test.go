@@ -28,8 +28,10 @@ func retentionEntries(c *dialect.Caps, s sqltext.SQL, t sqltext.Table) []golden.
 		{"processed", sqltext.Expiry{Processed: true}},
 		{"dead", sqltext.Expiry{Dead: true}},
 		{"processed and dead", sqltext.Expiry{Processed: true, Dead: true}},
+		{"cancelled", sqltext.Expiry{Cancelled: true}},
+		{"processed, dead and cancelled", sqltext.Expiry{Processed: true, Dead: true, Cancelled: true}},
 	} {
-		if (x.e.Processed && t.ProcessedAt == "") || (x.e.Dead && t.DeadAt == "") {
+		if (x.e.Processed && t.ProcessedAt == "") || (x.e.Dead && t.DeadAt == "") || (x.e.Cancelled && t.CancelledAt == "") {
 			continue
 		}
 		e.add("purge "+x.name, s.Purge(x.e, 1000))

@@ -39,6 +39,7 @@ type Table struct {
 	Headers     string
 	DeadAt      string
 	LastError   string
+	CancelledAt string
 	CreatedAt   string
 	LockedUntil string // the lease form's; its statements take it by itself (Lease)
 	UniqueKey   string // the unique key's column (inbox.Table.UniqueKey); see Unique
@@ -150,12 +151,14 @@ func (s SQL) Columns(alias string) string {
 }
 
 // Due is the predicate of a claimable row, its columns prefixed as Columns prefixes them: not
-// processed, not dead, below the attempt limit (Limited), due (retry_after passed), of the
-// queue, of the kinds claimed (OfKinds, each below its own limit), each where the table has
-// the column, and of a queue not paused, where the description names a pauses table
-// (Pauses.notPaused); "1 = 1" where it has none of them. It binds, in order: now (where the
-// table has retry_after), the queue's name (where it has a queue column), the kinds' names,
-// then the pause's table and queue (where it names a pauses table).
+// processed, not dead, not cancelled, below the attempt limit (Limited), due (retry_after
+// passed), of the queue, of the kinds claimed (OfKinds, each below its own limit), each where the
+// table has the column, of a queue not paused, where the description names a pauses table
+// (Pauses.notPaused), and without a cancel request in CancelsTable, where the table has a
+// cancelled_at column; "1 = 1" where it has none of them. It binds, in order: now (where the
+// table has retry_after), the queue's name (where it has a queue column), the kinds' names, the
+// pause's table and queue (where it names a pauses table), then the table's name (where it has
+// a cancelled_at column).
 func (s SQL) Due(p *Params, alias string) string {
 	prefix := dotted(alias)
 	var conds []string
@@ -164,6 +167,9 @@ func (s SQL) Due(p *Params, alias string) string {
 	}
 	if s.t.DeadAt != "" {
 		conds = append(conds, prefix+s.t.DeadAt+" IS NULL")
+	}
+	if s.t.CancelledAt != "" {
+		conds = append(conds, prefix+s.t.CancelledAt+" IS NULL")
 	}
 	if s.t.Attempt != "" && s.maxAttempts > 0 && len(s.kindLimits) == 0 {
 		conds = append(conds, "COALESCE("+prefix+s.t.Attempt+", 0) < "+strconv.Itoa(s.maxAttempts))
@@ -179,6 +185,15 @@ func (s SQL) Due(p *Params, alias string) string {
 	}
 	if s.t.Pauses != "" {
 		conds = append(conds, s.Pauses().notPaused(p))
+	}
+	if s.t.CancelledAt != "" {
+		// A row with a cancel request left by a holder that ended before it was told (a crash,
+		// a rollback) waits for a consumer's poll to cancel it, rather than running again.
+		outer := prefix
+		if outer == "" {
+			outer = s.t.Name + "."
+		}
+		conds = append(conds, "NOT EXISTS (SELECT 1 FROM "+CancelsTable+" r WHERE r.table_name = "+p.Next(ArgTable)+" AND r.id = "+outer+s.t.ID+")")
 	}
 	if len(conds) == 0 {
 		return "1 = 1"

@@ -42,6 +42,9 @@ func TestGoldens(t *testing.T) {
 			if sh.Table.RetryAfter != "" {
 				forms["reschedule"] = rescheduleEntries(c, s.Reschedule(lease))
 			}
+			if sh.Table.CancelledAt != "" {
+				forms["cancel"] = cancelEntries(c, s.Cancels(lease))
+			}
 			if c.Locks != dialect.NoSessionLocks {
 				forms["advisory"] = advisoryEntries(c, s.Advisory(key), sh.Table.DeadAt != "")
 			}
@@ -168,11 +171,13 @@ func rowLockEntries(c *dialect.Caps, r sqltext.RowLock) []golden.Entry {
 	e.add("retryAfter", r.Settle(outcome.KindRetryAfter, sqltext.ByID()))
 	e.add("fail", r.Settle(outcome.KindFail, sqltext.ByID()))
 	e.add("relock", r.Relock())
+	e.add("cancel", r.Settle(outcome.KindCancel, sqltext.ByID()))
 	if c.IDListSettles {
 		e.add("ackIn(3)", r.Settle(outcome.KindAck, sqltext.ByIDs(3)))
 		e.add("retryIn(3)", r.Settle(outcome.KindRetry, sqltext.ByIDs(3)))
 		e.add("retryAfterIn(3)", r.Settle(outcome.KindRetryAfter, sqltext.ByIDs(3)))
 		e.add("failIn(3)", r.Settle(outcome.KindFail, sqltext.ByIDs(3)))
+		e.add("cancelIn(3)", r.Settle(outcome.KindCancel, sqltext.ByIDs(3)))
 	}
 	e.add("savepoint", r.Savepoint())
 	e.add("rollbackToSavepoint", r.RollbackToSavepoint())
@@ -197,11 +202,13 @@ func leaseEntries(c *dialect.Caps, l sqltext.Lease) []golden.Entry {
 	e.add("retry", l.Settle(outcome.KindRetry, sqltext.ByIDAndToken()))
 	e.add("retryAfter", l.Settle(outcome.KindRetryAfter, sqltext.ByIDAndToken()))
 	e.add("fail", l.Settle(outcome.KindFail, sqltext.ByIDAndToken()))
+	e.add("cancel", l.Settle(outcome.KindCancel, sqltext.ByIDAndToken()))
 	e.add("extendIn(3)", l.Extend(sqltext.ByIDsAndToken(3)))
 	e.add("ackIn(3)", l.Settle(outcome.KindAck, sqltext.ByIDsAndToken(3)))
 	e.add("retryIn(3)", l.Settle(outcome.KindRetry, sqltext.ByIDsAndToken(3)))
 	e.add("retryAfterIn(3)", l.Settle(outcome.KindRetryAfter, sqltext.ByIDsAndToken(3)))
 	e.add("failIn(3)", l.Settle(outcome.KindFail, sqltext.ByIDsAndToken(3)))
+	e.add("cancelIn(3)", l.Settle(outcome.KindCancel, sqltext.ByIDsAndToken(3)))
 	if c.Returning {
 		e.add("ackPairs(2)", l.Settle(outcome.KindAck, sqltext.ByPairs(2)))
 		e.add("retryPairs(2)", l.Settle(outcome.KindRetry, sqltext.ByPairs(2)))
@@ -209,6 +216,7 @@ func leaseEntries(c *dialect.Caps, l sqltext.Lease) []golden.Entry {
 		e.add("retryIn(3) returning", l.SettleReturning(outcome.KindRetry, 3))
 		e.add("retryAfterIn(3) returning", l.SettleReturning(outcome.KindRetryAfter, 3))
 		e.add("failIn(3) returning", l.SettleReturning(outcome.KindFail, 3))
+		e.add("cancelIn(3) returning", l.SettleReturning(outcome.KindCancel, 3))
 	}
 	e.add("heldIn(3)", l.Held(3))
 	if c.UnflushedCommit != "" {
@@ -233,12 +241,14 @@ func advisoryEntries(c *dialect.Caps, a sqltext.Advisory, dead bool) []golden.En
 	if dead {
 		e.add("fail", a.Settle(outcome.KindFail, sqltext.ByID()))
 	}
+	e.add("cancel", a.Settle(outcome.KindCancel, sqltext.ByID()))
 	e.add("unlockMany(3)", a.UnlockMany(3))
 	e.add("ackMany(3)", a.Settle(outcome.KindAck, sqltext.ByIDs(3)))
 	e.add("retryAfterMany(3)", a.Settle(outcome.KindRetryAfter, sqltext.ByIDs(3)))
 	if dead {
 		e.add("failMany(3)", a.Settle(outcome.KindFail, sqltext.ByIDs(3)))
 	}
+	e.add("cancelMany(3)", a.Settle(outcome.KindCancel, sqltext.ByIDs(3)))
 	if c.UnflushedCommit != "" {
 		u := a.Unflushed()
 		e.add("ack unflushed", u.Settle(outcome.KindAck, sqltext.ByID()))
@@ -475,6 +485,28 @@ func rescheduleEntries(c *dialect.Caps, r sqltext.Reschedule) []golden.Entry {
 	}
 	e.add("change", r.Change())
 	e.add("state", r.State())
+	return e
+}
+
+// cancelEntries are the statements of a cancel by id (inbox.Cancel) over a table a lease form
+// holds, and those of a consumer's cancel poll: the table of requests, the queued row's lock
+// where the database has row locks and its stamp, the read of a row not stamped, the request of
+// a row in work, the poll's read of the rows asked and of the requests, and what it writes of a request applied.
+func cancelEntries(c *dialect.Caps, x sqltext.Cancels) []golden.Entry {
+	var e entries
+	e.addText("create", sqltext.CreateCancels(c))
+	e.add("check", x.Check())
+	if c.SkipLocked {
+		e.add("lock", x.Lock())
+	}
+	e.add("stamp", x.Stamp())
+	e.add("state", x.State())
+	e.add("request", x.Request())
+	e.add("asked(1)", x.Asked(1))
+	e.add("asked(3)", x.Asked(3))
+	e.add("requests", x.Requests())
+	e.add("noted", x.Noted())
+	e.add("forget", x.Forget())
 	return e
 }
 

@@ -88,7 +88,7 @@ func (k Ticks) Live() Statement {
 	t := k.s.t
 	p := k.s.Params()
 	where := t.ID + " = " + p.Next(ArgID)
-	for _, c := range []string{t.ProcessedAt, t.DeadAt} {
+	for _, c := range []string{t.ProcessedAt, t.DeadAt, t.CancelledAt} {
 		if c != "" {
 			where += " AND " + c + " IS NULL"
 		}

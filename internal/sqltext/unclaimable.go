@@ -79,6 +79,9 @@ func (u Unclaimable) pending() string {
 	if t.DeadAt != "" {
 		w += t.DeadAt + " IS NULL AND "
 	}
+	if t.CancelledAt != "" {
+		w += t.CancelledAt + " IS NULL AND "
+	}
 	return w
 }
 

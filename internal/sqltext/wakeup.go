@@ -17,6 +17,9 @@ func (s SQL) NextDue() Statement {
 	}
 	p := s.Params()
 	conds := t.RetryAfter + " > " + p.Next(ArgNow)
+	if t.CancelledAt != "" {
+		conds = t.CancelledAt + " IS NULL AND " + conds
+	}
 	if t.DeadAt != "" {
 		conds = t.DeadAt + " IS NULL AND " + conds
 	}

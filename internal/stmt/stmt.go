@@ -149,13 +149,11 @@ func (t *Table) ScanOne(scan func(...any) error) (*inbox.Delivery, error) {
 
 // ClaimValues are the values of the form's claims over queue that hold for every run: the queue's
 // name, the kinds claimed (Claiming), in the order sqltext.SQL.OfKinds binds them, and the
-// table's name where the description names a pauses table (its key there). A run
-// sets the rest (now, the limit) on a copy and binds it (sqltext.Statement.Bind).
+// table's name (the key of the pauses table, where the description names one, and of the
+// cancel requests, where the table has a cancelled_at column). A run sets the rest (now, the
+// limit) on a copy and binds it (sqltext.Statement.Bind).
 func (t *Table) ClaimValues(queue string) sqltext.Values {
-	v := sqltext.Values{Queue: queue}
-	if t.Raw.Pauses != "" {
-		v.Table = t.Raw.Name
-	}
+	v := sqltext.Values{Queue: queue, Table: t.Raw.Name}
 	for _, k := range t.Kinds {
 		v.Kinds = append(v.Kinds, k.Kind)
 	}

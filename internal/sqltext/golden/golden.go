@@ -85,7 +85,7 @@ type Shape struct {
 // kind column (jobs by kind, whose claims name the kinds they take); every role with a unique
 // key, in each of its three scopes (while queued or in work, while queued, a window after); and
 // every role, and processed_at without a group, each with a pauses table (claims pass over
-// paused queues).
+// paused queues); and every role with a cancelled_at column (Cancel), a unique key among them.
 var Shapes = []Shape{
 	{
 		Name: "all-roles",
@@ -166,6 +166,15 @@ var Shapes = []Shape{
 		Name: "paused-one-queue",
 		Table: sqltext.Table{Name: "jobs", ID: "id", IDGenerated: true, Payload: "payload", Attempt: "attempt",
 			ProcessedAt: "processed_at", RetryAfter: "retry_after", Pauses: "inbox_pauses"},
+		Lease: "locked_until",
+		Key:   []sqltext.KeyPart{{Text: "jobs-"}, {Column: "id"}},
+	},
+	{
+		Name: "cancelled",
+		Table: sqltext.Table{Name: "jobs", ID: "id", IDGenerated: true, Payload: "payload", Attempt: "attempt",
+			ProcessedAt: "processed_at", Queue: "queue", Priority: "priority", RetryAfter: "retry_after", Headers: "headers",
+			DeadAt: "dead_at", LastError: "last_error", CancelledAt: "cancelled_at", CreatedAt: "created_at",
+			UniqueKey: "unique_key"},
 		Lease: "locked_until",
 		Key:   []sqltext.KeyPart{{Text: "jobs-"}, {Column: "id"}},
 	},
