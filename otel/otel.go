@@ -51,7 +51,7 @@ const (
 	AttrQueue   = attribute.Key("inbox.queue")   // Config.Queue (empty where the table is one queue)
 	AttrForm    = attribute.Key("inbox.form")    // "rowlock", "lease", "advisory"
 	AttrTable   = attribute.Key("inbox.table")   // the table's name
-	AttrOutcome = attribute.Key("inbox.outcome") // "ack", "drop", "retry", "retry_after", "fail"
+	AttrOutcome = attribute.Key("inbox.outcome") // "ack", "drop", "retry", "retry_after", "fail", "cancel"
 	AttrAttempt = attribute.Key("inbox.attempt") // Delivery.Attempt (spans only)
 	AttrKind    = attribute.Key("inbox.kind")    // Delivery.Kind, the row's kind of job; set only where it has one
 	AttrID      = attribute.Key("messaging.message.id")
@@ -276,11 +276,12 @@ func (o *Observer) Settled(ctx context.Context, st inbox.Settlement) {
 
 // failure says whether a delivery settled by out failed, and how, for its span's status: its row
 // died (Fail), or its outcome carries an error (a handler's error, a panic, a zero outcome, a
-// payload that did not decode, a drop with a reason). An Ack, and a Drop, Retry or RetryAfter
-// the handler chose without a reason, are not failures.
+// payload that did not decode, a drop with a reason). An Ack, a Cancel (an operator's, which
+// carries inbox.ErrCancelled), and a Drop, Retry or RetryAfter the handler chose without a
+// reason, are not failures.
 func failure(out outcome.Outcome) (why string, failed bool) {
 	switch {
-	case out.Kind() == outcome.KindAck:
+	case out.Kind() == outcome.KindAck, out.Kind() == outcome.KindCancel:
 		return "", false
 	case out.Err() != nil:
 		return outcomeName(out.Kind()) + ": " + out.Err().Error(), true

@@ -340,3 +340,18 @@ func histogramCount(t *testing.T, rm metricdata.ResourceMetrics, name string) ui
 	}
 	return n
 }
+
+// TestCancelledRowsAreNotErrors: a row an operator cancelled (inbox.Cancel) settles with the
+// outcome cancel and ErrCancelled as its reason: its span says cancel, with no error status.
+func TestCancelledRowsAreNotErrors(t *testing.T) {
+	o := newObserved(t)
+	d := &inbox.Delivery{ID: 7, Attempt: 1}
+	u := inbox.Unit{Queue: "q", Form: "lease", Table: "jobs", Deliveries: []*inbox.Delivery{d}, Claimed: time.Now()}
+	ctx := o.obs.Handling(context.Background(), u)
+	o.obs.Settled(ctx, inbox.Settlement{Queue: "q", Form: "lease", Table: "jobs", Deliveries: u.Deliveries,
+		Outcomes: []outcome.Outcome{outcome.Cancel().WithError(inbox.ErrCancelled)}})
+	got := o.spans.GetSpans()
+	if len(got) != 1 || got[0].Status.Code == codes.Error || attr(got[0].Attributes, inboxotel.AttrOutcome).AsString() != "cancel" {
+		t.Fatalf("spans %v, want one whose outcome is cancel, without an error status", got)
+	}
+}
