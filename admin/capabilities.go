@@ -9,7 +9,7 @@ import (
 
 // Capabilities are what the table's description lets an operator see and do: the states its
 // rows are told apart in, the filters that apply, and the actions. A page built on them shows
-// what the table has and hides what it lacks; features to come (groups, cancelling, limits)
+// what the table has and hides what it lacks; features to come (groups, limits)
 // add fields here as they land.
 type Capabilities struct {
 	// Queues says rows have a queue (the Queue role): counts and listings are per queue.
@@ -31,6 +31,9 @@ type Capabilities struct {
 	// Actions are the actions Act runs on this table: requeue with DeadAt, retry now with
 	// RetryAfter, delete always.
 	Actions []Action `json:"actions"`
+	// Cancels says rows can be cancelled (Cancel) and cancelled rows requeued
+	// (RequeueCancelled): the description has a CancelledAt column.
+	Cancels bool `json:"cancels"`
 	// Pauses says queues can be paused and resumed (Pause, Resume): the description names a
 	// pauses table (inbox.Table.Pauses).
 	Pauses bool `json:"pauses"`
@@ -49,6 +52,7 @@ func (a *Admin) Capabilities() Capabilities {
 		PayloadFilter: t.Payload != "",
 		OldestDue:     t.CreatedAt != "",
 		Pauses:        t.Pauses != "",
+		Cancels:       t.CancelledAt != "",
 	}
 	for _, s := range States {
 		if a.stateNeeds("", s) != nil {

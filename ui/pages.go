@@ -31,13 +31,13 @@ type view struct {
 }
 
 // shows says which states the table tells apart, beside due rows: the overview's columns.
-type shows struct{ Delayed, InWork, Retrying, Dead, Processed bool }
+type shows struct{ Delayed, InWork, Retrying, Dead, Processed, Cancelled bool }
 
 func showsOf(c admin.Capabilities) shows {
 	return shows{
 		Delayed: slices.Contains(c.States, admin.Delayed), InWork: slices.Contains(c.States, admin.InWork),
 		Retrying: slices.Contains(c.States, admin.Retrying), Dead: slices.Contains(c.States, admin.Dead),
-		Processed: slices.Contains(c.States, admin.Processed),
+		Processed: slices.Contains(c.States, admin.Processed), Cancelled: slices.Contains(c.States, admin.Cancelled),
 	}
 }
 
@@ -120,6 +120,7 @@ func total(stats []admin.Stats) *admin.Stats {
 		add(&sum.Retrying, s.Retrying)
 		sum.Dead += s.Dead
 		sum.Processed += s.Processed
+		sum.Cancelled += s.Cancelled
 		if sum.OldestDue != admin.Unknown && (s.OldestDue == admin.Unknown || s.OldestDue > sum.OldestDue) {
 			sum.OldestDue = s.OldestDue
 		}
@@ -402,6 +403,10 @@ type rowPage struct {
 	Headers shown
 	Columns []column
 	Actions []actionButton
+	// Cancel offers to cancel the row (it has not settled), Uncancel to requeue it (it was
+	// cancelled); Done is what the last of them did, as cancelDone names it.
+	Cancel, Uncancel bool
+	Done             string
 }
 
 // column is one of the application's own columns of a row, for the row's page.
@@ -436,6 +441,11 @@ func (h *handler) row(w http.ResponseWriter, r *http.Request) {
 			p.Actions = append(p.Actions, actionButton{Action: act, Label: actionLabel(act)})
 		}
 	}
+	if h.caps.Cancels && !h.cfg.ReadOnly {
+		p.Cancel = slices.Contains([]admin.State{admin.Due, admin.Delayed, admin.InWork}, row.State)
+		p.Uncancel = row.State == admin.Cancelled
+	}
+	p.Done = cancelDone[r.URL.Query().Get("done")]
 	h.render(w, http.StatusOK, "row", p)
 }
 

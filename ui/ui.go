@@ -151,6 +151,7 @@ func New(a *admin.Admin, cfg *Config) (http.Handler, error) {
 	mux.HandleFunc("GET /schedules", h.schedules)
 	mux.HandleFunc("POST /act", h.act)
 	mux.HandleFunc("POST /pause", h.pause)
+	mux.HandleFunc("POST /cancel", h.cancel)
 	mux.Handle("GET /static/", http.StripPrefix("/static", http.FileServerFS(static)))
 	h.mux = mux
 	return secured(rooted(h.authenticated(h))), nil
