@@ -26,8 +26,8 @@ import (
 //     lease column (Table.LockedUntil). The advisory form holds its rows by session locks, which
 //     the table does not show: a row it holds is moved, and its handler's outcome then decides
 //     (an Ack settles it, a retry writes its own retry_after).
-//   - ErrSettled for a processed or dead row, left unchanged (requeue a dead row to run it
-//     again, admin.Requeue).
+//   - ErrSettled for a processed, dead or cancelled row, left unchanged (requeue a dead row to
+//     run it again, admin.Requeue; a cancelled one, admin.RequeueCancelled).
 //   - ErrNotFound where no row has the id (a settlement deletes a row where the table keeps
 //     no ProcessedAt or DeadAt column).
 //
@@ -71,9 +71,36 @@ func (c *Client[D]) Reschedule(ctx context.Context, id int64, at time.Time) erro
 	case err != nil:
 		return sentinel.Errorf(nil, where, "rescheduling: reading the row's state: %w", err)
 	case settled == 1:
-		return sentinel.Errorf(ErrSettled, where, "the row is processed or dead, so it was not rescheduled: requeue a dead row to run it again")
+		return sentinel.Errorf(ErrSettled, where, "the row is processed, dead or cancelled, so it was not rescheduled: requeue a dead or cancelled row to run it again")
 	}
 	return sentinel.Errorf(ErrInWork, where, "a consumer holds the row, so it was not rescheduled: its handler's outcome decides what becomes of it")
+}
+
+// RescheduleKey moves the queued row that holds the unique key (Message.UniqueKey) to run at
+// at, as Reschedule moves a row by its id, and returns that row's id. The holder is read without
+// a lock, then moved by its id: where it settled or was taken in the meantime, the answer is
+// Reschedule's (ErrSettled, ErrInWork). No row holding the key is ErrNotFound (a settlement
+// frees the key, unless the table keeps it for a window: Table.UniqueWindow). It needs the
+// UniqueKey role (ErrSchema).
+func (c *Client[D]) RescheduleKey(ctx context.Context, key string, at time.Time) (int64, error) {
+	t := c.t
+	where := sentinel.Table(t.Name)
+	if t.UniqueKey == "" {
+		return 0, sentinel.Errorf(ErrSchema, where, "RescheduleKey needs the UniqueKey role, which the description lacks: add the column and name it in inbox.Table.UniqueKey")
+	}
+	q, err := t.Quote(c.d)
+	if err != nil {
+		return 0, err
+	}
+	holder := sqltext.New(c.d.Caps(), sqltext.Table(q)).Unique(q.LockedUntil).Holder()
+	var id int64
+	switch err := c.db.QueryRowContext(ctx, holder.SQL, holder.Bind(nil, &sqltext.Values{UniqueKey: key})...).Scan(&id); {
+	case errors.Is(err, sql.ErrNoRows):
+		return 0, sentinel.Errorf(ErrNotFound, where, "no row holds the unique key %q: it was never published, or its row settled", key)
+	case err != nil:
+		return 0, sentinel.Errorf(nil, where, "rescheduling the row of unique key %q: reading its id: %w", key, err)
+	}
+	return id, c.Reschedule(ctx, id, at)
 }
 
 // reschedule changes the row v names where it is queued, and reports whether it did: on a

@@ -18,3 +18,13 @@ func (a *Admin) Reschedule(ctx context.Context, id int64, at time.Time) error {
 	}
 	return c.Reschedule(ctx, id, at)
 }
+
+// RescheduleKey moves the queued row that holds the unique key to run at at, as
+// inbox.Client.RescheduleKey does, and returns its id; inbox.ErrNotFound where no row holds it.
+func (a *Admin) RescheduleKey(ctx context.Context, key string, at time.Time) (int64, error) {
+	c, err := inbox.NewClient(a.db, a.d, a.t)
+	if err != nil {
+		return 0, err
+	}
+	return c.RescheduleKey(ctx, key, at)
+}

@@ -238,3 +238,32 @@ func TestPublishClock(t *testing.T) {
 	}
 	runConcurrently(t, 4, tests)
 }
+
+// TestRescheduleKey: RescheduleKey moves the row that holds a unique key, by its id, and
+// returns that id; a key no row holds is ErrNotFound; on every database.
+func TestRescheduleKey(t *testing.T) {
+	forEachBackend(t, backends(t, true), func(t *testing.T, b backend) {
+		ctx := context.Background()
+		db := b.open(t, 4)
+		tbl := b.newUniqueTable(t, db, nil)
+		client, err := inbox.NewClient(db, b.dialect, tbl)
+		if err != nil {
+			t.Fatal(err)
+		}
+		res, err := client.EnqueueResults(ctx, inbox.Message{Queue: "q", UniqueKey: "report-7"}, inbox.Message{Queue: "q", UniqueKey: "report-8"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		id, err := client.RescheduleKey(ctx, "report-7", time.Now().Add(time.Hour))
+		if err != nil || id != res[0].ID {
+			t.Fatalf("RescheduleKey(report-7) = %d, %v; want row %d moved", id, err, res[0].ID)
+		}
+		later := b.q(t, tbl.RetryAfter) + " > " + b.dialect.Placeholder(1)
+		if n := b.countRows(t, db, tbl, later, b.dialect.Time(time.Now().Add(30*time.Minute))); n != 1 {
+			t.Errorf("%d rows run in an hour, want report-7's alone", n)
+		}
+		if _, err := client.RescheduleKey(ctx, "nosuch", time.Now()); !errors.Is(err, inbox.ErrNotFound) {
+			t.Errorf("RescheduleKey of a key no row holds: %v, want ErrNotFound", err)
+		}
+	})
+}

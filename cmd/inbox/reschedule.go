@@ -9,7 +9,8 @@ import (
 const rescheduleHead = `Moves one queued row (neither processed nor dead, held by no consumer) to run at -at, a time
 as 2026-12-24T08:00:00Z, or -in a while from now (90m, 2d); a time not ahead of now makes it due
 at once. It never waits for a row a consumer holds: it says the row is in work, settled or
-missing, and changes nothing. The id goes before or after the flags.`
+missing, and changes nothing. The id goes before or after the flags; -key names the row by its
+unique key instead (a table with a unique key column).`
 
 func rescheduleCommand(ctx context.Context, s *session, args []string) error {
 	fs := s.flags("reschedule", rescheduleHead)
@@ -17,9 +18,13 @@ func rescheduleCommand(ctx context.Context, s *session, args []string) error {
 	tf := addTableFlags(fs)
 	at := fs.String("at", "", "the row's run time, RFC 3339 (2026-12-24T08:00:00Z)")
 	in := fs.String("in", "", "the row's run time as a while from now (90m, 36h, 2d)")
-	id, err := s.parseWithID(fs, args)
-	if err != nil {
+	key := fs.String("key", "", "the row's unique key, in place of its id")
+	id, given, err := s.parseWithOptionalID(fs, args)
+	switch {
+	case err != nil:
 		return err
+	case given == (*key != ""):
+		return usagef("name the row by its id or by -key, one of them: inbox reschedule 42 -in 2h")
 	}
 	runAt, err := runTimeFlags(*at, *in, time.Now())
 	if err != nil {
@@ -30,7 +35,12 @@ func rescheduleCommand(ctx context.Context, s *session, args []string) error {
 		return err
 	}
 	defer o.db.Close()
-	if err := o.admin.Reschedule(ctx, id, runAt); err != nil {
+	if *key != "" {
+		id, err = o.admin.RescheduleKey(ctx, *key, runAt)
+	} else {
+		err = o.admin.Reschedule(ctx, id, runAt)
+	}
+	if err != nil {
 		return err
 	}
 	if runAt.After(time.Now()) {

@@ -65,31 +65,40 @@ func showCommand(ctx context.Context, s *session, args []string) error {
 // parseWithID parses args into fs around the one row id the command takes, before the flags or
 // after them.
 func (s *session) parseWithID(fs *flag.FlagSet, args []string) (int64, error) {
+	id, given, err := s.parseWithOptionalID(fs, args)
+	if err == nil && !given {
+		return 0, usagef("name the row's id: inbox %s 42", fs.Name())
+	}
+	return id, err
+}
+
+// parseWithOptionalID is parseWithID where the id may be left out (given false).
+func (s *session) parseWithOptionalID(fs *flag.FlagSet, args []string) (id int64, given bool, err error) {
 	var text string
 	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
 		text, args = args[0], args[1:]
 	}
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
-			return 0, err
+			return 0, false, err
 		}
-		return 0, errFlags
+		return 0, false, errFlags
 	}
 	if text == "" && fs.NArg() > 0 {
 		text = fs.Arg(0)
 		fs.Parse(fs.Args()[1:]) // the flags after the id
 	}
 	if fs.NArg() > 0 {
-		return 0, usagef("unexpected argument %q: name one row id", fs.Arg(0))
+		return 0, false, usagef("unexpected argument %q: name one row id", fs.Arg(0))
 	}
 	if text == "" {
-		return 0, usagef("name the row's id: inbox %s 42", fs.Name())
+		return 0, false, nil
 	}
-	id, err := strconv.ParseInt(text, 10, 64)
+	id, err = strconv.ParseInt(text, 10, 64)
 	if err != nil {
-		return 0, usagef("%q is not a row id: write it as a number, 42", text)
+		return 0, false, usagef("%q is not a row id: write it as a number, 42", text)
 	}
-	return id, nil
+	return id, true, nil
 }
 
 // field is one line of show's output.

@@ -190,7 +190,9 @@ func TestRescheduleMovesAQueuedRow(t *testing.T) {
 		code int
 		says string
 	}{
-		{[]string{"reschedule", "2", "-in", "1h"}, 1, "the row is processed or dead"},
+		{[]string{"reschedule", "2", "-in", "1h"}, 1, "the row is processed, dead or cancelled"},
+		{[]string{"reschedule", "-key", "k1", "-in", "1h"}, 1, "RescheduleKey needs the UniqueKey role"},
+		{[]string{"reschedule", "1", "-key", "k1", "-in", "1h"}, 2, "by its id or by -key, one of them"},
 		{[]string{"reschedule", "9", "-in", "1h"}, 1, "no row has the id"},
 		{[]string{"reschedule", "1"}, 2, "give the run time by -at or by -in"},
 		{[]string{"reschedule", "1", "-at", "tomorrow"}, 2, "write the time as 2026-12-24T08:00:00Z"},
@@ -199,5 +201,30 @@ func TestRescheduleMovesAQueuedRow(t *testing.T) {
 		if code != c.code || !strings.Contains(errOut, c.says) || strings.Contains(errOut, "inbox: ") {
 			t.Errorf("inbox %s: exit %d, stderr %q; want %d and %q, with one inbox prefix", strings.Join(c.args, " "), code, errOut, c.code, c.says)
 		}
+	}
+}
+
+// TestRescheduleByUniqueKey: reschedule -key moves the row that holds the key, and says none
+// holds a key no row has.
+func TestRescheduleByUniqueKey(t *testing.T) {
+	db, path := sqliteJobs(t)
+	for _, st := range []string{
+		"ALTER TABLE jobs ADD COLUMN unique_key TEXT",
+		"CREATE UNIQUE INDEX jobs_unique_key_key ON jobs (unique_key)",
+		"INSERT INTO jobs (queue, unique_key) VALUES ('a', 'report-7'), ('a', NULL)",
+	} {
+		if _, err := db.Exec(st); err != nil {
+			t.Fatal(err)
+		}
+	}
+	code, out, errOut := inboxRun(t, "reschedule", "-dsn", path, "-key", "report-7", "-at", "2099-01-02T03:04:05Z")
+	if code != 0 || out != "row 1 runs at 2099-01-02 03:04:05.000000Z\n" {
+		t.Fatalf("reschedule -key report-7: exit %d, %q%s; want row 1 moved", code, out, errOut)
+	}
+	if _, out, _ := inboxRun(t, "rows", "-dsn", path, "-state", "delayed"); !strings.Contains(out, "\n1 ") || strings.Contains(out, "\n2 ") {
+		t.Errorf("after reschedule -key, rows -state delayed lists:\n%s\nwant row 1 alone", out)
+	}
+	if code, _, errOut := inboxRun(t, "reschedule", "-dsn", path, "-key", "nosuch", "-in", "1h"); code != 1 || !strings.Contains(errOut, `no row holds the unique key "nosuch"`) {
+		t.Errorf("reschedule -key nosuch: exit %d, %q; want 1, no row holds it", code, errOut)
 	}
 }

@@ -18,16 +18,21 @@ type Reschedule struct {
 func (s SQL) Reschedule(lease string) Reschedule { return Reschedule{s: s, lease: lease} }
 
 // queued are the conditions of a queued row: pending, and no lease ahead (bound now).
-func (r Reschedule) queued(p *Params) []string {
-	t := r.s.t
+func (r Reschedule) queued(p *Params) []string { return r.s.queued(p, r.lease) }
+
+// queued are the conditions of a queued row of the table, one a publish or an operator may
+// change: pending (neither processed, dead nor cancelled) and, where lease names the lease
+// form's column, no lease ahead (bound now).
+func (s SQL) queued(p *Params, lease string) []string {
+	t := s.t
 	var conds []string
-	for _, c := range []string{t.ProcessedAt, t.DeadAt} {
+	for _, c := range []string{t.ProcessedAt, t.DeadAt, t.CancelledAt} {
 		if c != "" {
 			conds = append(conds, c+" IS NULL")
 		}
 	}
-	if r.lease != "" {
-		conds = append(conds, "("+r.lease+" IS NULL OR "+r.lease+" < "+p.Next(ArgNow)+")")
+	if lease != "" {
+		conds = append(conds, "("+lease+" IS NULL OR "+lease+" < "+p.Next(ArgNow)+")")
 	}
 	return conds
 }
@@ -53,13 +58,13 @@ func (r Reschedule) Change() Statement {
 }
 
 // State reads, without a lock, whether the row of the id bound is settled: 1 where it is
-// processed or dead, 0 otherwise (0 too where the table keeps neither); no row where there is
-// none of that id. It binds the id.
+// processed, dead or cancelled, 0 otherwise (0 too where the table keeps none of them); no row
+// where there is none of that id. It binds the id.
 func (r Reschedule) State() Statement {
 	t := r.s.t
 	p := r.s.Params()
 	var settled []string
-	for _, c := range []string{t.ProcessedAt, t.DeadAt} {
+	for _, c := range []string{t.ProcessedAt, t.DeadAt, t.CancelledAt} {
 		if c != "" {
 			settled = append(settled, c+" IS NOT NULL")
 		}

@@ -42,21 +42,9 @@ func (u Unique) Holder() Statement {
 	return p.statement("SELECT " + t.ID + " FROM " + t.Name + " WHERE " + t.UniqueKey + " = " + p.Next(ArgUniqueKey) + u.s.c.HolderLock)
 }
 
-// queued are the conditions of a holder a publish may change: pending (neither processed nor
-// dead) and no lease ahead (bound now).
-func (u Unique) queued(p *Params) []string {
-	t := u.s.t
-	var conds []string
-	for _, c := range []string{t.ProcessedAt, t.DeadAt} {
-		if c != "" {
-			conds = append(conds, c+" IS NULL")
-		}
-	}
-	if u.lease != "" {
-		conds = append(conds, "("+u.lease+" IS NULL OR "+u.lease+" < "+p.Next(ArgNow)+")")
-	}
-	return conds
-}
+// queued are the conditions of a holder a publish may change: pending and no lease ahead
+// (bound now).
+func (u Unique) queued(p *Params) []string { return u.s.queued(p, u.lease) }
 
 // expired is the condition of a holder settled before the time bound (the publish's now less the
 // table's UniqueWindow): processed or dead before it.
