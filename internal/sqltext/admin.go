@@ -224,25 +224,19 @@ func (a Admin) Pick(k Kept, byQueue bool) string {
 // Requeue puts n dead rows back in the queue by their ids: dead_at and retry_after cleared,
 // attempt reset to 0 (each where the table has it), the last error kept. A row no longer dead
 // is left alone. It binds the n ids.
-func (a Admin) Requeue(n int) string {
-	t := a.s.t
-	sets := []string{t.DeadAt + " = NULL"}
-	if t.RetryAfter != "" {
-		sets = append(sets, t.RetryAfter+" = NULL")
-	}
-	if t.Attempt != "" {
-		sets = append(sets, t.Attempt+" = 0")
-	}
-	p := a.s.Params()
-	return "UPDATE " + t.Name + " SET " + strings.Join(sets, ", ") + " WHERE " + t.ID + " IN (" + p.list(n) + ") AND " + a.kept(p, DeadRows)
+func (a Admin) Requeue(n int) string { return a.requeue(n, a.s.t.DeadAt, DeadRows) }
+
+// RequeueCancelled puts n cancelled rows back in the queue by their ids, as Requeue puts dead
+// ones, cancelled_at cleared. A row no longer cancelled is left alone. It binds the n ids.
+func (a Admin) RequeueCancelled(n int) string {
+	return a.requeue(n, a.s.t.CancelledAt, CancelledRows)
 }
 
-// RequeueCancelled puts n cancelled rows back in the queue by their ids: cancelled_at and
-// retry_after cleared, attempt reset to 0 (each where the table has it), the last error kept. A
-// row no longer cancelled is left alone. It binds the n ids.
-func (a Admin) RequeueCancelled(n int) string {
+// requeue puts n of the rows k names back in the queue by their ids: stamp (the column that
+// settled them) and retry_after cleared, attempt reset to 0.
+func (a Admin) requeue(n int, stamp string, k Kept) string {
 	t := a.s.t
-	sets := []string{t.CancelledAt + " = NULL"}
+	sets := []string{stamp + " = NULL"}
 	if t.RetryAfter != "" {
 		sets = append(sets, t.RetryAfter+" = NULL")
 	}
@@ -250,7 +244,7 @@ func (a Admin) RequeueCancelled(n int) string {
 		sets = append(sets, t.Attempt+" = 0")
 	}
 	p := a.s.Params()
-	return "UPDATE " + t.Name + " SET " + strings.Join(sets, ", ") + " WHERE " + t.ID + " IN (" + p.list(n) + ") AND " + a.kept(p, CancelledRows)
+	return "UPDATE " + t.Name + " SET " + strings.Join(sets, ", ") + " WHERE " + t.ID + " IN (" + p.list(n) + ") AND " + a.kept(p, k)
 }
 
 // Purge deletes n of the rows k names by their ids; a row no longer of them is left alone. It
