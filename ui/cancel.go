@@ -2,7 +2,6 @@ package ui
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net/http"
 	"net/url"
@@ -27,12 +26,7 @@ var cancelDone = map[string]string{
 // cancel cancels the row the form names (admin.Cancel), or requeues it where it was cancelled
 // (admin.RequeueCancelled), and goes back to the row's page, which says what was done.
 func (h *handler) cancel(w http.ResponseWriter, r *http.Request) {
-	if err := r.ParseForm(); err != nil {
-		h.fail(w, r, http.StatusBadRequest, err)
-		return
-	}
-	if !csrfValid(r) {
-		h.fail(w, r, http.StatusForbidden, errors.New("the form carries no valid session token: reload the row's page, and cancel from it"))
+	if !h.posted(w, r, "cancel") {
 		return
 	}
 	id, err := strconv.ParseInt(r.PostFormValue("id"), 10, 64)

@@ -3,6 +3,7 @@ package ui
 import (
 	"crypto/rand"
 	"encoding/base64"
+	"fmt"
 	"net/http"
 )
 
@@ -37,4 +38,18 @@ func randomBytes(n int) []byte {
 	b := make([]byte, n)
 	rand.Read(b) // never fails (crypto/rand.Read)
 	return b
+}
+
+// posted reads a POSTed form and checks its session token, and reports whether the action,
+// what, may run; where not, it has answered the request.
+func (h *handler) posted(w http.ResponseWriter, r *http.Request, what string) bool {
+	if err := r.ParseForm(); err != nil {
+		h.fail(w, r, http.StatusBadRequest, err)
+		return false
+	}
+	if !csrfValid(r) {
+		h.fail(w, r, http.StatusForbidden, fmt.Errorf("the form carries no valid session token: reload the page, and %s from it", what))
+		return false
+	}
+	return true
 }

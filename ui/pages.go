@@ -484,12 +484,7 @@ type actPage struct {
 }
 
 func (h *handler) act(w http.ResponseWriter, r *http.Request) {
-	if err := r.ParseForm(); err != nil {
-		h.fail(w, r, http.StatusBadRequest, err)
-		return
-	}
-	if !csrfValid(r) {
-		h.fail(w, r, http.StatusForbidden, errors.New("the form carries no valid session token: reload the page, and run the action from it"))
+	if !h.posted(w, r, "run the action") {
 		return
 	}
 	p, sel, err := h.readAct(w, r)

@@ -2,7 +2,6 @@ package ui
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net/http"
 )
@@ -10,12 +9,7 @@ import (
 // pause pauses or resumes the queue the form names, through admin.Pause and admin.Resume,
 // and goes back to the overview, which shows the queue's new state at once.
 func (h *handler) pause(w http.ResponseWriter, r *http.Request) {
-	if err := r.ParseForm(); err != nil {
-		h.fail(w, r, http.StatusBadRequest, err)
-		return
-	}
-	if !csrfValid(r) {
-		h.fail(w, r, http.StatusForbidden, errors.New("the form carries no valid session token: reload the page, and pause or resume from it"))
+	if !h.posted(w, r, "pause or resume") {
 		return
 	}
 	queue, do := r.PostFormValue("queue"), r.PostFormValue("do")
