@@ -269,8 +269,15 @@ func TestUIScreenshot(t *testing.T) {
 	b := backendNamed("sqlite", "")
 	db := b.open(t, 4)
 	tbl := createdTable("jobs")
+	tbl.Kind, tbl.Pauses = "kind", inbox.PausesTable
+	st, err := inbox.PausesSchema(b.dialect, tbl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mustExec(t, db, st)
 	a := createAdminTable(t, b, db, tbl)
 	queues := []string{"emails", "invoices", "reports", "webhooks"}
+	kinds := map[string][]string{"emails": {"receipt", "welcome"}, "invoices": {"monthly"}, "reports": {"daily", "weekly"}, "webhooks": {"order.paid"}}
 	errs := []string{
 		"smtp: 550 5.1.1 <%s>: mailbox unavailable",
 		"POST https://hooks.example.com/orders: 503 Service Unavailable",
@@ -281,7 +288,7 @@ func TestUIScreenshot(t *testing.T) {
 	for i := range 640 {
 		q := queues[i%len(queues)]
 		payload := fmt.Sprintf(`{"customer":{"id":%d,"email":"user%d@example.com"},"order":"A-%05d","amount":%d.%02d}`, 1000+i%97, i, 40000+i, 10+i%300, i%100)
-		m := inbox.Message{Queue: q, Payload: []byte(payload)}
+		m := inbox.Message{Queue: q, Kind: kinds[q][i/len(queues)%len(kinds[q])], Payload: []byte(payload)}
 		if i%9 == 4 {
 			m.Delay = time.Duration(1+i%50) * time.Minute
 		}
@@ -305,13 +312,16 @@ func TestUIScreenshot(t *testing.T) {
 			setColumns(t, b, db, tbl, id, map[string]any{"created_at": now.Add(-time.Duration(640-i) * 7 * time.Second)})
 		}
 	}
+	if err := a.Pause(context.Background(), "reports"); err != nil {
+		t.Fatal(err)
+	}
 	base := servePage(t, a, &ui.Config{Title: "orders-db (sqlite)"})
 	br := newBrowser(t, 1280, 760)
 	for _, shot := range []struct {
 		path, file, wait string
 		height           int64
 	}{
-		{"/", "ui-queues.png", "table.counts", 420},
+		{"/", "ui-queues.png", "table.counts", 640},
 		{"/rows?state=dead&queue=emails", "ui.png", "table.rows", 760},
 	} {
 		br.do(chromedp.EmulateViewport(1280, shot.height), chromedp.Navigate(base+shot.path), chromedp.WaitVisible(chromedp.CSS(shot.wait)))
