@@ -4,7 +4,7 @@ go 1.26
 
 require (
 	github.com/jackc/pgx/v5 v5.12.0
-	github.com/sqlinbox/inbox v0.0.0-20261202185917-840c866f4588
+	github.com/sqlinbox/inbox v0.0.0-20261203075928-a10cb65b429f
 )
 
 require (
