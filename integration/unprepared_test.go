@@ -6,7 +6,9 @@ import (
 	"database/sql/driver"
 	"errors"
 	"fmt"
+	"log/slog"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -76,9 +78,13 @@ func unpreparedDrain(t *testing.T, c cell, w clusterWay) {
 
 	var mu sync.Mutex
 	attempts := map[int64][]int{}
+	first := map[int64]time.Time{} // when each row was first handed to the handler
 	h := inbox.HandlerFunc(func(ctx context.Context, d *inbox.Delivery) outcome.Outcome {
 		mu.Lock()
 		attempts[d.ID] = append(attempts[d.ID], d.Attempt)
+		if _, ok := first[d.ID]; !ok {
+			first[d.ID] = time.Now()
+		}
 		mu.Unlock()
 		switch k := string(d.Payload); {
 		case k == "drop":
@@ -96,8 +102,10 @@ func unpreparedDrain(t *testing.T, c cell, w clusterWay) {
 	})
 	// A 2 s lease, extended every second: a 1 s lease lost its extensions to SQLite's writer
 	// at load 20, and the slow rows went round until the test's fixed wait ran out.
-	cons := clusterConsumer(t, c.b, unpreparedPool(t, c, dsn, 6), w, tbl, 2*time.Second, h,
-		&inbox.Config{Queue: "q", Workers: 3, Retry: inbox.RetryAtOnce, Logger: testLogger(t)})
+	log := &faultLog{t: t}
+	const lease = 2 * time.Second
+	cons := clusterConsumer(t, c.b, unpreparedPool(t, c, dsn, 6), w, tbl, lease, h,
+		&inbox.Config{Queue: "q", Workers: 3, Retry: inbox.RetryAtOnce, Logger: log.Logger(slog.LevelWarn)})
 	stop := runCluster(t, cons)
 	settled := c.q(t, tbl.ProcessedAt) + " IS NOT NULL OR " + c.q(t, tbl.DeadAt) + " IS NOT NULL"
 	waitProgress(t, 30*time.Second, "rows to settle", func() int { return len(msgs) - len(c.ids(t, admin, tbl, settled)) })
@@ -120,6 +128,15 @@ func unpreparedDrain(t *testing.T, c cell, w clusterWay) {
 		}
 		for j, a := range got {
 			ok = ok && a == j+1
+		}
+		if !ok && k == "slow" && slices.Equal(got, []int{1, 2}) && extensionLate(log, id, first[id].Add(lease)) {
+			// The machine stalled past the lease (seen once under -race at the end of a CI run:
+			// 14 s in which no extension of the SQLite cells ran): the extension ran, after the
+			// lease, found it run out and said so, and the row came again, as a lease promises
+			// where its holder falls behind. An extension that fails by itself (a wrong guard)
+			// says so within the lease, and fails the test.
+			t.Logf("row %d (slow): its lease ran out before its extension, which the consumer reported; delivered again", id)
+			ok = true
 		}
 		if !ok {
 			t.Errorf("row %d (%s) delivered at attempts %v, want 1 to %d", id, k, got, want)
@@ -252,4 +269,18 @@ func (c noPrepareConn) CheckNamedValue(nv *driver.NamedValue) error {
 		return ch.CheckNamedValue(nv)
 	}
 	return driver.ErrSkip
+}
+
+// extensionLate reports whether log says, at after or later, that row id's lease ran out
+// before its extension.
+func extensionLate(log *faultLog, id int64, after time.Time) bool {
+	for _, line := range strings.Split(log.String(), "\n") {
+		stamp, _, _ := strings.Cut(strings.TrimPrefix(line, "time="), " ")
+		at, err := time.Parse(time.RFC3339Nano, stamp)
+		if err == nil && !at.Before(after) && strings.Contains(line, "ids=["+strconv.FormatInt(id, 10)+"]") &&
+			strings.Contains(line, "the lease ran out before the extension") {
+			return true
+		}
+	}
+	return false
 }
