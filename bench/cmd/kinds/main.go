@@ -4,9 +4,11 @@
 // the same registered kinds behind a plain handler (its claims take every row: no kind filter),
 // in the same run, rounds interleaved, and reports each cell's medians and their paired ratio.
 // Both read each row's kind, dispatch it and decode its arguments alike: the claim's filter is
-// all that differs. See docs/benchmarks.md.
+// all that differs. With -claims it times the lease form's claim alone instead, with and
+// without the filter, in blocks that take turns. See docs/benchmarks.md.
 //
 //	go run ./bench/cmd/kinds -db postgres,mariadb,sqlite -workers 1,8 -kinds 50 -n 2000 -rounds 7
+//	go run ./bench/cmd/kinds -db postgres,mariadb,sqlite -kinds 50 -claims 30
 package main
 
 import (
@@ -27,6 +29,7 @@ import (
 // config is the command's flags.
 type config struct {
 	n, rounds, kinds int
+	claims           int // above 0: time the claim alone, in this many blocks (runClaims)
 	workers          []int
 	dbs, forms       []string
 	poll             time.Duration
@@ -42,6 +45,7 @@ func parseFlags(args []string) (*config, error) {
 	workers := fs.String("workers", "1,8", "worker counts, comma-separated")
 	dbs := fs.String("db", "postgres,mariadb,sqlite", "databases: postgres, mysql, mariadb, sqlite")
 	forms := fs.String("forms", "lease", "forms: rowlock, lease, advisory (SQLite runs lease only)")
+	fs.IntVar(&cfg.claims, "claims", 0, fmt.Sprintf("above 0: instead of draining, time the lease form's claim of one row alone, with and without the kind filter, in this many blocks of %d claims each (-workers and -forms do not apply)", claimBlock))
 	fs.DurationVar(&cfg.poll, "poll", 100*time.Millisecond, "the consumers' PollInterval")
 	fs.Func("dsn", "database=DSN, repeatable (defaults: the development machine's servers; sqlite: a new file in a temporary directory)", func(s string) error {
 		name, dsn, ok := strings.Cut(s, "=")
@@ -64,8 +68,8 @@ func parseFlags(args []string) (*config, error) {
 	if cfg.forms, err = harness.Names("forms", *forms, harness.Forms); err != nil {
 		return nil, err
 	}
-	if cfg.n < 1 || cfg.rounds < 1 || cfg.kinds < 1 || cfg.kinds > harness.MaxKinds {
-		return nil, fmt.Errorf("-n and -rounds must be at least 1, -kinds from 1 to %d", harness.MaxKinds)
+	if cfg.n < 1 || cfg.rounds < 1 || cfg.claims < 0 || cfg.kinds < 1 || cfg.kinds > harness.MaxKinds {
+		return nil, fmt.Errorf("-n and -rounds must be at least 1, -claims at least 0, -kinds from 1 to %d", harness.MaxKinds)
 	}
 	return cfg, nil
 }
@@ -94,6 +98,9 @@ func run(ctx context.Context, args []string) error {
 	}
 	defer os.RemoveAll(tmp)
 	fmt.Printf("machine   %s\n", harness.Machine())
+	if cfg.claims > 0 {
+		return runClaims(ctx, cfg, tmp)
+	}
 	var cells []*cell
 	for _, db := range cfg.dbs {
 		dsn := cmp.Or(cfg.dsns[db], harness.DefaultDSNs[db])
