@@ -111,7 +111,7 @@ type dueWatch struct {
 	d             dialect.Dialect
 	readCommitted dialect.Dialect // the dialect's database at READ COMMITTED; nil: the query runs alone
 	query         sqltext.Statement
-	vals          sqltext.Values // the queue's name, the kinds claimed, the pause's key; each run sets now
+	vals          sqltext.Values // the queue's name, the pause's key; each run sets now
 	clock         Clock
 }
 
@@ -125,11 +125,11 @@ func newDueWatch(db *sql.DB, plan Plan, b Binding) (*dueWatch, error) {
 	if err != nil {
 		return nil, err
 	}
-	limits := make([]int, len(b.Kinds))
+	kinds := make([]sqltext.Kind, len(b.Kinds))
 	for i, k := range b.Kinds {
-		limits[i] = k.MaxAttempts
+		kinds[i] = sqltext.Kind{Name: k.Kind, MaxAttempts: k.MaxAttempts}
 	}
-	w := &dueWatch{db: db, d: plan.Dialect, query: sqltext.New(plan.Dialect.Caps(), sqltext.Table(q)).OfKinds(limits).NextDue(), clock: b.Clock}
+	w := &dueWatch{db: db, d: plan.Dialect, query: sqltext.New(plan.Dialect.Caps(), sqltext.Table(q)).OfKinds(kinds).NextDue(), clock: b.Clock}
 	if plan.Dialect.Caps().DefaultReadCommitted {
 		if w.readCommitted, err = dialect.Parse(plan.Dialect.Name(), "read committed"); err != nil {
 			return nil, err
@@ -138,9 +138,6 @@ func newDueWatch(db *sql.DB, plan Plan, b Binding) (*dueWatch, error) {
 	w.vals.Queue = b.Name
 	if plan.Described.Pauses != "" {
 		w.vals.Table = plan.Described.Name
-	}
-	for _, k := range b.Kinds {
-		w.vals.Kinds = append(w.vals.Kinds, k.Kind)
 	}
 	if w.clock == nil {
 		w.clock = hostClock{}

@@ -135,7 +135,7 @@ type Form[D Dialect] struct {
 	candidates *stmt.Stmt
 	t          *stmt.Table
 	s          statements
-	// claimed are the values every claim binds (the queue, the kinds: stmt.Table.ClaimValues);
+	// claimed are the values every claim binds (the queue: stmt.Table.ClaimValues);
 	// a claim's statements bind them with the rest set on a copy.
 	claimed sqltext.Values
 	shape   settleplan.Table // what the table records of an outcome, for settleplan

@@ -62,6 +62,9 @@ type Caps struct {
 	// MariaDB, whose CAST knows no TEXT. The advisory form's key expression, and the keys its
 	// batch unlock lists on Postgres.
 	TextType string
+	// Strings is how a string literal is spelled so that the server reads it back as the
+	// string whatever the session's settings (Caps.Literal): the kinds a claim names.
+	Strings StringStyle
 
 	// Locks is the database's family of session advisory locks: what the advisory form locks,
 	// unlocks and probes a key with. NoSessionLocks (SQLite) means the advisory form does not
@@ -259,6 +262,25 @@ const (
 	SQLiteCatalog
 )
 
+// StringStyle is a database's spelling of a string literal that reads the same under every
+// setting of the session (Caps.Strings, Caps.Literal).
+type StringStyle uint8
+
+const (
+	// StandardStrings: '…', each quote doubled; a backslash is itself (SQLite).
+	StandardStrings StringStyle = iota
+	// EscapeStrings: '…', each quote doubled, or, for a string that holds a backslash, E'…',
+	// each quote and each backslash doubled (Postgres). An escape string reads a backslash as
+	// an escape whatever standard_conforming_strings says, where '…' would read it by that
+	// setting.
+	EscapeStrings
+	// HexStrings: '…', each quote doubled, or, for a string that holds a backslash or a NUL
+	// byte, _utf8mb4 X'…' of its bytes (MySQL, MariaDB). '…' reads a backslash as an escape
+	// unless sql_mode has NO_BACKSLASH_ESCAPES; a hex string with its character set reads
+	// alike in every mode, and compares by the column's collation as a quoted one does.
+	HexStrings
+)
+
 // Floor is the oldest release of a database that runs something, and what that release
 // brought.
 type Floor struct {
@@ -283,6 +305,7 @@ var (
 		SkipLocked:          true,
 		ConcatOperator:      true,
 		TextType:            "TEXT",
+		Strings:             EscapeStrings,
 		Locks:               HashedLocks,
 		IDListSettles:       true,
 		SnapshotLevels:      []Level{LevelRepeatableRead, LevelSerializable},
@@ -341,6 +364,7 @@ func mysqlFamilyCaps(title string, server Floor, sessionLevelQueries ...string) 
 		ValuesDefault:        true,
 		SkipLocked:           true,
 		TextType:             "CHAR",
+		Strings:              HexStrings,
 		Locks:                NamedLocks,
 		LockNameMaxChars:     64,
 		DefaultReadCommitted: true,

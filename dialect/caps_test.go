@@ -24,7 +24,7 @@ var capsCases = []struct {
 	{"postgres", []string{"default", "read committed", "repeatable read", "serializable"}, dialect.Caps{
 		Title: "Postgres", Quote: '"', MaxNameBytes: 63, NumberedParams: true,
 		IDOnlyValue: "DEFAULT", ValuesDefault: true, NullsLast: true, Returning: true, UpdateFrom: true, SkipLocked: true,
-		ConcatOperator: true, TextType: "TEXT", Locks: dialect.HashedLocks, IDListSettles: true,
+		ConcatOperator: true, TextType: "TEXT", Strings: dialect.EscapeStrings, Locks: dialect.HashedLocks, IDListSettles: true,
 		SnapshotLevels: []dialect.Level{dialect.LevelRepeatableRead, dialect.LevelSerializable}, PredicateLockLevels: []dialect.Level{dialect.LevelSerializable},
 		Server: dialect.Floor{Major: 9, Minor: 5, Needs: "SKIP LOCKED"}, Advisory: dialect.Floor{Major: 11, Needs: "hashtextextended"},
 		StatementLostCodes: []string{"26000", "42P05"}, Notifies: true,
@@ -37,7 +37,7 @@ var capsCases = []struct {
 	{"mariadb", mysqlFamilyLevels, wantMariaDB()},
 	{"sqlite", []string{"default", "deferred", "immediate", "exclusive"}, dialect.Caps{
 		Title: "SQLite", Quote: '`', TimeLayout: dialect.SQLiteTimeLayout, IDOnlyValue: "NULL", Returning: true,
-		ConcatOperator: true, TextType: "TEXT", OneWriter: true, BeginsByStatement: true,
+		ConcatOperator: true, TextType: "TEXT", Strings: dialect.StandardStrings, OneWriter: true, BeginsByStatement: true,
 		IDListSettles: true, LazyCompile: true,
 		Server:        dialect.Floor{Major: 3, Minor: 35, Needs: "RETURNING"},
 		ClockQuery:    "SELECT strftime('%Y-%m-%d %H:%M:%f', 'now')",
@@ -52,7 +52,7 @@ var mysqlFamilyLevels = []string{"default", "read uncommitted", "read committed"
 // wantMySQL is the record MySQL must return.
 var wantMySQL = dialect.Caps{
 	Title: "MySQL", Quote: '`', MaxNameChars: 64, IDOnlyValue: "DEFAULT", ValuesDefault: true, SkipLocked: true, TextType: "CHAR",
-	Locks: dialect.NamedLocks, LockNameMaxChars: 64, DefaultReadCommitted: true,
+	Strings: dialect.HexStrings, Locks: dialect.NamedLocks, LockNameMaxChars: 64, DefaultReadCommitted: true,
 	SessionLevelQueries: []string{"SELECT @@SESSION.transaction_isolation", "SELECT @@SESSION.tx_isolation"},
 	Server:              dialect.Floor{Major: 8, Patch: 1, Needs: "SKIP LOCKED"},
 	ClockQuery:          "SELECT DATE_FORMAT(UTC_TIMESTAMP(6), '%Y-%m-%d %H:%i:%s.%f')",

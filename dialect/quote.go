@@ -1,6 +1,7 @@
 package dialect
 
 import (
+	"encoding/hex"
 	"fmt"
 	"strconv"
 	"strings"
@@ -29,6 +30,21 @@ func quote(c *Caps, ident string) (string, error) {
 	}
 	q := string(c.Quote)
 	return q + strings.ReplaceAll(ident, q, q+q) + q, nil
+}
+
+// Literal writes s as a string literal of the database c describes, which the server reads
+// back as s whatever the session's settings (c.Strings): no s, whatever quotes and
+// backslashes it holds, ends the literal early. A NUL byte, which Postgres's text cannot hold,
+// stays as it is on Postgres and SQLite, where it ends the statement's text inside the literal,
+// so the statement fails to prepare.
+func (c *Caps) Literal(s string) string {
+	switch {
+	case c.Strings == EscapeStrings && strings.Contains(s, `\`):
+		return "E'" + strings.NewReplacer(`\`, `\\`, "'", "''").Replace(s) + "'"
+	case c.Strings == HexStrings && strings.ContainsAny(s, "\\\x00"):
+		return "_utf8mb4 X'" + hex.EncodeToString([]byte(s)) + "'"
+	}
+	return "'" + strings.ReplaceAll(s, "'", "''") + "'"
 }
 
 func dollar(n int) string { return "$" + strconv.Itoa(n) }

@@ -1,6 +1,7 @@
 package dialect_test
 
 import (
+	"encoding/hex"
 	"strings"
 	"testing"
 	"unicode/utf8"
@@ -120,4 +121,113 @@ func FuzzQuote(f *testing.F) {
 			}
 		}
 	})
+}
+
+func TestLiteral(t *testing.T) {
+	tests := []struct {
+		s    string
+		want map[string]string // by dialect name
+	}{
+		{"kind_0", map[string]string{"postgres": `'kind_0'`, "mysql": `'kind_0'`, "mariadb": `'kind_0'`, "sqlite": `'kind_0'`}},
+		{"", map[string]string{"postgres": `''`, "mysql": `''`, "mariadb": `''`, "sqlite": `''`}},
+		{"it's", map[string]string{"postgres": `'it''s'`, "mysql": `'it''s'`, "mariadb": `'it''s'`, "sqlite": `'it''s'`}},
+		{`a\b`, map[string]string{"postgres": `E'a\\b'`, "mysql": `_utf8mb4 X'615c62'`, "mariadb": `_utf8mb4 X'615c62'`, "sqlite": `'a\b'`}},
+		// The quote a backslash would escape on MySQL in its default mode, and on Postgres with
+		// standard_conforming_strings off, were it written '…'.
+		{`x\' OR 1=1 --`, map[string]string{"postgres": `E'x\\'' OR 1=1 --'`, "mysql": `_utf8mb4 X'785c27204f5220313d31202d2d'`,
+			"mariadb": `_utf8mb4 X'785c27204f5220313d31202d2d'`, "sqlite": `'x\'' OR 1=1 --'`}},
+		{"é", map[string]string{"postgres": `'é'`, "mysql": `'é'`, "mariadb": `'é'`, "sqlite": `'é'`}},
+	}
+	for _, tt := range tests {
+		for _, q := range quoters {
+			if got, want := q.d.Caps().Literal(tt.s), tt.want[q.d.Name()]; got != want {
+				t.Errorf("%s: Literal(%q) = %s, want %s", q.d.Name(), tt.s, got, want)
+			}
+		}
+	}
+}
+
+// FuzzLiteral checks that no string escapes its literal: read by each database's rules, in
+// each of its modes that spell literals differently, the literal Literal writes is one token,
+// the whole of its text, that reads back as the string. A NUL byte, where the literal keeps it
+// (Postgres, SQLite), ends the statement's text there: what is left is a literal never closed.
+func FuzzLiteral(f *testing.F) {
+	for _, s := range []string{"kind_0", "", "'", `\`, `\'`, `''`, `\\'`, "a\x00b", "é", `x\' OR 1=1 --`, "' OR '1'='1"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		for _, q := range quoters {
+			lit := q.d.Caps().Literal(s)
+			for _, backslashes := range readModes(q.d) {
+				text := lit
+				if i := strings.IndexByte(text, 0); i >= 0 && !strings.HasPrefix(text, "_utf8mb4 X'") {
+					text = text[:i] // where the server's statement text ends
+				}
+				got, n, closed := readLiteral(text, backslashes)
+				switch {
+				case strings.Contains(s, "\x00") && text != lit:
+					if closed {
+						t.Errorf("%s (backslash escapes %t): Literal(%q) = %s: cut at its NUL byte it is a closed literal, %q", q.d.Name(), backslashes, s, lit, text[:n])
+					}
+				case !closed || n != len(text):
+					t.Fatalf("%s (backslash escapes %t): Literal(%q) = %s: the literal ends after %d of %d bytes: the string escapes", q.d.Name(), backslashes, s, lit, n, len(text))
+				case got != s:
+					t.Errorf("%s (backslash escapes %t): Literal(%q) = %s, which reads back as %q", q.d.Name(), backslashes, s, lit, got)
+				}
+			}
+		}
+	})
+}
+
+// readModes are whether a backslash escapes in '…', for each mode of d's server that reads it
+// differently: Postgres by standard_conforming_strings (its E'…' reads it as an escape always),
+// MySQL and MariaDB by their sql_mode (NO_BACKSLASH_ESCAPES); SQLite never.
+func readModes(d dialect.Dialect) []bool {
+	if d.Caps().Strings == dialect.StandardStrings {
+		return []bool{false}
+	}
+	return []bool{true, false}
+}
+
+// readLiteral reads one string literal at the start of text, as a server whose '…' reads a
+// backslash as an escape where backslashes says so (E'…' always does): its value, the bytes it
+// took, and whether it was closed.
+func readLiteral(text string, backslashes bool) (string, int, bool) {
+	if rest, ok := strings.CutPrefix(text, "_utf8mb4 X'"); ok {
+		end := strings.IndexByte(rest, '\'')
+		if end < 0 {
+			return "", len(text), false
+		}
+		b, err := hex.DecodeString(rest[:end])
+		if err != nil {
+			return "", len(text), false
+		}
+		return string(b), len(text) - len(rest) + end + 1, true
+	}
+	i := 0
+	if strings.HasPrefix(text, "E'") {
+		i, backslashes = 1, true
+	}
+	if i >= len(text) || text[i] != '\'' {
+		return "", 0, false
+	}
+	var b strings.Builder
+	for i++; i < len(text); i++ {
+		switch c := text[i]; {
+		case c == '\\' && backslashes:
+			if i+1 == len(text) {
+				return "", len(text), false
+			}
+			i++
+			b.WriteByte(text[i])
+		case c == '\'' && i+1 < len(text) && text[i+1] == '\'':
+			i++
+			b.WriteByte('\'')
+		case c == '\'':
+			return b.String(), i + 1, true
+		default:
+			b.WriteByte(c)
+		}
+	}
+	return "", len(text), false
 }

@@ -176,7 +176,7 @@ type binding struct {
 	acked sqltext.Lease
 	// claimText is the claim's text: SQLite's claim runs it by its text (see prepare).
 	claimText sqltext.Statement
-	// claimed are the values every claim binds (the queue, the kinds: stmt.Table.ClaimValues);
+	// claimed are the values every claim binds (the queue: stmt.Table.ClaimValues);
 	// a claim sets the rest on a copy (claimValues).
 	claimed sqltext.Values
 

@@ -38,8 +38,8 @@ func leaseRow(id, attempt int64) row {
 
 // leaseClaimArgs are the arguments of a lease claim of at most max rows at now, but the token
 // Postgres's claim writes: now for retry_after and the queue where the table has them, the
-// names of the queue's kinds, now
-// for the lease, and max, except on Postgres, whose claim has its limit in its text.
+// pause's key, now for the lease, and max, except on Postgres, whose claim has its limit in its text (as it has the
+// queue's kinds).
 func (fx *fixture) leaseClaimArgs(now time.Time, max int) []driver.Value {
 	var args []driver.Value
 	if fx.sh.table.RetryAfter != "" {
@@ -48,7 +48,6 @@ func (fx *fixture) leaseClaimArgs(now time.Time, max int) []driver.Value {
 	if fx.sh.table.Queue != "" {
 		args = append(args, fx.q.Name)
 	}
-	args = append(args, fx.kindArgs()...)
 	args = append(args, fx.pauseArgs()...)
 	args = append(args, fx.c.near(now))
 	if fx.c.db == "postgres" {

@@ -36,7 +36,7 @@ func rowlockRow(id int64) row {
 }
 
 // rowlockClaimArgs are a claim's arguments over fx's table: now for retry_after, and the queue,
-// where the table has them, then the names of the queue's kinds.
+// where the table has them, then the pause's key (the queue's kinds are in the claim's text).
 func (fx *fixture) rowlockClaimArgs() []driver.Value {
 	var args []driver.Value
 	if fx.sh.table.RetryAfter != "" {
@@ -45,7 +45,7 @@ func (fx *fixture) rowlockClaimArgs() []driver.Value {
 	if fx.sh.table.Queue != "" {
 		args = append(args, fx.q.Name)
 	}
-	return append(append(args, fx.kindArgs()...), fx.pauseArgs()...)
+	return append(args, fx.pauseArgs()...)
 }
 
 // expectRowlockClaim expects a claim's transaction and its SELECT, the golden file's statement

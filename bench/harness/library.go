@@ -48,6 +48,12 @@ type Consumer struct {
 	// whose rows SetKinds spread over them; its claims then name the kinds. Zero: the
 	// consumer takes every row, whatever its kind column holds.
 	Kinds int
+	// KindsUnfiltered, with Kinds, has the consumer run the same *inbox.Kinds behind a plain
+	// handler (inbox.HandlerFunc of its Handle method): its rows are read with their kind,
+	// dispatched by it and their arguments decoded as a consumer of kinds does, but the
+	// consumer does not know it runs kinds, so its claims name none and take every row. It
+	// differs from a consumer of Kinds in the claim's kind filter alone (bench/cmd/kinds).
+	KindsUnfiltered bool
 
 	counts *drainCounts // set by DrainLibrary
 }
@@ -82,9 +88,12 @@ func (c Consumer) Build(t *Target) (Runner, error) {
 			f = &countedForm{f, c.counts}
 		}
 		if c.Kinds > 0 {
-			var k inbox.Kinds
-			registerKinds(&k, min(c.Kinds, MaxKinds), handle)
-			return inbox.NewConsumer(t.DB, f, &k, cfg), nil
+			k := &inbox.Kinds{}
+			registerKinds(k, min(c.Kinds, MaxKinds), handle)
+			if c.KindsUnfiltered {
+				return inbox.NewConsumer(t.DB, f, inbox.HandlerFunc(k.Handle), cfg), nil
+			}
+			return inbox.NewConsumer(t.DB, f, k, cfg), nil
 		}
 		return inbox.NewConsumer(t.DB, f, inbox.HandlerFunc(func(ctx context.Context, d *inbox.Delivery) outcome.Outcome {
 			handle(d.Payload)

@@ -12,7 +12,7 @@ type Arg string
 const (
 	ArgNow     Arg = "now"     // the claim's (or the wake-up's) reading of the clock
 	ArgQueue   Arg = "queue"   // the queue's name
-	ArgKind    Arg = "kind"    // a kind's name, in the order OfKinds claims them
+	ArgKind    Arg = "kind"    // a kind's name, in the order the statement lists them (OtherKinds)
 	ArgID      Arg = "id"      // a row's id
 	ArgToken   Arg = "token"   // the lease token a row's holder wrote, which must still hold
 	ArgLease   Arg = "lease"   // the lease token a claim or an extension writes

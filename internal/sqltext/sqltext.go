@@ -59,9 +59,16 @@ type SQL struct {
 	t Table
 	// maxAttempts is the attempt limit the claims honour (Limited); zero: none.
 	maxAttempts int
-	// kindLimits are the attempt limits of the kinds the claims take (OfKinds), one per kind, in
-	// the order their names are bound; nil: rows of every kind.
-	kindLimits []int
+	// kinds are the kinds the claims take (OfKinds), each with its attempt limit, in the order
+	// the claims name them; nil: rows of every kind.
+	kinds []Kind
+}
+
+// Kind is a kind of job the claims take (OfKinds): its name, as the kind column holds it, and
+// its attempt limit (zero: none).
+type Kind struct {
+	Name        string
+	MaxAttempts int
 }
 
 // New returns the builder of table t's statements on the database c describes.
@@ -77,14 +84,16 @@ func (s SQL) Limited(maxAttempts int) SQL {
 	return s
 }
 
-// OfKinds returns the builder whose claimable rows (Due) are also of one of len(limits) kinds,
-// each below its own attempt limit (limits[i], where the table counts attempts; zero: none)
-// instead of Limited's: kind IN (…) for each run of consecutive kinds of one limit, the runs
-// ORed. The kinds' names are bound, in that order, after Due's other arguments. Empty: rows of
-// every kind, the builder s is; and so it is where the table has no kind column (a consumer
-// refuses to run kinds there).
-func (s SQL) OfKinds(limits []int) SQL {
-	s.kindLimits = limits
+// OfKinds returns the builder whose claimable rows (Due) are also of one of kinds, each below
+// its own attempt limit (where the table counts attempts) instead of Limited's: kind IN (…) for
+// each run of consecutive kinds of one limit, the runs ORed. The kinds' names are written into
+// the text as string literals (dialect.Caps.Literal), as the limits are, and bind nothing: a
+// consumer's kinds are fixed for its life, and a parameter per kind made each claim dearer
+// than one without a kind filter (docs/benchmarks.md, issue 24).
+// Empty: rows of every kind, the builder s is; and so it is where the table has no kind column
+// (a consumer refuses to run kinds there).
+func (s SQL) OfKinds(kinds []Kind) SQL {
+	s.kinds = kinds
 	return s
 }
 
@@ -156,9 +165,9 @@ func (s SQL) Columns(alias string) string {
 // table has the column, of a queue not paused, where the description names a pauses table
 // (Pauses.notPaused), and without a cancel request in CancelsTable, where the table has a
 // cancelled_at column; "1 = 1" where it has none of them. It binds, in order: now (where the
-// table has retry_after), the queue's name (where it has a queue column), the kinds' names, the
-// pause's table and queue (where it names a pauses table), then the table's name (where it has
-// a cancelled_at column).
+// table has retry_after), the queue's name (where it has a queue column), the pause's table and
+// queue (where it names a pauses table), then the table's name (where it has a cancelled_at
+// column).
 func (s SQL) Due(p *Params, alias string) string {
 	prefix := dotted(alias)
 	var conds []string
@@ -171,7 +180,7 @@ func (s SQL) Due(p *Params, alias string) string {
 	if s.t.CancelledAt != "" {
 		conds = append(conds, prefix+s.t.CancelledAt+" IS NULL")
 	}
-	if s.t.Attempt != "" && s.maxAttempts > 0 && len(s.kindLimits) == 0 {
+	if s.t.Attempt != "" && s.maxAttempts > 0 && len(s.kinds) == 0 {
 		conds = append(conds, "COALESCE("+prefix+s.t.Attempt+", 0) < "+strconv.Itoa(s.maxAttempts))
 	}
 	if s.t.RetryAfter != "" {
@@ -180,8 +189,8 @@ func (s SQL) Due(p *Params, alias string) string {
 	if s.t.Queue != "" {
 		conds = append(conds, prefix+s.t.Queue+" = "+p.Next(ArgQueue))
 	}
-	if len(s.kindLimits) > 0 && s.t.Kind != "" {
-		conds = append(conds, s.ofKinds(p, prefix))
+	if len(s.kinds) > 0 && s.t.Kind != "" {
+		conds = append(conds, s.ofKinds(prefix))
 	}
 	if s.t.Pauses != "" {
 		conds = append(conds, s.Pauses().notPaused(p))
@@ -202,21 +211,21 @@ func (s SQL) Due(p *Params, alias string) string {
 }
 
 // ofKinds is the predicate of a row of the kinds OfKinds names, each below its attempt limit:
-// kind IN (…) [AND COALESCE(attempt, 0) < n] for each run of kinds of one limit, ORed and
+// kind IN ('…', …) [AND COALESCE(attempt, 0) < n] for each run of kinds of one limit, ORed and
 // parenthesized where there are several.
-func (s SQL) ofKinds(p *Params, prefix string) string {
+func (s SQL) ofKinds(prefix string) string {
 	var runs []string
-	for i := 0; i < len(s.kindLimits); {
-		j := i + 1
-		for j < len(s.kindLimits) && s.kindLimits[j] == s.kindLimits[i] {
-			j++
+	for i := 0; i < len(s.kinds); {
+		limit := s.kinds[i].MaxAttempts
+		var names []string
+		for ; i < len(s.kinds) && s.kinds[i].MaxAttempts == limit; i++ {
+			names = append(names, s.c.Literal(s.kinds[i].Name))
 		}
-		run := prefix + s.t.Kind + " IN (" + p.listOf(ArgKind, j-i) + ")"
-		if s.t.Attempt != "" && s.kindLimits[i] > 0 {
-			run += " AND COALESCE(" + prefix + s.t.Attempt + ", 0) < " + strconv.Itoa(s.kindLimits[i])
+		run := prefix + s.t.Kind + " IN (" + strings.Join(names, ", ") + ")"
+		if s.t.Attempt != "" && limit > 0 {
+			run += " AND COALESCE(" + prefix + s.t.Attempt + ", 0) < " + strconv.Itoa(limit)
 		}
 		runs = append(runs, run)
-		i = j
 	}
 	if len(runs) == 1 {
 		return runs[0]

@@ -58,9 +58,11 @@ func TestGoldens(t *testing.T) {
 			if sh.Table.Kind != "" {
 				// A consumer of kinds (inbox.Kinds) claims its kinds alone, each below its own
 				// limit: of two kinds, one under its own limit and one under the consumer's; of
-				// four, one unlimited, one under its own, two under the consumer's (one IN list).
-				limited(forms, c, s.OfKinds([]int{3, 25}), lease, key, "kinds 3, 25")
-				limited(forms, c, s.OfKinds([]int{0, 3, 25, 25}), lease, key, "kinds 0, 3, 25, 25")
+				// four, one unlimited, one under its own, two under the consumer's (one IN list),
+				// one of them a name with a quote and a backslash, written by the database's
+				// rules for a literal (dialect.Caps.Literal).
+				limited(forms, c, s.OfKinds([]sqltext.Kind{{"report", 3}, {"email", 25}}), lease, key, "kinds 3, 25")
+				limited(forms, c, s.OfKinds([]sqltext.Kind{{"cleanup", 0}, {"report", 3}, {"email", 25}, {`it's\odd`, 25}}), lease, key, "kinds 0, 3, 25, 25")
 			}
 			for form, e := range forms {
 				switch {

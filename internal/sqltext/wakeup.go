@@ -8,8 +8,8 @@ import (
 // NextDue is the earliest retry_after of the queue's live rows (not processed, not dead) that
 // are not due yet, of the kinds claimed (OfKinds), or NULL when none is delayed or the queue is
 // paused (Pauses); empty where the table has no retry_after column. It binds, in order: now,
-// the queue's name (where the table has a queue column), the kinds' names, then the pause's
-// table and queue (where the description names a pauses table).
+// the queue's name (where the table has a queue column), then the pause's table and queue
+// (where the description names a pauses table).
 func (s SQL) NextDue() Statement {
 	t := s.t
 	if t.RetryAfter == "" {
@@ -29,8 +29,8 @@ func (s SQL) NextDue() Statement {
 	if t.Queue != "" {
 		conds += " AND " + t.Queue + " = " + p.Next(ArgQueue)
 	}
-	if len(s.kindLimits) > 0 && t.Kind != "" {
-		conds += " AND " + s.ofKinds(p, "")
+	if len(s.kinds) > 0 && t.Kind != "" {
+		conds += " AND " + s.ofKinds("")
 	}
 	if t.Pauses != "" {
 		conds += " AND " + s.Pauses().notPaused(p)

@@ -48,11 +48,11 @@ func (t *Table) Claiming(b inbox.Binding) {
 
 // SQL is the builder of the table's statements, its claims taking what Claiming set.
 func (t *Table) SQL() sqltext.SQL {
-	limits := make([]int, len(t.Kinds))
+	kinds := make([]sqltext.Kind, len(t.Kinds))
 	for i, k := range t.Kinds {
-		limits[i] = k.MaxAttempts
+		kinds[i] = sqltext.Kind{Name: k.Kind, MaxAttempts: k.MaxAttempts}
 	}
-	return sqltext.New(t.D.Caps(), sqltext.Table(t.Q)).Limited(t.MaxAttempts).OfKinds(limits)
+	return sqltext.New(t.D.Caps(), sqltext.Table(t.Q)).Limited(t.MaxAttempts).OfKinds(kinds)
 }
 
 // limit is the attempt limit of a row of kind: its kind's, where the form claims by kind.
@@ -148,16 +148,12 @@ func (t *Table) ScanOne(scan func(...any) error) (*inbox.Delivery, error) {
 }
 
 // ClaimValues are the values of the form's claims over queue that hold for every run: the queue's
-// name, the kinds claimed (Claiming), in the order sqltext.SQL.OfKinds binds them, and the
-// table's name (the key of the pauses table, where the description names one, and of the
-// cancel requests, where the table has a cancelled_at column). A run sets the rest (now, the
-// limit) on a copy and binds it (sqltext.Statement.Bind).
+// name and the table's name (the key of the pauses table, where the description names one, and
+// of the cancel requests, where the table has a cancelled_at column); the kinds claimed are in
+// the claims' text (sqltext.SQL.OfKinds). A run sets the rest (now, the limit) on a copy and
+// binds it (sqltext.Statement.Bind).
 func (t *Table) ClaimValues(queue string) sqltext.Values {
-	v := sqltext.Values{Queue: queue, Table: t.Raw.Name}
-	for _, k := range t.Kinds {
-		v.Kinds = append(v.Kinds, k.Kind)
-	}
-	return v
+	return sqltext.Values{Queue: queue, Table: t.Raw.Name}
 }
 
 // BacksOff reports whether a settlement that failed with err is one a form backs off by the

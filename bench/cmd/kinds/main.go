@@ -1,10 +1,14 @@
 // Command kinds measures what a consumer of kinds (inbox.Kinds) pays for its claims naming its
 // kinds: it drains one prefilled table, whose rows are spread over -kinds kinds, through a
-// consumer that registers every kind (its claims filtered by kind IN (…)) and through one that
-// takes every row (no kind filter), in the same run, rounds interleaved, and reports each
-// cell's medians and their paired ratio. See docs/benchmarks.md.
+// consumer that registers every kind (its claims filtered by kind) and through one that runs
+// the same registered kinds behind a plain handler (its claims take every row: no kind filter),
+// in the same run, rounds interleaved, and reports each cell's medians and their paired ratio.
+// Both read each row's kind, dispatch it and decode its arguments alike: the claim's filter is
+// all that differs. With -claims it times the lease form's claim alone instead, with and
+// without the filter, in blocks that take turns. See docs/benchmarks.md.
 //
-//	go run ./bench/cmd/kinds -db postgres,mariadb,sqlite -workers 1,8 -kinds 50 -n 5000 -rounds 5
+//	go run ./bench/cmd/kinds -db postgres,mariadb,sqlite -workers 1,8 -kinds 50 -n 2000 -rounds 7
+//	go run ./bench/cmd/kinds -db postgres,mariadb,sqlite -kinds 50 -claims 30
 package main
 
 import (
@@ -25,6 +29,7 @@ import (
 // config is the command's flags.
 type config struct {
 	n, rounds, kinds int
+	claims           int // above 0: time the claim alone, in this many blocks (runClaims)
 	workers          []int
 	dbs, forms       []string
 	poll             time.Duration
@@ -40,6 +45,7 @@ func parseFlags(args []string) (*config, error) {
 	workers := fs.String("workers", "1,8", "worker counts, comma-separated")
 	dbs := fs.String("db", "postgres,mariadb,sqlite", "databases: postgres, mysql, mariadb, sqlite")
 	forms := fs.String("forms", "lease", "forms: rowlock, lease, advisory (SQLite runs lease only)")
+	fs.IntVar(&cfg.claims, "claims", 0, fmt.Sprintf("above 0: instead of draining, time the lease form's claim of one row alone, with and without the kind filter, in this many blocks of %d claims each (-workers and -forms do not apply)", claimBlock))
 	fs.DurationVar(&cfg.poll, "poll", 100*time.Millisecond, "the consumers' PollInterval")
 	fs.Func("dsn", "database=DSN, repeatable (defaults: the development machine's servers; sqlite: a new file in a temporary directory)", func(s string) error {
 		name, dsn, ok := strings.Cut(s, "=")
@@ -62,8 +68,8 @@ func parseFlags(args []string) (*config, error) {
 	if cfg.forms, err = harness.Names("forms", *forms, harness.Forms); err != nil {
 		return nil, err
 	}
-	if cfg.n < 1 || cfg.rounds < 1 || cfg.kinds < 1 || cfg.kinds > harness.MaxKinds {
-		return nil, fmt.Errorf("-n and -rounds must be at least 1, -kinds from 1 to %d", harness.MaxKinds)
+	if cfg.n < 1 || cfg.rounds < 1 || cfg.claims < 0 || cfg.kinds < 1 || cfg.kinds > harness.MaxKinds {
+		return nil, fmt.Errorf("-n and -rounds must be at least 1, -claims at least 0, -kinds from 1 to %d", harness.MaxKinds)
 	}
 	return cfg, nil
 }
@@ -71,7 +77,7 @@ func parseFlags(args []string) (*config, error) {
 func main() { harness.Main("kinds", run) }
 
 // cell is one form on one database at one worker count: msgs/s of each round's drain without
-// and with kinds.
+// the kind filter (plain) and with it (kinds).
 type cell struct {
 	db, form     string
 	workers      int
@@ -92,6 +98,9 @@ func run(ctx context.Context, args []string) error {
 	}
 	defer os.RemoveAll(tmp)
 	fmt.Printf("machine   %s\n", harness.Machine())
+	if cfg.claims > 0 {
+		return runClaims(ctx, cfg, tmp)
+	}
 	var cells []*cell
 	for _, db := range cfg.dbs {
 		dsn := cmp.Or(cfg.dsns[db], harness.DefaultDSNs[db])
@@ -124,8 +133,8 @@ func run(ctx context.Context, args []string) error {
 		}
 		t.Close()
 	}
-	fmt.Printf("\nClaims of %d kinds against claims of every row: %d rows per drain, %d rounds, msgs/s median (min–max)\n\n", cfg.kinds, cfg.n, cfg.rounds)
-	fmt.Println("| database | form | workers | no kind filter | kind IN (" + fmt.Sprint(cfg.kinds) + " kinds) | with/without (paired) | claim cost |")
+	fmt.Printf("\nClaims of %d kinds against claims of every row, the same handler: %d rows per drain, %d rounds, msgs/s median (min–max)\n\n", cfg.kinds, cfg.n, cfg.rounds)
+	fmt.Println("| database | form | workers | no kind filter | kind filter (" + fmt.Sprint(cfg.kinds) + " kinds) | with/without (paired) | claim cost |")
 	fmt.Println("|---|---|--:|--:|--:|--:|--:|")
 	for _, c := range cells {
 		ratio, cost := "–", "–"
@@ -137,11 +146,11 @@ func run(ctx context.Context, args []string) error {
 	return nil
 }
 
-// runCell drains the table once without kinds and once with them each round, alternating
-// which goes first (harness.Rounds), the table prefilled and its rows spread over the kinds
-// before each drain.
+// runCell drains the table once without the kind filter and once with it each round,
+// alternating which goes first (harness.Rounds), the table prefilled and its rows spread over
+// the kinds before each drain.
 func runCell(ctx context.Context, t *harness.Target, c *cell, table string, cfg *config) error {
-	drain := func(kinds int, into *[]float64) func(r int) error {
+	drain := func(filtered bool, into *[]float64) func(r int) error {
 		return func(r int) error {
 			if err := t.Prefill(ctx, table, cfg.n); err != nil {
 				return err
@@ -149,14 +158,14 @@ func runCell(ctx context.Context, t *harness.Target, c *cell, table string, cfg 
 			if err := t.SetKinds(ctx, table, cfg.kinds); err != nil {
 				return err
 			}
-			d, err := harness.DrainLibrary(ctx, t, harness.Consumer{Form: c.form, Table: table, Workers: c.workers, Batch: 1, Poll: cfg.poll, Kinds: kinds}, int64(cfg.n))
+			d, err := harness.DrainLibrary(ctx, t, harness.Consumer{Form: c.form, Table: table, Workers: c.workers, Batch: 1, Poll: cfg.poll, Kinds: cfg.kinds, KindsUnfiltered: !filtered}, int64(cfg.n))
 			if err != nil {
-				return fmt.Errorf("%s %s, %d workers, %d kinds, round %d: %w", c.db, c.form, c.workers, kinds, r, err)
+				return fmt.Errorf("%s %s, %d workers, %d kinds, filtered %t, round %d: %w", c.db, c.form, c.workers, cfg.kinds, filtered, r, err)
 			}
 			*into = append(*into, d.Rate)
-			fmt.Fprintf(os.Stderr, "%-8s %-8s W=%d kinds=%-2d round %d: %8.0f msgs/s\n", c.db, c.form, c.workers, kinds, r, d.Rate)
+			fmt.Fprintf(os.Stderr, "%-8s %-8s W=%d filtered=%-5t round %d: %8.0f msgs/s\n", c.db, c.form, c.workers, filtered, r, d.Rate)
 			return nil
 		}
 	}
-	return harness.Rounds(cfg.rounds, drain(0, &c.plain), drain(cfg.kinds, &c.kinds))
+	return harness.Rounds(cfg.rounds, drain(false, &c.plain), drain(true, &c.kinds))
 }
