@@ -48,6 +48,10 @@ type Consumer struct {
 	// whose rows SetKinds spread over them; its claims then name the kinds. Zero: the
 	// consumer takes every row, whatever its kind column holds.
 	Kinds int
+	// Groups has the consumer claim by FIFO group (the lease form only), over a table made by
+	// CreateGroupTable whose rows SetGroups spread over groups. False: the consumer ignores the
+	// group column.
+	Groups bool
 
 	counts *drainCounts // set by DrainLibrary
 }
