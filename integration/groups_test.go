@@ -13,6 +13,7 @@ import (
 
 	"github.com/sqlinbox/inbox"
 	"github.com/sqlinbox/inbox/advisory"
+	"github.com/sqlinbox/inbox/internal/schema"
 	"github.com/sqlinbox/inbox/internal/sqltext"
 	"github.com/sqlinbox/inbox/lease"
 	"github.com/sqlinbox/inbox/outcome"
@@ -28,7 +29,7 @@ func groupTable(name string) inbox.Table {
 }
 
 // newGroupTable creates the table groupTable describes, named for the test, with its group
-// column, and the table of group holds (inbox_groups, shared by every table of the database,
+// column and its group index, and the table of group holds (inbox_groups, shared by every table of the database,
 // keyed by table name) as inbox schema -group-key creates them; the test's holds are deleted when
 // it ends.
 func (b backend) newGroupTable(t *testing.T, db *sql.DB) inbox.Table {
@@ -39,6 +40,11 @@ func (b backend) newGroupTable(t *testing.T, db *sql.DB) inbox.Table {
 		typ = "TEXT"
 	}
 	mustExec(t, db, "ALTER TABLE "+b.q(t, tbl.Name)+" ADD "+b.q(t, tbl.GroupKey)+" "+typ)
+	index, err := schema.GroupIndex(b.dialect, tbl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mustExec(t, db, index)
 	mustExec(t, db, sqltext.CreateGroups(b.dialect.Caps()))
 	t.Cleanup(func() {
 		db.Exec("DELETE FROM "+sqltext.GroupsTable+" WHERE table_name = "+b.placeholders(1), tbl.Name)

@@ -100,12 +100,21 @@ func Create(d dialect.Dialect, t inbox.Table, lease string) ([]string, error) {
 }
 
 // GroupIndex returns the index a claim of a table with FIFO groups finds the head of a group by
-// (the lowest pending id of its queue and group): named the table's name and "_group", on the
-// queue, group, processed_at, dead_at and cancelled_at columns (each where the table has it) and the id.
-// Without it a claim reads every row of the group below its candidate.
+// (the lowest pending id of its queue and group, docs/groups.md), named the table's name and
+// "_group": where the database has partial indexes, on the queue, group and id columns of the
+// pending rows (processed_at, dead_at and cancelled_at NULL, each where the table has it);
+// elsewhere on the queue, group, processed_at, dead_at and cancelled_at columns and the id. Without
+// it a claim reads every row of the group below its candidate, and Postgres, whose planner then
+// prefers the primary key's order, every settled row below it.
 func GroupIndex(d dialect.Dialect, t inbox.Table) (string, error) {
-	var cols []string
-	for _, c := range []string{t.Queue, t.GroupKey, t.ProcessedAt, t.DeadAt, t.CancelledAt, t.ID} {
+	partial := d.Caps().PartialIndexes
+	settled := []string{t.ProcessedAt, t.DeadAt, t.CancelledAt}
+	order := []string{t.Queue, t.GroupKey}
+	if !partial {
+		order = append(order, settled...)
+	}
+	var cols, where []string
+	for _, c := range append(order, t.ID) {
 		if c == "" {
 			continue
 		}
@@ -115,6 +124,12 @@ func GroupIndex(d dialect.Dialect, t inbox.Table) (string, error) {
 		}
 		cols = append(cols, q)
 	}
+	for _, c := range settled {
+		if c != "" && partial {
+			q, _ := d.Quote(c) // quoted above, by Describe's columns
+			where = append(where, q+" IS NULL")
+		}
+	}
 	name, err := d.Quote(t.Name + "_group")
 	if err != nil {
 		return "", sentinel.Errorf(inbox.ErrSchema, sentinel.Table(t.Name), "its group index's name: %v (name the table shorter)", err)
@@ -123,7 +138,11 @@ func GroupIndex(d dialect.Dialect, t inbox.Table) (string, error) {
 	if err != nil {
 		return "", sentinel.Errorf(inbox.ErrSchema, "", "table name: %v", err)
 	}
-	return "CREATE INDEX " + name + " ON " + table + " (" + strings.Join(cols, ", ") + ")", nil
+	index := "CREATE INDEX " + name + " ON " + table + " (" + strings.Join(cols, ", ") + ")"
+	if len(where) > 0 {
+		index += " WHERE " + strings.Join(where, " AND ")
+	}
+	return index, nil
 }
 
 // UniqueIndex returns the UNIQUE index on the unique key column of the table t describes, named
