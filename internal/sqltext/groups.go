@@ -49,8 +49,9 @@ func (s SQL) HasGroups() bool { return s.t.GroupKey != "" }
 
 // groupFree is the predicate, after the claim's Due and free predicates, of a row a claim may
 // take in a table with groups: of no group, or the head of its group (the lowest id of its queue
-// and group neither processed, dead nor cancelled, whatever its due time or lease: one probe of
-// the group index, schema.GroupIndex, where MIN reads the index's first entry) whose
+// and group neither processed, dead nor cancelled, whatever its due time or lease: the first
+// entry of the group index, schema.GroupIndex, read by ORDER BY id LIMIT 1, which MariaDB reads
+// as one entry where it would scan the group's pending rows for a MIN) whose
 // group no row holds (the hold's holder has a lease running ahead of now). Being in the claim's
 // WHERE, it is decided before the LIMIT. It binds the table's name, the queue, then now.
 func (l Lease) groupFree(p *Params) string {
@@ -67,8 +68,8 @@ func (l Lease) groupFree(p *Params) string {
 	}
 	held := "SELECT 1 FROM " + GroupsTable + " inbox_hold JOIN " + t.Name + " inbox_holder ON inbox_holder." + t.ID + " = inbox_hold.holder_id" +
 		" WHERE " + l.holdKey(p, "inbox_hold", g) + " AND inbox_holder." + l.col + " >= " + p.Next(ArgNow)
-	return "(" + g + " IS NULL OR (" + t.Name + "." + t.ID + " = (SELECT MIN(inbox_head." + t.ID + ") FROM " + t.Name + " inbox_head WHERE " + strings.Join(head, " AND ") +
-		") AND NOT EXISTS (" + held + ")))"
+	return "(" + g + " IS NULL OR (" + t.Name + "." + t.ID + " = (SELECT inbox_head." + t.ID + " FROM " + t.Name + " inbox_head WHERE " + strings.Join(head, " AND ") +
+		" ORDER BY inbox_head." + t.ID + " LIMIT 1) AND NOT EXISTS (" + held + ")))"
 }
 
 // holdKey is the predicate of alias's hold of group g (an expression) of this table and queue.
