@@ -128,17 +128,18 @@ type Table struct {
 	// publisher's clock (Client.WithClock). Zero: no window, the default scope.
 	UniqueWindow time.Duration
 
-	// GroupKey names the FIFO group column (docs/groups.md): at most one row of a group (a queue
-	// and a group key, Message.GroupKey) is in work at a time across every consumer, and a group's rows
-	// go out in id order among committed rows. A row whose group is NULL (a Message without a
-	// GroupKey) belongs to no group and is claimed as rows of a table without the column are. A
-	// claim takes only the head of each group (its lowest row neither processed nor dead: a
-	// head that waits to be retried blocks its group until it runs again, and a head that dies
-	// lets the next go) whose group no row holds, chosen before its LIMIT, so that a busy group
-	// never holds back the others; it holds the group in the table inbox_groups
-	// (sqltext.GroupsTable, which inbox schema -group-key creates) for exactly as long as the row's
-	// lease. Only the lease form has groups so far: the row lock and advisory forms refuse a table
-	// with the column at Open (ErrSchema).
+	// GroupKey names the FIFO group column (docs/groups.md): at most one row of a group (a
+	// queue and a group key, Message.GroupKey) is in work at a time across every consumer, and
+	// a group's rows go out in id order among committed rows. A row whose key is NULL (a Message
+	// without a GroupKey) belongs to no group and is claimed as rows of a table without the
+	// column are. A claim takes only the head of each group (its lowest row neither processed,
+	// dead nor cancelled: a head that waits to be retried blocks its group until it runs again,
+	// and a head that dies lets the next go) whose group no row holds, decided before its LIMIT,
+	// so that a busy group never holds back the others. It holds the group in the table
+	// inbox_groups (which inbox schema -group-key creates) for exactly as long as the row's
+	// lease: the hold names its holder row, whose every extension, settlement and expiry
+	// applies to the group too. Only the lease form has groups so far: the row lock and advisory
+	// forms refuse a table with the column at Open (ErrSchema).
 	GroupKey string
 
 	// Columns names the application's own columns, those with no role, that every claim reads
