@@ -119,6 +119,14 @@ func (v *Values) one(a Arg) any {
 		return v.Horizon
 	case ArgChannel:
 		return v.Channel
+	}
+	return v.beside(a)
+}
+
+// beside is v's value of a role of one value of the statements beside the forms' (the sweeper
+// lease's and retention's, a keyed publish's, a group hold's).
+func (v *Values) beside(a Arg) any {
+	switch a {
 	case ArgTable:
 		return v.Table
 	case ArgHolder:
