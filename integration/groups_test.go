@@ -236,11 +236,11 @@ func TestGroupsHoldEndsWithTheLease(t *testing.T) {
 			inbox.Message{Queue: "q", GroupKey: "h", Payload: []byte("h/0")})
 		cfg := &lease.Config{Lease: 2 * time.Second}
 		crashed := openForm(t, lease.New(b.dialect, tbl, cfg), dbs[0], inbox.Binding{Name: "q"})
+		held := time.Now() // before the claim reads its clock: its lease runs out after held+2s
 		first := claim(t, crashed, 1)
 		if len(first) != 1 || groupOf(first[0]) != "g" {
 			t.Fatalf("claimed %v, want the head of g", deliveryIDs(first))
 		}
-		held := time.Now()
 		other := openForm(t, lease.New(b.dialect, tbl, cfg), dbs[1], inbox.Binding{Name: "q"})
 		ds := claim(t, other, 4)
 		if len(ds) != 1 || groupOf(ds[0]) != "h" {
