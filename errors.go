@@ -69,6 +69,9 @@ var (
 	// the row settles as cancelled whatever the handler returns, but for an Ack outside
 	// transactional mode (docs/cancel.md).
 	ErrCancelled = sentinel.Cancelled
+	// ErrGroupKeyTooLong: a Message's GroupKey is longer than MaxGroupKey characters, which the
+	// group column holds; nothing of the publish landed. Hash a longer natural key into one.
+	ErrGroupKeyTooLong = sentinel.GroupKeyTooLong
 )
 
 // LeaseLostError is the ErrLeaseLost of a lease batch's settlement that found rows of the batch

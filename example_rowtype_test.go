@@ -37,5 +37,5 @@ func ExampleTableOf() {
 	fmt.Println(err)
 	// Output:
 	// true
-	// inbox: schema: row type inbox_test.broken, field Body, tag `inbox:"paylod"`: unknown role "paylod": the roles are id, payload, attempt, processed_at, queue, kind, priority, retry_after, headers, dead_at, last_error, created_at, cancelled_at, locked_until, unique_key, and an own column is tagged `inbox:"column=NAME"`
+	// inbox: schema: row type inbox_test.broken, field Body, tag `inbox:"paylod"`: unknown role "paylod": the roles are id, payload, attempt, processed_at, queue, kind, priority, retry_after, headers, dead_at, last_error, created_at, cancelled_at, locked_until, unique_key, group_key, and an own column is tagged `inbox:"column=NAME"`
 }

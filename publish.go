@@ -69,6 +69,12 @@ type Message struct {
 	// times (throttle), the last two only on a holder that is queued and held by no consumer.
 	// Ignored without a UniqueKey.
 	OnConflict OnConflict
+	// GroupKey is the row's FIFO group, written to the group column (Table.GroupKey): the rows of one
+	// queue and group run one at a time, in id order among committed rows (docs/groups.md). At
+	// most MaxGroupKey characters. Empty: the row belongs to no group (NULL). A GroupKey where the
+	// table has no group column is refused (ErrSchema). Publishing writes the row alone: it never
+	// reads or waits for the group's hold, which only claims take.
+	GroupKey string
 
 	err error // Job's: the arguments did not encode, and the message cannot be published
 }
@@ -479,6 +485,13 @@ func rowArgs(t Table, d dialect.Dialect, m Message, now time.Time) ([]any, error
 	}
 	if t.UniqueKey != "" {
 		row = append(row, key)
+	}
+	if t.GroupKey != "" || m.GroupKey != "" {
+		g, err := groupKey(t, m)
+		if err != nil {
+			return nil, err
+		}
+		row = append(row, g)
 	}
 	return row, nil
 }

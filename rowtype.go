@@ -32,6 +32,7 @@ import (
 //	headers       map[string]string
 //	last_error    string, *string, sql.NullString or sql.Null[string]
 //	unique_key    string, *string, sql.NullString or sql.Null[string] (Table.UniqueKey)
+//	group_key     string, *string, sql.NullString or sql.Null[string] (Table.GroupKey)
 //	processed_at, retry_after, dead_at, created_at, locked_until
 //	              time.Time, *time.Time, sql.NullTime or sql.Null[time.Time]
 //
@@ -59,7 +60,7 @@ func TableOf[R any](name string) (Table, error) {
 // queue, kind and headers from d's, and each own column from the value d's claim read
 // (converted as Column converts it; a NULL leaves the field zero). The roles a Delivery does not
 // carry (processed_at, retry_after, dead_at, last_error, created_at, priority, locked_until,
-// unique_key) are left
+// unique_key, group_key) are left
 // zero. The payload shares d.Payload's bytes, valid as long as d is. It fails as TableOf does on
 // R's tags, and naming the field and the column where d's claim did not read an own column of R
 // (the consumer's table does not name it in Columns) or its value does not convert.
@@ -159,10 +160,11 @@ var tagRoles = map[string]tagRole{
 	"cancelled_at": {func(t *Table, c string) { t.CancelledAt = c }, isTime, timeTypes, "cancelled_at"},
 	"locked_until": {func(t *Table, c string) { t.LockedUntil = c }, isTime, timeTypes, "locked_until"},
 	"unique_key":   {func(t *Table, c string) { t.UniqueKey = c }, isText, "string, *string, sql.NullString or sql.Null[string]", "unique_key"},
+	"group_key":    {func(t *Table, c string) { t.GroupKey = c }, isText, "string, *string, sql.NullString or sql.Null[string]", "group_key"},
 }
 
 // tagRoleNames lists the roles' tags, for errors.
-const tagRoleNames = "id, payload, attempt, processed_at, queue, kind, priority, retry_after, headers, dead_at, last_error, created_at, cancelled_at, locked_until, unique_key"
+const tagRoleNames = "id, payload, attempt, processed_at, queue, kind, priority, retry_after, headers, dead_at, last_error, created_at, cancelled_at, locked_until, unique_key, group_key"
 
 var rowTypes sync.Map // reflect.Type → *rowTypeResult
 

@@ -28,6 +28,7 @@ import (
 //	CreatedAt    timestamp, NULL
 //	LockedUntil  timestamp with microseconds, NULL (the lease form's)
 //	UniqueKey    VARCHAR(191) (MaxUniqueKey), NULL, under a UNIQUE index named UniqueIndex()
+//	GroupKey     VARCHAR(191) (MaxGroupKey), NULL (the lease form only; see docs/groups.md)
 //
 // Timestamps are written in UTC to the microsecond; on SQLite as fixed-width text (see
 // dialect.SQLiteTimeLayout). Every form checks the types at Open and fails with ErrSchema,
@@ -127,6 +128,20 @@ type Table struct {
 	// publisher's clock (Client.WithClock). Zero: no window, the default scope.
 	UniqueWindow time.Duration
 
+	// GroupKey names the FIFO group column (docs/groups.md): at most one row of a group (a
+	// queue and a group key, Message.GroupKey) is in work at a time across every consumer, and
+	// a group's rows go out in id order among committed rows. A row whose key is NULL (a Message
+	// without a GroupKey) belongs to no group and is claimed as rows of a table without the
+	// column are. A claim takes only the head of each group (its lowest row neither processed,
+	// dead nor cancelled: a head that waits to be retried blocks its group until it runs again,
+	// and a head that dies lets the next go) whose group no row holds, decided before its LIMIT,
+	// so that a busy group never holds back the others. It holds the group in the table
+	// inbox_groups (which inbox schema -group-key creates) for exactly as long as the row's
+	// lease: the hold names its holder row, whose every extension, settlement and expiry
+	// applies to the group too. Only the lease form has groups so far: the row lock and advisory
+	// forms refuse a table with the column at Open (ErrSchema).
+	GroupKey string
+
 	// Columns names the application's own columns, those with no role, that every claim reads
 	// with the row (in the same statement), so that a handler reads them with Column. They may
 	// be of any type the driver scans. Publishing sets such columns by Message.Columns whether
@@ -194,6 +209,11 @@ func (t Table) Validate() error {
 // VARCHAR(191), whose index fits MySQL's and MariaDB's 767-byte key prefix in utf8mb4. A longer
 // key is refused, never cut: hash a longer natural key into one.
 const MaxUniqueKey = 191
+
+// MaxGroupKey is the longest group key (Message.GroupKey), in characters: the column is a
+// VARCHAR(191), which the group holds' primary key (inbox_groups) takes whole on MySQL and
+// MariaDB. A longer key is refused, never cut: hash a longer natural key into one.
+const MaxGroupKey = 191
 
 // UniqueIndex is the name of the unique key's index, which inbox schema creates: the table's
 // name, the unique key column's and "key" joined by underscores, as Postgres names a UNIQUE
@@ -286,7 +306,7 @@ func (t *Table) roles() []role {
 		{"ProcessedAt", &t.ProcessedAt}, {"Queue", &t.Queue}, {"Kind", &t.Kind}, {"Priority", &t.Priority},
 		{"RetryAfter", &t.RetryAfter}, {"Headers", &t.Headers}, {"DeadAt", &t.DeadAt},
 		{"LastError", &t.LastError}, {"CancelledAt", &t.CancelledAt}, {"CreatedAt", &t.CreatedAt}, {"LockedUntil", &t.LockedUntil},
-		{"UniqueKey", &t.UniqueKey},
+		{"UniqueKey", &t.UniqueKey}, {"GroupKey", &t.GroupKey},
 	}
 }
 

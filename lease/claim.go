@@ -163,7 +163,11 @@ func (f *Form[D]) claimInTx(ctx context.Context, b *binding, max int, now, token
 	if err != nil {
 		return nil, err
 	}
-	if ds, err = b.st.Scan(rows); err != nil {
+	ds, seen, err := b.scanPick(rows)
+	if err != nil {
+		return nil, err
+	}
+	if ds, err = b.takeGroups(ctx, tx, ds, seen, v); err != nil {
 		return nil, err
 	}
 	if len(ds) == 0 {
@@ -255,7 +259,10 @@ func (f *Form[D]) pick(ctx context.Context, b *binding, tx dialect.Tx, max int, 
 	if err != nil {
 		return nil, err
 	}
-	ds, err := b.st.Scan(rows)
+	ds, seen, err := b.scanPick(rows)
+	if err == nil {
+		ds, err = b.takeGroups(ctx, tx, ds, seen, v)
+	}
 	if err != nil || len(ds) == 0 {
 		return nil, err
 	}

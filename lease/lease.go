@@ -185,6 +185,9 @@ type binding struct {
 	// per size (claimInOne). retryAfter and dead are nil without their column.
 	claim, extend, ack, retry, retryAfter, dead *stmt.Stmt
 	cancel                                      *stmt.Stmt // nil where the table has no CancelledAt
+	// takeHeld and takeFree take a group's hold between the pick and the stamp, where the table
+	// has groups and the claim is not one statement (MySQL, MariaDB, SQLite); nil elsewhere.
+	takeHeld, takeFree *stmt.Stmt
 
 	acks, retries *merger // Postgres and SQLite: settlements that arrive together share a statement
 
@@ -272,7 +275,7 @@ func (f *Form[D]) bind(ctx context.Context, db *sql.DB, q inbox.Binding) (inbox.
 	if err := f.d.CheckServer(ctx, db); err != nil {
 		return inbox.Plan{}, sentinel.At(sentinel.Queue(f.t.Name, q.Name), err)
 	}
-	if err := schema.Verify(ctx, db, f.d, f.t, column, q.Kinds); err != nil {
+	if err := f.verify(ctx, db, column, q); err != nil {
 		return inbox.Plan{}, err
 	}
 
@@ -284,6 +287,7 @@ func (f *Form[D]) bind(ctx context.Context, db *sql.DB, q inbox.Binding) (inbox.
 		claimed: st.ClaimValues(q.Name),
 		life:    f.life,
 	}
+	b.claimed.Table = f.t.Name // the group holds' key
 	if b.log == nil {
 		b.log = slog.New(slog.DiscardHandler)
 	}
@@ -333,6 +337,15 @@ func (f *Form[D]) bind(ctx context.Context, db *sql.DB, q inbox.Binding) (inbox.
 	return plan, nil
 }
 
+// verify checks the table's column types (schema.Verify) and, where it has groups, the group
+// holds' table (checkGroups).
+func (f *Form[D]) verify(ctx context.Context, db *sql.DB, column string, q inbox.Binding) error {
+	if err := schema.Verify(ctx, db, f.d, f.t, column, q.Kinds); err != nil {
+		return err
+	}
+	return f.checkGroups(ctx, db, q.Name)
+}
+
 // prepare prepares (or checks, see stmt.Table.Statement) every statement the binding runs; a
 // failure names the statement and wraps inbox.ErrSchema.
 func (b *binding) prepare(ctx context.Context) error {
@@ -367,13 +380,16 @@ func (b *binding) prepare(ctx context.Context) error {
 	b.retryAfter = prep("retry after", b.sql.Settle(outcome.KindRetryAfter, one))
 	b.dead = prep("fail", b.sql.Settle(outcome.KindFail, one))
 	b.cancel = prep("cancel", b.sql.Settle(outcome.KindCancel, one))
-	return err
+	if err != nil {
+		return err
+	}
+	return b.prepareTakes(ctx)
 }
 
 // closeStatements frees the prepared statements and gives the own connection back.
 func (b *binding) closeStatements() error {
 	errs := []error{b.own.close()}
-	for _, s := range []*stmt.Stmt{b.claim, b.extend, b.ack, b.retry, b.retryAfter, b.dead, b.cancel} {
+	for _, s := range []*stmt.Stmt{b.claim, b.extend, b.ack, b.retry, b.retryAfter, b.dead, b.cancel, b.takeHeld, b.takeFree} {
 		errs = append(errs, s.Close())
 	}
 	b.listedMu.Lock()

@@ -54,6 +54,10 @@ type Consumer struct {
 	// consumer does not know it runs kinds, so its claims name none and take every row. It
 	// differs from a consumer of Kinds in the claim's kind filter alone (bench/cmd/kinds).
 	KindsUnfiltered bool
+	// Groups has the consumer claim by FIFO group (the lease form only), over a table made by
+	// CreateGroupTable whose rows SetGroups spread over groups. False: the consumer ignores the
+	// group column.
+	Groups bool
 
 	counts *drainCounts // set by DrainLibrary
 }

@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/sqlinbox/inbox"
+	"github.com/sqlinbox/inbox/internal/sqltext"
 )
 
 // LeaseColumn is the bench table's lease column, which every bench table has (only the lease
@@ -40,7 +41,61 @@ func (c Consumer) table() inbox.Table {
 	if c.Kinds > 0 {
 		tbl.Kind = KindColumn
 	}
+	if c.Groups {
+		tbl.GroupKey = GroupColumn
+	}
 	return tbl
+}
+
+// GroupColumn is the FIFO group column of a bench table made by CreateGroupTable.
+const GroupColumn = "group_key"
+
+// CreateGroupTable drops and creates the bench table called name with a group column as well,
+// its group index (group, id) and the group holds' table, for consumers of groups
+// (Consumer.Groups) and, over the same rows, consumers that ignore the column.
+func (t *Target) CreateGroupTable(ctx context.Context, name string) error {
+	if err := t.CreateTable(ctx, name); err != nil {
+		return err
+	}
+	q, err := t.D.Quote(name)
+	if err != nil {
+		return err
+	}
+	typ := "VARCHAR(191) NULL"
+	if t.Name == "sqlite" {
+		typ = "TEXT"
+	}
+	index, err := t.D.Quote(name + "_group")
+	if err != nil {
+		return err
+	}
+	for _, st := range []string{
+		"ALTER TABLE " + q + " ADD COLUMN " + GroupColumn + " " + typ,
+		"CREATE INDEX " + index + " ON " + q + " (" + GroupColumn + ", id)",
+		sqltext.CreateGroups(t.D.Caps()),
+	} {
+		if _, err := t.DB.ExecContext(ctx, st); err != nil {
+			return fmt.Errorf("%s: %s: %w", t.Name, st, err)
+		}
+	}
+	return nil
+}
+
+// SetGroups spreads the rows of the bench table called name over n groups (g0 to g{n-1}, by
+// id), after Prefill.
+func (t *Target) SetGroups(ctx context.Context, name string, n int) error {
+	q, err := t.D.Quote(name)
+	if err != nil {
+		return err
+	}
+	group := "'g' || (id % " + strconv.Itoa(n) + ")"
+	if t.Name == "mysql" || t.Name == "mariadb" {
+		group = "CONCAT('g', id % " + strconv.Itoa(n) + ")"
+	}
+	if _, err := t.DB.ExecContext(ctx, "UPDATE "+q+" SET "+GroupColumn+" = "+group); err != nil {
+		return fmt.Errorf("%s: setting the groups of %s: %w", t.Name, name, err)
+	}
+	return t.Analyze(ctx, name)
 }
 
 // KindColumn is the kind column of a bench table made by CreateKindTable.

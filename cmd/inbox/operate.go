@@ -28,7 +28,9 @@ the table of paused queues (inbox_pauses) that inbox pause and inbox.Table.Pause
 per database; -cancels the cancel requests' table (inbox_cancels) that a table with a
 cancelled_at column needs, once per database. -unique-key adds the unique key column
 (unique_key, or -unique-key=NAME) and its
-UNIQUE index, which unique jobs (Message.UniqueKey) need.`
+UNIQUE index, which unique jobs (Message.UniqueKey) need; -group-key the FIFO group column
+(group_key, or -group-key=NAME), its index and the group holds' table (inbox_groups, once per
+database), which FIFO groups (Message.GroupKey, the lease form) need.`
 
 func schemaCommand(ctx context.Context, s *session, args []string) error {
 	fs := s.flags("schema", schemaHead)

@@ -61,6 +61,7 @@ func addTableFlags(fs *flag.FlagSet) *tableFlags {
 		{"cancelled-at", "", "cancelled_at", "CancelledAt", func(t *inbox.Table, c string) { t.CancelledAt = c }},
 		{"lease", "locked_until", "locked_until", "LockedUntil", func(t *inbox.Table, c string) { t.LockedUntil = c }},
 		{"unique-key", "", "unique_key", "UniqueKey", func(t *inbox.Table, c string) { t.UniqueKey = c }},
+		{"group-key", "", "group_key", "GroupKey", func(t *inbox.Table, c string) { t.GroupKey = c }},
 	} {
 		usage := "the " + r.role + " role's column"
 		switch {
@@ -72,8 +73,8 @@ func addTableFlags(fs *flag.FlagSet) *tableFlags {
 		}
 		column := new(string)
 		*column = r.column
-		if r.flag == "unique-key" {
-			// -unique-key alone names the README's column (inbox schema -unique-key).
+		if r.flag == "unique-key" || r.flag == "group-key" {
+			// -unique-key (-group-key) alone names the README's column (inbox schema -unique-key).
 			fs.Var(readmeColumn{column, r.readme}, r.flag, usage+"; -"+r.flag+" alone names "+r.readme)
 		} else {
 			fs.StringVar(column, r.flag, r.column, usage)

@@ -7,6 +7,7 @@ import (
 	"github.com/sqlinbox/inbox"
 	"github.com/sqlinbox/inbox/dialect"
 	"github.com/sqlinbox/inbox/internal/sentinel"
+	"github.com/sqlinbox/inbox/internal/sqltext"
 )
 
 // Definitions of the columns the README gives each role, by database; the id's is that of an
@@ -16,14 +17,14 @@ var (
 		ID: "BIGINT PRIMARY KEY", Payload: "BYTEA", Attempt: "INT NOT NULL DEFAULT 0", Priority: "INT NOT NULL DEFAULT 0",
 		Queue: "TEXT NOT NULL DEFAULT ''", Kind: "TEXT NOT NULL DEFAULT ''", Headers: "TEXT", LastError: "TEXT",
 		ProcessedAt: "TIMESTAMPTZ", RetryAfter: "TIMESTAMPTZ", DeadAt: "TIMESTAMPTZ", CreatedAt: "TIMESTAMPTZ", CancelledAt: "TIMESTAMPTZ", Lease: "TIMESTAMPTZ",
-		UniqueKey: "VARCHAR(191)",
+		UniqueKey: "VARCHAR(191)", GroupKey: "VARCHAR(191)",
 	}
 	mysqlDefinitions = map[Role]string{
 		ID: "BIGINT PRIMARY KEY", Payload: "LONGBLOB", Attempt: "INT NOT NULL DEFAULT 0", Priority: "INT NOT NULL DEFAULT 0",
 		Queue: "VARCHAR(191) NOT NULL DEFAULT ''", Kind: "VARCHAR(191) NOT NULL DEFAULT ''", Headers: "TEXT", LastError: "TEXT",
 		ProcessedAt: "DATETIME(6) NULL", RetryAfter: "DATETIME(6) NULL", DeadAt: "DATETIME(6) NULL", CreatedAt: "DATETIME(6) NULL",
 		CancelledAt: "DATETIME(6) NULL",
-		Lease:       "DATETIME(6) NULL", UniqueKey: "VARCHAR(191) NULL",
+		Lease:       "DATETIME(6) NULL", UniqueKey: "VARCHAR(191) NULL", GroupKey: "VARCHAR(191) NULL",
 	}
 )
 
@@ -88,7 +89,60 @@ func Create(d dialect.Dialect, t inbox.Table, lease string) ([]string, error) {
 	if unique != "" {
 		out = append(out, unique)
 	}
+	if t.GroupKey != "" {
+		group, err := GroupIndex(d, t)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, group, sqltext.CreateGroups(d.Caps()))
+	}
 	return out, nil
+}
+
+// GroupIndex returns the index a claim of a table with FIFO groups finds the head of a group by
+// (the lowest pending id of its queue and group, docs/groups.md), named the table's name and
+// "_group": where the database has partial indexes, on the queue, group and id columns of the
+// pending rows (processed_at, dead_at and cancelled_at NULL, each where the table has it);
+// elsewhere on the queue, group, processed_at, dead_at and cancelled_at columns and the id. Without
+// it a claim reads every row of the group below its candidate, and Postgres, whose planner then
+// prefers the primary key's order, every settled row below it.
+func GroupIndex(d dialect.Dialect, t inbox.Table) (string, error) {
+	partial := d.Caps().PartialIndexes
+	settled := []string{t.ProcessedAt, t.DeadAt, t.CancelledAt}
+	order := []string{t.Queue, t.GroupKey}
+	if !partial {
+		order = append(order, settled...)
+	}
+	var cols, where []string
+	for _, c := range append(order, t.ID) {
+		if c == "" {
+			continue
+		}
+		q, err := d.Quote(c)
+		if err != nil {
+			return "", sentinel.Errorf(inbox.ErrSchema, sentinel.Column(t.Name, c), "%v", err)
+		}
+		cols = append(cols, q)
+	}
+	for _, c := range settled {
+		if c != "" && partial {
+			q, _ := d.Quote(c) // quoted above, by Describe's columns
+			where = append(where, q+" IS NULL")
+		}
+	}
+	name, err := d.Quote(t.Name + "_group")
+	if err != nil {
+		return "", sentinel.Errorf(inbox.ErrSchema, sentinel.Table(t.Name), "its group index's name: %v (name the table shorter)", err)
+	}
+	table, err := d.Quote(t.Name)
+	if err != nil {
+		return "", sentinel.Errorf(inbox.ErrSchema, "", "table name: %v", err)
+	}
+	index := "CREATE INDEX " + name + " ON " + table + " (" + strings.Join(cols, ", ") + ")"
+	if len(where) > 0 {
+		index += " WHERE " + strings.Join(where, " AND ")
+	}
+	return index, nil
 }
 
 // UniqueIndex returns the UNIQUE index on the unique key column of the table t describes, named

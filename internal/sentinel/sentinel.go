@@ -27,6 +27,7 @@ var (
 	UniqueKeyTooLong = errors.New("inbox: unique key too long")
 	Paused           = errors.New("inbox: queue paused")
 	Cancelled        = errors.New("inbox: cancelled")
+	GroupKeyTooLong  = errors.New("inbox: group key too long")
 )
 
 // BacksOff reports whether a settlement that failed with err is one a form backs off by the

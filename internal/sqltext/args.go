@@ -32,11 +32,15 @@ const (
 
 	// The sweeper lease's and retention's roles (Sweeps, Purge).
 	ArgTable           Arg = "table"            // the job table's name (as described), the sweeper lease's and a pause's key
-	ArgHolder          Arg = "holder"           // the sweeper's name, the lease's holder
+	ArgHolder          Arg = "holder"           // the sweeper's name, the lease's holder; a group hold's holder id as a claim read it
 	ArgFor             Arg = "for"              // a duration on the database's clock, in microseconds
 	ArgProcessedBefore Arg = "processed_before" // the time before which a processed row expires
 	ArgDeadBefore      Arg = "dead_before"      // the time before which a dead row expires
 	ArgCancelledBefore Arg = "cancelled_before" // the time before which a cancelled row expires
+
+	// A FIFO group hold's roles (Lease's TakeHeld, TakeFree); a hold also binds ArgTable, ArgID
+	// (the claimed row, the new holder), ArgLease and ArgToken (the token the pick read).
+	ArgGroup Arg = "group" // the claimed row's group key
 )
 
 // Statement is a statement's text and the roles of its parameters, in the order they appear.
@@ -56,10 +60,12 @@ type Values struct {
 	Table, Holder, For, ProcessedBefore, DeadBefore, CancelledBefore any
 	// A publish's values where another row holds its unique key (Unique).
 	UniqueKey, Payload, RunAt, SettledBefore any
-	Kinds                                    []string
-	IDs                                      []int64
-	Tokens                                   []any
-	Keys                                     []string
+	// A FIFO group hold's group key (Lease's TakeHeld, TakeFree).
+	Group  any
+	Kinds  []string
+	IDs    []int64
+	Tokens []any
+	Keys   []string
 }
 
 // Bind appends to dst the arguments of a run of st, v's values in the order st lists their
@@ -113,6 +119,14 @@ func (v *Values) one(a Arg) any {
 		return v.Horizon
 	case ArgChannel:
 		return v.Channel
+	}
+	return v.beside(a)
+}
+
+// beside is v's value of a role of one value of the statements beside the forms' (the sweeper
+// lease's and retention's, a keyed publish's, a group hold's).
+func (v *Values) beside(a Arg) any {
+	switch a {
 	case ArgTable:
 		return v.Table
 	case ArgHolder:
@@ -133,6 +147,8 @@ func (v *Values) one(a Arg) any {
 		return v.SettledBefore
 	case ArgCancelledBefore:
 		return v.CancelledBefore
+	case ArgGroup:
+		return v.Group
 	}
 	panic("sqltext: no value for the parameter role " + string(a))
 }

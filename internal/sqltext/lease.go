@@ -54,20 +54,46 @@ func (l Lease) Unflushed() Lease {
 // (SELECT …) RETURNING would do both, but SQLite builds temporary tables for the subquery and
 // the RETURNING at every run, which cost a single-row claim more than twice what the SELECT and
 // the UPDATE by id do.)
+//
+// Where the table has groups (Table.GroupKey) a row is claimed only where groupFree says it may be,
+// a predicate of the pick, before its LIMIT. Where the database has UPDATE … FROM the claim
+// also takes each picked row's group (takeInOne) and stamps only the rows of no group and those
+// whose group it took; it binds, after free's now, the groups' table name, the queue and now
+// (groupFree), then the table name, the queue, the token and now (the take), then the token.
+// Elsewhere the pick reads, after the Columns, each row's group, its hold's holder and token
+// (groupRead: the table name and the queue twice, bound before Due's arguments), and the form
+// takes each group by TakeHeld or TakeFree before Stamp stamps the rows whose group it took; the
+// pick binds groupFree's arguments after now and before the limit.
 func (l Lease) Claim(n int) Statement {
 	s, t := l.s, l.s.t
 	p := s.Params()
-	due := s.Due(p, "")
 	if !s.c.UpdateFrom {
-		return p.statement("SELECT " + s.Columns("") + " FROM " + t.Name + " WHERE " + due + " AND " + l.free(p.Next(ArgNow)) +
+		cols := s.Columns("")
+		if s.HasGroups() {
+			cols += l.groupRead(p)
+		}
+		due := s.Due(p, "")
+		where := due + " AND " + l.free(p.Next(ArgNow)) + l.andGroupFree(p)
+		return p.statement("SELECT " + cols + " FROM " + t.Name + " WHERE " + where +
 			" ORDER BY " + s.Order("") + " LIMIT " + p.Next(ArgLimit) + l.skipLocked())
 	}
+	due := s.Due(p, "")
 	free := l.free(p.Next(ArgNow))
 	if cond := l.s.unflushedIf(true); cond != "" {
 		free += " AND " + cond
 	}
-	pick := "SELECT " + t.ID + " FROM " + t.Name + " WHERE " + due + " AND " + free +
+	picked := t.ID
+	if s.HasGroups() {
+		picked += ", " + t.Name + "." + t.GroupKey
+	}
+	pick := "SELECT " + picked + " FROM " + t.Name + " WHERE " + due + " AND " + free + l.andGroupFree(p) +
 		" ORDER BY " + s.Order("") + " LIMIT " + strconv.Itoa(n) + l.skipLocked()
+	ctes := "WITH inbox_lease_pick AS (" + pick + "), "
+	taken := ""
+	if s.HasGroups() {
+		ctes += l.takeInOne(p) + ", "
+		taken = " AND (inbox_lease_pick." + t.GroupKey + " IS NULL OR inbox_lease_pick." + t.ID + " IN (SELECT holder_id FROM inbox_group_take))"
+	}
 	returning := s.Columns(t.Name)
 	for _, c := range []string{t.Priority, t.RetryAfter} {
 		if c != "" {
@@ -75,10 +101,18 @@ func (l Lease) Claim(n int) Statement {
 		}
 	}
 	stamp := "UPDATE " + t.Name + " SET " + l.col + " = " + p.Next(ArgLease) + attemptCounted(t, ", ") + l.claimClearsKey() +
-		" FROM inbox_lease_pick WHERE " + t.Name + "." + t.ID + " = inbox_lease_pick." + t.ID +
+		" FROM inbox_lease_pick WHERE " + t.Name + "." + t.ID + " = inbox_lease_pick." + t.ID + taken +
 		" RETURNING " + returning
-	return p.statement("WITH inbox_lease_pick AS (" + pick + "), inbox_lease_claimed AS (" + stamp + ") SELECT " +
+	return p.statement(ctes + "inbox_lease_claimed AS (" + stamp + ") SELECT " +
 		s.Columns("") + " FROM inbox_lease_claimed ORDER BY " + s.Order(""))
+}
+
+// andGroupFree is " AND " and groupFree where the table has groups; empty otherwise.
+func (l Lease) andGroupFree(p *Params) string {
+	if !l.s.HasGroups() {
+		return ""
+	}
+	return " AND " + l.groupFree(p)
 }
 
 // Stamp writes the token into the n rows a pick read, counts their attempt, and clears their unique

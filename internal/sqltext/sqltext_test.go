@@ -36,7 +36,7 @@ func TestGoldens(t *testing.T) {
 				"retention":   retentionEntries(c, s, sh.Table),
 				"pauses":      pausesEntries(c, s, sh.Table),
 			}
-			if c.SkipLocked {
+			if c.SkipLocked && sh.Table.GroupKey == "" {
 				forms["rowlock"] = rowLockEntries(c, s.RowLock())
 			}
 			if sh.Table.RetryAfter != "" {
@@ -45,7 +45,7 @@ func TestGoldens(t *testing.T) {
 			if sh.Table.CancelledAt != "" {
 				forms["cancel"] = cancelEntries(c, s.Cancels(lease))
 			}
-			if c.Locks != dialect.NoSessionLocks {
+			if c.Locks != dialect.NoSessionLocks && sh.Table.GroupKey == "" {
 				forms["advisory"] = advisoryEntries(c, s.Advisory(key), sh.Table.DeadAt != "")
 			}
 			if sh.Table.UniqueKey != "" {
@@ -138,7 +138,7 @@ func schemaEntries(t *testing.T, d dialect.Dialect, sh golden.Shape) []golden.En
 	var e entries
 	for i, st := range sts {
 		name := "create table"
-		if i > 0 {
+		if i > 0 && !strings.HasPrefix(st, "CREATE TABLE") {
 			name = "create index"
 		}
 		e.addText(name, strings.NewReplacer("(\n    ", "(", ",\n    ", ", ", "\n)", ")").Replace(st))
@@ -199,6 +199,12 @@ func leaseEntries(c *dialect.Caps, l sqltext.Lease) []golden.Entry {
 	}
 	e.add("stamp(1)", l.Stamp(1))
 	e.add("stamp(3)", l.Stamp(3))
+	e.add("group take", l.TakeHeld())
+	e.add("group take of a new hold", l.TakeFree())
+	if !l.TakeFree().Empty() {
+		e.add("group holds' check", sqltext.CheckGroups())
+		e.addText("group holds' table", sqltext.CreateGroups(c))
+	}
 	e.add("extend", l.Extend(sqltext.ByIDAndToken()))
 	e.add("ack", l.Settle(outcome.KindAck, sqltext.ByIDAndToken()))
 	e.add("retry", l.Settle(outcome.KindRetry, sqltext.ByIDAndToken()))
@@ -267,10 +273,10 @@ const goldenMaxAttempts = 25
 func limited(forms map[string][]golden.Entry, c *dialect.Caps, s sqltext.SQL, lease string, key []sqltext.KeyPart, label string) {
 	forms["lease"] = append(forms["lease"], limitedLeaseEntries(c, s.Lease(lease), label)...)
 	forms["unclaimable"] = append(forms["unclaimable"], limitedUnclaimableEntries(s.Unclaimable(1001), label)...)
-	if c.SkipLocked {
+	if forms["rowlock"] != nil { // the row lock form's, which a table with groups has not
 		forms["rowlock"] = append(forms["rowlock"], limitedRowLockEntries(s.RowLock(), label)...)
 	}
-	if c.Locks != dialect.NoSessionLocks {
+	if forms["advisory"] != nil {
 		forms["advisory"] = append(forms["advisory"], limitedAdvisoryEntries(s.Advisory(key), label)...)
 	}
 }

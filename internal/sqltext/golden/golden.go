@@ -85,7 +85,8 @@ type Shape struct {
 // kind column (jobs by kind, whose claims name the kinds they take); every role with a unique
 // key, in each of its three scopes (while queued or in work, while queued, a window after); and
 // every role, and processed_at without a group, each with a pauses table (claims pass over
-// paused queues); and every role with a cancelled_at column (Cancel), a unique key among them.
+// paused queues); every role with a cancelled_at column (Cancel), a unique key among them; and
+// every role with a FIFO group column (the lease form's alone).
 var Shapes = []Shape{
 	{
 		Name: "all-roles",
@@ -175,6 +176,14 @@ var Shapes = []Shape{
 			ProcessedAt: "processed_at", Queue: "queue", Priority: "priority", RetryAfter: "retry_after", Headers: "headers",
 			DeadAt: "dead_at", LastError: "last_error", CancelledAt: "cancelled_at", CreatedAt: "created_at",
 			UniqueKey: "unique_key"},
+		Lease: "locked_until",
+		Key:   []sqltext.KeyPart{{Text: "jobs-"}, {Column: "id"}},
+	},
+	{
+		Name: "groups",
+		Table: sqltext.Table{Name: "jobs", ID: "id", IDGenerated: true, Payload: "payload", Attempt: "attempt",
+			ProcessedAt: "processed_at", Queue: "queue", Priority: "priority", RetryAfter: "retry_after", Headers: "headers",
+			DeadAt: "dead_at", LastError: "last_error", CreatedAt: "created_at", GroupKey: "group_key"},
 		Lease: "locked_until",
 		Key:   []sqltext.KeyPart{{Text: "jobs-"}, {Column: "id"}},
 	},

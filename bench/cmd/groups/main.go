@@ -1,0 +1,153 @@
+// Command groups measures what FIFO groups (inbox.Table.GroupKey) cost a lease consumer: it drains
+// one prefilled table, whose rows are spread over -groups groups, through a consumer whose table
+// names the group column (each claim takes only the heads of free groups and holds their groups
+// in inbox_groups) and through one that ignores it, in the same run, rounds interleaved, and
+// reports each cell's medians and their paired ratio. See docs/groups.md.
+//
+//	go run ./bench/cmd/groups -db postgres,mariadb,sqlite -workers 1,8 -groups 32 -n 5000 -rounds 5
+package main
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/sqlinbox/inbox/bench/harness"
+)
+
+// config is the command's flags.
+type config struct {
+	n, rounds, groups int
+	workers           []int
+	dbs               []string
+	poll              time.Duration
+	dsns              map[string]string
+}
+
+func parseFlags(args []string) (*config, error) {
+	fs := flag.NewFlagSet("groups", flag.ContinueOnError)
+	cfg := &config{dsns: map[string]string{}}
+	fs.IntVar(&cfg.n, "n", 5000, "rows to prefill and drain per drain")
+	fs.IntVar(&cfg.rounds, "rounds", 5, "rounds per cell (each a drain with groups and one without, their order alternating)")
+	fs.IntVar(&cfg.groups, "groups", 32, "groups the rows are spread over (at least 1)")
+	workers := fs.String("workers", "1,8", "worker counts, comma-separated")
+	dbs := fs.String("db", "postgres,mariadb,sqlite", "databases: postgres, mysql, mariadb, sqlite")
+	fs.DurationVar(&cfg.poll, "poll", 100*time.Millisecond, "the consumers' PollInterval")
+	fs.Func("dsn", "database=DSN, repeatable (defaults: the development machine's servers; sqlite: a new file in a temporary directory)", func(s string) error {
+		name, dsn, ok := strings.Cut(s, "=")
+		if !ok || !slices.Contains(harness.Databases, name) {
+			return fmt.Errorf("-dsn %q: want database=DSN with database one of %s", s, strings.Join(harness.Databases, ", "))
+		}
+		cfg.dsns[name] = dsn
+		return nil
+	})
+	if err := fs.Parse(args); err != nil {
+		return nil, err
+	}
+	var err error
+	if cfg.workers, err = harness.Ints("workers", *workers); err != nil {
+		return nil, err
+	}
+	if cfg.dbs, err = harness.Names("db", *dbs, harness.Databases); err != nil {
+		return nil, err
+	}
+	if cfg.n < 1 || cfg.rounds < 1 || cfg.groups < 1 {
+		return nil, errors.New("-n, -rounds and -groups must be at least 1")
+	}
+	return cfg, nil
+}
+
+func main() { harness.Main("groups", run) }
+
+// cell is the lease form on one database at one worker count: msgs/s of each round's drain
+// without and with groups.
+type cell struct {
+	db            string
+	workers       int
+	plain, groups []float64
+}
+
+func run(ctx context.Context, args []string) error {
+	cfg, err := parseFlags(args)
+	if err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return nil
+		}
+		return err
+	}
+	tmp, err := os.MkdirTemp("", "inbox-groups-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(tmp)
+	fmt.Printf("machine   %s\n", harness.Machine())
+	var cells []*cell
+	for _, db := range cfg.dbs {
+		dsn := cmp.Or(cfg.dsns[db], harness.DefaultDSNs[db])
+		if db == "sqlite" && cfg.dsns[db] == "" {
+			dsn = filepath.Join(tmp, "groups.db")
+		}
+		t, err := harness.Open(ctx, db, dsn, slices.Max(cfg.workers)+2)
+		if err != nil {
+			return err
+		}
+		fmt.Printf("%-9s %s\n", db, t.Facts(ctx))
+		table := "inbox_bench_groups_" + db
+		if err := t.CreateGroupTable(ctx, table); err != nil {
+			t.Close()
+			return err
+		}
+		for _, w := range cfg.workers {
+			c := &cell{db: db, workers: w}
+			t.SetPool(w + 2)
+			if err := runCell(ctx, t, c, table, cfg); err != nil {
+				t.Close()
+				return err
+			}
+			cells = append(cells, c)
+		}
+		t.Close()
+	}
+	fmt.Printf("\nThe lease form with the rows in %d FIFO groups against the same rows without: %d rows per drain, %d rounds, msgs/s median (min–max)\n\n", cfg.groups, cfg.n, cfg.rounds)
+	fmt.Println("| database | workers | no groups | " + fmt.Sprint(cfg.groups) + " groups | with/without (paired) |")
+	fmt.Println("|---|--:|--:|--:|--:|")
+	for _, c := range cells {
+		ratio := "–"
+		if r := harness.PairedRatio(c.groups, c.plain); r > 0 {
+			ratio = fmt.Sprintf("%.3f", r)
+		}
+		fmt.Printf("| %s | %d | %s | %s | %s |\n", harness.Label(c.db), c.workers, harness.Spread(c.plain), harness.Spread(c.groups), ratio)
+	}
+	return nil
+}
+
+// runCell drains the table once without groups and once with them each round, alternating
+// which goes first (harness.Rounds), the table prefilled and its rows spread over the groups
+// before each drain, and the group holds of the last drain deleted.
+func runCell(ctx context.Context, t *harness.Target, c *cell, table string, cfg *config) error {
+	drain := func(groups bool, into *[]float64) func(r int) error {
+		return func(r int) error {
+			if err := t.Prefill(ctx, table, cfg.n); err != nil {
+				return err
+			}
+			if err := t.SetGroups(ctx, table, cfg.groups); err != nil {
+				return err
+			}
+			d, err := harness.DrainLibrary(ctx, t, harness.Consumer{Form: "lease", Table: table, Workers: c.workers, Batch: 1, Poll: cfg.poll, Groups: groups}, int64(cfg.n))
+			if err != nil {
+				return fmt.Errorf("%s, %d workers, groups %v, round %d: %w", c.db, c.workers, groups, r, err)
+			}
+			*into = append(*into, d.Rate)
+			fmt.Fprintf(os.Stderr, "%-8s W=%d groups=%-5v round %d: %8.0f msgs/s, %d claims (%d empty) of %d rows\n", c.db, c.workers, groups, r, d.Rate, d.Claims, d.EmptyClaims, d.RowsClaimed)
+			return nil
+		}
+	}
+	return harness.Rounds(cfg.rounds, drain(false, &c.plain), drain(true, &c.groups))
+}

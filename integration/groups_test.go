@@ -1,0 +1,402 @@
+package integration
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/sqlinbox/inbox"
+	"github.com/sqlinbox/inbox/advisory"
+	"github.com/sqlinbox/inbox/internal/schema"
+	"github.com/sqlinbox/inbox/internal/sqltext"
+	"github.com/sqlinbox/inbox/lease"
+	"github.com/sqlinbox/inbox/outcome"
+	"github.com/sqlinbox/inbox/rowlock"
+)
+
+// groupTable is deadTable with the lease column named and a FIFO group column, group_key.
+func groupTable(name string) inbox.Table {
+	tbl := deadTable(name)
+	tbl.LockedUntil = "locked_until"
+	tbl.GroupKey = "group_key"
+	return tbl
+}
+
+// newGroupTable creates the table groupTable describes, named for the test, with its group
+// column and its group index, and the table of group holds (inbox_groups, shared by every table of the database,
+// keyed by table name) as inbox schema -group-key creates them; the test's holds are deleted when
+// it ends.
+func (b backend) newGroupTable(t *testing.T, db *sql.DB) inbox.Table {
+	t.Helper()
+	tbl := b.newTable(t, db, groupTable)
+	typ := "VARCHAR(191) NULL"
+	if b.name == "sqlite" {
+		typ = "TEXT"
+	}
+	mustExec(t, db, "ALTER TABLE "+b.q(t, tbl.Name)+" ADD "+b.q(t, tbl.GroupKey)+" "+typ)
+	index, err := schema.GroupIndex(b.dialect, tbl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mustExec(t, db, index)
+	mustExec(t, db, sqltext.CreateGroups(b.dialect.Caps()))
+	t.Cleanup(func() {
+		db.Exec("DELETE FROM "+sqltext.GroupsTable+" WHERE table_name = "+b.placeholders(1), tbl.Name)
+	})
+	return tbl
+}
+
+// groupRun is one delivery a handler recorded: its row, group and when it ran.
+type groupRun struct {
+	id         int64
+	group      string
+	start, end time.Time
+}
+
+// checkGroupRuns fails unless, within each group, the runs never overlap (each starts after the
+// one before it ended) and go in id order, each row running once.
+func checkGroupRuns(t *testing.T, runs []groupRun) {
+	t.Helper()
+	byGroup := map[string][]groupRun{}
+	for _, r := range runs {
+		if r.group != "" {
+			byGroup[r.group] = append(byGroup[r.group], r)
+		}
+	}
+	for g, rs := range byGroup {
+		slices.SortFunc(rs, func(a, b groupRun) int { return a.start.Compare(b.start) })
+		for i := 1; i < len(rs); i++ {
+			if rs[i].start.Before(rs[i-1].end) {
+				t.Errorf("group %s: row %d started at %v, before row %d ended at %v: two rows of one group in work at once", g, rs[i].id, rs[i].start, rs[i-1].id, rs[i-1].end)
+			}
+			if rs[i].id <= rs[i-1].id {
+				t.Errorf("group %s: row %d ran after row %d: not in id order", g, rs[i].id, rs[i-1].id)
+			}
+		}
+	}
+}
+
+// groupMessages are n messages for each of groups groups of queue "q" (group g-<i>), published
+// round robin, their payload the group's name, and then ungrouped messages of no group.
+func groupMessages(groups, n, ungrouped int) []inbox.Message {
+	var msgs []inbox.Message
+	for i := range n {
+		for g := range groups {
+			name := fmt.Sprintf("g-%d", g)
+			msgs = append(msgs, inbox.Message{Queue: "q", GroupKey: name, Payload: []byte(fmt.Sprintf("%s/%d", name, i))})
+		}
+	}
+	for i := range ungrouped {
+		msgs = append(msgs, inbox.Message{Queue: "q", Payload: []byte(fmt.Sprintf("/%d", i))})
+	}
+	return msgs
+}
+
+// groupOf is the group a groupMessages payload names ("" for none).
+func groupOf(d *inbox.Delivery) string {
+	g, _, _ := strings.Cut(string(d.Payload), "/")
+	return g
+}
+
+// TestGroupsExclusionAndOrder: three consumers, each on its own pool as three processes would
+// be, of 4 workers each, drain 8 groups of 15 rows and 10 rows of no group on every database:
+// within a group the handlers' runs never overlap and go in id order, and every row runs once.
+// A handler that sleeps a little lets the other workers try to claim the group meanwhile.
+func TestGroupsExclusionAndOrder(t *testing.T) {
+	const consumers, groups, each, ungrouped = 3, 8, 15, 10
+	forEachBackend(t, backends(t, true), func(t *testing.T, b backend) {
+		dbs := b.openDBs(t, consumers, 8)
+		tbl := b.newGroupTable(t, dbs[0])
+		b.enqueue(t, dbs[0], tbl, groupMessages(groups, each, ungrouped)...)
+		var runs collector[groupRun]
+		h := inbox.HandlerFunc(func(ctx context.Context, d *inbox.Delivery) outcome.Outcome {
+			r := groupRun{id: d.ID, group: groupOf(d), start: time.Now()}
+			time.Sleep(2 * time.Millisecond)
+			r.end = time.Now()
+			runs.add(r)
+			return outcome.Ack()
+		})
+		var cs []*inbox.Consumer
+		for _, db := range dbs {
+			cs = append(cs, inbox.NewConsumer(db, lease.New(b.dialect, tbl, nil), h, &inbox.Config{Queue: "q", Workers: 4, PollInterval: cellPoll, Logger: testLogger(t)}))
+		}
+		drainTable(t, b, dbs[0], tbl, time.Minute, "every row processed", cs...)
+		all := runs.all()
+		if len(all) != groups*each+ungrouped {
+			t.Errorf("%d runs, want %d (each row once)", len(all), groups*each+ungrouped)
+		}
+		checkGroupRuns(t, all)
+	})
+}
+
+// TestGroupsFailingHeadBlocksItsGroup: the head of group g-0 fails twice, retried after 300 ms
+// each time, before it succeeds: no other row of g-0 runs until it has succeeded, while the
+// other groups drain meanwhile; then g-0 goes on in order.
+func TestGroupsFailingHeadBlocksItsGroup(t *testing.T) {
+	forEachBackend(t, backends(t, true), func(t *testing.T, b backend) {
+		db := b.open(t, 8)
+		tbl := b.newGroupTable(t, db)
+		b.enqueue(t, db, tbl, groupMessages(4, 5, 0)...)
+		head := column[int64](t, db, "SELECT MIN("+b.q(t, tbl.ID)+") FROM "+b.q(t, tbl.Name)+" WHERE "+b.q(t, tbl.GroupKey)+" = "+b.placeholders(1), "g-0")[0]
+		var runs collector[groupRun]
+		var headDone time.Time
+		var mu sync.Mutex
+		h := inbox.HandlerFunc(func(ctx context.Context, d *inbox.Delivery) outcome.Outcome {
+			r := groupRun{id: d.ID, group: groupOf(d), start: time.Now(), end: time.Now()}
+			if d.ID == head && d.Attempt < 3 {
+				return outcome.RetryAfter(300 * time.Millisecond)
+			}
+			runs.add(r)
+			if d.ID == head {
+				mu.Lock()
+				headDone = time.Now()
+				mu.Unlock()
+			}
+			return outcome.Ack()
+		})
+		cons := inbox.NewConsumer(db, lease.New(b.dialect, tbl, nil), h, &inbox.Config{Queue: "q", Workers: 4, PollInterval: 50 * time.Millisecond, Logger: testLogger(t)})
+		drainTable(t, b, db, tbl, time.Minute, "every row processed", cons)
+		all := runs.all()
+		checkGroupRuns(t, all)
+		others := 0
+		for _, r := range all {
+			switch {
+			case r.group == "g-0" && r.id != head && r.start.Before(headDone):
+				t.Errorf("row %d of g-0 ran at %v, before its failing head %d succeeded at %v", r.id, r.start, head, headDone)
+			case r.group != "g-0" && r.start.Before(headDone):
+				others++
+			}
+		}
+		if others != 15 {
+			t.Errorf("%d rows of the other groups ran before g-0's head succeeded, want all 15: a failing head held back other groups", others)
+		}
+	})
+}
+
+// TestGroupsLateCommitOfALowerID: a transaction publishes row N of group g and stays open while
+// another publishes N+1 and commits; a claim takes N+1 (N is not committed), and once N commits
+// no claim takes it (or anything of g) while N+1 is in work; after N+1 settles, N runs. Strict
+// order would need the producers of g to serialise; exclusion holds without. SQLite has one
+// writer, whose ids commit in order: not there.
+func TestGroupsLateCommitOfALowerID(t *testing.T) {
+	forEachBackend(t, backends(t, false), func(t *testing.T, b backend) {
+		db := b.open(t, 8)
+		tbl := b.newGroupTable(t, db)
+		ctx := context.Background()
+		late, err := db.BeginTx(ctx, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer late.Rollback()
+		n, err := inbox.EnqueueTxResults(ctx, late, b.dialect, tbl, inbox.Message{Queue: "q", GroupKey: "g", Payload: []byte("g/N")})
+		if err != nil {
+			t.Fatal(err)
+		}
+		next, err := inbox.EnqueueIDs(ctx, db, b.dialect, tbl, inbox.Message{Queue: "q", GroupKey: "g", Payload: []byte("g/N+1")})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if next[0] <= n[0].ID {
+			t.Fatalf("ids %d then %d: the test needs the later publish to take the higher id", n[0].ID, next[0])
+		}
+		f := openForm(t, lease.New(b.dialect, tbl, nil), db, inbox.Binding{Name: "q"})
+		ds := claim(t, f, 4)
+		if len(ds) != 1 || ds[0].ID != next[0] {
+			t.Fatalf("claimed %v, want row %d alone (row %d is not committed)", deliveryIDs(ds), next[0], n[0].ID)
+		}
+		if err := late.Commit(); err != nil {
+			t.Fatal(err)
+		}
+		if again := claim(t, f, 4); len(again) != 0 {
+			t.Fatalf("claimed %v while row %d of the same group is in work: two rows of one group at once", deliveryIDs(again), next[0])
+		}
+		settle(t, f, ds[0], outcome.Ack())
+		if after := claim(t, f, 4); len(after) != 1 || after[0].ID != n[0].ID {
+			t.Fatalf("after row %d settled claimed %v, want row %d", next[0], deliveryIDs(after), n[0].ID)
+		}
+	})
+}
+
+// TestGroupsHoldEndsWithTheLease: a consumer claims the head of a group and never settles it (as
+// a killed process would not): another consumer's claims take nothing of the group while the
+// lease runs, and the head itself once it has run out; rows of other groups go meanwhile.
+func TestGroupsHoldEndsWithTheLease(t *testing.T) {
+	forEachBackend(t, backends(t, true), func(t *testing.T, b backend) {
+		dbs := b.openDBs(t, 2, 4)
+		tbl := b.newGroupTable(t, dbs[0])
+		b.enqueue(t, dbs[0], tbl,
+			inbox.Message{Queue: "q", GroupKey: "g", Payload: []byte("g/0")},
+			inbox.Message{Queue: "q", GroupKey: "g", Payload: []byte("g/1")},
+			inbox.Message{Queue: "q", GroupKey: "h", Payload: []byte("h/0")})
+		cfg := &lease.Config{Lease: 2 * time.Second}
+		crashed := openForm(t, lease.New(b.dialect, tbl, cfg), dbs[0], inbox.Binding{Name: "q"})
+		held := time.Now() // before the claim reads its clock: its lease runs out after held+2s
+		first := claim(t, crashed, 1)
+		if len(first) != 1 || groupOf(first[0]) != "g" {
+			t.Fatalf("claimed %v, want the head of g", deliveryIDs(first))
+		}
+		other := openForm(t, lease.New(b.dialect, tbl, cfg), dbs[1], inbox.Binding{Name: "q"})
+		ds := claim(t, other, 4)
+		if len(ds) != 1 || groupOf(ds[0]) != "h" {
+			t.Fatalf("claimed %v while g is held, want the row of h alone", deliveryIDs(ds))
+		}
+		settle(t, other, ds[0], outcome.Ack())
+		var again []*inbox.Delivery
+		waitFor(t, 10*time.Second, "the head of g claimed again", func() bool {
+			again = claim(t, other, 4)
+			if len(again) > 0 {
+				return true
+			}
+			time.Sleep(100 * time.Millisecond)
+			return false
+		})
+		if waited := time.Since(held); waited < 2*time.Second {
+			t.Errorf("g was free again after %v, before its lease of 2s ran out", waited)
+		}
+		if len(again) != 1 || again[0].ID != first[0].ID {
+			t.Fatalf("after the lease ran out claimed %v, want the head %d alone", deliveryIDs(again), first[0].ID)
+		}
+		settle(t, other, again[0], outcome.Ack())
+		if err := crashed.Settle(context.Background(), first[0], outcome.Ack()); !errors.Is(err, inbox.ErrLeaseLost) {
+			t.Errorf("the first holder's settlement: %v, want ErrLeaseLost", err)
+		}
+		if last := claim(t, other, 4); len(last) != 1 || string(last[0].Payload) != "g/1" {
+			t.Fatalf("claimed %v, want g's second row", deliveryIDs(last))
+		}
+	})
+}
+
+// TestGroupsPublishDoesNotWaitForAHold: while a transaction holds the row lock of a group's
+// hold (as a claim taking it does) and the group's head is in work, a publish of the group
+// returns at once: publishing never reads or writes the holds. On MariaDB an upsert of a locked
+// row would wait.
+func TestGroupsPublishDoesNotWaitForAHold(t *testing.T) {
+	forEachBackend(t, backends(t, false), func(t *testing.T, b backend) {
+		db := b.open(t, 8)
+		tbl := b.newGroupTable(t, db)
+		b.enqueue(t, db, tbl, inbox.Message{Queue: "q", GroupKey: "g", Payload: []byte("g/0")})
+		f := openForm(t, lease.New(b.dialect, tbl, nil), db, inbox.Binding{Name: "q"})
+		if ds := claim(t, f, 1); len(ds) != 1 {
+			t.Fatalf("claimed %d rows, want the head of g", len(ds))
+		}
+		ctx := context.Background()
+		tx := beginWith(t, ctx, b.dialect, db, "UPDATE "+sqltext.GroupsTable+" SET holder_id = holder_id WHERE table_name = '"+tbl.Name+"'")
+		defer tx.Rollback()
+		pctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+		defer cancel()
+		start := time.Now()
+		if err := inbox.Enqueue(pctx, db, b.dialect, tbl, inbox.Message{Queue: "q", GroupKey: "g", Payload: []byte("g/1")}); err != nil {
+			t.Fatalf("publishing while the group's hold is locked: %v", err)
+		}
+		if took := time.Since(start); took > time.Second {
+			t.Errorf("the publish took %v behind the group's hold", took)
+		}
+	})
+}
+
+// TestGroupsRefusedOutsideTheLeaseForm: the row lock and advisory forms refuse a table with a
+// group column at Open, naming the column and lease.New; the lease form refuses one without the
+// holds' table, naming the statement that creates it (on SQLite, whose database is the test's
+// own).
+func TestGroupsRefusedOutsideTheLeaseForm(t *testing.T) {
+	forEachBackend(t, backends(t, false), func(t *testing.T, b backend) {
+		db := b.open(t, 4)
+		tbl := b.newGroupTable(t, db)
+		for name, f := range map[string]inbox.Form{
+			"rowlock":  rowlock.New(b.dialect.(rowlock.Dialect), tbl),
+			"advisory": advisory.New(b.dialect.(advisory.Dialect), tbl, nil),
+		} {
+			_, err := f.Open(context.Background(), db, inbox.Binding{Name: "q"})
+			if !errors.Is(err, inbox.ErrSchema) || !strings.Contains(err.Error(), "lease.New") || !strings.Contains(err.Error(), "group_key") {
+				t.Errorf("%s: Open = %v, want ErrSchema naming the group column and lease.New", name, err)
+			}
+		}
+	})
+	forEachBackend(t, onlyBackends(t, "sqlite"), func(t *testing.T, b backend) {
+		db := b.open(t, 4)
+		tbl := b.newTable(t, db, groupTable)
+		mustExec(t, db, "ALTER TABLE "+b.q(t, tbl.Name)+" ADD "+b.q(t, tbl.GroupKey)+" TEXT")
+		_, err := lease.New(b.dialect, tbl, nil).Open(context.Background(), db, inbox.Binding{Name: "q"})
+		if !errors.Is(err, inbox.ErrSchema) || !strings.Contains(err.Error(), "CREATE TABLE IF NOT EXISTS inbox_groups") {
+			t.Errorf("Open without inbox_groups = %v, want ErrSchema naming its CREATE TABLE", err)
+		}
+	})
+}
+
+// TestGroupsExclusionUnderLateCommits: four producers publish rows of four groups, each in a
+// transaction that waits a little before it commits, so that ids commit out of order, while
+// three consumers of 4 workers drain them: within a group the handlers' runs never overlap,
+// and every row runs once. (Order is not asserted: a row that commits late behind a higher id
+// of its group runs after it, as docs/groups.md says.) SQLite has one writer, whose ids commit
+// in order: not there.
+func TestGroupsExclusionUnderLateCommits(t *testing.T) {
+	const producers, each, consumers = 4, 30, 3
+	forEachBackend(t, backends(t, false), func(t *testing.T, b backend) {
+		dbs := b.openDBs(t, consumers, 8)
+		tbl := b.newGroupTable(t, dbs[0])
+		var runs collector[groupRun]
+		h := inbox.HandlerFunc(func(ctx context.Context, d *inbox.Delivery) outcome.Outcome {
+			r := groupRun{id: d.ID, group: groupOf(d), start: time.Now()}
+			time.Sleep(5 * time.Millisecond)
+			r.end = time.Now()
+			runs.add(r)
+			return outcome.Ack()
+		})
+		var stops []func()
+		for _, db := range dbs {
+			stops = append(stops, startConsumer(t, inbox.NewConsumer(db, lease.New(b.dialect, tbl, nil), h, &inbox.Config{Queue: "q", Workers: 4, PollInterval: 20 * time.Millisecond, Logger: testLogger(t)})))
+		}
+		var wg sync.WaitGroup
+		for p := range producers {
+			wg.Go(func() {
+				for i := range each {
+					g := fmt.Sprintf("g-%d", (p+i)%4)
+					tx, err := dbs[0].Begin()
+					if err != nil {
+						t.Error(err)
+						return
+					}
+					if err := inbox.EnqueueTx(context.Background(), tx, b.dialect, tbl, inbox.Message{Queue: "q", GroupKey: g, Payload: []byte(g + "/" + fmt.Sprint(p, i))}); err != nil {
+						tx.Rollback()
+						t.Error(err)
+						return
+					}
+					time.Sleep(time.Duration((p*7+i*3)%5) * 4 * time.Millisecond)
+					if err := tx.Commit(); err != nil {
+						t.Error(err)
+						return
+					}
+				}
+			})
+		}
+		wg.Wait()
+		waitFor(t, time.Minute, "every row processed", func() bool {
+			return b.countRows(t, dbs[0], tbl, b.q(t, tbl.ProcessedAt)+" IS NULL") == 0
+		})
+		for _, stop := range stops {
+			stop()
+		}
+		all := runs.all()
+		if len(all) != producers*each {
+			t.Errorf("%d runs, want %d (each row once)", len(all), producers*each)
+		}
+		byGroup := map[string][]groupRun{}
+		for _, r := range all {
+			byGroup[r.group] = append(byGroup[r.group], r)
+		}
+		for g, rs := range byGroup {
+			slices.SortFunc(rs, func(a, b groupRun) int { return a.start.Compare(b.start) })
+			for i := 1; i < len(rs); i++ {
+				if rs[i].start.Before(rs[i-1].end) {
+					t.Errorf("group %s: row %d started before row %d ended: two rows of one group in work at once", g, rs[i].id, rs[i-1].id)
+				}
+			}
+		}
+	})
+}

@@ -1,0 +1,156 @@
+package lease
+
+import (
+	"cmp"
+	"context"
+	"database/sql"
+	"errors"
+	"slices"
+
+	"github.com/sqlinbox/inbox"
+	"github.com/sqlinbox/inbox/dialect"
+	"github.com/sqlinbox/inbox/internal/sentinel"
+	"github.com/sqlinbox/inbox/internal/sqltext"
+	"github.com/sqlinbox/inbox/internal/stmt"
+)
+
+// FIFO groups (inbox.Table.GroupKey). A claim takes only the head of each group whose hold no
+// row's lease keeps, and takes the group's hold in its own transaction: on Postgres in its one
+// statement (sqltext.Lease.Claim), elsewhere by a statement per group between the pick and the
+// stamp (takeGroups). A hold names its holder row and lasts as long as that row's lease, so
+// extensions and settlements, which write only the row, extend and release it with the row.
+
+// checkGroups fails, where the table has groups, when the table of group holds is missing or
+// lacks a column: ErrSchema naming the statement that creates it. A connection that fails is
+// the connection's error.
+func (f *Form[D]) checkGroups(ctx context.Context, db *sql.DB, queue string) error {
+	if f.t.GroupKey == "" {
+		return nil
+	}
+	rows, err := db.QueryContext(ctx, sqltext.CheckGroups().SQL)
+	if err == nil {
+		return rows.Close()
+	}
+	where := sentinel.Queue(f.t.Name, queue)
+	if ctx.Err() != nil || dialect.ConnectionFailed(err) {
+		return sentinel.Errorf(nil, where, "checking the group holds' table %s: %w", sqltext.GroupsTable, err)
+	}
+	if pingErr := db.PingContext(ctx); pingErr != nil {
+		return sentinel.Errorf(nil, where, "checking the group holds' table %s: the server answers no connection: %w", sqltext.GroupsTable, errors.Join(err, pingErr))
+	}
+	return sentinel.Errorf(inbox.ErrSchema, where, "the group column %q needs the group holds' table %s, which the database refuses (%v): `inbox schema -group-key` prints it with the table; run: %s", f.t.GroupKey, sqltext.GroupsTable, err, sqltext.CreateGroups(f.d.Caps()))
+}
+
+// seenHold is what a pick read of a claimed row's group: its key, and its hold's holder and
+// token as the pick's statement saw them (not valid: the group had no hold row).
+type seenHold struct {
+	id     int64
+	group  sql.NullString
+	holder sql.NullInt64
+	token  any
+}
+
+// scanPick reads the rows of a pick: deliveries and, where the table has groups, what the pick
+// read of each one's group (sqltext.Lease.Claim's groupRead).
+func (b *binding) scanPick(rows *sql.Rows) ([]*inbox.Delivery, []seenHold, error) {
+	if b.st.Q.GroupKey == "" {
+		ds, err := b.st.Scan(rows)
+		return ds, nil, err
+	}
+	defer rows.Close()
+	var ds []*inbox.Delivery
+	var seen []seenHold
+	for rows.Next() {
+		var h seenHold
+		d, err := b.st.ScanOne(func(dest ...any) error {
+			return rows.Scan(append(dest, &h.group, &h.holder, &h.token)...)
+		})
+		if err != nil {
+			return nil, nil, err
+		}
+		h.id = d.ID
+		ds, seen = append(ds, d), append(seen, h)
+	}
+	return ds, seen, rows.Err()
+}
+
+// takeGroups takes, in tx, the hold of the group of each of ds that has one (in group order, so
+// that two claims never wait for each other's holds), and returns those of ds that are of no
+// group or whose group it took, in their order. A hold another claim took since the pick read it
+// (TakeHeld changes no row, or TakeFree finds the key inserted) leaves its row unclaimed.
+func (b *binding) takeGroups(ctx context.Context, tx dialect.Tx, ds []*inbox.Delivery, seen []seenHold, v sqltext.Values) ([]*inbox.Delivery, error) {
+	if seen == nil {
+		return ds, nil
+	}
+	order := make([]int, len(ds))
+	for i := range order {
+		order[i] = i
+	}
+	slices.SortFunc(order, func(i, j int) int { return cmp.Compare(seen[i].group.String, seen[j].group.String) })
+	taken := make([]bool, len(ds))
+	for _, i := range order {
+		h := seen[i]
+		if !h.group.Valid {
+			taken[i] = true
+			continue
+		}
+		ok, err := b.take(ctx, tx, h, v)
+		if err != nil {
+			return nil, sentinel.Errorf(nil, sentinel.Row(b.st.Raw.Name, h.id), "taking the hold of its group %q: %w", h.group.String, err)
+		}
+		taken[i] = ok
+	}
+	out := ds[:0:0]
+	for i, d := range ds {
+		if taken[i] {
+			out = append(out, d)
+		}
+	}
+	return out, nil
+}
+
+// take takes the hold of h's group for its row, under v's token, and reports whether it did.
+func (b *binding) take(ctx context.Context, tx dialect.Tx, h seenHold, v sqltext.Values) (bool, error) {
+	v.IDs, v.Group = []int64{h.id}, h.group.String
+	if !h.holder.Valid {
+		_, err := b.takeFree.ExecIn(ctx, tx, b.takeFree.Bind(nil, &v)...)
+		if dialect.DuplicateOn(err, "PRIMARY") {
+			return false, nil // another claim took the group since the pick read it
+		}
+		return err == nil, err
+	}
+	v.Holder, v.Tokens = h.holder.Int64, []any{h.token}
+	res, err := b.takeHeld.ExecIn(ctx, tx, b.takeHeld.Bind(nil, &v)...)
+	if err != nil {
+		return false, err
+	}
+	n, err := res.RowsAffected()
+	return n == 1, err
+}
+
+// prepareTakes prepares (or, where the claim runs on a pinned connection by its text, checks)
+// the statements that take a group's hold, where the claim does not take it in its own
+// statement.
+func (b *binding) prepareTakes(ctx context.Context) error {
+	caps := b.st.D.Caps()
+	if b.st.Q.GroupKey == "" || caps.UpdateFrom {
+		return nil
+	}
+	held, free := b.sql.TakeHeld(), b.sql.TakeFree()
+	if caps.BeginsByStatement {
+		if err := b.st.Check(ctx, b.db, "group take", held.SQL); err != nil {
+			return err
+		}
+		if err := b.st.Check(ctx, b.db, "group take of a new hold", free.SQL); err != nil {
+			return err
+		}
+		b.takeHeld, b.takeFree = stmt.ByText(b.db, held), stmt.ByText(b.db, free)
+		return nil
+	}
+	var err error
+	if b.takeHeld, err = b.st.Statement(ctx, b.db, "group take", held); err != nil {
+		return err
+	}
+	b.takeFree, err = b.st.Statement(ctx, b.db, "group take of a new hold", free)
+	return err
+}
