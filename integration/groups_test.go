@@ -400,3 +400,49 @@ func TestGroupsExclusionUnderLateCommits(t *testing.T) {
 		}
 	})
 }
+
+// TestGroupsLateExtensionLosesAGroupTakenMeanwhile: a holder whose lease ran out without its
+// extension (a stalled process) keeps its row where no claim took it since, but its group went,
+// meanwhile, to a lower id that committed late: its late extension fails with ErrLeaseLost, so
+// two rows of one group are never in work at once. Without the extension's check of the hold it
+// would succeed. Not on SQLite, whose ids commit in order.
+func TestGroupsLateExtensionLosesAGroupTakenMeanwhile(t *testing.T) {
+	forEachBackend(t, backends(t, false), func(t *testing.T, b backend) {
+		dbs := b.openDBs(t, 2, 4)
+		db := dbs[0]
+		tbl := b.newGroupTable(t, db)
+		ctx := context.Background()
+		late, err := db.BeginTx(ctx, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer late.Rollback()
+		lower, err := inbox.EnqueueTxResults(ctx, late, b.dialect, tbl, inbox.Message{Queue: "q", GroupKey: "g", Payload: []byte("g/lower")})
+		if err != nil {
+			t.Fatal(err)
+		}
+		higher, err := inbox.EnqueueIDs(ctx, db, b.dialect, tbl, inbox.Message{Queue: "q", GroupKey: "g", Payload: []byte("g/higher")})
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg := &lease.Config{Lease: time.Second}
+		stalled := openForm(t, lease.New(b.dialect, tbl, cfg), db, inbox.Binding{Name: "q"})
+		held := claim(t, stalled, 1)
+		if len(held) != 1 || held[0].ID != higher[0] {
+			t.Fatalf("claimed %v, want row %d (row %d is not committed)", deliveryIDs(held), higher[0], lower[0].ID)
+		}
+		if err := late.Commit(); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(1500 * time.Millisecond) // the holder's lease runs out, unextended
+		other := openForm(t, lease.New(b.dialect, tbl, cfg), dbs[1], inbox.Binding{Name: "q"})
+		taken := claim(t, other, 4)
+		if len(taken) != 1 || taken[0].ID != lower[0].ID {
+			t.Fatalf("after the holder's lease ran out claimed %v, want the group's head, row %d", deliveryIDs(taken), lower[0].ID)
+		}
+		if err := stalled.Extend(ctx, held[0]); !errors.Is(err, inbox.ErrLeaseLost) {
+			t.Fatalf("the stalled holder's late extension: %v, want ErrLeaseLost: row %d of g would run beside row %d", err, held[0].ID, taken[0].ID)
+		}
+		settle(t, other, taken[0], outcome.Ack())
+	})
+}

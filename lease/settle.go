@@ -42,7 +42,7 @@ func (f *Form[D]) Extend(ctx context.Context, d *inbox.Delivery) error {
 		next = held.Add(time.Microsecond)
 	}
 	s := b.inWork(h, "extend")
-	v := sqltext.Values{Lease: f.d.Time(next)}
+	v := sqltext.Values{Lease: f.d.Time(next), Table: b.claimed.Table, Queue: b.claimed.Queue}
 	h.guard(&v, d.ID, f.d.Time(held))
 	args := s.Bind(nil, &v)
 	if h.tx != nil && f.d.Caps().OneWriter {

@@ -72,6 +72,15 @@ func (l Lease) groupFree(p *Params) string {
 		" ORDER BY inbox_head." + t.ID + " LIMIT 1) AND NOT EXISTS (" + held + ")))"
 }
 
+// holdsItsGroup is the predicate of a row of the table that holds its group, or is of no group:
+// its group's hold names it. It binds the table's name, then the queue.
+func (l Lease) holdsItsGroup(p *Params) string {
+	t := l.s.t
+	g := t.Name + "." + t.GroupKey
+	return "(" + g + " IS NULL OR EXISTS (SELECT 1 FROM " + GroupsTable + " inbox_hold WHERE " + l.holdKey(p, "inbox_hold", g) +
+		" AND inbox_hold.holder_id = " + t.Name + "." + t.ID + "))"
+}
+
 // holdKey is the predicate of alias's hold of group g (an expression) of this table and queue.
 // It binds the table's name, then the queue.
 func (l Lease) holdKey(p *Params, alias, g string) string {

@@ -134,7 +134,11 @@ func (l Lease) Stamp(n int) Statement {
 func (l Lease) Extend(g Guard) Statement {
 	t, p := l.s.t, l.s.Params()
 	set := "UPDATE " + t.Name + " SET " + l.col + " = " + p.Next(ArgLease)
-	return p.statement(set + l.s.whereAnd(g, p, l.col, l.s.unflushedIf(true)))
+	where := l.s.whereAnd(g, p, l.col, l.s.unflushedIf(true))
+	if l.s.HasGroups() {
+		where += " AND " + l.holdsItsGroup(p)
+	}
+	return p.statement(set + where)
 }
 
 // Settle applies an outcome of kind k to the rows g names while their lease holds, clearing it:
