@@ -4,7 +4,7 @@ go 1.26
 
 require (
 	github.com/jackc/pgx/v5 v5.12.0
-	github.com/sqlinbox/inbox v0.0.0-20261203075928-a10cb65b429f
+	github.com/sqlinbox/inbox v0.0.0-20261203082512-86bfd034cc60
 )
 
 require (
