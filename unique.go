@@ -94,15 +94,31 @@ func keyed(msgs []Message) bool {
 // uniqueKey is m's key as publishing binds it (nil for none), refused where t has no unique key
 // column or the key is longer than it holds.
 func uniqueKey(t Table, m Message) (any, error) {
-	switch {
-	case m.UniqueKey == "":
+	return keyArg(t, keyColumn{"UniqueKey", "unique key", "-unique-key", t.UniqueKey, MaxUniqueKey, ErrUniqueKeyTooLong}, m.UniqueKey)
+}
+
+// keyColumn is a column of keys a message may set (a unique key, a FIFO group): the Message's
+// and the Table's field, what the column holds, the inbox schema flag that adds it, its name
+// in the description, the longest key and the error of a longer one.
+type keyColumn struct {
+	field, what, flag, column string
+	max                       int
+	tooLong                   error
+}
+
+// keyArg is key as publishing binds it into column k: nil for none; refused where the
+// description names no such column (ErrSchema) or the key is longer than it holds, before any
+// statement runs.
+func keyArg(t Table, k keyColumn, key string) (any, error) {
+	switch n := utf8.RuneCountInString(key); {
+	case key == "":
 		return nil, nil
-	case t.UniqueKey == "":
-		return nil, sentinel.Errorf(ErrSchema, sentinel.Table(t.Name), "a Message has UniqueKey %q, but the description names no unique key column: add the column (inbox schema -unique-key) and name it in inbox.Table.UniqueKey", m.UniqueKey)
-	case utf8.RuneCountInString(m.UniqueKey) > MaxUniqueKey:
-		return nil, sentinel.Errorf(ErrUniqueKeyTooLong, sentinel.Column(t.Name, t.UniqueKey), "a Message's UniqueKey is %d characters, over the %d the column holds (MaxUniqueKey): hash a longer key into one (hex SHA-256 is 64)", utf8.RuneCountInString(m.UniqueKey), MaxUniqueKey)
+	case k.column == "":
+		return nil, sentinel.Errorf(ErrSchema, sentinel.Table(t.Name), "a Message has %s %q, but the description names no %s column: add the column (inbox schema %s) and name it in inbox.Table.%s", k.field, key, k.what, k.flag, k.field)
+	case n > k.max:
+		return nil, sentinel.Errorf(k.tooLong, sentinel.Column(t.Name, k.column), "a Message's %s is %d characters, over the %d the column holds (Max%s): hash a longer key into one (hex SHA-256 is 64)", k.field, n, k.max, k.field)
 	}
-	return m.UniqueKey, nil
+	return key, nil
 }
 
 // publishResults is EnqueueResults, its times from clock (nil: this host's), in a transaction

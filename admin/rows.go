@@ -256,7 +256,8 @@ type values struct {
 	path, value           string
 	after, limit          int64
 	ids                   []int64
-	queued, kinded, idded int // how many queues, kinds and ids args has bound
+	table                 string // the table's name, as described
+	queued, kinded, idded int    // how many queues, kinds and ids args has bound
 }
 
 // args are the arguments of a statement whose parameters bind binds, in order.
@@ -292,6 +293,8 @@ func (v *values) args(binds []sqltext.Bind) []any {
 		case sqltext.BindID:
 			out = append(out, v.ids[v.idded])
 			v.idded++
+		case sqltext.BindTable:
+			out = append(out, v.table)
 		}
 	}
 	return out

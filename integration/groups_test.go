@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/sqlinbox/inbox"
+	"github.com/sqlinbox/inbox/admin"
 	"github.com/sqlinbox/inbox/advisory"
 	"github.com/sqlinbox/inbox/internal/schema"
 	"github.com/sqlinbox/inbox/internal/sqltext"
@@ -444,5 +445,67 @@ func TestGroupsLateExtensionLosesAGroupTakenMeanwhile(t *testing.T) {
 			t.Fatalf("the stalled holder's late extension: %v, want ErrLeaseLost: row %d of g would run beside row %d", err, held[0].ID, taken[0].ID)
 		}
 		settle(t, other, taken[0], outcome.Ack())
+	})
+}
+
+// TestGroupsListed: admin.Groups lists each group with rows pending by queue and key, with its
+// head and backlog: the group whose head a consumer holds as held by it, the group whose head
+// retries later as blocked, the other as free; rows of no group and settled rows are not
+// counted. On every database.
+func TestGroupsListed(t *testing.T) {
+	forEachBackend(t, backends(t, true), func(t *testing.T, b backend) {
+		ctx := context.Background()
+		db := b.open(t, 4)
+		tbl := b.newGroupTable(t, db)
+		ids, err := inbox.EnqueueIDs(ctx, db, b.dialect, tbl,
+			inbox.Message{Queue: "q", GroupKey: "a", Payload: []byte("a/0")},
+			inbox.Message{Queue: "q", GroupKey: "a", Payload: []byte("a/1")},
+			inbox.Message{Queue: "q", GroupKey: "b", Payload: []byte("b/0")},
+			inbox.Message{Queue: "q", GroupKey: "b", Payload: []byte("b/1")},
+			inbox.Message{Queue: "q", GroupKey: "c", Payload: []byte("c/0")},
+			inbox.Message{Queue: "q", Payload: []byte("none")},
+			inbox.Message{Queue: "q", GroupKey: "c", Payload: []byte("c/done")})
+		if err != nil {
+			t.Fatal(err)
+		}
+		retryAt := time.Now().Add(time.Hour)
+		setColumns(t, b, db, tbl, ids[2], map[string]any{"attempt": 2, "retry_after": retryAt})
+		setColumns(t, b, db, tbl, ids[6], map[string]any{"processed_at": time.Now()})
+		f := openForm(t, lease.New(b.dialect, tbl, nil), db, inbox.Binding{Name: "q"})
+		held := claim(t, f, 1)
+		if len(held) != 1 || held[0].ID != ids[0] {
+			t.Fatalf("claimed %v, want the head of a, row %d", deliveryIDs(held), ids[0])
+		}
+		a, err := admin.New(db, b.dialect, tbl)
+		if err != nil {
+			t.Fatal(err)
+		}
+		groups, err := a.Groups(ctx, 10)
+		if err != nil {
+			t.Fatal(err)
+		}
+		now := time.Now()
+		want := []struct {
+			key           string
+			head, pending int64
+			heldBy        int64
+			blocked       bool
+		}{{"a", ids[0], 2, ids[0], false}, {"b", ids[2], 2, 0, true}, {"c", ids[4], 1, 0, false}}
+		if len(groups) != len(want) {
+			t.Fatalf("Groups: %+v, want groups a, b and c", groups)
+		}
+		for i, w := range want {
+			g := groups[i]
+			if g.Queue != "q" || g.Key != w.key || g.Head != w.head || g.Pending != w.pending || g.HeldBy != w.heldBy || g.Blocked(now) != w.blocked {
+				t.Errorf("group %d: %+v (blocked %v), want key %s, head %d, %d pending, held by %d, blocked %v", i, g, g.Blocked(now), w.key, w.head, w.pending, w.heldBy, w.blocked)
+			}
+		}
+		if groups[1].HeadAttempt != 2 || groups[1].HeadRetryAt.Sub(retryAt).Abs() > time.Second {
+			t.Errorf("the blocked head: attempt %d, retry at %v; want 2, %v", groups[1].HeadAttempt, groups[1].HeadRetryAt, retryAt)
+		}
+		if limited, err := a.Groups(ctx, 1); err != nil || len(limited) != 1 || limited[0].Key != "a" {
+			t.Errorf("Groups with a limit of 1: %+v, %v; want group a alone", limited, err)
+		}
+		settle(t, f, held[0], outcome.Ack())
 	})
 }

@@ -536,7 +536,11 @@ func (f *Form[D]) Settle(ctx context.Context, d *inbox.Delivery, o outcome.Outco
 		}
 	}
 	if _, err := s.ExecIn(ctx, h.tx, args...); err != nil {
-		return f.backOff(ctx, h.ds, f.fail(h, h.ds, "the "+k.String()+" statement", err))
+		err = f.fail(h, h.ds, "the "+k.String()+" statement", err)
+		if f.conflicted(ctx, h.ds, o, err) {
+			return nil
+		}
+		return f.backOff(ctx, h.ds, err)
 	}
 	if err := h.tx.Commit(); err != nil {
 		return f.backOff(ctx, h.ds, f.commitFailed(h.ds, "the "+k.String(), err))
@@ -559,14 +563,27 @@ func (f *Form[D]) backOff(ctx context.Context, ds []*inbox.Delivery, err error) 
 	if f.q.Backoff == nil || ctx.Err() != nil || !stmt.BacksOff(err) {
 		return err
 	}
-	tx, berr := f.d.Begin(ctx, f.db)
-	if berr != nil {
-		return errors.Join(err, sentinel.Errorf(nil, sentinel.Queue(f.t.Name, f.q.Name), "backing %s off: %w", rowsOf(ds), berr))
+	died, _, aerr := f.again(ctx, ds, "backing off", func(d *inbox.Delivery) outcome.Outcome { return f.q.Backoff(d, err) })
+	if aerr != nil {
+		return errors.Join(err, aerr)
+	}
+	return errors.Join(append([]error{err}, died...)...)
+}
+
+// again settles the rows of ds, whose claim's transaction has rolled back, each by
+// outcomeOf(d), in a transaction of its own that locks each row again (see backOff), doing what
+// its errors name. It returns the deaths that failed, each row's attempt counted instead, and its
+// own failure, after which nothing of it stays, and how many rows it passed over (another
+// consumer has them, or had them).
+func (f *Form[D]) again(ctx context.Context, ds []*inbox.Delivery, doing string, outcomeOf func(*inbox.Delivery) outcome.Outcome) (died []error, passed int, err error) {
+	where := sentinel.Queue(f.t.Name, f.q.Name)
+	tx, err := f.d.Begin(ctx, f.db)
+	if err != nil {
+		return nil, 0, sentinel.Errorf(nil, where, "%s %s: %w", doing, rowsOf(ds), err)
 	}
 	lock := f.text.Relock()
-	var died []error // the deaths that failed, each row's attempt counted instead
 	for _, d := range ds {
-		o := f.q.Backoff(d, err)
+		o := outcomeOf(d)
 		k, s, args := f.settlement(d, o)
 		if s == nil {
 			continue // a retry without an attempt column: the row as it was is the retry
@@ -575,16 +592,17 @@ func (f *Form[D]) backOff(ctx context.Context, ds []*inbox.Delivery, err error) 
 		var id int64
 		switch lerr := tx.QueryRowContext(ctx, lock.SQL, largs...).Scan(&id); {
 		case errors.Is(lerr, sql.ErrNoRows):
-			continue // another consumer has the row, or had it
+			passed++ // another consumer has the row, or had it
+			continue
 		case lerr != nil:
 			tx.Rollback()
-			return errors.Join(err, sentinel.Errorf(nil, sentinel.Queue(f.t.Name, f.q.Name), "backing row %d off: locking it again: %w", d.ID, lerr))
+			return nil, 0, sentinel.Errorf(nil, where, "%s row %d: locking it again: %w", doing, d.ID, lerr)
 		}
 		if o.Kind() == outcome.KindFail && f.retry != nil {
 			derr, serr := f.die(ctx, tx, d, s, args)
 			if serr != nil {
 				tx.Rollback()
-				return errors.Join(err, serr)
+				return nil, 0, serr
 			}
 			if derr != nil {
 				died = append(died, derr)
@@ -593,13 +611,32 @@ func (f *Form[D]) backOff(ctx context.Context, ds []*inbox.Delivery, err error) 
 		}
 		if _, serr := s.ExecIn(ctx, tx, args...); serr != nil {
 			tx.Rollback()
-			return errors.Join(err, sentinel.Errorf(nil, sentinel.Queue(f.t.Name, f.q.Name), "backing row %d off: the %s statement: %w", d.ID, k, serr))
+			return nil, 0, sentinel.Errorf(nil, where, "%s row %d: the %s statement: %w", doing, d.ID, k, serr)
 		}
 	}
 	if cerr := tx.Commit(); cerr != nil {
-		return errors.Join(err, sentinel.Errorf(nil, sentinel.Queue(f.t.Name, f.q.Name), "backing %s off: committing: %w", rowsOf(ds), cerr))
+		return nil, 0, sentinel.Errorf(nil, where, "%s %s: committing: %w", doing, rowsOf(ds), cerr)
 	}
-	return errors.Join(append([]error{err}, died...)...)
+	return died, passed, nil
+}
+
+// conflicted settles the rows of ds again by o, where their settlement statement failed with a
+// transient conflict (a deadlock: on MySQL and MariaDB an ack that frees a unique key deadlocks
+// with publishes of that key), which rolled the claim's transaction back: the handler's work is
+// done, and a retry would run it twice. It reports whether it settled them; where it did not
+// (another consumer has a row meanwhile, or it failed too), the back-off follows. Not in
+// transactional mode, where the rollback undid the handler's writes, which a retry must redo.
+func (f *Form[D]) conflicted(ctx context.Context, ds []*inbox.Delivery, o outcome.Outcome, err error) bool {
+	if f.q.Transactional || ctx.Err() != nil || !f.d.Retryable(err) {
+		return false
+	}
+	var settled bool
+	cerr := conflict.Retry(ctx, f.d, func() error {
+		died, passed, aerr := f.again(ctx, ds, "settling again", func(*inbox.Delivery) outcome.Outcome { return o })
+		settled = aerr == nil && len(died) == 0 && passed == 0
+		return aerr
+	})
+	return cerr == nil && settled
 }
 
 // die runs, in tx, which locks d's row again, the statement s that makes the row dead (a

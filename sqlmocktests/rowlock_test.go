@@ -785,3 +785,37 @@ func (f withoutSearch) Open(ctx context.Context, db *sql.DB, q inbox.Binding) (i
 	plan.FindUnclaimable = nil
 	return plan, err
 }
+
+// TestRowlockAckConflictSettlesAgain: an ack that meets a transient conflict (a deadlock: on
+// MySQL and MariaDB an ack that frees a unique key deadlocks with publishes of that key), which
+// rolls the claim's transaction back, is settled again in a transaction of its own that locks
+// the row again: the handler's success stands, and is not retried. Where the row was taken
+// meanwhile (the relock finds none), the failure goes to the back-off, and Settle says so.
+func TestRowlockAckConflictSettlesAgain(t *testing.T) {
+	for _, tc := range rowlockConflicts {
+		t.Run(tc.c.name, func(t *testing.T) {
+			fx, f := openRowlock(t, tc.c, fullShape, 0, inbox.Binding{Name: rowlockQueue})
+			fx.expectRowlockClaim("claim", rowlockRow(4))
+			fx.mock.ExpectExec(fx.sql("ack")).WithArgs(tc.c.near(time.Now()), int64(4)).WillReturnError(tc.conflict)
+			fx.mock.ExpectRollback()
+			fx.mock.ExpectBegin()
+			fx.mock.ExpectQuery(fx.sql("relock")).WithArgs(int64(4), int64(2)).WillReturnRows(fx.mock.NewRows([]string{"id"}).AddRow(int64(4)))
+			fx.mock.ExpectExec(fx.sql("ack")).WithArgs(tc.c.near(time.Now()), int64(4)).WillReturnResult(changed(1))
+			fx.mock.ExpectCommit()
+			if err := f.Settle(context.Background(), rowlockClaimOne(t, f), outcome.Ack()); err != nil {
+				t.Fatalf("Settle = %v, want the ack settled again", err)
+			}
+
+			fx.expectRowlockClaim("claim", rowlockRow(5))
+			fx.mock.ExpectExec(fx.sql("ack")).WithArgs(tc.c.near(time.Now()), int64(5)).WillReturnError(tc.conflict)
+			fx.mock.ExpectRollback()
+			fx.mock.ExpectBegin()
+			fx.mock.ExpectQuery(fx.sql("relock")).WithArgs(int64(5), int64(2)).WillReturnRows(fx.mock.NewRows([]string{"id"}))
+			fx.mock.ExpectCommit()
+			if err := f.Settle(context.Background(), rowlockClaimOne(t, f), outcome.Ack()); !errors.Is(err, tc.conflict) {
+				t.Fatalf("Settle of a row taken meanwhile = %v, want the conflict", err)
+			}
+			fx.closed(t, f)
+		})
+	}
+}

@@ -3,6 +3,7 @@ package main
 import (
 	"encoding/json"
 	"fmt"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -226,5 +227,33 @@ func TestRescheduleByUniqueKey(t *testing.T) {
 	}
 	if code, _, errOut := inboxRun(t, "reschedule", "-dsn", path, "-key", "nosuch", "-in", "1h"); code != 1 || !strings.Contains(errOut, `no row holds the unique key "nosuch"`) {
 		t.Errorf("reschedule -key nosuch: exit %d, %q; want 1, no row holds it", code, errOut)
+	}
+}
+
+// TestGroupsListsTheGroups: inbox groups lists each group with rows pending, its head and what
+// it waits for, and -blocked the groups whose head retries later.
+func TestGroupsListsTheGroups(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "app.db")
+	if code, out, errOut := inboxRun(t, "schema", "-dsn", path, "-group-key", "-apply"); code != 0 {
+		t.Fatalf("schema -group-key -apply: exit %d\n%s%s", code, out, errOut)
+	}
+	db, _ := liveDB(t, liveDSN{"sqlite", path})
+	for _, st := range []string{
+		"INSERT INTO jobs (queue, group_key) VALUES ('q', 'a'), ('q', 'a'), ('q', 'b'), ('q', NULL)",
+	} {
+		if _, err := db.Exec(st); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := db.Exec("UPDATE jobs SET attempt = 3, retry_after = ? WHERE id = 3", sqliteTime(time.Now().Add(time.Hour))); err != nil {
+		t.Fatal(err)
+	}
+	code, out, errOut := inboxRun(t, "groups", "-dsn", path)
+	if code != 0 || !strings.Contains(out, "q      a      1     2        nothing: its head is next") || !strings.Contains(out, "blocked: its head failed 3 times") {
+		t.Fatalf("groups: exit %d\n%s%s", code, out, errOut)
+	}
+	code, out, _ = inboxRun(t, "groups", "-dsn", path, "-blocked")
+	if lines := strings.Split(strings.TrimSpace(out), "\n"); code != 0 || len(lines) != 2 || !strings.HasPrefix(lines[1], "q      b      3") {
+		t.Errorf("groups -blocked: exit %d\n%s; want group b alone", code, out)
 	}
 }

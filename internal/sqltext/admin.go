@@ -321,7 +321,8 @@ type Bind int
 // The things a parameter binds: the host's now; a queue's name; a kind's; the lowest id, the highest;
 // the time before which a row entered its state; a pattern of the last error; a JSON path into
 // the payload (Postgres: a text[] literal, '{a,0,b}'; elsewhere '$."a"[0]."b"'), and the value
-// there; the id a pick starts after; a limit; one id of a list.
+// there; the id a pick starts after; a limit; one id of a list; the table's name, as described
+// (the key of its rows in the tables several tables share).
 const (
 	BindNow Bind = iota + 1
 	BindQueue
@@ -335,6 +336,7 @@ const (
 	BindAfter
 	BindLimit
 	BindID
+	BindTable
 )
 
 // Bound is a statement and what each of its parameters binds, in order.
@@ -658,4 +660,40 @@ func repeat(k Bind, n int) []Bind {
 		out[i] = k
 	}
 	return out
+}
+
+// Groups lists the table's FIFO groups that have rows pending (neither processed, dead nor
+// cancelled), by queue and group key, up to a limit: each group's queue (” without a queue
+// column), key, head (its lowest pending id, the next to run), pending rows, the head's attempt
+// and retry_after (NULL where the table has no such column), and the id of the row that holds
+// the group (its hold names it and its lease runs ahead of now; NULL where none does). It reads
+// without locks. It binds the table's name, now, then the limit.
+func (a Admin) Groups() Bound {
+	t := a.s.t
+	b := a.binder()
+	queue, groupBy := "''", t.GroupKey // Postgres refuses a constant in GROUP BY
+	if t.Queue != "" {
+		queue, groupBy = t.Queue, t.Queue+", "+t.GroupKey
+	}
+	pending := append(a.s.queued(nil, ""), t.GroupKey+" IS NOT NULL")
+	or := func(col string) string {
+		if col == "" {
+			return "NULL"
+		}
+		return "inbox_head." + col
+	}
+	heads := "SELECT " + queue + " AS inbox_queue, " + t.GroupKey + " AS inbox_group, MIN(" + t.ID + ") AS inbox_head, COUNT(*) AS inbox_pending FROM " + t.Name +
+		" WHERE " + strings.Join(pending, " AND ") + " GROUP BY " + groupBy
+	holder := "NULL"
+	joins := ""
+	if a.lease != "" {
+		holder = "inbox_holder." + t.ID
+		joins = " LEFT JOIN " + GroupsTable + " inbox_hold ON inbox_hold.table_name = " + b.next(BindTable) +
+			" AND inbox_hold.queue = inbox_g.inbox_queue AND inbox_hold.group_key = inbox_g.inbox_group" +
+			" LEFT JOIN " + t.Name + " inbox_holder ON inbox_holder." + t.ID + " = inbox_hold.holder_id AND inbox_holder." + a.lease + " >= " + b.next(BindNow)
+	}
+	query := "SELECT inbox_g.inbox_queue, inbox_g.inbox_group, inbox_g.inbox_head, inbox_g.inbox_pending, " +
+		or(t.Attempt) + ", " + or(t.RetryAfter) + ", " + holder + " FROM (" + heads + ") inbox_g JOIN " + t.Name + " inbox_head ON inbox_head." + t.ID +
+		" = inbox_g.inbox_head" + joins + " ORDER BY inbox_g.inbox_queue, inbox_g.inbox_group LIMIT " + b.next(BindLimit)
+	return b.bound(query)
 }

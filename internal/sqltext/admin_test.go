@@ -15,6 +15,13 @@ import (
 // retry_after; every role with cancelled_at; and every role under odd names.
 var adminShapes = []golden.Shape{
 	{
+		Name: "groups",
+		Table: sqltext.Table{Name: "jobs", ID: "id", IDGenerated: true, Payload: "payload", Attempt: "attempt",
+			ProcessedAt: "processed_at", Queue: "queue", RetryAfter: "retry_after", DeadAt: "dead_at", GroupKey: "group_key"},
+		Lease: "locked_until",
+	},
+	{Name: "groups-no-queue", Table: sqltext.Table{Name: "jobs", ID: "id", DeadAt: "dead_at", GroupKey: "group_key"}},
+	{
 		Name: "all-roles",
 		Table: sqltext.Table{Name: "jobs", ID: "id", IDGenerated: true, Payload: "payload", Attempt: "attempt",
 			ProcessedAt: "processed_at", Queue: "queue", Priority: "priority", RetryAfter: "retry_after", Headers: "headers",
@@ -136,6 +143,9 @@ func pageStatements(c *dialect.Caps, a sqltext.Admin, tb sqltext.Table, lease bo
 	var out []named
 	add := func(name string, b sqltext.Bound) { out = append(out, named{name, b}) }
 	add("bounds", sqltext.Bound{SQL: a.Bounds()})
+	if tb.GroupKey != "" {
+		add("groups", a.Groups())
+	}
 	add("row", sqltext.Bound{SQL: a.Row(), Binds: []sqltext.Bind{sqltext.BindID}})
 	add("rows", a.Rows(sqltext.Filter{From: true, To: true}, 120))
 	add("rows(due)", a.Rows(sqltext.Filter{State: sqltext.Due, To: true}, 120))
