@@ -91,6 +91,7 @@ import (
 
 	"github.com/sqlinbox/inbox"
 	"github.com/sqlinbox/inbox/dialect"
+	"github.com/sqlinbox/inbox/internal/conflict"
 	"github.com/sqlinbox/inbox/internal/formlife"
 	"github.com/sqlinbox/inbox/internal/schema"
 	"github.com/sqlinbox/inbox/internal/sentinel"
@@ -558,7 +559,7 @@ func (f *Form[D]) Settle(ctx context.Context, d *inbox.Delivery, o outcome.Outco
 			return sentinel.Errorf(nil, sentinel.Table(f.table.Name), "rolling back the transaction of row %d failed, so it was not settled (%s); it is back in the queue", d.ID, o)
 		}
 	}
-	if err = f.settle(ctx, h.conn, d, o); err != nil {
+	if err = f.settleAlone(ctx, h.conn, d, o); err != nil {
 		err = errors.Join(err, f.backOff(ctx, h.conn, d, err))
 	}
 	f.unlock(ctx, h)
@@ -677,6 +678,17 @@ type execer interface {
 // settle runs the statement of outcome o, if it has one, through ex.
 func (f *Form[D]) settle(ctx context.Context, ex execer, d *inbox.Delivery, o outcome.Outcome) error {
 	if err := f.exec(ctx, ex, d, o); err != nil {
+		return sentinel.Errorf(nil, sentinel.Table(f.table.Name), "settling row %d (%s): %w; the row returns to the queue", d.ID, o, err)
+	}
+	return nil
+}
+
+// settleAlone settles d by o through conn, the hold's connection, in a statement of its own
+// (outside a handler's transaction). A transient conflict (on MySQL and MariaDB an ack that frees
+// a unique key can be a deadlock victim against publishes of that key) runs it again: the lock
+// still holds the row, and the statement changed nothing.
+func (f *Form[D]) settleAlone(ctx context.Context, conn execer, d *inbox.Delivery, o outcome.Outcome) error {
+	if err := conflict.Retry(ctx, f.d, func() error { return f.exec(ctx, conn, d, o) }); err != nil {
 		return sentinel.Errorf(nil, sentinel.Table(f.table.Name), "settling row %d (%s): %w; the row returns to the queue", d.ID, o, err)
 	}
 	return nil

@@ -381,3 +381,25 @@ func TestAdvisoryTransactionEnded(t *testing.T) {
 		})
 	}
 }
+
+// TestAdvisoryAckConflictRunsAgain: an ack outside a handler's transaction that meets a transient
+// conflict (on MySQL and MariaDB a deadlock with publishes of the row's unique key) runs again
+// while the lock still holds the row: the row settles once, and the handler is not run again.
+func TestAdvisoryAckConflictRunsAgain(t *testing.T) {
+	for _, c := range advisoryCases {
+		t.Run(c.name, func(t *testing.T) {
+			fx, f := openAdvisory(t, c, fullShape, inbox.Binding{Name: "q"})
+			fx.expectAdvisoryClaim(1, 3, 7)
+			ds := claimed(t, f.Claim, 1)
+			conflict := errDeadlock
+			if c.db == "postgres" {
+				conflict = sqlState{"40P01"}
+			}
+			fx.mock.ExpectExec(fx.sql("ack")).WithArgs(sqlmock.AnyArg(), int64(7)).WillReturnError(conflict)
+			fx.mock.ExpectExec(fx.sql("ack")).WithArgs(sqlmock.AnyArg(), int64(7)).WillReturnResult(changed(1))
+			fx.expectUnlock(7).WillReturnRows(fx.unlocked(true))
+			settle(t, f, ds[0], outcome.Ack())
+			fx.noWarnings(t)
+		})
+	}
+}
