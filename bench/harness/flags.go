@@ -2,6 +2,7 @@ package harness
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"os"
 	"os/signal"
@@ -52,4 +53,17 @@ func Names(name, value string, known []string) ([]string, error) {
 		}
 	}
 	return out, nil
+}
+
+// DSNFlag defines -dsn on fs: database=DSN, repeatable, each kept in dsns under its database,
+// which must be one of known.
+func DSNFlag(fs *flag.FlagSet, dsns map[string]string, known []string) {
+	fs.Func("dsn", "database=DSN, repeatable (defaults: the development machine's servers; sqlite: a new file in a temporary directory)", func(s string) error {
+		name, dsn, ok := strings.Cut(s, "=")
+		if !ok || !slices.Contains(known, name) {
+			return fmt.Errorf("-dsn %q: want database=DSN with database one of %s", s, strings.Join(known, ", "))
+		}
+		dsns[name] = dsn
+		return nil
+	})
 }

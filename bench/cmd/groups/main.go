@@ -16,7 +16,6 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/sqlinbox/inbox/bench/harness"
@@ -40,14 +39,7 @@ func parseFlags(args []string) (*config, error) {
 	workers := fs.String("workers", "1,8", "worker counts, comma-separated")
 	dbs := fs.String("db", "postgres,mariadb,sqlite", "databases: postgres, mysql, mariadb, sqlite")
 	fs.DurationVar(&cfg.poll, "poll", 100*time.Millisecond, "the consumers' PollInterval")
-	fs.Func("dsn", "database=DSN, repeatable (defaults: the development machine's servers; sqlite: a new file in a temporary directory)", func(s string) error {
-		name, dsn, ok := strings.Cut(s, "=")
-		if !ok || !slices.Contains(harness.Databases, name) {
-			return fmt.Errorf("-dsn %q: want database=DSN with database one of %s", s, strings.Join(harness.Databases, ", "))
-		}
-		cfg.dsns[name] = dsn
-		return nil
-	})
+	harness.DSNFlag(fs, cfg.dsns, harness.Databases)
 	if err := fs.Parse(args); err != nil {
 		return nil, err
 	}

@@ -20,7 +20,6 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/sqlinbox/inbox/bench/harness"
@@ -47,14 +46,7 @@ func parseFlags(args []string) (*config, error) {
 	forms := fs.String("forms", "lease", "forms: rowlock, lease, advisory (SQLite runs lease only)")
 	fs.IntVar(&cfg.claims, "claims", 0, fmt.Sprintf("above 0: instead of draining, time the lease form's claim of one row alone, with and without the kind filter, in this many blocks of %d claims each (-workers and -forms do not apply)", claimBlock))
 	fs.DurationVar(&cfg.poll, "poll", 100*time.Millisecond, "the consumers' PollInterval")
-	fs.Func("dsn", "database=DSN, repeatable (defaults: the development machine's servers; sqlite: a new file in a temporary directory)", func(s string) error {
-		name, dsn, ok := strings.Cut(s, "=")
-		if !ok || !slices.Contains(harness.Databases, name) {
-			return fmt.Errorf("-dsn %q: want database=DSN with database one of %s", s, strings.Join(harness.Databases, ", "))
-		}
-		cfg.dsns[name] = dsn
-		return nil
-	})
+	harness.DSNFlag(fs, cfg.dsns, harness.Databases)
 	if err := fs.Parse(args); err != nil {
 		return nil, err
 	}

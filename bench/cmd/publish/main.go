@@ -21,11 +21,9 @@ import (
 	"context"
 	"errors"
 	"flag"
-	"fmt"
 	"io"
 	"os"
 	"runtime/pprof"
-	"slices"
 	"strings"
 
 	"github.com/sqlinbox/inbox/bench/harness"
@@ -107,14 +105,7 @@ func parseFlags(args []string) (*config, error) {
 	fs.IntVar(&cfg.rounds, "rounds", 3, "rounds (every contender once per round, in turning order)")
 	dbs := fs.String("db", "postgres,mariadb,sqlite", "databases: postgres, mariadb, sqlite")
 	peers := fs.String("peers", "river,gue", "peers on Postgres: river, gue; none for ours alone")
-	fs.Func("dsn", "database=DSN, repeatable (defaults: the development machine's servers; sqlite: a new file in a temporary directory)", func(s string) error {
-		name, dsn, ok := strings.Cut(s, "=")
-		if !ok || !slices.Contains([]string{"postgres", "mariadb", "sqlite"}, name) {
-			return fmt.Errorf("-dsn %q: want database=DSN with database one of postgres, mariadb, sqlite", s)
-		}
-		cfg.dsns[name] = dsn
-		return nil
-	})
+	harness.DSNFlag(fs, cfg.dsns, []string{"postgres", "mariadb", "sqlite"})
 	fs.BoolVar(&cfg.raw, "raw", false, "also run hand-written publishes: multi-row INSERTs in chunks of -chunks rows (one-call shape), and on Postgres unnest and COPY (both shapes)")
 	chunks := fs.String("chunks", "100,1000,5000,10000", "-raw: rows per INSERT, comma-separated")
 	fs.BoolVar(&cfg.countTrips, "count-trips", false, "count our calls' round trips, statements and commits through a counting driver wrapper and print them per call (our rates then run through the wrapper)")

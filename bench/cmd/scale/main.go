@@ -83,14 +83,7 @@ func parseFlags(args []string) (*config, error) {
 	cfg := &config{dsns: map[string]string{}}
 	dbs := fs.String("db", "postgres,mariadb", "databases: postgres, mariadb, sqlite (sqlite: drain, history and queues only)")
 	forms := fs.String("forms", strings.Join(harness.Forms, ","), "forms: rowlock, lease, advisory (SQLite runs lease only)")
-	fs.Func("dsn", "database=DSN, repeatable (defaults: the development machine's servers; sqlite: a file in a temporary directory)", func(s string) error {
-		name, dsn, ok := strings.Cut(s, "=")
-		if !ok || !slices.Contains(databases, name) {
-			return fmt.Errorf("-dsn %q: want database=DSN with database one of %s", s, strings.Join(databases, ", "))
-		}
-		cfg.dsns[name] = dsn
-		return nil
-	})
+	harness.DSNFlag(fs, cfg.dsns, databases)
 	procs := fs.String("procs", "1,2,4,8,16", "procs: consumer process counts, comma-separated")
 	fs.IntVar(&cfg.workers, "workers", 4, "workers of each consumer")
 	batches := fs.String("batch", "1,16", "rows per claim, comma-separated (above 1: the batch consumer)")

@@ -97,14 +97,7 @@ func parseFlags(args []string) (*config, error) {
 	dbs := fs.String("db", strings.Join(harness.Databases, ","), "databases: postgres, mysql (the MySQL dialect, on the MySQL or MariaDB server its DSN names), mariadb, sqlite")
 	forms := fs.String("forms", strings.Join(harness.Forms, ","), "forms: rowlock, lease, advisory (SQLite runs lease only)")
 	fs.StringVar(&cfg.plot, "plot", "", "write an SVG plot of msgs/s by workers per cell to this path")
-	fs.Func("dsn", "database=DSN, repeatable (defaults: the development machine's servers; sqlite: a new file in a temporary directory)", func(s string) error {
-		name, dsn, ok := strings.Cut(s, "=")
-		if !ok || !slices.Contains(harness.Databases, name) {
-			return fmt.Errorf("-dsn %q: want database=DSN with database one of %s", s, strings.Join(harness.Databases, ", "))
-		}
-		cfg.dsns[name] = dsn
-		return nil
-	})
+	harness.DSNFlag(fs, cfg.dsns, harness.Databases)
 	fs.DurationVar(&cfg.poll, "poll", 100*time.Millisecond, "the library's PollInterval while draining")
 	fs.StringVar(&cfg.cpuProfile, "cpuprofile", "", "write a CPU profile of the whole run to this path")
 	fs.Func("from-log", "rebuild the throughput table and -plot from the per-round lines of an earlier run's stderr, running nothing (repeatable: later files' cells replace earlier ones')", func(s string) error {
