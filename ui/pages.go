@@ -25,7 +25,7 @@ type view struct {
 	CSRF     string
 	ReadOnly bool
 	Caps     admin.Capabilities
-	Nav      string // "overview", "rows" or "schedules": the navigation's current entry
+	Nav      string // "overview", "rows", "groups" or "schedules": the navigation's current entry
 	Error    string
 	Shows    shows
 }
@@ -437,7 +437,8 @@ func (h *handler) row(w http.ResponseWriter, r *http.Request) {
 		p.Columns = append(p.Columns, column{Name: c, Value: showValue(row.Columns[c])})
 	}
 	for _, act := range h.caps.Actions {
-		if act.Takes(row.State) && row.State != admin.AnyState && !h.cfg.ReadOnly {
+		// A row's page cancels it with a button of its own, which says what was done (cancel).
+		if act.Takes(row.State) && act != admin.Cancel && row.State != admin.AnyState && !h.cfg.ReadOnly {
 			p.Actions = append(p.Actions, actionButton{Action: act, Label: actionLabel(act)})
 		}
 	}

@@ -149,6 +149,7 @@ func New(a *admin.Admin, cfg *Config) (http.Handler, error) {
 	mux.HandleFunc("GET /rows", h.rows)
 	mux.HandleFunc("GET /rows/{id}", h.row)
 	mux.HandleFunc("GET /schedules", h.schedules)
+	mux.HandleFunc("GET /groups", h.groups)
 	mux.HandleFunc("POST /act", h.act)
 	mux.HandleFunc("POST /pause", h.pause)
 	mux.HandleFunc("POST /cancel", h.cancel)
