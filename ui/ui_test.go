@@ -465,3 +465,46 @@ func TestSchedulesPage(t *testing.T) {
 		t.Errorf("GET /schedules without a ticks table: %s, want the page saying so with the statement that creates it:\n%s", resp.Status, body)
 	}
 }
+
+// TestGroupsPage: the FIFO groups of a table with a group column, a key and a queue holding
+// markup shown as text, the head linked under the mount, a blocked group said so and kept alone
+// by "blocked only", a queue typed into the form read by its own statement (QueueGroups); a table
+// without the column has neither the page nor its link.
+func TestGroupsPage(t *testing.T) {
+	grouped := jobs
+	grouped.GroupKey = "group_key"
+	later := time.Now().Add(time.Hour).UTC().Format("2006-01-02 15:04:05.000000")
+	listed := answer{key: "inbox_head", columns: make([]string, 7), rows: [][]driver.Value{
+		{quotedQueue, script, int64(3), int64(2), int64(0), nil, nil},
+		{quotedQueue, "acme", int64(5), int64(4), int64(2), later, nil},
+	}}
+	f := &fakeDB{answers: append([]answer{listed}, answers()...)}
+	c := newClient(t, pageOf(t, f, nil, grouped))
+	resp, body := c.get("/groups")
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("GET /groups: %s\n%s", resp.Status, body)
+	}
+	for _, want := range []string{"&lt;script&gt;alert(1)&lt;/script&gt;", `it&#39;s &#34;q&#34;`, `href="/ops/inbox/rows/3"`, `href="/ops/inbox/rows/5"`, "blocked</span> until its head", `aria-current="page">Groups`} {
+		if !strings.Contains(body, want) {
+			t.Errorf("the groups page lacks %q:\n%s", want, body)
+		}
+	}
+	if strings.Contains(body, "<script>alert") {
+		t.Errorf("a group's key reached the page unescaped")
+	}
+	_, body = c.get("/groups?blocked=1&queue=" + url.QueryEscape(quotedQueue))
+	if strings.Contains(body, `href="/ops/inbox/rows/3"`) || !strings.Contains(body, `href="/ops/inbox/rows/5"`) {
+		t.Errorf("blocked only lists a free group, or not the blocked one:\n%s", body)
+	}
+	if got := f.statements("WHERE `queue` = ?"); len(got) != 1 || !strings.Contains(got[0], "inbox_head") {
+		t.Errorf("the groups of a queue were read by %q, want one statement of that queue's groups", got)
+	}
+
+	c = newClient(t, page(t, &fakeDB{answers: answers()}, nil))
+	if resp, _ := c.get("/groups"); resp.StatusCode != http.StatusNotFound {
+		t.Errorf("GET /groups of a table without a group column: %s, want 404", resp.Status)
+	}
+	if _, body := c.get("/"); strings.Contains(body, `/groups"`) {
+		t.Errorf("a table without a group column links to the groups page")
+	}
+}
