@@ -672,10 +672,13 @@ func repeat(k Bind, n int) []Bind {
 // column), key, head (its lowest pending id, the next to run), pending rows, the head's attempt
 // and retry_after (NULL where the table has no such column), and the id of the row that holds
 // the group (its hold names it and its lease runs ahead of now; NULL where none does). It reads
-// without locks. It binds the table's name, now, then the limit.
+// without locks. The limit applies where the groups are formed, in the order of the group index
+// (queue, group key): a database can then stop reading the index after the groups asked for,
+// rather than group every pending row of the table first. It binds the limit, the table's
+// name, then now.
 func (a Admin) Groups() Bound { return a.groups(false) }
 
-// QueueGroups is Groups of the queue bound first: its groups alone, which the claim index,
+// QueueGroups is Groups of the queue bound first: its groups alone, which the group index,
 // whose first column is the queue, finds without reading the other queues' rows. For a table
 // with a Queue column.
 func (a Admin) QueueGroups() Bound { return a.groups(true) }
@@ -698,7 +701,7 @@ func (a Admin) groups(ofQueue bool) Bound {
 		return "inbox_head." + col
 	}
 	heads := "SELECT " + queue + " AS inbox_queue, " + t.GroupKey + " AS inbox_group, MIN(" + t.ID + ") AS inbox_head, COUNT(*) AS inbox_pending FROM " + t.Name +
-		" WHERE " + strings.Join(pending, " AND ") + " GROUP BY " + groupBy
+		" WHERE " + strings.Join(pending, " AND ") + " GROUP BY " + groupBy + " ORDER BY " + groupBy + " LIMIT " + b.next(BindLimit)
 	holder := "NULL"
 	joins := ""
 	if a.lease != "" {
@@ -709,6 +712,6 @@ func (a Admin) groups(ofQueue bool) Bound {
 	}
 	query := "SELECT inbox_g.inbox_queue, inbox_g.inbox_group, inbox_g.inbox_head, inbox_g.inbox_pending, " +
 		or(t.Attempt) + ", " + or(t.RetryAfter) + ", " + holder + " FROM (" + heads + ") inbox_g JOIN " + t.Name + " inbox_head ON inbox_head." + t.ID +
-		" = inbox_g.inbox_head" + joins + " ORDER BY inbox_g.inbox_queue, inbox_g.inbox_group LIMIT " + b.next(BindLimit)
+		" = inbox_g.inbox_head" + joins + " ORDER BY inbox_g.inbox_queue, inbox_g.inbox_group"
 	return b.bound(query)
 }
