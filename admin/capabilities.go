@@ -29,7 +29,7 @@ type Capabilities struct {
 	// PayloadFilter says rows can be filtered by a JSON path into their payload (Payload).
 	PayloadFilter bool `json:"payload_filter"`
 	// Actions are the actions Act runs on this table: requeue with DeadAt, retry now with
-	// RetryAfter, delete always.
+	// RetryAfter, cancel with CancelledAt, delete always.
 	Actions []Action `json:"actions"`
 	// Cancels says rows can be cancelled (Cancel) and cancelled rows requeued
 	// (RequeueCancelled): the description has a CancelledAt column.
