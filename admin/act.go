@@ -23,18 +23,21 @@ type Action int
 //   - RetryNow makes delayed rows due now: their retry_after becomes now; attempt and last
 //     error are kept (the RetryAfter role).
 //   - Delete deletes rows of any state, but those in work.
+//   - Cancel cancels pending rows (neither processed, dead nor cancelled), as Admin.Cancel
+//     does: a queued row at once, a row in work through its consumer (the CancelledAt role).
 const (
 	Requeue Action = iota + 1
 	RetryNow
 	Delete
+	Cancel
 )
 
-var actionNames = [...]string{Requeue: "requeue", RetryNow: "retry now", Delete: "delete"}
+var actionNames = [...]string{Requeue: "requeue", RetryNow: "retry now", Delete: "delete", Cancel: "cancel"}
 
 // Actions are the actions, in the order an operator reads them.
-var Actions = []Action{Requeue, RetryNow, Delete}
+var Actions = []Action{Requeue, RetryNow, Cancel, Delete}
 
-// String names the action: "requeue", "retry now", "delete".
+// String names the action: "requeue", "retry now", "delete", "cancel".
 func (act Action) String() string {
 	if act <= 0 || int(act) >= len(actionNames) {
 		return fmt.Sprintf("action(%d)", int(act))
@@ -52,12 +55,12 @@ func ParseAction(name string) (Action, error) {
 			return act, nil
 		}
 	}
-	return 0, sentinel.Errorf(nil, "", "no action %q: name requeue, retry now or delete", name)
+	return 0, sentinel.Errorf(nil, "", "no action %q: name requeue, retry now, cancel or delete", name)
 }
 
 // Takes reports whether act changes rows of state s (AnyState: some rows of any state): a
-// requeue dead rows, a retry now delayed rows (which retrying rows may be), a delete any row
-// but those in work.
+// requeue dead rows, a retry now delayed rows (which retrying rows may be), a cancel pending
+// rows (due, delayed, in work, retrying), a delete any row but those in work.
 func (act Action) Takes(s State) bool {
 	switch act {
 	case Requeue:
@@ -66,6 +69,8 @@ func (act Action) Takes(s State) bool {
 		return s == Delayed || s == Retrying || s == AnyState
 	case Delete:
 		return s != InWork
+	case Cancel:
+		return s != Dead && s != Processed && s != Cancelled
 	}
 	return false
 }
@@ -77,6 +82,8 @@ func (act Action) sqlAct() sqltext.Act {
 		return sqltext.RequeueAct
 	case RetryNow:
 		return sqltext.RetryNowAct
+	case Cancel:
+		return sqltext.CancelAct
 	}
 	return sqltext.DeleteAct
 }
@@ -93,7 +100,8 @@ type Result struct {
 	// when it came to them: a row lock (a claim's transaction; the statements skip locked rows
 	// and never wait for one), or a lease ahead. The advisory form's rows in work are held by
 	// session locks, which a table does not show: those are changed, and their handler's
-	// settlement finds its row changed.
+	// settlement finds its row changed. A cancel asks their consumer to cancel them instead
+	// (inbox.CancelRequested), and counts them here.
 	InWork int64 `json:"in_work"`
 	// Skipped counts the selected ids of rows the action does not take (a requeue's rows that
 	// are not dead, a retry now's that are not delayed) or that are gone.
@@ -104,7 +112,8 @@ type Result struct {
 // Queue or Matching, every row they take that the action takes, picked a chunk at a time in id
 // order. It changes at most 1,000 rows a statement, each chunk in a statement (and, on a
 // database with row locks, a transaction) of its own, committed alone, and never waits for a
-// row a consumer holds (see Result.InWork): it is safe while consumers run. When it fails, the
+// row a consumer holds (see Result.InWork): it is safe while consumers run. A cancel runs
+// Admin.Cancel on each chunk, in a transaction of its own. When it fails, the
 // Result counts the chunks committed before. It needs the role each action names (see Action).
 func (a *Admin) Act(ctx context.Context, act Action, sel Selection) (Result, error) {
 	call := act.String()
@@ -166,6 +175,9 @@ func (r *Result) add(o Result) {
 // LOCKED, and no lease ahead) and changes them in one transaction (see perStatement); elsewhere
 // (SQLite, one writer) it changes them in one statement that passes over those a lease holds.
 func (a *Admin) actOn(ctx context.Context, act Action, ids []int64) (Result, error) {
+	if act == Cancel {
+		return a.cancelChunk(ctx, ids)
+	}
 	now := a.d.Time(time.Now())
 	eligible := a.sql.Eligible(act.sqlAct(), len(ids))
 	v := &values{now: now, ids: ids}
@@ -308,8 +320,10 @@ func (a *Admin) actionNeeds(act Action) error {
 		return a.needs("retry now", "RetryAfter", a.t.RetryAfter)
 	case Delete:
 		return nil
+	case Cancel:
+		return a.needs("cancel", "CancelledAt", a.t.CancelledAt)
 	}
-	return sentinel.Errorf(nil, sentinel.Table(a.t.Name), "%v: no such action: name admin.Requeue, admin.RetryNow or admin.Delete", act)
+	return sentinel.Errorf(nil, sentinel.Table(a.t.Name), "%v: no such action: name admin.Requeue, admin.RetryNow, admin.Cancel or admin.Delete", act)
 }
 
 // execer runs a change: the pool, or a transaction.

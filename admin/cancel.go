@@ -21,3 +21,25 @@ func CancelSchema(d dialect.Dialect) []string {
 func (a *Admin) Cancel(ctx context.Context, ids ...int64) ([]inbox.CancelResult, error) {
 	return inbox.Cancel(ctx, a.db, a.d, a.t, ids...)
 }
+
+// cancelChunk cancels ids, at most a chunk, in one transaction (Admin.Cancel), and counts what
+// it did as Act does: a row cancelled at once is changed; a row in work, whose consumer is
+// asked to cancel it, in work; a row settled before, or gone, skipped.
+func (a *Admin) cancelChunk(ctx context.Context, ids []int64) (Result, error) {
+	results, err := a.Cancel(ctx, ids...)
+	if err != nil {
+		return Result{}, err
+	}
+	var r Result
+	for _, c := range results {
+		switch c.Outcome {
+		case inbox.Cancelled:
+			r.Changed++
+		case inbox.CancelRequested:
+			r.InWork++
+		default:
+			r.Skipped++
+		}
+	}
+	return r, nil
+}

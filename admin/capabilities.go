@@ -9,8 +9,8 @@ import (
 
 // Capabilities are what the table's description lets an operator see and do: the states its
 // rows are told apart in, the filters that apply, and the actions. A page built on them shows
-// what the table has and hides what it lacks; features to come (groups, limits)
-// add fields here as they land.
+// what the table has and hides what it lacks; features to come (limits) add fields here as
+// they land.
 type Capabilities struct {
 	// Queues says rows have a queue (the Queue role): counts and listings are per queue.
 	Queues bool `json:"queues"`
@@ -29,7 +29,7 @@ type Capabilities struct {
 	// PayloadFilter says rows can be filtered by a JSON path into their payload (Payload).
 	PayloadFilter bool `json:"payload_filter"`
 	// Actions are the actions Act runs on this table: requeue with DeadAt, retry now with
-	// RetryAfter, delete always.
+	// RetryAfter, cancel with CancelledAt, delete always.
 	Actions []Action `json:"actions"`
 	// Cancels says rows can be cancelled (Cancel) and cancelled rows requeued
 	// (RequeueCancelled): the description has a CancelledAt column.
@@ -37,6 +37,9 @@ type Capabilities struct {
 	// Pauses says queues can be paused and resumed (Pause, Resume): the description names a
 	// pauses table (inbox.Table.Pauses).
 	Pauses bool `json:"pauses"`
+	// Groups says rows have a FIFO group (the GroupKey role): Groups lists the groups with
+	// rows pending, their head, backlog and holder.
+	Groups bool `json:"groups"`
 	// OldestDue says Stats can date every due row (RetryAfter and CreatedAt), not only those
 	// delayed before.
 	OldestDue bool `json:"oldest_due"`
@@ -53,6 +56,7 @@ func (a *Admin) Capabilities() Capabilities {
 		OldestDue:     t.CreatedAt != "",
 		Pauses:        t.Pauses != "",
 		Cancels:       t.CancelledAt != "",
+		Groups:        t.GroupKey != "",
 	}
 	for _, s := range States {
 		if a.stateNeeds("", s) != nil {

@@ -34,15 +34,33 @@ func (g Group) Blocked(now time.Time) bool { return g.HeldBy == 0 && g.HeadRetry
 // with their head, backlog and holder, in one read that takes no lock. It needs the GroupKey
 // role.
 func (a *Admin) Groups(ctx context.Context, limit int) ([]Group, error) {
-	if err := a.needs("Groups", "GroupKey", a.t.GroupKey); err != nil {
+	return a.groups(ctx, "Groups", nil, limit)
+}
+
+// QueueGroups is Groups of one queue: up to limit of its groups, by key. It reads that queue's
+// pending rows alone (the claim index leads with the queue). It needs the GroupKey and Queue
+// roles.
+func (a *Admin) QueueGroups(ctx context.Context, queue string, limit int) ([]Group, error) {
+	if err := a.needs("QueueGroups", "Queue", a.t.Queue); err != nil {
+		return nil, err
+	}
+	return a.groups(ctx, "QueueGroups", &queue, limit)
+}
+
+// groups lists the groups of queue, or of every queue where it is nil, for call.
+func (a *Admin) groups(ctx context.Context, call string, queue *string, limit int) ([]Group, error) {
+	if err := a.needs(call, "GroupKey", a.t.GroupKey); err != nil {
 		return nil, err
 	}
 	if limit <= 0 {
-		return nil, sentinel.Errorf(nil, sentinel.Table(a.t.Name), "Groups with a limit of %d: give a limit above 0", limit)
+		return nil, sentinel.Errorf(nil, sentinel.Table(a.t.Name), "%s with a limit of %d: give a limit above 0", call, limit)
 	}
 	now := time.Now()
 	v := &values{nowTime: now, now: a.d.Time(now), table: a.t.Name, limit: int64(limit)}
 	b := a.sql.Groups()
+	if queue != nil {
+		v.queues, b = []string{*queue}, a.sql.QueueGroups()
+	}
 	rows, err := a.db.QueryContext(ctx, b.SQL, v.args(b.Binds)...)
 	if err != nil {
 		return nil, sentinel.Errorf(nil, sentinel.Table(a.t.Name), "listing its groups: %w", err)

@@ -306,6 +306,42 @@ func TestPageActionsRunInChunks(t *testing.T) {
 	})
 }
 
+// TestPageCancelRunsInChunks: admin.Act with admin.Cancel over every pending row of a queue
+// cancels more than a chunk (1,000) of them, passes over the settled rows, which the count
+// before it does not count either, and leaves the other queue's rows; over ids, it skips those
+// settled. On every database.
+func TestPageCancelRunsInChunks(t *testing.T) {
+	forEachBackend(t, backends(t, true), func(t *testing.T, b backend) {
+		ctx := context.Background()
+		db := b.open(t, 8)
+		createCancels(t, db, b)
+		tbl := createdTable(tableName(t))
+		tbl.CancelledAt = "cancelled_at"
+		a := createAdminTable(t, b, db, tbl)
+		b.enqueue(t, db, tbl, messages("q", 2500)...)
+		settled := publishIDs(t, b, db, tbl, messages("q", 3)...)
+		for _, id := range settled {
+			setColumns(t, b, db, tbl, id, map[string]any{"processed_at": time.Now()})
+		}
+		other := publishIDs(t, b, db, tbl, messages("other", 1)...)
+		q := admin.Matching(admin.Filter{Queues: []string{"q"}})
+		if n, err := a.Count(ctx, admin.Cancel, q, 10000); err != nil || n != 2500 {
+			t.Errorf("Count of the rows a cancel of queue q takes: %d, %v; want its 2500 pending rows", n, err)
+		}
+		r, err := a.Act(ctx, admin.Cancel, q)
+		if err != nil || r != (admin.Result{Changed: 2500}) {
+			t.Errorf("cancel of queue q's 2500 pending rows: %+v, %v", r, err)
+		}
+		if n := count(t, db, "SELECT COUNT(*) FROM "+b.q(t, tbl.Name)+" WHERE "+b.q(t, "cancelled_at")+" IS NOT NULL"); n != 2500 {
+			t.Errorf("%d rows cancelled, want 2500", n)
+		}
+		r, err = a.Act(ctx, admin.Cancel, admin.IDs(append(settled, other...)...))
+		if err != nil || r != (admin.Result{Changed: 1, Skipped: 3}) {
+			t.Errorf("cancel of 3 processed rows and a due one: %+v, %v; want 1 changed, 3 skipped", r, err)
+		}
+	})
+}
+
 // TestStatsReadsTheTableNotTheClaimIndex: on MySQL and MariaDB, where the claim index covers
 // every row and leads with the queue, admin.Stats' GROUP BY must not walk that index in queue
 // order, which reads each row through it (over a million rows, MariaDB 10.11 took 27 s that

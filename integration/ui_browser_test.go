@@ -258,7 +258,7 @@ func TestUIInABrowser(t *testing.T) {
 func itoa(n int64) string { return strconv.FormatInt(n, 10) }
 
 // TestUIScreenshot writes the README's pictures of the page, docs/ui.png (the dead rows of a
-// queue) and docs/ui-queues.png (the queues), into the directory INBOX_UI_SCREENSHOT names
+// queue), docs/ui-queues.png (the queues) and docs/ui-groups.png (a queue's FIFO groups), into the directory INBOX_UI_SCREENSHOT names
 // (INBOX_UI_SCREENSHOT=../docs go test -run TestUIScreenshot ./integration/), from a table on
 // SQLite filled as a busy application's would be. Without the variable it is skipped.
 func TestUIScreenshot(t *testing.T) {
@@ -269,7 +269,7 @@ func TestUIScreenshot(t *testing.T) {
 	b := backendNamed("sqlite", "")
 	db := b.open(t, 4)
 	tbl := createdTable("jobs")
-	tbl.Kind, tbl.Pauses = "kind", inbox.PausesTable
+	tbl.Kind, tbl.Pauses, tbl.GroupKey, tbl.CancelledAt = "kind", inbox.PausesTable, "group_key", "cancelled_at"
 	st, err := inbox.PausesSchema(b.dialect, tbl)
 	if err != nil {
 		t.Fatal(err)
@@ -289,6 +289,9 @@ func TestUIScreenshot(t *testing.T) {
 		q := queues[i%len(queues)]
 		payload := fmt.Sprintf(`{"customer":{"id":%d,"email":"user%d@example.com"},"order":"A-%05d","amount":%d.%02d}`, 1000+i%97, i, 40000+i, 10+i%300, i%100)
 		m := inbox.Message{Queue: q, Kind: kinds[q][i/len(queues)%len(kinds[q])], Payload: []byte(payload)}
+		if q == "emails" || q == "webhooks" {
+			m.GroupKey = fmt.Sprintf("customer-%d", 1000+i%17)
+		}
 		if i%9 == 4 {
 			m.Delay = time.Duration(1+i%50) * time.Minute
 		}
@@ -323,6 +326,7 @@ func TestUIScreenshot(t *testing.T) {
 	}{
 		{"/", "ui-queues.png", "table.counts", 640},
 		{"/rows?state=dead&queue=emails", "ui.png", "table.rows", 760},
+		{"/groups?queue=emails", "ui-groups.png", "table.groups", 640},
 	} {
 		br.do(chromedp.EmulateViewport(1280, shot.height), chromedp.Navigate(base+shot.path), chromedp.WaitVisible(chromedp.CSS(shot.wait)))
 		ctx, cancel := context.WithTimeout(br.ctx, stepTimeout)

@@ -53,7 +53,8 @@ func (h *handler) count(r *http.Request, p *actPage, sel admin.Selection) error 
 
 // counted is the count of the rows act takes among those f matches, from the queues' counts
 // (the last admin.Stats) and when they were read, where they tell it: f names a state, at
-// most a queue and no kind, and act takes every row of that state that no consumer holds.
+// most a queue and no kind, and act takes every row of that state that no consumer holds (a
+// cancel takes those held too: the rows in work).
 func (h *handler) counted(act admin.Action, f admin.Filter) (int64, time.Time, bool) {
 	if f.ToID != 0 || f.OlderThan != 0 || unindexed(f) || len(f.Queues) > 1 || len(f.Kinds) > 0 {
 		return 0, time.Time{}, false
@@ -62,6 +63,7 @@ func (h *handler) counted(act admin.Action, f admin.Filter) (int64, time.Time, b
 		admin.Requeue:  {admin.Dead},
 		admin.RetryNow: {admin.Delayed},
 		admin.Delete:   {admin.Due, admin.Delayed, admin.Dead, admin.Processed},
+		admin.Cancel:   {admin.Due, admin.Delayed, admin.InWork},
 	}
 	if !slices.Contains(of[act], f.State) {
 		return 0, time.Time{}, false
@@ -75,7 +77,7 @@ func (h *handler) counted(act admin.Action, f admin.Filter) (int64, time.Time, b
 		if len(f.Queues) == 1 && s.Queue != f.Queues[0] {
 			continue
 		}
-		n += map[admin.State]int64{admin.Due: s.Due, admin.Delayed: s.Delayed, admin.Dead: s.Dead, admin.Processed: s.Processed}[f.State]
+		n += map[admin.State]int64{admin.Due: s.Due, admin.Delayed: s.Delayed, admin.InWork: s.InWork, admin.Dead: s.Dead, admin.Processed: s.Processed}[f.State]
 	}
 	return n, read.StatsAt, true
 }

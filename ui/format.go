@@ -40,6 +40,7 @@ func parsePages() (map[string]*template.Template, error) {
 		"act":       {"layout.html", "act.html"},
 		"error":     {"layout.html", "error.html"},
 		"schedules": {"layout.html", "schedules.html"},
+		"groups":    {"layout.html", "groups.html"},
 	} {
 		paths := make([]string, len(files))
 		for i, f := range files {

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"html/template"
 	"net/http"
 	"net/url"
 	"slices"
@@ -25,7 +26,7 @@ type view struct {
 	CSRF     string
 	ReadOnly bool
 	Caps     admin.Capabilities
-	Nav      string // "overview", "rows" or "schedules": the navigation's current entry
+	Nav      string // "overview", "rows", "groups" or "schedules": the navigation's current entry
 	Error    string
 	Shows    shows
 }
@@ -191,8 +192,14 @@ func (ff filterForm) values() url.Values {
 // Fields are the form's non-empty fields, for the hidden fields of an action's form.
 func (ff filterForm) Fields() url.Values { return ff.values() }
 
-// Query is the form as a query string.
-func (ff filterForm) Query() string { return ff.values().Encode() }
+// Query is the form as a query string, for a link (see queryOf).
+func (ff filterForm) Query() template.URL { return queryOf(ff.values()) }
+
+// queryOf is v encoded as a query string, typed for html/template as a URL's part that needs no
+// escaping: written after a link's "?", a string would be escaped whole, its "=" and "&" with it.
+func queryOf(v url.Values) template.URL {
+	return template.URL(v.Encode()) // Encode escapes every key and value
+}
 
 // filter reads the form, refusing a field that does not read, with what to write instead.
 func (ff filterForm) filter() (admin.Filter, error) {
@@ -253,7 +260,7 @@ func parseAge(s string) (time.Duration, error) {
 // stateTab is a state the rows page lists, as a link.
 type stateTab struct {
 	State   admin.State
-	Query   string
+	Query   template.URL
 	Current bool
 }
 
@@ -270,9 +277,9 @@ type rowsPage struct {
 	Filter   admin.Filter
 	Rows     []admin.Row
 	Now      time.Time
-	From, To int64  // the ids the page read
-	Full     bool   // the page holds pageRows rows
-	Next     string // the query of the next page; empty at the end
+	From, To int64        // the ids the page read
+	Full     bool         // the page holds pageRows rows
+	Next     template.URL // the query of the next page; empty at the end
 	States   []stateTab
 	Queues   []string
 	Kinds    []string // the kinds the last count saw, for the kind field's suggestions
@@ -373,7 +380,7 @@ func (h *handler) listInto(r *http.Request, p *rowsPage, f admin.Filter) error {
 	if next > 0 {
 		v := p.Form.values()
 		v.Set("before", strconv.FormatInt(next, 10))
-		p.Next = v.Encode()
+		p.Next = queryOf(v)
 	}
 	return nil
 }
@@ -385,7 +392,7 @@ func (h *handler) stateTabs(ff filterForm) []stateTab {
 		if ff.Queue != "" {
 			v.Set("queue", ff.Queue)
 		}
-		tabs = append(tabs, stateTab{State: s, Query: v.Encode(), Current: s.String() == ff.State})
+		tabs = append(tabs, stateTab{State: s, Query: queryOf(v), Current: s.String() == ff.State})
 	}
 	return tabs
 }
@@ -437,7 +444,8 @@ func (h *handler) row(w http.ResponseWriter, r *http.Request) {
 		p.Columns = append(p.Columns, column{Name: c, Value: showValue(row.Columns[c])})
 	}
 	for _, act := range h.caps.Actions {
-		if act.Takes(row.State) && row.State != admin.AnyState && !h.cfg.ReadOnly {
+		// A row's page cancels it with a button of its own, which says what was done (cancel).
+		if act.Takes(row.State) && act != admin.Cancel && row.State != admin.AnyState && !h.cfg.ReadOnly {
 			p.Actions = append(p.Actions, actionButton{Action: act, Label: actionLabel(act)})
 		}
 	}
@@ -476,9 +484,9 @@ type actPage struct {
 	// CountedAt dates a count taken from the queues' counts (the last admin.Stats).
 	CountedAt time.Time
 	Result    admin.Result
-	Done      bool   // the action ran
-	Cut       string // why the action stopped before its end, where it did
-	Back      string // the listing's query to go back to
+	Done      bool         // the action ran
+	Cut       string       // why the action stopped before its end, where it did
+	Back      template.URL // the listing's query to go back to
 	// Bounded says the filter's ids were bounded to those a listing reads (see bound).
 	Bounded bool
 }
@@ -578,7 +586,7 @@ func (h *handler) readAct(w http.ResponseWriter, r *http.Request) (actPage, admi
 	}
 	back := p.Form.values()
 	back.Del("before")
-	p.Back = back.Encode()
+	p.Back = queryOf(back)
 	switch p.Scope {
 	case "selected":
 		for _, s := range r.PostForm["id"] {

@@ -1,8 +1,9 @@
 // Package ui is the operator's web page of an inbox table: its queues with their rows counted by
 // state and the age of the oldest due row, refreshed live; its rows listed by state and queue,
-// filtered by id range, age, last error and a JSON path into the payload; a row's detail; and
-// the actions package admin runs (requeue, retry now, delete) on one row, a selection, or every
-// row a filter matches, with the count of the rows shown before the action runs.
+// filtered by id range, age, last error and a JSON path into the payload; a row's detail; its
+// FIFO groups with rows pending (head, backlog, holder, blocked); and the actions package admin
+// runs (requeue, retry now, cancel, delete) on one row, a selection, or every row a filter
+// matches, with the count of the rows shown before the action runs.
 //
 // New returns an http.Handler built on an *admin.Admin, with the standard library only and
 // every asset embedded (no CDN). Mount it under a path of your server, behind your own
@@ -149,6 +150,7 @@ func New(a *admin.Admin, cfg *Config) (http.Handler, error) {
 	mux.HandleFunc("GET /rows", h.rows)
 	mux.HandleFunc("GET /rows/{id}", h.row)
 	mux.HandleFunc("GET /schedules", h.schedules)
+	mux.HandleFunc("GET /groups", h.groups)
 	mux.HandleFunc("POST /act", h.act)
 	mux.HandleFunc("POST /pause", h.pause)
 	mux.HandleFunc("POST /cancel", h.cancel)

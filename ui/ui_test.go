@@ -465,3 +465,73 @@ func TestSchedulesPage(t *testing.T) {
 		t.Errorf("GET /schedules without a ticks table: %s, want the page saying so with the statement that creates it:\n%s", resp.Status, body)
 	}
 }
+
+// TestGroupsPage: the FIFO groups of a table with a group column, of the first queue the counts
+// name unless another is asked, read by that queue's own statement (QueueGroups): a key and a
+// queue holding markup shown as text, the head linked under the mount, a blocked group said so
+// and kept alone by "blocked only"; a table without the column has neither the page nor its
+// link.
+func TestGroupsPage(t *testing.T) {
+	grouped := jobs
+	grouped.GroupKey = "group_key"
+	later := time.Now().Add(time.Hour).UTC().Format("2006-01-02 15:04:05.000000")
+	listed := answer{key: "inbox_head", columns: make([]string, 7), rows: [][]driver.Value{
+		{quotedQueue, script, int64(3), int64(2), int64(0), nil, nil},
+		{quotedQueue, "acme", int64(5), int64(4), int64(2), later, nil},
+	}}
+	f := &fakeDB{answers: append([]answer{listed}, answers()...)}
+	c := newClient(t, pageOf(t, f, nil, grouped))
+	resp, body := c.get("/groups")
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("GET /groups: %s\n%s", resp.Status, body)
+	}
+	for _, want := range []string{"&lt;script&gt;alert(1)&lt;/script&gt;", `Groups of <span class="queue">it&#39;s &#34;q&#34;</span>`, `href="/ops/inbox/rows/3"`, `href="/ops/inbox/rows/5"`, "blocked</span> until its head", `aria-current="page">Groups`} {
+		if !strings.Contains(body, want) {
+			t.Errorf("the groups page lacks %q:\n%s", want, body)
+		}
+	}
+	if strings.Contains(body, "<script>alert") {
+		t.Errorf("a group's key reached the page unescaped")
+	}
+	_, body = c.get("/groups?blocked=1&queue=" + url.QueryEscape(quotedQueue))
+	if strings.Contains(body, `href="/ops/inbox/rows/3"`) || !strings.Contains(body, `href="/ops/inbox/rows/5"`) {
+		t.Errorf("blocked only lists a free group, or not the blocked one:\n%s", body)
+	}
+	if got := f.statements("WHERE `queue` = ?"); len(got) != 2 || !strings.Contains(got[0], "inbox_head") {
+		t.Errorf("the groups of a queue were read by %q, want a statement of that queue's groups for each page", got)
+	}
+
+	c = newClient(t, page(t, &fakeDB{answers: answers()}, nil))
+	if resp, _ := c.get("/groups"); resp.StatusCode != http.StatusNotFound {
+		t.Errorf("GET /groups of a table without a group column: %s, want 404", resp.Status)
+	}
+	if _, body := c.get("/"); strings.Contains(body, `/groups"`) {
+		t.Errorf("a table without a group column links to the groups page")
+	}
+}
+
+// TestLinksCarryTheirQuery: the links a page writes from a query (the states' tabs, the newest
+// page, the way back from an action, a queue's tab of the groups) carry it as parameters, not
+// escaped whole into one name.
+func TestLinksCarryTheirQuery(t *testing.T) {
+	grouped := jobs
+	grouped.GroupKey = "group_key"
+	none := answer{key: "inbox_head", columns: make([]string, 7)}
+	f := &fakeDB{answers: append([]answer{none}, answers()...)}
+	c := newClient(t, pageOf(t, f, nil, grouped))
+	c.get("/") // reads the queues' counts
+	_, rows := c.get("/rows?state=dead&queue=" + url.QueryEscape(quotedQueue))
+	_, act := c.do("POST", "/act", url.Values{"csrf": {c.csrf(rows)}, "do": {"delete"}, "scope": {"selected"}, "id": {"3"}, "state": {"dead"}}, nil)
+	_, groups := c.get("/groups")
+	q := url.QueryEscape(quotedQueue)
+	for _, want := range []struct{ page, body, link string }{
+		{"rows", rows, `href="/ops/inbox/rows?queue=` + q + `&amp;state=delayed"`},
+		{"rows", rows, `href="/ops/inbox/rows?queue=` + q + `&amp;state=dead">Newest`},
+		{"act", act, `href="/ops/inbox/rows?state=dead">Back`},
+		{"groups", groups, `href="/ops/inbox/groups?queue=` + q + `" aria-current="page"`},
+	} {
+		if !strings.Contains(want.body, strings.ReplaceAll(want.link, "+", "&#43;")) {
+			t.Errorf("the %s page lacks the link %s:\n%s", want.page, want.link, want.body)
+		}
+	}
+}

@@ -281,12 +281,15 @@ const (
 type Act int
 
 // The changes: RequeueAct puts dead rows back in their queue, as Requeue does; RetryNowAct makes
-// delayed rows due now; DeleteAct deletes any row no lease holds.
+// delayed rows due now; DeleteAct deletes any row no lease holds; CancelAct takes the pending
+// rows (neither processed, dead nor cancelled), held or not, which the statements of Cancels
+// change one at a time (Lock and Change have no statement of it).
 const (
 	NoAct Act = iota
 	RequeueAct
 	RetryNowAct
 	DeleteAct
+	CancelAct
 )
 
 // JSONSource is what a payload's JSON is read from on Postgres, whose JSON functions take
@@ -432,13 +435,15 @@ func (a Admin) age(s State) string {
 }
 
 // guard are the conditions of the rows act takes, held or not: dead rows for a requeue, delayed
-// ones for a retry now, any row for a delete.
+// ones for a retry now, pending ones for a cancel, any row for a delete.
 func (a Admin) guard(b *binder, act Act) []string {
 	switch act {
 	case RequeueAct:
 		return []string{a.s.t.DeadAt + " IS NOT NULL"}
 	case RetryNowAct:
 		return append(a.pending(), a.s.t.RetryAfter+" > "+b.next(BindNow))
+	case CancelAct:
+		return a.pending()
 	}
 	return nil
 }
@@ -667,8 +672,18 @@ func repeat(k Bind, n int) []Bind {
 // column), key, head (its lowest pending id, the next to run), pending rows, the head's attempt
 // and retry_after (NULL where the table has no such column), and the id of the row that holds
 // the group (its hold names it and its lease runs ahead of now; NULL where none does). It reads
-// without locks. It binds the table's name, now, then the limit.
-func (a Admin) Groups() Bound {
+// without locks. The limit applies where the groups are formed, in the order of the group index
+// (queue, group key): a database can then stop reading the index after the groups asked for,
+// rather than group every pending row of the table first. It binds the limit, the table's
+// name, then now.
+func (a Admin) Groups() Bound { return a.groups(false) }
+
+// QueueGroups is Groups of the queue bound first: its groups alone, which the group index,
+// whose first column is the queue, finds without reading the other queues' rows. For a table
+// with a Queue column.
+func (a Admin) QueueGroups() Bound { return a.groups(true) }
+
+func (a Admin) groups(ofQueue bool) Bound {
 	t := a.s.t
 	b := a.binder()
 	queue, groupBy := "''", t.GroupKey // Postgres refuses a constant in GROUP BY
@@ -676,6 +691,9 @@ func (a Admin) Groups() Bound {
 		queue, groupBy = t.Queue, t.Queue+", "+t.GroupKey
 	}
 	pending := append(a.s.queued(nil, ""), t.GroupKey+" IS NOT NULL")
+	if ofQueue {
+		pending = append([]string{t.Queue + " = " + b.next(BindQueue)}, pending...)
+	}
 	or := func(col string) string {
 		if col == "" {
 			return "NULL"
@@ -683,7 +701,7 @@ func (a Admin) Groups() Bound {
 		return "inbox_head." + col
 	}
 	heads := "SELECT " + queue + " AS inbox_queue, " + t.GroupKey + " AS inbox_group, MIN(" + t.ID + ") AS inbox_head, COUNT(*) AS inbox_pending FROM " + t.Name +
-		" WHERE " + strings.Join(pending, " AND ") + " GROUP BY " + groupBy
+		" WHERE " + strings.Join(pending, " AND ") + " GROUP BY " + groupBy + " ORDER BY " + groupBy + " LIMIT " + b.next(BindLimit)
 	holder := "NULL"
 	joins := ""
 	if a.lease != "" {
@@ -694,6 +712,6 @@ func (a Admin) Groups() Bound {
 	}
 	query := "SELECT inbox_g.inbox_queue, inbox_g.inbox_group, inbox_g.inbox_head, inbox_g.inbox_pending, " +
 		or(t.Attempt) + ", " + or(t.RetryAfter) + ", " + holder + " FROM (" + heads + ") inbox_g JOIN " + t.Name + " inbox_head ON inbox_head." + t.ID +
-		" = inbox_g.inbox_head" + joins + " ORDER BY inbox_g.inbox_queue, inbox_g.inbox_group LIMIT " + b.next(BindLimit)
+		" = inbox_g.inbox_head" + joins + " ORDER BY inbox_g.inbox_queue, inbox_g.inbox_group"
 	return b.bound(query)
 }

@@ -145,6 +145,9 @@ func pageStatements(c *dialect.Caps, a sqltext.Admin, tb sqltext.Table, lease bo
 	add("bounds", sqltext.Bound{SQL: a.Bounds()})
 	if tb.GroupKey != "" {
 		add("groups", a.Groups())
+		if tb.Queue != "" {
+			add("groups(a queue)", a.QueueGroups())
+		}
 	}
 	add("row", sqltext.Bound{SQL: a.Row(), Binds: []sqltext.Bind{sqltext.BindID}})
 	add("rows", a.Rows(sqltext.Filter{From: true, To: true}, 120))
@@ -189,6 +192,11 @@ func pageStatements(c *dialect.Caps, a sqltext.Admin, tb sqltext.Table, lease bo
 		for _, src := range sources {
 			add("rows(payload as "+names[src]+")", a.Rows(sqltext.Filter{From: true, To: true, Payload: src}, 120))
 		}
+	}
+	if tb.CancelledAt != "" {
+		add("count(retrying, cancel)", a.Count(sqltext.Filter{State: sqltext.Retrying, Act: sqltext.CancelAct}))
+		add("pickMatching(any, a queue, cancel)", a.PickMatching(sqltext.Filter{Queues: 1, Act: sqltext.CancelAct}))
+		add("eligible(cancel, 3)", a.Eligible(sqltext.CancelAct, 3))
 	}
 	acts := []struct {
 		name string

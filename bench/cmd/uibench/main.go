@@ -10,8 +10,11 @@
 //	go run ./bench/cmd/uibench [-db postgres,mariadb,sqlite] [-rows 1000000] [-requests 9]
 //
 // The rows: 70% processed, 15% due, 5% due again after a failure (retrying), 5% delayed, 3%
-// dead with their last error, 2% held by a lease; four queues; a JSON payload of about 110
-// bytes with a customer id among 5,000; a publishing time (created_at) 100 ms apart.
+// dead with their last error, 2% held by a lease; four queues; five kinds of job; a third of
+// the rows in a FIFO group, a customer among 5,000 (a group whose head is delayed is blocked);
+// a JSON payload of about 110 bytes with a customer id among 5,000; a publishing time
+// (created_at) 100 ms apart; a cancelled_at column (no row cancelled); three schedules in the
+// ticks table.
 package main
 
 import (
@@ -60,6 +63,7 @@ var jobs = inbox.Table{
 	Name: table, ID: "id", IDGenerated: true, Payload: "payload", Attempt: "attempt", ProcessedAt: "processed_at",
 	Queue: "queue", Priority: "priority", RetryAfter: "retry_after", Headers: "headers", DeadAt: "dead_at",
 	LastError: "last_error", CreatedAt: "created_at", LockedUntil: "locked_until",
+	Kind: "kind", GroupKey: "group_key", CancelledAt: "cancelled_at",
 }
 
 func env(name, fallback string) string {
@@ -157,13 +161,31 @@ func pagesOf(n int) []page {
 		{"rows: last error contains", "/rows?state=dead&error=user9", nil},
 		{"rows: payload customer.id is 42", "/rows?state=any&path=customer.id&value=42", nil},
 		{"rows: a page half way down", "/rows?state=any&before=" + strconv.Itoa(n/2), nil},
+		{"rows: due of a kind", "/rows?state=due&kind=digest", nil},
+		{"rows: any state of a queue and a kind", "/rows?state=any&queue=emails&kind=digest", nil},
 		{"a row", "/rows/" + strconv.Itoa(n*7/9), nil},
+		{"groups (of the first queue)", "/groups", nil},
+		{"groups of another queue", "/groups?queue=webhooks", nil},
+		{"groups of a queue, blocked only", "/groups?queue=reports&blocked=1", nil},
+		{"schedules", "/schedules", nil},
 		{"count before requeue of a queue's dead rows", "/act", url.Values{"do": {"requeue"}, "scope": {"matching"}, "state": {"dead"}, "queue": {"emails"}}},
 		{"count before delete of rows processed over an hour ago", "/act", url.Values{"do": {"delete"}, "scope": {"matching"}, "state": {"processed"}, "older": {"1h"}}},
 		{"count before delete of rows dead over an hour ago", "/act", url.Values{"do": {"delete"}, "scope": {"matching"}, "state": {"dead"}, "older": {"1h"}}},
 		{"count before delete of payload matches", "/act", url.Values{"do": {"delete"}, "scope": {"matching"}, "state": {"any"}, "path": {"customer.id"}, "value": {"42"}}},
+		{"count before cancel of a queue's due rows", "/act", url.Values{"do": {"cancel"}, "scope": {"matching"}, "state": {"due"}, "queue": {"emails"}}},
+		{"count before cancel of retrying rows of a kind", "/act", url.Values{"do": {"cancel"}, "scope": {"matching"}, "state": {"retrying"}, "kind": {"digest"}}},
+		{"count before cancel of 50 selected rows", "/act", selected(n, 50)},
 		{"health", "/healthz", nil},
 	}
+}
+
+// selected is the form of a cancel of k rows selected among the newest of n, every fourth.
+func selected(n, k int) url.Values {
+	form := url.Values{"do": {"cancel"}, "scope": {"selected"}, "state": {"any"}}
+	for i := range k {
+		form.Add("id", strconv.Itoa(n-4*i))
+	}
+	return form
 }
 
 // statsPage names the timing of admin.Stats, the statement behind the queues' counts.
@@ -289,7 +311,8 @@ func loadAverage() string {
 // fill creates the table and fills it with -rows rows, unless it holds them already.
 func fill(ctx context.Context, db *sql.DB, dbase database) error {
 	var highest sql.NullInt64
-	err := db.QueryRowContext(ctx, "SELECT MAX(id) FROM "+table).Scan(&highest)
+	// A table filled before it had a group column is filled again.
+	err := db.QueryRowContext(ctx, "SELECT MAX(id) FROM "+table+" WHERE group_key IS NULL OR group_key IS NOT NULL").Scan(&highest)
 	if err == nil && highest.Int64 == int64(*rows) && !*refill {
 		fmt.Fprintf(os.Stderr, "%d rows already; ", *rows)
 		return nil
@@ -299,6 +322,14 @@ func fill(ctx context.Context, db *sql.DB, dbase database) error {
 		return err
 	}
 	quoted, _ := dbase.d.Quote(table)
+	ticksName := inbox.TicksTable(table)
+	ticks, err := inbox.TicksSchema(dbase.d, jobs)
+	if err != nil {
+		return err
+	}
+	stmts = append(stmts, "DROP TABLE IF EXISTS "+ticksName, ticks,
+		"INSERT INTO "+ticksName+" (name, last_tick, next_tick, job_id) VALUES "+
+			"('nightly report', 1700000000000000, 1700086400000000, 12), ('hourly digest', 1700000000000000, 1700003600000000, 34), ('weekly invoices', 0, 0, 0)")
 	start := time.Now()
 	for _, s := range append(append([]string{"DROP TABLE IF EXISTS " + quoted}, stmts...), strings.ReplaceAll(dbase.fill, "{n}", strconv.Itoa(*rows))) {
 		if _, err := db.ExecContext(ctx, s); err != nil {
@@ -317,7 +348,7 @@ func fill(ctx context.Context, db *sql.DB, dbase database) error {
 // The statements that fill the table with {n} rows, row g in the state (g/4)%100 says and in
 // the queue g%4 says.
 const (
-	postgresFill = `INSERT INTO ` + table + ` (payload, attempt, processed_at, queue, retry_after, dead_at, last_error, locked_until, created_at)
+	postgresFill = `INSERT INTO ` + table + ` (payload, attempt, processed_at, queue, retry_after, dead_at, last_error, locked_until, created_at, kind, group_key)
 SELECT convert_to('{"customer":{"id":' || (g % 5000) || ',"email":"user' || g || '@example.com"},"order":"A-' || g || '","amount":' || (g % 997) || '}', 'UTF8'),
   CASE WHEN s < 70 THEN 1 WHEN s < 85 THEN 0 WHEN s < 90 THEN 1 WHEN s < 93 THEN 25 WHEN s < 95 THEN 1 ELSE 2 END,
   CASE WHEN s < 70 THEN now() - (n - g) * interval '100 ms' END,
@@ -326,11 +357,13 @@ SELECT convert_to('{"customer":{"id":' || (g % 5000) || ',"email":"user' || g ||
   CASE WHEN s BETWEEN 90 AND 92 THEN now() - (n - g) * interval '100 ms' END,
   CASE WHEN s >= 85 AND s NOT BETWEEN 93 AND 94 THEN 'smtp: 550 5.1.1 <user' || g || '@example.com>: mailbox unavailable' END,
   CASE WHEN s BETWEEN 93 AND 94 THEN now() + interval '1 hour' END,
-  now() - (n - g) * interval '100 ms'
+  now() - (n - g) * interval '100 ms',
+  (ARRAY['welcome','receipt','digest','export','ping'])[1 + g % 5],
+  CASE WHEN g % 3 = 0 THEN 'customer-' || (g % 5000) END
 FROM (SELECT g, (g / 4) % 100 AS s, {n} AS n FROM generate_series(1, {n}) g) r`
 
 	mariadbFill = `SET SESSION max_recursive_iterations = 100000000;
-INSERT INTO ` + table + ` (payload, attempt, processed_at, queue, retry_after, dead_at, last_error, locked_until, created_at)
+INSERT INTO ` + table + ` (payload, attempt, processed_at, queue, retry_after, dead_at, last_error, locked_until, created_at, kind, group_key)
 WITH RECURSIVE r(g) AS (SELECT 1 UNION ALL SELECT g + 1 FROM r WHERE g < {n})
 SELECT CONCAT('{"customer":{"id":', g % 5000, ',"email":"user', g, '@example.com"},"order":"A-', g, '","amount":', g % 997, '}'),
   CASE WHEN s < 70 THEN 1 WHEN s < 85 THEN 0 WHEN s < 90 THEN 1 WHEN s < 93 THEN 25 WHEN s < 95 THEN 1 ELSE 2 END,
@@ -340,10 +373,12 @@ SELECT CONCAT('{"customer":{"id":', g % 5000, ',"email":"user', g, '@example.com
   CASE WHEN s BETWEEN 90 AND 92 THEN UTC_TIMESTAMP(6) - INTERVAL ({n} - g) * 100000 MICROSECOND END,
   CASE WHEN s >= 85 AND s NOT BETWEEN 93 AND 94 THEN CONCAT('smtp: 550 5.1.1 <user', g, '@example.com>: mailbox unavailable') END,
   CASE WHEN s BETWEEN 93 AND 94 THEN UTC_TIMESTAMP(6) + INTERVAL 1 HOUR END,
-  UTC_TIMESTAMP(6) - INTERVAL ({n} - g) * 100000 MICROSECOND
+  UTC_TIMESTAMP(6) - INTERVAL ({n} - g) * 100000 MICROSECOND,
+  ELT(1 + g % 5, 'welcome', 'receipt', 'digest', 'export', 'ping'),
+  CASE WHEN g % 3 = 0 THEN CONCAT('customer-', g % 5000) END
 FROM (SELECT g, (g DIV 4) % 100 AS s FROM r) x`
 
-	sqliteFill = `INSERT INTO ` + table + ` (payload, attempt, processed_at, queue, retry_after, dead_at, last_error, locked_until, created_at)
+	sqliteFill = `INSERT INTO ` + table + ` (payload, attempt, processed_at, queue, retry_after, dead_at, last_error, locked_until, created_at, kind, group_key)
 WITH RECURSIVE r(g) AS (SELECT 1 UNION ALL SELECT g + 1 FROM r WHERE g < {n})
 SELECT CAST('{"customer":{"id":' || (g % 5000) || ',"email":"user' || g || '@example.com"},"order":"A-' || g || '","amount":' || (g % 997) || '}' AS BLOB),
   CASE WHEN s < 70 THEN 1 WHEN s < 85 THEN 0 WHEN s < 90 THEN 1 WHEN s < 93 THEN 25 WHEN s < 95 THEN 1 ELSE 2 END,
@@ -353,6 +388,8 @@ SELECT CAST('{"customer":{"id":' || (g % 5000) || ',"email":"user' || g || '@exa
   CASE WHEN s BETWEEN 90 AND 92 THEN strftime('%Y-%m-%d %H:%M:%f000', 'now', '-' || (({n} - g) / 10.0) || ' seconds') END,
   CASE WHEN s >= 85 AND s NOT BETWEEN 93 AND 94 THEN 'smtp: 550 5.1.1 <user' || g || '@example.com>: mailbox unavailable' END,
   CASE WHEN s BETWEEN 93 AND 94 THEN strftime('%Y-%m-%d %H:%M:%f000', 'now', '+1 hour') END,
-  strftime('%Y-%m-%d %H:%M:%f000', 'now', '-' || (({n} - g) / 10.0) || ' seconds')
+  strftime('%Y-%m-%d %H:%M:%f000', 'now', '-' || (({n} - g) / 10.0) || ' seconds'),
+  CASE g % 5 WHEN 0 THEN 'welcome' WHEN 1 THEN 'receipt' WHEN 2 THEN 'digest' WHEN 3 THEN 'export' ELSE 'ping' END,
+  CASE WHEN g % 3 = 0 THEN 'customer-' || (g % 5000) END
 FROM (SELECT g, (g / 4) % 100 AS s FROM r)`
 )
