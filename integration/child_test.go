@@ -10,6 +10,7 @@ import (
 	"io"
 	"math/rand/v2"
 	"os"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -92,6 +93,7 @@ type hooks struct {
 
 	mu      sync.Mutex
 	conns   map[*hookConn]bool
+	opened  []int64          // the session of every connection the pool ever opened, closed or not
 	refuses map[string]error // "commit" or "rollback": the next one fails with this error
 }
 
@@ -128,6 +130,15 @@ func (h *hooks) sessions() []int64 {
 		}
 	}
 	return ids
+}
+
+// everOpened returns the server session of every connection the pool ever opened, those it
+// has closed since among them: a session the pool closed on its side but the server kept, with
+// a transaction open, would hold its rows as long as one the pool keeps.
+func (h *hooks) everOpened() []int64 {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return slices.Clone(h.opened)
 }
 
 // sever ends the session of every open connection of the pool, as a server killing its
@@ -215,6 +226,9 @@ func (c hookConnector) Connect(ctx context.Context) (driver.Conn, error) {
 	}
 	c.h.mu.Lock()
 	c.h.conns[hc] = true
+	if hc.session != 0 {
+		c.h.opened = append(c.h.opened, hc.session)
+	}
 	c.h.mu.Unlock()
 	return hc, nil
 }

@@ -843,7 +843,7 @@ type killLoopResult struct {
 	left     int           // rows unsettled when the kills stopped
 	drained  time.Duration // from the end of the kills until the last row settled
 	stranded int           // rows unsettled when the drain stalled
-	leaked   int           // server transactions open on the pools once the consumers stopped
+	leaked   int           // once the consumers stopped: server transactions open on any session the pools ever opened, and connections still out of the pools
 	unended  int           // sessions found in a transaction after a COMMIT or ROLLBACK that succeeded, or handed out of the pool so
 	lost     int           // rows settled without a delivery
 	twice    int           // rows delivered more than once
@@ -933,7 +933,7 @@ func TestKillLoop(t *testing.T) {
 	}
 	b.WriteString("index: the table has its claim index, or its primary key alone; left: unsettled when the kills stopped; drained: from then until the last row settled;\n")
 	b.WriteString("stranded: unsettled once no row settled for " + killLoopStall.String() + "; unended: sessions in a transaction after a COMMIT or ROLLBACK that succeeded, or when the pool handed them out;\n")
-	b.WriteString("leaked: server transactions still open on the pools' connections once the consumers stopped;\n")
+	b.WriteString("leaked: once the consumers stopped, server transactions still open on any session the pools ever opened, and connections still out of the pools;\n")
 	b.WriteString("twice: rows delivered more than once\n")
 	t.Log("\n" + b.String())
 }
@@ -972,6 +972,7 @@ func killLoopCell(t *testing.T, c cell, run killLoopRun, plan killLoopPlan) kill
 	logs := &inboxtest.Log{}
 	var (
 		pools   []*hooks
+		dbs     []*sql.DB
 		stops   []func()
 		unended collector[string]
 	)
@@ -1001,7 +1002,7 @@ func killLoopCell(t *testing.T, c cell, run killLoopRun, plan killLoopPlan) kill
 		db.SetMaxOpenConns(workers + 2)
 		db.SetMaxIdleConns(workers + 2)
 		t.Cleanup(func() { db.Close() })
-		pools = append(pools, h)
+		pools, dbs = append(pools, h), append(dbs, db)
 		cfg := &inbox.Config{
 			Queue: "q", Workers: workers, PollInterval: cellPoll,
 			Logger: logs.Logger(slog.LevelWarn),
@@ -1056,7 +1057,7 @@ func killLoopCell(t *testing.T, c cell, run killLoopRun, plan killLoopPlan) kill
 	if left > 0 {
 		var sessions []int64
 		for _, h := range pools {
-			sessions = append(sessions, h.sessions()...)
+			sessions = append(sessions, h.everOpened()...)
 		}
 		open := c.openTransactions(t, admin, sessions)
 		if len(open) == 0 {
@@ -1068,7 +1069,11 @@ func killLoopCell(t *testing.T, c cell, run killLoopRun, plan killLoopPlan) kill
 	}
 
 	// Stopped, the consumers hold nothing: a transaction still open on a session of their pools
-	// was left there by a claim, settlement or release that ended it in Go only.
+	// was left there by a claim, settlement or release that ended it in Go only. The sessions
+	// asked are every one the pools ever opened, so that a session the pool closed on its side
+	// and the server kept counts too; and no connection may still be out of its pool, where a
+	// *sql.Conn nothing will close would keep its session, and whatever it has open, until the
+	// process exits.
 	for _, stop := range stops {
 		stop()
 	}
@@ -1077,15 +1082,19 @@ func killLoopCell(t *testing.T, c cell, run killLoopRun, plan killLoopPlan) kill
 		time.Sleep(time.Second)
 	}
 	var sessions []int64
-	for _, h := range pools {
-		sessions = append(sessions, h.sessions()...)
+	for i, h := range pools {
+		sessions = append(sessions, h.everOpened()...)
+		if s := dbs[i].Stats(); s.InUse > 0 {
+			r.leaked += s.InUse
+			t.Errorf("consumer %d: %d connections still out of the pool after Run returned (sessions the pool has open: %v)", i+1, s.InUse, h.sessions())
+		}
 	}
 	if found := unended.all(); len(found) > 0 {
 		r.unended = len(found)
 		t.Errorf("%d times a session was in a transaction after a COMMIT or ROLLBACK that succeeded, or when the pool handed it out; the first:\n%s", len(found), strings.Join(found[:min(len(found), 10)], "\n"))
 	}
 	if open := c.openTransactions(t, admin, sessions); len(open) > 0 {
-		r.leaked = len(open)
+		r.leaked += len(open)
 		t.Errorf("%d server transactions open on the pools' idle connections after the consumers stopped:\n%s", len(open), strings.Join(open, "\n"))
 	}
 	mu.Lock()
