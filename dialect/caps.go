@@ -110,6 +110,13 @@ type Caps struct {
 	// it reads and waits for the rows other batches hold, so the row lock form settles a batch
 	// there with one statement per row on its id.
 	IDListSettles bool
+	// InListTempIndex says x IN ('a', 'b', 'c', …) of more than two values builds a temporary
+	// index of the values at every run of the statement (SQLite: an ephemeral table, one
+	// insert per value; two values or fewer are compared in turn), which with 50 values cost a
+	// claim's pick four times the pick without them (docs/benchmarks.md, issue 24). A consumer
+	// of kinds then looks a row's kind up in one string literal of its kinds instead
+	// (internal/sqltext OfKinds).
+	InListTempIndex bool
 	// LazyCompile says the driver compiles a statement only when it first runs, so preparing
 	// one does not find a missing table or column (SQLite): preparing at startup
 	// (internal/stmt Prepare) has the statement compiled by EXPLAIN as well.
@@ -341,6 +348,7 @@ var (
 		BeginsByStatement: true,
 		IDListSettles:     true,
 		LazyCompile:       true,
+		InListTempIndex:   true,
 		Server:            Floor{3, 35, 0, "RETURNING"},
 		ClockQuery:        "SELECT strftime('%Y-%m-%d %H:%M:%f', 'now')",
 		ConflictMarks:     []string{"SQLITE_BUSY", "database is locked"},

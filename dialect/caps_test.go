@@ -38,7 +38,7 @@ var capsCases = []struct {
 	{"sqlite", []string{"default", "deferred", "immediate", "exclusive"}, dialect.Caps{
 		Title: "SQLite", Quote: '`', TimeLayout: dialect.SQLiteTimeLayout, IDOnlyValue: "NULL", Returning: true,
 		ConcatOperator: true, TextType: "TEXT", Strings: dialect.StandardStrings, OneWriter: true, BeginsByStatement: true,
-		IDListSettles: true, LazyCompile: true,
+		IDListSettles: true, LazyCompile: true, InListTempIndex: true,
 		Server:        dialect.Floor{Major: 3, Minor: 35, Needs: "RETURNING"},
 		ClockQuery:    "SELECT strftime('%Y-%m-%d %H:%M:%f', 'now')",
 		ConflictMarks: []string{"SQLITE_BUSY", "database is locked"}, ConflictTries: 5,

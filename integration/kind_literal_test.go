@@ -2,6 +2,7 @@ package integration
 
 import (
 	"context"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -72,6 +73,46 @@ func TestKindNamesAreLiterals(t *testing.T) {
 					}
 				}
 			})
+		}
+	})
+}
+
+// listDecoys are kinds near those of alphaJob, betaJob and gammaJob: joined by the separator
+// of the one literal SQLite looks a row's kind up in instead of an IN list of more than two
+// kinds (dialect.Caps.InListTempIndex), with it on one side or both, joined without it, or cut
+// short.
+var listDecoys = []string{"alpha,beta", ",alpha", "gamma,", ",beta,", "alphabeta", "alph", "lpha"}
+
+// TestKindListTakesItsKindsAlone: a consumer of three kinds claims every row of them and none
+// of the decoys', on every database and form.
+func TestKindListTakesItsKindsAlone(t *testing.T) {
+	forEachCell(t, func(t *testing.T, c cell) {
+		db := c.b.open(t, 8)
+		tbl := c.b.newTable(t, db, kindTable)
+		msgs := mixedJobs(0, 6)
+		for _, k := range listDecoys {
+			msgs = append(msgs, inbox.Message{Kind: k, Payload: []byte(`{"N":0}`)})
+		}
+		c.b.enqueue(t, db, tbl, msgs...)
+
+		var log kindLog
+		var three inbox.Kinds
+		inbox.Handle(&three, func(ctx context.Context, d *inbox.Delivery, j alphaJob) error { log.add(d); return nil })
+		inbox.Handle(&three, func(ctx context.Context, d *inbox.Delivery, j betaJob) error { log.add(d); return nil })
+		inbox.Handle(&three, func(ctx context.Context, d *inbox.Delivery, j gammaJob) error { log.add(d); return nil })
+		stop := runConsumer(t, db, c.newForm(t, tbl), &three, &inbox.Config{Workers: 2})
+		processed := c.q(t, tbl.ProcessedAt) + " IS NOT NULL"
+		waitFor(t, 30*time.Second, "the rows of the three kinds processed", func() bool { return len(c.ids(t, db, tbl, processed)) == 6 })
+		time.Sleep(4 * cellPoll) // the consumer polls on, with only the decoys left
+		stop()
+		if got := log.kinds(); !slices.Equal(got, []string{"alpha", "beta", "gamma"}) {
+			t.Errorf("the consumer was handed kinds %v, want alpha, beta and gamma", got)
+		}
+		untouched := c.q(t, tbl.Kind) + " = " + c.ph(1) + " AND " + c.q(t, tbl.Attempt) + " = 0 AND " + c.q(t, tbl.ProcessedAt) + " IS NULL"
+		for _, k := range listDecoys {
+			if n := c.b.countRows(t, db, tbl, untouched, k); n != 1 {
+				t.Errorf("the row of kind %q: %d untouched, want 1: the claim of alpha, beta and gamma took it", k, n)
+			}
 		}
 	})
 }

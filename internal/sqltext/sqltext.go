@@ -11,6 +11,7 @@
 package sqltext
 
 import (
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -212,17 +213,17 @@ func (s SQL) Due(p *Params, alias string) string {
 }
 
 // ofKinds is the predicate of a row of the kinds OfKinds names, each below its attempt limit:
-// kind IN ('…', …) [AND COALESCE(attempt, 0) < n] for each run of kinds of one limit, ORed and
-// parenthesized where there are several.
+// one of the kinds (kindIn) [AND COALESCE(attempt, 0) < n] for each run of kinds of one limit,
+// ORed and parenthesized where there are several.
 func (s SQL) ofKinds(prefix string) string {
 	var runs []string
 	for i := 0; i < len(s.kinds); {
 		limit := s.kinds[i].MaxAttempts
 		var names []string
 		for ; i < len(s.kinds) && s.kinds[i].MaxAttempts == limit; i++ {
-			names = append(names, s.c.Literal(s.kinds[i].Name))
+			names = append(names, s.kinds[i].Name)
 		}
-		run := prefix + s.t.Kind + " IN (" + strings.Join(names, ", ") + ")"
+		run := s.kindIn(prefix+s.t.Kind, names)
 		if s.t.Attempt != "" && limit > 0 {
 			run += " AND COALESCE(" + prefix + s.t.Attempt + ", 0) < " + strconv.Itoa(limit)
 		}
@@ -232,6 +233,30 @@ func (s SQL) ofKinds(prefix string) string {
 		return runs[0]
 	}
 	return "(" + strings.Join(runs, " OR ") + ")"
+}
+
+// kindSep separates the kinds of the list a claim looks a row's kind up in where the database
+// would build a temporary index for an IN list (kindIn).
+const kindSep = ","
+
+// kindIn is the predicate of a value of column (prefixed) among names: column IN ('…', …).
+// Where the database builds a temporary index of an IN list of more than two values at every
+// run (dialect.Caps.InListTempIndex: SQLite) it is instead a search of the column's value, kindSep
+// on each side, in one literal of the names, each with kindSep on each side, and the value
+// holds no kindSep: that finds the value only where it equals one of the names, since no name
+// holds kindSep either (a list of which one does is an IN list). It compares as = does under
+// SQLite's default collation, byte for byte, and is NULL where the column is, as IN is.
+func (s SQL) kindIn(column string, names []string) string {
+	if !s.c.InListTempIndex || len(names) <= 2 || slices.ContainsFunc(names, func(n string) bool { return strings.Contains(n, kindSep) }) {
+		lits := make([]string, len(names))
+		for i, n := range names {
+			lits[i] = s.c.Literal(n)
+		}
+		return column + " IN (" + strings.Join(lits, ", ") + ")"
+	}
+	list := s.c.Literal(kindSep + strings.Join(names, kindSep) + kindSep)
+	sep := s.c.Literal(kindSep)
+	return "(instr(" + list + ", " + sep + " || " + column + " || " + sep + ") > 0 AND instr(" + column + ", " + sep + ") = 0)"
 }
 
 // Order is the claim order, its columns prefixed as Columns prefixes them: priority,

@@ -60,9 +60,16 @@ func TestGoldens(t *testing.T) {
 				// limit: of two kinds, one under its own limit and one under the consumer's; of
 				// four, one unlimited, one under its own, two under the consumer's (one IN list),
 				// one of them a name with a quote and a backslash, written by the database's
-				// rules for a literal (dialect.Caps.Literal).
+				// rules for a literal (dialect.Caps.Literal). The lease form's claim of three
+				// kinds of one limit, which SQLite looks up in one literal rather than an IN list
+				// (Caps.InListTempIndex), and of three of which one holds the separator of that
+				// literal: an IN list again.
 				limited(forms, c, s.OfKinds([]sqltext.Kind{{"report", 3}, {"email", 25}}), lease, key, "kinds 3, 25")
 				limited(forms, c, s.OfKinds([]sqltext.Kind{{"cleanup", 0}, {"report", 3}, {"email", 25}, {`it's\odd`, 25}}), lease, key, "kinds 0, 3, 25, 25")
+				three := []sqltext.Kind{{"cleanup", 0}, {"report", 0}, {`it's\odd`, 0}}
+				forms["lease"] = append(forms["lease"], limitedLeaseEntries(c, s.OfKinds(three).Lease(lease), "kinds 0, 0, 0")...)
+				three[2].Name = "a,b"
+				forms["lease"] = append(forms["lease"], limitedLeaseEntries(c, s.OfKinds(three).Lease(lease), "kinds 0, 0, 0, one with a comma")...)
 			}
 			for form, e := range forms {
 				switch {
