@@ -3,9 +3,11 @@ package admin
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"time"
 
 	"github.com/sqlinbox/inbox/internal/sentinel"
+	"github.com/sqlinbox/inbox/internal/sqltext"
 )
 
 // Group is a FIFO group (inbox.Table.GroupKey) with rows pending, as Groups reads it.
@@ -24,11 +26,23 @@ type Group struct {
 	// HeldBy is the row that holds the group, its lease running ahead: 0 where no row does (or
 	// the description names no lease column, which the holds need).
 	HeldBy int64 `json:"held_by"`
+	// DeadHead is the dead row the group's hold names: a head that died in work. Where the
+	// group's consumers keep groups blocked (lease.Config.GroupsStayBlocked) the group waits
+	// for it until UnblockGroup, a requeue or a purge of the row; elsewhere the next claim of
+	// the group lets its next row go. 0 where the hold names no dead row (or the description
+	// names no DeadAt or lease column).
+	DeadHead int64 `json:"dead_head,omitempty"`
+	// PausedSince is when the group was paused (PauseGroup), on the database's clock, in UTC;
+	// zero while it is not paused.
+	PausedSince time.Time `json:"paused_since,omitzero"`
 }
 
-// Blocked reports whether the group waits for its head's retry at now: the head failed and runs
-// again later, and nothing of its group runs before it.
-func (g Group) Blocked(now time.Time) bool { return g.HeldBy == 0 && g.HeadRetryAt.After(now) }
+// Blocked reports whether the group waits at now for a head that failed: one that runs again
+// later (its retry), or one that died in work and still holds the group (DeadHead), while no
+// row of the group is in work.
+func (g Group) Blocked(now time.Time) bool {
+	return g.HeldBy == 0 && (g.HeadRetryAt.After(now) || g.DeadHead != 0)
+}
 
 // Groups lists up to limit of the table's FIFO groups that have rows pending, by queue and key,
 // with their head, backlog and holder, in one read that takes no lock. It needs the GroupKey
@@ -69,19 +83,104 @@ func (a *Admin) groups(ctx context.Context, call string, queue *string, limit in
 	out := []Group{}
 	for rows.Next() {
 		var g Group
-		var attempt, holder sql.NullInt64
-		var retryAt any
-		if err := rows.Scan(&g.Queue, &g.Key, &g.Head, &g.Pending, &attempt, &retryAt, &holder); err != nil {
+		var attempt, holder, dead sql.NullInt64
+		var retryAt, paused any
+		if err := rows.Scan(&g.Queue, &g.Key, &g.Head, &g.Pending, &attempt, &retryAt, &holder, &dead, &paused); err != nil {
 			return nil, sentinel.Errorf(nil, sentinel.Table(a.t.Name), "listing its groups: %w", err)
 		}
 		if g.HeadRetryAt, err = scannedTime(retryAt); err != nil {
 			return nil, sentinel.Errorf(nil, sentinel.Row(a.t.Name, g.Head), "%w", err)
 		}
-		g.HeadAttempt, g.HeldBy = attempt.Int64, holder.Int64
+		if g.PausedSince, err = scannedTime(paused); err != nil {
+			return nil, sentinel.Errorf(nil, sentinel.Queue(a.t.Name, g.Queue), "the time group %q was paused: %w", g.Key, err)
+		}
+		g.HeadAttempt, g.HeldBy, g.DeadHead = attempt.Int64, holder.Int64, dead.Int64
 		out = append(out, g)
 	}
 	if err := rows.Err(); err != nil {
 		return nil, sentinel.Errorf(nil, sentinel.Table(a.t.Name), "listing its groups: %w", err)
 	}
 	return out, nil
+}
+
+// UnblockGroup lets a group that a dead head blocks go on (lease.Config.GroupsStayBlocked): its
+// hold, which names the dead row, then names none, and the next claim takes the group's next
+// pending row. The dead row stays dead, to be inspected, requeued (it then rejoins its group at
+// its id's place: it runs once the row in work, if any, has settled, before the group's later
+// rows) or purged. Requeueing or purging the dead row unblocks the group too, without this.
+// Queue is the group's queue (empty for a table without a Queue column). It returns the dead
+// row it stepped past, or 0 where the group's hold names no dead row (the group is not blocked
+// by one, has no hold, or was unblocked meanwhile): nothing changed. It needs the GroupKey,
+// DeadAt and lease columns.
+func (a *Admin) UnblockGroup(ctx context.Context, queue, group string) (int64, error) {
+	if err := a.groupCall("UnblockGroup", queue, group); err != nil {
+		return 0, err
+	}
+	if err := a.needs("UnblockGroup", "DeadAt", a.t.DeadAt); err != nil {
+		return 0, err
+	}
+	v := sqltext.Values{Table: a.t.Name, Queue: queue, Group: group}
+	read := a.sql.DeadHolder()
+	var dead int64
+	switch err := a.db.QueryRowContext(ctx, read.SQL, read.Bind(nil, &v)...).Scan(&dead); {
+	case errors.Is(err, sql.ErrNoRows):
+		return 0, nil
+	case err != nil:
+		return 0, sentinel.Errorf(nil, sentinel.Queue(a.t.Name, queue), "reading the hold of group %q: %w", group, err)
+	}
+	v.IDs = []int64{dead}
+	unblock := a.sql.UnblockGroup()
+	res, err := a.db.ExecContext(ctx, unblock.SQL, unblock.Bind(nil, &v)...)
+	if err != nil {
+		return 0, sentinel.Errorf(nil, sentinel.Queue(a.t.Name, queue), "unblocking group %q: %w", group, err)
+	}
+	if n, err := res.RowsAffected(); err != nil || n == 0 {
+		return 0, err
+	}
+	return dead, nil
+}
+
+// PauseGroup pauses a FIFO group of queue (empty for a table without a Queue column): from its
+// commit no claim of any consumer takes a row of the group, whose row in work, if any, finishes
+// and settles; the other groups run. Pausing a paused group keeps the time of its first pause,
+// and a group no row names yet may be paused. It is kept in the group's hold (inbox_groups), so
+// it needs the GroupKey and lease columns.
+func (a *Admin) PauseGroup(ctx context.Context, queue, group string) error {
+	return a.pauseGroup(ctx, "PauseGroup", queue, group, a.sql.PauseGroup())
+}
+
+// ResumeGroup resumes a group PauseGroup paused: from its commit claims take its rows again (a
+// consumer elsewhere at its next poll). Resuming a group that is not paused changes nothing.
+func (a *Admin) ResumeGroup(ctx context.Context, queue, group string) error {
+	return a.pauseGroup(ctx, "ResumeGroup", queue, group, a.sql.ResumeGroup())
+}
+
+// pauseGroup runs st, which pauses or resumes a group, for call.
+func (a *Admin) pauseGroup(ctx context.Context, call, queue, group string, st sqltext.Statement) error {
+	if err := a.groupCall(call, queue, group); err != nil {
+		return err
+	}
+	v := sqltext.Values{Table: a.t.Name, Queue: queue, Group: group}
+	if _, err := a.db.ExecContext(ctx, st.SQL, st.Bind(nil, &v)...); err != nil {
+		return sentinel.Errorf(nil, sentinel.Queue(a.t.Name, queue), "%s of group %q: %w", call, group, err)
+	}
+	return nil
+}
+
+// groupCall refuses call on a group where the description lacks the GroupKey or lease column,
+// or names a queue where it has no Queue column, and an empty group key (NULL: no group).
+func (a *Admin) groupCall(call, queue, group string) error {
+	if err := a.needs(call, "GroupKey", a.t.GroupKey); err != nil {
+		return err
+	}
+	if err := a.needs(call, "LockedUntil", a.t.LockedUntil); err != nil {
+		return err
+	}
+	switch {
+	case a.t.Queue == "" && queue != "":
+		return sentinel.Errorf(nil, sentinel.Table(a.t.Name), "%s of queue %q: the description has no Queue column, so the table is one queue: name it by the empty string", call, queue)
+	case group == "":
+		return sentinel.Errorf(nil, sentinel.Queue(a.t.Name, queue), "%s of the empty group: a row without a group key belongs to no group; name a group", call)
+	}
+	return nil
 }

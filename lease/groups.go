@@ -38,7 +38,32 @@ func (f *Form[D]) checkGroups(ctx context.Context, db *sql.DB, queue string) err
 	if pingErr := db.PingContext(ctx); pingErr != nil {
 		return sentinel.Errorf(nil, where, "checking the group holds' table %s: the server answers no connection: %w", sqltext.GroupsTable, errors.Join(err, pingErr))
 	}
-	return sentinel.Errorf(inbox.ErrSchema, where, "the group column %q needs the group holds' table %s, which the database refuses (%v): `inbox schema -group-key` prints it with the table; run: %s", f.t.GroupKey, sqltext.GroupsTable, err, sqltext.CreateGroups(f.d.Caps()))
+	return sentinel.Errorf(inbox.ErrSchema, where, "the group column %q needs the group holds' table %s, which the database refuses (%v): `inbox schema -group-key` prints it with the table; run: %s (a table made before groups could be paused lacks paused_at: run %s)", f.t.GroupKey, sqltext.GroupsTable, err, sqltext.CreateGroups(f.d.Caps()), sqltext.AddGroupsPaused(f.d.Caps()))
+}
+
+// checkGroupOptions refuses the groups' options where they cannot work: either of them on a
+// table without a group column, and GroupsStayBlocked on a table without a dead_at column,
+// where a dying row is dropped, so that no dead row can stay its group's holder.
+func (f *Form[D]) checkGroupOptions(queue string) error {
+	where := sentinel.Queue(f.t.Name, queue)
+	switch {
+	case f.t.GroupKey == "" && (f.cfg.GroupsStayBlocked || f.cfg.GroupsRoundRobin):
+		return sentinel.Errorf(inbox.ErrSchema, where, "lease.Config.GroupsStayBlocked and GroupsRoundRobin are options of FIFO groups, which the description does not have: name the group column in inbox.Table.GroupKey, or leave them unset")
+	case f.cfg.GroupsStayBlocked && f.t.DeadAt == "":
+		return sentinel.Errorf(inbox.ErrSchema, where, "lease.Config.GroupsStayBlocked keeps a group blocked by its dead head, but the description has no DeadAt column, so a dying row is dropped and cannot stay: add the column (inbox schema -dead-at prints it) and name it in inbox.Table.DeadAt, or leave GroupsStayBlocked unset")
+	}
+	return nil
+}
+
+// groupOptions is l with the groups' options of the form's configuration.
+func (f *Form[D]) groupOptions(l sqltext.Lease) sqltext.Lease {
+	if f.cfg.GroupsStayBlocked {
+		l = l.StayBlocked()
+	}
+	if f.cfg.GroupsRoundRobin {
+		l = l.RoundRobin()
+	}
+	return l
 }
 
 // seenHold is what a pick read of a claimed row's group: its key, and its hold's holder and

@@ -102,6 +102,21 @@ type Config struct {
 	// extends it every half lease while the handler runs. Whole seconds, at least one. Default
 	// 30 s.
 	Lease time.Duration
+	// GroupsStayBlocked keeps a FIFO group (inbox.Table.GroupKey) blocked when its head dies
+	// in work: the dead row stays its group's holder, and no later row of the group runs until
+	// an operator requeues the dead row (it runs again), purges it, or unblocks the group
+	// (admin.UnblockGroup, inbox groups unblock), which leaves it dead and lets the next row
+	// go. It needs the table's DeadAt column (without one a dying row is dropped, and cannot
+	// stay): Open refuses it otherwise. Give every consumer of the queue the same setting: a
+	// consumer without it lets the group go on. Default false: a dead head lets the next row go.
+	GroupsStayBlocked bool
+	// GroupsRoundRobin spreads claims across FIFO groups: among the rows a claim may take, the
+	// group claimed longest ago goes first (after the priority, where the table has one), so
+	// that one worker alternates between groups rather than draining the group of the lowest
+	// ids first. Each claim then reads and sorts every row of the queue it may take, where the
+	// usual order stops at the first it needs (docs/groups.md says what it costs). Default
+	// false: claims go in the usual order.
+	GroupsRoundRobin bool
 }
 
 // DefaultLease is the lease a zero Config.Lease takes.
@@ -275,13 +290,16 @@ func (f *Form[D]) bind(ctx context.Context, db *sql.DB, q inbox.Binding) (inbox.
 	if err := f.d.CheckServer(ctx, db); err != nil {
 		return inbox.Plan{}, sentinel.At(sentinel.Queue(f.t.Name, q.Name), err)
 	}
+	if err := f.checkGroupOptions(q.Name); err != nil {
+		return inbox.Plan{}, err
+	}
 	if err := f.verify(ctx, db, column, q); err != nil {
 		return inbox.Plan{}, err
 	}
 
 	b := &binding{
 		db: db, q: q, log: q.Logger, st: st, lease: lease,
-		sql:     st.SQL().Lease(col),
+		sql:     f.groupOptions(st.SQL().Lease(col)),
 		listed:  map[listKey]*stmt.Stmt{},
 		stamps:  map[int]sqltext.Statement{},
 		claimed: st.ClaimValues(q.Name),

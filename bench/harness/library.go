@@ -58,6 +58,9 @@ type Consumer struct {
 	// CreateGroupTable whose rows SetGroups spread over groups. False: the consumer ignores the
 	// group column.
 	Groups bool
+	// RoundRobin, with Groups, has the lease form spread its claims across the groups
+	// (lease.Config.GroupsRoundRobin).
+	RoundRobin bool
 
 	counts *drainCounts // set by DrainLibrary
 }
@@ -75,7 +78,7 @@ func (c Consumer) Build(t *Target) (Runner, error) {
 	case "rowlock":
 		f = rowlock.New(t.D, tbl)
 	case "lease":
-		f = lease.New(t.D, tbl, &lease.Config{})
+		f = lease.New(t.D, tbl, &lease.Config{GroupsRoundRobin: c.RoundRobin})
 	case "advisory":
 		f = advisory.New(t.D, tbl, nil)
 	default:

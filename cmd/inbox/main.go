@@ -67,7 +67,7 @@ var commands = []command{
 	{"dead", "list, requeue or purge dead rows", deadCommand},
 	{"purge", "delete processed rows older than an age (-processed-before 7d)", purgeCommand},
 	{"schedules", "list the periodic jobs' schedules with their last and next tick (-json)", schedulesCommand},
-	{"groups", "list the FIFO groups with rows pending: head, backlog, holder, blocked (-blocked)", groupsCommand},
+	{"groups", "list the FIFO groups with rows pending (-blocked); unblock, pause or resume one", groupsCommand},
 	{"ui", "serve the operator's web page for one table (-addr 127.0.0.1:8080)", uiCommand},
 	{"version", "print the versions of this command, the library and Go", version},
 }

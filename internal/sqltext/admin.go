@@ -670,12 +670,15 @@ func repeat(k Bind, n int) []Bind {
 // Groups lists the table's FIFO groups that have rows pending (neither processed, dead nor
 // cancelled), by queue and group key, up to a limit: each group's queue (” without a queue
 // column), key, head (its lowest pending id, the next to run), pending rows, the head's attempt
-// and retry_after (NULL where the table has no such column), and the id of the row that holds
-// the group (its hold names it and its lease runs ahead of now; NULL where none does). It reads
-// without locks. The limit applies where the groups are formed, in the order of the group index
-// (queue, group key): a database can then stop reading the index after the groups asked for,
-// rather than group every pending row of the table first. It binds the limit, the table's
-// name, then now.
+// and retry_after (NULL where the table has no such column), the id of the row that holds
+// the group (its hold names it and its lease runs ahead of now; NULL where none does), the id of
+// the dead row its hold names (a head that died in work, which blocks the group where its
+// consumers keep groups blocked; NULL where none, or the table has no dead_at column), and when
+// the group was paused (NULL while it is not); the last three are NULL where the description
+// names no lease column. It reads without locks. The limit applies where the groups are formed,
+// in the order of the group index (queue, group key): a database can then stop reading the
+// index after the groups asked for, rather than group every pending row of the table first. It
+// binds the limit, the table's name, then now.
 func (a Admin) Groups() Bound { return a.groups(false) }
 
 // QueueGroups is Groups of the queue bound first: its groups alone, which the group index,
@@ -702,13 +705,17 @@ func (a Admin) groups(ofQueue bool) Bound {
 	}
 	heads := "SELECT " + queue + " AS inbox_queue, " + t.GroupKey + " AS inbox_group, MIN(" + t.ID + ") AS inbox_head, COUNT(*) AS inbox_pending FROM " + t.Name +
 		" WHERE " + strings.Join(pending, " AND ") + " GROUP BY " + groupBy + " ORDER BY " + groupBy + " LIMIT " + b.next(BindLimit)
-	holder := "NULL"
+	holder := "NULL, NULL, NULL"
 	joins := ""
 	if a.lease != "" {
-		holder = "inbox_holder." + t.ID
+		holder = "inbox_holder." + t.ID + ", NULL, inbox_hold.paused_at"
 		joins = " LEFT JOIN " + GroupsTable + " inbox_hold ON inbox_hold.table_name = " + b.next(BindTable) +
 			" AND inbox_hold.queue = inbox_g.inbox_queue AND inbox_hold.group_key = inbox_g.inbox_group" +
 			" LEFT JOIN " + t.Name + " inbox_holder ON inbox_holder." + t.ID + " = inbox_hold.holder_id AND inbox_holder." + a.lease + " >= " + b.next(BindNow)
+		if t.DeadAt != "" {
+			holder = "inbox_holder." + t.ID + ", inbox_dead." + t.ID + ", inbox_hold.paused_at"
+			joins += " LEFT JOIN " + t.Name + " inbox_dead ON inbox_dead." + t.ID + " = inbox_hold.holder_id AND inbox_dead." + t.DeadAt + " IS NOT NULL"
+		}
 	}
 	query := "SELECT inbox_g.inbox_queue, inbox_g.inbox_group, inbox_g.inbox_head, inbox_g.inbox_pending, " +
 		or(t.Attempt) + ", " + or(t.RetryAfter) + ", " + holder + " FROM (" + heads + ") inbox_g JOIN " + t.Name + " inbox_head ON inbox_head." + t.ID +

@@ -83,6 +83,12 @@ func adminGoldens(t *testing.T) []string {
 				}
 				e.addText("purgeProcessed(3)", a.Purge(sqltext.ProcessedRows, 3))
 			}
+			if sh.Table.GroupKey != "" {
+				e.add("dead holder", a.DeadHolder())
+				e.add("unblock group", a.UnblockGroup())
+				e.add("pause group", a.PauseGroup())
+				e.add("resume group", a.ResumeGroup())
+			}
 			for _, b := range pageStatements(dl.D.Caps(), a, sh.Table, lease != "") {
 				e.addText(b.name, b.SQL)
 			}

@@ -7,12 +7,14 @@ import (
 )
 
 // GroupsTable is the table of FIFO group holds (inbox.Table.GroupKey): one row per job table,
-// queue and group key that a claim has held, naming the row that took it (holder_id) and the
-// token that claim wrote (holder_token). A group is held while its holder's lease runs ahead,
-// and only then: the hold has no expiry of its own, so every extension, settlement and expiry of
-// the holder's lease extends, releases or ends the group's hold in the same statement, without
-// writing to this table. A claim takes a hold by a compare-and-set of the row it read
-// (TakeHeld) or, where there was none, by an INSERT (TakeFree).
+// queue and group key that a claim has held (or an operator paused), naming the row that took
+// it (holder_id) and the token that claim wrote (holder_token), and the time the group was
+// paused (paused_at, NULL while it is not). A group is held while its holder's lease runs
+// ahead, and only then (or, where its groups stay blocked, while its holder is dead): the hold
+// has no expiry of its own, so every extension, settlement and expiry of the holder's lease
+// extends, releases or ends the group's hold in the same statement, without writing to this
+// table. A claim takes a hold by a compare-and-set of the row it read (TakeHeld) or, where
+// there was none, by an INSERT (TakeFree).
 const GroupsTable = "inbox_groups"
 
 // CreateGroups is the statement that creates GroupsTable on c's database, if it is not there.
@@ -24,7 +26,13 @@ func CreateGroups(c *dialect.Caps) string {
 	}
 	return "CREATE TABLE IF NOT EXISTS " + GroupsTable + " (table_name " + name + " NOT NULL, queue " + text +
 		" NOT NULL, group_key " + text + " NOT NULL, holder_id BIGINT NOT NULL, holder_token " + token +
-		" NOT NULL, PRIMARY KEY (table_name, queue, group_key))"
+		" NOT NULL, paused_at " + token + " NULL, PRIMARY KEY (table_name, queue, group_key))"
+}
+
+// AddGroupsPaused is the statement that adds the paused_at column to a GroupsTable created
+// before groups could be paused.
+func AddGroupsPaused(c *dialect.Caps) string {
+	return "ALTER TABLE " + GroupsTable + " ADD paused_at " + timeType(c) + " NULL"
 }
 
 // timeType is the type of a token on c's database: a timestamp to the microsecond.
@@ -41,7 +49,7 @@ func timeType(c *dialect.Caps) string {
 // CheckGroups reads nothing from GroupsTable and fails where it or one of its columns is
 // missing.
 func CheckGroups() Statement {
-	return Statement{SQL: "SELECT table_name, queue, group_key, holder_id, holder_token FROM " + GroupsTable + " WHERE 1 = 0"}
+	return Statement{SQL: "SELECT table_name, queue, group_key, holder_id, holder_token, paused_at FROM " + GroupsTable + " WHERE 1 = 0"}
 }
 
 // HasGroups reports whether the table has a FIFO group column.
@@ -51,9 +59,9 @@ func (s SQL) HasGroups() bool { return s.t.GroupKey != "" }
 // take in a table with groups: of no group, or the head of its group (the lowest id of its queue
 // and group neither processed, dead nor cancelled, whatever its due time or lease: the first
 // entry of the group index, schema.GroupIndex, read by ORDER BY id LIMIT 1, which MariaDB reads
-// as one entry where it would scan the group's pending rows for a MIN) whose
-// group no row holds (the hold's holder has a lease running ahead of now). Being in the claim's
-// WHERE, it is decided before the LIMIT. It binds the table's name, the queue, then now.
+// as one entry where it would scan the group's pending rows for a MIN) whose group is neither
+// held nor paused (groupHeld). Being in the claim's WHERE, it is decided before the LIMIT. It
+// binds now, the table's name, then the queue.
 func (l Lease) groupFree(p *Params) string {
 	t := l.s.t
 	g := t.Name + "." + t.GroupKey
@@ -66,10 +74,62 @@ func (l Lease) groupFree(p *Params) string {
 			head = append(head, "inbox_head."+c+" IS NULL")
 		}
 	}
-	held := "SELECT 1 FROM " + GroupsTable + " inbox_hold JOIN " + t.Name + " inbox_holder ON inbox_holder." + t.ID + " = inbox_hold.holder_id" +
-		" WHERE " + l.holdKey(p, "inbox_hold", g) + " AND inbox_holder." + l.col + " >= " + p.Next(ArgNow)
 	return "(" + g + " IS NULL OR (" + t.Name + "." + t.ID + " = (SELECT inbox_head." + t.ID + " FROM " + t.Name + " inbox_head WHERE " + strings.Join(head, " AND ") +
-		" ORDER BY inbox_head." + t.ID + " LIMIT 1) AND NOT EXISTS (" + held + ")))"
+		" ORDER BY inbox_head." + t.ID + " LIMIT 1) AND NOT EXISTS (" + l.groupHeld(p, g) + ")))"
+}
+
+// groupHeld is the query of group g's hold (g an expression) where it keeps the group from a
+// claim: the group is paused, or its holder's lease runs ahead of now, or, where the builder
+// keeps groups blocked (StayBlocked), its holder is dead. It binds now, the table's name, then
+// the queue.
+func (l Lease) groupHeld(p *Params, g string) string {
+	t := l.s.t
+	busy := "inbox_holder." + l.col + " >= " + p.Next(ArgNow)
+	if l.stayBlocked {
+		busy = "(" + busy + " OR inbox_holder." + t.DeadAt + " IS NOT NULL)"
+	}
+	return "SELECT 1 FROM " + GroupsTable + " inbox_hold LEFT JOIN " + t.Name + " inbox_holder ON inbox_holder." + t.ID + " = inbox_hold.holder_id AND " + busy +
+		" WHERE " + l.holdKey(p, "inbox_hold", g) + " AND (inbox_hold.paused_at IS NOT NULL OR inbox_holder." + t.ID + " IS NOT NULL)"
+}
+
+// StayBlocked returns the builder whose claims keep a group blocked while its hold names a dead
+// row (dead_at set): the head that died in work stays its group's holder, until an operator
+// requeues it, deletes it or unblocks the group (Admin.UnblockGroup). It needs a table with
+// groups and a dead_at column (the form refuses the option at Open without them).
+func (l Lease) StayBlocked() Lease {
+	l.stayBlocked = true
+	return l
+}
+
+// RoundRobin returns the builder whose claims spread across groups: a claim orders the rows it
+// may take by priority (where the table has the column), then by their group's last hold, its
+// holder's token (the expiry the last claim of the group wrote, so the group claimed longest ago
+// first; a row of no group, and a group never held, have none and come first), then by
+// retry_after and id. It reads every due row of the queue that a claim may take, to sort them,
+// where the usual order stops at the first n in the claim index. It changes nothing in a table
+// without groups.
+func (l Lease) RoundRobin() Lease {
+	l.roundRobin = true
+	return l
+}
+
+// claimOrder is the pick's ORDER BY: the claim order (SQL.Order), or, where the builder spreads
+// claims across groups (RoundRobin), that order with the group's last hold after the priority.
+// The round robin's key binds the table's name, then the queue.
+func (l Lease) claimOrder(p *Params) string {
+	s, t := l.s, l.s.t
+	order := s.Order("")
+	if !l.roundRobin || !s.HasGroups() {
+		return order
+	}
+	last := "(SELECT inbox_last.holder_token FROM " + GroupsTable + " inbox_last WHERE " + l.holdKey(p, "inbox_last", t.Name+"."+t.GroupKey) + ")"
+	if s.c.NullsLast {
+		last += " NULLS FIRST"
+	}
+	if t.Priority == "" {
+		return last + ", " + order
+	}
+	return t.Priority + ", " + last + ", " + strings.TrimPrefix(order, t.Priority+", ")
 }
 
 // holdsItsGroup is the predicate of a row of the table that holds its group, or is of no group:
@@ -101,9 +161,10 @@ func (l Lease) groupRead(p *Params) string {
 }
 
 // TakeHeld takes the hold of a group that has a hold row for the claimed row, where the hold is
-// still what the pick read (its holder and token): the compare-and-set of a claim where the
-// database has no UPDATE … FROM. One row changed: the claim holds the group; none: another claim
-// took it since the pick read it, and the row is not claimed. The pick read the holder's lease
+// still what the pick read (its holder and token) and the group is not paused: the
+// compare-and-set of a claim where the database has no UPDATE … FROM. One row changed: the
+// claim holds the group; none: another claim took it since the pick read it, or a pause
+// committed since, and the row is not claimed. The pick read the holder's lease
 // in the same statement as the hold, so a hold unchanged since is free. It binds the row's id,
 // the claim's token, the table's name, the queue, the group, the holder read, then the token
 // read. Empty where the table has no group column.
@@ -114,7 +175,7 @@ func (l Lease) TakeHeld() Statement {
 	p := l.s.Params()
 	set := "UPDATE " + GroupsTable + " SET holder_id = " + p.Next(ArgID) + ", holder_token = " + p.Next(ArgLease)
 	where := "table_name = " + p.Next(ArgTable) + " AND queue = " + p.Next(ArgQueue) + " AND group_key = " + p.Next(ArgGroup) +
-		" AND holder_id = " + p.Next(ArgHolder) + " AND holder_token = " + p.Next(ArgToken)
+		" AND holder_id = " + p.Next(ArgHolder) + " AND holder_token = " + p.Next(ArgToken) + " AND paused_at IS NULL"
 	return p.statement(set + " WHERE " + where)
 }
 
@@ -135,7 +196,8 @@ func (l Lease) TakeFree() Statement {
 // group where the database has UPDATE … FROM (Postgres): an INSERT of a hold per group, in group
 // order, whose ON CONFLICT takes an existing hold only where the latest hold (which the conflict
 // locks and reads) is still the one the statement's snapshot shows, and the snapshot shows its
-// holder's lease run out or released. A hold another claim took after the snapshot differs
+// holder's lease run out or released (and, where groups stay blocked, its holder alive), and the
+// latest hold is not paused. A hold another claim took after the snapshot differs
 // from it, so a commit the snapshot does not see never hands a group out twice; a hold that one
 // released after the snapshot looks held, and waits for the next claim. It returns the ids of
 // the rows whose group it took. It binds the table's name, the queue, the claim's token, then
@@ -148,7 +210,72 @@ func (l Lease) takeInOne(p *Params) string {
 		" FROM inbox_lease_pick WHERE " + pick + t.GroupKey + " IS NOT NULL ORDER BY " + pick + t.GroupKey
 	same := "SELECT 1 FROM " + GroupsTable + " inbox_seen WHERE inbox_seen.table_name = inbox_hold.table_name AND inbox_seen.queue = inbox_hold.queue" +
 		" AND inbox_seen.group_key = inbox_hold.group_key AND inbox_seen.holder_id = inbox_hold.holder_id AND inbox_seen.holder_token = inbox_hold.holder_token"
-	busy := "SELECT 1 FROM " + t.Name + " WHERE " + t.Name + "." + t.ID + " = inbox_hold.holder_id AND " + t.Name + "." + l.col + " >= " + p.Next(ArgNow)
+	busy := t.Name + "." + l.col + " >= " + p.Next(ArgNow)
+	if l.stayBlocked {
+		busy = "(" + busy + " OR " + t.Name + "." + t.DeadAt + " IS NOT NULL)"
+	}
+	busy = "SELECT 1 FROM " + t.Name + " WHERE " + t.Name + "." + t.ID + " = inbox_hold.holder_id AND " + busy
 	return "inbox_group_take AS (" + insert + " ON CONFLICT (table_name, queue, group_key) DO UPDATE SET holder_id = EXCLUDED.holder_id, holder_token = EXCLUDED.holder_token" +
-		" WHERE EXISTS (" + same + ") AND NOT EXISTS (" + busy + ") RETURNING inbox_hold.holder_id)"
+		" WHERE EXISTS (" + same + ") AND NOT EXISTS (" + busy + ") AND inbox_hold.paused_at IS NULL RETURNING inbox_hold.holder_id)"
+}
+
+// DeadHolder reads the dead row that holds a group (its hold names a row whose dead_at is set),
+// where the group's consumers keep groups blocked (Lease.StayBlocked): no row where none does.
+// It binds the table's name, the queue, then the group. Empty where the table has no group or
+// dead_at column.
+func (a Admin) DeadHolder() Statement {
+	t := a.s.t
+	if t.GroupKey == "" || t.DeadAt == "" {
+		return Statement{}
+	}
+	p := a.s.Params()
+	return p.statement("SELECT inbox_hold.holder_id FROM " + GroupsTable + " inbox_hold JOIN " + t.Name + " inbox_holder ON inbox_holder." + t.ID + " = inbox_hold.holder_id AND inbox_holder." + t.DeadAt + " IS NOT NULL" +
+		" WHERE " + groupKeyIs(p, "inbox_hold"))
+}
+
+// UnblockGroup has a group's hold name no row (holder 0) where it still names the dead row
+// DeadHolder read: the group then goes on with its next pending row, and the dead row stays
+// dead, to be inspected, requeued (it then rejoins its group at its id's place) or purged. One
+// row changed: the group is unblocked; none: the hold changed since (a requeue ran the row, or
+// a claim took the group). It binds the table's name, the queue, the group, then the dead row's
+// id. Empty where DeadHolder is.
+func (a Admin) UnblockGroup() Statement {
+	t := a.s.t
+	if t.GroupKey == "" || t.DeadAt == "" {
+		return Statement{}
+	}
+	p := a.s.Params()
+	return p.statement("UPDATE " + GroupsTable + " SET holder_id = 0 WHERE " + groupKeyIs(p, GroupsTable) + " AND holder_id = " + p.Next(ArgID) +
+		" AND EXISTS (SELECT 1 FROM " + t.Name + " inbox_holder WHERE inbox_holder." + t.ID + " = " + GroupsTable + ".holder_id AND inbox_holder." + t.DeadAt + " IS NOT NULL)")
+}
+
+// PauseGroup pauses a group: it stamps its hold's paused_at with the database's clock where it
+// is not paused yet, or, for a group no claim has held, writes a hold that names no row (holder
+// 0) and is paused. From its commit no claim takes the group's head (groupFree), and a claim
+// whose pick read the group before the commit does not take it either (TakeHeld and the take of
+// Postgres's claim ask that the hold they change is not paused); a row of the group in work
+// finishes. It binds the table's name, the queue, then the group.
+func (a Admin) PauseGroup() Statement {
+	p := a.s.Params()
+	now := databaseNow(a.s.c)
+	insert := "INSERT INTO " + GroupsTable + " (table_name, queue, group_key, holder_id, holder_token, paused_at) VALUES (" +
+		p.Next(ArgTable) + ", " + p.Next(ArgQueue) + ", " + p.Next(ArgGroup) + ", 0, " + now + ", " + now + ")"
+	if a.s.c.Catalog == dialect.MySQLCatalog {
+		return p.statement(insert + " ON DUPLICATE KEY UPDATE paused_at = COALESCE(paused_at, " + now + ")")
+	}
+	return p.statement(insert + " ON CONFLICT (table_name, queue, group_key) DO UPDATE SET paused_at = COALESCE(" + GroupsTable + ".paused_at, " + now + ")")
+}
+
+// ResumeGroup resumes a group PauseGroup paused: from its commit claims take its head again. A
+// group that is not paused is left as it is. It binds the table's name, the queue, then the
+// group.
+func (a Admin) ResumeGroup() Statement {
+	p := a.s.Params()
+	return p.statement("UPDATE " + GroupsTable + " SET paused_at = NULL WHERE " + groupKeyIs(p, GroupsTable))
+}
+
+// groupKeyIs is the predicate of alias's hold of one group, named by its arguments: it binds the
+// table's name, the queue, then the group.
+func groupKeyIs(p *Params, alias string) string {
+	return alias + ".table_name = " + p.Next(ArgTable) + " AND " + alias + ".queue = " + p.Next(ArgQueue) + " AND " + alias + ".group_key = " + p.Next(ArgGroup)
 }

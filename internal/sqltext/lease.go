@@ -19,6 +19,8 @@ type Lease struct {
 	s         SQL
 	col       string
 	unflushed bool // the settlements too carry Caps.UnflushedCommit
+	// stayBlocked and roundRobin are the FIFO groups' options (StayBlocked, RoundRobin).
+	stayBlocked, roundRobin bool
 }
 
 // Lease returns the lease form's statements over the table, with lease column column (quoted).
@@ -58,12 +60,13 @@ func (l Lease) Unflushed() Lease {
 // Where the table has groups (Table.GroupKey) a row is claimed only where groupFree says it may be,
 // a predicate of the pick, before its LIMIT. Where the database has UPDATE … FROM the claim
 // also takes each picked row's group (takeInOne) and stamps only the rows of no group and those
-// whose group it took; it binds, after free's now, the groups' table name, the queue and now
-// (groupFree), then the table name, the queue, the token and now (the take), then the token.
+// whose group it took; it binds, after free's now, now, the groups' table name and the queue
+// (groupFree), the table name and the queue again where it spreads claims across groups
+// (claimOrder), then the table name, the queue, the token and now (the take), then the token.
 // Elsewhere the pick reads, after the Columns, each row's group, its hold's holder and token
 // (groupRead: the table name and the queue twice, bound before Due's arguments), and the form
 // takes each group by TakeHeld or TakeFree before Stamp stamps the rows whose group it took; the
-// pick binds groupFree's arguments after now and before the limit.
+// pick binds groupFree's arguments (and claimOrder's) after now and before the limit.
 func (l Lease) Claim(n int) Statement {
 	s, t := l.s, l.s.t
 	p := s.Params()
@@ -75,7 +78,7 @@ func (l Lease) Claim(n int) Statement {
 		due := s.Due(p, "")
 		where := due + " AND " + l.free(p.Next(ArgNow)) + l.andGroupFree(p)
 		return p.statement("SELECT " + cols + " FROM " + t.Name + " WHERE " + where +
-			" ORDER BY " + s.Order("") + " LIMIT " + p.Next(ArgLimit) + l.skipLocked())
+			" ORDER BY " + l.claimOrder(p) + " LIMIT " + p.Next(ArgLimit) + l.skipLocked())
 	}
 	due := s.Due(p, "")
 	free := l.free(p.Next(ArgNow))
@@ -87,7 +90,7 @@ func (l Lease) Claim(n int) Statement {
 		picked += ", " + t.Name + "." + t.GroupKey
 	}
 	pick := "SELECT " + picked + " FROM " + t.Name + " WHERE " + due + " AND " + free + l.andGroupFree(p) +
-		" ORDER BY " + s.Order("") + " LIMIT " + strconv.Itoa(n) + l.skipLocked()
+		" ORDER BY " + l.claimOrder(p) + " LIMIT " + strconv.Itoa(n) + l.skipLocked()
 	ctes := "WITH inbox_lease_pick AS (" + pick + "), "
 	taken := ""
 	if s.HasGroups() {

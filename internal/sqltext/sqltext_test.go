@@ -211,6 +211,9 @@ func leaseEntries(c *dialect.Caps, l sqltext.Lease) []golden.Entry {
 	if !l.TakeFree().Empty() {
 		e.add("group holds' check", sqltext.CheckGroups())
 		e.addText("group holds' table", sqltext.CreateGroups(c))
+		e.addText("group holds' paused_at", sqltext.AddGroupsPaused(c))
+		e.add("claim, groups stay blocked", l.StayBlocked().Claim(1))
+		e.add("claim, groups round robin", l.RoundRobin().Claim(1))
 	}
 	e.add("extend", l.Extend(sqltext.ByIDAndToken()))
 	e.add("ack", l.Settle(outcome.KindAck, sqltext.ByIDAndToken()))

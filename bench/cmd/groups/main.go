@@ -2,9 +2,12 @@
 // one prefilled table, whose rows are spread over -groups groups, through a consumer whose table
 // names the group column (each claim takes only the heads of free groups and holds their groups
 // in inbox_groups) and through one that ignores it, in the same run, rounds interleaved, and
-// reports each cell's medians and their paired ratio. See docs/groups.md.
+// reports each cell's medians and their paired ratio. With -round-robin it drains the grouped
+// table through a consumer whose claims spread across the groups (lease.Config.GroupsRoundRobin)
+// and through one in the usual order instead. See docs/groups.md.
 //
 //	go run ./bench/cmd/groups -db postgres,mariadb,sqlite -workers 1,8 -groups 32 -n 5000 -rounds 5
+//	go run ./bench/cmd/groups -round-robin -db postgres,mariadb,sqlite -workers 1,8 -groups 32 -n 2000 -rounds 3
 package main
 
 import (
@@ -24,6 +27,7 @@ import (
 // config is the command's flags.
 type config struct {
 	n, rounds, groups int
+	roundRobin        bool
 	workers           []int
 	dbs               []string
 	poll              time.Duration
@@ -38,6 +42,7 @@ func parseFlags(args []string) (*config, error) {
 	fs.IntVar(&cfg.groups, "groups", 32, "groups the rows are spread over (at least 1)")
 	workers := fs.String("workers", "1,8", "worker counts, comma-separated")
 	dbs := fs.String("db", "postgres,mariadb,sqlite", "databases: postgres, mysql, mariadb, sqlite")
+	fs.BoolVar(&cfg.roundRobin, "round-robin", false, "compare claims spread across the groups (lease.Config.GroupsRoundRobin) with the usual order, both with groups, rather than groups with none")
 	fs.DurationVar(&cfg.poll, "poll", 100*time.Millisecond, "the consumers' PollInterval")
 	harness.DSNFlag(fs, cfg.dsns, harness.Databases)
 	if err := fs.Parse(args); err != nil {
@@ -107,8 +112,13 @@ func run(ctx context.Context, args []string) error {
 		}
 		t.Close()
 	}
-	fmt.Printf("\nThe lease form with the rows in %d FIFO groups against the same rows without: %d rows per drain, %d rounds, msgs/s median (min–max)\n\n", cfg.groups, cfg.n, cfg.rounds)
-	fmt.Println("| database | workers | no groups | " + fmt.Sprint(cfg.groups) + " groups | with/without (paired) |")
+	if cfg.roundRobin {
+		fmt.Printf("\nThe lease form with the rows in %d FIFO groups, claims spread across the groups (round robin) against the usual order: %d rows per drain, %d rounds, msgs/s median (min–max)\n\n", cfg.groups, cfg.n, cfg.rounds)
+		fmt.Println("| database | workers | " + fmt.Sprint(cfg.groups) + " groups | round robin | round robin/usual (paired) |")
+	} else {
+		fmt.Printf("\nThe lease form with the rows in %d FIFO groups against the same rows without: %d rows per drain, %d rounds, msgs/s median (min–max)\n\n", cfg.groups, cfg.n, cfg.rounds)
+		fmt.Println("| database | workers | no groups | " + fmt.Sprint(cfg.groups) + " groups | with/without (paired) |")
+	}
 	fmt.Println("|---|--:|--:|--:|--:|")
 	for _, c := range cells {
 		ratio := "–"
@@ -120,11 +130,12 @@ func run(ctx context.Context, args []string) error {
 	return nil
 }
 
-// runCell drains the table once without groups and once with them each round, alternating
-// which goes first (harness.Rounds), the table prefilled and its rows spread over the groups
-// before each drain, and the group holds of the last drain deleted.
+// runCell drains the table once without groups and once with them each round (with
+// -round-robin: once with groups in the usual order, once spreading the claims across them, in
+// c.plain and c.groups), alternating which goes first (harness.Rounds), the table prefilled and
+// its rows spread over the groups before each drain.
 func runCell(ctx context.Context, t *harness.Target, c *cell, table string, cfg *config) error {
-	drain := func(groups bool, into *[]float64) func(r int) error {
+	drain := func(groups, roundRobin bool, into *[]float64) func(r int) error {
 		return func(r int) error {
 			if err := t.Prefill(ctx, table, cfg.n); err != nil {
 				return err
@@ -132,14 +143,17 @@ func runCell(ctx context.Context, t *harness.Target, c *cell, table string, cfg 
 			if err := t.SetGroups(ctx, table, cfg.groups); err != nil {
 				return err
 			}
-			d, err := harness.DrainLibrary(ctx, t, harness.Consumer{Form: "lease", Table: table, Workers: c.workers, Batch: 1, Poll: cfg.poll, Groups: groups}, int64(cfg.n))
+			d, err := harness.DrainLibrary(ctx, t, harness.Consumer{Form: "lease", Table: table, Workers: c.workers, Batch: 1, Poll: cfg.poll, Groups: groups, RoundRobin: roundRobin}, int64(cfg.n))
 			if err != nil {
-				return fmt.Errorf("%s, %d workers, groups %v, round %d: %w", c.db, c.workers, groups, r, err)
+				return fmt.Errorf("%s, %d workers, groups %v, round robin %v, round %d: %w", c.db, c.workers, groups, roundRobin, r, err)
 			}
 			*into = append(*into, d.Rate)
-			fmt.Fprintf(os.Stderr, "%-8s W=%d groups=%-5v round %d: %8.0f msgs/s, %d claims (%d empty) of %d rows\n", c.db, c.workers, groups, r, d.Rate, d.Claims, d.EmptyClaims, d.RowsClaimed)
+			fmt.Fprintf(os.Stderr, "%-8s W=%d groups=%-5v rr=%-5v round %d: %8.0f msgs/s, %d claims (%d empty) of %d rows\n", c.db, c.workers, groups, roundRobin, r, d.Rate, d.Claims, d.EmptyClaims, d.RowsClaimed)
 			return nil
 		}
 	}
-	return harness.Rounds(cfg.rounds, drain(false, &c.plain), drain(true, &c.groups))
+	if cfg.roundRobin {
+		return harness.Rounds(cfg.rounds, drain(true, false, &c.plain), drain(true, true, &c.groups))
+	}
+	return harness.Rounds(cfg.rounds, drain(false, false, &c.plain), drain(true, false, &c.groups))
 }
