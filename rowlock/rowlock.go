@@ -34,7 +34,11 @@
 //
 // Each delivery in work holds one pooled connection and one open transaction until it settles
 // (Plan.HoldsConnection), so a consumer runs at most the pool's size less one at once; a batch
-// holds one of each for all its rows. A transaction held open for a long handler holds back
+// holds one of each for all its rows. A single delivery costs one commit and, where its worker
+// claims next (SettleAndClaim, outside transactional mode), three round trips: the claim, the
+// settlement's statement, and its COMMIT AND CHAIN, which begins the next claim's transaction
+// on the same connection (Postgres 12 or later, MySQL, MariaDB; elsewhere a BEGIN of its own
+// adds a round trip, and on MySQL and MariaDB a level other than the session's one more). A transaction held open for a long handler holds back
 // Postgres's vacuum and MySQL's purge: long handlers belong in the lease form.
 //
 // # Batches
