@@ -283,14 +283,7 @@ func runAll(ctx context.Context, cfg *config) ([]*cell, error) {
 	}
 	bar.Stop()
 
-	acks := ""
-	if cfg.unflushedAcks {
-		acks = ", acks unflushed (Config.UnflushedAcks)"
-	}
-	if cfg.handRowLock {
-		acks += ", the row lock form's raw loop written by hand (-hand-rowlock)"
-	}
-	fmt.Fprintf(cfg.out, "\nThroughput: %d rows per round, %d rounds%s, msgs/s median (min–max)\n\n", cfg.n, cfg.rounds, acks)
+	fmt.Fprintf(cfg.out, "\nThroughput: %d rows per round, %d rounds%s, msgs/s median (min–max)\n\n", cfg.n, cfg.rounds, runNotes(cfg))
 	printCells(cfg.out, cells)
 	for _, c := range cells {
 		for _, f := range slices.Concat(c.failures, c.notes) {
@@ -324,6 +317,18 @@ func runAll(ctx context.Context, cfg *config) ([]*cell, error) {
 		}
 	}
 	return cells, nil
+}
+
+// runNotes is what the throughput table's heading says of the run's settings.
+func runNotes(cfg *config) string {
+	notes := ""
+	if cfg.unflushedAcks {
+		notes = ", acks unflushed (Config.UnflushedAcks)"
+	}
+	if cfg.handRowLock {
+		notes += ", the row lock form's raw loop written by hand (-hand-rowlock)"
+	}
+	return notes
 }
 
 // dsnOf is database name's DSN: -dsn's, or the default; for SQLite without one, file in tmp.
