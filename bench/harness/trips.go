@@ -28,7 +28,8 @@ import (
 // Begin, Commit, Rollback, Ping).
 //
 // A commit is a COMMIT sent (a driver Tx.Commit, or a COMMIT or END statement, as the SQLite
-// dialect runs), whatever its transaction did, or a statement run outside a transaction that
+// dialect runs; after a COMMIT AND CHAIN, as the row lock form runs, the connection's next
+// transaction is open), whatever its transaction did, or a statement run outside a transaction that
 // changed rows, which the server commits on its own: a statement that changes rows by its text
 // (INSERT, UPDATE, DELETE, REPLACE, MERGE, or a WITH whose queries do) and reported rows
 // affected or returned a row. A commit is counted as not waiting for the disk when a statement
@@ -377,6 +378,7 @@ func (c *countingConn) ran(what statement, err error) (solo bool) {
 	case commitStatement:
 		if c.inTx {
 			c.committed()
+			c.inTx = what.chains // COMMIT AND CHAIN begins the next transaction at once
 		}
 	case rollbackStatement:
 		c.inTx = false
@@ -542,6 +544,7 @@ func (s *convertingStmt) ColumnConverter(idx int) driver.ValueConverter {
 type statement struct {
 	kind      statementKind
 	unflushed bool // it sets synchronous_commit off
+	chains    bool // a COMMIT AND CHAIN: it begins the next transaction as it commits
 }
 
 type statementKind int
@@ -566,6 +569,9 @@ func classify(query string) statement {
 		s.kind = beginStatement
 	case isWord(first, "commit", "end"):
 		s.kind = commitStatement
+		and, rest := word(rest)
+		chain, _ := word(rest)
+		s.chains = isWord(and, "and") && isWord(chain, "chain")
 	case isWord(first, "rollback"):
 		// ROLLBACK TO a savepoint leaves the transaction open.
 		if w, _ := word(rest); !isWord(w, "to") {

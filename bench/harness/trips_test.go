@@ -31,6 +31,8 @@ func TestClassify(t *testing.T) {
 		{"BEGIN IMMEDIATE", beginStatement, false},
 		{"START TRANSACTION", beginStatement, false},
 		{"COMMIT", commitStatement, false},
+		{"COMMIT AND CHAIN", commitStatement, false},
+		{"COMMIT AND NO CHAIN", commitStatement, false},
 		{"end", commitStatement, false},
 		{"ROLLBACK", rollbackStatement, false},
 		{"ROLLBACK TO SAVEPOINT s", otherStatement, false},
@@ -39,6 +41,13 @@ func TestClassify(t *testing.T) {
 	} {
 		if got := classify(c.query); got.kind != c.kind || got.unflushed != c.unflushed {
 			t.Errorf("classify(%q) = %+v, want kind %d, unflushed %v", c.query, got, c.kind, c.unflushed)
+		}
+	}
+	// A COMMIT AND CHAIN (the row lock form's settlement before its worker's next claim) leaves
+	// the connection in a transaction.
+	for query, chains := range map[string]bool{"COMMIT AND CHAIN": true, "commit and chain": true, "COMMIT AND NO CHAIN": false, "COMMIT": false, "END": false} {
+		if got := classify(query); got.chains != chains {
+			t.Errorf("classify(%q).chains = %v, want %v", query, got.chains, chains)
 		}
 	}
 }

@@ -59,6 +59,8 @@ type config struct {
 	rounds     int
 	dbs        []string
 	peers      []string
+	forms      []string // our forms on Postgres (SQLite runs the lease form alone)
+	batches    []int    // our batch sizes: 1 for single deliveries, above 1 for batches
 	pgDSN      string
 	sqlitePool int
 	out        io.Writer // the tables; the per-round lines go to stderr
@@ -88,6 +90,8 @@ func parseFlags(args []string) (*config, error) {
 	fs.IntVar(&cfg.rounds, "rounds", 3, "rounds (every contender once per round, interleaved)")
 	dbs := fs.String("db", "postgres,sqlite", "databases: postgres, sqlite")
 	peers := fs.String("peers", "river,gue,goqite", "peers: river (Postgres and SQLite), gue (Postgres), goqite (SQLite)")
+	forms := fs.String("forms", "rowlock,lease", "our forms on Postgres: rowlock, lease (SQLite: lease alone)")
+	batches := fs.String("batch", "1,"+strconv.Itoa(oursBatch), "our batch sizes: 1 for single deliveries, above 1 for batches of that many")
 	fs.StringVar(&cfg.pgDSN, "dsn", harness.DefaultDSNs["postgres"], "Postgres DSN")
 	fs.IntVar(&cfg.sqlitePool, "sqlite-pool", 1, "the peers' connection pool on SQLite (River and goqite both recommend 1; ours takes workers+2)")
 	if err := fs.Parse(args); err != nil {
@@ -106,13 +110,19 @@ func parseFlags(args []string) (*config, error) {
 	if cfg.peers, err = harness.Names("peers", *peers, []string{"river", "gue", "goqite"}); err != nil {
 		return nil, err
 	}
+	if cfg.forms, err = harness.Names("forms", *forms, []string{"rowlock", "lease"}); err != nil {
+		return nil, err
+	}
+	if cfg.batches, err = harness.Ints("batch", *batches); err != nil {
+		return nil, err
+	}
 	if cfg.n < 1 || cfg.rounds < 1 || cfg.sqlitePool < 1 {
 		return nil, errors.New("-n, -rounds and -sqlite-pool must be at least 1")
 	}
 	return cfg, nil
 }
 
-// oursBatch is the batch size of our batched contenders.
+// oursBatch is the batch size of our batched contenders by default.
 const oursBatch = 16
 
 // runPeers drains every contender on each database of cfg and returns the measurements.
@@ -168,8 +178,8 @@ func contenders(ctx context.Context, db string, cfg *config, tmp string, maxW in
 	err := func() error {
 		switch db {
 		case "postgres":
-			for _, batch := range []int{1, oursBatch} {
-				for _, form := range []string{"rowlock", "lease"} {
+			for _, batch := range cfg.batches {
+				for _, form := range cfg.forms {
 					if err := add(newOurs(ctx, db, cfg.pgDSN, form, batch, maxW)); err != nil {
 						return err
 					}
@@ -180,7 +190,7 @@ func contenders(ctx context.Context, db string, cfg *config, tmp string, maxW in
 			}
 			return peer("gue", func() (contender, error) { return newGue(ctx, cfg.pgDSN, maxW) })
 		case "sqlite":
-			for _, batch := range []int{1, oursBatch} {
+			for _, batch := range cfg.batches {
 				if err := add(newOurs(ctx, db, filepath.Join(tmp, "ours-"+strconv.Itoa(batch)+".db"), "lease", batch, maxW)); err != nil {
 					return err
 				}

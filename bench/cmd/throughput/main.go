@@ -59,6 +59,9 @@ type config struct {
 	// unflushedAcks sets the library's Config.UnflushedAcks, and has the raw loops ack by the
 	// statements the forms then run.
 	unflushedAcks bool
+	// handRowLock has the row lock cells' raw loop be the one a user would write by hand
+	// (handRowLock), not the form's statements.
+	handRowLock bool
 	// countTrips counts each drain's round trips and commits (harness.OpenCounting) and
 	// prints them per message.
 	countTrips bool
@@ -106,6 +109,7 @@ func parseFlags(args []string) (*config, error) {
 	})
 	fs.BoolVar(&cfg.countClaims, "count-claims", false, "log each library drain's claims, the claims that found nothing and the rows claimed")
 	fs.BoolVar(&cfg.unflushedAcks, "unflushed-acks", false, "set the library's Config.UnflushedAcks (on Postgres the forms ack without waiting for the disk); the raw loops ack by the same statements")
+	fs.BoolVar(&cfg.handRowLock, "hand-rowlock", false, "the row lock cells' raw loop is the one a user would write by hand (the server's default level, its own SQL), not the form's statements")
 	fs.BoolVar(&cfg.countTrips, "count-trips", false, "count each drain's round trips and commits through a counting driver wrapper, log them and print them per message beside the rates (the rates then run through the wrapper)")
 	fs.DurationVar(&cfg.latencyFor, "latency-for", 5*time.Second, "publish for this long per latency cell (0: skip the latency runs)")
 	fs.IntVar(&cfg.latencyRate, "latency-rate", 200, "rows published per second, one at a time, in the latency runs")
@@ -279,11 +283,7 @@ func runAll(ctx context.Context, cfg *config) ([]*cell, error) {
 	}
 	bar.Stop()
 
-	acks := ""
-	if cfg.unflushedAcks {
-		acks = ", acks unflushed (Config.UnflushedAcks)"
-	}
-	fmt.Fprintf(cfg.out, "\nThroughput: %d rows per round, %d rounds%s, msgs/s median (min–max)\n\n", cfg.n, cfg.rounds, acks)
+	fmt.Fprintf(cfg.out, "\nThroughput: %d rows per round, %d rounds%s, msgs/s median (min–max)\n\n", cfg.n, cfg.rounds, runNotes(cfg))
 	printCells(cfg.out, cells)
 	for _, c := range cells {
 		for _, f := range slices.Concat(c.failures, c.notes) {
@@ -317,6 +317,18 @@ func runAll(ctx context.Context, cfg *config) ([]*cell, error) {
 		}
 	}
 	return cells, nil
+}
+
+// runNotes is what the throughput table's heading says of the run's settings.
+func runNotes(cfg *config) string {
+	notes := ""
+	if cfg.unflushedAcks {
+		notes = ", acks unflushed (Config.UnflushedAcks)"
+	}
+	if cfg.handRowLock {
+		notes += ", the row lock form's raw loop written by hand (-hand-rowlock)"
+	}
+	return notes
 }
 
 // dsnOf is database name's DSN: -dsn's, or the default; for SQLite without one, file in tmp.

@@ -63,7 +63,12 @@ func drainRaw(ctx context.Context, t *harness.Target, c *cell, cfg *config, bar 
 	if err != nil {
 		return d, err
 	}
-	loop, err := newRawLoop(ctx, t, c.form, table, c.batch, cfg.unflushedAcks)
+	var loop rawLoop
+	if cfg.handRowLock && c.form == "rowlock" {
+		loop, err = newHandRowLock(ctx, t, table, c.batch)
+	} else {
+		loop, err = newRawLoop(ctx, t, c.form, table, c.batch, cfg.unflushedAcks)
+	}
 	if err != nil {
 		return d, err
 	}
