@@ -150,6 +150,7 @@ type statements struct {
 	// a.Unflushed() where the acks are unflushed.
 	acked                    sqltext.Advisory
 	lock, unlock, take, read sqltext.Statement // read is empty where take returns the row
+	lockFirst                sqltext.Statement // empty where a read cannot take a lock (named locks)
 	ack, retryAfter, dead    sqltext.Statement // retryAfter and dead are empty where the table lacks the column
 	cancel                   sqltext.Statement // empty where the table lacks CancelledAt
 }
@@ -183,7 +184,7 @@ func newStatements(a sqltext.Advisory, t inbox.Table, unflushedAcks bool) statem
 		acked = a.Unflushed()
 	}
 	s := statements{a: a, acked: acked, lock: a.Lock(), unlock: a.Unlock(), take: a.Take(), read: a.Read(),
-		ack: acked.Settle(outcome.KindAck, sqltext.ByID())}
+		lockFirst: a.LockFirst(), ack: acked.Settle(outcome.KindAck, sqltext.ByID())}
 	if t.RetryAfter != "" {
 		s.retryAfter = a.Settle(outcome.KindRetryAfter, sqltext.ByID())
 	}
@@ -313,7 +314,7 @@ func (f *Form[D]) bind(ctx context.Context, db *sql.DB, q inbox.Binding) error {
 	for _, n := range []struct {
 		what string
 		st   sqltext.Statement
-	}{{"lock", s.lock}, {"unlock", s.unlock}, {"take", s.take}, {"read", s.read},
+	}{{"lock first", s.lockFirst}, {"lock", s.lock}, {"unlock", s.unlock}, {"take", s.take}, {"read", s.read},
 		{"ack", s.ack}, {"retry after", s.retryAfter}, {"fail", s.dead}} {
 		if n.st.Empty() {
 			continue
@@ -375,6 +376,9 @@ func (f *Form[D]) Claim(ctx context.Context, max int) ([]*inbox.Delivery, error)
 	defer f.life.Leave()
 
 	now := f.d.Time(f.q.Now())
+	if !f.s.lockFirst.Empty() {
+		return f.claimFirst(ctx, max, now)
+	}
 	cands, err := f.selectCandidates(ctx, now, max+candidateSlack)
 	if err != nil {
 		return nil, err
@@ -435,6 +439,66 @@ func (f *Form[D]) selectCandidates(ctx context.Context, now any, limit int) ([]c
 	return out, nil
 }
 
+// claimFirst is Claim where a read can take a lock (sqltext.Advisory.LockFirst: Postgres): for
+// each row, on a connection of its own, one statement takes the lock of the first due row whose
+// key is free, and the take re-checks that row. Workers that claim at once never try the same
+// key in turn, as they would over one list of candidates: each read passes over the keys the
+// others took, inside the server. A row settled between a read and its lock is passed over (its
+// lock released) and the read runs again, at most candidateSlack times a claim.
+func (f *Form[D]) claimFirst(ctx context.Context, max int, now any) ([]*inbox.Delivery, error) {
+	var out []*inbox.Delivery
+	for gone := 0; len(out) < max && gone <= candidateSlack; {
+		d, locked, err := f.takeFirst(ctx, now)
+		if err != nil {
+			if len(out) == 0 {
+				return nil, err
+			}
+			f.log.Warn("inbox: advisory claim stopped early; returning the rows it took", "table", f.table.Name, "queue", f.q.Name, "taken", len(out), "err", err)
+			break
+		}
+		switch {
+		case !locked: // every due row's key is held
+			return out, nil
+		case d == nil:
+			gone++
+		default:
+			out = append(out, d)
+		}
+	}
+	return out, nil
+}
+
+// takeFirst pins a connection, takes on it the lock of the first due row whose key is free, then
+// re-checks the row and counts the attempt. It reports whether it took a lock: false when every
+// due row's key is held, and nil, true when the locked row was no longer due (its lock
+// released); either way it gave the connection back.
+func (f *Form[D]) takeFirst(ctx context.Context, now any) (*inbox.Delivery, bool, error) {
+	conn, err := f.db.Conn(ctx)
+	if err != nil {
+		return nil, false, sentinel.Errorf(nil, sentinel.Table(f.table.Name), "pinning a connection for a claim: %w", err)
+	}
+	v := f.claimed
+	v.Now = now
+	var (
+		c   candidate
+		key string
+	)
+	err = conn.QueryRowContext(ctx, f.s.lockFirst.SQL, f.s.lockFirst.Bind(nil, &v)...).Scan(&c.id, &key)
+	if errors.Is(err, sql.ErrNoRows) {
+		conn.Close()
+		return nil, false, nil
+	}
+	if err != nil {
+		// The server may have taken a lock before the error; only ending the session is sure
+		// to release it.
+		dialect.Discard(conn)
+		return nil, false, sentinel.Errorf(nil, sentinel.Queue(f.table.Name, f.q.Name), "locking the first due row whose key is free: %w", err)
+	}
+	c.keys = []string{key}
+	d, err := f.holdRow(ctx, conn, c, now)
+	return d, true, err
+}
+
 // take tries to hold candidate c: it pins a connection, tries c's lock without waiting, then
 // re-checks the row and counts the attempt. It returns nil, nil when the key is held elsewhere
 // or the row is no longer due, having given the connection back.
@@ -454,6 +518,14 @@ func (f *Form[D]) take(ctx context.Context, c candidate, now any) (*inbox.Delive
 		conn.Close()
 		return nil, nil
 	}
+	return f.holdRow(ctx, conn, c, now)
+}
+
+// holdRow takes candidate c's row on conn, which holds c's lock: it re-checks the row and counts
+// the attempt, begins the handler's transaction in transactional mode, and keeps the hold. It
+// returns nil, nil when the row is no longer due, having released the lock and given the
+// connection back.
+func (f *Form[D]) holdRow(ctx context.Context, conn *sql.Conn, c candidate, now any) (*inbox.Delivery, error) {
 	h := &hold{conn: conn, keys: c.keys}
 	d, err := f.takeRow(ctx, conn, c, now)
 	if err != nil || d == nil {

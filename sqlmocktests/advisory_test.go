@@ -78,9 +78,37 @@ func (fx *fixture) expectTake(id int64, attempt int, found bool) {
 	}
 }
 
-// expectAdvisoryClaim expects a claim of up to max rows that finds rows ids, each locked and
-// taken at attempt: the candidate select of max+4 rows, then each row's lock and take.
+// expectLockFirst expects the read that locks the first due row whose key is free (Postgres),
+// answering row id, or no row when id is 0.
+func (fx *fixture) expectLockFirst(id int64) {
+	rows := sqlmock.NewRows([]string{"id", "inbox_key"})
+	if id != 0 {
+		rows.AddRow(id, fx.key(id))
+	}
+	fx.mock.ExpectQuery(fx.sql("lockFirst")).WithArgs(fx.advisoryDueArgs()...).WillReturnRows(rows)
+}
+
+// expectAdvisoryClaim expects a Claim of up to max rows that finds rows ids, each locked and
+// taken at attempt: where a read takes the lock (Postgres), each row's locking read and take,
+// then, short of max, a locking read that finds nothing; elsewhere as a batch's claim.
 func (fx *fixture) expectAdvisoryClaim(max, attempt int, ids ...int64) {
+	if !fx.st.has("lockFirst") {
+		fx.expectAdvisoryBatchClaim(max, attempt, ids...)
+		return
+	}
+	for _, id := range ids {
+		fx.expectLockFirst(id)
+		fx.expectTake(id, attempt, true)
+	}
+	if len(ids) < max {
+		fx.expectLockFirst(0)
+	}
+}
+
+// expectAdvisoryBatchClaim expects a claim of up to max rows over one list of candidates that
+// finds rows ids, each locked and taken at attempt: the candidate select of max+4 rows, then each
+// row's lock and take (ClaimBatch; Claim where no read takes a lock).
+func (fx *fixture) expectAdvisoryBatchClaim(max, attempt int, ids ...int64) {
 	fx.expectCandidates(max+4, ids...)
 	for _, id := range ids {
 		fx.expectLock(id, true)
@@ -149,21 +177,33 @@ func TestAdvisoryMinimalTable(t *testing.T) {
 
 // TestAdvisoryPassesOver pins the rows a claim passes over: a key held elsewhere (no unlock:
 // the lock was never taken), a row settled by its holder between the select and the lock
-// (unlock after the take found nothing), and a second row of a key already tried.
+// (unlock after the take found nothing), and a second row of a key already tried. Where a read
+// takes the lock (Postgres) the server passes over held keys inside it; a row settled since the
+// read is unlocked and the read runs again.
 func TestAdvisoryPassesOver(t *testing.T) {
 	for _, c := range advisoryCases {
 		t.Run(c.name, func(t *testing.T) {
 			fx, f := openAdvisory(t, c, fullShape, inbox.Binding{Name: "q"})
-			fx.mock.ExpectQuery(fx.sql("candidates")).WithArgs(sqlmock.AnyArg(), "q", 2+4).WillReturnRows(
-				sqlmock.NewRows([]string{"id", "inbox_key"}).
-					AddRow(5, fx.key(5)).AddRow(6, fx.key(6)).AddRow(7, fx.key(7)).AddRow(70, fx.key(7)).AddRow(8, fx.key(8)))
-			fx.expectLock(5, false)
-			fx.expectLock(6, true)
-			fx.expectTake(6, 0, false)
-			fx.expectUnlock(6).WillReturnRows(fx.unlocked(true))
-			for _, id := range []int64{7, 8} {
-				fx.expectLock(id, true)
-				fx.expectTake(id, 1, true)
+			if fx.st.has("lockFirst") {
+				fx.expectLockFirst(6)
+				fx.expectTake(6, 0, false)
+				fx.expectUnlock(6).WillReturnRows(fx.unlocked(true))
+				for _, id := range []int64{7, 8} {
+					fx.expectLockFirst(id)
+					fx.expectTake(id, 1, true)
+				}
+			} else {
+				fx.mock.ExpectQuery(fx.sql("candidates")).WithArgs(sqlmock.AnyArg(), "q", 2+4).WillReturnRows(
+					sqlmock.NewRows([]string{"id", "inbox_key"}).
+						AddRow(5, fx.key(5)).AddRow(6, fx.key(6)).AddRow(7, fx.key(7)).AddRow(70, fx.key(7)).AddRow(8, fx.key(8)))
+				fx.expectLock(5, false)
+				fx.expectLock(6, true)
+				fx.expectTake(6, 0, false)
+				fx.expectUnlock(6).WillReturnRows(fx.unlocked(true))
+				for _, id := range []int64{7, 8} {
+					fx.expectLock(id, true)
+					fx.expectTake(id, 1, true)
+				}
 			}
 			ds := claimed(t, f.Claim, 2)
 			if len(ds) != 2 || ds[0].ID != 7 || ds[1].ID != 8 {

@@ -63,7 +63,7 @@ func drainRaw(ctx context.Context, t *harness.Target, c *cell, cfg *config, bar 
 	if err != nil {
 		return d, err
 	}
-	loop, err := newRawLoop(ctx, t, c.form, table, c.batch, cfg.unflushedAcks)
+	loop, err := cellLoop(ctx, t, c, cfg, table)
 	if err != nil {
 		return d, err
 	}
