@@ -23,11 +23,17 @@
 //
 // # What a claim does
 //
-// A claim selects due rows in claim order with their keys, passing over keys held elsewhere;
-// then, for each, on its own pinned connection, it tries the key's lock without waiting and, in
-// a statement that starts after the lock is held, re-checks that the row is still due with the
-// same key and counts the attempt. A row settled by another holder between the select and the
-// lock is passed over and its lock released. No transaction stays open while the handler runs
+// On Postgres a claim takes each row on its own pinned connection with one read that takes the
+// lock of the first due row, in claim order, whose key is free (passing over keys held
+// elsewhere inside the server, so that workers claiming at once never try the same key in
+// turn); then, in a statement that starts after the lock is held, it re-checks that the row is
+// still due with the same key and counts the attempt. On MySQL and MariaDB a claim selects due
+// rows in claim order with their keys, passing over keys held elsewhere; then, for each, on its
+// own pinned connection, it tries the key's lock without waiting and re-checks the row as
+// above; a lock taken since the select by a claim beside it has the claim read again (at most
+// four times), so that a claim comes back short only where no key was free. Either way a row
+// settled by another holder between the read and the lock is passed over and its lock
+// released. No transaction stays open while the handler runs
 // (outside transactional mode); the lock and the pinned connection are the hold.
 //
 // Settlement runs on the delivery's connection: Ack and Drop delete the row (or stamp
@@ -379,11 +385,38 @@ func (f *Form[D]) Claim(ctx context.Context, max int) ([]*inbox.Delivery, error)
 	if !f.s.lockFirst.Empty() {
 		return f.claimFirst(ctx, max, now)
 	}
-	cands, err := f.selectCandidates(ctx, now, max+candidateSlack)
-	if err != nil {
-		return nil, err
-	}
 	var out []*inbox.Delivery
+	for round := 0; ; round++ {
+		cands, err := f.selectCandidates(ctx, now, max-len(out)+candidateSlack)
+		var refused bool
+		if err == nil {
+			var taken []*inbox.Delivery
+			taken, refused, err = f.takeCandidates(ctx, cands, max-len(out), now)
+			out = append(out, taken...)
+		}
+		if err != nil {
+			if len(out) == 0 {
+				return nil, err
+			}
+			f.log.Warn("inbox: advisory claim stopped early; returning the rows it took", "table", f.table.Name, "queue", f.q.Name, "taken", len(out), "err", err)
+			return out, nil
+		}
+		// The select passes over held keys, so a lock refused since went to a claim running
+		// beside this one: read again, so that a claim short of rows means no key was free,
+		// not that workers claiming at once tried the same candidates in turn.
+		if len(out) == max || !refused || round == candidateSlack {
+			return out, nil
+		}
+	}
+}
+
+// takeCandidates takes at most max of cands in order, one row per key, and reports whether a
+// lock was refused (a key taken elsewhere since the select).
+func (f *Form[D]) takeCandidates(ctx context.Context, cands []candidate, max int, now any) ([]*inbox.Delivery, bool, error) {
+	var (
+		out     []*inbox.Delivery
+		refused bool
+	)
 	tried := map[string]bool{}
 	for _, c := range cands {
 		if len(out) == max {
@@ -394,19 +427,16 @@ func (f *Form[D]) Claim(ctx context.Context, max int) ([]*inbox.Delivery, error)
 			continue
 		}
 		tried[c.key()] = true
-		d, err := f.take(ctx, c, now)
+		d, locked, err := f.take(ctx, c, now)
 		if err != nil {
-			if len(out) == 0 {
-				return nil, err
-			}
-			f.log.Warn("inbox: advisory claim stopped early; returning the rows it took", "table", f.table.Name, "queue", f.q.Name, "taken", len(out), "err", err)
-			break
+			return out, refused, err
 		}
+		refused = refused || !locked
 		if d != nil {
 			out = append(out, d)
 		}
 	}
-	return out, nil
+	return out, refused, nil
 }
 
 func (f *Form[D]) selectCandidates(ctx context.Context, now any, limit int) ([]candidate, error) {
@@ -500,25 +530,27 @@ func (f *Form[D]) takeFirst(ctx context.Context, now any) (*inbox.Delivery, bool
 }
 
 // take tries to hold candidate c: it pins a connection, tries c's lock without waiting, then
-// re-checks the row and counts the attempt. It returns nil, nil when the key is held elsewhere
-// or the row is no longer due, having given the connection back.
-func (f *Form[D]) take(ctx context.Context, c candidate, now any) (*inbox.Delivery, error) {
+// re-checks the row and counts the attempt. It reports whether it took the lock, and returns a
+// nil delivery when the key is held elsewhere or the row is no longer due, having given the
+// connection back.
+func (f *Form[D]) take(ctx context.Context, c candidate, now any) (*inbox.Delivery, bool, error) {
 	conn, err := f.db.Conn(ctx)
 	if err != nil {
-		return nil, sentinel.Errorf(nil, sentinel.Table(f.table.Name), "pinning a connection for row %d: %w", c.id, err)
+		return nil, false, sentinel.Errorf(nil, sentinel.Table(f.table.Name), "pinning a connection for row %d: %w", c.id, err)
 	}
 	locked, err := f.lock(ctx, conn, c)
 	if err != nil {
 		// The server may have taken the lock before the error; only ending the session is sure
 		// to release it.
 		dialect.Discard(conn)
-		return nil, sentinel.Errorf(nil, sentinel.Table(f.table.Name), "locking key %q of row %d: %w", c.key(), c.id, err)
+		return nil, false, sentinel.Errorf(nil, sentinel.Table(f.table.Name), "locking key %q of row %d: %w", c.key(), c.id, err)
 	}
 	if !locked {
 		conn.Close()
-		return nil, nil
+		return nil, false, nil
 	}
-	return f.holdRow(ctx, conn, c, now)
+	d, err := f.holdRow(ctx, conn, c, now)
+	return d, true, err
 }
 
 // holdRow takes candidate c's row on conn, which holds c's lock: it re-checks the row and counts

@@ -443,3 +443,40 @@ func TestAdvisoryAckConflictRunsAgain(t *testing.T) {
 		})
 	}
 }
+
+// TestAdvisoryReadsAgainAfterARefusedLock pins what a claim over a list of candidates (MySQL,
+// MariaDB) does when a lock the select found free was taken since by a claim beside it: it
+// reads the candidates again, so that a claim comes back empty only where no key was free; a
+// second read whose every lock is taken is its last but candidateSlack.
+func TestAdvisoryReadsAgainAfterARefusedLock(t *testing.T) {
+	for _, c := range advisoryCases {
+		t.Run(c.name, func(t *testing.T) {
+			fx, f := openAdvisory(t, c, fullShape, inbox.Binding{Name: "q"})
+			if fx.st.has("lockFirst") {
+				t.Skip("the read takes the lock: no list of candidates")
+			}
+			fx.expectCandidates(1+4, 5)
+			fx.expectLock(5, false)
+			fx.expectCandidates(1+4, 6)
+			fx.expectLock(6, true)
+			fx.expectTake(6, 1, true)
+			ds := claimed(t, f.Claim, 1)
+			if len(ds) != 1 || ds[0].ID != 6 {
+				t.Fatalf("claimed %+v, want row 6 from the second read", ds)
+			}
+			fx.expectUnlock(6).WillReturnRows(fx.unlocked(true))
+			if err := f.Release(context.Background(), ds[0]); err != nil {
+				t.Fatal(err)
+			}
+			// Every read's lock refused: 1 + candidateSlack reads, then nothing.
+			for range 1 + 4 {
+				fx.expectCandidates(1+4, 5)
+				fx.expectLock(5, false)
+			}
+			if ds := claimed(t, f.Claim, 1); len(ds) != 0 {
+				t.Fatalf("claimed %+v, want nothing", ds)
+			}
+			fx.noWarnings(t)
+		})
+	}
+}
