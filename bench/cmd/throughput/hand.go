@@ -47,6 +47,14 @@ func cellLoop(ctx context.Context, t *harness.Target, c *cell, cfg *config, tabl
 	return newRawLoop(ctx, t, c.form, table, c.batch, cfg.unflushedAcks)
 }
 
+// handNote says, in the throughput table's title, that the advisory cells ran the hand loop.
+func handNote(cfg *config) string {
+	if cfg.advisoryRaw != "hand" {
+		return ""
+	}
+	return ", the advisory cells' raw loop at batch 1 hand-written (-advisory-raw hand)"
+}
+
 func newHandAdvisory(t *harness.Target, table string, workers int) (*handAdvisory, error) {
 	tbl, err := t.D.Quote(table)
 	if err != nil {

@@ -290,9 +290,7 @@ func runAll(ctx context.Context, cfg *config) ([]*cell, error) {
 	if cfg.unflushedAcks {
 		acks = ", acks unflushed (Config.UnflushedAcks)"
 	}
-	if cfg.advisoryRaw == "hand" {
-		acks += ", the advisory cells' raw loop at batch 1 hand-written (-advisory-raw hand)"
-	}
+	acks += handNote(cfg)
 	fmt.Fprintf(cfg.out, "\nThroughput: %d rows per round, %d rounds%s, msgs/s median (min–max)\n\n", cfg.n, cfg.rounds, acks)
 	printCells(cfg.out, cells)
 	for _, c := range cells {
