@@ -23,11 +23,17 @@
 //
 // # What a claim does
 //
-// A claim selects due rows in claim order with their keys, passing over keys held elsewhere;
-// then, for each, on its own pinned connection, it tries the key's lock without waiting and, in
-// a statement that starts after the lock is held, re-checks that the row is still due with the
-// same key and counts the attempt. A row settled by another holder between the select and the
-// lock is passed over and its lock released. No transaction stays open while the handler runs
+// On Postgres a claim takes each row on its own pinned connection with one read that takes the
+// lock of the first due row, in claim order, whose key is free (passing over keys held
+// elsewhere inside the server, so that workers claiming at once never try the same key in
+// turn); then, in a statement that starts after the lock is held, it re-checks that the row is
+// still due with the same key and counts the attempt. On MySQL and MariaDB a claim selects due
+// rows in claim order with their keys, passing over keys held elsewhere; then, for each, on its
+// own pinned connection, it tries the key's lock without waiting and re-checks the row as
+// above; a lock taken since the select by a claim beside it has the claim read again (at most
+// four times), so that a claim comes back short only where no key was free. Either way a row
+// settled by another holder between the read and the lock is passed over and its lock
+// released. No transaction stays open while the handler runs
 // (outside transactional mode); the lock and the pinned connection are the hold.
 //
 // Settlement runs on the delivery's connection: Ack and Drop delete the row (or stamp
@@ -150,6 +156,7 @@ type statements struct {
 	// a.Unflushed() where the acks are unflushed.
 	acked                    sqltext.Advisory
 	lock, unlock, take, read sqltext.Statement // read is empty where take returns the row
+	lockFirst                sqltext.Statement // empty where a read cannot take a lock (named locks)
 	ack, retryAfter, dead    sqltext.Statement // retryAfter and dead are empty where the table lacks the column
 	cancel                   sqltext.Statement // empty where the table lacks CancelledAt
 }
@@ -183,7 +190,7 @@ func newStatements(a sqltext.Advisory, t inbox.Table, unflushedAcks bool) statem
 		acked = a.Unflushed()
 	}
 	s := statements{a: a, acked: acked, lock: a.Lock(), unlock: a.Unlock(), take: a.Take(), read: a.Read(),
-		ack: acked.Settle(outcome.KindAck, sqltext.ByID())}
+		lockFirst: a.LockFirst(), ack: acked.Settle(outcome.KindAck, sqltext.ByID())}
 	if t.RetryAfter != "" {
 		s.retryAfter = a.Settle(outcome.KindRetryAfter, sqltext.ByID())
 	}
@@ -313,7 +320,7 @@ func (f *Form[D]) bind(ctx context.Context, db *sql.DB, q inbox.Binding) error {
 	for _, n := range []struct {
 		what string
 		st   sqltext.Statement
-	}{{"lock", s.lock}, {"unlock", s.unlock}, {"take", s.take}, {"read", s.read},
+	}{{"lock first", s.lockFirst}, {"lock", s.lock}, {"unlock", s.unlock}, {"take", s.take}, {"read", s.read},
 		{"ack", s.ack}, {"retry after", s.retryAfter}, {"fail", s.dead}} {
 		if n.st.Empty() {
 			continue
@@ -375,11 +382,41 @@ func (f *Form[D]) Claim(ctx context.Context, max int) ([]*inbox.Delivery, error)
 	defer f.life.Leave()
 
 	now := f.d.Time(f.q.Now())
-	cands, err := f.selectCandidates(ctx, now, max+candidateSlack)
-	if err != nil {
-		return nil, err
+	if !f.s.lockFirst.Empty() {
+		return f.claimFirst(ctx, max, now)
 	}
 	var out []*inbox.Delivery
+	for round := 0; ; round++ {
+		cands, err := f.selectCandidates(ctx, now, max-len(out)+candidateSlack)
+		var refused bool
+		if err == nil {
+			var taken []*inbox.Delivery
+			taken, refused, err = f.takeCandidates(ctx, cands, max-len(out), now)
+			out = append(out, taken...)
+		}
+		if err != nil {
+			if len(out) == 0 {
+				return nil, err
+			}
+			f.log.Warn("inbox: advisory claim stopped early; returning the rows it took", "table", f.table.Name, "queue", f.q.Name, "taken", len(out), "err", err)
+			return out, nil
+		}
+		// The select passes over held keys, so a lock refused since went to a claim running
+		// beside this one: read again, so that a claim short of rows means no key was free,
+		// not that workers claiming at once tried the same candidates in turn.
+		if len(out) == max || !refused || round == candidateSlack {
+			return out, nil
+		}
+	}
+}
+
+// takeCandidates takes at most max of cands in order, one row per key, and reports whether a
+// lock was refused (a key taken elsewhere since the select).
+func (f *Form[D]) takeCandidates(ctx context.Context, cands []candidate, max int, now any) ([]*inbox.Delivery, bool, error) {
+	var (
+		out     []*inbox.Delivery
+		refused bool
+	)
 	tried := map[string]bool{}
 	for _, c := range cands {
 		if len(out) == max {
@@ -390,19 +427,16 @@ func (f *Form[D]) Claim(ctx context.Context, max int) ([]*inbox.Delivery, error)
 			continue
 		}
 		tried[c.key()] = true
-		d, err := f.take(ctx, c, now)
+		d, locked, err := f.take(ctx, c, now)
 		if err != nil {
-			if len(out) == 0 {
-				return nil, err
-			}
-			f.log.Warn("inbox: advisory claim stopped early; returning the rows it took", "table", f.table.Name, "queue", f.q.Name, "taken", len(out), "err", err)
-			break
+			return out, refused, err
 		}
+		refused = refused || !locked
 		if d != nil {
 			out = append(out, d)
 		}
 	}
-	return out, nil
+	return out, refused, nil
 }
 
 func (f *Form[D]) selectCandidates(ctx context.Context, now any, limit int) ([]candidate, error) {
@@ -435,25 +469,95 @@ func (f *Form[D]) selectCandidates(ctx context.Context, now any, limit int) ([]c
 	return out, nil
 }
 
-// take tries to hold candidate c: it pins a connection, tries c's lock without waiting, then
-// re-checks the row and counts the attempt. It returns nil, nil when the key is held elsewhere
-// or the row is no longer due, having given the connection back.
-func (f *Form[D]) take(ctx context.Context, c candidate, now any) (*inbox.Delivery, error) {
+// claimFirst is Claim where a read can take a lock (sqltext.Advisory.LockFirst: Postgres): for
+// each row, on a connection of its own, one statement takes the lock of the first due row whose
+// key is free, and the take re-checks that row. Workers that claim at once never try the same
+// key in turn, as they would over one list of candidates: each read passes over the keys the
+// others took, inside the server. A row settled between a read and its lock is passed over (its
+// lock released) and the read runs again, at most candidateSlack times a claim.
+func (f *Form[D]) claimFirst(ctx context.Context, max int, now any) ([]*inbox.Delivery, error) {
+	var out []*inbox.Delivery
+	for gone := 0; len(out) < max && gone <= candidateSlack; {
+		d, locked, err := f.takeFirst(ctx, now)
+		if err != nil {
+			if len(out) == 0 {
+				return nil, err
+			}
+			f.log.Warn("inbox: advisory claim stopped early; returning the rows it took", "table", f.table.Name, "queue", f.q.Name, "taken", len(out), "err", err)
+			break
+		}
+		switch {
+		case !locked: // every due row's key is held
+			return out, nil
+		case d == nil:
+			gone++
+		default:
+			out = append(out, d)
+		}
+	}
+	return out, nil
+}
+
+// takeFirst pins a connection, takes on it the lock of the first due row whose key is free, then
+// re-checks the row and counts the attempt. It reports whether it took a lock: false when every
+// due row's key is held, and nil, true when the locked row was no longer due (its lock
+// released); either way it gave the connection back.
+func (f *Form[D]) takeFirst(ctx context.Context, now any) (*inbox.Delivery, bool, error) {
 	conn, err := f.db.Conn(ctx)
 	if err != nil {
-		return nil, sentinel.Errorf(nil, sentinel.Table(f.table.Name), "pinning a connection for row %d: %w", c.id, err)
+		return nil, false, sentinel.Errorf(nil, sentinel.Table(f.table.Name), "pinning a connection for a claim: %w", err)
+	}
+	v := f.claimed
+	v.Now = now
+	var (
+		c   candidate
+		key string
+	)
+	err = conn.QueryRowContext(ctx, f.s.lockFirst.SQL, f.s.lockFirst.Bind(nil, &v)...).Scan(&c.id, &key)
+	if errors.Is(err, sql.ErrNoRows) {
+		conn.Close()
+		return nil, false, nil
+	}
+	if err != nil {
+		// The server may have taken a lock before the error; only ending the session is sure
+		// to release it.
+		dialect.Discard(conn)
+		return nil, false, sentinel.Errorf(nil, sentinel.Queue(f.table.Name, f.q.Name), "locking the first due row whose key is free: %w", err)
+	}
+	c.keys = []string{key}
+	d, err := f.holdRow(ctx, conn, c, now)
+	return d, true, err
+}
+
+// take tries to hold candidate c: it pins a connection, tries c's lock without waiting, then
+// re-checks the row and counts the attempt. It reports whether it took the lock, and returns a
+// nil delivery when the key is held elsewhere or the row is no longer due, having given the
+// connection back.
+func (f *Form[D]) take(ctx context.Context, c candidate, now any) (*inbox.Delivery, bool, error) {
+	conn, err := f.db.Conn(ctx)
+	if err != nil {
+		return nil, false, sentinel.Errorf(nil, sentinel.Table(f.table.Name), "pinning a connection for row %d: %w", c.id, err)
 	}
 	locked, err := f.lock(ctx, conn, c)
 	if err != nil {
 		// The server may have taken the lock before the error; only ending the session is sure
 		// to release it.
 		dialect.Discard(conn)
-		return nil, sentinel.Errorf(nil, sentinel.Table(f.table.Name), "locking key %q of row %d: %w", c.key(), c.id, err)
+		return nil, false, sentinel.Errorf(nil, sentinel.Table(f.table.Name), "locking key %q of row %d: %w", c.key(), c.id, err)
 	}
 	if !locked {
 		conn.Close()
-		return nil, nil
+		return nil, false, nil
 	}
+	d, err := f.holdRow(ctx, conn, c, now)
+	return d, true, err
+}
+
+// holdRow takes candidate c's row on conn, which holds c's lock: it re-checks the row and counts
+// the attempt, begins the handler's transaction in transactional mode, and keeps the hold. It
+// returns nil, nil when the row is no longer due, having released the lock and given the
+// connection back.
+func (f *Form[D]) holdRow(ctx context.Context, conn *sql.Conn, c candidate, now any) (*inbox.Delivery, error) {
 	h := &hold{conn: conn, keys: c.keys}
 	d, err := f.takeRow(ctx, conn, c, now)
 	if err != nil || d == nil {

@@ -82,7 +82,7 @@ func TestAdvisoryBatchStatementText(t *testing.T) {
 // that releases their keys, the server confirming released of them.
 func (fx *fixture) claimPair(t *testing.T, f inbox.BatchForm, released int) []*inbox.Delivery {
 	t.Helper()
-	fx.expectAdvisoryClaim(2, 1, 7, 8)
+	fx.expectAdvisoryBatchClaim(2, 1, 7, 8)
 	ds := claimed(t, f.ClaimBatch, 2)
 	fx.expectUnlockMany(released, 7, 8)
 	return ds
@@ -195,7 +195,7 @@ func TestAdvisoryBatchMinimalTable(t *testing.T) {
 	for _, c := range advisoryCases {
 		t.Run(c.name, func(t *testing.T) {
 			fx, f := openAdvisory(t, c, minimalShape, inbox.Binding{})
-			fx.expectAdvisoryClaim(3, 0, 7, 8, 9)
+			fx.expectAdvisoryBatchClaim(3, 0, 7, 8, 9)
 			ds := claimed(t, f.ClaimBatch, 3)
 			fx.mock.ExpectExec(fx.many("ackMany", 2)).WithArgs(int64(7), int64(9)).WillReturnResult(changed(2))
 			fx.expectUnlockMany(3, 7, 8, 9)
@@ -216,7 +216,7 @@ func TestAdvisoryBatchTransactional(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			fx, f := openAdvisory(t, c, fullShape, inbox.Binding{Name: "q", Transactional: true})
 			claim := func(ids ...int64) []*inbox.Delivery {
-				fx.expectAdvisoryClaim(len(ids), 1, ids...)
+				fx.expectAdvisoryBatchClaim(len(ids), 1, ids...)
 				fx.mock.ExpectBegin()
 				ds := claimed(t, f.ClaimBatch, len(ids))
 				for _, dv := range ds {

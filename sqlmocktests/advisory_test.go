@@ -78,9 +78,37 @@ func (fx *fixture) expectTake(id int64, attempt int, found bool) {
 	}
 }
 
-// expectAdvisoryClaim expects a claim of up to max rows that finds rows ids, each locked and
-// taken at attempt: the candidate select of max+4 rows, then each row's lock and take.
+// expectLockFirst expects the read that locks the first due row whose key is free (Postgres),
+// answering row id, or no row when id is 0.
+func (fx *fixture) expectLockFirst(id int64) {
+	rows := sqlmock.NewRows([]string{"id", "inbox_key"})
+	if id != 0 {
+		rows.AddRow(id, fx.key(id))
+	}
+	fx.mock.ExpectQuery(fx.sql("lockFirst")).WithArgs(fx.advisoryDueArgs()...).WillReturnRows(rows)
+}
+
+// expectAdvisoryClaim expects a Claim of up to max rows that finds rows ids, each locked and
+// taken at attempt: where a read takes the lock (Postgres), each row's locking read and take,
+// then, short of max, a locking read that finds nothing; elsewhere as a batch's claim.
 func (fx *fixture) expectAdvisoryClaim(max, attempt int, ids ...int64) {
+	if !fx.st.has("lockFirst") {
+		fx.expectAdvisoryBatchClaim(max, attempt, ids...)
+		return
+	}
+	for _, id := range ids {
+		fx.expectLockFirst(id)
+		fx.expectTake(id, attempt, true)
+	}
+	if len(ids) < max {
+		fx.expectLockFirst(0)
+	}
+}
+
+// expectAdvisoryBatchClaim expects a claim of up to max rows over one list of candidates that
+// finds rows ids, each locked and taken at attempt: the candidate select of max+4 rows, then each
+// row's lock and take (ClaimBatch; Claim where no read takes a lock).
+func (fx *fixture) expectAdvisoryBatchClaim(max, attempt int, ids ...int64) {
 	fx.expectCandidates(max+4, ids...)
 	for _, id := range ids {
 		fx.expectLock(id, true)
@@ -149,21 +177,33 @@ func TestAdvisoryMinimalTable(t *testing.T) {
 
 // TestAdvisoryPassesOver pins the rows a claim passes over: a key held elsewhere (no unlock:
 // the lock was never taken), a row settled by its holder between the select and the lock
-// (unlock after the take found nothing), and a second row of a key already tried.
+// (unlock after the take found nothing), and a second row of a key already tried. Where a read
+// takes the lock (Postgres) the server passes over held keys inside it; a row settled since the
+// read is unlocked and the read runs again.
 func TestAdvisoryPassesOver(t *testing.T) {
 	for _, c := range advisoryCases {
 		t.Run(c.name, func(t *testing.T) {
 			fx, f := openAdvisory(t, c, fullShape, inbox.Binding{Name: "q"})
-			fx.mock.ExpectQuery(fx.sql("candidates")).WithArgs(sqlmock.AnyArg(), "q", 2+4).WillReturnRows(
-				sqlmock.NewRows([]string{"id", "inbox_key"}).
-					AddRow(5, fx.key(5)).AddRow(6, fx.key(6)).AddRow(7, fx.key(7)).AddRow(70, fx.key(7)).AddRow(8, fx.key(8)))
-			fx.expectLock(5, false)
-			fx.expectLock(6, true)
-			fx.expectTake(6, 0, false)
-			fx.expectUnlock(6).WillReturnRows(fx.unlocked(true))
-			for _, id := range []int64{7, 8} {
-				fx.expectLock(id, true)
-				fx.expectTake(id, 1, true)
+			if fx.st.has("lockFirst") {
+				fx.expectLockFirst(6)
+				fx.expectTake(6, 0, false)
+				fx.expectUnlock(6).WillReturnRows(fx.unlocked(true))
+				for _, id := range []int64{7, 8} {
+					fx.expectLockFirst(id)
+					fx.expectTake(id, 1, true)
+				}
+			} else {
+				fx.mock.ExpectQuery(fx.sql("candidates")).WithArgs(sqlmock.AnyArg(), "q", 2+4).WillReturnRows(
+					sqlmock.NewRows([]string{"id", "inbox_key"}).
+						AddRow(5, fx.key(5)).AddRow(6, fx.key(6)).AddRow(7, fx.key(7)).AddRow(70, fx.key(7)).AddRow(8, fx.key(8)))
+				fx.expectLock(5, false)
+				fx.expectLock(6, true)
+				fx.expectTake(6, 0, false)
+				fx.expectUnlock(6).WillReturnRows(fx.unlocked(true))
+				for _, id := range []int64{7, 8} {
+					fx.expectLock(id, true)
+					fx.expectTake(id, 1, true)
+				}
 			}
 			ds := claimed(t, f.Claim, 2)
 			if len(ds) != 2 || ds[0].ID != 7 || ds[1].ID != 8 {
@@ -399,6 +439,43 @@ func TestAdvisoryAckConflictRunsAgain(t *testing.T) {
 			fx.mock.ExpectExec(fx.sql("ack")).WithArgs(sqlmock.AnyArg(), int64(7)).WillReturnResult(changed(1))
 			fx.expectUnlock(7).WillReturnRows(fx.unlocked(true))
 			settle(t, f, ds[0], outcome.Ack())
+			fx.noWarnings(t)
+		})
+	}
+}
+
+// TestAdvisoryReadsAgainAfterARefusedLock pins what a claim over a list of candidates (MySQL,
+// MariaDB) does when a lock the select found free was taken since by a claim beside it: it
+// reads the candidates again, so that a claim comes back empty only where no key was free; a
+// second read whose every lock is taken is its last but candidateSlack.
+func TestAdvisoryReadsAgainAfterARefusedLock(t *testing.T) {
+	for _, c := range advisoryCases {
+		t.Run(c.name, func(t *testing.T) {
+			fx, f := openAdvisory(t, c, fullShape, inbox.Binding{Name: "q"})
+			if fx.st.has("lockFirst") {
+				t.Skip("the read takes the lock: no list of candidates")
+			}
+			fx.expectCandidates(1+4, 5)
+			fx.expectLock(5, false)
+			fx.expectCandidates(1+4, 6)
+			fx.expectLock(6, true)
+			fx.expectTake(6, 1, true)
+			ds := claimed(t, f.Claim, 1)
+			if len(ds) != 1 || ds[0].ID != 6 {
+				t.Fatalf("claimed %+v, want row 6 from the second read", ds)
+			}
+			fx.expectUnlock(6).WillReturnRows(fx.unlocked(true))
+			if err := f.Release(context.Background(), ds[0]); err != nil {
+				t.Fatal(err)
+			}
+			// Every read's lock refused: 1 + candidateSlack reads, then nothing.
+			for range 1 + 4 {
+				fx.expectCandidates(1+4, 5)
+				fx.expectLock(5, false)
+			}
+			if ds := claimed(t, f.Claim, 1); len(ds) != 0 {
+				t.Fatalf("claimed %+v, want nothing", ds)
+			}
 			fx.noWarnings(t)
 		})
 	}

@@ -98,7 +98,7 @@ func (fx *fixture) expectQuery(query string, args ...driver.Value) *sqlmock.Expe
 var openStatements = map[string][]string{
 	"lease":    {"claim", "stamp(1)", "extend", "ack", "retry", "retryAfter", "fail"},
 	"rowlock":  {"claim", "ack", "retry", "retryAfter", "fail"},
-	"advisory": {"keyCheck", "candidates", "lock", "unlock", "take", "read", "ack", "retryAfter", "fail"},
+	"advisory": {"keyCheck", "candidates", "lockFirst", "lock", "unlock", "take", "read", "ack", "retryAfter", "fail"},
 }
 
 // expectOpen expects what the form's Open runs: expectServer, then expectPrepares.

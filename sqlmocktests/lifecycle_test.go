@@ -169,7 +169,7 @@ func TestAdvisoryLifecycle(t *testing.T) {
 		})
 		t.Run(c.name+"/batch", func(t *testing.T) {
 			fx, f := openAdvisory(t, c, fullShape, q)
-			fx.expectAdvisoryClaim(2, 2, 7, 8)
+			fx.expectAdvisoryBatchClaim(2, 2, 7, 8)
 			ds := claimed(t, f.ClaimBatch, 2)
 			// The acks' statement is refused: its row backs off on the batch's connection; the
 			// fail's statement still runs; then the keys are released.

@@ -178,7 +178,7 @@ func TestAdvisoryUnflushedAcks(t *testing.T) {
 			fx.expectUnlock(8).WillReturnRows(fx.unlocked(true))
 			settle(t, f, claimed(t, f.Claim, 1)[0], outcome.RetryAfter(time.Hour))
 
-			fx.expectAdvisoryClaim(3, 1, 9, 10, 11)
+			fx.expectAdvisoryBatchClaim(3, 1, 9, 10, 11)
 			fx.mock.ExpectExec(fx.sql(ackMany)).WithArgs(c.near(time.Now()), int64(9), int64(10), int64(11)).WillReturnResult(changed(3))
 			fx.expectUnlockMany(3, 9, 10, 11)
 			ds := claimed(t, f.ClaimBatch, 3)

@@ -89,6 +89,28 @@ func (a Advisory) Candidates() Statement {
 		" ORDER BY " + s.Order("") + " LIMIT " + p.Next(ArgLimit))
 }
 
+// LockFirst takes, on the session that runs it, the lock of the first due row's key in claim
+// order whose lock is free, passing over keys held elsewhere, and returns that row's id and key;
+// no row where every due row's key is held. It binds Due's arguments. Empty where session locks
+// are named (MySQL, MariaDB): those servers promise nothing about how many rows a function in a
+// WHERE is evaluated on, so a lock taken there could be one the session does not know it holds.
+//
+// The lock is tried behind the sort (OFFSET 0 keeps the subquery apart, and the LIMIT stops the
+// scan), in claim order, so the first row of a key is the one its lock is taken for, and the
+// statement takes one lock or none. The statement's snapshot predates the lock: the row may
+// have been settled by the key's last holder since, so Take re-checks it in a statement of its
+// own.
+func (a Advisory) LockFirst() Statement {
+	s, t := a.s, a.s.t
+	if s.c.Locks != dialect.HashedLocks {
+		return Statement{}
+	}
+	p := s.Params()
+	return p.statement("SELECT c." + t.ID + ", c.inbox_key FROM (SELECT " + t.ID + ", " + a.key + " AS inbox_key FROM " + t.Name +
+		" WHERE " + s.Due(p, "") + " ORDER BY " + s.Order("") + " OFFSET 0) c" +
+		" WHERE pg_try_advisory_lock(hashtextextended(c.inbox_key, 0)) LIMIT 1")
+}
+
 // Lock tries a key's lock without waiting and answers whether it was taken (true, or 1). It
 // binds the key.
 func (a Advisory) Lock() Statement {

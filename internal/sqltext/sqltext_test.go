@@ -250,6 +250,7 @@ func advisoryEntries(c *dialect.Caps, a sqltext.Advisory, dead bool) []golden.En
 	var e entries
 	e.addText("keyCheck", a.KeyCheck())
 	e.add("candidates", a.Candidates())
+	e.add("lockFirst", a.LockFirst())
 	e.add("lock", a.Lock())
 	e.add("unlock", a.Unlock())
 	e.add("take", a.Take())
@@ -312,6 +313,7 @@ func limitedLeaseEntries(c *dialect.Caps, l sqltext.Lease, label string) []golde
 func limitedAdvisoryEntries(a sqltext.Advisory, label string) []golden.Entry {
 	var e entries
 	e.add("candidates, "+label, a.Candidates())
+	e.add("lockFirst, "+label, a.LockFirst())
 	e.add("take, "+label, a.Take())
 	return e
 }

@@ -65,6 +65,9 @@ type config struct {
 	// countTrips counts each drain's round trips and commits (harness.OpenCounting) and
 	// prints them per message.
 	countTrips bool
+	// advisoryRaw is the advisory cells' raw loop at batch 1: "form" (the form's statements) or
+	// "hand" (handAdvisory, written as a user would).
+	advisoryRaw string
 
 	latencyFor     time.Duration
 	latencyRate    int
@@ -111,6 +114,7 @@ func parseFlags(args []string) (*config, error) {
 	fs.BoolVar(&cfg.unflushedAcks, "unflushed-acks", false, "set the library's Config.UnflushedAcks (on Postgres the forms ack without waiting for the disk); the raw loops ack by the same statements")
 	fs.BoolVar(&cfg.handRowLock, "hand-rowlock", false, "the row lock cells' raw loop is the one a user would write by hand (the server's default level, its own SQL), not the form's statements")
 	fs.BoolVar(&cfg.countTrips, "count-trips", false, "count each drain's round trips and commits through a counting driver wrapper, log them and print them per message beside the rates (the rates then run through the wrapper)")
+	fs.StringVar(&cfg.advisoryRaw, "advisory-raw", "form", "the advisory cells' raw loop at batch 1: form (the form's statements) or hand (a loop written as a user would: the lock taken inside the candidate read on Postgres, GET_LOCK per candidate on MySQL and MariaDB; see bench/cmd/throughput/handadvisory.go)")
 	fs.DurationVar(&cfg.latencyFor, "latency-for", 5*time.Second, "publish for this long per latency cell (0: skip the latency runs)")
 	fs.IntVar(&cfg.latencyRate, "latency-rate", 200, "rows published per second, one at a time, in the latency runs")
 	fs.IntVar(&cfg.latencyWorkers, "latency-workers", 4, "workers of the consumer in the latency runs")
@@ -138,6 +142,9 @@ func parseFlags(args []string) (*config, error) {
 	}
 	if cfg.n < 1 || cfg.rounds < 1 || cfg.latencyRate < 1 || cfg.latencyWorkers < 1 || cfg.memoryN < 1 {
 		return nil, errors.New("-n, -rounds, -latency-rate, -latency-workers and -memory-n must be at least 1")
+	}
+	if cfg.advisoryRaw != "form" && cfg.advisoryRaw != "hand" {
+		return nil, fmt.Errorf("-advisory-raw %q: want form or hand", cfg.advisoryRaw)
 	}
 	if cfg.memoryDB != "sqlite" && cfg.memoryDB != "postgres" {
 		return nil, fmt.Errorf("-memory-db %q: want sqlite or postgres", cfg.memoryDB)
@@ -328,7 +335,7 @@ func runNotes(cfg *config) string {
 	if cfg.handRowLock {
 		notes += ", the row lock form's raw loop written by hand (-hand-rowlock)"
 	}
-	return notes
+	return notes + handNote(cfg)
 }
 
 // dsnOf is database name's DSN: -dsn's, or the default; for SQLite without one, file in tmp.

@@ -63,12 +63,7 @@ func drainRaw(ctx context.Context, t *harness.Target, c *cell, cfg *config, bar 
 	if err != nil {
 		return d, err
 	}
-	var loop rawLoop
-	if cfg.handRowLock && c.form == "rowlock" {
-		loop, err = newHandRowLock(ctx, t, table, c.batch)
-	} else {
-		loop, err = newRawLoop(ctx, t, c.form, table, c.batch, cfg.unflushedAcks)
-	}
+	loop, err := cellLoop(ctx, t, c, cfg, table)
 	if err != nil {
 		return d, err
 	}
