@@ -70,13 +70,14 @@ func (l Lease) Unflushed() Lease {
 func (l Lease) Claim(n int) Statement {
 	s, t := l.s, l.s.t
 	p := s.Params()
-	if !s.c.UpdateFrom {
+	if l.picks() {
 		cols := s.Columns("")
 		if s.HasGroups() {
 			cols += l.groupRead(p)
 		}
+		cols += l.limitRead()
 		due := s.Due(p, "")
-		where := due + " AND " + l.free(p.Next(ArgNow)) + l.andGroupFree(p)
+		where := due + " AND " + l.free(p.Next(ArgNow)) + l.andGroupFree(p) + l.andLimitFree(p)
 		return p.statement("SELECT " + cols + " FROM " + t.Name + " WHERE " + where +
 			" ORDER BY " + l.claimOrder(p) + " LIMIT " + p.Next(ArgLimit) + l.skipLocked())
 	}
@@ -123,7 +124,7 @@ func (l Lease) andGroupFree(p *Params) string {
 // statement of a claim where the database has no UPDATE … FROM; empty where Claim stamps
 // itself. It binds the token, then n ids.
 func (l Lease) Stamp(n int) Statement {
-	if l.s.c.UpdateFrom {
+	if !l.picks() {
 		return Statement{}
 	}
 	t, p := l.s.t, l.s.Params()
@@ -141,7 +142,7 @@ func (l Lease) Extend(g Guard) Statement {
 	if l.s.HasGroups() {
 		where += " AND " + l.holdsItsGroup(p)
 	}
-	return p.statement(set + where)
+	return p.statement(set + where + l.andLeaseRuns(p))
 }
 
 // Settle applies an outcome of kind k to the rows g names while their lease holds, clearing it:
