@@ -308,13 +308,14 @@ const (
 // limited to 3 in work, their handlers telling the parent when each run starts and ends; two of
 // them are killed (SIGKILL) while they hold rows. The runs of every process, the killed ones'
 // ending at the kill, never number more than 3 at once; the killed children's slots free when
-// their leases run out, and the last child drains the queue.
+// their leases run out: once they have, the last child runs 3 at once again, and drains the
+// queue.
 func TestLimitsSurviveSIGKILL(t *testing.T) {
 	if os.Getenv(limitsChildEnv) != "" {
 		limitsChild()
 		return
 	}
-	const limit, rows = 3, 120
+	const limit, rows = 3, 400
 	forEachBackend(t, backends(t, true), func(t *testing.T, b backend) {
 		dsn := b.testDSN(t)
 		db := b.openDSN(t, dsn, 8)
@@ -330,6 +331,7 @@ func TestLimitsSurviveSIGKILL(t *testing.T) {
 			waitFor(t, 30*time.Second, "the child holding a row", c.holding)
 			c.kill(t)
 		}
+		expired := time.Now().Add(time.Second + 200*time.Millisecond) // the killed children's leases ran out
 		waitFor(t, time.Minute, "every row processed", func() bool {
 			return b.countRows(t, db, tbl, b.q(t, tbl.ProcessedAt)+" IS NULL") == 0
 		})
@@ -340,6 +342,9 @@ func TestLimitsSurviveSIGKILL(t *testing.T) {
 		}
 		if most, at := mostAtOnce(all, func(run) bool { return true }); most > limit {
 			t.Errorf("%d rows in work at once at %v across the processes, over the limit of %d", most, at, limit)
+		}
+		if most, _ := mostAtOnce(all, func(r run) bool { return r.start.After(expired) }); most != limit {
+			t.Errorf("once the killed children's leases ran out, at most %d rows ran at once, want %d: a slot did not free", most, limit)
 		}
 	})
 }
