@@ -81,7 +81,15 @@ func (c *Client[D]) Limits(ctx context.Context) ([]Limit, error) {
 	if err != nil {
 		return nil, err
 	}
-	list := w.List()
+	lease := c.t.LockedUntil
+	if lease == "" {
+		lease = "locked_until" // the lease form's default column
+	}
+	col, err := c.d.Quote(lease)
+	if err != nil {
+		return nil, sentinel.Errorf(ErrSchema, "", "table %q, lease column: %v", c.t.Name, err)
+	}
+	list := w.List(col)
 	now := c.d.Time(time.Now().UTC().Truncate(time.Microsecond))
 	rows, err := c.db.QueryContext(ctx, list.SQL, list.Bind(nil, &sqltext.Values{Table: c.t.Name, Now: now})...)
 	if err != nil {
@@ -154,17 +162,12 @@ func (c *Client[D]) checkLimit(call string, l Limit) error {
 }
 
 // limits is the builder of the statements over the description's limits table; it fails,
-// wrapping ErrSchema, where the description names none. Its lease column is the description's,
-// or the lease form's default (locked_until), which slots are held by.
+// wrapping ErrSchema, where the description names none.
 func (c *Client[D]) limits(call string) (sqltext.Limits, error) {
 	if c.t.Limits == "" {
 		return sqltext.Limits{}, sentinel.Errorf(ErrSchema, sentinel.Table(c.t.Name), "%s needs a limits table, which the description does not name: set inbox.Table.Limits to inbox.LimitsTable (%q) and create it with `inbox schema -limits -apply`", call, LimitsTable)
 	}
-	t := c.t
-	if t.LockedUntil == "" {
-		t.LockedUntil = "locked_until"
-	}
-	q, err := t.Quote(c.d)
+	q, err := c.t.Quote(c.d)
 	if err != nil {
 		return sqltext.Limits{}, err
 	}
@@ -214,14 +217,10 @@ func limitKey(t Table, m Message) (any, error) {
 	return keyArg(t, keyColumn{"LimitKey", "limit key", "-limit-key", t.LimitKey, MaxLimitKey, ErrLimitKeyTooLong}, m.LimitKey)
 }
 
-// validateLimits refuses a limits table named as the job table, and a limit key column without
-// a limits table, which no claim would read.
+// validateLimits refuses a limits table named as the job table.
 func (t Table) validateLimits() error {
-	switch {
-	case t.Limits != "" && t.Limits == t.Name:
+	if t.Limits != "" && t.Limits == t.Name {
 		return sentinel.Errorf(ErrSchema, sentinel.Table(t.Name), "inbox.Table.Limits names the job table itself: name a table of its own (inbox.LimitsTable), or leave it empty")
-	case t.LimitKey != "" && t.Limits == "":
-		return sentinel.Errorf(ErrSchema, sentinel.Column(t.Name, t.LimitKey), "inbox.Table.LimitKey names a limit key column, but the description names no limits table: set inbox.Table.Limits (inbox.LimitsTable)")
 	}
 	return nil
 }

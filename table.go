@@ -145,8 +145,8 @@ type Table struct {
 	// LimitKey names the concurrency limit key column (docs/limits.md): a limit set on a key
 	// (Client.SetLimit with LimitPerKey, inbox limits set -key) bounds the rows of that key in
 	// work at once across every consumer and process. A row whose key is NULL (a Message
-	// without a LimitKey) is under no key's limit, only its queue's and kind's. It needs the
-	// limits table (Limits).
+	// without a LimitKey) is under no key's limit, only its queue's and kind's. Claims read it
+	// only where the description names the limits table (Limits).
 	LimitKey string
 
 	// Columns names the application's own columns, those with no role, that every claim reads

@@ -100,13 +100,13 @@ func (w Limits) Clear() Statement {
 }
 
 // List reads the job table's limits, in order of queue, scope and key, each with the number of
-// its slots held (their holder's lease running ahead of now). It binds the job table's name,
-// then now.
-func (w Limits) List() Statement {
+// its slots held (their holder's lease, in column lease (quoted), running ahead of now). It
+// binds the job table's name, then now.
+func (w Limits) List(lease string) Statement {
 	p := w.s.Params()
 	table := p.Next(ArgTable)
 	return p.statement("SELECT inbox_limit.queue, inbox_limit.scope, inbox_limit.limit_key, inbox_limit.max_in_work, (" +
-		w.held(p, "inbox_limit", "COUNT(*)") + ") FROM " + w.s.t.Limits + " inbox_limit WHERE inbox_limit.table_name = " + table +
+		w.held(p, "inbox_limit", "COUNT(*)", lease) + ") FROM " + w.s.t.Limits + " inbox_limit WHERE inbox_limit.table_name = " + table +
 		" ORDER BY inbox_limit.queue, inbox_limit.scope, inbox_limit.limit_key")
 }
 
@@ -119,12 +119,12 @@ func (w Limits) key(p *Params, alias string) string {
 }
 
 // held is a subquery of agg (COUNT(*), or a SUM) over the slots of limit alias whose holder's
-// lease runs ahead of now: the slots held. It binds now.
-func (w Limits) held(p *Params, alias, agg string) string {
+// lease (column lease) runs ahead of now: the slots held. It binds now.
+func (w Limits) held(p *Params, alias, agg, lease string) string {
 	t := w.s.t
 	return "SELECT " + agg + " FROM " + SlotsTable + " inbox_slot JOIN " + t.Name + " inbox_holder ON inbox_holder." + t.ID + " = inbox_slot.holder_id" +
 		" WHERE inbox_slot.table_name = " + alias + ".table_name AND inbox_slot.queue = " + alias + ".queue AND inbox_slot.scope = " + alias +
-		".scope AND inbox_slot.limit_key = " + alias + ".limit_key AND inbox_holder." + t.LockedUntil + " >= " + p.Next(ArgNow)
+		".scope AND inbox_slot.limit_key = " + alias + ".limit_key AND inbox_holder." + lease + " >= " + p.Next(ArgNow)
 }
 
 // limitFree is the claim's predicate, with the lease builder's column, of a row none of whose
@@ -140,7 +140,6 @@ func (w Limits) held(p *Params, alias, agg string) string {
 func (l Lease) limitFree(p *Params) string {
 	t := l.s.t
 	w := Limits{l.s}
-	w.s.t.LockedUntil = l.col
 	table := p.Next(ArgTable)
 	queue := "''"
 	if t.Queue != "" {
@@ -155,7 +154,7 @@ func (l Lease) limitFree(p *Params) string {
 	}
 	counted := "COALESCE(SUM(CASE WHEN inbox_slot.slot < inbox_limit.max_in_work THEN 1 ELSE inbox_limit.max_in_work END), 0)"
 	return "NOT EXISTS (SELECT 1 FROM " + t.Limits + " inbox_limit WHERE inbox_limit.table_name = " + table + " AND inbox_limit.queue = " + queue +
-		" AND (" + strings.Join(scopes, " OR ") + ") AND inbox_limit.max_in_work <= (" + w.held(p, "inbox_limit", counted) + "))"
+		" AND (" + strings.Join(scopes, " OR ") + ") AND inbox_limit.max_in_work <= (" + w.held(p, "inbox_limit", counted, l.col) + "))"
 }
 
 // andLimitFree is " AND " and limitFree where the description names a limits table; empty
@@ -199,8 +198,11 @@ func (l Lease) andLeaseRuns(p *Params) string {
 // has no slot yet, and no row where there is no such limit. Held and free are read in the same
 // statement as the holder and the token, so a slot whose holder and token are unchanged since
 // is still free (an extension of a lease that ran out fails, andLeaseRuns). It binds now, the
-// job table's name, the queue, the scope, then the key.
+// job table's name, the queue, the scope, then the key. Empty where there are no limits.
 func (l Lease) ReadSlots() Statement {
+	if !l.s.HasLimits() {
+		return Statement{}
+	}
 	t, p := l.s.t, l.s.Params()
 	heldNow := "CASE WHEN EXISTS (SELECT 1 FROM " + t.Name + " inbox_holder WHERE inbox_holder." + t.ID + " = inbox_slot.holder_id AND inbox_holder." +
 		l.col + " >= " + p.Next(ArgNow) + ") THEN 1 ELSE 0 END"
@@ -213,8 +215,12 @@ func (l Lease) ReadSlots() Statement {
 // TakeSlot takes a slot ReadSlots read free for the claimed row, where the slot is still what
 // it read (its holder and token): one row changed, the row holds the slot; none, another claim
 // took it since. It binds the row's id, the claim's token, the job table's name, the queue, the
-// scope, the key, the slot, the holder read, then the token read.
+// scope, the key, the slot, the holder read, then the token read. Empty where there are no
+// limits.
 func (l Lease) TakeSlot() Statement {
+	if !l.s.HasLimits() {
+		return Statement{}
+	}
 	p := l.s.Params()
 	set := "UPDATE " + SlotsTable + " SET holder_id = " + p.Next(ArgID) + ", holder_token = " + p.Next(ArgLease)
 	return p.statement(set + " WHERE " + Limits{l.s}.key(p, "") + " AND slot = " + p.Next(ArgSlot) + " AND holder_id = " + p.Next(ArgHolder) +
@@ -227,8 +233,11 @@ func (l Lease) TakeSlot() Statement {
 // Postgres) or fails with a duplicate key on the PRIMARY key (MySQL, MariaDB; never INSERT
 // IGNORE, which would hide other errors too); the row is then not claimed by this slot. It
 // binds the job table's name, the queue, the scope, the key, the slot, the row's id, then the
-// claim's token.
+// claim's token. Empty where there are no limits.
 func (l Lease) NewSlot() Statement {
+	if !l.s.HasLimits() {
+		return Statement{}
+	}
 	p := l.s.Params()
 	insert := "INSERT INTO " + SlotsTable + " (table_name, queue, scope, limit_key, slot, holder_id, holder_token) VALUES (" + p.Next(ArgTable) + ", " +
 		p.Next(ArgQueue) + ", " + p.Next(ArgScope) + ", " + p.Next(ArgLimitKey) + ", " + p.Next(ArgSlot) + ", " + p.Next(ArgID) + ", " + p.Next(ArgLease) + ")"
