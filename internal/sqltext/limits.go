@@ -101,12 +101,12 @@ func (w Limits) Clear() Statement {
 
 // List reads the job table's limits, in order of queue, scope and key, each with the number of
 // its slots held (their holder's lease, in column lease (quoted), running ahead of now). It
-// binds the job table's name, then now.
+// binds now, then the job table's name.
 func (w Limits) List(lease string) Statement {
 	p := w.s.Params()
-	table := p.Next(ArgTable)
+	held := w.held(p, "inbox_limit", "COUNT(*)", lease)
 	return p.statement("SELECT inbox_limit.queue, inbox_limit.scope, inbox_limit.limit_key, inbox_limit.max_in_work, (" +
-		w.held(p, "inbox_limit", "COUNT(*)", lease) + ") FROM " + w.s.t.Limits + " inbox_limit WHERE inbox_limit.table_name = " + table +
+		held + ") FROM " + w.s.t.Limits + " inbox_limit WHERE inbox_limit.table_name = " + p.Next(ArgTable) +
 		" ORDER BY inbox_limit.queue, inbox_limit.scope, inbox_limit.limit_key")
 }
 
