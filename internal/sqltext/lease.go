@@ -67,6 +67,13 @@ func (l Lease) Unflushed() Lease {
 // (groupRead: the table name and the queue twice, bound before Due's arguments), and the form
 // takes each group by TakeHeld or TakeFree before Stamp stamps the rows whose group it took; the
 // pick binds groupFree's arguments (and claimOrder's) after now and before the limit.
+//
+// Where the description names a limits table (Table.Limits) the claim is the pick and Stamp on
+// every database, Postgres included (picks): the pick skips rows one of whose limits is full
+// (limitFree, before its LIMIT; it binds the table's name, the queue where the table has a
+// queue column, then now, after groupFree's), reads each row's limit key after the Columns
+// (limitRead), and the form takes a slot of each of a row's limits (ReadSlots, TakeSlot,
+// NewSlot) before Stamp stamps the rows that took all of theirs.
 func (l Lease) Claim(n int) Statement {
 	s, t := l.s, l.s.t
 	p := s.Params()
