@@ -507,3 +507,21 @@ func TestLimitsRefused(t *testing.T) {
 		}
 	})
 }
+
+// TestLimitsSettlementWakesTheClaims: a consumer of 2 workers under a limit of 1, whose poll
+// would not come for an hour, drains 100 rows: its claims find the limit full while the last
+// row's ack is in flight, and each settlement wakes them, rather than the next poll.
+func TestLimitsSettlementWakesTheClaims(t *testing.T) {
+	forEachBackend(t, backends(t, true), func(t *testing.T, b backend) {
+		db := b.open(t, 4)
+		tbl := b.newLimitTable(t, db)
+		b.setLimit(t, db, tbl, inbox.LimitPerQueue, "", 1)
+		b.enqueue(t, db, tbl, limitMessages(100, "a", "")...)
+		h := &recorder{}
+		cons := inbox.NewConsumer(db, lease.New(b.dialect, tbl, nil), h, &inbox.Config{Queue: "q", Workers: 2, PollInterval: time.Hour, Logger: testLogger(t)})
+		drainTable(t, b, db, tbl, 30*time.Second, "every row processed without a poll", cons)
+		if most, at := mostAtOnce(h.runs.all(), func(run) bool { return true }); most > 1 {
+			t.Errorf("%d rows in work at once at %v, over the limit of 1", most, at)
+		}
+	})
+}
