@@ -1,10 +1,11 @@
 // Command limits measures what a concurrency limit (inbox.Table.Limits) costs a lease consumer:
 // it drains one prefilled table through a consumer whose queue has a limit (-limit rows in work,
-// or the consumer's workers where it is 0, so that the limit never holds a worker back and the
-// difference is the claim's: the limit's predicate before LIMIT, a read of the slots and a slot
-// taken per row, and on Postgres a pick and a stamp in a transaction instead of one statement)
-// and through one without limits, in the same run, rounds interleaved, and reports each cell's
-// medians and their paired ratio. See docs/limits.md.
+// or the consumer's workers where it is 0) and through one without limits, in the same run,
+// rounds interleaved, and reports each cell's medians and their paired ratio. A limit costs the
+// claim its predicate before LIMIT, a read of the slots and a slot taken per row, and on
+// Postgres a pick and a stamp in a transaction instead of one statement; a limit the workers
+// reach (acks in flight hold their slots until they commit) holds claims back too. See
+// docs/limits.md and docs/benchmarks.md.
 //
 //	go run ./bench/cmd/limits -db postgres,mariadb,sqlite -workers 1,8 -n 3000 -rounds 5
 package main
