@@ -72,6 +72,10 @@ var (
 	// ErrGroupKeyTooLong: a Message's GroupKey is longer than MaxGroupKey characters, which the
 	// group column holds; nothing of the publish landed. Hash a longer natural key into one.
 	ErrGroupKeyTooLong = sentinel.GroupKeyTooLong
+	// ErrLimitKeyTooLong: a Message's LimitKey, or the key of a limit set, is longer than
+	// MaxLimitKey characters, which the limit key column and the limits' table hold; nothing was
+	// written. Hash a longer natural key into one.
+	ErrLimitKeyTooLong = sentinel.LimitKeyTooLong
 )
 
 // LeaseLostError is the ErrLeaseLost of a lease batch's settlement that found rows of the batch

@@ -75,6 +75,11 @@ type Message struct {
 	// table has no group column is refused (ErrSchema). Publishing writes the row alone: it never
 	// reads or waits for the group's hold, which only claims take.
 	GroupKey string
+	// LimitKey is the row's concurrency limit key, written to the limit key column
+	// (Table.LimitKey): a limit set on the key bounds its rows in work at once (docs/limits.md).
+	// At most MaxLimitKey characters. Empty: NULL, the row is under no key's limit. A LimitKey
+	// where the table has no limit key column is refused (ErrSchema).
+	LimitKey string
 
 	err error // Job's: the arguments did not encode, and the message cannot be published
 }
@@ -492,6 +497,13 @@ func rowArgs(t Table, d dialect.Dialect, m Message, now time.Time) ([]any, error
 			return nil, err
 		}
 		row = append(row, g)
+	}
+	if t.LimitKey != "" || m.LimitKey != "" {
+		k, err := limitKey(t, m)
+		if err != nil {
+			return nil, err
+		}
+		row = append(row, k)
 	}
 	return row, nil
 }

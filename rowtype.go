@@ -33,6 +33,7 @@ import (
 //	last_error    string, *string, sql.NullString or sql.Null[string]
 //	unique_key    string, *string, sql.NullString or sql.Null[string] (Table.UniqueKey)
 //	group_key     string, *string, sql.NullString or sql.Null[string] (Table.GroupKey)
+//	limit_key     string, *string, sql.NullString or sql.Null[string] (Table.LimitKey)
 //	processed_at, retry_after, dead_at, created_at, locked_until
 //	              time.Time, *time.Time, sql.NullTime or sql.Null[time.Time]
 //
@@ -161,6 +162,7 @@ var tagRoles = map[string]tagRole{
 	"locked_until": {func(t *Table, c string) { t.LockedUntil = c }, isTime, timeTypes, "locked_until"},
 	"unique_key":   {func(t *Table, c string) { t.UniqueKey = c }, isText, "string, *string, sql.NullString or sql.Null[string]", "unique_key"},
 	"group_key":    {func(t *Table, c string) { t.GroupKey = c }, isText, "string, *string, sql.NullString or sql.Null[string]", "group_key"},
+	"limit_key":    {func(t *Table, c string) { t.LimitKey = c }, isText, "string, *string, sql.NullString or sql.Null[string]", "limit_key"},
 }
 
 // tagRoleNames lists the roles' tags, for errors.

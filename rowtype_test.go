@@ -32,6 +32,7 @@ type everyRole struct {
 	LockedUntil *time.Time          `inbox:"locked_until,column=lease_until"`
 	Key         sql.NullString      `inbox:"unique_key,column=dedupe"`
 	Group       string              `inbox:"group_key,column=customer"`
+	Tenant      string              `inbox:"limit_key,column=tenant"`
 	Customer    int64               `inbox:"column=customer_id"`
 	Note        *string             `inbox:"column=note"`
 	Ignored     string
@@ -46,7 +47,7 @@ func TestTableOfEveryRole(t *testing.T) {
 	want := Table{Name: "jobs", ID: "id", IDGenerated: true, Payload: "body", Attempt: "attempt",
 		ProcessedAt: "processed_at", Queue: "grp", Kind: "kind", Priority: "priority", RetryAfter: "retry_after",
 		Headers: "headers", DeadAt: "dead_at", LastError: "last_error", CreatedAt: "created_at", CancelledAt: "cancelled_at",
-		LockedUntil: "lease_until", UniqueKey: "dedupe", GroupKey: "customer", Columns: []string{"customer_id", "note"}}
+		LockedUntil: "lease_until", UniqueKey: "dedupe", GroupKey: "customer", LimitKey: "tenant", Columns: []string{"customer_id", "note"}}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("TableOf[everyRole]:\n got %+v\nwant %+v", got, want)
 	}

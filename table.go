@@ -29,6 +29,7 @@ import (
 //	LockedUntil  timestamp with microseconds, NULL (the lease form's)
 //	UniqueKey    VARCHAR(191) (MaxUniqueKey), NULL, under a UNIQUE index named UniqueIndex()
 //	GroupKey     VARCHAR(191) (MaxGroupKey), NULL (the lease form only; see docs/groups.md)
+//	LimitKey     VARCHAR(191) (MaxLimitKey), NULL (the lease form only; see docs/limits.md)
 //
 // Timestamps are written in UTC to the microsecond; on SQLite as fixed-width text (see
 // dialect.SQLiteTimeLayout). Every form checks the types at Open and fails with ErrSchema,
@@ -141,6 +142,12 @@ type Table struct {
 	// applies to the group too. Only the lease form has groups so far: the row lock and advisory
 	// forms refuse a table with the column at Open (ErrSchema).
 	GroupKey string
+	// LimitKey names the concurrency limit key column (docs/limits.md): a limit set on a key
+	// (Client.SetLimit with LimitPerKey, inbox limits set -key) bounds the rows of that key in
+	// work at once across every consumer and process. A row whose key is NULL (a Message
+	// without a LimitKey) is under no key's limit, only its queue's and kind's. Claims read it
+	// only where the description names the limits table (Limits).
+	LimitKey string
 
 	// Columns names the application's own columns, those with no role, that every claim reads
 	// with the row (in the same statement), so that a handler reads them with Column. They may
@@ -162,7 +169,20 @@ type Table struct {
 	// name. Where the table has no Queue column, its one queue is paused under the empty name.
 	// Empty (the default): queues cannot be paused, and claims do not read it.
 	Pauses string
+	// Limits names the table of concurrency limits (LimitsTable is the name `inbox schema
+	// -limits` creates), which Client.SetLimit, ClearLimit and Limits write and read: at most
+	// the limit's number of rows of a queue, of a kind or of a limit key (LimitKey) are in work
+	// at once, across every consumer and process, each holding a slot of the table inbox_slots
+	// for exactly as long as its lease (docs/limits.md). Several job tables can share it: its
+	// rows are keyed by the job table's name. Only the lease form takes limits: the row lock
+	// and advisory forms refuse a description that names the table at Open (ErrSchema). Empty
+	// (the default): no limits, and claims do not read it.
+	Limits string
 }
+
+// LimitsTable is the name `inbox schema -limits` gives the table of concurrency limits, and the
+// one the inbox command reads: name it in Table.Limits.
+const LimitsTable = "inbox_limits"
 
 // PausesTable is the name `inbox schema -pauses` gives the table of paused queues, and the one
 // the inbox command reads: name it in Table.Pauses.
@@ -202,7 +222,7 @@ func (t Table) Validate() error {
 	if t.Pauses == t.Name {
 		return sentinel.Errorf(ErrSchema, sentinel.Table(t.Name), "inbox.Table.Pauses names the job table itself: name a table of its own (inbox.PausesTable), or leave it empty")
 	}
-	return nil
+	return t.validateLimits()
 }
 
 // MaxUniqueKey is the longest unique key (Message.UniqueKey), in characters: the column is a
@@ -283,6 +303,11 @@ func (t Table) Quote(d dialect.Dialect) (Table, error) {
 			return Table{}, sentinel.Errorf(ErrSchema, "", "table %q, its pauses table (Pauses): %v", t.Name, err)
 		}
 	}
+	if t.Limits != "" {
+		if q.Limits, err = d.Quote(t.Limits); err != nil {
+			return Table{}, sentinel.Errorf(ErrSchema, "", "table %q, its limits table (Limits): %v", t.Name, err)
+		}
+	}
 	if len(t.Columns) > 0 {
 		q.Columns = make([]string, len(t.Columns))
 		for i, c := range t.Columns {
@@ -307,6 +332,7 @@ func (t *Table) roles() []role {
 		{"RetryAfter", &t.RetryAfter}, {"Headers", &t.Headers}, {"DeadAt", &t.DeadAt},
 		{"LastError", &t.LastError}, {"CancelledAt", &t.CancelledAt}, {"CreatedAt", &t.CreatedAt}, {"LockedUntil", &t.LockedUntil},
 		{"UniqueKey", &t.UniqueKey}, {"GroupKey", &t.GroupKey},
+		{"LimitKey", &t.LimitKey},
 	}
 }
 

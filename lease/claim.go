@@ -90,7 +90,7 @@ func (f *Form[D]) claimRows(ctx context.Context, b *binding, max int) ([]*inbox.
 	var ds []*inbox.Delivery
 	var err error
 	switch caps := f.d.Caps(); {
-	case caps.UpdateFrom:
+	case caps.UpdateFrom && f.t.Limits == "":
 		ds, err = f.claimInOne(ctx, b, max, now, token)
 	case caps.OneWriter:
 		ds, token, err = f.claimSQLite(ctx, b, max)
@@ -163,11 +163,14 @@ func (f *Form[D]) claimInTx(ctx context.Context, b *binding, max int, now, token
 	if err != nil {
 		return nil, err
 	}
-	ds, seen, err := b.scanPick(rows)
+	ds, seen, keys, err := b.scanClaimed(rows)
 	if err != nil {
 		return nil, err
 	}
 	if ds, err = b.takeGroups(ctx, tx, ds, seen, v); err != nil {
+		return nil, err
+	}
+	if ds, err = b.takeSlots(ctx, tx, ds, keys, v); err != nil {
 		return nil, err
 	}
 	if len(ds) == 0 {
@@ -202,10 +205,10 @@ var claimLevel = dialect.MySQL[isolation.ReadCommitted]{}
 // connection (dialect.Begin, dialect.BeginOn); the own connection then takes another.
 func (b *binding) begin(ctx context.Context) (tx dialect.Tx, done func(), err error) {
 	if b.own.spare() {
-		tx, err = claimLevel.Begin(ctx, b.db)
+		tx, err = claimLevelOn(b.st.D.Caps()).Begin(ctx, b.db)
 		return tx, func() {}, err
 	}
-	return b.own.begin(ctx)
+	return b.own.begin(ctx, claimLevelOn(b.st.D.Caps()))
 }
 
 // counted adds the attempt the stamp counted to deliveries read before it.
@@ -259,9 +262,12 @@ func (f *Form[D]) pick(ctx context.Context, b *binding, tx dialect.Tx, max int, 
 	if err != nil {
 		return nil, err
 	}
-	ds, seen, err := b.scanPick(rows)
+	ds, seen, keys, err := b.scanClaimed(rows)
 	if err == nil {
 		ds, err = b.takeGroups(ctx, tx, ds, seen, v)
+	}
+	if err == nil {
+		ds, err = b.takeSlots(ctx, tx, ds, keys, v)
 	}
 	if err != nil || len(ds) == 0 {
 		return nil, err

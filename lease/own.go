@@ -190,13 +190,13 @@ func (o *ownConn) close() error {
 // claim, and returns it with the function to call once the transaction has ended, which gives
 // the turn back. A transaction that cannot begin, or whose end fails, discards the connection
 // (dialect.BeginOn); the next statement takes another.
-func (o *ownConn) begin(ctx context.Context) (dialect.Tx, func(), error) {
+func (o *ownConn) begin(ctx context.Context, level dialect.Dialect) (dialect.Tx, func(), error) {
 	if err := o.take(ctx); err != nil {
 		return nil, nil, err
 	}
 	var tx dialect.Tx
 	err := o.on(ctx, func(conn *sql.Conn) (err error) {
-		tx, err = dialect.BeginOn(ctx, claimLevel, conn)
+		tx, err = dialect.BeginOn(ctx, level, conn)
 		return err
 	})
 	if err != nil {

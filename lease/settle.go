@@ -37,12 +37,13 @@ func (f *Form[D]) Extend(ctx context.Context, d *inbox.Delivery) error {
 	// A new token always differs from the old, even when the clock stood still or stepped
 	// back: MySQL counts only rows an UPDATE changed, and the guard must tell holders apart.
 	held := h.current()
-	next := tokenAt(b.q.Now().Add(b.lease))
+	now := b.q.Now()
+	next := tokenAt(now.Add(b.lease))
 	if !next.After(held) {
 		next = held.Add(time.Microsecond)
 	}
 	s := b.inWork(h, "extend")
-	v := sqltext.Values{Lease: f.d.Time(next), Table: b.claimed.Table, Queue: b.claimed.Queue}
+	v := sqltext.Values{Lease: f.d.Time(next), Table: b.claimed.Table, Queue: b.claimed.Queue, Now: f.d.Time(now)}
 	h.guard(&v, d.ID, f.d.Time(held))
 	args := s.Bind(nil, &v)
 	if h.tx != nil && f.d.Caps().OneWriter {

@@ -61,6 +61,10 @@ type Consumer struct {
 	// RoundRobin, with Groups, has the lease form spread its claims across the groups
 	// (lease.Config.GroupsRoundRobin).
 	RoundRobin bool
+	// Limits has the consumer's table name the limits' tables (inbox.Table.Limits; the lease
+	// form only), made by CreateLimitTables: its claims skip rows of full limits and take a
+	// slot of each limit a row is under. False: no limits, and claims do not read them.
+	Limits bool
 
 	counts *drainCounts // set by DrainLibrary
 }

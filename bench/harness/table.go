@@ -44,7 +44,43 @@ func (c Consumer) table() inbox.Table {
 	if c.Groups {
 		tbl.GroupKey = GroupColumn
 	}
+	if c.Limits {
+		tbl.Limits = inbox.LimitsTable
+	}
 	return tbl
+}
+
+// CreateLimitTables creates the limits' tables (inbox_limits, inbox_slots) where they are not
+// there, and clears the limits and slots of the bench table called name, for consumers of
+// limits (Consumer.Limits).
+func (t *Target) CreateLimitTables(ctx context.Context, name string) error {
+	tbl := Table(name)
+	tbl.Limits = inbox.LimitsTable
+	stmts, err := inbox.LimitsSchema(t.D, tbl)
+	if err != nil {
+		return err
+	}
+	for _, side := range []string{inbox.LimitsTable, sqltext.SlotsTable} {
+		stmts = append(stmts, "DELETE FROM "+side+" WHERE table_name = '"+name+"'")
+	}
+	for _, st := range stmts {
+		if _, err := t.DB.ExecContext(ctx, st); err != nil {
+			return fmt.Errorf("%s: %s: %w", t.Name, st, err)
+		}
+	}
+	return nil
+}
+
+// SetLimit sets the limit of the one queue of the bench table called name to max rows in work
+// (inbox.Client.SetLimit).
+func (t *Target) SetLimit(ctx context.Context, name string, max int) error {
+	tbl := Table(name)
+	tbl.Limits = inbox.LimitsTable
+	c, err := inbox.NewClient(t.DB, t.D, tbl)
+	if err != nil {
+		return err
+	}
+	return c.SetLimit(ctx, inbox.Limit{Scope: inbox.LimitPerQueue, Max: max})
 }
 
 // GroupColumn is the FIFO group column of a bench table made by CreateGroupTable.

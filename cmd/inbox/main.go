@@ -12,6 +12,7 @@
 //	inbox show 42                   # one row, whole: payload, headers, attempts, last error
 //	inbox reschedule 42 -in 2h      # a queued row runs later (or -at 2026-12-24T08:00:00Z)
 //	inbox pause -queue emails       # no claim takes the queue's rows until inbox resume
+//	inbox limits set -queue emails -max 5   # at most 5 in work at once, across processes
 //	inbox cancel -ids 42,43         # cancel rows, queued or in work; -requeue puts them back
 //	inbox dead list                 # dead rows, newest first; dead requeue, dead purge
 //	inbox purge -processed-before 7d
@@ -67,6 +68,7 @@ var commands = []command{
 	{"dead", "list, requeue or purge dead rows", deadCommand},
 	{"purge", "delete processed rows older than an age (-processed-before 7d)", purgeCommand},
 	{"schedules", "list the periodic jobs' schedules with their last and next tick (-json)", schedulesCommand},
+	{"limits", "list, set or clear concurrency limits per queue, kind or key (set -queue q -max 5)", limitsCommand},
 	{"groups", "list the FIFO groups with rows pending (-blocked); unblock, pause or resume one", groupsCommand},
 	{"ui", "serve the operator's web page for one table (-addr 127.0.0.1:8080)", uiCommand},
 	{"version", "print the versions of this command, the library and Go", version},

@@ -30,7 +30,10 @@ cancelled_at column needs, once per database. -unique-key adds the unique key co
 (unique_key, or -unique-key=NAME) and its
 UNIQUE index, which unique jobs (Message.UniqueKey) need; -group-key the FIFO group column
 (group_key, or -group-key=NAME), its index and the group holds' table (inbox_groups, once per
-database), which FIFO groups (Message.GroupKey, the lease form) need.`
+database), which FIFO groups (Message.GroupKey, the lease form) need; -limit-key the limit key
+column (limit_key, or -limit-key=NAME) that limits per key (Message.LimitKey) need; -limits the
+limits' tables (inbox_limits and inbox_slots, once per database) that inbox limits and
+inbox.Table.Limits (the lease form) need.`
 
 func schemaCommand(ctx context.Context, s *session, args []string) error {
 	fs := s.flags("schema", schemaHead)
@@ -43,6 +46,7 @@ func schemaCommand(ctx context.Context, s *session, args []string) error {
 	retention := fs.Bool("retention", false, "add the table of the sweeper leases (inbox_sweeps) that inbox.Retention needs, once per database")
 	pauses := fs.Bool("pauses", false, "add the table of paused queues (inbox_pauses) that inbox pause needs, once per database")
 	cancels := fs.Bool("cancels", false, "add the table of cancel requests (inbox_cancels) that a table with a cancelled_at column needs, once per database")
+	limits := fs.Bool("limits", false, "add the limits' tables (inbox_limits, inbox_slots) that inbox limits and inbox.Table.Limits need, once per database")
 	tf := addTableFlags(fs)
 	if err := s.parse(fs, args); err != nil {
 		return err
@@ -74,7 +78,7 @@ func schemaCommand(ctx context.Context, s *session, args []string) error {
 		defer o.db.Close()
 		return printCheck(ctx, s, o, *asJSON)
 	case *apply:
-		return applySchema(ctx, s, t, tf, sideTables{*schedules, *retention, *pauses, *cancels})
+		return applySchema(ctx, s, t, tf, sideTables{*schedules, *retention, *pauses, *cancels, *limits})
 	}
 	// Printing needs no connection: the DSN's scheme names the database.
 	var d dialect.Dialect = t.dialect
@@ -83,7 +87,7 @@ func schemaCommand(ctx context.Context, s *session, args []string) error {
 			return err
 		}
 	}
-	stmts, err := schemaStatements(d, tf.table(), sideTables{*schedules, *retention, *pauses, *cancels})
+	stmts, err := schemaStatements(d, tf.table(), sideTables{*schedules, *retention, *pauses, *cancels, *limits})
 	if err != nil {
 		return usagef("%v", err)
 	}
@@ -92,8 +96,8 @@ func schemaCommand(ctx context.Context, s *session, args []string) error {
 }
 
 // sideTables are the tables schema adds beside the job table: its ticks table, the sweeper
-// leases' table, the table of paused queues, the table of cancel requests.
-type sideTables struct{ schedules, retention, pauses, cancels bool }
+// leases' table, the table of paused queues, the table of cancel requests, the limits' tables.
+type sideTables struct{ schedules, retention, pauses, cancels, limits bool }
 
 // schemaStatements are the statements that create table t on d, and those of the side tables
 // side asks for (the shared ones where they are not there).
@@ -122,6 +126,14 @@ func schemaStatements(d dialect.Dialect, t inbox.Table, side sideTables) ([]stri
 			return nil, err
 		}
 		stmts = append(stmts, pauses...)
+	}
+	if side.limits {
+		t.Limits = inbox.LimitsTable
+		limits, err := inbox.LimitsSchema(d, t)
+		if err != nil {
+			return nil, err
+		}
+		stmts = append(stmts, limits...)
 	}
 	return stmts, nil
 }

@@ -62,6 +62,7 @@ func addTableFlags(fs *flag.FlagSet) *tableFlags {
 		{"lease", "locked_until", "locked_until", "LockedUntil", func(t *inbox.Table, c string) { t.LockedUntil = c }},
 		{"unique-key", "", "unique_key", "UniqueKey", func(t *inbox.Table, c string) { t.UniqueKey = c }},
 		{"group-key", "", "group_key", "GroupKey", func(t *inbox.Table, c string) { t.GroupKey = c }},
+		{"limit-key", "", "limit_key", "LimitKey", func(t *inbox.Table, c string) { t.LimitKey = c }},
 	} {
 		usage := "the " + r.role + " role's column"
 		switch {
@@ -73,7 +74,7 @@ func addTableFlags(fs *flag.FlagSet) *tableFlags {
 		}
 		column := new(string)
 		*column = r.column
-		if r.flag == "unique-key" || r.flag == "group-key" {
+		if r.flag == "unique-key" || r.flag == "group-key" || r.flag == "limit-key" {
 			// -unique-key (-group-key) alone names the README's column (inbox schema -unique-key).
 			fs.Var(readmeColumn{column, r.readme}, r.flag, usage+"; -"+r.flag+" alone names "+r.readme)
 		} else {

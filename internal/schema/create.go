@@ -17,7 +17,7 @@ var (
 		ID: "BIGINT PRIMARY KEY", Payload: "BYTEA", Attempt: "INT NOT NULL DEFAULT 0", Priority: "INT NOT NULL DEFAULT 0",
 		Queue: "TEXT NOT NULL DEFAULT ''", Kind: "TEXT NOT NULL DEFAULT ''", Headers: "TEXT", LastError: "TEXT",
 		ProcessedAt: "TIMESTAMPTZ", RetryAfter: "TIMESTAMPTZ", DeadAt: "TIMESTAMPTZ", CreatedAt: "TIMESTAMPTZ", CancelledAt: "TIMESTAMPTZ", Lease: "TIMESTAMPTZ",
-		UniqueKey: "VARCHAR(191)", GroupKey: "VARCHAR(191)",
+		UniqueKey: "VARCHAR(191)", GroupKey: "VARCHAR(191)", LimitKey: "VARCHAR(191)",
 	}
 	mysqlDefinitions = map[Role]string{
 		ID: "BIGINT PRIMARY KEY", Payload: "LONGBLOB", Attempt: "INT NOT NULL DEFAULT 0", Priority: "INT NOT NULL DEFAULT 0",
@@ -25,6 +25,7 @@ var (
 		ProcessedAt: "DATETIME(6) NULL", RetryAfter: "DATETIME(6) NULL", DeadAt: "DATETIME(6) NULL", CreatedAt: "DATETIME(6) NULL",
 		CancelledAt: "DATETIME(6) NULL",
 		Lease:       "DATETIME(6) NULL", UniqueKey: "VARCHAR(191) NULL", GroupKey: "VARCHAR(191) NULL",
+		LimitKey: "VARCHAR(191) NULL",
 	}
 )
 

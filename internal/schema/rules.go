@@ -46,7 +46,7 @@ func kindOf(r Role) kind {
 		return kindTime
 	case Lease:
 		return kindLease
-	case Queue, Kind, UniqueKey, GroupKey:
+	case Queue, Kind, UniqueKey, GroupKey, LimitKey:
 		return kindQueue
 	case Payload:
 		return kindPayload
@@ -173,7 +173,7 @@ func mysqlFix(table, col string, r Role, c Column) string {
 		}
 	case Queue, Kind:
 		def = "VARCHAR(191)" + null + " DEFAULT ''"
-	case UniqueKey, GroupKey:
+	case UniqueKey, GroupKey, LimitKey:
 		def = "VARCHAR(191) NULL"
 	case Payload:
 		def = "LONGBLOB" + null
@@ -197,7 +197,7 @@ func sqliteNeeds(r Role) string {
 	switch r {
 	case ID, Attempt, Priority:
 		return "INTEGER affinity (a declared type containing INT, such as INTEGER)"
-	case Queue, Kind, UniqueKey, GroupKey:
+	case Queue, Kind, UniqueKey, GroupKey, LimitKey:
 		return "TEXT (or no declared type)"
 	case Payload:
 		return "BLOB or TEXT (or no declared type)"
@@ -211,7 +211,7 @@ func sqliteFits(r Role, c Column, strict bool) string {
 		if c.Affinity != "INTEGER" {
 			return "not of INTEGER affinity: SQLite keeps text in it as text, which compares and sorts as text"
 		}
-	case Queue, Kind, UniqueKey, GroupKey, Payload:
+	case Queue, Kind, UniqueKey, GroupKey, LimitKey, Payload:
 		if strict {
 			ok := []string{"TEXT", "ANY"}
 			if r == Payload {

@@ -46,11 +46,12 @@ const (
 	UniqueKey
 	CancelledAt
 	GroupKey
+	LimitKey
 	Lease
 )
 
 func (r Role) String() string {
-	return [...]string{"ID", "Payload", "Attempt", "ProcessedAt", "Queue", "Kind", "Priority", "RetryAfter", "Headers", "DeadAt", "LastError", "CreatedAt", "UniqueKey", "CancelledAt", "GroupKey", "lease column"}[r]
+	return [...]string{"ID", "Payload", "Attempt", "ProcessedAt", "Queue", "Kind", "Priority", "RetryAfter", "Headers", "DeadAt", "LastError", "CreatedAt", "UniqueKey", "CancelledAt", "GroupKey", "LimitKey", "lease column"}[r]
 }
 
 // Named is a column a description names, by its role.
@@ -66,7 +67,7 @@ func Describe(t inbox.Table, lease string) []Named {
 	for _, n := range []Named{
 		{ID, t.ID}, {Payload, t.Payload}, {Attempt, t.Attempt}, {ProcessedAt, t.ProcessedAt},
 		{Queue, t.Queue}, {Kind, t.Kind}, {Priority, t.Priority}, {RetryAfter, t.RetryAfter}, {Headers, t.Headers},
-		{DeadAt, t.DeadAt}, {LastError, t.LastError}, {CreatedAt, t.CreatedAt}, {UniqueKey, t.UniqueKey}, {CancelledAt, t.CancelledAt}, {GroupKey, t.GroupKey}, {Lease, lease},
+		{DeadAt, t.DeadAt}, {LastError, t.LastError}, {CreatedAt, t.CreatedAt}, {UniqueKey, t.UniqueKey}, {CancelledAt, t.CancelledAt}, {GroupKey, t.GroupKey}, {LimitKey, t.LimitKey}, {Lease, lease},
 	} {
 		if n.Column != "" {
 			out = append(out, n)
@@ -143,6 +144,9 @@ func Check(d dialect.Dialect, tbl Table, cols []Named) []Result {
 func Verify(ctx context.Context, db *sql.DB, d dialect.Dialect, t inbox.Table, lease string, kinds []inbox.ClaimedKind) error {
 	if t.GroupKey != "" && lease == "" {
 		return sentinel.Errorf(inbox.ErrSchema, sentinel.Column(t.Name, t.GroupKey), "FIFO groups (inbox.Table.GroupKey) are built for the lease form so far: hold this table with lease.New, or leave GroupKey empty")
+	}
+	if t.Limits != "" && lease == "" {
+		return sentinel.Errorf(inbox.ErrSchema, sentinel.Table(t.Name), "concurrency limits (inbox.Table.Limits) are built for the lease form so far, whose slots live exactly as long as a row's lease: hold this table with lease.New, or leave Limits empty")
 	}
 	if t.UniqueWhileQueued && lease == "" {
 		return sentinel.Errorf(inbox.ErrSchema, sentinel.Column(t.Name, t.UniqueKey), "UniqueWhileQueued clears the unique key when a row is claimed, which only the lease form's claim can do (it commits an UPDATE of the row); the row lock and advisory forms write nothing to a row they hold until it settles: take the lease form, or leave UniqueWhileQueued unset to hold the key while the row is queued or in work")

@@ -28,6 +28,7 @@ var (
 	Paused           = errors.New("inbox: queue paused")
 	Cancelled        = errors.New("inbox: cancelled")
 	GroupKeyTooLong  = errors.New("inbox: group key too long")
+	LimitKeyTooLong  = errors.New("inbox: limit key too long")
 )
 
 // BacksOff reports whether a settlement that failed with err is one a form backs off by the

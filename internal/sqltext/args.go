@@ -41,6 +41,13 @@ const (
 	// A FIFO group hold's roles (Lease's TakeHeld, TakeFree); a hold also binds ArgTable, ArgID
 	// (the claimed row, the new holder), ArgLease and ArgToken (the token the pick read).
 	ArgGroup Arg = "group" // the claimed row's group key
+
+	// A concurrency limit's and its slots' roles (Limits; Lease's ReadSlots, TakeSlot,
+	// NewSlot); they also bind ArgTable, ArgQueue, ArgLimit (a limit's max_in_work), ArgID,
+	// ArgLease, ArgHolder and ArgToken.
+	ArgScope    Arg = "scope"     // a limit's scope: queue, kind or key
+	ArgLimitKey Arg = "limit_key" // a limit's key: empty, a kind's name or a limit key
+	ArgSlot     Arg = "slot"      // a slot's number
 )
 
 // Statement is a statement's text and the roles of its parameters, in the order they appear.
@@ -61,11 +68,13 @@ type Values struct {
 	// A publish's values where another row holds its unique key (Unique).
 	UniqueKey, Payload, RunAt, SettledBefore any
 	// A FIFO group hold's group key (Lease's TakeHeld, TakeFree).
-	Group  any
-	Kinds  []string
-	IDs    []int64
-	Tokens []any
-	Keys   []string
+	Group any
+	// A concurrency limit's scope and key, and a slot's number (Limits, Lease's slots).
+	Scope, LimitKey, Slot any
+	Kinds                 []string
+	IDs                   []int64
+	Tokens                []any
+	Keys                  []string
 }
 
 // Bind appends to dst the arguments of a run of st, v's values in the order st lists their
@@ -149,6 +158,12 @@ func (v *Values) beside(a Arg) any {
 		return v.CancelledBefore
 	case ArgGroup:
 		return v.Group
+	case ArgScope:
+		return v.Scope
+	case ArgLimitKey:
+		return v.LimitKey
+	case ArgSlot:
+		return v.Slot
 	}
 	panic("sqltext: no value for the parameter role " + string(a))
 }

@@ -67,16 +67,24 @@ func (l Lease) Unflushed() Lease {
 // (groupRead: the table name and the queue twice, bound before Due's arguments), and the form
 // takes each group by TakeHeld or TakeFree before Stamp stamps the rows whose group it took; the
 // pick binds groupFree's arguments (and claimOrder's) after now and before the limit.
+//
+// Where the description names a limits table (Table.Limits) the claim is the pick and Stamp on
+// every database, Postgres included (picks): the pick skips rows one of whose limits is full
+// (limitFree, before its LIMIT; it binds the table's name, the queue where the table has a
+// queue column, then now, after groupFree's), reads each row's limit key after the Columns
+// (limitRead), and the form takes a slot of each of a row's limits (ReadSlots, TakeSlot,
+// NewSlot) before Stamp stamps the rows that took all of theirs.
 func (l Lease) Claim(n int) Statement {
 	s, t := l.s, l.s.t
 	p := s.Params()
-	if !s.c.UpdateFrom {
+	if l.picks() {
 		cols := s.Columns("")
 		if s.HasGroups() {
 			cols += l.groupRead(p)
 		}
+		cols += l.limitRead()
 		due := s.Due(p, "")
-		where := due + " AND " + l.free(p.Next(ArgNow)) + l.andGroupFree(p)
+		where := due + " AND " + l.free(p.Next(ArgNow)) + l.andGroupFree(p) + l.andLimitFree(p)
 		return p.statement("SELECT " + cols + " FROM " + t.Name + " WHERE " + where +
 			" ORDER BY " + l.claimOrder(p) + " LIMIT " + p.Next(ArgLimit) + l.skipLocked())
 	}
@@ -123,7 +131,7 @@ func (l Lease) andGroupFree(p *Params) string {
 // statement of a claim where the database has no UPDATE … FROM; empty where Claim stamps
 // itself. It binds the token, then n ids.
 func (l Lease) Stamp(n int) Statement {
-	if l.s.c.UpdateFrom {
+	if !l.picks() {
 		return Statement{}
 	}
 	t, p := l.s.t, l.s.Params()
@@ -141,7 +149,7 @@ func (l Lease) Extend(g Guard) Statement {
 	if l.s.HasGroups() {
 		where += " AND " + l.holdsItsGroup(p)
 	}
-	return p.statement(set + where)
+	return p.statement(set + where + l.andLeaseRuns(p))
 }
 
 // Settle applies an outcome of kind k to the rows g names while their lease holds, clearing it:

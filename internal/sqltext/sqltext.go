@@ -50,9 +50,11 @@ type Table struct {
 	// the row settled (inbox.Table's); zero: settlements clear it.
 	UniqueWindow time.Duration
 	GroupKey     string   // the FIFO group column (inbox.Table.GroupKey); see Lease's claim
+	LimitKey     string   // the concurrency limit key column (inbox.Table.LimitKey); see Limits
 	Columns      []string // the application's own columns a delivery reads (inbox.Table.Columns)
 	Notify       bool     // Postgres: the publish notifies the table's channel (InsertNotifying)
 	Pauses       string   // the table of paused queues, quoted; empty: no claim asks it (Pauses)
+	Limits       string   // the table of concurrency limits, quoted; empty: no claim asks it (Limits)
 }
 
 // SQL builds the statements over one table on one database.
@@ -279,7 +281,7 @@ func (s SQL) Order(alias string) string {
 }
 
 // Insert publishes rows rows in one statement. Each row binds, in order: its id (unless the
-// table's id is generated), payload, group, kind, priority, headers, retry_after, created_at, unique_key and group, each
+// table's id is generated), payload, group, kind, priority, headers, retry_after, created_at, unique_key, group and limit_key, each
 // where the table has the column, then the value of each of own, the application's own columns (quoted)
 // that every row of the statement sets. A table whose only column is its generated id, and no
 // own column, binds nothing: each row is the value that has the database assign the id
@@ -297,7 +299,7 @@ func (s SQL) insertRoles() []string {
 	if !s.t.IDGenerated {
 		cols = append(cols, s.t.ID)
 	}
-	for _, c := range []string{s.t.Payload, s.t.Queue, s.t.Kind, s.t.Priority, s.t.Headers, s.t.RetryAfter, s.t.CreatedAt, s.t.UniqueKey, s.t.GroupKey} {
+	for _, c := range []string{s.t.Payload, s.t.Queue, s.t.Kind, s.t.Priority, s.t.Headers, s.t.RetryAfter, s.t.CreatedAt, s.t.UniqueKey, s.t.GroupKey, s.t.LimitKey} {
 		if c != "" {
 			cols = append(cols, c)
 		}

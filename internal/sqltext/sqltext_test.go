@@ -35,8 +35,9 @@ func TestGoldens(t *testing.T) {
 				"ticks":       ticksEntries(t, dl.D, sh),
 				"retention":   retentionEntries(c, s, sh.Table),
 				"pauses":      pausesEntries(c, s, sh.Table),
+				"limits":      limitsEntries(c, s, lease),
 			}
-			if c.SkipLocked && sh.Table.GroupKey == "" {
+			if c.SkipLocked && sh.Table.GroupKey == "" && sh.Table.Limits == "" {
 				forms["rowlock"] = rowLockEntries(c, s.RowLock())
 			}
 			if sh.Table.RetryAfter != "" {
@@ -45,7 +46,7 @@ func TestGoldens(t *testing.T) {
 			if sh.Table.CancelledAt != "" {
 				forms["cancel"] = cancelEntries(c, s.Cancels(lease))
 			}
-			if c.Locks != dialect.NoSessionLocks && sh.Table.GroupKey == "" {
+			if c.Locks != dialect.NoSessionLocks && sh.Table.GroupKey == "" && sh.Table.Limits == "" {
 				forms["advisory"] = advisoryEntries(c, s.Advisory(key), sh.Table.DeadAt != "")
 			}
 			if sh.Table.UniqueKey != "" {
@@ -215,6 +216,9 @@ func leaseEntries(c *dialect.Caps, l sqltext.Lease) []golden.Entry {
 		e.add("claim, groups stay blocked", l.StayBlocked().Claim(1))
 		e.add("claim, groups round robin", l.RoundRobin().Claim(1))
 	}
+	e.add("slots read", l.ReadSlots())
+	e.add("slot take", l.TakeSlot())
+	e.add("slot take of a new slot", l.NewSlot())
 	e.add("extend", l.Extend(sqltext.ByIDAndToken()))
 	e.add("ack", l.Settle(outcome.KindAck, sqltext.ByIDAndToken()))
 	e.add("retry", l.Settle(outcome.KindRetry, sqltext.ByIDAndToken()))

@@ -187,6 +187,21 @@ var Shapes = []Shape{
 		Lease: "locked_until",
 		Key:   []sqltext.KeyPart{{Text: "jobs-"}, {Column: "id"}},
 	},
+	{
+		Name: "limits",
+		Table: sqltext.Table{Name: "jobs", ID: "id", IDGenerated: true, Payload: "payload", Attempt: "attempt",
+			ProcessedAt: "processed_at", Queue: "queue", Kind: "kind", Priority: "priority", RetryAfter: "retry_after",
+			DeadAt: "dead_at", LastError: "last_error", LimitKey: "limit_key", Limits: "inbox_limits"},
+		Lease: "locked_until",
+		Key:   []sqltext.KeyPart{{Text: "jobs-"}, {Column: "id"}},
+	},
+	{
+		Name: "limits-one-queue",
+		Table: sqltext.Table{Name: "jobs", ID: "id", IDGenerated: true, Payload: "payload", Attempt: "attempt",
+			ProcessedAt: "processed_at", Limits: "inbox_limits"},
+		Lease: "locked_until",
+		Key:   []sqltext.KeyPart{{Text: "jobs-"}, {Column: "id"}},
+	},
 }
 
 // uniqueShape is every role, a unique key among them, with the scope scope sets.
@@ -200,9 +215,14 @@ func uniqueShape(name string, scope func(*sqltext.Table)) Shape {
 
 // Covers reports whether the golden files of form cover shape sh: a shape with a pauses table
 // changes only the claims' predicate (its forms' and the next-due wake-up's) and adds the pauses
-// table's statements, so only those forms' files cover it; every other shape is in every form's
-// files.
+// table's statements, so only those forms' files cover it; a shape with limits is the lease
+// form's, the limits' and publishing's only; every other shape is in every form's files.
 func (sh Shape) Covers(form string) bool {
+	if sh.Table.Limits != "" {
+		// Limits change the lease form's claim and extension, add the limits' statements, and
+		// a limit key column is written by publishing.
+		return form == "lease" || form == "limits" || form == "publish"
+	}
 	switch form {
 	case "rowlock", "lease", "advisory", "wakeup", "pauses":
 		return true
