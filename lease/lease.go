@@ -203,6 +203,9 @@ type binding struct {
 	// takeHeld and takeFree take a group's hold between the pick and the stamp, where the table
 	// has groups and the claim is not one statement (MySQL, MariaDB, SQLite); nil elsewhere.
 	takeHeld, takeFree *stmt.Stmt
+	// rateOf, freeSlots and takeSlot take start slots between the pick and the stamp, where the
+	// description names a rates table (see rates.go); nil elsewhere.
+	rateOf, freeSlots, takeSlot *stmt.Stmt
 
 	acks, retries *merger // Postgres and SQLite: settlements that arrive together share a statement
 
@@ -361,7 +364,10 @@ func (f *Form[D]) verify(ctx context.Context, db *sql.DB, column string, q inbox
 	if err := schema.Verify(ctx, db, f.d, f.t, column, q.Kinds); err != nil {
 		return err
 	}
-	return f.checkGroups(ctx, db, q.Name)
+	if err := f.checkGroups(ctx, db, q.Name); err != nil {
+		return err
+	}
+	return f.checkRates(ctx, db, q.Name)
 }
 
 // prepare prepares (or checks, see stmt.Table.Statement) every statement the binding runs; a
@@ -384,7 +390,7 @@ func (b *binding) prepare(ctx context.Context) error {
 		if err = b.st.Check(ctx, b.db, "claim", b.claimText.SQL); err == nil {
 			err = b.st.Check(ctx, b.db, "claim stamp", b.sql.Stamp(1).SQL)
 		}
-	case caps.UpdateFrom:
+	case b.sql.ClaimsInOne():
 		// The claim of one row, the consumer's first; the other sizes as first asked for.
 		b.listed[listKey{"claim", 1}] = prep("claim", b.claimText)
 	default:
@@ -401,13 +407,16 @@ func (b *binding) prepare(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	return b.prepareTakes(ctx)
+	if err := b.prepareTakes(ctx); err != nil {
+		return err
+	}
+	return b.prepareRates(ctx)
 }
 
 // closeStatements frees the prepared statements and gives the own connection back.
 func (b *binding) closeStatements() error {
 	errs := []error{b.own.close()}
-	for _, s := range []*stmt.Stmt{b.claim, b.extend, b.ack, b.retry, b.retryAfter, b.dead, b.cancel, b.takeHeld, b.takeFree} {
+	for _, s := range []*stmt.Stmt{b.claim, b.extend, b.ack, b.retry, b.retryAfter, b.dead, b.cancel, b.takeHeld, b.takeFree, b.rateOf, b.freeSlots, b.takeSlot} {
 		errs = append(errs, s.Close())
 	}
 	b.listedMu.Lock()

@@ -41,6 +41,13 @@ const (
 	// A FIFO group hold's roles (Lease's TakeHeld, TakeFree); a hold also binds ArgTable, ArgID
 	// (the claimed row, the new holder), ArgLease and ArgToken (the token the pick read).
 	ArgGroup Arg = "group" // the claimed row's group key
+
+	// A rate limit's roles (Rates); a rate also binds ArgTable, ArgQueue and ArgFor (its interval).
+	ArgScope   Arg = "scope"    // what a rate limits: "queue" or "kind"
+	ArgRateKey Arg = "rate_key" // the kind a rate limits; empty for a queue's
+	ArgStarts  Arg = "starts"   // a rate's starts per interval
+	ArgSlot    Arg = "slot"     // a start slot's number
+	ArgNowUs   Arg = "now_us"   // the claim's reading of the clock, in Unix microseconds
 )
 
 // Statement is a statement's text and the roles of its parameters, in the order they appear.
@@ -61,7 +68,10 @@ type Values struct {
 	// A publish's values where another row holds its unique key (Unique).
 	UniqueKey, Payload, RunAt, SettledBefore any
 	// A FIFO group hold's group key (Lease's TakeHeld, TakeFree).
-	Group  any
+	Group any
+	// A rate limit's values (Rates): what it limits, its starts, a slot, and the clock.
+	Scope, RateKey, Starts, Slot, NowUs any
+
 	Kinds  []string
 	IDs    []int64
 	Tokens []any
@@ -149,6 +159,23 @@ func (v *Values) beside(a Arg) any {
 		return v.CancelledBefore
 	case ArgGroup:
 		return v.Group
+	}
+	return v.rated(a)
+}
+
+// rated is v's value of a rate limit's role (Rates).
+func (v *Values) rated(a Arg) any {
+	switch a {
+	case ArgScope:
+		return v.Scope
+	case ArgRateKey:
+		return v.RateKey
+	case ArgStarts:
+		return v.Starts
+	case ArgSlot:
+		return v.Slot
+	case ArgNowUs:
+		return v.NowUs
 	}
 	panic("sqltext: no value for the parameter role " + string(a))
 }

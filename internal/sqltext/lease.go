@@ -67,16 +67,21 @@ func (l Lease) Unflushed() Lease {
 // (groupRead: the table name and the queue twice, bound before Due's arguments), and the form
 // takes each group by TakeHeld or TakeFree before Stamp stamps the rows whose group it took; the
 // pick binds groupFree's arguments (and claimOrder's) after now and before the limit.
+//
+// Where the description names a rates table, Claim is the pick on every database (ClaimsInOne),
+// with the rates' predicate (Rates.free) after groupFree's, binding its arguments before
+// claimOrder's and the limit; the form takes a slot of each rate a picked row needs
+// (Rates.FreeSlots, TakeSlot) before Stamp.
 func (l Lease) Claim(n int) Statement {
 	s, t := l.s, l.s.t
 	p := s.Params()
-	if !s.c.UpdateFrom {
+	if !l.ClaimsInOne() {
 		cols := s.Columns("")
 		if s.HasGroups() {
 			cols += l.groupRead(p)
 		}
 		due := s.Due(p, "")
-		where := due + " AND " + l.free(p.Next(ArgNow)) + l.andGroupFree(p)
+		where := due + " AND " + l.free(p.Next(ArgNow)) + l.andGroupFree(p) + l.andRatesFree(p)
 		return p.statement("SELECT " + cols + " FROM " + t.Name + " WHERE " + where +
 			" ORDER BY " + l.claimOrder(p) + " LIMIT " + p.Next(ArgLimit) + l.skipLocked())
 	}
@@ -123,7 +128,7 @@ func (l Lease) andGroupFree(p *Params) string {
 // statement of a claim where the database has no UPDATE … FROM; empty where Claim stamps
 // itself. It binds the token, then n ids.
 func (l Lease) Stamp(n int) Statement {
-	if l.s.c.UpdateFrom {
+	if l.ClaimsInOne() {
 		return Statement{}
 	}
 	t, p := l.s.t, l.s.Params()

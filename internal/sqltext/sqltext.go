@@ -53,6 +53,7 @@ type Table struct {
 	Columns      []string // the application's own columns a delivery reads (inbox.Table.Columns)
 	Notify       bool     // Postgres: the publish notifies the table's channel (InsertNotifying)
 	Pauses       string   // the table of paused queues, quoted; empty: no claim asks it (Pauses)
+	Rates        string   // the table of rate limits, quoted; empty: no claim asks it (Rates)
 }
 
 // SQL builds the statements over one table on one database.

@@ -35,6 +35,7 @@ func TestGoldens(t *testing.T) {
 				"ticks":       ticksEntries(t, dl.D, sh),
 				"retention":   retentionEntries(c, s, sh.Table),
 				"pauses":      pausesEntries(c, s, sh.Table),
+				"rates":       ratesEntries(s, sh.Table),
 			}
 			if c.SkipLocked && sh.Table.GroupKey == "" {
 				forms["rowlock"] = rowLockEntries(c, s.RowLock())

@@ -1,0 +1,236 @@
+package lease
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"slices"
+
+	"github.com/sqlinbox/inbox"
+	"github.com/sqlinbox/inbox/dialect"
+	"github.com/sqlinbox/inbox/internal/sentinel"
+	"github.com/sqlinbox/inbox/internal/sqltext"
+	"github.com/sqlinbox/inbox/internal/stmt"
+)
+
+// Rate limits (inbox.Table.Rates). A claim's pick passes over the rows whose queue or kind has
+// no free start slot (sqltext.Rates.free, before its LIMIT); then, in the claim's transaction,
+// the claim reads the queue's rates, reads (and locks, skipping those another claim locked) the
+// free slots of each rate its rows need, and takes one of each for every row it keeps, writing
+// the claim's time into it (takeRates). A row left without a slot is not claimed. The slot is
+// the start: it is taken when the claim commits, whatever the handler then does.
+
+// pickRounds is how many times a claim picks at most, where rows were left for want of a slot:
+// each round fills a rate's free slots, which the next round's pick then passes over.
+const pickRounds = 3
+
+// checkRates fails, where the description names a rates table, when the database has none or
+// it lacks a column (ErrSchema naming the statement that creates it), and where the table also
+// has FIFO groups on a database whose claim takes groups in one statement (Postgres): that pair
+// is not built yet. A connection that fails is the connection's error.
+func (f *Form[D]) checkRates(ctx context.Context, db *sql.DB, queue string) error {
+	if f.t.Rates == "" {
+		return nil
+	}
+	where := sentinel.Queue(f.t.Name, queue)
+	if f.t.GroupKey != "" && f.d.Caps().UpdateFrom {
+		return sentinel.Errorf(inbox.ErrSchema, where, "rate limits (inbox.Table.Rates) with FIFO groups (inbox.Table.GroupKey) are not built yet on %s: leave one of them empty", f.d.Caps().Title)
+	}
+	q, err := f.t.Quote(f.d)
+	if err != nil {
+		return err
+	}
+	w := sqltext.New(f.d.Caps(), sqltext.Table(q)).Rates()
+	rows, err := db.QueryContext(ctx, w.Check().SQL)
+	if err == nil {
+		return rows.Close()
+	}
+	if ctx.Err() != nil || dialect.ConnectionFailed(err) {
+		return sentinel.Errorf(nil, where, "checking the rates table %q: %w", f.t.Rates, err)
+	}
+	if pingErr := db.PingContext(ctx); pingErr != nil {
+		return sentinel.Errorf(nil, where, "checking the rates table %q: the server answers no connection: %w", f.t.Rates, errors.Join(err, pingErr))
+	}
+	return sentinel.Errorf(inbox.ErrSchema, where, "its rates table %q (inbox.Table.Rates), which every claim reads, cannot be read (%v): create it with `inbox schema -rates -apply`, or run: %s", f.t.Rates, err, w.Create())
+}
+
+// prepareRates prepares (or, where the claim runs on a pinned connection by its text, checks)
+// the statements that take start slots, where the description names a rates table.
+func (b *binding) prepareRates(ctx context.Context) error {
+	if b.st.Q.Rates == "" {
+		return nil
+	}
+	w := b.st.SQL().Rates()
+	sts := []struct {
+		what string
+		q    sqltext.Statement
+		to   **stmt.Stmt
+	}{{"rates of the queue", w.OfQueue(), &b.rateOf}, {"free start slots", w.FreeSlots(), &b.freeSlots}, {"start slot take", w.TakeSlot(), &b.takeSlot}}
+	for _, s := range sts {
+		if b.st.D.Caps().BeginsByStatement {
+			if err := b.st.Check(ctx, b.db, s.what, s.q.SQL); err != nil {
+				return err
+			}
+			*s.to = stmt.ByText(b.db, s.q)
+			continue
+		}
+		var err error
+		if *s.to, err = b.st.Statement(ctx, b.db, s.what, s.q); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// pickRated runs a claim's pick in tx (pick: its rows, and what it read of their groups), takes
+// their groups (takeGroups) and their start slots (takeRates), and returns the rows it took, at
+// most v.Limit. Where rows were left for want of a slot and fewer than v.Limit were taken, it
+// picks again, up to pickRounds times in all: the slots just taken fill the rates those rows
+// needed, so the next pick passes over them, to rows of other kinds that the first pick's
+// LIMIT cut off. A claim that picked rows of a full kind thus still fills itself with others,
+// rather than coming back short and leaving them to the next poll. A row picked again (this
+// transaction's locks do not skip it) is taken once.
+func (b *binding) pickRated(ctx context.Context, tx dialect.Tx, v sqltext.Values, pick func() ([]*inbox.Delivery, []seenHold, error)) ([]*inbox.Delivery, error) {
+	limit := v.Limit.(int)
+	var out []*inbox.Delivery
+	for round := 0; ; round++ {
+		ds, seen, err := pick()
+		if err != nil {
+			return nil, err
+		}
+		ds, seen = notTaken(out, ds, seen, limit-len(out))
+		if ds, err = b.takeGroups(ctx, tx, ds, seen, v); err != nil {
+			return nil, err
+		}
+		ds, short, err := b.takeRates(ctx, tx, ds, v)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, ds...)
+		if !short || len(out) >= limit || round == pickRounds-1 {
+			return out, nil
+		}
+	}
+}
+
+// notTaken is ds (with seen, where the table has groups) less the rows of taken, at most n.
+func notTaken(taken, ds []*inbox.Delivery, seen []seenHold, n int) ([]*inbox.Delivery, []seenHold) {
+	if len(taken) == 0 && len(ds) <= n {
+		return ds, seen
+	}
+	var keep []*inbox.Delivery
+	var keepSeen []seenHold
+	for i, d := range ds {
+		if len(keep) == n {
+			break
+		}
+		if slices.ContainsFunc(taken, func(t *inbox.Delivery) bool { return t.ID == d.ID }) {
+			continue
+		}
+		keep = append(keep, d)
+		if seen != nil {
+			keepSeen = append(keepSeen, seen[i])
+		}
+	}
+	return keep, keepSeen
+}
+
+// rate names a rate of the claim's queue: its scope and key.
+type rate struct{ scope, key string }
+
+// takeRates takes, in tx, a start slot of every rate each of ds needs (its queue's, its kind's),
+// in claim order, and returns the rows it took slots for; short says a row was left for want
+// of one. Each slot it takes it read free (and locked, where the database has row locks) in tx.
+func (b *binding) takeRates(ctx context.Context, tx dialect.Tx, ds []*inbox.Delivery, v sqltext.Values) (out []*inbox.Delivery, short bool, err error) {
+	if b.rateOf == nil || len(ds) == 0 {
+		return ds, false, nil
+	}
+	set, err := b.queueRates(ctx, tx, v)
+	if err != nil || len(set) == 0 {
+		return ds, false, err
+	}
+	needs := func(d *inbox.Delivery) []rate {
+		var rs []rate
+		for _, r := range []rate{{sqltext.RateQueue, ""}, {sqltext.RateKind, d.Kind}} {
+			if set[r] && (r.scope == sqltext.RateQueue || d.Kind != "") {
+				rs = append(rs, r)
+			}
+		}
+		return rs
+	}
+	wanted := map[rate]int{}
+	var order []rate
+	for _, d := range ds {
+		for _, r := range needs(d) {
+			if wanted[r] == 0 {
+				order = append(order, r)
+			}
+			wanted[r]++
+		}
+	}
+	free := map[rate][]int64{}
+	for _, r := range order {
+		if free[r], err = b.freeSlotsOf(ctx, tx, v, r, wanted[r]); err != nil {
+			return nil, false, err
+		}
+	}
+	for _, d := range ds {
+		rs := needs(d)
+		if slices.ContainsFunc(rs, func(r rate) bool { return len(free[r]) == 0 }) {
+			short = true
+			continue
+		}
+		for _, r := range rs {
+			if err := b.takeSlotOf(ctx, tx, v, r, free[r][0]); err != nil {
+				return nil, false, sentinel.Errorf(nil, sentinel.Row(b.st.Raw.Name, d.ID), "taking a start slot of its %s's rate: %w", r.scope, err)
+			}
+			free[r] = free[r][1:]
+		}
+		out = append(out, d)
+	}
+	return out, short, nil
+}
+
+// queueRates reads, in tx, the rates of the claim's queue.
+func (b *binding) queueRates(ctx context.Context, tx dialect.Tx, v sqltext.Values) (map[rate]bool, error) {
+	rows, err := b.rateOf.QueryIn(ctx, tx, b.rateOf.Bind(nil, &v)...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	set := map[rate]bool{}
+	for rows.Next() {
+		var r rate
+		if err := rows.Scan(&r.scope, &r.key); err != nil {
+			return nil, err
+		}
+		set[r] = true
+	}
+	return set, rows.Err()
+}
+
+// freeSlotsOf reads, in tx, at most n free slots of rate r, in slot order.
+func (b *binding) freeSlotsOf(ctx context.Context, tx dialect.Tx, v sqltext.Values, r rate, n int) ([]int64, error) {
+	v.Scope, v.RateKey, v.Limit = r.scope, r.key, n
+	rows, err := b.freeSlots.QueryIn(ctx, tx, b.freeSlots.Bind(nil, &v)...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var slots []int64
+	for rows.Next() {
+		var s int64
+		if err := rows.Scan(&s); err != nil {
+			return nil, err
+		}
+		slots = append(slots, s)
+	}
+	return slots, rows.Err()
+}
+
+// takeSlotOf writes the claim's time into slot of rate r, in tx.
+func (b *binding) takeSlotOf(ctx context.Context, tx dialect.Tx, v sqltext.Values, r rate, slot int64) error {
+	v.Scope, v.RateKey, v.Slot = r.scope, r.key, slot
+	_, err := b.takeSlot.ExecIn(ctx, tx, b.takeSlot.Bind(nil, &v)...)
+	return err
+}
