@@ -40,7 +40,9 @@ const slotBatch = 100
 // of the queue (of the kind) in any window of r.Per, each start counted at its claim, whether
 // its handler then succeeds or not. Rows over the rate wait and are claimed as soon as the
 // window lets them, and never hold back rows of other kinds or queues. Changing a rate takes
-// effect at the next claim; the windows that began before the change hold by the old rate.
+// effect at the next claim; the windows that began before the change hold by the old rate. (A
+// rate lowered keeps the last starts of its first slots; one raised again within an interval
+// admits the slots it adds at once.)
 // The rates of a queue and of its kinds combine: a row is claimed only where each admits it.
 //
 // It fails where r.Starts is below 1 or above MaxRateStarts, r.Per is not a positive number of
@@ -64,6 +66,11 @@ func (c *Client[D]) SetRate(ctx context.Context, r Rate) error {
 	err = c.writeRates(ctx, func(tx dialect.Tx) error {
 		reset := w.Reset()
 		if _, err := tx.ExecContext(ctx, reset.SQL, reset.Bind(nil, &v)...); err != nil {
+			return err
+		}
+		drop := w.DropSlots()
+		v.Slot = r.Starts
+		if _, err := tx.ExecContext(ctx, drop.SQL, drop.Bind(nil, &v)...); err != nil {
 			return err
 		}
 		for from := 0; from < r.Starts; from += slotBatch {

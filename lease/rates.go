@@ -175,20 +175,40 @@ func (b *binding) takeRates(ctx context.Context, tx dialect.Tx, ds []*inbox.Deli
 		}
 	}
 	for _, d := range ds {
-		rs := needs(d)
-		if slices.ContainsFunc(rs, func(r rate) bool { return len(free[r]) == 0 }) {
+		took, err := b.takeAll(ctx, tx, v, needs(d), free)
+		if err != nil {
+			return nil, false, sentinel.Errorf(nil, sentinel.Row(b.st.Raw.Name, d.ID), "taking its start slots: %w", err)
+		}
+		if !took {
 			short = true
 			continue
-		}
-		for _, r := range rs {
-			if err := b.takeSlotOf(ctx, tx, v, r, free[r][0]); err != nil {
-				return nil, false, sentinel.Errorf(nil, sentinel.Row(b.st.Raw.Name, d.ID), "taking a start slot of its %s's rate: %w", r.scope, err)
-			}
-			free[r] = free[r][1:]
 		}
 		out = append(out, d)
 	}
 	return out, short, nil
+}
+
+// takeAll takes a slot of each of rs from free, which it consumes, and reports whether it took
+// one of each. A slot another claim took since it was read (takeSlotOf changes no row) is
+// passed over for the next; a rate left without one leaves the row unclaimed, and the slots it
+// took of the other rates admit nothing this interval, never more than their rates.
+func (b *binding) takeAll(ctx context.Context, tx dialect.Tx, v sqltext.Values, rs []rate, free map[rate][]int64) (bool, error) {
+	if slices.ContainsFunc(rs, func(r rate) bool { return len(free[r]) == 0 }) {
+		return false, nil
+	}
+	for _, r := range rs {
+		for took := false; !took; {
+			if len(free[r]) == 0 {
+				return false, nil
+			}
+			var err error
+			if took, err = b.takeSlotOf(ctx, tx, v, r, free[r][0]); err != nil {
+				return false, err
+			}
+			free[r] = free[r][1:]
+		}
+	}
+	return true, nil
 }
 
 // queueRates reads, in tx, the rates of the claim's queue.
@@ -228,9 +248,14 @@ func (b *binding) freeSlotsOf(ctx context.Context, tx dialect.Tx, v sqltext.Valu
 	return slots, rows.Err()
 }
 
-// takeSlotOf writes the claim's time into slot of rate r, in tx.
-func (b *binding) takeSlotOf(ctx context.Context, tx dialect.Tx, v sqltext.Values, r rate, slot int64) error {
+// takeSlotOf writes the claim's time into slot of rate r, in tx, where it is still free, and
+// reports whether it did.
+func (b *binding) takeSlotOf(ctx context.Context, tx dialect.Tx, v sqltext.Values, r rate, slot int64) (bool, error) {
 	v.Scope, v.RateKey, v.Slot = r.scope, r.key, slot
-	_, err := b.takeSlot.ExecIn(ctx, tx, b.takeSlot.Bind(nil, &v)...)
-	return err
+	res, err := b.takeSlot.ExecIn(ctx, tx, b.takeSlot.Bind(nil, &v)...)
+	if err != nil {
+		return false, err
+	}
+	n, err := res.RowsAffected()
+	return n == 1, err
 }

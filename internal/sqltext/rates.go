@@ -13,7 +13,7 @@ import (
 // (empty where the job table has no queue column), the scope ("queue": every row of the queue;
 // "kind": the rows of one kind, rate_key) and the slot's number, each carrying the rate (starts,
 // interval_us) and the time its last start was admitted (started_us, in Unix microseconds on
-// the claims' clock; 0: never).
+// the claims' clock; 0: never). A rate of n starts has exactly the slots 0 to n-1.
 //
 // A claim admits a start only by taking a slot whose last start is at least one interval old,
 // writing its own time into it, in the claim's transaction: a slot admits at most one start per
@@ -38,8 +38,11 @@ const (
 // rateColumns is the rates table's columns, in the order Check reads them.
 const rateColumns = "table_name, queue, scope, rate_key, slot, starts, interval_us, started_us"
 
-// Create is the statement that creates the rates table, if it is not there. Its key fits
-// MySQL's and MariaDB's 3,072-byte key in utf8mb4.
+// Create is the statement that creates the rates table, if it is not there. Its keys fit
+// MySQL's and MariaDB's 3,072-byte key in utf8mb4. The second, by the time of each slot's last
+// start, is the index a claim finds a rate's oldest slots by (free, FreeSlots): one probe
+// whatever the number of slots, where an order by slot number would read every slot started
+// within the interval first.
 func (w Rates) Create() string {
 	text := "TEXT"
 	if w.s.c.Catalog == dialect.MySQLCatalog {
@@ -47,7 +50,8 @@ func (w Rates) Create() string {
 	}
 	return "CREATE TABLE IF NOT EXISTS " + w.s.t.Rates + " (table_name " + text + " NOT NULL, queue " + text +
 		" NOT NULL, scope VARCHAR(8) NOT NULL, rate_key " + text + " NOT NULL, slot INTEGER NOT NULL, starts INTEGER NOT NULL," +
-		" interval_us BIGINT NOT NULL, started_us BIGINT NOT NULL, PRIMARY KEY (table_name, queue, scope, rate_key, slot))"
+		" interval_us BIGINT NOT NULL, started_us BIGINT NOT NULL, PRIMARY KEY (table_name, queue, scope, rate_key, slot)," +
+		" UNIQUE (table_name, queue, scope, rate_key, started_us, slot))"
 }
 
 // Check reads no row from the rates table and fails where it or one of its columns is
@@ -64,10 +68,8 @@ func (w Rates) key(p *Params) string {
 }
 
 // Reset writes a rate's starts and interval into every slot it has. Where the rate had fewer
-// slots, AddSlots adds the others; a slot past the new number of starts is kept, and no claim
-// takes it (slot < starts), so that the slot keeps its last start should the rate grow again.
-// It binds the starts, the interval (ArgFor, microseconds), then the rate's key (table, queue,
-// scope, key).
+// slots, AddSlots adds the others; where it had more, DropSlots deletes them. It binds the
+// starts, the interval (ArgFor, microseconds), then the rate's key (table, queue, scope, key).
 func (w Rates) Reset() Statement {
 	p := w.s.Params()
 	set := "UPDATE " + w.s.t.Rates + " SET starts = " + p.Next(ArgStarts) + ", interval_us = " + p.Next(ArgFor)
@@ -92,6 +94,13 @@ func (w Rates) AddSlots(from, to int) Statement {
 	return p.statement(insert + " ON CONFLICT (table_name, queue, scope, rate_key, slot) DO NOTHING")
 }
 
+// DropSlots deletes the slots of a rate from a number on: those past its new starts. It binds
+// the rate's key (table, queue, scope, key), then the number (ArgSlot).
+func (w Rates) DropSlots() Statement {
+	p := w.s.Params()
+	return p.statement("DELETE FROM " + w.s.t.Rates + " WHERE " + w.key(p) + " AND slot >= " + p.Next(ArgSlot))
+}
+
 // Clear deletes a rate and its slots. It binds the rate's key (table, queue, scope, key).
 func (w Rates) Clear() Statement {
 	p := w.s.Params()
@@ -104,7 +113,7 @@ func (w Rates) Clear() Statement {
 func (w Rates) List() Statement {
 	p := w.s.Params()
 	used := "SELECT COUNT(*) FROM " + w.s.t.Rates + " inbox_slot WHERE " + sameRate("inbox_slot", "inbox_rate") +
-		" AND inbox_slot.slot < inbox_slot.starts AND inbox_slot.started_us > " + p.Next(ArgNowUs) + " - inbox_slot.interval_us"
+		" AND inbox_slot.started_us > " + p.Next(ArgNowUs) + " - inbox_slot.interval_us"
 	return p.statement("SELECT inbox_rate.queue, inbox_rate.scope, inbox_rate.rate_key, inbox_rate.starts, inbox_rate.interval_us, (" + used +
 		") FROM " + w.s.t.Rates + " inbox_rate WHERE inbox_rate.table_name = " + p.Next(ArgTable) + " AND inbox_rate.slot = 0" +
 		" ORDER BY inbox_rate.queue, inbox_rate.scope, inbox_rate.rate_key")
@@ -130,7 +139,8 @@ func (w Rates) claimQueue(p *Params) string {
 
 // free is the claims' predicate of a row that no rate holds back: no rate of its queue, and
 // none of its kind (where the table has a kind column), whose every slot admitted a start within
-// the last interval. The queue's rate does not refer to the row, so the database reads it once
+// the last interval (every slot of a rate carries its interval, read from slot 0, so that the
+// probe is one range of the index by started_us). The queue's rate does not refer to the row, so the database reads it once
 // per statement. Being in the claim's WHERE, it is decided before the LIMIT: the rows of a kind
 // over its rate never fill a claim in the place of others. It binds, for the queue's rate and
 // then for the kind's, the job table's name, the queue (where the table has a queue column),
@@ -141,7 +151,7 @@ func (w Rates) free(p *Params) string {
 		rate := "SELECT 1 FROM " + t.Rates + " inbox_rate WHERE inbox_rate.table_name = " + p.Next(ArgTable) + " AND inbox_rate.queue = " +
 			w.claimQueue(p) + " AND inbox_rate.scope = '" + scope + "' AND inbox_rate.rate_key = " + key + " AND inbox_rate.slot = 0"
 		spent := "SELECT 1 FROM " + t.Rates + " inbox_slot WHERE " + sameRate("inbox_slot", "inbox_rate") +
-			" AND inbox_slot.slot < inbox_slot.starts AND inbox_slot.started_us <= " + p.Next(ArgNowUs) + " - inbox_slot.interval_us"
+			" AND inbox_slot.started_us <= " + p.Next(ArgNowUs) + " - inbox_rate.interval_us"
 		return "NOT EXISTS (" + rate + " AND NOT EXISTS (" + spent + "))"
 	}
 	conds := []string{full(RateQueue, "''")}
@@ -160,8 +170,8 @@ func (w Rates) OfQueue() Statement {
 		" AND queue = " + w.claimQueue(p) + " AND slot = 0")
 }
 
-// FreeSlots reads, in slot order, at most a limit of a rate's slots that may admit a start at
-// now: below the rate's starts, their last start at least one interval before now. Where the
+// FreeSlots reads, oldest first, at most a limit of a rate's slots that may admit a start at
+// now: their last start at least one interval before now. Where the
 // database has row locks it locks them and skips those another claim locked (which that claim
 // may be taking): two claims never read the same free slot, and neither waits for the other.
 // With one writer (SQLite) no other claim runs meanwhile. It binds the job table's name, the
@@ -169,22 +179,26 @@ func (w Rates) OfQueue() Statement {
 func (w Rates) FreeSlots() Statement {
 	p := w.s.Params()
 	where := "table_name = " + p.Next(ArgTable) + " AND queue = " + w.claimQueue(p) + " AND scope = " + p.Next(ArgScope) +
-		" AND rate_key = " + p.Next(ArgRateKey) + " AND slot < starts AND started_us <= " + p.Next(ArgNowUs) + " - interval_us"
+		" AND rate_key = " + p.Next(ArgRateKey) + " AND started_us <= " + p.Next(ArgNowUs) + " - interval_us"
 	lock := ""
 	if w.s.c.SkipLocked {
 		lock = " FOR UPDATE SKIP LOCKED"
 	}
-	return p.statement("SELECT slot FROM " + w.s.t.Rates + " WHERE " + where + " ORDER BY slot LIMIT " + p.Next(ArgLimit) + lock)
+	return p.statement("SELECT slot FROM " + w.s.t.Rates + " WHERE " + where + " ORDER BY started_us, slot LIMIT " + p.Next(ArgLimit) + lock)
 }
 
 // TakeSlot admits a start: it writes now into a slot FreeSlots read (and locked, where the
-// database has row locks), in the claim's transaction. It binds now (ArgNowUs), the job table's
-// name, the queue (where the table has a queue column), the scope, the key, then the slot.
+// database has row locks), in the claim's transaction, where the slot is still free: a
+// compare-and-set, so that the slot's one start per interval rests on the write's own check, not
+// on the read's lock alone: a slot another claim took meanwhile changes no row and admits
+// nothing. It binds now (ArgNowUs), the job table's name, the queue (where the table
+// has a queue column), the scope, the key, the slot, then now again.
 func (w Rates) TakeSlot() Statement {
 	p := w.s.Params()
 	set := "UPDATE " + w.s.t.Rates + " SET started_us = " + p.Next(ArgNowUs)
 	return p.statement(set + " WHERE table_name = " + p.Next(ArgTable) + " AND queue = " + w.claimQueue(p) + " AND scope = " +
-		p.Next(ArgScope) + " AND rate_key = " + p.Next(ArgRateKey) + " AND slot = " + p.Next(ArgSlot))
+		p.Next(ArgScope) + " AND rate_key = " + p.Next(ArgRateKey) + " AND slot = " + p.Next(ArgSlot) +
+		" AND started_us <= " + p.Next(ArgNowUs) + " - interval_us")
 }
 
 // andRatesFree is " AND " and the rates' predicate (Rates.free) where the description names a

@@ -18,6 +18,7 @@ func ratesEntries(s sqltext.SQL, t sqltext.Table) []golden.Entry {
 	e.add("check", w.Check())
 	e.add("reset", w.Reset())
 	e.add("add slots 0-2", w.AddSlots(0, 3))
+	e.add("drop slots", w.DropSlots())
 	e.add("clear", w.Clear())
 	e.add("list", w.List())
 	e.add("rates of the queue", w.OfQueue())
