@@ -16,8 +16,8 @@ import (
 
 // BenchmarkClaimRated is what a rate that does not bind costs a claim of the lease form. Each op
 // claims one row of queue q and acks it, through the form alone, on two tables of one database:
-// one whose description names no rates table, and one whose queue has a rate of 100,000 starts
-// per second, so that each of its claims reads the rate in its pick, reads the queue's rates and
+// one whose description names no rates table, and one whose queue has a rate of 100 starts
+// per millisecond, so that each of its claims reads the rate in its pick, reads the queue's rates and
 // a free slot, and takes it, in a transaction (on Postgres, in the place of the one-statement
 // claim). The two alternate in every op; the benchmark reports each one's time per claim and
 // acknowledgement (off-µs/op, on-µs/op) and their ratio (on/off). The rows are published before
@@ -57,7 +57,7 @@ func benchClaimRated(b *testing.B, be backend) {
 			}
 			c, cerr := inbox.NewClient(db, be.dialect, tbl)
 			if err == nil && cerr == nil {
-				err = c.SetRate(ctx, inbox.Rate{Queue: "q", Starts: 100_000, Per: time.Second})
+				err = c.SetRate(ctx, inbox.Rate{Queue: "q", Starts: 100, Per: time.Millisecond})
 			}
 			if err != nil || cerr != nil {
 				b.Fatal(err, cerr)

@@ -137,22 +137,22 @@ func (w Rates) claimQueue(p *Params) string {
 	return p.Next(ArgQueue)
 }
 
-// free is the claims' predicate of a row that no rate holds back: no rate of its queue, and
-// none of its kind (where the table has a kind column), whose every slot admitted a start within
-// the last interval (every slot of a rate carries its interval, read from slot 0, so that the
-// probe is one range of the index by started_us). The queue's rate does not refer to the row, so the database reads it once
-// per statement. Being in the claim's WHERE, it is decided before the LIMIT: the rows of a kind
-// over its rate never fill a claim in the place of others. It binds, for the queue's rate and
-// then for the kind's, the job table's name, the queue (where the table has a queue column),
-// then now (ArgNowUs).
+// free is the claims' predicate of a row that no rate holds back: the oldest slot of its
+// queue's rate, and of its kind's (where the table has a kind column), is free at now (its last
+// start plus the interval is not after now), or there is no such rate (no slot: COALESCE). The
+// oldest slot is the first entry of the index by started_us, one probe whatever the number of
+// slots; it is free where any slot is. The queue's rate does not refer to the row, so the
+// database reads it once per statement. Being in the claim's WHERE, it is decided before the
+// LIMIT: the rows of a kind over its rate never fill a claim in the place of others. It binds,
+// for the queue's rate and then for the kind's, the job table's name, the queue (where the table
+// has a queue column), then now (ArgNowUs).
 func (w Rates) free(p *Params) string {
 	t := w.s.t
 	full := func(scope, key string) string {
-		rate := "SELECT 1 FROM " + t.Rates + " inbox_rate WHERE inbox_rate.table_name = " + p.Next(ArgTable) + " AND inbox_rate.queue = " +
-			w.claimQueue(p) + " AND inbox_rate.scope = '" + scope + "' AND inbox_rate.rate_key = " + key + " AND inbox_rate.slot = 0"
-		spent := "SELECT 1 FROM " + t.Rates + " inbox_slot WHERE " + sameRate("inbox_slot", "inbox_rate") +
-			" AND inbox_slot.started_us <= " + p.Next(ArgNowUs) + " - inbox_rate.interval_us"
-		return "NOT EXISTS (" + rate + " AND NOT EXISTS (" + spent + "))"
+		oldest := "SELECT inbox_slot.started_us + inbox_slot.interval_us FROM " + t.Rates + " inbox_slot WHERE inbox_slot.table_name = " +
+			p.Next(ArgTable) + " AND inbox_slot.queue = " + w.claimQueue(p) + " AND inbox_slot.scope = '" + scope +
+			"' AND inbox_slot.rate_key = " + key + " ORDER BY inbox_slot.started_us LIMIT 1"
+		return "COALESCE((" + oldest + "), 0) <= " + p.Next(ArgNowUs)
 	}
 	conds := []string{full(RateQueue, "''")}
 	if t.Kind != "" {
