@@ -178,11 +178,23 @@ type Table struct {
 	// and advisory forms refuse a description that names the table at Open (ErrSchema). Empty
 	// (the default): no limits, and claims do not read it.
 	Limits string
+	// Rates names the table of rate limits (RatesTable is the name `inbox schema -rates`
+	// creates), which Client.SetRate, ClearRate and Rates write and read: a queue, or a kind of
+	// a queue, with a rate of n starts per interval has at most n rows claimed in any window of
+	// one interval, across every consumer and process (see docs/rates.md). Only the lease form
+	// has rates so far: the row lock and advisory forms refuse a description that names one at
+	// Open (ErrSchema). Several job tables can share it: its rows are keyed by the job table's
+	// name. Empty (the default): no rates, and claims do not read it.
+	Rates string
 }
 
 // LimitsTable is the name `inbox schema -limits` gives the table of concurrency limits, and the
 // one the inbox command reads: name it in Table.Limits.
 const LimitsTable = "inbox_limits"
+
+// RatesTable is the name `inbox schema -rates` gives the table of rate limits, and the one the
+// inbox command reads: name it in Table.Rates.
+const RatesTable = "inbox_rates"
 
 // PausesTable is the name `inbox schema -pauses` gives the table of paused queues, and the one
 // the inbox command reads: name it in Table.Pauses.
@@ -221,6 +233,9 @@ func (t Table) Validate() error {
 	}
 	if t.Pauses == t.Name {
 		return sentinel.Errorf(ErrSchema, sentinel.Table(t.Name), "inbox.Table.Pauses names the job table itself: name a table of its own (inbox.PausesTable), or leave it empty")
+	}
+	if t.Rates == t.Name || (t.Rates != "" && t.Rates == t.Pauses) {
+		return sentinel.Errorf(ErrSchema, sentinel.Table(t.Name), "inbox.Table.Rates names the job table or the pauses table: name a table of its own (inbox.RatesTable), or leave it empty")
 	}
 	return t.validateLimits()
 }
@@ -306,6 +321,11 @@ func (t Table) Quote(d dialect.Dialect) (Table, error) {
 	if t.Limits != "" {
 		if q.Limits, err = d.Quote(t.Limits); err != nil {
 			return Table{}, sentinel.Errorf(ErrSchema, "", "table %q, its limits table (Limits): %v", t.Name, err)
+		}
+	}
+	if t.Rates != "" {
+		if q.Rates, err = d.Quote(t.Rates); err != nil {
+			return Table{}, sentinel.Errorf(ErrSchema, "", "table %q, its rates table (Rates): %v", t.Name, err)
 		}
 	}
 	if len(t.Columns) > 0 {

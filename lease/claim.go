@@ -90,7 +90,7 @@ func (f *Form[D]) claimRows(ctx context.Context, b *binding, max int) ([]*inbox.
 	var ds []*inbox.Delivery
 	var err error
 	switch caps := f.d.Caps(); {
-	case caps.UpdateFrom && f.t.Limits == "":
+	case b.sql.ClaimsInOne():
 		ds, err = f.claimInOne(ctx, b, max, now, token)
 	case caps.OneWriter:
 		ds, token, err = f.claimSQLite(ctx, b, max)
@@ -116,7 +116,7 @@ func (f *Form[D]) claimRows(ctx context.Context, b *binding, max int) ([]*inbox.
 // the limit and the token. Each of the claim's statements binds those its parameters name.
 func (f *Form[D]) claimValues(b *binding, max int, now, token time.Time) sqltext.Values {
 	v := b.claimed
-	v.Now, v.Limit, v.Lease = f.d.Time(now), max, f.d.Time(token)
+	v.Now, v.NowUs, v.Limit, v.Lease = f.d.Time(now), now.UnixMicro(), max, f.d.Time(token)
 	return v
 }
 
@@ -159,18 +159,14 @@ func (f *Form[D]) claimInTx(ctx context.Context, b *binding, max int, now, token
 		}
 	}()
 	v := f.claimValues(b, max, now, token)
-	rows, err := b.claim.QueryIn(ctx, tx, b.claim.Bind(nil, &v)...)
+	ds, err = b.pickRated(ctx, tx, v, func() (picked, error) {
+		rows, err := b.claim.QueryIn(ctx, tx, b.claim.Bind(nil, &v)...)
+		if err != nil {
+			return picked{}, err
+		}
+		return b.scanClaimed(rows)
+	})
 	if err != nil {
-		return nil, err
-	}
-	ds, seen, keys, err := b.scanClaimed(rows)
-	if err != nil {
-		return nil, err
-	}
-	if ds, err = b.takeGroups(ctx, tx, ds, seen, v); err != nil {
-		return nil, err
-	}
-	if ds, err = b.takeSlots(ctx, tx, ds, keys, v); err != nil {
 		return nil, err
 	}
 	if len(ds) == 0 {
@@ -258,17 +254,13 @@ func beginWrite(ctx context.Context, db *sql.DB) (dialect.Tx, error) {
 // stamp of the rows it read. The attempts of ds count this delivery only once tx commits.
 func (f *Form[D]) pick(ctx context.Context, b *binding, tx dialect.Tx, max int, now, token time.Time) ([]*inbox.Delivery, error) {
 	v := f.claimValues(b, max, now, token)
-	rows, err := tx.QueryContext(ctx, b.claimText.SQL, b.claimText.Bind(nil, &v)...)
-	if err != nil {
-		return nil, err
-	}
-	ds, seen, keys, err := b.scanClaimed(rows)
-	if err == nil {
-		ds, err = b.takeGroups(ctx, tx, ds, seen, v)
-	}
-	if err == nil {
-		ds, err = b.takeSlots(ctx, tx, ds, keys, v)
-	}
+	ds, err := b.pickRated(ctx, tx, v, func() (picked, error) {
+		rows, err := tx.QueryContext(ctx, b.claimText.SQL, b.claimText.Bind(nil, &v)...)
+		if err != nil {
+			return picked{}, err
+		}
+		return b.scanClaimed(rows)
+	})
 	if err != nil || len(ds) == 0 {
 		return nil, err
 	}

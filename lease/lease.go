@@ -206,6 +206,9 @@ type binding struct {
 	// readSlots, takeSlot and newSlot read a limit's slots and take one between the pick and
 	// the stamp, where the description names a limits table; nil elsewhere.
 	readSlots, takeSlot, newSlot *stmt.Stmt
+	// rateOf, freeSlots and takeSlot take start slots between the pick and the stamp, where the
+	// description names a rates table (see rates.go); nil elsewhere.
+	rateOf, freeSlots, takeStart *stmt.Stmt
 
 	acks, retries *merger // Postgres and SQLite: settlements that arrive together share a statement
 
@@ -367,7 +370,10 @@ func (f *Form[D]) verify(ctx context.Context, db *sql.DB, column string, q inbox
 	if err := f.checkGroups(ctx, db, q.Name); err != nil {
 		return err
 	}
-	return f.checkLimits(ctx, db, q.Name)
+	if err := f.checkLimits(ctx, db, q.Name); err != nil {
+		return err
+	}
+	return f.checkRates(ctx, db, q.Name)
 }
 
 // prepare prepares (or checks, see stmt.Table.Statement) every statement the binding runs; a
@@ -390,7 +396,7 @@ func (b *binding) prepare(ctx context.Context) error {
 		if err = b.st.Check(ctx, b.db, "claim", b.claimText.SQL); err == nil {
 			err = b.st.Check(ctx, b.db, "claim stamp", b.sql.Stamp(1).SQL)
 		}
-	case caps.UpdateFrom && b.st.Q.Limits == "":
+	case b.sql.ClaimsInOne():
 		// The claim of one row, the consumer's first; the other sizes as first asked for.
 		b.listed[listKey{"claim", 1}] = prep("claim", b.claimText)
 	default:
@@ -410,13 +416,16 @@ func (b *binding) prepare(ctx context.Context) error {
 	if err := b.prepareTakes(ctx); err != nil {
 		return err
 	}
-	return b.prepareSlots(ctx)
+	if err := b.prepareSlots(ctx); err != nil {
+		return err
+	}
+	return b.prepareRates(ctx)
 }
 
 // closeStatements frees the prepared statements and gives the own connection back.
 func (b *binding) closeStatements() error {
 	errs := []error{b.own.close()}
-	for _, s := range []*stmt.Stmt{b.claim, b.extend, b.ack, b.retry, b.retryAfter, b.dead, b.cancel, b.takeHeld, b.takeFree, b.readSlots, b.takeSlot, b.newSlot} {
+	for _, s := range []*stmt.Stmt{b.claim, b.extend, b.ack, b.retry, b.retryAfter, b.dead, b.cancel, b.takeHeld, b.takeFree, b.readSlots, b.takeSlot, b.newSlot, b.rateOf, b.freeSlots, b.takeStart} {
 		errs = append(errs, s.Close())
 	}
 	b.listedMu.Lock()

@@ -108,23 +108,22 @@ func (b *binding) prepareSlots(ctx context.Context) error {
 // scanClaimed reads the rows of a pick: deliveries, what the pick read of each one's group
 // (scanPick) and, where the table has a limit key column and limits, each one's limit key
 // (sqltext.Lease.Claim's limitRead). A table with groups has no limits (checkLimits).
-func (b *binding) scanClaimed(rows *sql.Rows) ([]*inbox.Delivery, []seenHold, []sql.NullString, error) {
+func (b *binding) scanClaimed(rows *sql.Rows) (picked, error) {
 	if b.st.Q.Limits == "" || b.st.Q.LimitKey == "" {
 		ds, seen, err := b.scanPick(rows)
-		return ds, seen, nil, err
+		return picked{ds: ds, seen: seen}, err
 	}
 	defer rows.Close()
-	var ds []*inbox.Delivery
-	var keys []sql.NullString
+	var p picked
 	for rows.Next() {
 		var key sql.NullString
 		d, err := b.st.ScanOne(func(dest ...any) error { return rows.Scan(append(dest, &key)...) })
 		if err != nil {
-			return nil, nil, nil, err
+			return picked{}, err
 		}
-		ds, keys = append(ds, d), append(keys, key)
+		p.ds, p.keys = append(p.ds, d), append(p.keys, key)
 	}
-	return ds, nil, keys, rows.Err()
+	return p, rows.Err()
 }
 
 // limitOf is a limit a claimed row may be under: its scope and key.

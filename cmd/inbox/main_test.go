@@ -208,8 +208,8 @@ func TestCommandUsage(t *testing.T) {
 			names = append(names, f[0])
 		}
 	}
-	if got := strings.Join(names, " "); got != "demo schema stats rows show reschedule pause resume cancel dead purge schedules limits groups ui version" {
-		t.Errorf("the usage lists the commands %q; want %q", got, "demo schema stats rows show reschedule pause resume cancel dead purge schedules limits groups ui version")
+	if got := strings.Join(names, " "); got != "demo schema stats rows show reschedule pause resume rates cancel dead purge schedules limits groups ui version" {
+		t.Errorf("the usage lists the commands %q; want %q", got, "demo schema stats rows show reschedule pause resume rates cancel dead purge schedules limits groups ui version")
 	}
 	for _, name := range names {
 		if code, _, stderr := runCommand(t, nil, name, "-h"); code != 0 || !strings.Contains(stderr, "usage: inbox "+name) {

@@ -25,8 +25,9 @@ statement that fixes each problem, and exits with 1 when there is one. -schedule
 ticks table that periodic jobs (inbox.Periodic) need, to the print and to -apply; -retention
 the sweeper leases' table (inbox_sweeps) that inbox.Retention needs, once per database; -pauses
 the table of paused queues (inbox_pauses) that inbox pause and inbox.Table.Pauses need, once
-per database; -cancels the cancel requests' table (inbox_cancels) that a table with a
-cancelled_at column needs, once per database. -unique-key adds the unique key column
+per database; -rates the table of rate limits (inbox_rates) that inbox rates and
+inbox.Table.Rates need, once per database; -cancels the cancel requests' table (inbox_cancels)
+that a table with a cancelled_at column needs, once per database. -unique-key adds the unique key column
 (unique_key, or -unique-key=NAME) and its
 UNIQUE index, which unique jobs (Message.UniqueKey) need; -group-key the FIFO group column
 (group_key, or -group-key=NAME), its index and the group holds' table (inbox_groups, once per
@@ -45,6 +46,7 @@ func schemaCommand(ctx context.Context, s *session, args []string) error {
 	schedules := fs.Bool("schedules", false, "add the ticks table of the table's periodic jobs (<table>_ticks)")
 	retention := fs.Bool("retention", false, "add the table of the sweeper leases (inbox_sweeps) that inbox.Retention needs, once per database")
 	pauses := fs.Bool("pauses", false, "add the table of paused queues (inbox_pauses) that inbox pause needs, once per database")
+	rates := fs.Bool("rates", false, "add the table of rate limits (inbox_rates) that inbox rates and inbox.Table.Rates need, once per database")
 	cancels := fs.Bool("cancels", false, "add the table of cancel requests (inbox_cancels) that a table with a cancelled_at column needs, once per database")
 	limits := fs.Bool("limits", false, "add the limits' tables (inbox_limits, inbox_slots) that inbox limits and inbox.Table.Limits need, once per database")
 	tf := addTableFlags(fs)
@@ -78,7 +80,7 @@ func schemaCommand(ctx context.Context, s *session, args []string) error {
 		defer o.db.Close()
 		return printCheck(ctx, s, o, *asJSON)
 	case *apply:
-		return applySchema(ctx, s, t, tf, sideTables{*schedules, *retention, *pauses, *cancels, *limits})
+		return applySchema(ctx, s, t, tf, sideTables{*schedules, *retention, *pauses, *cancels, *limits, *rates})
 	}
 	// Printing needs no connection: the DSN's scheme names the database.
 	var d dialect.Dialect = t.dialect
@@ -87,7 +89,7 @@ func schemaCommand(ctx context.Context, s *session, args []string) error {
 			return err
 		}
 	}
-	stmts, err := schemaStatements(d, tf.table(), sideTables{*schedules, *retention, *pauses, *cancels, *limits})
+	stmts, err := schemaStatements(d, tf.table(), sideTables{*schedules, *retention, *pauses, *cancels, *limits, *rates})
 	if err != nil {
 		return usagef("%v", err)
 	}
@@ -96,8 +98,9 @@ func schemaCommand(ctx context.Context, s *session, args []string) error {
 }
 
 // sideTables are the tables schema adds beside the job table: its ticks table, the sweeper
-// leases' table, the table of paused queues, the table of cancel requests, the limits' tables.
-type sideTables struct{ schedules, retention, pauses, cancels, limits bool }
+// leases' table, the table of paused queues, the table of cancel requests, the limits' tables,
+// the rates' table.
+type sideTables struct{ schedules, retention, pauses, cancels, limits, rates bool }
 
 // schemaStatements are the statements that create table t on d, and those of the side tables
 // side asks for (the shared ones where they are not there).
@@ -134,6 +137,14 @@ func schemaStatements(d dialect.Dialect, t inbox.Table, side sideTables) ([]stri
 			return nil, err
 		}
 		stmts = append(stmts, limits...)
+	}
+	if side.rates {
+		t.Rates = inbox.RatesTable
+		rates, err := admin.RatesSchema(d, t)
+		if err != nil {
+			return nil, err
+		}
+		stmts = append(stmts, rates...)
 	}
 	return stmts, nil
 }

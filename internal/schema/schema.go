@@ -148,6 +148,9 @@ func Verify(ctx context.Context, db *sql.DB, d dialect.Dialect, t inbox.Table, l
 	if t.Limits != "" && lease == "" {
 		return sentinel.Errorf(inbox.ErrSchema, sentinel.Table(t.Name), "concurrency limits (inbox.Table.Limits) are built for the lease form so far, whose slots live exactly as long as a row's lease: hold this table with lease.New, or leave Limits empty")
 	}
+	if t.Rates != "" && lease == "" {
+		return sentinel.Errorf(inbox.ErrSchema, sentinel.Table(t.Name), "rate limits (inbox.Table.Rates) are built for the lease form so far, whose claim takes a start slot in its own transaction: hold this table with lease.New, or leave Rates empty")
+	}
 	if t.UniqueWhileQueued && lease == "" {
 		return sentinel.Errorf(inbox.ErrSchema, sentinel.Column(t.Name, t.UniqueKey), "UniqueWhileQueued clears the unique key when a row is claimed, which only the lease form's claim can do (it commits an UPDATE of the row); the row lock and advisory forms write nothing to a row they hold until it settles: take the lease form, or leave UniqueWhileQueued unset to hold the key while the row is queued or in work")
 	}

@@ -43,11 +43,14 @@ const (
 	ArgGroup Arg = "group" // the claimed row's group key
 
 	// A concurrency limit's and its slots' roles (Limits; Lease's ReadSlots, TakeSlot,
-	// NewSlot); they also bind ArgTable, ArgQueue, ArgLimit (a limit's max_in_work), ArgID,
-	// ArgLease, ArgHolder and ArgToken.
-	ArgScope    Arg = "scope"     // a limit's scope: queue, kind or key
+	// NewSlot), and a rate limit's (Rates); they also bind ArgTable, ArgQueue, ArgLimit (a
+	// limit's max_in_work), ArgFor (a rate's interval), ArgID, ArgLease, ArgHolder and ArgToken.
+	ArgScope    Arg = "scope"     // what a limit or a rate counts: queue, kind or key
 	ArgLimitKey Arg = "limit_key" // a limit's key: empty, a kind's name or a limit key
-	ArgSlot     Arg = "slot"      // a slot's number
+	ArgSlot     Arg = "slot"      // a slot's number: a limit's, or a rate's start slot
+	ArgRateKey  Arg = "rate_key"  // the kind a rate limits; empty for a queue's
+	ArgStarts   Arg = "starts"    // a rate's starts per interval
+	ArgNowUs    Arg = "now_us"    // the claim's reading of the clock, in Unix microseconds
 )
 
 // Statement is a statement's text and the roles of its parameters, in the order they appear.
@@ -69,12 +72,14 @@ type Values struct {
 	UniqueKey, Payload, RunAt, SettledBefore any
 	// A FIFO group hold's group key (Lease's TakeHeld, TakeFree).
 	Group any
-	// A concurrency limit's scope and key, and a slot's number (Limits, Lease's slots).
-	Scope, LimitKey, Slot any
-	Kinds                 []string
-	IDs                   []int64
-	Tokens                []any
-	Keys                  []string
+	// A concurrency limit's or a rate's scope, and a slot's number (Limits, Lease's slots,
+	// Rates); a limit's key; a rate's key, starts and the clock in microseconds.
+	Scope, LimitKey, Slot  any
+	RateKey, Starts, NowUs any
+	Kinds                  []string
+	IDs                    []int64
+	Tokens                 []any
+	Keys                   []string
 }
 
 // Bind appends to dst the arguments of a run of st, v's values in the order st lists their
@@ -164,6 +169,23 @@ func (v *Values) beside(a Arg) any {
 		return v.LimitKey
 	case ArgSlot:
 		return v.Slot
+	}
+	return v.rated(a)
+}
+
+// rated is v's value of a rate limit's role (Rates).
+func (v *Values) rated(a Arg) any {
+	switch a {
+	case ArgScope:
+		return v.Scope
+	case ArgRateKey:
+		return v.RateKey
+	case ArgStarts:
+		return v.Starts
+	case ArgSlot:
+		return v.Slot
+	case ArgNowUs:
+		return v.NowUs
 	}
 	panic("sqltext: no value for the parameter role " + string(a))
 }

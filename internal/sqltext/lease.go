@@ -69,22 +69,27 @@ func (l Lease) Unflushed() Lease {
 // pick binds groupFree's arguments (and claimOrder's) after now and before the limit.
 //
 // Where the description names a limits table (Table.Limits) the claim is the pick and Stamp on
-// every database, Postgres included (picks): the pick skips rows one of whose limits is full
+// every database, Postgres included (ClaimsInOne): the pick skips rows one of whose limits is full
 // (limitFree, before its LIMIT; it binds the table's name, the queue where the table has a
 // queue column, then now, after groupFree's), reads each row's limit key after the Columns
 // (limitRead), and the form takes a slot of each of a row's limits (ReadSlots, TakeSlot,
 // NewSlot) before Stamp stamps the rows that took all of theirs.
+//
+// Where the description names a rates table, Claim is the pick on every database (ClaimsInOne),
+// with the rates' predicate (Rates.free) after groupFree's, binding its arguments before
+// claimOrder's and the limit; the form takes a slot of each rate a picked row needs
+// (Rates.FreeSlots, TakeSlot) before Stamp.
 func (l Lease) Claim(n int) Statement {
 	s, t := l.s, l.s.t
 	p := s.Params()
-	if l.picks() {
+	if !l.ClaimsInOne() {
 		cols := s.Columns("")
 		if s.HasGroups() {
 			cols += l.groupRead(p)
 		}
 		cols += l.limitRead()
 		due := s.Due(p, "")
-		where := due + " AND " + l.free(p.Next(ArgNow)) + l.andGroupFree(p) + l.andLimitFree(p)
+		where := due + " AND " + l.free(p.Next(ArgNow)) + l.andGroupFree(p) + l.andLimitFree(p) + l.andRatesFree(p)
 		return p.statement("SELECT " + cols + " FROM " + t.Name + " WHERE " + where +
 			" ORDER BY " + l.claimOrder(p) + " LIMIT " + p.Next(ArgLimit) + l.skipLocked())
 	}
@@ -131,7 +136,7 @@ func (l Lease) andGroupFree(p *Params) string {
 // statement of a claim where the database has no UPDATE … FROM; empty where Claim stamps
 // itself. It binds the token, then n ids.
 func (l Lease) Stamp(n int) Statement {
-	if !l.picks() {
+	if l.ClaimsInOne() {
 		return Statement{}
 	}
 	t, p := l.s.t, l.s.Params()

@@ -175,11 +175,6 @@ func (l Lease) limitRead() string {
 	return ", " + l.s.t.Name + "." + l.s.t.LimitKey
 }
 
-// picks reports whether the claim is a pick, then the stamp in the same transaction (Stamp):
-// where the database has no UPDATE … FROM, and where the claim takes concurrency slots, which
-// it does statement by statement between the two (ReadSlots, TakeSlot, NewSlot).
-func (l Lease) picks() bool { return !l.s.c.UpdateFrom || l.s.HasLimits() }
-
 // andLeaseRuns is " AND " and the predicate of a lease that has not run out by now, where the
 // description names a limits table: an extension there keeps only a lease that still runs,
 // since once it has run out a claim may have taken its row's slot for another row (a slot is

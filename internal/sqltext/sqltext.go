@@ -55,6 +55,7 @@ type Table struct {
 	Notify       bool     // Postgres: the publish notifies the table's channel (InsertNotifying)
 	Pauses       string   // the table of paused queues, quoted; empty: no claim asks it (Pauses)
 	Limits       string   // the table of concurrency limits, quoted; empty: no claim asks it (Limits)
+	Rates        string   // the table of rate limits, quoted; empty: no claim asks it (Rates)
 }
 
 // SQL builds the statements over one table on one database.

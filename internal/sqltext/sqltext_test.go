@@ -36,6 +36,7 @@ func TestGoldens(t *testing.T) {
 				"retention":   retentionEntries(c, s, sh.Table),
 				"pauses":      pausesEntries(c, s, sh.Table),
 				"limits":      limitsEntries(c, s, lease),
+				"rates":       ratesEntries(s, sh.Table),
 			}
 			if c.SkipLocked && sh.Table.GroupKey == "" && sh.Table.Limits == "" {
 				forms["rowlock"] = rowLockEntries(c, s.RowLock())

@@ -194,11 +194,24 @@ var Shapes = []Shape{
 			DeadAt: "dead_at", LastError: "last_error", LimitKey: "limit_key", Limits: "inbox_limits"},
 		Lease: "locked_until",
 		Key:   []sqltext.KeyPart{{Text: "jobs-"}, {Column: "id"}},
+	}, {
+		Name: "rated",
+		Table: sqltext.Table{Name: "jobs", ID: "id", IDGenerated: true, Payload: "payload", Attempt: "attempt",
+			ProcessedAt: "processed_at", Queue: "queue", Kind: "kind", Priority: "priority", RetryAfter: "retry_after",
+			Headers: "headers", DeadAt: "dead_at", LastError: "last_error", CreatedAt: "created_at", Rates: "inbox_rates"},
+		Lease: "locked_until",
+		Key:   []sqltext.KeyPart{{Text: "jobs-"}, {Column: "id"}},
 	},
 	{
 		Name: "limits-one-queue",
 		Table: sqltext.Table{Name: "jobs", ID: "id", IDGenerated: true, Payload: "payload", Attempt: "attempt",
 			ProcessedAt: "processed_at", Limits: "inbox_limits"},
+		Lease: "locked_until",
+		Key:   []sqltext.KeyPart{{Text: "jobs-"}, {Column: "id"}},
+	}, {
+		Name: "rated-one-queue",
+		Table: sqltext.Table{Name: "jobs", ID: "id", IDGenerated: true, Payload: "payload", Attempt: "attempt",
+			ProcessedAt: "processed_at", RetryAfter: "retry_after", Rates: "inbox_rates"},
 		Lease: "locked_until",
 		Key:   []sqltext.KeyPart{{Text: "jobs-"}, {Column: "id"}},
 	},
@@ -216,7 +229,9 @@ func uniqueShape(name string, scope func(*sqltext.Table)) Shape {
 // Covers reports whether the golden files of form cover shape sh: a shape with a pauses table
 // changes only the claims' predicate (its forms' and the next-due wake-up's) and adds the pauses
 // table's statements, so only those forms' files cover it; a shape with limits is the lease
-// form's, the limits' and publishing's only; every other shape is in every form's files.
+// form's, the limits' and publishing's only; a shape with a rates table changes only the lease
+// form's claim (the other forms refuse it) and adds the rates table's statements; every other
+// shape is in every form's files.
 func (sh Shape) Covers(form string) bool {
 	if sh.Table.Limits != "" {
 		// Limits change the lease form's claim and extension, add the limits' statements, and
@@ -224,10 +239,12 @@ func (sh Shape) Covers(form string) bool {
 		return form == "lease" || form == "limits" || form == "publish"
 	}
 	switch form {
-	case "rowlock", "lease", "advisory", "wakeup", "pauses":
+	case "lease", "rates":
 		return true
+	case "rowlock", "advisory", "wakeup", "pauses":
+		return sh.Table.Rates == ""
 	}
-	return sh.Table.Pauses == ""
+	return sh.Table.Pauses == "" && sh.Table.Rates == ""
 }
 
 // Dir is the directory of the golden files, internal/sqltext/testdata.
