@@ -484,6 +484,18 @@ func rowArgs(t Table, d dialect.Dialect, m Message, now time.Time) ([]any, error
 	if t.CreatedAt != "" {
 		row = append(row, d.Time(now))
 	}
+	keys, err := keyArgs(t, m)
+	if err != nil {
+		return nil, err
+	}
+	return append(row, keys...), nil
+}
+
+// keyArgs are m's unique, group and limit keys, each where t has its column, in the column
+// order insert builds. A key m sets where t has no column for it is refused (groupKey,
+// limitKey).
+func keyArgs(t Table, m Message) ([]any, error) {
+	var row []any
 	key, err := uniqueKey(t, m)
 	if err != nil {
 		return nil, err

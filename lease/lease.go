@@ -267,22 +267,33 @@ func (f *Form[D]) Open(ctx context.Context, db *sql.DB, q inbox.Binding) (inbox.
 	return plan, err
 }
 
-// bind checks the form against the server, prepares its statements and binds it to db and q.
-func (f *Form[D]) bind(ctx context.Context, db *sql.DB, q inbox.Binding) (inbox.Plan, error) {
-	if err := f.d.Allows(dialect.LeaseForm); err != nil {
-		return inbox.Plan{}, sentinel.At(sentinel.Queue(f.t.Name, q.Name), err)
-	}
+// leaseFor is the lease the form's claims take for q: Config.Lease, or DefaultLease. It refuses
+// a lease that is not a whole number of seconds, and a transactional q where the form's level
+// is a snapshot.
+func (f *Form[D]) leaseFor(q inbox.Binding) (time.Duration, error) {
 	lease := f.cfg.Lease
 	if lease == 0 {
 		lease = DefaultLease
 	}
 	if lease < time.Second || lease%time.Second != 0 {
-		return inbox.Plan{}, sentinel.Errorf(nil, sentinel.Table(f.t.Name), "lease %v is not a whole number of seconds of at least 1s: set lease.Config.Lease to one (or leave it zero for %v)", f.cfg.Lease, DefaultLease)
+		return 0, sentinel.Errorf(nil, sentinel.Table(f.t.Name), "lease %v is not a whole number of seconds of at least 1s: set lease.Config.Lease to one (or leave it zero for %v)", f.cfg.Lease, DefaultLease)
+	}
+	if caps := f.d.Caps(); q.Transactional && slices.Contains(caps.SnapshotLevels, f.d.Level()) {
+		return 0, sentinel.Errorf(inbox.ErrDialect, sentinel.Table(f.t.Name), "the lease form on %s at %s cannot run transactional: use isolation.ReadCommitted; see docs/errors.md#dialect", caps.Title, f.d.Level())
+	}
+	return lease, nil
+}
+
+// bind checks the form against the server, prepares its statements and binds it to db and q.
+func (f *Form[D]) bind(ctx context.Context, db *sql.DB, q inbox.Binding) (inbox.Plan, error) {
+	if err := f.d.Allows(dialect.LeaseForm); err != nil {
+		return inbox.Plan{}, sentinel.At(sentinel.Queue(f.t.Name, q.Name), err)
+	}
+	lease, err := f.leaseFor(q)
+	if err != nil {
+		return inbox.Plan{}, err
 	}
 	caps := f.d.Caps()
-	if q.Transactional && slices.Contains(caps.SnapshotLevels, f.d.Level()) {
-		return inbox.Plan{}, sentinel.Errorf(inbox.ErrDialect, sentinel.Table(f.t.Name), "the lease form on %s at %s cannot run transactional: use isolation.ReadCommitted; see docs/errors.md#dialect", caps.Title, f.d.Level())
-	}
 	column := f.t.LockedUntil
 	st, err := stmt.New(f.d, f.t)
 	if err != nil {
