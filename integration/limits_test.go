@@ -525,3 +525,53 @@ func TestLimitsSettlementWakesTheClaims(t *testing.T) {
 		}
 	})
 }
+
+// TestLimitsAndRatesTogether: on every database, a queue limited to 2 rows in work and to 6
+// starts per 500 ms, drained by three consumers (each its own pool) of 4 workers: one claim
+// takes a row's limit slot and its start slot, so the handlers' runs never number more than 2
+// at once, no window of 500 ms holds more than 6 claims, and every row runs once.
+func TestLimitsAndRatesTogether(t *testing.T) {
+	const consumers, workers, rows, limit, starts, per = 3, 4, 30, 2, 6, 500 * time.Millisecond
+	forEachBackend(t, backends(t, true), func(t *testing.T, b backend) {
+		dbs := b.openDBs(t, consumers, 8)
+		tbl := b.newLimitTable(t, dbs[0])
+		tbl.Rates = inbox.RatesTable
+		st, err := inbox.RatesSchema(b.dialect, tbl)
+		must(t, "RatesSchema", err)
+		ratesCreate.Lock()
+		mustExec(t, dbs[0], st)
+		ratesCreate.Unlock()
+		t.Cleanup(func() {
+			dbs[0].Exec("DELETE FROM "+inbox.RatesTable+" WHERE table_name = "+b.placeholders(1), tbl.Name)
+		})
+		client, err := inbox.NewClient(dbs[0], b.dialect, tbl)
+		must(t, "NewClient", err)
+		ctx := context.Background()
+		must(t, "SetLimit", client.SetLimit(ctx, inbox.Limit{Queue: "q", Scope: inbox.LimitPerQueue, Max: limit}))
+		must(t, "SetRate", client.SetRate(ctx, inbox.Rate{Queue: "q", Starts: starts, Per: per}))
+		b.enqueue(t, dbs[0], tbl, limitMessages(rows, "a", "")...)
+
+		var claims collector[rateStart]
+		timed := claimTimes(t, b, dbs[0], tbl, &claims, 0)
+		h := &recorder{pause: 20 * time.Millisecond}
+		both := inbox.HandlerFunc(func(ctx context.Context, d *inbox.Delivery) outcome.Outcome {
+			timed.Handle(ctx, d)
+			return h.Handle(ctx, d)
+		})
+		stop := sampled(h.inWork)
+		drainTable(t, b, dbs[0], tbl, time.Minute, "every row processed", limitConsumers(t, b, dbs, tbl, workers, both)...)
+		if most := stop(); most > limit {
+			t.Errorf("the sampler saw %d rows in work at once, over the limit of %d", most, limit)
+		}
+		all := h.runs.all()
+		if len(all) != rows {
+			t.Errorf("%d runs, want %d (each row once)", len(all), rows)
+		}
+		if most, at := mostAtOnce(all, func(run) bool { return true }); most > limit {
+			t.Errorf("%d rows in work at once at %v, over the limit of %d", most, at, limit)
+		}
+		if most := checkRate(t, "the queue", timesOf(claims.all(), ""), starts, per); most < starts {
+			t.Errorf("at most %d claims in a window of %v: the test never pressed on the rate of %d", most, per, starts)
+		}
+	})
+}
