@@ -64,7 +64,7 @@ var commands = []command{
 	{"reschedule", "move one queued row to another run time (-at, -in)", rescheduleCommand},
 	{"pause", "pause a queue: no claim takes its rows until resume (-queue)", pauseCommand},
 	{"resume", "resume a paused queue (-queue)", resumeCommand},
-	{"rates", "list, set or clear rate limits of a queue or kind (-set 100/1m, -clear)", ratesCommand},
+	{"rates", "list, set or clear rate limits of a queue or kind (set -queue q -rate 100/1m)", ratesCommand},
 	{"cancel", "cancel rows by id, queued or in work (-ids 1,2; -requeue puts them back)", cancelCommand},
 	{"dead", "list, requeue or purge dead rows", deadCommand},
 	{"purge", "delete processed rows older than an age (-processed-before 7d)", purgeCommand},
