@@ -236,8 +236,9 @@ func verifyCancels(ctx context.Context, db *sql.DB, d dialect.Dialect, t inbox.T
 }
 
 // fitKinds refuses a kind the table's kind column cannot hold: longer than the characters its
-// type allows (VARCHAR(n), CHAR(n)), which the database would refuse or cut at the publish,
-// where the claims, naming the kind in full, would never find it.
+// type allows (VARCHAR(n), CHAR(n)), or the bytes (VARBINARY(n), MySQL's exact kind column),
+// which the database would refuse or cut at the publish, where the claims, naming the kind in
+// full, would never find it.
 func fitKinds(d dialect.Dialect, tbl Table, t inbox.Table, kinds []inbox.ClaimedKind) error {
 	if t.Kind == "" || len(kinds) == 0 {
 		return nil
@@ -250,20 +251,24 @@ func fitKinds(d dialect.Dialect, tbl Table, t inbox.Table, kinds []inbox.Claimed
 	if !ok {
 		return nil
 	}
+	length, unit := utf8.RuneCountInString, "characters"
+	if c.Base == "varbinary" {
+		length, unit = func(s string) int { return len(s) }, "bytes"
+	}
 	for _, k := range kinds {
-		if l := utf8.RuneCountInString(k.Kind); l > n {
-			return sentinel.Errorf(inbox.ErrSchema, sentinel.Table(t.Name), "kind %q has %d characters, and its kind column %q (%s) holds %d: shorten the kind, or widen the column", k.Kind, l, t.Kind, c.Type, n)
+		if l := length(k.Kind); l > n {
+			return sentinel.Errorf(inbox.ErrSchema, sentinel.Table(t.Name), "kind %q has %d %s, and its kind column %q (%s) holds %d: shorten the kind, or widen the column", k.Kind, l, unit, t.Kind, c.Type, n)
 		}
 	}
 	return nil
 }
 
 // charLimit is the characters a text type of a given length holds (varchar(64), character
-// varying(64), char(8)), and whether it has one.
+// varying(64), char(8)), or the bytes of a varbinary(764), and whether it has one.
 func charLimit(typ string) (int, bool) {
 	open, end := strings.IndexByte(typ, '('), strings.IndexByte(typ, ')')
 	base := strings.ToLower(typ)
-	if open < 0 || end < open || !strings.Contains(base, "char") {
+	if open < 0 || end < open || !strings.Contains(base, "char") && !strings.HasPrefix(base, "varbinary") {
 		return 0, false
 	}
 	n, err := strconv.Atoi(typ[open+1 : end])

@@ -1,6 +1,7 @@
 package schema
 
 import (
+	"errors"
 	"strings"
 	"testing"
 
@@ -192,5 +193,27 @@ func TestColumnNamesMatchAsTheDatabaseComparesThem(t *testing.T) {
 	tbl.Columns[0].Base = "int8"
 	if r := Check(postgres, tbl, []Named{{ID, "id"}})[0]; r.Problem != "is missing" {
 		t.Errorf(`Postgres: column id against "ID": %s, want it missing (quoted names keep their case)`, r)
+	}
+}
+
+// TestFitKindsCountsBytesOfAVarbinaryKindColumn: MySQL's exact kind column, VARBINARY(n), holds
+// n bytes, so a kind of fewer characters but more bytes is refused at Open, as a kind longer
+// than a VARCHAR(n)'s n characters is.
+func TestFitKindsCountsBytesOfAVarbinaryKindColumn(t *testing.T) {
+	desc := inbox.Table{Name: "jobs", Kind: "kind"}
+	kind := strings.Repeat("é", 5) // 5 characters, 10 bytes
+	for _, c := range []struct {
+		col    Column
+		refuse bool
+	}{
+		{Column{Name: "kind", Type: "varbinary(8)", Base: "varbinary"}, true},
+		{Column{Name: "kind", Type: "varbinary(10)", Base: "varbinary"}, false},
+		{Column{Name: "kind", Type: "varchar(5)", Base: "varchar"}, false},
+		{Column{Name: "kind", Type: "varchar(4)", Base: "varchar"}, true},
+	} {
+		err := fitKinds(mysql, Table{Name: "jobs", Found: true, Columns: []Column{c.col}}, desc, []inbox.ClaimedKind{{Kind: kind}})
+		if refused := errors.Is(err, inbox.ErrSchema); refused != c.refuse {
+			t.Errorf("kind of 5 characters, 10 bytes, in %s: %v, want refused %v", c.col.Type, err, c.refuse)
+		}
 	}
 }
