@@ -77,8 +77,10 @@ func mysqlExact(r Role, c Column) string {
 		return inexactly(r, "which pads with zero bytes")
 	case strings.HasSuffix(c.Collation, "_nopad_bin"), c.Collation == "utf8mb4_0900_bin", c.Collation == "binary":
 		return ""
+	case strings.HasSuffix(c.Collation, "_bin"):
+		return inexactly(r, "of collation "+c.Collation+", which ignores trailing spaces")
 	}
-	return inexactly(r, "of collation "+c.Collation+", which compares without regard to case or to trailing spaces")
+	return inexactly(r, "of collation "+c.Collation+", which ignores case or trailing spaces")
 }
 
 // kind is what a role's column holds, which decides the types it takes on every database.
