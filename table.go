@@ -31,6 +31,12 @@ import (
 //	GroupKey     VARCHAR(191) (MaxGroupKey), NULL (the lease form only; see docs/groups.md)
 //	LimitKey     VARCHAR(191) (MaxLimitKey), NULL (the lease form only; see docs/limits.md)
 //
+// On MySQL and MariaDB the queue, kind, unique and group key columns compare byte for byte:
+// VARCHAR of collation utf8mb4_nopad_bin on MariaDB, VARBINARY(764) on MySQL (or
+// utf8mb4_0900_bin, 8.0.17 and later). Of another collation a consumer would claim rows of
+// kinds and queues it does not run ("Alpha", "alpha "), and keys would collide: Open logs a
+// warning, and inbox schema -check names the ALTER TABLE that fixes the column (docs/jobs.md).
+//
 // Timestamps are written in UTC to the microsecond; on SQLite as fixed-width text (see
 // dialect.SQLiteTimeLayout). Every form checks the types at Open and fails with ErrSchema,
 // naming the column, its type, the type it needs and the ALTER TABLE that fixes it, where a type

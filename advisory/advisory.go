@@ -303,7 +303,7 @@ func (f *Form[D]) bind(ctx context.Context, db *sql.DB, q inbox.Binding) error {
 			return sentinel.At(sentinel.Queue(f.table.Name, q.Name), err)
 		}
 	}
-	if err := schema.Verify(ctx, db, f.d, f.table, "", q.Kinds); err != nil {
+	if err := schema.Verify(ctx, db, f.d, f.table, "", q); err != nil {
 		return err
 	}
 	if err := st.Check(ctx, db, fmt.Sprintf("key template %q (the table must have every column it names)", f.template), a.KeyCheck()); err != nil {

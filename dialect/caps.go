@@ -213,6 +213,13 @@ type Caps struct {
 	// CaseSensitiveNames says two quoted names that differ only in case name two columns
 	// (Postgres); elsewhere they name one, and the catalog is searched without regard to case.
 	CaseSensitiveNames bool
+	// NoPadBinary is the utf8mb4 collation that compares text byte for byte, trailing spaces
+	// included (MariaDB's utf8mb4_nopad_bin), which the DDL declares on the text columns the
+	// library compares by key (internal/sqltext.KeyText). Empty where the database has none
+	// that every server of the dialect knows: MySQL's utf8mb4_0900_bin came in 8.0.17 and
+	// MariaDB, which runs the MySQL dialect too, lacks it, so the DDL declares those columns
+	// VARBINARY there; and on Postgres and SQLite, whose default collations compare exactly.
+	NoPadBinary string
 
 	// Clusters says the server may be a node of a Galera cluster (MySQL and MariaDB with the
 	// wsrep provider: MariaDB Galera Cluster, Percona XtraDB Cluster), whose row locks and
@@ -333,8 +340,12 @@ var (
 	}
 	mysqlCaps = mysqlFamilyCaps("MySQL", Floor{8, 0, 1, "SKIP LOCKED"},
 		"SELECT @@SESSION.transaction_isolation", "SELECT @@SESSION.tx_isolation")
-	mariadbCaps = mysqlFamilyCaps("MariaDB", Floor{10, 6, 0, "SKIP LOCKED"},
-		"SELECT @@SESSION.tx_isolation", "SELECT @@SESSION.transaction_isolation")
+	mariadbCaps = func() Caps {
+		c := mysqlFamilyCaps("MariaDB", Floor{10, 6, 0, "SKIP LOCKED"},
+			"SELECT @@SESSION.tx_isolation", "SELECT @@SESSION.transaction_isolation")
+		c.NoPadBinary = "utf8mb4_nopad_bin"
+		return c
+	}()
 	sqliteCaps = Caps{
 		Title:             "SQLite",
 		Quote:             '`',

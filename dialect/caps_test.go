@@ -61,10 +61,12 @@ var wantMySQL = dialect.Caps{
 }
 
 // wantMariaDB is the record MariaDB must return: MySQL's but for its title, the order in which
-// it tries the session level's variables (its own tx_isolation first), and its server floor.
+// it tries the session level's variables (its own tx_isolation first), its server floor, and
+// its NO PAD binary collation.
 func wantMariaDB() dialect.Caps {
 	c := wantMySQL
 	c.Title = "MariaDB"
+	c.NoPadBinary = "utf8mb4_nopad_bin"
 	c.SessionLevelQueries = []string{"SELECT @@SESSION.tx_isolation", "SELECT @@SESSION.transaction_isolation"}
 	c.Server = dialect.Floor{Major: 10, Minor: 6, Needs: "SKIP LOCKED"}
 	return c

@@ -19,6 +19,7 @@ import (
 
 	"github.com/sqlinbox/inbox"
 	"github.com/sqlinbox/inbox/dialect"
+	"github.com/sqlinbox/inbox/internal/sqltext"
 	"github.com/sqlinbox/inbox/isolation"
 )
 
@@ -239,7 +240,9 @@ func (b backend) columnTypes() columnTypes {
 	case "sqlite":
 		return columnTypes{"INTEGER PRIMARY KEY", "BLOB", "INT NOT NULL DEFAULT 0", "TEXT", "TEXT NOT NULL DEFAULT ''", "TEXT"}
 	}
-	return columnTypes{"BIGINT AUTO_INCREMENT PRIMARY KEY", "LONGBLOB", "INT NOT NULL DEFAULT 0", "DATETIME(6) NULL", "VARCHAR(191) NOT NULL DEFAULT ''", "TEXT"}
+	// The queue and kind compare byte for byte, as inbox schema declares them (sqltext.KeyText).
+	queue := sqltext.KeyText(b.dialect.Caps(), 191) + " NOT NULL DEFAULT ''"
+	return columnTypes{"BIGINT AUTO_INCREMENT PRIMARY KEY", "LONGBLOB", "INT NOT NULL DEFAULT 0", "DATETIME(6) NULL", queue, "TEXT"}
 }
 
 // createTable creates (anew) the table t describes on the backend, with a locked_until column

@@ -36,7 +36,7 @@ func groupTable(name string) inbox.Table {
 func (b backend) newGroupTable(t *testing.T, db *sql.DB) inbox.Table {
 	t.Helper()
 	tbl := b.newTable(t, db, groupTable)
-	typ := "VARCHAR(191) NULL"
+	typ := sqltext.KeyText(b.dialect.Caps(), 191) + " NULL" // byte for byte, as inbox schema declares it
 	if b.name == "sqlite" {
 		typ = "TEXT"
 	}

@@ -14,6 +14,7 @@ import (
 	"github.com/sqlinbox/inbox"
 	"github.com/sqlinbox/inbox/admin"
 	"github.com/sqlinbox/inbox/dialect"
+	"github.com/sqlinbox/inbox/internal/sqltext"
 	"github.com/sqlinbox/inbox/outcome"
 )
 
@@ -36,7 +37,7 @@ func uniqueTable(scope func(*inbox.Table)) func(name string) inbox.Table {
 func (b backend) newUniqueTable(t *testing.T, db *sql.DB, scope func(*inbox.Table)) inbox.Table {
 	t.Helper()
 	tbl := b.newTable(t, db, uniqueTable(scope))
-	typ := "VARCHAR(191) NULL"
+	typ := sqltext.KeyText(b.dialect.Caps(), 191) + " NULL" // byte for byte, as inbox schema declares it
 	if b.name == "sqlite" {
 		typ = "TEXT"
 	}

@@ -375,7 +375,7 @@ func (f *Form[D]) bind(ctx context.Context, db *sql.DB, q inbox.Binding) (inbox.
 // verify checks the table's column types (schema.Verify) and, where it has groups, the group
 // holds' table (checkGroups).
 func (f *Form[D]) verify(ctx context.Context, db *sql.DB, column string, q inbox.Binding) error {
-	if err := schema.Verify(ctx, db, f.d, f.t, column, q.Kinds); err != nil {
+	if err := schema.Verify(ctx, db, f.d, f.t, column, q); err != nil {
 		return err
 	}
 	if err := f.checkGroups(ctx, db, q.Name); err != nil {

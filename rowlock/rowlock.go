@@ -238,7 +238,7 @@ func (f *Form[D]) bind(ctx context.Context, db *sql.DB, q inbox.Binding) error {
 		return err
 	}
 	st.Claiming(q)
-	if err := schema.Verify(ctx, db, f.d, f.t, "", q.Kinds); err != nil {
+	if err := schema.Verify(ctx, db, f.d, f.t, "", q); err != nil {
 		return err
 	}
 	text := st.SQL().RowLock()

@@ -2,6 +2,7 @@ package sqlmocktests
 
 import (
 	"database/sql/driver"
+	"strings"
 
 	"github.com/DATA-DOG/go-sqlmock"
 
@@ -18,7 +19,7 @@ const (
 		`JOIN pg_catalog.pg_type t ON t.oid = a.atttypid ` +
 		`JOIN pg_catalog.pg_type b ON b.oid = CASE WHEN t.typtype = 'd' THEN t.typbasetype ELSE t.oid END ` +
 		`WHERE c.relname = $1 AND pg_catalog.pg_table_is_visible(c.oid) ORDER BY a.attnum`
-	schemaMySQLColumns = "SELECT COLUMN_NAME, COLUMN_TYPE, DATA_TYPE, DATETIME_PRECISION, IS_NULLABLE, EXTRA " +
+	schemaMySQLColumns = "SELECT COLUMN_NAME, COLUMN_TYPE, DATA_TYPE, DATETIME_PRECISION, IS_NULLABLE, EXTRA, COLLATION_NAME " +
 		"FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = ? ORDER BY ORDINAL_POSITION"
 	schemaSQLiteColumns = `SELECT name, type, "notnull" FROM pragma_table_info(?)`
 	schemaSQLiteStrict  = `SELECT COALESCE(MAX("strict"), 0) FROM pragma_table_list WHERE name = ?`
@@ -76,7 +77,7 @@ func expectColumns(m *recorder, db string, tbl inbox.Table, lease string) {
 		mock.ExpectQuery(schemaSQLiteColumns).WithArgs(tbl.Name).WillReturnRows(rows)
 		mock.ExpectQuery(schemaSQLiteStrict).WithArgs(tbl.Name).WillReturnRows(sqlmock.NewRows([]string{"strict"}).AddRow(int64(0)))
 	default:
-		rows := sqlmock.NewRows([]string{"COLUMN_NAME", "COLUMN_TYPE", "DATA_TYPE", "DATETIME_PRECISION", "IS_NULLABLE", "EXTRA"})
+		rows := sqlmock.NewRows([]string{"COLUMN_NAME", "COLUMN_TYPE", "DATA_TYPE", "DATETIME_PRECISION", "IS_NULLABLE", "EXTRA", "COLLATION_NAME"})
 		for _, c := range cols {
 			nullable, extra := "YES", ""
 			if c.notNullOnAll {
@@ -85,7 +86,11 @@ func expectColumns(m *recorder, db string, tbl inbox.Table, lease string) {
 			if c.generated {
 				extra = "auto_increment"
 			}
-			rows.AddRow(c.name, c.my, c.myBase, c.myPrecision, nullable, extra)
+			var collation driver.Value
+			if strings.Contains(c.my, "char") || strings.Contains(c.my, "text") {
+				collation = "utf8mb4_nopad_bin" // as inbox schema declares a keyed column's
+			}
+			rows.AddRow(c.name, c.my, c.myBase, c.myPrecision, nullable, extra, collation)
 		}
 		mock.ExpectQuery(schemaMySQLColumns).WithArgs(tbl.Name).WillReturnRows(rows)
 	}

@@ -447,9 +447,9 @@ func TestLeaseOpenRefusals(t *testing.T) {
 			m := newRecorder(t, 1)
 			expectVersion(m, "mysql", "")
 			m.mock.ExpectQuery(schemaMySQLColumns).WithArgs("jobs").WillReturnRows(
-				m.mock.NewRows([]string{"COLUMN_NAME", "COLUMN_TYPE", "DATA_TYPE", "DATETIME_PRECISION", "IS_NULLABLE", "EXTRA"}).
-					AddRow("id", "bigint(20)", "bigint", nil, "NO", "auto_increment").
-					AddRow("locked_until", lossy[0], lossy[1], lossy[2], "YES", ""))
+				m.mock.NewRows([]string{"COLUMN_NAME", "COLUMN_TYPE", "DATA_TYPE", "DATETIME_PRECISION", "IS_NULLABLE", "EXTRA", "COLLATION_NAME"}).
+					AddRow("id", "bigint(20)", "bigint", nil, "NO", "auto_increment", nil).
+					AddRow("locked_until", lossy[0], lossy[1], lossy[2], "YES", "", nil))
 			_, err := lease.New(onMySQL.d, tbl, nil).Open(ctx, m.db, inbox.Binding{})
 			want := "ALTER TABLE `jobs` MODIFY `locked_until` DATETIME(6) NULL"
 			if !errors.Is(err, inbox.ErrSchema) || !strings.Contains(err.Error(), `"jobs"`) || !strings.Contains(err.Error(), `"locked_until"`) || !strings.Contains(err.Error(), want) {

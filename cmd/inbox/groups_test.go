@@ -17,7 +17,7 @@ import (
 // on that table infers the column's role (the -check finds the table as described).
 func TestSchemaGroup(t *testing.T) {
 	if code, out, errOut := inboxRun(t, "schema", "-db", "mariadb", "-group-key"); code != 0 ||
-		!strings.Contains(out, "`group_key` VARCHAR(191) NULL") ||
+		!strings.Contains(out, "`group_key` VARCHAR(191) CHARACTER SET utf8mb4 COLLATE utf8mb4_nopad_bin NULL") ||
 		!strings.Contains(out, "CREATE INDEX `jobs_group` ON `jobs` (`queue`, `group_key`, `processed_at`, `dead_at`, `id`);") ||
 		!strings.Contains(out, "CREATE TABLE IF NOT EXISTS inbox_groups (") {
 		t.Fatalf("schema -group-key: exit %d\n%s%s", code, out, errOut)

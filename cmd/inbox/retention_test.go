@@ -10,7 +10,7 @@ import (
 // what -apply creates, and -apply -retention runs again on a database that has it.
 func TestSchemaRetention(t *testing.T) {
 	const create = "CREATE TABLE IF NOT EXISTS inbox_sweeps ("
-	if code, out, errOut := inboxRun(t, "schema", "-db", "mariadb", "-retention"); code != 0 || !strings.HasSuffix(out, create+"table_name VARCHAR(191) PRIMARY KEY, holder VARCHAR(191) NOT NULL, locked_until DATETIME(6) NOT NULL);\n") {
+	if code, out, errOut := inboxRun(t, "schema", "-db", "mariadb", "-retention"); code != 0 || !strings.HasSuffix(out, create+"table_name VARCHAR(191) CHARACTER SET utf8mb4 COLLATE utf8mb4_nopad_bin PRIMARY KEY, holder VARCHAR(191) NOT NULL, locked_until DATETIME(6) NOT NULL);\n") {
 		t.Fatalf("schema -retention: exit %d\n%s%s", code, out, errOut)
 	}
 	if _, out, _ := inboxRun(t, "schema", "-db", "mariadb"); strings.Contains(out, "inbox_sweeps") {

@@ -11,7 +11,7 @@ import (
 // on that table infers the column's role (the -check finds the table as described).
 func TestSchemaUniqueKey(t *testing.T) {
 	if code, out, errOut := inboxRun(t, "schema", "-db", "mariadb", "-unique-key"); code != 0 ||
-		!strings.Contains(out, "`unique_key` VARCHAR(191) NULL") || !strings.Contains(out, "UNIQUE KEY `jobs_unique_key_key` (`unique_key`)") {
+		!strings.Contains(out, "`unique_key` VARCHAR(191) CHARACTER SET utf8mb4 COLLATE utf8mb4_nopad_bin NULL") || !strings.Contains(out, "UNIQUE KEY `jobs_unique_key_key` (`unique_key`)") {
 		t.Fatalf("schema -unique-key: exit %d\n%s%s", code, out, errOut)
 	}
 	if code, out, errOut := inboxRun(t, "schema", "-db", "postgres", "-unique-key=dedupe"); code != 0 ||

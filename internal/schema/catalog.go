@@ -36,6 +36,9 @@ type Column struct {
 	NotNull   bool
 	// AutoIncrement says MySQL or MariaDB assigns the column's values.
 	AutoIncrement bool
+	// Collation is, on MySQL and MariaDB, a text column's collation (utf8mb4_general_ci);
+	// empty for a binary string and elsewhere.
+	Collation string
 }
 
 // shown is the type as a message names it.
@@ -110,7 +113,7 @@ func readPostgres(ctx context.Context, db *sql.DB, name string) ([]Column, error
 }
 
 // mysqlColumns lists the columns of a table of the connection's database.
-const mysqlColumns = "SELECT COLUMN_NAME, COLUMN_TYPE, DATA_TYPE, DATETIME_PRECISION, IS_NULLABLE, EXTRA " +
+const mysqlColumns = "SELECT COLUMN_NAME, COLUMN_TYPE, DATA_TYPE, DATETIME_PRECISION, IS_NULLABLE, EXTRA, COLLATION_NAME " +
 	"FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = ? ORDER BY ORDINAL_POSITION"
 
 func readMySQL(ctx context.Context, db *sql.DB, name string) ([]Column, error) {
@@ -118,9 +121,11 @@ func readMySQL(ctx context.Context, db *sql.DB, name string) ([]Column, error) {
 		var c Column
 		var precision sql.NullInt64
 		var nullable, extra string
-		if err := scan(&c.Name, &c.Type, &c.Base, &precision, &nullable, &extra); err != nil {
+		var collation sql.NullString
+		if err := scan(&c.Name, &c.Type, &c.Base, &precision, &nullable, &extra, &collation); err != nil {
 			return c, err
 		}
+		c.Collation = collation.String
 		c.Base = strings.ToLower(c.Base)
 		c.Precision = -1
 		if precision.Valid && (c.Base == "datetime" || c.Base == "timestamp") {

@@ -11,7 +11,8 @@ import (
 )
 
 // Definitions of the columns the README gives each role, by database; the id's is that of an
-// id the publisher gives (see definition for a generated one).
+// id the publisher gives (see definition for a generated one). MySQL's and MariaDB's keyed
+// roles are mysqlKeyDefinition's.
 var (
 	postgresDefinitions = map[Role]string{
 		ID: "BIGINT PRIMARY KEY", Payload: "BYTEA", Attempt: "INT NOT NULL DEFAULT 0", Priority: "INT NOT NULL DEFAULT 0",
@@ -21,13 +22,24 @@ var (
 	}
 	mysqlDefinitions = map[Role]string{
 		ID: "BIGINT PRIMARY KEY", Payload: "LONGBLOB", Attempt: "INT NOT NULL DEFAULT 0", Priority: "INT NOT NULL DEFAULT 0",
-		Queue: "VARCHAR(191) NOT NULL DEFAULT ''", Kind: "VARCHAR(191) NOT NULL DEFAULT ''", Headers: "TEXT", LastError: "TEXT",
+		Headers: "TEXT", LastError: "TEXT",
 		ProcessedAt: "DATETIME(6) NULL", RetryAfter: "DATETIME(6) NULL", DeadAt: "DATETIME(6) NULL", CreatedAt: "DATETIME(6) NULL",
-		CancelledAt: "DATETIME(6) NULL",
-		Lease:       "DATETIME(6) NULL", UniqueKey: "VARCHAR(191) NULL", GroupKey: "VARCHAR(191) NULL",
-		LimitKey: "VARCHAR(191) NULL",
+		CancelledAt: "DATETIME(6) NULL", Lease: "DATETIME(6) NULL",
 	}
 )
+
+// mysqlKeyDefinition is the definition, on MySQL and MariaDB, of role r's column when r is a
+// keyed role (a queue, a kind, a unique, group or limit key; see keyed), and false for another
+// role.
+func mysqlKeyDefinition(c *dialect.Caps, r Role) (string, bool) {
+	switch r {
+	case Queue, Kind:
+		return sqltext.KeyText(c, 191) + " NOT NULL DEFAULT ''", true
+	case UniqueKey, GroupKey, LimitKey:
+		return sqltext.KeyText(c, 191) + " NULL", true
+	}
+	return "", false
+}
 
 // definition is the column definition the README gives role r on d's database: its type, and
 // for the integers and the queue column NOT NULL with a default. generated says the database assigns
@@ -44,6 +56,9 @@ func definition(d dialect.Dialect, r Role, generated bool) string {
 	}
 	if r == ID && generated {
 		return "BIGINT AUTO_INCREMENT PRIMARY KEY"
+	}
+	if def, ok := mysqlKeyDefinition(d.Caps(), r); ok {
+		return def
 	}
 	return mysqlDefinitions[r]
 }

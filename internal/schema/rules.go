@@ -3,27 +3,84 @@ package schema
 import (
 	"fmt"
 	"slices"
+	"strings"
 
 	"github.com/sqlinbox/inbox/dialect"
+	"github.com/sqlinbox/inbox/internal/sqltext"
 )
 
 // rules are one database's answers: what a role needs, whether a column fits it (the problem,
-// or ""), and the statement that fixes a column that does not fit. Table and column names come
-// quoted. The statement that adds a missing column is add's, from the definitions.
+// or ""), whether a keyed column of a type that fits compares exactly (the problem, or ""), and
+// the statement that fixes a column that does not fit. Table and column names come quoted. The
+// statement that adds a missing column is add's, from the definitions.
 type rules struct {
 	needs func(r Role) string
 	fits  func(r Role, c Column, strict bool) string
+	exact func(r Role, c Column) string
 	fix   func(table, col string, r Role, c Column) string
 }
 
 func rulesOf(d dialect.Dialect) rules {
 	switch d.Caps().Catalog {
 	case dialect.PostgresCatalog:
-		return rules{postgresTypes.needs, postgresTypes.fits, postgresFix}
+		return rules{postgresTypes.needs, postgresTypes.fits, postgresExact, postgresFix}
 	case dialect.SQLiteCatalog:
-		return rules{sqliteNeeds, sqliteFits, sqliteFix}
+		// SQLite's default collation, BINARY, compares bytes; pragma_table_info does not tell
+		// a column declared COLLATE NOCASE or RTRIM, so none is flagged.
+		return rules{sqliteNeeds, sqliteFits, func(Role, Column) string { return "" }, sqliteFix}
 	}
-	return rules{mysqlTypes.needs, mysqlTypes.fits, mysqlFix}
+	caps := d.Caps()
+	return rules{mysqlTypes.needs, mysqlTypes.fits, mysqlExact, func(table, col string, r Role, c Column) string {
+		return mysqlFix(caps, table, col, r, c)
+	}}
+}
+
+// keyed reports whether the library compares role r's column by key, with = and IN (a queue, a
+// kind, a unique or group key): such a column must compare byte for byte, or a consumer claims
+// rows of queues and kinds it does not run and keys collide (see mysqlKeyDefinition).
+func keyed(r Role) bool { return kindOf(r) == kindQueue }
+
+// inexactly is the problem of a keyed column of role r that compares text inexactly; how says how.
+func inexactly(r Role, how string) string {
+	harm := map[Role]string{
+		Queue:     "a consumer of queue \"Billing\" would claim the rows of \"billing\"",
+		Kind:      "a consumer of kind \"alpha\" would claim rows of \"Alpha\" and \"alpha \", kinds it does not run",
+		UniqueKey: "keys \"K\" and \"k\" would collide",
+		GroupKey:  "groups \"A\" and \"a\" would share one hold",
+		LimitKey:  "limit keys \"A\" and \"a\" would share one limit",
+	}[r]
+	return how + ": " + harm
+}
+
+// postgresExact flags a citext column, which compares without regard to case. (A column of a
+// nondeterministic collation, Postgres 12 and later, is not read from the catalog.)
+func postgresExact(r Role, c Column) string {
+	if keyed(r) && c.Base == "citext" {
+		return inexactly(r, "which compares without regard to case")
+	}
+	return ""
+}
+
+// mysqlExact flags a keyed column that does not compare byte for byte on MySQL and MariaDB: a
+// CHAR, which drops trailing spaces; a BINARY, which pads with zero bytes; a text column of a
+// collation other than a NO PAD binary one (MariaDB's *_nopad_bin, MySQL's utf8mb4_0900_bin),
+// such as the servers' defaults, which ignore case (utf8mb4_general_ci, utf8mb4_uca1400_ai_ci)
+// and trailing spaces, or utf8mb4_bin, which ignores trailing spaces. VARBINARY and BLOB
+// compare bytes.
+func mysqlExact(r Role, c Column) string {
+	switch {
+	case !keyed(r), c.Base == "varbinary", c.Base == "blob", c.Base == "tinyblob":
+		return ""
+	case c.Base == "char":
+		return inexactly(r, "which drops trailing spaces")
+	case c.Base == "binary":
+		return inexactly(r, "which pads with zero bytes")
+	case strings.HasSuffix(c.Collation, "_nopad_bin"), c.Collation == "utf8mb4_0900_bin", c.Collation == "binary":
+		return ""
+	case strings.HasSuffix(c.Collation, "_bin"):
+		return inexactly(r, "of collation "+c.Collation+", which ignores trailing spaces")
+	}
+	return inexactly(r, "of collation "+c.Collation+", which ignores case or trailing spaces")
 }
 
 // kind is what a role's column holds, which decides the types it takes on every database.
@@ -145,14 +202,16 @@ var mysqlTypes = typeNames{
 	kindInteger: {"an integer type (INT, BIGINT, …)", "not an integer type", []string{"tinyint", "smallint", "mediumint", "int", "bigint"}},
 	kindTime:    {"a time (DATETIME(6), or TIMESTAMP)", "not a time", mysqlTimes},
 	kindLease:   {"a time that keeps microseconds (DATETIME(6), or TIMESTAMP(6))", "not a time", mysqlTimes},
-	kindQueue:   {"a string type (VARCHAR, CHAR or TEXT)", "not a string type", slices.Concat(mysqlTexts, []string{"binary", "varbinary"})},
+	kindQueue: {"a string type that compares byte for byte (VARCHAR or TEXT of a NO PAD binary collation: utf8mb4_nopad_bin on MariaDB, utf8mb4_0900_bin on MySQL 8.0.17 and later; or VARBINARY)",
+		"not a string type", slices.Concat(mysqlTexts, []string{"binary", "varbinary"})},
 	kindPayload: {"bytes or text (LONGBLOB, BLOB, VARBINARY, TEXT, JSON, …)", "neither bytes nor text", slices.Concat(mysqlTexts, mysqlBinaries, []string{"json"})},
 	kindText:    {"text (TEXT, VARCHAR or JSON)", "not text", slices.Concat(mysqlTexts, []string{"json"})},
 }
 
-// mysqlFix restates the column, as MODIFY must: the type the README gives the role, and the
-// column's own nullability and AUTO_INCREMENT.
-func mysqlFix(table, col string, r Role, c Column) string {
+// mysqlFix restates the column, as MODIFY must: the type the README gives the role (a keyed
+// role's compares byte for byte, sqltext.KeyText), and the column's own nullability and
+// AUTO_INCREMENT.
+func mysqlFix(caps *dialect.Caps, table, col string, r Role, c Column) string {
 	null := " NULL"
 	if c.NotNull {
 		null = " NOT NULL"
@@ -172,9 +231,9 @@ func mysqlFix(table, col string, r Role, c Column) string {
 			def = "TIMESTAMP(6)" + null
 		}
 	case Queue, Kind:
-		def = "VARCHAR(191)" + null + " DEFAULT ''"
+		def = sqltext.KeyText(caps, 191) + null + " DEFAULT ''"
 	case UniqueKey, GroupKey, LimitKey:
-		def = "VARCHAR(191) NULL"
+		def = sqltext.KeyText(caps, 191) + " NULL"
 	case Payload:
 		def = "LONGBLOB" + null
 	default:

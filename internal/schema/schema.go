@@ -9,7 +9,18 @@
 // or lease column that is not a timestamp (on SQLite, one that cannot hold the library's text);
 // a lease column that drops microseconds, since the lease token is compared to the microsecond;
 // a queue or kind column that is not text; a payload that is neither bytes nor text; headers that are not
-// text.
+// text. A queue, kind, unique or group key column that compares text inexactly fails the check
+// too, and Open warns of it (see Verify).
+//
+// The rule for every text column the library compares by key, in the job table (queue, kind,
+// unique key, group key) and in every side table it creates (table names, queues, group keys,
+// schedule names, and whatever a new side table keys by): on MySQL and MariaDB declare it
+// sqltext.KeyText, which compares byte for byte, trailing spaces included; a job table's column
+// is a keyed role (keyed), which the checks flag where its collation does not compare exactly.
+// The servers' default collations ignore case and trailing spaces (utf8mb4_general_ci,
+// utf8mb4_uca1400_ai_ci; utf8mb4_bin ignores trailing spaces): a consumer of kind "alpha" would
+// claim rows of "Alpha" and "alpha ", one of queue "Billing" the rows of "billing". Postgres's
+// deterministic collations and SQLite's BINARY compare exactly already.
 package schema
 
 import (
@@ -89,6 +100,10 @@ type Result struct {
 	// Fix is the statement that makes the column fit (on SQLite, where a column's type cannot
 	// change, how to rebuild the table); empty when it fits.
 	Fix string
+	// Inexact says the column's type fits its role but compares text inexactly (Problem says
+	// how: a collation that ignores case or trailing spaces): the checks fail, and Open warns
+	// rather than refusing a table that ran before.
+	Inexact bool
 }
 
 // OK reports whether the column fits its role.
@@ -125,7 +140,11 @@ func Check(d dialect.Dialect, tbl Table, cols []Named) []Result {
 			continue
 		}
 		r.Has = c.shown()
-		if r.Problem = rules.fits(n.Role, c, tbl.Strict); r.Problem != "" {
+		if r.Problem = rules.fits(n.Role, c, tbl.Strict); r.Problem == "" {
+			r.Problem = rules.exact(n.Role, c)
+			r.Inexact = r.Problem != ""
+		}
+		if r.Problem != "" {
 			r.Fix = rules.fix(quoted, col, n.Role, c)
 		}
 		out[i] = r
@@ -140,8 +159,13 @@ func Check(d dialect.Dialect, tbl Table, cols []Named) []Result {
 // list (MySQL and MariaDB keep temporary tables out of information_schema), are left to the
 // statements the form prepares, whose errors name them. Where t has a unique key it also checks
 // the key's scope against the form (UniqueWhileQueued needs the lease form's column) and that
-// the key's unique index (UniqueIndex) is there, naming the statement that creates it.
-func Verify(ctx context.Context, db *sql.DB, d dialect.Dialect, t inbox.Table, lease string, kinds []inbox.ClaimedKind) error {
+// the key's unique index (UniqueIndex) is there, naming the statement that creates it. A keyed
+// column (queue, kind, unique or group key) that compares inexactly, of a collation that
+// ignores case or trailing spaces, is logged as a warning to q.Logger with its fix, not refused:
+// tables created before inbox schema declared an exact collation ran with it, and refusing them
+// would stop every consumer at an upgrade; inbox schema -check fails on it.
+func Verify(ctx context.Context, db *sql.DB, d dialect.Dialect, t inbox.Table, lease string, q inbox.Binding) error {
+	kinds := q.Kinds
 	if t.GroupKey != "" && lease == "" {
 		return sentinel.Errorf(inbox.ErrSchema, sentinel.Column(t.Name, t.GroupKey), "FIFO groups (inbox.Table.GroupKey) are built for the lease form so far: hold this table with lease.New, or leave GroupKey empty")
 	}
@@ -172,7 +196,11 @@ func Verify(ctx context.Context, db *sql.DB, d dialect.Dialect, t inbox.Table, l
 	}
 	var wrong []string
 	for _, r := range Check(d, tbl, Describe(t, lease)) {
-		if !r.OK() && r.Has != "" {
+		switch {
+		case r.Inexact && q.Logger != nil:
+			q.Logger.Warn("inbox: a key column compares text inexactly; run its fix (inbox schema -check lists every such column)",
+				"table", t.Name, "queue", q.Name, "column", r.Column, "role", r.Role.String(), "type", r.Has, "problem", r.Problem, "fix", r.Fix)
+		case !r.OK() && r.Has != "" && !r.Inexact:
 			wrong = append(wrong, r.String())
 		}
 	}
@@ -208,8 +236,9 @@ func verifyCancels(ctx context.Context, db *sql.DB, d dialect.Dialect, t inbox.T
 }
 
 // fitKinds refuses a kind the table's kind column cannot hold: longer than the characters its
-// type allows (VARCHAR(n), CHAR(n)), which the database would refuse or cut at the publish,
-// where the claims, naming the kind in full, would never find it.
+// type allows (VARCHAR(n), CHAR(n)), or the bytes (VARBINARY(n), MySQL's exact kind column),
+// which the database would refuse or cut at the publish, where the claims, naming the kind in
+// full, would never find it.
 func fitKinds(d dialect.Dialect, tbl Table, t inbox.Table, kinds []inbox.ClaimedKind) error {
 	if t.Kind == "" || len(kinds) == 0 {
 		return nil
@@ -222,20 +251,24 @@ func fitKinds(d dialect.Dialect, tbl Table, t inbox.Table, kinds []inbox.Claimed
 	if !ok {
 		return nil
 	}
+	length, unit := utf8.RuneCountInString, "characters"
+	if c.Base == "varbinary" {
+		length, unit = func(s string) int { return len(s) }, "bytes"
+	}
 	for _, k := range kinds {
-		if l := utf8.RuneCountInString(k.Kind); l > n {
-			return sentinel.Errorf(inbox.ErrSchema, sentinel.Table(t.Name), "kind %q has %d characters, and its kind column %q (%s) holds %d: shorten the kind, or widen the column", k.Kind, l, t.Kind, c.Type, n)
+		if l := length(k.Kind); l > n {
+			return sentinel.Errorf(inbox.ErrSchema, sentinel.Table(t.Name), "kind %q has %d %s, and its kind column %q (%s) holds %d: shorten the kind, or widen the column", k.Kind, l, unit, t.Kind, c.Type, n)
 		}
 	}
 	return nil
 }
 
 // charLimit is the characters a text type of a given length holds (varchar(64), character
-// varying(64), char(8)), and whether it has one.
+// varying(64), char(8)), or the bytes of a varbinary(764), and whether it has one.
 func charLimit(typ string) (int, bool) {
 	open, end := strings.IndexByte(typ, '('), strings.IndexByte(typ, ')')
 	base := strings.ToLower(typ)
-	if open < 0 || end < open || !strings.Contains(base, "char") {
+	if open < 0 || end < open || !strings.Contains(base, "char") && !strings.HasPrefix(base, "varbinary") {
 		return 0, false
 	}
 	n, err := strconv.Atoi(typ[open+1 : end])

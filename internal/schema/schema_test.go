@@ -1,6 +1,7 @@
 package schema
 
 import (
+	"errors"
 	"strings"
 	"testing"
 
@@ -79,7 +80,7 @@ func TestCheckRefusesWhatBreaksARoleAndOnlyThat(t *testing.T) {
 		{mysql, Lease, my("timestamp", "timestamp(3)", 3, false), false, "ALTER TABLE `t` MODIFY `c` TIMESTAMP(6) NULL"},
 		{mysql, ProcessedAt, my("varchar", "varchar(40)", -1, false), false, "ALTER TABLE `t` MODIFY `c` DATETIME(6) NULL"},
 		{mysql, Queue, my("varbinary", "varbinary(64)", -1, true), false, ""},
-		{mysql, Queue, my("int", "int(11)", -1, true), false, "ALTER TABLE `t` MODIFY `c` VARCHAR(191) NOT NULL DEFAULT ''"},
+		{mysql, Queue, my("int", "int(11)", -1, true), false, "ALTER TABLE `t` MODIFY `c` VARBINARY(764) NOT NULL DEFAULT ''"},
 		{mysql, Payload, my("json", "json", -1, false), false, ""},
 		{mysql, Payload, my("datetime", "datetime", 0, false), false, "ALTER TABLE `t` MODIFY `c` LONGBLOB NULL"},
 		{mysql, Headers, my("longtext", "longtext", -1, false), false, ""},
@@ -117,6 +118,50 @@ func TestCheckRefusesWhatBreaksARoleAndOnlyThat(t *testing.T) {
 	}
 }
 
+// TestCheckFlagsKeyColumnsThatCompareInexactly: a queue, kind, unique or group key column whose
+// collation ignores case or trailing spaces fails the check with a fix that declares the exact
+// type of the dialect (utf8mb4_nopad_bin on MariaDB, VARBINARY on MySQL), marked Inexact so that
+// Open warns rather than refuses; a column that is not keyed is left alone whatever its collation.
+func TestCheckFlagsKeyColumnsThatCompareInexactly(t *testing.T) {
+	mariadb := dialect.MariaDB[isolation.Default]{}
+	text := func(base, typ, collation string) Column {
+		return Column{Name: "c", Type: typ, Base: base, Precision: -1, NotNull: true, Collation: collation}
+	}
+	for _, c := range []struct {
+		d    dialect.Dialect
+		role Role
+		col  Column
+		fix  string // empty: exact
+	}{
+		{mariadb, Kind, text("varchar", "varchar(191)", "utf8mb4_general_ci"), "ALTER TABLE `t` MODIFY `c` VARCHAR(191) CHARACTER SET utf8mb4 COLLATE utf8mb4_nopad_bin NOT NULL DEFAULT ''"},
+		{mariadb, Queue, text("varchar", "varchar(191)", "utf8mb4_uca1400_ai_ci"), "COLLATE utf8mb4_nopad_bin NOT NULL DEFAULT ''"},
+		{mariadb, Queue, text("varchar", "varchar(191)", "utf8mb4_bin"), "COLLATE utf8mb4_nopad_bin"}, // pads
+		{mariadb, GroupKey, text("char", "char(20)", "utf8mb4_nopad_bin"), "COLLATE utf8mb4_nopad_bin NULL"},
+		{mariadb, UniqueKey, text("binary", "binary(20)", ""), "COLLATE utf8mb4_nopad_bin NULL"},
+		{mysql, Kind, text("varchar", "varchar(191)", "utf8mb4_0900_ai_ci"), "ALTER TABLE `t` MODIFY `c` VARBINARY(764) NOT NULL DEFAULT ''"},
+		{mariadb, Kind, text("varchar", "varchar(191)", "utf8mb4_nopad_bin"), ""},
+		{mysql, Kind, text("varchar", "varchar(191)", "utf8mb4_0900_bin"), ""},
+		{mysql, Queue, text("varbinary", "varbinary(764)", ""), ""},
+		{mysql, Headers, text("text", "text", "utf8mb4_general_ci"), ""}, // not compared by key
+		{postgres, Queue, Column{Name: "c", Type: "citext", Base: "citext", Precision: -1}, `ALTER TABLE "t" ALTER COLUMN "c" TYPE TEXT`},
+		{postgres, Queue, Column{Name: "c", Type: "text", Base: "text", Precision: -1}, ""},
+	} {
+		r := Check(c.d, Table{Name: "t", Found: true, Columns: []Column{c.col}}, []Named{{c.role, "c"}})[0]
+		where := c.d.Name() + " " + c.role.String() + " " + c.col.Type + " " + c.col.Collation
+		switch {
+		case c.fix == "" && !r.OK():
+			t.Errorf("%s: flagged (%s), want it exact", where, r)
+		case c.fix == "":
+		case r.OK() || !r.Inexact:
+			t.Errorf("%s: %+v, want it flagged as inexact", where, r)
+		case !strings.Contains(r.Fix, c.fix):
+			t.Errorf("%s: fix %q, want %q", where, r.Fix, c.fix)
+		case !strings.Contains(r.String(), c.col.Type):
+			t.Errorf("%s: %q does not name the column's type", where, r)
+		}
+	}
+}
+
 func TestCheckReportsEveryColumnInOrderAndTheMissingOnes(t *testing.T) {
 	tbl := Table{Name: "jobs", Found: true, Columns: []Column{
 		{Name: "id", Type: "text", Base: "text", Precision: -1},
@@ -148,5 +193,27 @@ func TestColumnNamesMatchAsTheDatabaseComparesThem(t *testing.T) {
 	tbl.Columns[0].Base = "int8"
 	if r := Check(postgres, tbl, []Named{{ID, "id"}})[0]; r.Problem != "is missing" {
 		t.Errorf(`Postgres: column id against "ID": %s, want it missing (quoted names keep their case)`, r)
+	}
+}
+
+// TestFitKindsCountsBytesOfAVarbinaryKindColumn: MySQL's exact kind column, VARBINARY(n), holds
+// n bytes, so a kind of fewer characters but more bytes is refused at Open, as a kind longer
+// than a VARCHAR(n)'s n characters is.
+func TestFitKindsCountsBytesOfAVarbinaryKindColumn(t *testing.T) {
+	desc := inbox.Table{Name: "jobs", Kind: "kind"}
+	kind := strings.Repeat("é", 5) // 5 characters, 10 bytes
+	for _, c := range []struct {
+		col    Column
+		refuse bool
+	}{
+		{Column{Name: "kind", Type: "varbinary(8)", Base: "varbinary"}, true},
+		{Column{Name: "kind", Type: "varbinary(10)", Base: "varbinary"}, false},
+		{Column{Name: "kind", Type: "varchar(5)", Base: "varchar"}, false},
+		{Column{Name: "kind", Type: "varchar(4)", Base: "varchar"}, true},
+	} {
+		err := fitKinds(mysql, Table{Name: "jobs", Found: true, Columns: []Column{c.col}}, desc, []inbox.ClaimedKind{{Kind: kind}})
+		if refused := errors.Is(err, inbox.ErrSchema); refused != c.refuse {
+			t.Errorf("kind of 5 characters, 10 bytes, in %s: %v, want refused %v", c.col.Type, err, c.refuse)
+		}
 	}
 }

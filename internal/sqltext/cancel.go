@@ -12,12 +12,13 @@ import (
 // row has settled or is queued again.
 const CancelsTable = "inbox_cancels"
 
-// CreateCancels is the statement that creates CancelsTable on c's database, if it is not there.
+// CreateCancels is the statement that creates CancelsTable on c's database, if it is not there;
+// its table names compare byte for byte (KeyText).
 func CreateCancels(c *dialect.Caps) string {
 	key, at := "TEXT", "TIMESTAMPTZ"
 	switch c.Catalog {
 	case dialect.MySQLCatalog:
-		key, at = "VARCHAR(191)", "DATETIME(6)"
+		key, at = KeyText(c, 191), "DATETIME(6)"
 	case dialect.SQLiteCatalog:
 		at = "TEXT"
 	}

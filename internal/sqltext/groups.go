@@ -18,11 +18,12 @@ import (
 const GroupsTable = "inbox_groups"
 
 // CreateGroups is the statement that creates GroupsTable on c's database, if it is not there.
-// Its primary key fits MySQL's and MariaDB's 3,072-byte key in utf8mb4.
+// Its primary key fits MySQL's and MariaDB's 3,072-byte key in utf8mb4, and its names and keys
+// compare byte for byte (KeyText): "A" and "a" are two groups.
 func CreateGroups(c *dialect.Caps) string {
 	name, text, token := "TEXT", "TEXT", timeType(c)
 	if c.Catalog == dialect.MySQLCatalog {
-		name, text = "VARCHAR(64)", "VARCHAR(191)"
+		name, text = KeyText(c, 64), KeyText(c, 191)
 	}
 	return "CREATE TABLE IF NOT EXISTS " + GroupsTable + " (table_name " + name + " NOT NULL, queue " + text +
 		" NOT NULL, group_key " + text + " NOT NULL, holder_id BIGINT NOT NULL, holder_token " + token +

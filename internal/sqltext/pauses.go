@@ -18,13 +18,13 @@ func (s SQL) Pauses() Pauses { return Pauses{s} }
 const pauseColumns = "table_name, queue_name, paused_at"
 
 // Create is the statement that creates the pauses table, if it is not there. Its key is the
-// job table's name and the queue's: VARCHAR(191) each on MySQL and MariaDB, whose utf8mb4 index
-// holds both.
+// job table's name and the queue's: 191 characters each on MySQL and MariaDB, whose utf8mb4 index
+// holds both, compared byte for byte (KeyText).
 func (w Pauses) Create() string {
 	name, at := "TEXT", "TIMESTAMPTZ"
 	switch w.s.c.Catalog {
 	case dialect.MySQLCatalog:
-		name, at = "VARCHAR(191)", "DATETIME(6)"
+		name, at = KeyText(w.s.c, 191), "DATETIME(6)"
 	case dialect.SQLiteCatalog:
 		at = "TEXT"
 	}

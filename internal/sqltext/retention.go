@@ -17,7 +17,7 @@ func CreateSweeps(c *dialect.Caps) string {
 	key, holder, until := "TEXT", "TEXT", "TIMESTAMPTZ"
 	switch c.Catalog {
 	case dialect.MySQLCatalog:
-		key, holder, until = "VARCHAR(191)", "VARCHAR(191)", "DATETIME(6)"
+		key, holder, until = KeyText(c, 191), "VARCHAR(191)", "DATETIME(6)"
 	case dialect.SQLiteCatalog:
 		until = "TEXT"
 	}

@@ -27,11 +27,12 @@ func (s SQL) Ticks(ticks string) Ticks { return Ticks{s: s, ticks: ticks} }
 const tickColumns = "name, last_tick, next_tick, job_id"
 
 // Create is the CREATE TABLE of the ticks table. The name is the primary key: on MySQL and
-// MariaDB a VARCHAR(191), the longest a utf8mb4 key holds on every row format.
+// MariaDB 191 characters, the longest a utf8mb4 key holds on every row format, compared byte for
+// byte (KeyText): "Nightly" and "nightly" are two schedules.
 func (k Ticks) Create() string {
 	name := "TEXT"
 	if k.s.c.Catalog == dialect.MySQLCatalog {
-		name = "VARCHAR(191)"
+		name = KeyText(k.s.c, 191)
 	}
 	integer := "BIGINT"
 	if k.s.c.Catalog == dialect.SQLiteCatalog {
