@@ -44,11 +44,12 @@ type Limits struct{ s SQL }
 func (s SQL) Limits() Limits { return Limits{s} }
 
 // keyTypes are the types of the limits' and slots' key columns on c's database: the job
-// table's name, and text (the queue, the scope, the key). On MySQL and MariaDB VARCHARs whose
-// primary key, with the slot number, fits the 3,072-byte key in utf8mb4.
+// table's name, and text (the queue, the scope, the key). On MySQL and MariaDB keys that
+// compare byte for byte (KeyText), whose primary key, with the slot number, fits the
+// 3,072-byte key in utf8mb4.
 func keyTypes(c *dialect.Caps) (name, text, scope string) {
 	if c.Catalog == dialect.MySQLCatalog {
-		return "VARCHAR(64)", "VARCHAR(191)", "VARCHAR(8)"
+		return KeyText(c, 64), KeyText(c, 191), "VARCHAR(8)"
 	}
 	return "TEXT", "TEXT", "TEXT"
 }

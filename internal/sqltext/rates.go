@@ -46,7 +46,7 @@ const rateColumns = "table_name, queue, scope, rate_key, slot, starts, interval_
 func (w Rates) Create() string {
 	text := "TEXT"
 	if w.s.c.Catalog == dialect.MySQLCatalog {
-		text = "VARCHAR(191)"
+		text = KeyText(w.s.c, 191) // compared byte for byte
 	}
 	return "CREATE TABLE IF NOT EXISTS " + w.s.t.Rates + " (table_name " + text + " NOT NULL, queue " + text +
 		" NOT NULL, scope VARCHAR(8) NOT NULL, rate_key " + text + " NOT NULL, slot INTEGER NOT NULL, starts INTEGER NOT NULL," +
