@@ -4,7 +4,7 @@ go 1.26.0
 
 require (
 	github.com/glebarez/go-sqlite v1.23.0
-	github.com/sqlinbox/inbox v0.0.0-20261203115833-17e291afd343
+	github.com/sqlinbox/inbox v0.0.0-20261203121119-9abc17c1ddab
 	go.opentelemetry.io/otel v1.47.0
 	go.opentelemetry.io/otel/exporters/stdout/stdoutmetric v1.47.0
 	go.opentelemetry.io/otel/exporters/stdout/stdouttrace v1.47.0

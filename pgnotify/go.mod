@@ -4,7 +4,7 @@ go 1.26
 
 require (
 	github.com/jackc/pgx/v5 v5.12.0
-	github.com/sqlinbox/inbox v0.0.0-20261203115833-17e291afd343
+	github.com/sqlinbox/inbox v0.0.0-20261203121119-9abc17c1ddab
 )
 
 require (
