@@ -113,7 +113,8 @@ func (h *handler) limitAction(form url.Values) (func(context.Context) error, str
 	if queue == emptyQueue {
 		queue = ""
 	}
-	key, kind, shown := form.Get("key"), strings.TrimSpace(form.Get("kind")), shownQueue(queue)
+	// A limit key and a kind are compared byte for byte: taken as typed.
+	key, kind, shown := form.Get("key"), form.Get("kind"), shownQueue(queue)
 	scope := inbox.LimitScope(form.Get("scope"))
 	switch do := form.Get("do"); {
 	case do == "set-limit" && h.caps.Limits:
