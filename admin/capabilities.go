@@ -9,8 +9,7 @@ import (
 
 // Capabilities are what the table's description lets an operator see and do: the states its
 // rows are told apart in, the filters that apply, and the actions. A page built on them shows
-// what the table has and hides what it lacks; features to come (limits) add fields here as
-// they land.
+// what the table has and hides what it lacks.
 type Capabilities struct {
 	// Queues says rows have a queue (the Queue role): counts and listings are per queue.
 	Queues bool `json:"queues"`
@@ -40,6 +39,12 @@ type Capabilities struct {
 	// Groups says rows have a FIFO group (the GroupKey role): Groups lists the groups with
 	// rows pending, their head, backlog and holder.
 	Groups bool `json:"groups"`
+	// Limits says queues can have concurrency limits (SetLimit, ClearLimit, Limits): the
+	// description names a limits table (inbox.Table.Limits).
+	Limits bool `json:"limits"`
+	// Rates says queues can have rate limits (SetRate, ClearRate, Rates): the description
+	// names a rates table (inbox.Table.Rates).
+	Rates bool `json:"rates"`
 	// OldestDue says Stats can date every due row (RetryAfter and CreatedAt), not only those
 	// delayed before.
 	OldestDue bool `json:"oldest_due"`
@@ -57,6 +62,8 @@ func (a *Admin) Capabilities() Capabilities {
 		Pauses:        t.Pauses != "",
 		Cancels:       t.CancelledAt != "",
 		Groups:        t.GroupKey != "",
+		Limits:        t.Limits != "",
+		Rates:         t.Rates != "",
 	}
 	for _, s := range States {
 		if a.stateNeeds("", s) != nil {

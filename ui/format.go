@@ -41,6 +41,7 @@ func parsePages() (map[string]*template.Template, error) {
 		"error":     {"layout.html", "error.html"},
 		"schedules": {"layout.html", "schedules.html"},
 		"groups":    {"layout.html", "groups.html"},
+		"limits":    {"layout.html", "limits.html"},
 	} {
 		paths := make([]string, len(files))
 		for i, f := range files {

@@ -26,7 +26,7 @@ type view struct {
 	CSRF     string
 	ReadOnly bool
 	Caps     admin.Capabilities
-	Nav      string // "overview", "rows", "groups" or "schedules": the navigation's current entry
+	Nav      string // "overview", "rows", "groups", "limits" or "schedules": the navigation's current entry
 	Error    string
 	Shows    shows
 }

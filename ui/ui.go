@@ -1,7 +1,8 @@
 // Package ui is the operator's web page of an inbox table: its queues with their rows counted by
 // state and the age of the oldest due row, refreshed live; its rows listed by state and queue,
 // filtered by id range, age, last error and a JSON path into the payload; a row's detail; its
-// FIFO groups with rows pending (head, backlog, holder, blocked); and the actions package admin
+// FIFO groups with rows pending (head, backlog, holder, blocked); its concurrency and rate
+// limits, set and cleared from the page; and the actions package admin
 // runs (requeue, retry now, cancel, delete) on one row, a selection, or every row a filter
 // matches, with the count of the rows shown before the action runs.
 //
@@ -151,6 +152,8 @@ func New(a *admin.Admin, cfg *Config) (http.Handler, error) {
 	mux.HandleFunc("GET /rows/{id}", h.row)
 	mux.HandleFunc("GET /schedules", h.schedules)
 	mux.HandleFunc("GET /groups", h.groups)
+	mux.HandleFunc("GET /limits", h.limits)
+	mux.HandleFunc("POST /limits", h.setLimits)
 	mux.HandleFunc("POST /act", h.act)
 	mux.HandleFunc("POST /pause", h.pause)
 	mux.HandleFunc("POST /cancel", h.cancel)

@@ -475,9 +475,9 @@ func TestGroupsPage(t *testing.T) {
 	grouped := jobs
 	grouped.GroupKey = "group_key"
 	later := time.Now().Add(time.Hour).UTC().Format("2006-01-02 15:04:05.000000")
-	listed := answer{key: "inbox_head", columns: make([]string, 7), rows: [][]driver.Value{
-		{quotedQueue, script, int64(3), int64(2), int64(0), nil, nil},
-		{quotedQueue, "acme", int64(5), int64(4), int64(2), later, nil},
+	listed := answer{key: "inbox_head", columns: make([]string, 9), rows: [][]driver.Value{
+		{quotedQueue, script, int64(3), int64(2), int64(0), nil, nil, nil, nil},
+		{quotedQueue, "acme", int64(5), int64(4), int64(2), later, nil, nil, nil},
 	}}
 	f := &fakeDB{answers: append([]answer{listed}, answers()...)}
 	c := newClient(t, pageOf(t, f, nil, grouped))
@@ -516,7 +516,7 @@ func TestGroupsPage(t *testing.T) {
 func TestLinksCarryTheirQuery(t *testing.T) {
 	grouped := jobs
 	grouped.GroupKey = "group_key"
-	none := answer{key: "inbox_head", columns: make([]string, 7)}
+	none := answer{key: "inbox_head", columns: make([]string, 9)}
 	f := &fakeDB{answers: append([]answer{none}, answers()...)}
 	c := newClient(t, pageOf(t, f, nil, grouped))
 	c.get("/") // reads the queues' counts

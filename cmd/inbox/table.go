@@ -187,6 +187,40 @@ func withPauses(ctx context.Context, db *sql.DB, d dialect.Dialect, t inbox.Tabl
 	return p, nil
 }
 
+// withLimits is t naming the limits' tables (inbox.LimitsTable) and the rates table
+// (inbox.RatesTable) where the database has them, as inbox schema -limits and -rates create
+// them, so that the page lists the limits and rates and sets them; t without each the database
+// lacks. Limits count the rows in work by the lease form's lease column: a table without one
+// names no limits table.
+func withLimits(ctx context.Context, db *sql.DB, d dialect.Dialect, t inbox.Table) (inbox.Table, error) {
+	for _, side := range []struct {
+		set  func(*inbox.Table)
+		read func(context.Context, *admin.Admin) error
+		skip bool
+	}{
+		{func(t *inbox.Table) { t.Limits = inbox.LimitsTable }, func(ctx context.Context, a *admin.Admin) error { _, err := a.Limits(ctx); return err }, t.LockedUntil == ""},
+		{func(t *inbox.Table) { t.Rates = inbox.RatesTable }, func(ctx context.Context, a *admin.Admin) error { _, err := a.Rates(ctx); return err }, false},
+	} {
+		if side.skip {
+			continue
+		}
+		p := t
+		side.set(&p)
+		a, err := admin.New(db, d, p)
+		if err != nil {
+			return inbox.Table{}, usagef("%v", err)
+		}
+		switch err := side.read(ctx, a); {
+		case errors.Is(err, inbox.ErrSchema):
+			continue
+		case err != nil:
+			return inbox.Table{}, err
+		}
+		t = p
+	}
+	return t, nil
+}
+
 // An operated table is a command's table on its database: the connection, the table's
 // operator, the description the flags give, and the database as the output shows it.
 type operated struct {

@@ -73,6 +73,9 @@ func uiCommand(ctx context.Context, s *session, args []string) error {
 	if err != nil {
 		return err
 	}
+	if tbl, err = withLimits(ctx, db, t.dialect, tbl); err != nil {
+		return err
+	}
 	a, err := admin.New(db, t.dialect, tbl)
 	if err != nil {
 		return err

@@ -59,7 +59,9 @@ func TestCommandUIServesThePageWithoutThePassword(t *testing.T) {
 	table := tableName(t)
 	db, _ := liveDB(t, liveDSN{"postgres", pg})
 	t.Cleanup(func() { db.Exec(`DROP TABLE IF EXISTS "` + table + `"`) })
-	if code, stdout, stderr := runCommand(t, nil, "schema", "-dsn", u.String(), "-table", table, "-apply"); code != 0 {
+	// The limits' and rates' tables are the database's, shared by its job tables (keyed by the
+	// table's name): -limits -rates creates them where they are not there.
+	if code, stdout, stderr := runCommand(t, nil, "schema", "-dsn", u.String(), "-table", table, "-limits", "-rates", "-apply"); code != 0 {
 		t.Fatalf("inbox schema -apply: exit %d\n%s%s", code, stdout, stderr)
 	}
 	if _, err := db.Exec(`INSERT INTO "` + table + `" (queue, payload, dead_at, last_error) VALUES ('q', '{"a":1}', now(), 'boom')`); err != nil {
@@ -107,7 +109,7 @@ func TestCommandUIServesThePageWithoutThePassword(t *testing.T) {
 		t.Errorf("GET /healthz: %d, want 200 ok without the token", code)
 	}
 	var pages strings.Builder
-	for _, path := range []string{"?token=" + token, "rows?state=dead", "rows/1"} {
+	for _, path := range []string{"?token=" + token, "rows?state=dead", "rows/1", "limits"} {
 		code, body := get(path)
 		if code != http.StatusOK {
 			t.Errorf("GET /%s: %d\n%s", path, code, body)
@@ -116,6 +118,9 @@ func TestCommandUIServesThePageWithoutThePassword(t *testing.T) {
 	}
 	if !strings.Contains(pages.String(), "boom") || !strings.Contains(pages.String(), ":xxxxx@") {
 		t.Errorf("the pages do not show the row, or the DSN redacted:\n%s", pages.String())
+	}
+	if !strings.Contains(pages.String(), "Concurrency limits") || !strings.Contains(pages.String(), "Rate limits") {
+		t.Errorf("the limits page does not list the limits and the rates the database has tables for:\n%s", pages.String())
 	}
 	if err := cmd.Process.Signal(os.Interrupt); err != nil {
 		t.Fatal(err)
