@@ -4,7 +4,7 @@ go 1.26
 
 require (
 	github.com/jackc/pgx/v5 v5.12.0
-	github.com/sqlinbox/inbox v0.0.0-20261203121119-9abc17c1ddab
+	github.com/sqlinbox/inbox v0.0.0-20261203122749-9f8ba2c128e9
 )
 
 require (
