@@ -103,13 +103,10 @@
 //     closes the form. A retry settles in its worker instead, so that its row is back in the
 //     queue, its retry_after written, before the worker claims again: a lone worker still takes
 //     a retried row of the first priority next.
-//   - With the worker's next claim, outside transactional mode: a single row's settlement,
-//     when its worker would claim next. The lease form on SQLite, whose one writer commits one
-//     transaction at a time, settles and claims in one transaction, when no other worker waits
-//     for a row or settles. The row lock form, on Postgres 12 or later, MySQL and MariaDB,
-//     commits the settlement with COMMIT AND CHAIN, which begins the claim's transaction on the
-//     same connection in the same round trip; the settlement is committed before the claim
-//     runs, as durable as any other.
+//   - With the worker's next claim, in one transaction (the lease form on SQLite outside
+//     transactional mode, whose one writer commits one transaction at a time): a single row's
+//     settlement, when its worker would claim next and no other worker waits for a row or
+//     settles.
 //   - In the worker, before it takes its next unit: everything else. A batch settles whole, and
 //     a delivery that holds a connection (the row lock and advisory forms, and every form in
 //     transactional mode) holds it until it settles.

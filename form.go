@@ -128,10 +128,8 @@ type Plan struct {
 	// binding.
 
 	// SettleAndClaim settles d by o, as Settle does, and claims at most max rows, as Claim does,
-	// where running them together saves a commit or a round trip: in one transaction (the lease
-	// form on SQLite outside transactional mode: one writer commits one transaction at a time),
-	// or with a settlement whose COMMIT begins the claim's transaction (the row lock form's
-	// COMMIT AND CHAIN outside transactional mode). It returns the rows
+	// in one transaction, where that saves a commit (the lease form on SQLite outside
+	// transactional mode: one writer commits one transaction at a time). It returns the rows
 	// claimed, the settlement's error and the claim's. When the consumer calls it: see "Where
 	// settlements run" in the package documentation.
 	SettleAndClaim func(ctx context.Context, d *Delivery, o outcome.Outcome, max int) (claimed []*Delivery, settleErr, claimErr error)

@@ -39,10 +39,9 @@ func settlersBehind(plan Plan, cfg Config, u units, workers int) int {
 	return behindPerWorker * workers
 }
 
-// fusing is the plan's SettleAndClaim where units are single rows outside transactional mode;
-// otherwise nil.
+// fusing is the plan's SettleAndClaim where units own nothing of their workers; otherwise nil.
 func fusing(plan Plan, cfg Config, u units) func(ctx context.Context, d *Delivery, o outcome.Outcome, max int) ([]*Delivery, error, error) {
-	if u.batched() || cfg.Transactional {
+	if !ownsNothing(plan, cfg, u) {
 		return nil
 	}
 	return plan.SettleAndClaim
@@ -65,14 +64,10 @@ func (r *run) placeOf(ctx context.Context, outs []outcome.Outcome, mayClaim bool
 func final(o outcome.Outcome) bool { return o.Settles() || o.Kind() == outcome.KindFail }
 
 // fuse reports whether a worker that settles should claim its next row in the same call, and
-// if so takes the claim slot for it: only when the form can, and, where a claim takes rows for
-// the workers waiting or settling too (sharesClaims), no other worker waits for a row or
-// settles, so that no claim or settlement would be shared by running them apart.
+// if so takes the claim slot for it: only when the form can, and no other worker waits for a
+// row or settles, so that no claim or settlement would be shared by running them apart.
 func (r *run) fuse(ctx context.Context) bool {
-	if r.plan.SettleAndClaim == nil || ctx.Err() != nil || len(r.handoff) > 0 {
-		return false
-	}
-	if r.sharesClaims && (r.waiting.Load() > 0 || r.settling.Load() > 0) {
+	if r.plan.SettleAndClaim == nil || ctx.Err() != nil || len(r.handoff) > 0 || r.waiting.Load() > 0 || r.settling.Load() > 0 {
 		return false
 	}
 	select {

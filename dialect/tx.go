@@ -91,52 +91,6 @@ func beginOn(ctx context.Context, d Dialect, conn *sql.Conn, owned bool) (Tx, er
 	return &serverTx{pin: pin{conn: conn, owned: owned}, tx: tx, session: s}, nil
 }
 
-// chainSince is the first Postgres server_version_num with COMMIT AND CHAIN (Postgres 12).
-const chainSince = 120000
-
-// ChainsCommits reports whether d's transactions on db can commit and begin the next one in a
-// single statement (CommitAndChain): on Postgres 12 or later, which it asks the server, and on
-// MySQL and MariaDB; not on SQLite, whose transactions begin by a statement of their own.
-func ChainsCommits(ctx context.Context, d Dialect, db *sql.DB) (bool, error) {
-	switch c := d.Caps(); {
-	case c.BeginsByStatement:
-		return false, nil
-	case c != &postgresCaps:
-		return true, nil
-	}
-	var num string
-	if err := db.QueryRowContext(ctx, "SHOW server_version_num").Scan(&num); err != nil {
-		return false, fmt.Errorf("reading the Postgres server version: %w", err)
-	}
-	n, _ := strconv.Atoi(num)
-	return n >= chainSince, nil
-}
-
-// CommitAndChain commits tx and, in the same statement and round trip, begins the next
-// transaction on tx's connection at the same level (COMMIT AND CHAIN, where ChainsCommits says
-// the server has it): tx is then that transaction, which Commit or Rollback ends as any other.
-// The commit is the one Commit makes, as durable. A COMMIT that fails ends tx as a failed Commit
-// does: its connection is discarded, and the error wraps inbox.ErrCommitUnknown unless the
-// transaction is known to have rolled back. A transaction that cannot chain (SQLite's) is left
-// as it was, with an error.
-func CommitAndChain(ctx context.Context, tx Tx) error {
-	t, ok := tx.(*serverTx)
-	switch {
-	case !ok:
-		return errors.New("this transaction cannot commit and chain: only Postgres, MySQL and MariaDB transactions can")
-	case t.ended:
-		return sql.ErrTxDone
-	}
-	// By the *sql.Tx itself, not ExecContext: the statement keeps the session's level.
-	if _, err := t.tx.ExecContext(ctx, "COMMIT AND CHAIN"); err != nil {
-		// Whether a transaction is open after the error is not known: the connection goes.
-		t.tx.Rollback()
-		t.end(false)
-		return commitError(err)
-	}
-	return nil
-}
-
 // Discard closes conn and the session behind it instead of returning it to the pool, which
 // ends whatever the session had open (a transaction, its locks, session locks). Closing conn
 // after it does nothing.

@@ -34,11 +34,7 @@
 //
 // Each delivery in work holds one pooled connection and one open transaction until it settles
 // (Plan.HoldsConnection), so a consumer runs at most the pool's size less one at once; a batch
-// holds one of each for all its rows. A single delivery costs one commit and, where its worker
-// claims next (SettleAndClaim, outside transactional mode), three round trips: the claim, the
-// settlement's statement, and its COMMIT AND CHAIN, which begins the next claim's transaction
-// on the same connection (Postgres 12 or later, MySQL, MariaDB; elsewhere a BEGIN of its own
-// adds a round trip, and on MySQL and MariaDB a level other than the session's one more). A transaction held open for a long handler holds back
+// holds one of each for all its rows. A transaction held open for a long handler holds back
 // Postgres's vacuum and MySQL's purge: long handlers belong in the lease form.
 //
 // # Batches
@@ -163,9 +159,6 @@ type Form[D Dialect] struct {
 	// a claim binds a copy with its now.
 	claimed sqltext.Values
 	log     *slog.Logger
-	// chains: a settlement's COMMIT may begin the worker's next claim's transaction
-	// (SettleAndClaim): the server has COMMIT AND CHAIN and the binding is not transactional.
-	chains bool
 	// unflushed: an Ack's settlement, where it is the transaction's only change, commits without
 	// waiting for the disk (inbox.Binding.UnflushedAcks outside transactional mode, on a database
 	// that sets durability per statement).
@@ -211,11 +204,7 @@ func (f *Form[D]) Open(ctx context.Context, db *sql.DB, q inbox.Binding) (inbox.
 	if err := f.life.Open(already, func() error { return f.bind(ctx, db, q) }); err != nil {
 		return inbox.Plan{}, err
 	}
-	plan := inbox.Plan{Table: f.t.Name, Form: dialect.RowLockForm.String(), HoldsConnection: true, Dialect: f.d, Described: f.t, FindUnclaimable: f.FindUnclaimable}
-	if f.chains {
-		plan.SettleAndClaim = f.SettleAndClaim
-	}
-	return plan, nil
+	return inbox.Plan{Table: f.t.Name, Form: dialect.RowLockForm.String(), HoldsConnection: true, Dialect: f.d, Described: f.t, FindUnclaimable: f.FindUnclaimable}, nil
 }
 
 // bind checks the form against db and binds it to q, as Open says.
@@ -227,10 +216,6 @@ func (f *Form[D]) bind(ctx context.Context, db *sql.DB, q inbox.Binding) error {
 		return sentinel.At(sentinel.Queue(f.t.Name, q.Name), err)
 	}
 	if err := dialect.CheckGalera(ctx, f.d, db, dialect.RowLockForm); err != nil {
-		return sentinel.At(sentinel.Queue(f.t.Name, q.Name), err)
-	}
-	chains, err := dialect.ChainsCommits(ctx, f.d, db)
-	if err != nil {
 		return sentinel.At(sentinel.Queue(f.t.Name, q.Name), err)
 	}
 	st, err := stmt.New(f.d, f.t)
@@ -248,9 +233,6 @@ func (f *Form[D]) bind(ctx context.Context, db *sql.DB, q inbox.Binding) error {
 		return err
 	}
 	f.db, f.st, f.text, f.q, f.unflushed = db, st, text, q, unflushed
-	// In transactional mode the claim's transaction is the handler's too, whose statements may
-	// have failed unseen: a COMMIT AND CHAIN of a failed transaction rolls it back without an error.
-	f.chains = chains && !q.Transactional
 	f.claimed = st.ClaimValues(q.Name)
 	f.log = q.Logger
 	if f.log == nil {
@@ -389,13 +371,6 @@ func (f *Form[D]) claimTx(ctx context.Context, claim *stmt.Stmt, size int) ([]*i
 		cancel()
 		return nil, fmt.Errorf("beginning the claim's transaction (level %s): %w", f.d.Level(), err)
 	}
-	return f.claimIn(ctx, tx, cancel, stop, claim, size)
-}
-
-// claimIn runs claim in tx, a transaction of its own begun with a context that cancel ends and
-// stop unties from ctx, and holds the rows it returns under one hold, as claimTx says. It
-// returns none, and rolls tx back, when no row is due.
-func (f *Form[D]) claimIn(ctx context.Context, tx dialect.Tx, cancel context.CancelFunc, stop func() bool, claim *stmt.Stmt, size int) ([]*inbox.Delivery, error) {
 	abandon := func(err error) ([]*inbox.Delivery, error) {
 		stop()
 		tx.Rollback()
@@ -542,22 +517,14 @@ func (f *Form[D]) Settle(ctx context.Context, d *inbox.Delivery, o outcome.Outco
 	}
 	defer f.life.Leave()
 	defer h.cancel()
-	_, err = f.settle(ctx, h, d, o, false)
-	return err
-}
 
-// settle applies o to d's row in h's transaction, as Settle says. With chain, a settlement that
-// commits begins the next transaction on h's connection in its COMMIT (dialect.CommitAndChain),
-// and reports chained: h's transaction is then that one, still open, and its context is not
-// ended. Otherwise the transaction has ended; the caller ends h's context either way.
-func (f *Form[D]) settle(ctx context.Context, h *hold, d *inbox.Delivery, o outcome.Outcome, chain bool) (chained bool, err error) {
 	if err := h.takeBack(); err != nil {
-		return false, errors.Join(sentinel.Errorf(nil, sentinel.Queue(f.t.Name, f.q.Name), "settling row %d (%s): nothing settled, the row is back in the queue: %w", d.ID, o, err), f.rollback(h))
+		return errors.Join(sentinel.Errorf(nil, sentinel.Queue(f.t.Name, f.q.Name), "settling row %d (%s): nothing settled, the row is back in the queue: %w", d.ID, o, err), f.rollback(h))
 	}
 	k, s, args := f.settlement(d, o)
 	if s == nil {
 		// Retry without an attempt column: the row as it was is the retry.
-		return false, f.rollback(h)
+		return f.rollback(h)
 	}
 	if k == outcome.KindAck && f.unflushed {
 		// The ack is the transaction's one change: losing it costs a second delivery.
@@ -565,25 +532,20 @@ func (f *Form[D]) settle(ctx context.Context, h *hold, d *inbox.Delivery, o outc
 	}
 	if f.q.Transactional && o.Kind() != outcome.KindAck {
 		if _, err := h.tx.ExecContext(ctx, f.text.RollbackToSavepoint().SQL); err != nil {
-			return false, f.fail(h, h.ds, "rolling back the handler's writes for "+k.String(), err)
+			return f.fail(h, h.ds, "rolling back the handler's writes for "+k.String(), err)
 		}
 	}
 	if _, err := s.ExecIn(ctx, h.tx, args...); err != nil {
 		err = f.fail(h, h.ds, "the "+k.String()+" statement", err)
 		if f.conflicted(ctx, h.ds, o, err) {
-			return false, nil
+			return nil
 		}
-		return false, f.backOff(ctx, h.ds, err)
+		return f.backOff(ctx, h.ds, err)
 	}
-	if chain {
-		err = dialect.CommitAndChain(ctx, h.tx)
-	} else {
-		err = h.tx.Commit()
+	if err := h.tx.Commit(); err != nil {
+		return f.backOff(ctx, h.ds, f.commitFailed(h.ds, "the "+k.String(), err))
 	}
-	if err != nil {
-		return false, f.backOff(ctx, h.ds, f.commitFailed(h.ds, "the "+k.String(), err))
-	}
-	return chain, nil
+	return nil
 }
 
 // backOff applies the consumer's back-off (inbox.Binding.Backoff) to the rows of ds, whose

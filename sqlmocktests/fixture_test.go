@@ -118,12 +118,12 @@ func (fx *fixture) expectServer() {
 	switch fx.form {
 	case "lease":
 		lockCol = fx.sh.lease
-	case "advisory", "rowlock":
-		// The advisory form reads the version for its lock functions, the row lock form for
-		// COMMIT AND CHAIN (dialect.ChainsCommits).
+	case "advisory":
 		if db == "postgres" {
 			expectVersion(fx.recorder, db, "")
 		}
+		fallthrough
+	case "rowlock":
 		expectNotGalera(fx.recorder, db)
 	}
 	expectColumns(fx.recorder, db, fx.sh.table, lockCol)
@@ -406,17 +406,16 @@ func openRowlock(t *testing.T, c dbCase, sh shape, maxOpen int, q inbox.Binding)
 	fx := newFixture(t, "rowlock", c, sh, maxOpen, q)
 	f := c.rowlockForm(sh.table)
 	fx.open(t, f)
-	checkRowlockPlan(t, fx.plan, q.Transactional)
+	checkRowlockPlan(t, fx.plan)
 	return fx, f
 }
 
 // checkRowlockPlan checks a row lock plan of table jobs: a held connection, no extension,
-// parallel claims, a search for unclaimable rows, and a settle-and-claim (COMMIT AND CHAIN)
-// unless transactional says the binding is.
-func checkRowlockPlan(t *testing.T, p inbox.Plan, transactional bool) {
+// parallel claims, a search for unclaimable rows and no settle-and-claim.
+func checkRowlockPlan(t *testing.T, p inbox.Plan) {
 	t.Helper()
-	if p.Table != "jobs" || !p.HoldsConnection || p.ExtendEvery != 0 || p.SerialClaims || (p.SettleAndClaim == nil) != transactional || p.FindUnclaimable == nil {
-		t.Fatalf("plan = %+v; want table jobs, holding a connection, no extension, parallel claims, a search for unclaimable rows and a settle-and-claim only outside transactional mode (transactional: %v)", p, transactional)
+	if p.Table != "jobs" || !p.HoldsConnection || p.ExtendEvery != 0 || p.SerialClaims || p.SettleAndClaim != nil || p.FindUnclaimable == nil {
+		t.Fatalf("plan = %+v; want table jobs, holding a connection, no extension, parallel claims, a search for unclaimable rows and no settle-and-claim", p)
 	}
 }
 

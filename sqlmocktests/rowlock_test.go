@@ -186,7 +186,6 @@ func TestRowlockRetryAfterWithoutRetryAfterColumn(t *testing.T) {
 	tbl := inbox.Table{Name: "jobs", ID: "id", Attempt: "attempt"}
 	m := newRecorder(t, 0)
 	expectVersion(m, "postgres", "")
-	expectVersion(m, "postgres", "") // whether the server has COMMIT AND CHAIN
 	expectColumns(m, "postgres", tbl, "")
 	claim := `SELECT "id", "attempt" FROM "jobs" WHERE 1 = 1 ORDER BY "id" LIMIT 1 FOR UPDATE SKIP LOCKED`
 	retry := `UPDATE "jobs" SET "attempt" = COALESCE("attempt", 0) + 1 WHERE "id" = $1`
@@ -204,7 +203,7 @@ func TestRowlockRetryAfterWithoutRetryAfterColumn(t *testing.T) {
 	if err != nil {
 		t.Fatalf("Open: %v", err)
 	}
-	checkRowlockPlan(t, plan, false)
+	checkRowlockPlan(t, plan)
 	d := rowlockClaimOne(t, f)
 	if d.Attempt != 1 {
 		t.Errorf("first delivery reads attempt %d, want 1", d.Attempt)
@@ -499,7 +498,6 @@ func TestRowlockCloseRollsBackHolds(t *testing.T) {
 func TestRowlockOpenSchemaError(t *testing.T) {
 	fx := newFixture(t, "rowlock", onPostgres, fullShape, 0, inbox.Binding{Name: rowlockQueue})
 	expectVersion(fx.recorder, "postgres", "")
-	expectVersion(fx.recorder, "postgres", "") // whether the server has COMMIT AND CHAIN
 	withoutAttempt := fullShape.table
 	withoutAttempt.Attempt = ""
 	expectColumns(fx.recorder, "postgres", withoutAttempt, "") // a missing column is the statements' to name
