@@ -51,13 +51,10 @@ func ratesCommand(ctx context.Context, s *session, args []string) error {
 	}
 	var rate inbox.Rate
 	if sub == "set" {
-		n, per, ok := strings.Cut(*set, "/")
-		starts, err := strconv.Atoi(n)
-		d, derr := time.ParseDuration(per)
-		if !ok || err != nil || derr != nil {
-			return usagef("-rate %q: give N/DURATION, as 100/1m", *set)
+		var err error
+		if rate, err = rateOf(*queue, *kind, *set); err != nil {
+			return err
 		}
-		rate = inbox.Rate{Queue: *queue, Kind: *kind, Starts: starts, Per: d}
 	}
 	access := writeFile
 	if sub == "list" {
@@ -96,6 +93,17 @@ func ratesCommand(ctx context.Context, s *session, args []string) error {
 		fmt.Fprintf(s.stdout, "%s\t%d per %v\t%d in the last %v\n", rateShown(r.Queue, r.Kind), r.Starts, r.Per, r.Recent, r.Per)
 	}
 	return nil
+}
+
+// rateOf is the rate of queue and kind that -rate's N/DURATION gives.
+func rateOf(queue, kind, set string) (inbox.Rate, error) {
+	n, per, ok := strings.Cut(set, "/")
+	starts, err := strconv.Atoi(n)
+	d, derr := time.ParseDuration(per)
+	if !ok || err != nil || derr != nil {
+		return inbox.Rate{}, usagef("-rate %q: give N/DURATION, as 100/1m", set)
+	}
+	return inbox.Rate{Queue: queue, Kind: kind, Starts: starts, Per: d}, nil
 }
 
 // rateShown names the rate of queue and kind.

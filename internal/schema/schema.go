@@ -165,18 +165,8 @@ func Check(d dialect.Dialect, tbl Table, cols []Named) []Result {
 // tables created before inbox schema declared an exact collation ran with it, and refusing them
 // would stop every consumer at an upgrade; inbox schema -check fails on it.
 func Verify(ctx context.Context, db *sql.DB, d dialect.Dialect, t inbox.Table, lease string, q inbox.Binding) error {
-	kinds := q.Kinds
-	if t.GroupKey != "" && lease == "" {
-		return sentinel.Errorf(inbox.ErrSchema, sentinel.Column(t.Name, t.GroupKey), "FIFO groups (inbox.Table.GroupKey) are built for the lease form so far: hold this table with lease.New, or leave GroupKey empty")
-	}
-	if t.Limits != "" && lease == "" {
-		return sentinel.Errorf(inbox.ErrSchema, sentinel.Table(t.Name), "concurrency limits (inbox.Table.Limits) are built for the lease form so far, whose slots live exactly as long as a row's lease: hold this table with lease.New, or leave Limits empty")
-	}
-	if t.Rates != "" && lease == "" {
-		return sentinel.Errorf(inbox.ErrSchema, sentinel.Table(t.Name), "rate limits (inbox.Table.Rates) are built for the lease form so far, whose claim takes a start slot in its own transaction: hold this table with lease.New, or leave Rates empty")
-	}
-	if t.UniqueWhileQueued && lease == "" {
-		return sentinel.Errorf(inbox.ErrSchema, sentinel.Column(t.Name, t.UniqueKey), "UniqueWhileQueued clears the unique key when a row is claimed, which only the lease form's claim can do (it commits an UPDATE of the row); the row lock and advisory forms write nothing to a row they hold until it settles: take the lease form, or leave UniqueWhileQueued unset to hold the key while the row is queued or in work")
+	if err := leaseOnly(t, lease); err != nil {
+		return err
 	}
 	tbl, err := Read(ctx, db, d, t.Name)
 	if err != nil {
@@ -188,12 +178,40 @@ func Verify(ctx context.Context, db *sql.DB, d dialect.Dialect, t inbox.Table, l
 	if err := verifyCancels(ctx, db, d, t); err != nil {
 		return err
 	}
-	if err := fitKinds(d, tbl, t, kinds); err != nil {
+	if err := fitKinds(d, tbl, t, q.Kinds); err != nil {
 		return err
 	}
 	if err := hasUniqueIndex(ctx, db, d, t); err != nil {
 		return err
 	}
+	return columnsFit(d, tbl, t, lease, q)
+}
+
+// leaseOnly refuses, where the form is not the lease form (lease empty), a description that
+// asks for what only the lease form gives: FIFO groups, concurrency limits, rate limits, a
+// unique key held only while queued.
+func leaseOnly(t inbox.Table, lease string) error {
+	if lease != "" {
+		return nil
+	}
+	if t.GroupKey != "" {
+		return sentinel.Errorf(inbox.ErrSchema, sentinel.Column(t.Name, t.GroupKey), "FIFO groups (inbox.Table.GroupKey) are built for the lease form so far: hold this table with lease.New, or leave GroupKey empty")
+	}
+	if t.Limits != "" {
+		return sentinel.Errorf(inbox.ErrSchema, sentinel.Table(t.Name), "concurrency limits (inbox.Table.Limits) are built for the lease form so far, whose slots live exactly as long as a row's lease: hold this table with lease.New, or leave Limits empty")
+	}
+	if t.Rates != "" {
+		return sentinel.Errorf(inbox.ErrSchema, sentinel.Table(t.Name), "rate limits (inbox.Table.Rates) are built for the lease form so far, whose claim takes a start slot in its own transaction: hold this table with lease.New, or leave Rates empty")
+	}
+	if t.UniqueWhileQueued {
+		return sentinel.Errorf(inbox.ErrSchema, sentinel.Column(t.Name, t.UniqueKey), "UniqueWhileQueued clears the unique key when a row is claimed, which only the lease form's claim can do (it commits an UPDATE of the row); the row lock and advisory forms write nothing to a row they hold until it settles: take the lease form, or leave UniqueWhileQueued unset to hold the key while the row is queued or in work")
+	}
+	return nil
+}
+
+// columnsFit fails with ErrSchema where a column of t does not fit its role, and logs to
+// q.Logger, without failing, a keyed column that compares text inexactly (see Verify).
+func columnsFit(d dialect.Dialect, tbl Table, t inbox.Table, lease string, q inbox.Binding) error {
 	var wrong []string
 	for _, r := range Check(d, tbl, Describe(t, lease)) {
 		switch {
