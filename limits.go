@@ -2,7 +2,6 @@ package inbox
 
 import (
 	"context"
-	"errors"
 	"time"
 	"unicode/utf8"
 
@@ -178,21 +177,9 @@ func (c *Client[D]) limits(call string) (sqltext.Limits, error) {
 // connection's where it failed or the server answers none, otherwise ErrSchema naming the
 // statements that create the limits and slots tables where reading them fails too.
 func (c *Client[D]) limitsFailed(ctx context.Context, call string, w sqltext.Limits, err error) error {
-	where := sentinel.Table(c.t.Name)
-	if ctx.Err() != nil || dialect.ConnectionFailed(err) {
-		return sentinel.Errorf(nil, where, "%s: %w", call, err)
-	}
-	if pingErr := c.db.PingContext(ctx); pingErr != nil {
-		return sentinel.Errorf(nil, where, "%s: the server answers no connection: %w", call, errors.Join(err, pingErr))
-	}
-	for _, check := range []sqltext.Statement{w.Check(), sqltext.CheckSlots()} {
-		rows, checkErr := c.db.QueryContext(ctx, check.SQL)
-		if checkErr != nil {
-			return sentinel.Errorf(ErrSchema, where, "%s: the limits table %q (inbox.Table.Limits) or the slots table %s cannot be read (%v): create them with `inbox schema -limits -apply`, or run: %s; %s", call, c.t.Limits, sqltext.SlotsTable, checkErr, w.Create(), sqltext.CreateSlots(c.d.Caps()))
-		}
-		rows.Close()
-	}
-	return sentinel.Errorf(nil, where, "%s: %w", call, err)
+	return c.sideFailed(ctx, call, err, []string{w.Check().SQL, sqltext.CheckSlots().SQL}, func(checkErr error) error {
+		return sentinel.Errorf(ErrSchema, sentinel.Table(c.t.Name), "%s: the limits table %q (inbox.Table.Limits) or the slots table %s cannot be read (%v): create them with `inbox schema -limits -apply`, or run: %s; %s", call, c.t.Limits, sqltext.SlotsTable, checkErr, w.Create(), sqltext.CreateSlots(c.d.Caps()))
+	})
 }
 
 // LimitsSchema returns the statements that create, where they are not there, the limits table t

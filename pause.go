@@ -130,19 +130,9 @@ func (c *Client[D]) pauses(call string) (sqltext.Pauses, error) {
 // connection's where it failed or the server answers none, otherwise ErrSchema naming the
 // statement that creates the pauses table where reading it fails too.
 func (c *Client[D]) pausesFailed(ctx context.Context, call string, w sqltext.Pauses, err error) error {
-	where := sentinel.Table(c.t.Name)
-	if ctx.Err() != nil || dialect.ConnectionFailed(err) {
-		return sentinel.Errorf(nil, where, "%s: %w", call, err)
-	}
-	if pingErr := c.db.PingContext(ctx); pingErr != nil {
-		return sentinel.Errorf(nil, where, "%s: the server answers no connection: %w", call, errors.Join(err, pingErr))
-	}
-	rows, checkErr := c.db.QueryContext(ctx, w.Check().SQL)
-	if checkErr != nil {
-		return sentinel.Errorf(ErrSchema, where, "%s: its pauses table %q (inbox.Table.Pauses) cannot be read (%v): create it with `inbox schema -pauses -apply`, or run: %s", call, c.t.Pauses, checkErr, w.Create())
-	}
-	rows.Close()
-	return sentinel.Errorf(nil, where, "%s: %w", call, err)
+	return c.sideFailed(ctx, call, err, []string{w.Check().SQL}, func(checkErr error) error {
+		return sentinel.Errorf(ErrSchema, sentinel.Table(c.t.Name), "%s: its pauses table %q (inbox.Table.Pauses) cannot be read (%v): create it with `inbox schema -pauses -apply`, or run: %s", call, c.t.Pauses, checkErr, w.Create())
+	})
 }
 
 // PausesSchema returns the statement that creates, where it is not there, the pauses table t
@@ -192,4 +182,25 @@ func (c *Client[D]) refuseIfPaused(ctx context.Context, q Tx, msgs []Message) er
 		return sentinel.Errorf(ErrPaused, sentinel.Queue(c.t.Name, queue), "the queue is paused (since %s), so nothing was published: resume it (Client.Resume, inbox resume), or publish without RefusingPaused to queue the rows behind the pause", t.Format(time.RFC3339))
 	}
 	return nil
+}
+
+// sideFailed is the error of call, whose statement over a side table failed with err: the
+// connection's where it failed or the server answers none; missing's where one of checks (reads
+// of the side tables' columns) fails too; otherwise err.
+func (c *Client[D]) sideFailed(ctx context.Context, call string, err error, checks []string, missing func(checkErr error) error) error {
+	where := sentinel.Table(c.t.Name)
+	if ctx.Err() != nil || dialect.ConnectionFailed(err) {
+		return sentinel.Errorf(nil, where, "%s: %w", call, err)
+	}
+	if pingErr := c.db.PingContext(ctx); pingErr != nil {
+		return sentinel.Errorf(nil, where, "%s: the server answers no connection: %w", call, errors.Join(err, pingErr))
+	}
+	for _, check := range checks {
+		rows, checkErr := c.db.QueryContext(ctx, check)
+		if checkErr != nil {
+			return missing(checkErr)
+		}
+		rows.Close()
+	}
+	return sentinel.Errorf(nil, where, "%s: %w", call, err)
 }

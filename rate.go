@@ -203,19 +203,9 @@ func (c *Client[D]) rates(call, queue, kind string) (sqltext.Rates, error) {
 // connection's where it failed or the server answers none, otherwise ErrSchema naming the
 // statement that creates the rates table where reading it fails too.
 func (c *Client[D]) ratesFailed(ctx context.Context, call string, w sqltext.Rates, err error) error {
-	where := sentinel.Table(c.t.Name)
-	if ctx.Err() != nil || dialect.ConnectionFailed(err) {
-		return sentinel.Errorf(nil, where, "%s: %w", call, err)
-	}
-	if pingErr := c.db.PingContext(ctx); pingErr != nil {
-		return sentinel.Errorf(nil, where, "%s: the server answers no connection: %w", call, errors.Join(err, pingErr))
-	}
-	rows, checkErr := c.db.QueryContext(ctx, w.Check().SQL)
-	if checkErr != nil {
-		return sentinel.Errorf(ErrSchema, where, "%s: its rates table %q (inbox.Table.Rates) cannot be read (%v): create it with `inbox schema -rates -apply`, or run: %s", call, c.t.Rates, checkErr, w.Create())
-	}
-	rows.Close()
-	return sentinel.Errorf(nil, where, "%s: %w", call, err)
+	return c.sideFailed(ctx, call, err, []string{w.Check().SQL}, func(checkErr error) error {
+		return sentinel.Errorf(ErrSchema, sentinel.Table(c.t.Name), "%s: its rates table %q (inbox.Table.Rates) cannot be read (%v): create it with `inbox schema -rates -apply`, or run: %s", call, c.t.Rates, checkErr, w.Create())
+	})
 }
 
 // RatesSchema returns the statement that creates, where it is not there, the rates table t
