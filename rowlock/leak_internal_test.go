@@ -125,13 +125,14 @@ type fakeServer struct {
 	sessions []*fakeSession
 	conns    []*fakeConn
 	struck   [faults]int
+	kinds    map[string]int // statements run, by kind
 	kills    int
 	leaks    []string
 	odd      []string // statements the server did not expect (a claim outside a transaction)
 }
 
 func newFakeServer(rows int, rate float64, seed uint64, only ...fault) *fakeServer {
-	s := &fakeServer{rng: rand.New(rand.NewPCG(seed, 22)), rate: rate, only: only, rows: map[int64]*fakeRow{}}
+	s := &fakeServer{rng: rand.New(rand.NewPCG(seed, 22)), rate: rate, only: only, rows: map[int64]*fakeRow{}, kinds: map[string]int{}}
 	for id := int64(1); id <= int64(rows); id++ {
 		s.rows[id] = &fakeRow{}
 	}
@@ -444,8 +445,27 @@ func short(q string) string {
 	return q
 }
 
+// kindOf names the kind of statement query is, for the test's log.
+func kindOf(query string) string {
+	switch {
+	case strings.HasPrefix(query, "SELECT @@"):
+		return "probe"
+	case strings.HasPrefix(query, "SET TRANSACTION"):
+		return "set level"
+	case strings.HasPrefix(query, "SELECT `id`, "):
+		return "claim"
+	case strings.HasPrefix(query, "SELECT `id` FROM"):
+		return "relock"
+	case strings.HasPrefix(query, "UPDATE"):
+		return "update"
+	}
+	kind, _, _ := strings.Cut(query, " ")
+	return strings.ToLower(kind)
+}
+
 // execute runs query in session ss.
 func (s *fakeServer) execute(ss *fakeSession, query string, args []driver.NamedValue) (*fakeRows, int64, error) {
+	s.kinds[kindOf(query)]++
 	switch {
 	case query == "SELECT @@transaction_isolation":
 		return nil, 0, errUnknownVar // MariaDB before 11.1
@@ -597,7 +617,7 @@ func (r *fakeRows) Next(dest []driver.Value) error {
 
 // openFaked opens a row lock form of MariaDB at its default level over the fake server's
 // table, binding it as Open does without the server and schema checks the fake cannot answer.
-func openFaked(t *testing.T, s *fakeServer, maxOpen int, unprepared bool) (*Form[dialect.MariaDB[isolation.Default]], *sql.DB) {
+func openFaked(t *testing.T, s *fakeServer, maxOpen int, unprepared, transactional bool) (*Form[dialect.MariaDB[isolation.Default]], *sql.DB) {
 	t.Helper()
 	db := sql.OpenDB(s)
 	db.SetMaxOpenConns(maxOpen)
@@ -605,7 +625,7 @@ func openFaked(t *testing.T, s *fakeServer, maxOpen int, unprepared bool) (*Form
 	t.Cleanup(func() { db.Close() })
 	tbl := inbox.Table{Name: "jobs", ID: "id", Payload: "payload", Attempt: "attempt", ProcessedAt: "processed_at"}
 	f := New(dialect.MariaDB[isolation.Default]{}, tbl)
-	q := inbox.Binding{Name: "default", UnpreparedStatements: unprepared, Logger: slog.New(slog.DiscardHandler),
+	q := inbox.Binding{Name: "default", UnpreparedStatements: unprepared, Transactional: transactional, Logger: slog.New(slog.DiscardHandler),
 		Backoff: func(*inbox.Delivery, error) outcome.Outcome { return outcome.Retry() }}
 	ctx := context.Background()
 	err := f.life.Open(func() error { return errors.New("open already") }, func() error {
@@ -638,7 +658,7 @@ func openFaked(t *testing.T, s *fakeServer, maxOpen int, unprepared bool) (*Form
 }
 
 // drain runs workers over f until every row is processed or the time is up: each claims single
-// rows (Claim, of up to three) or a batch (ClaimBatch of four), and settles them by Ack, Retry or
+// rows (Claim, of up to two) or a batch (ClaimBatch of four), and settles them by Ack, Retry or
 // a failing Ack's back-off, or releases them; some of its calls get a context that ends at once.
 func drain(t *testing.T, s *fakeServer, f *Form[dialect.MariaDB[isolation.Default]], workers int, seed uint64, d time.Duration) {
 	t.Helper()
@@ -652,7 +672,8 @@ func drain(t *testing.T, s *fakeServer, f *Form[dialect.MariaDB[isolation.Defaul
 			ctxOf := func() (context.Context, context.CancelFunc) {
 				if rng.IntN(20) == 0 {
 					ctx, cancel := context.WithCancel(context.Background())
-					go func() { time.Sleep(time.Duration(rng.IntN(50)) * time.Microsecond); cancel() }()
+					after := time.Duration(rng.IntN(50)) * time.Microsecond
+					go func() { time.Sleep(after); cancel() }()
 					return ctx, cancel
 				}
 				return context.WithTimeout(context.Background(), 5*time.Second)
@@ -668,13 +689,19 @@ func drain(t *testing.T, s *fakeServer, f *Form[dialect.MariaDB[isolation.Defaul
 				if batch {
 					ds, err = f.ClaimBatch(ctx, 4)
 				} else {
-					ds, err = f.Claim(ctx, 1+rng.IntN(3))
+					ds, err = f.Claim(ctx, 1+rng.IntN(2))
 				}
 				cancel()
 				if err != nil || len(ds) == 0 {
 					continue
 				}
 				ctx, cancel = ctxOf()
+				if tx := ds[0].Tx; tx != nil && rng.IntN(2) == 0 {
+					// The handler's statement in transactional mode: its failure has the
+					// form ask whether the database ended the transaction (TxEnded).
+					var in int
+					tx.QueryRowContext(ctx, "SELECT @@in_transaction").Scan(&in)
+				}
 				if batch {
 					os := make([]outcome.Outcome, len(ds))
 					for i := range os {
@@ -755,8 +782,13 @@ func (s *fakeServer) check(t *testing.T) {
 			processed++
 		}
 	}
-	t.Logf("%d statements without a fault; %s; %d sessions, %d killed between statements; %d of %d rows processed",
-		s.struck[faultNone], strings.Join(struck, ", "), len(s.sessions), s.kills, processed, len(s.rows))
+	var kinds []string
+	for k, n := range s.kinds {
+		kinds = append(kinds, fmt.Sprintf("%s %d", k, n))
+	}
+	sort.Strings(kinds)
+	t.Logf("statements run: %s; faults: none %d, %s; %d sessions, %d killed between statements; %d of %d rows processed",
+		strings.Join(kinds, ", "), s.struck[faultNone], strings.Join(struck, ", "), len(s.sessions), s.kills, processed, len(s.rows))
 	sort.Strings(s.odd)
 	for _, o := range slices.Compact(s.odd) {
 		t.Errorf("the server saw %s", o)
@@ -777,21 +809,28 @@ func TestNoTransactionLeftOnPooledConnection(t *testing.T) {
 	for _, tc := range []struct {
 		name       string
 		only       []fault
-		unprepared bool
+		unprepared    bool
+		transactional bool
 	}{
 		{name: "every fault"},
 		{name: "every fault, unprepared", unprepared: true},
+		{name: "every fault, transactional", transactional: true},
 		{name: "statement errors that keep the session", only: []fault{faultRefused, faultLockWait, faultInterrupted, faultDeadlock}},
 		{name: "kills", only: []fault{faultKilledBefore, faultKilledDuring}},
 		{name: "lost connections", only: []fault{faultNoWrite, faultLostAfter, faultCancelled}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			for seed := range uint64(3) {
-				s := newFakeServer(400, 0.05, seed, tc.only...)
-				f, _ := openFaked(t, s, 8, tc.unprepared)
+				s := newFakeServer(1500, 0.05, seed, tc.only...)
+				f, db := openFaked(t, s, 16, tc.unprepared, tc.transactional)
 				drain(t, s, f, 6, seed, 700*time.Millisecond)
 				if err := f.Close(); err != nil {
 					t.Logf("Close: %v", err)
+				}
+				st := db.Stats()
+				t.Logf("pool: %d open, %d in use, %d waits (%v)", st.OpenConnections, st.InUse, st.WaitCount, st.WaitDuration)
+				if st.InUse != 0 {
+					t.Errorf("%d connections still out of the pool once the form closed", st.InUse)
 				}
 				s.check(t)
 				if t.Failed() {
