@@ -807,8 +807,8 @@ func (s *fakeServer) check(t *testing.T) {
 // out again, while its session still has a transaction open (issue 22, defect 1).
 func TestNoTransactionLeftOnPooledConnection(t *testing.T) {
 	for _, tc := range []struct {
-		name       string
-		only       []fault
+		name          string
+		only          []fault
 		unprepared    bool
 		transactional bool
 	}{
