@@ -397,23 +397,8 @@ func (c *fakeConn) run(ctx context.Context, query string, args []driver.NamedVal
 	if len(c.ss.recent) > 8 {
 		c.ss.recent = c.ss.recent[1:]
 	}
-	switch f {
-	case faultNoWrite:
-		c.closeSocket()
-		return nil, 0, driver.ErrBadConn
-	case faultKilledBefore:
-		s.kill(c.ss)
-		c.closed = true
-		return nil, 0, errInvalidConn
-	case faultRefused:
-		return nil, 0, errBusyBuffer
-	case faultLockWait:
-		return nil, 0, errLockWait
-	case faultInterrupted:
-		return nil, 0, errInterrupted
-	case faultDeadlock:
-		s.end(c.ss, false)
-		return nil, 0, errDeadlock
+	if err := c.failBefore(f); err != nil {
+		return nil, 0, err
 	}
 	var rows *fakeRows
 	var n int64
@@ -421,21 +406,54 @@ func (c *fakeConn) run(ctx context.Context, query string, args []driver.NamedVal
 	if !prepareOnly {
 		rows, n, err = s.execute(c.ss, query, args)
 	}
-	switch f {
-	case faultKilledDuring:
-		s.kill(c.ss)
-		return nil, 0, errKilled
-	case faultLostAfter:
-		c.closeSocket()
-		return nil, 0, errInvalidConn
-	case faultCancelled:
-		c.closeSocket()
-		return nil, 0, context.Canceled
+	if err := c.failAfter(f); err != nil {
+		return nil, 0, err
 	}
 	if rows == nil {
 		rows = &fakeRows{}
 	}
 	return rows, n, err
+}
+
+// failBefore applies a fault that strikes before the server runs the statement, and returns
+// the error the client then sees; nil for a fault that lets it run.
+func (c *fakeConn) failBefore(f fault) error {
+	switch f {
+	case faultNoWrite:
+		c.closeSocket()
+		return driver.ErrBadConn
+	case faultKilledBefore:
+		c.s.kill(c.ss)
+		c.closed = true
+		return errInvalidConn
+	case faultRefused:
+		return errBusyBuffer
+	case faultLockWait:
+		return errLockWait
+	case faultInterrupted:
+		return errInterrupted
+	case faultDeadlock:
+		c.s.end(c.ss, false)
+		return errDeadlock
+	}
+	return nil
+}
+
+// failAfter applies a fault that strikes once the server has run the statement, and returns
+// the error the client then sees; nil for none.
+func (c *fakeConn) failAfter(f fault) error {
+	switch f {
+	case faultKilledDuring:
+		c.s.kill(c.ss)
+		return errKilled
+	case faultLostAfter:
+		c.closeSocket()
+		return errInvalidConn
+	case faultCancelled:
+		c.closeSocket()
+		return context.Canceled
+	}
+	return nil
 }
 
 func short(q string) string {
