@@ -126,13 +126,24 @@ type fakeServer struct {
 	conns    []*fakeConn
 	struck   [faults]int
 	kinds    map[string]int // statements run, by kind
-	kills    int
-	leaks    []string
-	odd      []string // statements the server did not expect (a claim outside a transaction)
+	// catalog: the server answers what a consumer's Open and Run ask besides the form's
+	// statements (the version, Galera, the table's columns and indexes); other reads find
+	// nothing, and are listed in unknown. armed: faults strike; until then none does, so that
+	// Open, which a refused statement would fail for good, gets through.
+	catalog bool
+	armed   bool
+	// sessionLevel is the level every session opens its transactions at: the server's
+	// REPEATABLE READ, or READ COMMITTED as a DSN may set it, where dialect.Tx begins without
+	// SET TRANSACTION.
+	sessionLevel string
+	unknown      map[string]bool
+	kills        int
+	leaks        []string
+	odd          []string // statements the server did not expect (a claim outside a transaction)
 }
 
 func newFakeServer(rows int, rate float64, seed uint64, only ...fault) *fakeServer {
-	s := &fakeServer{rng: rand.New(rand.NewPCG(seed, 22)), rate: rate, only: only, rows: map[int64]*fakeRow{}, kinds: map[string]int{}}
+	s := &fakeServer{rng: rand.New(rand.NewPCG(seed, 22)), rate: rate, only: only, rows: map[int64]*fakeRow{}, kinds: map[string]int{}, armed: true, unknown: map[string]bool{}, sessionLevel: "REPEATABLE READ"}
 	for id := int64(1); id <= int64(rows); id++ {
 		s.rows[id] = &fakeRow{}
 	}
@@ -184,7 +195,7 @@ func (s *fakeServer) killSome(p float64) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for _, ss := range s.sessions {
-		if ss.alive && s.rng.Float64() < p {
+		if s.armed && ss.alive && s.rng.Float64() < p {
 			s.kill(ss)
 		}
 	}
@@ -391,7 +402,10 @@ func (c *fakeConn) run(ctx context.Context, query string, args []driver.NamedVal
 	}
 	ending := query == "COMMIT" || query == "ROLLBACK"
 	locking := !prepareOnly && (strings.Contains(query, "FOR UPDATE") || strings.HasPrefix(query, "UPDATE") || ending && query == "COMMIT")
-	f := s.draw(locking, ending)
+	f := faultNone
+	if s.armed {
+		f = s.draw(locking, ending)
+	}
 	s.struck[f]++
 	c.ss.recent = append(c.ss.recent, fmt.Sprintf("%s [%s]", short(query), faultNames[f]))
 	if len(c.ss.recent) > 8 {
@@ -485,10 +499,10 @@ func kindOf(query string) string {
 func (s *fakeServer) execute(ss *fakeSession, query string, args []driver.NamedValue) (*fakeRows, int64, error) {
 	s.kinds[kindOf(query)]++
 	switch {
-	case query == "SELECT @@transaction_isolation":
+	case query == "SELECT @@SESSION.transaction_isolation":
 		return nil, 0, errUnknownVar // MariaDB before 11.1
-	case query == "SELECT @@tx_isolation":
-		return &fakeRows{cols: []string{"@@tx_isolation"}, vals: [][]driver.Value{{"REPEATABLE-READ"}}}, 0, nil
+	case query == "SELECT @@SESSION.tx_isolation":
+		return &fakeRows{cols: []string{"@@tx_isolation"}, vals: [][]driver.Value{{strings.ReplaceAll(s.sessionLevel, " ", "-")}}}, 0, nil
 	case query == "SELECT @@in_transaction":
 		in := int64(0)
 		if ss.inTx {
@@ -504,7 +518,7 @@ func (s *fakeServer) execute(ss *fakeSession, query string, args []driver.NamedV
 		if ss.inTx {
 			s.end(ss, true) // an implicit commit
 		}
-		level := "REPEATABLE READ"
+		level := s.sessionLevel
 		if ss.next != "" {
 			level = ss.next
 		}
@@ -520,10 +534,36 @@ func (s *fakeServer) execute(ss *fakeSession, query string, args []driver.NamedV
 		return s.relock(ss, args)
 	case strings.HasPrefix(query, "UPDATE"):
 		return s.update(ss, query, args)
+	case s.catalog:
+		return s.answerCatalog(query)
 	default:
 		return nil, 0, fmt.Errorf("fake server: no answer to %q", query)
 	}
 	return nil, 0, nil
+}
+
+// answerCatalog answers what a consumer asks besides the form's statements.
+func (s *fakeServer) answerCatalog(query string) (*fakeRows, int64, error) {
+	switch {
+	case query == "SELECT VERSION()":
+		return &fakeRows{cols: []string{"VERSION()"}, vals: [][]driver.Value{{"10.11.19-MariaDB"}}}, 0, nil
+	case strings.HasPrefix(query, "SHOW GLOBAL VARIABLES LIKE 'wsrep_on'"):
+		return &fakeRows{cols: []string{"Variable_name", "Value"}}, 0, nil
+	case strings.Contains(query, "FROM information_schema.COLUMNS"):
+		return &fakeRows{cols: []string{"COLUMN_NAME", "COLUMN_TYPE", "DATA_TYPE", "DATETIME_PRECISION", "IS_NULLABLE", "EXTRA", "COLLATION_NAME"}, vals: [][]driver.Value{
+			{"id", "bigint(20)", "bigint", nil, "NO", "auto_increment", nil},
+			{"payload", "longblob", "longblob", nil, "YES", "", nil},
+			{"attempt", "int(11)", "int", nil, "NO", "", nil},
+			{"processed_at", "datetime(6)", "datetime", int64(6), "YES", "", nil},
+			{"retry_after", "datetime(6)", "datetime", int64(6), "YES", "", nil},
+		}}, 0, nil
+	case strings.Contains(query, "FROM information_schema.STATISTICS"):
+		return &fakeRows{cols: []string{"INDEX_NAME", "COLUMN_NAME"}, vals: [][]driver.Value{{"PRIMARY", "id"}}}, 0, nil
+	case strings.HasPrefix(query, "SELECT"):
+		s.unknown[short(query)] = true
+		return &fakeRows{cols: []string{"x"}}, 0, nil
+	}
+	return nil, 0, fmt.Errorf("fake server: no answer to %q", query)
 }
 
 func (s *fakeServer) lock(ss *fakeSession, id int64) {
@@ -548,6 +588,7 @@ func (s *fakeServer) claim(ss *fakeSession, query string) (*fakeRows, int64, err
 		s.odd = append(s.odd, "a claim outside a transaction: "+short(query))
 	}
 	ss.claimsTx++
+	s.armed = true
 	limit := 1
 	if _, after, ok := strings.Cut(query, " LIMIT "); ok {
 		fmt.Sscanf(after, "%d", &limit)
@@ -829,10 +870,13 @@ func TestNoTransactionLeftOnPooledConnection(t *testing.T) {
 		only          []fault
 		unprepared    bool
 		transactional bool
+		readCommitted bool // sessions at READ COMMITTED: transactions begin without SET TRANSACTION
 	}{
 		{name: "every fault"},
 		{name: "every fault, unprepared", unprepared: true},
 		{name: "every fault, transactional", transactional: true},
+		{name: "every fault, sessions at read committed", readCommitted: true},
+		{name: "every fault, transactional, sessions at read committed", transactional: true, readCommitted: true},
 		{name: "statement errors that keep the session", only: []fault{faultRefused, faultLockWait, faultInterrupted, faultDeadlock}},
 		{name: "kills", only: []fault{faultKilledBefore, faultKilledDuring}},
 		{name: "lost connections", only: []fault{faultNoWrite, faultLostAfter, faultCancelled}},
@@ -840,6 +884,9 @@ func TestNoTransactionLeftOnPooledConnection(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			for seed := range uint64(3) {
 				s := newFakeServer(1500, 0.05, seed, tc.only...)
+				if tc.readCommitted {
+					s.sessionLevel = "READ COMMITTED"
+				}
 				f, db := openFaked(t, s, 16, tc.unprepared, tc.transactional)
 				drain(t, s, f, 6, seed, 700*time.Millisecond)
 				if err := f.Close(); err != nil {
@@ -856,5 +903,85 @@ func TestNoTransactionLeftOnPooledConnection(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestNoTransactionLeftAfterRun runs two consumers of four workers, each on a pool of its own,
+// over the fake server as issue 22 (defect 1) describes its test: their sessions killed and
+// every statement's faults drawn while they drain the table, then their Runs end. Once both
+// have returned, no connection may be out of either pool and no session of theirs in a
+// transaction, and no connection may have gone back into a pool, or out again, with one open.
+// The table has a retry_after column, so that after a claim that found nothing each worker
+// asks when the next row falls due in a READ COMMITTED transaction of its own. Odd seeds run
+// the sessions at READ COMMITTED, where transactions begin without SET TRANSACTION.
+func TestNoTransactionLeftAfterRun(t *testing.T) {
+	for seed := range uint64(3) {
+		s := newFakeServer(1500, 0.05, seed)
+		s.catalog, s.armed = true, false
+		if seed%2 == 1 {
+			s.sessionLevel = "READ COMMITTED"
+		}
+		tbl := inbox.Table{Name: "jobs", ID: "id", IDGenerated: true, Payload: "payload", Attempt: "attempt", ProcessedAt: "processed_at", RetryAfter: "retry_after"}
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		var dbs []*sql.DB
+		var wg sync.WaitGroup
+		errs := make([]error, 2)
+		for i := range 2 {
+			db := sql.OpenDB(s)
+			db.SetMaxOpenConns(12)
+			db.SetMaxIdleConns(12)
+			t.Cleanup(func() { db.Close() })
+			dbs = append(dbs, db)
+			rng := rand.New(rand.NewPCG(seed, uint64(i)))
+			var mu sync.Mutex
+			h := inbox.HandlerFunc(func(context.Context, *inbox.Delivery) outcome.Outcome {
+				mu.Lock()
+				defer mu.Unlock()
+				if rng.IntN(10) == 0 {
+					return outcome.RetryAfter(time.Millisecond)
+				}
+				return outcome.Ack()
+			})
+			c := inbox.NewConsumer(db, New(dialect.MariaDB[isolation.Default]{}, tbl), h, &inbox.Config{
+				Workers: 4, PollInterval: 5 * time.Millisecond, ShutdownTimeout: 200 * time.Millisecond,
+				Logger: slog.New(slog.DiscardHandler),
+			})
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				errs[i] = c.Run(ctx)
+			}()
+		}
+		killed := make(chan struct{})
+		go func() {
+			defer close(killed)
+			for ctx.Err() == nil && !s.done() {
+				time.Sleep(200 * time.Microsecond)
+				s.killSome(0.02)
+			}
+			cancel()
+		}()
+		wg.Wait()
+		<-killed
+		for i, err := range errs {
+			if err != nil {
+				t.Errorf("consumer %d: Run: %v", i, err)
+			}
+		}
+		for i, db := range dbs {
+			if st := db.Stats(); st.InUse != 0 {
+				t.Errorf("consumer %d: %d connections still out of its pool once Run returned", i, st.InUse)
+			}
+		}
+		s.check(t)
+		var unknown []string
+		for q := range s.unknown {
+			unknown = append(unknown, q)
+		}
+		sort.Strings(unknown)
+		t.Logf("reads answered with no rows: %q", unknown)
+		if t.Failed() {
+			return
+		}
 	}
 }
