@@ -34,7 +34,9 @@ import (
 // between statements. Whenever database/sql takes a connection back into its pool
 // (driver.Validator.IsValid, which putConn asks) or hands one out again
 // (driver.SessionResetter.ResetSession), the server is asked whether that connection's session
-// is alive and in a transaction: that is the leak of the issue, and the test fails on any.
+// is alive and in a transaction: that is the leak of the issue, and the tests fail on any.
+// TestNoTransactionLeftOnPooledConnection drives the form's methods directly;
+// TestNoTransactionLeftAfterRun runs two consumers over it as the issue's report did.
 
 // fault is one way a statement fails.
 type fault int
