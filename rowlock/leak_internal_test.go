@@ -884,8 +884,8 @@ func TestNoTransactionLeftOnPooledConnection(t *testing.T) {
 		{name: "lost connections", only: []fault{faultNoWrite, faultLostAfter, faultCancelled}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			for seed := range uint64(3) {
-				s := newFakeServer(1500, 0.05, seed, tc.only...)
+			for seed := range uint64(2) {
+				s := newFakeServer(1000, 0.05, seed, tc.only...)
 				if tc.readCommitted {
 					s.sessionLevel = "READ COMMITTED"
 				}
@@ -917,8 +917,8 @@ func TestNoTransactionLeftOnPooledConnection(t *testing.T) {
 // asks when the next row falls due in a READ COMMITTED transaction of its own. Odd seeds run
 // the sessions at READ COMMITTED, where transactions begin without SET TRANSACTION.
 func TestNoTransactionLeftAfterRun(t *testing.T) {
-	for seed := range uint64(3) {
-		s := newFakeServer(1500, 0.05, seed)
+	for seed := range uint64(2) {
+		s := newFakeServer(1000, 0.05, seed)
 		s.catalog, s.armed = true, false
 		if seed%2 == 1 {
 			s.sessionLevel = "READ COMMITTED"
