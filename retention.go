@@ -357,13 +357,34 @@ func (s *sweeper) batch(ctx context.Context, leaseEnd time.Time) (int64, error) 
 // pickAndDelete is a batch where the DELETE cannot read its own table (MySQL, MariaDB): it
 // locks the batch's rows, passing over those other transactions hold, and deletes them one
 // statement per id (sqltext.SQL.PurgeID says why), in one transaction at READ COMMITTED, which
-// keeps no lock on a row the pick read and passed.
+// keeps no lock on a row the pick read and passed. The transaction runs on a pinned connection
+// that is discarded when anything in it fails, as the forms' transactions are (dialect.Tx):
+// given back to the pool after a failed COMMIT or ROLLBACK, its session could keep the
+// transaction open, and with it the locks of its pick.
 func (s *sweeper) pickAndDelete(ctx context.Context, v *sqltext.Values) (int64, error) {
-	tx, err := s.db.BeginTx(ctx, &sql.TxOptions{Isolation: sql.LevelReadCommitted})
+	conn, err := s.db.Conn(ctx)
 	if err != nil {
 		return 0, err
 	}
-	defer tx.Rollback()
+	tx, err := conn.BeginTx(ctx, &sql.TxOptions{Isolation: sql.LevelReadCommitted})
+	if err != nil {
+		dialect.Discard(conn)
+		return 0, err
+	}
+	n, err := s.deleteExpired(ctx, tx, v)
+	if err == nil {
+		err = tx.Commit()
+	}
+	if err != nil {
+		tx.Rollback()
+		dialect.Discard(conn)
+		return 0, err
+	}
+	return n, conn.Close()
+}
+
+// deleteExpired locks up to a batch of expired rows in tx and deletes them, one statement per id.
+func (s *sweeper) deleteExpired(ctx context.Context, tx *sql.Tx, v *sqltext.Values) (int64, error) {
 	pick := s.s.PurgePick(s.expiry, s.cfg.BatchSize)
 	rows, err := tx.QueryContext(ctx, pick.SQL, pick.Bind(nil, v)...)
 	if err != nil {
@@ -378,11 +399,8 @@ func (s *sweeper) pickAndDelete(ctx context.Context, v *sqltext.Values) (int64, 
 		}
 		ids = append(ids, id)
 	}
-	if err := rows.Close(); err != nil {
+	if err := rows.Close(); err != nil || len(ids) == 0 {
 		return 0, err
-	}
-	if len(ids) == 0 {
-		return 0, tx.Commit()
 	}
 	del, err := tx.PrepareContext(ctx, s.s.PurgeID().SQL)
 	if err != nil {
@@ -401,7 +419,7 @@ func (s *sweeper) pickAndDelete(ctx context.Context, v *sqltext.Values) (int64, 
 		}
 		n += k
 	}
-	return n, tx.Commit()
+	return n, nil
 }
 
 func (s *sweeper) exec(ctx context.Context, st sqltext.Statement, v *sqltext.Values) error {

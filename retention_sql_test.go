@@ -262,3 +262,39 @@ func TestSweepSequenceMySQL(t *testing.T) {
 		})
 	}
 }
+
+// TestSweepDiscardsAFailedBatchsConnection: on MySQL and MariaDB a batch whose COMMIT fails,
+// or whose DELETE fails and then its ROLLBACK, closes its connection rather than give it back
+// to the pool, where its session could keep the transaction and the locks of its pick open
+// (issue 22, defect 1's hazard).
+func TestSweepDiscardsAFailedBatchsConnection(t *testing.T) {
+	d := dialect.MariaDB[isolation.Default]{}
+	w := sqltext.SweepLease(d.Caps())
+	s := sqltext.New(d.Caps(), sqltext.Table{Name: "`jobs`", ID: "`id`", ProcessedAt: "`processed_at`", DeadAt: "`dead_at`"})
+	pick, del := s.PurgePick(sqltext.Expiry{Processed: true, Dead: true}, 2).SQL, s.PurgeID().SQL
+	hold := (2 * time.Hour).Microseconds()
+	lost := errors.New("the answer never came")
+	for name, end := range map[string][]step{
+		"commit fails":              {{sql: del, rows: 1}, {sql: "COMMIT", err: lost}},
+		"delete and rollback fails": {{sql: del, err: lost}, {sql: "ROLLBACK", err: lost}},
+	} {
+		t.Run(name, func(t *testing.T) {
+			steps := append([]step{
+				{sql: w.Ensure().SQL, args: []any{"jobs"}},
+				{sql: w.Take().SQL, args: []any{"me", hold, "jobs"}, rows: 1},
+				{sql: "BEGIN Read Committed"}, {sql: pick, ids: []int64{7}},
+			}, end...)
+			sw, sc, rec := scriptedSweeper(t, d, steps, 0)
+			sw.pass(context.Background())
+			if len(sc.bad) > 0 || len(sc.steps) > 0 {
+				t.Fatalf("out of sequence: %v; left unrun: %d", strings.Join(sc.bad, "; "), len(sc.steps))
+			}
+			if len(rec.got) != 1 || !errors.Is(rec.got[0].Err, lost) {
+				t.Fatalf("reported %+v, want the batch's error", rec.got)
+			}
+			if open := sw.db.Stats().OpenConnections; open != 0 {
+				t.Errorf("%d connection(s) kept in the pool after a failed batch, want the batch's discarded", open)
+			}
+		})
+	}
+}
