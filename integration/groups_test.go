@@ -116,30 +116,33 @@ func groupOf(d *inbox.Delivery) string {
 // within a group the handlers' runs never overlap and go in id order, and every row runs once.
 // A handler that sleeps a little lets the other workers try to claim the group meanwhile.
 func TestGroupsExclusionAndOrder(t *testing.T) {
-	const consumers, groups, each, ungrouped = 3, 8, 15, 10
 	forEachBackend(t, backends(t, true), func(t *testing.T, b backend) {
-		dbs := b.openDBs(t, consumers, 8)
-		tbl := b.newGroupTable(t, dbs[0])
-		b.enqueue(t, dbs[0], tbl, groupMessages(groups, each, ungrouped)...)
-		var runs collector[groupRun]
-		h := inbox.HandlerFunc(func(ctx context.Context, d *inbox.Delivery) outcome.Outcome {
-			r := groupRun{id: d.ID, group: groupOf(d), start: time.Now()}
-			time.Sleep(2 * time.Millisecond)
-			r.end = time.Now()
-			runs.add(r)
-			return outcome.Ack()
-		})
-		var cs []*inbox.Consumer
-		for _, db := range dbs {
-			cs = append(cs, inbox.NewConsumer(db, lease.New(b.dialect, tbl, nil), h, &inbox.Config{Queue: "q", Workers: 4, PollInterval: cellPoll, Logger: testLogger(t)}))
-		}
-		drainTable(t, b, dbs[0], tbl, time.Minute, "every row processed", cs...)
-		all := runs.all()
-		if len(all) != groups*each+ungrouped {
-			t.Errorf("%d runs, want %d (each row once)", len(all), groups*each+ungrouped)
-		}
-		checkGroupRuns(t, all)
+		groupsExclusionAndOrder(t, localSpread(t, b, 3, 8))
 	})
+}
+
+// groupsExclusionAndOrder is TestGroupsExclusionAndOrder's scenario on s: a consumer of 4
+// workers on each of s's pools drains 8 groups of 15 rows and 10 rows of no group.
+func groupsExclusionAndOrder(t *testing.T, s spread) {
+	const groups, each, ungrouped = 8, 15, 10
+	b := s.b
+	tbl := b.newGroupTable(t, s.admin)
+	b.enqueue(t, s.admin, tbl, groupMessages(groups, each, ungrouped)...)
+	s.ready(t, tbl.Name)
+	var runs collector[groupRun]
+	h := inbox.HandlerFunc(func(ctx context.Context, d *inbox.Delivery) outcome.Outcome {
+		r := groupRun{id: d.ID, group: groupOf(d), start: time.Now()}
+		time.Sleep(2 * time.Millisecond)
+		r.end = time.Now()
+		runs.add(r)
+		return outcome.Ack()
+	})
+	drainTable(t, b, s.admin, tbl, time.Minute, "every row processed", s.consumers(t, tbl, 4, cellPoll, h)...)
+	all := runs.all()
+	if len(all) != groups*each+ungrouped {
+		t.Errorf("%d runs, want %d (each row once)", len(all), groups*each+ungrouped)
+	}
+	checkGroupRuns(t, all)
 }
 
 // TestGroupsFailingHeadBlocksItsGroup: the head of group g-0 fails twice, retried after 300 ms

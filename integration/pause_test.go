@@ -77,16 +77,22 @@ func (l *pauseLog) counts(queue string, at time.Time) (started, after, finished 
 func TestPause(t *testing.T) {
 	var tests []subtest
 	for _, c := range cells(t) {
-		tests = append(tests, subtest{c.name(), func(t *testing.T) { testPause(t, c) }})
+		tests = append(tests, subtest{c.name(), func(t *testing.T) {
+			dbs := c.b.openDBs(t, 5, 6)
+			testPause(t, c, spread{b: c.b, admin: dbs[4], pools: dbs[:4]})
+		}})
 	}
 	runConcurrently(t, 3, tests)
 }
 
-func testPause(t *testing.T, c cell) {
+// testPause is TestPause's scenario on s, in c's form: a consumer of queue a of 2 workers on
+// each of s's pools but the last two, a consumer of queue b on the one before last and of c on
+// the last; s's admin pool creates, publishes, pauses and reads.
+func testPause(t *testing.T, c cell, s spread) {
 	b := c.b
 	ctx := context.Background()
-	dbs := b.openDBs(t, 5, 6)
-	tbl := b.newTable(t, dbs[0], func(name string) inbox.Table {
+	admin, consumersA := s.admin, len(s.pools)-2
+	tbl := b.newTable(t, admin, func(name string) inbox.Table {
 		tbl := deadTable(name)
 		tbl.Pauses = inbox.PausesTable
 		return tbl
@@ -94,13 +100,13 @@ func testPause(t *testing.T, c cell) {
 	pausesCreate.Lock()
 	st, err := inbox.PausesSchema(b.dialect, tbl)
 	if err == nil {
-		_, err = dbs[4].ExecContext(ctx, st)
+		_, err = admin.ExecContext(ctx, st)
 	}
 	pausesCreate.Unlock()
 	if err != nil {
 		t.Fatalf("creating the pauses table: %v", err)
 	}
-	client, err := inbox.NewClient(dbs[4], b.dialect, tbl)
+	client, err := inbox.NewClient(admin, b.dialect, tbl)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -112,19 +118,23 @@ func testPause(t *testing.T, c cell) {
 	}
 	must("Pause(c) before any row", client.Pause(ctx, "c"))
 	const rowsA, rowsB, rowsC = 160, 60, 5
-	b.enqueue(t, dbs[4], tbl, messages("a", rowsA)...)
-	b.enqueue(t, dbs[4], tbl, messages("b", rowsB)...)
-	b.enqueue(t, dbs[4], tbl, messages("c", rowsC)...)
+	b.enqueue(t, admin, tbl, messages("a", rowsA)...)
+	b.enqueue(t, admin, tbl, messages("b", rowsB)...)
+	b.enqueue(t, admin, tbl, messages("c", rowsC)...)
+	s.ready(t, tbl.Name)
 
 	rec := &pauseLog{starts: map[string][]time.Time{}, finished: map[string]int{}}
 	h := rec.handler(50 * time.Millisecond)
-	const workersA = 4 // two consumers of two
-	for i, q := range []string{"a", "a", "b", "c"} {
-		workers := workersA / 2
-		if q != "a" {
-			workers = 1
+	workersA := 2 * consumersA
+	for i, db := range s.pools {
+		q, workers := "a", 2
+		switch i - consumersA {
+		case 0:
+			q, workers = "b", 1
+		case 1:
+			q, workers = "c", 1
 		}
-		runConsumer(t, dbs[i], c.newForm(t, tbl), h, &inbox.Config{Queue: q, Workers: workers, ShutdownTimeout: 5 * time.Second})
+		runConsumer(t, db, c.newForm(t, tbl), h, s.config(&inbox.Config{Queue: q, Workers: workers, ShutdownTimeout: 5 * time.Second}))
 	}
 	waitFor(t, time.Minute, "ten rows of queue a handled", func() bool { _, _, done := rec.counts("a", time.Time{}); return done >= 10 })
 	must("Pause(a)", client.Pause(ctx, "a"))
@@ -137,7 +147,7 @@ func testPause(t *testing.T, c cell) {
 	if err := refusing.Enqueue(ctx, inbox.Message{Queue: "d"}, inbox.Message{Queue: "a"}); !errors.Is(err, inbox.ErrPaused) || !strings.Contains(err.Error(), `queue "a"`) {
 		t.Errorf("RefusingPaused().Enqueue to paused queue a: %v, want ErrPaused naming it", err)
 	}
-	tx, err := dbs[4].BeginTx(ctx, nil)
+	tx, err := admin.BeginTx(ctx, nil)
 	must("BeginTx", err)
 	if err := refusing.EnqueueTx(ctx, tx, inbox.Message{Queue: "c"}); !errors.Is(err, inbox.ErrPaused) {
 		t.Errorf("RefusingPaused().EnqueueTx to paused queue c: %v, want ErrPaused", err)
@@ -147,12 +157,12 @@ func testPause(t *testing.T, c cell) {
 	}
 	must("Rollback", tx.Rollback())
 	must("RefusingPaused().Enqueue to queue d, not paused", refusing.Enqueue(ctx, inbox.Message{Queue: "d"}))
-	if got := b.countRows(t, dbs[4], tbl, b.q(t, tbl.Queue)+" = 'd'"); got != 1 {
+	if got := b.countRows(t, admin, tbl, b.q(t, tbl.Queue)+" = 'd'"); got != 1 {
 		t.Errorf("%d rows of queue d, want the one of the call that named no paused queue", got)
 	}
 
 	processed := func(q string) int {
-		return b.countRows(t, dbs[4], tbl, b.q(t, tbl.Queue)+" = '"+q+"' AND "+b.q(t, tbl.ProcessedAt)+" IS NOT NULL")
+		return b.countRows(t, admin, tbl, b.q(t, tbl.Queue)+" = '"+q+"' AND "+b.q(t, tbl.ProcessedAt)+" IS NOT NULL")
 	}
 	waitFor(t, time.Minute, "queue b drained while a is paused", func() bool { return processed("b") == rowsB })
 	if wait := time.Until(paused.Add(pauseWindow + 4*cellPoll)); wait > 0 {
@@ -177,7 +187,7 @@ func testPause(t *testing.T, c cell) {
 	if got := processed("c"); got != 0 {
 		t.Errorf("%d rows of queue c processed, paused before they were published", got)
 	}
-	checkPausedStats(t, b, dbs[4], tbl, map[string]bool{"a": true, "b": false, "c": true, "d": false})
+	checkPausedStats(t, b, admin, tbl, map[string]bool{"a": true, "b": false, "c": true, "d": false})
 	list, err := client.Paused(ctx)
 	must("Paused", err)
 	if len(list) != 2 || list[0].Queue != "a" || list[1].Queue != "c" || list[0].Since.IsZero() {
@@ -199,11 +209,11 @@ func testPause(t *testing.T, c cell) {
 	missing.Pauses = "inbox_no_pauses_" + strconv.Itoa(os.Getpid())
 	runCtx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
-	err = inbox.NewConsumer(dbs[3], c.newForm(t, missing), h, &inbox.Config{Queue: "a", PollInterval: cellPoll}).Run(runCtx)
+	err = inbox.NewConsumer(s.pools[len(s.pools)-1], c.newForm(t, missing), h, s.config(&inbox.Config{Queue: "a", PollInterval: cellPoll})).Run(runCtx)
 	if !errors.Is(err, inbox.ErrSchema) || !strings.Contains(err.Error(), "CREATE TABLE") || !strings.Contains(err.Error(), missing.Pauses) {
 		t.Errorf("Run with a missing pauses table: %v, want ErrSchema naming %s and its CREATE TABLE", err, missing.Pauses)
 	}
-	other, err := inbox.NewClient(dbs[4], b.dialect, missing)
+	other, err := inbox.NewClient(admin, b.dialect, missing)
 	must("NewClient", err)
 	if err := other.Pause(ctx, "a"); !errors.Is(err, inbox.ErrSchema) || !strings.Contains(err.Error(), "CREATE TABLE") {
 		t.Errorf("Pause with a missing pauses table: %v, want ErrSchema naming its CREATE TABLE", err)
