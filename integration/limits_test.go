@@ -19,6 +19,7 @@ import (
 	"github.com/sqlinbox/inbox"
 	"github.com/sqlinbox/inbox/advisory"
 	"github.com/sqlinbox/inbox/dialect"
+	"github.com/sqlinbox/inbox/internal/sqltext"
 	"github.com/sqlinbox/inbox/isolation"
 	"github.com/sqlinbox/inbox/lease"
 	"github.com/sqlinbox/inbox/outcome"
@@ -41,7 +42,7 @@ func limitTable(name string) inbox.Table {
 func (b backend) newLimitTable(t *testing.T, db *sql.DB) inbox.Table {
 	t.Helper()
 	tbl := b.newTable(t, db, limitTable)
-	typ := "VARCHAR(191) NULL"
+	typ := sqltext.KeyText(b.dialect.Caps(), 191) + " NULL" // as inbox schema declares it
 	if b.name == "sqlite" {
 		typ = "TEXT"
 	}

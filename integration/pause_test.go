@@ -65,6 +65,19 @@ func (l *pauseLog) counts(queue string, at time.Time) (started, after, finished 
 	return len(l.starts[queue]), after, l.finished[queue]
 }
 
+// last is when the last handler of queue started.
+func (l *pauseLog) last(queue string) time.Time {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var last time.Time
+	for _, s := range l.starts[queue] {
+		if s.After(last) {
+			last = s
+		}
+	}
+	return last
+}
+
 // TestPause: on every database and form, two consumers of queue a (each its own pool, as two
 // processes), one of queue b and one of queue c drain a table whose description names a
 // pauses table. Queue c is paused before any row of it exists. Once a few rows of a are done,
@@ -172,6 +185,11 @@ func testPause(t *testing.T, c cell, s spread) {
 	// one that took longer than the window is logged, more than that is a claim that began
 	// after the commit.
 	started, late, finished := rec.counts("a", paused.Add(pauseWindow))
+	if last := rec.last("a"); last.After(paused) {
+		t.Logf("the last handler of queue a started %v after Pause returned", last.Sub(paused).Round(time.Millisecond))
+	} else {
+		t.Logf("no handler of queue a started after Pause returned")
+	}
 	switch {
 	case late > workersA:
 		t.Errorf("%d handlers of queue a started more than %v after Pause returned", late, pauseWindow)

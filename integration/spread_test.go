@@ -2,6 +2,7 @@ package integration
 
 import (
 	"database/sql"
+	"log/slog"
 	"testing"
 	"time"
 
@@ -23,6 +24,9 @@ type spread struct {
 	// on admin, table's creation among them: a Galera node applies another's DDL a moment
 	// after it returns, and a consumer opened on it at once may find no table.
 	applied func(t *testing.T, table string)
+	// logs, where set, takes the consumers' warnings and errors (and passes them to the
+	// test's log), for a cluster test to count what its consumers met.
+	logs *faultLog
 }
 
 // localSpread is n pools of pool connections on one database of b, the first of them the
@@ -43,6 +47,9 @@ func (s spread) ready(t *testing.T, table string) {
 // config is cfg with the spread's settings.
 func (s spread) config(cfg *inbox.Config) *inbox.Config {
 	cfg.UnpreparedStatements = s.unprepared
+	if s.logs != nil {
+		cfg.Logger = s.logs.Logger(slog.LevelWarn)
+	}
 	return cfg
 }
 
