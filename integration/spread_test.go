@@ -16,10 +16,11 @@ import (
 // publishes and reads on, and what the consumers' settings must say there. The feature tests
 // run their scenarios on the shared servers (localSpread), the cluster tests on theirs.
 type spread struct {
-	b          backend
-	admin      *sql.DB
-	pools      []*sql.DB
-	unprepared bool // Config.UnpreparedStatements, for a pooler in transaction mode
+	b             backend
+	admin         *sql.DB
+	pools         []*sql.DB
+	unprepared    bool // Config.UnpreparedStatements, for a pooler in transaction mode
+	transactional bool // Config.Transactional: each row settles in its handler's transaction
 	// applied, where set, waits until every pool's server has applied the commits made so far
 	// on admin, table's creation among them: a Galera node applies another's DDL a moment
 	// after it returns, and a consumer opened on it at once may find no table.
@@ -46,7 +47,7 @@ func (s spread) ready(t *testing.T, table string) {
 
 // config is cfg with the spread's settings.
 func (s spread) config(cfg *inbox.Config) *inbox.Config {
-	cfg.UnpreparedStatements = s.unprepared
+	cfg.UnpreparedStatements, cfg.Transactional = s.unprepared, s.transactional
 	if s.logs != nil {
 		cfg.Logger = s.logs.Logger(slog.LevelWarn)
 	}
