@@ -24,11 +24,13 @@ type featureCell struct {
 // no two at once where producers on every pool commit ids out of order (the hold's work); a
 // limit of 3 in work never exceeded (handler runs recorded, and sampled every 5 ms); a queue
 // rate and a kind's rate never exceeded in any window (by the claims' own times); a pause
-// taking effect at the next claim of every consumer, and a resume.
+// taking effect at the next claim of every consumer, and a resume; a group paused and resumed
+// through admin on one pool while a form on another claims.
 func featureCells() []featureCell {
 	return []featureCell{
 		{"groups", groupsExclusionAndOrder},
 		{"groups-late", groupsExclusionUnderLateCommits},
+		{"groups-paused", groupsPaused},
 		{"limits", limitsPerQueue},
 		{"rates", ratesCombined},
 		{"pause", func(t *testing.T, s spread) {
