@@ -14,6 +14,7 @@ import (
 
 	"github.com/sqlinbox/inbox"
 	"github.com/sqlinbox/inbox/admin"
+	"github.com/sqlinbox/inbox/dialect"
 	"github.com/sqlinbox/inbox/lease"
 	"github.com/sqlinbox/inbox/outcome"
 	"github.com/sqlinbox/inbox/pgnotify"
@@ -65,8 +66,10 @@ func (l *pauseLog) counts(queue string, at time.Time) (started, after, finished 
 	return len(l.starts[queue]), after, l.finished[queue]
 }
 
-// last is when the last handler of queue started.
-func (l *pauseLog) last(queue string) time.Time {
+// logLast logs when the last handler of queue started, against paused, when the queue was
+// paused.
+func (l *pauseLog) logLast(t *testing.T, queue string, paused time.Time) {
+	t.Helper()
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	var last time.Time
@@ -75,7 +78,11 @@ func (l *pauseLog) last(queue string) time.Time {
 			last = s
 		}
 	}
-	return last
+	if last.After(paused) {
+		t.Logf("the last handler of queue %s started %v after Pause returned", queue, last.Sub(paused).Round(time.Millisecond))
+	} else {
+		t.Logf("no handler of queue %s started after Pause returned", queue)
+	}
 }
 
 // TestPause: on every database and form, two consumers of queue a (each its own pool, as two
@@ -139,40 +146,13 @@ func testPause(t *testing.T, c cell, s spread) {
 	rec := &pauseLog{starts: map[string][]time.Time{}, finished: map[string]int{}}
 	h := rec.handler(50 * time.Millisecond)
 	workersA := 2 * consumersA
-	for i, db := range s.pools {
-		q, workers := "a", 2
-		switch i - consumersA {
-		case 0:
-			q, workers = "b", 1
-		case 1:
-			q, workers = "c", 1
-		}
-		runConsumer(t, db, c.newForm(t, tbl), h, s.config(&inbox.Config{Queue: q, Workers: workers, ShutdownTimeout: 5 * time.Second}))
-	}
+	startPauseConsumers(t, c, s, tbl, h)
 	waitFor(t, time.Minute, "ten rows of queue a handled", func() bool { _, _, done := rec.counts("a", time.Time{}); return done >= 10 })
 	must("Pause(a)", client.Pause(ctx, "a"))
 	paused := time.Now()
 	must("Pause(a) again", client.Pause(ctx, "a"))
 
-	// A client that refuses paused queues publishes nothing of a call that names one, alone or
-	// in the caller's transaction, and publishes to the others.
-	refusing := client.RefusingPaused()
-	if err := refusing.Enqueue(ctx, inbox.Message{Queue: "d"}, inbox.Message{Queue: "a"}); !errors.Is(err, inbox.ErrPaused) || !strings.Contains(err.Error(), `queue "a"`) {
-		t.Errorf("RefusingPaused().Enqueue to paused queue a: %v, want ErrPaused naming it", err)
-	}
-	tx, err := admin.BeginTx(ctx, nil)
-	must("BeginTx", err)
-	if err := refusing.EnqueueTx(ctx, tx, inbox.Message{Queue: "c"}); !errors.Is(err, inbox.ErrPaused) {
-		t.Errorf("RefusingPaused().EnqueueTx to paused queue c: %v, want ErrPaused", err)
-	}
-	if _, err := refusing.EnqueueResults(ctx, inbox.Message{Queue: "a"}); !errors.Is(err, inbox.ErrPaused) {
-		t.Errorf("RefusingPaused().EnqueueResults to paused queue a: %v, want ErrPaused", err)
-	}
-	must("Rollback", tx.Rollback())
-	must("RefusingPaused().Enqueue to queue d, not paused", refusing.Enqueue(ctx, inbox.Message{Queue: "d"}))
-	if got := b.countRows(t, admin, tbl, b.q(t, tbl.Queue)+" = 'd'"); got != 1 {
-		t.Errorf("%d rows of queue d, want the one of the call that named no paused queue", got)
-	}
+	checkRefusingPaused(t, b, client, admin, tbl)
 
 	processed := func(q string) int {
 		return b.countRows(t, admin, tbl, b.q(t, tbl.Queue)+" = '"+q+"' AND "+b.q(t, tbl.ProcessedAt)+" IS NOT NULL")
@@ -185,11 +165,7 @@ func testPause(t *testing.T, c cell, s spread) {
 	// one that took longer than the window is logged, more than that is a claim that began
 	// after the commit.
 	started, late, finished := rec.counts("a", paused.Add(pauseWindow))
-	if last := rec.last("a"); last.After(paused) {
-		t.Logf("the last handler of queue a started %v after Pause returned", last.Sub(paused).Round(time.Millisecond))
-	} else {
-		t.Logf("no handler of queue a started after Pause returned")
-	}
+	rec.logLast(t, "a", paused)
 	switch {
 	case late > workersA:
 		t.Errorf("%d handlers of queue a started more than %v after Pause returned", late, pauseWindow)
@@ -222,17 +198,65 @@ func testPause(t *testing.T, c cell, s spread) {
 		t.Errorf("Paused after Resume = %+v, want none", list)
 	}
 
-	// A description whose pauses table the database lacks.
+	checkPausesMissing(t, c, s, tbl, h)
+}
+
+// startPauseConsumers starts testPause's consumers: of queue a, of 2 workers, on each of s's
+// pools but the last two; of b on the one before last, and of c on the last, of 1 worker.
+func startPauseConsumers(t *testing.T, c cell, s spread, tbl inbox.Table, h inbox.Handler) {
+	consumersA := len(s.pools) - 2
+	for i, db := range s.pools {
+		q, workers := "a", 2
+		switch i - consumersA {
+		case 0:
+			q, workers = "b", 1
+		case 1:
+			q, workers = "c", 1
+		}
+		runConsumer(t, db, c.newForm(t, tbl), h, s.config(&inbox.Config{Queue: q, Workers: workers, ShutdownTimeout: 5 * time.Second}))
+	}
+}
+
+// checkRefusingPaused checks that a client that refuses paused queues publishes nothing of a
+// call that names one (a or c, paused), alone or in the caller's transaction, and publishes to
+// the others (d).
+func checkRefusingPaused(t *testing.T, b backend, client *inbox.Client[dialect.Dialect], admin *sql.DB, tbl inbox.Table) {
+	t.Helper()
+	ctx := context.Background()
+	refusing := client.RefusingPaused()
+	if err := refusing.Enqueue(ctx, inbox.Message{Queue: "d"}, inbox.Message{Queue: "a"}); !errors.Is(err, inbox.ErrPaused) || !strings.Contains(err.Error(), `queue "a"`) {
+		t.Errorf("RefusingPaused().Enqueue to paused queue a: %v, want ErrPaused naming it", err)
+	}
+	tx, err := admin.BeginTx(ctx, nil)
+	must(t, "BeginTx", err)
+	if err := refusing.EnqueueTx(ctx, tx, inbox.Message{Queue: "c"}); !errors.Is(err, inbox.ErrPaused) {
+		t.Errorf("RefusingPaused().EnqueueTx to paused queue c: %v, want ErrPaused", err)
+	}
+	if _, err := refusing.EnqueueResults(ctx, inbox.Message{Queue: "a"}); !errors.Is(err, inbox.ErrPaused) {
+		t.Errorf("RefusingPaused().EnqueueResults to paused queue a: %v, want ErrPaused", err)
+	}
+	must(t, "Rollback", tx.Rollback())
+	must(t, "RefusingPaused().Enqueue to queue d, not paused", refusing.Enqueue(ctx, inbox.Message{Queue: "d"}))
+	if got := b.countRows(t, admin, tbl, b.q(t, tbl.Queue)+" = 'd'"); got != 1 {
+		t.Errorf("%d rows of queue d, want the one of the call that named no paused queue", got)
+	}
+}
+
+// checkPausesMissing checks that a description whose pauses table the database lacks fails
+// Run and Pause with ErrSchema naming the table's CREATE TABLE.
+func checkPausesMissing(t *testing.T, c cell, s spread, tbl inbox.Table, h inbox.Handler) {
+	t.Helper()
+	ctx := context.Background()
 	missing := tbl
 	missing.Pauses = "inbox_no_pauses_" + strconv.Itoa(os.Getpid())
 	runCtx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
-	err = inbox.NewConsumer(s.pools[len(s.pools)-1], c.newForm(t, missing), h, s.config(&inbox.Config{Queue: "a", PollInterval: cellPoll})).Run(runCtx)
+	err := inbox.NewConsumer(s.pools[len(s.pools)-1], c.newForm(t, missing), h, s.config(&inbox.Config{Queue: "a", PollInterval: cellPoll})).Run(runCtx)
 	if !errors.Is(err, inbox.ErrSchema) || !strings.Contains(err.Error(), "CREATE TABLE") || !strings.Contains(err.Error(), missing.Pauses) {
 		t.Errorf("Run with a missing pauses table: %v, want ErrSchema naming %s and its CREATE TABLE", err, missing.Pauses)
 	}
-	other, err := inbox.NewClient(admin, b.dialect, missing)
-	must("NewClient", err)
+	other, err := inbox.NewClient(s.admin, c.b.dialect, missing)
+	must(t, "NewClient", err)
 	if err := other.Pause(ctx, "a"); !errors.Is(err, inbox.ErrSchema) || !strings.Contains(err.Error(), "CREATE TABLE") {
 		t.Errorf("Pause with a missing pauses table: %v, want ErrSchema naming its CREATE TABLE", err)
 	}
