@@ -6,6 +6,7 @@ import (
 	"errors"
 	"time"
 
+	"github.com/sqlinbox/inbox/internal/conflict"
 	"github.com/sqlinbox/inbox/internal/sentinel"
 	"github.com/sqlinbox/inbox/internal/sqltext"
 )
@@ -161,7 +162,15 @@ func (a *Admin) pauseGroup(ctx context.Context, call, queue, group string, st sq
 		return err
 	}
 	v := sqltext.Values{Table: a.t.Name, Queue: queue, Group: group}
-	if _, err := a.db.ExecContext(ctx, st.SQL, st.Bind(nil, &v)...); err != nil {
+	// The statement writes the group's hold, which claims write too: on a Galera node it fails
+	// certification (1213) where the node has not yet applied a claim another node committed on
+	// the hold. It changed nothing then, and pausing or resuming twice is pausing or resuming
+	// once: it runs again, as the forms' guarded statements do.
+	err := conflict.Retry(ctx, a.d, func() error {
+		_, err := a.db.ExecContext(ctx, st.SQL, st.Bind(nil, &v)...)
+		return err
+	})
+	if err != nil {
 		return sentinel.Errorf(nil, sentinel.Queue(a.t.Name, queue), "%s of group %q: %w", call, group, err)
 	}
 	return nil

@@ -21,8 +21,9 @@ import (
 // finds out what each form does there: first the engine's own facts the forms stand on, then a
 // refusal of the row lock and advisory forms at Open, then a drain of every way of consuming
 // with the lease form (single or batch, transactional or not) with one consumer on each node,
-// then the lease form with handlers that conflict across nodes, and last a node killed under
-// load. docs/clusters.md has the figures and what follows from them.
+// then the lease form with handlers that conflict across nodes, then the lease form's groups,
+// limits, rates and pauses with a consumer on each node, and last a node killed under load.
+// docs/clusters.md has the figures and what follows from them.
 func TestClusterGalera(t *testing.T) {
 	g := galeraCluster(t, 3)
 	b := backendNamed("mariadb", g.nodes[0].dsn)
@@ -101,6 +102,12 @@ func TestClusterGalera(t *testing.T) {
 			}})
 		}
 		runConcurrently(t, 2, tests)
+	})
+	t.Run("features", func(t *testing.T) {
+		// The lease form's groups, limits, rates and pauses, a consumer on each node.
+		for _, line := range galeraFeatures(t, g, b, admin) {
+			table.add(line)
+		}
 	})
 	t.Run("node killed", func(t *testing.T) {
 		start := time.Now()

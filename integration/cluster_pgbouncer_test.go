@@ -166,6 +166,12 @@ func TestClusterPgBouncer(t *testing.T) {
 				}})
 			}
 			runConcurrently(t, 1, tests)
+			t.Run("features", func(t *testing.T) {
+				// The lease form's groups, limits, rates and pauses, with the setting.
+				for _, line := range pgbouncerFeatures(t, b, dsn) {
+					table.add(line)
+				}
+			})
 			t.Run("advisory refused", func(t *testing.T) {
 				w := clusterWay{form: "advisory", unprepared: true}
 				h := inbox.HandlerFunc(func(context.Context, *inbox.Delivery) outcome.Outcome { return outcome.Ack() })

@@ -116,30 +116,33 @@ func groupOf(d *inbox.Delivery) string {
 // within a group the handlers' runs never overlap and go in id order, and every row runs once.
 // A handler that sleeps a little lets the other workers try to claim the group meanwhile.
 func TestGroupsExclusionAndOrder(t *testing.T) {
-	const consumers, groups, each, ungrouped = 3, 8, 15, 10
 	forEachBackend(t, backends(t, true), func(t *testing.T, b backend) {
-		dbs := b.openDBs(t, consumers, 8)
-		tbl := b.newGroupTable(t, dbs[0])
-		b.enqueue(t, dbs[0], tbl, groupMessages(groups, each, ungrouped)...)
-		var runs collector[groupRun]
-		h := inbox.HandlerFunc(func(ctx context.Context, d *inbox.Delivery) outcome.Outcome {
-			r := groupRun{id: d.ID, group: groupOf(d), start: time.Now()}
-			time.Sleep(2 * time.Millisecond)
-			r.end = time.Now()
-			runs.add(r)
-			return outcome.Ack()
-		})
-		var cs []*inbox.Consumer
-		for _, db := range dbs {
-			cs = append(cs, inbox.NewConsumer(db, lease.New(b.dialect, tbl, nil), h, &inbox.Config{Queue: "q", Workers: 4, PollInterval: cellPoll, Logger: testLogger(t)}))
-		}
-		drainTable(t, b, dbs[0], tbl, time.Minute, "every row processed", cs...)
-		all := runs.all()
-		if len(all) != groups*each+ungrouped {
-			t.Errorf("%d runs, want %d (each row once)", len(all), groups*each+ungrouped)
-		}
-		checkGroupRuns(t, all)
+		groupsExclusionAndOrder(t, localSpread(t, b, 3, 8))
 	})
+}
+
+// groupsExclusionAndOrder is TestGroupsExclusionAndOrder's scenario on s: a consumer of 4
+// workers on each of s's pools drains 8 groups of 15 rows and 10 rows of no group.
+func groupsExclusionAndOrder(t *testing.T, s spread) {
+	const groups, each, ungrouped = 8, 15, 10
+	b := s.b
+	tbl := b.newGroupTable(t, s.admin)
+	b.enqueue(t, s.admin, tbl, groupMessages(groups, each, ungrouped)...)
+	s.ready(t, tbl.Name)
+	var runs collector[groupRun]
+	h := inbox.HandlerFunc(func(ctx context.Context, d *inbox.Delivery) outcome.Outcome {
+		r := groupRun{id: d.ID, group: groupOf(d), start: time.Now()}
+		time.Sleep(2 * time.Millisecond)
+		r.end = time.Now()
+		runs.add(r)
+		return outcome.Ack()
+	})
+	drainTable(t, b, s.admin, tbl, time.Minute, "every row processed", s.consumers(t, tbl, 4, cellPoll, h)...)
+	all := runs.all()
+	if len(all) != groups*each+ungrouped {
+		t.Errorf("%d runs, want %d (each row once)", len(all), groups*each+ungrouped)
+	}
+	checkGroupRuns(t, all)
 }
 
 // TestGroupsFailingHeadBlocksItsGroup: the head of group g-0 fails twice, retried after 300 ms
@@ -343,69 +346,78 @@ func TestGroupsRefusedOutsideTheLeaseForm(t *testing.T) {
 // of its group runs after it, as docs/groups.md says.) SQLite has one writer, whose ids commit
 // in order: not there.
 func TestGroupsExclusionUnderLateCommits(t *testing.T) {
-	const producers, each, consumers = 4, 30, 3
 	forEachBackend(t, backends(t, false), func(t *testing.T, b backend) {
-		dbs := b.openDBs(t, consumers, 8)
-		tbl := b.newGroupTable(t, dbs[0])
-		var runs collector[groupRun]
-		h := inbox.HandlerFunc(func(ctx context.Context, d *inbox.Delivery) outcome.Outcome {
-			r := groupRun{id: d.ID, group: groupOf(d), start: time.Now()}
-			time.Sleep(5 * time.Millisecond)
-			r.end = time.Now()
-			runs.add(r)
-			return outcome.Ack()
-		})
-		var stops []func()
-		for _, db := range dbs {
-			stops = append(stops, startConsumer(t, inbox.NewConsumer(db, lease.New(b.dialect, tbl, nil), h, &inbox.Config{Queue: "q", Workers: 4, PollInterval: 20 * time.Millisecond, Logger: testLogger(t)})))
-		}
-		var wg sync.WaitGroup
-		for p := range producers {
-			wg.Go(func() {
-				for i := range each {
-					g := fmt.Sprintf("g-%d", (p+i)%4)
-					tx, err := dbs[0].Begin()
-					if err != nil {
-						t.Error(err)
-						return
-					}
-					if err := inbox.EnqueueTx(context.Background(), tx, b.dialect, tbl, inbox.Message{Queue: "q", GroupKey: g, Payload: []byte(g + "/" + fmt.Sprint(p, i))}); err != nil {
-						tx.Rollback()
-						t.Error(err)
-						return
-					}
-					time.Sleep(time.Duration((p*7+i*3)%5) * 4 * time.Millisecond)
-					if err := tx.Commit(); err != nil {
-						t.Error(err)
-						return
-					}
+		groupsExclusionUnderLateCommits(t, localSpread(t, b, 3, 8))
+	})
+}
+
+// groupsExclusionUnderLateCommits is TestGroupsExclusionUnderLateCommits's scenario on s: a
+// consumer of 4 workers on each of s's pools, and four producers, each publishing on s's pools
+// in turn (on a cluster, on its nodes in turn).
+func groupsExclusionUnderLateCommits(t *testing.T, s spread) {
+	const producers, each = 4, 30
+	b := s.b
+	tbl := b.newGroupTable(t, s.admin)
+	s.ready(t, tbl.Name)
+	var runs collector[groupRun]
+	h := inbox.HandlerFunc(func(ctx context.Context, d *inbox.Delivery) outcome.Outcome {
+		r := groupRun{id: d.ID, group: groupOf(d), start: time.Now()}
+		time.Sleep(5 * time.Millisecond)
+		r.end = time.Now()
+		runs.add(r)
+		return outcome.Ack()
+	})
+	var stops []func()
+	for _, c := range s.consumers(t, tbl, 4, 20*time.Millisecond, h) {
+		stops = append(stops, startConsumer(t, c))
+	}
+	var wg sync.WaitGroup
+	for p := range producers {
+		db := s.pools[p%len(s.pools)]
+		wg.Go(func() {
+			for i := range each {
+				g := fmt.Sprintf("g-%d", (p+i)%4)
+				tx, err := db.Begin()
+				if err != nil {
+					t.Error(err)
+					return
 				}
-			})
-		}
-		wg.Wait()
-		waitFor(t, time.Minute, "every row processed", func() bool {
-			return b.countRows(t, dbs[0], tbl, b.q(t, tbl.ProcessedAt)+" IS NULL") == 0
-		})
-		for _, stop := range stops {
-			stop()
-		}
-		all := runs.all()
-		if len(all) != producers*each {
-			t.Errorf("%d runs, want %d (each row once)", len(all), producers*each)
-		}
-		byGroup := map[string][]groupRun{}
-		for _, r := range all {
-			byGroup[r.group] = append(byGroup[r.group], r)
-		}
-		for g, rs := range byGroup {
-			slices.SortFunc(rs, func(a, b groupRun) int { return a.start.Compare(b.start) })
-			for i := 1; i < len(rs); i++ {
-				if rs[i].start.Before(rs[i-1].end) {
-					t.Errorf("group %s: row %d started before row %d ended: two rows of one group in work at once", g, rs[i].id, rs[i-1].id)
+				if err := inbox.EnqueueTx(context.Background(), tx, b.dialect, tbl, inbox.Message{Queue: "q", GroupKey: g, Payload: []byte(g + "/" + fmt.Sprint(p, i))}); err != nil {
+					tx.Rollback()
+					t.Error(err)
+					return
+				}
+				time.Sleep(time.Duration((p*7+i*3)%5) * 4 * time.Millisecond)
+				if err := tx.Commit(); err != nil {
+					t.Error(err)
+					return
 				}
 			}
-		}
+		})
+	}
+	wg.Wait()
+	waitFor(t, time.Minute, "every row processed", func() bool {
+		return b.countRows(t, s.admin, tbl, b.q(t, tbl.ProcessedAt)+" IS NULL") == 0
 	})
+	for _, stop := range stops {
+		stop()
+	}
+	all := runs.all()
+	if len(all) != producers*each {
+		t.Errorf("%d runs, want %d (each row once)", len(all), producers*each)
+	}
+	byGroup := map[string][]groupRun{}
+	for _, r := range all {
+		byGroup[r.group] = append(byGroup[r.group], r)
+	}
+	for g, rs := range byGroup {
+		slices.SortFunc(rs, func(a, b groupRun) int { return a.start.Compare(b.start) })
+		for i := 1; i < len(rs); i++ {
+			if rs[i].start.Before(rs[i-1].end) {
+				t.Errorf("group %s: row %d started before row %d ended: two rows of one group in work at once", g, rs[i].id, rs[i-1].id)
+			}
+		}
+	}
 }
 
 // TestGroupsLateExtensionLosesAGroupTakenMeanwhile: a holder whose lease ran out without its

@@ -19,6 +19,7 @@ import (
 	"github.com/sqlinbox/inbox"
 	"github.com/sqlinbox/inbox/advisory"
 	"github.com/sqlinbox/inbox/dialect"
+	"github.com/sqlinbox/inbox/internal/sqltext"
 	"github.com/sqlinbox/inbox/isolation"
 	"github.com/sqlinbox/inbox/lease"
 	"github.com/sqlinbox/inbox/outcome"
@@ -41,7 +42,7 @@ func limitTable(name string) inbox.Table {
 func (b backend) newLimitTable(t *testing.T, db *sql.DB) inbox.Table {
 	t.Helper()
 	tbl := b.newTable(t, db, limitTable)
-	typ := "VARCHAR(191) NULL"
+	typ := sqltext.KeyText(b.dialect.Caps(), 191) + " NULL" // as inbox schema declares it
 	if b.name == "sqlite" {
 		typ = "TEXT"
 	}
@@ -180,41 +181,44 @@ func (r *recorder) inWork() int {
 // limitConsumers builds n consumers of tbl, each on a pool of its own as n processes would
 // have, of workers workers, handing rows to h.
 func limitConsumers(t *testing.T, b backend, dbs []*sql.DB, tbl inbox.Table, workers int, h inbox.Handler) []*inbox.Consumer {
-	var cs []*inbox.Consumer
-	for _, db := range dbs {
-		cs = append(cs, inbox.NewConsumer(db, lease.New(b.dialect, tbl, nil), h, &inbox.Config{Queue: "q", Workers: workers, PollInterval: 20 * time.Millisecond, Logger: testLogger(t)}))
-	}
-	return cs
+	return spread{b: b, pools: dbs}.consumers(t, tbl, workers, 20*time.Millisecond, h)
 }
 
 // TestLimitsPerQueue: three consumers of 4 workers each, on pools of their own, drain 60 rows of a
 // queue limited to 3 in work: the handlers' runs, recorded and sampled every 5 ms, never number
 // more than 3 at once, and do reach 3 (the workers press on the limit), and every row runs once.
 func TestLimitsPerQueue(t *testing.T) {
-	const consumers, workers, rows, limit = 3, 4, 60, 3
 	forEachBackend(t, backends(t, true), func(t *testing.T, b backend) {
-		dbs := b.openDBs(t, consumers, 8)
-		tbl := b.newLimitTable(t, dbs[0])
-		b.setLimit(t, dbs[0], tbl, inbox.LimitPerQueue, "", limit)
-		b.enqueue(t, dbs[0], tbl, limitMessages(rows, "a", "")...)
-		h := &recorder{pause: 10 * time.Millisecond}
-		stop := sampled(h.inWork)
-		drainTable(t, b, dbs[0], tbl, time.Minute, "every row processed", limitConsumers(t, b, dbs, tbl, workers, h)...)
-		if most := stop(); most > limit {
-			t.Errorf("the sampler saw %d rows in work at once, over the limit of %d", most, limit)
-		}
-		all := h.runs.all()
-		if len(all) != rows {
-			t.Errorf("%d runs, want %d (each row once)", len(all), rows)
-		}
-		most, at := mostAtOnce(all, func(run) bool { return true })
-		if most > limit {
-			t.Errorf("%d rows in work at once at %v, over the limit of %d", most, at, limit)
-		}
-		if most < limit {
-			t.Errorf("at most %d rows in work at once: the test never pressed on the limit of %d", most, limit)
-		}
+		limitsPerQueue(t, localSpread(t, b, 3, 8))
 	})
+}
+
+// limitsPerQueue is TestLimitsPerQueue's scenario on s: a consumer of 4 workers on each of s's
+// pools drains 60 rows of a queue limited to 3 in work.
+func limitsPerQueue(t *testing.T, s spread) {
+	const workers, rows, limit = 4, 60, 3
+	b := s.b
+	tbl := b.newLimitTable(t, s.admin)
+	b.setLimit(t, s.admin, tbl, inbox.LimitPerQueue, "", limit)
+	b.enqueue(t, s.admin, tbl, limitMessages(rows, "a", "")...)
+	s.ready(t, tbl.Name)
+	h := &recorder{pause: 10 * time.Millisecond}
+	stop := sampled(h.inWork)
+	drainTable(t, b, s.admin, tbl, time.Minute, "every row processed", s.consumers(t, tbl, workers, 20*time.Millisecond, h)...)
+	if most := stop(); most > limit {
+		t.Errorf("the sampler saw %d rows in work at once, over the limit of %d", most, limit)
+	}
+	all := h.runs.all()
+	if len(all) != rows {
+		t.Errorf("%d runs, want %d (each row once)", len(all), rows)
+	}
+	most, at := mostAtOnce(all, func(run) bool { return true })
+	if most > limit {
+		t.Errorf("%d rows in work at once at %v, over the limit of %d", most, at, limit)
+	}
+	if most < limit {
+		t.Errorf("at most %d rows in work at once: the test never pressed on the limit of %d", most, limit)
+	}
 }
 
 // TestLimitsPerKindAndKey: rows of kind "a" are limited to 2 in work, rows of key "k" to 1, and

@@ -14,6 +14,7 @@ import (
 
 	"github.com/sqlinbox/inbox"
 	"github.com/sqlinbox/inbox/admin"
+	"github.com/sqlinbox/inbox/dialect"
 	"github.com/sqlinbox/inbox/lease"
 	"github.com/sqlinbox/inbox/outcome"
 	"github.com/sqlinbox/inbox/pgnotify"
@@ -65,6 +66,25 @@ func (l *pauseLog) counts(queue string, at time.Time) (started, after, finished 
 	return len(l.starts[queue]), after, l.finished[queue]
 }
 
+// logLast logs when the last handler of queue started, against paused, when the queue was
+// paused.
+func (l *pauseLog) logLast(t *testing.T, queue string, paused time.Time) {
+	t.Helper()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var last time.Time
+	for _, s := range l.starts[queue] {
+		if s.After(last) {
+			last = s
+		}
+	}
+	if last.After(paused) {
+		t.Logf("the last handler of queue %s started %v after Pause returned", queue, last.Sub(paused).Round(time.Millisecond))
+	} else {
+		t.Logf("no handler of queue %s started after Pause returned", queue)
+	}
+}
+
 // TestPause: on every database and form, two consumers of queue a (each its own pool, as two
 // processes), one of queue b and one of queue c drain a table whose description names a
 // pauses table. Queue c is paused before any row of it exists. Once a few rows of a are done,
@@ -77,16 +97,22 @@ func (l *pauseLog) counts(queue string, at time.Time) (started, after, finished 
 func TestPause(t *testing.T) {
 	var tests []subtest
 	for _, c := range cells(t) {
-		tests = append(tests, subtest{c.name(), func(t *testing.T) { testPause(t, c) }})
+		tests = append(tests, subtest{c.name(), func(t *testing.T) {
+			dbs := c.b.openDBs(t, 5, 6)
+			testPause(t, c, spread{b: c.b, admin: dbs[4], pools: dbs[:4]})
+		}})
 	}
 	runConcurrently(t, 3, tests)
 }
 
-func testPause(t *testing.T, c cell) {
+// testPause is TestPause's scenario on s, in c's form: a consumer of queue a of 2 workers on
+// each of s's pools but the last two, a consumer of queue b on the one before last and of c on
+// the last; s's admin pool creates, publishes, pauses and reads.
+func testPause(t *testing.T, c cell, s spread) {
 	b := c.b
 	ctx := context.Background()
-	dbs := b.openDBs(t, 5, 6)
-	tbl := b.newTable(t, dbs[0], func(name string) inbox.Table {
+	admin, consumersA := s.admin, len(s.pools)-2
+	tbl := b.newTable(t, admin, func(name string) inbox.Table {
 		tbl := deadTable(name)
 		tbl.Pauses = inbox.PausesTable
 		return tbl
@@ -94,13 +120,13 @@ func testPause(t *testing.T, c cell) {
 	pausesCreate.Lock()
 	st, err := inbox.PausesSchema(b.dialect, tbl)
 	if err == nil {
-		_, err = dbs[4].ExecContext(ctx, st)
+		_, err = admin.ExecContext(ctx, st)
 	}
 	pausesCreate.Unlock()
 	if err != nil {
 		t.Fatalf("creating the pauses table: %v", err)
 	}
-	client, err := inbox.NewClient(dbs[4], b.dialect, tbl)
+	client, err := inbox.NewClient(admin, b.dialect, tbl)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -112,47 +138,24 @@ func testPause(t *testing.T, c cell) {
 	}
 	must("Pause(c) before any row", client.Pause(ctx, "c"))
 	const rowsA, rowsB, rowsC = 160, 60, 5
-	b.enqueue(t, dbs[4], tbl, messages("a", rowsA)...)
-	b.enqueue(t, dbs[4], tbl, messages("b", rowsB)...)
-	b.enqueue(t, dbs[4], tbl, messages("c", rowsC)...)
+	b.enqueue(t, admin, tbl, messages("a", rowsA)...)
+	b.enqueue(t, admin, tbl, messages("b", rowsB)...)
+	b.enqueue(t, admin, tbl, messages("c", rowsC)...)
+	s.ready(t, tbl.Name)
 
 	rec := &pauseLog{starts: map[string][]time.Time{}, finished: map[string]int{}}
 	h := rec.handler(50 * time.Millisecond)
-	const workersA = 4 // two consumers of two
-	for i, q := range []string{"a", "a", "b", "c"} {
-		workers := workersA / 2
-		if q != "a" {
-			workers = 1
-		}
-		runConsumer(t, dbs[i], c.newForm(t, tbl), h, &inbox.Config{Queue: q, Workers: workers, ShutdownTimeout: 5 * time.Second})
-	}
+	workersA := 2 * consumersA
+	startPauseConsumers(t, c, s, tbl, h)
 	waitFor(t, time.Minute, "ten rows of queue a handled", func() bool { _, _, done := rec.counts("a", time.Time{}); return done >= 10 })
 	must("Pause(a)", client.Pause(ctx, "a"))
 	paused := time.Now()
 	must("Pause(a) again", client.Pause(ctx, "a"))
 
-	// A client that refuses paused queues publishes nothing of a call that names one, alone or
-	// in the caller's transaction, and publishes to the others.
-	refusing := client.RefusingPaused()
-	if err := refusing.Enqueue(ctx, inbox.Message{Queue: "d"}, inbox.Message{Queue: "a"}); !errors.Is(err, inbox.ErrPaused) || !strings.Contains(err.Error(), `queue "a"`) {
-		t.Errorf("RefusingPaused().Enqueue to paused queue a: %v, want ErrPaused naming it", err)
-	}
-	tx, err := dbs[4].BeginTx(ctx, nil)
-	must("BeginTx", err)
-	if err := refusing.EnqueueTx(ctx, tx, inbox.Message{Queue: "c"}); !errors.Is(err, inbox.ErrPaused) {
-		t.Errorf("RefusingPaused().EnqueueTx to paused queue c: %v, want ErrPaused", err)
-	}
-	if _, err := refusing.EnqueueResults(ctx, inbox.Message{Queue: "a"}); !errors.Is(err, inbox.ErrPaused) {
-		t.Errorf("RefusingPaused().EnqueueResults to paused queue a: %v, want ErrPaused", err)
-	}
-	must("Rollback", tx.Rollback())
-	must("RefusingPaused().Enqueue to queue d, not paused", refusing.Enqueue(ctx, inbox.Message{Queue: "d"}))
-	if got := b.countRows(t, dbs[4], tbl, b.q(t, tbl.Queue)+" = 'd'"); got != 1 {
-		t.Errorf("%d rows of queue d, want the one of the call that named no paused queue", got)
-	}
+	checkRefusingPaused(t, b, client, admin, tbl)
 
 	processed := func(q string) int {
-		return b.countRows(t, dbs[4], tbl, b.q(t, tbl.Queue)+" = '"+q+"' AND "+b.q(t, tbl.ProcessedAt)+" IS NOT NULL")
+		return b.countRows(t, admin, tbl, b.q(t, tbl.Queue)+" = '"+q+"' AND "+b.q(t, tbl.ProcessedAt)+" IS NOT NULL")
 	}
 	waitFor(t, time.Minute, "queue b drained while a is paused", func() bool { return processed("b") == rowsB })
 	if wait := time.Until(paused.Add(pauseWindow + 4*cellPoll)); wait > 0 {
@@ -162,6 +165,7 @@ func testPause(t *testing.T, c cell) {
 	// one that took longer than the window is logged, more than that is a claim that began
 	// after the commit.
 	started, late, finished := rec.counts("a", paused.Add(pauseWindow))
+	rec.logLast(t, "a", paused)
 	switch {
 	case late > workersA:
 		t.Errorf("%d handlers of queue a started more than %v after Pause returned", late, pauseWindow)
@@ -177,7 +181,7 @@ func testPause(t *testing.T, c cell) {
 	if got := processed("c"); got != 0 {
 		t.Errorf("%d rows of queue c processed, paused before they were published", got)
 	}
-	checkPausedStats(t, b, dbs[4], tbl, map[string]bool{"a": true, "b": false, "c": true, "d": false})
+	checkPausedStats(t, b, admin, tbl, map[string]bool{"a": true, "b": false, "c": true, "d": false})
 	list, err := client.Paused(ctx)
 	must("Paused", err)
 	if len(list) != 2 || list[0].Queue != "a" || list[1].Queue != "c" || list[0].Since.IsZero() {
@@ -194,17 +198,65 @@ func testPause(t *testing.T, c cell) {
 		t.Errorf("Paused after Resume = %+v, want none", list)
 	}
 
-	// A description whose pauses table the database lacks.
+	checkPausesMissing(t, c, s, tbl, h)
+}
+
+// startPauseConsumers starts testPause's consumers: of queue a, of 2 workers, on each of s's
+// pools but the last two; of b on the one before last, and of c on the last, of 1 worker.
+func startPauseConsumers(t *testing.T, c cell, s spread, tbl inbox.Table, h inbox.Handler) {
+	consumersA := len(s.pools) - 2
+	for i, db := range s.pools {
+		q, workers := "a", 2
+		switch i - consumersA {
+		case 0:
+			q, workers = "b", 1
+		case 1:
+			q, workers = "c", 1
+		}
+		runConsumer(t, db, c.newForm(t, tbl), h, s.config(&inbox.Config{Queue: q, Workers: workers, ShutdownTimeout: 5 * time.Second}))
+	}
+}
+
+// checkRefusingPaused checks that a client that refuses paused queues publishes nothing of a
+// call that names one (a or c, paused), alone or in the caller's transaction, and publishes to
+// the others (d).
+func checkRefusingPaused(t *testing.T, b backend, client *inbox.Client[dialect.Dialect], admin *sql.DB, tbl inbox.Table) {
+	t.Helper()
+	ctx := context.Background()
+	refusing := client.RefusingPaused()
+	if err := refusing.Enqueue(ctx, inbox.Message{Queue: "d"}, inbox.Message{Queue: "a"}); !errors.Is(err, inbox.ErrPaused) || !strings.Contains(err.Error(), `queue "a"`) {
+		t.Errorf("RefusingPaused().Enqueue to paused queue a: %v, want ErrPaused naming it", err)
+	}
+	tx, err := admin.BeginTx(ctx, nil)
+	must(t, "BeginTx", err)
+	if err := refusing.EnqueueTx(ctx, tx, inbox.Message{Queue: "c"}); !errors.Is(err, inbox.ErrPaused) {
+		t.Errorf("RefusingPaused().EnqueueTx to paused queue c: %v, want ErrPaused", err)
+	}
+	if _, err := refusing.EnqueueResults(ctx, inbox.Message{Queue: "a"}); !errors.Is(err, inbox.ErrPaused) {
+		t.Errorf("RefusingPaused().EnqueueResults to paused queue a: %v, want ErrPaused", err)
+	}
+	must(t, "Rollback", tx.Rollback())
+	must(t, "RefusingPaused().Enqueue to queue d, not paused", refusing.Enqueue(ctx, inbox.Message{Queue: "d"}))
+	if got := b.countRows(t, admin, tbl, b.q(t, tbl.Queue)+" = 'd'"); got != 1 {
+		t.Errorf("%d rows of queue d, want the one of the call that named no paused queue", got)
+	}
+}
+
+// checkPausesMissing checks that a description whose pauses table the database lacks fails
+// Run and Pause with ErrSchema naming the table's CREATE TABLE.
+func checkPausesMissing(t *testing.T, c cell, s spread, tbl inbox.Table, h inbox.Handler) {
+	t.Helper()
+	ctx := context.Background()
 	missing := tbl
 	missing.Pauses = "inbox_no_pauses_" + strconv.Itoa(os.Getpid())
 	runCtx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
-	err = inbox.NewConsumer(dbs[3], c.newForm(t, missing), h, &inbox.Config{Queue: "a", PollInterval: cellPoll}).Run(runCtx)
+	err := inbox.NewConsumer(s.pools[len(s.pools)-1], c.newForm(t, missing), h, s.config(&inbox.Config{Queue: "a", PollInterval: cellPoll})).Run(runCtx)
 	if !errors.Is(err, inbox.ErrSchema) || !strings.Contains(err.Error(), "CREATE TABLE") || !strings.Contains(err.Error(), missing.Pauses) {
 		t.Errorf("Run with a missing pauses table: %v, want ErrSchema naming %s and its CREATE TABLE", err, missing.Pauses)
 	}
-	other, err := inbox.NewClient(dbs[4], b.dialect, missing)
-	must("NewClient", err)
+	other, err := inbox.NewClient(s.admin, c.b.dialect, missing)
+	must(t, "NewClient", err)
 	if err := other.Pause(ctx, "a"); !errors.Is(err, inbox.ErrSchema) || !strings.Contains(err.Error(), "CREATE TABLE") {
 		t.Errorf("Pause with a missing pauses table: %v, want ErrSchema naming its CREATE TABLE", err)
 	}

@@ -116,31 +116,39 @@ func timesOf(starts []rateStart, kind string) []time.Time {
 // and at most 2 slow ones, by the claims' own times; and the queue's rate binds (some window
 // holds 6).
 func TestRatesCombined(t *testing.T) {
-	const consumers, per = 3, 500 * time.Millisecond
 	forEachBackend(t, backends(t, true), func(t *testing.T, b backend) {
-		dbs := b.openDBs(t, consumers, 8)
-		tbl, client := b.newRateTable(t, dbs[0])
-		ctx := context.Background()
-		must(t, "SetRate of the queue", client.SetRate(ctx, inbox.Rate{Queue: "q", Starts: 6, Per: per}))
-		must(t, "SetRate of kind slow", client.SetRate(ctx, inbox.Rate{Queue: "q", Kind: "slow", Starts: 2, Per: per}))
-		b.enqueue(t, dbs[0], tbl, kindMessages("q", "slow", 10)...)
-		b.enqueue(t, dbs[0], tbl, kindMessages("q", "fast", 30)...)
-		var starts collector[rateStart]
-		var cs []*inbox.Consumer
-		for _, db := range dbs {
-			h := claimTimes(t, b, db, tbl, &starts, 20*time.Millisecond)
-			cs = append(cs, inbox.NewConsumer(db, lease.New(b.dialect, tbl, nil), h, &inbox.Config{Queue: "q", Workers: 4, PollInterval: cellPoll, Logger: testLogger(t)}))
-		}
-		drainTable(t, b, dbs[0], tbl, time.Minute, "every row processed", cs...)
-		all := starts.all()
-		if len(all) != 40 {
-			t.Errorf("%d starts, want 40", len(all))
-		}
-		if most := checkRate(t, "the queue", timesOf(all, ""), 6, per); most < 6 {
-			t.Errorf("the queue: at most %d starts in any window of %v, want its rate (6) reached", most, per)
-		}
-		checkRate(t, "kind slow", timesOf(all, "slow"), 2, per)
+		ratesCombined(t, localSpread(t, b, 3, 8))
 	})
+}
+
+// ratesCombined is TestRatesCombined's scenario on s: a consumer of 4 workers on each of s's
+// pools drains 10 slow rows and 30 fast ones under a queue rate of 6 per 500 ms and a rate of
+// kind slow of 2 per 500 ms.
+func ratesCombined(t *testing.T, s spread) {
+	const per = 500 * time.Millisecond
+	b := s.b
+	tbl, client := b.newRateTable(t, s.admin)
+	ctx := context.Background()
+	must(t, "SetRate of the queue", client.SetRate(ctx, inbox.Rate{Queue: "q", Starts: 6, Per: per}))
+	must(t, "SetRate of kind slow", client.SetRate(ctx, inbox.Rate{Queue: "q", Kind: "slow", Starts: 2, Per: per}))
+	b.enqueue(t, s.admin, tbl, kindMessages("q", "slow", 10)...)
+	b.enqueue(t, s.admin, tbl, kindMessages("q", "fast", 30)...)
+	s.ready(t, tbl.Name)
+	var starts collector[rateStart]
+	var cs []*inbox.Consumer
+	for _, db := range s.pools {
+		h := claimTimes(t, b, db, tbl, &starts, 20*time.Millisecond)
+		cs = append(cs, inbox.NewConsumer(db, lease.New(b.dialect, tbl, nil), h, s.config(&inbox.Config{Queue: "q", Workers: 4, PollInterval: cellPoll, Logger: testLogger(t)})))
+	}
+	drainTable(t, b, s.admin, tbl, time.Minute, "every row processed", cs...)
+	all := starts.all()
+	if len(all) != 40 {
+		t.Errorf("%d starts, want 40", len(all))
+	}
+	if most := checkRate(t, "the queue", timesOf(all, ""), 6, per); most < 6 {
+		t.Errorf("the queue: at most %d starts in any window of %v, want its rate (6) reached", most, per)
+	}
+	checkRate(t, "kind slow", timesOf(all, "slow"), 2, per)
 }
 
 // TestRatesDoNotHoldBackOthers: on every database, kind slow has a rate of 1 start per second

@@ -167,7 +167,8 @@ func (o *ownConn) drop() {
 	o.conn = nil
 }
 
-// close gives the connection back to the pool, waiting for a statement running on it.
+// close gives the connection back to the pool, waiting for a statement running on it. A
+// connection a failed transaction end discarded is no error of close's.
 func (o *ownConn) close() error {
 	if o == nil {
 		return nil
@@ -180,7 +181,11 @@ func (o *ownConn) close() error {
 	}
 	clear(o.stmts)
 	if o.conn != nil {
-		errs = append(errs, o.conn.Close())
+		// A transaction on it whose end failed (on a Galera node, a claim's COMMIT that failed
+		// certification) has closed it already (dialect.Discard): nothing is left to give back.
+		if err := o.conn.Close(); !errors.Is(err, sql.ErrConnDone) {
+			errs = append(errs, err)
+		}
 		o.conn = nil
 	}
 	return errors.Join(errs...)
