@@ -218,3 +218,43 @@ func TestRatesPerKeyBadInput(t *testing.T) {
 		}
 	})
 }
+
+// TestRatesPerKeyWithGroups: on MySQL, MariaDB and SQLite (Postgres refuses rates with groups),
+// a table with FIFO groups, a limit key column and rates: key a at 2 starts per 500 ms over two
+// groups of 4 rows each, three consumers of 4 workers. Every row runs and no window of 500 ms
+// holds more than 2 starts: the pick reads each row's group hold and then its limit key
+// (scanClaimed), where before rates per key it read the one or the other.
+func TestRatesPerKeyWithGroups(t *testing.T) {
+	const per = 500 * time.Millisecond
+	forEachBackend(t, onlyBackends(t, "mysql", "mariadb", "sqlite"), func(t *testing.T, b backend) {
+		dbs := b.openDBs(t, 3, 8)
+		tbl := b.newGroupTable(t, dbs[0])
+		tbl.LimitKey, tbl.Rates = "limit_key", inbox.RatesTable
+		mustExec(t, dbs[0], "ALTER TABLE "+b.q(t, tbl.Name)+" ADD "+b.q(t, tbl.LimitKey)+" VARCHAR(191) NULL")
+		st, err := inbox.RatesSchema(b.dialect, tbl)
+		must(t, "RatesSchema", err)
+		ratesCreate.Lock()
+		mustExec(t, dbs[0], st)
+		ratesCreate.Unlock()
+		t.Cleanup(func() {
+			dbs[0].Exec("DELETE FROM "+inbox.RatesTable+" WHERE table_name = "+b.placeholders(1), tbl.Name)
+		})
+		client, err := inbox.NewClient(dbs[0], b.dialect, tbl)
+		must(t, "NewClient", err)
+		must(t, "SetRate of key a", client.SetRate(context.Background(), keyRate("a", 2, per)))
+		msgs := messages("q", 8)
+		for i := range msgs {
+			msgs[i].LimitKey, msgs[i].GroupKey = "a", []string{"g1", "g2"}[i%2]
+		}
+		b.enqueue(t, dbs[0], tbl, msgs...)
+		var starts collector[rateStart]
+		rateConsumers(t, b, dbs, tbl, &starts, 20*time.Millisecond)
+		all := starts.all()
+		if len(all) != 8 {
+			t.Errorf("%d starts, want 8", len(all))
+		}
+		if most := checkRate(t, "key a", timesOf(all, ""), 2, per); most < 2 {
+			t.Errorf("key a: at most %d starts in any window of %v, want its rate (2) reached", most, per)
+		}
+	})
+}
