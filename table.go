@@ -151,8 +151,10 @@ type Table struct {
 	// LimitKey names the concurrency limit key column (docs/limits.md): a limit set on a key
 	// (Client.SetLimit with LimitPerKey, inbox limits set -key) bounds the rows of that key in
 	// work at once across every consumer and process. A row whose key is NULL (a Message
-	// without a LimitKey) is under no key's limit, only its queue's and kind's. Claims read it
-	// only where the description names the limits table (Limits).
+	// without a LimitKey) is under no key's limit, only its queue's and kind's. A rate set on a
+	// key (Client.SetRate with LimitPerKey, inbox rates set -key) bounds the starts of that key's
+	// rows per interval likewise. Claims read it only where the description names the limits
+	// table (Limits) or the rates table (Rates).
 	LimitKey string
 
 	// Columns names the application's own columns, those with no role, that every claim reads
@@ -185,9 +187,10 @@ type Table struct {
 	// (the default): no limits, and claims do not read it.
 	Limits string
 	// Rates names the table of rate limits (RatesTable is the name `inbox schema -rates`
-	// creates), which Client.SetRate, ClearRate and Rates write and read: a queue, or a kind of
-	// a queue, with a rate of n starts per interval has at most n rows claimed in any window of
-	// one interval, across every consumer and process (see docs/rates.md). Only the lease form
+	// creates), which Client.SetRate, ClearRate and Rates write and read: a queue, a kind of a
+	// queue or a limit key (LimitKey) of a queue, with a rate of n starts per interval, has at
+	// most n rows claimed in any window of one interval, across every consumer and process (see
+	// docs/rates.md). Only the lease form
 	// has rates so far: the row lock and advisory forms refuse a description that names one at
 	// Open (ErrSchema). Several job tables can share it: its rows are keyed by the job table's
 	// name. Empty (the default): no rates, and claims do not read it.

@@ -8,8 +8,8 @@ import (
 )
 
 // SetRate sets or changes a rate limit, as inbox.Client.SetRate does: from its commit every
-// claim of the lease form admits at most r.Starts rows of the queue (of the kind) in any window
-// of r.Per. It needs the description's rates table (inbox.Table.Rates; RatesSchema creates it),
+// claim of the lease form admits at most r.Starts rows of the queue (of the kind, of the limit
+// key, by r.Scope and r.Key) in any window of r.Per. It needs the description's rates table (inbox.Table.Rates; RatesSchema creates it),
 // and fails wrapping inbox.ErrSchema without it.
 func (a *Admin) SetRate(ctx context.Context, r inbox.Rate) error {
 	c, err := inbox.NewClient(a.db, a.d, a.t)
@@ -19,14 +19,13 @@ func (a *Admin) SetRate(ctx context.Context, r inbox.Rate) error {
 	return c.SetRate(ctx, r)
 }
 
-// ClearRate removes the rate of queue (of its kind, where kind is not empty), as
-// inbox.Client.ClearRate does.
-func (a *Admin) ClearRate(ctx context.Context, queue, kind string) error {
+// ClearRate removes the rate of queue, scope and key, as inbox.Client.ClearRate does.
+func (a *Admin) ClearRate(ctx context.Context, queue string, scope inbox.LimitScope, key string) error {
 	c, err := inbox.NewClient(a.db, a.d, a.t)
 	if err != nil {
 		return err
 	}
-	return c.ClearRate(ctx, queue, kind)
+	return c.ClearRate(ctx, queue, scope, key)
 }
 
 // Rates lists the table's rates with the starts of their last interval, as inbox.Client.Rates

@@ -62,7 +62,7 @@ func benchClaimRated(b *testing.B, be backend) {
 			if err != nil || cerr != nil {
 				b.Fatal(err, cerr)
 			}
-			defer c.ClearRate(ctx, "q", "")
+			defer c.ClearRate(ctx, "q", inbox.LimitPerQueue, "")
 		}
 		for left := b.N; left > 0; left -= 1000 {
 			if err := inbox.Enqueue(ctx, db, be.dialect, tbl, messages("q", min(left, 1000))...); err != nil {

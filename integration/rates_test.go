@@ -130,7 +130,7 @@ func ratesCombined(t *testing.T, s spread) {
 	tbl, client := b.newRateTable(t, s.admin)
 	ctx := context.Background()
 	must(t, "SetRate of the queue", client.SetRate(ctx, inbox.Rate{Queue: "q", Starts: 6, Per: per}))
-	must(t, "SetRate of kind slow", client.SetRate(ctx, inbox.Rate{Queue: "q", Kind: "slow", Starts: 2, Per: per}))
+	must(t, "SetRate of kind slow", client.SetRate(ctx, inbox.Rate{Queue: "q", Scope: inbox.LimitPerKind, Key: "slow", Starts: 2, Per: per}))
 	b.enqueue(t, s.admin, tbl, kindMessages("q", "slow", 10)...)
 	b.enqueue(t, s.admin, tbl, kindMessages("q", "fast", 30)...)
 	s.ready(t, tbl.Name)
@@ -160,7 +160,7 @@ func TestRatesDoNotHoldBackOthers(t *testing.T) {
 	forEachBackend(t, backends(t, true), func(t *testing.T, b backend) {
 		dbs := b.openDBs(t, 2, 8)
 		tbl, client := b.newRateTable(t, dbs[0])
-		must(t, "SetRate of kind slow", client.SetRate(context.Background(), inbox.Rate{Queue: "q", Kind: "slow", Starts: 1, Per: time.Second}))
+		must(t, "SetRate of kind slow", client.SetRate(context.Background(), inbox.Rate{Queue: "q", Scope: inbox.LimitPerKind, Key: "slow", Starts: 1, Per: time.Second}))
 		b.enqueue(t, dbs[0], tbl, kindMessages("q", "slow", 4)...)
 		b.enqueue(t, dbs[0], tbl, kindMessages("q", "fast", 40)...)
 		var starts collector[rateStart]
@@ -212,7 +212,7 @@ func TestRatesChangeAtRunTime(t *testing.T) {
 		}
 		waitFor(t, time.Minute, "40 rows started", func() bool { return len(starts.all()) >= 40 })
 		cleared := time.Now()
-		must(t, "ClearRate", client.ClearRate(ctx, "q", ""))
+		must(t, "ClearRate", client.ClearRate(ctx, "q", inbox.LimitPerQueue, ""))
 		waitFor(t, time.Minute, "every row started", func() bool { return len(starts.all()) == 60 })
 		var early, late []time.Time
 		for _, s := range timesOf(starts.all(), "") {
@@ -253,7 +253,7 @@ func TestRatesBadInputAndOtherForms(t *testing.T) {
 		plain.Kind = ""
 		if c, err := inbox.NewClient(db, b.dialect, plain); err != nil {
 			t.Fatal(err)
-		} else if err := c.SetRate(ctx, inbox.Rate{Queue: "q", Kind: "k", Starts: 1, Per: time.Second}); !errors.Is(err, inbox.ErrSchema) {
+		} else if err := c.SetRate(ctx, inbox.Rate{Queue: "q", Scope: inbox.LimitPerKind, Key: "k", Starts: 1, Per: time.Second}); !errors.Is(err, inbox.ErrSchema) {
 			t.Errorf("SetRate of a kind without a kind column = %v, want ErrSchema", err)
 		}
 		none := tbl

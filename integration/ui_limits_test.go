@@ -44,7 +44,7 @@ func TestUILimitsInABrowser(t *testing.T) {
 		}
 		must(t, "SetLimit", a.SetLimit(ctx, inbox.Limit{Queue: "q", Scope: inbox.LimitPerKind, Key: "k", Max: 2}))
 		must(t, "SetLimit", a.SetLimit(ctx, inbox.Limit{Queue: "q", Scope: inbox.LimitPerKey, Key: pageScript, Max: 3}))
-		must(t, "SetRate", a.SetRate(ctx, inbox.Rate{Queue: "q", Kind: "k", Starts: 5, Per: time.Minute}))
+		must(t, "SetRate", a.SetRate(ctx, inbox.Rate{Queue: "q", Scope: inbox.LimitPerKind, Key: "k", Starts: 5, Per: time.Minute}))
 		publishIDs(t, b, db, tbl, inbox.Message{Queue: "q", Kind: "k", Payload: []byte(`{}`)}, inbox.Message{Queue: "q", Kind: "k", Payload: []byte(`{}`)})
 		f := openForm(t, lease.New(b.dialect, tbl, nil), db, inbox.Binding{Name: "q"})
 		held := claim(t, f, 1)
@@ -66,8 +66,8 @@ func TestUILimitsInABrowser(t *testing.T) {
 				t.Errorf("the limits read %q, want a line %q (queue, scope, key, max, in work)", limits, want)
 			}
 		}
-		if rates := lines("rates"); len(rates) != 1 || !strings.HasPrefix(rates[0], "q\tk\t5\t1m0s\t1") {
-			t.Errorf("the rates read %q, want q, k, 5 per 1m0s, 1 start in the last interval", rates)
+		if rates := lines("rates"); len(rates) != 1 || !strings.HasPrefix(rates[0], "q\tkind\tk\t5\t1m0s\t1") {
+			t.Errorf("the rates read %q, want q, kind k, 5 per 1m0s, 1 start in the last interval", rates)
 		}
 
 		// Set a limit and a rate from the forms, then clear them from their lines' buttons.
@@ -82,6 +82,8 @@ func TestUILimitsInABrowser(t *testing.T) {
 			t.Errorf("after the page's set the database lists %+v, want a limit of 4 on queue it's \"r\"", list)
 		}
 		br.do(chromedp.SetValue(chromedp.CSS(`#set-rate input[name="queue"]`), "emails"),
+			chromedp.SetValue(chromedp.CSS(`#set-rate select[name="scope"]`), "key"),
+			chromedp.SetValue(chromedp.CSS(`#set-rate input[name="key"]`), "tenant-7"),
 			chromedp.SetValue(chromedp.CSS(`#set-rate input[name="starts"]`), "10"),
 			chromedp.SetValue(chromedp.CSS(`#set-rate input[name="per"]`), "1s"),
 			chromedp.Click(chromedp.CSS(`#set-rate button[value="set-rate"]`)), chromedp.WaitVisible(chromedp.CSS(emailsRate)))
@@ -91,9 +93,9 @@ func TestUILimitsInABrowser(t *testing.T) {
 		rates, err := a.Rates(ctx)
 		must(t, "Rates", err)
 		if !slices.ContainsFunc(rates, func(r inbox.Rate) bool {
-			return r.Queue == "emails" && r.Kind == "" && r.Starts == 10 && r.Per == time.Second
+			return r.Queue == "emails" && r.Scope == inbox.LimitPerKey && r.Key == "tenant-7" && r.Starts == 10 && r.Per == time.Second
 		}) {
-			t.Errorf("after the page's set the database lists %+v, want a rate of 10 per 1s on emails", rates)
+			t.Errorf("after the page's set the database lists %+v, want a rate of 10 per 1s on key tenant-7 of emails", rates)
 		}
 
 		// A POST without the session's token is refused, and clears nothing.

@@ -207,8 +207,9 @@ type binding struct {
 	// the stamp, where the description names a limits table; nil elsewhere.
 	readSlots, takeSlot, newSlot *stmt.Stmt
 	// rateOf, freeSlots and takeSlot take start slots between the pick and the stamp, where the
-	// description names a rates table (see rates.go); nil elsewhere.
-	rateOf, freeSlots, takeStart *stmt.Stmt
+	// description names a rates table (see rates.go); nil elsewhere. keyRate asks whether a
+	// limit key has a rate, where the table also has a limit key column; nil elsewhere.
+	rateOf, freeSlots, takeStart, keyRate *stmt.Stmt
 
 	acks, retries *merger // Postgres and SQLite: settlements that arrive together share a statement
 
@@ -436,7 +437,7 @@ func (b *binding) prepare(ctx context.Context) error {
 // closeStatements frees the prepared statements and gives the own connection back.
 func (b *binding) closeStatements() error {
 	errs := []error{b.own.close()}
-	for _, s := range []*stmt.Stmt{b.claim, b.extend, b.ack, b.retry, b.retryAfter, b.dead, b.cancel, b.takeHeld, b.takeFree, b.readSlots, b.takeSlot, b.newSlot, b.rateOf, b.freeSlots, b.takeStart} {
+	for _, s := range []*stmt.Stmt{b.claim, b.extend, b.ack, b.retry, b.retryAfter, b.dead, b.cancel, b.takeHeld, b.takeFree, b.readSlots, b.takeSlot, b.newSlot, b.rateOf, b.freeSlots, b.takeStart, b.keyRate} {
 		errs = append(errs, s.Close())
 	}
 	b.listedMu.Lock()

@@ -106,22 +106,34 @@ func (b *binding) prepareSlots(ctx context.Context) error {
 }
 
 // scanClaimed reads the rows of a pick: deliveries, what the pick read of each one's group
-// (scanPick) and, where the table has a limit key column and limits, each one's limit key
-// (sqltext.Lease.Claim's limitRead). A table with groups has no limits (checkLimits).
+// (scanPick) and, where the table has a limit key column and limits or rates
+// (sqltext.SQL.ReadsLimitKey), each one's limit key (sqltext.Lease.Claim's limitRead, after
+// what it reads of groups). A table with groups has no limits (checkLimits), but may have rates.
 func (b *binding) scanClaimed(rows *sql.Rows) (picked, error) {
-	if b.st.Q.Limits == "" || b.st.Q.LimitKey == "" {
+	if !b.st.SQL().ReadsLimitKey() {
 		ds, seen, err := b.scanPick(rows)
 		return picked{ds: ds, seen: seen}, err
 	}
 	defer rows.Close()
+	grouped := b.st.Q.GroupKey != ""
 	var p picked
 	for rows.Next() {
 		var key sql.NullString
-		d, err := b.st.ScanOne(func(dest ...any) error { return rows.Scan(append(dest, &key)...) })
+		var h seenHold
+		d, err := b.st.ScanOne(func(dest ...any) error {
+			if grouped {
+				dest = append(dest, &h.group, &h.holder, &h.token)
+			}
+			return rows.Scan(append(dest, &key)...)
+		})
 		if err != nil {
 			return picked{}, err
 		}
 		p.ds, p.keys = append(p.ds, d), append(p.keys, key)
+		if grouped {
+			h.id = d.ID
+			p.seen = append(p.seen, h)
+		}
 	}
 	return p, rows.Err()
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"maps"
 	"slices"
 
 	"github.com/sqlinbox/inbox"
@@ -13,9 +14,10 @@ import (
 	"github.com/sqlinbox/inbox/internal/stmt"
 )
 
-// Rate limits (inbox.Table.Rates). A claim's pick passes over the rows whose queue or kind has
-// no free start slot (sqltext.Rates.free, before its LIMIT); then, in the claim's transaction,
-// the claim reads the queue's rates, reads (and locks, skipping those another claim locked) the
+// Rate limits (inbox.Table.Rates). A claim's pick passes over the rows whose queue, kind or limit
+// key has no free start slot (sqltext.Rates.free, before its LIMIT); then, in the claim's
+// transaction, the claim reads the queue's rates (and, where the queue has rates per key, asks
+// for the keys of its rows: keyRates), reads (and locks, skipping those another claim locked) the
 // free slots of each rate its rows need, and takes one of each for every row it keeps, writing
 // the claim's time into it (takeRates). A row left without a slot is not claimed. The slot is
 // the start: it is taken when the claim commits, whatever the handler then does.
@@ -66,6 +68,13 @@ func (b *binding) prepareRates(ctx context.Context) error {
 		q    sqltext.Statement
 		to   **stmt.Stmt
 	}{{"rates of the queue", w.OfQueue(), &b.rateOf}, {"free start slots", w.FreeSlots(), &b.freeSlots}, {"start slot take", w.TakeSlot(), &b.takeStart}}
+	if b.st.Q.LimitKey != "" {
+		sts = append(sts, struct {
+			what string
+			q    sqltext.Statement
+			to   **stmt.Stmt
+		}{"rate of a limit key", w.KeyRate(), &b.keyRate})
+	}
 	for _, s := range sts {
 		if b.st.D.Caps().BeginsByStatement {
 			if err := b.st.Check(ctx, b.db, s.what, s.q.SQL); err != nil {
@@ -108,7 +117,7 @@ func (b *binding) pickRated(ctx context.Context, tx dialect.Tx, v sqltext.Values
 		if err != nil {
 			return nil, err
 		}
-		ds, short, err := b.takeRates(ctx, tx, ds, v)
+		ds, short, err := b.takeRates(ctx, tx, ds, p.keyOf(), v)
 		if err != nil {
 			return nil, err
 		}
@@ -151,29 +160,39 @@ func (p picked) notTaken(taken []*inbox.Delivery, n int) picked {
 	return keep
 }
 
+// keyOf is the limit key of each of p's rows that has one, where the pick read them.
+func (p picked) keyOf() map[*inbox.Delivery]string {
+	if p.keys == nil {
+		return nil
+	}
+	keys := make(map[*inbox.Delivery]string, len(p.ds))
+	for i, d := range p.ds {
+		if p.keys[i].Valid {
+			keys[d] = p.keys[i].String
+		}
+	}
+	return keys
+}
+
 // rate names a rate of the claim's queue: its scope and key.
 type rate struct{ scope, key string }
 
-// takeRates takes, in tx, a start slot of every rate each of ds needs (its queue's, its kind's),
-// in claim order, and returns the rows it took slots for; short says a row was left for want
-// of one. Each slot it takes it read free (and locked, where the database has row locks) in tx.
-func (b *binding) takeRates(ctx context.Context, tx dialect.Tx, ds []*inbox.Delivery, v sqltext.Values) (out []*inbox.Delivery, short bool, err error) {
+// takeRates takes, in tx, a start slot of every rate each of ds needs (its queue's, its kind's,
+// its limit key's, keys giving each row's), in claim order, and returns the rows it took slots
+// for; short says a row was left for want of one. Each slot it takes it read free (and locked,
+// where the database has row locks) in tx.
+func (b *binding) takeRates(ctx context.Context, tx dialect.Tx, ds []*inbox.Delivery, keys map[*inbox.Delivery]string, v sqltext.Values) (out []*inbox.Delivery, short bool, err error) {
 	if b.rateOf == nil || len(ds) == 0 {
 		return ds, false, nil
 	}
 	set, err := b.queueRates(ctx, tx, v)
+	if err == nil {
+		err = b.keyRates(ctx, tx, v, set, ds, keys)
+	}
 	if err != nil || len(set) == 0 {
 		return ds, false, err
 	}
-	needs := func(d *inbox.Delivery) []rate {
-		var rs []rate
-		for _, r := range []rate{{sqltext.RateQueue, ""}, {sqltext.RateKind, d.Kind}} {
-			if set[r] && (r.scope == sqltext.RateQueue || d.Kind != "") {
-				rs = append(rs, r)
-			}
-		}
-		return rs
-	}
+	needs := func(d *inbox.Delivery) []rate { return needed(set, d, keys) }
 	wanted := map[rate]int{}
 	var order []rate
 	for _, d := range ds {
@@ -244,6 +263,56 @@ func (b *binding) queueRates(ctx context.Context, tx dialect.Tx, v sqltext.Value
 	}
 	return set, rows.Err()
 }
+
+// needed is the rates of set that d needs: its queue's, its kind's where it has a kind, its
+// limit key's where it has one (keys).
+func needed(set map[rate]bool, d *inbox.Delivery, keys map[*inbox.Delivery]string) []rate {
+	var rs []rate
+	if r := (rate{sqltext.RateQueue, ""}); set[r] {
+		rs = append(rs, r)
+	}
+	if r := (rate{sqltext.RateKind, d.Kind}); d.Kind != "" && set[r] {
+		rs = append(rs, r)
+	}
+	if key, ok := keys[d]; ok && set[rate{sqltext.RateKey, key}] {
+		rs = append(rs, rate{sqltext.RateKey, key})
+	}
+	return rs
+}
+
+// keyRates adds to set, the rates of the claim's queue as queueRates read them, the rates of
+// the limit keys of ds (keys giving each row's) where the queue has rates per key (set holds
+// one, the least key's: sqltext.Rates.OfQueue): one read per key, rather than every key's rate
+// of the queue at every claim.
+func (b *binding) keyRates(ctx context.Context, tx dialect.Tx, v sqltext.Values, set map[rate]bool, ds []*inbox.Delivery, keys map[*inbox.Delivery]string) error {
+	if b.keyRate == nil || !slices.ContainsFunc(slices.Collect(maps.Keys(set)), isKeyRate) {
+		return nil
+	}
+	asked := map[string]bool{}
+	for _, d := range ds {
+		key, ok := keys[d]
+		if !ok || asked[key] || set[rate{sqltext.RateKey, key}] {
+			continue
+		}
+		asked[key] = true
+		v.RateKey = key
+		rows, err := b.keyRate.QueryIn(ctx, tx, b.keyRate.Bind(nil, &v)...)
+		if err != nil {
+			return err
+		}
+		has := rows.Next()
+		if err := errors.Join(rows.Err(), rows.Close()); err != nil {
+			return err
+		}
+		if has {
+			set[rate{sqltext.RateKey, key}] = true
+		}
+	}
+	return nil
+}
+
+// isKeyRate reports whether r is a rate per limit key.
+func isKeyRate(r rate) bool { return r.scope == sqltext.RateKey }
 
 // freeSlotsOf reads, in tx, at most n free slots of rate r, in slot order.
 func (b *binding) freeSlotsOf(ctx context.Context, tx dialect.Tx, v sqltext.Values, r rate, n int) ([]int64, error) {

@@ -20,7 +20,7 @@ type limitsPage struct {
 	view
 	Limits []limitLine
 	Rates  []rateLine
-	Scopes []inbox.LimitScope // the scopes the table lets a limit count, for the form
+	Scopes []inbox.LimitScope // the scopes the table lets a limit or a rate count, for the forms
 	Done   string             // what the last set or clear did, from the redirect's parameter
 	Now    time.Time
 }
@@ -68,8 +68,8 @@ func (h *handler) limits(w http.ResponseWriter, r *http.Request) {
 	h.render(w, http.StatusOK, "limits", p)
 }
 
-// scopes are the scopes a limit of this table can count: a kind's and a limit key's need
-// their columns.
+// scopes are the scopes a limit or a rate of this table can count: a kind's and a limit key's
+// need their columns.
 func (h *handler) scopes() []inbox.LimitScope {
 	s := []inbox.LimitScope{inbox.LimitPerQueue}
 	if h.caps.Kinds {
@@ -97,7 +97,7 @@ func (h *handler) setLimits(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := context.WithTimeout(r.Context(), h.cfg.ActionTimeout)
 	defer cancel()
 	err = run(ctx)
-	h.log.Info("inbox ui: "+do, "queue", r.PostFormValue("queue"), "scope", r.PostFormValue("scope"), "key", r.PostFormValue("key"), "kind", r.PostFormValue("kind"), "err", err)
+	h.log.Info("inbox ui: "+do, "queue", r.PostFormValue("queue"), "scope", r.PostFormValue("scope"), "key", r.PostFormValue("key"), "err", err)
 	if err != nil {
 		h.fail(w, r, h.statusOf(err), err)
 		return
@@ -114,7 +114,7 @@ func (h *handler) limitAction(form url.Values) (func(context.Context) error, str
 		queue = ""
 	}
 	// A limit key and a kind are compared byte for byte: taken as typed.
-	key, kind, shown := form.Get("key"), form.Get("kind"), shownQueue(queue)
+	key, shown := form.Get("key"), shownQueue(queue)
 	scope := inbox.LimitScope(form.Get("scope"))
 	switch do := form.Get("do"); {
 	case do == "set-limit" && h.caps.Limits:
@@ -135,27 +135,19 @@ func (h *handler) limitAction(form url.Values) (func(context.Context) error, str
 		if err != nil {
 			return nil, "", fmt.Errorf("per %q: the interval, a duration such as 1s, 1m or 1h", form.Get("per"))
 		}
-		rt := inbox.Rate{Queue: queue, Kind: kind, Starts: n, Per: per}
-		return func(ctx context.Context) error { return h.a.SetRate(ctx, rt) }, fmt.Sprintf("Rate set: at most %d starts of %s per %v.", n, rateShown(shown, kind), per), nil
+		rt := inbox.Rate{Queue: queue, Scope: scope, Key: key, Starts: n, Per: per}
+		return func(ctx context.Context) error { return h.a.SetRate(ctx, rt) }, fmt.Sprintf("Rate set: at most %d starts of %s per %v.", n, limitShown(shown, scope, key), per), nil
 	case do == "clear-rate" && h.caps.Rates:
-		return func(ctx context.Context) error { return h.a.ClearRate(ctx, queue, kind) }, fmt.Sprintf("Rate of %s cleared.", rateShown(shown, kind)), nil
+		return func(ctx context.Context) error { return h.a.ClearRate(ctx, queue, scope, key) }, fmt.Sprintf("Rate of %s cleared.", limitShown(shown, scope, key)), nil
 	default:
 		return nil, "", fmt.Errorf("do=%q: set-limit or clear-limit where the table names a limits table, set-rate or clear-rate where it names a rates table", do)
 	}
 }
 
-// limitShown names a limit's rows in what the page says it did.
+// limitShown names a limit's or a rate's rows in what the page says it did.
 func limitShown(queue string, scope inbox.LimitScope, key string) string {
-	if scope == inbox.LimitPerQueue {
+	if scope == inbox.LimitPerQueue || scope == "" {
 		return "queue " + queue
 	}
 	return fmt.Sprintf("queue %s, %s %q", queue, scope, key)
-}
-
-// rateShown names a rate's rows in what the page says it did.
-func rateShown(queue, kind string) string {
-	if kind == "" {
-		return "queue " + queue
-	}
-	return fmt.Sprintf("queue %s, kind %q", queue, kind)
 }

@@ -24,6 +24,7 @@ func TestLimitsPage(t *testing.T) {
 	}}
 	rates := answer{key: "FROM `inbox_rates` inbox_rate", columns: make([]string, 6), rows: [][]driver.Value{
 		{quotedQueue, "kind", script, int64(100), int64(60_000_000), int64(42)},
+		{"q", "key", "tenant-7", int64(5), int64(1_000_000), int64(1)},
 	}}
 	f := &fakeDB{answers: append([]answer{limits, rates, {key: "inbox_limits"}}, answers()...)}
 	c := newClient(t, pageOf(t, f, nil, limited))
@@ -34,7 +35,8 @@ func TestLimitsPage(t *testing.T) {
 	for _, want := range []string{
 		`aria-current="page">Limits`, `<td class="queue">it&#39;s &#34;q&#34;</td>`, `<td class="key">&lt;script&gt;alert(1)&lt;/script&gt;</td>`,
 		`<td class="num">3</td>`, `<td class="num">2</td>`, `<td class="queue">&#34;&#34;</td>`,
-		`<td class="kind">&lt;script&gt;alert(1)&lt;/script&gt;</td>`, `<td>1m0s</td>`, `<td class="num">42</td>`,
+		`<td>kind</td>`, `<td class="key">tenant-7</td>`, `<td>1m0s</td>`, `<td class="num">42</td>`,
+		`<input type="hidden" name="scope" value="key"><input type="hidden" name="key" value="tenant-7">`,
 		`<option value="queue">`, `<option value="kind">`, `<option value="key">`, `id="set-limit"`, `id="set-rate"`,
 		`value="clear-limit"`, `value="clear-rate"`,
 	} {

@@ -167,10 +167,11 @@ func (l Lease) andLimitFree(p *Params) string {
 	return " AND " + l.limitFree(p)
 }
 
-// limitRead is the select list's tail, after Columns, of a pick where the table has a limit key
-// column: the row's limit key, which the form takes a slot of. Empty otherwise.
+// limitRead is the select list's tail, after Columns (and groupRead), of a pick where the table
+// has a limit key column and limits or rates (ReadsLimitKey): the row's limit key, which the
+// form takes a slot of. Empty otherwise.
 func (l Lease) limitRead() string {
-	if !l.s.HasLimits() || l.s.t.LimitKey == "" {
+	if !l.s.ReadsLimitKey() {
 		return ""
 	}
 	return ", " + l.s.t.Name + "." + l.s.t.LimitKey

@@ -8,10 +8,11 @@ import (
 )
 
 // Rates builds the statements over a description's rates table (inbox.Table.Rates): the rate
-// limits of the job table's queues and kinds, and their start slots. A rate of n starts per
-// interval is n rows, its slots 0 to n-1, keyed by the job table's name as described, the queue
-// (empty where the job table has no queue column), the scope ("queue": every row of the queue;
-// "kind": the rows of one kind, rate_key) and the slot's number, each carrying the rate (starts,
+// limits of the job table's queues, kinds and limit keys, and their start slots. A rate of n
+// starts per interval is n rows, its slots 0 to n-1, keyed by the job table's name as
+// described, the queue (empty where the job table has no queue column), the scope ("queue":
+// every row of the queue; "kind": the rows of one kind, rate_key; "key": the rows of one limit
+// key, rate_key, the value of the job table's limit key column) and the slot's number, each carrying the rate (starts,
 // interval_us) and the time its last start was admitted (started_us, in Unix microseconds on
 // the claims' clock; 0: never). A rate of n starts has exactly the slots 0 to n-1.
 //
@@ -29,11 +30,19 @@ func (s SQL) Rates() Rates { return Rates{s} }
 // HasRates reports whether the description names a rates table, which its claims then read.
 func (s SQL) HasRates() bool { return s.t.Rates != "" }
 
-// The scopes of a rate, as the rates table spells them.
+// The scopes of a rate, as the rates table spells them: the words of the limits' scopes.
 const (
-	RateQueue = "queue" // every row of a queue
-	RateKind  = "kind"  // the rows of one kind of a queue
+	RateQueue = ScopeQueue // every row of a queue
+	RateKind  = ScopeKind  // the rows of one kind of a queue
+	RateKey   = ScopeKey   // the rows of one limit key (inbox.Table.LimitKey) of a queue
 )
+
+// ReadsLimitKey reports whether a claim's pick reads each row's limit key (after the Columns
+// and what it reads of groups): where the table has a limit key column and a limits or a rates
+// table, whose slots the form then takes per key.
+func (s SQL) ReadsLimitKey() bool {
+	return s.t.LimitKey != "" && (s.HasLimits() || s.HasRates())
+}
 
 // rateColumns is the rates table's columns, in the order Check reads them.
 const rateColumns = "table_name, queue, scope, rate_key, slot, starts, interval_us, started_us"
@@ -138,14 +147,16 @@ func (w Rates) claimQueue(p *Params) string {
 }
 
 // free is the claims' predicate of a row that no rate holds back: the oldest slot of its
-// queue's rate, and of its kind's (where the table has a kind column), is free at now (its last
+// queue's rate, of its kind's (where the table has a kind column) and of its limit key's (where
+// it has a limit key column; a NULL key matches no rate) is free at now (its last
 // start plus the interval is not after now), or there is no such rate (no slot: COALESCE). The
 // oldest slot is the first entry of the index by started_us, one probe whatever the number of
 // slots; it is free where any slot is. The queue's rate does not refer to the row, so the
 // database reads it once per statement. Being in the claim's WHERE, it is decided before the
 // LIMIT: the rows of a kind over its rate never fill a claim in the place of others. It binds,
 // for the queue's rate and then for the kind's, the job table's name, the queue (where the table
-// has a queue column), then now (ArgNowUs).
+// has a queue column), then now (ArgNowUs); then, where the table has a limit key column, the
+// same for the key's rate.
 func (w Rates) free(p *Params) string {
 	t := w.s.t
 	full := func(scope, key string) string {
@@ -158,16 +169,36 @@ func (w Rates) free(p *Params) string {
 	if t.Kind != "" {
 		conds = append(conds, full(RateKind, t.Name+"."+t.Kind))
 	}
+	if t.LimitKey != "" {
+		conds = append(conds, full(RateKey, t.Name+"."+t.LimitKey))
+	}
 	return strings.Join(conds, " AND ")
 }
 
 // OfQueue reads the rates of a claim's queue: the scope and the key of each. A claim reads them
-// in its transaction after its pick, to know which slots its rows need. It binds the job table's
-// name, then the queue (where the table has a queue column).
+// in its transaction after its pick, to know which slots its rows need. Where the table has a
+// limit key column it reads, of the rates per key, which may be one per tenant, only the
+// least key's, which says the queue has some: the claim then asks for the keys of its rows
+// alone (KeyRate). It binds the job table's name, then the queue (where the table has a queue
+// column); where the table has a limit key column, both again.
 func (w Rates) OfQueue() Statement {
 	p := w.s.Params()
-	return p.statement("SELECT scope, rate_key FROM " + w.s.t.Rates + " WHERE table_name = " + p.Next(ArgTable) +
-		" AND queue = " + w.claimQueue(p) + " AND slot = 0")
+	where := "table_name = " + p.Next(ArgTable) + " AND queue = " + w.claimQueue(p) + " AND slot = 0"
+	if w.s.t.LimitKey != "" {
+		least := "SELECT MIN(inbox_any.rate_key) FROM " + w.s.t.Rates + " inbox_any WHERE inbox_any.table_name = " + p.Next(ArgTable) +
+			" AND inbox_any.queue = " + w.claimQueue(p) + " AND inbox_any.scope = '" + RateKey + "'"
+		where += " AND (scope <> '" + RateKey + "' OR rate_key = (" + least + "))"
+	}
+	return p.statement("SELECT scope, rate_key FROM " + w.s.t.Rates + " WHERE " + where)
+}
+
+// KeyRate reads whether a limit key of the claim's queue has a rate: one row where it has. It
+// binds the job table's name, the queue (where the table has a queue column), then the key
+// (ArgRateKey).
+func (w Rates) KeyRate() Statement {
+	p := w.s.Params()
+	return p.statement("SELECT slot FROM " + w.s.t.Rates + " WHERE table_name = " + p.Next(ArgTable) + " AND queue = " + w.claimQueue(p) +
+		" AND scope = '" + RateKey + "' AND rate_key = " + p.Next(ArgRateKey) + " AND slot = 0")
 }
 
 // FreeSlots reads, oldest first, at most a limit of a rate's slots that may admit a start at

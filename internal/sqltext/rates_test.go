@@ -22,6 +22,9 @@ func ratesEntries(s sqltext.SQL, t sqltext.Table) []golden.Entry {
 	e.add("clear", w.Clear())
 	e.add("list", w.List())
 	e.add("rates of the queue", w.OfQueue())
+	if t.LimitKey != "" {
+		e.add("rate of a key", w.KeyRate())
+	}
 	e.add("free start slots", w.FreeSlots())
 	e.add("start slot take", w.TakeSlot())
 	return e

@@ -85,8 +85,9 @@ type Shape struct {
 // kind column (jobs by kind, whose claims name the kinds they take); every role with a unique
 // key, in each of its three scopes (while queued or in work, while queued, a window after); and
 // every role, and processed_at without a group, each with a pauses table (claims pass over
-// paused queues); every role with a cancelled_at column (Cancel), a unique key among them; and
-// every role with a FIFO group column (the lease form's alone).
+// paused queues); every role with a cancelled_at column (Cancel), a unique key among them;
+// every role with a FIFO group column (the lease form's alone); and rates, of a queue's rows
+// (rated), of one queue (rated-one-queue), and per kind and limit key (rated-keys).
 var Shapes = []Shape{
 	{
 		Name: "all-roles",
@@ -212,6 +213,14 @@ var Shapes = []Shape{
 		Name: "rated-one-queue",
 		Table: sqltext.Table{Name: "jobs", ID: "id", IDGenerated: true, Payload: "payload", Attempt: "attempt",
 			ProcessedAt: "processed_at", RetryAfter: "retry_after", Rates: "inbox_rates"},
+		Lease: "locked_until",
+		Key:   []sqltext.KeyPart{{Text: "jobs-"}, {Column: "id"}},
+	},
+	{
+		Name: "rated-keys",
+		Table: sqltext.Table{Name: "jobs", ID: "id", IDGenerated: true, Payload: "payload", Attempt: "attempt",
+			ProcessedAt: "processed_at", Queue: "queue", Kind: "kind", RetryAfter: "retry_after", LimitKey: "limit_key",
+			Rates: "inbox_rates"},
 		Lease: "locked_until",
 		Key:   []sqltext.KeyPart{{Text: "jobs-"}, {Column: "id"}},
 	},
