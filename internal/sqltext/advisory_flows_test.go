@@ -7,8 +7,12 @@ import (
 )
 
 // advisoryFlows adds to forms the advisory form's statements over a table with FIFO groups (to
-// its own files), limits (to the limits' files) or rates (to the rates' files).
+// its own files), limits (to the limits' files) or rates (to the rates' files), on a
+// database with session locks.
 func advisoryFlows(forms map[string][]golden.Entry, c *dialect.Caps, s sqltext.SQL, t sqltext.Table, key []sqltext.KeyPart) {
+	if c.Locks == dialect.NoSessionLocks {
+		return
+	}
 	a := s.Advisory(key)
 	if t.GroupKey != "" {
 		g := a.Grouped(sqltext.GroupLockPrefix("jobs"), true)
