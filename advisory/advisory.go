@@ -292,10 +292,6 @@ func (f *Form[D]) bind(ctx context.Context, db *sql.DB, q inbox.Binding) error {
 	}
 	st.Claiming(q)
 	a := st.SQL().Advisory(key)
-	a, fl, err := f.bindFlows(ctx, db, q, st, a)
-	if err != nil {
-		return err
-	}
 	if err := f.d.CheckServer(ctx, db); err != nil {
 		return sentinel.At(sentinel.Queue(f.table.Name, q.Name), err)
 	}
@@ -309,6 +305,10 @@ func (f *Form[D]) bind(ctx context.Context, db *sql.DB, q inbox.Binding) error {
 		}
 	}
 	if err := schema.VerifyHolding(ctx, db, f.d, f.table, q); err != nil {
+		return err
+	}
+	a, fl, err := f.bindFlows(ctx, db, q, st, a)
+	if err != nil {
 		return err
 	}
 	if err := st.Check(ctx, db, fmt.Sprintf("key template %q (the table must have every column it names)", f.template), a.KeyCheck()); err != nil {
