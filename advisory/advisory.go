@@ -65,6 +65,23 @@
 // the form drained 1.4 to 1.5 times as fast (docs/benchmarks.md). The driver refuses the setting
 // with the multibyte character sets BIG5, CP932, GB2312, GBK and SJIS.
 //
+// # Groups, limits and rates
+//
+// A table with FIFO groups (inbox.Table.GroupKey), concurrency limits (Limits) or rate limits
+// (Rates) is held by the delivery's session too, so that each lives exactly as long as the row's
+// lock, with no counter and nothing to sweep. A group is held by a session lock named from the
+// table, the queue and the group key, taken before the row's key; the candidates are the heads
+// of their groups whose lock is free (decided before the LIMIT), and once both locks are held a
+// statement re-checks that the row still heads its group and its group is not paused (where the
+// table inbox_groups exists, whose paused_at admin.PauseGroup writes). A limit of N is held by
+// one of N slot locks, tried in turn; N is read from the limits table at each claim. A start is
+// one of the rate's start slots, taken by a compare-and-set in autocommit once the row's locks
+// are held and before its attempt is counted (a crash after it over-counts, which is safe). The
+// form's lock names start with "inbox:": a key template must not render such a name. A claim of
+// such a table selects candidates and locks them one by one, on every database. The lease form's
+// GroupsStayBlocked and GroupsRoundRobin have no equivalent here (docs/groups.md says why), and
+// a full limit is found after the candidates' LIMIT (docs/limits.md).
+//
 // # Batches
 //
 // ClaimBatch holds a whole batch on one pinned connection: it selects candidates as a claim
