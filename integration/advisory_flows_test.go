@@ -650,3 +650,106 @@ func TestAdvisoryGroupsExclusionUnderLateCommits(t *testing.T) {
 		}
 	})
 }
+
+// TestAdvisoryFlowsMissingTables: an advisory consumer whose description names a limits or rates
+// table the database lacks fails at Open with ErrSchema naming the statement that creates it; a
+// grouped table without inbox_groups opens (the lock is the hold; pauses need the table).
+func TestAdvisoryFlowsMissingTables(t *testing.T) {
+	forEachBackend(t, flowBackends(t), func(t *testing.T, b backend) {
+		db := b.open(t, 4)
+		ctx := context.Background()
+		tbl := b.newLimitTable(t, db)
+		tbl.Limits = "inbox_limits_missing"
+		_, err := advisory.New(b.dialect.(advisory.Dialect), tbl, nil).Open(ctx, db, inbox.Binding{Name: "q"})
+		if !errors.Is(err, inbox.ErrSchema) || !strings.Contains(err.Error(), "CREATE TABLE IF NOT EXISTS "+b.q(t, "inbox_limits_missing")) || !strings.HasPrefix(err.Error(), "inbox: ") {
+			t.Errorf("Open without its limits table = %v, want ErrSchema naming its CREATE TABLE", err)
+		}
+		rt, _ := b.newRateTable(t, db)
+		rt.Rates = "inbox_rates_missing"
+		_, err = advisory.New(b.dialect.(advisory.Dialect), rt, nil).Open(ctx, db, inbox.Binding{Name: "q"})
+		if !errors.Is(err, inbox.ErrSchema) || !strings.Contains(err.Error(), "CREATE TABLE IF NOT EXISTS "+b.q(t, "inbox_rates_missing")) {
+			t.Errorf("Open without its rates table = %v, want ErrSchema naming its CREATE TABLE", err)
+		}
+		gt := b.newTable(t, db, groupTable)
+		mustExec(t, db, "ALTER TABLE "+b.q(t, gt.Name)+" ADD "+b.q(t, gt.GroupKey)+" VARCHAR(191) NULL")
+		f := advisory.New(b.dialect.(advisory.Dialect), gt, nil)
+		if _, err := f.Open(ctx, db, inbox.Binding{Name: "q"}); err != nil {
+			t.Errorf("Open of a grouped table: %v", err)
+		} else {
+			f.Close()
+		}
+	})
+}
+
+// TestAdvisoryGroupsWithLimitsAndRates: a grouped table under a queue limit of 2 and a rate of 6
+// starts per 300 ms, three advisory consumers of 4 workers: no two runs of a group overlap, never
+// more than 2 rows run at once, and no 7 starts fall within 300 ms.
+func TestAdvisoryGroupsWithLimitsAndRates(t *testing.T) {
+	const starts, per = 6, 300 * time.Millisecond
+	forEachBackend(t, flowBackends(t), func(t *testing.T, b backend) {
+		dbs := b.openDBs(t, 3, 8)
+		tbl := b.newLimitTable(t, dbs[0])
+		tbl.GroupKey = "group_key"
+		mustExec(t, dbs[0], "ALTER TABLE "+b.q(t, tbl.Name)+" ADD "+b.q(t, tbl.GroupKey)+" VARCHAR(191) NULL")
+		b.setLimit(t, dbs[0], tbl, inbox.LimitPerQueue, "", 2)
+		tbl.Rates = inbox.RatesTable
+		st, err := inbox.RatesSchema(b.dialect, tbl)
+		must(t, "RatesSchema", err)
+		ratesCreate.Lock()
+		mustExec(t, dbs[0], st)
+		ratesCreate.Unlock()
+		t.Cleanup(func() {
+			dbs[0].Exec("DELETE FROM "+inbox.RatesTable+" WHERE table_name = "+b.placeholders(1), tbl.Name)
+		})
+		client, err := inbox.NewClient(dbs[0], b.dialect, tbl)
+		must(t, "NewClient", err)
+		must(t, "SetRate", client.SetRate(context.Background(), inbox.Rate{Queue: "q", Starts: starts, Per: per}))
+		var msgs []inbox.Message
+		for i := range 40 {
+			g := fmt.Sprintf("g-%d", i%5)
+			msgs = append(msgs, inbox.Message{Queue: "q", Kind: "a", GroupKey: g, Payload: []byte(g + "/" + strconv.Itoa(i))})
+		}
+		b.enqueue(t, dbs[0], tbl, msgs...)
+		var runs collector[groupRun]
+		var mu sync.Mutex
+		now := 0
+		inWork := func() int { mu.Lock(); defer mu.Unlock(); return now }
+		h := inbox.HandlerFunc(func(ctx context.Context, d *inbox.Delivery) outcome.Outcome {
+			r := groupRun{id: d.ID, group: groupOf(d), start: time.Now()}
+			mu.Lock()
+			now++
+			mu.Unlock()
+			time.Sleep(5 * time.Millisecond)
+			mu.Lock()
+			now--
+			mu.Unlock()
+			r.end = time.Now()
+			runs.add(r)
+			return outcome.Ack()
+		})
+		stop := sampled(inWork)
+		var claims collector[claimSpan]
+		var cs []*inbox.Consumer
+		for _, db := range dbs {
+			f := &spanForm{Form: advisory.New(b.dialect.(advisory.Dialect), tbl, nil), spans: &claims}
+			cs = append(cs, inbox.NewConsumer(db, f, h, &inbox.Config{Queue: "q", Workers: 4, PollInterval: 20 * time.Millisecond, Logger: testLogger(t)}))
+		}
+		drainTable(t, b, dbs[0], tbl, time.Minute, "every row processed", cs...)
+		checkSpans(t, claims.all(), starts, per)
+		if most := stop(); most > 2 {
+			t.Errorf("the sampler saw %d rows in work at once, over the limit of 2", most)
+		}
+		all := runs.all()
+		if len(all) != len(msgs) {
+			t.Errorf("%d runs, want %d", len(all), len(msgs))
+		}
+		checkGroupRuns(t, all)
+		var lr []run
+		for _, r := range all {
+			lr = append(lr, run{id: r.id, start: r.start, end: r.end})
+		}
+		if most, at := mostAtOnce(lr, func(run) bool { return true }); most > 2 {
+			t.Errorf("%d rows in work at once at %v, over the limit of 2", most, at)
+		}
+	})
+}
