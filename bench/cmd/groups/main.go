@@ -102,6 +102,9 @@ func run(ctx context.Context, args []string) error {
 		}
 		fmt.Printf("%-9s %s\n", db, t.Facts(ctx))
 		table := "inbox_bench_groups_" + db
+		if cfg.form != "lease" {
+			table += "_" + cfg.form // its own table: a lease run beside it keeps its own
+		}
 		if err := t.CreateGroupTable(ctx, table); err != nil {
 			t.Close()
 			return err
