@@ -458,11 +458,14 @@ func (c *flowChild) kill(t *testing.T) {
 	if !c.killed.IsZero() {
 		return
 	}
+	// The child's open runs end when the kill is sent: the process dies at the signal, and its
+	// locks go only once the server has seen its sessions end, later still, whereas Wait may
+	// return after another process has taken the rows (a loaded machine).
+	c.killed = time.Now()
 	if err := c.cmd.Process.Kill(); err != nil && !errors.Is(err, os.ErrProcessDone) {
 		t.Error(err)
 	}
 	c.cmd.Wait()
-	c.killed = time.Now()
 }
 
 // open are the child's runs started and not ended, ending at its kill.
