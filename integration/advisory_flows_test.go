@@ -125,17 +125,26 @@ func TestAdvisoryGroupsExclusionAndOrder(t *testing.T) {
 	})
 }
 
-// TestAdvisoryGroupsPaused: a group paused (admin.PauseGroup) is not claimed by the advisory
-// form while the others drain; resumed, it drains.
+// TestAdvisoryGroupsPaused: a group paused (admin.PauseGroup, on a description with no lease
+// column, as an advisory table has) is not claimed by the advisory form while the others drain,
+// and admin.Groups shows it paused, held by no row; resumed, it drains.
 func TestAdvisoryGroupsPaused(t *testing.T) {
 	forEachBackend(t, flowBackends(t), func(t *testing.T, b backend) {
 		db := b.open(t, 8)
 		tbl := b.newGroupTable(t, db)
+		tbl.LockedUntil = "" // the advisory form's description names no lease column
 		b.enqueue(t, db, tbl, groupMessages(3, 5, 0)...)
 		a, err := admin.New(db, b.dialect, tbl)
 		must(t, "admin.New", err)
 		ctx := context.Background()
 		must(t, "PauseGroup", a.PauseGroup(ctx, "q", "g-1"))
+		gs, err := a.Groups(ctx, 10)
+		must(t, "Groups", err)
+		for _, g := range gs {
+			if paused := !g.PausedSince.IsZero(); paused != (g.Key == "g-1") || g.HeldBy != 0 {
+				t.Errorf("admin.Groups: %+v; want only g-1 paused, and no holder", g)
+			}
+		}
 		var runs collector[groupRun]
 		h := inbox.HandlerFunc(func(ctx context.Context, d *inbox.Delivery) outcome.Outcome {
 			runs.add(groupRun{id: d.ID, group: groupOf(d), start: time.Now(), end: time.Now()})
