@@ -39,6 +39,7 @@ type flows struct {
 	head                         sqltext.Statement // Advisory.Head
 	limits                       sqltext.Statement // Limits.OfQueue
 	rates, freeStarts, takeStart sqltext.Statement // Rates.OfQueue, FreeSlots, TakeSlot
+	keyRate                      sqltext.Statement // Rates.KeyRate
 }
 
 // on reports whether a claim takes more than its row's lock.
@@ -80,8 +81,8 @@ func (f *Form[D]) bindFlows(ctx context.Context, db *sql.DB, q inbox.Binding, st
 		if err := checkSide(ctx, db, where, w.Check().SQL, "rates table", f.table.Rates, "Rates", "-rates", w.Create()); err != nil {
 			return a, fl, err
 		}
-		fl.rates, fl.freeStarts, fl.takeStart = w.OfQueue(), w.FreeSlots(), w.TakeSlot()
-		for _, rs := range []sqltext.Statement{fl.rates, fl.freeStarts, fl.takeStart} {
+		fl.rates, fl.freeStarts, fl.takeStart, fl.keyRate = w.OfQueue(), w.FreeSlots(), w.TakeSlot(), w.KeyRate()
+		for _, rs := range []sqltext.Statement{fl.rates, fl.freeStarts, fl.takeStart, fl.keyRate} {
 			if err := st.Check(ctx, db, "start slots", rs.SQL); err != nil {
 				return a, fl, err
 			}
@@ -133,8 +134,12 @@ type rate struct{ scope, key string }
 // reentrant, so a second take on one session would succeed).
 type claimFlows struct {
 	limits []limit
-	rates  []rate
-	mine   map[string]bool
+	rates  []rate // the queue's and its kinds' rates
+	// keyRates says the queue has rates per limit key, which may be one per tenant: a claim asks
+	// for the rate of each candidate's key (Rates.KeyRate), and keeps the answers in hasKeyRate.
+	keyRates   bool
+	hasKeyRate map[string]bool
+	mine       map[string]bool
 }
 
 // readFlows reads the limits and rates of the claim's queue.
@@ -159,6 +164,10 @@ func (f *Form[D]) readFlows(ctx context.Context) (*claimFlows, error) {
 			var r rate
 			if err := rows.Scan(&r.scope, &r.key); err != nil {
 				return err
+			}
+			if r.scope == sqltext.RateKey {
+				cf.keyRates = true // the least key's rate: the queue has rates per key
+				return nil
 			}
 			cf.rates = append(cf.rates, r)
 			return nil
@@ -215,7 +224,7 @@ func (f *Form[D]) admit(ctx context.Context, conn *sql.Conn, c candidate, cf *cl
 		v.IDs = []int64{c.id}
 		var one int
 		err := conn.QueryRowContext(ctx, f.fl.head.SQL, f.fl.head.Bind(nil, &v)...).Scan(&one)
-		if err == sql.ErrNoRows {
+		if errors.Is(err, sql.ErrNoRows) {
 			return nil, false, nil // a settlement moved the group on, or an operator paused it
 		}
 		if err != nil {
@@ -233,16 +242,50 @@ func (f *Form[D]) admit(ctx context.Context, conn *sql.Conn, c candidate, cf *cl
 		}
 		slots = append(slots, slot)
 	}
-	for _, r := range cf.rates {
-		if r.scope == sqltext.RateKind && r.key != c.kind {
-			continue
-		}
+	rates, err := f.ratesOf(ctx, conn, c, cf)
+	if err != nil {
+		return slots, false, err
+	}
+	for _, r := range rates {
 		ok, err := f.takeStart(ctx, conn, r, now)
 		if err != nil || !ok {
 			return slots, false, err
 		}
 	}
 	return slots, true, nil
+}
+
+// ratesOf are the rates candidate c's row needs a start slot of: its queue's, its kind's and its
+// limit key's, where they are set. A key's rate is asked for on conn, once per claim and key.
+func (f *Form[D]) ratesOf(ctx context.Context, conn *sql.Conn, c candidate, cf *claimFlows) ([]rate, error) {
+	var out []rate
+	for _, r := range cf.rates {
+		if r.scope == sqltext.RateQueue || r.scope == sqltext.RateKind && r.key == c.kind {
+			out = append(out, r)
+		}
+	}
+	if !cf.keyRates || c.limitKey == "" {
+		return out, nil
+	}
+	has, asked := cf.hasKeyRate[c.limitKey]
+	if !asked {
+		v := f.claimed
+		v.RateKey = c.limitKey
+		var one int
+		err := conn.QueryRowContext(ctx, f.fl.keyRate.SQL, f.fl.keyRate.Bind(nil, &v)...).Scan(&one)
+		if err != nil && !errors.Is(err, sql.ErrNoRows) {
+			return nil, sentinel.Errorf(nil, sentinel.Queue(f.table.Name, f.q.Name), "reading the rate of limit key %q: %w", c.limitKey, err)
+		}
+		has = err == nil
+		if cf.hasKeyRate == nil {
+			cf.hasKeyRate = map[string]bool{}
+		}
+		cf.hasKeyRate[c.limitKey] = has
+	}
+	if has {
+		out = append(out, rate{scope: sqltext.RateKey, key: c.limitKey})
+	}
+	return out, nil
 }
 
 // applies reports whether limit l counts candidate c's row: the queue's, its kind's or its

@@ -765,3 +765,55 @@ func TestAdvisoryGroupsWithLimitsAndRates(t *testing.T) {
 		}
 	})
 }
+
+// TestAdvisoryRatesPerKey: key a has a rate of 3 starts per 500 ms and key b of 1, under three
+// advisory consumers of 4 workers, with rows of no key beside them: no window of 500 ms holds
+// more than a key's rate of its starts (each bounded by its claim's call), the rows of no key
+// run faster than either, and every row runs once.
+func TestAdvisoryRatesPerKey(t *testing.T) {
+	const per = 500 * time.Millisecond
+	forEachBackend(t, flowBackends(t), func(t *testing.T, b backend) {
+		dbs := b.openDBs(t, 3, 8)
+		tbl, client := b.newKeyRateTable(t, dbs[0])
+		ctx := context.Background()
+		must(t, "SetRate of key a", client.SetRate(ctx, keyRate("a", 3, per)))
+		must(t, "SetRate of key b", client.SetRate(ctx, keyRate("b", 1, per)))
+		b.enqueue(t, dbs[0], tbl, keyMessages("q", "a", 9)...)
+		b.enqueue(t, dbs[0], tbl, keyMessages("q", "b", 3)...)
+		b.enqueue(t, dbs[0], tbl, keyMessages("q", "", 20)...)
+		byKey := map[string]*collector[claimSpan]{"a": {}, "b": {}, "none": {}}
+		h := inbox.HandlerFunc(func(ctx context.Context, d *inbox.Delivery) outcome.Outcome { return outcome.Ack() })
+		var cs []*inbox.Consumer
+		for _, db := range dbs {
+			f := &keySpanForm{Form: advisory.New(b.dialect.(advisory.Dialect), tbl, nil), spans: byKey}
+			cs = append(cs, inbox.NewConsumer(db, f, h, &inbox.Config{Queue: "q", Workers: 4, PollInterval: 20 * time.Millisecond, Logger: testLogger(t)}))
+		}
+		drainTable(t, b, dbs[0], tbl, time.Minute, "every row processed", cs...)
+		checkSpans(t, byKey["a"].all(), 3, per)
+		checkSpans(t, byKey["b"].all(), 1, per)
+		if n := len(byKey["a"].all()) + len(byKey["b"].all()) + len(byKey["none"].all()); n != 32 {
+			t.Errorf("%d rows claimed, want 32", n)
+		}
+		none := byKey["none"].all()
+		slices.SortFunc(none, func(a, b claimSpan) int { return a.end.Compare(b.end) })
+		if d := none[len(none)-1].end.Sub(none[0].begin); d > 2*per {
+			t.Errorf("the 20 rows of no key took %v: the keys' rates held them back", d)
+		}
+	})
+}
+
+// keySpanForm records each claimed row's claim span by its kind (keyMessages: the key's name).
+type keySpanForm struct {
+	inbox.Form
+	spans map[string]*collector[claimSpan]
+}
+
+func (f *keySpanForm) Claim(ctx context.Context, n int) ([]*inbox.Delivery, error) {
+	begin := time.Now()
+	ds, err := f.Form.Claim(ctx, n)
+	end := time.Now()
+	for _, d := range ds {
+		f.spans[d.Kind].add(claimSpan{begin, end})
+	}
+	return ds, err
+}
