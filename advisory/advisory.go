@@ -595,7 +595,7 @@ func (f *Form[D]) take(ctx context.Context, c candidate, now any, cf *claimFlows
 	}
 	keys := append(held, c.key())
 	if f.fl.on() {
-		slots, ok, err := f.admit(ctx, conn, c, cf, now)
+		slots, ok, err := f.admit(ctx, conn, c, cf)
 		keys = append(keys, slots...)
 		if err != nil || !ok {
 			f.unlock(ctx, &hold{conn: conn, keys: keys})

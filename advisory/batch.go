@@ -113,7 +113,7 @@ func (f *Form[D]) takeKey(ctx context.Context, conn *sql.Conn, c candidate, now 
 	var d *inbox.Delivery
 	if locked && f.fl.on() {
 		var slots []string
-		slots, locked, err = f.admit(ctx, conn, c, cf, now)
+		slots, locked, err = f.admit(ctx, conn, c, cf)
 		keys = append(keys, slots...)
 	}
 	if err == nil && locked {

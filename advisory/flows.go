@@ -218,7 +218,7 @@ func (f *Form[D]) lockName(ctx context.Context, conn *sql.Conn, key string) (boo
 // is free, and a start slot of each of its rates. It returns the slot locks it took, which the
 // caller releases with the row's key, and whether the row was admitted; a row not admitted may
 // have taken start slots (over-counted, which is safe) and slot locks, returned to be released.
-func (f *Form[D]) admit(ctx context.Context, conn *sql.Conn, c candidate, cf *claimFlows, now any) ([]string, bool, error) {
+func (f *Form[D]) admit(ctx context.Context, conn *sql.Conn, c candidate, cf *claimFlows) ([]string, bool, error) {
 	if c.group != "" {
 		v := f.claimed
 		v.IDs = []int64{c.id}
@@ -247,7 +247,7 @@ func (f *Form[D]) admit(ctx context.Context, conn *sql.Conn, c candidate, cf *cl
 		return slots, false, err
 	}
 	for _, r := range rates {
-		ok, err := f.takeStart(ctx, conn, r, now)
+		ok, err := f.takeStart(ctx, conn, r)
 		if err != nil || !ok {
 			return slots, false, err
 		}
@@ -330,7 +330,7 @@ func (f *Form[D]) takeLimitSlot(ctx context.Context, conn *sql.Conn, l limit, cf
 // the rate's free slots, oldest first, and writes now into the first one still free (a
 // compare-and-set, so that two claims never both take one slot). It reports whether a slot was
 // taken: false where the rate admits no start now.
-func (f *Form[D]) takeStart(ctx context.Context, conn *sql.Conn, r rate, now any) (bool, error) {
+func (f *Form[D]) takeStart(ctx context.Context, conn *sql.Conn, r rate) (bool, error) {
 	v := f.claimed
 	v.NowUs, v.Scope, v.RateKey, v.Limit = f.q.Now().UnixMicro(), r.scope, r.key, candidateSlack
 	rows, err := conn.QueryContext(ctx, f.fl.freeStarts.SQL, f.fl.freeStarts.Bind(nil, &v)...)
