@@ -28,8 +28,8 @@ import (
 //	CreatedAt    timestamp, NULL
 //	LockedUntil  timestamp with microseconds, NULL (the lease form's)
 //	UniqueKey    VARCHAR(191) (MaxUniqueKey), NULL, under a UNIQUE index named UniqueIndex()
-//	GroupKey     VARCHAR(191) (MaxGroupKey), NULL (the lease form only; see docs/groups.md)
-//	LimitKey     VARCHAR(191) (MaxLimitKey), NULL (the lease form only; see docs/limits.md)
+//	GroupKey     VARCHAR(191) (MaxGroupKey), NULL (the lease and advisory forms; docs/groups.md)
+//	LimitKey     VARCHAR(191) (MaxLimitKey), NULL (the lease and advisory forms; docs/limits.md)
 //
 // On MySQL and MariaDB the queue, kind, unique and group key columns compare byte for byte:
 // VARCHAR of collation utf8mb4_nopad_bin on MariaDB, VARBINARY(764) on MySQL (or
@@ -145,8 +145,9 @@ type Table struct {
 	// so that a busy group never holds back the others. It holds the group in the table
 	// inbox_groups (which inbox schema -group-key creates) for exactly as long as the row's
 	// lease: the hold names its holder row, whose every extension, settlement and expiry
-	// applies to the group too. Only the lease form has groups so far: the row lock and advisory
-	// forms refuse a table with the column at Open (ErrSchema).
+	// applies to the group too. The advisory form holds the group by a session lock of its own
+	// beside the row's, for exactly as long as the row's lock (package advisory). The row lock
+	// form refuses a table with the column at Open (ErrSchema).
 	GroupKey string
 	// LimitKey names the concurrency limit key column (docs/limits.md): a limit set on a key
 	// (Client.SetLimit with LimitPerKey, inbox limits set -key) bounds the rows of that key in
@@ -182,17 +183,17 @@ type Table struct {
 	// the limit's number of rows of a queue, of a kind or of a limit key (LimitKey) are in work
 	// at once, across every consumer and process, each holding a slot of the table inbox_slots
 	// for exactly as long as its lease (docs/limits.md). Several job tables can share it: its
-	// rows are keyed by the job table's name. Only the lease form takes limits: the row lock
-	// and advisory forms refuse a description that names the table at Open (ErrSchema). Empty
+	// rows are keyed by the job table's name. The advisory form holds a slot by one of the
+	// limit's session locks instead, for exactly as long as the row's lock (package advisory).
+	// The row lock form refuses a description that names the table at Open (ErrSchema). Empty
 	// (the default): no limits, and claims do not read it.
 	Limits string
 	// Rates names the table of rate limits (RatesTable is the name `inbox schema -rates`
 	// creates), which Client.SetRate, ClearRate and Rates write and read: a queue, a kind of a
 	// queue or a limit key (LimitKey) of a queue, with a rate of n starts per interval, has at
 	// most n rows claimed in any window of one interval, across every consumer and process (see
-	// docs/rates.md). Only the lease form
-	// has rates so far: the row lock and advisory forms refuse a description that names one at
-	// Open (ErrSchema). Several job tables can share it: its rows are keyed by the job table's
+	// docs/rates.md), in the lease and advisory forms: the row lock form refuses a description
+	// that names one at Open (ErrSchema). Several job tables can share it: its rows are keyed by the job table's
 	// name. Empty (the default): no rates, and claims do not read it.
 	Rates string
 }

@@ -117,6 +117,9 @@ func (a *Admin) UnblockGroup(ctx context.Context, queue, group string) (int64, e
 	if err := a.groupCall("UnblockGroup", queue, group); err != nil {
 		return 0, err
 	}
+	if err := a.needs("UnblockGroup", "LockedUntil", a.t.LockedUntil); err != nil {
+		return 0, err
+	}
 	if err := a.needs("UnblockGroup", "DeadAt", a.t.DeadAt); err != nil {
 		return 0, err
 	}
@@ -144,8 +147,9 @@ func (a *Admin) UnblockGroup(ctx context.Context, queue, group string) (int64, e
 // PauseGroup pauses a FIFO group of queue (empty for a table without a Queue column): from its
 // commit no claim of any consumer takes a row of the group, whose row in work, if any, finishes
 // and settles; the other groups run. Pausing a paused group keeps the time of its first pause,
-// and a group no row names yet may be paused. It is kept in the group's hold (inbox_groups), so
-// it needs the GroupKey and lease columns.
+// and a group no row names yet may be paused. It is kept in the group's hold (inbox_groups),
+// which the lease form's claims and the advisory form's read, so it needs the GroupKey column
+// and that table.
 func (a *Admin) PauseGroup(ctx context.Context, queue, group string) error {
 	return a.pauseGroup(ctx, "PauseGroup", queue, group, a.sql.PauseGroup())
 }
@@ -176,13 +180,10 @@ func (a *Admin) pauseGroup(ctx context.Context, call, queue, group string, st sq
 	return nil
 }
 
-// groupCall refuses call on a group where the description lacks the GroupKey or lease column,
-// or names a queue where it has no Queue column, and an empty group key (NULL: no group).
+// groupCall refuses call on a group where the description lacks the GroupKey column, or names a
+// queue where it has no Queue column, and an empty group key (NULL: no group).
 func (a *Admin) groupCall(call, queue, group string) error {
 	if err := a.needs(call, "GroupKey", a.t.GroupKey); err != nil {
-		return err
-	}
-	if err := a.needs(call, "LockedUntil", a.t.LockedUntil); err != nil {
 		return err
 	}
 	switch {

@@ -65,6 +65,23 @@
 // the form drained 1.4 to 1.5 times as fast (docs/benchmarks.md). The driver refuses the setting
 // with the multibyte character sets BIG5, CP932, GB2312, GBK and SJIS.
 //
+// # Groups, limits and rates
+//
+// A table with FIFO groups (inbox.Table.GroupKey), concurrency limits (Limits) or rate limits
+// (Rates) is held by the delivery's session too, so that each lives exactly as long as the row's
+// lock, with no counter and nothing to sweep. A group is held by a session lock named from the
+// table, the queue and the group key, taken before the row's key; the candidates are the heads
+// of their groups whose lock is free (decided before the LIMIT), and once both locks are held a
+// statement re-checks that the row still heads its group and its group is not paused (where the
+// table inbox_groups exists, whose paused_at admin.PauseGroup writes). A limit of N is held by
+// one of N slot locks, tried in turn; N is read from the limits table at each claim. A start is
+// one of the rate's start slots, taken by a compare-and-set in autocommit once the row's locks
+// are held and before its attempt is counted (a crash after it over-counts, which is safe). The
+// form's lock names start with "inbox:": a key template must not render such a name. A claim of
+// such a table selects candidates and locks them one by one, on every database. The lease form's
+// GroupsStayBlocked and GroupsRoundRobin have no equivalent here (docs/groups.md says why), and
+// a full limit is found after the candidates' LIMIT (docs/limits.md).
+//
 // # Batches
 //
 // ClaimBatch holds a whole batch on one pinned connection: it selects candidates as a claim
@@ -145,7 +162,8 @@ type Form[D Dialect] struct {
 	// claimed are the values every claim binds (the queue: stmt.Table.ClaimValues);
 	// a claim's statements bind them with the rest set on a copy.
 	claimed sqltext.Values
-	shape   settleplan.Table // what the table records of an outcome, for settleplan
+	shape   settleplan.Table
+	fl      flows // the claims' groups, limits and rates (flows.go) // what the table records of an outcome, for settleplan
 }
 
 // statements is the text of the form's statements over its table, as internal/sqltext writes
@@ -303,7 +321,11 @@ func (f *Form[D]) bind(ctx context.Context, db *sql.DB, q inbox.Binding) error {
 			return sentinel.At(sentinel.Queue(f.table.Name, q.Name), err)
 		}
 	}
-	if err := schema.Verify(ctx, db, f.d, f.table, "", q); err != nil {
+	if err := schema.VerifyHolding(ctx, db, f.d, f.table, q); err != nil {
+		return err
+	}
+	a, fl, err := f.bindFlows(ctx, db, q, st, a)
+	if err != nil {
 		return err
 	}
 	if err := st.Check(ctx, db, fmt.Sprintf("key template %q (the table must have every column it names)", f.template), a.KeyCheck()); err != nil {
@@ -321,7 +343,7 @@ func (f *Form[D]) bind(ctx context.Context, db *sql.DB, q inbox.Binding) error {
 		what string
 		st   sqltext.Statement
 	}{{"lock first", s.lockFirst}, {"lock", s.lock}, {"unlock", s.unlock}, {"take", s.take}, {"read", s.read},
-		{"ack", s.ack}, {"retry after", s.retryAfter}, {"fail", s.dead}} {
+		{"ack", s.ack}, {"retry after", s.retryAfter}, {"fail", s.dead}, {"group head", fl.head}} {
 		if n.st.Empty() {
 			continue
 		}
@@ -335,7 +357,7 @@ func (f *Form[D]) bind(ctx context.Context, db *sql.DB, q inbox.Binding) error {
 		log = slog.New(slog.DiscardHandler)
 	}
 	f.db, f.q, f.log, f.candidates = db, q, log, candidates
-	f.t, f.s, f.claimed = st, s, st.ClaimValues(q.Name)
+	f.t, f.s, f.claimed, f.fl = st, s, st.ClaimValues(q.Name), fl
 	f.shape = settleplan.Table{
 		ProcessedAt: f.table.ProcessedAt != "", DeadAt: f.table.DeadAt != "",
 		RetryAfter: f.table.RetryAfter != "", LastError: f.table.LastError != "",
@@ -364,6 +386,9 @@ type candidate struct {
 	// of its row alone keeps it: one slice of the select's, so that a row costs no slice of its
 	// own.
 	keys []string
+	// Where the claim takes more than the row's lock (flows): the name of the row's group lock
+	// (empty for a row of no group), its kind and its limit key (empty where it has none).
+	group, kind, limitKey string
 }
 
 // key is c's rendered key.
@@ -385,13 +410,17 @@ func (f *Form[D]) Claim(ctx context.Context, max int) ([]*inbox.Delivery, error)
 	if !f.s.lockFirst.Empty() {
 		return f.claimFirst(ctx, max, now)
 	}
+	cf, err := f.readFlows(ctx)
+	if err != nil {
+		return nil, err
+	}
 	var out []*inbox.Delivery
 	for round := 0; ; round++ {
 		cands, err := f.selectCandidates(ctx, now, max-len(out)+candidateSlack)
 		var refused bool
 		if err == nil {
 			var taken []*inbox.Delivery
-			taken, refused, err = f.takeCandidates(ctx, cands, max-len(out), now)
+			taken, refused, err = f.takeCandidates(ctx, cands, max-len(out), now, cf)
 			out = append(out, taken...)
 		}
 		if err != nil {
@@ -412,7 +441,7 @@ func (f *Form[D]) Claim(ctx context.Context, max int) ([]*inbox.Delivery, error)
 
 // takeCandidates takes at most max of cands in order, one row per key, and reports whether a
 // lock was refused (a key taken elsewhere since the select).
-func (f *Form[D]) takeCandidates(ctx context.Context, cands []candidate, max int, now any) ([]*inbox.Delivery, bool, error) {
+func (f *Form[D]) takeCandidates(ctx context.Context, cands []candidate, max int, now any, cf *claimFlows) ([]*inbox.Delivery, bool, error) {
 	var (
 		out     []*inbox.Delivery
 		refused bool
@@ -427,7 +456,7 @@ func (f *Form[D]) takeCandidates(ctx context.Context, cands []candidate, max int
 			continue
 		}
 		tried[c.key()] = true
-		d, locked, err := f.take(ctx, c, now)
+		d, locked, err := f.take(ctx, c, now, cf)
 		if err != nil {
 			return out, refused, err
 		}
@@ -441,7 +470,7 @@ func (f *Form[D]) takeCandidates(ctx context.Context, cands []candidate, max int
 
 func (f *Form[D]) selectCandidates(ctx context.Context, now any, limit int) ([]candidate, error) {
 	v := f.claimed
-	v.Now, v.Limit = now, limit
+	v.Now, v.Limit, v.NowUs = now, limit, f.q.Now().UnixMicro()
 	rows, err := f.candidates.QueryContext(ctx, f.candidates.Bind(nil, &v)...)
 	if err != nil {
 		return nil, sentinel.Errorf(nil, sentinel.Queue(f.table.Name, f.q.Name), "selecting advisory candidates: %w", err)
@@ -452,16 +481,26 @@ func (f *Form[D]) selectCandidates(ctx context.Context, now any, limit int) ([]c
 	// limit rows the select returns (should the array grow, the keys read keep the old one).
 	var keys []string
 	for rows.Next() {
-		var id int64
-		var key string
-		if err := rows.Scan(&id, &key); err != nil {
+		var (
+			c     candidate
+			key   string
+			group sql.NullString
+			err   error
+		)
+		if f.fl.on() {
+			err = rows.Scan(&c.id, &key, &group, &c.kind, &c.limitKey)
+		} else {
+			err = rows.Scan(&c.id, &key)
+		}
+		if err != nil {
 			return nil, sentinel.Errorf(nil, sentinel.Table(f.table.Name), "reading advisory candidates: %w", err)
 		}
 		if keys == nil {
 			keys = make([]string, 0, limit)
 		}
 		keys = append(keys, key)
-		out = append(out, candidate{id: id, keys: keys[len(keys)-1 : len(keys) : len(keys)]})
+		c.keys, c.group = keys[len(keys)-1:len(keys):len(keys)], group.String
+		out = append(out, c)
 	}
 	if err := rows.Err(); err != nil {
 		return nil, sentinel.Errorf(nil, sentinel.Queue(f.table.Name, f.q.Name), "selecting advisory candidates: %w", err)
@@ -525,7 +564,7 @@ func (f *Form[D]) takeFirst(ctx context.Context, now any) (*inbox.Delivery, bool
 		return nil, false, sentinel.Errorf(nil, sentinel.Queue(f.table.Name, f.q.Name), "locking the first due row whose key is free: %w", err)
 	}
 	c.keys = []string{key}
-	d, err := f.holdRow(ctx, conn, c, now)
+	d, err := f.holdRow(ctx, conn, c, c.keys, now)
 	return d, true, err
 }
 
@@ -533,12 +572,17 @@ func (f *Form[D]) takeFirst(ctx context.Context, now any) (*inbox.Delivery, bool
 // re-checks the row and counts the attempt. It reports whether it took the lock, and returns a
 // nil delivery when the key is held elsewhere or the row is no longer due, having given the
 // connection back.
-func (f *Form[D]) take(ctx context.Context, c candidate, now any) (*inbox.Delivery, bool, error) {
+func (f *Form[D]) take(ctx context.Context, c candidate, now any, cf *claimFlows) (*inbox.Delivery, bool, error) {
 	conn, err := f.db.Conn(ctx)
 	if err != nil {
 		return nil, false, sentinel.Errorf(nil, sentinel.Table(f.table.Name), "pinning a connection for row %d: %w", c.id, err)
 	}
-	locked, err := f.lock(ctx, conn, c)
+	// The group's lock first, then the row's key: a group held elsewhere is passed over
+	// without touching its rows' keys.
+	held, locked, err := f.lockGroup(ctx, conn, c)
+	if err == nil && locked {
+		locked, err = f.lock(ctx, conn, c)
+	}
 	if err != nil {
 		// The server may have taken the lock before the error; only ending the session is sure
 		// to release it.
@@ -546,10 +590,19 @@ func (f *Form[D]) take(ctx context.Context, c candidate, now any) (*inbox.Delive
 		return nil, false, sentinel.Errorf(nil, sentinel.Table(f.table.Name), "locking key %q of row %d: %w", c.key(), c.id, err)
 	}
 	if !locked {
-		conn.Close()
+		f.unlock(ctx, &hold{conn: conn, keys: held})
 		return nil, false, nil
 	}
-	d, err := f.holdRow(ctx, conn, c, now)
+	keys := append(held, c.key())
+	if f.fl.on() {
+		slots, ok, err := f.admit(ctx, conn, c, cf)
+		keys = append(keys, slots...)
+		if err != nil || !ok {
+			f.unlock(ctx, &hold{conn: conn, keys: keys})
+			return nil, true, err
+		}
+	}
+	d, err := f.holdRow(ctx, conn, c, keys, now)
 	return d, true, err
 }
 
@@ -557,8 +610,8 @@ func (f *Form[D]) take(ctx context.Context, c candidate, now any) (*inbox.Delive
 // the attempt, begins the handler's transaction in transactional mode, and keeps the hold. It
 // returns nil, nil when the row is no longer due, having released the lock and given the
 // connection back.
-func (f *Form[D]) holdRow(ctx context.Context, conn *sql.Conn, c candidate, now any) (*inbox.Delivery, error) {
-	h := &hold{conn: conn, keys: c.keys}
+func (f *Form[D]) holdRow(ctx context.Context, conn *sql.Conn, c candidate, keys []string, now any) (*inbox.Delivery, error) {
+	h := &hold{conn: conn, keys: keys}
 	d, err := f.takeRow(ctx, conn, c, now)
 	if err != nil || d == nil {
 		f.unlock(ctx, h)
@@ -876,6 +929,9 @@ func (f *Form[D]) unlock(ctx context.Context, h *hold) {
 // reentrant (MySQL, MariaDB), so a key locked twice would need two releases: a hold locks each
 // of its keys once.
 func (f *Form[D]) releaseKeys(ctx context.Context, conn *sql.Conn, keys []string) (bool, error) {
+	if len(keys) == 0 {
+		return true, nil
+	}
 	v := sqltext.Values{Keys: keys}
 	if len(keys) == 1 {
 		return confirmed(conn.QueryRowContext(ctx, f.s.unlock.SQL, f.s.unlock.Bind(nil, &v)...))

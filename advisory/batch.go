@@ -34,6 +34,11 @@ func (f *Form[D]) ClaimBatch(ctx context.Context, max int) ([]*inbox.Delivery, e
 	defer f.life.Leave()
 
 	now := f.d.Time(f.q.Now())
+	cf, err := f.readFlows(ctx)
+	if err != nil {
+		return nil, err
+	}
+	cf.mine = map[string]bool{}
 	cands, err := f.selectCandidates(ctx, now, max+candidateSlack)
 	if err != nil || len(cands) == 0 {
 		return nil, err
@@ -62,14 +67,17 @@ func (f *Form[D]) ClaimBatch(ctx context.Context, max int) ([]*inbox.Delivery, e
 			continue
 		}
 		tried[c.key()] = true
-		d, err := f.takeKey(ctx, conn, c, now)
+		d, keys, err := f.takeKey(ctx, conn, c, now, cf)
 		if err != nil {
 			return fail(err)
 		}
 		if d == nil {
 			continue
 		}
-		h.keys, h.ds = append(h.keys, c.key()), append(h.ds, d)
+		for _, k := range keys {
+			cf.mine[k] = true
+		}
+		h.keys, h.ds = append(h.keys, keys...), append(h.ds, d)
 	}
 	if len(h.ds) == 0 {
 		conn.Close()
@@ -88,29 +96,40 @@ func (f *Form[D]) ClaimBatch(ctx context.Context, max int) ([]*inbox.Delivery, e
 	return h.ds, nil
 }
 
-// takeKey tries the lock of candidate c's key on conn without waiting and, once held, takes c's
-// row: the delivery, or nil where the key is another holder's or the row was settled between
-// the select and the lock (its key given back at once).
-func (f *Form[D]) takeKey(ctx context.Context, conn *sql.Conn, c candidate, now any) (*inbox.Delivery, error) {
-	locked, err := f.lock(ctx, conn, c)
+// takeKey tries the lock of candidate c's key on conn without waiting (after its group's, where
+// it has one) and, once held, admits the row (flows.go) and takes it: the delivery and every lock
+// it took for it, or nil where a lock is another holder's, the row was not admitted or was
+// settled between the select and the lock (its locks given back at once).
+func (f *Form[D]) takeKey(ctx context.Context, conn *sql.Conn, c candidate, now any, cf *claimFlows) (*inbox.Delivery, []string, error) {
+	keys, locked, err := f.lockGroup(ctx, conn, c)
+	if err == nil && locked {
+		if locked, err = f.lock(ctx, conn, c); locked {
+			keys = append(keys, c.key())
+		}
+	}
 	if err != nil {
-		return nil, sentinel.Errorf(nil, sentinel.Table(f.table.Name), "locking key %q of row %d for a batch: %w", c.key(), c.id, err)
+		return nil, nil, sentinel.Errorf(nil, sentinel.Table(f.table.Name), "locking key %q of row %d for a batch: %w", c.key(), c.id, err)
 	}
-	if !locked {
-		return nil, nil
+	var d *inbox.Delivery
+	if locked && f.fl.on() {
+		var slots []string
+		slots, locked, err = f.admit(ctx, conn, c, cf)
+		keys = append(keys, slots...)
 	}
-	d, err := f.takeRow(ctx, conn, c, now)
+	if err == nil && locked {
+		d, err = f.takeRow(ctx, conn, c, now)
+	}
 	if err != nil || d != nil {
-		return d, err
+		return d, keys, err
 	}
-	ok, err := f.releaseKeys(ctx, conn, c.keys)
+	ok, err := f.releaseKeys(ctx, conn, keys)
 	if err == nil && !ok {
 		err = errors.New("the server did not confirm the release, so the session had lost its lock: do not run the advisory form through a transaction-pooling proxy")
 	}
 	if err != nil {
-		return nil, sentinel.Errorf(nil, sentinel.Table(f.table.Name), "releasing key %q of row %d, passed over: %w", c.key(), c.id, err)
+		return nil, nil, sentinel.Errorf(nil, sentinel.Table(f.table.Name), "releasing key %q of row %d, passed over: %w", c.key(), c.id, err)
 	}
-	return nil, nil
+	return nil, nil, nil
 }
 
 // keep hands h to its deliveries (lending its transaction, if any) and records it as held, so

@@ -13,7 +13,6 @@ import (
 
 	"github.com/sqlinbox/inbox"
 	"github.com/sqlinbox/inbox/admin"
-	"github.com/sqlinbox/inbox/advisory"
 	"github.com/sqlinbox/inbox/internal/schema"
 	"github.com/sqlinbox/inbox/internal/sqltext"
 	"github.com/sqlinbox/inbox/lease"
@@ -310,8 +309,8 @@ func TestGroupsPublishDoesNotWaitForAHold(t *testing.T) {
 	})
 }
 
-// TestGroupsRefusedOutsideTheLeaseForm: the row lock and advisory forms refuse a table with a
-// group column at Open, naming the column and lease.New; the lease form refuses one without the
+// TestGroupsRefusedOutsideTheLeaseForm: the row lock form refuses a table with a group column at
+// Open, naming the column and lease.New (the advisory form holds groups: advisory_flows_test.go); the lease form refuses one without the
 // holds' table, naming the statement that creates it (on SQLite, whose database is the test's
 // own).
 func TestGroupsRefusedOutsideTheLeaseForm(t *testing.T) {
@@ -319,8 +318,7 @@ func TestGroupsRefusedOutsideTheLeaseForm(t *testing.T) {
 		db := b.open(t, 4)
 		tbl := b.newGroupTable(t, db)
 		for name, f := range map[string]inbox.Form{
-			"rowlock":  rowlock.New(b.dialect.(rowlock.Dialect), tbl),
-			"advisory": advisory.New(b.dialect.(advisory.Dialect), tbl, nil),
+			"rowlock": rowlock.New(b.dialect.(rowlock.Dialect), tbl),
 		} {
 			_, err := f.Open(context.Background(), db, inbox.Binding{Name: "q"})
 			if !errors.Is(err, inbox.ErrSchema) || !strings.Contains(err.Error(), "lease.New") || !strings.Contains(err.Error(), "group_key") {

@@ -17,10 +17,7 @@ import (
 	"time"
 
 	"github.com/sqlinbox/inbox"
-	"github.com/sqlinbox/inbox/advisory"
-	"github.com/sqlinbox/inbox/dialect"
 	"github.com/sqlinbox/inbox/internal/sqltext"
-	"github.com/sqlinbox/inbox/isolation"
 	"github.com/sqlinbox/inbox/lease"
 	"github.com/sqlinbox/inbox/outcome"
 	"github.com/sqlinbox/inbox/rowlock"
@@ -469,8 +466,8 @@ func limitsChild() {
 }
 
 // TestLimitsRefused: a limit of 0 or less, a key longer than MaxLimitKey, a key's limit on a
-// table without the column are refused with clear errors; the row lock and advisory forms
-// refuse a table with limits at Open; a lease table whose limits tables are missing fails
+// table without the column are refused with clear errors; the row lock form refuses a table
+// with limits at Open; a lease table whose limits tables are missing fails
 // Open with ErrSchema naming the statements that create them.
 func TestLimitsRefused(t *testing.T) {
 	forEachBackend(t, backends(t, true), func(t *testing.T, b backend) {
@@ -494,10 +491,8 @@ func TestLimitsRefused(t *testing.T) {
 			t.Errorf("a message's limit key of %d characters: %v, want ErrLimitKeyTooLong", len(long), err)
 		}
 		if b.name != "sqlite" {
-			var f inbox.Form = advisory.New(b.dialect.(advisory.Dialect), tbl, &advisory.Config{Key: "{id}"})
-			if b.name == "postgres" {
-				f = rowlock.New(dialect.Postgres[isolation.Default]{}, tbl)
-			}
+			// The advisory form holds limits by slot locks (advisory_flows_test.go).
+			var f inbox.Form = rowlock.New(b.dialect.(rowlock.Dialect), tbl)
 			_, err := f.Open(ctx, db, inbox.Binding{Name: "q"})
 			if !errors.Is(err, inbox.ErrSchema) || !strings.Contains(err.Error(), "lease.New") {
 				t.Errorf("a table with limits, opened by %T: %v, want ErrSchema pointing to the lease form", f, err)

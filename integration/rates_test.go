@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/sqlinbox/inbox"
-	"github.com/sqlinbox/inbox/advisory"
 	"github.com/sqlinbox/inbox/dialect"
 	"github.com/sqlinbox/inbox/lease"
 	"github.com/sqlinbox/inbox/outcome"
@@ -236,8 +235,9 @@ func TestRatesChangeAtRunTime(t *testing.T) {
 
 // TestRatesBadInputAndOtherForms: a rate of 0 or fewer starts, or of an interval under a
 // microsecond, is refused, naming the queue; a kind's rate where the table has no kind column
-// and a rates table the description does not name are refused (ErrSchema). The row lock and
-// advisory forms refuse a table with rates at Open, naming lease.New; the lease form refuses one
+// and a rates table the description does not name are refused (ErrSchema). The row lock form
+// refuses a table with rates at Open, naming lease.New (the advisory form takes start slots:
+// advisory_flows_test.go); the lease form refuses one
 // whose rates table the database lacks, naming the statement that creates it.
 func TestRatesBadInputAndOtherForms(t *testing.T) {
 	forEachBackend(t, backends(t, true), func(t *testing.T, b backend) {
@@ -265,8 +265,7 @@ func TestRatesBadInputAndOtherForms(t *testing.T) {
 		}
 		if b.name != "sqlite" {
 			for name, f := range map[string]inbox.Form{
-				"rowlock":  rowlock.New(b.dialect.(rowlock.Dialect), tbl),
-				"advisory": advisory.New(b.dialect.(advisory.Dialect), tbl, nil),
+				"rowlock": rowlock.New(b.dialect.(rowlock.Dialect), tbl),
 			} {
 				_, err := f.Open(ctx, db, inbox.Binding{Name: "q"})
 				if !errors.Is(err, inbox.ErrSchema) || !strings.Contains(err.Error(), "lease.New") {

@@ -168,6 +168,11 @@ func Verify(ctx context.Context, db *sql.DB, d dialect.Dialect, t inbox.Table, l
 	if err := leaseOnly(t, lease); err != nil {
 		return err
 	}
+	return verifyColumns(ctx, db, d, t, lease, q)
+}
+
+// verifyColumns is Verify past the check of what only the lease form gives (leaseOnly).
+func verifyColumns(ctx context.Context, db *sql.DB, d dialect.Dialect, t inbox.Table, lease string, q inbox.Binding) error {
 	tbl, err := Read(ctx, db, d, t.Name)
 	if err != nil {
 		return sentinel.Errorf(nil, sentinel.Table(t.Name), "reading its columns' types: %w", err)

@@ -705,9 +705,14 @@ func (a Admin) groups(ofQueue bool) Bound {
 	}
 	heads := "SELECT " + queue + " AS inbox_queue, " + t.GroupKey + " AS inbox_group, MIN(" + t.ID + ") AS inbox_head, COUNT(*) AS inbox_pending FROM " + t.Name +
 		" WHERE " + strings.Join(pending, " AND ") + " GROUP BY " + groupBy + " ORDER BY " + groupBy + " LIMIT " + b.next(BindLimit)
-	holder := "NULL, NULL, NULL"
-	joins := ""
-	if a.lease != "" {
+	holder, joins := "", ""
+	if a.lease == "" {
+		// Without a lease column (the advisory form's table) no hold names a holder: the hold
+		// row carries only a pause.
+		holder = "NULL, NULL, inbox_hold.paused_at"
+		joins = " LEFT JOIN " + GroupsTable + " inbox_hold ON inbox_hold.table_name = " + b.next(BindTable) +
+			" AND inbox_hold.queue = inbox_g.inbox_queue AND inbox_hold.group_key = inbox_g.inbox_group"
+	} else {
 		holder = "inbox_holder." + t.ID + ", NULL, inbox_hold.paused_at"
 		joins = " LEFT JOIN " + GroupsTable + " inbox_hold ON inbox_hold.table_name = " + b.next(BindTable) +
 			" AND inbox_hold.queue = inbox_g.inbox_queue AND inbox_hold.group_key = inbox_g.inbox_group" +

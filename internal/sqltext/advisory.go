@@ -30,6 +30,11 @@ type Advisory struct {
 	s         SQL
 	key       string // the key of the row in scope, as a text expression
 	unflushed bool   // the settlements too carry Caps.UnflushedCommit
+	// group is the name of the row in scope's group lock, as a text expression (NULL for a row
+	// of no group); empty where the table has no groups (Grouped).
+	group  string
+	paused bool // claims pass over groups paused in GroupsTable (Grouped)
+	flows  bool // candidates also return the group lock, the kind and the limit key (Flows)
 }
 
 // Advisory returns the advisory form's statements over the table, locking each row on the key
@@ -79,13 +84,32 @@ func (a Advisory) KeyCheck() string {
 func (a Advisory) Candidates() Statement {
 	s, t := a.s, a.s.t
 	p := s.Params()
-	if s.c.Locks == dialect.HashedLocks {
-		return p.statement("SELECT c." + t.ID + ", c.inbox_key FROM (SELECT " + t.ID + ", " + a.key + " AS inbox_key FROM " + t.Name +
-			" WHERE " + s.Due(p, "") + " ORDER BY " + s.Order("") + " OFFSET 0) c" +
-			" WHERE pg_try_advisory_xact_lock_shared(hashtextextended(c.inbox_key, 0)) LIMIT " + p.Next(ArgLimit))
+	due := s.Due(p, "")
+	if a.group != "" {
+		due = and(due, a.groupHead(p))
 	}
-	return p.statement("SELECT " + t.ID + ", " + a.key + " FROM " + t.Name +
-		" WHERE " + and(s.Due(p, ""), "IS_USED_LOCK("+a.lockName("CONCAT(DATABASE(), '.', "+a.key+")")+") IS NULL") +
+	if a.flows && s.HasRates() {
+		// Before the LIMIT, as the lease form's claim: a kind over its rate never fills the
+		// candidates in the place of others.
+		due = and(due, s.Rates().free(p))
+	}
+	if s.c.Locks == dialect.HashedLocks {
+		probe := "pg_try_advisory_xact_lock_shared(hashtextextended(c.inbox_key, 0))"
+		if a.group != "" {
+			// The group's probe first: a row of a group held elsewhere is passed over before
+			// its own key is probed.
+			probe = "(c.inbox_group IS NULL OR pg_try_advisory_xact_lock_shared(hashtextextended(c.inbox_group, 0))) AND " + probe
+		}
+		return p.statement("SELECT c." + t.ID + ", c.inbox_key" + a.flowColumns("c.") + " FROM (SELECT " + t.ID + ", " + a.key + " AS inbox_key" + a.flowSelect() + " FROM " + t.Name +
+			" WHERE " + due + " ORDER BY " + s.Order("") + " OFFSET 0) c" +
+			" WHERE " + probe + " LIMIT " + p.Next(ArgLimit))
+	}
+	free := "IS_USED_LOCK(" + a.lockName("CONCAT(DATABASE(), '.', "+a.key+")") + ") IS NULL"
+	if a.group != "" {
+		free = "(" + a.group + " IS NULL OR IS_USED_LOCK(" + a.lockName("CONCAT(DATABASE(), '.', "+a.group+")") + ") IS NULL) AND " + free
+	}
+	return p.statement("SELECT " + t.ID + ", " + a.key + a.flowSelect() + " FROM " + t.Name +
+		" WHERE " + and(due, free) +
 		" ORDER BY " + s.Order("") + " LIMIT " + p.Next(ArgLimit))
 }
 
@@ -94,6 +118,8 @@ func (a Advisory) Candidates() Statement {
 // no row where every due row's key is held. It binds Due's arguments. Empty where session locks
 // are named (MySQL, MariaDB): those servers promise nothing about how many rows a function in a
 // WHERE is evaluated on, so a lock taken there could be one the session does not know it holds.
+// Empty too where the claim takes more locks than the row's (Flows: a group's, a limit's slots),
+// which it takes one by one after a candidate select.
 //
 // The lock is tried behind the sort (OFFSET 0 keeps the subquery apart, and the LIMIT stops the
 // scan), in claim order, so the first row of a key is the one its lock is taken for, and the
@@ -102,7 +128,7 @@ func (a Advisory) Candidates() Statement {
 // own.
 func (a Advisory) LockFirst() Statement {
 	s, t := a.s, a.s.t
-	if s.c.Locks != dialect.HashedLocks {
+	if s.c.Locks != dialect.HashedLocks || a.flows {
 		return Statement{}
 	}
 	p := s.Params()

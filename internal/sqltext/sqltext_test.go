@@ -73,6 +73,9 @@ func TestGoldens(t *testing.T) {
 				three[2].Name = "a,b"
 				forms["lease"] = append(forms["lease"], limitedLeaseEntries(c, s.OfKinds(three).Lease(lease), "kinds 0, 0, 0, one with a comma")...)
 			}
+			// The advisory form's groups, limits and rates (after limited, which builds the
+			// claims of a table without them).
+			advisoryFlows(forms, c, s, sh.Table, key)
 			for form, e := range forms {
 				switch {
 				case len(e) == 0 || !sh.Covers(form):

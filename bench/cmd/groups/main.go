@@ -28,6 +28,7 @@ import (
 type config struct {
 	n, rounds, groups int
 	roundRobin        bool
+	form              string
 	workers           []int
 	dbs               []string
 	poll              time.Duration
@@ -44,6 +45,7 @@ func parseFlags(args []string) (*config, error) {
 	dbs := fs.String("db", "postgres,mariadb,sqlite", "databases: postgres, mysql, mariadb, sqlite")
 	fs.BoolVar(&cfg.roundRobin, "round-robin", false, "compare claims spread across the groups (lease.Config.GroupsRoundRobin) with the usual order, both with groups, rather than groups with none")
 	fs.DurationVar(&cfg.poll, "poll", 100*time.Millisecond, "the consumers' PollInterval")
+	fs.StringVar(&cfg.form, "form", "lease", "the form: lease, or advisory (group locks; not on SQLite, nor with -round-robin)")
 	harness.DSNFlag(fs, cfg.dsns, harness.Databases)
 	if err := fs.Parse(args); err != nil {
 		return nil, err
@@ -55,6 +57,9 @@ func parseFlags(args []string) (*config, error) {
 	if cfg.dbs, err = harness.Names("db", *dbs, harness.Databases); err != nil {
 		return nil, err
 	}
+	if cfg.form != "lease" && (cfg.form != "advisory" || cfg.roundRobin || slices.Contains(cfg.dbs, "sqlite")) {
+		return nil, errors.New("-form: lease, or advisory without -round-robin and without sqlite")
+	}
 	if cfg.n < 1 || cfg.rounds < 1 || cfg.groups < 1 {
 		return nil, errors.New("-n, -rounds and -groups must be at least 1")
 	}
@@ -63,7 +68,7 @@ func parseFlags(args []string) (*config, error) {
 
 func main() { harness.Main("groups", run) }
 
-// cell is the lease form on one database at one worker count: msgs/s of each round's drain
+// cell is the form on one database at one worker count: msgs/s of each round's drain
 // without and with groups.
 type cell struct {
 	db            string
@@ -97,6 +102,9 @@ func run(ctx context.Context, args []string) error {
 		}
 		fmt.Printf("%-9s %s\n", db, t.Facts(ctx))
 		table := "inbox_bench_groups_" + db
+		if cfg.form != "lease" {
+			table += "_" + cfg.form // its own table: a lease run beside it keeps its own
+		}
 		if err := t.CreateGroupTable(ctx, table); err != nil {
 			t.Close()
 			return err
@@ -116,7 +124,7 @@ func run(ctx context.Context, args []string) error {
 		fmt.Printf("\nThe lease form with the rows in %d FIFO groups, claims spread across the groups (round robin) against the usual order: %d rows per drain, %d rounds, msgs/s median (min–max)\n\n", cfg.groups, cfg.n, cfg.rounds)
 		fmt.Println("| database | workers | " + fmt.Sprint(cfg.groups) + " groups | round robin | round robin/usual (paired) |")
 	} else {
-		fmt.Printf("\nThe lease form with the rows in %d FIFO groups against the same rows without: %d rows per drain, %d rounds, msgs/s median (min–max)\n\n", cfg.groups, cfg.n, cfg.rounds)
+		fmt.Printf("\nThe %s form with the rows in %d FIFO groups against the same rows without: %d rows per drain, %d rounds, msgs/s median (min–max)\n\n", cfg.form, cfg.groups, cfg.n, cfg.rounds)
 		fmt.Println("| database | workers | no groups | " + fmt.Sprint(cfg.groups) + " groups | with/without (paired) |")
 	}
 	fmt.Println("|---|--:|--:|--:|--:|")
@@ -143,7 +151,7 @@ func runCell(ctx context.Context, t *harness.Target, c *cell, table string, cfg 
 			if err := t.SetGroups(ctx, table, cfg.groups); err != nil {
 				return err
 			}
-			d, err := harness.DrainLibrary(ctx, t, harness.Consumer{Form: "lease", Table: table, Workers: c.workers, Batch: 1, Poll: cfg.poll, Groups: groups, RoundRobin: roundRobin}, int64(cfg.n))
+			d, err := harness.DrainLibrary(ctx, t, harness.Consumer{Form: cfg.form, Table: table, Workers: c.workers, Batch: 1, Poll: cfg.poll, Groups: groups, RoundRobin: roundRobin}, int64(cfg.n))
 			if err != nil {
 				return fmt.Errorf("%s, %d workers, groups %v, round robin %v, round %d: %w", c.db, c.workers, groups, roundRobin, r, err)
 			}
