@@ -101,8 +101,8 @@ func TestSettlementsRunBehindTheirWorker(t *testing.T) {
 }
 
 // TestSettlementsRunInTheirWorkerWhereItsHoldIsItsOwn: a delivery that holds a connection, a
-// transactional one, one whose form claims with the settlement, a retry, and a row of a table
-// with concurrency limits settle in their worker, which
+// transactional one, one whose form claims with the settlement, and a retry settle in their
+// worker, which
 // handles nothing more until the settlement returns.
 func TestSettlementsRunInTheirWorkerWhereItsHoldIsItsOwn(t *testing.T) {
 	cases := []struct {
@@ -115,9 +115,6 @@ func TestSettlementsRunInTheirWorkerWhereItsHoldIsItsOwn(t *testing.T) {
 		{"transactional", func(_ *gateForm, c *Config) { c.Transactional = true }, outcome.Ack(), 2},
 		// A retried row is back in the queue before its worker claims again.
 		{"a retry", func(*gateForm, *Config) {}, outcome.Retry(), 2},
-		// A row's concurrency slot is held until its settlement commits: the next claim must
-		// see it free.
-		{"concurrency limits", func(f *gateForm, _ *Config) { f.plan.Described.Limits = LimitsTable }, outcome.Ack(), 2},
 		{"settles and claims", func(f *gateForm, c *Config) {
 			c.Workers = 1 // two would take turns at the claim by timing alone
 			f.plan.SettleAndClaim = settleThenClaim(f)

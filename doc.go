@@ -102,9 +102,7 @@
 //     is still held, so no claim takes it; Run waits for every settlement handed over before it
 //     closes the form. A retry settles in its worker instead, so that its row is back in the
 //     queue, its retry_after written, before the worker claims again: a lone worker still takes
-//     a retried row of the first priority next. So does every row of a table with concurrency
-//     limits (Table.Limits), whose slot stays held until the settlement commits: behind the
-//     worker, its next claim would meet the limit full of its own settled rows.
+//     a retried row of the first priority next.
 //   - With the worker's next claim, in one transaction (the lease form on SQLite outside
 //     transactional mode, whose one writer commits one transaction at a time): a single row's
 //     settlement, when its worker would claim next and no other worker waits for a row or

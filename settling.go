@@ -30,15 +30,10 @@ func ownsNothing(plan Plan, cfg Config, u units) bool {
 }
 
 // settlersBehind is how many settlements may run behind the workers: behindPerWorker for each
-// where units own nothing of their workers, the form does not claim with its settlements and the
-// table has no concurrency limits; otherwise none. A row's concurrency slot is held until its
-// settlement commits (docs/limits.md), so behind the worker the worker's next claim would meet
-// its own row's slot still held wherever the limit is reached, find nothing and idle until the
-// settlement's wake-up: a claim transaction spent per row for nothing (bench/cmd/limits counted
-// 972 of 1,117 claims empty at 8 workers on Postgres). Settled in the worker, the claim that
-// follows sees the slot free.
+// where units own nothing of their workers and the form does not claim with its settlements;
+// otherwise none.
 func settlersBehind(plan Plan, cfg Config, u units, workers int) int {
-	if !ownsNothing(plan, cfg, u) || plan.SettleAndClaim != nil || plan.Described.Limits != "" {
+	if !ownsNothing(plan, cfg, u) || plan.SettleAndClaim != nil {
 		return 0
 	}
 	return behindPerWorker * workers
