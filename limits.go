@@ -52,6 +52,9 @@ type Limit struct {
 // rows under it are in work. Rows in work when a limit is lowered finish; no claim takes
 // another until fewer than the new Max are in work. A limit counts the rows claimed while it
 // is set: rows already in work when a limit is first set are not counted (docs/limits.md).
+// After the write it removes up to 1,000 of the table's slots that no limit needs and no row
+// holds (a cleared limit's, those at or above a lowered limit), never a slot whose holder's lease
+// runs; it fails, saying the limit is written, where that removal fails.
 //
 // It refuses a Max below 1 (pause the queue to stop it: Pause), a scope other than the three,
 // a key with LimitPerQueue or none with the others, LimitPerKind or LimitPerKey where the
@@ -67,8 +70,8 @@ func (c *Client[D]) SetLimit(ctx context.Context, l Limit) error {
 }
 
 // ClearLimit removes the concurrency limit of queue, scope and key: from the commit, claims no
-// longer count its slots. Clearing a limit that is not set changes nothing. It fails as
-// SetLimit does.
+// longer count its slots. Clearing a limit that is not set changes nothing. It removes the
+// slots no limit needs as SetLimit does, and fails as SetLimit does.
 func (c *Client[D]) ClearLimit(ctx context.Context, queue string, scope LimitScope, key string) error {
 	return c.limitsWrite(ctx, "ClearLimit", Limit{Queue: queue, Scope: scope, Key: key}, func(w sqltext.Limits) sqltext.Statement { return w.Clear() })
 }
