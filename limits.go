@@ -2,6 +2,8 @@ package inbox
 
 import (
 	"context"
+	"database/sql"
+	"errors"
 	"time"
 	"unicode/utf8"
 
@@ -134,6 +136,14 @@ const staleSlotsAtOnce = 1000
 // removed by a later call once its holder has finished. No claim needs a removed slot: a slot
 // of a limit set again, or raised, is inserted again when a claim takes its number.
 func (c *Client[D]) dropStaleSlots(ctx context.Context, w sqltext.Limits) error {
+	probe := w.AnySlot()
+	var slot int
+	switch err := c.db.QueryRowContext(ctx, probe.SQL, probe.Bind(nil, &sqltext.Values{Table: c.t.Name})...).Scan(&slot); {
+	case errors.Is(err, sql.ErrNoRows):
+		return nil // no slot rows: an advisory table's slots are locks, and it may have no lease column
+	case err != nil:
+		return err
+	}
 	col, err := c.leaseColumn()
 	if err != nil {
 		return err

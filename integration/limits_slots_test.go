@@ -165,3 +165,25 @@ func TestLimitsSlotDropComparesItsHolder(t *testing.T) {
 		}
 	})
 }
+
+// TestLimitsSetWhereNoSlotIsKept: SetLimit and ClearLimit of a table with no slot rows (as the
+// advisory form's, whose slots are locks) read no lease column for stale slots: they succeed on
+// a description whose lease column the table lacks.
+func TestLimitsSetWhereNoSlotIsKept(t *testing.T) {
+	forEachBackend(t, backends(t, true), func(t *testing.T, b backend) {
+		db := b.openDBs(t, 1, 4)[0]
+		tbl := b.newLimitTable(t, db)
+		tbl.LockedUntil = "no_lease_here"
+		c, err := inbox.NewClient(db, b.dialect, tbl)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx := context.Background()
+		if err := c.SetLimit(ctx, inbox.Limit{Queue: "q", Scope: inbox.LimitPerQueue, Max: 2}); err != nil {
+			t.Errorf("SetLimit: %v", err)
+		}
+		if err := c.ClearLimit(ctx, "q", inbox.LimitPerQueue, ""); err != nil {
+			t.Errorf("ClearLimit: %v", err)
+		}
+	})
+}

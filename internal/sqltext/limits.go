@@ -244,6 +244,15 @@ func (l Lease) NewSlot() Statement {
 	return p.statement(insert)
 }
 
+// AnySlot reads one slot of the job table, if it has any: the probe before Stale, so that a
+// table whose form keeps no slot rows (the advisory form, whose slots are locks, and whose table
+// may have no lease column for Stale to read) is never read for stale slots. It binds the job
+// table's name.
+func (w Limits) AnySlot() Statement {
+	p := w.s.Params()
+	return p.statement("SELECT slot FROM " + SlotsTable + " WHERE table_name = " + p.Next(ArgTable) + " LIMIT 1")
+}
+
 // Stale reads, at most ArgLimit of them, the job table's slots that no claim needs and none
 // holds: the slots of a limit no longer set, or numbered at or above its max_in_work (a
 // lowered limit), whose holder's lease (column lease, quoted) does not run ahead of now. It
