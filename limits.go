@@ -2,6 +2,8 @@ package inbox
 
 import (
 	"context"
+	"database/sql"
+	"errors"
 	"time"
 	"unicode/utf8"
 
@@ -52,6 +54,9 @@ type Limit struct {
 // rows under it are in work. Rows in work when a limit is lowered finish; no claim takes
 // another until fewer than the new Max are in work. A limit counts the rows claimed while it
 // is set: rows already in work when a limit is first set are not counted (docs/limits.md).
+// After the write it removes up to 1,000 of the table's slots that no limit needs and no row
+// holds (a cleared limit's, those at or above a lowered limit), never a slot whose holder's lease
+// runs; it fails, saying the limit is written, where that removal fails.
 //
 // It refuses a Max below 1 (pause the queue to stop it: Pause), a scope other than the three,
 // a key with LimitPerQueue or none with the others, LimitPerKind or LimitPerKey where the
@@ -67,8 +72,8 @@ func (c *Client[D]) SetLimit(ctx context.Context, l Limit) error {
 }
 
 // ClearLimit removes the concurrency limit of queue, scope and key: from the commit, claims no
-// longer count its slots. Clearing a limit that is not set changes nothing. It fails as
-// SetLimit does.
+// longer count its slots. Clearing a limit that is not set changes nothing. It removes the
+// slots no limit needs as SetLimit does, and fails as SetLimit does.
 func (c *Client[D]) ClearLimit(ctx context.Context, queue string, scope LimitScope, key string) error {
 	return c.limitsWrite(ctx, "ClearLimit", Limit{Queue: queue, Scope: scope, Key: key}, func(w sqltext.Limits) sqltext.Statement { return w.Clear() })
 }
@@ -80,13 +85,9 @@ func (c *Client[D]) Limits(ctx context.Context) ([]Limit, error) {
 	if err != nil {
 		return nil, err
 	}
-	lease := c.t.LockedUntil
-	if lease == "" {
-		lease = "locked_until" // the lease form's default column
-	}
-	col, err := c.d.Quote(lease)
+	col, err := c.leaseColumn()
 	if err != nil {
-		return nil, sentinel.Errorf(ErrSchema, "", "table %q, lease column: %v", c.t.Name, err)
+		return nil, err
 	}
 	list := w.List(col)
 	now := c.d.Time(time.Now().UTC().Truncate(time.Microsecond))
@@ -111,6 +112,69 @@ func (c *Client[D]) Limits(ctx context.Context) ([]Limit, error) {
 	return out, nil
 }
 
+// leaseColumn is the lease form's lease column of the table, quoted.
+func (c *Client[D]) leaseColumn() (string, error) {
+	lease := c.t.LockedUntil
+	if lease == "" {
+		lease = "locked_until" // the lease form's default column
+	}
+	col, err := c.d.Quote(lease)
+	if err != nil {
+		return "", sentinel.Errorf(ErrSchema, "", "table %q, lease column: %v", c.t.Name, err)
+	}
+	return col, nil
+}
+
+// staleSlotsAtOnce bounds the slots one SetLimit or ClearLimit removes, one statement each, so
+// that neither takes long after a limit over many keys was cleared; the next call goes on.
+const staleSlotsAtOnce = 1000
+
+// dropStaleSlots removes the table's slots that no limit needs and no row holds: those of
+// limits no longer set, and those at or above a lowered limit, whose holder's lease has run
+// out (sqltext.Limits.Stale), each by a compare-and-set of the holder and token read
+// (sqltext.Limits.Drop), so that a slot a claim took since is kept. A held slot stays, to be
+// removed by a later call once its holder has finished. No claim needs a removed slot: a slot
+// of a limit set again, or raised, is inserted again when a claim takes its number.
+func (c *Client[D]) dropStaleSlots(ctx context.Context, w sqltext.Limits) error {
+	probe := w.AnySlot()
+	var slot int
+	switch err := c.db.QueryRowContext(ctx, probe.SQL, probe.Bind(nil, &sqltext.Values{Table: c.t.Name})...).Scan(&slot); {
+	case errors.Is(err, sql.ErrNoRows):
+		return nil // no slot rows: an advisory table's slots are locks, and it may have no lease column
+	case err != nil:
+		return err
+	}
+	col, err := c.leaseColumn()
+	if err != nil {
+		return err
+	}
+	stale, drop := w.Stale(col), w.Drop()
+	now := c.d.Time(time.Now().UTC().Truncate(time.Microsecond))
+	rows, err := c.db.QueryContext(ctx, stale.SQL, stale.Bind(nil, &sqltext.Values{Table: c.t.Name, Now: now, Limit: staleSlotsAtOnce})...)
+	if err != nil {
+		return err
+	}
+	var found []sqltext.Values
+	for rows.Next() {
+		v := sqltext.Values{Table: c.t.Name, Tokens: make([]any, 1)}
+		if err := rows.Scan(&v.Queue, &v.Scope, &v.LimitKey, &v.Slot, &v.Holder, &v.Tokens[0]); err != nil {
+			rows.Close()
+			return err
+		}
+		found = append(found, v)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return err
+	}
+	for i := range found {
+		if _, err := c.db.ExecContext(ctx, drop.SQL, drop.Bind(nil, &found[i])...); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // limitsWrite checks l's queue, scope and key and runs the statement build makes of the limits
 // table for it (call names the method): on SQLite under this process's writer lock, as
 // publishing does.
@@ -131,6 +195,9 @@ func (c *Client[D]) limitsWrite(ctx context.Context, call string, l Limit, build
 	}
 	if _, err := c.db.ExecContext(ctx, st.SQL, st.Bind(nil, v)...); err != nil {
 		return c.limitsFailed(ctx, call, w, err)
+	}
+	if err := c.dropStaleSlots(ctx, w); err != nil {
+		return sentinel.Errorf(nil, sentinel.Queue(c.t.Name, l.Queue), "%s: the limit is written; removing the slots no limit needs failed (the next SetLimit or ClearLimit tries again): %w", call, err)
 	}
 	if call == "ClearLimit" {
 		wake(c.t.Name) // rows the limit held back may run now

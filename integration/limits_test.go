@@ -271,6 +271,9 @@ func TestLimitsChangedAtRunTime(t *testing.T) {
 		b.setLimit(t, dbs[0], tbl, inbox.LimitPerQueue, "", 1)
 		lowered := time.Now()
 		waitFor(t, 30*time.Second, "30 more rows run", func() bool { return len(h.runs.all()) >= 50 })
+		// The raise commits before SetLimit returns (which then removes the slots no limit
+		// needs): the window of the lowered limit ends when the call begins.
+		raising := time.Now()
 		b.setLimit(t, dbs[0], tbl, inbox.LimitPerQueue, "", 3)
 		raised := time.Now()
 		waitFor(t, time.Minute, "every row processed", func() bool {
@@ -281,7 +284,7 @@ func TestLimitsChangedAtRunTime(t *testing.T) {
 		}
 		all := h.runs.all()
 		for _, r := range all {
-			if r.start.Before(lowered.Add(100*time.Millisecond)) || r.start.After(raised) {
+			if r.start.Before(lowered.Add(100*time.Millisecond)) || r.start.After(raising) {
 				continue
 			}
 			for _, o := range all {

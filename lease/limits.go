@@ -235,8 +235,9 @@ func (b *binding) readLimit(ctx context.Context, tx dialect.Tx, l limitOf, v sql
 // (rows claimed before the limit was lowered, which finish first). Each row tries first a free
 // slot that already names it (so that a row retried and claimed again does not leave a second
 // slot naming it, which would count it twice while it runs), then the free slots in number
-// order, then the numbers below max that have no slot yet; a slot another claim took since the
-// read is passed over for the next.
+// order from id mod max on (candidates), then the lowest numbers below max that have no slot yet
+// (so that a limit keeps about as many slot rows as it ever had rows in work at once); a slot
+// another claim took since the read is passed over for the next.
 func (b *binding) takeSlotsOf(ctx context.Context, tx dialect.Tx, l limitOf, ds []*inbox.Delivery, rows []int, v sqltext.Values) (map[int]bool, error) {
 	max, set, slots, err := b.readLimit(ctx, tx, l, v)
 	if err != nil {
@@ -301,7 +302,10 @@ func (b *binding) takeSlotsOf(ctx context.Context, tx dialect.Tx, l limitOf, ds 
 }
 
 // candidates are the free slots below max that row id may take: the one that names it first,
-// then the others in number order.
+// then the others in number order from id mod max on, wrapping round. Claims side by side (other
+// processes', or one claim's several rows) that read the same free slots thus mostly try
+// different ones first, rather than all the lowest, where all but one would lose the
+// compare-and-set (and on Postgres and MySQL wait for the winner's commit to learn it).
 func candidates(slots []slotSeen, id int64, max int) []slotSeen {
 	var own, others []slotSeen
 	for _, s := range slots {
@@ -313,7 +317,13 @@ func candidates(slots []slotSeen, id int64, max int) []slotSeen {
 			others = append(others, s)
 		}
 	}
-	return append(own, others...)
+	start := int(id % int64(max))
+	if start < 0 {
+		start += max
+	}
+	// others is in number order (ReadSlots' ORDER BY): the first at or above start goes first.
+	i, _ := slices.BinarySearchFunc(others, start, func(s slotSeen, n int) int { return cmp.Compare(s.slot, n) })
+	return append(append(own, others[i:]...), others[:i]...)
 }
 
 // takeOneSlot takes slot s, read free, for row id by a compare-and-set of the holder and token

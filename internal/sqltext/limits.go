@@ -243,3 +243,43 @@ func (l Lease) NewSlot() Statement {
 	}
 	return p.statement(insert)
 }
+
+// AnySlot reads one slot of the job table, if it has any: the probe before Stale, so that a
+// table whose form keeps no slot rows (the advisory form, whose slots are locks, and whose table
+// may have no lease column for Stale to read) is never read for stale slots. It binds the job
+// table's name.
+func (w Limits) AnySlot() Statement {
+	p := w.s.Params()
+	return p.statement("SELECT slot FROM " + SlotsTable + " WHERE table_name = " + p.Next(ArgTable) + " LIMIT 1")
+}
+
+// Stale reads, at most ArgLimit of them, the job table's slots that no claim needs and none
+// holds: the slots of a limit no longer set, or numbered at or above its max_in_work (a
+// lowered limit), whose holder's lease (column lease, quoted) does not run ahead of now. It
+// reads each one's queue, scope, key, number, holder and token, which Drop then compares. It
+// binds the job table's name, now, then the limit.
+func (w Limits) Stale(lease string) Statement {
+	p := w.s.Params()
+	t := w.s.t
+	table := p.Next(ArgTable) // first, in the text's order, for the databases of ? parameters
+	held := "SELECT 1 FROM " + t.Name + " inbox_holder WHERE inbox_holder." + t.ID + " = inbox_slot.holder_id AND inbox_holder." + lease + " >= " + p.Next(ArgNow)
+	needed := "SELECT 1 FROM " + w.s.t.Limits + " inbox_limit WHERE inbox_limit.table_name = inbox_slot.table_name AND inbox_limit.queue = inbox_slot.queue" +
+		" AND inbox_limit.scope = inbox_slot.scope AND inbox_limit.limit_key = inbox_slot.limit_key AND inbox_slot.slot < inbox_limit.max_in_work"
+	return p.statement("SELECT inbox_slot.queue, inbox_slot.scope, inbox_slot.limit_key, inbox_slot.slot, inbox_slot.holder_id, inbox_slot.holder_token FROM " +
+		SlotsTable + " inbox_slot WHERE inbox_slot.table_name = " + table + " AND NOT EXISTS (" + held + ") AND NOT EXISTS (" + needed + ")" +
+		" ORDER BY inbox_slot.queue, inbox_slot.scope, inbox_slot.limit_key, inbox_slot.slot LIMIT " + p.Next(ArgLimit))
+}
+
+// Drop deletes a slot Stale read, where its holder and token are still the ones read: one row
+// deleted, or none where a claim took the slot since. A slot read free whose holder and token
+// have not changed since is still free: a lease that ran out is never extended (andLeaseRuns),
+// and a holder claimed again either took this slot back (a new token) or holds another slot of
+// the limit under its new token, so this one counts it a second time. The comparison is of the
+// slot's own columns, which the DELETE reads at their latest, locked, so a claim's take that
+// commits while it waits is seen. It binds the job table's name, the queue, the scope, the
+// key, the slot, the holder read, then the token read.
+func (w Limits) Drop() Statement {
+	p := w.s.Params()
+	return p.statement("DELETE FROM " + SlotsTable + " WHERE " + w.key(p, "") + " AND slot = " + p.Next(ArgSlot) + " AND holder_id = " +
+		p.Next(ArgHolder) + " AND holder_token = " + p.Next(ArgToken))
+}

@@ -23,5 +23,8 @@ func limitsEntries(c *dialect.Caps, s sqltext.SQL, lease string) []golden.Entry 
 	e.add("set", w.Set())
 	e.add("clear", w.Clear())
 	e.add("list", w.List(lease))
+	e.add("any slot", w.AnySlot())
+	e.add("stale", w.Stale(lease))
+	e.add("drop", w.Drop())
 	return e
 }
