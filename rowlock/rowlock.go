@@ -168,6 +168,7 @@ type Form[D Dialect] struct {
 	// retryAfter where it has a retry_after column; dead where it has a dead_at column.
 	claim, ack, ackUnflushed, retry, retryAfter, dead *stmt.Stmt
 	cancel                                            *stmt.Stmt       // nil where the table has no CancelledAt
+	addGroup                                          *stmt.Stmt       // nil where the table has no GroupKey
 	shape                                             settleplan.Table // what the table records of an outcome, for settleplan
 }
 
@@ -223,7 +224,10 @@ func (f *Form[D]) bind(ctx context.Context, db *sql.DB, q inbox.Binding) error {
 		return err
 	}
 	st.Claiming(q)
-	if err := schema.Verify(ctx, db, f.d, f.t, "", q); err != nil {
+	if err := schema.VerifyHolding(ctx, db, f.d, f.t, q); err != nil {
+		return err
+	}
+	if err := f.checkGroupsTable(ctx, db, q.Name); err != nil {
 		return err
 	}
 	text := st.SQL().RowLock()
@@ -287,13 +291,17 @@ func (f *Form[D]) prepare(ctx context.Context, db *sql.DB, st *stmt.Table, r sql
 	if t.DeadAt != "" {
 		dead = settle(outcome.KindFail)
 	}
-	var cancel *stmt.Stmt
+	var cancel, addGroup *stmt.Stmt
 	if t.CancelledAt != "" {
 		cancel = settle(outcome.KindCancel)
+	}
+	if t.GroupKey != "" {
+		addGroup = prep("group hold row", r.AddGroup())
 	}
 	if err != nil {
 		return err
 	}
+	f.addGroup = addGroup
 	f.claim, f.ack, f.ackUnflushed, f.retry, f.retryAfter, f.dead, f.cancel = claim, ack, ackUnflushed, retry, retryAfter, dead, cancel
 	f.shape = settleplan.Table{
 		ProcessedAt: f.t.ProcessedAt != "", DeadAt: dead != nil, RetryAfter: retryAfter != nil,
@@ -360,6 +368,22 @@ func (f *Form[D]) retrying(ctx context.Context, claim func() error) error {
 // own and holds the rows it returns under one hold, a batch's when size is not 0. It returns
 // none, and rolls back, when no row is due.
 func (f *Form[D]) claimTx(ctx context.Context, claim *stmt.Stmt, size int) ([]*inbox.Delivery, error) {
+	if f.t.GroupKey != "" {
+		return f.claimGrouped(ctx, claim, size)
+	}
+	return f.claimOnce(ctx, size, func(tx dialect.Tx, v *sqltext.Values) ([]*inbox.Delivery, error) {
+		rows, err := claim.QueryIn(ctx, tx, claim.Bind(nil, v)...)
+		if err != nil {
+			return nil, err
+		}
+		return f.st.Scan(rows)
+	})
+}
+
+// claimOnce is claimTx's one claim: it begins the claim's transaction and has pick lock the
+// rows, binding v (the claim's values, with its now); when pick fails or finds none it rolls
+// back.
+func (f *Form[D]) claimOnce(ctx context.Context, size int, pick func(dialect.Tx, *sqltext.Values) ([]*inbox.Delivery, error)) ([]*inbox.Delivery, error) {
 	// database/sql rolls a transaction back when the context it was begun with ends. The hold
 	// must outlive ctx (a consumer may cancel its claim context at shutdown while handlers
 	// finish), so it gets a context of its own, tied to ctx only until the claim is done.
@@ -380,11 +404,7 @@ func (f *Form[D]) claimTx(ctx context.Context, claim *stmt.Stmt, size int) ([]*i
 
 	v := f.claimed
 	v.Now = f.d.Time(f.q.Now())
-	rows, err := claim.QueryIn(ctx, tx, claim.Bind(nil, &v)...)
-	if err != nil {
-		return abandon(err)
-	}
-	ds, err := f.st.Scan(rows)
+	ds, err := pick(tx, &v)
 	if err != nil || len(ds) == 0 {
 		return abandon(err)
 	}
@@ -778,7 +798,7 @@ func (f *Form[D]) Close() error {
 // free frees the prepared statements, once no call uses them.
 func (f *Form[D]) free() error {
 	var errs []error
-	for _, s := range []*stmt.Stmt{f.claim, f.ack, f.ackUnflushed, f.retry, f.retryAfter, f.dead, f.cancel} {
+	for _, s := range []*stmt.Stmt{f.claim, f.ack, f.ackUnflushed, f.retry, f.retryAfter, f.dead, f.cancel, f.addGroup} {
 		errs = append(errs, s.Close())
 	}
 	for _, s := range f.batchClaims {
@@ -787,6 +807,6 @@ func (f *Form[D]) free() error {
 	for _, s := range f.batchSettles {
 		errs = append(errs, s.Close())
 	}
-	f.claim, f.ack, f.ackUnflushed, f.retry, f.retryAfter, f.dead, f.cancel, f.batchClaims, f.batchSettles = nil, nil, nil, nil, nil, nil, nil, nil, nil
+	f.claim, f.ack, f.ackUnflushed, f.retry, f.retryAfter, f.dead, f.cancel, f.addGroup, f.batchClaims, f.batchSettles = nil, nil, nil, nil, nil, nil, nil, nil, nil, nil
 	return errors.Join(errs...)
 }
