@@ -162,7 +162,7 @@ func (c *rlChildren) all() []rlRun {
 
 // rowlockFlowChild is the child: a row lock consumer of the table the environment names, at its
 // backend's default level, whose handler prints when it starts and ends each row and sleeps
-// 5 ms between; it runs until the parent kills it, or for two minutes.
+// 5 ms between (20 ms for the rows of the late-committed groups, l-…); it runs until the parent kills it, or for two minutes.
 func rowlockFlowChild() {
 	fail := func(err error) {
 		fmt.Fprintln(os.Stderr, "rowlock flow child:", err)
@@ -191,11 +191,15 @@ func rowlockFlowChild() {
 	}
 	h := inbox.HandlerFunc(func(ctx context.Context, dl *inbox.Delivery) outcome.Outcome {
 		out.printf("start %d %s %d", dl.ID, key(dl), time.Now().UnixNano())
-		time.Sleep(5 * time.Millisecond)
+		pause := 5 * time.Millisecond
+		if strings.HasPrefix(key(dl), "l-") {
+			pause = 20 * time.Millisecond // long enough for a lower id of its group to commit meanwhile
+		}
+		time.Sleep(pause)
 		out.printf("end %d %s %d", dl.ID, key(dl), time.Now().UnixNano())
 		return outcome.Ack()
 	})
-	cons := inbox.NewConsumer(db, rowlock.New(d, tbl), h, &inbox.Config{Queue: "q", Workers: 4, PollInterval: 20 * time.Millisecond})
+	cons := inbox.NewConsumer(db, rowlock.New(d, tbl), h, &inbox.Config{Queue: "q", Workers: 4, PollInterval: 5 * time.Millisecond})
 	out.printf("ready")
 	go func() {
 		if err := cons.Run(context.Background()); err != nil {
@@ -208,7 +212,7 @@ func rowlockFlowChild() {
 
 // TestRowlockGroupsAcrossProcesses: three child processes, each a row lock consumer of 4
 // workers on its own pool, drain 8 groups of 20 rows published in one commit, 10 rows of no
-// group, and 4 groups of 20 rows that four producers publish meanwhile, each row in a
+// group, and 2 groups of 40 rows that four producers publish meanwhile, each row in a
 // transaction that waits a little before it commits, so that ids commit out of order; one
 // child is SIGKILLed while it holds rows. Within every group the runs (a killed one ending at
 // the kill) never overlap; within the groups published in one commit they go in id order,
@@ -228,7 +232,7 @@ func TestRowlockGroupsAcrossProcesses(t *testing.T) {
 		for p := range producers {
 			wg.Go(func() {
 				for i := range late {
-					g := fmt.Sprintf("l-%d", (p+i)%4)
+					g := fmt.Sprintf("l-%d", (i/3)%2) // the producers publish to one group at a time
 					tx, err := db.Begin()
 					if err != nil {
 						t.Error(err)
@@ -239,11 +243,13 @@ func TestRowlockGroupsAcrossProcesses(t *testing.T) {
 						t.Error(err)
 						return
 					}
-					time.Sleep(time.Duration((p*7+i*3)%5) * 4 * time.Millisecond)
+					time.Sleep(time.Duration((p*7+i*3)%5) * 15 * time.Millisecond)
 					if err := tx.Commit(); err != nil {
 						t.Error(err)
 						return
 					}
+					// Slower than the group drains, so that claims meet the commits' disorder.
+					time.Sleep(time.Duration(100-(p*7+i*3)%5*15) * time.Millisecond)
 				}
 			})
 		}
@@ -256,6 +262,13 @@ func TestRowlockGroupsAcrossProcesses(t *testing.T) {
 		})
 		runs := kids.all()
 		checkRLGroups(t, runs, kids.dead)
+		lateRuns := 0
+		for _, r := range runs {
+			if strings.HasPrefix(r.key, "l-") {
+				lateRuns++
+			}
+		}
+		t.Logf("%d runs of the late-committed groups", lateRuns)
 		total := groups*each + ungrouped + producers*late
 		checkRLOnce(t, runs, kids.dead, total)
 	})

@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"slices"
 
 	"github.com/sqlinbox/inbox"
 	"github.com/sqlinbox/inbox/dialect"
@@ -69,7 +70,7 @@ func (f *Form[D]) claimGrouped(ctx context.Context, claim *stmt.Stmt, size int) 
 		var pass groupPass
 		pick := func(tx dialect.Tx, v *sqltext.Values) ([]*inbox.Delivery, error) {
 			if f.d.Caps().Catalog == dialect.MySQLCatalog {
-				return f.pickByID(ctx, tx, v, n, &pass)
+				return f.pickByID(ctx, tx, v, n, skip, &pass)
 			}
 			return f.pickHeads(ctx, tx, v, claim, n, skip, &pass)
 		}
@@ -133,9 +134,9 @@ const pickPages = 16
 // and locks them one at a time in claim order, each row's group first, then the row by its id,
 // until it holds n, passing over busy and paused groups and rows another transaction holds.
 // A group taken whose row is then gone (settled since the candidates were read) cannot be let
-// go but by a rollback: the claim fails with errGroups, and runs again. So does a claim that met
-// a group without its hold row.
-func (f *Form[D]) pickByID(ctx context.Context, tx dialect.Tx, v *sqltext.Values, n int, pass *groupPass) ([]*inbox.Delivery, error) {
+// go but by a rollback: the claim fails with errGroups, and runs again passing over that row
+// (skip). So does a claim that met a group without its hold row.
+func (f *Form[D]) pickByID(ctx context.Context, tx dialect.Tx, v *sqltext.Values, n int, skip []int64, pass *groupPass) ([]*inbox.Delivery, error) {
 	var ds []*inbox.Delivery
 	lock := f.text.LockRow()
 	for page := range pickPages {
@@ -144,6 +145,9 @@ func (f *Form[D]) pickByID(ctx context.Context, tx dialect.Tx, v *sqltext.Values
 			return nil, err
 		}
 		for _, c := range cands {
+			if slices.Contains(skip, c.id) {
+				continue
+			}
 			if c.group.Valid {
 				held, err := f.lockGroup(ctx, tx, *v, c.group.String)
 				if err != nil {
