@@ -35,9 +35,10 @@ const groupTries = 8
 type groupPass struct {
 	held    []int64
 	missing []string
+	slots   []limit // limits whose slots below the limit lack rows (limits.go)
 }
 
-func (g *groupPass) empty() bool { return len(g.held) == 0 && len(g.missing) == 0 }
+func (g *groupPass) empty() bool { return len(g.held) == 0 && len(g.missing) == 0 && len(g.slots) == 0 }
 
 // errGroups reports that a claim's transaction was rolled back for what its groupPass holds.
 var errGroups = errors.New("inbox: the claim met groups it could not hold")
@@ -66,11 +67,12 @@ func (f *Form[D]) checkGroupsTable(ctx context.Context, db *sql.DB, queue string
 func (f *Form[D]) claimGrouped(ctx context.Context, claim *stmt.Stmt, size int) ([]*inbox.Delivery, error) {
 	n := max(size, 1)
 	var skip []int64
+	full := map[string]bool{} // the limits found full (limits.go)
 	for range groupTries {
 		var pass groupPass
 		pick := func(tx dialect.Tx, v *sqltext.Values) ([]*inbox.Delivery, error) {
-			if f.d.Caps().Catalog == dialect.MySQLCatalog {
-				return f.pickByID(ctx, tx, v, n, skip, &pass)
+			if f.d.Caps().Catalog == dialect.MySQLCatalog || f.t.Limits != "" {
+				return f.pickByID(ctx, tx, v, n, skip, full, &pass)
 			}
 			return f.pickHeads(ctx, tx, v, claim, n, skip, &pass)
 		}
@@ -79,6 +81,9 @@ func (f *Form[D]) claimGrouped(ctx context.Context, claim *stmt.Stmt, size int) 
 			return ds, err
 		}
 		skip = append(skip, pass.held...)
+		if err := f.addSlots(ctx, pass.slots); err != nil {
+			return nil, err
+		}
 		for _, g := range pass.missing {
 			v := f.claimed
 			v.Group = g
@@ -136,7 +141,7 @@ const pickPages = 16
 // A group taken whose row is then gone (settled since the candidates were read) cannot be let
 // go but by a rollback: the claim fails with errGroups, and runs again passing over that row
 // (skip). So does a claim that met a group without its hold row.
-func (f *Form[D]) pickByID(ctx context.Context, tx dialect.Tx, v *sqltext.Values, n int, skip []int64, pass *groupPass) ([]*inbox.Delivery, error) {
+func (f *Form[D]) pickByID(ctx context.Context, tx dialect.Tx, v *sqltext.Values, n int, skip []int64, full map[string]bool, pass *groupPass) ([]*inbox.Delivery, error) {
 	var ds []*inbox.Delivery
 	lock := f.text.LockRow()
 	for page := range pickPages {
@@ -160,6 +165,15 @@ func (f *Form[D]) pickByID(ctx context.Context, tx dialect.Tx, v *sqltext.Values
 					continue
 				}
 			}
+			var ls []limit
+			if f.t.Limits != "" {
+				if ls, err = f.limitsOf(ctx, tx, *v, c.id); err != nil {
+					return nil, err
+				}
+				if fullOf(ls, full) {
+					continue
+				}
+			}
 			w := *v
 			w.IDs = []int64{c.id}
 			d, err := f.st.ScanOne(tx.QueryRowContext(ctx, lock.SQL, lock.Bind(nil, &w)...).Scan)
@@ -171,6 +185,16 @@ func (f *Form[D]) pickByID(ctx context.Context, tx dialect.Tx, v *sqltext.Values
 				continue
 			case err != nil:
 				return nil, err
+			}
+			if len(ls) > 0 {
+				ok, err := f.takeSlots(ctx, tx, *v, c.id, ls, full, pass)
+				if err != nil {
+					return nil, err
+				}
+				if !ok {
+					pass.held = append(pass.held, c.id) // its row and slots are held for nothing
+					return nil, errGroups
+				}
 			}
 			if ds = append(ds, d); len(ds) == n {
 				break

@@ -230,6 +230,9 @@ func (f *Form[D]) bind(ctx context.Context, db *sql.DB, q inbox.Binding) error {
 	if err := f.checkGroupsTable(ctx, db, q.Name); err != nil {
 		return err
 	}
+	if err := f.checkLimitsTables(ctx, db, q.Name); err != nil {
+		return err
+	}
 	text := st.SQL().RowLock()
 	// In transactional mode the ack commits the handler's writes, which are the user's.
 	unflushed := q.UnflushedAcks && !q.Transactional && f.d.Caps().UnflushedCommit != ""
@@ -368,7 +371,7 @@ func (f *Form[D]) retrying(ctx context.Context, claim func() error) error {
 // own and holds the rows it returns under one hold, a batch's when size is not 0. It returns
 // none, and rolls back, when no row is due.
 func (f *Form[D]) claimTx(ctx context.Context, claim *stmt.Stmt, size int) ([]*inbox.Delivery, error) {
-	if f.t.GroupKey != "" {
+	if f.t.GroupKey != "" || f.t.Limits != "" {
 		return f.claimGrouped(ctx, claim, size)
 	}
 	return f.claimOnce(ctx, size, func(tx dialect.Tx, v *sqltext.Values) ([]*inbox.Delivery, error) {

@@ -18,6 +18,9 @@ type RowLock struct {
 // HasGroups reports whether the table has a FIFO group column.
 func (r RowLock) HasGroups() bool { return r.s.HasGroups() }
 
+// HasLimits reports whether the description names a limits table.
+func (r RowLock) HasLimits() bool { return r.s.HasLimits() }
+
 // RowLock returns the row lock form's statements over the table.
 func (s SQL) RowLock() RowLock { return RowLock{s: s} }
 

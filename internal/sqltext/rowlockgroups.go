@@ -105,10 +105,17 @@ const PickPage = 64
 // over by a subquery), which would hold back other groups' heads for as long as the claim's
 // row is in work: the claim then locks the candidates one by one, each by its id (LockRow),
 // after its group (LockGroup). It binds Due's arguments, the table's name, then the queue.
+//
+// Over a table without groups (one with concurrency limits: RowLock.LockSlot) it reads NULL for
+// the group and binds Due's arguments alone.
 func (r RowLock) Candidates(page int) Statement {
 	s, p := r.s, r.s.Params()
 	t := s.t
-	return p.statement("SELECT " + t.Name + "." + t.ID + ", " + t.Name + "." + t.GroupKey + " FROM " + t.Name + " WHERE " + s.Due(p, "") + " AND " + r.groupHead(p) +
+	group, where := "NULL", s.Due(p, "")
+	if s.HasGroups() {
+		group, where = t.Name+"."+t.GroupKey, where+" AND "+r.groupHead(p)
+	}
+	return p.statement("SELECT " + t.Name + "." + t.ID + ", " + group + " FROM " + t.Name + " WHERE " + where +
 		" ORDER BY " + s.Order("") + " LIMIT " + strconv.Itoa(PickPage) + " OFFSET " + strconv.Itoa(page*PickPage))
 }
 

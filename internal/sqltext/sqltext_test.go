@@ -38,7 +38,7 @@ func TestGoldens(t *testing.T) {
 				"limits":      limitsEntries(c, s, lease),
 				"rates":       ratesEntries(s, sh.Table),
 			}
-			if c.SkipLocked && sh.Table.Limits == "" {
+			if c.SkipLocked {
 				forms["rowlock"] = rowLockEntries(c, s.RowLock())
 			}
 			if sh.Table.RetryAfter != "" {
@@ -205,6 +205,14 @@ func rowLockEntries(c *dialect.Caps, r sqltext.RowLock) []golden.Entry {
 			e.add("candidates page 2", r.Candidates(2))
 			e.add("lockRow", r.LockRow())
 		}
+	}
+	if r.HasLimits() {
+		e.add("candidates page 1", r.Candidates(1))
+		e.add("lockRow", r.LockRow())
+		e.add("rowLimits", r.RowLimits())
+		e.add("lockSlot", r.LockSlot())
+		e.add("slotsThere", r.SlotsThere())
+		e.add("addSlot", r.AddSlot())
 	}
 	if c.UnflushedCommit != "" {
 		u := r.Unflushed()

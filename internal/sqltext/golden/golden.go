@@ -243,9 +243,9 @@ func uniqueShape(name string, scope func(*sqltext.Table)) Shape {
 // shape is in every form's files.
 func (sh Shape) Covers(form string) bool {
 	if sh.Table.Limits != "" {
-		// Limits change the lease form's claim and extension, add the limits' statements, and
-		// a limit key column is written by publishing.
-		return form == "lease" || form == "limits" || form == "publish"
+		// Limits change the lease form's claim and extension, add the limits' statements and
+		// the row lock form's, and a limit key column is written by publishing.
+		return form == "lease" || form == "limits" || form == "publish" || form == "rowlock"
 	}
 	switch form {
 	case "lease", "rates":
