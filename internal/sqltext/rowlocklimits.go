@@ -41,7 +41,7 @@ func (r RowLock) RowLimits() Statement {
 }
 
 // slotKey is the predicate of the slots of one limit: it binds the job table's name, the queue
-// (where the table has a queue column; '' otherwise), the scope, then the key.
+// (where the table has a queue column; ” otherwise), the scope, then the key.
 func (r RowLock) slotKey(p *Params) string {
 	queue := "''"
 	table := p.Next(ArgTable)
