@@ -189,6 +189,10 @@ func rowlockFlowChild() {
 		}
 		return "-"
 	}
+	if os.Getenv(rowlockFlowKindEnv) == "limits" {
+		tbl = limitTable(os.Getenv(rowlockFlowTableEnv))
+		key = func(d *inbox.Delivery) string { return runOf(d).kind }
+	}
 	h := inbox.HandlerFunc(func(ctx context.Context, dl *inbox.Delivery) outcome.Outcome {
 		out.printf("start %d %s %d", dl.ID, key(dl), time.Now().UnixNano())
 		pause := 5 * time.Millisecond
