@@ -143,7 +143,6 @@ const pickPages = 16
 // (skip). So does a claim that met a group without its hold row.
 func (f *Form[D]) pickByID(ctx context.Context, tx dialect.Tx, v *sqltext.Values, n int, skip []int64, full map[string]bool, pass *groupPass) ([]*inbox.Delivery, error) {
 	var ds []*inbox.Delivery
-	lock := f.text.LockRow()
 	for page := range pickPages {
 		cands, err := f.candidates(ctx, tx, v, page)
 		if err != nil {
@@ -153,51 +152,14 @@ func (f *Form[D]) pickByID(ctx context.Context, tx dialect.Tx, v *sqltext.Values
 			if slices.Contains(skip, c.id) {
 				continue
 			}
-			if c.group.Valid {
-				held, err := f.lockGroup(ctx, tx, *v, c.group.String)
-				if err != nil {
-					return nil, sentinel.Errorf(nil, sentinel.Row(f.t.Name, c.id), "taking the hold of its group %q: %w", c.group.String, err)
-				}
-				if held == groupMissing {
-					pass.missing = append(pass.missing, c.group.String)
-				}
-				if held != groupTaken {
-					continue
-				}
-			}
-			var ls []limit
-			if f.t.Limits != "" {
-				if ls, err = f.limitsOf(ctx, tx, *v, c.id); err != nil {
-					return nil, err
-				}
-				if fullOf(ls, full) {
-					continue
-				}
-			}
-			w := *v
-			w.IDs = []int64{c.id}
-			d, err := f.st.ScanOne(tx.QueryRowContext(ctx, lock.SQL, lock.Bind(nil, &w)...).Scan)
-			switch {
-			case errors.Is(err, sql.ErrNoRows) && c.group.Valid:
-				pass.held = append(pass.held, c.id) // its group is held by this claim, for nothing
-				return nil, errGroups
-			case errors.Is(err, sql.ErrNoRows):
-				continue
-			case err != nil:
+			d, err := f.takeCandidate(ctx, tx, *v, c, full, pass)
+			if err != nil {
 				return nil, err
 			}
-			if len(ls) > 0 {
-				ok, err := f.takeSlots(ctx, tx, *v, c.id, ls, full, pass)
-				if err != nil {
-					return nil, err
+			if d != nil {
+				if ds = append(ds, d); len(ds) == n {
+					break
 				}
-				if !ok {
-					pass.held = append(pass.held, c.id) // its row and slots are held for nothing
-					return nil, errGroups
-				}
-			}
-			if ds = append(ds, d); len(ds) == n {
-				break
 			}
 		}
 		if len(ds) == n || len(cands) < sqltext.PickPage {
@@ -208,6 +170,56 @@ func (f *Form[D]) pickByID(ctx context.Context, tx dialect.Tx, v *sqltext.Values
 		return nil, errGroups
 	}
 	return ds, nil
+}
+
+// takeCandidate takes candidate c in tx, as pickByID says: its group, then (after a read of its limits,
+// none of which is to be found full) its row by its id, then a slot of each of its limits. It
+// returns the row's delivery, or none where c is passed over; errGroups, saying why in pass,
+// where c leaves a group or a slot held for nothing.
+func (f *Form[D]) takeCandidate(ctx context.Context, tx dialect.Tx, v sqltext.Values, c candidate, full map[string]bool, pass *groupPass) (*inbox.Delivery, error) {
+	if c.group.Valid {
+		held, err := f.lockGroup(ctx, tx, v, c.group.String)
+		if err != nil {
+			return nil, sentinel.Errorf(nil, sentinel.Row(f.t.Name, c.id), "taking the hold of its group %q: %w", c.group.String, err)
+		}
+		if held == groupMissing {
+			pass.missing = append(pass.missing, c.group.String)
+		}
+		if held != groupTaken {
+			return nil, nil
+		}
+	}
+	var ls []limit
+	if f.t.Limits != "" {
+		var err error
+		if ls, err = f.limitsOf(ctx, tx, v, c.id); err != nil || fullOf(ls, full) {
+			return nil, err
+		}
+	}
+	lock := f.text.LockRow()
+	w := v
+	w.IDs = []int64{c.id}
+	d, err := f.st.ScanOne(tx.QueryRowContext(ctx, lock.SQL, lock.Bind(nil, &w)...).Scan)
+	switch {
+	case errors.Is(err, sql.ErrNoRows) && c.group.Valid:
+		pass.held = append(pass.held, c.id) // its group is held by this claim, for nothing
+		return nil, errGroups
+	case errors.Is(err, sql.ErrNoRows):
+		return nil, nil // in work, or settled since the candidates were read
+	case err != nil:
+		return nil, err
+	}
+	if len(ls) > 0 {
+		ok, err := f.takeSlots(ctx, tx, v, c.id, ls, full, pass)
+		if err != nil {
+			return nil, err
+		}
+		if !ok {
+			pass.held = append(pass.held, c.id) // its row and slots are held for nothing
+			return nil, errGroups
+		}
+	}
+	return d, nil
 }
 
 // candidate is a row Candidates read: its id and group.
