@@ -122,3 +122,49 @@ func TestRowlockGroupsPause(t *testing.T) {
 		}
 	})
 }
+
+// TestRowlockGroupsBatch: a batch claim takes the head of each free group and no second row of
+// one; while the batch holds them a second batch takes nothing of those groups; once it
+// settles, the next batch takes each group's next row.
+func TestRowlockGroupsBatch(t *testing.T) {
+	forEachBackend(t, backends(t, false), func(t *testing.T, b backend) {
+		db := b.open(t, 8)
+		tbl := b.newGroupTable(t, db)
+		b.enqueue(t, db, tbl, groupMessages(3, 2, 0)...)
+		f := openForm(t, rowlockGroupForm(b, tbl), db, inbox.Binding{Name: "q"})
+		ctx := context.Background()
+		first, err := f.ClaimBatch(ctx, 10)
+		if err != nil {
+			t.Fatal(err)
+		}
+		seen := map[string]bool{}
+		for _, d := range first {
+			if seen[groupOf(d)] {
+				t.Errorf("the batch holds two rows of group %s: %v", groupOf(d), deliveryIDs(first))
+			}
+			seen[groupOf(d)] = true
+		}
+		if len(first) != 3 {
+			t.Fatalf("the batch claimed %v, want the 3 heads", deliveryIDs(first))
+		}
+		if again, err := f.ClaimBatch(ctx, 10); err != nil || len(again) != 0 {
+			t.Fatalf("a second batch claimed %v (%v) while the first holds every group", deliveryIDs(again), err)
+		}
+		acks := make([]outcome.Outcome, len(first))
+		for i := range acks {
+			acks[i] = outcome.Ack()
+		}
+		if err := f.SettleBatch(ctx, first, acks); err != nil {
+			t.Fatal(err)
+		}
+		next, err := f.ClaimBatch(ctx, 10)
+		if err != nil || len(next) != 3 {
+			t.Fatalf("after the first batch settled claimed %v (%v), want each group's second row", deliveryIDs(next), err)
+		}
+		for i, d := range next {
+			if d.ID <= first[i].ID {
+				t.Errorf("row %d after row %d: not in id order", d.ID, first[i].ID)
+			}
+		}
+	})
+}
