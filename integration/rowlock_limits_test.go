@@ -122,7 +122,7 @@ func TestRowlockLimitsAcrossProcesses(t *testing.T) {
 		tbl := b.newLimitTable(t, db)
 		b.setLimit(t, db, tbl, inbox.LimitPerQueue, "", limit)
 		b.enqueue(t, db, tbl, limitMessages(rows, "a", "")...)
-		kids := startFlowChildren(t, b, "TestRowlockLimitsAcrossProcesses", "limits", tbl, 3)
+		kids := startRLChildren(t, b, "TestRowlockLimitsAcrossProcesses", "limits", tbl, 3)
 		waitFor(t, 30*time.Second, "some rows run", func() bool { return kids.completed() >= 15 })
 		cut := kids.kill(0)
 		killed := kids.dead[0]
@@ -131,7 +131,7 @@ func TestRowlockLimitsAcrossProcesses(t *testing.T) {
 			return b.countRows(t, db, tbl, b.q(t, tbl.ProcessedAt)+" IS NULL") == 0
 		})
 		runs := kids.all()
-		checkFlowOnce(t, runs, kids.dead, rows)
+		checkRLOnce(t, runs, kids.dead, rows)
 		asRuns := make([]run, len(runs))
 		for i, r := range runs {
 			asRuns[i] = run{id: r.id, kind: r.key, start: r.start, end: r.end}

@@ -71,7 +71,7 @@ func (f *Form[D]) claimGrouped(ctx context.Context, claim *stmt.Stmt, size int) 
 	for range groupTries {
 		var pass groupPass
 		pick := func(tx dialect.Tx, v *sqltext.Values) ([]*inbox.Delivery, error) {
-			if f.d.Caps().Catalog == dialect.MySQLCatalog || f.t.Limits != "" {
+			if f.d.Caps().Catalog == dialect.MySQLCatalog || f.t.Limits != "" || f.t.Rates != "" {
 				return f.pickByID(ctx, tx, v, n, skip, full, &pass)
 			}
 			return f.pickHeads(ctx, tx, v, claim, n, skip, &pass)
@@ -216,6 +216,16 @@ func (f *Form[D]) takeCandidate(ctx context.Context, tx dialect.Tx, v sqltext.Va
 		}
 		if !ok {
 			pass.held = append(pass.held, c.id) // its row and slots are held for nothing
+			return nil, errGroups
+		}
+	}
+	if f.t.Rates != "" {
+		ok, err := f.takeStarts(ctx, v, d, full)
+		if err != nil {
+			return nil, err
+		}
+		if !ok {
+			pass.held = append(pass.held, c.id) // its row (and slots) are held for nothing
 			return nil, errGroups
 		}
 	}

@@ -233,6 +233,9 @@ func (f *Form[D]) bind(ctx context.Context, db *sql.DB, q inbox.Binding) error {
 	if err := f.checkLimitsTables(ctx, db, q.Name); err != nil {
 		return err
 	}
+	if err := f.checkRatesTable(ctx, db, q.Name); err != nil {
+		return err
+	}
 	text := st.SQL().RowLock()
 	// In transactional mode the ack commits the handler's writes, which are the user's.
 	unflushed := q.UnflushedAcks && !q.Transactional && f.d.Caps().UnflushedCommit != ""
@@ -371,7 +374,7 @@ func (f *Form[D]) retrying(ctx context.Context, claim func() error) error {
 // own and holds the rows it returns under one hold, a batch's when size is not 0. It returns
 // none, and rolls back, when no row is due.
 func (f *Form[D]) claimTx(ctx context.Context, claim *stmt.Stmt, size int) ([]*inbox.Delivery, error) {
-	if f.t.GroupKey != "" || f.t.Limits != "" {
+	if f.t.GroupKey != "" || f.t.Limits != "" || f.t.Rates != "" {
 		return f.claimGrouped(ctx, claim, size)
 	}
 	return f.claimOnce(ctx, size, func(tx dialect.Tx, v *sqltext.Values) ([]*inbox.Delivery, error) {
@@ -406,7 +409,8 @@ func (f *Form[D]) claimOnce(ctx context.Context, size int, pick func(dialect.Tx,
 	}
 
 	v := f.claimed
-	v.Now = f.d.Time(f.q.Now())
+	now := f.q.Now()
+	v.Now, v.NowUs = f.d.Time(now), now.UnixMicro()
 	ds, err := pick(tx, &v)
 	if err != nil || len(ds) == 0 {
 		return abandon(err)

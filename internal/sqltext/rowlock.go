@@ -21,6 +21,9 @@ func (r RowLock) HasGroups() bool { return r.s.HasGroups() }
 // HasLimits reports whether the description names a limits table.
 func (r RowLock) HasLimits() bool { return r.s.HasLimits() }
 
+// HasRates reports whether the description names a rates table.
+func (r RowLock) HasRates() bool { return r.s.HasRates() }
+
 // RowLock returns the row lock form's statements over the table.
 func (s SQL) RowLock() RowLock { return RowLock{s: s} }
 

@@ -106,14 +106,20 @@ const PickPage = 64
 // row is in work: the claim then locks the candidates one by one, each by its id (LockRow),
 // after its group (LockGroup). It binds Due's arguments, the table's name, then the queue.
 //
-// Over a table without groups (one with concurrency limits: RowLock.LockSlot) it reads NULL for
-// the group and binds Due's arguments alone.
+// Over a table without groups (one with concurrency limits or rates) it reads NULL for the group
+// and binds Due's arguments alone. Where the description names a rates table the rows of a queue
+// or kind over its rate are left out (Rates.free, binding for each rate the table's name, the
+// queue and now in Unix microseconds), by the read's snapshot: a start taken since is found by
+// the take of the start slot (RowLock.TakeStart's caller).
 func (r RowLock) Candidates(page int) Statement {
 	s, p := r.s, r.s.Params()
 	t := s.t
 	group, where := "NULL", s.Due(p, "")
 	if s.HasGroups() {
 		group, where = t.Name+"."+t.GroupKey, where+" AND "+r.groupHead(p)
+	}
+	if s.HasRates() {
+		where += " AND " + s.Rates().free(p)
 	}
 	return p.statement("SELECT " + t.Name + "." + t.ID + ", " + group + " FROM " + t.Name + " WHERE " + where +
 		" ORDER BY " + s.Order("") + " LIMIT " + strconv.Itoa(PickPage) + " OFFSET " + strconv.Itoa(page*PickPage))

@@ -206,6 +206,10 @@ func rowLockEntries(c *dialect.Caps, r sqltext.RowLock) []golden.Entry {
 			e.add("lockRow", r.LockRow())
 		}
 	}
+	if r.HasRates() && !r.HasLimits() {
+		e.add("candidates page 1", r.Candidates(1))
+		e.add("lockRow", r.LockRow())
+	}
 	if r.HasLimits() {
 		e.add("candidates page 1", r.Candidates(1))
 		e.add("lockRow", r.LockRow())

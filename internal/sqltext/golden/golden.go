@@ -238,8 +238,9 @@ func uniqueShape(name string, scope func(*sqltext.Table)) Shape {
 // Covers reports whether the golden files of form cover shape sh: a shape with a pauses table
 // changes only the claims' predicate (its forms' and the next-due wake-up's) and adds the pauses
 // table's statements, so only those forms' files cover it; a shape with limits is the lease
-// form's, the limits' and publishing's only; a shape with a rates table changes only the lease
-// form's claim (the other forms refuse it) and adds the rates table's statements; every other
+// form's, the limits', the row lock form's and publishing's only; a shape with a rates table
+// changes only the lease and row lock forms' claims (the advisory form refuses it) and adds the
+// rates table's statements; every other
 // shape is in every form's files.
 func (sh Shape) Covers(form string) bool {
 	if sh.Table.Limits != "" {
@@ -248,9 +249,9 @@ func (sh Shape) Covers(form string) bool {
 		return form == "lease" || form == "limits" || form == "publish" || form == "rowlock"
 	}
 	switch form {
-	case "lease", "rates":
+	case "lease", "rates", "rowlock":
 		return true
-	case "rowlock", "advisory", "wakeup", "pauses":
+	case "advisory", "wakeup", "pauses":
 		return sh.Table.Rates == ""
 	}
 	return sh.Table.Pauses == "" && sh.Table.Rates == ""
