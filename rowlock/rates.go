@@ -23,15 +23,20 @@ import (
 // row, with the rate remembered as full for the rest of that claim.
 
 // checkRatesTable fails, where the description names a rates table, when the table has FIFO
-// groups too (not built together in this form), or the rates table is missing or lacks a
-// column: ErrSchema naming the statement that creates it.
+// groups too (not built together in this form) or a limit key column (rates per key, which
+// this form does not take yet), or the rates table is missing or lacks a column: ErrSchema
+// naming the statement that creates it.
 func (f *Form[D]) checkRatesTable(ctx context.Context, db *sql.DB, queue string) error {
 	if f.t.Rates == "" {
 		return nil
 	}
 	where := sentinel.Queue(f.t.Name, queue)
-	if f.t.GroupKey != "" {
+	switch {
+	case f.t.GroupKey != "":
 		return sentinel.Errorf(inbox.ErrSchema, where, "rate limits (Rates %q) with FIFO groups (GroupKey %q) are not built in the row lock form yet: leave one of them empty, or hold the table with lease.New", f.t.Rates, f.t.GroupKey)
+	case f.t.LimitKey != "":
+		// A rate per key would go untaken here: refuse rather than admit its rows unthrottled.
+		return sentinel.Errorf(inbox.ErrSchema, where, "rate limits (Rates %q) on a table with a limit key column (LimitKey %q) may hold rates per key, which the row lock form does not take yet: hold the table with lease.New, or leave one of them empty", f.t.Rates, f.t.LimitKey)
 	}
 	q, err := f.t.Quote(f.d)
 	if err != nil {

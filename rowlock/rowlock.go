@@ -55,6 +55,20 @@
 // commit only when every outcome is Ack; otherwise they roll back, the other outcomes settle,
 // and the Acks are retried.
 //
+// # FIFO groups, concurrency limits, rate limits
+//
+// A table with a group key column (inbox.Table.GroupKey), a limits table (Limits) or a rates
+// table (Rates) is claimed as the lease form claims it, with holds that live as the claim's
+// transaction does: a group is held by a lock on its row of inbox_groups, a limit's slot by a
+// lock on its row of inbox_slots, both taken FOR UPDATE SKIP LOCKED in the claim's transaction,
+// so that they end with the row's own lock (settlement, rollback, a killed process). A start
+// slot of a rate is taken in a statement of its own that commits at once, never in that
+// transaction, which would turn the rate into a cap on rows in work. On MySQL and MariaDB, and
+// wherever the table has limits or rates, the claim reads its candidates without a lock and
+// locks them one by one (a locking read there keeps every row it passed over locked). Groups
+// with limits or rates in one table are refused at Open. docs/groups.md, docs/limits.md and
+// docs/rates.md give each guarantee per database.
+//
 // # Behind a pooler
 //
 // With inbox.Config.UnpreparedStatements the form prepares nothing: Open checks each statement
