@@ -249,8 +249,11 @@ func (sh Shape) Covers(form string) bool {
 		return form == "lease" || form == "limits" || form == "publish" || form == "rowlock"
 	}
 	switch form {
-	case "lease", "rates", "rowlock":
+	case "lease", "rates":
 		return true
+	case "rowlock":
+		// The row lock form refuses rates on a table with a limit key (rates per key).
+		return sh.Table.Rates == "" || sh.Table.LimitKey == ""
 	case "advisory", "wakeup", "pauses":
 		return sh.Table.Rates == ""
 	}
