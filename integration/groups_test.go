@@ -17,7 +17,6 @@ import (
 	"github.com/sqlinbox/inbox/internal/sqltext"
 	"github.com/sqlinbox/inbox/lease"
 	"github.com/sqlinbox/inbox/outcome"
-	"github.com/sqlinbox/inbox/rowlock"
 )
 
 // groupTable is deadTable with the lease column named and a FIFO group column, group_key.
@@ -309,23 +308,11 @@ func TestGroupsPublishDoesNotWaitForAHold(t *testing.T) {
 	})
 }
 
-// TestGroupsRefusedOutsideTheLeaseForm: the row lock form refuses a table with a group column at
-// Open, naming the column and lease.New (the advisory form holds groups: advisory_flows_test.go); the lease form refuses one without the
-// holds' table, naming the statement that creates it (on SQLite, whose database is the test's
-// own).
+// TestGroupsRefusedOutsideTheLeaseForm: the lease form refuses a table with a group column
+// without the holds' table, naming the statement that creates it (on SQLite, whose database is
+// the test's own). The row lock and advisory forms hold groups (rowlock_groups_test.go,
+// advisory_flows_test.go).
 func TestGroupsRefusedOutsideTheLeaseForm(t *testing.T) {
-	forEachBackend(t, backends(t, false), func(t *testing.T, b backend) {
-		db := b.open(t, 4)
-		tbl := b.newGroupTable(t, db)
-		for name, f := range map[string]inbox.Form{
-			"rowlock": rowlock.New(b.dialect.(rowlock.Dialect), tbl),
-		} {
-			_, err := f.Open(context.Background(), db, inbox.Binding{Name: "q"})
-			if !errors.Is(err, inbox.ErrSchema) || !strings.Contains(err.Error(), "lease.New") || !strings.Contains(err.Error(), "group_key") {
-				t.Errorf("%s: Open = %v, want ErrSchema naming the group column and lease.New", name, err)
-			}
-		}
-	})
 	forEachBackend(t, onlyBackends(t, "sqlite"), func(t *testing.T, b backend) {
 		db := b.open(t, 4)
 		tbl := b.newTable(t, db, groupTable)

@@ -20,7 +20,6 @@ import (
 	"github.com/sqlinbox/inbox/internal/sqltext"
 	"github.com/sqlinbox/inbox/lease"
 	"github.com/sqlinbox/inbox/outcome"
-	"github.com/sqlinbox/inbox/rowlock"
 )
 
 // limitTable is kindTable with the lease column named, a limit key column (limit_key) and the
@@ -469,8 +468,8 @@ func limitsChild() {
 }
 
 // TestLimitsRefused: a limit of 0 or less, a key longer than MaxLimitKey, a key's limit on a
-// table without the column are refused with clear errors; the row lock form refuses a table
-// with limits at Open; a lease table whose limits tables are missing fails
+// table without the column are refused with clear errors (the row lock and advisory forms hold
+// limits: rowlock_limits_test.go, advisory_flows_test.go); a lease table whose limits tables are missing fails
 // Open with ErrSchema naming the statements that create them.
 func TestLimitsRefused(t *testing.T) {
 	forEachBackend(t, backends(t, true), func(t *testing.T, b backend) {
@@ -492,14 +491,6 @@ func TestLimitsRefused(t *testing.T) {
 		}
 		if err := inbox.Enqueue(ctx, db, b.dialect, tbl, inbox.Message{Queue: "q", LimitKey: long}); !errors.Is(err, inbox.ErrLimitKeyTooLong) {
 			t.Errorf("a message's limit key of %d characters: %v, want ErrLimitKeyTooLong", len(long), err)
-		}
-		if b.name != "sqlite" {
-			// The advisory form holds limits by slot locks (advisory_flows_test.go).
-			var f inbox.Form = rowlock.New(b.dialect.(rowlock.Dialect), tbl)
-			_, err := f.Open(ctx, db, inbox.Binding{Name: "q"})
-			if !errors.Is(err, inbox.ErrSchema) || !strings.Contains(err.Error(), "lease.New") {
-				t.Errorf("a table with limits, opened by %T: %v, want ErrSchema pointing to the lease form", f, err)
-			}
 		}
 		missing := tbl
 		missing.Limits = "inbox_limits_missing"

@@ -14,7 +14,6 @@ import (
 	"github.com/sqlinbox/inbox/dialect"
 	"github.com/sqlinbox/inbox/lease"
 	"github.com/sqlinbox/inbox/outcome"
-	"github.com/sqlinbox/inbox/rowlock"
 )
 
 // rateTable is kindTable with the lease column named and the rates table, inbox_rates.
@@ -235,9 +234,9 @@ func TestRatesChangeAtRunTime(t *testing.T) {
 
 // TestRatesBadInputAndOtherForms: a rate of 0 or fewer starts, or of an interval under a
 // microsecond, is refused, naming the queue; a kind's rate where the table has no kind column
-// and a rates table the description does not name are refused (ErrSchema). The row lock form
-// refuses a table with rates at Open, naming lease.New (the advisory form takes start slots:
-// advisory_flows_test.go); the lease form refuses one
+// and a rates table the description does not name are refused (ErrSchema). The row lock and
+// advisory forms take start slots (rowlock_rates_test.go, advisory_flows_test.go); the lease
+// form refuses one
 // whose rates table the database lacks, naming the statement that creates it.
 func TestRatesBadInputAndOtherForms(t *testing.T) {
 	forEachBackend(t, backends(t, true), func(t *testing.T, b backend) {
@@ -262,16 +261,6 @@ func TestRatesBadInputAndOtherForms(t *testing.T) {
 			t.Fatal(err)
 		} else if err := c.SetRate(ctx, inbox.Rate{Queue: "q", Starts: 1, Per: time.Second}); !errors.Is(err, inbox.ErrSchema) || !strings.Contains(err.Error(), "inbox.Table.Rates") {
 			t.Errorf("SetRate without a rates table named = %v, want ErrSchema naming inbox.Table.Rates", err)
-		}
-		if b.name != "sqlite" {
-			for name, f := range map[string]inbox.Form{
-				"rowlock": rowlock.New(b.dialect.(rowlock.Dialect), tbl),
-			} {
-				_, err := f.Open(ctx, db, inbox.Binding{Name: "q"})
-				if !errors.Is(err, inbox.ErrSchema) || !strings.Contains(err.Error(), "lease.New") {
-					t.Errorf("%s: Open = %v, want ErrSchema naming lease.New", name, err)
-				}
-			}
 		}
 		missing := tbl
 		missing.Rates = "inbox_rates_missing"

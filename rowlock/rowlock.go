@@ -55,6 +55,20 @@
 // commit only when every outcome is Ack; otherwise they roll back, the other outcomes settle,
 // and the Acks are retried.
 //
+// # FIFO groups, concurrency limits, rate limits
+//
+// A table with a group key column (inbox.Table.GroupKey), a limits table (Limits) or a rates
+// table (Rates) is claimed as the lease form claims it, with holds that live as the claim's
+// transaction does: a group is held by a lock on its row of inbox_groups, a limit's slot by a
+// lock on its row of inbox_slots, both taken FOR UPDATE SKIP LOCKED in the claim's transaction,
+// so that they end with the row's own lock (settlement, rollback, a killed process). A start
+// slot of a rate is taken in a statement of its own that commits at once, never in that
+// transaction, which would turn the rate into a cap on rows in work. On MySQL and MariaDB, and
+// wherever the table has limits or rates, the claim reads its candidates without a lock and
+// locks them one by one (a locking read there keeps every row it passed over locked). Groups
+// with limits or rates in one table are refused at Open. docs/groups.md, docs/limits.md and
+// docs/rates.md give each guarantee per database.
+//
 // # Behind a pooler
 //
 // With inbox.Config.UnpreparedStatements the form prepares nothing: Open checks each statement
@@ -168,6 +182,7 @@ type Form[D Dialect] struct {
 	// retryAfter where it has a retry_after column; dead where it has a dead_at column.
 	claim, ack, ackUnflushed, retry, retryAfter, dead *stmt.Stmt
 	cancel                                            *stmt.Stmt       // nil where the table has no CancelledAt
+	addGroup                                          *stmt.Stmt       // nil where the table has no GroupKey
 	shape                                             settleplan.Table // what the table records of an outcome, for settleplan
 }
 
@@ -223,7 +238,16 @@ func (f *Form[D]) bind(ctx context.Context, db *sql.DB, q inbox.Binding) error {
 		return err
 	}
 	st.Claiming(q)
-	if err := schema.Verify(ctx, db, f.d, f.t, "", q); err != nil {
+	if err := schema.VerifyHolding(ctx, db, f.d, f.t, q); err != nil {
+		return err
+	}
+	if err := f.checkGroupsTable(ctx, db, q.Name); err != nil {
+		return err
+	}
+	if err := f.checkLimitsTables(ctx, db, q.Name); err != nil {
+		return err
+	}
+	if err := f.checkRatesTable(ctx, db, q.Name); err != nil {
 		return err
 	}
 	text := st.SQL().RowLock()
@@ -287,13 +311,17 @@ func (f *Form[D]) prepare(ctx context.Context, db *sql.DB, st *stmt.Table, r sql
 	if t.DeadAt != "" {
 		dead = settle(outcome.KindFail)
 	}
-	var cancel *stmt.Stmt
+	var cancel, addGroup *stmt.Stmt
 	if t.CancelledAt != "" {
 		cancel = settle(outcome.KindCancel)
+	}
+	if t.GroupKey != "" {
+		addGroup = prep("group hold row", r.AddGroup())
 	}
 	if err != nil {
 		return err
 	}
+	f.addGroup = addGroup
 	f.claim, f.ack, f.ackUnflushed, f.retry, f.retryAfter, f.dead, f.cancel = claim, ack, ackUnflushed, retry, retryAfter, dead, cancel
 	f.shape = settleplan.Table{
 		ProcessedAt: f.t.ProcessedAt != "", DeadAt: dead != nil, RetryAfter: retryAfter != nil,
@@ -360,6 +388,22 @@ func (f *Form[D]) retrying(ctx context.Context, claim func() error) error {
 // own and holds the rows it returns under one hold, a batch's when size is not 0. It returns
 // none, and rolls back, when no row is due.
 func (f *Form[D]) claimTx(ctx context.Context, claim *stmt.Stmt, size int) ([]*inbox.Delivery, error) {
+	if f.t.GroupKey != "" || f.t.Limits != "" || f.t.Rates != "" {
+		return f.claimGrouped(ctx, claim, size)
+	}
+	return f.claimOnce(ctx, size, func(tx dialect.Tx, v *sqltext.Values) ([]*inbox.Delivery, error) {
+		rows, err := claim.QueryIn(ctx, tx, claim.Bind(nil, v)...)
+		if err != nil {
+			return nil, err
+		}
+		return f.st.Scan(rows)
+	})
+}
+
+// claimOnce is claimTx's one claim: it begins the claim's transaction and has pick lock the
+// rows, binding v (the claim's values, with its now); when pick fails or finds none it rolls
+// back.
+func (f *Form[D]) claimOnce(ctx context.Context, size int, pick func(dialect.Tx, *sqltext.Values) ([]*inbox.Delivery, error)) ([]*inbox.Delivery, error) {
 	// database/sql rolls a transaction back when the context it was begun with ends. The hold
 	// must outlive ctx (a consumer may cancel its claim context at shutdown while handlers
 	// finish), so it gets a context of its own, tied to ctx only until the claim is done.
@@ -379,12 +423,9 @@ func (f *Form[D]) claimTx(ctx context.Context, claim *stmt.Stmt, size int) ([]*i
 	}
 
 	v := f.claimed
-	v.Now = f.d.Time(f.q.Now())
-	rows, err := claim.QueryIn(ctx, tx, claim.Bind(nil, &v)...)
-	if err != nil {
-		return abandon(err)
-	}
-	ds, err := f.st.Scan(rows)
+	now := f.q.Now()
+	v.Now, v.NowUs = f.d.Time(now), now.UnixMicro()
+	ds, err := pick(tx, &v)
 	if err != nil || len(ds) == 0 {
 		return abandon(err)
 	}
@@ -778,7 +819,7 @@ func (f *Form[D]) Close() error {
 // free frees the prepared statements, once no call uses them.
 func (f *Form[D]) free() error {
 	var errs []error
-	for _, s := range []*stmt.Stmt{f.claim, f.ack, f.ackUnflushed, f.retry, f.retryAfter, f.dead, f.cancel} {
+	for _, s := range []*stmt.Stmt{f.claim, f.ack, f.ackUnflushed, f.retry, f.retryAfter, f.dead, f.cancel, f.addGroup} {
 		errs = append(errs, s.Close())
 	}
 	for _, s := range f.batchClaims {
@@ -787,6 +828,6 @@ func (f *Form[D]) free() error {
 	for _, s := range f.batchSettles {
 		errs = append(errs, s.Close())
 	}
-	f.claim, f.ack, f.ackUnflushed, f.retry, f.retryAfter, f.dead, f.cancel, f.batchClaims, f.batchSettles = nil, nil, nil, nil, nil, nil, nil, nil, nil
+	f.claim, f.ack, f.ackUnflushed, f.retry, f.retryAfter, f.dead, f.cancel, f.addGroup, f.batchClaims, f.batchSettles = nil, nil, nil, nil, nil, nil, nil, nil, nil, nil
 	return errors.Join(errs...)
 }

@@ -15,6 +15,15 @@ type RowLock struct {
 	unflushed bool // the settlements carry Caps.UnflushedCommit
 }
 
+// HasGroups reports whether the table has a FIFO group column.
+func (r RowLock) HasGroups() bool { return r.s.HasGroups() }
+
+// HasLimits reports whether the description names a limits table.
+func (r RowLock) HasLimits() bool { return r.s.HasLimits() }
+
+// HasRates reports whether the description names a rates table.
+func (r RowLock) HasRates() bool { return r.s.HasRates() }
+
 // RowLock returns the row lock form's statements over the table.
 func (s SQL) RowLock() RowLock { return RowLock{s: s} }
 
@@ -31,7 +40,14 @@ func (r RowLock) Unflushed() RowLock {
 
 // Claim selects and locks up to n due rows in claim order (the limit is written into the
 // text), passing over the rows other transactions lock. It binds Due's arguments.
+//
+// Over a table of FIFO groups it is ClaimSkipping(n, 0): the row's group follows the Columns,
+// and the claim takes only heads of groups not paused, binding the table's name and the queue
+// after Due's arguments.
 func (r RowLock) Claim(n int) Statement {
+	if r.s.HasGroups() {
+		return r.ClaimSkipping(n, 0)
+	}
 	s, p := r.s, r.s.Params()
 	return p.statement("SELECT " + s.Columns("") + " FROM " + s.t.Name + " WHERE " + s.Due(p, "") +
 		" ORDER BY " + s.Order("") + " LIMIT " + strconv.Itoa(n) + " FOR UPDATE SKIP LOCKED")

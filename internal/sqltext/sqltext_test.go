@@ -38,7 +38,7 @@ func TestGoldens(t *testing.T) {
 				"limits":      limitsEntries(c, s, lease),
 				"rates":       ratesEntries(s, sh.Table),
 			}
-			if c.SkipLocked && sh.Table.GroupKey == "" && sh.Table.Limits == "" {
+			if c.SkipLocked {
 				forms["rowlock"] = rowLockEntries(c, s.RowLock())
 			}
 			if sh.Table.RetryAfter != "" {
@@ -195,6 +195,29 @@ func rowLockEntries(c *dialect.Caps, r sqltext.RowLock) []golden.Entry {
 	}
 	e.add("savepoint", r.Savepoint())
 	e.add("rollbackToSavepoint", r.RollbackToSavepoint())
+	if r.HasGroups() {
+		e.add("claim skipping 2", r.ClaimSkipping(1, 2))
+		e.add("lockGroup", r.LockGroup())
+		e.add("groupSeen", r.GroupSeen())
+		e.add("addGroup", r.AddGroup())
+		if c.Catalog == dialect.MySQLCatalog {
+			e.add("candidates page 0", r.Candidates(0))
+			e.add("candidates page 2", r.Candidates(2))
+			e.add("lockRow", r.LockRow())
+		}
+	}
+	if r.HasRates() && !r.HasLimits() {
+		e.add("candidates page 1", r.Candidates(1))
+		e.add("lockRow", r.LockRow())
+	}
+	if r.HasLimits() {
+		e.add("candidates page 1", r.Candidates(1))
+		e.add("lockRow", r.LockRow())
+		e.add("rowLimits", r.RowLimits())
+		e.add("lockSlot", r.LockSlot())
+		e.add("slotsThere", r.SlotsThere())
+		e.add("addSlot", r.AddSlot())
+	}
 	if c.UnflushedCommit != "" {
 		u := r.Unflushed()
 		e.add("ack unflushed", u.Settle(outcome.KindAck, sqltext.ByID()))

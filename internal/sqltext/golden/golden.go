@@ -238,19 +238,23 @@ func uniqueShape(name string, scope func(*sqltext.Table)) Shape {
 // Covers reports whether the golden files of form cover shape sh: a shape with a pauses table
 // changes only the claims' predicate (its forms' and the next-due wake-up's) and adds the pauses
 // table's statements, so only those forms' files cover it; a shape with limits is the lease
-// form's, the limits' and publishing's only; a shape with a rates table changes only the lease
-// form's claim (the other forms refuse it) and adds the rates table's statements; every other
-// shape is in every form's files.
+// form's, the limits', the row lock form's and publishing's only; a shape with a rates table is
+// in the lease and row lock forms' files (their claims change; the row lock form's but where it
+// has a limit key, which that form refuses) and the rates table's; every other shape is in every
+// form's files.
 func (sh Shape) Covers(form string) bool {
 	if sh.Table.Limits != "" {
-		// Limits change the lease form's claim and extension, add the limits' statements, and
-		// a limit key column is written by publishing.
-		return form == "lease" || form == "limits" || form == "publish"
+		// Limits change the lease form's claim and extension, add the limits' statements and
+		// the row lock form's, and a limit key column is written by publishing.
+		return form == "lease" || form == "limits" || form == "publish" || form == "rowlock"
 	}
 	switch form {
 	case "lease", "rates":
 		return true
-	case "rowlock", "advisory", "wakeup", "pauses":
+	case "rowlock":
+		// The row lock form refuses rates on a table with a limit key (rates per key).
+		return sh.Table.Rates == "" || sh.Table.LimitKey == ""
+	case "advisory", "wakeup", "pauses":
 		return sh.Table.Rates == ""
 	}
 	return sh.Table.Pauses == "" && sh.Table.Rates == ""

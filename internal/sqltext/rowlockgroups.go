@@ -1,0 +1,135 @@
+package sqltext
+
+import (
+	"strconv"
+	"strings"
+
+	"github.com/sqlinbox/inbox/dialect"
+)
+
+// FIFO groups in the row lock form (inbox.Table.GroupKey). A group is held by a row lock on its
+// row of GroupsTable, taken FOR UPDATE SKIP LOCKED in the claim's own transaction (LockGroup),
+// so that the hold lives exactly as long as the lock on the claimed row: the settlement's
+// commit, a rollback, and the end of a crashed process's session release both together. The
+// claim takes only the head of a group (groupHead), so that a busy, blocked or paused group is
+// passed over before the LIMIT; the group's lock, not the head's id, is what excludes a second
+// row of the group in work, since ids are allocated before their rows commit. The form writes
+// holder 0 and the time of the hold row's insertion in the row's holder columns, which the lease
+// form's holds fill: a row lock names no holder in the table.
+
+// ClaimSkipping is Claim over a table of FIFO groups that passes over the rows of skip ids
+// (a row whose group another claim's transaction holds though the row is its group's head in
+// the claim's snapshot: see the form). The row's group key follows the Columns in its select
+// list. It binds Due's arguments, the table's name and the queue (groupHead), then the skipped
+// ids. Only for a table with groups.
+func (r RowLock) ClaimSkipping(n, skip int) Statement {
+	s, p := r.s, r.s.Params()
+	t := s.t
+	where := s.Due(p, "") + " AND " + r.groupHead(p)
+	if skip > 0 {
+		where += " AND " + t.Name + "." + t.ID + " NOT IN (" + p.listOf(ArgID, skip) + ")"
+	}
+	return p.statement("SELECT " + s.Columns("") + ", " + t.Name + "." + t.GroupKey + " FROM " + t.Name + " WHERE " + where +
+		" ORDER BY " + s.Order("") + " LIMIT " + strconv.Itoa(n) + " FOR UPDATE SKIP LOCKED")
+}
+
+// groupHead is the predicate of a row of no group, or of the head of its group (the lowest id
+// of its queue and group neither processed, dead nor cancelled, whatever its due time: a head
+// waiting for its retry blocks its group) whose group is not paused. It binds the table's name,
+// then the queue.
+func (r RowLock) groupHead(p *Params) string {
+	t := r.s.t
+	g := t.Name + "." + t.GroupKey
+	head := []string{"inbox_head." + t.GroupKey + " = " + g}
+	if t.Queue != "" {
+		head = append(head, "inbox_head."+t.Queue+" = "+t.Name+"."+t.Queue)
+	}
+	for _, c := range []string{t.ProcessedAt, t.DeadAt, t.CancelledAt} {
+		if c != "" {
+			head = append(head, "inbox_head."+c+" IS NULL")
+		}
+	}
+	paused := "SELECT 1 FROM " + GroupsTable + " inbox_hold WHERE " + groupKeyOf(p, "inbox_hold", g) + " AND inbox_hold.paused_at IS NOT NULL"
+	return "(" + g + " IS NULL OR (" + t.Name + "." + t.ID + " = (SELECT inbox_head." + t.ID + " FROM " + t.Name + " inbox_head WHERE " + strings.Join(head, " AND ") +
+		" ORDER BY inbox_head." + t.ID + " LIMIT 1) AND NOT EXISTS (" + paused + ")))"
+}
+
+// groupKeyOf is the predicate of alias's hold of group g (an expression) of this table and
+// queue. It binds the table's name, then the queue.
+func groupKeyOf(p *Params, alias, g string) string {
+	return alias + ".table_name = " + p.Next(ArgTable) + " AND " + alias + ".queue = " + p.Next(ArgQueue) + " AND " + alias + ".group_key = " + g
+}
+
+// LockGroup takes, in the claim's transaction, the hold of one group: its row of GroupsTable,
+// locked FOR UPDATE SKIP LOCKED, read with its paused_at. No row: another transaction holds the
+// group, or it has no hold row yet (GroupSeen tells which). It binds the table's name, the
+// queue, then the group.
+func (r RowLock) LockGroup() Statement {
+	p := r.s.Params()
+	return p.statement("SELECT paused_at FROM " + GroupsTable + " WHERE " + groupKeyIs(p, GroupsTable) + " FOR UPDATE SKIP LOCKED")
+}
+
+// GroupSeen reads, without a lock and so without waiting, whether a group has its row in
+// GroupsTable: after LockGroup found none, one row means another transaction holds it. It binds
+// the table's name, the queue, then the group.
+func (r RowLock) GroupSeen() Statement {
+	p := r.s.Params()
+	return p.statement("SELECT 1 FROM " + GroupsTable + " WHERE " + groupKeyIs(p, GroupsTable))
+}
+
+// AddGroup inserts a group's row in GroupsTable, where it has none, in a statement of its own
+// that commits at once, outside any claim's transaction: holder 0 (a row lock names no holder)
+// and the database's clock as its token. On Postgres ON CONFLICT DO NOTHING, which does not
+// wait for a transaction that locks the existing row; on MySQL and MariaDB a plain INSERT, whose
+// duplicate key on PRIMARY means the row is there (an upsert would wait for the lock a claim
+// holds on it). It binds the table's name, the queue, then the group.
+func (r RowLock) AddGroup() Statement {
+	p := r.s.Params()
+	now := databaseNow(r.s.c)
+	insert := "INSERT INTO " + GroupsTable + " (table_name, queue, group_key, holder_id, holder_token) VALUES (" +
+		p.Next(ArgTable) + ", " + p.Next(ArgQueue) + ", " + p.Next(ArgGroup) + ", 0, " + now + ")"
+	if r.s.c.Catalog != dialect.MySQLCatalog {
+		insert += " ON CONFLICT DO NOTHING"
+	}
+	return p.statement(insert)
+}
+
+// PickPage is how many rows a page of Candidates reads.
+const PickPage = 64
+
+// Candidates reads, without locking, the page-th page (from 0) of PickPage rows a claim over
+// a table of FIFO groups may take, in claim order: each row's id, then its group (NULL: none),
+// of rows Due and of no group or the head of a group not paused, the rows in work among them.
+// It is the first step of the claim where a locking read keeps the lock of every row it
+// examined and passed over (MySQL and MariaDB, at read committed too, where the row is passed
+// over by a subquery), which would hold back other groups' heads for as long as the claim's
+// row is in work: the claim then locks the candidates one by one, each by its id (LockRow),
+// after its group (LockGroup). It binds Due's arguments, the table's name, then the queue.
+//
+// Over a table without groups (one with concurrency limits or rates) it reads NULL for the group
+// and binds Due's arguments alone. Where the description names a rates table the rows of a queue
+// or kind over its rate are left out (Rates.free, binding for each rate the table's name, the
+// queue and now in Unix microseconds), by the read's snapshot: a start taken since is found by
+// the take of the start slot (RowLock.TakeStart's caller).
+func (r RowLock) Candidates(page int) Statement {
+	s, p := r.s, r.s.Params()
+	t := s.t
+	group, where := "NULL", s.Due(p, "")
+	if s.HasGroups() {
+		group, where = t.Name+"."+t.GroupKey, where+" AND "+r.groupHead(p)
+	}
+	if s.HasRates() {
+		where += " AND " + s.Rates().free(p)
+	}
+	return p.statement("SELECT " + t.Name + "." + t.ID + ", " + group + " FROM " + t.Name + " WHERE " + where +
+		" ORDER BY " + s.Order("") + " LIMIT " + strconv.Itoa(PickPage) + " OFFSET " + strconv.Itoa(page*PickPage))
+}
+
+// LockRow locks one row that Candidates read, by its id, where it is still due, passing over
+// it where another transaction holds it, and reads its Columns. It binds the id, then Due's
+// arguments.
+func (r RowLock) LockRow() Statement {
+	s, p := r.s, r.s.Params()
+	t := s.t
+	return p.statement("SELECT " + s.Columns("") + " FROM " + t.Name + " WHERE " + t.Name + "." + t.ID + " = " + p.Next(ArgID) + " AND " + s.Due(p, "") + " FOR UPDATE SKIP LOCKED")
+}

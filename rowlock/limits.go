@@ -1,0 +1,155 @@
+package rowlock
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+
+	"github.com/sqlinbox/inbox"
+	"github.com/sqlinbox/inbox/dialect"
+	"github.com/sqlinbox/inbox/internal/sentinel"
+	"github.com/sqlinbox/inbox/internal/sqltext"
+)
+
+// Concurrency limits (inbox.Table.Limits). A row in work under a limit holds one of the limit's
+// slots, a row of inbox_slots numbered below the limit, locked FOR UPDATE SKIP LOCKED in the
+// claim's own transaction (sqltext.RowLock.LockSlot), so that the slot frees exactly when the
+// row's own lock does. The claim reads its candidates without a lock and takes each one's slots
+// (the most specific limit first: key, kind, then queue) before it locks the row by its id
+// (pickByID). A limit found full is remembered for the rest of the Claim, so that the rows
+// under it cost one read each; a candidate whose slots were partly taken when a limit proved
+// full rolls the claim back (a slot once locked is let go only with the transaction) and the
+// claim runs again passing over it. A full queue limit ends the claim.
+
+// limit is one limit a candidate is under.
+type limit struct {
+	scope, key string
+	max        int64
+}
+
+// name is the limit's key in the memo of full limits.
+func (l limit) name() string { return l.scope + "\x00" + l.key }
+
+// checkLimitsTables fails, where the description names a limits table, when the table has FIFO
+// groups too (not built together, as in the lease form), or the limits or slots table is
+// missing or lacks a column: ErrSchema naming the statements that create them.
+func (f *Form[D]) checkLimitsTables(ctx context.Context, db *sql.DB, queue string) error {
+	if f.t.Limits == "" {
+		return nil
+	}
+	where := sentinel.Queue(f.t.Name, queue)
+	if f.t.GroupKey != "" {
+		return sentinel.Errorf(inbox.ErrSchema, where, "FIFO groups (GroupKey %q) and concurrency limits (Limits %q) in one table are not built yet: leave one of them empty", f.t.GroupKey, f.t.Limits)
+	}
+	q, err := f.t.Quote(f.d)
+	if err != nil {
+		return err
+	}
+	w := sqltext.New(f.d.Caps(), sqltext.Table(q)).Limits()
+	for _, check := range []sqltext.Statement{w.Check(), sqltext.CheckSlots()} {
+		rows, err := db.QueryContext(ctx, check.SQL)
+		if err == nil {
+			rows.Close()
+			continue
+		}
+		if ctx.Err() != nil || dialect.ConnectionFailed(err) {
+			return sentinel.Errorf(nil, where, "checking the limits' tables: %w", err)
+		}
+		return sentinel.Errorf(inbox.ErrSchema, where, "concurrency limits (inbox.Table.Limits) need the limits table %s and the slots table %s, which the database refuses (%v): `inbox schema -limits -apply` creates them; or run: %s; %s", f.t.Limits, sqltext.SlotsTable, err, w.Create(), sqltext.CreateSlots(f.d.Caps()))
+	}
+	return nil
+}
+
+// fullOf reports whether one of ls is among the limits found full.
+func fullOf(ls []limit, full map[string]bool) bool {
+	for _, l := range ls {
+		if full[l.name()] {
+			return true
+		}
+	}
+	return false
+}
+
+// takeSlots takes, in tx, a slot of each of ls, the limits of row id, which tx has locked, and
+// reports whether it took them all. A limit found full is added to full; slots without their
+// row are added to pass.slots. Where it took them not all, the claim must roll back: the row's
+// lock and the slots taken are let go only with the transaction.
+func (f *Form[D]) takeSlots(ctx context.Context, tx dialect.Tx, v sqltext.Values, id int64, ls []limit, full map[string]bool, pass *groupPass) (bool, error) {
+	lock, there := f.text.LockSlot(), f.text.SlotsThere()
+	for _, l := range ls {
+		w := v
+		w.Scope, w.LimitKey, w.Limit = l.scope, l.key, l.max
+		took, err := f.lockSlot(ctx, tx, lock, w, l.max, id)
+		if err != nil {
+			return false, sentinel.Errorf(nil, sentinel.Row(f.t.Name, id), "taking a slot of its %s limit %q: %w", l.scope, l.key, err)
+		}
+		if took {
+			continue
+		}
+		var n int64
+		if err := tx.QueryRowContext(ctx, there.SQL, there.Bind(nil, &w)...).Scan(&n); err != nil {
+			return false, sentinel.Errorf(nil, sentinel.Row(f.t.Name, id), "counting the slots of its %s limit %q: %w", l.scope, l.key, err)
+		}
+		if n < l.max {
+			pass.slots = append(pass.slots, l)
+		} else {
+			full[l.name()] = true
+		}
+		return false, nil
+	}
+	return true, nil
+}
+
+// limitsOf reads the limits row id is under, the most specific first.
+func (f *Form[D]) limitsOf(ctx context.Context, tx dialect.Tx, v sqltext.Values, id int64) ([]limit, error) {
+	q := f.text.RowLimits()
+	v.IDs = []int64{id}
+	rows, err := tx.QueryContext(ctx, q.SQL, q.Bind(nil, &v)...)
+	if err != nil {
+		return nil, sentinel.Errorf(nil, sentinel.Row(f.t.Name, id), "reading its concurrency limits: %w", err)
+	}
+	defer rows.Close()
+	var ls []limit
+	for rows.Next() {
+		var l limit
+		if err := rows.Scan(&l.scope, &l.key, &l.max); err != nil {
+			return nil, err
+		}
+		ls = append(ls, l)
+	}
+	return ls, rows.Err()
+}
+
+// addSlots inserts the rows of every slot below each limit of ls that has none, each in a
+// statement of its own that commits at once.
+func (f *Form[D]) addSlots(ctx context.Context, ls []limit) error {
+	add := f.text.AddSlot()
+	for _, l := range ls {
+		for slot := range l.max {
+			v := f.claimed
+			v.Scope, v.LimitKey, v.Slot = l.scope, l.key, slot
+			if _, err := f.db.ExecContext(ctx, add.SQL, add.Bind(nil, &v)...); err != nil && !dialect.DuplicateOn(err, "PRIMARY") {
+				return sentinel.Errorf(nil, sentinel.Queue(f.t.Name, f.q.Name), "adding slot %d of the %s limit %q: %w", slot, l.scope, l.key, err)
+			}
+		}
+	}
+	return nil
+}
+
+// lockSlot takes the first slot below max of w's limit that no other transaction holds, probing
+// them from one that id picks (so that claims of several rows do not all probe slot 0 first),
+// and reports whether it took one.
+func (f *Form[D]) lockSlot(ctx context.Context, tx dialect.Tx, lock sqltext.Statement, w sqltext.Values, max, id int64) (bool, error) {
+	for i := range max {
+		w.Slot = (id + i) % max
+		var slot int64
+		err := tx.QueryRowContext(ctx, lock.SQL, lock.Bind(nil, &w)...).Scan(&slot)
+		if err == nil {
+			return true, nil
+		}
+		if !errors.Is(err, sql.ErrNoRows) {
+			return false, err
+		}
+	}
+	return false, nil
+}
