@@ -166,9 +166,11 @@ func TestLimitsSlotDropComparesItsHolder(t *testing.T) {
 	})
 }
 
-// TestLimitsSetWhereNoSlotIsKept: SetLimit and ClearLimit of a table with no slot rows (as the
-// advisory form's, whose slots are locks) read no lease column for stale slots: they succeed on
-// a description whose lease column the table lacks.
+// TestLimitsSetWhereNoSlotIsKept: SetLimit and ClearLimit of a table with no slot rows the lease
+// form holds (none, as the advisory form's, whose slots are locks; or the row lock form's, which
+// name holder 0 and are held by their row lock) read no lease column for stale slots, and
+// remove none of the row lock form's: they succeed on a description whose lease column the
+// table lacks, and the row lock slot stays.
 func TestLimitsSetWhereNoSlotIsKept(t *testing.T) {
 	forEachBackend(t, backends(t, true), func(t *testing.T, b backend) {
 		db := b.openDBs(t, 1, 4)[0]
@@ -179,11 +181,22 @@ func TestLimitsSetWhereNoSlotIsKept(t *testing.T) {
 			t.Fatal(err)
 		}
 		ctx := context.Background()
-		if err := c.SetLimit(ctx, inbox.Limit{Queue: "q", Scope: inbox.LimitPerQueue, Max: 2}); err != nil {
-			t.Errorf("SetLimit: %v", err)
+		for _, rowLockSlot := range []bool{false, true} {
+			if rowLockSlot {
+				mustExec(t, db, "INSERT INTO inbox_slots (table_name, queue, scope, limit_key, slot, holder_id, holder_token) VALUES ("+b.placeholders(7)+")",
+					tbl.Name, "q", string(inbox.LimitPerQueue), "", 1, 0, b.dialect.Time(time.Now().UTC().Truncate(time.Microsecond)))
+			}
+			if err := c.SetLimit(ctx, inbox.Limit{Queue: "q", Scope: inbox.LimitPerQueue, Max: 1}); err != nil {
+				t.Errorf("SetLimit (a row lock slot there: %v): %v", rowLockSlot, err)
+			}
+			if err := c.ClearLimit(ctx, "q", inbox.LimitPerQueue, ""); err != nil {
+				t.Errorf("ClearLimit (a row lock slot there: %v): %v", rowLockSlot, err)
+			}
 		}
-		if err := c.ClearLimit(ctx, "q", inbox.LimitPerQueue, ""); err != nil {
-			t.Errorf("ClearLimit: %v", err)
+		var n int
+		forRows(t, db, "SELECT COUNT(*) FROM inbox_slots WHERE table_name = "+b.dialect.Placeholder(1), []any{tbl.Name}, func() {}, &n)
+		if n != 1 {
+			t.Errorf("%d slot rows left, want the row lock form's one kept", n)
 		}
 	})
 }

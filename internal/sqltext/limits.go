@@ -244,20 +244,22 @@ func (l Lease) NewSlot() Statement {
 	return p.statement(insert)
 }
 
-// AnySlot reads one slot of the job table, if it has any: the probe before Stale, so that a
-// table whose form keeps no slot rows (the advisory form, whose slots are locks, and whose table
-// may have no lease column for Stale to read) is never read for stale slots. It binds the job
+// AnySlot reads one slot of the job table that the lease form holds by its holder's lease, if it
+// has any: the probe before Stale, so that a table whose form keeps no such slot is never read
+// for stale slots. The advisory form keeps no slot rows (its slots are locks); the row lock
+// form's slot rows name holder 0 and are held by their row lock, which a removal would wait
+// for; and the tables of either may have no lease column for Stale to read. It binds the job
 // table's name.
 func (w Limits) AnySlot() Statement {
 	p := w.s.Params()
-	return p.statement("SELECT slot FROM " + SlotsTable + " WHERE table_name = " + p.Next(ArgTable) + " LIMIT 1")
+	return p.statement("SELECT slot FROM " + SlotsTable + " WHERE table_name = " + p.Next(ArgTable) + " AND holder_id <> 0 LIMIT 1")
 }
 
 // Stale reads, at most ArgLimit of them, the job table's slots that no claim needs and none
-// holds: the slots of a limit no longer set, or numbered at or above its max_in_work (a
-// lowered limit), whose holder's lease (column lease, quoted) does not run ahead of now. It
-// reads each one's queue, scope, key, number, holder and token, which Drop then compares. It
-// binds the job table's name, now, then the limit.
+// holds: the lease form's slots (holder not 0, see AnySlot) of a limit no longer set, or
+// numbered at or above its max_in_work (a lowered limit), whose holder's lease (column lease,
+// quoted) does not run ahead of now. It reads each one's queue, scope, key, number, holder and
+// token, which Drop then compares. It binds the job table's name, now, then the limit.
 func (w Limits) Stale(lease string) Statement {
 	p := w.s.Params()
 	t := w.s.t
@@ -266,7 +268,7 @@ func (w Limits) Stale(lease string) Statement {
 	needed := "SELECT 1 FROM " + w.s.t.Limits + " inbox_limit WHERE inbox_limit.table_name = inbox_slot.table_name AND inbox_limit.queue = inbox_slot.queue" +
 		" AND inbox_limit.scope = inbox_slot.scope AND inbox_limit.limit_key = inbox_slot.limit_key AND inbox_slot.slot < inbox_limit.max_in_work"
 	return p.statement("SELECT inbox_slot.queue, inbox_slot.scope, inbox_slot.limit_key, inbox_slot.slot, inbox_slot.holder_id, inbox_slot.holder_token FROM " +
-		SlotsTable + " inbox_slot WHERE inbox_slot.table_name = " + table + " AND NOT EXISTS (" + held + ") AND NOT EXISTS (" + needed + ")" +
+		SlotsTable + " inbox_slot WHERE inbox_slot.table_name = " + table + " AND inbox_slot.holder_id <> 0 AND NOT EXISTS (" + held + ") AND NOT EXISTS (" + needed + ")" +
 		" ORDER BY inbox_slot.queue, inbox_slot.scope, inbox_slot.limit_key, inbox_slot.slot LIMIT " + p.Next(ArgLimit))
 }
 
