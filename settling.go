@@ -29,22 +29,12 @@ func ownsNothing(plan Plan, cfg Config, u units) bool {
 	return !u.batched() && !plan.HoldsConnection && !cfg.Transactional
 }
 
-// behindPerWorkerInGroups bounds the settlements behind each worker of a table with FIFO
-// groups: a row waiting for its settlement still holds its group (docs/groups.md), so a deep
-// queue of them holds groups no worker is running, and claims find every free head's group
-// held (Postgres, 8 workers, 32 groups: a third of the rate with one settlement behind each
-// worker than with four).
-const behindPerWorkerInGroups = 1
-
 // settlersBehind is how many settlements may run behind the workers: behindPerWorker for each
-// (behindPerWorkerInGroups where the table has FIFO groups) where units own nothing of their
-// workers and the form does not claim with its settlements; otherwise none.
+// where units own nothing of their workers and the form does not claim with its settlements;
+// otherwise none.
 func settlersBehind(plan Plan, cfg Config, u units, workers int) int {
 	if !ownsNothing(plan, cfg, u) || plan.SettleAndClaim != nil {
 		return 0
-	}
-	if plan.Described.GroupKey != "" {
-		return behindPerWorkerInGroups * workers
 	}
 	return behindPerWorker * workers
 }
