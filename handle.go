@@ -105,7 +105,7 @@ func (r *run) settleBehind(ctx context.Context, done func()) {
 }
 
 // settledAs logs what a settlement of u by outs that ended in err leaves to say, and where the
-// table has concurrency limits wakes its consumers in this process.
+// table has concurrency limits or FIFO groups wakes its consumers in this process.
 func (r *run) settledAs(u []*Delivery, outs []outcome.Outcome, err error) {
 	if err == nil && (r.plan.Described.Limits != "" || r.plan.Described.GroupKey != "") {
 		// A settlement frees its rows' concurrency slots (docs/limits.md) and its row's group
