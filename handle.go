@@ -105,11 +105,12 @@ func (r *run) settleBehind(ctx context.Context, done func()) {
 }
 
 // settledAs logs what a settlement of u by outs that ended in err leaves to say, and where the
-// table has concurrency limits wakes its consumers in this process.
+// table has concurrency limits or FIFO groups wakes its consumers in this process.
 func (r *run) settledAs(u []*Delivery, outs []outcome.Outcome, err error) {
-	if err == nil && r.plan.Described.Limits != "" {
-		// A settlement frees its rows' concurrency slots (docs/limits.md): a claim that found
-		// a limit full, and left its workers idle until the next poll, may take a row now.
+	if err == nil && (r.plan.Described.Limits != "" || r.plan.Described.GroupKey != "") {
+		// A settlement frees its rows' concurrency slots (docs/limits.md) and its row's group
+		// (docs/groups.md): a claim that found a limit full, or every head's group held, and
+		// left its workers idle until the next poll, may take a row now.
 		wake(r.plan.Table)
 	}
 	switch {

@@ -62,7 +62,7 @@ func (s SQL) HasGroups() bool { return s.t.GroupKey != "" }
 // entry of the group index, schema.GroupIndex, read by ORDER BY id LIMIT 1, which MariaDB reads
 // as one entry where it would scan the group's pending rows for a MIN) whose group is neither
 // held nor paused (groupHeld). Being in the claim's WHERE, it is decided before the LIMIT. It
-// binds now, the table's name, then the queue.
+// binds the table's name, the queue, then now.
 func (l Lease) groupFree(p *Params) string {
 	t := l.s.t
 	g := t.Name + "." + t.GroupKey
@@ -81,16 +81,20 @@ func (l Lease) groupFree(p *Params) string {
 
 // groupHeld is the query of group g's hold (g an expression) where it keeps the group from a
 // claim: the group is paused, or its holder's lease runs ahead of now, or, where the builder
-// keeps groups blocked (StayBlocked), its holder is dead. It binds now, the table's name, then
-// the queue.
+// keeps groups blocked (StayBlocked), its holder is dead. The holder is read by a scalar
+// subquery on its primary key, once per hold of the table and queue, so that the check costs
+// in groups, not rows: with a join to the holders instead, Postgres hashed the held groups
+// once per claim by a merge join that read the whole primary key (10,000 rows: 6 to 11 ms a
+// claim, against 0.7 to 1.6 ms so). It binds the table's name, the queue, then now.
 func (l Lease) groupHeld(p *Params, g string) string {
 	t := l.s.t
+	key := l.holdKey(p, "inbox_hold", g)
 	busy := "inbox_holder." + l.col + " >= " + p.Next(ArgNow)
 	if l.stayBlocked {
-		busy = "(" + busy + " OR inbox_holder." + t.DeadAt + " IS NOT NULL)"
+		busy += " OR inbox_holder." + t.DeadAt + " IS NOT NULL"
 	}
-	return "SELECT 1 FROM " + GroupsTable + " inbox_hold LEFT JOIN " + t.Name + " inbox_holder ON inbox_holder." + t.ID + " = inbox_hold.holder_id AND " + busy +
-		" WHERE " + l.holdKey(p, "inbox_hold", g) + " AND (inbox_hold.paused_at IS NOT NULL OR inbox_holder." + t.ID + " IS NOT NULL)"
+	holder := "(SELECT " + busy + " FROM " + t.Name + " inbox_holder WHERE inbox_holder." + t.ID + " = inbox_hold.holder_id)"
+	return "SELECT 1 FROM " + GroupsTable + " inbox_hold WHERE " + key + " AND (inbox_hold.paused_at IS NOT NULL OR " + holder + ")"
 }
 
 // StayBlocked returns the builder whose claims keep a group blocked while its hold names a dead

@@ -60,7 +60,7 @@ func (l Lease) Unflushed() Lease {
 // Where the table has groups (Table.GroupKey) a row is claimed only where groupFree says it may be,
 // a predicate of the pick, before its LIMIT. Where the database has UPDATE … FROM the claim
 // also takes each picked row's group (takeInOne) and stamps only the rows of no group and those
-// whose group it took; it binds, after free's now, now, the groups' table name and the queue
+// whose group it took; it binds, after free's now, the groups' table name, the queue and now
 // (groupFree), the table name and the queue again where it spreads claims across groups
 // (claimOrder), then the table name, the queue, the token and now (the take), then the token.
 // Elsewhere the pick reads, after the Columns, each row's group, its hold's holder and token
