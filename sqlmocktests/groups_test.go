@@ -39,7 +39,7 @@ func TestLeaseGroupsClaimOnMariaDB(t *testing.T) {
 	pick := sqlmock.NewRows([]string{"id", "payload", "attempt", "queue", "headers", "group_key", "holder_id", "holder_token"}).
 		AddRow(int64(11), []byte("p"), int64(0), "q", nil, "g1", int64(7), "2026-01-01 00:00:00.000001").
 		AddRow(int64(12), []byte("p"), int64(0), "q", nil, "g0", nil, nil)
-	fx.mock.ExpectQuery(fx.sql("claim")).WithArgs(sh.table.Name, "q", sh.table.Name, "q", fx.c.near(now), "q", fx.c.near(now), fx.c.near(now), sh.table.Name, "q", int64(3)).WillReturnRows(pick)
+	fx.mock.ExpectQuery(fx.sql("claim")).WithArgs(sh.table.Name, "q", sh.table.Name, "q", fx.c.near(now), "q", fx.c.near(now), sh.table.Name, "q", fx.c.near(now), int64(3)).WillReturnRows(pick)
 	fx.mock.ExpectExec(fx.sql("group take of a new hold")).WithArgs(sh.table.Name, "q", "g0", int64(12), tok).
 		WillReturnError(errors.New("Error 1062 (23000): Duplicate entry 'jobs-q-g0' for key 'PRIMARY'"))
 	fx.mock.ExpectExec(fx.sql("group take")).WithArgs(int64(11), sameValue{&token}, sh.table.Name, "q", "g1", int64(7), "2026-01-01 00:00:00.000001").WillReturnResult(changed(1))
