@@ -136,6 +136,11 @@ type Dialect interface {
 // few rows lost to other consumers between the select and the lock do not leave it short.
 const candidateSlack = 4
 
+// fullReadTo bounds how far a claim reads on past candidates under a full limit: each read that
+// passed one over reads eight times as many candidates, up to this many, so that rows of other
+// limits behind up to this many rows of a full one are still claimed (see Claim).
+const fullReadTo = 256
+
 // closeTimeout bounds each lock release Close runs (Close has no context). A release that does
 // not finish in time closes its connection, which releases the lock as well.
 const closeTimeout = 5 * time.Second
@@ -415,12 +420,17 @@ func (f *Form[D]) Claim(ctx context.Context, max int) ([]*inbox.Delivery, error)
 		return nil, err
 	}
 	var out []*inbox.Delivery
-	for round := 0; ; round++ {
-		cands, err := f.selectCandidates(ctx, now, max-len(out)+candidateSlack)
-		var refused bool
+	for round, grow := 0, 1; ; round++ {
+		base := max - len(out) + candidateSlack
+		want := base * grow
+		if grow > 1 && want > fullReadTo {
+			want = fullReadTo
+		}
+		cands, err := f.selectCandidates(ctx, now, want)
+		var refused, passed bool
 		if err == nil {
 			var taken []*inbox.Delivery
-			taken, refused, err = f.takeCandidates(ctx, cands, max-len(out), now, cf)
+			taken, refused, passed, err = f.takeCandidates(ctx, cands, max-len(out), now, cf)
 			out = append(out, taken...)
 		}
 		if err != nil {
@@ -432,20 +442,24 @@ func (f *Form[D]) Claim(ctx context.Context, max int) ([]*inbox.Delivery, error)
 		}
 		// The select passes over held keys, so a lock refused since went to a claim running
 		// beside this one: read again, so that a claim short of rows means no key was free,
-		// not that workers claiming at once tried the same candidates in turn.
-		if len(out) == max || !refused || round == candidateSlack {
+		// not that workers claiming at once tried the same candidates in turn. Slot locks are
+		// not readable in the select, so candidates under a full limit may fill it: read
+		// further, passing over the limits found full, so that a full limit does not hold back
+		// the rows of others behind its own (up to fullReadTo candidates).
+		further := passed && len(cands) == want && want < fullReadTo && !cf.queueFull()
+		if len(out) == max || !(refused || further) || round == candidateSlack {
 			return out, nil
+		}
+		if further {
+			grow *= 8
 		}
 	}
 }
 
 // takeCandidates takes at most max of cands in order, one row per key, and reports whether a
-// lock was refused (a key taken elsewhere since the select).
-func (f *Form[D]) takeCandidates(ctx context.Context, cands []candidate, max int, now any, cf *claimFlows) ([]*inbox.Delivery, bool, error) {
-	var (
-		out     []*inbox.Delivery
-		refused bool
-	)
+// lock was refused (a key taken elsewhere since the select) and whether a candidate was passed
+// over for a limit found full (cf.full), which it then passes over without a round trip.
+func (f *Form[D]) takeCandidates(ctx context.Context, cands []candidate, max int, now any, cf *claimFlows) (out []*inbox.Delivery, refused, passed bool, err error) {
 	tried := map[string]bool{}
 	for _, c := range cands {
 		if len(out) == max {
@@ -456,16 +470,21 @@ func (f *Form[D]) takeCandidates(ctx context.Context, cands []candidate, max int
 			continue
 		}
 		tried[c.key()] = true
+		if cf.fullFor(c) {
+			passed = true
+			continue
+		}
 		d, locked, err := f.take(ctx, c, now, cf)
 		if err != nil {
-			return out, refused, err
+			return out, refused, passed, err
 		}
 		refused = refused || !locked
+		passed = passed || d == nil && cf.fullFor(c)
 		if d != nil {
 			out = append(out, d)
 		}
 	}
-	return out, refused, nil
+	return out, refused, passed, nil
 }
 
 func (f *Form[D]) selectCandidates(ctx context.Context, now any, limit int) ([]candidate, error) {

@@ -140,6 +140,28 @@ type claimFlows struct {
 	keyRates   bool
 	hasKeyRate map[string]bool
 	mine       map[string]bool
+	// full are the limits this claim found with every slot held, whose rows it passes over.
+	full map[limit]bool
+}
+
+// fullFor reports whether a limit that counts c's row was found full in this claim.
+func (cf *claimFlows) fullFor(c candidate) bool {
+	for l := range cf.full {
+		if l.applies(c) {
+			return true
+		}
+	}
+	return false
+}
+
+// queueFull reports whether the queue's own limit was found full: no row of it can start.
+func (cf *claimFlows) queueFull() bool {
+	for l := range cf.full {
+		if l.scope == sqltext.ScopeQueue {
+			return true
+		}
+	}
+	return false
 }
 
 // readFlows reads the limits and rates of the claim's queue.
@@ -237,8 +259,15 @@ func (f *Form[D]) admit(ctx context.Context, conn *sql.Conn, c candidate, cf *cl
 			continue
 		}
 		slot, err := f.takeLimitSlot(ctx, conn, l, cf)
-		if err != nil || slot == "" {
+		if err != nil {
 			return slots, false, err
+		}
+		if slot == "" {
+			if cf.full == nil {
+				cf.full = map[limit]bool{}
+			}
+			cf.full[l] = true
+			return slots, false, nil
 		}
 		slots = append(slots, slot)
 	}

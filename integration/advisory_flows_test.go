@@ -233,6 +233,37 @@ func TestAdvisoryLimitsPerKindAndKey(t *testing.T) {
 	})
 }
 
+// TestAdvisoryFullLimitHoldsBackNoOther: 30 rows of key k (limit 1) lead the queue, 10 rows of
+// no key follow, and one advisory consumer of 8 workers drains them: every row of no key starts
+// before the sixth row of k, although each claim's first candidates are all k's. (Before a
+// claim read on past a full limit, the rows of no key waited until fewer than a claim's
+// candidates of k were left: pg-boss#871's bug, a full key starving the queue.)
+func TestAdvisoryFullLimitHoldsBackNoOther(t *testing.T) {
+	forEachBackend(t, flowBackends(t), func(t *testing.T, b backend) {
+		dbs := b.openDBs(t, 1, 8)
+		tbl := b.newLimitTable(t, dbs[0])
+		b.setLimit(t, dbs[0], tbl, inbox.LimitPerKey, "k", 1)
+		b.enqueue(t, dbs[0], tbl, append(limitMessages(30, "b", "k"), limitMessages(10, "b", "")...)...)
+		h := &recorder{pause: 100 * time.Millisecond}
+		drainTable(t, b, dbs[0], tbl, time.Minute, "every row processed", advisoryConsumers(t, b, dbs, tbl, 8, h)...)
+		var keyed, free []time.Time
+		for _, r := range h.runs.all() {
+			if r.key == "k" {
+				keyed = append(keyed, r.start)
+			} else {
+				free = append(free, r.start)
+			}
+		}
+		slices.SortFunc(keyed, time.Time.Compare)
+		if len(keyed) != 30 || len(free) != 10 {
+			t.Fatalf("%d runs of k and %d of no key, want 30 and 10", len(keyed), len(free))
+		}
+		if last := slices.MaxFunc(free, time.Time.Compare); !last.Before(keyed[5]) {
+			t.Errorf("the last row of no key started %v after the sixth of k: the full limit held it back", last.Sub(keyed[5]))
+		}
+	})
+}
+
 // TestAdvisoryRates: a queue rate of 5 starts per 400 ms, three advisory consumers of 4 workers
 // drain 25 rows: no window of 400 ms holds more than 5 starts (each start's time bounded by its
 // claim's call, wrapped), and every row runs once.
