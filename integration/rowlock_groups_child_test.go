@@ -196,8 +196,11 @@ func rowlockFlowChild() {
 	h := inbox.HandlerFunc(func(ctx context.Context, dl *inbox.Delivery) outcome.Outcome {
 		out.printf("start %d %s %d", dl.ID, key(dl), time.Now().UnixNano())
 		pause := 5 * time.Millisecond
-		if strings.HasPrefix(key(dl), "l-") {
+		switch {
+		case strings.HasPrefix(key(dl), "l-"):
 			pause = 20 * time.Millisecond // long enough for a lower id of its group to commit meanwhile
+		case os.Getenv(rowlockFlowKindEnv) == "limits":
+			pause = 30 * time.Millisecond // long enough for the limit to fill, a claim being slower
 		}
 		time.Sleep(pause)
 		out.printf("end %d %s %d", dl.ID, key(dl), time.Now().UnixNano())
