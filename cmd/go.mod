@@ -6,7 +6,7 @@ require (
 	github.com/glebarez/go-sqlite v1.23.0
 	github.com/go-sql-driver/mysql v1.10.1
 	github.com/jackc/pgx/v5 v5.12.0
-	github.com/sqlinbox/inbox v0.0.0-20261203122749-9f8ba2c128e9
+	github.com/sqlinbox/inbox v0.0.0-20261203150428-c375506d5ee4
 )
 
 require (

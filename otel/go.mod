@@ -4,7 +4,7 @@ go 1.26.0
 
 require (
 	github.com/glebarez/go-sqlite v1.23.0
-	github.com/sqlinbox/inbox v0.0.0-20261203122749-9f8ba2c128e9
+	github.com/sqlinbox/inbox v0.0.0-20261203150428-c375506d5ee4
 	go.opentelemetry.io/otel v1.47.0
 	go.opentelemetry.io/otel/exporters/stdout/stdoutmetric v1.47.0
 	go.opentelemetry.io/otel/exporters/stdout/stdouttrace v1.47.0

@@ -4,7 +4,7 @@ go 1.26
 
 require (
 	github.com/jackc/pgx/v5 v5.12.0
-	github.com/sqlinbox/inbox v0.0.0-20261203122749-9f8ba2c128e9
+	github.com/sqlinbox/inbox v0.0.0-20261203150428-c375506d5ee4
 )
 
 require (
