@@ -3,8 +3,10 @@ package integration
 import (
 	"context"
 	"database/sql"
+	"fmt"
 	"io"
 	"log/slog"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -143,7 +145,13 @@ func (c flowKillCell) checkRuns(t *testing.T, db *sql.DB, tbl inbox.Table, all [
 			lr[i] = run{id: r.id, start: r.start, end: r.end}
 		}
 		if most, at := mostAtOnce(lr, func(run) bool { return true }); most > flowLimit {
-			t.Errorf("%d rows in work at once at %v, over the limit of %d", most, at, flowLimit)
+			var in []string
+			for _, r := range lr {
+				if !r.start.After(at) && r.end.After(at) {
+					in = append(in, fmt.Sprintf("row %d from %s to %s", r.id, r.start.Format("15:04:05.000"), r.end.Format("15:04:05.000")))
+				}
+			}
+			t.Errorf("%d rows in work at once at %v, over the limit of %d: %s", most, at, flowLimit, strings.Join(in, "; "))
 		}
 	}
 	twice := 0
