@@ -414,7 +414,7 @@ func TestAdvisoryFlowsSurviveSIGKILL(t *testing.T) {
 
 // checkGroupRunsAllowingKilled is checkGroupRuns where a row a killed child held runs again (it
 // was not settled): within a group no two runs overlap, and a row's first runs go in id order.
-func checkGroupRunsAllowingKilled(t *testing.T, runs []groupRun) {
+func checkGroupRunsAllowingKilled(t testing.TB, runs []groupRun) {
 	t.Helper()
 	byGroup := map[string][]groupRun{}
 	for _, r := range runs {
