@@ -86,11 +86,11 @@ func flowKillCells(t *testing.T, sessions bool) []flowKillCell {
 
 // The kill matrix's rows and limit.
 const (
-	flowGroups, flowGroupRows = 6, 12 // groups × rows each, under SIGKILL
+	flowGroups, flowGroupRows = 3, 24 // groups × rows each, under SIGKILL; few groups, whose rows are near in claim order
 	flowLimit, flowLimitRows  = 3, 300
 )
 
-// newTable creates the cell's table on db, with its rows: 6 groups of rows (each "g-i/n"),
+// newTable creates the cell's table on db, with its rows: flowGroups groups of rows (each "g-i/n"),
 // or rows of kind a under a queue limit of flowLimit.
 func (c flowKillCell) newTable(t *testing.T, db *sql.DB, groupRows, limitRows int) inbox.Table {
 	t.Helper()
@@ -175,8 +175,8 @@ func (c flowKillCell) checkRuns(t, must testing.TB, db *sql.DB, tbl inbox.Table,
 
 // TestFlowsSurviveSIGKILL: on every form × database × feature of the matrix (flowKillForms),
 // three child processes of 4 workers each consume the table, their handlers telling the parent
-// when each run starts and ends; two are SIGKILLed while they hold rows. With groups (6 groups
-// of 12 rows) the runs of every process, the killed ones' ending at the kill, never overlap
+// when each run starts and ends; two are SIGKILLed while they hold rows. With groups (3 groups
+// of 24 rows) the runs of every process, the killed ones' ending at the kill, never overlap
 // within a group and go in id order; under a queue limit of 3 (300 rows) they never number more
 // than 3 at once, and once the killed children's holds are gone (at once where the server ends
 // their sessions, after their leases in the lease form) the last child runs 3 at once again. The
@@ -245,7 +245,7 @@ const (
 // three consumers of 4 workers, each on a pool of its own, drain the table while every server
 // session of their pools is killed (pg_terminate_backend, KILL CONNECTION) every 200 ms, 15
 // rounds. Handlers run 15 ms, in the test's process, recording each run and counting the runs
-// in work, sampled every 5 ms: with groups (6 groups of 60 rows) no two runs of a group overlap
+// in work, sampled every 5 ms: with groups (3 groups of 60 rows) no two runs of a group overlap
 // and a group's rows go in id order, each sampled group having at most one row in work; under a
 // queue limit of 3 (300 rows) never more than 3 are in work, recorded or sampled. Once the kills
 // stop, every row is processed; a run whose settlement a kill cut off may run again.
