@@ -373,16 +373,22 @@ var flowKillGaps = map[string]string{
 	"lease-postgres-limits": "a claim's slot compare-and-sets wait on each other in a cycle (claims try the free slots from id mod N on, " +
 		"so in different orders) until Postgres's deadlock_timeout (1 s) ends one: the others then commit rows stamped with the lease their " +
 		"claim read the clock for before the wait, 1 s, already run out, so the next claim takes their slots, or the rows themselves, beside them",
-	"advisory-postgres-groups": advisoryKilledSession,
-	"advisory-postgres-limits": advisoryKilledSession,
-	"advisory-mariadb-groups":  advisoryKilledSession,
-	"advisory-mariadb-limits":  advisoryKilledSession,
+	"advisory-postgres-groups": killedSession,
+	"advisory-postgres-limits": killedSession,
+	"advisory-mariadb-groups":  killedSession,
+	"advisory-mariadb-limits":  killedSession,
+	"rowlock-postgres-groups":  killedSession,
+	"rowlock-postgres-limits":  killedSession,
+	"rowlock-mariadb-groups":   killedSession,
+	"rowlock-mariadb-limits":   killedSession,
 }
 
-// advisoryKilledSession is the advisory form's gap under killed connections.
-const advisoryKilledSession = "the advisory form's hold is its session's locks: when the server ends the session the locks go " +
-	"at once, while the handler, in a process that lives on, still runs; nothing tells it (its context is not cancelled), and " +
-	"another claim takes the row again, or its group's next row or its limit's slot, beside it"
+// killedSession is the gap of the forms whose hold is a server session (the advisory form's
+// locks, the row lock form's open transaction) under killed connections.
+const killedSession = "the hold is the delivery's server session (the advisory form's locks, the row lock form's transaction): " +
+	"when the server ends the session the hold goes at once, while the handler, in a process that lives on, still runs; nothing " +
+	"tells it (its context is not cancelled), and another claim takes the row again, or its group's next row or its limit's slot, " +
+	"beside it"
 
 // violations is a testing.TB that collects the errors of a check instead of failing the test.
 type violations struct {
