@@ -256,8 +256,10 @@ const (
 // rounds. Handlers run 15 ms, in the test's process, recording each run and counting the runs
 // in work, sampled every 5 ms: with groups (3 groups of 60 rows) no two runs of a group overlap
 // and a group's rows go in id order, each sampled group having at most one row in work; under a
-// queue limit of 3 (300 rows) never more than 3 are in work, recorded or sampled. Once the kills
-// stop, every row is processed; a run whose settlement a kill cut off may run again.
+// queue limit of 3 (300 rows) never more than 3 are in work, recorded or sampled. Rows are left
+// halfway through the kills (they strike a drain in progress); once the kills stop, every row is
+// processed; a run whose settlement a kill cut off may run again. The cells flowKillGaps names
+// log their violations and skip, unless INBOX_FLOW_KILLS_STRICT=1.
 func TestFlowsSurviveKilledConnections(t *testing.T) {
 	var tests []subtest
 	for _, c := range flowKillCells(t, true) {
@@ -323,14 +325,19 @@ func flowKilledConnectionsCell(t *testing.T, c flowKillCell) {
 	kc := cell{b: c.b, form: c.form}
 	killed := 0
 	tick := time.NewTicker(flowKillEvery)
-	for range flowKillRounds {
+	unprocessed := c.b.q(t, tbl.ProcessedAt) + " IS NULL"
+	halfway := 0 // rows left halfway through the kills
+	for round := range flowKillRounds {
 		<-tick.C
 		for _, hk := range pools {
 			killed += kc.killSessions(t, admin, hk.sessions())
 		}
+		if round == flowKillRounds/2 {
+			halfway = c.b.countRows(t, admin, tbl, unprocessed)
+		}
 	}
 	tick.Stop()
-	left := c.b.countRows(t, admin, tbl, c.b.q(t, tbl.ProcessedAt)+" IS NULL")
+	left := c.b.countRows(t, admin, tbl, unprocessed)
 	c.waitProcessed(t, admin, tbl)
 	most := stop()
 
@@ -352,9 +359,9 @@ func flowKilledConnectionsCell(t *testing.T, c flowKillCell) {
 	if most > flowLimit {
 		check.Errorf("the sampler saw %d rows in work at once, over the limit of %d", most, flowLimit)
 	}
-	t.Logf("%d sessions killed in %d rounds; %d rows left when the kills stopped; %d runs, %d rows ran twice", killed, flowKillRounds, left, len(all), twice)
-	if left == 0 {
-		t.Errorf("every row was processed before the kills stopped: the kills did not strike a drain in progress")
+	t.Logf("%d sessions killed in %d rounds; %d rows left halfway through them, %d when they stopped; %d runs, %d rows ran twice", killed, flowKillRounds, halfway, left, len(all), twice)
+	if halfway == 0 {
+		t.Errorf("every row was processed halfway through the kills: most of them did not strike a drain in progress")
 	}
 	switch {
 	case gap == "" || strict:
