@@ -2,6 +2,7 @@ package integration
 
 import (
 	"bufio"
+	"cmp"
 	"context"
 	"database/sql"
 	"errors"
@@ -341,6 +342,7 @@ const (
 	advisoryFlowDSNEnv   = "INBOX_ADVISORY_FLOW_DSN"
 	advisoryFlowTableEnv = "INBOX_ADVISORY_FLOW_TABLE"
 	advisoryFlowKindEnv  = "INBOX_ADVISORY_FLOW_KIND" // "groups" or "limits"
+	advisoryFlowFormEnv  = "INBOX_ADVISORY_FLOW_FORM" // flowForm's name; unset: "advisory"
 )
 
 // TestAdvisoryFlowsSurviveSIGKILL: three child processes of 4 workers each consume by the advisory
@@ -412,7 +414,7 @@ func TestAdvisoryFlowsSurviveSIGKILL(t *testing.T) {
 
 // checkGroupRunsAllowingKilled is checkGroupRuns where a row a killed child held runs again (it
 // was not settled): within a group no two runs overlap, and a row's first runs go in id order.
-func checkGroupRunsAllowingKilled(t *testing.T, runs []groupRun) {
+func checkGroupRunsAllowingKilled(t testing.TB, runs []groupRun) {
 	t.Helper()
 	byGroup := map[string][]groupRun{}
 	for _, r := range runs {
@@ -449,8 +451,15 @@ type flowChild struct {
 
 func startFlowChild(t *testing.T, b backend, dsn string, tbl inbox.Table, kind string, runs *collector[flowRun]) *flowChild {
 	t.Helper()
+	return startFormChild(t, "advisory", b, dsn, tbl, kind, runs)
+}
+
+// startFormChild starts a child consuming tbl by the form flowForm names (kind: "groups" or
+// "limits"), whose ended runs go to runs.
+func startFormChild(t *testing.T, form string, b backend, dsn string, tbl inbox.Table, kind string, runs *collector[flowRun]) *flowChild {
+	t.Helper()
 	cmd := exec.Command(os.Args[0], "-test.run=^TestAdvisoryFlowsSurviveSIGKILL$", "-test.count=1", "-test.timeout=3m")
-	cmd.Env = append(os.Environ(), advisoryFlowChildEnv+"="+b.name, advisoryFlowDSNEnv+"="+dsn, advisoryFlowTableEnv+"="+tbl.Name, advisoryFlowKindEnv+"="+kind)
+	cmd.Env = append(os.Environ(), advisoryFlowChildEnv+"="+b.name, advisoryFlowDSNEnv+"="+dsn, advisoryFlowTableEnv+"="+tbl.Name, advisoryFlowKindEnv+"="+kind, advisoryFlowFormEnv+"="+form)
 	cmd.Stderr = os.Stderr
 	out, err := cmd.StdoutPipe()
 	if err != nil {
@@ -520,8 +529,9 @@ func (c *flowChild) open() []flowRun {
 	return out
 }
 
-// advisoryFlowChild is the child: an advisory consumer of 4 workers whose handlers print when
-// each run starts and ends ("start id =group unixnano"), running 15 ms, until it is killed.
+// advisoryFlowChild is the child: a consumer of 4 workers, by the advisory form or the one
+// advisoryFlowFormEnv names, whose handlers print when each run starts and ends ("start id
+// =group unixnano"), running 15 ms, until it is killed.
 func advisoryFlowChild() {
 	fail := func(err error) {
 		fmt.Fprintln(os.Stderr, "advisory flow child:", err)
@@ -549,7 +559,8 @@ func advisoryFlowChild() {
 		say("end", d)
 		return outcome.Ack()
 	})
-	cons := inbox.NewConsumer(db, advisory.New(b.dialect.(advisory.Dialect), tbl, nil), h,
+	form := cmp.Or(os.Getenv(advisoryFlowFormEnv), "advisory")
+	cons := inbox.NewConsumer(db, flowForm(form, b, tbl), h,
 		&inbox.Config{Queue: "q", Workers: 4, PollInterval: 20 * time.Millisecond})
 	if err := cons.Run(context.Background()); err != nil {
 		fail(err)
