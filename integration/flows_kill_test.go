@@ -377,9 +377,6 @@ func flowKilledConnectionsCell(t *testing.T, c flowKillCell) {
 // skipped, rather than failed, unless INBOX_FLOW_KILLS_STRICT=1. Remove a cell's entry when its
 // form is fixed; the cell then fails on any violation.
 var flowKillGaps = map[string]string{
-	"lease-postgres-limits": "a claim's slot compare-and-sets wait on each other in a cycle (claims try the free slots from id mod N on, " +
-		"so in different orders) until Postgres's deadlock_timeout (1 s) ends one: the others then commit rows stamped with the lease their " +
-		"claim read the clock for before the wait, 1 s, already run out, so the next claim takes their slots, or the rows themselves, beside them",
 	"advisory-postgres-groups": killedSession,
 	"advisory-postgres-limits": killedSession,
 	"advisory-mariadb-groups":  killedSession,

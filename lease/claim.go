@@ -172,6 +172,13 @@ func (f *Form[D]) claimInTx(ctx context.Context, b *binding, max int, now, token
 	if len(ds) == 0 {
 		return nil, tx.Commit()
 	}
+	if waited := b.q.Now().Sub(now); waited > b.lease/2 {
+		// The claim waited (for a lock, a cut connection) until the lease it would stamp has run
+		// half out or more: its rows' groups and slots would free soon after they start, or
+		// before, and another claim take them beside their handlers. They stay queued instead.
+		b.log.Warn("inbox: a claim took longer than half its lease; its rows stay in the queue for the next claim", "table", f.t.Name, "queue", b.q.Name, "rows", len(ds), "waited", waited, "lease", b.lease)
+		return nil, tx.Rollback()
+	}
 	// The statement takes max ids; a short claim repeats its last id (IN ignores repeats).
 	v.IDs = make([]int64, max)
 	for i := range v.IDs {

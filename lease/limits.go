@@ -302,10 +302,12 @@ func (b *binding) takeSlotsOf(ctx context.Context, tx dialect.Tx, l limitOf, ds 
 }
 
 // candidates are the free slots below max that row id may take: the one that names it first,
-// then the others in number order from id mod max on, wrapping round. Claims side by side (other
-// processes', or one claim's several rows) that read the same free slots thus mostly try
-// different ones first, rather than all the lowest, where all but one would lose the
-// compare-and-set (and on Postgres and MySQL wait for the winner's commit to learn it).
+// then the others in number order. Every claim thus takes the slots of a limit in one order, as
+// it takes the limits themselves in scope and key order, so that no two claims each hold a slot
+// the other's compare-and-set waits for: on Postgres such a cycle waits out deadlock_timeout
+// (1 s) before one claim fails, and the others commit rows whose lease, stamped before the
+// wait, has run out meanwhile (TestFlowsSurviveKilledConnections, lease-postgres-limits).
+// Trying from id mod max on, to spread claims side by side over the slots, made those cycles.
 func candidates(slots []slotSeen, id int64, max int) []slotSeen {
 	var own, others []slotSeen
 	for _, s := range slots {
@@ -317,13 +319,7 @@ func candidates(slots []slotSeen, id int64, max int) []slotSeen {
 			others = append(others, s)
 		}
 	}
-	start := int(id % int64(max))
-	if start < 0 {
-		start += max
-	}
-	// others is in number order (ReadSlots' ORDER BY): the first at or above start goes first.
-	i, _ := slices.BinarySearchFunc(others, start, func(s slotSeen, n int) int { return cmp.Compare(s.slot, n) })
-	return append(append(own, others[i:]...), others[:i]...)
+	return append(own, others...)
 }
 
 // takeOneSlot takes slot s, read free, for row id by a compare-and-set of the holder and token
