@@ -31,7 +31,7 @@ type config struct {
 	form              string
 	workers           []int
 	dbs               []string
-	poll              time.Duration
+	poll, work        time.Duration
 	dsns              map[string]string
 }
 
@@ -45,6 +45,7 @@ func parseFlags(args []string) (*config, error) {
 	dbs := fs.String("db", "postgres,mariadb,sqlite", "databases: postgres, mysql, mariadb, sqlite")
 	fs.BoolVar(&cfg.roundRobin, "round-robin", false, "compare claims spread across the groups (lease.Config.GroupsRoundRobin) with the usual order, both with groups, rather than groups with none")
 	fs.DurationVar(&cfg.poll, "poll", 100*time.Millisecond, "the consumers' PollInterval")
+	fs.DurationVar(&cfg.work, "work", 0, "how long each handler runs (0: it acks at once, so a drain measures the claims and settlements alone)")
 	fs.StringVar(&cfg.form, "form", "lease", "the form: lease, or advisory (group locks; not on SQLite, nor with -round-robin)")
 	harness.DSNFlag(fs, cfg.dsns, harness.Databases)
 	if err := fs.Parse(args); err != nil {
@@ -67,6 +68,14 @@ func parseFlags(args []string) (*config, error) {
 }
 
 func main() { harness.Main("groups", run) }
+
+// handle is the handlers' work: none, or a sleep of cfg.work.
+func (cfg *config) handle() func([]byte) {
+	if cfg.work <= 0 {
+		return nil
+	}
+	return func([]byte) { time.Sleep(cfg.work) }
+}
 
 // cell is the form on one database at one worker count: msgs/s of each round's drain
 // without and with groups.
@@ -151,7 +160,7 @@ func runCell(ctx context.Context, t *harness.Target, c *cell, table string, cfg 
 			if err := t.SetGroups(ctx, table, cfg.groups); err != nil {
 				return err
 			}
-			d, err := harness.DrainLibrary(ctx, t, harness.Consumer{Form: cfg.form, Table: table, Workers: c.workers, Batch: 1, Poll: cfg.poll, Groups: groups, RoundRobin: roundRobin}, int64(cfg.n))
+			d, err := harness.DrainLibrary(ctx, t, harness.Consumer{Form: cfg.form, Table: table, Workers: c.workers, Batch: 1, Poll: cfg.poll, Groups: groups, RoundRobin: roundRobin, Handle: cfg.handle()}, int64(cfg.n))
 			if err != nil {
 				return fmt.Errorf("%s, %d workers, groups %v, round robin %v, round %d: %w", c.db, c.workers, groups, roundRobin, r, err)
 			}
