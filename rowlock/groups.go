@@ -172,11 +172,26 @@ func (f *Form[D]) pickByID(ctx context.Context, tx dialect.Tx, v *sqltext.Values
 	return ds, nil
 }
 
-// takeCandidate takes candidate c in tx, as pickByID says: its group, then (after a read of its limits,
-// none of which is to be found full) its row by its id, then a slot of each of its limits. It
-// returns the row's delivery, or none where c is passed over; errGroups, saying why in pass,
-// where c leaves a group or a slot held for nothing.
+// takeCandidate takes candidate c in tx, as pickByID says. Before it locks anything it reads
+// c's limits and passes c over where one of them, or one of its rates, was found full in this
+// claim: a row held back so costs no lock, and its group's hold is not taken for nothing. Then
+// it takes c's group, its row by its id, a slot of each of its limits and a start slot of each
+// of its rates. It returns the row's delivery, or none where c is passed over; errGroups, saying
+// why in pass, where c leaves a group, a row or a slot held for nothing, which only the claim's
+// rollback lets go: a start refused after the row's lock and its group's hold were taken rolls
+// the claim back, and the claim runs again passing over that row (and, since it is still its
+// group's head, over its group: the group's next row does not run in its place).
 func (f *Form[D]) takeCandidate(ctx context.Context, tx dialect.Tx, v sqltext.Values, c candidate, full map[string]bool, pass *groupPass) (*inbox.Delivery, error) {
+	var ls []limit
+	if f.t.Limits != "" {
+		var err error
+		if ls, err = f.limitsOf(ctx, tx, v, c.id); err != nil || fullOf(ls, full) {
+			return nil, err
+		}
+	}
+	if f.t.Rates != "" && rateFull(c, full) {
+		return nil, nil
+	}
 	if c.group.Valid {
 		held, err := f.lockGroup(ctx, tx, v, c.group.String)
 		if err != nil {
@@ -187,13 +202,6 @@ func (f *Form[D]) takeCandidate(ctx context.Context, tx dialect.Tx, v sqltext.Va
 		}
 		if held != groupTaken {
 			return nil, nil
-		}
-	}
-	var ls []limit
-	if f.t.Limits != "" {
-		var err error
-		if ls, err = f.limitsOf(ctx, tx, v, c.id); err != nil || fullOf(ls, full) {
-			return nil, err
 		}
 	}
 	lock := f.text.LockRow()
@@ -209,33 +217,44 @@ func (f *Form[D]) takeCandidate(ctx context.Context, tx dialect.Tx, v sqltext.Va
 	case err != nil:
 		return nil, err
 	}
-	if len(ls) > 0 {
-		ok, err := f.takeSlots(ctx, tx, v, c.id, ls, full, pass)
-		if err != nil {
-			return nil, err
-		}
-		if !ok {
-			pass.held = append(pass.held, c.id) // its row and slots are held for nothing
-			return nil, errGroups
-		}
-	}
-	if f.t.Rates != "" {
-		ok, err := f.takeStarts(ctx, v, d, full)
-		if err != nil {
-			return nil, err
-		}
-		if !ok {
-			pass.held = append(pass.held, c.id) // its row (and slots) are held for nothing
-			return nil, errGroups
-		}
+	if ok, err := f.takeHolds(ctx, tx, v, c, d, ls, full, pass); err != nil || !ok {
+		return nil, err
 	}
 	return d, nil
 }
 
-// candidate is a row Candidates read: its id and group.
+// takeHolds takes, for candidate c whose row d tx has locked, a slot of each of its limits ls,
+// then a start slot of each of its rates. Where one is refused it fails with errGroups, c in
+// pass.held: the row (its group, its slots) is held for nothing, and the claim must roll back.
+func (f *Form[D]) takeHolds(ctx context.Context, tx dialect.Tx, v sqltext.Values, c candidate, d *inbox.Delivery, ls []limit, full map[string]bool, pass *groupPass) (bool, error) {
+	if len(ls) > 0 {
+		ok, err := f.takeSlots(ctx, tx, v, c.id, ls, full, pass)
+		if err != nil {
+			return false, err
+		}
+		if !ok {
+			pass.held = append(pass.held, c.id) // its row and slots are held for nothing
+			return false, errGroups
+		}
+	}
+	if f.t.Rates != "" {
+		ok, err := f.takeStarts(ctx, v, d, c.key, full)
+		if err != nil {
+			return false, err
+		}
+		if !ok {
+			pass.held = append(pass.held, c.id) // its row (group, slots) are held for nothing
+			return false, errGroups
+		}
+	}
+	return true, nil
+}
+
+// candidate is a row Candidates read: its id, group, and (where the table has rates) its kind
+// and limit key.
 type candidate struct {
-	id    int64
-	group sql.NullString
+	id               int64
+	group, kind, key sql.NullString
 }
 
 // candidates reads the page-th page of candidates.
@@ -249,7 +268,7 @@ func (f *Form[D]) candidates(ctx context.Context, tx dialect.Tx, v *sqltext.Valu
 	var out []candidate
 	for rows.Next() {
 		var c candidate
-		if err := rows.Scan(&c.id, &c.group); err != nil {
+		if err := rows.Scan(&c.id, &c.group, &c.kind, &c.key); err != nil {
 			return nil, err
 		}
 		out = append(out, c)
