@@ -392,3 +392,80 @@ func TestRowlockGroupsWithLimits(t *testing.T) {
 		}
 	})
 }
+
+// scriptedClock answers the times of its script in turn, then its last one for ever.
+type scriptedClock struct {
+	mu     sync.Mutex
+	script []time.Time
+}
+
+func (c *scriptedClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	now := c.script[0]
+	if len(c.script) > 1 {
+		c.script = c.script[1:]
+	}
+	return now
+}
+
+// set replaces the script.
+func (c *scriptedClock) set(script ...time.Time) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.script = script
+}
+
+// TestRowlockRatesRefusedAfterLock: the path where a group's head passed the candidates' read
+// (its rate looked free) and its row and group were locked, and then its start slot was
+// refused. A scripted clock makes it happen at will: the claim reads its candidates 20 s on and
+// takes the start 1 s after the rate's last start. Kind slow has a rate of 1 start per 10 s;
+// group g holds a first slow row (run at once, taking the rate's slot), slow row A, then fast
+// row B; an ungrouped fast row C follows. The claim is
+// refused A's start, rolls back (letting A and g go) and goes on to C, passing over B, which is
+// not g's head: the claim returns C alone, and while C is in work, g's hold and A are free (a
+// second form locks g's hold row; with the refused row passed over without the rollback, g stays
+// held by C's transaction). Once the rate's interval has passed, A runs, then B.
+func TestRowlockRatesRefusedAfterLock(t *testing.T) {
+	forEachBackend(t, backends(t, false), func(t *testing.T, b backend) {
+		db := b.open(t, 8)
+		tbl, client := b.newGroupedTable(t, db, "rates")
+		ctx := context.Background()
+		must(t, "SetRate of kind slow", client.SetRate(ctx, inbox.Rate{Queue: "q", Scope: inbox.LimitPerKind, Key: "slow", Starts: 1, Per: 10 * time.Second}))
+		ids, err := inbox.EnqueueIDs(ctx, db, b.dialect, tbl,
+			inbox.Message{Queue: "q", Kind: "slow", GroupKey: "g"},
+			inbox.Message{Queue: "q", Kind: "slow", GroupKey: "g", Payload: []byte("A")},
+			inbox.Message{Queue: "q", Kind: "fast", GroupKey: "g", Payload: []byte("B")},
+			inbox.Message{Queue: "q", Kind: "fast", Payload: []byte("C")})
+		must(t, "EnqueueIDs", err)
+		first, a, bID, c := ids[0], ids[1], ids[2], ids[3]
+		t0 := time.Now()
+		clock := &scriptedClock{script: []time.Time{t0}}
+		f := openForm(t, rowlockGroupForm(b, tbl), db, inbox.Binding{Name: "q", Clock: clock})
+		// The first row of g, slow, takes the rate's one slot at t0, and its claim adds g's hold
+		// row.
+		if ds := claim(t, f, 1); len(ds) != 1 || ds[0].ID != first {
+			t.Fatalf("claimed %v, want row %d", deliveryIDs(ds), first)
+		} else {
+			settle(t, f, ds[0], outcome.Ack())
+		}
+		// Candidates at t0+20s (the slot looks free), the start at t0+1s (refused), and every
+		// read after at t0+1s (the slot full, so A is left out by the read itself).
+		clock.set(t0.Add(20*time.Second), t0.Add(time.Second))
+		ds := claim(t, f, 1)
+		if len(ds) != 1 || ds[0].ID != c {
+			t.Fatalf("claimed %v, want row %d (C) alone: A (%d) refused its start, B (%d) is not its group's head", deliveryIDs(ds), c, a, bID)
+		}
+		other := openForm(t, rowlockGroupForm(b, tbl), db, inbox.Binding{Name: "q", Clock: clock})
+		clock.set(t0.Add(20 * time.Second))
+		got := claim(t, other, 4)
+		if len(got) != 1 || got[0].ID != a {
+			t.Fatalf("while C is in work, a second form claimed %v, want A (%d): A's lock and g's hold must have gone with the refused claim's rollback", deliveryIDs(got), a)
+		}
+		settle(t, other, got[0], outcome.Ack())
+		settle(t, f, ds[0], outcome.Ack())
+		if after := claim(t, f, 4); len(after) != 1 || after[0].ID != bID {
+			t.Fatalf("after A claimed %v, want B (%d)", deliveryIDs(after), bID)
+		}
+	})
+}
