@@ -63,6 +63,16 @@ func (f timedForm) Claim(ctx context.Context, max int) ([]*inbox.Delivery, error
 	return ds, err
 }
 
+func (f timedForm) ClaimBatch(ctx context.Context, max int) ([]*inbox.Delivery, error) {
+	from := time.Now()
+	ds, err := f.Form.ClaimBatch(ctx, max)
+	to := time.Now()
+	for _, d := range ds {
+		f.spans.add(kindSpan{kind: d.Kind, from: from, to: to})
+	}
+	return ds, err
+}
+
 // spansOf is the spans of kind ("": all).
 func spansOf(spans []kindSpan, kind string) []kindSpan {
 	var of []kindSpan
@@ -467,5 +477,41 @@ func TestRowlockRatesRefusedAfterLock(t *testing.T) {
 		if after := claim(t, f, 4); len(after) != 1 || after[0].ID != bID {
 			t.Fatalf("after A claimed %v, want B (%d)", deliveryIDs(after), bID)
 		}
+	})
+}
+
+// TestRowlockRatesWithGroupsBatch: TestRowlockRatesWithGroups with batch consumers (three, each
+// of 2 workers and batches of up to 4 rows, one transaction each): a batch's claim locks several
+// heads, each its group's, and a start refused to one of them rolls the whole batch's claim back
+// (the starts its other rows took count, unused). Each group's runs go in id order without
+// overlap, slow's rate holds by the claims' spans, and every row runs once.
+func TestRowlockRatesWithGroupsBatch(t *testing.T) {
+	const per = 600 * time.Millisecond
+	forEachBackend(t, backends(t, false), func(t *testing.T, b backend) {
+		dbs := b.openDBs(t, 3, 8)
+		tbl, client := b.newGroupedTable(t, dbs[0], "rates")
+		must(t, "SetRate of kind slow", client.SetRate(context.Background(), inbox.Rate{Queue: "q", Scope: inbox.LimitPerKind, Key: "slow", Starts: 1, Per: per}))
+		msgs := groupedKinds(4, []string{"slow", "fast", "slow", "fast"}, 10)
+		b.enqueue(t, dbs[0], tbl, msgs...)
+		h := &kindRuns{pause: 20 * time.Millisecond, now: map[string]int{}}
+		batch := inbox.BatchHandlerFunc(func(ctx context.Context, ds []*inbox.Delivery) []outcome.Outcome {
+			var wg sync.WaitGroup
+			os := make([]outcome.Outcome, len(ds))
+			for i, d := range ds {
+				wg.Add(1)
+				go func() { defer wg.Done(); os[i] = h.Handle(ctx, d) }()
+			}
+			wg.Wait()
+			return os
+		})
+		var spans collector[kindSpan]
+		var cs []*inbox.Consumer
+		for _, db := range dbs {
+			f := timedForm{rowlock.New(b.dialect.(rowlock.Dialect), tbl), &spans}
+			cs = append(cs, inbox.NewBatchConsumer(db, f, 4, batch, &inbox.Config{Queue: "q", Workers: 2, PollInterval: cellPoll, Logger: testLogger(t)}))
+		}
+		drainTable(t, b, dbs[0], tbl, time.Minute, "every row processed", cs...)
+		checkHeadsBlock(t, h.runs.all(), len(msgs), "slow")
+		checkRateSpans(t, "kind slow", spansOf(spans.all(), "slow"), 1, per)
 	})
 }

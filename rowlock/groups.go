@@ -135,12 +135,15 @@ func (f *Form[D]) pickHeads(ctx context.Context, tx dialect.Tx, v *sqltext.Value
 const pickPages = 16
 
 // pickByID is the claim over groups where a locking read keeps the lock of every row it
-// examined (MySQL, MariaDB): it reads candidates without locking (sqltext.RowLock.Candidates)
+// examined (MySQL, MariaDB), and over limits and rates everywhere: it reads candidates without locking (sqltext.RowLock.Candidates)
 // and locks them one at a time in claim order, each row's group first, then the row by its id,
 // until it holds n, passing over busy and paused groups and rows another transaction holds.
 // A group taken whose row is then gone (settled since the candidates were read) cannot be let
 // go but by a rollback: the claim fails with errGroups, and runs again passing over that row
-// (skip). So does a claim that met a group without its hold row.
+// (skip). So does a claim that met a group without its hold row, and one whose first row was
+// refused a start slot after its lock; a batch's later row refused one stays locked in the
+// batch's transaction, undelivered, its group held, until the batch ends (rolling back would
+// spend the starts of the rows taken before it for nothing).
 func (f *Form[D]) pickByID(ctx context.Context, tx dialect.Tx, v *sqltext.Values, n int, skip []int64, full map[string]bool, pass *groupPass) ([]*inbox.Delivery, error) {
 	var ds []*inbox.Delivery
 	for page := range pickPages {
@@ -153,7 +156,17 @@ func (f *Form[D]) pickByID(ctx context.Context, tx dialect.Tx, v *sqltext.Values
 				continue
 			}
 			d, err := f.takeCandidate(ctx, tx, *v, c, full, pass)
-			if err != nil {
+			switch {
+			case errors.Is(err, errStartRefused) && len(ds) == 0:
+				pass.held = append(pass.held, c.id) // its row (group, slots) are held for nothing
+				return nil, errGroups
+			case errors.Is(err, errStartRefused):
+				// A rollback would let it go, but also the rows taken before it, whose starts
+				// are spent: each interval's slots would go to claims that roll back, and the
+				// rate's rows would never run. It stays locked, its group held, until the batch
+				// ends, undelivered.
+				continue
+			case err != nil:
 				return nil, err
 			}
 			if d != nil {
@@ -243,12 +256,15 @@ func (f *Form[D]) takeHolds(ctx context.Context, tx dialect.Tx, v sqltext.Values
 			return false, err
 		}
 		if !ok {
-			pass.held = append(pass.held, c.id) // its row (group, slots) are held for nothing
-			return false, errGroups
+			return false, errStartRefused
 		}
 	}
 	return true, nil
 }
+
+// errStartRefused reports that a candidate, locked with its group and slots, was refused a start
+// slot: see pickByID.
+var errStartRefused = errors.New("inbox: a start slot refused after the row's lock")
 
 // candidate is a row Candidates read: its id, group, and (where the table has rates) its kind
 // and limit key.

@@ -104,12 +104,16 @@ func (f *Form[D]) takeStarts(ctx context.Context, v sqltext.Values, d *inbox.Del
 		if full[memoFullRate+r.name()] {
 			return false, nil
 		}
-		took, err := f.takeStart(ctx, v, w, r)
+		took, last, err := f.takeStart(ctx, v, w, r)
 		if err != nil {
 			return false, sentinel.Errorf(nil, sentinel.Row(f.t.Name, d.ID), "taking a start slot of its %s rate %q: %w", r.scope, r.key, err)
 		}
-		if !took {
+		if !took || last {
+			// Full now: the later candidates under it, this batch's next rows among them, are
+			// passed over before any lock rather than locked and refused.
 			full[memoFullRate+r.name()] = true
+		}
+		if !took {
 			return false, nil
 		}
 	}
@@ -175,37 +179,42 @@ func (f *Form[D]) queueRates(ctx context.Context, v sqltext.Values, w sqltext.Ra
 	return set, rows.Err()
 }
 
-// takeStart takes the oldest free start slot of rate r: it reads the free slots, oldest first,
-// and writes the claim's time into the first one still free (a compare-and-set), each statement
-// committing at once; it reports whether it took one.
-func (f *Form[D]) takeStart(ctx context.Context, v sqltext.Values, w sqltext.Rates, r limit) (bool, error) {
+// takeStart takes the oldest free start slot of rate r: it reads the free slots, oldest first
+// (at most freeRead), and writes the claim's time into the first one still free (a
+// compare-and-set), each statement committing at once; it reports whether it took one, and
+// whether that was the last free slot it read, of fewer than freeRead: the rate is then full, but
+// for slots another claim was taking as they were read (FreeSlots skips the slots it locks).
+func (f *Form[D]) takeStart(ctx context.Context, v sqltext.Values, w sqltext.Rates, r limit) (took, last bool, err error) {
 	free, take := w.FreeSlots(), w.TakeSlot()
-	v.Scope, v.RateKey, v.Limit = r.scope, r.key, 8
+	v.Scope, v.RateKey, v.Limit = r.scope, r.key, freeRead
 	rows, err := f.db.QueryContext(ctx, free.SQL, free.Bind(nil, &v)...)
 	if err != nil {
-		return false, err
+		return false, false, err
 	}
 	var slots []int64
 	for rows.Next() {
 		var s int64
 		if err := rows.Scan(&s); err != nil {
 			rows.Close()
-			return false, err
+			return false, false, err
 		}
 		slots = append(slots, s)
 	}
 	if err := rows.Close(); err != nil {
-		return false, err
+		return false, false, err
 	}
-	for _, s := range slots {
+	for i, s := range slots {
 		v.Slot = s
 		res, err := f.db.ExecContext(ctx, take.SQL, take.Bind(nil, &v)...)
 		if err != nil {
-			return false, err
+			return false, false, err
 		}
 		if n, err := res.RowsAffected(); err != nil || n == 1 {
-			return n == 1, err
+			return n == 1, i == len(slots)-1 && len(slots) < freeRead, err
 		}
 	}
-	return false, nil
+	return false, false, nil
 }
+
+// freeRead is how many free slots of a rate takeStart reads at most.
+const freeRead = 8
