@@ -135,12 +135,15 @@ func (f *Form[D]) pickHeads(ctx context.Context, tx dialect.Tx, v *sqltext.Value
 const pickPages = 16
 
 // pickByID is the claim over groups where a locking read keeps the lock of every row it
-// examined (MySQL, MariaDB): it reads candidates without locking (sqltext.RowLock.Candidates)
+// examined (MySQL, MariaDB), and over limits and rates everywhere: it reads candidates without locking (sqltext.RowLock.Candidates)
 // and locks them one at a time in claim order, each row's group first, then the row by its id,
 // until it holds n, passing over busy and paused groups and rows another transaction holds.
 // A group taken whose row is then gone (settled since the candidates were read) cannot be let
 // go but by a rollback: the claim fails with errGroups, and runs again passing over that row
-// (skip). So does a claim that met a group without its hold row.
+// (skip). So does a claim that met a group without its hold row, and one whose first row was
+// refused a start slot after its lock; a batch's later row refused one stays locked in the
+// batch's transaction, undelivered, its group held, until the batch ends (rolling back would
+// spend the starts of the rows taken before it for nothing).
 func (f *Form[D]) pickByID(ctx context.Context, tx dialect.Tx, v *sqltext.Values, n int, skip []int64, full map[string]bool, pass *groupPass) ([]*inbox.Delivery, error) {
 	var ds []*inbox.Delivery
 	for page := range pickPages {
@@ -153,7 +156,17 @@ func (f *Form[D]) pickByID(ctx context.Context, tx dialect.Tx, v *sqltext.Values
 				continue
 			}
 			d, err := f.takeCandidate(ctx, tx, *v, c, full, pass)
-			if err != nil {
+			switch {
+			case errors.Is(err, errStartRefused) && len(ds) == 0:
+				pass.held = append(pass.held, c.id) // its row (group, slots) are held for nothing
+				return nil, errGroups
+			case errors.Is(err, errStartRefused):
+				// A rollback would let it go, but also the rows taken before it, whose starts
+				// are spent: each interval's slots would go to claims that roll back, and the
+				// rate's rows would never run. It stays locked, its group held, until the batch
+				// ends, undelivered.
+				continue
+			case err != nil:
 				return nil, err
 			}
 			if d != nil {
@@ -172,11 +185,26 @@ func (f *Form[D]) pickByID(ctx context.Context, tx dialect.Tx, v *sqltext.Values
 	return ds, nil
 }
 
-// takeCandidate takes candidate c in tx, as pickByID says: its group, then (after a read of its limits,
-// none of which is to be found full) its row by its id, then a slot of each of its limits. It
-// returns the row's delivery, or none where c is passed over; errGroups, saying why in pass,
-// where c leaves a group or a slot held for nothing.
+// takeCandidate takes candidate c in tx, as pickByID says. Before it locks anything it reads
+// c's limits and passes c over where one of them, or one of its rates, was found full in this
+// claim: a row held back so costs no lock, and its group's hold is not taken for nothing. Then
+// it takes c's group, its row by its id, a slot of each of its limits and a start slot of each
+// of its rates. It returns the row's delivery, or none where c is passed over; errGroups, saying
+// why in pass, where c leaves a group, a row or a slot held for nothing, which only the claim's
+// rollback lets go: a start refused after the row's lock and its group's hold were taken rolls
+// the claim back, and the claim runs again passing over that row (and, since it is still its
+// group's head, over its group: the group's next row does not run in its place).
 func (f *Form[D]) takeCandidate(ctx context.Context, tx dialect.Tx, v sqltext.Values, c candidate, full map[string]bool, pass *groupPass) (*inbox.Delivery, error) {
+	var ls []limit
+	if f.t.Limits != "" {
+		var err error
+		if ls, err = f.limitsOf(ctx, tx, v, c.id); err != nil || fullOf(ls, full) {
+			return nil, err
+		}
+	}
+	if f.t.Rates != "" && rateFull(c, full) {
+		return nil, nil
+	}
 	if c.group.Valid {
 		held, err := f.lockGroup(ctx, tx, v, c.group.String)
 		if err != nil {
@@ -187,13 +215,6 @@ func (f *Form[D]) takeCandidate(ctx context.Context, tx dialect.Tx, v sqltext.Va
 		}
 		if held != groupTaken {
 			return nil, nil
-		}
-	}
-	var ls []limit
-	if f.t.Limits != "" {
-		var err error
-		if ls, err = f.limitsOf(ctx, tx, v, c.id); err != nil || fullOf(ls, full) {
-			return nil, err
 		}
 	}
 	lock := f.text.LockRow()
@@ -209,33 +230,47 @@ func (f *Form[D]) takeCandidate(ctx context.Context, tx dialect.Tx, v sqltext.Va
 	case err != nil:
 		return nil, err
 	}
-	if len(ls) > 0 {
-		ok, err := f.takeSlots(ctx, tx, v, c.id, ls, full, pass)
-		if err != nil {
-			return nil, err
-		}
-		if !ok {
-			pass.held = append(pass.held, c.id) // its row and slots are held for nothing
-			return nil, errGroups
-		}
-	}
-	if f.t.Rates != "" {
-		ok, err := f.takeStarts(ctx, v, d, full)
-		if err != nil {
-			return nil, err
-		}
-		if !ok {
-			pass.held = append(pass.held, c.id) // its row (and slots) are held for nothing
-			return nil, errGroups
-		}
+	if ok, err := f.takeHolds(ctx, tx, v, c, d, ls, full, pass); err != nil || !ok {
+		return nil, err
 	}
 	return d, nil
 }
 
-// candidate is a row Candidates read: its id and group.
+// takeHolds takes, for candidate c whose row d tx has locked, a slot of each of its limits ls,
+// then a start slot of each of its rates. Where one is refused it fails with errGroups, c in
+// pass.held: the row (its group, its slots) is held for nothing, and the claim must roll back.
+func (f *Form[D]) takeHolds(ctx context.Context, tx dialect.Tx, v sqltext.Values, c candidate, d *inbox.Delivery, ls []limit, full map[string]bool, pass *groupPass) (bool, error) {
+	if len(ls) > 0 {
+		ok, err := f.takeSlots(ctx, tx, v, c.id, ls, full, pass)
+		if err != nil {
+			return false, err
+		}
+		if !ok {
+			pass.held = append(pass.held, c.id) // its row and slots are held for nothing
+			return false, errGroups
+		}
+	}
+	if f.t.Rates != "" {
+		ok, err := f.takeStarts(ctx, v, d, c.key, full)
+		if err != nil {
+			return false, err
+		}
+		if !ok {
+			return false, errStartRefused
+		}
+	}
+	return true, nil
+}
+
+// errStartRefused reports that a candidate, locked with its group and slots, was refused a start
+// slot: see pickByID.
+var errStartRefused = errors.New("inbox: a start slot refused after the row's lock")
+
+// candidate is a row Candidates read: its id, group, and (where the table has rates) its kind
+// and limit key.
 type candidate struct {
-	id    int64
-	group sql.NullString
+	id               int64
+	group, kind, key sql.NullString
 }
 
 // candidates reads the page-th page of candidates.
@@ -249,7 +284,7 @@ func (f *Form[D]) candidates(ctx context.Context, tx dialect.Tx, v *sqltext.Valu
 	var out []candidate
 	for rows.Next() {
 		var c candidate
-		if err := rows.Scan(&c.id, &c.group); err != nil {
+		if err := rows.Scan(&c.id, &c.group, &c.kind, &c.key); err != nil {
 			return nil, err
 		}
 		out = append(out, c)

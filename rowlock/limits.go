@@ -20,6 +20,11 @@ import (
 // under it cost one read each; a candidate whose slots were partly taken when a limit proved
 // full rolls the claim back (a slot once locked is let go only with the transaction) and the
 // claim runs again passing over it. A full queue limit ends the claim.
+//
+// With FIFO groups, a candidate is its group's head (sqltext.RowLock.Candidates), and its limits
+// are read before its group's hold is taken: a head whose limit is full is passed over without
+// a lock, and its group with it, since the group's next row is not its head. A head whose slot
+// is refused after its group's hold was taken rolls the claim back, which lets the group go.
 
 // limit is one limit a candidate is under.
 type limit struct {
@@ -30,17 +35,13 @@ type limit struct {
 // name is the limit's key in the memo of full limits.
 func (l limit) name() string { return l.scope + "\x00" + l.key }
 
-// checkLimitsTables fails, where the description names a limits table, when the table has FIFO
-// groups too (not built together, as in the lease form), or the limits or slots table is
-// missing or lacks a column: ErrSchema naming the statements that create them.
+// checkLimitsTables fails, where the description names a limits table, when the limits or slots
+// table is missing or lacks a column: ErrSchema naming the statements that create them.
 func (f *Form[D]) checkLimitsTables(ctx context.Context, db *sql.DB, queue string) error {
 	if f.t.Limits == "" {
 		return nil
 	}
 	where := sentinel.Queue(f.t.Name, queue)
-	if f.t.GroupKey != "" {
-		return sentinel.Errorf(inbox.ErrSchema, where, "FIFO groups (GroupKey %q) and concurrency limits (Limits %q) in one table are not built yet: leave one of them empty", f.t.GroupKey, f.t.Limits)
-	}
 	q, err := f.t.Quote(f.d)
 	if err != nil {
 		return err

@@ -65,8 +65,9 @@
 // slot of a rate is taken in a statement of its own that commits at once, never in that
 // transaction, which would turn the rate into a cap on rows in work. On MySQL and MariaDB, and
 // wherever the table has limits or rates, the claim reads its candidates without a lock and
-// locks them one by one (a locking read there keeps every row it passed over locked). Groups
-// with limits or rates in one table are refused at Open. docs/groups.md, docs/limits.md and
+// locks them one by one (a locking read there keeps every row it passed over locked). Groups,
+// limits and rates combine: a group's head held back by a limit or a rate holds back its
+// group. docs/groups.md, docs/limits.md and
 // docs/rates.md give each guarantee per database.
 //
 // # Behind a pooler

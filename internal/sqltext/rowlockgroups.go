@@ -107,10 +107,16 @@ const PickPage = 64
 // after its group (LockGroup). It binds Due's arguments, the table's name, then the queue.
 //
 // Over a table without groups (one with concurrency limits or rates) it reads NULL for the group
-// and binds Due's arguments alone. Where the description names a rates table the rows of a queue
-// or kind over its rate are left out (Rates.free, binding for each rate the table's name, the
-// queue and now in Unix microseconds), by the read's snapshot: a start taken since is found by
-// the take of the start slot (RowLock.TakeStart's caller).
+// and binds Due's arguments alone. Where the description names a rates table the rows of a queue,
+// kind or limit key over its rate are left out before the LIMIT (Rates.free, binding for each
+// rate the table's name, the queue and now in Unix microseconds), by the read's snapshot: a
+// start taken since is found by the take of the start slot, after the row's lock. A group whose
+// head is over its rate is passed over whole: the head is the group's lowest id still to run,
+// whatever its rates, so the group's next row is no head either.
+//
+// After the group it reads each row's kind and limit key (NULL where the table has no such
+// column or no rates table), which tell the claim, before it locks anything, that a rate it
+// has found full this claim holds the row back.
 func (r RowLock) Candidates(page int) Statement {
 	s, p := r.s, r.s.Params()
 	t := s.t
@@ -118,10 +124,17 @@ func (r RowLock) Candidates(page int) Statement {
 	if s.HasGroups() {
 		group, where = t.Name+"."+t.GroupKey, where+" AND "+r.groupHead(p)
 	}
+	kind, key := "NULL", "NULL"
 	if s.HasRates() {
 		where += " AND " + s.Rates().free(p)
+		if t.Kind != "" {
+			kind = t.Name + "." + t.Kind
+		}
+		if t.LimitKey != "" {
+			key = t.Name + "." + t.LimitKey
+		}
 	}
-	return p.statement("SELECT " + t.Name + "." + t.ID + ", " + group + " FROM " + t.Name + " WHERE " + where +
+	return p.statement("SELECT " + t.Name + "." + t.ID + ", " + group + ", " + kind + ", " + key + " FROM " + t.Name + " WHERE " + where +
 		" ORDER BY " + s.Order("") + " LIMIT " + strconv.Itoa(PickPage) + " OFFSET " + strconv.Itoa(page*PickPage))
 }
 

@@ -239,8 +239,7 @@ func uniqueShape(name string, scope func(*sqltext.Table)) Shape {
 // changes only the claims' predicate (its forms' and the next-due wake-up's) and adds the pauses
 // table's statements, so only those forms' files cover it; a shape with limits is the lease
 // form's, the limits', the row lock form's and publishing's only; a shape with a rates table is
-// in the lease and row lock forms' files (their claims change; the row lock form's but where it
-// has a limit key, which that form refuses) and the rates table's; every other shape is in every
+// in the lease and row lock forms' files (their claims change) and the rates table's; every other shape is in every
 // form's files.
 func (sh Shape) Covers(form string) bool {
 	if sh.Table.Limits != "" {
@@ -249,11 +248,8 @@ func (sh Shape) Covers(form string) bool {
 		return form == "lease" || form == "limits" || form == "publish" || form == "rowlock"
 	}
 	switch form {
-	case "lease", "rates":
+	case "lease", "rates", "rowlock":
 		return true
-	case "rowlock":
-		// The row lock form refuses rates on a table with a limit key (rates per key).
-		return sh.Table.Rates == "" || sh.Table.LimitKey == ""
 	case "advisory", "wakeup", "pauses":
 		return sh.Table.Rates == ""
 	}
