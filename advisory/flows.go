@@ -7,7 +7,7 @@ import (
 	"strings"
 
 	"github.com/sqlinbox/inbox"
-	"github.com/sqlinbox/inbox/dialect"
+	"github.com/sqlinbox/inbox/internal/schema"
 	"github.com/sqlinbox/inbox/internal/sentinel"
 	"github.com/sqlinbox/inbox/internal/sqltext"
 	"github.com/sqlinbox/inbox/internal/stmt"
@@ -68,7 +68,7 @@ func (f *Form[D]) bindFlows(ctx context.Context, db *sql.DB, q inbox.Binding, st
 	}
 	if f.table.Limits != "" {
 		w := s.Limits()
-		if err := checkSide(ctx, db, where, w.Check().SQL, "limits table", f.table.Limits, "Limits", "-limits", w.Create()); err != nil {
+		if err := schema.CheckLimits(ctx, db, f.d, f.table, where, false); err != nil {
 			return a, fl, err
 		}
 		fl.limits = w.OfQueue()
@@ -78,7 +78,7 @@ func (f *Form[D]) bindFlows(ctx context.Context, db *sql.DB, q inbox.Binding, st
 	}
 	if f.table.Rates != "" {
 		w := s.Rates()
-		if err := checkSide(ctx, db, where, w.Check().SQL, "rates table", f.table.Rates, "Rates", "-rates", w.Create()); err != nil {
+		if err := schema.CheckRates(ctx, db, f.d, f.table, where); err != nil {
 			return a, fl, err
 		}
 		fl.rates, fl.freeStarts, fl.takeStart, fl.keyRate = w.OfQueue(), w.FreeSlots(), w.TakeSlot(), w.KeyRate()
@@ -89,24 +89,6 @@ func (f *Form[D]) bindFlows(ctx context.Context, db *sql.DB, q inbox.Binding, st
 		}
 	}
 	return a, fl, nil
-}
-
-// checkSide runs query, the check of a side table the claims read (what, named name in
-// inbox.Table's field), and fails where it or one of its columns is missing: ErrSchema naming
-// the statement that creates it (create) and the inbox schema flag that prints it. A connection
-// that fails is the connection's error.
-func checkSide(ctx context.Context, db *sql.DB, where, query, what, name, field, flag, create string) error {
-	rows, err := db.QueryContext(ctx, query)
-	if err == nil {
-		return rows.Close()
-	}
-	if ctx.Err() != nil || dialect.ConnectionFailed(err) {
-		return sentinel.Errorf(nil, where, "checking the %s %q: %w", what, name, err)
-	}
-	if pingErr := db.PingContext(ctx); pingErr != nil {
-		return sentinel.Errorf(nil, where, "checking the %s %q: the server answers no connection: %w", what, name, errors.Join(err, pingErr))
-	}
-	return sentinel.Errorf(inbox.ErrSchema, where, "its %s %q (inbox.Table.%s), which every claim reads, cannot be read (%v): create it with `inbox schema %s -apply`, or run: %s", what, name, field, err, flag, create)
 }
 
 // lockText is name as a lock name's literal text may hold it: a quote, a backslash or a NUL

@@ -8,6 +8,7 @@ import (
 
 	"github.com/sqlinbox/inbox"
 	"github.com/sqlinbox/inbox/dialect"
+	"github.com/sqlinbox/inbox/internal/schema"
 	"github.com/sqlinbox/inbox/internal/sentinel"
 	"github.com/sqlinbox/inbox/internal/sqltext"
 	"github.com/sqlinbox/inbox/internal/stmt"
@@ -40,26 +41,22 @@ type groupPass struct {
 
 func (g *groupPass) empty() bool { return len(g.held) == 0 && len(g.missing) == 0 && len(g.slots) == 0 }
 
+// checkSideTables fails, where the description asks for them, when the table of group holds,
+// the limits and slots tables or the rates table is missing or lacks a column (see
+// schema.CheckGroups, CheckLimits, CheckRates).
+func (f *Form[D]) checkSideTables(ctx context.Context, db *sql.DB, queue string) error {
+	where := sentinel.Queue(f.t.Name, queue)
+	if err := schema.CheckGroups(ctx, db, f.d, f.t, where); err != nil {
+		return err
+	}
+	if err := schema.CheckLimits(ctx, db, f.d, f.t, where, true); err != nil {
+		return err
+	}
+	return schema.CheckRates(ctx, db, f.d, f.t, where)
+}
+
 // errGroups reports that a claim's transaction was rolled back for what its groupPass holds.
 var errGroups = errors.New("inbox: the claim met groups it could not hold")
-
-// checkGroupsTable fails, where the table has groups, when the table of group holds is missing
-// or lacks a column: ErrSchema naming the statement that creates it.
-func (f *Form[D]) checkGroupsTable(ctx context.Context, db *sql.DB, queue string) error {
-	if f.t.GroupKey == "" {
-		return nil
-	}
-	rows, err := db.QueryContext(ctx, sqltext.CheckGroups().SQL)
-	if err == nil {
-		return rows.Close()
-	}
-	where := sentinel.Queue(f.t.Name, queue)
-	if ctx.Err() != nil || dialect.ConnectionFailed(err) {
-		return sentinel.Errorf(nil, where, "checking the group holds' table %s: %w", sqltext.GroupsTable, err)
-	}
-	return sentinel.Errorf(inbox.ErrSchema, where, "the group column %q needs the group holds' table %s, which the database refuses (%v): `inbox schema -group-key` prints it with the table; run: %s (a table made before groups could be paused lacks paused_at: run %s)",
-		f.t.GroupKey, sqltext.GroupsTable, err, sqltext.CreateGroups(f.d.Caps()), sqltext.AddGroupsPaused(f.d.Caps()))
-}
 
 // claimGrouped runs the claim of up to max(size, 1) rows until it holds every group it returns,
 // adding hold rows and passing over held rows as they come (see above). It returns no rows once

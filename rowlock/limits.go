@@ -5,7 +5,6 @@ import (
 	"database/sql"
 	"errors"
 
-	"github.com/sqlinbox/inbox"
 	"github.com/sqlinbox/inbox/dialect"
 	"github.com/sqlinbox/inbox/internal/sentinel"
 	"github.com/sqlinbox/inbox/internal/sqltext"
@@ -34,32 +33,6 @@ type limit struct {
 
 // name is the limit's key in the memo of full limits.
 func (l limit) name() string { return l.scope + "\x00" + l.key }
-
-// checkLimitsTables fails, where the description names a limits table, when the limits or slots
-// table is missing or lacks a column: ErrSchema naming the statements that create them.
-func (f *Form[D]) checkLimitsTables(ctx context.Context, db *sql.DB, queue string) error {
-	if f.t.Limits == "" {
-		return nil
-	}
-	where := sentinel.Queue(f.t.Name, queue)
-	q, err := f.t.Quote(f.d)
-	if err != nil {
-		return err
-	}
-	w := sqltext.New(f.d.Caps(), sqltext.Table(q)).Limits()
-	for _, check := range []sqltext.Statement{w.Check(), sqltext.CheckSlots()} {
-		rows, err := db.QueryContext(ctx, check.SQL)
-		if err == nil {
-			rows.Close()
-			continue
-		}
-		if ctx.Err() != nil || dialect.ConnectionFailed(err) {
-			return sentinel.Errorf(nil, where, "checking the limits' tables: %w", err)
-		}
-		return sentinel.Errorf(inbox.ErrSchema, where, "concurrency limits (inbox.Table.Limits) need the limits table %s and the slots table %s, which the database refuses (%v): `inbox schema -limits -apply` creates them; or run: %s; %s", f.t.Limits, sqltext.SlotsTable, err, w.Create(), sqltext.CreateSlots(f.d.Caps()))
-	}
-	return nil
-}
 
 // fullOf reports whether one of ls is among the limits found full.
 func fullOf(ls []limit, full map[string]bool) bool {

@@ -9,7 +9,6 @@ import (
 	"strings"
 
 	"github.com/sqlinbox/inbox"
-	"github.com/sqlinbox/inbox/dialect"
 	"github.com/sqlinbox/inbox/internal/sentinel"
 	"github.com/sqlinbox/inbox/internal/sqltext"
 )
@@ -33,28 +32,6 @@ import (
 // Rates per limit key may be one per tenant: the claim reads of the queue's rates per key only
 // whether it has any (sqltext.Rates.OfQueue), and then asks, once per claim, for the rate of each
 // key its rows carry (KeyRate).
-
-// checkRatesTable fails, where the description names a rates table, when the rates table is
-// missing or lacks a column: ErrSchema naming the statement that creates it.
-func (f *Form[D]) checkRatesTable(ctx context.Context, db *sql.DB, queue string) error {
-	if f.t.Rates == "" {
-		return nil
-	}
-	where := sentinel.Queue(f.t.Name, queue)
-	q, err := f.t.Quote(f.d)
-	if err != nil {
-		return err
-	}
-	w := sqltext.New(f.d.Caps(), sqltext.Table(q)).Rates()
-	rows, err := db.QueryContext(ctx, w.Check().SQL)
-	if err == nil {
-		return rows.Close()
-	}
-	if ctx.Err() != nil || dialect.ConnectionFailed(err) {
-		return sentinel.Errorf(nil, where, "checking the rates table %q: %w", f.t.Rates, err)
-	}
-	return sentinel.Errorf(inbox.ErrSchema, where, "its rates table %q (inbox.Table.Rates), which every claim reads, cannot be read (%v): create it with `inbox schema -rates -apply`, or run: %s", f.t.Rates, err, w.Create())
-}
 
 // The entries of a claim's memo (full) that concern rates: a rate found full, and whether a
 // limit key has a rate. The memo lives for one Claim (or ClaimBatch), a few milliseconds, and

@@ -242,13 +242,7 @@ func (f *Form[D]) bind(ctx context.Context, db *sql.DB, q inbox.Binding) error {
 	if err := schema.VerifyHolding(ctx, db, f.d, f.t, q); err != nil {
 		return err
 	}
-	if err := f.checkGroupsTable(ctx, db, q.Name); err != nil {
-		return err
-	}
-	if err := f.checkLimitsTables(ctx, db, q.Name); err != nil {
-		return err
-	}
-	if err := f.checkRatesTable(ctx, db, q.Name); err != nil {
+	if err := f.checkSideTables(ctx, db, q.Name); err != nil {
 		return err
 	}
 	text := st.SQL().RowLock()
