@@ -1,6 +1,7 @@
 package integration
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
 	"fmt"
@@ -323,11 +324,12 @@ func TestGroupsWithLimitsAndRates(t *testing.T) {
 
 // TestGroupsHeadHeldBackHoldsItsGroup: on every database, a group's head that its limit or its
 // rate holds back holds its group back: the next row of the group, free of both, does not run
-// in its place. Key k is limited to 1 in work and kind slow to 1 start per 700 ms; row h0 of
-// group h (key k, 400 ms) and row s0 of group s (kind slow) come first, then group g's head g0
-// (key k) and g1 (no key), and group r's head r0 (kind slow) and r1 (kind fast). Three
-// consumers of 4 workers: g0 starts after h0 ended, g1 after g0 ended; r0 starts 700 ms or more
-// after s0, and r1 after r0 ended; every row runs once.
+// in its place. Key k is limited to 1 in work and kind slow to 1 start per 700 ms. Three
+// consumers of 4 workers run row h0 of group h (key k, 400 ms) and row s0 of group s (kind
+// slow); once h0 is in work and s0 has run, group g's head g0 (key k) and g1 (no key), and
+// group r's head r0 (kind slow) and r1 (kind fast) are published. g0 starts after h0 ended, g1
+// after g0 ended (it does not run while g0 waits for key k's slot); r0 is claimed 700 ms or
+// more after s0, and r1 starts after r0 ended; every row runs once.
 func TestGroupsHeadHeldBackHoldsItsGroup(t *testing.T) {
 	const per = 700 * time.Millisecond
 	forEachBackend(t, backends(t, true), func(t *testing.T, b backend) {
@@ -335,18 +337,9 @@ func TestGroupsHeadHeldBackHoldsItsGroup(t *testing.T) {
 		tbl, client := b.newComboTable(t, s.admin, comboMode{limits: true, rates: true})
 		b.setLimit(t, s.admin, tbl, inbox.LimitPerKey, "k", 1)
 		must(t, "SetRate", client.SetRate(context.Background(), inbox.Rate{Queue: "q", Scope: inbox.LimitPerKind, Key: "slow", Starts: 1, Per: per}))
-		msgs := []inbox.Message{
-			comboMessage("h", "a", "k", 0, 400*time.Millisecond),
-			comboMessage("s", "slow", "", 0, 0),
-			comboMessage("g", "a", "k", 0, 0),
-			comboMessage("g", "a", "", 1, 0),
-			comboMessage("r", "slow", "", 0, 0),
-			comboMessage("r", "fast", "", 1, 0),
-		}
-		b.enqueue(t, s.admin, tbl, msgs...)
 		h := newComboRecorder(t)
 		query := "SELECT " + b.q(t, tbl.LockedUntil) + " FROM " + b.q(t, tbl.Name) + " WHERE " + b.q(t, tbl.ID) + " = " + b.placeholders(1)
-		starts := map[int64]time.Time{}
+		claimed := map[int64]time.Time{}
 		var mu sync.Mutex
 		both := inbox.HandlerFunc(func(ctx context.Context, d *inbox.Delivery) outcome.Outcome {
 			var until any
@@ -358,29 +351,47 @@ func TestGroupsHeadHeldBackHoldsItsGroup(t *testing.T) {
 				t.Errorf("row %d's lease: %v", d.ID, err)
 			}
 			mu.Lock()
-			starts[d.ID] = at // the claim's time plus the lease, the same for every row
+			claimed[d.ID] = at // the claim's time plus the lease, the same for every row
 			mu.Unlock()
 			return h.Handle(ctx, d)
 		})
-		drainTable(t, b, s.admin, tbl, time.Minute, "every row processed", s.consumers(t, tbl, 4, 20*time.Millisecond, both)...)
+		var stops []func()
+		for _, c := range s.consumers(t, tbl, 4, 20*time.Millisecond, both) {
+			stops = append(stops, startConsumer(t, c))
+		}
+		first := []inbox.Message{comboMessage("h", "a", "k", 0, 400*time.Millisecond), comboMessage("s", "slow", "", 0, 0)}
+		b.enqueue(t, s.admin, tbl, first...)
+		waitFor(t, 10*time.Second, "h0 in work and s0 run", func() bool {
+			h.mu.Lock()
+			inWork := h.key == 1
+			h.mu.Unlock()
+			return inWork && len(h.runs.all()) == 1
+		})
+		then := []inbox.Message{
+			comboMessage("g", "a", "k", 0, 0),
+			comboMessage("g", "a", "", 1, 0),
+			comboMessage("r", "slow", "", 0, 0),
+			comboMessage("r", "fast", "", 1, 0),
+		}
+		b.enqueue(t, s.admin, tbl, then...)
+		waitFor(t, time.Minute, "every row processed", func() bool {
+			return b.countRows(t, s.admin, tbl, b.q(t, tbl.ProcessedAt)+" IS NULL") == 0
+		})
+		for _, stop := range stops {
+			stop()
+		}
 		runs := h.runs.all()
-		checkCombo(t, runs, len(msgs), func(comboRun) bool { return true }, len(msgs), "all")
+		checkCombo(t, runs, len(first)+len(then), func(comboRun) bool { return true }, len(first)+len(then), "all")
 		by := map[string][]comboRun{}
 		for _, x := range runs {
 			by[x.group] = append(by[x.group], x)
 		}
-		for _, g := range []string{"h", "s", "g", "r"} {
-			if want := map[string]int{"h": 1, "s": 1, "g": 2, "r": 2}[g]; len(by[g]) != want {
+		for g, want := range map[string]int{"h": 1, "s": 1, "g": 2, "r": 2} {
+			if len(by[g]) != want {
 				t.Fatalf("group %s: %d runs, want %d", g, len(by[g]), want)
 			}
+			slices.SortFunc(by[g], func(a, b comboRun) int { return cmp.Compare(a.id, b.id) })
 		}
-		sortRuns := func(rs []comboRun) {
-			if rs[0].id > rs[1].id {
-				rs[0], rs[1] = rs[1], rs[0]
-			}
-		}
-		sortRuns(by["g"])
-		sortRuns(by["r"])
 		h0, g0, g1 := by["h"][0], by["g"][0], by["g"][1]
 		if g0.start.Before(h0.end) {
 			t.Errorf("g0 (key k) started at %v, before h0 (key k, limit 1) ended at %v", g0.start, h0.end)
@@ -389,7 +400,7 @@ func TestGroupsHeadHeldBackHoldsItsGroup(t *testing.T) {
 			t.Errorf("g1 started at %v, before its group's head g0, held back by key k's limit, ended at %v: it ran in its head's place", g1.start, g0.end)
 		}
 		s0, r0, r1 := by["s"][0], by["r"][0], by["r"][1]
-		if gap := starts[r0.id].Sub(starts[s0.id]); gap < per {
+		if gap := claimed[r0.id].Sub(claimed[s0.id]); gap < per {
 			t.Errorf("r0 (kind slow) claimed %v after s0 (kind slow, 1 per %v)", gap, per)
 		}
 		if r1.start.Before(r0.end) {
