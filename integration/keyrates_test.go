@@ -219,14 +219,13 @@ func TestRatesPerKeyBadInput(t *testing.T) {
 	})
 }
 
-// TestRatesPerKeyWithGroups: on MySQL, MariaDB and SQLite (Postgres refuses rates with groups),
-// a table with FIFO groups, a limit key column and rates: key a at 2 starts per 500 ms over two
+// TestRatesPerKeyWithGroups: on every database, a table with FIFO groups, a limit key column and rates: key a at 2 starts per 500 ms over two
 // groups of 4 rows each, three consumers of 4 workers. Every row runs and no window of 500 ms
 // holds more than 2 starts: the pick reads each row's group hold and then its limit key
 // (scanClaimed), where before rates per key it read the one or the other.
 func TestRatesPerKeyWithGroups(t *testing.T) {
 	const per = 500 * time.Millisecond
-	forEachBackend(t, onlyBackends(t, "mysql", "mariadb", "sqlite"), func(t *testing.T, b backend) {
+	forEachBackend(t, backends(t, true), func(t *testing.T, b backend) {
 		dbs := b.openDBs(t, 3, 8)
 		tbl := b.newGroupTable(t, dbs[0])
 		tbl.LimitKey, tbl.Rates = "limit_key", inbox.RatesTable

@@ -16,8 +16,9 @@ import (
 
 // FIFO groups (inbox.Table.GroupKey). A claim takes only the head of each group whose hold no
 // row's lease keeps, and takes the group's hold in its own transaction: on Postgres in its one
-// statement (sqltext.Lease.Claim), elsewhere by a statement per group between the pick and the
-// stamp (takeGroups). A hold names its holder row and lasts as long as that row's lease, so
+// statement (sqltext.Lease.Claim) where the table has no limits or rates, elsewhere by a
+// statement per group between the pick and the stamp (takeGroups), before the limits' and the
+// rates' slots (pickRated). A hold names its holder row and lasts as long as that row's lease, so
 // extensions and settlements, which write only the row, extend and release it with the row.
 
 // checkGroups fails, where the table has groups, when the table of group holds is missing or
@@ -138,11 +139,15 @@ func (b *binding) takeGroups(ctx context.Context, tx dialect.Tx, ds []*inbox.Del
 func (b *binding) take(ctx context.Context, tx dialect.Tx, h seenHold, v sqltext.Values) (bool, error) {
 	v.IDs, v.Group = []int64{h.id}, h.group.String
 	if !h.holder.Valid {
-		_, err := b.takeFree.ExecIn(ctx, tx, b.takeFree.Bind(nil, &v)...)
+		res, err := b.takeFree.ExecIn(ctx, tx, b.takeFree.Bind(nil, &v)...)
 		if dialect.DuplicateOn(err, "PRIMARY") {
 			return false, nil // another claim took the group since the pick read it
 		}
-		return err == nil, err
+		if err != nil {
+			return false, err
+		}
+		n, err := res.RowsAffected() // 0: Postgres's ON CONFLICT DO NOTHING, the same
+		return n == 1, err
 	}
 	v.Holder, v.Tokens = h.holder.Int64, []any{h.token}
 	res, err := b.takeHeld.ExecIn(ctx, tx, b.takeHeld.Bind(nil, &v)...)
@@ -158,7 +163,7 @@ func (b *binding) take(ctx context.Context, tx dialect.Tx, h seenHold, v sqltext
 // statement.
 func (b *binding) prepareTakes(ctx context.Context) error {
 	caps := b.st.D.Caps()
-	if b.st.Q.GroupKey == "" || caps.UpdateFrom {
+	if b.st.Q.GroupKey == "" || b.sql.ClaimsInOne() {
 		return nil
 	}
 	held, free := b.sql.TakeHeld(), b.sql.TakeFree()

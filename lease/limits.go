@@ -38,18 +38,14 @@ func claimLevelOn(c *dialect.Caps) dialect.Dialect {
 	return claimLevel
 }
 
-// checkLimits fails, where the description names a limits table, when the table has FIFO
-// groups too (not built yet), or the limits or slots table is missing or lacks a column:
-// ErrSchema naming the statements that create them. A connection that fails is the
-// connection's error.
+// checkLimits fails, where the description names a limits table, when the limits or slots
+// table is missing or lacks a column: ErrSchema naming the statements that create them. A
+// connection that fails is the connection's error.
 func (f *Form[D]) checkLimits(ctx context.Context, db *sql.DB, queue string) error {
 	if f.t.Limits == "" {
 		return nil
 	}
 	where := sentinel.Queue(f.t.Name, queue)
-	if f.t.GroupKey != "" {
-		return sentinel.Errorf(inbox.ErrSchema, where, "FIFO groups (GroupKey %q) and concurrency limits (Limits %q) in one table are not built yet: leave one of them empty", f.t.GroupKey, f.t.Limits)
-	}
 	q, err := f.t.Quote(f.d)
 	if err != nil {
 		return err
@@ -108,7 +104,7 @@ func (b *binding) prepareSlots(ctx context.Context) error {
 // scanClaimed reads the rows of a pick: deliveries, what the pick read of each one's group
 // (scanPick) and, where the table has a limit key column and limits or rates
 // (sqltext.SQL.ReadsLimitKey), each one's limit key (sqltext.Lease.Claim's limitRead, after
-// what it reads of groups). A table with groups has no limits (checkLimits), but may have rates.
+// what it reads of groups).
 func (b *binding) scanClaimed(rows *sql.Rows) (picked, error) {
 	if !b.st.SQL().ReadsLimitKey() {
 		ds, seen, err := b.scanPick(rows)
@@ -146,8 +142,11 @@ type limitOf struct{ scope, key string }
 // take slots of the limits they share in one order), and returns those of ds that took a slot of
 // each of their limits, in their order. A row that could not take one (the limit is full, or
 // other claims took the slots this one read free) is not claimed; a slot it took of another of
-// its limits names a row whose lease does not run, so it stays free.
-func (b *binding) takeSlots(ctx context.Context, tx dialect.Tx, ds []*inbox.Delivery, keys []sql.NullString, v sqltext.Values) ([]*inbox.Delivery, error) {
+// its limits names a row whose lease does not run, so it stays free. keys gives each row's limit
+// key (by row, since takeGroups may have left some of the pick's rows out); held names the rows
+// this claim took in an earlier round (pickRated), not stamped yet, whose slots ReadSlots reads
+// free but which are theirs.
+func (b *binding) takeSlots(ctx context.Context, tx dialect.Tx, ds []*inbox.Delivery, keys map[*inbox.Delivery]string, held map[int64]bool, v sqltext.Values) ([]*inbox.Delivery, error) {
 	if b.st.Q.Limits == "" || len(ds) == 0 {
 		return ds, nil
 	}
@@ -160,8 +159,8 @@ func (b *binding) takeSlots(ctx context.Context, tx dialect.Tx, ds []*inbox.Deli
 		if b.st.Q.Kind != "" && d.Kind != "" {
 			under[limitOf{sqltext.ScopeKind, d.Kind}] = append(under[limitOf{sqltext.ScopeKind, d.Kind}], i)
 		}
-		if keys != nil && keys[i].Valid {
-			under[limitOf{sqltext.ScopeKey, keys[i].String}] = append(under[limitOf{sqltext.ScopeKey, keys[i].String}], i)
+		if key, ok := keys[d]; ok {
+			under[limitOf{sqltext.ScopeKey, key}] = append(under[limitOf{sqltext.ScopeKey, key}], i)
 		}
 	}
 	limits := make([]limitOf, 0, len(under))
@@ -180,7 +179,7 @@ func (b *binding) takeSlots(ctx context.Context, tx dialect.Tx, ds []*inbox.Deli
 		if len(rows) == 0 {
 			continue
 		}
-		took, err := b.takeSlotsOf(ctx, tx, l, ds, rows, v)
+		took, err := b.takeSlotsOf(ctx, tx, l, ds, rows, held, v)
 		if err != nil {
 			return nil, sentinel.Errorf(nil, sentinel.Queue(b.st.Raw.Name, b.q.Name), "taking a slot of the limit per %s %q: %w", l.scope, l.key, err)
 		}
@@ -238,10 +237,14 @@ func (b *binding) readLimit(ctx context.Context, tx dialect.Tx, l limitOf, v sql
 // order from id mod max on (candidates), then the lowest numbers below max that have no slot yet
 // (so that a limit keeps about as many slot rows as it ever had rows in work at once); a slot
 // another claim took since the read is passed over for the next.
-func (b *binding) takeSlotsOf(ctx context.Context, tx dialect.Tx, l limitOf, ds []*inbox.Delivery, rows []int, v sqltext.Values) (map[int]bool, error) {
+func (b *binding) takeSlotsOf(ctx context.Context, tx dialect.Tx, l limitOf, ds []*inbox.Delivery, rows []int, held map[int64]bool, v sqltext.Values) (map[int]bool, error) {
 	max, set, slots, err := b.readLimit(ctx, tx, l, v)
 	if err != nil {
 		return nil, err
+	}
+	for i := range slots {
+		// A slot an earlier round of this claim took: its holder is stamped only at the end.
+		slots[i].held = slots[i].held || held[slots[i].holder]
 	}
 	took := map[int]bool{}
 	if !set {

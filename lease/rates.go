@@ -27,17 +27,13 @@ import (
 const pickRounds = 3
 
 // checkRates fails, where the description names a rates table, when the database has none or
-// it lacks a column (ErrSchema naming the statement that creates it), and where the table also
-// has FIFO groups on a database whose claim takes groups in one statement (Postgres): that pair
-// is not built yet. A connection that fails is the connection's error.
+// it lacks a column (ErrSchema naming the statement that creates it). A connection that fails
+// is the connection's error.
 func (f *Form[D]) checkRates(ctx context.Context, db *sql.DB, queue string) error {
 	if f.t.Rates == "" {
 		return nil
 	}
 	where := sentinel.Queue(f.t.Name, queue)
-	if f.t.GroupKey != "" && f.d.Caps().UpdateFrom {
-		return sentinel.Errorf(inbox.ErrSchema, where, "rate limits (inbox.Table.Rates) with FIFO groups (inbox.Table.GroupKey) are not built yet on %s: leave one of them empty", f.d.Caps().Title)
-	}
 	q, err := f.t.Quote(f.d)
 	if err != nil {
 		return err
@@ -92,9 +88,14 @@ func (b *binding) prepareRates(ctx context.Context) error {
 }
 
 // pickRated runs a claim's pick in tx (pick: its rows, and what it read of their groups and
-// limit keys), takes their groups (takeGroups), their limits' slots (takeSlots) and their start
-// slots (takeRates), and returns the rows it took, at most v.Limit. A table has groups or
-// limits, never both (checkLimits), so one of the first two takes passes every row through.
+// limit keys), takes their groups (takeGroups), then their limits' slots (takeSlots), then their
+// start slots (takeRates), each take over the rows the one before took, and returns the rows it
+// took, at most v.Limit. A row is taken only where all three took; what an earlier take took
+// for a row a later one leaves out stays in tx but holds nothing: a group's hold and a limit's
+// slot are held only while their holder's lease runs, and the row is never stamped. Only a
+// start slot (the last take, a start whether or not the row runs) is spent: a row that took its
+// queue's and not its kind's spends the first. The order puts the take that cannot be undone
+// last.
 // Where rows were left for want of a start slot and fewer than v.Limit were taken, it picks
 // again, up to pickRounds times in all: the slots just taken fill the rates those rows needed,
 // so the next pick passes over them, to rows of other kinds that the first pick's LIMIT cut
@@ -104,24 +105,29 @@ func (b *binding) prepareRates(ctx context.Context) error {
 func (b *binding) pickRated(ctx context.Context, tx dialect.Tx, v sqltext.Values, pick func() (picked, error)) ([]*inbox.Delivery, error) {
 	limit := v.Limit.(int)
 	var out []*inbox.Delivery
+	held := map[int64]bool{}
 	for round := 0; ; round++ {
 		p, err := pick()
 		if err != nil {
 			return nil, err
 		}
 		p = p.notTaken(out, limit-len(out))
+		keys := p.keyOf()
 		ds, err := b.takeGroups(ctx, tx, p.ds, p.seen, v)
 		if err == nil {
-			ds, err = b.takeSlots(ctx, tx, ds, p.keys, v)
+			ds, err = b.takeSlots(ctx, tx, ds, keys, held, v)
 		}
 		if err != nil {
 			return nil, err
 		}
-		ds, short, err := b.takeRates(ctx, tx, ds, p.keyOf(), v)
+		ds, short, err := b.takeRates(ctx, tx, ds, keys, v)
 		if err != nil {
 			return nil, err
 		}
 		out = append(out, ds...)
+		for _, d := range ds {
+			held[d.ID] = true
+		}
 		if !short || len(out) >= limit || round == pickRounds-1 {
 			return out, nil
 		}

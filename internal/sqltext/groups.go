@@ -186,15 +186,21 @@ func (l Lease) TakeHeld() Statement {
 
 // TakeFree takes the hold of a group that had no hold row when the pick read it: an INSERT, which
 // fails with a duplicate key (MySQL's and MariaDB's 1062 on the PRIMARY key) where another claim
-// inserted one since; the row is then not claimed. It binds the table's name, the queue, the
+// inserted one since, or on Postgres (where the claim takes groups this way only with limits or
+// rates, !ClaimsInOne) changes no row (ON CONFLICT DO NOTHING: a failed statement would end the
+// transaction); the row is then not claimed. It binds the table's name, the queue, the
 // group, the row's id, then the claim's token. Empty where the table has no group column.
 func (l Lease) TakeFree() Statement {
 	if !l.s.HasGroups() {
 		return Statement{}
 	}
 	p := l.s.Params()
-	return p.statement("INSERT INTO " + GroupsTable + " (table_name, queue, group_key, holder_id, holder_token) VALUES (" +
-		p.Next(ArgTable) + ", " + p.Next(ArgQueue) + ", " + p.Next(ArgGroup) + ", " + p.Next(ArgID) + ", " + p.Next(ArgLease) + ")")
+	insert := "INSERT INTO " + GroupsTable + " (table_name, queue, group_key, holder_id, holder_token) VALUES (" +
+		p.Next(ArgTable) + ", " + p.Next(ArgQueue) + ", " + p.Next(ArgGroup) + ", " + p.Next(ArgID) + ", " + p.Next(ArgLease) + ")"
+	if l.s.c.Catalog == dialect.PostgresCatalog {
+		insert += " ON CONFLICT DO NOTHING"
+	}
+	return p.statement(insert)
 }
 
 // takeInOne is the claim's CTE, after inbox_lease_pick, that takes the hold of each picked row's

@@ -63,7 +63,8 @@ func (l Lease) Unflushed() Lease {
 // whose group it took; it binds, after free's now, the groups' table name, the queue and now
 // (groupFree), the table name and the queue again where it spreads claims across groups
 // (claimOrder), then the table name, the queue, the token and now (the take), then the token.
-// Elsewhere the pick reads, after the Columns, each row's group, its hold's holder and token
+// Elsewhere (and on Postgres where the table has limits or rates: !ClaimsInOne) the pick
+// reads, after the Columns, each row's group, its hold's holder and token
 // (groupRead: the table name and the queue twice, bound before Due's arguments), and the form
 // takes each group by TakeHeld or TakeFree before Stamp stamps the rows whose group it took; the
 // pick binds groupFree's arguments (and claimOrder's) after now and before the limit.
