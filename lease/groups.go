@@ -4,7 +4,6 @@ import (
 	"cmp"
 	"context"
 	"database/sql"
-	"errors"
 	"slices"
 
 	"github.com/sqlinbox/inbox"
@@ -20,27 +19,6 @@ import (
 // statement per group between the pick and the stamp (takeGroups), before the limits' and the
 // rates' slots (pickRated). A hold names its holder row and lasts as long as that row's lease, so
 // extensions and settlements, which write only the row, extend and release it with the row.
-
-// checkGroups fails, where the table has groups, when the table of group holds is missing or
-// lacks a column: ErrSchema naming the statement that creates it. A connection that fails is
-// the connection's error.
-func (f *Form[D]) checkGroups(ctx context.Context, db *sql.DB, queue string) error {
-	if f.t.GroupKey == "" {
-		return nil
-	}
-	rows, err := db.QueryContext(ctx, sqltext.CheckGroups().SQL)
-	if err == nil {
-		return rows.Close()
-	}
-	where := sentinel.Queue(f.t.Name, queue)
-	if ctx.Err() != nil || dialect.ConnectionFailed(err) {
-		return sentinel.Errorf(nil, where, "checking the group holds' table %s: %w", sqltext.GroupsTable, err)
-	}
-	if pingErr := db.PingContext(ctx); pingErr != nil {
-		return sentinel.Errorf(nil, where, "checking the group holds' table %s: the server answers no connection: %w", sqltext.GroupsTable, errors.Join(err, pingErr))
-	}
-	return sentinel.Errorf(inbox.ErrSchema, where, "the group column %q needs the group holds' table %s, which the database refuses (%v): `inbox schema -group-key` prints it with the table; run: %s (a table made before groups could be paused lacks paused_at: run %s)", f.t.GroupKey, sqltext.GroupsTable, err, sqltext.CreateGroups(f.d.Caps()), sqltext.AddGroupsPaused(f.d.Caps()))
-}
 
 // checkGroupOptions refuses the groups' options where they cannot work: either of them on a
 // table without a group column, and GroupsStayBlocked on a table without a dead_at column,

@@ -373,19 +373,21 @@ func (f *Form[D]) bind(ctx context.Context, db *sql.DB, q inbox.Binding) (inbox.
 	return plan, nil
 }
 
-// verify checks the table's column types (schema.Verify) and, where it has groups, the group
-// holds' table (checkGroups).
+// verify checks the table's column types (schema.Verify) and the side tables its description
+// asks for: the group holds', the limits' and slots', the rates' (schema.CheckGroups,
+// CheckLimits, CheckRates).
 func (f *Form[D]) verify(ctx context.Context, db *sql.DB, column string, q inbox.Binding) error {
 	if err := schema.Verify(ctx, db, f.d, f.t, column, q); err != nil {
 		return err
 	}
-	if err := f.checkGroups(ctx, db, q.Name); err != nil {
+	where := sentinel.Queue(f.t.Name, q.Name)
+	if err := schema.CheckGroups(ctx, db, f.d, f.t, where); err != nil {
 		return err
 	}
-	if err := f.checkLimits(ctx, db, q.Name); err != nil {
+	if err := schema.CheckLimits(ctx, db, f.d, f.t, where, true); err != nil {
 		return err
 	}
-	return f.checkRates(ctx, db, q.Name)
+	return schema.CheckRates(ctx, db, f.d, f.t, where)
 }
 
 // prepare prepares (or checks, see stmt.Table.Statement) every statement the binding runs; a

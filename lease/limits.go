@@ -4,7 +4,6 @@ import (
 	"cmp"
 	"context"
 	"database/sql"
-	"errors"
 	"slices"
 
 	"github.com/sqlinbox/inbox"
@@ -36,36 +35,6 @@ func claimLevelOn(c *dialect.Caps) dialect.Dialect {
 		return limitsClaimLevel
 	}
 	return claimLevel
-}
-
-// checkLimits fails, where the description names a limits table, when the limits or slots
-// table is missing or lacks a column: ErrSchema naming the statements that create them. A
-// connection that fails is the connection's error.
-func (f *Form[D]) checkLimits(ctx context.Context, db *sql.DB, queue string) error {
-	if f.t.Limits == "" {
-		return nil
-	}
-	where := sentinel.Queue(f.t.Name, queue)
-	q, err := f.t.Quote(f.d)
-	if err != nil {
-		return err
-	}
-	w := sqltext.New(f.d.Caps(), sqltext.Table(q)).Limits()
-	for _, check := range []sqltext.Statement{w.Check(), sqltext.CheckSlots()} {
-		rows, err := db.QueryContext(ctx, check.SQL)
-		if err == nil {
-			rows.Close()
-			continue
-		}
-		if ctx.Err() != nil || dialect.ConnectionFailed(err) {
-			return sentinel.Errorf(nil, where, "checking the limits' tables: %w", err)
-		}
-		if pingErr := db.PingContext(ctx); pingErr != nil {
-			return sentinel.Errorf(nil, where, "checking the limits' tables: the server answers no connection: %w", errors.Join(err, pingErr))
-		}
-		return sentinel.Errorf(inbox.ErrSchema, where, "concurrency limits (inbox.Table.Limits) need the limits table %s and the slots table %s, which the database refuses (%v): `inbox schema -limits -apply` creates them; or run: %s; %s", f.t.Limits, sqltext.SlotsTable, err, w.Create(), sqltext.CreateSlots(f.d.Caps()))
-	}
-	return nil
 }
 
 // prepareSlots prepares (or, where the claim runs on a pinned connection by its text, checks)

@@ -26,32 +26,6 @@ import (
 // each round fills a rate's free slots, which the next round's pick then passes over.
 const pickRounds = 3
 
-// checkRates fails, where the description names a rates table, when the database has none or
-// it lacks a column (ErrSchema naming the statement that creates it). A connection that fails
-// is the connection's error.
-func (f *Form[D]) checkRates(ctx context.Context, db *sql.DB, queue string) error {
-	if f.t.Rates == "" {
-		return nil
-	}
-	where := sentinel.Queue(f.t.Name, queue)
-	q, err := f.t.Quote(f.d)
-	if err != nil {
-		return err
-	}
-	w := sqltext.New(f.d.Caps(), sqltext.Table(q)).Rates()
-	rows, err := db.QueryContext(ctx, w.Check().SQL)
-	if err == nil {
-		return rows.Close()
-	}
-	if ctx.Err() != nil || dialect.ConnectionFailed(err) {
-		return sentinel.Errorf(nil, where, "checking the rates table %q: %w", f.t.Rates, err)
-	}
-	if pingErr := db.PingContext(ctx); pingErr != nil {
-		return sentinel.Errorf(nil, where, "checking the rates table %q: the server answers no connection: %w", f.t.Rates, errors.Join(err, pingErr))
-	}
-	return sentinel.Errorf(inbox.ErrSchema, where, "its rates table %q (inbox.Table.Rates), which every claim reads, cannot be read (%v): create it with `inbox schema -rates -apply`, or run: %s", f.t.Rates, err, w.Create())
-}
-
 // prepareRates prepares (or, where the claim runs on a pinned connection by its text, checks)
 // the statements that take start slots, where the description names a rates table.
 func (b *binding) prepareRates(ctx context.Context) error {
