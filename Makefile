@@ -10,7 +10,7 @@ help: ## list the targets
 # -count=1: the compile-fail test builds programs against the library's sources, which the test
 # cache does not see; the live tests must run against the databases as they are now.
 test: fmt-check vet ## gofmt check, go vet and go test -race on every module
-	go test -race -count=1 -timeout 30m $(PKGS)
+	go test -race -count=1 -timeout 45m $(PKGS)
 
 # -short: the integration package takes SQLite's cells only, whatever the environment says (no
 # server, no container), and the command's install test is skipped. The examples' Example_invoices

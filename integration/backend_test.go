@@ -375,9 +375,23 @@ func messages(q string, n int) []inbox.Message {
 
 func mustExec(t *testing.T, db *sql.DB, query string, args ...any) {
 	t.Helper()
-	if _, err := db.ExecContext(context.Background(), query, args...); err != nil {
+	_, err := db.ExecContext(context.Background(), query, args...)
+	// Postgres may refuse one of two CREATE … IF NOT EXISTS of one name run at once (tests
+	// side by side creating a shared side table, inbox_groups): the other created it.
+	for try := 0; err != nil && strings.Contains(query, " IF NOT EXISTS ") && concurrentCreate(err) && try < 5; try++ {
+		time.Sleep(10 * time.Millisecond)
+		_, err = db.ExecContext(context.Background(), query, args...)
+	}
+	if err != nil {
 		t.Fatalf("%s: %v", query, err)
 	}
+}
+
+// concurrentCreate reports whether err is Postgres's refusal of a CREATE that raced another
+// of the same name (a unique violation in its catalog, or the name already there).
+func concurrentCreate(err error) bool {
+	msg := err.Error()
+	return strings.Contains(msg, "duplicate key value violates unique constraint") || strings.Contains(msg, "already exists")
 }
 
 // count returns the single integer query answers.

@@ -198,7 +198,9 @@ func limitsPerQueue(t *testing.T, s spread) {
 	b.setLimit(t, s.admin, tbl, inbox.LimitPerQueue, "", limit)
 	b.enqueue(t, s.admin, tbl, limitMessages(rows, "a", "")...)
 	s.ready(t, tbl.Name)
-	h := &recorder{pause: 10 * time.Millisecond}
+	// Runs long enough for the limit to fill although claims run one at a time on SQLite and
+	// slowly on a loaded machine (10 ms left it at 2 there once).
+	h := &recorder{pause: 30 * time.Millisecond}
 	stop := sampled(h.inWork)
 	drainTable(t, b, s.admin, tbl, time.Minute, "every row processed", s.consumers(t, tbl, workers, 20*time.Millisecond, h)...)
 	if most := stop(); most > limit {
