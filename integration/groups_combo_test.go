@@ -227,7 +227,9 @@ func TestGroupsWithLimitPerKey(t *testing.T) {
 				if g < 4 {
 					key = "k"
 				}
-				msgs = append(msgs, comboMessage(fmt.Sprintf("g-%d", g), "a", key, i, 15*time.Millisecond))
+				// 40 ms: long enough for the groups of no key to run beside key k's two
+				// although claims run one at a time on SQLite (15 ms left 2 at once under -race).
+				msgs = append(msgs, comboMessage(fmt.Sprintf("g-%d", g), "a", key, i, 40*time.Millisecond))
 			}
 		}
 		b.enqueue(t, s.admin, tbl, msgs...)

@@ -247,7 +247,13 @@ func TestLimitsPerKindAndKey(t *testing.T) {
 		if most, at := mostAtOnce(all, func(r run) bool { return r.key == "k" }); most > 1 {
 			t.Errorf("%d rows of key k in work at once at %v, over its limit of 1", most, at)
 		}
-		if most, _ := mostAtOnce(all, func(r run) bool { return r.kind == "b" && r.key == "" }); most <= 2 {
+		// Beside two of kind a and one of key k, rows under no limit run three at once or more;
+		// on SQLite, whose claims run one at a time (and slowly under -race), two.
+		least := 3
+		if b.dialect.Caps().OneWriter {
+			least = 2
+		}
+		if most, _ := mostAtOnce(all, func(r run) bool { return r.kind == "b" && r.key == "" }); most < least {
 			t.Errorf("rows under no limit ran at most %d at once: the limits held them back", most)
 		}
 	})
