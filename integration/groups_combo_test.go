@@ -194,7 +194,9 @@ func TestGroupsWithLimitPerQueue(t *testing.T) {
 		var msgs []inbox.Message
 		for i := range each {
 			for g := range groups {
-				msgs = append(msgs, comboMessage(fmt.Sprintf("g-%d", g), "a", "", i, 10*time.Millisecond))
+				// 40 ms: long enough for the limit to fill although claims run one at a time on
+				// SQLite (10 ms left 2 at once under -race).
+				msgs = append(msgs, comboMessage(fmt.Sprintf("g-%d", g), "a", "", i, 40*time.Millisecond))
 			}
 		}
 		b.enqueue(t, s.admin, tbl, msgs...)
