@@ -64,12 +64,12 @@ var errGroups = errors.New("inbox: the claim met groups it could not hold")
 func (f *Form[D]) claimGrouped(ctx context.Context, claim *stmt.Stmt, size int) ([]*inbox.Delivery, error) {
 	n := max(size, 1)
 	var skip []int64
-	full := map[string]bool{} // the limits found full (limits.go)
+	m := &memo{fullLimits: map[string]bool{}, fullRates: map[string]bool{}}
 	for range groupTries {
 		var pass groupPass
 		pick := func(tx dialect.Tx, v *sqltext.Values) ([]*inbox.Delivery, error) {
 			if f.d.Caps().Catalog == dialect.MySQLCatalog || f.t.Limits != "" || f.t.Rates != "" {
-				return f.pickByID(ctx, tx, v, n, skip, full, &pass)
+				return f.pickByID(ctx, tx, v, n, skip, m, &pass)
 			}
 			return f.pickHeads(ctx, tx, v, claim, n, skip, &pass)
 		}
@@ -141,7 +141,7 @@ const pickPages = 16
 // refused a start slot after its lock; a batch's later row refused one stays locked in the
 // batch's transaction, undelivered, its group held, until the batch ends (rolling back would
 // spend the starts of the rows taken before it for nothing).
-func (f *Form[D]) pickByID(ctx context.Context, tx dialect.Tx, v *sqltext.Values, n int, skip []int64, full map[string]bool, pass *groupPass) ([]*inbox.Delivery, error) {
+func (f *Form[D]) pickByID(ctx context.Context, tx dialect.Tx, v *sqltext.Values, n int, skip []int64, m *memo, pass *groupPass) ([]*inbox.Delivery, error) {
 	var ds []*inbox.Delivery
 	for page := range pickPages {
 		cands, err := f.candidates(ctx, tx, v, page)
@@ -152,7 +152,7 @@ func (f *Form[D]) pickByID(ctx context.Context, tx dialect.Tx, v *sqltext.Values
 			if slices.Contains(skip, c.id) {
 				continue
 			}
-			d, err := f.takeCandidate(ctx, tx, *v, c, full, pass)
+			d, err := f.takeCandidate(ctx, tx, *v, c, m, pass)
 			switch {
 			case errors.Is(err, errStartRefused) && len(ds) == 0:
 				pass.held = append(pass.held, c.id) // its row (group, slots) are held for nothing
@@ -191,15 +191,15 @@ func (f *Form[D]) pickByID(ctx context.Context, tx dialect.Tx, v *sqltext.Values
 // rollback lets go: a start refused after the row's lock and its group's hold were taken rolls
 // the claim back, and the claim runs again passing over that row (and, since it is still its
 // group's head, over its group: the group's next row does not run in its place).
-func (f *Form[D]) takeCandidate(ctx context.Context, tx dialect.Tx, v sqltext.Values, c candidate, full map[string]bool, pass *groupPass) (*inbox.Delivery, error) {
+func (f *Form[D]) takeCandidate(ctx context.Context, tx dialect.Tx, v sqltext.Values, c candidate, m *memo, pass *groupPass) (*inbox.Delivery, error) {
 	var ls []limit
 	if f.t.Limits != "" {
 		var err error
-		if ls, err = f.limitsOf(ctx, tx, v, c.id); err != nil || fullOf(ls, full) {
+		if ls, err = f.limitsOf(ctx, tx, v, c.id); err != nil || m.limitFull(ls) {
 			return nil, err
 		}
 	}
-	if f.t.Rates != "" && rateFull(c, full) {
+	if f.t.Rates != "" && m.rateFull(c) {
 		return nil, nil
 	}
 	if c.group.Valid {
@@ -227,7 +227,7 @@ func (f *Form[D]) takeCandidate(ctx context.Context, tx dialect.Tx, v sqltext.Va
 	case err != nil:
 		return nil, err
 	}
-	if ok, err := f.takeHolds(ctx, tx, v, c, d, ls, full, pass); err != nil || !ok {
+	if ok, err := f.takeHolds(ctx, tx, v, c, d, ls, m, pass); err != nil || !ok {
 		return nil, err
 	}
 	return d, nil
@@ -236,9 +236,9 @@ func (f *Form[D]) takeCandidate(ctx context.Context, tx dialect.Tx, v sqltext.Va
 // takeHolds takes, for candidate c whose row d tx has locked, a slot of each of its limits ls,
 // then a start slot of each of its rates. Where one is refused it fails with errGroups, c in
 // pass.held: the row (its group, its slots) is held for nothing, and the claim must roll back.
-func (f *Form[D]) takeHolds(ctx context.Context, tx dialect.Tx, v sqltext.Values, c candidate, d *inbox.Delivery, ls []limit, full map[string]bool, pass *groupPass) (bool, error) {
+func (f *Form[D]) takeHolds(ctx context.Context, tx dialect.Tx, v sqltext.Values, c candidate, d *inbox.Delivery, ls []limit, m *memo, pass *groupPass) (bool, error) {
 	if len(ls) > 0 {
-		ok, err := f.takeSlots(ctx, tx, v, c.id, ls, full, pass)
+		ok, err := f.takeSlots(ctx, tx, v, c.id, ls, m, pass)
 		if err != nil {
 			return false, err
 		}
@@ -248,7 +248,7 @@ func (f *Form[D]) takeHolds(ctx context.Context, tx dialect.Tx, v sqltext.Values
 		}
 	}
 	if f.t.Rates != "" {
-		ok, err := f.takeStarts(ctx, v, d, c.key, full)
+		ok, err := f.takeStarts(ctx, v, d, c.key, m)
 		if err != nil {
 			return false, err
 		}

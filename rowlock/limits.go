@@ -34,10 +34,23 @@ type limit struct {
 // name is the limit's key in the memo of full limits.
 func (l limit) name() string { return l.scope + "\x00" + l.key }
 
-// fullOf reports whether one of ls is among the limits found full.
-func fullOf(ls []limit, full map[string]bool) bool {
+// memo is what one claim learned of its queue's limits and rates, kept for the rest of the
+// claim (a few milliseconds: a slot frees with its holder's commit and a rate by the clock, so
+// an entry at worst passes a row over until the next claim).
+type memo struct {
+	fullLimits map[string]bool // limit.name of the limits found full
+	fullRates  map[string]bool // limit.name (a rate's scope and key) of the rates found full
+	// rates are the names of the queue's rates, read once a claim (nil until then); keyRates
+	// says the queue has rates per limit key, whose keys hasKeyRate holds the answers for.
+	rates      map[string]bool
+	keyRates   bool
+	hasKeyRate map[string]bool
+}
+
+// limitFull reports whether one of ls was found full.
+func (m *memo) limitFull(ls []limit) bool {
 	for _, l := range ls {
-		if full[l.name()] {
+		if m.fullLimits[l.name()] {
 			return true
 		}
 	}
@@ -45,10 +58,10 @@ func fullOf(ls []limit, full map[string]bool) bool {
 }
 
 // takeSlots takes, in tx, a slot of each of ls, the limits of row id, which tx has locked, and
-// reports whether it took them all. A limit found full is added to full; slots without their
+// reports whether it took them all. A limit found full is added to m.fullLimits; slots without their
 // row are added to pass.slots. Where it took them not all, the claim must roll back: the row's
 // lock and the slots taken are let go only with the transaction.
-func (f *Form[D]) takeSlots(ctx context.Context, tx dialect.Tx, v sqltext.Values, id int64, ls []limit, full map[string]bool, pass *groupPass) (bool, error) {
+func (f *Form[D]) takeSlots(ctx context.Context, tx dialect.Tx, v sqltext.Values, id int64, ls []limit, m *memo, pass *groupPass) (bool, error) {
 	lock, there := f.text.LockSlot(), f.text.SlotsThere()
 	for _, l := range ls {
 		w := v
@@ -67,7 +80,7 @@ func (f *Form[D]) takeSlots(ctx context.Context, tx dialect.Tx, v sqltext.Values
 		if n < l.max {
 			pass.slots = append(pass.slots, l)
 		} else {
-			full[l.name()] = true
+			m.fullLimits[l.name()] = true
 		}
 		return false, nil
 	}

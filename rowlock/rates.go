@@ -4,9 +4,6 @@ import (
 	"context"
 	"database/sql"
 	"errors"
-	"maps"
-	"slices"
-	"strings"
 
 	"github.com/sqlinbox/inbox"
 	"github.com/sqlinbox/inbox/internal/sentinel"
@@ -33,34 +30,24 @@ import (
 // whether it has any (sqltext.Rates.OfQueue), and then asks, once per claim, for the rate of each
 // key its rows carry (KeyRate).
 
-// The entries of a claim's memo (full) that concern rates: a rate found full, and whether a
-// limit key has a rate. The memo lives for one Claim (or ClaimBatch), a few milliseconds, and
-// a rate frees by the clock alone, so an entry may at worst pass a row over until the next
-// claim.
-const (
-	memoFullRate  = "rate\x00"
-	memoKeyRate   = "keyrate\x00"
-	memoNoKeyRate = "nokeyrate\x00"
-)
-
 // rateFull reports whether a rate of candidate c (its queue's, its kind's, its limit key's) was
 // found full in this claim.
-func rateFull(c candidate, full map[string]bool) bool {
-	return full[memoFullRate+limit{scope: sqltext.RateQueue}.name()] ||
-		c.kind.Valid && full[memoFullRate+limit{scope: sqltext.RateKind, key: c.kind.String}.name()] ||
-		c.key.Valid && full[memoFullRate+limit{scope: sqltext.RateKey, key: c.key.String}.name()]
+func (m *memo) rateFull(c candidate) bool {
+	return m.fullRates[limit{scope: sqltext.RateQueue}.name()] ||
+		c.kind.Valid && m.fullRates[limit{scope: sqltext.RateKind, key: c.kind.String}.name()] ||
+		c.key.Valid && m.fullRates[limit{scope: sqltext.RateKey, key: c.key.String}.name()]
 }
 
 // takeStarts takes a start slot of each rate row d needs (its queue's, its kind's, its limit
 // key's: key, NULL where it has none), each in a statement of its own on the pool that commits
-// at once, and reports whether it took them all. A rate without a free slot is added to full.
-func (f *Form[D]) takeStarts(ctx context.Context, v sqltext.Values, d *inbox.Delivery, key sql.NullString, full map[string]bool) (bool, error) {
-	w := f.rates()
+// at once, and reports whether it took them all. A rate without a free slot is added to
+// m.fullRates.
+func (f *Form[D]) takeStarts(ctx context.Context, v sqltext.Values, d *inbox.Delivery, key sql.NullString, m *memo) (bool, error) {
+	w := f.st.SQL().Rates()
 	// The start's time is read now, not at the claim's beginning: a slot admits its next start
 	// one interval after it, and an earlier time would admit that one early.
 	v.NowUs = f.q.Now().UnixMicro()
-	rates, err := f.queueRates(ctx, v, w)
-	if err != nil {
+	if err := f.queueRates(ctx, v, w, m); err != nil {
 		return false, err
 	}
 	needs := []limit{{scope: sqltext.RateQueue}}
@@ -68,17 +55,19 @@ func (f *Form[D]) takeStarts(ctx context.Context, v sqltext.Values, d *inbox.Del
 		needs = append(needs, limit{scope: sqltext.RateKind, key: d.Kind})
 	}
 	if key.Valid {
-		r := limit{scope: sqltext.RateKey, key: key.String}
-		if rates[r.name()], err = f.keyHasRate(ctx, v, w, key.String, rates, full); err != nil {
+		has, err := f.keyHasRate(ctx, v, w, key.String, m)
+		if err != nil {
 			return false, sentinel.Errorf(nil, sentinel.Row(f.t.Name, d.ID), "reading the rate of its limit key %q: %w", key.String, err)
 		}
-		needs = append(needs, r)
+		if has {
+			needs = append(needs, limit{scope: sqltext.RateKey, key: key.String})
+		}
 	}
 	for _, r := range needs {
-		if !rates[r.name()] {
+		if r.scope != sqltext.RateKey && !m.rates[r.name()] {
 			continue
 		}
-		if full[memoFullRate+r.name()] {
+		if m.fullRates[r.name()] {
 			return false, nil
 		}
 		took, last, err := f.takeStart(ctx, v, w, r)
@@ -88,7 +77,7 @@ func (f *Form[D]) takeStarts(ctx context.Context, v sqltext.Values, d *inbox.Del
 		if !took || last {
 			// Full now: the later candidates under it, this batch's next rows among them, are
 			// passed over before any lock rather than locked and refused.
-			full[memoFullRate+r.name()] = true
+			m.fullRates[r.name()] = true
 		}
 		if !took {
 			return false, nil
@@ -98,15 +87,13 @@ func (f *Form[D]) takeStarts(ctx context.Context, v sqltext.Values, d *inbox.Del
 }
 
 // keyHasRate reports whether limit key k of the claim's queue has a rate: not where the queue
-// has no rate per key (rates, as queueRates read them, holds one where it has), and otherwise
-// by a read of its own, once per claim (full memoizes the answer).
-func (f *Form[D]) keyHasRate(ctx context.Context, v sqltext.Values, w sqltext.Rates, k string, rates, full map[string]bool) (bool, error) {
-	r := limit{scope: sqltext.RateKey, key: k}
-	switch {
-	case rates[r.name()] || full[memoKeyRate+k]:
-		return true, nil
-	case full[memoNoKeyRate+k] || !slices.ContainsFunc(slices.Collect(maps.Keys(rates)), isKeyRate):
+// has no rate per key, and otherwise by a read of its own (KeyRate), once per claim and key.
+func (f *Form[D]) keyHasRate(ctx context.Context, v sqltext.Values, w sqltext.Rates, k string, m *memo) (bool, error) {
+	if !m.keyRates {
 		return false, nil
+	}
+	if has, asked := m.hasKeyRate[k]; asked {
+		return has, nil
 	}
 	q := w.KeyRate()
 	v.RateKey = k
@@ -118,42 +105,43 @@ func (f *Form[D]) keyHasRate(ctx context.Context, v sqltext.Values, w sqltext.Ra
 	if err := errors.Join(rows.Err(), rows.Close()); err != nil {
 		return false, err
 	}
-	if has {
-		full[memoKeyRate+k] = true
-	} else {
-		full[memoNoKeyRate+k] = true
+	if m.hasKeyRate == nil {
+		m.hasKeyRate = map[string]bool{}
 	}
+	m.hasKeyRate[k] = has
 	return has, nil
 }
 
-// isKeyRate reports whether name, a rate's limit.name, is a rate per limit key's.
-func isKeyRate(name string) bool {
-	return strings.HasPrefix(name, sqltext.RateKey+"\x00")
-}
-
-// rates is the builder of the statements over the rates table.
-func (f *Form[D]) rates() sqltext.Rates {
-	q, _ := f.t.Quote(f.d) // checked at Open
-	return sqltext.New(f.d.Caps(), sqltext.Table(q)).Rates()
-}
-
-// queueRates reads the rates of the claim's queue, by name (scope and key).
-func (f *Form[D]) queueRates(ctx context.Context, v sqltext.Values, w sqltext.Rates) (map[string]bool, error) {
+// queueRates reads the rates of the claim's queue into m, by name (scope and key), the first time
+// the claim needs them. Of its rates per limit key the read returns one at most, which says only
+// that the queue has some (sqltext.Rates.OfQueue): keyHasRate asks for each key.
+func (f *Form[D]) queueRates(ctx context.Context, v sqltext.Values, w sqltext.Rates, m *memo) error {
+	if m.rates != nil {
+		return nil
+	}
 	of := w.OfQueue()
 	rows, err := f.db.QueryContext(ctx, of.SQL, of.Bind(nil, &v)...)
 	if err != nil {
-		return nil, sentinel.Errorf(nil, sentinel.Queue(f.t.Name, f.q.Name), "reading its rates: %w", err)
+		return sentinel.Errorf(nil, sentinel.Queue(f.t.Name, f.q.Name), "reading its rates: %w", err)
 	}
 	defer rows.Close()
 	set := map[string]bool{}
 	for rows.Next() {
 		var r limit
 		if err := rows.Scan(&r.scope, &r.key); err != nil {
-			return nil, err
+			return err
+		}
+		if r.scope == sqltext.RateKey {
+			m.keyRates = true
+			continue
 		}
 		set[r.name()] = true
 	}
-	return set, rows.Err()
+	if err := rows.Err(); err != nil {
+		return err
+	}
+	m.rates = set
+	return nil
 }
 
 // takeStart takes the oldest free start slot of rate r: it reads the free slots, oldest first
