@@ -10,6 +10,7 @@ import (
 	"github.com/sqlinbox/inbox/internal/schema"
 	"github.com/sqlinbox/inbox/internal/sentinel"
 	"github.com/sqlinbox/inbox/internal/sqltext"
+	"github.com/sqlinbox/inbox/internal/starts"
 	"github.com/sqlinbox/inbox/internal/stmt"
 )
 
@@ -337,39 +338,14 @@ func (f *Form[D]) takeLimitSlot(ctx context.Context, conn *sql.Conn, l limit, cf
 	return "", nil
 }
 
-// takeStart takes a start slot of rate r for a row, in autocommit on conn: it reads a few of
-// the rate's free slots, oldest first, and writes now into the first one still free (a
-// compare-and-set, so that two claims never both take one slot). It reports whether a slot was
-// taken: false where the rate admits no start now.
+// takeStart takes a start slot of rate r for a row, in autocommit on conn (starts.Take), and
+// reports whether it took one: false where the rate admits no start now.
 func (f *Form[D]) takeStart(ctx context.Context, conn *sql.Conn, r rate) (bool, error) {
 	v := f.claimed
-	v.NowUs, v.Scope, v.RateKey, v.Limit = f.q.Now().UnixMicro(), r.scope, r.key, candidateSlack
-	rows, err := conn.QueryContext(ctx, f.fl.freeStarts.SQL, f.fl.freeStarts.Bind(nil, &v)...)
+	v.NowUs, v.Scope, v.RateKey = f.q.Now().UnixMicro(), r.scope, r.key
+	took, _, err := starts.Take(ctx, conn, f.fl.freeStarts, f.fl.takeStart, v, candidateSlack)
 	if err != nil {
-		return false, sentinel.Errorf(nil, sentinel.Queue(f.table.Name, f.q.Name), "reading the free start slots of the %s rate %q: %w", r.scope, r.key, err)
+		return false, sentinel.Errorf(nil, sentinel.Queue(f.table.Name, f.q.Name), "taking a start slot of the %s rate %q: %w", r.scope, r.key, err)
 	}
-	var slots []int64
-	for rows.Next() {
-		var s int64
-		if err := rows.Scan(&s); err != nil {
-			rows.Close()
-			return false, err
-		}
-		slots = append(slots, s)
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
-		return false, err
-	}
-	for _, s := range slots {
-		v.Slot = s
-		res, err := conn.ExecContext(ctx, f.fl.takeStart.SQL, f.fl.takeStart.Bind(nil, &v)...)
-		if err != nil {
-			return false, sentinel.Errorf(nil, sentinel.Queue(f.table.Name, f.q.Name), "taking start slot %d of the %s rate %q: %w", s, r.scope, r.key, err)
-		}
-		if n, err := res.RowsAffected(); err != nil || n == 1 {
-			return err == nil, err
-		}
-	}
-	return false, nil
+	return took, nil
 }

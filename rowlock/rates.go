@@ -8,6 +8,7 @@ import (
 	"github.com/sqlinbox/inbox"
 	"github.com/sqlinbox/inbox/internal/sentinel"
 	"github.com/sqlinbox/inbox/internal/sqltext"
+	"github.com/sqlinbox/inbox/internal/starts"
 )
 
 // Rate limits (inbox.Table.Rates). A start slot must not be written in the claim's transaction,
@@ -70,7 +71,8 @@ func (f *Form[D]) takeStarts(ctx context.Context, v sqltext.Values, d *inbox.Del
 		if m.fullRates[r.name()] {
 			return false, nil
 		}
-		took, last, err := f.takeStart(ctx, v, w, r)
+		v.Scope, v.RateKey = r.scope, r.key
+		took, last, err := starts.Take(ctx, f.db, w.FreeSlots(), w.TakeSlot(), v, freeRead)
 		if err != nil {
 			return false, sentinel.Errorf(nil, sentinel.Row(f.t.Name, d.ID), "taking a start slot of its %s rate %q: %w", r.scope, r.key, err)
 		}
@@ -144,42 +146,5 @@ func (f *Form[D]) queueRates(ctx context.Context, v sqltext.Values, w sqltext.Ra
 	return nil
 }
 
-// takeStart takes the oldest free start slot of rate r: it reads the free slots, oldest first
-// (at most freeRead), and writes the claim's time into the first one still free (a
-// compare-and-set), each statement committing at once; it reports whether it took one, and
-// whether that was the last free slot it read, of fewer than freeRead: the rate is then full, but
-// for slots another claim was taking as they were read (FreeSlots skips the slots it locks).
-func (f *Form[D]) takeStart(ctx context.Context, v sqltext.Values, w sqltext.Rates, r limit) (took, last bool, err error) {
-	free, take := w.FreeSlots(), w.TakeSlot()
-	v.Scope, v.RateKey, v.Limit = r.scope, r.key, freeRead
-	rows, err := f.db.QueryContext(ctx, free.SQL, free.Bind(nil, &v)...)
-	if err != nil {
-		return false, false, err
-	}
-	var slots []int64
-	for rows.Next() {
-		var s int64
-		if err := rows.Scan(&s); err != nil {
-			rows.Close()
-			return false, false, err
-		}
-		slots = append(slots, s)
-	}
-	if err := rows.Close(); err != nil {
-		return false, false, err
-	}
-	for i, s := range slots {
-		v.Slot = s
-		res, err := f.db.ExecContext(ctx, take.SQL, take.Bind(nil, &v)...)
-		if err != nil {
-			return false, false, err
-		}
-		if n, err := res.RowsAffected(); err != nil || n == 1 {
-			return n == 1, i == len(slots)-1 && len(slots) < freeRead, err
-		}
-	}
-	return false, false, nil
-}
-
-// freeRead is how many free slots of a rate takeStart reads at most.
+// freeRead is how many free slots of a rate a start's take reads at most.
 const freeRead = 8
