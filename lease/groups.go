@@ -10,7 +10,6 @@ import (
 	"github.com/sqlinbox/inbox/dialect"
 	"github.com/sqlinbox/inbox/internal/sentinel"
 	"github.com/sqlinbox/inbox/internal/sqltext"
-	"github.com/sqlinbox/inbox/internal/stmt"
 )
 
 // FIFO groups (inbox.Table.GroupKey). A claim takes only the head of each group whose hold no
@@ -140,25 +139,11 @@ func (b *binding) take(ctx context.Context, tx dialect.Tx, h seenHold, v sqltext
 // the statements that take a group's hold, where the claim does not take it in its own
 // statement.
 func (b *binding) prepareTakes(ctx context.Context) error {
-	caps := b.st.D.Caps()
 	if b.st.Q.GroupKey == "" || b.sql.ClaimsInOne() {
 		return nil
 	}
-	held, free := b.sql.TakeHeld(), b.sql.TakeFree()
-	if caps.BeginsByStatement {
-		if err := b.st.Check(ctx, b.db, "group take", held.SQL); err != nil {
-			return err
-		}
-		if err := b.st.Check(ctx, b.db, "group take of a new hold", free.SQL); err != nil {
-			return err
-		}
-		b.takeHeld, b.takeFree = stmt.ByText(b.db, held), stmt.ByText(b.db, free)
-		return nil
-	}
-	var err error
-	if b.takeHeld, err = b.st.Statement(ctx, b.db, "group take", held); err != nil {
-		return err
-	}
-	b.takeFree, err = b.st.Statement(ctx, b.db, "group take of a new hold", free)
-	return err
+	return b.prepareAll(ctx, []toPrepare{
+		{"group take", b.sql.TakeHeld(), &b.takeHeld},
+		{"group take of a new hold", b.sql.TakeFree(), &b.takeFree},
+	})
 }

@@ -44,28 +44,37 @@ func (b *binding) prepareSlots(ctx context.Context) error {
 	if b.st.Q.Limits == "" {
 		return nil
 	}
-	texts := []struct {
-		what string
-		st   sqltext.Statement
-		into **stmt.Stmt
-	}{
+	return b.prepareAll(ctx, []toPrepare{
 		{"slots read", b.sql.ReadSlots(), &b.readSlots},
 		{"slot take", b.sql.TakeSlot(), &b.takeSlot},
 		{"slot take of a new slot", b.sql.NewSlot(), &b.newSlot},
-	}
-	for _, t := range texts {
+	})
+}
+
+// toPrepare is a statement a binding runs beside its claim: what it is (for errors), its text,
+// and the field it goes to.
+type toPrepare struct {
+	what string
+	st   sqltext.Statement
+	into **stmt.Stmt
+}
+
+// prepareAll prepares each of ps, or, where the claim runs on a pinned connection by its text
+// (SQLite), checks it and runs it by its text.
+func (b *binding) prepareAll(ctx context.Context, ps []toPrepare) error {
+	for _, p := range ps {
 		if b.st.D.Caps().BeginsByStatement {
-			if err := b.st.Check(ctx, b.db, t.what, t.st.SQL); err != nil {
+			if err := b.st.Check(ctx, b.db, p.what, p.st.SQL); err != nil {
 				return err
 			}
-			*t.into = stmt.ByText(b.db, t.st)
+			*p.into = stmt.ByText(b.db, p.st)
 			continue
 		}
-		s, err := b.st.Statement(ctx, b.db, t.what, t.st)
+		s, err := b.st.Statement(ctx, b.db, p.what, p.st)
 		if err != nil {
 			return err
 		}
-		*t.into = s
+		*p.into = s
 	}
 	return nil
 }

@@ -4,14 +4,12 @@ import (
 	"context"
 	"database/sql"
 	"errors"
-	"maps"
 	"slices"
 
 	"github.com/sqlinbox/inbox"
 	"github.com/sqlinbox/inbox/dialect"
 	"github.com/sqlinbox/inbox/internal/sentinel"
 	"github.com/sqlinbox/inbox/internal/sqltext"
-	"github.com/sqlinbox/inbox/internal/stmt"
 )
 
 // Rate limits (inbox.Table.Rates). A claim's pick passes over the rows whose queue, kind or limit
@@ -33,32 +31,11 @@ func (b *binding) prepareRates(ctx context.Context) error {
 		return nil
 	}
 	w := b.st.SQL().Rates()
-	sts := []struct {
-		what string
-		q    sqltext.Statement
-		to   **stmt.Stmt
-	}{{"rates of the queue", w.OfQueue(), &b.rateOf}, {"free start slots", w.FreeSlots(), &b.freeSlots}, {"start slot take", w.TakeSlot(), &b.takeStart}}
+	ps := []toPrepare{{"rates of the queue", w.OfQueue(), &b.rateOf}, {"free start slots", w.FreeSlots(), &b.freeSlots}, {"start slot take", w.TakeSlot(), &b.takeStart}}
 	if b.st.Q.LimitKey != "" {
-		sts = append(sts, struct {
-			what string
-			q    sqltext.Statement
-			to   **stmt.Stmt
-		}{"rate of a limit key", w.KeyRate(), &b.keyRate})
+		ps = append(ps, toPrepare{"rate of a limit key", w.KeyRate(), &b.keyRate})
 	}
-	for _, s := range sts {
-		if b.st.D.Caps().BeginsByStatement {
-			if err := b.st.Check(ctx, b.db, s.what, s.q.SQL); err != nil {
-				return err
-			}
-			*s.to = stmt.ByText(b.db, s.q)
-			continue
-		}
-		var err error
-		if *s.to, err = b.st.Statement(ctx, b.db, s.what, s.q); err != nil {
-			return err
-		}
-	}
-	return nil
+	return b.prepareAll(ctx, ps)
 }
 
 // pickRated runs a claim's pick in tx (pick: its rows, and what it read of their groups and
@@ -265,7 +242,7 @@ func needed(set map[rate]bool, d *inbox.Delivery, keys map[*inbox.Delivery]strin
 // one, the least key's: sqltext.Rates.OfQueue): one read per key, rather than every key's rate
 // of the queue at every claim.
 func (b *binding) keyRates(ctx context.Context, tx dialect.Tx, v sqltext.Values, set map[rate]bool, ds []*inbox.Delivery, keys map[*inbox.Delivery]string) error {
-	if b.keyRate == nil || !slices.ContainsFunc(slices.Collect(maps.Keys(set)), isKeyRate) {
+	if b.keyRate == nil || !hasKeyRates(set) {
 		return nil
 	}
 	asked := map[string]bool{}
@@ -291,8 +268,15 @@ func (b *binding) keyRates(ctx context.Context, tx dialect.Tx, v sqltext.Values,
 	return nil
 }
 
-// isKeyRate reports whether r is a rate per limit key.
-func isKeyRate(r rate) bool { return r.scope == sqltext.RateKey }
+// hasKeyRates reports whether set holds a rate per limit key.
+func hasKeyRates(set map[rate]bool) bool {
+	for r := range set {
+		if r.scope == sqltext.RateKey {
+			return true
+		}
+	}
+	return false
+}
 
 // freeSlotsOf reads, in tx, at most n free slots of rate r, in slot order.
 func (b *binding) freeSlotsOf(ctx context.Context, tx dialect.Tx, v sqltext.Values, r rate, n int) ([]int64, error) {
