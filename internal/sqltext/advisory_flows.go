@@ -83,19 +83,8 @@ func (a Advisory) flowColumns(prefix string) string {
 // groupHead is the candidates' predicate of a row of no group, or the head of its group that is
 // not paused. It binds, where the builder honours pauses, the table's name, then the queue.
 func (a Advisory) groupHead(p *Params) string {
-	t := a.s.t
-	g := t.Name + "." + t.GroupKey
-	head := []string{"inbox_head." + t.GroupKey + " = " + g}
-	if t.Queue != "" {
-		head = append(head, "inbox_head."+t.Queue+" = "+t.Name+"."+t.Queue)
-	}
-	for _, c := range []string{t.ProcessedAt, t.DeadAt, t.CancelledAt} {
-		if c != "" {
-			head = append(head, "inbox_head."+c+" IS NULL")
-		}
-	}
-	pred := t.Name + "." + t.ID + " = (SELECT inbox_head." + t.ID + " FROM " + t.Name + " inbox_head WHERE " + strings.Join(head, " AND ") +
-		" ORDER BY inbox_head." + t.ID + " LIMIT 1)"
+	g := a.s.t.Name + "." + a.s.t.GroupKey
+	pred := a.s.isGroupHead()
 	if a.paused {
 		pred += " AND NOT EXISTS (SELECT 1 FROM " + GroupsTable + " inbox_hold WHERE inbox_hold.table_name = " + p.Next(ArgTable) +
 			" AND inbox_hold.queue = " + p.Next(ArgQueue) + " AND inbox_hold.group_key = " + g + " AND inbox_hold.paused_at IS NOT NULL)"

@@ -57,16 +57,22 @@ func CheckGroups() Statement {
 func (s SQL) HasGroups() bool { return s.t.GroupKey != "" }
 
 // groupFree is the predicate, after the claim's Due and free predicates, of a row a claim may
-// take in a table with groups: of no group, or the head of its group (the lowest id of its queue
-// and group neither processed, dead nor cancelled, whatever its due time or lease: the first
-// entry of the group index, schema.GroupIndex, read by ORDER BY id LIMIT 1, which MariaDB reads
-// as one entry where it would scan the group's pending rows for a MIN) whose group is neither
-// held nor paused (groupHeld). Being in the claim's WHERE, it is decided before the LIMIT. It
+// take in a table with groups: of no group, or the head of its group (isGroupHead) whose group
+// is neither held nor paused (groupHeld). Being in the claim's WHERE, it is decided before the LIMIT. It
 // binds the table's name, the queue, then now.
 func (l Lease) groupFree(p *Params) string {
-	t := l.s.t
-	g := t.Name + "." + t.GroupKey
-	head := []string{"inbox_head." + t.GroupKey + " = " + g}
+	g := l.s.t.Name + "." + l.s.t.GroupKey
+	return "(" + g + " IS NULL OR (" + l.s.isGroupHead() + " AND NOT EXISTS (" + l.groupHeld(p, g) + ")))"
+}
+
+// isGroupHead is the predicate of a row that heads its group: its id is the lowest of its queue
+// and group neither processed, dead nor cancelled, whatever its due time or hold (a head waiting
+// for its retry blocks its group), read as the first entry of the group index
+// (schema.GroupIndex) by ORDER BY id LIMIT 1, which MariaDB reads as one entry where it would
+// scan the group's pending rows for a MIN. Every form's claim over groups takes only heads.
+func (s SQL) isGroupHead() string {
+	t := s.t
+	head := []string{"inbox_head." + t.GroupKey + " = " + t.Name + "." + t.GroupKey}
 	if t.Queue != "" {
 		head = append(head, "inbox_head."+t.Queue+" = "+t.Name+"."+t.Queue)
 	}
@@ -75,8 +81,8 @@ func (l Lease) groupFree(p *Params) string {
 			head = append(head, "inbox_head."+c+" IS NULL")
 		}
 	}
-	return "(" + g + " IS NULL OR (" + t.Name + "." + t.ID + " = (SELECT inbox_head." + t.ID + " FROM " + t.Name + " inbox_head WHERE " + strings.Join(head, " AND ") +
-		" ORDER BY inbox_head." + t.ID + " LIMIT 1) AND NOT EXISTS (" + l.groupHeld(p, g) + ")))"
+	return t.Name + "." + t.ID + " = (SELECT inbox_head." + t.ID + " FROM " + t.Name + " inbox_head WHERE " + strings.Join(head, " AND ") +
+		" ORDER BY inbox_head." + t.ID + " LIMIT 1)"
 }
 
 // groupHeld is the query of group g's hold (g an expression) where it keeps the group from a

@@ -2,7 +2,6 @@ package sqltext
 
 import (
 	"strconv"
-	"strings"
 
 	"github.com/sqlinbox/inbox/dialect"
 )
@@ -38,20 +37,9 @@ func (r RowLock) ClaimSkipping(n, skip int) Statement {
 // waiting for its retry blocks its group) whose group is not paused. It binds the table's name,
 // then the queue.
 func (r RowLock) groupHead(p *Params) string {
-	t := r.s.t
-	g := t.Name + "." + t.GroupKey
-	head := []string{"inbox_head." + t.GroupKey + " = " + g}
-	if t.Queue != "" {
-		head = append(head, "inbox_head."+t.Queue+" = "+t.Name+"."+t.Queue)
-	}
-	for _, c := range []string{t.ProcessedAt, t.DeadAt, t.CancelledAt} {
-		if c != "" {
-			head = append(head, "inbox_head."+c+" IS NULL")
-		}
-	}
+	g := r.s.t.Name + "." + r.s.t.GroupKey
 	paused := "SELECT 1 FROM " + GroupsTable + " inbox_hold WHERE " + groupKeyOf(p, "inbox_hold", g) + " AND inbox_hold.paused_at IS NOT NULL"
-	return "(" + g + " IS NULL OR (" + t.Name + "." + t.ID + " = (SELECT inbox_head." + t.ID + " FROM " + t.Name + " inbox_head WHERE " + strings.Join(head, " AND ") +
-		" ORDER BY inbox_head." + t.ID + " LIMIT 1) AND NOT EXISTS (" + paused + ")))"
+	return "(" + g + " IS NULL OR (" + r.s.isGroupHead() + " AND NOT EXISTS (" + paused + ")))"
 }
 
 // groupKeyOf is the predicate of alias's hold of group g (an expression) of this table and
