@@ -146,16 +146,24 @@ func (l Lease) limitFree(p *Params) string {
 	if t.Queue != "" {
 		queue = p.Next(ArgQueue)
 	}
-	scopes := []string{"(inbox_limit.scope = '" + ScopeQueue + "' AND inbox_limit.limit_key = '')"}
-	if t.Kind != "" {
-		scopes = append(scopes, "(inbox_limit.scope = '"+ScopeKind+"' AND inbox_limit.limit_key = "+t.Name+"."+t.Kind+")")
-	}
-	if t.LimitKey != "" {
-		scopes = append(scopes, "(inbox_limit.scope = '"+ScopeKey+"' AND inbox_limit.limit_key = "+t.Name+"."+t.LimitKey+")")
-	}
 	counted := "COALESCE(SUM(CASE WHEN inbox_slot.slot < inbox_limit.max_in_work THEN 1 ELSE inbox_limit.max_in_work END), 0)"
 	return "NOT EXISTS (SELECT 1 FROM " + t.Limits + " inbox_limit WHERE inbox_limit.table_name = " + table + " AND inbox_limit.queue = " + queue +
-		" AND (" + strings.Join(scopes, " OR ") + ") AND inbox_limit.max_in_work <= (" + w.held(p, "inbox_limit", counted, l.col) + "))"
+		" AND " + l.s.limitsOver(t.Name) + " AND inbox_limit.max_in_work <= (" + w.held(p, "inbox_limit", counted, l.col) + "))"
+}
+
+// limitsOver is the predicate of the limits (alias inbox_limit) that count the row row (a table
+// name or alias) of the job table: its queue's, its kind's where the table has a kind column,
+// its limit key's where it has a limit key column.
+func (s SQL) limitsOver(row string) string {
+	t := s.t
+	scopes := []string{"(inbox_limit.scope = '" + ScopeQueue + "' AND inbox_limit.limit_key = '')"}
+	if t.Kind != "" {
+		scopes = append(scopes, "(inbox_limit.scope = '"+ScopeKind+"' AND inbox_limit.limit_key = "+row+"."+t.Kind+")")
+	}
+	if t.LimitKey != "" {
+		scopes = append(scopes, "(inbox_limit.scope = '"+ScopeKey+"' AND inbox_limit.limit_key = "+row+"."+t.LimitKey+")")
+	}
+	return "(" + strings.Join(scopes, " OR ") + ")"
 }
 
 // andLimitFree is " AND " and limitFree where the description names a limits table; empty

@@ -1,8 +1,6 @@
 package sqltext
 
 import (
-	"strings"
-
 	"github.com/sqlinbox/inbox/dialect"
 )
 
@@ -27,17 +25,10 @@ func (r RowLock) RowLimits() Statement {
 	if t.Queue != "" {
 		queue = p.Next(ArgQueue)
 	}
-	scopes := []string{"(inbox_limit.scope = '" + ScopeQueue + "' AND inbox_limit.limit_key = '')"}
-	if t.Kind != "" {
-		scopes = append(scopes, "(inbox_limit.scope = '"+ScopeKind+"' AND inbox_limit.limit_key = inbox_row."+t.Kind+")")
-	}
-	if t.LimitKey != "" {
-		scopes = append(scopes, "(inbox_limit.scope = '"+ScopeKey+"' AND inbox_limit.limit_key = inbox_row."+t.LimitKey+")")
-	}
 	specific := "CASE inbox_limit.scope WHEN '" + ScopeKey + "' THEN 0 WHEN '" + ScopeKind + "' THEN 1 ELSE 2 END"
 	return p.statement("SELECT inbox_limit.scope, inbox_limit.limit_key, inbox_limit.max_in_work FROM " + t.Limits + " inbox_limit JOIN " + t.Name +
 		" inbox_row ON inbox_row." + t.ID + " = " + id + " WHERE inbox_limit.table_name = " + table + " AND inbox_limit.queue = " + queue +
-		" AND (" + strings.Join(scopes, " OR ") + ") ORDER BY " + specific)
+		" AND " + r.s.limitsOver("inbox_row") + " ORDER BY " + specific)
 }
 
 // slotKey is the predicate of the slots of one limit: it binds the job table's name, the queue
