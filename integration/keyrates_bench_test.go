@@ -5,13 +5,11 @@ import (
 	"database/sql"
 	"fmt"
 	"os"
-	"path/filepath"
 	"testing"
 	"time"
 
 	"github.com/sqlinbox/inbox"
 	"github.com/sqlinbox/inbox/lease"
-	"github.com/sqlinbox/inbox/outcome"
 )
 
 // BenchmarkClaimKeyRated is what rates per limit key cost a claim of the lease form, where they
@@ -32,40 +30,13 @@ func BenchmarkClaimKeyRated(b *testing.B) {
 }
 
 func benchClaimKeyRated(b *testing.B, be backend) {
-	dsn := be.dsn
-	if be.name == "sqlite" {
-		dsn = SQLiteDSN(filepath.Join(b.TempDir(), "inbox.db"))
-	}
-	if dsn == "" {
-		b.Skipf("%s: no server", be.name)
-	}
-	db, err := sql.Open(be.driver, dsn)
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer db.Close()
-	db.SetMaxOpenConns(6)
-	ctx := context.Background()
+	db := benchDB(b, be)
 	var forms [3]inbox.Form
 	for i := range forms {
 		forms[i] = benchKeyRatedForm(b, be, db, i)
 		defer forms[i].Close()
 	}
-	var took [3]time.Duration
-	b.ResetTimer()
-	for range b.N {
-		for i, f := range forms {
-			start := time.Now()
-			ds, err := f.Claim(ctx, 1)
-			if err != nil || len(ds) != 1 {
-				b.Fatalf("Claim: %d rows, %v", len(ds), err)
-			}
-			if err := f.Settle(ctx, ds[0], outcome.Ack()); err != nil {
-				b.Fatal(err)
-			}
-			took[i] += time.Since(start)
-		}
-	}
+	took := benchAlternating(b, forms[:])
 	b.ReportMetric(float64(took[0].Microseconds())/float64(b.N), "base-µs/op")
 	b.ReportMetric(float64(took[1].Microseconds())/float64(b.N), "column-µs/op")
 	b.ReportMetric(float64(took[2].Microseconds())/float64(b.N), "key-µs/op")
@@ -101,15 +72,7 @@ func benchKeyRatedForm(b *testing.B, be backend, db *sql.DB, variant int) inbox.
 		b.Fatal(err, cerr)
 	}
 	b.Cleanup(func() { db.Exec("DELETE FROM "+inbox.RatesTable+" WHERE table_name = "+be.placeholders(1), tbl.Name) })
-	for left := b.N; left > 0; left -= 1000 {
-		msgs := messages("q", min(left, 1000))
-		for i := range msgs {
-			msgs[i].LimitKey = key
-		}
-		if err := inbox.Enqueue(ctx, db, be.dialect, tbl, msgs...); err != nil {
-			b.Fatal(err)
-		}
-	}
+	benchFill(b, be, db, tbl, key)
 	f := lease.New(be.dialect, tbl, nil)
 	if _, err := f.Open(ctx, db, inbox.Binding{Name: "q"}); err != nil {
 		b.Fatal(err)

@@ -37,19 +37,7 @@ func BenchmarkClaimPaused(b *testing.B) {
 }
 
 func benchClaimPaused(b *testing.B, be backend, form string) {
-	dsn := be.dsn
-	if be.name == "sqlite" {
-		dsn = SQLiteDSN(filepath.Join(b.TempDir(), "inbox.db"))
-	}
-	if dsn == "" {
-		b.Skipf("%s: no server", be.name)
-	}
-	db, err := sql.Open(be.driver, dsn)
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer db.Close()
-	db.SetMaxOpenConns(6)
+	db := benchDB(b, be)
 	ctx := context.Background()
 	var forms [2]inbox.Form
 	for i, pauses := range []bool{false, true} {
@@ -72,18 +60,56 @@ func benchClaimPaused(b *testing.B, be backend, form string) {
 			}
 			defer c.Resume(ctx, "other")
 		}
-		for left := b.N; left > 0; left -= 1000 {
-			if err := inbox.Enqueue(ctx, db, be.dialect, tbl, messages("q", min(left, 1000))...); err != nil {
-				b.Fatal(err)
-			}
-		}
+		benchFill(b, be, db, tbl, "")
 		forms[i] = cell{b: be, form: form}.newForm(b, tbl)
 		if _, err := forms[i].Open(ctx, db, inbox.Binding{Name: "q"}); err != nil {
 			b.Fatal(err)
 		}
 		defer forms[i].Close()
 	}
-	var took [2]time.Duration
+	took := benchAlternating(b, forms[:])
+	b.ReportMetric(float64(took[0].Microseconds())/float64(b.N), "off-µs/op")
+	b.ReportMetric(float64(took[1].Microseconds())/float64(b.N), "on-µs/op")
+	b.ReportMetric(float64(took[1])/float64(took[0]), "on/off")
+}
+
+// benchDB opens be's database for a benchmark, SQLite in a file of b's own; it skips b where be
+// has no server, and closes the pool when b ends.
+func benchDB(b *testing.B, be backend) *sql.DB {
+	dsn := be.dsn
+	if be.name == "sqlite" {
+		dsn = SQLiteDSN(filepath.Join(b.TempDir(), "inbox.db"))
+	}
+	if dsn == "" {
+		b.Skipf("%s: no server", be.name)
+	}
+	db, err := sql.Open(be.driver, dsn)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { db.Close() })
+	db.SetMaxOpenConns(6)
+	return db
+}
+
+// benchFill publishes b.N rows of queue q, of limit key key ("" for none), to tbl.
+func benchFill(b *testing.B, be backend, db *sql.DB, tbl inbox.Table, key string) {
+	for left := b.N; left > 0; left -= 1000 {
+		msgs := messages("q", min(left, 1000))
+		for i := range msgs {
+			msgs[i].LimitKey = key
+		}
+		if err := inbox.Enqueue(context.Background(), db, be.dialect, tbl, msgs...); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// benchAlternating times b.N rounds, each claiming one row of queue q on every form of forms in
+// turn and acknowledging it, and returns each form's time over them all.
+func benchAlternating(b *testing.B, forms []inbox.Form) []time.Duration {
+	ctx := context.Background()
+	took := make([]time.Duration, len(forms))
 	b.ResetTimer()
 	for range b.N {
 		for i, f := range forms {
@@ -98,9 +124,7 @@ func benchClaimPaused(b *testing.B, be backend, form string) {
 			took[i] += time.Since(start)
 		}
 	}
-	b.ReportMetric(float64(took[0].Microseconds())/float64(b.N), "off-µs/op")
-	b.ReportMetric(float64(took[1].Microseconds())/float64(b.N), "on-µs/op")
-	b.ReportMetric(float64(took[1])/float64(took[0]), "on/off")
+	return took
 }
 
 // benchPauseTable creates the bench table called name on db (dropped when the benchmark ends):

@@ -2,16 +2,13 @@ package integration
 
 import (
 	"context"
-	"database/sql"
 	"fmt"
 	"os"
-	"path/filepath"
 	"testing"
 	"time"
 
 	"github.com/sqlinbox/inbox"
 	"github.com/sqlinbox/inbox/lease"
-	"github.com/sqlinbox/inbox/outcome"
 )
 
 // BenchmarkClaimRated is what a rate that does not bind costs a claim of the lease form. Each op
@@ -32,19 +29,7 @@ func BenchmarkClaimRated(b *testing.B) {
 }
 
 func benchClaimRated(b *testing.B, be backend) {
-	dsn := be.dsn
-	if be.name == "sqlite" {
-		dsn = SQLiteDSN(filepath.Join(b.TempDir(), "inbox.db"))
-	}
-	if dsn == "" {
-		b.Skipf("%s: no server", be.name)
-	}
-	db, err := sql.Open(be.driver, dsn)
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer db.Close()
-	db.SetMaxOpenConns(6)
+	db := benchDB(b, be)
 	ctx := context.Background()
 	var forms [2]inbox.Form
 	for i, rated := range []bool{false, true} {
@@ -64,32 +49,14 @@ func benchClaimRated(b *testing.B, be backend) {
 			}
 			defer c.ClearRate(ctx, "q", inbox.LimitPerQueue, "")
 		}
-		for left := b.N; left > 0; left -= 1000 {
-			if err := inbox.Enqueue(ctx, db, be.dialect, tbl, messages("q", min(left, 1000))...); err != nil {
-				b.Fatal(err)
-			}
-		}
+		benchFill(b, be, db, tbl, "")
 		forms[i] = lease.New(be.dialect, tbl, nil)
 		if _, err := forms[i].Open(ctx, db, inbox.Binding{Name: "q"}); err != nil {
 			b.Fatal(err)
 		}
 		defer forms[i].Close()
 	}
-	var took [2]time.Duration
-	b.ResetTimer()
-	for range b.N {
-		for i, f := range forms {
-			start := time.Now()
-			ds, err := f.Claim(ctx, 1)
-			if err != nil || len(ds) != 1 {
-				b.Fatalf("Claim: %d rows, %v", len(ds), err)
-			}
-			if err := f.Settle(ctx, ds[0], outcome.Ack()); err != nil {
-				b.Fatal(err)
-			}
-			took[i] += time.Since(start)
-		}
-	}
+	took := benchAlternating(b, forms[:])
 	b.ReportMetric(float64(took[0].Microseconds())/float64(b.N), "off-µs/op")
 	b.ReportMetric(float64(took[1].Microseconds())/float64(b.N), "on-µs/op")
 	b.ReportMetric(float64(took[1])/float64(took[0]), "on/off")
