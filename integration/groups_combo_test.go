@@ -86,6 +86,31 @@ func comboMessage(g, kind, key string, i int, work time.Duration) inbox.Message 
 		Payload: fmt.Appendf(nil, "%s/%s/%s/%d/%d", g, kind, key, i, work.Milliseconds())}
 }
 
+// comboGroups are each rows of groups groups g-0, g-1, …, interleaved (row i of every group
+// before row i+1 of any), of kind a and of the limit key keyOf gives a group ("" for none), each
+// running for work.
+func comboGroups(groups, each int, work time.Duration, keyOf func(g int) string) []inbox.Message {
+	var msgs []inbox.Message
+	for i := range each {
+		for g := range groups {
+			msgs = append(msgs, comboMessage(fmt.Sprintf("g-%d", g), "a", keyOf(g), i, work))
+		}
+	}
+	return msgs
+}
+
+// noKey is a comboGroups key of no group.
+func noKey(int) string { return "" }
+
+// timedCombo is h, and before it claimTimes noting each row's claim into claims.
+func timedCombo(t *testing.T, b backend, s spread, tbl inbox.Table, h *comboRecorder, claims *collector[rateStart]) inbox.Handler {
+	timed := claimTimes(t, b, s.admin, tbl, claims, 0)
+	return inbox.HandlerFunc(func(ctx context.Context, d *inbox.Delivery) outcome.Outcome {
+		timed.Handle(ctx, d)
+		return h.Handle(ctx, d)
+	})
+}
+
 // comboRun is one delivery a comboRecorder recorded.
 type comboRun struct {
 	id         int64
@@ -191,14 +216,9 @@ func TestGroupsWithLimitPerQueue(t *testing.T) {
 		s := localSpread(t, b, 3, 8)
 		tbl, _ := b.newComboTable(t, s.admin, comboMode{limits: true})
 		b.setLimit(t, s.admin, tbl, inbox.LimitPerQueue, "", limit)
-		var msgs []inbox.Message
-		for i := range each {
-			for g := range groups {
-				// 40 ms: long enough for the limit to fill although claims run one at a time on
-				// SQLite (10 ms left 2 at once under -race).
-				msgs = append(msgs, comboMessage(fmt.Sprintf("g-%d", g), "a", "", i, 40*time.Millisecond))
-			}
-		}
+		// 40 ms: long enough for the limit to fill although claims run one at a time on SQLite
+		// (10 ms left 2 at once under -race).
+		msgs := comboGroups(groups, each, 40*time.Millisecond, noKey)
 		b.enqueue(t, s.admin, tbl, msgs...)
 		h := newComboRecorder(t)
 		drainTable(t, b, s.admin, tbl, time.Minute, "every row processed", s.consumers(t, tbl, 4, 20*time.Millisecond, h)...)
@@ -222,18 +242,14 @@ func TestGroupsWithLimitPerKey(t *testing.T) {
 		s := localSpread(t, b, 3, 8)
 		tbl, _ := b.newComboTable(t, s.admin, comboMode{limits: true})
 		b.setLimit(t, s.admin, tbl, inbox.LimitPerKey, "k", limit)
-		var msgs []inbox.Message
-		for i := range each {
-			for g := range groups {
-				key := ""
-				if g < 4 {
-					key = "k"
-				}
-				// 40 ms: long enough for the groups of no key to run beside key k's two
-				// although claims run one at a time on SQLite (15 ms left 2 at once under -race).
-				msgs = append(msgs, comboMessage(fmt.Sprintf("g-%d", g), "a", key, i, 40*time.Millisecond))
+		// 40 ms: long enough for the groups of no key to run beside key k's two although claims
+		// run one at a time on SQLite (15 ms left 2 at once under -race).
+		msgs := comboGroups(groups, each, 40*time.Millisecond, func(g int) string {
+			if g < 4 {
+				return "k"
 			}
-		}
+			return ""
+		})
 		b.enqueue(t, s.admin, tbl, msgs...)
 		h := newComboRecorder(t)
 		drainTable(t, b, s.admin, tbl, time.Minute, "every row processed", s.consumers(t, tbl, 4, 20*time.Millisecond, h)...)
@@ -264,20 +280,11 @@ func TestGroupsWithRates(t *testing.T) {
 		s := localSpread(t, b, 3, 8)
 		tbl, client := b.newComboTable(t, s.admin, comboMode{rates: true})
 		must(t, "SetRate", client.SetRate(context.Background(), inbox.Rate{Queue: "q", Starts: starts, Per: per}))
-		var msgs []inbox.Message
-		for i := range each {
-			for g := range groups {
-				msgs = append(msgs, comboMessage(fmt.Sprintf("g-%d", g), "a", "", i, 5*time.Millisecond))
-			}
-		}
+		msgs := comboGroups(groups, each, 5*time.Millisecond, noKey)
 		b.enqueue(t, s.admin, tbl, msgs...)
 		h := newComboRecorder(t)
 		var claims collector[rateStart]
-		timed := claimTimes(t, b, s.admin, tbl, &claims, 0)
-		both := inbox.HandlerFunc(func(ctx context.Context, d *inbox.Delivery) outcome.Outcome {
-			timed.Handle(ctx, d)
-			return h.Handle(ctx, d)
-		})
+		both := timedCombo(t, b, s, tbl, h, &claims)
 		drainTable(t, b, s.admin, tbl, time.Minute, "every row processed", s.consumers(t, tbl, 4, 20*time.Millisecond, both)...)
 		checkCombo(t, h.runs.all(), len(msgs), func(comboRun) bool { return true }, len(msgs), "the queue")
 		if most := checkRate(t, "the queue", timesOf(claims.all(), ""), starts, per); most < starts {
@@ -299,20 +306,11 @@ func TestGroupsWithLimitsAndRates(t *testing.T) {
 		tbl, client := b.newComboTable(t, s.admin, comboMode{limits: true, rates: true})
 		b.setLimit(t, s.admin, tbl, inbox.LimitPerQueue, "", limit)
 		must(t, "SetRate", client.SetRate(context.Background(), inbox.Rate{Queue: "q", Starts: starts, Per: per}))
-		var msgs []inbox.Message
-		for i := range each {
-			for g := range groups {
-				msgs = append(msgs, comboMessage(fmt.Sprintf("g-%d", g), "a", "", i, 60*time.Millisecond))
-			}
-		}
+		msgs := comboGroups(groups, each, 60*time.Millisecond, noKey)
 		b.enqueue(t, s.admin, tbl, msgs...)
 		h := newComboRecorder(t)
 		var claims collector[rateStart]
-		timed := claimTimes(t, b, s.admin, tbl, &claims, 0)
-		both := inbox.HandlerFunc(func(ctx context.Context, d *inbox.Delivery) outcome.Outcome {
-			timed.Handle(ctx, d)
-			return h.Handle(ctx, d)
-		})
+		both := timedCombo(t, b, s, tbl, h, &claims)
 		drainTable(t, b, s.admin, tbl, time.Minute, "every row processed", s.consumers(t, tbl, 4, 20*time.Millisecond, both)...)
 		if all, _ := h.sampled(); all > limit {
 			t.Errorf("the sampler saw %d rows in work at once, over the limit of %d", all, limit)
@@ -433,11 +431,7 @@ func TestGroupsWithLimitsAndRatesUnderLateCommits(t *testing.T) {
 		must(t, "SetRate", client.SetRate(context.Background(), inbox.Rate{Queue: "q", Starts: starts, Per: per}))
 		h := newComboRecorder(t)
 		var claims collector[rateStart]
-		timed := claimTimes(t, b, s.admin, tbl, &claims, 0)
-		both := inbox.HandlerFunc(func(ctx context.Context, d *inbox.Delivery) outcome.Outcome {
-			timed.Handle(ctx, d)
-			return h.Handle(ctx, d)
-		})
+		both := timedCombo(t, b, s, tbl, h, &claims)
 		var stops []func()
 		for _, c := range s.consumers(t, tbl, 4, 20*time.Millisecond, both) {
 			stops = append(stops, startConsumer(t, c))
