@@ -183,7 +183,7 @@ func TestAdvisoryLimitsPerQueue(t *testing.T) {
 		tbl := b.newLimitTable(t, dbs[0])
 		b.setLimit(t, dbs[0], tbl, inbox.LimitPerQueue, "", limit)
 		b.enqueue(t, dbs[0], tbl, limitMessages(rows, "a", "")...)
-		h := &recorder{pause: 15 * time.Millisecond}
+		h := &recorder{pause: 15 * time.Millisecond, press: press{want: limit}}
 		stop := sampled(h.inWork)
 		drainTable(t, b, dbs[0], tbl, time.Minute, "every row processed", advisoryConsumers(t, b, dbs, tbl, workers, h)...)
 		if most := stop(); most > limit {

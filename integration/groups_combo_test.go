@@ -119,8 +119,11 @@ type comboRun struct {
 }
 
 // comboRecorder is a handler that sleeps what each row's payload says and records its run, and
-// counts the runs in work, all and of key "k", which a sampler reads every 5 ms.
+// counts the runs in work, all and of key "k", which a sampler reads every 5 ms. Before its
+// sleep a run waits on pressAll, and a run of key k on pressKey too (press).
 type comboRecorder struct {
+	pressAll press
+	pressKey press
 	runs     collector[comboRun]
 	mu       sync.Mutex
 	now, key int
@@ -166,11 +169,25 @@ func (r *comboRecorder) Handle(ctx context.Context, d *inbox.Delivery) outcome.O
 	ms, _ := strconv.Atoi(parts[4])
 	x := comboRun{id: d.ID, group: parts[0], key: parts[2], start: time.Now()}
 	r.count(x.key, 1)
+	if x.key == "k" {
+		r.pressKey.wait(func() int { return r.counted(true) })
+	}
+	r.pressAll.wait(func() int { return r.counted(false) })
 	time.Sleep(time.Duration(ms) * time.Millisecond)
 	r.count(x.key, -1)
 	x.end = time.Now()
 	r.runs.add(x)
 	return outcome.Ack()
+}
+
+// counted is the runs in work now: of key k, or all.
+func (r *comboRecorder) counted(ofKey bool) int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if ofKey {
+		return r.key
+	}
+	return r.now
 }
 
 func (r *comboRecorder) count(key string, d int) {
@@ -216,11 +233,12 @@ func TestGroupsWithLimitPerQueue(t *testing.T) {
 		s := localSpread(t, b, 3, 8)
 		tbl, _ := b.newComboTable(t, s.admin, comboMode{limits: true})
 		b.setLimit(t, s.admin, tbl, inbox.LimitPerQueue, "", limit)
-		// 40 ms: long enough for the limit to fill although claims run one at a time on SQLite
-		// (10 ms left 2 at once under -race).
-		msgs := comboGroups(groups, each, 40*time.Millisecond, noKey)
+		msgs := comboGroups(groups, each, 10*time.Millisecond, noKey)
 		b.enqueue(t, s.admin, tbl, msgs...)
+		// The first runs wait for each other: claims run one at a time on SQLite, and under
+		// -race a fixed 40 ms left 2 at once on a loaded machine.
 		h := newComboRecorder(t)
+		h.pressAll.want = limit
 		drainTable(t, b, s.admin, tbl, time.Minute, "every row processed", s.consumers(t, tbl, 4, 20*time.Millisecond, h)...)
 		if all, _ := h.sampled(); all > limit {
 			t.Errorf("the sampler saw %d rows in work at once, over the limit of %d", all, limit)
@@ -252,6 +270,7 @@ func TestGroupsWithLimitPerKey(t *testing.T) {
 		})
 		b.enqueue(t, s.admin, tbl, msgs...)
 		h := newComboRecorder(t)
+		h.pressKey.want = limit
 		drainTable(t, b, s.admin, tbl, time.Minute, "every row processed", s.consumers(t, tbl, 4, 20*time.Millisecond, h)...)
 		if _, key := h.sampled(); key > limit {
 			t.Errorf("the sampler saw %d rows of key k in work at once, over its limit of %d", key, limit)
@@ -309,6 +328,7 @@ func TestGroupsWithLimitsAndRates(t *testing.T) {
 		msgs := comboGroups(groups, each, 60*time.Millisecond, noKey)
 		b.enqueue(t, s.admin, tbl, msgs...)
 		h := newComboRecorder(t)
+		h.pressAll.want = limit
 		var claims collector[rateStart]
 		both := timedCombo(t, b, s, tbl, h, &claims)
 		drainTable(t, b, s.admin, tbl, time.Minute, "every row processed", s.consumers(t, tbl, 4, 20*time.Millisecond, both)...)

@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -145,10 +146,33 @@ func sampled(inWork func() int) (stop func() int) {
 	return func() int { close(done); return <-most }
 }
 
-// recorder is a handler that records each run, sleeping pause in it, and counts the runs in
-// work.
+// press holds a test's first runs until want of them are in work at once, or pressFor has
+// passed, and lets every run go on at once from then: a test that must see its limit reached
+// then sees it however slowly claims come (on SQLite under -race, one at a time and tens of
+// milliseconds each, a handler's pause can end before the next claim), and a limit that lets
+// more than want in work is still seen over it. The zero press holds nothing.
+type press struct {
+	want    int
+	reached atomic.Bool
+}
+
+// pressFor bounds how long a run waits for the others a press wants.
+const pressFor = 5 * time.Second
+
+// wait returns once inWork has reached p.want in any run, or pressFor after it was called.
+func (p *press) wait(inWork func() int) {
+	for deadline := time.Now().Add(pressFor); p.want > 0 && !p.reached.Load() && time.Now().Before(deadline); time.Sleep(time.Millisecond) {
+		if inWork() >= p.want {
+			p.reached.Store(true)
+		}
+	}
+}
+
+// recorder is a handler that records each run, sleeping pause in it (after press), and counts
+// the runs in work.
 type recorder struct {
 	pause time.Duration
+	press press
 	runs  collector[run]
 	mu    sync.Mutex
 	now   int
@@ -159,6 +183,7 @@ func (r *recorder) Handle(ctx context.Context, d *inbox.Delivery) outcome.Outcom
 	r.mu.Lock()
 	r.now++
 	r.mu.Unlock()
+	r.press.wait(r.inWork)
 	time.Sleep(r.pause)
 	r.mu.Lock()
 	r.now--
@@ -198,9 +223,9 @@ func limitsPerQueue(t *testing.T, s spread) {
 	b.setLimit(t, s.admin, tbl, inbox.LimitPerQueue, "", limit)
 	b.enqueue(t, s.admin, tbl, limitMessages(rows, "a", "")...)
 	s.ready(t, tbl.Name)
-	// Runs long enough for the limit to fill although claims run one at a time on SQLite and
-	// slowly on a loaded machine (10 ms left it at 2 there once).
-	h := &recorder{pause: 30 * time.Millisecond}
+	// The first runs wait for each other (press): claims run one at a time on SQLite, slowly
+	// under -race, and a fixed pause left the limit at 2 there on a loaded machine.
+	h := &recorder{pause: 10 * time.Millisecond, press: press{want: limit}}
 	stop := sampled(h.inWork)
 	drainTable(t, b, s.admin, tbl, time.Minute, "every row processed", s.consumers(t, tbl, workers, 20*time.Millisecond, h)...)
 	if most := stop(); most > limit {

@@ -34,7 +34,7 @@ func TestRowlockLimitsPerQueue(t *testing.T) {
 		tbl := b.newLimitTable(t, dbs[0])
 		b.setLimit(t, dbs[0], tbl, inbox.LimitPerQueue, "", limit)
 		b.enqueue(t, dbs[0], tbl, limitMessages(rows, "a", "")...)
-		h := &recorder{pause: 10 * time.Millisecond}
+		h := &recorder{pause: 10 * time.Millisecond, press: press{want: limit}}
 		stop := sampled(h.inWork)
 		drainTable(t, b, dbs[0], tbl, time.Minute, "every row processed", rowlockLimitConsumers(t, b, dbs, tbl, workers, h)...)
 		if most := stop(); most > limit {
