@@ -555,3 +555,32 @@ func TestLeaseLostCancelsTheHandler(t *testing.T) {
 		}
 	}
 }
+
+// TestLeaseIdleClaimTakesNoWriteLock: on SQLite, once a claim came back empty, the next claim
+// reads before it writes: while another connection holds the database's one write lock, it
+// returns no row at once rather than wait for a lock it does not need (up to the busy timeout),
+// and once a row is published it takes it.
+func TestLeaseIdleClaimTakesNoWriteLock(t *testing.T) {
+	for _, b := range onlyBackends(t, "sqlite") {
+		ctx := context.Background()
+		dbs := b.openDBs(t, 2, 4)
+		tbl := b.newTable(t, dbs[0], withAttempt)
+		f := leaseForm(t, b, dbs[0], tbl, nil, inbox.Binding{})
+		claimN(t, f, 1, 0) // the queue is empty: the next claim reads first
+		writer, err := dbs[1].Conn(ctx)
+		must(t, "Conn", err)
+		defer writer.Close()
+		_, err = writer.ExecContext(ctx, "BEGIN IMMEDIATE")
+		must(t, "BEGIN IMMEDIATE", err)
+		waiting, cancel := context.WithTimeout(ctx, 3*time.Second)
+		ds, err := f.Claim(waiting, 1)
+		cancel()
+		if err != nil || len(ds) != 0 {
+			t.Errorf("an idle claim while another connection held the write lock: %d rows, %v; want none, at once", len(ds), err)
+		}
+		_, err = writer.ExecContext(ctx, "ROLLBACK")
+		must(t, "ROLLBACK", err)
+		b.enqueue(t, dbs[1], tbl, inbox.Message{Payload: []byte("1")})
+		claimN(t, f, 1, 1)
+	}
+}

@@ -3,7 +3,6 @@ package integration
 import (
 	"database/sql"
 	"fmt"
-	"os"
 	"testing"
 	"time"
 
@@ -102,45 +101,5 @@ func TestRowlockLimitsPerKindAndKey(t *testing.T) {
 		}
 		most, _ := mostAtOnce(all, func(r run) bool { return r.kind == "b" && r.key == "" })
 		t.Logf("rows under no limit: at most %d at once, the last ended %v after the last of key k started", most, lastFree.Sub(lastK))
-	})
-}
-
-// TestRowlockLimitsAcrossProcesses: three child processes, each a row lock consumer of 4
-// workers on its own pool, drain 90 rows of a queue limited to 3 in work; one child is
-// SIGKILLed while it holds rows. The runs the children report (a cut one ending at the kill,
-// when its process's session and with it its slots' locks end) never number more than 3 at
-// once, every row runs (those of the killed child again), and the queue still reaches 3 after
-// the kill: the dead child's slots came back with its session.
-func TestRowlockLimitsAcrossProcesses(t *testing.T) {
-	if os.Getenv(rowlockFlowChildEnv) != "" {
-		rowlockFlowChild()
-		return
-	}
-	const rows, limit = 90, 3
-	forEachBackend(t, backends(t, false), func(t *testing.T, b backend) {
-		db := b.open(t, 8)
-		tbl := b.newLimitTable(t, db)
-		b.setLimit(t, db, tbl, inbox.LimitPerQueue, "", limit)
-		b.enqueue(t, db, tbl, limitMessages(rows, "a", "")...)
-		kids := startRLChildren(t, b, "TestRowlockLimitsAcrossProcesses", "limits", tbl, 3)
-		waitFor(t, 30*time.Second, "some rows run", func() bool { return kids.completed() >= 15 })
-		cut := kids.kill(0)
-		killed := kids.dead[0]
-		t.Logf("killed child 0 holding %d rows", cut)
-		waitFor(t, time.Minute, "every row processed", func() bool {
-			return b.countRows(t, db, tbl, b.q(t, tbl.ProcessedAt)+" IS NULL") == 0
-		})
-		runs := kids.all()
-		checkRLOnce(t, runs, kids.dead, rows)
-		asRuns := make([]run, len(runs))
-		for i, r := range runs {
-			asRuns[i] = run{id: r.id, kind: r.key, start: r.start, end: r.end}
-		}
-		if most, at := mostAtOnce(asRuns, func(run) bool { return true }); most > limit {
-			t.Errorf("%d rows in work at once at %v, over the limit of %d", most, at, limit)
-		}
-		if most, _ := mostAtOnce(asRuns, func(r run) bool { return r.start.After(killed) }); most < limit {
-			t.Errorf("after the kill at most %d rows in work at once: the killed child's slots did not come back (limit %d)", most, limit)
-		}
 	})
 }

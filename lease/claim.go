@@ -229,7 +229,20 @@ func counted(b *binding, ds []*inbox.Delivery) {
 // compiles a statement at every run, prepared or not). The clock is read once the transaction
 // holds the write lock: BEGIN IMMEDIATE waits up to the busy timeout for another writer, and a
 // token read before that wait would leave the rows less than their lease, or none at all.
+//
+// After a claim that took no row, the next one first runs the claim's SELECT outside any
+// transaction (claimable), which in WAL mode takes no lock, and takes the write lock only where
+// it found a row. Idle workers, and workers whose rows a full limit or held groups hold back,
+// then poll without queueing for the database's one writer ahead of the settlements that would
+// free them: with four processes of 8 workers under a limit of 3, their empty claims kept
+// settlements waiting past a 1 s lease, and rows ran again.
 func (f *Form[D]) claimSQLite(ctx context.Context, b *binding, max int) (ds []*inbox.Delivery, token time.Time, err error) {
+	if b.idle.Load() {
+		if found, err := f.claimable(ctx, b); err != nil || !found {
+			return nil, time.Time{}, err
+		}
+	}
+	defer func() { b.idle.Store(err == nil && len(ds) == 0) }()
 	err = b.written(ctx, func() error {
 		tx, err := beginWrite(ctx, b.db)
 		if err != nil {
@@ -246,6 +259,19 @@ func (f *Form[D]) claimSQLite(ctx context.Context, b *binding, max int) (ds []*i
 		return err
 	})
 	return ds, token, err
+}
+
+// claimable reports whether the claim's SELECT, run outside a transaction, finds a row.
+func (f *Form[D]) claimable(ctx context.Context, b *binding) (bool, error) {
+	now := b.q.Now()
+	v := f.claimValues(b, 1, now, tokenAt(now.Add(b.lease)))
+	rows, err := b.db.QueryContext(ctx, b.claimText.SQL, b.claimText.Bind(nil, &v)...)
+	if err != nil {
+		return false, err
+	}
+	defer rows.Close()
+	found := rows.Next()
+	return found, rows.Err()
 }
 
 // beginWrite opens the form's own write transactions on SQLite (a claim, and a settlement with

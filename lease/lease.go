@@ -81,6 +81,7 @@ import (
 	"log/slog"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/sqlinbox/inbox"
@@ -216,6 +217,9 @@ type binding struct {
 	shape settleplan.Table // what the table records of an outcome, for settleplan
 
 	writer *sync.Mutex // SQLite: this process's one writer to the database (see package sqlitewriter)
+	// idle is set while this binding's last claim on SQLite took no row: the next claim reads
+	// first whether any row is claimable (claimSQLite).
+	idle atomic.Bool
 	own    *ownConn    // nil where the pool is unbounded or too small to keep one (keepOwn)
 
 	listedMu sync.Mutex
