@@ -131,7 +131,9 @@ const DefaultLease = 30 * time.Second
 //	MySQL, MariaDB   claim: a READ COMMITTED transaction: SELECT … FOR UPDATE SKIP LOCKED, then
 //	                 UPDATE … WHERE id IN (…), then COMMIT
 //	SQLite           claim: a BEGIN IMMEDIATE transaction: SELECT … LIMIT n, then
-//	                 UPDATE … WHERE id IN (…), then COMMIT
+//	                 UPDATE … WHERE id IN (…), then COMMIT; after a claim that took no
+//	                 row, the SELECT alone first, outside a transaction, and the
+//	                 transaction only where it finds a row
 //	all              extend: UPDATE SET locked_until = new token, guarded
 //	                 ack, drop: DELETE, or SET processed_at, locked_until = NULL; guarded
 //	                 retry, release: SET locked_until = NULL, guarded
