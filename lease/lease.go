@@ -222,7 +222,7 @@ type binding struct {
 	// idle is set while this binding's last claim on SQLite took no row: the next claim reads
 	// first whether any row is claimable (claimSQLite).
 	idle atomic.Bool
-	own    *ownConn    // nil where the pool is unbounded or too small to keep one (keepOwn)
+	own  *ownConn // nil where the pool is unbounded or too small to keep one (keepOwn)
 
 	listedMu sync.Mutex
 	listed   map[listKey]*stmt.Stmt    // statements over an id list: by statement and list length
