@@ -100,8 +100,10 @@ import (
 // Config tunes the lease form. The zero value (or nil) takes the defaults.
 type Config struct {
 	// Lease is how long a claim holds its row before another consumer may take it; the consumer
-	// extends it every half lease while the handler runs. Whole seconds, at least one. Default
-	// 30 s.
+	// extends it every half lease while the handler runs. Once the handler has returned, the
+	// lease is no longer extended while the settlement waits to commit: a lease shorter than
+	// that wait (SQLite's one writer shared by several busy processes, a loaded server) lets the
+	// row run again. Whole seconds, at least one. Default 30 s.
 	Lease time.Duration
 	// GroupsStayBlocked keeps a FIFO group (inbox.Table.GroupKey) blocked when its head dies
 	// in work: the dead row stays its group's holder, and no later row of the group runs until
