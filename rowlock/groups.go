@@ -64,8 +64,9 @@ var errGroups = errors.New("inbox: the claim met groups it could not hold")
 func (f *Form[D]) claimGrouped(ctx context.Context, claim *stmt.Stmt, size int) ([]*inbox.Delivery, error) {
 	n := max(size, 1)
 	var skip []int64
-	m := &memo{fullLimits: map[string]bool{}, fullRates: map[string]bool{}}
-	for range groupTries {
+	m := &memo{fullRates: map[string]bool{}}
+	for tries := 0; tries < groupTries; {
+		full := m.fullLimits()
 		var pass groupPass
 		pick := func(tx dialect.Tx, v *sqltext.Values) ([]*inbox.Delivery, error) {
 			if f.d.Caps().Catalog == dialect.MySQLCatalog || f.t.Limits != "" || f.t.Rates != "" {
@@ -76,6 +77,9 @@ func (f *Form[D]) claimGrouped(ctx context.Context, claim *stmt.Stmt, size int) 
 		ds, err := f.claimOnce(ctx, size, pick)
 		if !errors.Is(err, errGroups) {
 			return ds, err
+		}
+		if m.fullLimits() == full {
+			tries++ // a run that found a limit full is not counted: the next leaves its rows out
 		}
 		skip = append(skip, pass.held...)
 		if err := f.addSlots(ctx, pass.slots); err != nil {
@@ -142,9 +146,12 @@ const pickPages = 16
 // batch's transaction, undelivered, its group held, until the batch ends (rolling back would
 // spend the starts of the rows taken before it for nothing).
 func (f *Form[D]) pickByID(ctx context.Context, tx dialect.Tx, v *sqltext.Values, n int, skip []int64, m *memo, pass *groupPass) ([]*inbox.Delivery, error) {
+	if m.queueFull {
+		return nil, nil
+	}
 	var ds []*inbox.Delivery
 	for page := range pickPages {
-		cands, err := f.candidates(ctx, tx, v, page)
+		cands, err := f.candidates(ctx, tx, *v, page, m)
 		if err != nil {
 			return nil, err
 		}
@@ -183,8 +190,9 @@ func (f *Form[D]) pickByID(ctx context.Context, tx dialect.Tx, v *sqltext.Values
 }
 
 // takeCandidate takes candidate c in tx, as pickByID says. Before it locks anything it reads
-// c's limits and passes c over where one of them, or one of its rates, was found full in this
-// claim: a row held back so costs no lock, and its group's hold is not taken for nothing. Then
+// c's limits, and passes c over where one of its rates was found full in this claim (the rows
+// of limits found full are not among the candidates): a row held back so costs no lock, and its
+// group's hold is not taken for nothing. Then
 // it takes c's group, its row by its id, a slot of each of its limits and a start slot of each
 // of its rates. It returns the row's delivery, or none where c is passed over; errGroups, saying
 // why in pass, where c leaves a group, a row or a slot held for nothing, which only the claim's
@@ -195,7 +203,7 @@ func (f *Form[D]) takeCandidate(ctx context.Context, tx dialect.Tx, v sqltext.Va
 	var ls []limit
 	if f.t.Limits != "" {
 		var err error
-		if ls, err = f.limitsOf(ctx, tx, v, c.id); err != nil || m.limitFull(ls) {
+		if ls, err = f.limitsOf(ctx, tx, v, c.id); err != nil {
 			return nil, err
 		}
 	}
@@ -270,10 +278,12 @@ type candidate struct {
 	group, kind, key sql.NullString
 }
 
-// candidates reads the page-th page of candidates.
-func (f *Form[D]) candidates(ctx context.Context, tx dialect.Tx, v *sqltext.Values, page int) ([]candidate, error) {
-	q := f.text.Candidates(page)
-	rows, err := tx.QueryContext(ctx, q.SQL, q.Bind(nil, v)...)
+// candidates reads the page-th page of candidates, leaving out the rows of the limits m found
+// full.
+func (f *Form[D]) candidates(ctx context.Context, tx dialect.Tx, v sqltext.Values, page int, m *memo) ([]candidate, error) {
+	q := f.text.Candidates(page, len(m.fullKinds), len(m.fullKeys))
+	v.FullKinds, v.FullKeys = m.fullKinds, m.fullKeys
+	rows, err := tx.QueryContext(ctx, q.SQL, q.Bind(nil, &v)...)
 	if err != nil {
 		return nil, err
 	}
