@@ -27,8 +27,9 @@ import (
 // its own, outside the claim's transaction, and the claim runs again: nothing ever waits for a
 // group's hold, and producers never touch the table.
 
-// groupTries bounds the claims of one Claim (or ClaimBatch) that a group's hold row or a held
-// group sends back: each adds a group's row or passes over one more row.
+// groupTries bounds the claims of one Claim (or ClaimBatch) that a group's hold row, a held
+// group, a slot's row or a refused start sends back: each adds a row or passes over one more
+// row. A claim sent back by a limit it found full is not counted (limits.go).
 const groupTries = 8
 
 // groupPass is what a claim over groups could not take: rows whose group another transaction
@@ -60,7 +61,7 @@ var errGroups = errors.New("inbox: the claim met groups it could not hold")
 
 // claimGrouped runs the claim of up to max(size, 1) rows until it holds every group it returns,
 // adding hold rows and passing over held rows as they come (see above). It returns no rows once
-// groupTries claims were sent back.
+// groupTries claims were sent back, not counting those that found a limit full.
 func (f *Form[D]) claimGrouped(ctx context.Context, claim *stmt.Stmt, size int) ([]*inbox.Delivery, error) {
 	n := max(size, 1)
 	var skip []int64

@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"slices"
 
 	"github.com/sqlinbox/inbox/dialect"
 	"github.com/sqlinbox/inbox/internal/sentinel"
@@ -53,14 +54,17 @@ type memo struct {
 	hasKeyRate map[string]bool
 }
 
-// fullLimit adds l, found full, to the limits whose rows the claim's candidates leave out.
+// fullLimit adds l, found full, to the limits whose rows the claim's candidates leave out. A
+// limit found full again (a row the candidates did not leave out, where the column's collation
+// and the limits' read compare keys differently) is not added twice, so that the claim that
+// found it counts against groupTries.
 func (m *memo) fullLimit(l limit) {
-	switch l.scope {
-	case sqltext.ScopeQueue:
+	switch {
+	case l.scope == sqltext.ScopeQueue:
 		m.queueFull = true
-	case sqltext.ScopeKind:
+	case l.scope == sqltext.ScopeKind && !slices.Contains(m.fullKinds, l.key):
 		m.fullKinds = append(m.fullKinds, l.key)
-	case sqltext.ScopeKey:
+	case l.scope == sqltext.ScopeKey && !slices.Contains(m.fullKeys, l.key):
 		m.fullKeys = append(m.fullKeys, l.key)
 	}
 }
