@@ -193,13 +193,13 @@ func (f *Form[D]) pickByID(ctx context.Context, tx dialect.Tx, v *sqltext.Values
 // takeCandidate takes candidate c in tx, as pickByID says. Before it locks anything it reads
 // c's limits, and passes c over where one of its rates was found full in this claim (the rows
 // of limits found full are not among the candidates): a row held back so costs no lock, and its
-// group's hold is not taken for nothing. Then
-// it takes c's group, its row by its id, a slot of each of its limits and a start slot of each
-// of its rates. It returns the row's delivery, or none where c is passed over; errGroups, saying
-// why in pass, where c leaves a group, a row or a slot held for nothing, which only the claim's
-// rollback lets go: a start refused after the row's lock and its group's hold were taken rolls
-// the claim back, and the claim runs again passing over that row (and, since it is still its
-// group's head, over its group: the group's next row does not run in its place).
+// group's hold is not taken for nothing. Then it takes c's group, its row by its id, a slot of
+// each of its limits and a start slot of each of its rates. It returns the row's delivery, or
+// none where c is passed over; errGroups, saying why in pass, where c leaves a group, a row or a
+// slot held for nothing, which only the claim's rollback lets go: a start refused after the
+// row's lock and its group's hold were taken rolls the claim back, and the claim runs again
+// passing over that row (and, since it is still its group's head, over its group: the group's
+// next row does not run in its place).
 func (f *Form[D]) takeCandidate(ctx context.Context, tx dialect.Tx, v sqltext.Values, c candidate, m *memo, pass *groupPass) (*inbox.Delivery, error) {
 	var ls []limit
 	if f.t.Limits != "" {

@@ -26,8 +26,8 @@ import (
 //
 // With FIFO groups, a candidate is its group's head (sqltext.RowLock.Candidates): a head whose
 // limit was found full is left out of the candidates, and its group with it, since the group's
-// next row is not its head. A head whose slot
-// is refused after its group's hold was taken rolls the claim back, which lets the group go.
+// next row is not its head. A head whose slot is refused after its group's hold was taken rolls
+// the claim back, which lets the group go.
 
 // limit is one limit a candidate is under.
 type limit struct {
