@@ -3,6 +3,7 @@ package integration
 import (
 	"database/sql"
 	"fmt"
+	"slices"
 	"testing"
 	"time"
 
@@ -101,5 +102,97 @@ func TestRowlockLimitsPerKindAndKey(t *testing.T) {
 		}
 		most, _ := mostAtOnce(all, func(r run) bool { return r.kind == "b" && r.key == "" })
 		t.Logf("rows under no limit: at most %d at once, the last ended %v after the last of key k started", most, lastFree.Sub(lastK))
+	})
+}
+
+// TestRowlockFullLimitHoldsBackNoOther: the row lock analogue of
+// TestAdvisoryFullLimitHoldsBackNoOther. 1,100 rows of key k (limit 1, 100 ms each) lead the
+// queue, 10 rows of no key follow, and one row lock consumer of 8 workers claims them: every
+// row of no key has started before the eleventh row of k starts (7 workers take the 10 rows in
+// two turns of 100 ms, while k runs one row at a time). More rows of k lead than one claim
+// reads candidates (sqltext.PickPage times pickPages), so a claim that only passed them over
+// one by one, reading each one's limits, never reached the rows of no key until k was nearly
+// drained: pg-boss#871's bug, a full key starving the queue. The test stops once the rows of no
+// key ran or k ran 20 rows, whichever comes first, rather than drain k at 10 rows a second.
+func TestRowlockFullLimitHoldsBackNoOther(t *testing.T) {
+	const keyed, free = 1100, 10
+	forEachBackend(t, backends(t, false), func(t *testing.T, b backend) {
+		dbs := b.openDBs(t, 1, 10)
+		tbl := b.newLimitTable(t, dbs[0])
+		b.setLimit(t, dbs[0], tbl, inbox.LimitPerKey, "k", 1)
+		b.enqueue(t, dbs[0], tbl, append(limitMessages(keyed, "b", "k"), limitMessages(free, "b", "")...)...)
+		h := &recorder{pause: 100 * time.Millisecond}
+		split := func() (k, none []time.Time) {
+			for _, r := range h.runs.all() {
+				if r.key == "k" {
+					k = append(k, r.start)
+				} else {
+					none = append(none, r.start)
+				}
+			}
+			slices.SortFunc(k, time.Time.Compare)
+			return k, none
+		}
+		stop := startConsumer(t, rowlockLimitConsumers(t, b, dbs, tbl, 8, h)[0])
+		waitFor(t, time.Minute, "the rows of no key, or 20 rows of k, run", func() bool {
+			k, none := split()
+			return len(none) == free || len(k) >= 20
+		})
+		stop()
+		k, none := split()
+		if len(none) != free {
+			t.Fatalf("%d rows of k ran, and %d of the %d rows of no key: the full limit held them back", len(k), len(none), free)
+		}
+		if last := slices.MaxFunc(none, time.Time.Compare); len(k) > 10 && !last.Before(k[10]) {
+			t.Errorf("the last row of no key started %v after the eleventh of k: the full limit held it back", last.Sub(k[10]))
+		}
+	})
+}
+
+// TestRowlockManyFullLimitsHoldBackNoOther: 10 keys, each limited to 1, lead the queue with 4
+// rows each, interleaved, 8 rows of no key follow, and three row lock consumers of 6 workers
+// claim them, each row for 2 s: 10 workers hold the keys' slots, and the others pass over all 10
+// full keys, one rollback each (some 8 round trips each: on a loaded machine that took up to 2 s
+// on MariaDB), to reach the rows of no key, which all start before the third row of any key. (While every rollback counted against a claim's 8 runs, a claim gave
+// up after 8 full keys, and the rows of no key waited for the keys to drain.) A row of each key
+// is drained first, so that the keys' slot rows are there: a claim that adds one runs again too.
+func TestRowlockManyFullLimitsHoldBackNoOther(t *testing.T) {
+	const keys, each, free = 10, 4, 8
+	forEachBackend(t, backends(t, false), func(t *testing.T, b backend) {
+		dbs := b.openDBs(t, 3, 8)
+		tbl := b.newLimitTable(t, dbs[0])
+		msgs := func(n int) []inbox.Message {
+			var out []inbox.Message
+			for i := range n * keys {
+				out = append(out, limitMessages(1, "b", fmt.Sprint("k", i%keys))...)
+			}
+			return out
+		}
+		for k := range keys {
+			b.setLimit(t, dbs[0], tbl, inbox.LimitPerKey, fmt.Sprint("k", k), 1)
+		}
+		b.enqueue(t, dbs[0], tbl, msgs(1)...)
+		drainTable(t, b, dbs[0], tbl, time.Minute, "the keys' slot rows added", rowlockLimitConsumers(t, b, dbs, tbl, 6, &recorder{})...)
+		b.enqueue(t, dbs[0], tbl, append(msgs(each), limitMessages(free, "b", "")...)...)
+		h := &recorder{pause: 2 * time.Second}
+		drainTable(t, b, dbs[0], tbl, time.Minute, "every row processed", rowlockLimitConsumers(t, b, dbs, tbl, 6, h)...)
+		starts := map[string][]time.Time{}
+		for _, r := range h.runs.all() {
+			starts[r.key] = append(starts[r.key], r.start)
+		}
+		if len(starts[""]) != free {
+			t.Fatalf("%d runs of no key, want %d", len(starts[""]), free)
+		}
+		last := slices.MaxFunc(starts[""], time.Time.Compare)
+		for k := range keys {
+			key := fmt.Sprint("k", k)
+			slices.SortFunc(starts[key], time.Time.Compare)
+			if len(starts[key]) != each {
+				t.Fatalf("%d runs of key %s, want %d", len(starts[key]), key, each)
+			}
+			if !last.Before(starts[key][2]) {
+				t.Errorf("the last row of no key started %v after the third of key %s: the full limits held it back", last.Sub(starts[key][2]), key)
+			}
+		}
 	})
 }

@@ -27,8 +27,9 @@ import (
 // its own, outside the claim's transaction, and the claim runs again: nothing ever waits for a
 // group's hold, and producers never touch the table.
 
-// groupTries bounds the claims of one Claim (or ClaimBatch) that a group's hold row or a held
-// group sends back: each adds a group's row or passes over one more row.
+// groupTries bounds the claims of one Claim (or ClaimBatch) that a group's hold row, a held
+// group, a slot's row or a refused start sends back: each adds a row or passes over one more
+// row. A claim sent back by a limit it found full is not counted (limits.go).
 const groupTries = 8
 
 // groupPass is what a claim over groups could not take: rows whose group another transaction
@@ -60,12 +61,13 @@ var errGroups = errors.New("inbox: the claim met groups it could not hold")
 
 // claimGrouped runs the claim of up to max(size, 1) rows until it holds every group it returns,
 // adding hold rows and passing over held rows as they come (see above). It returns no rows once
-// groupTries claims were sent back.
+// groupTries claims were sent back, not counting those that found a limit full.
 func (f *Form[D]) claimGrouped(ctx context.Context, claim *stmt.Stmt, size int) ([]*inbox.Delivery, error) {
 	n := max(size, 1)
 	var skip []int64
-	m := &memo{fullLimits: map[string]bool{}, fullRates: map[string]bool{}}
-	for range groupTries {
+	m := &memo{fullRates: map[string]bool{}}
+	for tries := 0; tries < groupTries; {
+		full := m.fullLimits()
 		var pass groupPass
 		pick := func(tx dialect.Tx, v *sqltext.Values) ([]*inbox.Delivery, error) {
 			if f.d.Caps().Catalog == dialect.MySQLCatalog || f.t.Limits != "" || f.t.Rates != "" {
@@ -76,6 +78,9 @@ func (f *Form[D]) claimGrouped(ctx context.Context, claim *stmt.Stmt, size int) 
 		ds, err := f.claimOnce(ctx, size, pick)
 		if !errors.Is(err, errGroups) {
 			return ds, err
+		}
+		if m.fullLimits() == full {
+			tries++ // a run that found a limit full is not counted: the next leaves its rows out
 		}
 		skip = append(skip, pass.held...)
 		if err := f.addSlots(ctx, pass.slots); err != nil {
@@ -142,9 +147,12 @@ const pickPages = 16
 // batch's transaction, undelivered, its group held, until the batch ends (rolling back would
 // spend the starts of the rows taken before it for nothing).
 func (f *Form[D]) pickByID(ctx context.Context, tx dialect.Tx, v *sqltext.Values, n int, skip []int64, m *memo, pass *groupPass) ([]*inbox.Delivery, error) {
+	if m.queueFull {
+		return nil, nil
+	}
 	var ds []*inbox.Delivery
 	for page := range pickPages {
-		cands, err := f.candidates(ctx, tx, v, page)
+		cands, err := f.candidates(ctx, tx, *v, page, m)
 		if err != nil {
 			return nil, err
 		}
@@ -183,19 +191,20 @@ func (f *Form[D]) pickByID(ctx context.Context, tx dialect.Tx, v *sqltext.Values
 }
 
 // takeCandidate takes candidate c in tx, as pickByID says. Before it locks anything it reads
-// c's limits and passes c over where one of them, or one of its rates, was found full in this
-// claim: a row held back so costs no lock, and its group's hold is not taken for nothing. Then
-// it takes c's group, its row by its id, a slot of each of its limits and a start slot of each
-// of its rates. It returns the row's delivery, or none where c is passed over; errGroups, saying
-// why in pass, where c leaves a group, a row or a slot held for nothing, which only the claim's
-// rollback lets go: a start refused after the row's lock and its group's hold were taken rolls
-// the claim back, and the claim runs again passing over that row (and, since it is still its
-// group's head, over its group: the group's next row does not run in its place).
+// c's limits, and passes c over where one of its rates was found full in this claim (the rows
+// of limits found full are not among the candidates): a row held back so costs no lock, and its
+// group's hold is not taken for nothing. Then it takes c's group, its row by its id, a slot of
+// each of its limits and a start slot of each of its rates. It returns the row's delivery, or
+// none where c is passed over; errGroups, saying why in pass, where c leaves a group, a row or a
+// slot held for nothing, which only the claim's rollback lets go: a start refused after the
+// row's lock and its group's hold were taken rolls the claim back, and the claim runs again
+// passing over that row (and, since it is still its group's head, over its group: the group's
+// next row does not run in its place).
 func (f *Form[D]) takeCandidate(ctx context.Context, tx dialect.Tx, v sqltext.Values, c candidate, m *memo, pass *groupPass) (*inbox.Delivery, error) {
 	var ls []limit
 	if f.t.Limits != "" {
 		var err error
-		if ls, err = f.limitsOf(ctx, tx, v, c.id); err != nil || m.limitFull(ls) {
+		if ls, err = f.limitsOf(ctx, tx, v, c.id); err != nil {
 			return nil, err
 		}
 	}
@@ -270,10 +279,12 @@ type candidate struct {
 	group, kind, key sql.NullString
 }
 
-// candidates reads the page-th page of candidates.
-func (f *Form[D]) candidates(ctx context.Context, tx dialect.Tx, v *sqltext.Values, page int) ([]candidate, error) {
-	q := f.text.Candidates(page)
-	rows, err := tx.QueryContext(ctx, q.SQL, q.Bind(nil, v)...)
+// candidates reads the page-th page of candidates, leaving out the rows of the limits m found
+// full.
+func (f *Form[D]) candidates(ctx context.Context, tx dialect.Tx, v sqltext.Values, page int, m *memo) ([]candidate, error) {
+	q := f.text.Candidates(page, len(m.fullKinds), len(m.fullKeys))
+	v.FullKinds, v.FullKeys = m.fullKinds, m.fullKeys
+	rows, err := tx.QueryContext(ctx, q.SQL, q.Bind(nil, &v)...)
 	if err != nil {
 		return nil, err
 	}

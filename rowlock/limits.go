@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"slices"
 
 	"github.com/sqlinbox/inbox/dialect"
 	"github.com/sqlinbox/inbox/internal/sentinel"
@@ -15,15 +16,18 @@ import (
 // claim's own transaction (sqltext.RowLock.LockSlot), so that the slot frees exactly when the
 // row's own lock does. The claim reads its candidates without a lock and takes each one's slots
 // (the most specific limit first: key, kind, then queue) before it locks the row by its id
-// (pickByID). A limit found full is remembered for the rest of the Claim, so that the rows
-// under it cost one read each; a candidate whose slots were partly taken when a limit proved
-// full rolls the claim back (a slot once locked is let go only with the transaction) and the
-// claim runs again passing over it. A full queue limit ends the claim.
+// (pickByID). A candidate whose slot was refused rolls the claim back (its row's lock and a slot
+// once locked are let go only with the transaction), and the limit found full is remembered for
+// the rest of the Claim: the claim runs again with the rows of a full kind's or key's limit left
+// out of its candidates before their LIMIT, so that however many of them lead the queue the
+// rows behind them are reached (pg-boss#871's bug was a full key starving them). Such a run
+// does not count against groupTries: each one finds a limit full that the next leaves out, and
+// a queue has so many limits. A full queue limit ends the claim.
 //
-// With FIFO groups, a candidate is its group's head (sqltext.RowLock.Candidates), and its limits
-// are read before its group's hold is taken: a head whose limit is full is passed over without
-// a lock, and its group with it, since the group's next row is not its head. A head whose slot
-// is refused after its group's hold was taken rolls the claim back, which lets the group go.
+// With FIFO groups, a candidate is its group's head (sqltext.RowLock.Candidates): a head whose
+// limit was found full is left out of the candidates, and its group with it, since the group's
+// next row is not its head. A head whose slot is refused after its group's hold was taken rolls
+// the claim back, which lets the group go.
 
 // limit is one limit a candidate is under.
 type limit struct {
@@ -31,15 +35,18 @@ type limit struct {
 	max        int64
 }
 
-// name is the limit's key in the memo of full limits.
+// name is the limit's (or a rate's) key in the memo of full rates.
 func (l limit) name() string { return l.scope + "\x00" + l.key }
 
 // memo is what one claim learned of its queue's limits and rates, kept for the rest of the
 // claim (a few milliseconds: a slot frees with its holder's commit and a rate by the clock, so
 // an entry at worst passes a row over until the next claim).
 type memo struct {
-	fullLimits map[string]bool // limit.name of the limits found full
-	fullRates  map[string]bool // limit.name (a rate's scope and key) of the rates found full
+	// The limits found full, whose rows the candidates leave out (sqltext.RowLock.Candidates):
+	// the queue's, which ends the claim, and the kinds' and limit keys'.
+	queueFull           bool
+	fullKinds, fullKeys []string
+	fullRates           map[string]bool // limit.name (a rate's scope and key) of the rates found full
 	// rates are the names of the queue's rates, read once a claim (nil until then); keyRates
 	// says the queue has rates per limit key, whose keys hasKeyRate holds the answers for.
 	rates      map[string]bool
@@ -47,18 +54,32 @@ type memo struct {
 	hasKeyRate map[string]bool
 }
 
-// limitFull reports whether one of ls was found full.
-func (m *memo) limitFull(ls []limit) bool {
-	for _, l := range ls {
-		if m.fullLimits[l.name()] {
-			return true
-		}
+// fullLimit adds l, found full, to the limits whose rows the claim's candidates leave out. A
+// limit found full again (a row the candidates did not leave out, where the column's collation
+// and the limits' read compare keys differently) is not added twice, so that the claim that
+// found it counts against groupTries.
+func (m *memo) fullLimit(l limit) {
+	switch {
+	case l.scope == sqltext.ScopeQueue:
+		m.queueFull = true
+	case l.scope == sqltext.ScopeKind && !slices.Contains(m.fullKinds, l.key):
+		m.fullKinds = append(m.fullKinds, l.key)
+	case l.scope == sqltext.ScopeKey && !slices.Contains(m.fullKeys, l.key):
+		m.fullKeys = append(m.fullKeys, l.key)
 	}
-	return false
+}
+
+// fullLimits counts the limits found full.
+func (m *memo) fullLimits() int {
+	n := len(m.fullKinds) + len(m.fullKeys)
+	if m.queueFull {
+		n++
+	}
+	return n
 }
 
 // takeSlots takes, in tx, a slot of each of ls, the limits of row id, which tx has locked, and
-// reports whether it took them all. A limit found full is added to m.fullLimits; slots without their
+// reports whether it took them all. A limit found full is added to m (fullLimit); slots without their
 // row are added to pass.slots. Where it took them not all, the claim must roll back: the row's
 // lock and the slots taken are let go only with the transaction.
 func (f *Form[D]) takeSlots(ctx context.Context, tx dialect.Tx, v sqltext.Values, id int64, ls []limit, m *memo, pass *groupPass) (bool, error) {
@@ -80,7 +101,7 @@ func (f *Form[D]) takeSlots(ctx context.Context, tx dialect.Tx, v sqltext.Values
 		if n < l.max {
 			pass.slots = append(pass.slots, l)
 		} else {
-			m.fullLimits[l.name()] = true
+			m.fullLimit(l)
 		}
 		return false, nil
 	}

@@ -67,3 +67,17 @@ func DSNFlag(fs *flag.FlagSet, dsns map[string]string, known []string) {
 		return nil
 	})
 }
+
+// NotOnSQLite refuses, where dbs names sqlite, any of forms but the lease form: SQLite has no
+// row locks to skip and no advisory locks.
+func NotOnSQLite(forms, dbs []string) error {
+	if !slices.Contains(dbs, "sqlite") {
+		return nil
+	}
+	for _, f := range forms {
+		if f != "lease" {
+			return fmt.Errorf("-forms %s: not on sqlite, which has the lease form only (leave sqlite out of -db)", f)
+		}
+	}
+	return nil
+}

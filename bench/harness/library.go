@@ -54,16 +54,16 @@ type Consumer struct {
 	// consumer does not know it runs kinds, so its claims name none and take every row. It
 	// differs from a consumer of Kinds in the claim's kind filter alone (bench/cmd/kinds).
 	KindsUnfiltered bool
-	// Groups has the consumer claim by FIFO group (the lease form only), over a table made by
+	// Groups has the consumer claim by FIFO group, over a table made by
 	// CreateGroupTable whose rows SetGroups spread over groups. False: the consumer ignores the
 	// group column.
 	Groups bool
 	// RoundRobin, with Groups, has the lease form spread its claims across the groups
 	// (lease.Config.GroupsRoundRobin).
 	RoundRobin bool
-	// Limits has the consumer's table name the limits' tables (inbox.Table.Limits; the lease
-	// form only), made by CreateLimitTables: its claims skip rows of full limits and take a
-	// slot of each limit a row is under. False: no limits, and claims do not read them.
+	// Limits has the consumer's table name the limits' tables (inbox.Table.Limits), made by
+	// CreateLimitTables: its claims skip rows of full limits and take a slot of each limit a
+	// row is under. False: no limits, and claims do not read them.
 	Limits bool
 
 	counts *drainCounts // set by DrainLibrary

@@ -51,6 +51,10 @@ const (
 	ArgRateKey  Arg = "rate_key"  // the kind a rate limits; empty for a queue's
 	ArgStarts   Arg = "starts"    // a rate's starts per interval
 	ArgNowUs    Arg = "now_us"    // the claim's reading of the clock, in Unix microseconds
+	// The limits a row lock claim found full, whose rows its candidates leave out
+	// (RowLock.Candidates), in the order the statement lists them.
+	ArgFullKind Arg = "full_kind" // the kind of a kind's limit found full
+	ArgFullKey  Arg = "full_key"  // the limit key of a key's limit found full
 )
 
 // Statement is a statement's text and the roles of its parameters, in the order they appear.
@@ -80,6 +84,8 @@ type Values struct {
 	IDs                    []int64
 	Tokens                 []any
 	Keys                   []string
+	// The kinds and the limit keys whose limits a row lock claim found full (RowLock.Candidates).
+	FullKinds, FullKeys []string
 }
 
 // Bind appends to dst the arguments of a run of st, v's values in the order st lists their
@@ -90,7 +96,7 @@ func (st Statement) Bind(dst []any, v *Values) []any {
 	if dst == nil {
 		dst = make([]any, 0, len(st.Args))
 	}
-	var ids, tokens, kinds, keys int
+	var ids, tokens, kinds, keys, fullKinds, fullKeys int
 	for _, a := range st.Args {
 		switch a {
 		case ArgID:
@@ -105,6 +111,12 @@ func (st Statement) Bind(dst []any, v *Values) []any {
 		case ArgKey:
 			dst = append(dst, v.Keys[keys])
 			keys++
+		case ArgFullKind:
+			dst = append(dst, v.FullKinds[fullKinds])
+			fullKinds++
+		case ArgFullKey:
+			dst = append(dst, v.FullKeys[fullKeys])
+			fullKeys++
 		default:
 			dst = append(dst, v.one(a))
 		}

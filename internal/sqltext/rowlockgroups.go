@@ -105,7 +105,14 @@ const PickPage = 64
 // After the group it reads each row's kind and limit key (NULL where the table has no such
 // column or no rates table), which tell the claim, before it locks anything, that a rate it
 // has found full this claim holds the row back.
-func (r RowLock) Candidates(page int) Statement {
+//
+// The rows of fullKinds kinds and of fullKeys limit keys, those under the kind's and the key's
+// limits the claim found full (a full limit is only found by a slot refused: a row lock is not
+// to be read), are left out before the LIMIT, binding after the rest the kinds' names
+// (ArgFullKind), then the keys (ArgFullKey): however many rows of a full limit lead the queue,
+// the rows behind them are read (pg-boss#871 starved them). A count is ignored where the table
+// has no such column, whose rows no limit of that scope counts.
+func (r RowLock) Candidates(page, fullKinds, fullKeys int) Statement {
 	s, p := r.s, r.s.Params()
 	t := s.t
 	group, where := "NULL", s.Due(p, "")
@@ -121,6 +128,12 @@ func (r RowLock) Candidates(page int) Statement {
 		if t.LimitKey != "" {
 			key = t.Name + "." + t.LimitKey
 		}
+	}
+	if fullKinds > 0 && t.Kind != "" {
+		where += " AND (" + t.Name + "." + t.Kind + " IS NULL OR " + t.Name + "." + t.Kind + " NOT IN (" + p.listOf(ArgFullKind, fullKinds) + "))"
+	}
+	if fullKeys > 0 && t.LimitKey != "" {
+		where += " AND (" + t.Name + "." + t.LimitKey + " IS NULL OR " + t.Name + "." + t.LimitKey + " NOT IN (" + p.listOf(ArgFullKey, fullKeys) + "))"
 	}
 	return p.statement("SELECT " + t.Name + "." + t.ID + ", " + group + ", " + kind + ", " + key + " FROM " + t.Name + " WHERE " + where +
 		" ORDER BY " + s.Order("") + " LIMIT " + strconv.Itoa(PickPage) + " OFFSET " + strconv.Itoa(page*PickPage))

@@ -201,17 +201,18 @@ func rowLockEntries(c *dialect.Caps, r sqltext.RowLock) []golden.Entry {
 		e.add("groupSeen", r.GroupSeen())
 		e.add("addGroup", r.AddGroup())
 		if c.Catalog == dialect.MySQLCatalog {
-			e.add("candidates page 0", r.Candidates(0))
-			e.add("candidates page 2", r.Candidates(2))
+			e.add("candidates page 0", r.Candidates(0, 0, 0))
+			e.add("candidates page 2", r.Candidates(2, 0, 0))
 			e.add("lockRow", r.LockRow())
 		}
 	}
 	if r.HasRates() && !r.HasLimits() {
-		e.add("candidates page 1", r.Candidates(1))
+		e.add("candidates page 1", r.Candidates(1, 0, 0))
 		e.add("lockRow", r.LockRow())
 	}
 	if r.HasLimits() {
-		e.add("candidates page 1", r.Candidates(1))
+		e.add("candidates page 1", r.Candidates(1, 0, 0))
+		e.add("candidates page 0, a kind's and 2 keys' limits full", r.Candidates(0, 1, 2))
 		e.add("lockRow", r.LockRow())
 		e.add("rowLimits", r.RowLimits())
 		e.add("lockSlot", r.LockSlot())

@@ -1,13 +1,16 @@
-// Command groups measures what FIFO groups (inbox.Table.GroupKey) cost a lease consumer: it drains
-// one prefilled table, whose rows are spread over -groups groups, through a consumer whose table
-// names the group column (each claim takes only the heads of free groups and holds their groups
-// in inbox_groups) and through one that ignores it, in the same run, rounds interleaved, and
-// reports each cell's medians and their paired ratio. With -round-robin it drains the grouped
-// table through a consumer whose claims spread across the groups (lease.Config.GroupsRoundRobin)
-// and through one in the usual order instead. See docs/groups.md.
+// Command groups measures what FIFO groups (inbox.Table.GroupKey) cost a consumer of each form
+// -forms names (lease by default; rowlock and advisory not on SQLite): it drains one prefilled
+// table, whose rows are spread over -groups groups, through a consumer whose table names the
+// group column (each claim takes only the heads of free groups and holds their groups: in
+// inbox_groups by a lease, by a row lock on their row of it, or by a session lock) and through
+// one that ignores it, in the same run, rounds interleaved, and reports each cell's medians and
+// their paired ratio. With -round-robin (the lease form only) it drains the grouped table
+// through a consumer whose claims spread across the groups (lease.Config.GroupsRoundRobin) and
+// through one in the usual order instead. See docs/groups.md.
 //
 //	go run ./bench/cmd/groups -db postgres,mariadb,sqlite -workers 1,8 -groups 32 -n 5000 -rounds 5
 //	go run ./bench/cmd/groups -round-robin -db postgres,mariadb,sqlite -workers 1,8 -groups 32 -n 2000 -rounds 3
+//	go run ./bench/cmd/groups -forms rowlock,advisory -db postgres,mariadb -workers 1,8 -groups 32 -n 2000 -rounds 3
 package main
 
 import (
@@ -28,9 +31,8 @@ import (
 type config struct {
 	n, rounds, groups int
 	roundRobin        bool
-	form              string
 	workers           []int
-	dbs               []string
+	dbs, forms        []string
 	poll, work        time.Duration
 	dsns              map[string]string
 }
@@ -46,7 +48,7 @@ func parseFlags(args []string) (*config, error) {
 	fs.BoolVar(&cfg.roundRobin, "round-robin", false, "compare claims spread across the groups (lease.Config.GroupsRoundRobin) with the usual order, both with groups, rather than groups with none")
 	fs.DurationVar(&cfg.poll, "poll", 100*time.Millisecond, "the consumers' PollInterval")
 	fs.DurationVar(&cfg.work, "work", 0, "how long each handler runs (0: it acks at once, so a drain measures the claims and settlements alone)")
-	fs.StringVar(&cfg.form, "form", "lease", "the form: lease, or advisory (group locks; not on SQLite, nor with -round-robin)")
+	forms := fs.String("forms", "lease", "forms, comma-separated: lease, rowlock, advisory (rowlock and advisory not on sqlite, nor with -round-robin)")
 	harness.DSNFlag(fs, cfg.dsns, harness.Databases)
 	if err := fs.Parse(args); err != nil {
 		return nil, err
@@ -58,8 +60,14 @@ func parseFlags(args []string) (*config, error) {
 	if cfg.dbs, err = harness.Names("db", *dbs, harness.Databases); err != nil {
 		return nil, err
 	}
-	if cfg.form != "lease" && (cfg.form != "advisory" || cfg.roundRobin || slices.Contains(cfg.dbs, "sqlite")) {
-		return nil, errors.New("-form: lease, or advisory without -round-robin and without sqlite")
+	if cfg.forms, err = harness.Names("forms", *forms, harness.Forms); err != nil {
+		return nil, err
+	}
+	if err := harness.NotOnSQLite(cfg.forms, cfg.dbs); err != nil {
+		return nil, err
+	}
+	if cfg.roundRobin && !slices.Equal(cfg.forms, []string{"lease"}) {
+		return nil, errors.New("-round-robin: the lease form only (-forms lease)")
 	}
 	if cfg.n < 1 || cfg.rounds < 1 || cfg.groups < 1 {
 		return nil, errors.New("-n, -rounds and -groups must be at least 1")
@@ -77,10 +85,10 @@ func (cfg *config) handle() func([]byte) {
 	return func([]byte) { time.Sleep(cfg.work) }
 }
 
-// cell is the form on one database at one worker count: msgs/s of each round's drain
-// without and with groups.
+// cell is a form on one database at one worker count: msgs/s of each round's drain without
+// and with groups.
 type cell struct {
-	db            string
+	form, db      string
 	workers       int
 	plain, groups []float64
 }
@@ -110,41 +118,54 @@ func run(ctx context.Context, args []string) error {
 			return err
 		}
 		fmt.Printf("%-9s %s\n", db, t.Facts(ctx))
-		table := "inbox_bench_groups_" + db
-		if cfg.form != "lease" {
-			table += "_" + cfg.form // its own table: a lease run beside it keeps its own
-		}
-		if err := t.CreateGroupTable(ctx, table); err != nil {
-			t.Close()
-			return err
-		}
-		for _, w := range cfg.workers {
-			c := &cell{db: db, workers: w}
-			t.SetPool(w + 2)
-			if err := runCell(ctx, t, c, table, cfg); err != nil {
+		for _, form := range cfg.forms {
+			formCells, err := runForm(ctx, t, form, cfg)
+			if err != nil {
 				t.Close()
 				return err
 			}
-			cells = append(cells, c)
+			cells = append(cells, formCells...)
 		}
 		t.Close()
 	}
 	if cfg.roundRobin {
 		fmt.Printf("\nThe lease form with the rows in %d FIFO groups, claims spread across the groups (round robin) against the usual order: %d rows per drain, %d rounds, msgs/s median (min–max)\n\n", cfg.groups, cfg.n, cfg.rounds)
-		fmt.Println("| database | workers | " + fmt.Sprint(cfg.groups) + " groups | round robin | round robin/usual (paired) |")
+		fmt.Println("| form | database | workers | " + fmt.Sprint(cfg.groups) + " groups | round robin | round robin/usual (paired) |")
 	} else {
-		fmt.Printf("\nThe %s form with the rows in %d FIFO groups against the same rows without: %d rows per drain, %d rounds, msgs/s median (min–max)\n\n", cfg.form, cfg.groups, cfg.n, cfg.rounds)
-		fmt.Println("| database | workers | no groups | " + fmt.Sprint(cfg.groups) + " groups | with/without (paired) |")
+		fmt.Printf("\nEach form with the rows in %d FIFO groups against the same rows without: %d rows per drain, %d rounds, msgs/s median (min–max)\n\n", cfg.groups, cfg.n, cfg.rounds)
+		fmt.Println("| form | database | workers | no groups | " + fmt.Sprint(cfg.groups) + " groups | with/without (paired) |")
 	}
-	fmt.Println("|---|--:|--:|--:|--:|")
+	fmt.Println("|---|---|--:|--:|--:|--:|")
 	for _, c := range cells {
 		ratio := "–"
 		if r := harness.PairedRatio(c.groups, c.plain); r > 0 {
 			ratio = fmt.Sprintf("%.3f", r)
 		}
-		fmt.Printf("| %s | %d | %s | %s | %s |\n", harness.Label(c.db), c.workers, harness.Spread(c.plain), harness.Spread(c.groups), ratio)
+		fmt.Printf("| %s | %s | %d | %s | %s | %s |\n", c.form, harness.Label(c.db), c.workers, harness.Spread(c.plain), harness.Spread(c.groups), ratio)
 	}
 	return nil
+}
+
+// runForm runs the cells of form on t, one per worker count, over a table of the form's own
+// (the lease form's keeps its name of before).
+func runForm(ctx context.Context, t *harness.Target, form string, cfg *config) ([]*cell, error) {
+	table := "inbox_bench_groups_" + t.Name
+	if form != "lease" {
+		table += "_" + form
+	}
+	if err := t.CreateGroupTable(ctx, table); err != nil {
+		return nil, err
+	}
+	var cells []*cell
+	for _, w := range cfg.workers {
+		c := &cell{form: form, db: t.Name, workers: w}
+		t.SetPool(w + 2)
+		if err := runCell(ctx, t, c, table, cfg); err != nil {
+			return nil, err
+		}
+		cells = append(cells, c)
+	}
+	return cells, nil
 }
 
 // runCell drains the table once without groups and once with them each round (with
@@ -160,12 +181,12 @@ func runCell(ctx context.Context, t *harness.Target, c *cell, table string, cfg 
 			if err := t.SetGroups(ctx, table, cfg.groups); err != nil {
 				return err
 			}
-			d, err := harness.DrainLibrary(ctx, t, harness.Consumer{Form: cfg.form, Table: table, Workers: c.workers, Batch: 1, Poll: cfg.poll, Groups: groups, RoundRobin: roundRobin, Handle: cfg.handle()}, int64(cfg.n))
+			d, err := harness.DrainLibrary(ctx, t, harness.Consumer{Form: c.form, Table: table, Workers: c.workers, Batch: 1, Poll: cfg.poll, Groups: groups, RoundRobin: roundRobin, Handle: cfg.handle()}, int64(cfg.n))
 			if err != nil {
-				return fmt.Errorf("%s, %d workers, groups %v, round robin %v, round %d: %w", c.db, c.workers, groups, roundRobin, r, err)
+				return fmt.Errorf("%s, %s, %d workers, groups %v, round robin %v, round %d: %w", c.form, c.db, c.workers, groups, roundRobin, r, err)
 			}
 			*into = append(*into, d.Rate)
-			fmt.Fprintf(os.Stderr, "%-8s W=%d groups=%-5v rr=%-5v round %d: %8.0f msgs/s, %d claims (%d empty) of %d rows\n", c.db, c.workers, groups, roundRobin, r, d.Rate, d.Claims, d.EmptyClaims, d.RowsClaimed)
+			fmt.Fprintf(os.Stderr, "%-8s %-8s W=%d groups=%-5v rr=%-5v round %d: %8.0f msgs/s, %d claims (%d empty) of %d rows\n", c.form, c.db, c.workers, groups, roundRobin, r, d.Rate, d.Claims, d.EmptyClaims, d.RowsClaimed)
 			return nil
 		}
 	}
