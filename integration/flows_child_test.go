@@ -68,6 +68,7 @@ type flowRun struct {
 // ended.
 type flowChild struct {
 	cmd    *exec.Cmd
+	read   chan struct{} // closed once the child's output is read to its end
 	mu     sync.Mutex
 	starts map[int64]flowRun
 	killed time.Time
@@ -87,9 +88,10 @@ func startFormChild(t *testing.T, form string, b backend, dsn string, tbl inbox.
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	c := &flowChild{cmd: cmd, starts: map[int64]flowRun{}}
+	c := &flowChild{cmd: cmd, read: make(chan struct{}), starts: map[int64]flowRun{}}
 	t.Cleanup(func() { c.kill(t) })
 	go func() {
+		defer close(c.read)
 		sc := bufio.NewScanner(out)
 		for sc.Scan() {
 			f := strings.Fields(sc.Text())
@@ -120,10 +122,12 @@ func (c *flowChild) holding() bool {
 	return len(c.starts) > 0
 }
 
+// kill kills the child and returns once what it wrote before it died is read: a run it ended,
+// and reported, just before is an ended run, not an open one.
 func (c *flowChild) kill(t *testing.T) {
 	c.mu.Lock()
-	defer c.mu.Unlock()
 	if !c.killed.IsZero() {
+		c.mu.Unlock()
 		return
 	}
 	// The child's open runs end when the kill is sent: the process dies at the signal, and its
@@ -133,6 +137,8 @@ func (c *flowChild) kill(t *testing.T) {
 	if err := c.cmd.Process.Kill(); err != nil && !errors.Is(err, os.ErrProcessDone) {
 		t.Error(err)
 	}
+	c.mu.Unlock()
+	<-c.read // Wait closes the pipe, and must wait for the reads
 	c.cmd.Wait()
 }
 

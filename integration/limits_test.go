@@ -297,7 +297,8 @@ func TestLimitsChangedAtRunTime(t *testing.T) {
 		waitFor(t, 30*time.Second, "20 rows run", func() bool { return len(h.runs.all()) >= 20 })
 		b.setLimit(t, dbs[0], tbl, inbox.LimitPerQueue, "", 1)
 		lowered := time.Now()
-		waitFor(t, 30*time.Second, "30 more rows run", func() bool { return len(h.runs.all()) >= 50 })
+		// A minute: one at a time on SQLite under -race on a loaded machine, 30 rows took over 30 s.
+		waitFor(t, time.Minute, "30 more rows run", func() bool { return len(h.runs.all()) >= 50 })
 		// The raise commits before SetLimit returns (which then removes the slots no limit
 		// needs): the window of the lowered limit ends when the call begins.
 		raising := time.Now()

@@ -54,6 +54,7 @@ func (b backend) newRateTable(t *testing.T, db *sql.DB) (inbox.Table, *inbox.Cli
 // the lease the claim wrote (its expiry less the lease), which is the time the claim took its
 // start slot with, to the microsecond.
 type rateStart struct {
+	id      int64
 	kind    string
 	claimed time.Time
 }
@@ -72,7 +73,7 @@ func claimTimes(t *testing.T, b backend, db *sql.DB, tbl inbox.Table, starts *co
 		if err != nil {
 			t.Errorf("row %d's lease: %v", d.ID, err)
 		}
-		starts.add(rateStart{kind: d.Kind, claimed: at.Add(-lease.DefaultLease)})
+		starts.add(rateStart{id: d.ID, kind: d.Kind, claimed: at.Add(-lease.DefaultLease)})
 		time.Sleep(work)
 		return outcome.Ack()
 	})
@@ -140,8 +141,14 @@ func ratesCombined(t *testing.T, s spread) {
 	}
 	drainTable(t, b, s.admin, tbl, time.Minute, "every row processed", cs...)
 	all := starts.all()
-	if len(all) != 40 {
-		t.Errorf("%d starts, want 40", len(all))
+	// A row whose lease ran out before its settlement (a loaded machine) starts again, which
+	// counts against the rates as any start does.
+	started := map[int64]bool{}
+	for _, s := range all {
+		started[s.id] = true
+	}
+	if len(started) != 40 {
+		t.Errorf("%d rows started, want 40", len(started))
 	}
 	if most := checkRate(t, "the queue", timesOf(all, ""), 6, per); most < 6 {
 		t.Errorf("the queue: at most %d starts in any window of %v, want its rate (6) reached", most, per)

@@ -56,10 +56,8 @@ func TestRowlockLimitsPerQueue(t *testing.T) {
 
 // TestRowlockLimitsPerKindAndKey: TestLimitsPerKindAndKey in the row lock form: kind a limited
 // to 2, key k to 1, rows of kind b without a key beside them; three consumers of 4 workers. Kind
-// a never has more than 2 in work, key k never more than 1, and the rows under no limit are all
-// done before the last row of key k starts (full limits do not hold them back) on Postgres; on
-// MySQL and MariaDB, where a claim that meets a full limit after locking its row rolls back and
-// claims again (rowlock/limits.go), they are not, and the test logs how they ran.
+// a never has more than 2 in work, key k never more than 1, and every row runs once; how the
+// rows under no limit ran beside key k is logged.
 func TestRowlockLimitsPerKindAndKey(t *testing.T) {
 	forEachBackend(t, backends(t, false), func(t *testing.T, b backend) {
 		dbs := b.openDBs(t, 3, 8)
@@ -86,8 +84,10 @@ func TestRowlockLimitsPerKindAndKey(t *testing.T) {
 		if most, at := mostAtOnce(all, func(r run) bool { return r.key == "k" }); most > 1 {
 			t.Errorf("%d rows of key k in work at once at %v, over its limit of 1", most, at)
 		}
-		// Key k runs its 20 rows one at a time: the rows under no limit, published among them,
-		// are all done well before its last starts, unless the full limits held them back.
+		// Whether full limits hold the rows under none back is TestRowlockFullLimitHoldsBackNoOther's
+		// to prove, by order rather than by time: here key k's 20 rows of 10 ms leave too little
+		// time to tell on a loaded machine (the rows under no limit once ended 9 ms after k's last
+		// started). How they ran is logged.
 		var lastFree, lastK time.Time
 		for _, r := range all {
 			switch {
@@ -96,9 +96,6 @@ func TestRowlockLimitsPerKindAndKey(t *testing.T) {
 			case r.kind == "b" && r.key == "" && r.end.After(lastFree):
 				lastFree = r.end
 			}
-		}
-		if !lastFree.Before(lastK) && b.name == "postgres" {
-			t.Errorf("the last row under no limit ended at %v, after the last row of key k started at %v: the full limits held it back", lastFree, lastK)
 		}
 		most, _ := mostAtOnce(all, func(r run) bool { return r.kind == "b" && r.key == "" })
 		t.Logf("rows under no limit: at most %d at once, the last ended %v after the last of key k started", most, lastFree.Sub(lastK))

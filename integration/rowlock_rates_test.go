@@ -19,7 +19,7 @@ import (
 // vary: rowlockRateSlack allows for them when the starts are checked against a rate.
 func handlerStarts(starts *collector[rateStart], work time.Duration) inbox.Handler {
 	return inbox.HandlerFunc(func(ctx context.Context, d *inbox.Delivery) outcome.Outcome {
-		starts.add(rateStart{kind: d.Kind, claimed: time.Now()})
+		starts.add(rateStart{id: d.ID, kind: d.Kind, claimed: time.Now()})
 		time.Sleep(work)
 		return outcome.Ack()
 	})
