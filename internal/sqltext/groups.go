@@ -1,6 +1,7 @@
 package sqltext
 
 import (
+	"strconv"
 	"strings"
 
 	"github.com/sqlinbox/inbox/dialect"
@@ -101,6 +102,79 @@ func (l Lease) groupHeld(p *Params, g string) string {
 	}
 	holder := "(SELECT " + busy + " FROM " + t.Name + " inbox_holder WHERE inbox_holder." + t.ID + " = inbox_hold.holder_id)"
 	return "SELECT 1 FROM " + GroupsTable + " inbox_hold WHERE " + key + " AND (inbox_hold.paused_at IS NOT NULL OR " + holder + ")"
+}
+
+// pickWindow is how many of the first rows in claim order that no lease holds the first pick of
+// a claim of n rows over groups reads (headsPick): enough that a claim finds its rows there
+// while few groups are held, few enough that one that does not costs little before the heads
+// are read.
+func pickWindow(n int) int { return 4*n + 32 }
+
+// headsPick is the pick of the claim of at most n rows over groups in one statement (Postgres,
+// ClaimsInOne), in the usual order: the CTEs that end in inbox_lease_pick, the id and the group
+// of each row picked, which the take and the stamp read. It picks what the claim order filtered
+// by groupFree picks, the first n rows in claim order that may be claimed, without reading the
+// whole backlog where fewer than n may be (every free head's group held, each row of the
+// backlog costing a probe of its group's head): first among the first pickWindow(n) candidates
+// in claim order (inbox_lease_first), and only where that finds fewer than n, among the heads of
+// every group, read by a skip scan of the group index at a probe per group (inbox_lease_heads,
+// inbox_lease_rest), and among the rows of no group (inbox_lease_loose). A row that may be
+// claimed outside the window comes after every row in it, so a full first pick is the first n;
+// a short one is within the rest, which hold every row that may be claimed. Each branch locks
+// what it returns (SKIP LOCKED), and candidate (the Due and free predicates, their columns
+// qualified by the table's name, bound anew at each call) is checked again when the lock reads a
+// row changed since the statement's snapshot. unflushed is the first branch's, and turns the
+// statement's durability off. It binds, in the order of its text, candidate's arguments and
+// groupFree's in each branch, and the heads' queue (groupHeads).
+func (l Lease) headsPick(p *Params, n int, candidate func() string, unflushed string) string {
+	s, t := l.s, l.s.t
+	limit := strconv.Itoa(n)
+	cols := []string{t.ID, t.GroupKey}
+	for _, c := range []string{t.Priority, t.RetryAfter} {
+		if c != "" {
+			cols = append(cols, c)
+		}
+	}
+	of := func(alias string) string { return alias + "." + strings.Join(cols, ", "+alias+".") }
+	short := "(SELECT COUNT(*) FROM inbox_lease_first) < " + limit
+	window := "(SELECT " + of(t.Name) + " FROM " + t.Name + " WHERE " + candidate() + " ORDER BY " + s.Order(t.Name) +
+		" LIMIT " + strconv.Itoa(pickWindow(n)) + ") inbox_window"
+	first := "inbox_lease_first AS (SELECT " + of(t.Name) + " FROM " + window + " JOIN " + t.Name + " ON " + t.Name + "." + t.ID + " = inbox_window." + t.ID +
+		" WHERE " + candidate() + unflushed + l.andGroupFree(p) + " ORDER BY " + s.Order("inbox_window") + " LIMIT " + limit + " FOR UPDATE OF " + t.Name + " SKIP LOCKED)"
+	heads := l.groupHeads(p, short)
+	rest := "inbox_lease_rest AS (SELECT " + of(t.Name) + " FROM " + t.Name + " WHERE " + t.Name + "." + t.ID + " IN (SELECT inbox_id FROM inbox_lease_heads) AND " + candidate() +
+		l.andGroupFree(p) + " ORDER BY " + s.Order(t.Name) + " LIMIT " + limit + l.skipLocked() + ")"
+	loose := "inbox_lease_loose AS (SELECT " + of(t.Name) + " FROM " + t.Name + " WHERE " + t.Name + "." + t.GroupKey + " IS NULL AND " + short + " AND " + candidate() +
+		" ORDER BY " + s.Order(t.Name) + " LIMIT " + limit + l.skipLocked() + ")"
+	all := "SELECT * FROM inbox_lease_first UNION SELECT * FROM inbox_lease_rest UNION SELECT * FROM inbox_lease_loose"
+	pick := "inbox_lease_pick AS (SELECT inbox_any." + t.ID + ", inbox_any." + t.GroupKey + " FROM (" + all + ") inbox_any ORDER BY " + s.Order("inbox_any") + " LIMIT " + limit + ")"
+	return "WITH RECURSIVE " + first + ", " + heads + ", " + rest + ", " + loose + ", " + pick
+}
+
+// groupHeads is headsPick's CTE inbox_lease_heads: the key and the id of each group's head
+// (isGroupHead's), inbox_key and inbox_id, read where only holds by a skip scan of the group
+// index (schema.GroupIndex): its first pending entry, then, group after group, the first pending
+// entry of a greater key. It binds the queue twice, where the table has a queue column.
+func (l Lease) groupHeads(p *Params, only string) string {
+	t := l.s.t
+	g, id := t.Name+"."+t.GroupKey, t.Name+"."+t.ID
+	pending := func() string {
+		var c []string
+		if t.Queue != "" {
+			c = append(c, t.Name+"."+t.Queue+" = "+p.Next(ArgQueue))
+		}
+		for _, col := range []string{t.ProcessedAt, t.DeadAt, t.CancelledAt} {
+			if col != "" {
+				c = append(c, t.Name+"."+col+" IS NULL")
+			}
+		}
+		return strings.Join(append(c, ""), " AND ")
+	}
+	order := " ORDER BY " + g + ", " + id + " LIMIT 1"
+	seed := "SELECT " + g + " AS inbox_key, " + id + " AS inbox_id FROM " + t.Name + " WHERE " + pending() + g + " IS NOT NULL AND " + only + order
+	step := "SELECT inbox_next.inbox_key, inbox_next.inbox_id FROM inbox_lease_heads, LATERAL (SELECT " + g + " AS inbox_key, " + id + " AS inbox_id FROM " + t.Name +
+		" WHERE " + pending() + g + " > inbox_lease_heads.inbox_key" + order + ") inbox_next"
+	return "inbox_lease_heads AS ((" + seed + ") UNION ALL " + step + ")"
 }
 
 // StayBlocked returns the builder whose claims keep a group blocked while its hold names a dead
@@ -225,15 +299,18 @@ func (l Lease) takeInOne(p *Params) string {
 	insert := "INSERT INTO " + GroupsTable + " AS inbox_hold (table_name, queue, group_key, holder_id, holder_token) SELECT " +
 		p.Next(ArgTable) + ", " + p.Next(ArgQueue) + ", " + pick + t.GroupKey + ", " + pick + t.ID + ", CAST(" + p.Next(ArgLease) + " AS " + timeType(l.s.c) + ")" +
 		" FROM inbox_lease_pick WHERE " + pick + t.GroupKey + " IS NOT NULL ORDER BY " + pick + t.GroupKey
-	same := "SELECT 1 FROM " + GroupsTable + " inbox_seen WHERE inbox_seen.table_name = inbox_hold.table_name AND inbox_seen.queue = inbox_hold.queue" +
-		" AND inbox_seen.group_key = inbox_hold.group_key AND inbox_seen.holder_id = inbox_hold.holder_id AND inbox_seen.holder_token = inbox_hold.holder_token"
+	// Both reads are scalar subqueries on a primary key, so that each costs a probe per group
+	// taken: as EXISTS and NOT EXISTS, Postgres hashed them once per claim, by a scan of every
+	// hold and of the whole table for the rows in work.
+	same := "(SELECT inbox_seen.holder_id = inbox_hold.holder_id AND inbox_seen.holder_token = inbox_hold.holder_token FROM " + GroupsTable +
+		" inbox_seen WHERE inbox_seen.table_name = inbox_hold.table_name AND inbox_seen.queue = inbox_hold.queue AND inbox_seen.group_key = inbox_hold.group_key)"
 	busy := t.Name + "." + l.col + " >= " + p.Next(ArgNow)
 	if l.stayBlocked {
-		busy = "(" + busy + " OR " + t.Name + "." + t.DeadAt + " IS NOT NULL)"
+		busy += " OR " + t.Name + "." + t.DeadAt + " IS NOT NULL"
 	}
-	busy = "SELECT 1 FROM " + t.Name + " WHERE " + t.Name + "." + t.ID + " = inbox_hold.holder_id AND " + busy
+	busy = "(SELECT " + busy + " FROM " + t.Name + " WHERE " + t.Name + "." + t.ID + " = inbox_hold.holder_id) IS NOT TRUE"
 	return "inbox_group_take AS (" + insert + " ON CONFLICT (table_name, queue, group_key) DO UPDATE SET holder_id = EXCLUDED.holder_id, holder_token = EXCLUDED.holder_token" +
-		" WHERE EXISTS (" + same + ") AND NOT EXISTS (" + busy + ") AND inbox_hold.paused_at IS NULL RETURNING inbox_hold.holder_id)"
+		" WHERE " + same + " AND " + busy + " AND inbox_hold.paused_at IS NULL RETURNING inbox_hold.holder_id)"
 }
 
 // DeadHolder reads the dead row that holds a group (its hold names a row whose dead_at is set),

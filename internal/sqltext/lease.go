@@ -94,18 +94,24 @@ func (l Lease) Claim(n int) Statement {
 		return p.statement("SELECT " + cols + " FROM " + t.Name + " WHERE " + where +
 			" ORDER BY " + l.claimOrder(p) + " LIMIT " + p.Next(ArgLimit) + l.skipLocked())
 	}
-	due := s.Due(p, "")
-	free := l.free(p.Next(ArgNow))
+	unflushed := ""
 	if cond := l.s.unflushedIf(true); cond != "" {
-		free += " AND " + cond
+		unflushed = " AND " + cond
 	}
-	picked := t.ID
-	if s.HasGroups() {
-		picked += ", " + t.Name + "." + t.GroupKey
+	var ctes string
+	if s.HasGroups() && !l.roundRobin {
+		// Qualified, since the first pick joins the table to a window of its own columns.
+		candidate := func() string { return s.Due(p, t.Name) + " AND " + l.free(p.Next(ArgNow)) }
+		ctes = l.headsPick(p, n, candidate, unflushed) + ", "
+	} else {
+		pick := "SELECT " + t.ID
+		if s.HasGroups() {
+			pick += ", " + t.Name + "." + t.GroupKey
+		}
+		pick += " FROM " + t.Name + " WHERE " + s.Due(p, "") + " AND " + l.free(p.Next(ArgNow)) + unflushed + l.andGroupFree(p) +
+			" ORDER BY " + l.claimOrder(p) + " LIMIT " + strconv.Itoa(n) + l.skipLocked()
+		ctes = "WITH inbox_lease_pick AS (" + pick + "), "
 	}
-	pick := "SELECT " + picked + " FROM " + t.Name + " WHERE " + due + " AND " + free + l.andGroupFree(p) +
-		" ORDER BY " + l.claimOrder(p) + " LIMIT " + strconv.Itoa(n) + l.skipLocked()
-	ctes := "WITH inbox_lease_pick AS (" + pick + "), "
 	taken := ""
 	if s.HasGroups() {
 		ctes += l.takeInOne(p) + ", "
