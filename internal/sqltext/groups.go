@@ -104,58 +104,69 @@ func (l Lease) groupHeld(p *Params, g string) string {
 	return "SELECT 1 FROM " + GroupsTable + " inbox_hold WHERE " + key + " AND (inbox_hold.paused_at IS NOT NULL OR " + holder + ")"
 }
 
-// pickWindow is how many of the first rows in claim order that no lease holds the first pick of
-// a claim of n rows over groups reads (headsPick): enough that a claim finds its rows there
-// while few groups are held, few enough that one that does not costs little before the heads
-// are read.
+// pickWindow is how many of the first rows in claim order that no lease holds the pick of a
+// claim of n rows over groups reads (windowPick): enough that a claim finds its rows there while
+// few groups are held, few enough that one that does not costs little.
 func pickWindow(n int) int { return 4*n + 32 }
 
-// headsPick is the pick of the claim of at most n rows over groups in one statement (Postgres,
-// ClaimsInOne), in the usual order: the CTEs that end in inbox_lease_pick, the id and the group
-// of each row picked, which the take and the stamp read. It picks what the claim order filtered
-// by groupFree picks, the first n rows in claim order that may be claimed, without reading the
-// whole backlog where fewer than n may be (every free head's group held, each row of the
-// backlog costing a probe of its group's head): first among the first pickWindow(n) candidates
-// in claim order (inbox_lease_first), and only where that finds fewer than n, among the heads of
-// every group, read by a skip scan of the group index at a probe per group (inbox_lease_heads,
-// inbox_lease_rest), and among the rows of no group (inbox_lease_loose). A row that may be
-// claimed outside the window comes after every row in it, so a full first pick is the first n;
-// a short one is within the rest, which hold every row that may be claimed. Each branch locks
-// what it returns (SKIP LOCKED), and candidate (the Due and free predicates, their columns
-// qualified by the table's name, bound anew at each call) is checked again when the lock reads a
-// row changed since the statement's snapshot. unflushed is the first branch's, and turns the
-// statement's durability off. It binds, in the order of its text, candidate's arguments and
-// groupFree's in each branch, and the heads' queue (groupHeads).
-func (l Lease) headsPick(p *Params, n int, candidate func() string, unflushed string) string {
+// windowPick is Claim's pick over groups on Postgres (ClaimsInOne) in the usual order: the id
+// and the group of the first n rows in claim order that may be claimed (groupFree) among the
+// first pickWindow(n) rows in claim order that are due and free. The window bounds what a claim
+// reads where fewer than n rows may be claimed (every free head's group held): without it the
+// pick read the whole backlog, a probe of its group's head per row. A row that may be claimed
+// outside the window comes after every row in it, so a pick of n rows is the first n; a short
+// one is followed by ClaimHeads, which reads past the window. The window's row is read again,
+// locked (SKIP LOCKED), with the Due and free predicates, which the lock checks again on a row
+// changed since the statement's snapshot. unflushed turns the statement's durability off. It
+// binds Due's arguments and now for the window, the same for the row, then groupFree's.
+func (l Lease) windowPick(p *Params, n int, unflushed string) string {
 	s, t := l.s, l.s.t
-	limit := strconv.Itoa(n)
+	cols := l.pickColumns()
+	// Qualified, since the pick joins the table to a window of its own columns.
+	window := "(SELECT " + cols + " FROM " + t.Name + " WHERE " + s.Due(p, t.Name) + " AND " + l.free(p.Next(ArgNow)) + " ORDER BY " + s.Order(t.Name) +
+		" LIMIT " + strconv.Itoa(pickWindow(n)) + ") inbox_window"
+	return "SELECT " + t.Name + "." + t.ID + ", " + t.Name + "." + t.GroupKey + " FROM " + window + " JOIN " + t.Name + " ON " + t.Name + "." + t.ID + " = inbox_window." + t.ID +
+		" WHERE " + s.Due(p, t.Name) + " AND " + l.free(p.Next(ArgNow)) + unflushed + l.andGroupFree(p) + " ORDER BY " + s.Order("inbox_window") +
+		" LIMIT " + strconv.Itoa(n) + " FOR UPDATE OF " + t.Name + " SKIP LOCKED"
+}
+
+// pickColumns is the table's id, group, priority and retry_after (where it has them), qualified
+// by its name: what the picks over groups read to order the rows they pick.
+func (l Lease) pickColumns() string {
+	t := l.s.t
 	cols := []string{t.ID, t.GroupKey}
 	for _, c := range []string{t.Priority, t.RetryAfter} {
 		if c != "" {
 			cols = append(cols, c)
 		}
 	}
-	of := func(alias string) string { return alias + "." + strings.Join(cols, ", "+alias+".") }
-	short := "(SELECT COUNT(*) FROM inbox_lease_first) < " + limit
-	window := "(SELECT " + of(t.Name) + " FROM " + t.Name + " WHERE " + candidate() + " ORDER BY " + s.Order(t.Name) +
-		" LIMIT " + strconv.Itoa(pickWindow(n)) + ") inbox_window"
-	first := "inbox_lease_first AS (SELECT " + of(t.Name) + " FROM " + window + " JOIN " + t.Name + " ON " + t.Name + "." + t.ID + " = inbox_window." + t.ID +
-		" WHERE " + candidate() + unflushed + l.andGroupFree(p) + " ORDER BY " + s.Order("inbox_window") + " LIMIT " + limit + " FOR UPDATE OF " + t.Name + " SKIP LOCKED)"
-	heads := l.groupHeads(p, short)
-	rest := "inbox_lease_rest AS (SELECT " + of(t.Name) + " FROM " + t.Name + " WHERE " + t.Name + "." + t.ID + " IN (SELECT inbox_id FROM inbox_lease_heads) AND " + candidate() +
-		l.andGroupFree(p) + " ORDER BY " + s.Order(t.Name) + " LIMIT " + limit + l.skipLocked() + ")"
-	loose := "inbox_lease_loose AS (SELECT " + of(t.Name) + " FROM " + t.Name + " WHERE " + t.Name + "." + t.GroupKey + " IS NULL AND " + short + " AND " + candidate() +
-		" ORDER BY " + s.Order(t.Name) + " LIMIT " + limit + l.skipLocked() + ")"
-	all := "SELECT * FROM inbox_lease_first UNION SELECT * FROM inbox_lease_rest UNION SELECT * FROM inbox_lease_loose"
-	pick := "inbox_lease_pick AS (SELECT inbox_any." + t.ID + ", inbox_any." + t.GroupKey + " FROM (" + all + ") inbox_any ORDER BY " + s.Order("inbox_any") + " LIMIT " + limit + ")"
-	return "WITH RECURSIVE " + first + ", " + heads + ", " + rest + ", " + loose + ", " + pick
+	return t.Name + "." + strings.Join(cols, ", "+t.Name+".")
+}
+
+// headsPick is ClaimHeads's pick: the CTEs that end in inbox_lease_pick, the id and the group of
+// the first n rows in claim order that may be claimed, read among the heads of every group
+// (inbox_lease_heads, a skip scan of the group index at a probe per group, whatever the
+// backlog) and the rows of no group (inbox_lease_loose), each locked (SKIP LOCKED) and checked
+// as Claim's pick checks its rows. unflushed turns the statement's durability off. It binds the
+// heads' queue (groupHeads), Due's arguments and now, and groupFree's, then Due's and now again.
+func (l Lease) headsPick(p *Params, n int, unflushed string) string {
+	s, t := l.s, l.s.t
+	limit := strconv.Itoa(n)
+	cols := l.pickColumns()
+	found := l.groupHeads(p)
+	heads := "SELECT " + cols + " FROM " + t.Name + " WHERE " + t.Name + "." + t.ID + " IN (SELECT inbox_id FROM inbox_lease_heads) AND " + s.Due(p, t.Name) +
+		" AND " + l.free(p.Next(ArgNow)) + unflushed + l.andGroupFree(p) + " ORDER BY " + s.Order(t.Name) + " LIMIT " + limit + l.skipLocked()
+	loose := "SELECT " + cols + " FROM " + t.Name + " WHERE " + t.Name + "." + t.GroupKey + " IS NULL AND " + s.Due(p, t.Name) + " AND " + l.free(p.Next(ArgNow)) +
+		" ORDER BY " + s.Order(t.Name) + " LIMIT " + limit + l.skipLocked()
+	return found + ", inbox_lease_free AS (" + heads + "), inbox_lease_loose AS (" + loose + "), inbox_lease_pick AS (SELECT inbox_any." + t.ID + ", inbox_any." + t.GroupKey +
+		" FROM (SELECT * FROM inbox_lease_free UNION ALL SELECT * FROM inbox_lease_loose) inbox_any ORDER BY " + s.Order("inbox_any") + " LIMIT " + limit + ")"
 }
 
 // groupHeads is headsPick's CTE inbox_lease_heads: the key and the id of each group's head
-// (isGroupHead's), inbox_key and inbox_id, read where only holds by a skip scan of the group
-// index (schema.GroupIndex): its first pending entry, then, group after group, the first pending
-// entry of a greater key. It binds the queue twice, where the table has a queue column.
-func (l Lease) groupHeads(p *Params, only string) string {
+// (isGroupHead's), inbox_key and inbox_id, read by a skip scan of the group index
+// (schema.GroupIndex): its first pending entry, then, group after group, the first pending entry
+// of a greater key. It binds the queue twice, where the table has a queue column.
+func (l Lease) groupHeads(p *Params) string {
 	t := l.s.t
 	g, id := t.Name+"."+t.GroupKey, t.Name+"."+t.ID
 	pending := func() string {
@@ -171,7 +182,7 @@ func (l Lease) groupHeads(p *Params, only string) string {
 		return strings.Join(append(c, ""), " AND ")
 	}
 	order := " ORDER BY " + g + ", " + id + " LIMIT 1"
-	seed := "SELECT " + g + " AS inbox_key, " + id + " AS inbox_id FROM " + t.Name + " WHERE " + pending() + g + " IS NOT NULL AND " + only + order
+	seed := "SELECT " + g + " AS inbox_key, " + id + " AS inbox_id FROM " + t.Name + " WHERE " + pending() + g + " IS NOT NULL" + order
 	step := "SELECT inbox_next.inbox_key, inbox_next.inbox_id FROM inbox_lease_heads, LATERAL (SELECT " + g + " AS inbox_key, " + id + " AS inbox_id FROM " + t.Name +
 		" WHERE " + pending() + g + " > inbox_lease_heads.inbox_key" + order + ") inbox_next"
 	return "inbox_lease_heads AS ((" + seed + ") UNION ALL " + step + ")"
