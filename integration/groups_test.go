@@ -280,6 +280,42 @@ func TestGroupsHoldEndsWithTheLease(t *testing.T) {
 	})
 }
 
+// TestGroupsClaimPastHeldRows: with the head of a group of 60 rows in work, a claim of 3
+// takes the head of another group and a row of no group, both published after those 60: on
+// Postgres the claim reads the first rows in claim order, then, short of rows there, every
+// group's head and the rows of no group (sqltext's headsPick), and must find rows past what it
+// read first. A claim of 1 takes the other group's head.
+func TestGroupsClaimPastHeldRows(t *testing.T) {
+	forEachBackend(t, backends(t, true), func(t *testing.T, b backend) {
+		dbs := b.openDBs(t, 2, 4)
+		tbl := b.newGroupTable(t, dbs[0])
+		var msgs []inbox.Message
+		for i := range 60 {
+			msgs = append(msgs, inbox.Message{Queue: "q", GroupKey: "a", Payload: []byte(fmt.Sprintf("a/%d", i))})
+		}
+		msgs = append(msgs, inbox.Message{Queue: "q", GroupKey: "b", Payload: []byte("b/0")}, inbox.Message{Queue: "q", Payload: []byte("/0")})
+		b.enqueue(t, dbs[0], tbl, msgs...)
+		holder := openForm(t, lease.New(b.dialect, tbl, nil), dbs[0], inbox.Binding{Name: "q"})
+		if head := claim(t, holder, 1); len(head) != 1 || string(head[0].Payload) != "a/0" {
+			t.Fatalf("claimed %v, want the head of a", deliveryIDs(head))
+		}
+		other := openForm(t, lease.New(b.dialect, tbl, nil), dbs[1], inbox.Binding{Name: "q"})
+		one := claim(t, other, 1)
+		if len(one) != 1 || string(one[0].Payload) != "b/0" {
+			t.Fatalf("a claim of 1 while a is held claimed %v, want the head of b", deliveryIDs(one))
+		}
+		settle(t, other, one[0], outcome.Retry())
+		ds := claim(t, other, 3)
+		var got []string
+		for _, d := range ds {
+			got = append(got, string(d.Payload))
+		}
+		if !slices.Equal(got, []string{"b/0", "/0"}) {
+			t.Fatalf("a claim of 3 while a is held claimed %q, want b/0 and /0, in id order", got)
+		}
+	})
+}
+
 // TestGroupsPublishDoesNotWaitForAHold: while a transaction holds the row lock of a group's
 // hold (as a claim taking it does) and the group's head is in work, a publish of the group
 // returns at once: publishing never reads or writes the holds. On MariaDB an upsert of a locked

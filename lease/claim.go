@@ -125,13 +125,31 @@ func tokenAt(t time.Time) time.Time { return t.UTC().Truncate(time.Microsecond) 
 
 // claimInOne claims with one statement (Postgres), the claim of max rows, whose limit is in its
 // text: one statement per size is prepared, the first time it is asked for. A consumer asks
-// for 1 up to its workers, or its batch size.
+// for 1 up to its workers, or its batch size. Over groups, where the claim comes back short
+// (its pick reads a window of the first rows only, sqltext.Lease.Claim), a second statement
+// claims the rest among every group's head and the rows of no group (sqltext.Lease.ClaimHeads),
+// under the same token; where that one fails, the rows of the first, committed, are returned,
+// and the next claim that comes back short runs it again.
 func (f *Form[D]) claimInOne(ctx context.Context, b *binding, max int, now, token time.Time) ([]*inbox.Delivery, error) {
-	claim, err := b.listStmt(ctx, "claim", b.sql.Claim, max)
+	ds, err := f.claimBy(ctx, b, "claim", b.sql.Claim, max, now, token)
+	if err != nil || len(ds) == max || b.sql.ClaimHeads(1).Empty() {
+		return ds, err
+	}
+	more, err := f.claimBy(ctx, b, "claim heads", b.sql.ClaimHeads, max-len(ds), now, token)
+	if err != nil && len(ds) > 0 {
+		return ds, nil
+	}
+	return append(ds, more...), err
+}
+
+// claimBy runs the claim statement what of n rows (query(n)) at now under token, and returns
+// the rows it claimed.
+func (f *Form[D]) claimBy(ctx context.Context, b *binding, what string, query func(int) sqltext.Statement, n int, now, token time.Time) ([]*inbox.Delivery, error) {
+	claim, err := b.listStmt(ctx, what, query, n)
 	if err != nil {
 		return nil, err
 	}
-	v := f.claimValues(b, max, now, token)
+	v := f.claimValues(b, n, now, token)
 	var ds []*inbox.Delivery
 	err = b.query(ctx, claim, claim.Bind(nil, &v), func(rows *sql.Rows) (err error) {
 		ds, err = b.st.Scan(rows)

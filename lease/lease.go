@@ -129,7 +129,9 @@ const DefaultLease = 30 * time.Second
 //
 // Statements, per database (each guarded settlement says WHERE id = ? AND locked_until = token):
 //
-//	Postgres         claim: one WITH … SELECT … FOR UPDATE SKIP LOCKED … UPDATE … RETURNING
+//	Postgres         claim: one WITH … SELECT … FOR UPDATE SKIP LOCKED … UPDATE … RETURNING;
+//	                 over FIFO groups, a second over every group's head where the first, which
+//	                 reads the first rows in claim order only, comes back short
 //	MySQL, MariaDB   claim: a READ COMMITTED transaction: SELECT … FOR UPDATE SKIP LOCKED, then
 //	                 UPDATE … WHERE id IN (…), then COMMIT
 //	SQLite           claim: a BEGIN IMMEDIATE transaction: SELECT … LIMIT n, then
@@ -421,6 +423,9 @@ func (b *binding) prepare(ctx context.Context) error {
 	case b.sql.ClaimsInOne():
 		// The claim of one row, the consumer's first; the other sizes as first asked for.
 		b.listed[listKey{"claim", 1}] = prep("claim", b.claimText)
+		if heads := b.sql.ClaimHeads(1); !heads.Empty() {
+			b.listed[listKey{"claim heads", 1}] = prep("claim heads", heads)
+		}
 	default:
 		b.claim = prep("claim", b.claimText)
 		b.listed[listKey{"claim stamp", 1}] = prep("claim stamp", b.sql.Stamp(1))

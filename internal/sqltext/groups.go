@@ -1,6 +1,7 @@
 package sqltext
 
 import (
+	"strconv"
 	"strings"
 
 	"github.com/sqlinbox/inbox/dialect"
@@ -101,6 +102,90 @@ func (l Lease) groupHeld(p *Params, g string) string {
 	}
 	holder := "(SELECT " + busy + " FROM " + t.Name + " inbox_holder WHERE inbox_holder." + t.ID + " = inbox_hold.holder_id)"
 	return "SELECT 1 FROM " + GroupsTable + " inbox_hold WHERE " + key + " AND (inbox_hold.paused_at IS NOT NULL OR " + holder + ")"
+}
+
+// pickWindow is how many of the first rows in claim order that no lease holds the pick of a
+// claim of n rows over groups reads (windowPick): enough that a claim finds its rows there while
+// few groups are held, few enough that one that does not costs little.
+func pickWindow(n int) int { return 4*n + 32 }
+
+// windowPick is Claim's pick over groups on Postgres (ClaimsInOne) in the usual order: the id
+// and the group of the first n rows in claim order that may be claimed (groupFree) among the
+// first pickWindow(n) rows in claim order that are due and free. The window bounds what a claim
+// reads where fewer than n rows may be claimed (every free head's group held): without it the
+// pick read the whole backlog, a probe of its group's head per row. A row that may be claimed
+// outside the window comes after every row in it, so a pick of n rows is the first n; a short
+// one is followed by ClaimHeads, which reads past the window. The window's row is read again,
+// locked (SKIP LOCKED), with the Due and free predicates, which the lock checks again on a row
+// changed since the statement's snapshot. unflushed turns the statement's durability off. It
+// binds Due's arguments and now for the window, the same for the row, then groupFree's.
+func (l Lease) windowPick(p *Params, n int, unflushed string) string {
+	s, t := l.s, l.s.t
+	cols := l.pickColumns()
+	// Qualified, since the pick joins the table to a window of its own columns.
+	window := "(SELECT " + cols + " FROM " + t.Name + " WHERE " + s.Due(p, t.Name) + " AND " + l.free(p.Next(ArgNow)) + " ORDER BY " + s.Order(t.Name) +
+		" LIMIT " + strconv.Itoa(pickWindow(n)) + ") inbox_window"
+	return "SELECT " + t.Name + "." + t.ID + ", " + t.Name + "." + t.GroupKey + " FROM " + window + " JOIN " + t.Name + " ON " + t.Name + "." + t.ID + " = inbox_window." + t.ID +
+		" WHERE " + s.Due(p, t.Name) + " AND " + l.free(p.Next(ArgNow)) + unflushed + l.andGroupFree(p) + " ORDER BY " + s.Order("inbox_window") +
+		" LIMIT " + strconv.Itoa(n) + " FOR UPDATE OF " + t.Name + " SKIP LOCKED"
+}
+
+// pickColumns is the table's id, group, priority and retry_after (where it has them), qualified
+// by its name: what the picks over groups read to order the rows they pick.
+func (l Lease) pickColumns() string {
+	t := l.s.t
+	cols := []string{t.ID, t.GroupKey}
+	for _, c := range []string{t.Priority, t.RetryAfter} {
+		if c != "" {
+			cols = append(cols, c)
+		}
+	}
+	return t.Name + "." + strings.Join(cols, ", "+t.Name+".")
+}
+
+// headsPick is ClaimHeads's pick: the CTEs that end in inbox_lease_pick, the id and the group of
+// the first n rows in claim order that may be claimed, read among the heads of every group
+// (inbox_lease_heads, a skip scan of the group index at a probe per group, whatever the
+// backlog) and the rows of no group (inbox_lease_loose), each locked (SKIP LOCKED) and checked
+// as Claim's pick checks its rows. unflushed turns the statement's durability off. It binds the
+// heads' queue (groupHeads), Due's arguments and now, and groupFree's, then Due's and now again.
+func (l Lease) headsPick(p *Params, n int, unflushed string) string {
+	s, t := l.s, l.s.t
+	limit := strconv.Itoa(n)
+	cols := l.pickColumns()
+	found := l.groupHeads(p)
+	heads := "SELECT " + cols + " FROM " + t.Name + " WHERE " + t.Name + "." + t.ID + " IN (SELECT inbox_id FROM inbox_lease_heads) AND " + s.Due(p, t.Name) +
+		" AND " + l.free(p.Next(ArgNow)) + unflushed + l.andGroupFree(p) + " ORDER BY " + s.Order(t.Name) + " LIMIT " + limit + l.skipLocked()
+	loose := "SELECT " + cols + " FROM " + t.Name + " WHERE " + t.Name + "." + t.GroupKey + " IS NULL AND " + s.Due(p, t.Name) + " AND " + l.free(p.Next(ArgNow)) +
+		" ORDER BY " + s.Order(t.Name) + " LIMIT " + limit + l.skipLocked()
+	return found + ", inbox_lease_free AS (" + heads + "), inbox_lease_loose AS (" + loose + "), inbox_lease_pick AS (SELECT inbox_any." + t.ID + ", inbox_any." + t.GroupKey +
+		" FROM (SELECT * FROM inbox_lease_free UNION ALL SELECT * FROM inbox_lease_loose) inbox_any ORDER BY " + s.Order("inbox_any") + " LIMIT " + limit + ")"
+}
+
+// groupHeads is headsPick's CTE inbox_lease_heads: the key and the id of each group's head
+// (isGroupHead's), inbox_key and inbox_id, read by a skip scan of the group index
+// (schema.GroupIndex): its first pending entry, then, group after group, the first pending entry
+// of a greater key. It binds the queue twice, where the table has a queue column.
+func (l Lease) groupHeads(p *Params) string {
+	t := l.s.t
+	g, id := t.Name+"."+t.GroupKey, t.Name+"."+t.ID
+	pending := func() string {
+		var c []string
+		if t.Queue != "" {
+			c = append(c, t.Name+"."+t.Queue+" = "+p.Next(ArgQueue))
+		}
+		for _, col := range []string{t.ProcessedAt, t.DeadAt, t.CancelledAt} {
+			if col != "" {
+				c = append(c, t.Name+"."+col+" IS NULL")
+			}
+		}
+		return strings.Join(append(c, ""), " AND ")
+	}
+	order := " ORDER BY " + g + ", " + id + " LIMIT 1"
+	seed := "SELECT " + g + " AS inbox_key, " + id + " AS inbox_id FROM " + t.Name + " WHERE " + pending() + g + " IS NOT NULL" + order
+	step := "SELECT inbox_next.inbox_key, inbox_next.inbox_id FROM inbox_lease_heads, LATERAL (SELECT " + g + " AS inbox_key, " + id + " AS inbox_id FROM " + t.Name +
+		" WHERE " + pending() + g + " > inbox_lease_heads.inbox_key" + order + ") inbox_next"
+	return "inbox_lease_heads AS ((" + seed + ") UNION ALL " + step + ")"
 }
 
 // StayBlocked returns the builder whose claims keep a group blocked while its hold names a dead
@@ -225,15 +310,18 @@ func (l Lease) takeInOne(p *Params) string {
 	insert := "INSERT INTO " + GroupsTable + " AS inbox_hold (table_name, queue, group_key, holder_id, holder_token) SELECT " +
 		p.Next(ArgTable) + ", " + p.Next(ArgQueue) + ", " + pick + t.GroupKey + ", " + pick + t.ID + ", CAST(" + p.Next(ArgLease) + " AS " + timeType(l.s.c) + ")" +
 		" FROM inbox_lease_pick WHERE " + pick + t.GroupKey + " IS NOT NULL ORDER BY " + pick + t.GroupKey
-	same := "SELECT 1 FROM " + GroupsTable + " inbox_seen WHERE inbox_seen.table_name = inbox_hold.table_name AND inbox_seen.queue = inbox_hold.queue" +
-		" AND inbox_seen.group_key = inbox_hold.group_key AND inbox_seen.holder_id = inbox_hold.holder_id AND inbox_seen.holder_token = inbox_hold.holder_token"
+	// Both reads are scalar subqueries on a primary key, so that each costs a probe per group
+	// taken: as EXISTS and NOT EXISTS, Postgres hashed them once per claim, by a scan of every
+	// hold and of the whole table for the rows in work.
+	same := "(SELECT inbox_seen.holder_id = inbox_hold.holder_id AND inbox_seen.holder_token = inbox_hold.holder_token FROM " + GroupsTable +
+		" inbox_seen WHERE inbox_seen.table_name = inbox_hold.table_name AND inbox_seen.queue = inbox_hold.queue AND inbox_seen.group_key = inbox_hold.group_key)"
 	busy := t.Name + "." + l.col + " >= " + p.Next(ArgNow)
 	if l.stayBlocked {
-		busy = "(" + busy + " OR " + t.Name + "." + t.DeadAt + " IS NOT NULL)"
+		busy += " OR " + t.Name + "." + t.DeadAt + " IS NOT NULL"
 	}
-	busy = "SELECT 1 FROM " + t.Name + " WHERE " + t.Name + "." + t.ID + " = inbox_hold.holder_id AND " + busy
+	busy = "(SELECT " + busy + " FROM " + t.Name + " WHERE " + t.Name + "." + t.ID + " = inbox_hold.holder_id) IS NOT TRUE"
 	return "inbox_group_take AS (" + insert + " ON CONFLICT (table_name, queue, group_key) DO UPDATE SET holder_id = EXCLUDED.holder_id, holder_token = EXCLUDED.holder_token" +
-		" WHERE EXISTS (" + same + ") AND NOT EXISTS (" + busy + ") AND inbox_hold.paused_at IS NULL RETURNING inbox_hold.holder_id)"
+		" WHERE " + same + " AND " + busy + " AND inbox_hold.paused_at IS NULL RETURNING inbox_hold.holder_id)"
 }
 
 // DeadHolder reads the dead row that holds a group (its hold names a row whose dead_at is set),

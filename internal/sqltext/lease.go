@@ -60,9 +60,13 @@ func (l Lease) Unflushed() Lease {
 // Where the table has groups (Table.GroupKey) a row is claimed only where groupFree says it may be,
 // a predicate of the pick, before its LIMIT. Where the database has UPDATE … FROM the claim
 // also takes each picked row's group (takeInOne) and stamps only the rows of no group and those
-// whose group it took; it binds, after free's now, the groups' table name, the queue and now
-// (groupFree), the table name and the queue again where it spreads claims across groups
-// (claimOrder), then the table name, the queue, the token and now (the take), then the token.
+// whose group it took; in the usual order its pick reads only a window of the first rows in
+// claim order (windowPick), so that a claim short of rows does not read the whole backlog, and
+// the form follows a short claim with ClaimHeads. It binds, after free's now (in the usual order:
+// after Due's arguments and now for the window, then again for the row), the groups' table
+// name, the queue and now (groupFree), the table name and the queue again where it spreads
+// claims across groups (claimOrder), then the table name, the queue, the token and now (the
+// take), then the token.
 // Elsewhere (and on Postgres where the table has limits or rates: !ClaimsInOne) the pick
 // reads, after the Columns, each row's group, its hold's holder and token
 // (groupRead: the table name and the queue twice, bound before Due's arguments), and the form
@@ -94,18 +98,47 @@ func (l Lease) Claim(n int) Statement {
 		return p.statement("SELECT " + cols + " FROM " + t.Name + " WHERE " + where +
 			" ORDER BY " + l.claimOrder(p) + " LIMIT " + p.Next(ArgLimit) + l.skipLocked())
 	}
-	due := s.Due(p, "")
-	free := l.free(p.Next(ArgNow))
+	unflushed := ""
 	if cond := l.s.unflushedIf(true); cond != "" {
-		free += " AND " + cond
+		unflushed = " AND " + cond
 	}
-	picked := t.ID
-	if s.HasGroups() {
-		picked += ", " + t.Name + "." + t.GroupKey
+	var pick string
+	if s.HasGroups() && !l.roundRobin {
+		pick = l.windowPick(p, n, unflushed)
+	} else {
+		pick = "SELECT " + t.ID
+		if s.HasGroups() {
+			pick += ", " + t.Name + "." + t.GroupKey
+		}
+		pick += " FROM " + t.Name + " WHERE " + s.Due(p, "") + " AND " + l.free(p.Next(ArgNow)) + unflushed + l.andGroupFree(p) +
+			" ORDER BY " + l.claimOrder(p) + " LIMIT " + strconv.Itoa(n) + l.skipLocked()
 	}
-	pick := "SELECT " + picked + " FROM " + t.Name + " WHERE " + due + " AND " + free + l.andGroupFree(p) +
-		" ORDER BY " + l.claimOrder(p) + " LIMIT " + strconv.Itoa(n) + l.skipLocked()
-	ctes := "WITH inbox_lease_pick AS (" + pick + "), "
+	return l.claimOf(p, "WITH inbox_lease_pick AS ("+pick+"), ")
+}
+
+// ClaimHeads is the claim of at most n rows over groups where Claim came back short, in one
+// statement (Postgres: ClaimsInOne, and the table has groups and is claimed in the usual order):
+// Claim's pick reads the first rows in claim order only (windowPick), and this one picks among
+// every group's head and the rows of no group (headsPick); the take and the stamp are Claim's.
+// It binds as Claim does, its pick binding the heads' queue, Due's arguments and now, and
+// groupFree's. Empty where Claim picks among every row.
+func (l Lease) ClaimHeads(n int) Statement {
+	if !l.ClaimsInOne() || !l.s.HasGroups() || l.roundRobin {
+		return Statement{}
+	}
+	p := l.s.Params()
+	unflushed := ""
+	if cond := l.s.unflushedIf(true); cond != "" {
+		unflushed = " AND " + cond
+	}
+	return l.claimOf(p, "WITH RECURSIVE "+l.headsPick(p, n, unflushed)+", ")
+}
+
+// claimOf is the claim in one statement over the CTEs ctes, which end in inbox_lease_pick (the
+// id, and the group where the table has groups, of each row picked): the take of the groups
+// (takeInOne), the stamp, and the rows stamped in claim order.
+func (l Lease) claimOf(p *Params, ctes string) Statement {
+	s, t := l.s, l.s.t
 	taken := ""
 	if s.HasGroups() {
 		ctes += l.takeInOne(p) + ", "

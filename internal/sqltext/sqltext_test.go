@@ -243,6 +243,8 @@ func leaseEntries(c *dialect.Caps, l sqltext.Lease) []golden.Entry {
 		e.addText("group holds' paused_at", sqltext.AddGroupsPaused(c))
 		e.add("claim, groups stay blocked", l.StayBlocked().Claim(1))
 		e.add("claim, groups round robin", l.RoundRobin().Claim(1))
+		e.add("claim heads(3)", l.ClaimHeads(3)) // Postgres: after a short claim
+		e.add("claim heads, groups stay blocked", l.StayBlocked().ClaimHeads(1))
 	}
 	e.add("slots read", l.ReadSlots())
 	e.add("slot take", l.TakeSlot())
