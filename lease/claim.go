@@ -132,7 +132,7 @@ func tokenAt(t time.Time) time.Time { return t.UTC().Truncate(time.Microsecond) 
 // and the next claim that comes back short runs it again.
 func (f *Form[D]) claimInOne(ctx context.Context, b *binding, max int, now, token time.Time) ([]*inbox.Delivery, error) {
 	ds, err := f.claimBy(ctx, b, "claim", b.sql.Claim, max, now, token)
-	if err != nil || len(ds) == max || b.sql.ClaimHeads(1).Empty() {
+	if err != nil || len(ds) == max || !b.sql.ClaimsHeads() {
 		return ds, err
 	}
 	more, err := f.claimBy(ctx, b, "claim heads", b.sql.ClaimHeads, max-len(ds), now, token)

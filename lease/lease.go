@@ -423,8 +423,8 @@ func (b *binding) prepare(ctx context.Context) error {
 	case b.sql.ClaimsInOne():
 		// The claim of one row, the consumer's first; the other sizes as first asked for.
 		b.listed[listKey{"claim", 1}] = prep("claim", b.claimText)
-		if heads := b.sql.ClaimHeads(1); !heads.Empty() {
-			b.listed[listKey{"claim heads", 1}] = prep("claim heads", heads)
+		if b.sql.ClaimsHeads() {
+			b.listed[listKey{"claim heads", 1}] = prep("claim heads", b.sql.ClaimHeads(1))
 		}
 	default:
 		b.claim = prep("claim", b.claimText)

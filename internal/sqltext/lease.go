@@ -123,7 +123,7 @@ func (l Lease) Claim(n int) Statement {
 // It binds as Claim does, its pick binding the heads' queue, Due's arguments and now, and
 // groupFree's. Empty where Claim picks among every row.
 func (l Lease) ClaimHeads(n int) Statement {
-	if !l.ClaimsInOne() || !l.s.HasGroups() || l.roundRobin {
+	if !l.ClaimsHeads() {
 		return Statement{}
 	}
 	p := l.s.Params()
@@ -133,6 +133,10 @@ func (l Lease) ClaimHeads(n int) Statement {
 	}
 	return l.claimOf(p, "WITH RECURSIVE "+l.headsPick(p, n, unflushed)+", ")
 }
+
+// ClaimsHeads reports whether a claim that comes back short is followed by ClaimHeads: on
+// Postgres (ClaimsInOne), over groups claimed in the usual order.
+func (l Lease) ClaimsHeads() bool { return l.ClaimsInOne() && l.s.HasGroups() && !l.roundRobin }
 
 // claimOf is the claim in one statement over the CTEs ctes, which end in inbox_lease_pick (the
 // id, and the group where the table has groups, of each row picked): the take of the groups
