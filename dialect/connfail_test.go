@@ -87,4 +87,8 @@ func TestPooled(t *testing.T) {
 	if !dialect.StatementLost(coded{"26000", "does not exist"}) || dialect.StatementLost(errors.New(`prepared statement "x" does not exist`)) {
 		t.Error("StatementLost goes by the SQLSTATE a driver's error carries: 26000 and 42P05 on Postgres")
 	}
+	// Every statement's result passes through Pooled, most of them nil.
+	if n := testing.AllocsPerRun(100, func() { dialect.Pooled(nil, false) }); n != 0 {
+		t.Errorf("Pooled(nil) allocates %v times, want none", n)
+	}
 }

@@ -34,6 +34,10 @@ func StatementLost(err error) bool {
 // sends them, and trying again will not mend it. Any other error, or one Pooled returned
 // already, is returned as it is.
 func Pooled(err error, unprepared bool) error {
+	if err == nil {
+		// Every statement's result passes here: a success allocates nothing.
+		return nil
+	}
 	var p *pooledError
 	if !StatementLost(err) || errors.As(err, &p) {
 		return err
