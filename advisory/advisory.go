@@ -79,8 +79,9 @@
 // are held and before its attempt is counted (a crash after it over-counts, which is safe). The
 // form's lock names start with "inbox:": a key template must not render such a name. A claim of
 // such a table selects candidates and locks them one by one, on every database. The lease form's
-// GroupsStayBlocked and GroupsRoundRobin have no equivalent here (docs/groups.md says why), and
-// a full limit is found after the candidates' LIMIT (docs/limits.md).
+// GroupsStayBlocked and GroupsRoundRobin have no equivalent here (docs/groups.md says why). A
+// full limit is found by a refused slot; the claim's later reads leave its rows out before
+// their LIMIT (docs/limits.md).
 //
 // # Batches
 //
@@ -135,11 +136,6 @@ type Dialect interface {
 // candidateSlack is how many candidates a claim selects beyond the rows it asks for, so that a
 // few rows lost to other consumers between the select and the lock do not leave it short.
 const candidateSlack = 4
-
-// fullReadTo bounds how far a claim reads on past candidates under a full limit: each read that
-// passed one over reads eight times as many candidates, up to this many, so that rows of other
-// limits behind up to this many rows of a full one are still claimed (see Claim).
-const fullReadTo = 256
 
 // closeTimeout bounds each lock release Close runs (Close has no context). A release that does
 // not finish in time closes its connection, which releases the lock as well.
@@ -420,17 +416,14 @@ func (f *Form[D]) Claim(ctx context.Context, max int) ([]*inbox.Delivery, error)
 		return nil, err
 	}
 	var out []*inbox.Delivery
-	for round, grow := 0, 1; ; round++ {
-		base := max - len(out) + candidateSlack
-		want := base * grow
-		if grow > 1 && want > fullReadTo {
-			want = fullReadTo
-		}
-		cands, err := f.selectCandidates(ctx, now, want)
-		var refused, passed bool
+	for round := 0; ; {
+		want := max - len(out) + candidateSlack
+		full := len(cf.full)
+		cands, err := f.selectCandidates(ctx, now, want, cf)
+		var refused bool
 		if err == nil {
 			var taken []*inbox.Delivery
-			taken, refused, passed, err = f.takeCandidates(ctx, cands, max-len(out), now, cf)
+			taken, refused, err = f.takeCandidates(ctx, cands, max-len(out), now, cf)
 			out = append(out, taken...)
 		}
 		if err != nil {
@@ -440,26 +433,27 @@ func (f *Form[D]) Claim(ctx context.Context, max int) ([]*inbox.Delivery, error)
 			f.log.Warn("inbox: advisory claim stopped early; returning the rows it took", "table", f.table.Name, "queue", f.q.Name, "taken", len(out), "err", err)
 			return out, nil
 		}
-		// The select passes over held keys, so a lock refused since went to a claim running
-		// beside this one: read again, so that a claim short of rows means no key was free,
-		// not that workers claiming at once tried the same candidates in turn. Slot locks are
-		// not readable in the select, so candidates under a full limit may fill it: read
-		// further, passing over the limits found full, so that a full limit does not hold back
-		// the rows of others behind its own (up to fullReadTo candidates).
-		further := passed && len(cands) == want && want < fullReadTo && !cf.queueFull()
+		// Slot locks are not readable in the select, so candidates under a full limit may fill
+		// it: read again, leaving out the rows of the limits found full, so that a full limit
+		// does not hold back the rows of others behind its own. Each such read finds one more
+		// limit full, so it is not counted: a queue has few limits.
+		further := len(cf.full) > full && len(cands) == want && !cf.queueFull()
 		if len(out) == max || !(refused || further) || round == candidateSlack {
 			return out, nil
 		}
-		if further {
-			grow *= 8
+		if !further {
+			// The select passes over held keys, so a lock refused since went to a claim running
+			// beside this one: read again, so that a claim short of rows means no key was free,
+			// not that workers claiming at once tried the same candidates in turn.
+			round++
 		}
 	}
 }
 
 // takeCandidates takes at most max of cands in order, one row per key, and reports whether a
-// lock was refused (a key taken elsewhere since the select) and whether a candidate was passed
-// over for a limit found full (cf.full), which it then passes over without a round trip.
-func (f *Form[D]) takeCandidates(ctx context.Context, cands []candidate, max int, now any, cf *claimFlows) (out []*inbox.Delivery, refused, passed bool, err error) {
+// lock was refused (a key taken elsewhere since the select). It passes over, without a round
+// trip, the candidates of a limit it found full (cf.full).
+func (f *Form[D]) takeCandidates(ctx context.Context, cands []candidate, max int, now any, cf *claimFlows) (out []*inbox.Delivery, refused bool, err error) {
 	tried := map[string]bool{}
 	for _, c := range cands {
 		if len(out) == max {
@@ -471,26 +465,34 @@ func (f *Form[D]) takeCandidates(ctx context.Context, cands []candidate, max int
 		}
 		tried[c.key()] = true
 		if cf.fullFor(c) {
-			passed = true
 			continue
 		}
 		d, locked, err := f.take(ctx, c, now, cf)
 		if err != nil {
-			return out, refused, passed, err
+			return out, refused, err
 		}
 		refused = refused || !locked
-		passed = passed || d == nil && cf.fullFor(c)
 		if d != nil {
 			out = append(out, d)
 		}
 	}
-	return out, refused, passed, nil
+	return out, refused, nil
 }
 
-func (f *Form[D]) selectCandidates(ctx context.Context, now any, limit int) ([]candidate, error) {
+// selectCandidates reads at most limit candidates, leaving out the rows of the limits cf found
+// full (run by its text then, a statement of its own for each set of limits).
+func (f *Form[D]) selectCandidates(ctx context.Context, now any, limit int, cf *claimFlows) ([]candidate, error) {
 	v := f.claimed
 	v.Now, v.Limit, v.NowUs = now, limit, f.q.Now().UnixMicro()
-	rows, err := f.candidates.QueryContext(ctx, f.candidates.Bind(nil, &v)...)
+	v.FullKinds, v.FullKeys = cf.fullKindsAndKeys()
+	var rows *sql.Rows
+	var err error
+	if len(v.FullKinds)+len(v.FullKeys) == 0 {
+		rows, err = f.candidates.QueryContext(ctx, f.candidates.Bind(nil, &v)...)
+	} else {
+		q := f.s.a.CandidatesNotFull(len(v.FullKinds), len(v.FullKeys))
+		rows, err = f.db.QueryContext(ctx, q.SQL, q.Bind(nil, &v)...)
+	}
 	if err != nil {
 		return nil, sentinel.Errorf(nil, sentinel.Queue(f.table.Name, f.q.Name), "selecting advisory candidates: %w", err)
 	}

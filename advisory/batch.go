@@ -39,7 +39,7 @@ func (f *Form[D]) ClaimBatch(ctx context.Context, max int) ([]*inbox.Delivery, e
 		return nil, err
 	}
 	cf.mine = map[string]bool{}
-	cands, err := f.selectCandidates(ctx, now, max+candidateSlack)
+	cands, err := f.selectCandidates(ctx, now, max+candidateSlack, cf)
 	if err != nil || len(cands) == 0 {
 		return nil, err
 	}

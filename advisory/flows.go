@@ -137,6 +137,19 @@ func (cf *claimFlows) fullFor(c candidate) bool {
 	return false
 }
 
+// fullKindsAndKeys are the kinds and the limit keys of the limits found full, in no order.
+func (cf *claimFlows) fullKindsAndKeys() (kinds, keys []string) {
+	for l := range cf.full {
+		switch l.scope {
+		case sqltext.ScopeKind:
+			kinds = append(kinds, l.key)
+		case sqltext.ScopeKey:
+			keys = append(keys, l.key)
+		}
+	}
+	return kinds, keys
+}
+
 // queueFull reports whether the queue's own limit was found full: no row of it can start.
 func (cf *claimFlows) queueFull() bool {
 	for l := range cf.full {

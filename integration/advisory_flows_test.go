@@ -230,33 +230,45 @@ func TestAdvisoryLimitsPerKindAndKey(t *testing.T) {
 	})
 }
 
-// TestAdvisoryFullLimitHoldsBackNoOther: 30 rows of key k (limit 1) lead the queue, 10 rows of
-// no key follow, and one advisory consumer of 8 workers drains them: every row of no key starts
-// before the sixth row of k, although each claim's first candidates are all k's. (Before a
-// claim read on past a full limit, the rows of no key waited until fewer than a claim's
-// candidates of k were left: pg-boss#871's bug, a full key starving the queue.)
+// TestAdvisoryFullLimitHoldsBackNoOther: 1,100 rows of key k (limit 1, 100 ms each) lead the
+// queue, 10 rows of no key follow, and one advisory consumer of 8 workers claims them: every row
+// of no key has started before the eleventh row of k starts, although each claim's first
+// candidates are all k's. More rows of k lead than a claim ever read past a full limit (256,
+// reading on eight times as many candidates each time) before its candidates left the rows of a
+// limit found full out in SQL: the rows of no key waited until k was nearly drained,
+// pg-boss#871's bug, a full key starving the queue. The test stops once the rows of no key ran
+// or k ran 20 rows, whichever comes first, rather than drain k at 10 rows a second.
 func TestAdvisoryFullLimitHoldsBackNoOther(t *testing.T) {
+	const keyed, free = 1100, 10
 	forEachBackend(t, flowBackends(t), func(t *testing.T, b backend) {
-		dbs := b.openDBs(t, 1, 8)
+		dbs := b.openDBs(t, 1, 10)
 		tbl := b.newLimitTable(t, dbs[0])
 		b.setLimit(t, dbs[0], tbl, inbox.LimitPerKey, "k", 1)
-		b.enqueue(t, dbs[0], tbl, append(limitMessages(30, "b", "k"), limitMessages(10, "b", "")...)...)
+		b.enqueue(t, dbs[0], tbl, append(limitMessages(keyed, "b", "k"), limitMessages(free, "b", "")...)...)
 		h := &recorder{pause: 100 * time.Millisecond}
-		drainTable(t, b, dbs[0], tbl, time.Minute, "every row processed", advisoryConsumers(t, b, dbs, tbl, 8, h)...)
-		var keyed, free []time.Time
-		for _, r := range h.runs.all() {
-			if r.key == "k" {
-				keyed = append(keyed, r.start)
-			} else {
-				free = append(free, r.start)
+		split := func() (k, none []time.Time) {
+			for _, r := range h.runs.all() {
+				if r.key == "k" {
+					k = append(k, r.start)
+				} else {
+					none = append(none, r.start)
+				}
 			}
+			slices.SortFunc(k, time.Time.Compare)
+			return k, none
 		}
-		slices.SortFunc(keyed, time.Time.Compare)
-		if len(keyed) != 30 || len(free) != 10 {
-			t.Fatalf("%d runs of k and %d of no key, want 30 and 10", len(keyed), len(free))
+		stop := startConsumer(t, advisoryConsumers(t, b, dbs, tbl, 8, h)[0])
+		waitFor(t, time.Minute, "the rows of no key, or 20 rows of k, run", func() bool {
+			k, none := split()
+			return len(none) == free || len(k) >= 20
+		})
+		stop()
+		k, none := split()
+		if len(none) != free {
+			t.Fatalf("%d rows of k ran, and %d of the %d rows of no key: the full limit held them back", len(k), len(none), free)
 		}
-		if last := slices.MaxFunc(free, time.Time.Compare); !last.Before(keyed[5]) {
-			t.Errorf("the last row of no key started %v after the sixth of k: the full limit held it back", last.Sub(keyed[5]))
+		if last := slices.MaxFunc(none, time.Time.Compare); len(k) > 10 && !last.Before(k[10]) {
+			t.Errorf("the last row of no key started %v after the eleventh of k: the full limit held it back", last.Sub(k[10]))
 		}
 	})
 }

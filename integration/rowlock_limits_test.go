@@ -102,8 +102,8 @@ func TestRowlockLimitsPerKindAndKey(t *testing.T) {
 	})
 }
 
-// TestRowlockFullLimitHoldsBackNoOther: the row lock analogue of
-// TestAdvisoryFullLimitHoldsBackNoOther. 1,100 rows of key k (limit 1, 100 ms each) lead the
+// TestRowlockFullLimitHoldsBackNoOther: the row lock form's TestAdvisoryFullLimitHoldsBackNoOther.
+// 1,100 rows of key k (limit 1, 100 ms each) lead the
 // queue, 10 rows of no key follow, and one row lock consumer of 8 workers claims them: every
 // row of no key has started before the eleventh row of k starts (7 workers take the 10 rows in
 // two turns of 100 ms, while k runs one row at a time). More rows of k lead than one claim

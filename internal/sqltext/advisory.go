@@ -77,11 +77,22 @@ func (a Advisory) KeyCheck() string {
 // Candidates lists the id and key of due rows in claim order, passing over keys held elsewhere,
 // up to a limit. It binds Due's arguments, then the limit.
 //
+// Where the builder takes more locks (Flows), it is CandidatesNotFull(0, 0).
+//
 // With hashed locks the probe (pg_try_advisory_xact_lock_shared) takes a shared lock on each key
 // it looks at until the statement ends: in the WHERE of the scan it would run on every due row
 // before the sort and exhaust the lock table on a large backlog, so it runs behind the sort
 // (OFFSET 0 keeps the subquery apart), only on the rows pulled until the limit is met.
-func (a Advisory) Candidates() Statement {
+func (a Advisory) Candidates() Statement { return a.CandidatesNotFull(0, 0) }
+
+// CandidatesNotFull is Candidates leaving out, before the LIMIT, the rows of fullKinds kinds and
+// fullKeys limit keys, those of the limits a claim found full (a limit's slots are locks, which
+// no statement reads): however many rows of a full limit lead the queue, the rows behind them
+// are read. It binds, after Due's arguments and those of the groups' and rates' predicates, the
+// kinds' names (ArgFullKind), the keys (ArgFullKey), then the limit. The counts are ignored
+// where the builder takes no more locks than the row's (no Flows), as where the table lacks the
+// column.
+func (a Advisory) CandidatesNotFull(fullKinds, fullKeys int) Statement {
 	s, t := a.s, a.s.t
 	p := s.Params()
 	due := s.Due(p, "")
@@ -92,6 +103,9 @@ func (a Advisory) Candidates() Statement {
 		// Before the LIMIT, as the lease form's claim: a kind over its rate never fills the
 		// candidates in the place of others.
 		due = and(due, s.Rates().free(p))
+	}
+	if a.flows {
+		due += notFull(p, t, fullKinds, fullKeys)
 	}
 	if s.c.Locks == dialect.HashedLocks {
 		probe := "pg_try_advisory_xact_lock_shared(hashtextextended(c.inbox_key, 0))"

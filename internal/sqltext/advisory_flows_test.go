@@ -26,6 +26,7 @@ func advisoryFlows(forms map[string][]golden.Entry, c *dialect.Caps, s sqltext.S
 		var e entries
 		e.add("advisory: limits of the queue", s.Limits().OfQueue())
 		e.add("advisory: candidates", a.Flows().Candidates())
+		e.add("advisory: candidates, a kind's and 2 keys' limits full", a.Flows().CandidatesNotFull(1, 2))
 		e.add("advisory: lock first", a.Flows().LockFirst())
 		forms["limits"] = append(forms["limits"], e...)
 	}

@@ -129,14 +129,24 @@ func (r RowLock) Candidates(page, fullKinds, fullKeys int) Statement {
 			key = t.Name + "." + t.LimitKey
 		}
 	}
-	if fullKinds > 0 && t.Kind != "" {
-		where += " AND (" + t.Name + "." + t.Kind + " IS NULL OR " + t.Name + "." + t.Kind + " NOT IN (" + p.listOf(ArgFullKind, fullKinds) + "))"
-	}
-	if fullKeys > 0 && t.LimitKey != "" {
-		where += " AND (" + t.Name + "." + t.LimitKey + " IS NULL OR " + t.Name + "." + t.LimitKey + " NOT IN (" + p.listOf(ArgFullKey, fullKeys) + "))"
-	}
+	where += notFull(p, t, fullKinds, fullKeys)
 	return p.statement("SELECT " + t.Name + "." + t.ID + ", " + group + ", " + kind + ", " + key + " FROM " + t.Name + " WHERE " + where +
 		" ORDER BY " + s.Order("") + " LIMIT " + strconv.Itoa(PickPage) + " OFFSET " + strconv.Itoa(page*PickPage))
+}
+
+// notFull is the predicate, " AND …" to follow a WHERE (empty where there is none), that leaves
+// out the rows of fullKinds kinds and fullKeys limit keys, binding the kinds' names (ArgFullKind),
+// then the keys (ArgFullKey). A count is ignored where t has no such column, whose rows no
+// limit of that scope counts; a row whose kind or key is NULL is counted by no such limit.
+func notFull(p *Params, t Table, fullKinds, fullKeys int) string {
+	var pred string
+	if fullKinds > 0 && t.Kind != "" {
+		pred += " AND (" + t.Name + "." + t.Kind + " IS NULL OR " + t.Name + "." + t.Kind + " NOT IN (" + p.listOf(ArgFullKind, fullKinds) + "))"
+	}
+	if fullKeys > 0 && t.LimitKey != "" {
+		pred += " AND (" + t.Name + "." + t.LimitKey + " IS NULL OR " + t.Name + "." + t.LimitKey + " NOT IN (" + p.listOf(ArgFullKey, fullKeys) + "))"
+	}
+	return pred
 }
 
 // LockRow locks one row that Candidates read, by its id, where it is still due, passing over
