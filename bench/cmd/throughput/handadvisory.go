@@ -39,11 +39,14 @@ type handAdvisory struct {
 const handWindow = 32
 
 // cellLoop is the raw loop of cell c over table: a hand-written loop where -advisory-raw hand
-// (single rows) or -hand-rowlock asks for it, otherwise the loop of the form's statements.
+// (single rows), -pinned-rowlock or -hand-rowlock asks for it, otherwise the loop of the form's
+// statements.
 func cellLoop(ctx context.Context, t *harness.Target, c *cell, cfg *config, table string) (rawLoop, error) {
 	switch {
 	case c.form == "advisory" && c.batch == 1 && cfg.advisoryRaw == "hand":
 		return newHandAdvisory(t, table, c.workers)
+	case c.form == "rowlock" && cfg.pinnedRowLock:
+		return newPinnedRowLock(t, table, c.batch, c.workers)
 	case c.form == "rowlock" && cfg.handRowLock:
 		return newHandRowLock(ctx, t, table, c.batch)
 	}

@@ -62,6 +62,8 @@ type config struct {
 	// handRowLock has the row lock cells' raw loop be the one a user would write by hand
 	// (handRowLock), not the form's statements.
 	handRowLock bool
+	// pinnedRowLock has it be pinnedRowLock, the hand loop without database/sql's transactions.
+	pinnedRowLock bool
 	// countTrips counts each drain's round trips and commits (harness.OpenCounting) and
 	// prints them per message.
 	countTrips bool
@@ -113,6 +115,7 @@ func parseFlags(args []string) (*config, error) {
 	fs.BoolVar(&cfg.countClaims, "count-claims", false, "log each library drain's claims, the claims that found nothing and the rows claimed")
 	fs.BoolVar(&cfg.unflushedAcks, "unflushed-acks", false, "set the library's Config.UnflushedAcks (on Postgres the forms ack without waiting for the disk); the raw loops ack by the same statements")
 	fs.BoolVar(&cfg.handRowLock, "hand-rowlock", false, "the row lock cells' raw loop is the one a user would write by hand (the server's default level, its own SQL), not the form's statements")
+	fs.BoolVar(&cfg.pinnedRowLock, "pinned-rowlock", false, "the row lock cells' raw loop is -hand-rowlock's on a connection pinned per worker, its statements prepared on it, BEGIN and COMMIT sent as statements: what database/sql's transactions cost")
 	fs.BoolVar(&cfg.countTrips, "count-trips", false, "count each drain's round trips and commits through a counting driver wrapper, log them and print them per message beside the rates (the rates then run through the wrapper)")
 	fs.StringVar(&cfg.advisoryRaw, "advisory-raw", "form", "the advisory cells' raw loop at batch 1: form (the form's statements) or hand (a loop written as a user would: the lock taken inside the candidate read on Postgres, GET_LOCK per candidate on MySQL and MariaDB; see bench/cmd/throughput/handadvisory.go)")
 	fs.DurationVar(&cfg.latencyFor, "latency-for", 5*time.Second, "publish for this long per latency cell (0: skip the latency runs)")
@@ -334,6 +337,9 @@ func runNotes(cfg *config) string {
 	}
 	if cfg.handRowLock {
 		notes += ", the row lock form's raw loop written by hand (-hand-rowlock)"
+	}
+	if cfg.pinnedRowLock {
+		notes += ", the row lock form's raw loop written by hand on pinned connections (-pinned-rowlock)"
 	}
 	return notes + handNote(cfg)
 }
