@@ -112,38 +112,48 @@ func TestRowlockLimitsPerKindAndKey(t *testing.T) {
 // drained: pg-boss#871's bug, a full key starving the queue. The test stops once the rows of no
 // key ran or k ran 20 rows, whichever comes first, rather than drain k at 10 rows a second.
 func TestRowlockFullLimitHoldsBackNoOther(t *testing.T) {
-	const keyed, free = 1100, 10
 	forEachBackend(t, backends(t, false), func(t *testing.T, b backend) {
-		dbs := b.openDBs(t, 1, 10)
-		tbl := b.newLimitTable(t, dbs[0])
-		b.setLimit(t, dbs[0], tbl, inbox.LimitPerKey, "k", 1)
-		b.enqueue(t, dbs[0], tbl, append(limitMessages(keyed, "b", "k"), limitMessages(free, "b", "")...)...)
-		h := &recorder{pause: 100 * time.Millisecond}
-		split := func() (k, none []time.Time) {
-			for _, r := range h.runs.all() {
-				if r.key == "k" {
-					k = append(k, r.start)
-				} else {
-					none = append(none, r.start)
-				}
-			}
-			slices.SortFunc(k, time.Time.Compare)
-			return k, none
-		}
-		stop := startConsumer(t, rowlockLimitConsumers(t, b, dbs, tbl, 8, h)[0])
-		waitFor(t, time.Minute, "the rows of no key, or 20 rows of k, run", func() bool {
-			k, none := split()
-			return len(none) == free || len(k) >= 20
+		checkFullLimitHoldsBackNoOther(t, b, func(dbs []*sql.DB, tbl inbox.Table, h *recorder) *inbox.Consumer {
+			return rowlockLimitConsumers(t, b, dbs, tbl, 8, h)[0]
 		})
-		stop()
-		k, none := split()
-		if len(none) != free {
-			t.Fatalf("%d rows of k ran, and %d of the %d rows of no key: the full limit held them back", len(k), len(none), free)
-		}
-		if last := slices.MaxFunc(none, time.Time.Compare); len(k) > 10 && !last.Before(k[10]) {
-			t.Errorf("the last row of no key started %v after the eleventh of k: the full limit held it back", last.Sub(k[10]))
-		}
 	})
+}
+
+// checkFullLimitHoldsBackNoOther enqueues 1,100 rows of key k under a limit of 1 and, behind
+// them, 10 rows of no key, and runs the consumer of 8 workers that consumer makes over a pool
+// of 10 connections, its handler h pausing 100 ms a row, until the rows of no key or 20 rows of
+// k have run: it fails unless every row of no key ran, and started before the eleventh row of k.
+func checkFullLimitHoldsBackNoOther(t *testing.T, b backend, consumer func(dbs []*sql.DB, tbl inbox.Table, h *recorder) *inbox.Consumer) {
+	const keyed, free = 1100, 10
+	dbs := b.openDBs(t, 1, 10)
+	tbl := b.newLimitTable(t, dbs[0])
+	b.setLimit(t, dbs[0], tbl, inbox.LimitPerKey, "k", 1)
+	b.enqueue(t, dbs[0], tbl, append(limitMessages(keyed, "b", "k"), limitMessages(free, "b", "")...)...)
+	h := &recorder{pause: 100 * time.Millisecond}
+	split := func() (k, none []time.Time) {
+		for _, r := range h.runs.all() {
+			if r.key == "k" {
+				k = append(k, r.start)
+			} else {
+				none = append(none, r.start)
+			}
+		}
+		slices.SortFunc(k, time.Time.Compare)
+		return k, none
+	}
+	stop := startConsumer(t, consumer(dbs, tbl, h))
+	waitFor(t, time.Minute, "the rows of no key, or 20 rows of k, run", func() bool {
+		k, none := split()
+		return len(none) == free || len(k) >= 20
+	})
+	stop()
+	k, none := split()
+	if len(none) != free {
+		t.Fatalf("%d rows of k ran, and %d of the %d rows of no key: the full limit held them back", len(k), len(none), free)
+	}
+	if last := slices.MaxFunc(none, time.Time.Compare); len(k) > 10 && !last.Before(k[10]) {
+		t.Errorf("the last row of no key started %v after the eleventh of k: the full limit held it back", last.Sub(k[10]))
+	}
 }
 
 // TestRowlockManyFullLimitsHoldBackNoOther: 10 keys, each limited to 1, lead the queue with 4

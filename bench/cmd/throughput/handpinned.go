@@ -88,21 +88,8 @@ func (l *pinnedRowLock) one(ctx context.Context, c *pinnedConn, handle func()) (
 	if _, err := c.conn.ExecContext(ctx, l.begin); err != nil {
 		return 0, err
 	}
-	rows, err := c.claim.QueryContext(ctx)
+	ids, err := claimedIDs(c.claim.QueryContext(ctx))
 	if err != nil {
-		return 0, err
-	}
-	var ids []int64
-	for rows.Next() {
-		var id int64
-		var payload []byte
-		if err := rows.Scan(&id, &payload); err != nil {
-			rows.Close()
-			return 0, err
-		}
-		ids = append(ids, id)
-	}
-	if err := rows.Close(); err != nil {
 		return 0, err
 	}
 	for _, id := range ids {

@@ -45,21 +45,8 @@ func (l *handRowLock) step(ctx context.Context, _ int, handle func()) (int, erro
 		return 0, err
 	}
 	defer tx.Rollback()
-	rows, err := tx.StmtContext(ctx, l.claim).QueryContext(ctx)
+	ids, err := claimedIDs(tx.StmtContext(ctx, l.claim).QueryContext(ctx))
 	if err != nil {
-		return 0, err
-	}
-	var ids []int64
-	for rows.Next() {
-		var id int64
-		var payload []byte
-		if err := rows.Scan(&id, &payload); err != nil {
-			rows.Close()
-			return 0, err
-		}
-		ids = append(ids, id)
-	}
-	if err := rows.Close(); err != nil {
 		return 0, err
 	}
 	if len(ids) == 0 {
@@ -78,4 +65,23 @@ func (l *handRowLock) step(ctx context.Context, _ int, handle func()) (int, erro
 func (l *handRowLock) close() {
 	l.claim.Close()
 	l.del.Close()
+}
+
+// claimedIDs reads the ids of the rows a hand-written claim (id, payload) returned, or its
+// error.
+func claimedIDs(rows *sql.Rows, err error) ([]int64, error) {
+	if err != nil {
+		return nil, err
+	}
+	var ids []int64
+	for rows.Next() {
+		var id int64
+		var payload []byte
+		if err := rows.Scan(&id, &payload); err != nil {
+			rows.Close()
+			return nil, err
+		}
+		ids = append(ids, id)
+	}
+	return ids, rows.Close()
 }
