@@ -493,12 +493,26 @@ func TestGroupsPage(t *testing.T) {
 	if strings.Contains(body, "<script>alert") {
 		t.Errorf("a group's key reached the page unescaped")
 	}
+	if !strings.Contains(body, `class="state due">free</span>`) {
+		t.Errorf("a group no lease holds is not shown free:\n%s", body)
+	}
+
 	_, body = c.get("/groups?blocked=1&queue=" + url.QueryEscape(quotedQueue))
 	if strings.Contains(body, `href="/ops/inbox/rows/3"`) || !strings.Contains(body, `href="/ops/inbox/rows/5"`) {
 		t.Errorf("blocked only lists a free group, or not the blocked one:\n%s", body)
 	}
 	if got := f.statements("WHERE `queue` = ?"); len(got) != 2 || !strings.Contains(got[0], "inbox_head") {
 		t.Errorf("the groups of a queue were read by %q, want a statement of that queue's groups for each page", got)
+	}
+
+	// Without a lease column the holds are the row lock or advisory form's locks: a group no
+	// lease holds may be held all the same.
+	locked := grouped
+	locked.LockedUntil = ""
+	f = &fakeDB{answers: append([]answer{listed}, answers()...)}
+	_, body = newClient(t, pageOf(t, f, nil, locked)).get("/groups")
+	if strings.Contains(body, `class="state due">free</span>`) || !strings.Contains(body, "free, or held by a lock") {
+		t.Errorf("a table without a lease column shows a group free, where a lock may hold it:\n%s", body)
 	}
 
 	c = newClient(t, page(t, &fakeDB{answers: answers()}, nil))
