@@ -209,7 +209,7 @@ func (c noPrepareConnector) Connect(context.Context) (driver.Conn, error) {
 	if err != nil {
 		return nil, err
 	}
-	return noPrepareConn{conn, c.t}, nil
+	return noPrepareConn{passConn{conn}, c.t}, nil
 }
 
 func (c noPrepareConnector) Driver() driver.Driver { return c.drv }
@@ -218,7 +218,7 @@ func (c noPrepareConnector) Driver() driver.Driver { return c.drv }
 // the driver's own connection, which must run statements with arguments by itself
 // (driver.ExecerContext, driver.QueryerContext), or database/sql would prepare them.
 type noPrepareConn struct {
-	driver.Conn
+	passConn
 	t *testing.T
 }
 
@@ -245,26 +245,30 @@ func (c noPrepareConn) QueryContext(ctx context.Context, query string, args []dr
 	return c.Conn.(driver.QueryerContext).QueryContext(ctx, query, args)
 }
 
-func (c noPrepareConn) Ping(ctx context.Context) error {
+// passConn passes a wrapped driver connection's optional checks through (a ping, a session's
+// reset, validity, named values), for the tests' connection wrappers to embed.
+type passConn struct{ driver.Conn }
+
+func (c passConn) Ping(ctx context.Context) error {
 	if p, ok := c.Conn.(driver.Pinger); ok {
 		return p.Ping(ctx)
 	}
 	return nil
 }
 
-func (c noPrepareConn) ResetSession(ctx context.Context) error {
+func (c passConn) ResetSession(ctx context.Context) error {
 	if r, ok := c.Conn.(driver.SessionResetter); ok {
 		return r.ResetSession(ctx)
 	}
 	return nil
 }
 
-func (c noPrepareConn) IsValid() bool {
+func (c passConn) IsValid() bool {
 	v, ok := c.Conn.(driver.Validator)
 	return !ok || v.IsValid()
 }
 
-func (c noPrepareConn) CheckNamedValue(nv *driver.NamedValue) error {
+func (c passConn) CheckNamedValue(nv *driver.NamedValue) error {
 	if ch, ok := c.Conn.(driver.NamedValueChecker); ok {
 		return ch.CheckNamedValue(nv)
 	}

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"slices"
+	"sync"
 
 	"github.com/sqlinbox/inbox"
 	"github.com/sqlinbox/inbox/dialect"
@@ -38,6 +39,7 @@ type groupPass struct {
 	held    []int64
 	missing []string
 	slots   []limit // limits whose slots below the limit lack rows (limits.go)
+	tried   []int64 // the rows the claim tried (lockedRows)
 }
 
 func (g *groupPass) empty() bool { return len(g.held) == 0 && len(g.missing) == 0 && len(g.slots) == 0 }
@@ -56,6 +58,37 @@ func (f *Form[D]) checkSideTables(ctx context.Context, db *sql.DB, queue string)
 	return schema.CheckRates(ctx, db, f.d, f.t, where)
 }
 
+// picks are the statements of a claim over groups, limits or rates that run at every claim,
+// prepared at Open (or checked, where the form runs its statements by their text): over groups
+// the hold's lock and read (lockGroup); where the claim reads its candidates without a lock
+// (pickByID) the row's lock, and over groups the window's candidates of a claim of one row. A
+// statement run by its text costs a prepare, a round trip of its own on MySQL and MariaDB
+// without interpolateParams, at each run. Each is nil where the claim does not run it.
+type picks struct {
+	window, lockRow, lockGroup, groupSeen *stmt.Stmt
+}
+
+// byID reports whether the claim reads its candidates without a lock (pickByID): over groups
+// on MySQL and MariaDB, and over limits or rates everywhere.
+func (f *Form[D]) byID() bool {
+	return f.d.Caps().Catalog == dialect.MySQLCatalog || f.t.Limits != "" || f.t.Rates != ""
+}
+
+// preparePicks prepares, with prep, the picks the form's claims run.
+func (f *Form[D]) preparePicks(r sqltext.RowLock, prep func(string, sqltext.Statement) *stmt.Stmt) picks {
+	var p picks
+	if f.t.GroupKey != "" {
+		p.lockGroup, p.groupSeen = prep("group hold's lock", r.LockGroup()), prep("group hold's read", r.GroupSeen())
+	}
+	if f.byID() && (f.t.GroupKey != "" || f.t.Limits != "" || f.t.Rates != "") {
+		p.lockRow = prep("candidate's lock", r.LockRow())
+	}
+	if f.byID() && f.t.GroupKey != "" {
+		p.window = prep("candidates' window", r.WindowCandidates(1, 0, 0))
+	}
+	return p
+}
+
 // errGroups reports that a claim's transaction was rolled back for what its groupPass holds.
 var errGroups = errors.New("inbox: the claim met groups it could not hold")
 
@@ -70,12 +103,13 @@ func (f *Form[D]) claimGrouped(ctx context.Context, claim *stmt.Stmt, size int) 
 		full := m.fullLimits()
 		var pass groupPass
 		pick := func(tx dialect.Tx, v *sqltext.Values) ([]*inbox.Delivery, error) {
-			if f.d.Caps().Catalog == dialect.MySQLCatalog || f.t.Limits != "" || f.t.Rates != "" {
+			if f.byID() {
 				return f.pickByID(ctx, tx, v, n, skip, m, &pass)
 			}
 			return f.pickHeads(ctx, tx, v, claim, n, skip, &pass)
 		}
 		ds, err := f.claimOnce(ctx, size, pick)
+		f.locked.release(&pass)
 		if !errors.Is(err, errGroups) {
 			return ds, err
 		}
@@ -137,50 +171,43 @@ func (f *Form[D]) pickHeads(ctx context.Context, tx dialect.Tx, v *sqltext.Value
 const pickPages = 16
 
 // pickByID is the claim over groups where a locking read keeps the lock of every row it
-// examined (MySQL, MariaDB), and over limits and rates everywhere: it reads candidates without locking (sqltext.RowLock.Candidates)
-// and locks them one at a time in claim order, each row's group first, then the row by its id,
-// until it holds n, passing over busy and paused groups and rows another transaction holds.
-// A group taken whose row is then gone (settled since the candidates were read) cannot be let
-// go but by a rollback: the claim fails with errGroups, and runs again passing over that row
-// (skip). So does a claim that met a group without its hold row, and one whose first row was
-// refused a start slot after its lock; a batch's later row refused one stays locked in the
-// batch's transaction, undelivered, its group held, until the batch ends (rolling back would
-// spend the starts of the rows taken before it for nothing).
+// examined (MySQL, MariaDB), and over limits and rates everywhere: it reads candidates without
+// locking (sqltext.RowLock.Candidates; over groups first those of a window of the first rows,
+// WindowCandidates) and locks them one at a time in claim order, each row by its id, then its
+// group, until it holds n, passing over busy and paused groups and rows another transaction
+// holds. A row taken whose group another transaction holds (a lower id committed late, a
+// group paused) cannot be let go but by a rollback: the claim fails with errGroups, and runs
+// again passing over that row (skip). So does a claim that met a group without its hold row,
+// and one whose first row was refused a start slot after its lock; a batch's later row refused
+// one stays locked in the batch's transaction, undelivered, its group held, until the batch
+// ends (rolling back would spend the starts of the rows taken before it for nothing).
 func (f *Form[D]) pickByID(ctx context.Context, tx dialect.Tx, v *sqltext.Values, n int, skip []int64, m *memo, pass *groupPass) ([]*inbox.Delivery, error) {
 	if m.queueFull {
 		return nil, nil
 	}
 	var ds []*inbox.Delivery
-	for page := range pickPages {
-		cands, err := f.candidates(ctx, tx, *v, page, m)
+	if f.t.GroupKey != "" {
+		window := f.picks.window
+		if n > 1 || m.fullLimits() > 0 {
+			window = stmt.ByText(f.db, f.text.WindowCandidates(n, len(m.fullKinds), len(m.fullKeys)))
+		}
+		cands, err := f.candidates(ctx, tx, *v, window, m)
 		if err != nil {
 			return nil, err
 		}
-		for _, c := range cands {
-			if slices.Contains(skip, c.id) {
-				continue
-			}
-			d, err := f.takeCandidate(ctx, tx, *v, c, m, pass)
-			switch {
-			case errors.Is(err, errStartRefused) && len(ds) == 0:
-				pass.held = append(pass.held, c.id) // its row (group, slots) are held for nothing
-				return nil, errGroups
-			case errors.Is(err, errStartRefused):
-				// A rollback would let it go, but also the rows taken before it, whose starts
-				// are spent: each interval's slots would go to claims that roll back, and the
-				// rate's rows would never run. It stays locked, its group held, until the batch
-				// ends, undelivered.
-				continue
-			case err != nil:
-				return nil, err
-			}
-			if d != nil {
-				if ds = append(ds, d); len(ds) == n {
-					break
-				}
-			}
+		if ds, err = f.takeCandidates(ctx, tx, *v, cands, n, ds, skip, m, pass); err != nil {
+			return nil, err
 		}
-		if len(ds) == n || len(cands) < sqltext.PickPage {
+	}
+	for page := 0; page < pickPages && len(ds) < n; page++ {
+		cands, err := f.candidates(ctx, tx, *v, stmt.ByText(f.db, f.text.Candidates(page, len(m.fullKinds), len(m.fullKeys))), m)
+		if err != nil {
+			return nil, err
+		}
+		if ds, err = f.takeCandidates(ctx, tx, *v, cands, n, ds, skip, m, pass); err != nil {
+			return nil, err
+		}
+		if len(cands) < sqltext.PickPage {
 			break
 		}
 	}
@@ -190,16 +217,114 @@ func (f *Form[D]) pickByID(ctx context.Context, tx dialect.Tx, v *sqltext.Values
 	return ds, nil
 }
 
+// lockedRows are the rows the form's claims try and lock, each with its owner: the claim's
+// groupPass from the claim's try of the row until the claim ends, then the hold of a row it
+// delivered until the end of that hold's transaction (a settlement's COMMIT, a rollback). In a
+// queue that drains they are the first rows in claim order, each a candidate (a row lock cannot
+// be seen without taking it) that the row's lock would refuse, a round trip each, to every
+// other claim of the form, the concurrent ones first: pickByID passes over them. Passing over a
+// row never takes it, so neither exclusion nor a group's order rests on this. The zero value is
+// ready to use; it is safe for concurrent use.
+type lockedRows struct {
+	mu   sync.Mutex
+	rows map[int64]any // by id: the *groupPass of the claim that tries it, or the *hold that delivered it
+}
+
+// try records that the claim of owner tries row id, unless a claim or a hold of the form has
+// it (owner's own claim included), and reports whether it did.
+func (l *lockedRows) try(id int64, owner *groupPass) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if _, ok := l.rows[id]; ok {
+		return false
+	}
+	if l.rows == nil {
+		l.rows = map[int64]any{}
+	}
+	l.rows[id] = owner
+	owner.tried = append(owner.tried, id)
+	return true
+}
+
+// release forgets the rows owner's claim tried and did not deliver, once the claim has ended.
+func (l *lockedRows) release(owner *groupPass) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, id := range owner.tried {
+		if l.rows[id] == owner {
+			delete(l.rows, id)
+		}
+	}
+}
+
+// track records h's rows as locked until the end of its transaction, which a call of the cancel
+// it returns (cancel wrapped) says: a hold's cancel is called once its transaction has ended,
+// whatever ended it.
+func (l *lockedRows) track(h *hold, cancel context.CancelFunc) context.CancelFunc {
+	l.mu.Lock()
+	if l.rows == nil {
+		l.rows = map[int64]any{}
+	}
+	for _, d := range h.ds {
+		l.rows[d.ID] = h
+	}
+	l.mu.Unlock()
+	return func() {
+		cancel()
+		l.mu.Lock()
+		for _, d := range h.ds {
+			if l.rows[d.ID] == h {
+				delete(l.rows, d.ID)
+			}
+		}
+		l.mu.Unlock()
+	}
+}
+
+// takeCandidates takes cands in order (takeCandidate), but those of skip, adding their rows to
+// ds until it holds n. It fails with errGroups where pickByID says.
+func (f *Form[D]) takeCandidates(ctx context.Context, tx dialect.Tx, v sqltext.Values, cands []candidate, n int, ds []*inbox.Delivery, skip []int64, m *memo, pass *groupPass) ([]*inbox.Delivery, error) {
+	for _, c := range cands {
+		if len(ds) == n {
+			break
+		}
+		if slices.Contains(skip, c.id) || !f.locked.try(c.id, pass) {
+			continue
+		}
+		d, err := f.takeCandidate(ctx, tx, v, c, m, pass)
+		switch {
+		case errors.Is(err, errStartRefused) && len(ds) == 0:
+			pass.held = append(pass.held, c.id) // its row (group, slots) are held for nothing
+			return nil, errGroups
+		case errors.Is(err, errStartRefused):
+			// A rollback would let it go, but also the rows taken before it, whose starts
+			// are spent: each interval's slots would go to claims that roll back, and the
+			// rate's rows would never run. It stays locked, its group held, until the batch
+			// ends, undelivered.
+			continue
+		case err != nil:
+			return nil, err
+		}
+		if d != nil {
+			ds = append(ds, d)
+		}
+	}
+	return ds, nil
+}
+
 // takeCandidate takes candidate c in tx, as pickByID says. Before it locks anything it reads
 // c's limits, and passes c over where one of its rates was found full in this claim (the rows
 // of limits found full are not among the candidates): a row held back so costs no lock, and its
-// group's hold is not taken for nothing. Then it takes c's group, its row by its id, a slot of
-// each of its limits and a start slot of each of its rates. It returns the row's delivery, or
-// none where c is passed over; errGroups, saying why in pass, where c leaves a group, a row or a
-// slot held for nothing, which only the claim's rollback lets go: a start refused after the
-// row's lock and its group's hold were taken rolls the claim back, and the claim runs again
-// passing over that row (and, since it is still its group's head, over its group: the group's
-// next row does not run in its place).
+// group's hold is not taken for nothing. Then it takes c's row by its id, its group, a slot of
+// each of its limits and a start slot of each of its rates. The row goes first: a candidate in
+// work (its group's holder locks it) or settled since the candidates were read is passed over
+// by that one statement, holding nothing, where a group taken first would be held for nothing
+// once the row was found gone, and only a rollback lets a group go. It returns the row's
+// delivery, or none where c is passed over; errGroups, saying why in pass, where c leaves a
+// row, a group or a slot held for nothing, which only the claim's rollback lets go: a group or
+// a start refused after the row's lock rolls the claim back, and the claim runs again passing
+// over that row (and, since it is still its group's head, over its group: the group's next
+// row does not run in its place).
 func (f *Form[D]) takeCandidate(ctx context.Context, tx dialect.Tx, v sqltext.Values, c candidate, m *memo, pass *groupPass) (*inbox.Delivery, error) {
 	var ls []limit
 	if f.t.Limits != "" {
@@ -211,30 +336,28 @@ func (f *Form[D]) takeCandidate(ctx context.Context, tx dialect.Tx, v sqltext.Va
 	if f.t.Rates != "" && m.rateFull(c) {
 		return nil, nil
 	}
-	if c.group.Valid {
-		held, err := f.lockGroup(ctx, tx, v, c.group.String)
-		if err != nil {
-			return nil, sentinel.Errorf(nil, sentinel.Row(f.t.Name, c.id), "taking the hold of its group %q: %w", c.group.String, err)
-		}
-		if held == groupMissing {
-			pass.missing = append(pass.missing, c.group.String)
-		}
-		if held != groupTaken {
-			return nil, nil
-		}
-	}
-	lock := f.text.LockRow()
 	w := v
 	w.IDs = []int64{c.id}
-	d, err := f.st.ScanOne(tx.QueryRowContext(ctx, lock.SQL, lock.Bind(nil, &w)...).Scan)
+	d, err := f.st.ScanOne(f.picks.lockRow.QueryRowIn(ctx, tx, f.picks.lockRow.Bind(nil, &w)...))
 	switch {
-	case errors.Is(err, sql.ErrNoRows) && c.group.Valid:
-		pass.held = append(pass.held, c.id) // its group is held by this claim, for nothing
-		return nil, errGroups
 	case errors.Is(err, sql.ErrNoRows):
 		return nil, nil // in work, or settled since the candidates were read
 	case err != nil:
 		return nil, err
+	}
+	if c.group.Valid {
+		held, err := f.lockGroup(ctx, tx, v, c.group.String)
+		switch {
+		case err != nil:
+			return nil, sentinel.Errorf(nil, sentinel.Row(f.t.Name, c.id), "taking the hold of its group %q: %w", c.group.String, err)
+		case held == groupMissing:
+			// The claim rolls back at the end of its pick (pickByID), letting the row go.
+			pass.missing = append(pass.missing, c.group.String)
+			return nil, nil
+		case held != groupTaken:
+			pass.held = append(pass.held, c.id) // its row is held by this claim, for nothing
+			return nil, errGroups
+		}
 	}
 	if ok, err := f.takeHolds(ctx, tx, v, c, d, ls, m, pass); err != nil || !ok {
 		return nil, err
@@ -279,12 +402,11 @@ type candidate struct {
 	group, kind, key sql.NullString
 }
 
-// candidates reads the page-th page of candidates, leaving out the rows of the limits m found
-// full.
-func (f *Form[D]) candidates(ctx context.Context, tx dialect.Tx, v sqltext.Values, page int, m *memo) ([]candidate, error) {
-	q := f.text.Candidates(page, len(m.fullKinds), len(m.fullKeys))
+// candidates reads the candidates of q (a page of Candidates, or WindowCandidates) built
+// for m's full limits, whose rows it leaves out.
+func (f *Form[D]) candidates(ctx context.Context, tx dialect.Tx, v sqltext.Values, q *stmt.Stmt, m *memo) ([]candidate, error) {
 	v.FullKinds, v.FullKeys = m.fullKinds, m.fullKeys
-	rows, err := tx.QueryContext(ctx, q.SQL, q.Bind(nil, &v)...)
+	rows, err := q.QueryIn(ctx, tx, q.Bind(nil, &v)...)
 	if err != nil {
 		return nil, err
 	}
@@ -331,10 +453,10 @@ const (
 // that finds none, a plain read, which waits for no lock, tells a held group from one without a
 // hold row. v binds the table's name and the queue.
 func (f *Form[D]) lockGroup(ctx context.Context, tx dialect.Tx, v sqltext.Values, g string) (groupHold, error) {
-	lock, seen := f.text.LockGroup(), f.text.GroupSeen()
+	lock, seen := f.picks.lockGroup, f.picks.groupSeen
 	v.Group = g
 	var paused any
-	err := tx.QueryRowContext(ctx, lock.SQL, lock.Bind(nil, &v)...).Scan(&paused)
+	err := lock.QueryRowIn(ctx, tx, lock.Bind(nil, &v)...)(&paused)
 	switch {
 	case err == nil && paused != nil:
 		return groupPaused, nil
@@ -344,7 +466,7 @@ func (f *Form[D]) lockGroup(ctx context.Context, tx dialect.Tx, v sqltext.Values
 		return 0, err
 	}
 	var one int
-	switch err := tx.QueryRowContext(ctx, seen.SQL, seen.Bind(nil, &v)...).Scan(&one); {
+	switch err := seen.QueryRowIn(ctx, tx, seen.Bind(nil, &v)...)(&one); {
 	case errors.Is(err, sql.ErrNoRows):
 		return groupMissing, nil
 	case err != nil:

@@ -184,6 +184,8 @@ type Form[D Dialect] struct {
 	claim, ack, ackUnflushed, retry, retryAfter, dead *stmt.Stmt
 	cancel                                            *stmt.Stmt       // nil where the table has no CancelledAt
 	addGroup                                          *stmt.Stmt       // nil where the table has no GroupKey
+	picks                                             picks            // the claim's statements over groups, limits and rates
+	locked                                            lockedRows       // the rows the form's claims lock, which pickByID passes over
 	shape                                             settleplan.Table // what the table records of an outcome, for settleplan
 }
 
@@ -313,10 +315,11 @@ func (f *Form[D]) prepare(ctx context.Context, db *sql.DB, st *stmt.Table, r sql
 	if t.GroupKey != "" {
 		addGroup = prep("group hold row", r.AddGroup())
 	}
+	picks := f.preparePicks(r, prep)
 	if err != nil {
 		return err
 	}
-	f.addGroup = addGroup
+	f.addGroup, f.picks = addGroup, picks
 	f.claim, f.ack, f.ackUnflushed, f.retry, f.retryAfter, f.dead, f.cancel = claim, ack, ackUnflushed, retry, retryAfter, dead, cancel
 	f.shape = settleplan.Table{
 		ProcessedAt: f.t.ProcessedAt != "", DeadAt: dead != nil, RetryAfter: retryAfter != nil,
@@ -441,7 +444,11 @@ func (f *Form[D]) claimOnce(ctx context.Context, size int, pick func(dialect.Tx,
 		return abandon(ctx.Err())
 	}
 
-	h := &hold{tx: tx, cancel: cancel, ds: ds, batch: size > 0, size: size}
+	h := &hold{tx: tx, ds: ds, batch: size > 0, size: size}
+	h.cancel = cancel
+	if f.picks.lockRow != nil {
+		h.cancel = f.locked.track(h, cancel) // pickByID passes over its rows
+	}
 	for _, d := range ds {
 		inbox.SetHold(d, h)
 	}
@@ -814,7 +821,8 @@ func (f *Form[D]) Close() error {
 // free frees the prepared statements, once no call uses them.
 func (f *Form[D]) free() error {
 	var errs []error
-	for _, s := range []*stmt.Stmt{f.claim, f.ack, f.ackUnflushed, f.retry, f.retryAfter, f.dead, f.cancel, f.addGroup} {
+	for _, s := range []*stmt.Stmt{f.claim, f.ack, f.ackUnflushed, f.retry, f.retryAfter, f.dead, f.cancel, f.addGroup,
+		f.picks.window, f.picks.lockRow, f.picks.lockGroup, f.picks.groupSeen} {
 		errs = append(errs, s.Close())
 	}
 	for _, s := range f.batchClaims {
@@ -824,5 +832,6 @@ func (f *Form[D]) free() error {
 		errs = append(errs, s.Close())
 	}
 	f.claim, f.ack, f.ackUnflushed, f.retry, f.retryAfter, f.dead, f.cancel, f.addGroup, f.batchClaims, f.batchSettles = nil, nil, nil, nil, nil, nil, nil, nil, nil, nil
+	f.picks = picks{}
 	return errors.Join(errs...)
 }

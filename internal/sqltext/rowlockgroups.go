@@ -92,7 +92,7 @@ const PickPage = 64
 // examined and passed over (MySQL and MariaDB, at read committed too, where the row is passed
 // over by a subquery), which would hold back other groups' heads for as long as the claim's
 // row is in work: the claim then locks the candidates one by one, each by its id (LockRow),
-// after its group (LockGroup). It binds Due's arguments, the table's name, then the queue.
+// then its group (LockGroup). It binds Due's arguments, the table's name, then the queue.
 //
 // Over a table without groups (one with concurrency limits or rates) it reads NULL for the group
 // and binds Due's arguments alone. Where the description names a rates table the rows of a queue,
@@ -119,19 +119,30 @@ func (r RowLock) Candidates(page, fullKinds, fullKeys int) Statement {
 	if s.HasGroups() {
 		group, where = t.Name+"."+t.GroupKey, where+" AND "+r.groupHead(p)
 	}
-	kind, key := "NULL", "NULL"
-	if s.HasRates() {
-		where += " AND " + s.Rates().free(p)
-		if t.Kind != "" {
-			kind = t.Name + "." + t.Kind
-		}
-		if t.LimitKey != "" {
-			key = t.Name + "." + t.LimitKey
-		}
-	}
+	rated, kind, key := r.rated(p)
+	where += rated
 	where += notFull(p, t, fullKinds, fullKeys)
 	return p.statement("SELECT " + t.Name + "." + t.ID + ", " + group + ", " + kind + ", " + key + " FROM " + t.Name + " WHERE " + where +
 		" ORDER BY " + s.Order("") + " LIMIT " + strconv.Itoa(PickPage) + " OFFSET " + strconv.Itoa(page*PickPage))
+}
+
+// rated is, where the description names a rates table, the predicate (" AND …" to follow a
+// WHERE) that passes over the rows of a queue, kind or key over its rate, binding the rates'
+// arguments, and the row's kind and limit key columns to read; otherwise no predicate, and NULL
+// for both.
+func (r RowLock) rated(p *Params) (pred, kind, key string) {
+	s, t := r.s, r.s.t
+	kind, key = "NULL", "NULL"
+	if !s.HasRates() {
+		return "", kind, key
+	}
+	if t.Kind != "" {
+		kind = t.Name + "." + t.Kind
+	}
+	if t.LimitKey != "" {
+		key = t.Name + "." + t.LimitKey
+	}
+	return " AND " + s.Rates().free(p), kind, key
 }
 
 // notFull is the predicate, " AND …" to follow a WHERE (empty where there is none), that leaves
@@ -147,6 +158,36 @@ func notFull(p *Params, t Table, fullKinds, fullKeys int) string {
 		pred += " AND (" + t.Name + "." + t.LimitKey + " IS NULL OR " + t.Name + "." + t.LimitKey + " NOT IN (" + p.listOf(ArgFullKey, fullKeys) + "))"
 	}
 	return pred
+}
+
+// candidateWindow is how many of the first rows in claim order a claim of n rows reads in
+// WindowCandidates: past the rows in work at the front of the queue (a row lock cannot be seen
+// without taking it, so they are among the candidates) and enough heads to find n free groups
+// while few are held, few enough that a claim that does not costs little.
+func candidateWindow(n int) int { return 4*n + PickPage }
+
+// WindowCandidates is Candidates' first read: the same candidates (id, group, kind and limit
+// key, in claim order) among the first candidateWindow(n) rows in claim order that are Due and
+// pass Candidates' predicates but the group's (rates, full limits), rather than a page of
+// PickPage candidates over the whole backlog. Where few rows of the backlog are heads (few
+// groups, many rows each), a page of candidates reads rows until it has PickPage heads, which
+// is the whole backlog, a probe of its group's head per row; the window reads what it needs
+// for a claim of n rows. A candidate outside the window comes after every row in it, so a
+// claim that takes n rows from the window takes the first n it would take from the pages; one
+// that does not reads the pages (Candidates), which pass over what the window found busy. It
+// binds Due's arguments, the rates' and the full limits' (as Candidates), then the table's name
+// and the queue (groupHead). Only for a table with groups.
+func (r RowLock) WindowCandidates(n, fullKinds, fullKeys int) Statement {
+	s, p := r.s, r.s.Params()
+	t := s.t
+	where := s.Due(p, "")
+	rated, kind, key := r.rated(p)
+	where += rated
+	where += notFull(p, t, fullKinds, fullKeys)
+	window := "(SELECT " + t.Name + "." + t.ID + " FROM " + t.Name + " WHERE " + where + " ORDER BY " + s.Order("") +
+		" LIMIT " + strconv.Itoa(candidateWindow(n)) + ") inbox_window"
+	return p.statement("SELECT " + t.Name + "." + t.ID + ", " + t.Name + "." + t.GroupKey + ", " + kind + ", " + key + " FROM " + window +
+		" JOIN " + t.Name + " ON " + t.Name + "." + t.ID + " = inbox_window." + t.ID + " WHERE " + r.groupHead(p) + " ORDER BY " + s.Order(t.Name))
 }
 
 // LockRow locks one row that Candidates read, by its id, where it is still due, passing over

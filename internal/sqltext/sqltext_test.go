@@ -203,6 +203,8 @@ func rowLockEntries(c *dialect.Caps, r sqltext.RowLock) []golden.Entry {
 		if c.Catalog == dialect.MySQLCatalog {
 			e.add("candidates page 0", r.Candidates(0, 0, 0))
 			e.add("candidates page 2", r.Candidates(2, 0, 0))
+			e.add("window candidates", r.WindowCandidates(1, 0, 0))
+			e.add("window candidates of 3", r.WindowCandidates(3, 0, 0))
 			e.add("lockRow", r.LockRow())
 		}
 	}

@@ -377,6 +377,29 @@ func (s *Stmt) QueryIn(ctx context.Context, tx dialect.Tx, args ...any) (*sql.Ro
 	return rows, s.Failed(err)
 }
 
+// QueryRowIn returns the Scan of the first row of a run of the statement in tx (QueryIn), which
+// runs it when called and fails with sql.ErrNoRows where it returns none. Its errors are as
+// Failed makes them.
+func (s *Stmt) QueryRowIn(ctx context.Context, tx dialect.Tx, args ...any) func(dest ...any) error {
+	return func(dest ...any) error {
+		rows, err := s.QueryIn(ctx, tx, args...)
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		if !rows.Next() {
+			if err := rows.Err(); err != nil {
+				return s.Failed(err)
+			}
+			return sql.ErrNoRows
+		}
+		if err := rows.Scan(dest...); err != nil {
+			return err
+		}
+		return s.Failed(rows.Close())
+	}
+}
+
 // Failed returns err, the error of a run of the statement (on the pool, in a transaction, or on
 // a connection of the form's own), naming the pooler and the settings that avoid it where the
 // server lost or already held the connection's prepared statement (dialect.Pooled); any other
