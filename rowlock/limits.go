@@ -13,15 +13,15 @@ import (
 
 // Concurrency limits (inbox.Table.Limits). A row in work under a limit holds one of the limit's
 // slots, a row of inbox_slots numbered below the limit, locked FOR UPDATE SKIP LOCKED in the
-// claim's own transaction (sqltext.RowLock.LockSlot), so that the slot frees exactly when the
-// row's own lock does. The claim reads its candidates without a lock, locks each one's row by its
-// id (and its group's hold, over groups), then takes its slots (the most specific limit first:
-// key, kind, then queue) (pickByID). A candidate whose slot was refused rolls the claim back (its
-// row's lock and a slot once locked are let go only with the transaction), and the limit found full is remembered for
-// the rest of the Claim: the claim runs again with the rows of a full kind's or key's limit left
-// out of its candidates before their LIMIT, so that however many of them lead the queue the
-// rows behind them are reached (pg-boss#871's bug was a full key starving them). Such a run
-// does not count against groupTries: each one finds a limit full that the next leaves out, and
+// claim's own transaction (sqltext.RowLock.LockSlot), so that the slot frees exactly when the row's
+// own lock does. The claim reads its candidates without a lock, locks each one's row by its id (and
+// its group's hold, over groups), then takes its slots (the most specific limit first: key, kind,
+// then queue) (pickByID). A candidate whose slot was refused rolls the claim back (its row's lock
+// and a slot once locked are let go only with the transaction), and the limit found full is
+// remembered for the rest of the Claim: the claim runs again with the rows of a full kind's or
+// key's limit left out of its candidates before their LIMIT, so that however many of them lead the
+// queue the rows behind them are reached (pg-boss#871's bug was a full key starving them). Such a
+// run does not count against groupTries: each one finds a limit full that the next leaves out, and
 // a queue has so many limits. A full queue limit ends the claim.
 //
 // With FIFO groups, a candidate is its group's head (sqltext.RowLock.Candidates): a head whose
