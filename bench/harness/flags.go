@@ -2,6 +2,7 @@ package harness
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"os"
@@ -13,11 +14,12 @@ import (
 
 // Main runs a benchmark command called name: run with the command's arguments, under a context
 // that an interrupt, or another of signals, cancels. An error run returns is printed to stderr
-// after the name, and the process exits 1.
+// after the name, and the process exits 1; flag.ErrHelp (the flag set printed its usage after
+// -h) is no error.
 func Main(name string, run func(ctx context.Context, args []string) error, signals ...os.Signal) {
 	ctx, stop := signal.NotifyContext(context.Background(), append([]os.Signal{os.Interrupt}, signals...)...)
 	defer stop()
-	if err := run(ctx, os.Args[1:]); err != nil {
+	if err := run(ctx, os.Args[1:]); err != nil && !errors.Is(err, flag.ErrHelp) {
 		fmt.Fprintln(os.Stderr, name+":", err)
 		os.Exit(1)
 	}
@@ -80,4 +82,22 @@ func NotOnSQLite(forms, dbs []string) error {
 		}
 	}
 	return nil
+}
+
+// CellLists reads the values of the flags that name a run's cells: -workers (Ints), -db (Names
+// among Databases) and -forms (Names among Forms).
+func CellLists(workers, dbs, forms string) ([]int, []string, []string, error) {
+	ws, err := Ints("workers", workers)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	ds, err := Names("db", dbs, Databases)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	fs, err := Names("forms", forms, Forms)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	return ws, ds, fs, nil
 }

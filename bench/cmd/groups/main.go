@@ -14,13 +14,11 @@
 package main
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"flag"
 	"fmt"
 	"os"
-	"path/filepath"
 	"slices"
 	"time"
 
@@ -54,13 +52,7 @@ func parseFlags(args []string) (*config, error) {
 		return nil, err
 	}
 	var err error
-	if cfg.workers, err = harness.Ints("workers", *workers); err != nil {
-		return nil, err
-	}
-	if cfg.dbs, err = harness.Names("db", *dbs, harness.Databases); err != nil {
-		return nil, err
-	}
-	if cfg.forms, err = harness.Names("forms", *forms, harness.Forms); err != nil {
+	if cfg.workers, cfg.dbs, cfg.forms, err = harness.CellLists(*workers, *dbs, *forms); err != nil {
 		return nil, err
 	}
 	if err := harness.NotOnSQLite(cfg.forms, cfg.dbs); err != nil {
@@ -85,94 +77,48 @@ func (cfg *config) handle() func([]byte) {
 	return func([]byte) { time.Sleep(cfg.work) }
 }
 
-// cell is a form on one database at one worker count: msgs/s of each round's drain without
-// and with groups.
-type cell struct {
-	form, db      string
-	workers       int
-	plain, groups []float64
-}
-
 func run(ctx context.Context, args []string) error {
 	cfg, err := parseFlags(args)
 	if err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return nil
-		}
 		return err
 	}
-	tmp, err := os.MkdirTemp("", "inbox-groups-")
+	fmt.Printf("machine   %s\n", harness.Machine())
+	grid := harness.Grid{Workers: cfg.workers, DBs: cfg.dbs, Forms: cfg.forms, DSNs: cfg.dsns}
+	cells, err := grid.RunPairs(ctx, os.Stdout,
+		func(t *harness.Target, form string) (string, error) { return createTable(ctx, t, form) },
+		func(t *harness.Target, c *harness.Pair, table string) error { return runCell(ctx, t, c, table, cfg) })
 	if err != nil {
 		return err
 	}
-	defer os.RemoveAll(tmp)
-	fmt.Printf("machine   %s\n", harness.Machine())
-	var cells []*cell
-	for _, db := range cfg.dbs {
-		dsn := cmp.Or(cfg.dsns[db], harness.DefaultDSNs[db])
-		if db == "sqlite" && cfg.dsns[db] == "" {
-			dsn = filepath.Join(tmp, "groups.db")
-		}
-		t, err := harness.Open(ctx, db, dsn, slices.Max(cfg.workers)+2)
-		if err != nil {
-			return err
-		}
-		fmt.Printf("%-9s %s\n", db, t.Facts(ctx))
-		for _, form := range cfg.forms {
-			formCells, err := runForm(ctx, t, form, cfg)
-			if err != nil {
-				t.Close()
-				return err
-			}
-			cells = append(cells, formCells...)
-		}
-		t.Close()
-	}
+	groups := fmt.Sprint(cfg.groups) + " groups"
 	if cfg.roundRobin {
 		fmt.Printf("\nThe lease form with the rows in %d FIFO groups, claims spread across the groups (round robin) against the usual order: %d rows per drain, %d rounds, msgs/s median (min–max)\n\n", cfg.groups, cfg.n, cfg.rounds)
-		fmt.Println("| form | database | workers | " + fmt.Sprint(cfg.groups) + " groups | round robin | round robin/usual (paired) |")
+		harness.PrintPairs(os.Stdout, groups, "round robin", "round robin/usual (paired)", cells)
 	} else {
 		fmt.Printf("\nEach form with the rows in %d FIFO groups against the same rows without: %d rows per drain, %d rounds, msgs/s median (min–max)\n\n", cfg.groups, cfg.n, cfg.rounds)
-		fmt.Println("| form | database | workers | no groups | " + fmt.Sprint(cfg.groups) + " groups | with/without (paired) |")
-	}
-	fmt.Println("|---|---|--:|--:|--:|--:|")
-	for _, c := range cells {
-		ratio := "–"
-		if r := harness.PairedRatio(c.groups, c.plain); r > 0 {
-			ratio = fmt.Sprintf("%.3f", r)
-		}
-		fmt.Printf("| %s | %s | %d | %s | %s | %s |\n", c.form, harness.Label(c.db), c.workers, harness.Spread(c.plain), harness.Spread(c.groups), ratio)
+		harness.PrintPairs(os.Stdout, "no groups", groups, "with/without (paired)", cells)
 	}
 	return nil
 }
 
-// runForm runs the cells of form on t, one per worker count, over a table of the form's own
-// (the lease form's keeps its name of before).
-func runForm(ctx context.Context, t *harness.Target, form string, cfg *config) ([]*cell, error) {
+// createTable creates form's table on t and returns its name: a table of the form's own (the
+// lease form's keeps its name of before).
+func createTable(ctx context.Context, t *harness.Target, form string) (string, error) {
 	table := "inbox_bench_groups_" + t.Name
 	if form != "lease" {
 		table += "_" + form
 	}
 	if err := t.CreateGroupTable(ctx, table); err != nil {
-		return nil, err
+		return "", err
 	}
-	var cells []*cell
-	for _, w := range cfg.workers {
-		c := &cell{form: form, db: t.Name, workers: w}
-		t.SetPool(w + 2)
-		if err := runCell(ctx, t, c, table, cfg); err != nil {
-			return nil, err
-		}
-		cells = append(cells, c)
-	}
-	return cells, nil
+	return table, nil
 }
 
-// runCell drains the table once without groups and once with them each round (with
-// -round-robin: once with groups in the usual order, once spreading the claims across them, in
-// c.plain and c.groups), alternating which goes first (harness.Rounds), the table prefilled and
-// its rows spread over the groups before each drain.
-func runCell(ctx context.Context, t *harness.Target, c *cell, table string, cfg *config) error {
+// runCell drains the table once without groups and once with them each round, in c.Plain and
+// c.With (with -round-robin: once with groups in the usual order, once spreading the claims
+// across them), alternating which goes first (harness.Rounds), the table prefilled and its rows
+// spread over the groups before each drain.
+func runCell(ctx context.Context, t *harness.Target, c *harness.Pair, table string, cfg *config) error {
 	drain := func(groups, roundRobin bool, into *[]float64) func(r int) error {
 		return func(r int) error {
 			if err := t.Prefill(ctx, table, cfg.n); err != nil {
@@ -181,17 +127,17 @@ func runCell(ctx context.Context, t *harness.Target, c *cell, table string, cfg 
 			if err := t.SetGroups(ctx, table, cfg.groups); err != nil {
 				return err
 			}
-			d, err := harness.DrainLibrary(ctx, t, harness.Consumer{Form: c.form, Table: table, Workers: c.workers, Batch: 1, Poll: cfg.poll, Groups: groups, RoundRobin: roundRobin, Handle: cfg.handle()}, int64(cfg.n))
+			d, err := harness.DrainLibrary(ctx, t, harness.Consumer{Form: c.Form, Table: table, Workers: c.Workers, Batch: 1, Poll: cfg.poll, Groups: groups, RoundRobin: roundRobin, Handle: cfg.handle()}, int64(cfg.n))
 			if err != nil {
-				return fmt.Errorf("%s, %s, %d workers, groups %v, round robin %v, round %d: %w", c.form, c.db, c.workers, groups, roundRobin, r, err)
+				return fmt.Errorf("%s, %s, %d workers, groups %v, round robin %v, round %d: %w", c.Form, c.DB, c.Workers, groups, roundRobin, r, err)
 			}
 			*into = append(*into, d.Rate)
-			fmt.Fprintf(os.Stderr, "%-8s %-8s W=%d groups=%-5v rr=%-5v round %d: %8.0f msgs/s, %d claims (%d empty) of %d rows\n", c.form, c.db, c.workers, groups, roundRobin, r, d.Rate, d.Claims, d.EmptyClaims, d.RowsClaimed)
+			fmt.Fprintf(os.Stderr, "%-8s %-8s W=%d groups=%-5v rr=%-5v round %d: %8.0f msgs/s, %d claims (%d empty) of %d rows\n", c.Form, c.DB, c.Workers, groups, roundRobin, r, d.Rate, d.Claims, d.EmptyClaims, d.RowsClaimed)
 			return nil
 		}
 	}
 	if cfg.roundRobin {
-		return harness.Rounds(cfg.rounds, drain(true, false, &c.plain), drain(true, true, &c.groups))
+		return harness.Rounds(cfg.rounds, drain(true, false, &c.Plain), drain(true, true, &c.With))
 	}
-	return harness.Rounds(cfg.rounds, drain(false, false, &c.plain), drain(true, false, &c.groups))
+	return harness.Rounds(cfg.rounds, drain(false, false, &c.Plain), drain(true, false, &c.With))
 }

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
-	"path/filepath"
 	"slices"
 	"time"
 
@@ -28,25 +27,15 @@ type claimCell struct {
 // runClaims times the lease form's claim of one row by itself, with and without the filter of
 // -kinds kinds, on each database: less noisy than a drain, whose rounds carry the settlements
 // and the consumer's start.
-func runClaims(ctx context.Context, cfg *config, tmp string) error {
+func runClaims(ctx context.Context, cfg *config) error {
 	var cells []*claimCell
-	for _, db := range cfg.dbs {
-		dsn := cmp.Or(cfg.dsns[db], harness.DefaultDSNs[db])
-		if db == "sqlite" && cfg.dsns[db] == "" {
-			dsn = filepath.Join(tmp, "claims.db")
-		}
-		t, err := harness.Open(ctx, db, dsn, 4)
-		if err != nil {
-			return err
-		}
-		fmt.Printf("%-9s %s\n", db, t.Facts(ctx))
-		c := &claimCell{db: db}
-		err = timeClaims(ctx, t, c, "inbox_bench_kinds_claims_"+db, cfg)
-		t.Close()
-		if err != nil {
-			return err
-		}
+	err := harness.EachTarget(ctx, os.Stdout, cfg.dbs, cfg.dsns, 4, func(t *harness.Target) error {
+		c := &claimCell{db: t.Name}
 		cells = append(cells, c)
+		return timeClaims(ctx, t, c, "inbox_bench_kinds_claims_"+t.Name, cfg)
+	})
+	if err != nil {
+		return err
 	}
 	fmt.Printf("\nOne lease claim of 1 row, with the filter of %d kinds and without: %d blocks of %d claims each, µs a claim, median (min–max) of the blocks\n\n", cfg.kinds, cfg.claims, claimBlock)
 	fmt.Println("| database | no kind filter | kind filter (" + fmt.Sprint(cfg.kinds) + " kinds) | with/without (paired) | claim cost |")

@@ -12,14 +12,10 @@
 package main
 
 import (
-	"cmp"
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"os"
-	"path/filepath"
-	"slices"
 	"time"
 
 	"github.com/sqlinbox/inbox/bench/harness"
@@ -51,13 +47,7 @@ func parseFlags(args []string) (*config, error) {
 		return nil, err
 	}
 	var err error
-	if cfg.workers, err = harness.Ints("workers", *workers); err != nil {
-		return nil, err
-	}
-	if cfg.dbs, err = harness.Names("db", *dbs, harness.Databases); err != nil {
-		return nil, err
-	}
-	if cfg.forms, err = harness.Names("forms", *forms, harness.Forms); err != nil {
+	if cfg.workers, cfg.dbs, cfg.forms, err = harness.CellLists(*workers, *dbs, *forms); err != nil {
 		return nil, err
 	}
 	if cfg.n < 1 || cfg.rounds < 1 || cfg.claims < 0 || cfg.kinds < 1 || cfg.kinds > harness.MaxKinds {
@@ -68,80 +58,42 @@ func parseFlags(args []string) (*config, error) {
 
 func main() { harness.Main("kinds", run) }
 
-// cell is one form on one database at one worker count: msgs/s of each round's drain without
-// the kind filter (plain) and with it (kinds).
-type cell struct {
-	db, form     string
-	workers      int
-	plain, kinds []float64
-}
-
 func run(ctx context.Context, args []string) error {
 	cfg, err := parseFlags(args)
 	if err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return nil
-		}
 		return err
 	}
-	tmp, err := os.MkdirTemp("", "inbox-kinds-")
-	if err != nil {
-		return err
-	}
-	defer os.RemoveAll(tmp)
 	fmt.Printf("machine   %s\n", harness.Machine())
 	if cfg.claims > 0 {
-		return runClaims(ctx, cfg, tmp)
+		return runClaims(ctx, cfg)
 	}
-	var cells []*cell
-	for _, db := range cfg.dbs {
-		dsn := cmp.Or(cfg.dsns[db], harness.DefaultDSNs[db])
-		if db == "sqlite" && cfg.dsns[db] == "" {
-			dsn = filepath.Join(tmp, "kinds.db")
-		}
-		t, err := harness.Open(ctx, db, dsn, slices.Max(cfg.workers)+2)
-		if err != nil {
-			return err
-		}
-		fmt.Printf("%-9s %s\n", db, t.Facts(ctx))
-		for _, form := range cfg.forms {
-			if db == "sqlite" && form != "lease" {
-				continue
-			}
-			table := "inbox_bench_kinds_" + db + "_" + form
-			if err := t.CreateKindTable(ctx, table); err != nil {
-				t.Close()
-				return err
-			}
-			for _, w := range cfg.workers {
-				c := &cell{db: db, form: form, workers: w}
-				t.SetPool(w + 2)
-				if err := runCell(ctx, t, c, table, cfg); err != nil {
-					t.Close()
-					return err
-				}
-				cells = append(cells, c)
-			}
-		}
-		t.Close()
+	grid := harness.Grid{Workers: cfg.workers, DBs: cfg.dbs, Forms: cfg.forms, DSNs: cfg.dsns}
+	cells, err := grid.RunPairs(ctx, os.Stdout,
+		func(t *harness.Target, form string) (string, error) {
+			table := "inbox_bench_kinds_" + t.Name + "_" + form
+			return table, t.CreateKindTable(ctx, table)
+		},
+		func(t *harness.Target, c *harness.Pair, table string) error { return runCell(ctx, t, c, table, cfg) })
+	if err != nil {
+		return err
 	}
 	fmt.Printf("\nClaims of %d kinds against claims of every row, the same handler: %d rows per drain, %d rounds, msgs/s median (min–max)\n\n", cfg.kinds, cfg.n, cfg.rounds)
 	fmt.Println("| database | form | workers | no kind filter | kind filter (" + fmt.Sprint(cfg.kinds) + " kinds) | with/without (paired) | claim cost |")
 	fmt.Println("|---|---|--:|--:|--:|--:|--:|")
 	for _, c := range cells {
 		ratio, cost := "–", "–"
-		if r := harness.PairedRatio(c.kinds, c.plain); r > 0 {
+		if r := harness.PairedRatio(c.With, c.Plain); r > 0 {
 			ratio, cost = fmt.Sprintf("%.3f", r), fmt.Sprintf("%+.1f%%", (1/r-1)*100)
 		}
-		fmt.Printf("| %s | %s | %d | %s | %s | %s | %s |\n", harness.Label(c.db), c.form, c.workers, harness.Spread(c.plain), harness.Spread(c.kinds), ratio, cost)
+		fmt.Printf("| %s | %s | %d | %s | %s | %s | %s |\n", harness.Label(c.DB), c.Form, c.Workers, harness.Spread(c.Plain), harness.Spread(c.With), ratio, cost)
 	}
 	return nil
 }
 
-// runCell drains the table once without the kind filter and once with it each round,
-// alternating which goes first (harness.Rounds), the table prefilled and its rows spread over
-// the kinds before each drain.
-func runCell(ctx context.Context, t *harness.Target, c *cell, table string, cfg *config) error {
+// runCell drains the table once without the kind filter and once with it each round (in
+// c.Plain and c.With), alternating which goes first (harness.Rounds), the table prefilled and
+// its rows spread over the kinds before each drain.
+func runCell(ctx context.Context, t *harness.Target, c *harness.Pair, table string, cfg *config) error {
 	drain := func(filtered bool, into *[]float64) func(r int) error {
 		return func(r int) error {
 			if err := t.Prefill(ctx, table, cfg.n); err != nil {
@@ -150,14 +102,14 @@ func runCell(ctx context.Context, t *harness.Target, c *cell, table string, cfg 
 			if err := t.SetKinds(ctx, table, cfg.kinds); err != nil {
 				return err
 			}
-			d, err := harness.DrainLibrary(ctx, t, harness.Consumer{Form: c.form, Table: table, Workers: c.workers, Batch: 1, Poll: cfg.poll, Kinds: cfg.kinds, KindsUnfiltered: !filtered}, int64(cfg.n))
+			d, err := harness.DrainLibrary(ctx, t, harness.Consumer{Form: c.Form, Table: table, Workers: c.Workers, Batch: 1, Poll: cfg.poll, Kinds: cfg.kinds, KindsUnfiltered: !filtered}, int64(cfg.n))
 			if err != nil {
-				return fmt.Errorf("%s %s, %d workers, %d kinds, filtered %t, round %d: %w", c.db, c.form, c.workers, cfg.kinds, filtered, r, err)
+				return fmt.Errorf("%s %s, %d workers, %d kinds, filtered %t, round %d: %w", c.DB, c.Form, c.Workers, cfg.kinds, filtered, r, err)
 			}
 			*into = append(*into, d.Rate)
-			fmt.Fprintf(os.Stderr, "%-8s %-8s W=%d filtered=%-5t round %d: %8.0f msgs/s\n", c.db, c.form, c.workers, filtered, r, d.Rate)
+			fmt.Fprintf(os.Stderr, "%-8s %-8s W=%d filtered=%-5t round %d: %8.0f msgs/s\n", c.DB, c.Form, c.Workers, filtered, r, d.Rate)
 			return nil
 		}
 	}
-	return harness.Rounds(cfg.rounds, drain(false, &c.plain), drain(true, &c.kinds))
+	return harness.Rounds(cfg.rounds, drain(false, &c.Plain), drain(true, &c.With))
 }

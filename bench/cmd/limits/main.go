@@ -21,8 +21,6 @@ import (
 	"flag"
 	"fmt"
 	"os"
-	"path/filepath"
-	"slices"
 	"time"
 
 	"github.com/sqlinbox/inbox/bench/harness"
@@ -52,13 +50,7 @@ func parseFlags(args []string) (*config, error) {
 		return nil, err
 	}
 	var err error
-	if cfg.workers, err = harness.Ints("workers", *workers); err != nil {
-		return nil, err
-	}
-	if cfg.dbs, err = harness.Names("db", *dbs, harness.Databases); err != nil {
-		return nil, err
-	}
-	if cfg.forms, err = harness.Names("forms", *forms, harness.Forms); err != nil {
+	if cfg.workers, cfg.dbs, cfg.forms, err = harness.CellLists(*workers, *dbs, *forms); err != nil {
 		return nil, err
 	}
 	if err := harness.NotOnSQLite(cfg.forms, cfg.dbs); err != nil {
@@ -72,95 +64,48 @@ func parseFlags(args []string) (*config, error) {
 
 func main() { harness.Main("limits", run) }
 
-// cell is a form on one database at one worker count: msgs/s of each round's drain without
-// and with a limit.
-type cell struct {
-	form, db      string
-	workers       int
-	plain, limits []float64
-}
-
 func run(ctx context.Context, args []string) error {
 	cfg, err := parseFlags(args)
 	if err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return nil
-		}
 		return err
 	}
-	tmp, err := os.MkdirTemp("", "inbox-limits-")
+	fmt.Printf("machine   %s\n", harness.Machine())
+	grid := harness.Grid{Workers: cfg.workers, DBs: cfg.dbs, Forms: cfg.forms, DSNs: cfg.dsns}
+	cells, err := grid.RunPairs(ctx, os.Stdout,
+		func(t *harness.Target, form string) (string, error) { return createTable(ctx, t, form) },
+		func(t *harness.Target, c *harness.Pair, table string) error { return runCell(ctx, t, c, table, cfg) })
 	if err != nil {
 		return err
-	}
-	defer os.RemoveAll(tmp)
-	fmt.Printf("machine   %s\n", harness.Machine())
-	var cells []*cell
-	for _, db := range cfg.dbs {
-		dsn := cmp.Or(cfg.dsns[db], harness.DefaultDSNs[db])
-		if db == "sqlite" && cfg.dsns[db] == "" {
-			dsn = filepath.Join(tmp, "limits.db")
-		}
-		t, err := harness.Open(ctx, db, dsn, slices.Max(cfg.workers)+2)
-		if err != nil {
-			return err
-		}
-		fmt.Printf("%-9s %s\n", db, t.Facts(ctx))
-		for _, form := range cfg.forms {
-			dbCells, err := runForm(ctx, t, form, cfg)
-			if err != nil {
-				t.Close()
-				return err
-			}
-			cells = append(cells, dbCells...)
-		}
-		t.Close()
 	}
 	limit := "the workers"
 	if cfg.limit > 0 {
 		limit = fmt.Sprint(cfg.limit)
 	}
 	fmt.Printf("\nEach form with a limit of %s rows in work on its queue against the same rows without: %d rows per drain, %d rounds, msgs/s median (min–max)\n\n", limit, cfg.n, cfg.rounds)
-	fmt.Println("| form | database | workers | no limit | limit | with/without (paired) |")
-	fmt.Println("|---|---|--:|--:|--:|--:|")
-	for _, c := range cells {
-		ratio := "–"
-		if r := harness.PairedRatio(c.limits, c.plain); r > 0 {
-			ratio = fmt.Sprintf("%.3f", r)
-		}
-		fmt.Printf("| %s | %s | %d | %s | %s | %s |\n", c.form, harness.Label(c.db), c.workers, harness.Spread(c.plain), harness.Spread(c.limits), ratio)
-	}
+	harness.PrintPairs(os.Stdout, "no limit", "limit", "with/without (paired)", cells)
 	return nil
 }
 
-// runForm runs the cells of form on t, one per worker count, over a table of the form's own
-// (the lease form's keeps its name of before).
-func runForm(ctx context.Context, t *harness.Target, form string, cfg *config) ([]*cell, error) {
+// createTable creates form's table on t and returns its name: a table of the form's own (the
+// lease form's keeps its name of before).
+func createTable(ctx context.Context, t *harness.Target, form string) (string, error) {
 	table := "inbox_bench_limits_" + t.Name
 	if form != "lease" {
 		table += "_" + form
 	}
 	if err := t.CreateTable(ctx, table); err != nil {
-		return nil, err
+		return "", err
 	}
 	if err := t.CreateLimitTables(ctx, table); err != nil {
-		return nil, err
+		return "", err
 	}
-	var cells []*cell
-	for _, w := range cfg.workers {
-		c := &cell{form: form, db: t.Name, workers: w}
-		t.SetPool(w + 2)
-		if err := runCell(ctx, t, c, table, cfg); err != nil {
-			return nil, err
-		}
-		cells = append(cells, c)
-	}
-	return cells, nil
+	return table, nil
 }
 
-// runCell drains the table once without a limit and once with it each round, alternating
-// which goes first (harness.Rounds), the table prefilled before each drain.
-func runCell(ctx context.Context, t *harness.Target, c *cell, table string, cfg *config) error {
-	if err := t.SetLimit(ctx, table, cmp.Or(cfg.limit, c.workers)); err != nil {
+// runCell drains the table once without a limit and once with it each round (in c.Plain and
+// c.With), alternating which goes first (harness.Rounds), the table prefilled before each drain.
+func runCell(ctx context.Context, t *harness.Target, c *harness.Pair, table string, cfg *config) error {
+	if err := t.SetLimit(ctx, table, cmp.Or(cfg.limit, c.Workers)); err != nil {
 		return err
 	}
 	drain := func(limits bool, into *[]float64) func(r int) error {
@@ -168,14 +113,14 @@ func runCell(ctx context.Context, t *harness.Target, c *cell, table string, cfg 
 			if err := t.Prefill(ctx, table, cfg.n); err != nil {
 				return err
 			}
-			d, err := harness.DrainLibrary(ctx, t, harness.Consumer{Form: c.form, Table: table, Workers: c.workers, Batch: 1, Poll: cfg.poll, Limits: limits}, int64(cfg.n))
+			d, err := harness.DrainLibrary(ctx, t, harness.Consumer{Form: c.Form, Table: table, Workers: c.Workers, Batch: 1, Poll: cfg.poll, Limits: limits}, int64(cfg.n))
 			if err != nil {
-				return fmt.Errorf("%s, %s, %d workers, limits %v, round %d: %w", c.form, c.db, c.workers, limits, r, err)
+				return fmt.Errorf("%s, %s, %d workers, limits %v, round %d: %w", c.Form, c.DB, c.Workers, limits, r, err)
 			}
 			*into = append(*into, d.Rate)
-			fmt.Fprintf(os.Stderr, "%-8s %-8s W=%d limit=%-5v round %d: %8.0f msgs/s, %d claims (%d empty) of %d rows\n", c.form, c.db, c.workers, limits, r, d.Rate, d.Claims, d.EmptyClaims, d.RowsClaimed)
+			fmt.Fprintf(os.Stderr, "%-8s %-8s W=%d limit=%-5v round %d: %8.0f msgs/s, %d claims (%d empty) of %d rows\n", c.Form, c.DB, c.Workers, limits, r, d.Rate, d.Claims, d.EmptyClaims, d.RowsClaimed)
 			return nil
 		}
 	}
-	return harness.Rounds(cfg.rounds, drain(false, &c.plain), drain(true, &c.limits))
+	return harness.Rounds(cfg.rounds, drain(false, &c.Plain), drain(true, &c.With))
 }

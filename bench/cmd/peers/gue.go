@@ -8,7 +8,6 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/vgarvardt/gue/v5"
-	"github.com/vgarvardt/gue/v5/adapter/pgxv5"
 
 	"github.com/sqlinbox/inbox/bench/harness"
 )
@@ -24,20 +23,6 @@ type gueQueue struct {
 	client *gue.Client
 }
 
-// gueSchema is the table and index gue needs (gue ships them as SQL, not as a Go call).
-var gueSchema = []string{`CREATE TABLE IF NOT EXISTS gue_jobs (
-  job_id      TEXT        NOT NULL PRIMARY KEY,
-  priority    SMALLINT    NOT NULL,
-  run_at      TIMESTAMPTZ NOT NULL,
-  job_type    TEXT        NOT NULL,
-  args        BYTEA       NOT NULL,
-  error_count INTEGER     NOT NULL DEFAULT 0,
-  last_error  TEXT,
-  queue       TEXT        NOT NULL,
-  created_at  TIMESTAMPTZ NOT NULL,
-  updated_at  TIMESTAMPTZ NOT NULL
-)`, `CREATE INDEX IF NOT EXISTS idx_gue_jobs_selector ON gue_jobs (queue, run_at, priority)`}
-
 func newGue(ctx context.Context, dsn string, maxW int) (contender, error) {
 	pc, err := pgxpool.ParseConfig(dsn)
 	if err != nil {
@@ -48,13 +33,7 @@ func newGue(ctx context.Context, dsn string, maxW int) (contender, error) {
 	if err != nil {
 		return nil, err
 	}
-	for _, ddl := range gueSchema {
-		if _, err := pool.Exec(ctx, ddl); err != nil {
-			pool.Close()
-			return nil, err
-		}
-	}
-	client, err := gue.NewClient(pgxv5.NewConnPool(pool))
+	client, err := harness.GueClient(ctx, pool)
 	if err != nil {
 		pool.Close()
 		return nil, err

@@ -70,7 +70,7 @@ func main() { harness.Main("peers", run) }
 
 func run(ctx context.Context, args []string) error {
 	cfg, err := parseFlags(args)
-	if err != nil || cfg == nil {
+	if err != nil {
 		return err
 	}
 	results, err := runPeers(ctx, cfg)
@@ -81,7 +81,7 @@ func run(ctx context.Context, args []string) error {
 	return nil
 }
 
-// parseFlags reads the command's flags; it returns a nil config after -h.
+// parseFlags reads the command's flags.
 func parseFlags(args []string) (*config, error) {
 	fs := flag.NewFlagSet("peers", flag.ContinueOnError)
 	cfg := &config{out: os.Stdout}
@@ -95,9 +95,6 @@ func parseFlags(args []string) (*config, error) {
 	fs.StringVar(&cfg.pgDSN, "dsn", harness.DefaultDSNs["postgres"], "Postgres DSN")
 	fs.IntVar(&cfg.sqlitePool, "sqlite-pool", 1, "the peers' connection pool on SQLite (River and goqite both recommend 1; ours takes workers+2)")
 	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return nil, nil
-		}
 		return nil, err
 	}
 	var err error

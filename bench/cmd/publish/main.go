@@ -23,7 +23,6 @@ import (
 	"flag"
 	"io"
 	"os"
-	"runtime/pprof"
 	"strings"
 
 	"github.com/sqlinbox/inbox/bench/harness"
@@ -73,20 +72,14 @@ func main() { harness.Main("publish", run) }
 
 func run(ctx context.Context, args []string) error {
 	cfg, err := parseFlags(args)
-	if err != nil || cfg == nil {
+	if err != nil {
 		return err
 	}
-	if cfg.cpuProfile != "" {
-		f, err := os.Create(cfg.cpuProfile)
-		if err != nil {
-			return err
-		}
-		defer f.Close()
-		if err := pprof.StartCPUProfile(f); err != nil {
-			return err
-		}
-		defer pprof.StopCPUProfile()
+	stop, err := harness.CPUProfile(cfg.cpuProfile)
+	if err != nil {
+		return err
 	}
+	defer stop()
 	results, err := runPublish(ctx, cfg)
 	if err != nil {
 		return err
@@ -95,7 +88,7 @@ func run(ctx context.Context, args []string) error {
 	return nil
 }
 
-// parseFlags reads the command's flags; it returns a nil config after -h.
+// parseFlags reads the command's flags.
 func parseFlags(args []string) (*config, error) {
 	fs := flag.NewFlagSet("publish", flag.ContinueOnError)
 	cfg := &config{dsns: map[string]string{}, out: os.Stdout}
@@ -111,9 +104,6 @@ func parseFlags(args []string) (*config, error) {
 	fs.BoolVar(&cfg.countTrips, "count-trips", false, "count our calls' round trips, statements and commits through a counting driver wrapper and print them per call (our rates then run through the wrapper)")
 	fs.StringVar(&cfg.cpuProfile, "cpuprofile", "", "write a CPU profile of the whole run to this path")
 	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return nil, nil
-		}
 		return nil, err
 	}
 	var err error

@@ -147,20 +147,6 @@ func (r *riverPublisher) oneName() string {
 // command's gue_jobs): gue names its table without a schema.
 const gueSchema = "inbox_bench_publish_gue"
 
-// gueDDL is the table and index gue needs (gue ships them as SQL, not as a Go call).
-var gueDDL = []string{`CREATE TABLE IF NOT EXISTS gue_jobs (
-  job_id      TEXT        NOT NULL PRIMARY KEY,
-  priority    SMALLINT    NOT NULL,
-  run_at      TIMESTAMPTZ NOT NULL,
-  job_type    TEXT        NOT NULL,
-  args        BYTEA       NOT NULL,
-  error_count INTEGER     NOT NULL DEFAULT 0,
-  last_error  TEXT,
-  queue       TEXT        NOT NULL,
-  created_at  TIMESTAMPTZ NOT NULL,
-  updated_at  TIMESTAMPTZ NOT NULL
-)`, `CREATE INDEX IF NOT EXISTS idx_gue_jobs_selector ON gue_jobs (queue, run_at, priority)`}
-
 // gueMaxRows is the most jobs one EnqueueBatch takes: its one INSERT binds 8 values a job, and
 // Postgres's protocol takes at most 65,535 (pgx refuses more before sending).
 const gueMaxRows = 65535 / 8
@@ -179,13 +165,7 @@ func newGue(ctx context.Context, dsn string) (contender, error) {
 	if err != nil {
 		return nil, err
 	}
-	for _, ddl := range gueDDL {
-		if _, err := pool.Exec(ctx, ddl); err != nil {
-			pool.Close()
-			return nil, err
-		}
-	}
-	client, err := gue.NewClient(pgxv5.NewConnPool(pool))
+	client, err := harness.GueClient(ctx, pool)
 	if err != nil {
 		pool.Close()
 		return nil, err

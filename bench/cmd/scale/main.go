@@ -157,9 +157,6 @@ func main() {
 func run(ctx context.Context, args []string, out io.Writer) error {
 	cfg, err := parseFlags(args)
 	if err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return nil
-		}
 		return err
 	}
 	cfg.out = out

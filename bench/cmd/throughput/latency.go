@@ -130,7 +130,7 @@ func latencyCell(ctx context.Context, t *harness.Target, form string, cfg *confi
 // the resident set sampled as the drain goes, to show whether it stays flat.
 func runMemory(ctx context.Context, cfg *config, tmp string) error {
 	const workers = 4
-	t, err := harness.Open(ctx, cfg.memoryDB, dsnOf(cfg, cfg.memoryDB, tmp, "memory.db"), workers+2)
+	t, err := harness.Open(ctx, cfg.memoryDB, harness.DSN(cfg.dsns, cfg.memoryDB, tmp, "memory.db"), workers+2)
 	if err != nil {
 		return err
 	}

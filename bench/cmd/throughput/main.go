@@ -15,8 +15,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
-	"runtime/pprof"
 	"slices"
 	"strings"
 	"time"
@@ -131,16 +129,10 @@ func parseFlags(args []string) (*config, error) {
 		return nil, fmt.Errorf("unexpected argument %q", fs.Arg(0))
 	}
 	var err error
-	if cfg.workers, err = harness.Ints("workers", *workers); err != nil {
+	if cfg.workers, cfg.dbs, cfg.forms, err = harness.CellLists(*workers, *dbs, *forms); err != nil {
 		return nil, err
 	}
 	if cfg.batches, err = harness.Ints("batch", *batches); err != nil {
-		return nil, err
-	}
-	if cfg.dbs, err = harness.Names("db", *dbs, harness.Databases); err != nil {
-		return nil, err
-	}
-	if cfg.forms, err = harness.Names("forms", *forms, harness.Forms); err != nil {
 		return nil, err
 	}
 	if cfg.n < 1 || cfg.rounds < 1 || cfg.latencyRate < 1 || cfg.latencyWorkers < 1 || cfg.memoryN < 1 {
@@ -160,22 +152,13 @@ func main() { harness.Main("throughput", run) }
 func run(ctx context.Context, args []string) error {
 	cfg, err := parseFlags(args)
 	if err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return nil
-		}
 		return err
 	}
-	if cfg.cpuProfile != "" {
-		f, err := os.Create(cfg.cpuProfile)
-		if err != nil {
-			return err
-		}
-		defer f.Close()
-		if err := pprof.StartCPUProfile(f); err != nil {
-			return err
-		}
-		defer pprof.StopCPUProfile()
+	stop, err := harness.CPUProfile(cfg.cpuProfile)
+	if err != nil {
+		return err
 	}
+	defer stop()
 	if len(cfg.fromLogs) > 0 {
 		return replot(cfg)
 	}
@@ -246,7 +229,7 @@ func runAll(ctx context.Context, cfg *config) ([]*cell, error) {
 		if cfg.countTrips {
 			open = harness.OpenCounting
 		}
-		t, err := open(ctx, name, dsnOf(cfg, name, tmp, "bench.db"), maxWorkers+2)
+		t, err := open(ctx, name, harness.DSN(cfg.dsns, name, tmp, "bench.db"), maxWorkers+2)
 		if err != nil {
 			return nil, err
 		}
@@ -342,17 +325,6 @@ func runNotes(cfg *config) string {
 		notes += ", the row lock form's raw loop written by hand on pinned connections (-pinned-rowlock)"
 	}
 	return notes + handNote(cfg)
-}
-
-// dsnOf is database name's DSN: -dsn's, or the default; for SQLite without one, file in tmp.
-func dsnOf(cfg *config, name, tmp, file string) string {
-	if dsn := cfg.dsns[name]; dsn != "" {
-		return dsn
-	}
-	if name == "sqlite" {
-		return filepath.Join(tmp, file)
-	}
-	return harness.DefaultDSNs[name]
 }
 
 // runCell runs a cell's rounds, the library's drain and the raw loop's in turn (harness.Rounds).
