@@ -1,7 +1,7 @@
-// Package harness is what the benchmark commands share (bench/cmd/throughput and
-// bench/cmd/peers): the databases opened for a run, the bench table created and prefilled, a
-// drain through the library's consumer timed and checked, allocations counted, rounds run in
-// turning order, and the medians and paired ratios the tables print.
+// Package harness is what the benchmark commands under bench/cmd share: the databases opened
+// for a run, the bench table created and prefilled, a drain through the library's consumer
+// timed and checked, allocations counted, rounds run in turning order, cells drained two ways
+// and paired, and the medians and paired ratios the tables print.
 //
 // Everything the harness asks of the library's consumer and forms is in library.go, so that a
 // change of the library's API touches that one file.
